@@ -1,0 +1,73 @@
+//! The graph-description trait the engine runs.
+//!
+//! `graph!` implements it with generated `match` code (static dispatch, no allocation, no string
+//! look-ups); a front end that loads graphs at run time implements it over its own tables. The
+//! engine in `exec` knows nothing else about a graph.
+
+use crate::error::BoxError;
+use crate::name::NodeName;
+use crate::node::{Ctx, Goto, NodeId, NodeStep};
+use crate::state::GraphState;
+
+/// A graph the engine can run: its nodes, how to run each, and how to route between them.
+///
+/// Implemented by `graph!`; implement it by hand only for graphs built at run time.
+pub trait Graph: Send + Sync + 'static {
+    /// The state the graph carries.
+    type State: GraphState;
+    /// The graph's node ids.
+    type Node: NodeId<State = Self::State>;
+
+    /// The graph's name (`ReviewFlow`).
+    fn name(&self) -> &str;
+
+    /// A fingerprint of the graph's shape: nodes, edges, branches, pauses and state schema.
+    fn fingerprint(&self) -> u64;
+
+    /// The name of `node`.
+    fn node_name(&self, node: Self::Node) -> NodeName;
+
+    /// Where the run goes from `start`, given the input state; `None` if no edge applies.
+    fn start(&self, state: &Self::State) -> Option<Goto<Self::Node>>;
+
+    /// Runs `node` on `state`.
+    fn run(
+        &self,
+        node: Self::Node,
+        state: &Self::State,
+        ctx: &Ctx<Self::State>,
+    ) -> Result<NodeStep<Self::State, Self::Node>, BoxError>;
+
+    /// Where the run goes after `node`, by its edges in declaration order; `None` if no edge
+    /// applies. Not called for routers that chose with a `Command`.
+    fn route(&self, node: Self::Node, state: &Self::State) -> Option<Goto<Self::Node>>;
+
+    /// Whether `from`, a router, declares `to` among its targets.
+    fn can_goto(&self, from: Self::Node, to: Goto<Self::Node>) -> bool;
+
+    /// The fan-out that follows `node`, if `node` is the source of a `parallel` statement.
+    fn fork(&self, node: Self::Node) -> Option<Fork<'_, Self::Node>> {
+        let _ = node;
+        None
+    }
+}
+
+/// A fan-out: after its source node, the branches start at `heads` and meet at `join`.
+#[derive(Clone, Copy, Debug)]
+pub struct Fork<'g, N> {
+    /// The first node of each branch, in declared order (the merge order).
+    pub heads: &'g [N],
+    /// The node where the branches meet.
+    pub join: N,
+}
+
+/// Graphs that cannot pause, and so build without a checkpointer.
+///
+/// `graph!` implements it for every graph without `interrupt_before`, `interrupt_after`,
+/// `interruptible` or `interrupt` statements.
+#[diagnostic::on_unimplemented(
+    message = "graph `{Self}` can pause, so it needs a checkpointer to resume from",
+    label = "`{Self}` has an interrupt, so `.build()` needs a checkpointer first",
+    note = "call `.checkpointer(MemoryStore::new())` or `.checkpointer(SledStore::open(path)?)` on the builder before `.build()`"
+)]
+pub trait PauseFree: Graph {}

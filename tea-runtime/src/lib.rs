@@ -1,0 +1,45 @@
+//! The engine of [tea](https://docs.rs/tea): state traits, reducers, the executor, errors.
+//!
+//! Users depend on the `tea` facade, which re-exports everything here together with the
+//! `#[derive(GraphState)]` and `graph!` macros; the examples below use it.
+//!
+//! The engine is generic over the [`Graph`] trait, which `graph!` implements with generated
+//! `match` code and a run-time front end can implement over tables: execution logic lives here,
+//! never in generated code.
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod app;
+mod error;
+mod event;
+mod exec;
+mod graph;
+mod name;
+mod node;
+pub mod reducers;
+mod state;
+
+pub use app::{App, Builder, NoCheckpointer, DEFAULT_RECURSION_LIMIT};
+pub use error::{BoxError, Error};
+pub use event::Event;
+pub use exec::Stream;
+pub use graph::{Fork, Graph, PauseFree};
+pub use name::{NodeName, ThreadId};
+pub use node::{Command, Ctx, Goto, Guard, NodeFn, NodeId, NodeOutput, RouterOutput};
+pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
+
+/// What generated code names: reached as `::tea::__private::…`, never by users.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::error::BoxError;
+    pub use crate::node::{guard, run_node, run_router, NodeStep};
+    pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
+    pub use crate::state::{fingerprint, Slot};
+    pub use crate::{
+        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, NodeId, NodeName, NodeOutput,
+        PauseFree, Reducer, RouterOutput, StateUpdate, Write,
+    };
+    pub use serde;
+    pub use serde_json;
+    /// `Option`, `Result` and friends, by absolute path.
+    pub use ::core;
+}

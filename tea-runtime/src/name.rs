@@ -1,0 +1,183 @@
+//! Names of nodes and threads as they appear in events, errors and (later) tokens.
+//!
+//! Both are cheap to clone: a node name is usually a `&'static str` from generated code, and a
+//! thread id is reference-counted, so the executor never allocates to pass them around.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::sync::Arc;
+
+/// The name of a node, as written in the graph.
+///
+/// Events, errors and snapshots are generic over the state only, so they name nodes with this
+/// type rather than with a graph's node enum.
+///
+/// ```
+/// use tea::NodeName;
+/// let name = NodeName::from_static("review");
+/// assert_eq!(name, "review");
+/// assert_eq!(name.to_string(), "review");
+/// ```
+#[derive(Clone)]
+pub struct NodeName(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl NodeName {
+    /// A name known at compile time (what `graph!` generates).
+    pub const fn from_static(name: &'static str) -> Self {
+        NodeName(Repr::Static(name))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Static(s) => s,
+            Repr::Shared(s) => s,
+        }
+    }
+}
+
+impl From<&'static str> for NodeName {
+    fn from(name: &'static str) -> Self {
+        NodeName::from_static(name)
+    }
+}
+
+impl From<String> for NodeName {
+    fn from(name: String) -> Self {
+        NodeName(Repr::Shared(name.into()))
+    }
+}
+
+impl AsRef<str> for NodeName {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for NodeName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for NodeName {}
+
+impl std::hash::Hash for NodeName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialEq<str> for NodeName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for NodeName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<NodeName> for &str {
+    fn eq(&self, other: &NodeName) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl Serialize for NodeName {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(NodeName::from)
+    }
+}
+
+/// The id of a thread: one run of a graph, with its checkpoints, across pauses and resumes.
+///
+/// ```
+/// use tea::ThreadId;
+/// let thread = ThreadId::from("order-1234");
+/// assert_eq!(thread.as_str(), "order-1234");
+/// assert_eq!(thread, ThreadId::from(String::from("order-1234")));
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadId(Arc<str>);
+
+impl ThreadId {
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for ThreadId {
+    fn from(id: &str) -> Self {
+        ThreadId(id.into())
+    }
+}
+
+impl From<String> for ThreadId {
+    fn from(id: String) -> Self {
+        ThreadId(id.into())
+    }
+}
+
+impl From<&ThreadId> for ThreadId {
+    fn from(id: &ThreadId) -> Self {
+        id.clone()
+    }
+}
+
+impl AsRef<str> for ThreadId {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ThreadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Serialize for ThreadId {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ThreadId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(ThreadId::from)
+    }
+}

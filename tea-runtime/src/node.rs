@@ -1,0 +1,302 @@
+//! What a node is to the engine: a function of the state (and optionally its [`Ctx`]) whose
+//! return value converts into an update or, for routers, a [`Command`].
+//!
+//! The traits here let `graph!` call a node without knowing which of the accepted forms it has;
+//! their `on_unimplemented` messages are what a user sees, on the node's name, when a node has
+//! the wrong shape.
+
+use crate::error::BoxError;
+use crate::name::{NodeName, ThreadId};
+use crate::state::GraphState;
+use std::fmt;
+
+/// The node type of a graph: `graph!` generates an enum (`ReviewFlowNode`) with one variant per
+/// node, so a [`Command::goto`] to a node that does not exist does not compile.
+pub trait NodeId: Copy + Eq + fmt::Debug + Send + Sync + 'static {
+    /// The state of the graph these nodes belong to.
+    type State: GraphState;
+}
+
+/// Where a node goes next: another node, or the end of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Goto<N> {
+    /// Run this node next.
+    Node(N),
+    /// Finish the run.
+    End,
+}
+
+/// What a router node (declared `node -> a | b;`) returns: the node to run next, and optionally
+/// an update to apply first.
+///
+/// ```
+/// # use tea::prelude::*;
+/// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+/// # struct Ticket { priority: u8, notes: Vec<String> }
+/// # fn triage(s: &Ticket) -> Command<DeskNode> {
+/// if s.priority > 3 {
+///     Command::goto(DeskNode::Escalate).update(Ticket::update().notes(vec!["urgent".into()]))
+/// } else {
+///     Command::end()
+/// }
+/// # }
+/// # fn escalate(_: &Ticket) {}
+/// # graph! { Desk for Ticket { start -> triage; triage -> escalate | end; escalate -> end; } }
+/// ```
+pub struct Command<N: NodeId> {
+    goto: Goto<N>,
+    update: Option<<N::State as GraphState>::Update>,
+}
+
+impl<N: NodeId> Command<N> {
+    /// Go to `node` next. It must be listed in this router's `->` declaration, or the run fails
+    /// with [`Error::NoRoute`](crate::Error::NoRoute).
+    pub fn goto(node: N) -> Self {
+        Command { goto: Goto::Node(node), update: None }
+    }
+
+    /// Finish the run (the router's declaration must list `end`).
+    pub fn end() -> Self {
+        Command { goto: Goto::End, update: None }
+    }
+
+    /// Apply `update` (through the reducers) before going on.
+    pub fn update(mut self, update: <N::State as GraphState>::Update) -> Self {
+        self.update = Some(update);
+        self
+    }
+
+    /// Where this command goes.
+    pub fn target(&self) -> Goto<N> {
+        self.goto
+    }
+
+    /// The update this command applies, if any.
+    pub fn pending_update(&self) -> Option<&<N::State as GraphState>::Update> {
+        self.update.as_ref()
+    }
+}
+
+impl<N: NodeId> Clone for Command<N> {
+    fn clone(&self) -> Self {
+        Command { goto: self.goto, update: self.update.clone() }
+    }
+}
+
+impl<N: NodeId> fmt::Debug for Command<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Command").field("goto", &self.goto).field("update", &self.update).finish()
+    }
+}
+
+/// What one node run produced, in the engine's terms.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct NodeStep<S: GraphState, N> {
+    /// The update to apply, if any.
+    pub update: Option<S::Update>,
+    /// A router's choice of the next node; `None` for plain nodes.
+    pub goto: Option<Goto<N>>,
+}
+
+/// The information a node can ask for by taking `&Ctx<S>` as its second argument.
+///
+/// ```
+/// # use tea::prelude::*;
+/// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+/// # struct Trace { #[reducer(append)] seen: Vec<String> }
+/// fn visit(_: &Trace, ctx: &Ctx<Trace>) -> TraceUpdate {
+///     Trace::update().seen(vec![format!("{}@{}", ctx.node(), ctx.step())])
+/// }
+/// # graph! { Walk for Trace { start -> visit; visit -> end; } }
+/// let out = Walk::builder().build().invoke(Trace::default()).unwrap();
+/// assert_eq!(out.seen, ["visit@1"]);
+/// ```
+pub struct Ctx<S> {
+    pub(crate) node: NodeName,
+    pub(crate) step: u64,
+    pub(crate) thread: Option<ThreadId>,
+    pub(crate) branch: Option<NodeName>,
+    pub(crate) _state: std::marker::PhantomData<fn() -> S>,
+}
+
+impl<S> Ctx<S> {
+    pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
+        Ctx { node, step: 0, thread, branch: None, _state: std::marker::PhantomData }
+    }
+
+    /// The node being run.
+    pub fn node(&self) -> &NodeName {
+        &self.node
+    }
+
+    /// The number of node runs in this run so far, counting this one (the first node is step 1).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The thread this run belongs to; `None` for an app without a checkpointer.
+    pub fn thread(&self) -> Option<&ThreadId> {
+        self.thread.as_ref()
+    }
+
+    /// Inside a parallel branch, the head of that branch; `None` on the main line.
+    pub fn branch(&self) -> Option<&NodeName> {
+        self.branch.as_ref()
+    }
+}
+
+impl<S> fmt::Debug for Ctx<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ctx")
+            .field("node", &self.node)
+            .field("step", &self.step)
+            .field("thread", &self.thread)
+            .field("branch", &self.branch)
+            .finish()
+    }
+}
+
+/// What a plain node may return: its state's update type, `()`, or a `Result` of either.
+///
+/// `#[derive(GraphState)]` implements it for the update type it generates (and `Result`s of it).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not what a node of state `{S}` can return",
+    label = "this node's function returns `{Self}`",
+    note = "a node returns the state's update type (`{S}::update()…`), `()`, or `Result` of either with an error that converts into `Box<dyn Error + Send + Sync>`",
+    note = "a node that returns a `Command` must be declared as a router in the graph: `node -> a | b;`"
+)]
+pub trait NodeOutput<S: GraphState> {
+    /// The update to apply, or the node's error.
+    fn into_update(self) -> Result<Option<S::Update>, BoxError>;
+}
+
+impl<S: GraphState> NodeOutput<S> for () {
+    fn into_update(self) -> Result<Option<S::Update>, BoxError> {
+        Ok(None)
+    }
+}
+
+impl<S: GraphState, E: Into<BoxError>> NodeOutput<S> for Result<(), E> {
+    fn into_update(self) -> Result<Option<S::Update>, BoxError> {
+        self.map(|()| None).map_err(Into::into)
+    }
+}
+
+/// What a router node (`node -> a | b;`) may return: a [`Command`] of its graph, or a `Result`
+/// of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not what a router node can return",
+    label = "this node is declared `node -> a | b;`, so it must return a `Command`",
+    note = "a router returns `Command<{N}>` (or `Result<Command<{N}>, E>`): `Command::goto({N}::…)` or `Command::end()`",
+    note = "if the node should return a plain update, route it with edges (`node -> a;`, `node -> a if guard;`) instead of `|`"
+)]
+pub trait RouterOutput<N: NodeId> {
+    /// The command, or the node's error.
+    fn into_command(self) -> Result<Command<N>, BoxError>;
+}
+
+impl<N: NodeId> RouterOutput<N> for Command<N> {
+    fn into_command(self) -> Result<Command<N>, BoxError> {
+        Ok(self)
+    }
+}
+
+impl<N: NodeId, E: Into<BoxError>> RouterOutput<N> for Result<Command<N>, E> {
+    fn into_command(self) -> Result<Command<N>, BoxError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// A node function, whatever its accepted form: `fn(&S) -> R` or `fn(&S, &Ctx<S>) -> R`.
+///
+/// `Form` only tells the forms apart; it is inferred.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a node function of state `{S}`",
+    label = "expected `fn(&{S}) -> R` or `fn(&{S}, &Ctx<{S}>) -> R`",
+    note = "a node takes the state by reference, optionally followed by `&Ctx<{S}>`"
+)]
+pub trait NodeFn<S, Form> {
+    /// What the function returns.
+    type Output;
+    /// Calls the function.
+    fn call(&self, state: &S, ctx: &Ctx<S>) -> Self::Output;
+}
+
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum StateOnly {}
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum WithCtx {}
+
+impl<S, F, R> NodeFn<S, (StateOnly, R)> for F
+where
+    F: Fn(&S) -> R,
+{
+    type Output = R;
+    fn call(&self, state: &S, _: &Ctx<S>) -> R {
+        self(state)
+    }
+}
+
+impl<S, F, R> NodeFn<S, (WithCtx, R)> for F
+where
+    F: Fn(&S, &Ctx<S>) -> R,
+{
+    type Output = R;
+    fn call(&self, state: &S, ctx: &Ctx<S>) -> R {
+        self(state, ctx)
+    }
+}
+
+/// A guard on an edge (`a -> b if guard;`): `fn(&S) -> bool`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a guard of state `{S}`",
+    label = "expected `fn(&{S}) -> bool`",
+    note = "a guard reads the state and says whether its edge applies: `fn approved(s: &{S}) -> bool`"
+)]
+pub trait Guard<S> {
+    /// Whether the edge applies.
+    fn holds(&self, state: &S) -> bool;
+}
+
+impl<S, F: Fn(&S) -> bool> Guard<S> for F {
+    fn holds(&self, state: &S) -> bool {
+        self(state)
+    }
+}
+
+/// Runs a plain node (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline(always)]
+pub fn run_node<S, N, F, Form>(f: &F, state: &S, ctx: &Ctx<S>) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    F: NodeFn<S, Form>,
+    F::Output: NodeOutput<S>,
+{
+    let update = f.call(state, ctx).into_update()?;
+    Ok(NodeStep { update, goto: None })
+}
+
+/// Runs a router node (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline(always)]
+pub fn run_router<S, N, F, Form>(f: &F, state: &S, ctx: &Ctx<S>) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    N: NodeId<State = S>,
+    F: NodeFn<S, Form>,
+    F::Output: RouterOutput<N>,
+{
+    let command = f.call(state, ctx).into_command()?;
+    Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+}
+
+/// Evaluates a guard (generated code calls this, spanned on the guard's name).
+#[doc(hidden)]
+#[inline(always)]
+pub fn guard<S, F: Guard<S>>(f: &F, state: &S) -> bool {
+    f.holds(state)
+}
