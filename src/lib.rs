@@ -7,6 +7,6 @@ pub use tea_runtime::*;
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
     pub use crate::{
-        graph, App, Command, Ctx, Error, Event, GraphState, Goto, NodeName, StateUpdate, ThreadId,
+        graph, App, Command, Ctx, Error, Event, Goto, GraphState, NodeName, StateUpdate, ThreadId,
     };
 }

@@ -27,7 +27,11 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
 impl<G: Graph> Builder<G, NoCheckpointer> {
     /// A builder for `graph` with the default options.
     pub fn new(graph: G) -> Self {
-        Builder { graph, checkpointer: NoCheckpointer, recursion_limit: DEFAULT_RECURSION_LIMIT }
+        Builder {
+            graph,
+            checkpointer: NoCheckpointer,
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+        }
     }
 
     /// Builds an app without a checkpointer: `invoke` returns the final state directly.
@@ -37,7 +41,11 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     where
         G: PauseFree,
     {
-        App { graph: self.graph, checkpointer: self.checkpointer, recursion_limit: self.recursion_limit }
+        App {
+            graph: self.graph,
+            checkpointer: self.checkpointer,
+            recursion_limit: self.recursion_limit,
+        }
     }
 }
 
@@ -99,8 +107,8 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// [`Error::NodeFailed`] / [`Error::NodePanicked`] naming the node, [`Error::NoRoute`] when no
     /// edge applies, [`Error::RecursionLimit`] when the run takes too many steps.
     pub fn invoke(&self, input: G::State) -> Result<G::State, Error> {
-        let mut run = Run::new(&self.graph, input, self.recursion_limit, None);
-        while let Progress::Stepped = run.advance()? {}
+        let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
+        while run.advance()? != Progress::Done {}
         Ok(run.state)
     }
 
@@ -108,7 +116,13 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
     /// and ends.
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        Stream::new(Run::new(&self.graph, input, self.recursion_limit, None))
+        Stream::new(Run::new(
+            &self.graph,
+            input,
+            self.recursion_limit,
+            None,
+            true,
+        ))
     }
 }
 

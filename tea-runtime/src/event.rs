@@ -21,7 +21,11 @@ pub enum Event<S> {
 impl<S: fmt::Debug> fmt::Debug for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::Step { node, branch, state } => f
+            Event::Step {
+                node,
+                branch,
+                state,
+            } => f
                 .debug_struct("Step")
                 .field("node", node)
                 .field("branch", branch)
@@ -35,9 +39,15 @@ impl<S: fmt::Debug> fmt::Debug for Event<S> {
 impl<S: Clone> Clone for Event<S> {
     fn clone(&self) -> Self {
         match self {
-            Event::Step { node, branch, state } => {
-                Event::Step { node: node.clone(), branch: branch.clone(), state: state.clone() }
-            }
+            Event::Step {
+                node,
+                branch,
+                state,
+            } => Event::Step {
+                node: node.clone(),
+                branch: branch.clone(),
+                state: state.clone(),
+            },
             Event::Done(state) => Event::Done(state.clone()),
         }
     }

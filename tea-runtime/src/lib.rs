@@ -15,6 +15,7 @@ mod exec;
 mod graph;
 mod name;
 mod node;
+mod parallel;
 pub mod reducers;
 mod state;
 
@@ -25,6 +26,7 @@ pub use exec::Stream;
 pub use graph::{Fork, Graph, PauseFree};
 pub use name::{NodeName, ThreadId};
 pub use node::{Command, Ctx, Goto, Guard, NodeFn, NodeId, NodeOutput, RouterOutput};
+pub use parallel::BranchState;
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
@@ -35,11 +37,11 @@ pub mod __private {
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::state::{fingerprint, Slot};
     pub use crate::{
-        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, NodeId, NodeName, NodeOutput,
-        PauseFree, Reducer, RouterOutput, StateUpdate, Write,
+        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, NodeId, NodeName,
+        NodeOutput, PauseFree, Reducer, RouterOutput, StateUpdate, Write,
     };
-    pub use serde;
-    pub use serde_json;
     /// `Option`, `Result` and friends, by absolute path.
     pub use ::core;
+    pub use serde;
+    pub use serde_json;
 }

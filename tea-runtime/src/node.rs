@@ -7,6 +7,7 @@
 
 use crate::error::BoxError;
 use crate::name::{NodeName, ThreadId};
+use crate::parallel::BranchState;
 use crate::state::GraphState;
 use std::fmt;
 
@@ -52,12 +53,18 @@ impl<N: NodeId> Command<N> {
     /// Go to `node` next. It must be listed in this router's `->` declaration, or the run fails
     /// with [`Error::NoRoute`](crate::Error::NoRoute).
     pub fn goto(node: N) -> Self {
-        Command { goto: Goto::Node(node), update: None }
+        Command {
+            goto: Goto::Node(node),
+            update: None,
+        }
     }
 
     /// Finish the run (the router's declaration must list `end`).
     pub fn end() -> Self {
-        Command { goto: Goto::End, update: None }
+        Command {
+            goto: Goto::End,
+            update: None,
+        }
     }
 
     /// Apply `update` (through the reducers) before going on.
@@ -79,13 +86,19 @@ impl<N: NodeId> Command<N> {
 
 impl<N: NodeId> Clone for Command<N> {
     fn clone(&self) -> Self {
-        Command { goto: self.goto, update: self.update.clone() }
+        Command {
+            goto: self.goto,
+            update: self.update.clone(),
+        }
     }
 }
 
 impl<N: NodeId> fmt::Debug for Command<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Command").field("goto", &self.goto).field("update", &self.update).finish()
+        f.debug_struct("Command")
+            .field("goto", &self.goto)
+            .field("update", &self.update)
+            .finish()
     }
 }
 
@@ -100,6 +113,9 @@ pub struct NodeStep<S: GraphState, N> {
 }
 
 /// The information a node can ask for by taking `&Ctx<S>` as its second argument.
+///
+/// Inside a parallel branch, [`step`](Ctx::step) counts from the fan-out: the node that fans out
+/// at step `n`, then `n + 1`, `n + 2`, … along each branch.
 ///
 /// ```
 /// # use tea::prelude::*;
@@ -117,12 +133,18 @@ pub struct Ctx<S> {
     pub(crate) step: u64,
     pub(crate) thread: Option<ThreadId>,
     pub(crate) branch: Option<NodeName>,
-    pub(crate) _state: std::marker::PhantomData<fn() -> S>,
+    pub(crate) branches: Vec<BranchState<S>>,
 }
 
 impl<S> Ctx<S> {
     pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
-        Ctx { node, step: 0, thread, branch: None, _state: std::marker::PhantomData }
+        Ctx {
+            node,
+            step: 0,
+            thread,
+            branch: None,
+            branches: Vec::new(),
+        }
     }
 
     /// The node being run.
@@ -144,6 +166,13 @@ impl<S> Ctx<S> {
     pub fn branch(&self) -> Option<&NodeName> {
         self.branch.as_ref()
     }
+
+    /// At the join of a `parallel` statement, each branch's own final state, in declared branch
+    /// order (the main state the join reads already has every branch merged in). Empty for every
+    /// other node.
+    pub fn branches(&self) -> &[BranchState<S>] {
+        &self.branches
+    }
 }
 
 impl<S> fmt::Debug for Ctx<S> {
@@ -153,6 +182,7 @@ impl<S> fmt::Debug for Ctx<S> {
             .field("step", &self.step)
             .field("thread", &self.thread)
             .field("branch", &self.branch)
+            .field("branches", &self.branches.len())
             .finish()
     }
 }
@@ -291,7 +321,10 @@ where
     F::Output: RouterOutput<N>,
 {
     let command = f.call(state, ctx).into_command()?;
-    Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+    Ok(NodeStep {
+        update: command.update,
+        goto: Some(command.goto),
+    })
 }
 
 /// Evaluates a guard (generated code calls this, spanned on the guard's name).

@@ -126,6 +126,8 @@ pub enum Slot<T> {
     Overwrite(T),
 }
 
+// Not derived: `#[derive(Default)]` would require `T: Default`.
+#[allow(clippy::derivable_impls)]
 impl<T> Default for Slot<T> {
     fn default() -> Self {
         Slot::Unset

@@ -1,6 +1,28 @@
-//! `graph! { }`.
+//! `graph! { [pub] Name for State { … } }`: parse → check → expand.
+
+mod check;
+mod expand;
+mod parse;
+
 use proc_macro2::TokenStream;
 
 pub fn expand(input: TokenStream) -> TokenStream {
-    syn::Error::new_spanned(input, "graph!: in progress").into_compile_error()
+    let mut def = match syn::parse2::<parse::GraphDef>(input) {
+        Ok(def) => def,
+        Err(error) => return error.into_compile_error(),
+    };
+    let parse_errors = std::mem::take(&mut def.errors);
+    let mut errors = check::Errors::default();
+    errors.extend(parse_errors);
+    let model = match check::check(&def) {
+        Ok(model) => Some(model),
+        Err(error) => {
+            errors.extend([error]);
+            None
+        }
+    };
+    match (errors.into_error(), model) {
+        (None, Some(model)) => expand::graph(&def, &model),
+        (error, _) => expand::fallback(&def, error),
+    }
 }

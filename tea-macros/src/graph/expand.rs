@@ -1,0 +1,537 @@
+//! Generating the graph type, its node enum and its `Graph` implementation.
+//!
+//! Routing and dispatch become `match` arms over the node enum: no table, no string, no
+//! allocation per step. Calls to user functions are spanned on the user's identifiers so that a
+//! missing or ill-typed node or guard is reported there. Execution logic stays in the runtime.
+
+use super::check::{Model, Node, NodeKind, Route, Routing, Target};
+use super::parse::{path_string, GraphDef, Stmt};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::Ident;
+
+pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
+    let GraphDef {
+        attrs,
+        vis,
+        name,
+        state,
+        ..
+    } = def;
+    let node_enum = node_enum_ident(name);
+    let name_str = name.to_string();
+    let variants: Vec<&Ident> = model.nodes.iter().map(|n| &n.variant).collect();
+    let node_names: Vec<&str> = model.nodes.iter().map(|n| n.name.as_str()).collect();
+    let variant_docs = node_names.iter().map(|n| format!("Node `{n}`."));
+    let enum_doc =
+        format!("The nodes of [`{name_str}`], for `Command::goto` and for matching on events.");
+
+    let pause_error = model.nodes.iter().find_map(|n| {
+        let what = if n.interrupt_before {
+            "`interrupt_before`"
+        } else if n.interrupt_after {
+            "`interrupt_after`"
+        } else if n.interruptible {
+            "`interruptible`"
+        } else if matches!(n.kind, NodeKind::Interrupt { .. }) {
+            "`interrupt` nodes"
+        } else {
+            return None;
+        };
+        Some(
+            syn::Error::new(
+                n.ident.span(),
+                format!("{what} needs checkpoints, which this version of tea does not have yet; remove it to run `{}` without pausing", name_str),
+            )
+            .into_compile_error(),
+        )
+    });
+    if let Some(error) = pause_error {
+        return quote! { #error #vis struct #name; };
+    }
+
+    // Declarations naming the state carry its span, so that visibility errors (a `pub` graph over
+    // a private state) point at the state type.
+    let state_span = at(syn::spanned::Spanned::span(state));
+    let state_assoc = quote_spanned!(state_span=> type State = #state;);
+    let run_arms = model
+        .nodes
+        .iter()
+        .map(|node| run_arm(node, state, &node_enum));
+    let route_arms = model.nodes.iter().map(|node| {
+        let variant = &node.variant;
+        let body = match &node.routing {
+            Routing::Edges { routes, .. } => routes_code(routes, model, state, &node_enum),
+            Routing::Router(_) | Routing::Fork { .. } => quote!(::core::option::Option::None),
+        };
+        quote!(#node_enum::#variant => { #body })
+    });
+    let goto_arms = model.nodes.iter().filter_map(|node| {
+        let Routing::Router(targets) = &node.routing else {
+            return None;
+        };
+        let variant = &node.variant;
+        let patterns = targets.iter().map(|t| goto_pattern(*t, model, &node_enum));
+        Some(quote!(#node_enum::#variant => ::core::matches!(to, #(#patterns)|*),))
+    });
+    let fork_arms = model.nodes.iter().filter_map(|node| {
+        let Routing::Fork { heads, join } = &node.routing else {
+            return None;
+        };
+        let variant = &node.variant;
+        let heads = heads.iter().map(|&h| &model.nodes[h].variant);
+        let join = &model.nodes[*join].variant;
+        Some(quote! {
+            #node_enum::#variant => ::core::option::Option::Some(::tea::__private::Fork {
+                heads: &[#(#node_enum::#heads),*],
+                join: #node_enum::#join,
+            }),
+        })
+    });
+    let start_code = routes_code(&model.start, model, state, &node_enum);
+    let fingerprint = fingerprint_text(def, model);
+    let mermaid = mermaid(model);
+    let dot = dot(&name_str, model);
+    let mermaid_doc = format!("The graph drawn as a Mermaid flowchart:\n\n```text\n{mermaid}```");
+    let dot_doc = format!("The graph in Graphviz DOT:\n\n```text\n{dot}```");
+    let pause_free = (!model.can_pause).then(|| {
+        quote! {
+            #[automatically_derived]
+            impl ::tea::__private::PauseFree for #name {}
+        }
+    });
+
+    quote! {
+        #(#attrs)*
+        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
+        #vis struct #name;
+
+        #[doc = #enum_doc]
+        #[derive(
+            ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq,
+            ::core::cmp::Eq, ::core::hash::Hash, ::core::cmp::PartialOrd, ::core::cmp::Ord
+        )]
+        #vis enum #node_enum {
+            #( #[doc = #variant_docs] #variants, )*
+        }
+
+        #[allow(clippy::all, clippy::pedantic, unused_qualifications, non_local_definitions)]
+        const _: () = {
+            #[automatically_derived]
+            impl #node_enum {
+                /// Every node, in order of first appearance in the graph.
+                pub const ALL: &'static [#node_enum] = &[#(#node_enum::#variants),*];
+
+                /// The node's name as written in the graph.
+                pub const fn name(self) -> &'static str {
+                    match self {
+                        #(#node_enum::#variants => #node_names,)*
+                    }
+                }
+            }
+
+            #[automatically_derived]
+            impl ::core::fmt::Display for #node_enum {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.write_str(self.name())
+                }
+            }
+
+            #[automatically_derived]
+            impl ::tea::__private::NodeId for #node_enum {
+                #state_assoc
+            }
+
+            #[automatically_derived]
+            impl #name {
+                /// The graph's name.
+                pub const NAME: &'static str = #name_str;
+                #[doc = #mermaid_doc]
+                pub const MERMAID: &'static str = #mermaid;
+                #[doc = #dot_doc]
+                pub const DOT: &'static str = #dot;
+
+                /// Starts building an app that runs this graph.
+                pub fn builder() -> ::tea::__private::Builder<#name> {
+                    ::tea::__private::Builder::new(#name)
+                }
+            }
+
+            #pause_free
+
+            #[automatically_derived]
+            impl ::tea::__private::Graph for #name {
+                #state_assoc
+                type Node = #node_enum;
+
+                fn name(&self) -> &str {
+                    #name_str
+                }
+
+                fn fingerprint(&self) -> u64 {
+                    const FINGERPRINT: u64 = ::tea::__private::fingerprint(#fingerprint.as_bytes());
+                    FINGERPRINT
+                }
+
+                fn node_name(&self, node: #node_enum) -> ::tea::__private::NodeName {
+                    ::tea::__private::NodeName::from_static(node.name())
+                }
+
+                #[allow(unreachable_code)]
+                fn start(&self, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    #start_code
+                }
+
+                fn run(
+                    &self,
+                    node: #node_enum,
+                    state: &#state,
+                    ctx: &::tea::__private::Ctx<#state>,
+                ) -> ::core::result::Result<::tea::__private::NodeStep<#state, #node_enum>, ::tea::__private::BoxError> {
+                    match node {
+                        #(#run_arms)*
+                    }
+                }
+
+                #[allow(unreachable_code, unused_variables)]
+                fn route(&self, node: #node_enum, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    match node {
+                        #(#route_arms)*
+                    }
+                }
+
+                #[allow(unreachable_patterns, unused_variables)]
+                fn can_goto(&self, from: #node_enum, to: ::tea::__private::Goto<#node_enum>) -> bool {
+                    match from {
+                        #(#goto_arms)*
+                        _ => false,
+                    }
+                }
+
+                #[allow(unreachable_patterns, unused_variables)]
+                fn fork(&self, node: #node_enum) -> ::core::option::Option<::tea::__private::Fork<'_, #node_enum>> {
+                    match node {
+                        #(#fork_arms)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
+            }
+        };
+    }
+}
+
+fn node_enum_ident(name: &Ident) -> Ident {
+    format_ident!("{}Node", name)
+}
+
+/// The span of generated code that stands for a user's token: located at the token, resolved at
+/// the macro's call site like the rest of the expansion.
+fn at(span: Span) -> Span {
+    Span::call_site().located_at(span)
+}
+
+fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
+    let variant = &node.variant;
+    let function = node.ident;
+    let call = match &node.routing {
+        Routing::Router(_) => quote_spanned! {at(function.span())=>
+            ::tea::__private::run_router::<#state, #node_enum, _, _>(&#function, state, ctx)
+        },
+        _ => quote_spanned! {at(function.span())=>
+            ::tea::__private::run_node::<#state, #node_enum, _, _>(&#function, state, ctx)
+        },
+    };
+    quote!(#node_enum::#variant => #call,)
+}
+
+/// Edges in order: the first whose guard holds wins; without an unguarded fallback, `None`.
+fn routes_code(
+    routes: &[Route],
+    model: &Model,
+    state: &syn::Type,
+    node_enum: &Ident,
+) -> TokenStream {
+    let mut code = TokenStream::new();
+    for route in routes {
+        let to = goto_value(route.to, model, node_enum);
+        match route.guard {
+            Some(guard) => {
+                let path = &guard.path;
+                let call = quote_spanned! {at(span_of_path(path))=>
+                    ::tea::__private::guard::<#state, _>(&#path, state)
+                };
+                let condition = if guard.negated { quote!(!#call) } else { call };
+                code.extend(quote! {
+                    if #condition {
+                        return ::core::option::Option::Some(#to);
+                    }
+                });
+            }
+            None => {
+                code.extend(quote!(return ::core::option::Option::Some(#to);));
+                return code;
+            }
+        }
+    }
+    code.extend(quote!(::core::option::Option::None));
+    code
+}
+
+fn span_of_path(path: &syn::Path) -> Span {
+    path.segments
+        .last()
+        .map(|s| s.ident.span())
+        .unwrap_or_else(Span::call_site)
+}
+
+fn goto_value(target: Target, model: &Model, node_enum: &Ident) -> TokenStream {
+    match target {
+        Target::End => quote!(::tea::__private::Goto::End),
+        Target::Node(i) => {
+            let variant = &model.nodes[i].variant;
+            quote!(::tea::__private::Goto::Node(#node_enum::#variant))
+        }
+    }
+}
+
+fn goto_pattern(target: Target, model: &Model, node_enum: &Ident) -> TokenStream {
+    goto_value(target, model, node_enum)
+}
+
+/// The canonical text of the graph's shape, hashed into its fingerprint.
+fn fingerprint_text(def: &GraphDef, model: &Model) -> String {
+    let mut text = format!("tea-graph-v1 {};", def.name);
+    let route_text = |routes: &[Route]| -> String {
+        routes
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}{}",
+                    target_name(r.to, model),
+                    r.guard
+                        .map(|g| format!(" if {}", g.label()))
+                        .unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    text.push_str(&format!("start->[{}];", route_text(&model.start)));
+    for node in &model.nodes {
+        text.push_str(&format!("node {}", node.name));
+        if let NodeKind::Interrupt {
+            payload,
+            answer,
+            timeout,
+        } = &node.kind
+        {
+            text.push_str(&format!(" interrupt({payload}=>{answer}"));
+            if let Some(timeout) = timeout {
+                text.push_str(&format!(",timeout={}", timeout.base10_digits()));
+            }
+            text.push(')');
+        }
+        for (flag, word) in [
+            (node.interruptible, " interruptible"),
+            (node.interrupt_before, " before"),
+            (node.interrupt_after, " after"),
+        ] {
+            if flag {
+                text.push_str(word);
+            }
+        }
+        match &node.routing {
+            Routing::Edges { routes, .. } => text.push_str(&format!("->[{}];", route_text(routes))),
+            Routing::Router(targets) => {
+                let names: Vec<&str> = targets.iter().map(|t| target_name(*t, model)).collect();
+                text.push_str(&format!("->|{}|;", names.join("|")));
+            }
+            Routing::Fork { heads, join } => {
+                let names: Vec<&str> = heads
+                    .iter()
+                    .map(|&h| model.nodes[h].name.as_str())
+                    .collect();
+                text.push_str(&format!(
+                    "=>[{}]->{};",
+                    names.join(","),
+                    model.nodes[*join].name
+                ));
+            }
+        }
+    }
+    text
+}
+
+fn target_name<'m>(target: Target, model: &'m Model) -> &'m str {
+    match target {
+        Target::End => "end",
+        Target::Node(i) => &model.nodes[i].name,
+    }
+}
+
+fn mermaid(model: &Model) -> String {
+    let mut out = String::from("flowchart TD\n    __start__([start])\n");
+    for node in &model.nodes {
+        let shape = match node.kind {
+            NodeKind::Interrupt { .. } => format!("{{{{{}}}}}", node.name),
+            NodeKind::Function => format!("[{}]", node.name),
+        };
+        out.push_str(&format!("    {}{}\n", node.name, shape));
+    }
+    out.push_str("    __end__([end])\n");
+    let id = |t: Target| match t {
+        Target::End => "__end__",
+        Target::Node(i) => model.nodes[i].name.as_str(),
+    };
+    let edges = |out: &mut String, from: &str, routes: &[Route]| {
+        for route in routes {
+            match route.guard {
+                Some(guard) => out.push_str(&format!(
+                    "    {from} -->|\"{}\"| {}\n",
+                    guard.label(),
+                    id(route.to)
+                )),
+                None => out.push_str(&format!("    {from} --> {}\n", id(route.to))),
+            }
+        }
+    };
+    edges(&mut out, "__start__", &model.start);
+    for node in &model.nodes {
+        match &node.routing {
+            Routing::Edges { routes, .. } => edges(&mut out, &node.name, routes),
+            Routing::Router(targets) => {
+                for &t in targets {
+                    out.push_str(&format!("    {} -.-> {}\n", node.name, id(t)));
+                }
+            }
+            Routing::Fork { heads, .. } => {
+                for &h in heads {
+                    out.push_str(&format!("    {} ==> {}\n", node.name, model.nodes[h].name));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn dot(name: &str, model: &Model) -> String {
+    let mut out =
+        format!("digraph {name} {{\n    \"__start__\" [label=\"start\", shape=circle];\n");
+    for node in &model.nodes {
+        let shape = match node.kind {
+            NodeKind::Interrupt { .. } => ", shape=hexagon",
+            NodeKind::Function => "",
+        };
+        out.push_str(&format!("    \"{0}\" [label=\"{0}\"{shape}];\n", node.name));
+    }
+    out.push_str("    \"__end__\" [label=\"end\", shape=doublecircle];\n");
+    let id = |t: Target| match t {
+        Target::End => "__end__",
+        Target::Node(i) => model.nodes[i].name.as_str(),
+    };
+    let edges = |out: &mut String, from: &str, routes: &[Route]| {
+        for route in routes {
+            match route.guard {
+                Some(guard) => out.push_str(&format!(
+                    "    \"{from}\" -> \"{}\" [label=\"{}\"];\n",
+                    id(route.to),
+                    guard.label()
+                )),
+                None => out.push_str(&format!("    \"{from}\" -> \"{}\";\n", id(route.to))),
+            }
+        }
+    };
+    edges(&mut out, "__start__", &model.start);
+    for node in &model.nodes {
+        match &node.routing {
+            Routing::Edges { routes, .. } => edges(&mut out, &node.name, routes),
+            Routing::Router(targets) => {
+                for &t in targets {
+                    out.push_str(&format!(
+                        "    \"{}\" -> \"{}\" [style=dashed];\n",
+                        node.name,
+                        id(t)
+                    ));
+                }
+            }
+            Routing::Fork { heads, .. } => {
+                for &h in heads {
+                    out.push_str(&format!(
+                        "    \"{}\" -> \"{}\" [style=bold];\n",
+                        node.name, model.nodes[h].name
+                    ));
+                }
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// What a graph that failed its checks expands to: the errors, the two names it would have
+/// declared (so code using them does not cascade into more errors), and references to the node
+/// functions and guards (so that missing ones are reported in the same build).
+pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
+    const RESERVED: &[&str] = &[
+        "start",
+        "end",
+        "parallel",
+        "interrupt",
+        "interrupt_before",
+        "interrupt_after",
+        "interruptible",
+    ];
+    let GraphDef { vis, name, .. } = def;
+    let node_enum = node_enum_ident(name);
+    let error = error.map(syn::Error::into_compile_error);
+
+    let mut nodes: Vec<&Ident> = Vec::new();
+    let mut without_function: Vec<&Ident> = Vec::new();
+    let mut guards: Vec<&syn::Path> = Vec::new();
+    for stmt in &def.stmts {
+        match stmt {
+            Stmt::Edge(edge) => {
+                nodes.extend([&edge.from, &edge.to]);
+                guards.extend(edge.guard.as_ref().map(|g| &g.path));
+            }
+            Stmt::Router { from, targets } => nodes.extend(std::iter::once(from).chain(targets)),
+            Stmt::Parallel {
+                source,
+                heads,
+                join,
+                ..
+            } => nodes.extend(std::iter::once(source).chain(heads).chain([join])),
+            Stmt::Interrupt { node, .. } => {
+                nodes.push(node);
+                without_function.push(node);
+            }
+            Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } => {}
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    nodes.retain(|n| !RESERVED.contains(&n.to_string().as_str()) && seen.insert(n.to_string()));
+    let mut variant_names = std::collections::BTreeSet::new();
+    let variants: Vec<Ident> = nodes
+        .iter()
+        .map(|n| Ident::new(&super::check::upper_camel(&n.to_string()), n.span()))
+        .filter(|v| variant_names.insert(v.to_string()))
+        .collect();
+    let functions = nodes.iter().filter(|n| !without_function.contains(n));
+    let mut seen_guards = std::collections::BTreeSet::new();
+    let guards = guards
+        .into_iter()
+        .filter(|g| seen_guards.insert(path_string(g)));
+    quote! {
+        #error
+        #vis struct #name;
+        #[allow(dead_code)]
+        #vis enum #node_enum { #(#variants,)* }
+        #[allow(dead_code, clippy::all)]
+        const _: () = {
+            fn __tea_referenced_functions() {
+                #( let _ = &#functions; )*
+                #( let _ = &#guards; )*
+            }
+        };
+    }
+}
