@@ -57,6 +57,23 @@ pub enum Error {
         /// The heads of the branches that wrote it, in declared order.
         branches: Vec<NodeName>,
     },
+
+    /// The checkpoint store failed (I/O, a lock, a full disk …); `source` is its error.
+    #[error("the checkpoint store failed")]
+    Store {
+        /// The store's own error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl Error {
+    /// An [`Error::Store`] from any error of a backing store.
+    pub fn store(source: impl Into<BoxError>) -> Self {
+        Error::Store {
+            source: source.into(),
+        }
+    }
 }
 
 fn join_names(names: &[NodeName]) -> String {

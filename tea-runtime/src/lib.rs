@@ -18,6 +18,7 @@ mod node;
 mod parallel;
 pub mod reducers;
 mod state;
+mod store;
 
 pub use app::{App, Builder, NoCheckpointer, DEFAULT_RECURSION_LIMIT};
 pub use error::{BoxError, Error};
@@ -28,6 +29,7 @@ pub use name::{NodeName, ThreadId};
 pub use node::{Command, Ctx, Goto, Guard, NodeFn, NodeId, NodeOutput, RouterOutput};
 pub use parallel::BranchState;
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
+pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]

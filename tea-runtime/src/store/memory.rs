@@ -1,0 +1,123 @@
+//! `MemoryStore`: checkpoints in this process's memory.
+
+use super::{Append, CheckpointId, Checkpointer};
+use crate::error::Error;
+use crate::name::ThreadId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// Checkpoints kept in memory: fast, shared by every clone of the handle, gone with the process.
+///
+/// Use it for tests, for single-process services that can lose paused threads on restart, and as
+/// the model of the [`Checkpointer`] contract. For checkpoints that survive a restart use
+/// `SledStore`.
+///
+/// ```
+/// use tea::MemoryStore;
+/// let store = MemoryStore::new();
+/// let same_store = store.clone(); // a handle: both see the same checkpoints
+/// # let _ = same_store;
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    graphs: Arc<Mutex<HashMap<String, HashMap<ThreadId, Vec<(CheckpointId, Arc<[u8]>)>>>>>,
+}
+
+type Graphs = HashMap<String, HashMap<ThreadId, Vec<(CheckpointId, Arc<[u8]>)>>>;
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many threads the store holds, over all graphs.
+    pub fn threads(&self) -> usize {
+        self.lock().values().map(HashMap::len).sum()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Graphs> {
+        // No code that can panic runs under this lock; a poisoned lock still holds whole entries.
+        self.graphs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Checkpointer for MemoryStore {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        _durable: bool,
+    ) -> Result<Append, Error> {
+        let mut graphs = self.lock();
+        let threads = match graphs.get_mut(graph) {
+            Some(threads) => threads,
+            None => graphs.entry(graph.to_owned()).or_default(),
+        };
+        let log = match threads.get_mut(thread) {
+            Some(log) => log,
+            None => threads.entry(thread.clone()).or_default(),
+        };
+        let head = log.last().map(|(id, _)| *id);
+        if head != expected {
+            return Ok(Append::Conflict { head });
+        }
+        log.push((id, Arc::from(bytes)));
+        Ok(Append::Written)
+    }
+
+    fn head(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        let graphs = self.lock();
+        let last = graphs
+            .get(graph)
+            .and_then(|threads| threads.get(thread))
+            .and_then(|log| log.last());
+        Ok(last.map(|(id, bytes)| (*id, bytes.to_vec())))
+    }
+
+    fn get(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let graphs = self.lock();
+        let log = graphs.get(graph).and_then(|threads| threads.get(thread));
+        Ok(log
+            .and_then(|log| log.iter().rev().find(|(i, _)| *i == id))
+            .map(|(_, bytes)| bytes.to_vec()))
+    }
+
+    fn history(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let graphs = self.lock();
+        let log = graphs.get(graph).and_then(|threads| threads.get(thread));
+        Ok(log
+            .map(|log| {
+                log.iter()
+                    .rev()
+                    .map(|(id, bytes)| (*id, bytes.to_vec()))
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("threads", &self.threads())
+            .finish()
+    }
+}

@@ -1,0 +1,117 @@
+//! Checkpoint stores: the [`Checkpointer`] trait and the stores tea provides.
+//!
+//! A store keeps, per graph and thread, a history of checkpoints (opaque bytes: the engine's
+//! envelope, see `envelope`) numbered 1, 2, 3, … and a *head*, the newest. Every write is a
+//! compare-and-swap on the head, which is what makes a `Resume` token single-use: of two resumes
+//! of one token, exactly one moves the head.
+
+use crate::error::Error;
+use crate::name::ThreadId;
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+/// The number of a checkpoint in its thread's history: 1 for the first, then 2, 3, ….
+pub type CheckpointId = u64;
+
+/// The result of [`Checkpointer::append`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Append {
+    /// The checkpoint was stored and is the thread's new head.
+    Written,
+    /// The head was not the expected one (another writer moved it); nothing was stored.
+    Conflict {
+        /// The head the store holds.
+        head: Option<CheckpointId>,
+    },
+}
+
+/// A store of checkpoints. Implement it to keep checkpoints somewhere tea does not provide.
+///
+/// Checkpoints are opaque bytes to a store; the engine checks their integrity itself. `graph` is
+/// the graph's name: one store can hold the threads of many graphs, and a thread id only needs
+/// to be unique within its graph.
+///
+/// # Contract
+/// - [`append`](Self::append) is atomic: either the checkpoint is stored *and* becomes the head,
+///   or nothing changes. It succeeds only if the current head equals `expected` (`None`: the
+///   thread has no checkpoint yet), and `id` is always `expected + 1` (or 1).
+/// - With `durable: true`, `append` returns only once the checkpoint survives a crash of the
+///   process (flushed to disk, for a disk store). The engine asks for it before it hands out a
+///   `Resume` token.
+/// - Reads return what was appended, byte for byte.
+/// - Errors of the backing store are [`Error::Store`].
+pub trait Checkpointer: Send + Sync {
+    /// Stores checkpoint `id` of `thread` and makes it the head, if the head is `expected`.
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<Append, Error>;
+
+    /// The head of `thread` and its bytes, or `None` if the thread has no checkpoint.
+    fn head(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error>;
+
+    /// Checkpoint `id` of `thread`, if stored.
+    fn get(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<Option<Vec<u8>>, Error>;
+
+    /// Every checkpoint of `thread`, newest first.
+    fn history(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error>;
+}
+
+impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<Append, Error> {
+        (**self).append(graph, thread, expected, id, bytes, durable)
+    }
+
+    fn head(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        (**self).head(graph, thread)
+    }
+
+    fn get(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        id: CheckpointId,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        (**self).get(graph, thread, id)
+    }
+
+    fn history(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        (**self).history(graph, thread)
+    }
+}
