@@ -450,7 +450,7 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
                     Builtin::Merge => (quote_spanned!(span=> Merge), quote_spanned!(span=> merge)),
                 };
                 quote_spanned! {span=>
-                    <#ty as ::tea::__private::#trait_>::#method(&mut self.#ident, #value)
+                    ::tea::__private::#trait_::#method(&mut self.#ident, #value)
                 }
             }
             Reducer::With { path } => {
