@@ -72,9 +72,9 @@ fn method_names(state: &State, errors: &mut Errors) {
         errors.spanned(
             field.ident,
             format_args!(
-                "the setter of field `{name}` would collide with `{name}`, the method that \
-                 overwrites the reducer field `{target}` (bypassing its reducer); rename this \
-                 field, e.g. `{target}_reset`",
+                "field `{name}` clashes with the method `{name}` that `#[derive(GraphState)]` \
+                 generates for the reducer field `{target}` (it overwrites `{target}`, bypassing \
+                 its reducer); rename this field, e.g. `{target}_reset`",
             ),
         );
     }
@@ -161,7 +161,7 @@ mod tests {
         assert!(!fatal);
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(
-            errors[0].contains("field `overwrite_log` would collide"),
+            errors[0].contains("field `overwrite_log` clashes with the method"),
             "{errors:?}"
         );
         assert!(errors[1].contains("reducer field `type`"), "{errors:?}");

@@ -478,3 +478,83 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
     });
     quote!(#(#fields)*)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{parse::parse, Errors};
+    use super::*;
+    use syn::{parse_quote, DeriveInput};
+
+    #[test]
+    fn canonical_text_spaces_only_between_words() {
+        let cases: [(TokenStream, &str); 7] = [
+            (quote!(String), "String"),
+            (
+                quote!(std::collections::BTreeMap<String, Vec<u8>>),
+                "std::collections::BTreeMap<String, Vec<u8>>",
+            ),
+            (quote!(&'static str), "&'static str"),
+            (quote!([u8; 4]), "[u8; 4]"),
+            (quote!((u32, String,)), "(u32, String,)"),
+            (
+                quote!(Option<Box<dyn Fn(u32) -> u32 + Send>>),
+                "Option<Box<dyn Fn(u32)->u32+Send>>",
+            ),
+            (quote!(<T as Trait>::f), "<T as Trait>::f"),
+        ];
+        for (tokens, expected) in cases {
+            assert_eq!(canonical(tokens), expected);
+        }
+    }
+
+    #[test]
+    fn canonical_text_sees_through_invisible_groups() {
+        let inner = quote!(Vec<u8>);
+        let wrapped: TokenStream =
+            TokenTree::Group(proc_macro2::Group::new(Delimiter::None, inner)).into();
+        assert_eq!(canonical(wrapped), "Vec<u8>");
+    }
+
+    #[test]
+    fn schema_names_struct_fields_types_and_reducers() {
+        let input: DeriveInput = parse_quote! {
+            struct Review {
+                draft: String,
+                #[reducer(append)] log: Vec<String>,
+                #[reducer(with = util::keep_longer)] summary: String,
+                r#type: u8,
+            }
+        };
+        let mut errors = Errors::default();
+        let state = parse(&input, &mut errors).expect("a struct");
+        assert_eq!(
+            schema(&state),
+            "Review{draft:String=replace;log:Vec<String>=append;\
+             summary:String=with=util::keep_longer;type:u8=replace;}"
+        );
+    }
+
+    #[test]
+    fn expansion_adds_one_name_outside_the_const_block() {
+        let input: DeriveInput = parse_quote! {
+            pub struct Review { #[reducer(sum)] pub n: u32 }
+        };
+        let mut errors = Errors::default();
+        let state = parse(&input, &mut errors).expect("a struct");
+        let file: syn::File = syn::parse2(expand(&state)).expect("the expansion parses");
+        assert_eq!(file.items.len(), 2, "the update struct and one `const _`");
+        let syn::Item::Struct(update) = &file.items[0] else {
+            panic!("a struct first")
+        };
+        assert_eq!(update.ident, "ReviewUpdate");
+        assert!(matches!(update.vis, syn::Visibility::Public(_)));
+        assert!(update
+            .fields
+            .iter()
+            .all(|f| matches!(f.vis, syn::Visibility::Inherited)));
+        let syn::Item::Const(block) = &file.items[1] else {
+            panic!("then a const")
+        };
+        assert_eq!(block.ident, "_");
+    }
+}
