@@ -541,3 +541,32 @@ fn the_default_value_of_a_setter_argument_is_inferred() {
     assert_eq!(state.revisions, 3);
     assert_eq!(state.summary, "a much longer summary");
 }
+
+/// Items named like the generated code's local bindings do not capture them. (Only the setters'
+/// argument is plainly `value`, for their documentation.)
+#[allow(non_upper_case_globals, dead_code)]
+mod hygiene {
+    use tea::GraphState;
+
+    const update: u8 = 0;
+    const index: u8 = 0;
+    const error: u8 = 0;
+    const out: u8 = 0;
+    const f: u8 = 0;
+
+    #[derive(GraphState, Clone, Debug, serde::Serialize, serde::Deserialize)]
+    pub struct Captured {
+        pub plain: u8,
+        #[reducer(sum)]
+        pub total: u8,
+    }
+
+    #[test]
+    fn local_bindings_are_hygienic() {
+        let mut state = Captured { plain: 0, total: 1 };
+        state.apply(Captured::update().plain(2).total(3));
+        assert_eq!((state.plain, state.total), (2, 4));
+        let printed = format!("{:?}", Captured::update().total(1));
+        assert_eq!(printed, "CapturedUpdate { total: sum(1) }");
+    }
+}

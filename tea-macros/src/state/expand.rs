@@ -2,8 +2,8 @@
 //! caller's scope) and, inside `const _: () = { … };`, its setters, `Debug`, `StateUpdate`,
 //! `GraphState` and `NodeOutput` impls.
 //!
-//! Generated code names only `::tea::__private::…` and `::core::…`. Local bindings use
-//! `Span::mixed_site()` so a user's constant named `value` cannot turn them into patterns.
+//! Generated code names only `::tea::__private::…` and `::core::…`. Local bindings are
+//! prefixed `__tea_` so a user's item of the same name cannot turn them into patterns.
 
 use super::parse::{Builtin, Field, Reducer, State};
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
@@ -15,7 +15,11 @@ pub fn expand(state: &State) -> TokenStream {
     let name = state.ident;
     let vis = state.vis;
     let update = update_ident(state);
-    let value = Ident::new("value", Span::mixed_site());
+    // The setters' argument is named plainly: it shows in their documentation.
+    let argument = Ident::new("value", Span::call_site());
+    let update_arg = local("update");
+    let index = local("index");
+    let error = local("error");
 
     let update_doc = LitStr::new(
         &format!(
@@ -46,12 +50,12 @@ pub fn expand(state: &State) -> TokenStream {
         }
     });
 
-    let setters = setters(state, &value);
+    let setters = setters(state, &argument);
     let debug = debug(state, &update);
     let writes = writes(state);
     let fields = state.fields.iter().map(field_const);
     let fingerprint = LitByteStr::new(schema(state).as_bytes(), Span::call_site());
-    let apply = apply(state, &value);
+    let apply = apply(state, &local("value"));
 
     quote! {
         #[doc = #update_doc]
@@ -87,7 +91,7 @@ pub fn expand(state: &State) -> TokenStream {
 
                 fn writes(
                     &self,
-                    index: ::core::primitive::usize,
+                    #index: ::core::primitive::usize,
                 ) -> ::core::option::Option<::tea::__private::Write> {
                     #writes
                 }
@@ -102,7 +106,7 @@ pub fn expand(state: &State) -> TokenStream {
                 const SCHEMA_FINGERPRINT: ::core::primitive::u64 =
                     ::tea::__private::fingerprint(#fingerprint);
 
-                fn apply(&mut self, update: #update) {
+                fn apply(&mut self, #update_arg: #update) {
                     #apply
                 }
             }
@@ -131,17 +135,24 @@ pub fn expand(state: &State) -> TokenStream {
                     ::tea::__private::BoxError,
                 > {
                     match self {
-                        ::core::result::Result::Ok(update) => {
-                            ::core::result::Result::Ok(::core::option::Option::Some(update))
+                        ::core::result::Result::Ok(#update_arg) => {
+                            ::core::result::Result::Ok(::core::option::Option::Some(#update_arg))
                         }
-                        ::core::result::Result::Err(error) => {
-                            ::core::result::Result::Err(::core::convert::Into::into(error))
+                        ::core::result::Result::Err(#error) => {
+                            ::core::result::Result::Err(::core::convert::Into::into(#error))
                         }
                     }
                 }
             }
         };
     }
+}
+
+/// A local binding of generated code. `Span::mixed_site()` hides it from the user's local
+/// variables, but a pattern still resolves item names at the call site (a `const update` in
+/// scope would turn `update` into a constant pattern), hence the prefix.
+fn local(name: &str) -> Ident {
+    format_ident!("__tea_{}", name, span = Span::mixed_site())
 }
 
 /// `Review` → `ReviewUpdate`, spanned on the state's name (a clash is reported there).
@@ -238,9 +249,9 @@ fn reducer_label(reducer: &Reducer) -> String {
 /// `Debug` for the update: only the written fields, with the notation documented on the type
 /// (`draft: "x"`, `log: append(["a"])`, `log: overwrite([])`).
 fn debug(state: &State, update: &Ident) -> TokenStream {
-    let out = Ident::new("out", Span::mixed_site());
-    let value = Ident::new("value", Span::mixed_site());
-    let f = Ident::new("f", Span::mixed_site());
+    let out = local("out");
+    let value = local("value");
+    let f = local("f");
     let title = LitStr::new(&update.unraw().to_string(), Span::call_site());
     let fields = state.fields.iter().map(|field| {
         let ident = field.ident;
@@ -294,14 +305,15 @@ fn debug(state: &State, update: &Ident) -> TokenStream {
 
 /// The body of `StateUpdate::writes`: the field's position in declaration order is its index.
 fn writes(state: &State) -> TokenStream {
+    let index = local("index");
     if state.fields.is_empty() {
         return quote! {
-            let _ = index;
+            let _ = #index;
             ::core::option::Option::None
         };
     }
-    let arms = state.fields.iter().enumerate().map(|(index, field)| {
-        let index = proc_macro2::Literal::usize_unsuffixed(index);
+    let arms = state.fields.iter().enumerate().map(|(position, field)| {
+        let position = proc_macro2::Literal::usize_unsuffixed(position);
         let ident = field.ident;
         let write = if field.reducer.is_replace() {
             quote! {
@@ -315,10 +327,10 @@ fn writes(state: &State) -> TokenStream {
         } else {
             quote!(::tea::__private::Slot::write(&self.#ident))
         };
-        quote!(#index => #write,)
+        quote!(#position => #write,)
     });
     quote! {
-        match index {
+        match #index {
             #(#arms)*
             _ => ::core::option::Option::None,
         }
@@ -421,8 +433,9 @@ fn write_canonical(tokens: TokenStream, text: &mut String) {
 
 /// The body of `GraphState::apply`: each written field through its reducer.
 fn apply(state: &State, value: &Ident) -> TokenStream {
+    let update = local("update");
     if state.fields.is_empty() {
-        return quote!(let _ = update;);
+        return quote!(let _ = #update;);
     }
     let fields = state.fields.iter().map(|field| {
         let ident = field.ident;
@@ -430,7 +443,7 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
         let reduce = match &field.reducer {
             Reducer::Replace => {
                 return quote! {
-                    if let ::core::option::Option::Some(#value) = update.#ident {
+                    if let ::core::option::Option::Some(#value) = #update.#ident {
                         self.#ident = #value;
                     }
                 };
@@ -465,7 +478,7 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
             }
         };
         quote! {
-            match update.#ident {
+            match #update.#ident {
                 ::tea::__private::Slot::Unset => {}
                 ::tea::__private::Slot::Reduce(#value) => {
                     #reduce;
