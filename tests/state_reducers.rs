@@ -488,20 +488,30 @@ mod elsewhere {
         #[reducer(append)]
         pub notes: Vec<String>,
         pub done: bool,
+        pub(super) step: u8,
+        pub(crate) seen: u8,
     }
 }
 
 #[test]
 fn a_pub_state_is_usable_from_another_module() {
     use elsewhere::{Shared, SharedUpdate};
-    let update: SharedUpdate = Shared::update().notes(vec!["n".into()]).done(true);
+    // Setters are as visible as their fields.
+    let update: SharedUpdate = Shared::update()
+        .notes(vec!["n".into()])
+        .done(true)
+        .step(1)
+        .seen(2);
     let mut shared = Shared {
         notes: vec![],
         done: false,
+        step: 0,
+        seen: 0,
     };
     shared.apply(update);
     assert_eq!(shared.notes, ["n"]);
     assert!(shared.done);
+    assert_eq!((shared.step, shared.seen), (1, 2));
 }
 
 #[test]
