@@ -1,0 +1,9 @@
+use tea::prelude::*;
+
+#[derive(GraphState, Clone, Debug, serde::Serialize, serde::Deserialize)]
+enum Phase {
+    Draft,
+    Review,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use tea::prelude::*;
+
+#[derive(GraphState, Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Review(String, Vec<String>);
+
+fn main() {}

@@ -1,0 +1,6 @@
+use tea::prelude::*;
+
+#[derive(GraphState, Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Nothing;
+
+fn main() {}
