@@ -237,10 +237,10 @@ mod sled_store {
     use tea_runtime::{Error, SledStore};
 
     /// A directory of its own for one test, removed when dropped.
-    struct TempDir(PathBuf);
+    pub(crate) struct TempDir(PathBuf);
 
     impl TempDir {
-        fn new(test: &str) -> Self {
+        pub(crate) fn new(test: &str) -> Self {
             static NEXT: AtomicUsize = AtomicUsize::new(0);
             let name = format!(
                 "tea-store-contract-{}-{test}-{}",
@@ -253,7 +253,7 @@ mod sled_store {
             TempDir(path)
         }
 
-        fn path(&self) -> &Path {
+        pub(crate) fn path(&self) -> &Path {
             &self.0
         }
     }
@@ -348,5 +348,101 @@ mod sled_store {
         // The first handle is unaffected.
         append_all(&store, "g", "t", &[b"one"]);
         assert_thread(&store, "g", "t", &[b"one"]);
+    }
+}
+
+/// A writer process killed mid-append (SIGKILL) leaves a thread whose head has its checkpoint,
+/// whose history is whole, and which keeps every append that returned after a durable flush.
+#[cfg(all(feature = "sled", unix))]
+mod crash {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    use tea_runtime::SledStore;
+
+    /// Set in the child process: the database path it writes to.
+    const WRITER_ENV: &str = "TEA_STORE_CONTRACT_CRASH_WRITER";
+    const TEST_NAME: &str = "crash::a_killed_writer_leaves_a_whole_thread";
+    /// Durable appends the parent waits for before it kills the writer.
+    const ACKED_BEFORE_KILL: CheckpointId = 40;
+
+    /// Checkpoint `id`'s bytes: up to 48 KiB, so appends span several of sled's log buffers.
+    fn payload(id: CheckpointId) -> Vec<u8> {
+        let len = (id as usize * 7919) % (48 << 10);
+        (0..len).map(|i| (i as u64 ^ id) as u8).collect()
+    }
+
+    /// The child: appends checkpoints until it is killed, reporting each durable one on stdout.
+    /// Bounded in count and time, so it stops by itself should the parent die first.
+    fn write_until_killed(path: &str) {
+        let store = SledStore::open(path).unwrap();
+        let t = thread("t");
+        let started = Instant::now();
+        let mut out = std::io::stdout().lock();
+        for id in 1..=100_000 {
+            let expected = Some(id - 1).filter(|&head| head > 0);
+            let durable = id % 3 == 0;
+            let outcome = store
+                .append("crash", &t, expected, id, &payload(id), durable)
+                .unwrap();
+            assert_eq!(outcome, Append::Written);
+            if durable {
+                writeln!(out, "durable {id}").unwrap();
+                out.flush().unwrap();
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn a_killed_writer_leaves_a_whole_thread() {
+        if let Ok(path) = std::env::var(WRITER_ENV) {
+            write_until_killed(&path);
+            return;
+        }
+        let dir = sled_store::TempDir::new("crash");
+        let path = dir.path().join("db");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+            .env(WRITER_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut acked = 0;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            if let Some(id) = line.unwrap().strip_prefix("durable ") {
+                acked = id.parse().unwrap();
+                if acked >= ACKED_BEFORE_KILL {
+                    break;
+                }
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            acked >= ACKED_BEFORE_KILL,
+            "the writer stopped after {acked}"
+        );
+
+        let store = SledStore::open(&path).unwrap();
+        let t = thread("t");
+        let (head, bytes) = store.head("crash", &t).unwrap().expect("a head");
+        assert!(head >= acked, "head {head} lost durable checkpoint {acked}");
+        assert_eq!(bytes, payload(head));
+        let history = store.history("crash", &t).unwrap();
+        let ids: Vec<CheckpointId> = history.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (1..=head).rev().collect::<Vec<_>>());
+        for (id, bytes) in &history {
+            assert!(*bytes == payload(*id), "checkpoint {id} is damaged");
+        }
+        // The thread goes on from its head.
+        let next = store
+            .append("crash", &t, Some(head), head + 1, b"after", true)
+            .unwrap();
+        assert_eq!(next, Append::Written);
     }
 }
