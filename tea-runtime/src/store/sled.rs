@@ -158,10 +158,10 @@ fn decode_id(bytes: &[u8]) -> Option<CheckpointId> {
 }
 
 /// Decodes a head record: an 8-byte big-endian id, never 0.
-fn decode_head(graph: &str, thread: &ThreadId, record: &[u8]) -> Result<CheckpointId, Corrupt> {
+fn decode_head(graph: &str, thread: &ThreadId, record: &[u8]) -> Result<CheckpointId, Fault> {
     decode_id(record)
         .filter(|&id| id != 0)
-        .ok_or_else(|| Corrupt::Head {
+        .ok_or_else(|| Fault::Head {
             graph: graph.to_owned(),
             thread: thread.clone(),
             len: record.len(),
@@ -170,7 +170,7 @@ fn decode_head(graph: &str, thread: &ThreadId, record: &[u8]) -> Result<Checkpoi
 
 /// What a `SledStore` found wrong, reported as the source of an [`Error::Store`].
 #[derive(Debug, thiserror::Error)]
-enum Corrupt {
+enum Fault {
     #[error("the head record of thread `{thread}` of graph `{graph}` is corrupt: {len} bytes where a checkpoint id (8 bytes, not 0) belongs")]
     Head {
         graph: String,
@@ -207,7 +207,7 @@ impl Checkpointer for SledStore {
         // Keys sort by id, so an id out of sequence would break the order `history` relies on,
         // or overwrite a stored checkpoint.
         if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
-            return Err(Error::store(Corrupt::OutOfSequence { expected, id }));
+            return Err(Error::store(Fault::OutOfSequence { expected, id }));
         }
         let tree = self.tree(graph)?;
         let head_key = head_key(thread);
@@ -230,7 +230,7 @@ impl Checkpointer for SledStore {
             Ok(Append::Written)
         });
         let outcome = outcome.map_err(|e| match e {
-            TransactionError::Abort(corrupt) => Error::store(corrupt),
+            TransactionError::Abort(fault) => Error::store(fault),
             TransactionError::Storage(e) => Error::store(e),
         })?;
         if durable && outcome == Append::Written {
@@ -253,7 +253,7 @@ impl Checkpointer for SledStore {
         // writer has moved the head since it was read.
         match tree.get(checkpoint_key(thread, id)).map_err(Error::store)? {
             Some(bytes) => Ok(Some((id, bytes.to_vec()))),
-            None => Err(Error::store(Corrupt::MissingHead {
+            None => Err(Error::store(Fault::MissingHead {
                 graph: graph.to_owned(),
                 thread: thread.clone(),
                 id,
@@ -284,7 +284,7 @@ impl Checkpointer for SledStore {
             .map(|entry| {
                 let (key, bytes) = entry.map_err(Error::store)?;
                 let id = key.get(prefix.len()..).and_then(decode_id).ok_or_else(|| {
-                    Error::store(Corrupt::Key {
+                    Error::store(Fault::Key {
                         graph: graph.to_owned(),
                         thread: thread.clone(),
                     })
