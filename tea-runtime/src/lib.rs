@@ -29,6 +29,8 @@ pub use name::{NodeName, ThreadId};
 pub use node::{Command, Ctx, Goto, Guard, NodeFn, NodeId, NodeOutput, RouterOutput};
 pub use parallel::BranchState;
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
+#[cfg(feature = "sled")]
+pub use store::SledStore;
 pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.

@@ -1,0 +1,448 @@
+//! The `Checkpointer` contract, checked against every store tea provides.
+//!
+//! `contract` is generic over the store: a new store passes it before anything else. Each case
+//! uses its own graph name, so the cases can share one store.
+
+use std::sync::Barrier;
+use tea_runtime::{Append, CheckpointId, Checkpointer, MemoryStore, ThreadId};
+
+/// Every case of the contract, run on `store`.
+fn contract<C: Checkpointer>(store: &C) {
+    empty_thread(store);
+    first_append(store);
+    stale_expected_head_conflicts(store);
+    history_is_newest_first(store);
+    graphs_and_threads_are_independent(store);
+    payloads_round_trip(store);
+    racing_appends_have_one_winner(store);
+}
+
+fn thread(id: &str) -> ThreadId {
+    ThreadId::from(id)
+}
+
+/// `head`, `history` and every `get` of `id`s 0..=`last + 1` agree with `expected`, oldest first.
+fn assert_thread<C: Checkpointer>(store: &C, graph: &str, id: &str, expected: &[&[u8]]) {
+    let thread = thread(id);
+    let stored: Vec<(CheckpointId, Vec<u8>)> = (1..)
+        .zip(expected.iter().map(|bytes| bytes.to_vec()))
+        .collect();
+    let newest_first: Vec<_> = stored.iter().rev().cloned().collect();
+    assert_eq!(
+        store.head(graph, &thread).unwrap(),
+        stored.last().cloned(),
+        "head of {graph}/{id}"
+    );
+    assert_eq!(
+        store.history(graph, &thread).unwrap(),
+        newest_first,
+        "history of {graph}/{id}"
+    );
+    assert_eq!(store.get(graph, &thread, 0).unwrap(), None);
+    for (checkpoint, bytes) in &stored {
+        assert_eq!(
+            store.get(graph, &thread, *checkpoint).unwrap().as_ref(),
+            Some(bytes),
+            "checkpoint {checkpoint} of {graph}/{id}"
+        );
+    }
+    let past_head = stored.len() as CheckpointId + 1;
+    assert_eq!(store.get(graph, &thread, past_head).unwrap(), None);
+}
+
+/// Appends `payloads` as checkpoints 1, 2, … of a new thread, each expecting the one before.
+fn append_all<C: Checkpointer>(store: &C, graph: &str, id: &str, payloads: &[&[u8]]) {
+    let thread = thread(id);
+    for (checkpoint, bytes) in (1..).zip(payloads) {
+        let expected = Some(checkpoint - 1).filter(|&head| head > 0);
+        let outcome = store
+            .append(graph, &thread, expected, checkpoint, bytes, false)
+            .unwrap();
+        assert_eq!(
+            outcome,
+            Append::Written,
+            "checkpoint {checkpoint} of {graph}/{id}"
+        );
+    }
+}
+
+fn empty_thread<C: Checkpointer>(store: &C) {
+    let thread = thread("nobody");
+    assert_eq!(store.head("empty", &thread).unwrap(), None);
+    assert_eq!(store.history("empty", &thread).unwrap(), vec![]);
+    assert_eq!(store.get("empty", &thread, 1).unwrap(), None);
+}
+
+fn first_append<C: Checkpointer>(store: &C) {
+    let t = thread("t");
+    let outcome = store.append("first", &t, None, 1, b"one", true).unwrap();
+    assert_eq!(outcome, Append::Written);
+    assert_eq!(store.head("first", &t).unwrap(), Some((1, b"one".to_vec())));
+    assert_thread(store, "first", "t", &[b"one"]);
+}
+
+fn stale_expected_head_conflicts<C: Checkpointer>(store: &C) {
+    let t = thread("t");
+    // Expecting a head on an empty thread: the store has none, and stores nothing.
+    let outcome = store.append("stale", &t, Some(1), 2, b"two", true).unwrap();
+    assert_eq!(outcome, Append::Conflict { head: None });
+    assert_thread(store, "stale", "t", &[]);
+
+    append_all(store, "stale", "t", &[b"one", b"two"]);
+    // An empty thread, an older head and a newer head than the real one all conflict.
+    for (expected, id) in [(None, 1), (Some(1), 2), (Some(3), 4)] {
+        let outcome = store
+            .append("stale", &t, expected, id, b"late", true)
+            .unwrap();
+        assert_eq!(
+            outcome,
+            Append::Conflict { head: Some(2) },
+            "expected {expected:?}"
+        );
+    }
+    assert_thread(store, "stale", "t", &[b"one", b"two"]);
+    // The real head still works.
+    let outcome = store
+        .append("stale", &t, Some(2), 3, b"three", false)
+        .unwrap();
+    assert_eq!(outcome, Append::Written);
+    assert_thread(store, "stale", "t", &[b"one", b"two", b"three"]);
+}
+
+fn history_is_newest_first<C: Checkpointer>(store: &C) {
+    let payloads: Vec<Vec<u8>> = (1..=5)
+        .map(|i| format!("checkpoint {i}").into_bytes())
+        .collect();
+    let payloads: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+    append_all(store, "five", "t", &payloads);
+    let history = store.history("five", &thread("t")).unwrap();
+    let ids: Vec<CheckpointId> = history.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [5, 4, 3, 2, 1]);
+    assert_eq!(history[0].1, b"checkpoint 5");
+    assert_eq!(history[4].1, b"checkpoint 1");
+    assert_thread(store, "five", "t", &payloads);
+}
+
+fn graphs_and_threads_are_independent<C: Checkpointer>(store: &C) {
+    // The same thread id under two graphs, and ids where one is the start of another
+    // (including the empty id), must not see each other's checkpoints.
+    append_all(store, "graph-a", "t", &[b"a/t 1", b"a/t 2"]);
+    append_all(store, "graph-b", "t", &[b"b/t 1"]);
+    append_all(store, "graph-a", "t1", &[b"a/t1 1", b"a/t1 2", b"a/t1 3"]);
+    append_all(store, "graph-a", "", &[b"a/- 1"]);
+    append_all(store, "graph-a/t", "", &[b"a/t/- 1"]);
+
+    assert_thread(store, "graph-a", "t", &[b"a/t 1", b"a/t 2"]);
+    assert_thread(store, "graph-b", "t", &[b"b/t 1"]);
+    assert_thread(store, "graph-a", "t1", &[b"a/t1 1", b"a/t1 2", b"a/t1 3"]);
+    assert_thread(store, "graph-a", "", &[b"a/- 1"]);
+    assert_thread(store, "graph-a/t", "", &[b"a/t/- 1"]);
+    assert_thread(store, "graph-b", "t1", &[]);
+    assert_thread(store, "graph-c", "t", &[]);
+
+    // A head in one graph is no head in the other.
+    let outcome = store
+        .append("graph-b", &thread("t"), Some(2), 3, b"x", false)
+        .unwrap();
+    assert_eq!(outcome, Append::Conflict { head: Some(1) });
+}
+
+fn payloads_round_trip<C: Checkpointer>(store: &C) {
+    let large: Vec<u8> = (0..1 << 20).map(|i: u32| (i * 31 % 251) as u8).collect();
+    let every_byte: Vec<u8> = (0..=255).collect();
+    append_all(store, "payloads", "t", &[b"", &large, &every_byte]);
+    assert_thread(store, "payloads", "t", &[b"", &large, &every_byte]);
+    assert_eq!(
+        store
+            .get("payloads", &thread("t"), 2)
+            .unwrap()
+            .unwrap()
+            .len(),
+        1 << 20
+    );
+}
+
+fn racing_appends_have_one_winner<C: Checkpointer>(store: &C) {
+    const RACERS: usize = 8;
+    const ROUNDS: CheckpointId = 10;
+    let t = thread("contended");
+    let barrier = Barrier::new(RACERS);
+    for round in 0..ROUNDS {
+        let expected = Some(round).filter(|&head| head > 0);
+        let id = round + 1;
+        let outcomes: Vec<(String, Append)> = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..RACERS)
+                .map(|racer| {
+                    let (barrier, t) = (&barrier, &t);
+                    scope.spawn(move || {
+                        let name = format!("round {round} racer {racer}");
+                        barrier.wait();
+                        let durable = round % 2 == 0;
+                        let outcome = store
+                            .append("race", t, expected, id, name.as_bytes(), durable)
+                            .unwrap();
+                        (name, outcome)
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let winners: Vec<&String> = outcomes
+            .iter()
+            .filter(|(_, outcome)| *outcome == Append::Written)
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
+        for (_, outcome) in &outcomes {
+            if *outcome != Append::Written {
+                assert_eq!(
+                    *outcome,
+                    Append::Conflict { head: Some(id) },
+                    "round {round}"
+                );
+            }
+        }
+        assert_eq!(
+            store.head("race", &t).unwrap(),
+            Some((id, winners[0].clone().into_bytes())),
+            "round {round}"
+        );
+    }
+    let ids: Vec<CheckpointId> = store
+        .history("race", &t)
+        .unwrap()
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(ids, (1..=ROUNDS).rev().collect::<Vec<_>>());
+}
+
+#[test]
+fn memory_store_meets_the_contract() {
+    contract(&MemoryStore::new());
+}
+
+#[test]
+fn memory_store_clones_share_checkpoints() {
+    let store = MemoryStore::new();
+    append_all(&store.clone(), "g", "t", &[b"one"]);
+    assert_thread(&store, "g", "t", &[b"one"]);
+}
+
+#[cfg(feature = "sled")]
+mod sled_store {
+    use super::*;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tea_runtime::{Error, SledStore};
+
+    /// A directory of its own for one test, removed when dropped.
+    pub(crate) struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub(crate) fn new(test: &str) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let name = format!(
+                "tea-store-contract-{}-{test}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            let path = std::env::temp_dir().join(name);
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn sled_store_meets_the_contract() {
+        let dir = TempDir::new("contract");
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        contract(&store);
+    }
+
+    #[test]
+    fn sled_store_clones_share_checkpoints() {
+        let dir = TempDir::new("clones");
+        let store = SledStore::open(dir.path().join("db")).unwrap();
+        append_all(&store.clone(), "g", "t", &[b"one"]);
+        assert_thread(&store, "g", "t", &[b"one"]);
+    }
+
+    #[test]
+    fn checkpoints_survive_closing_and_reopening() {
+        let dir = TempDir::new("reopen");
+        let path = dir.path().join("db");
+        let store = SledStore::open(&path).unwrap();
+        let clone = store.clone();
+        let t = thread("t");
+        assert_eq!(
+            store.append("g", &t, None, 1, b"one", true).unwrap(),
+            Append::Written
+        );
+        assert_eq!(
+            clone.append("g", &t, Some(1), 2, b"two", true).unwrap(),
+            Append::Written
+        );
+        // Not flushed by `append`; closing the database still keeps it.
+        assert_eq!(
+            store
+                .append("other", &t, None, 1, b"other one", false)
+                .unwrap(),
+            Append::Written
+        );
+        drop(store);
+        drop(clone);
+
+        let store = SledStore::open(&path).unwrap();
+        assert_thread(&store, "g", "t", &[b"one", b"two"]);
+        assert_thread(&store, "other", "t", &[b"other one"]);
+        // The reopened head still guards appends.
+        assert_eq!(
+            store.append("g", &t, Some(1), 2, b"late", true).unwrap(),
+            Append::Conflict { head: Some(2) }
+        );
+        assert_eq!(
+            store.append("g", &t, Some(2), 3, b"three", true).unwrap(),
+            Append::Written
+        );
+        drop(store);
+
+        let store = SledStore::open(&path).unwrap();
+        assert_thread(&store, "g", "t", &[b"one", b"two", b"three"]);
+    }
+
+    fn assert_store_error(result: Result<SledStore, Error>) {
+        match result {
+            Err(Error::Store { source }) => assert!(!source.to_string().is_empty()),
+            other => panic!("expected Error::Store, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn opening_a_regular_file_is_a_store_error() {
+        let dir = TempDir::new("file");
+        let file = dir.path().join("not-a-directory");
+        std::fs::write(&file, b"plain file").unwrap();
+        assert_store_error(SledStore::open(&file));
+        // The file is left alone.
+        assert_eq!(std::fs::read(&file).unwrap(), b"plain file");
+    }
+
+    #[test]
+    fn opening_a_database_that_is_already_open_is_a_store_error() {
+        let dir = TempDir::new("locked");
+        let path = dir.path().join("db");
+        let store = SledStore::open(&path).unwrap();
+        assert_store_error(SledStore::open(&path));
+        // The first handle is unaffected.
+        append_all(&store, "g", "t", &[b"one"]);
+        assert_thread(&store, "g", "t", &[b"one"]);
+    }
+}
+
+/// A writer process killed mid-append (SIGKILL) leaves a thread whose head has its checkpoint,
+/// whose history is whole, and which keeps every append that returned after a durable flush.
+#[cfg(all(feature = "sled", unix))]
+mod crash {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    use tea_runtime::SledStore;
+
+    /// Set in the child process: the database path it writes to.
+    const WRITER_ENV: &str = "TEA_STORE_CONTRACT_CRASH_WRITER";
+    const TEST_NAME: &str = "crash::a_killed_writer_leaves_a_whole_thread";
+    /// Durable appends the parent waits for before it kills the writer.
+    const ACKED_BEFORE_KILL: CheckpointId = 40;
+
+    /// Checkpoint `id`'s bytes: up to 48 KiB, so appends span several of sled's log buffers.
+    fn payload(id: CheckpointId) -> Vec<u8> {
+        let len = (id as usize * 7919) % (48 << 10);
+        (0..len).map(|i| (i as u64 ^ id) as u8).collect()
+    }
+
+    /// The child: appends checkpoints until it is killed, reporting each durable one on stdout.
+    /// Bounded in count and time, so it stops by itself should the parent die first.
+    fn write_until_killed(path: &str) {
+        let store = SledStore::open(path).unwrap();
+        let t = thread("t");
+        let started = Instant::now();
+        let mut out = std::io::stdout().lock();
+        for id in 1..=100_000 {
+            let expected = Some(id - 1).filter(|&head| head > 0);
+            let durable = id % 3 == 0;
+            let outcome = store
+                .append("crash", &t, expected, id, &payload(id), durable)
+                .unwrap();
+            assert_eq!(outcome, Append::Written);
+            if durable {
+                writeln!(out, "durable {id}").unwrap();
+                out.flush().unwrap();
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn a_killed_writer_leaves_a_whole_thread() {
+        if let Ok(path) = std::env::var(WRITER_ENV) {
+            write_until_killed(&path);
+            return;
+        }
+        let dir = sled_store::TempDir::new("crash");
+        let path = dir.path().join("db");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+            .env(WRITER_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut acked = 0;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            if let Some(id) = line.unwrap().strip_prefix("durable ") {
+                acked = id.parse().unwrap();
+                if acked >= ACKED_BEFORE_KILL {
+                    break;
+                }
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            acked >= ACKED_BEFORE_KILL,
+            "the writer stopped after {acked}"
+        );
+
+        let store = SledStore::open(&path).unwrap();
+        let t = thread("t");
+        let (head, bytes) = store.head("crash", &t).unwrap().expect("a head");
+        assert!(head >= acked, "head {head} lost durable checkpoint {acked}");
+        assert_eq!(bytes, payload(head));
+        let history = store.history("crash", &t).unwrap();
+        let ids: Vec<CheckpointId> = history.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (1..=head).rev().collect::<Vec<_>>());
+        for (id, bytes) in &history {
+            assert!(*bytes == payload(*id), "checkpoint {id} is damaged");
+        }
+        // The thread goes on from its head.
+        let next = store
+            .append("crash", &t, Some(head), head + 1, b"after", true)
+            .unwrap();
+        assert_eq!(next, Append::Written);
+    }
+}
