@@ -62,11 +62,7 @@ fn review() -> Review {
         best: 5,
         low: 5,
         tags: ["x".to_owned()].into(),
-        meta: [
-            ("k".to_owned(), "old".to_owned()),
-            ("keep".to_owned(), "1".to_owned()),
-        ]
-        .into(),
+        meta: [("k".to_owned(), "old".to_owned()), ("keep".to_owned(), "1".to_owned())].into(),
         summary: "short".into(),
     }
 }
@@ -83,33 +79,20 @@ fn applied(update: ReviewUpdate) -> Review {
 
 #[test]
 fn replace_assigns_the_new_value() {
-    assert_eq!(
-        applied(Review::update().draft("second".into())).draft,
-        "second"
-    );
+    assert_eq!(applied(Review::update().draft("second".into())).draft, "second");
     // An empty update changes nothing.
     assert_eq!(applied(Review::update()), review());
 
-    let mut shapes = Shapes {
-        explicit: Some(1),
-        ..Shapes::default()
-    };
+    let mut shapes = Shapes { explicit: Some(1), ..Shapes::default() };
     shapes.apply(Shapes::update().explicit(None));
     assert_eq!(shapes.explicit, None);
 }
 
 #[test]
 fn append_extends_sequences() {
-    assert_eq!(
-        applied(Review::update().log(strings(&["b", "c"]))).log,
-        ["a", "b", "c"]
-    );
+    assert_eq!(applied(Review::update().log(strings(&["b", "c"]))).log, ["a", "b", "c"]);
 
-    let mut shapes = Shapes {
-        queue: [1, 2].into(),
-        text: "ab".into(),
-        ..Shapes::default()
-    };
+    let mut shapes = Shapes { queue: [1, 2].into(), text: "ab".into(), ..Shapes::default() };
     shapes.apply(Shapes::update().queue([3, 4].into()).text("cd".into()));
     assert_eq!(shapes.queue, [1, 2, 3, 4]);
     assert_eq!(shapes.text, "abcd");
@@ -119,11 +102,7 @@ fn append_extends_sequences() {
 fn sum_adds() {
     assert_eq!(applied(Review::update().revisions(2)).revisions, 3);
 
-    let mut shapes = Shapes {
-        signed: 10,
-        ratio: 0.5,
-        ..Shapes::default()
-    };
+    let mut shapes = Shapes { signed: 10, ratio: 0.5, ..Shapes::default() };
     shapes.apply(Shapes::update().signed(-15).ratio(0.25));
     assert_eq!(shapes.signed, -5);
     assert_eq!(shapes.ratio, 0.75);
@@ -131,23 +110,15 @@ fn sum_adds() {
 
 #[test]
 fn sum_overflow_panics_with_a_clear_message_in_every_profile() {
-    let mut shapes = Shapes {
-        small: 250,
-        ..Shapes::default()
-    };
-    let panic = catch_unwind(AssertUnwindSafe(|| {
-        shapes.apply(Shapes::update().small(10))
-    }))
-    .expect_err("250 + 10 overflows a u8");
+    let mut shapes = Shapes { small: 250, ..Shapes::default() };
+    let panic = catch_unwind(AssertUnwindSafe(|| shapes.apply(Shapes::update().small(10))))
+        .expect_err("250 + 10 overflows a u8");
     let message = panic
         .downcast_ref::<String>()
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or_default();
-    assert_eq!(
-        message,
-        "`sum` reducer overflowed: 250 + 10 does not fit in u8"
-    );
+    assert_eq!(message, "`sum` reducer overflowed: 250 + 10 does not fit in u8");
     // The value is left as it was (the panic happened before the write).
     assert_eq!(shapes.small, 250);
 }
@@ -159,10 +130,7 @@ fn max_and_min_keep_the_extreme() {
     assert_eq!(applied(Review::update().low(2)).low, 2);
     assert_eq!(applied(Review::update().low(9)).low, 5);
 
-    let mut shapes = Shapes {
-        peak: 1.5,
-        ..Shapes::default()
-    };
+    let mut shapes = Shapes { peak: 1.5, ..Shapes::default() };
     shapes.apply(Shapes::update().peak(f64::NAN));
     assert_eq!(shapes.peak, 1.5, "NaN is not larger than anything");
     shapes.apply(Shapes::update().peak(2.5));
@@ -174,10 +142,7 @@ fn union_adds_to_sets() {
     let tags = applied(Review::update().tags(["x".to_owned(), "y".to_owned()].into())).tags;
     assert_eq!(tags, BTreeSet::from(["x".to_owned(), "y".to_owned()]));
 
-    let mut shapes = Shapes {
-        seen: [1, 2].into(),
-        ..Shapes::default()
-    };
+    let mut shapes = Shapes { seen: [1, 2].into(), ..Shapes::default() };
     shapes.apply(Shapes::update().seen([2, 3].into()));
     assert_eq!(shapes.seen, HashSet::from([1, 2, 3]));
 }
@@ -186,35 +151,17 @@ fn union_adds_to_sets() {
 fn merge_replaces_key_by_key() {
     let update = Review::update().meta([("k".to_owned(), "new".to_owned())].into());
     let meta = applied(update).meta;
-    assert_eq!(
-        meta,
-        BTreeMap::from([
-            ("k".to_owned(), "new".to_owned()),
-            ("keep".to_owned(), "1".to_owned())
-        ])
-    );
+    assert_eq!(meta, BTreeMap::from([("k".to_owned(), "new".to_owned()), ("keep".to_owned(), "1".to_owned())]));
 
-    let mut shapes = Shapes {
-        scores: [("a".to_owned(), 1)].into(),
-        ..Shapes::default()
-    };
+    let mut shapes = Shapes { scores: [("a".to_owned(), 1)].into(), ..Shapes::default() };
     shapes.apply(Shapes::update().scores([("a".to_owned(), 5), ("b".to_owned(), 2)].into()));
-    assert_eq!(
-        shapes.scores,
-        HashMap::from([("a".to_owned(), 5), ("b".to_owned(), 2)])
-    );
+    assert_eq!(shapes.scores, HashMap::from([("a".to_owned(), 5), ("b".to_owned(), 2)]));
 }
 
 #[test]
 fn with_calls_the_custom_reducer() {
-    assert_eq!(
-        applied(Review::update().summary("longer one".into())).summary,
-        "longer one"
-    );
-    assert_eq!(
-        applied(Review::update().summary("tiny".into())).summary,
-        "short"
-    );
+    assert_eq!(applied(Review::update().summary("longer one".into())).summary, "longer one");
+    assert_eq!(applied(Review::update().summary("tiny".into())).summary, "short");
 }
 
 #[test]
@@ -263,10 +210,7 @@ fn writes_reports_each_written_field() {
     assert!(empty.is_empty());
     assert!((0..Review::FIELDS.len() + 2).all(|i| empty.writes(i).is_none()));
 
-    let update = Review::update()
-        .draft("x".into())
-        .log(vec![])
-        .overwrite_tags(BTreeSet::new());
+    let update = Review::update().draft("x".into()).log(vec![]).overwrite_tags(BTreeSet::new());
     assert!(!update.is_empty());
     assert_eq!(update.writes(0), Some(Write::Replace)); // draft: replace field
     assert_eq!(update.writes(1), Some(Write::Reduce)); // log: through `append`
@@ -291,15 +235,9 @@ fn fields_describe_the_struct() {
         ("meta", "BTreeMap<String, String>", Reducer::Merge),
         ("summary", "String", Reducer::With("keep_longer")),
     ];
-    let expected: Vec<Field> = expected
-        .into_iter()
-        .map(|(name, ty, reducer)| Field { name, ty, reducer })
-        .collect();
+    let expected: Vec<Field> = expected.into_iter().map(|(name, ty, reducer)| Field { name, ty, reducer }).collect();
     assert_eq!(fields, expected);
-    assert_eq!(
-        Reducer::With("keep_longer").to_string(),
-        "with = keep_longer"
-    );
+    assert_eq!(Reducer::With("keep_longer").to_string(), "with = keep_longer");
 }
 
 /// Two shapes of "the same" state, differing in one field each: every fingerprint differs.
@@ -368,11 +306,7 @@ mod shapes {
 fn the_schema_fingerprint_follows_names_types_and_reducers() {
     use shapes::*;
     let base = base::Doc::SCHEMA_FINGERPRINT;
-    assert_eq!(
-        whitespace::Doc::SCHEMA_FINGERPRINT,
-        base,
-        "spacing is not part of the schema"
-    );
+    assert_eq!(whitespace::Doc::SCHEMA_FINGERPRINT, base, "spacing is not part of the schema");
     assert_ne!(other_type::Doc::SCHEMA_FINGERPRINT, base);
     assert_ne!(other_reducer::Doc::SCHEMA_FINGERPRINT, base);
     assert_ne!(other_name::Doc::SCHEMA_FINGERPRINT, base);
@@ -387,10 +321,7 @@ fn the_schema_fingerprint_follows_names_types_and_reducers() {
 
 #[test]
 fn an_update_serializes_only_what_it_writes() {
-    let update = Review::update()
-        .draft("d".into())
-        .log(strings(&["x"]))
-        .overwrite_revisions(3);
+    let update = Review::update().draft("d".into()).log(strings(&["x"])).overwrite_revisions(3);
     let json = serde_json::to_value(&update).unwrap();
     assert_eq!(
         json,
@@ -412,37 +343,25 @@ fn an_update_serializes_only_what_it_writes() {
 #[test]
 fn an_update_with_an_unknown_field_does_not_deserialize() {
     let error = serde_json::from_str::<ReviewUpdate>(r#"{"drfat": "x"}"#).unwrap_err();
-    assert!(
-        error.to_string().contains("unknown field `drfat`"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("unknown field `drfat`"), "{error}");
 }
 
 #[test]
 fn update_is_the_default_update() {
-    assert_eq!(
-        serde_json::to_value(Review::update()).unwrap(),
-        serde_json::to_value(ReviewUpdate::default()).unwrap()
-    );
+    assert_eq!(serde_json::to_value(Review::update()).unwrap(), serde_json::to_value(ReviewUpdate::default()).unwrap());
 }
 
 #[test]
 fn debug_prints_only_written_fields_and_how() {
     assert_eq!(format!("{:?}", Review::update()), "ReviewUpdate");
-    let update = Review::update()
-        .draft("x".into())
-        .log(strings(&["a"]))
-        .overwrite_tags(BTreeSet::new())
-        .summary("s".into());
+    let update =
+        Review::update().draft("x".into()).log(strings(&["a"])).overwrite_tags(BTreeSet::new()).summary("s".into());
     assert_eq!(
         format!("{update:?}"),
         r#"ReviewUpdate { draft: "x", log: append(["a"]), tags: overwrite({}), summary: keep_longer("s") }"#
     );
     let pretty = format!("{:#?}", Review::update().revisions(1));
-    assert_eq!(
-        pretty,
-        "ReviewUpdate {\n    revisions: sum(\n        1,\n    ),\n}"
-    );
+    assert_eq!(pretty, "ReviewUpdate {\n    revisions: sum(\n        1,\n    ),\n}");
 }
 
 #[test]
@@ -497,17 +416,8 @@ mod elsewhere {
 fn a_pub_state_is_usable_from_another_module() {
     use elsewhere::{Shared, SharedUpdate};
     // Setters are as visible as their fields.
-    let update: SharedUpdate = Shared::update()
-        .notes(vec!["n".into()])
-        .done(true)
-        .step(1)
-        .seen(2);
-    let mut shared = Shared {
-        notes: vec![],
-        done: false,
-        step: 0,
-        seen: 0,
-    };
+    let update: SharedUpdate = Shared::update().notes(vec!["n".into()]).done(true).step(1).seen(2);
+    let mut shared = Shared { notes: vec![], done: false, step: 0, seen: 0 };
     shared.apply(update);
     assert_eq!(shared.notes, ["n"]);
     assert!(shared.done);
@@ -541,12 +451,8 @@ fn raw_identifier_fields_keep_their_names() {
 fn the_default_value_of_a_setter_argument_is_inferred() {
     // Setters take exactly the field's type, so literals, `.into()` and `Default::default()`
     // infer without annotations.
-    let state = applied(
-        Review::update()
-            .draft(Default::default())
-            .revisions(2)
-            .summary("a much longer summary".into()),
-    );
+    let state =
+        applied(Review::update().draft(Default::default()).revisions(2).summary("a much longer summary".into()));
     assert_eq!(state.draft, "");
     assert_eq!(state.revisions, 3);
     assert_eq!(state.summary, "a much longer summary");

@@ -14,9 +14,7 @@ use proc_macro::TokenStream;
 #[proc_macro_derive(GraphState, attributes(reducer))]
 pub fn derive_graph_state(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    state::expand(input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    state::expand(input).unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 /// Declares a graph: `graph! { pub Name for State { start -> a; a -> end; } }`.

@@ -27,11 +27,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
 impl<G: Graph> Builder<G, NoCheckpointer> {
     /// A builder for `graph` with the default options.
     pub fn new(graph: G) -> Self {
-        Builder {
-            graph,
-            checkpointer: NoCheckpointer,
-            recursion_limit: DEFAULT_RECURSION_LIMIT,
-        }
+        Builder { graph, checkpointer: NoCheckpointer, recursion_limit: DEFAULT_RECURSION_LIMIT }
     }
 
     /// Builds an app without a checkpointer: `invoke` returns the final state directly.
@@ -41,11 +37,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     where
         G: PauseFree,
     {
-        App {
-            graph: self.graph,
-            checkpointer: self.checkpointer,
-            recursion_limit: self.recursion_limit,
-        }
+        App { graph: self.graph, checkpointer: self.checkpointer, recursion_limit: self.recursion_limit }
     }
 }
 
@@ -116,13 +108,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
     /// and ends.
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        Stream::new(Run::new(
-            &self.graph,
-            input,
-            self.recursion_limit,
-            None,
-            true,
-        ))
+        Stream::new(Run::new(&self.graph, input, self.recursion_limit, None, true))
     }
 }
 

@@ -70,9 +70,7 @@ pub enum Error {
 impl Error {
     /// An [`Error::Store`] from any error of a backing store.
     pub fn store(source: impl Into<BoxError>) -> Self {
-        Error::Store {
-            source: source.into(),
-        }
+        Error::Store { source: source.into() }
     }
 }
 

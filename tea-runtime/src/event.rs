@@ -21,16 +21,9 @@ pub enum Event<S> {
 impl<S: fmt::Debug> fmt::Debug for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::Step {
-                node,
-                branch,
-                state,
-            } => f
-                .debug_struct("Step")
-                .field("node", node)
-                .field("branch", branch)
-                .field("state", state)
-                .finish(),
+            Event::Step { node, branch, state } => {
+                f.debug_struct("Step").field("node", node).field("branch", branch).field("state", state).finish()
+            }
             Event::Done(state) => f.debug_tuple("Done").field(state).finish(),
         }
     }
@@ -39,15 +32,9 @@ impl<S: fmt::Debug> fmt::Debug for Event<S> {
 impl<S: Clone> Clone for Event<S> {
     fn clone(&self) -> Self {
         match self {
-            Event::Step {
-                node,
-                branch,
-                state,
-            } => Event::Step {
-                node: node.clone(),
-                branch: branch.clone(),
-                state: state.clone(),
-            },
+            Event::Step { node, branch, state } => {
+                Event::Step { node: node.clone(), branch: branch.clone(), state: state.clone() }
+            }
             Event::Done(state) => Event::Done(state.clone()),
         }
     }

@@ -60,12 +60,8 @@ pub(crate) fn run_node<'g, G: Graph>(
     kept: Option<&mut Vec<<G::State as GraphState>::Update>>,
 ) -> Result<After<'g, G::Node>, Error> {
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<After<'g, G::Node>, Error> {
-        let step = graph
-            .run(node, state, ctx)
-            .map_err(|source| Error::NodeFailed {
-                node: ctx.node.clone(),
-                source,
-            })?;
+        let step =
+            graph.run(node, state, ctx).map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
         if let Some(update) = step.update {
             if let Some(kept) = kept {
                 kept.push(update.clone());
@@ -80,29 +76,16 @@ pub(crate) fn run_node<'g, G: Graph>(
                     Goto::Node(n) => graph.node_name(n),
                     Goto::End => END,
                 };
-                Err(Error::NoRoute {
-                    node: ctx.node.clone(),
-                    goto: Some(target),
-                })
+                Err(Error::NoRoute { node: ctx.node.clone(), goto: Some(target) })
             };
         }
         if let Some(fork) = graph.fork(node) {
             return Ok(After::Fork(fork));
         }
-        graph
-            .route(node, state)
-            .map(After::Goto)
-            .ok_or_else(|| Error::NoRoute {
-                node: ctx.node.clone(),
-                goto: None,
-            })
+        graph.route(node, state).map(After::Goto).ok_or_else(|| Error::NoRoute { node: ctx.node.clone(), goto: None })
     }));
-    outcome.unwrap_or_else(|payload| {
-        Err(Error::NodePanicked {
-            node: ctx.node.clone(),
-            message: panic_message(payload),
-        })
-    })
+    outcome
+        .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
 }
 
 /// One run of a graph, from an input state to `end`.
@@ -119,13 +102,7 @@ pub(crate) struct Run<'g, G: Graph> {
 }
 
 impl<'g, G: Graph> Run<'g, G> {
-    pub(crate) fn new(
-        graph: &'g G,
-        input: G::State,
-        limit: usize,
-        thread: Option<ThreadId>,
-        record: bool,
-    ) -> Self {
+    pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, thread: Option<ThreadId>, record: bool) -> Self {
         Run {
             graph,
             state: input,
@@ -157,18 +134,8 @@ impl<'g, G: Graph> Run<'g, G> {
                         self.cursor = Cursor::Done;
                         return Ok(Progress::Done);
                     }
-                    Ok(None) => {
-                        return Err(Error::NoRoute {
-                            node: START,
-                            goto: None,
-                        })
-                    }
-                    Err(payload) => {
-                        return Err(Error::NodePanicked {
-                            node: START,
-                            message: panic_message(payload),
-                        })
-                    }
+                    Ok(None) => return Err(Error::NoRoute { node: START, goto: None }),
+                    Err(payload) => return Err(Error::NodePanicked { node: START, message: panic_message(payload) }),
                 }
             }
         };
@@ -199,18 +166,13 @@ impl<'g, G: Graph> Run<'g, G> {
             limit: self.limit,
             record: self.record,
         };
-        let mut branches: Vec<Branch<G::State>> =
-            parallel::run_fork(self.graph, fork, &self.state, &env)?;
+        let mut branches: Vec<Branch<G::State>> = parallel::run_fork(self.graph, fork, &self.state, &env)?;
         let steps: u64 = branches.iter().map(|b| b.steps).sum();
         if self.ctx.step + steps > self.limit as u64 {
             return Err(Error::RecursionLimit { limit: self.limit });
         }
         self.ctx.step += steps;
-        parallel::merge(
-            &mut self.state,
-            &mut branches,
-            &self.graph.node_name(fork.join),
-        )?;
+        parallel::merge(&mut self.state, &mut branches, &self.graph.node_name(fork.join))?;
         if self.record {
             for branch in &mut branches {
                 self.branch_events.extend(branch.events.drain(..));

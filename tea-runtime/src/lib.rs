@@ -41,8 +41,8 @@ pub mod __private {
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::state::{fingerprint, Slot};
     pub use crate::{
-        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, NodeId, NodeName,
-        NodeOutput, PauseFree, Reducer, RouterOutput, StateUpdate, Write,
+        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, NodeId, NodeName, NodeOutput, PauseFree,
+        Reducer, RouterOutput, StateUpdate, Write,
     };
     /// `Option`, `Result` and friends, by absolute path.
     pub use ::core;

@@ -53,18 +53,12 @@ impl<N: NodeId> Command<N> {
     /// Go to `node` next. It must be listed in this router's `->` declaration, or the run fails
     /// with [`Error::NoRoute`](crate::Error::NoRoute).
     pub fn goto(node: N) -> Self {
-        Command {
-            goto: Goto::Node(node),
-            update: None,
-        }
+        Command { goto: Goto::Node(node), update: None }
     }
 
     /// Finish the run (the router's declaration must list `end`).
     pub fn end() -> Self {
-        Command {
-            goto: Goto::End,
-            update: None,
-        }
+        Command { goto: Goto::End, update: None }
     }
 
     /// Apply `update` (through the reducers) before going on.
@@ -86,19 +80,13 @@ impl<N: NodeId> Command<N> {
 
 impl<N: NodeId> Clone for Command<N> {
     fn clone(&self) -> Self {
-        Command {
-            goto: self.goto,
-            update: self.update.clone(),
-        }
+        Command { goto: self.goto, update: self.update.clone() }
     }
 }
 
 impl<N: NodeId> fmt::Debug for Command<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Command")
-            .field("goto", &self.goto)
-            .field("update", &self.update)
-            .finish()
+        f.debug_struct("Command").field("goto", &self.goto).field("update", &self.update).finish()
     }
 }
 
@@ -138,13 +126,7 @@ pub struct Ctx<S> {
 
 impl<S> Ctx<S> {
     pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
-        Ctx {
-            node,
-            step: 0,
-            thread,
-            branch: None,
-            branches: Vec::new(),
-        }
+        Ctx { node, step: 0, thread, branch: None, branches: Vec::new() }
     }
 
     /// The node being run.
@@ -321,10 +303,7 @@ where
     F::Output: RouterOutput<N>,
 {
     let command = f.call(state, ctx).into_command()?;
-    Ok(NodeStep {
-        update: command.update,
-        goto: Some(command.goto),
-    })
+    Ok(NodeStep { update: command.update, goto: Some(command.goto) })
 }
 
 /// Evaluates a guard (generated code calls this, spanned on the guard's name).

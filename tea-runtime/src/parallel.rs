@@ -38,10 +38,7 @@ pub(crate) struct Branch<S: GraphState> {
 
 impl<S: GraphState> Branch<S> {
     pub(crate) fn into_state(self) -> BranchState<S> {
-        BranchState {
-            head: self.head,
-            state: self.state,
-        }
+        BranchState { head: self.head, state: self.state }
     }
 }
 
@@ -67,10 +64,7 @@ impl<S> BranchState<S> {
 
 impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BranchState")
-            .field("head", &self.head)
-            .field("state", &self.state)
-            .finish()
+        f.debug_struct("BranchState").field("head", &self.head).field("state", &self.state).finish()
     }
 }
 
@@ -82,11 +76,8 @@ pub(crate) fn run_fork<G: Graph>(
     base: &G::State,
     env: &Env,
 ) -> Result<Vec<Branch<G::State>>, Error> {
-    let results: Vec<Result<Branch<G::State>, Error>> = fork
-        .heads
-        .par_iter()
-        .map(|&head| run_branch(graph, head, fork.join, base.clone(), env))
-        .collect();
+    let results: Vec<Result<Branch<G::State>, Error>> =
+        fork.heads.par_iter().map(|&head| run_branch(graph, head, fork.join, base.clone(), env)).collect();
     results.into_iter().collect()
 }
 
@@ -113,11 +104,7 @@ fn run_branch<G: Graph>(
         ctx.node = graph.node_name(node);
         let after = run_node(graph, node, &mut state, &ctx, Some(&mut updates))?;
         if env.record {
-            events.push(Event::Step {
-                node: ctx.node.clone(),
-                branch: Some(head_name.clone()),
-                state: state.clone(),
-            });
+            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head_name.clone()), state: state.clone() });
         }
         node = match after {
             After::Goto(Goto::Node(next)) => next,
@@ -148,32 +135,18 @@ fn run_branch<G: Graph>(
             }
         };
     }
-    Ok(Branch {
-        head: head_name,
-        state,
-        updates,
-        steps,
-        events,
-    })
+    Ok(Branch { head: head_name, state, updates, steps, events })
 }
 
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no
 /// two branches replace the same field.
 /// A reducer that panics here is reported on `join`.
-pub(crate) fn merge<S: GraphState>(
-    state: &mut S,
-    branches: &mut [Branch<S>],
-    join: &NodeName,
-) -> Result<(), Error> {
+pub(crate) fn merge<S: GraphState>(state: &mut S, branches: &mut [Branch<S>], join: &NodeName) -> Result<(), Error> {
     check_conflicts(branches)?;
     apply_all(state, branches, join)
 }
 
-fn apply_all<S: GraphState>(
-    state: &mut S,
-    branches: &mut [Branch<S>],
-    blame: &NodeName,
-) -> Result<(), Error> {
+fn apply_all<S: GraphState>(state: &mut S, branches: &mut [Branch<S>], blame: &NodeName) -> Result<(), Error> {
     // Reducers are user code (`with = f`) or can overflow (`sum`): keep the engine's promise that
     // a panic becomes an error.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -183,28 +156,18 @@ fn apply_all<S: GraphState>(
             }
         }
     }))
-    .map_err(|payload| Error::NodePanicked {
-        node: blame.clone(),
-        message: crate::exec::panic_message(payload),
-    })
+    .map_err(|payload| Error::NodePanicked { node: blame.clone(), message: crate::exec::panic_message(payload) })
 }
 
 fn check_conflicts<S: GraphState>(branches: &[Branch<S>]) -> Result<(), Error> {
     for (index, field) in S::FIELDS.iter().enumerate() {
         let writers: Vec<NodeName> = branches
             .iter()
-            .filter(|b| {
-                b.updates
-                    .iter()
-                    .any(|u: &S::Update| u.writes(index) == Some(Write::Replace))
-            })
+            .filter(|b| b.updates.iter().any(|u: &S::Update| u.writes(index) == Some(Write::Replace)))
             .map(|b| b.head.clone())
             .collect();
         if writers.len() > 1 {
-            return Err(Error::ConflictingWrites {
-                field: field.name,
-                branches: writers,
-            });
+            return Err(Error::ConflictingWrites { field: field.name, branches: writers });
         }
     }
     Ok(())

@@ -38,9 +38,7 @@ pub trait GraphState: Clone + Send + Sync + Serialize + DeserializeOwned + 'stat
 ///
 /// Each field of the state has a slot that is either empty (no change), set (merged through the
 /// field's reducer) or, for fields with a reducer, overwritten (bypassing the reducer).
-pub trait StateUpdate:
-    Default + Clone + fmt::Debug + Send + Sync + Serialize + DeserializeOwned + 'static
-{
+pub trait StateUpdate: Default + Clone + fmt::Debug + Send + Sync + Serialize + DeserializeOwned + 'static {
     /// The state this update applies to.
     type State: GraphState<Update = Self>;
 

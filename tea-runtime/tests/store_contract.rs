@@ -24,20 +24,10 @@ fn thread(id: &str) -> ThreadId {
 /// `head`, `history` and every `get` of `id`s 0..=`last + 1` agree with `expected`, oldest first.
 fn assert_thread<C: Checkpointer>(store: &C, graph: &str, id: &str, expected: &[&[u8]]) {
     let thread = thread(id);
-    let stored: Vec<(CheckpointId, Vec<u8>)> = (1..)
-        .zip(expected.iter().map(|bytes| bytes.to_vec()))
-        .collect();
+    let stored: Vec<(CheckpointId, Vec<u8>)> = (1..).zip(expected.iter().map(|bytes| bytes.to_vec())).collect();
     let newest_first: Vec<_> = stored.iter().rev().cloned().collect();
-    assert_eq!(
-        store.head(graph, &thread).unwrap(),
-        stored.last().cloned(),
-        "head of {graph}/{id}"
-    );
-    assert_eq!(
-        store.history(graph, &thread).unwrap(),
-        newest_first,
-        "history of {graph}/{id}"
-    );
+    assert_eq!(store.head(graph, &thread).unwrap(), stored.last().cloned(), "head of {graph}/{id}");
+    assert_eq!(store.history(graph, &thread).unwrap(), newest_first, "history of {graph}/{id}");
     assert_eq!(store.get(graph, &thread, 0).unwrap(), None);
     for (checkpoint, bytes) in &stored {
         assert_eq!(
@@ -55,14 +45,8 @@ fn append_all<C: Checkpointer>(store: &C, graph: &str, id: &str, payloads: &[&[u
     let thread = thread(id);
     for (checkpoint, bytes) in (1..).zip(payloads) {
         let expected = Some(checkpoint - 1).filter(|&head| head > 0);
-        let outcome = store
-            .append(graph, &thread, expected, checkpoint, bytes, false)
-            .unwrap();
-        assert_eq!(
-            outcome,
-            Append::Written,
-            "checkpoint {checkpoint} of {graph}/{id}"
-        );
+        let outcome = store.append(graph, &thread, expected, checkpoint, bytes, false).unwrap();
+        assert_eq!(outcome, Append::Written, "checkpoint {checkpoint} of {graph}/{id}");
     }
 }
 
@@ -91,28 +75,18 @@ fn stale_expected_head_conflicts<C: Checkpointer>(store: &C) {
     append_all(store, "stale", "t", &[b"one", b"two"]);
     // An empty thread, an older head and a newer head than the real one all conflict.
     for (expected, id) in [(None, 1), (Some(1), 2), (Some(3), 4)] {
-        let outcome = store
-            .append("stale", &t, expected, id, b"late", true)
-            .unwrap();
-        assert_eq!(
-            outcome,
-            Append::Conflict { head: Some(2) },
-            "expected {expected:?}"
-        );
+        let outcome = store.append("stale", &t, expected, id, b"late", true).unwrap();
+        assert_eq!(outcome, Append::Conflict { head: Some(2) }, "expected {expected:?}");
     }
     assert_thread(store, "stale", "t", &[b"one", b"two"]);
     // The real head still works.
-    let outcome = store
-        .append("stale", &t, Some(2), 3, b"three", false)
-        .unwrap();
+    let outcome = store.append("stale", &t, Some(2), 3, b"three", false).unwrap();
     assert_eq!(outcome, Append::Written);
     assert_thread(store, "stale", "t", &[b"one", b"two", b"three"]);
 }
 
 fn history_is_newest_first<C: Checkpointer>(store: &C) {
-    let payloads: Vec<Vec<u8>> = (1..=5)
-        .map(|i| format!("checkpoint {i}").into_bytes())
-        .collect();
+    let payloads: Vec<Vec<u8>> = (1..=5).map(|i| format!("checkpoint {i}").into_bytes()).collect();
     let payloads: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
     append_all(store, "five", "t", &payloads);
     let history = store.history("five", &thread("t")).unwrap();
@@ -141,9 +115,7 @@ fn graphs_and_threads_are_independent<C: Checkpointer>(store: &C) {
     assert_thread(store, "graph-c", "t", &[]);
 
     // A head in one graph is no head in the other.
-    let outcome = store
-        .append("graph-b", &thread("t"), Some(2), 3, b"x", false)
-        .unwrap();
+    let outcome = store.append("graph-b", &thread("t"), Some(2), 3, b"x", false).unwrap();
     assert_eq!(outcome, Append::Conflict { head: Some(1) });
 }
 
@@ -152,14 +124,7 @@ fn payloads_round_trip<C: Checkpointer>(store: &C) {
     let every_byte: Vec<u8> = (0..=255).collect();
     append_all(store, "payloads", "t", &[b"", &large, &every_byte]);
     assert_thread(store, "payloads", "t", &[b"", &large, &every_byte]);
-    assert_eq!(
-        store
-            .get("payloads", &thread("t"), 2)
-            .unwrap()
-            .unwrap()
-            .len(),
-        1 << 20
-    );
+    assert_eq!(store.get("payloads", &thread("t"), 2).unwrap().unwrap().len(), 1 << 20);
 }
 
 fn racing_appends_have_one_winner<C: Checkpointer>(store: &C) {
@@ -178,42 +143,24 @@ fn racing_appends_have_one_winner<C: Checkpointer>(store: &C) {
                         let name = format!("round {round} racer {racer}");
                         barrier.wait();
                         let durable = round % 2 == 0;
-                        let outcome = store
-                            .append("race", t, expected, id, name.as_bytes(), durable)
-                            .unwrap();
+                        let outcome = store.append("race", t, expected, id, name.as_bytes(), durable).unwrap();
                         (name, outcome)
                     })
                 })
                 .collect();
             racers.into_iter().map(|r| r.join().unwrap()).collect()
         });
-        let winners: Vec<&String> = outcomes
-            .iter()
-            .filter(|(_, outcome)| *outcome == Append::Written)
-            .map(|(name, _)| name)
-            .collect();
+        let winners: Vec<&String> =
+            outcomes.iter().filter(|(_, outcome)| *outcome == Append::Written).map(|(name, _)| name).collect();
         assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
         for (_, outcome) in &outcomes {
             if *outcome != Append::Written {
-                assert_eq!(
-                    *outcome,
-                    Append::Conflict { head: Some(id) },
-                    "round {round}"
-                );
+                assert_eq!(*outcome, Append::Conflict { head: Some(id) }, "round {round}");
             }
         }
-        assert_eq!(
-            store.head("race", &t).unwrap(),
-            Some((id, winners[0].clone().into_bytes())),
-            "round {round}"
-        );
+        assert_eq!(store.head("race", &t).unwrap(), Some((id, winners[0].clone().into_bytes())), "round {round}");
     }
-    let ids: Vec<CheckpointId> = store
-        .history("race", &t)
-        .unwrap()
-        .iter()
-        .map(|(id, _)| *id)
-        .collect();
+    let ids: Vec<CheckpointId> = store.history("race", &t).unwrap().iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, (1..=ROUNDS).rev().collect::<Vec<_>>());
 }
 
@@ -242,11 +189,8 @@ mod sled_store {
     impl TempDir {
         pub(crate) fn new(test: &str) -> Self {
             static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let name = format!(
-                "tea-store-contract-{}-{test}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            );
+            let name =
+                format!("tea-store-contract-{}-{test}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
             let path = std::env::temp_dir().join(name);
             let _ = std::fs::remove_dir_all(&path);
             std::fs::create_dir_all(&path).unwrap();
@@ -286,21 +230,10 @@ mod sled_store {
         let store = SledStore::open(&path).unwrap();
         let clone = store.clone();
         let t = thread("t");
-        assert_eq!(
-            store.append("g", &t, None, 1, b"one", true).unwrap(),
-            Append::Written
-        );
-        assert_eq!(
-            clone.append("g", &t, Some(1), 2, b"two", true).unwrap(),
-            Append::Written
-        );
+        assert_eq!(store.append("g", &t, None, 1, b"one", true).unwrap(), Append::Written);
+        assert_eq!(clone.append("g", &t, Some(1), 2, b"two", true).unwrap(), Append::Written);
         // Not flushed by `append`; closing the database still keeps it.
-        assert_eq!(
-            store
-                .append("other", &t, None, 1, b"other one", false)
-                .unwrap(),
-            Append::Written
-        );
+        assert_eq!(store.append("other", &t, None, 1, b"other one", false).unwrap(), Append::Written);
         drop(store);
         drop(clone);
 
@@ -308,14 +241,8 @@ mod sled_store {
         assert_thread(&store, "g", "t", &[b"one", b"two"]);
         assert_thread(&store, "other", "t", &[b"other one"]);
         // The reopened head still guards appends.
-        assert_eq!(
-            store.append("g", &t, Some(1), 2, b"late", true).unwrap(),
-            Append::Conflict { head: Some(2) }
-        );
-        assert_eq!(
-            store.append("g", &t, Some(2), 3, b"three", true).unwrap(),
-            Append::Written
-        );
+        assert_eq!(store.append("g", &t, Some(1), 2, b"late", true).unwrap(), Append::Conflict { head: Some(2) });
+        assert_eq!(store.append("g", &t, Some(2), 3, b"three", true).unwrap(), Append::Written);
         drop(store);
 
         let store = SledStore::open(&path).unwrap();
@@ -383,9 +310,7 @@ mod crash {
         for id in 1..=100_000 {
             let expected = Some(id - 1).filter(|&head| head > 0);
             let durable = id % 3 == 0;
-            let outcome = store
-                .append("crash", &t, expected, id, &payload(id), durable)
-                .unwrap();
+            let outcome = store.append("crash", &t, expected, id, &payload(id), durable).unwrap();
             assert_eq!(outcome, Append::Written);
             if durable {
                 writeln!(out, "durable {id}").unwrap();
@@ -423,10 +348,7 @@ mod crash {
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(
-            acked >= ACKED_BEFORE_KILL,
-            "the writer stopped after {acked}"
-        );
+        assert!(acked >= ACKED_BEFORE_KILL, "the writer stopped after {acked}");
 
         let store = SledStore::open(&path).unwrap();
         let t = thread("t");
@@ -440,9 +362,7 @@ mod crash {
             assert!(*bytes == payload(*id), "checkpoint {id} is damaged");
         }
         // The thread goes on from its head.
-        let next = store
-            .append("crash", &t, Some(head), head + 1, b"after", true)
-            .unwrap();
+        let next = store.append("crash", &t, Some(head), head + 1, b"after", true).unwrap();
         assert_eq!(next, Append::Written);
     }
 }

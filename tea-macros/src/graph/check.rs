@@ -11,13 +11,7 @@ use std::collections::BTreeSet;
 use syn::{Ident, LitInt};
 
 /// Words of the `graph!` language that cannot name a node.
-const KEYWORDS: &[&str] = &[
-    "parallel",
-    "interrupt",
-    "interrupt_before",
-    "interrupt_after",
-    "interruptible",
-];
+const KEYWORDS: &[&str] = &["parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible"];
 
 /// Collects errors so that a user sees every problem of a graph in one build.
 #[derive(Default)]
@@ -70,20 +64,13 @@ pub enum NodeKind<'a> {
     /// A node run by the function of the same name.
     Function,
     /// `interrupt ask(payload => answer, timeout = …)`: no function.
-    Interrupt {
-        payload: &'a Ident,
-        answer: &'a Ident,
-        timeout: Option<&'a LitInt>,
-    },
+    Interrupt { payload: &'a Ident, answer: &'a Ident, timeout: Option<&'a LitInt> },
 }
 
 #[cfg_attr(test, derive(Debug))]
 pub enum Routing<'a> {
     /// Edges tried in order; `implicit` marks a branch head's silent edge to its join.
-    Edges {
-        routes: Vec<Route<'a>>,
-        implicit: bool,
-    },
+    Edges { routes: Vec<Route<'a>>, implicit: bool },
     /// `a -> b | c;`: the node returns a `Command` naming one of the targets.
     Router(Vec<Target>),
     /// `parallel a => [heads] -> join;`
@@ -119,29 +106,12 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     table.endpoint(target, Role::Target, &mut errors);
                 }
             }
-            Stmt::Parallel {
-                source,
-                heads,
-                join,
-                ..
-            } => {
-                table.endpoint(
-                    source,
-                    Role::Named("the source of a `parallel` statement"),
-                    &mut errors,
-                );
+            Stmt::Parallel { source, heads, join, .. } => {
+                table.endpoint(source, Role::Named("the source of a `parallel` statement"), &mut errors);
                 for head in heads {
-                    table.endpoint(
-                        head,
-                        Role::Named("a branch of a `parallel` statement"),
-                        &mut errors,
-                    );
+                    table.endpoint(head, Role::Named("a branch of a `parallel` statement"), &mut errors);
                 }
-                table.endpoint(
-                    join,
-                    Role::Named("the join of a `parallel` statement"),
-                    &mut errors,
-                );
+                table.endpoint(join, Role::Named("the join of a `parallel` statement"), &mut errors);
             }
             Stmt::Interrupt { node, .. } => {
                 table.endpoint(node, Role::Named("an interrupt node"), &mut errors);
@@ -158,10 +128,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
             name: syn::ext::IdentExt::unraw(*ident).to_string(),
             variant: Ident::new(&upper_camel(&ident.to_string()), ident.span()),
             kind: NodeKind::Function,
-            routing: Routing::Edges {
-                routes: Vec::new(),
-                implicit: false,
-            },
+            routing: Routing::Edges { routes: Vec::new(), implicit: false },
             interruptible: false,
             interrupt_before: false,
             interrupt_after: false,
@@ -169,10 +136,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         .collect();
 
     for (i, node) in nodes.iter().enumerate() {
-        if let Some(first) = nodes[..i]
-            .iter()
-            .find(|other| other.variant == node.variant)
-        {
+        if let Some(first) = nodes[..i].iter().find(|other| other.variant == node.variant) {
             errors.push(
                 node.ident.span(),
                 format!(
@@ -205,7 +169,10 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     if let Some(what) = declared_by_router_or_fork[from] {
                         errors.push(
                             edge.to.span(),
-                            format!("node `{}` is {what}, so it cannot also have plain edges; remove this edge", edge.from),
+                            format!(
+                                "node `{}` is {what}, so it cannot also have plain edges; remove this edge",
+                                edge.from
+                            ),
                         );
                         continue;
                     }
@@ -215,18 +182,12 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     (routes, &mut fallback[from], edge.from.to_string())
                 };
                 let label = guard.map(GuardRef::label);
-                if routes
-                    .iter()
-                    .any(|r| r.to == to && r.guard.map(GuardRef::label) == label)
-                {
+                if routes.iter().any(|r| r.to == to && r.guard.map(GuardRef::label) == label) {
                     let what = match &label {
                         Some(label) => format!("`{source_name} -> {} if {label}`", edge.to),
                         None => format!("`{source_name} -> {}`", edge.to),
                     };
-                    errors.push(
-                        edge.to.span(),
-                        format!("duplicate edge {what}; remove one of them"),
-                    );
+                    errors.push(edge.to.span(), format!("duplicate edge {what}; remove one of them"));
                     continue;
                 }
                 if *has_fallback {
@@ -252,9 +213,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 let Some(index) = table.index(from) else {
                     continue;
                 };
-                if let Err(message) =
-                    claim_routing(&nodes[index], declared_by_router_or_fork[index], "a router")
-                {
+                if let Err(message) = claim_routing(&nodes[index], declared_by_router_or_fork[index], "a router") {
                     errors.push(from.span(), message);
                     continue;
                 }
@@ -272,14 +231,8 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 }
                 nodes[index].routing = Routing::Router(list);
             }
-            Stmt::Parallel {
-                source,
-                heads,
-                bracket,
-                join,
-            } => {
-                let (Some(index), Some(join_index)) = (table.index(source), table.index(join))
-                else {
+            Stmt::Parallel { source, heads, bracket, join } => {
+                let (Some(index), Some(join_index)) = (table.index(source), table.index(join)) else {
                     continue;
                 };
                 if let Err(message) = claim_routing(
@@ -292,7 +245,10 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 }
                 declared_by_router_or_fork[index] = Some("the source of a `parallel` statement");
                 if heads.is_empty() {
-                    errors.push(*bracket, "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`");
+                    errors.push(
+                        *bracket,
+                        "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`",
+                    );
                     continue;
                 }
                 let mut list: Vec<usize> = Vec::new();
@@ -309,21 +265,12 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     }
                 }
                 if join_index == index {
-                    errors.push(
-                        join.span(),
-                        "a `parallel` statement cannot join at its own source",
-                    );
+                    errors.push(join.span(), "a `parallel` statement cannot join at its own source");
                     continue;
                 }
-                nodes[index].routing = Routing::Fork {
-                    heads: list,
-                    join: join_index,
-                };
+                nodes[index].routing = Routing::Fork { heads: list, join: join_index };
             }
-            Stmt::Breakpoint {
-                when,
-                nodes: listed,
-            } => {
+            Stmt::Breakpoint { when, nodes: listed } => {
                 let keyword = match when {
                     When::Before => "interrupt_before",
                     When::After => "interrupt_after",
@@ -337,65 +284,51 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                         When::After => &mut nodes[index].interrupt_after,
                     };
                     if *flag {
-                        errors.push(
-                            ident.span(),
-                            format!("`{keyword} {ident}` is declared twice"),
-                        );
+                        errors.push(ident.span(), format!("`{keyword} {ident}` is declared twice"));
                     }
                     *flag = true;
                 }
             }
             Stmt::Interruptible { nodes: listed } => {
                 for ident in listed {
-                    let Some(index) = known_node(&table, ident, "interruptible", &mut errors)
-                    else {
+                    let Some(index) = known_node(&table, ident, "interruptible", &mut errors) else {
                         continue;
                     };
                     if nodes[index].interruptible {
-                        errors.push(
-                            ident.span(),
-                            format!("`{ident}` is declared `interruptible` twice"),
-                        );
+                        errors.push(ident.span(), format!("`{ident}` is declared `interruptible` twice"));
                     }
                     nodes[index].interruptible = true;
                 }
             }
-            Stmt::Interrupt {
-                node,
-                payload,
-                answer,
-                timeout,
-            } => {
+            Stmt::Interrupt { node, payload, answer, timeout } => {
                 let Some(index) = table.index(node) else {
                     continue;
                 };
                 if !interrupt_declared.insert(index) {
-                    errors.push(
-                        node.span(),
-                        format!("interrupt node `{node}` is declared twice"),
-                    );
+                    errors.push(node.span(), format!("interrupt node `{node}` is declared twice"));
                     continue;
                 }
                 if let Some(timeout) = timeout {
                     match timeout.base10_parse::<u64>() {
-                        Ok(0) | Err(_) => errors.push(
-                            timeout.span(),
-                            "the timeout is a whole number of seconds greater than 0",
-                        ),
+                        Ok(0) | Err(_) => {
+                            errors.push(timeout.span(), "the timeout is a whole number of seconds greater than 0")
+                        }
                         Ok(_) => {}
                     }
                 }
-                nodes[index].kind = NodeKind::Interrupt {
-                    payload,
-                    answer,
-                    timeout: timeout.as_ref(),
-                };
+                nodes[index].kind = NodeKind::Interrupt { payload, answer, timeout: timeout.as_ref() };
             }
         }
     }
     for node in &nodes {
         if node.interruptible && matches!(node.kind, NodeKind::Interrupt { .. }) {
-            errors.push(node.ident.span(), format!("`{}` is an interrupt node (it has no function), so it cannot also be `interruptible`", node.name));
+            errors.push(
+                node.ident.span(),
+                format!(
+                    "`{}` is an interrupt node (it has no function), so it cannot also be `interruptible`",
+                    node.name
+                ),
+            );
         }
     }
 
@@ -412,10 +345,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         for &head in heads {
             if let Routing::Edges { routes, implicit } = &mut nodes[head].routing {
                 if routes.is_empty() {
-                    routes.push(Route {
-                        guard: None,
-                        to: Target::Node(*join),
-                    });
+                    routes.push(Route { guard: None, to: Target::Node(*join) });
                     *implicit = true;
                 }
             }
@@ -425,13 +355,13 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     if start.is_empty() && !def.stmts.is_empty() {
         errors.push(
             def.name.span(),
-            format!(
-                "graph `{}` has no edge out of `start`; add one, e.g. `start -> first_node;`",
-                def.name
-            ),
+            format!("graph `{}` has no edge out of `start`; add one, e.g. `start -> first_node;`", def.name),
         );
     } else if start.is_empty() {
-        errors.push(def.name.span(), format!("graph `{}` is empty; give it edges, e.g. `start -> first_node; first_node -> end;`", def.name));
+        errors.push(
+            def.name.span(),
+            format!("graph `{}` is empty; give it edges, e.g. `start -> first_node; first_node -> end;`", def.name),
+        );
     }
 
     if errors.0.is_empty() {
@@ -439,29 +369,17 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     }
 
     let can_pause = nodes.iter().any(|n| {
-        n.interruptible
-            || n.interrupt_before
-            || n.interrupt_after
-            || matches!(n.kind, NodeKind::Interrupt { .. })
+        n.interruptible || n.interrupt_before || n.interrupt_after || matches!(n.kind, NodeKind::Interrupt { .. })
     });
     match errors.into_error() {
         Some(error) => Err(error),
-        None => Ok(Model {
-            nodes,
-            start,
-            can_pause,
-        }),
+        None => Ok(Model { nodes, start, can_pause }),
     }
 }
 
 /// Reachability: every node reachable from `start`, able to reach `end`, and every branch
 /// staying inside itself until its join.
-fn check_paths(
-    nodes: &[Node],
-    start: &[Route],
-    forks: &[(usize, Vec<usize>, usize)],
-    errors: &mut Errors,
-) {
+fn check_paths(nodes: &[Node], start: &[Route], forks: &[(usize, Vec<usize>, usize)], errors: &mut Errors) {
     let successors = |i: usize, into_branches: bool| -> Vec<Target> {
         match &nodes[i].routing {
             Routing::Edges { routes, .. } => routes.iter().map(|r| r.to).collect(),
@@ -505,17 +423,26 @@ fn check_paths(
 
     for (i, node) in nodes.iter().enumerate() {
         if !reachable[i] {
-            errors.push(node.ident.span(), format!("node `{}` is unreachable: no edge from `start` leads to it; add an edge to it or remove it", node.name));
-        } else if successors(i, false).is_empty() {
             errors.push(
                 node.ident.span(),
                 format!(
-                    "node `{}` has no outgoing edge; add one, e.g. `{} -> end;`",
-                    node.name, node.name
+                    "node `{}` is unreachable: no edge from `start` leads to it; add an edge to it or remove it",
+                    node.name
                 ),
             );
+        } else if successors(i, false).is_empty() {
+            errors.push(
+                node.ident.span(),
+                format!("node `{}` has no outgoing edge; add one, e.g. `{} -> end;`", node.name, node.name),
+            );
         } else if !reaches_end[i] {
-            errors.push(node.ident.span(), format!("node `{}` never reaches `end`: every path from it loops or stops; add an edge towards `end`", node.name));
+            errors.push(
+                node.ident.span(),
+                format!(
+                    "node `{}` never reaches `end`: every path from it loops or stops; add an edge towards `end`",
+                    node.name
+                ),
+            );
         }
     }
 
@@ -588,14 +515,14 @@ fn node_of(target: Target) -> Option<usize> {
 
 fn claim_routing(node: &Node, declared: Option<&'static str>, what: &str) -> Result<(), String> {
     if let Some(previous) = declared {
-        return Err(format!(
-            "node `{}` is already {previous}; it cannot also be {what}",
-            node.name
-        ));
+        return Err(format!("node `{}` is already {previous}; it cannot also be {what}", node.name));
     }
     if let Routing::Edges { routes, .. } = &node.routing {
         if !routes.is_empty() {
-            return Err(format!("node `{}` already has edges, so it cannot also be {what}; remove its `{} -> …;` edges", node.name, node.name));
+            return Err(format!(
+                "node `{}` already has edges, so it cannot also be {what}; remove its `{} -> …;` edges",
+                node.name, node.name
+            ));
         }
     }
     Ok(())
@@ -604,10 +531,7 @@ fn claim_routing(node: &Node, declared: Option<&'static str>, what: &str) -> Res
 fn known_node(table: &Table, ident: &Ident, keyword: &str, errors: &mut Errors) -> Option<usize> {
     let index = table.index(ident);
     if index.is_none() {
-        errors.push(
-            ident.span(),
-            format!("`{keyword}` names `{ident}`, which is not a node of this graph"),
-        );
+        errors.push(ident.span(), format!("`{keyword}` names `{ident}`, which is not a node of this graph"));
     }
     index
 }
@@ -634,32 +558,29 @@ impl<'a> Table<'a> {
             ("start", Role::Source) | ("end", Role::Target) => return,
             ("start", Role::RouterSource) => return, // refused with a better message in pass 2
             ("start", Role::Named(what)) => {
-                errors.push(ident.span(), format!("`start` cannot be {what}; it is where the run begins (add a node: `start -> a;`)"));
+                errors.push(
+                    ident.span(),
+                    format!("`start` cannot be {what}; it is where the run begins (add a node: `start -> a;`)"),
+                );
                 return;
             }
             ("start", _) => {
-                errors.push(
-                    ident.span(),
-                    "`start` is where the run begins; no edge can lead to it",
-                );
+                errors.push(ident.span(), "`start` is where the run begins; no edge can lead to it");
                 return;
             }
             ("end", Role::Source | Role::RouterSource) => {
-                errors.push(
-                    ident.span(),
-                    "`end` is where the run finishes; it has no edges",
-                );
+                errors.push(ident.span(), "`end` is where the run finishes; it has no edges");
                 return;
             }
             ("end", Role::Named(what)) => {
-                errors.push(
-                    ident.span(),
-                    format!("`end` cannot be {what}; it is where the run finishes"),
-                );
+                errors.push(ident.span(), format!("`end` cannot be {what}; it is where the run finishes"));
                 return;
             }
             (word, _) if KEYWORDS.contains(&word) => {
-                errors.push(ident.span(), format!("`{word}` is a keyword of `graph!` and cannot name a node; rename the node's function"));
+                errors.push(
+                    ident.span(),
+                    format!("`{word}` is a keyword of `graph!` and cannot name a node; rename the node's function"),
+                );
                 return;
             }
             _ => {}

@@ -11,20 +11,13 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
 
 pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
-    let GraphDef {
-        attrs,
-        vis,
-        name,
-        state,
-        ..
-    } = def;
+    let GraphDef { attrs, vis, name, state, .. } = def;
     let node_enum = node_enum_ident(name);
     let name_str = name.to_string();
     let variants: Vec<&Ident> = model.nodes.iter().map(|n| &n.variant).collect();
     let node_names: Vec<&str> = model.nodes.iter().map(|n| n.name.as_str()).collect();
     let variant_docs = node_names.iter().map(|n| format!("Node `{n}`."));
-    let enum_doc =
-        format!("The nodes of [`{name_str}`], for `Command::goto` and for matching on events.");
+    let enum_doc = format!("The nodes of [`{name_str}`], for `Command::goto` and for matching on events.");
 
     let pause_error = model.nodes.iter().find_map(|n| {
         let what = if n.interrupt_before {
@@ -54,10 +47,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     // a private state) point at the state type.
     let state_span = at(syn::spanned::Spanned::span(state));
     let state_assoc = quote_spanned!(state_span=> type State = #state;);
-    let run_arms = model
-        .nodes
-        .iter()
-        .map(|node| run_arm(node, state, &node_enum));
+    let run_arms = model.nodes.iter().map(|node| run_arm(node, state, &node_enum));
     let route_arms = model.nodes.iter().map(|node| {
         let variant = &node.variant;
         let body = match &node.routing {
@@ -245,12 +235,7 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
 }
 
 /// Edges in order: the first whose guard holds wins; without an unguarded fallback, `None`.
-fn routes_code(
-    routes: &[Route],
-    model: &Model,
-    state: &syn::Type,
-    node_enum: &Ident,
-) -> TokenStream {
+fn routes_code(routes: &[Route], model: &Model, state: &syn::Type, node_enum: &Ident) -> TokenStream {
     let mut code = TokenStream::new();
     for route in routes {
         let to = goto_value(route.to, model, node_enum);
@@ -278,10 +263,7 @@ fn routes_code(
 }
 
 fn span_of_path(path: &syn::Path) -> Span {
-    path.segments
-        .last()
-        .map(|s| s.ident.span())
-        .unwrap_or_else(Span::call_site)
+    path.segments.last().map(|s| s.ident.span()).unwrap_or_else(Span::call_site)
 }
 
 fn goto_value(target: Target, model: &Model, node_enum: &Ident) -> TokenStream {
@@ -308,9 +290,7 @@ fn fingerprint_text(def: &GraphDef, model: &Model) -> String {
                 format!(
                     "{}{}",
                     target_name(r.to, model),
-                    r.guard
-                        .map(|g| format!(" if {}", g.label()))
-                        .unwrap_or_default()
+                    r.guard.map(|g| format!(" if {}", g.label())).unwrap_or_default()
                 )
             })
             .collect::<Vec<_>>()
@@ -319,12 +299,7 @@ fn fingerprint_text(def: &GraphDef, model: &Model) -> String {
     text.push_str(&format!("start->[{}];", route_text(&model.start)));
     for node in &model.nodes {
         text.push_str(&format!("node {}", node.name));
-        if let NodeKind::Interrupt {
-            payload,
-            answer,
-            timeout,
-        } = &node.kind
-        {
+        if let NodeKind::Interrupt { payload, answer, timeout } = &node.kind {
             text.push_str(&format!(" interrupt({payload}=>{answer}"));
             if let Some(timeout) = timeout {
                 text.push_str(&format!(",timeout={}", timeout.base10_digits()));
@@ -347,15 +322,8 @@ fn fingerprint_text(def: &GraphDef, model: &Model) -> String {
                 text.push_str(&format!("->|{}|;", names.join("|")));
             }
             Routing::Fork { heads, join } => {
-                let names: Vec<&str> = heads
-                    .iter()
-                    .map(|&h| model.nodes[h].name.as_str())
-                    .collect();
-                text.push_str(&format!(
-                    "=>[{}]->{};",
-                    names.join(","),
-                    model.nodes[*join].name
-                ));
+                let names: Vec<&str> = heads.iter().map(|&h| model.nodes[h].name.as_str()).collect();
+                text.push_str(&format!("=>[{}]->{};", names.join(","), model.nodes[*join].name));
             }
         }
     }
@@ -386,11 +354,7 @@ fn mermaid(model: &Model) -> String {
     let edges = |out: &mut String, from: &str, routes: &[Route]| {
         for route in routes {
             match route.guard {
-                Some(guard) => out.push_str(&format!(
-                    "    {from} -->|\"{}\"| {}\n",
-                    guard.label(),
-                    id(route.to)
-                )),
+                Some(guard) => out.push_str(&format!("    {from} -->|\"{}\"| {}\n", guard.label(), id(route.to))),
                 None => out.push_str(&format!("    {from} --> {}\n", id(route.to))),
             }
         }
@@ -415,8 +379,7 @@ fn mermaid(model: &Model) -> String {
 }
 
 fn dot(name: &str, model: &Model) -> String {
-    let mut out =
-        format!("digraph {name} {{\n    \"__start__\" [label=\"start\", shape=circle];\n");
+    let mut out = format!("digraph {name} {{\n    \"__start__\" [label=\"start\", shape=circle];\n");
     for node in &model.nodes {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => ", shape=hexagon",
@@ -432,11 +395,9 @@ fn dot(name: &str, model: &Model) -> String {
     let edges = |out: &mut String, from: &str, routes: &[Route]| {
         for route in routes {
             match route.guard {
-                Some(guard) => out.push_str(&format!(
-                    "    \"{from}\" -> \"{}\" [label=\"{}\"];\n",
-                    id(route.to),
-                    guard.label()
-                )),
+                Some(guard) => {
+                    out.push_str(&format!("    \"{from}\" -> \"{}\" [label=\"{}\"];\n", id(route.to), guard.label()))
+                }
                 None => out.push_str(&format!("    \"{from}\" -> \"{}\";\n", id(route.to))),
             }
         }
@@ -447,19 +408,12 @@ fn dot(name: &str, model: &Model) -> String {
             Routing::Edges { routes, .. } => edges(&mut out, &node.name, routes),
             Routing::Router(targets) => {
                 for &t in targets {
-                    out.push_str(&format!(
-                        "    \"{}\" -> \"{}\" [style=dashed];\n",
-                        node.name,
-                        id(t)
-                    ));
+                    out.push_str(&format!("    \"{}\" -> \"{}\" [style=dashed];\n", node.name, id(t)));
                 }
             }
             Routing::Fork { heads, .. } => {
                 for &h in heads {
-                    out.push_str(&format!(
-                        "    \"{}\" -> \"{}\" [style=bold];\n",
-                        node.name, model.nodes[h].name
-                    ));
+                    out.push_str(&format!("    \"{}\" -> \"{}\" [style=bold];\n", node.name, model.nodes[h].name));
                 }
             }
         }
@@ -472,15 +426,8 @@ fn dot(name: &str, model: &Model) -> String {
 /// declared (so code using them does not cascade into more errors), and references to the node
 /// functions and guards (so that missing ones are reported in the same build).
 pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
-    const RESERVED: &[&str] = &[
-        "start",
-        "end",
-        "parallel",
-        "interrupt",
-        "interrupt_before",
-        "interrupt_after",
-        "interruptible",
-    ];
+    const RESERVED: &[&str] =
+        &["start", "end", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible"];
     let GraphDef { vis, name, .. } = def;
     let node_enum = node_enum_ident(name);
     let error = error.map(syn::Error::into_compile_error);
@@ -495,12 +442,9 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 guards.extend(edge.guard.as_ref().map(|g| &g.path));
             }
             Stmt::Router { from, targets } => nodes.extend(std::iter::once(from).chain(targets)),
-            Stmt::Parallel {
-                source,
-                heads,
-                join,
-                ..
-            } => nodes.extend(std::iter::once(source).chain(heads).chain([join])),
+            Stmt::Parallel { source, heads, join, .. } => {
+                nodes.extend(std::iter::once(source).chain(heads).chain([join]))
+            }
             Stmt::Interrupt { node, .. } => {
                 nodes.push(node);
                 without_function.push(node);
@@ -518,9 +462,7 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
         .collect();
     let functions = nodes.iter().filter(|n| !without_function.contains(n));
     let mut seen_guards = std::collections::BTreeSet::new();
-    let guards = guards
-        .into_iter()
-        .filter(|g| seen_guards.insert(path_string(g)));
+    let guards = guards.into_iter().filter(|g| seen_guards.insert(path_string(g)));
     quote! {
         #error
         #vis struct #name;

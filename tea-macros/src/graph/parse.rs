@@ -38,23 +38,13 @@ pub enum Stmt {
     /// `a -> b | c | end;`
     Router { from: Ident, targets: Vec<Ident> },
     /// `parallel a => [x, y] -> join;`
-    Parallel {
-        source: Ident,
-        heads: Vec<Ident>,
-        bracket: proc_macro2::Span,
-        join: Ident,
-    },
+    Parallel { source: Ident, heads: Vec<Ident>, bracket: proc_macro2::Span, join: Ident },
     /// `interrupt_before a, b;` / `interrupt_after a;`
     Breakpoint { when: When, nodes: Vec<Ident> },
     /// `interruptible a, b;`
     Interruptible { nodes: Vec<Ident> },
     /// `interrupt ask(question => answer, timeout = 3600);`
-    Interrupt {
-        node: Ident,
-        payload: Ident,
-        answer: Ident,
-        timeout: Option<LitInt>,
-    },
+    Interrupt { node: Ident, payload: Ident, answer: Ident, timeout: Option<LitInt> },
 }
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -106,10 +96,7 @@ impl Parse for GraphDef {
         let vis: Visibility = input.parse()?;
         let name: Ident = input.parse()?;
         input.parse::<Token![for]>().map_err(|e| {
-            syn::Error::new(
-                e.span(),
-                format!("expected `for` and the state type: `{name} for MyState {{ … }}`"),
-            )
+            syn::Error::new(e.span(), format!("expected `for` and the state type: `{name} for MyState {{ … }}`"))
         })?;
         let state: Type = input.parse()?;
         let body;
@@ -125,14 +112,7 @@ impl Parse for GraphDef {
                 }
             }
         }
-        Ok(GraphDef {
-            attrs,
-            vis,
-            name,
-            state,
-            stmts,
-            errors,
-        })
+        Ok(GraphDef { attrs, vis, name, state, stmts, errors })
     }
 }
 
@@ -163,29 +143,16 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
         let heads = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, node_name)?;
         input.parse::<Token![->]>()?;
         let join = input.call(node_name)?;
-        Stmt::Parallel {
-            source,
-            heads: heads.into_iter().collect(),
-            bracket: bracket.span.join(),
-            join,
-        }
+        Stmt::Parallel { source, heads: heads.into_iter().collect(), bracket: bracket.span.join(), join }
     } else if keyword_stmt && lookahead.peek(kw::interrupt_before) {
         input.parse::<kw::interrupt_before>()?;
-        Stmt::Breakpoint {
-            when: When::Before,
-            nodes: node_list(input)?,
-        }
+        Stmt::Breakpoint { when: When::Before, nodes: node_list(input)? }
     } else if keyword_stmt && lookahead.peek(kw::interrupt_after) {
         input.parse::<kw::interrupt_after>()?;
-        Stmt::Breakpoint {
-            when: When::After,
-            nodes: node_list(input)?,
-        }
+        Stmt::Breakpoint { when: When::After, nodes: node_list(input)? }
     } else if keyword_stmt && lookahead.peek(kw::interruptible) {
         input.parse::<kw::interruptible>()?;
-        Stmt::Interruptible {
-            nodes: node_list(input)?,
-        }
+        Stmt::Interruptible { nodes: node_list(input)? }
     } else if keyword_stmt && lookahead.peek(kw::interrupt) {
         input.parse::<kw::interrupt>()?;
         let node = input.call(node_name)?;
@@ -209,12 +176,7 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
         if !args.is_empty() {
             return Err(args.error("expected `)`: an interrupt node takes `payload_field => answer_field` and optionally `, timeout = SECONDS`"));
         }
-        Stmt::Interrupt {
-            node,
-            payload,
-            answer,
-            timeout,
-        }
+        Stmt::Interrupt { node, payload, answer, timeout }
     } else if lookahead.peek(Ident) {
         let from = input.call(node_name)?;
         if !input.peek(Token![->]) {
@@ -235,17 +197,9 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
             input.parse::<Token![if]>()?;
             let negated = input.parse::<Option<Token![!]>>()?.is_some();
             let path = input.call(Path::parse_mod_style)?;
-            Stmt::Edge(Edge {
-                from,
-                to,
-                guard: Some(GuardRef { negated, path }),
-            })
+            Stmt::Edge(Edge { from, to, guard: Some(GuardRef { negated, path }) })
         } else {
-            Stmt::Edge(Edge {
-                from,
-                to,
-                guard: None,
-            })
+            Stmt::Edge(Edge { from, to, guard: None })
         }
     } else {
         return Err(lookahead.error());
@@ -268,9 +222,7 @@ fn node_list(input: ParseStream) -> syn::Result<Vec<Ident>> {
 
 /// A node name.
 fn node_name(input: ParseStream) -> syn::Result<Ident> {
-    input
-        .parse::<Ident>()
-        .map_err(|e| syn::Error::new(e.span(), "expected a node name"))
+    input.parse::<Ident>().map_err(|e| syn::Error::new(e.span(), "expected a node name"))
 }
 
 #[cfg(test)]
@@ -307,9 +259,7 @@ mod tests {
             other => panic!("expected a router, got {other:?}"),
         }
         match &def.stmts[9] {
-            Stmt::Interrupt {
-                timeout: Some(t), ..
-            } => assert_eq!(t.base10_digits(), "5"),
+            Stmt::Interrupt { timeout: Some(t), .. } => assert_eq!(t.base10_digits(), "5"),
             other => panic!("expected an interrupt node, got {other:?}"),
         }
     }

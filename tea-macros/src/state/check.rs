@@ -62,10 +62,7 @@ fn method_names(state: &State, errors: &mut Errors) {
         let Some(target) = name.strip_prefix("overwrite_") else {
             continue;
         };
-        let collides = state
-            .fields
-            .iter()
-            .any(|other| !other.reducer.is_replace() && other.ident.unraw() == target);
+        let collides = state.fields.iter().any(|other| !other.reducer.is_replace() && other.ident.unraw() == target);
         if !collides {
             continue;
         }
@@ -160,10 +157,7 @@ mod tests {
         });
         assert!(!fatal);
         assert_eq!(errors.len(), 2, "{errors:?}");
-        assert!(
-            errors[0].contains("field `overwrite_log` clashes with the method"),
-            "{errors:?}"
-        );
+        assert!(errors[0].contains("field `overwrite_log` clashes with the method"), "{errors:?}");
         assert!(errors[1].contains("reducer field `type`"), "{errors:?}");
     }
 }

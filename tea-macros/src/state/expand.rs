@@ -161,11 +161,7 @@ fn update_ident(state: &State) -> Ident {
 }
 
 fn overwrite_ident(field: &Field) -> Ident {
-    format_ident!(
-        "overwrite_{}",
-        field.ident.unraw(),
-        span = field.ident.span()
-    )
+    format_ident!("overwrite_{}", field.ident.unraw(), span = field.ident.span())
 }
 
 /// The setter of each field, then `overwrite_…` for each reducer field. A name generated twice
@@ -207,11 +203,7 @@ fn setters(state: &State, value: &Ident) -> Vec<TokenStream> {
             }
         });
     }
-    for field in state
-        .fields
-        .iter()
-        .filter(|field| !field.reducer.is_replace())
-    {
+    for field in state.fields.iter().filter(|field| !field.reducer.is_replace()) {
         let ident = field.ident;
         let ty = field.ty;
         let vis = field.vis;
@@ -374,12 +366,7 @@ pub fn schema(state: &State) -> String {
             Reducer::With { .. } => format!("with={}", reducer_label(&field.reducer)),
             reducer => reducer_label(reducer),
         };
-        text.push_str(&format!(
-            "{}:{}={};",
-            field.ident.unraw(),
-            canonical(field.ty.to_token_stream()),
-            reducer
-        ));
+        text.push_str(&format!("{}:{}={};", field.ident.unraw(), canonical(field.ty.to_token_stream()), reducer));
     }
     text.push('}');
     text
@@ -453,9 +440,7 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
             Reducer::Builtin { kind, ident: token } => {
                 let span = token.span();
                 let (trait_, method) = match kind {
-                    Builtin::Append => {
-                        (quote_spanned!(span=> Append), quote_spanned!(span=> append))
-                    }
+                    Builtin::Append => (quote_spanned!(span=> Append), quote_spanned!(span=> append)),
                     Builtin::Sum => (quote_spanned!(span=> Sum), quote_spanned!(span=> sum)),
                     Builtin::Max => (quote_spanned!(span=> Extremum), quote_spanned!(span=> max)),
                     Builtin::Min => (quote_spanned!(span=> Extremum), quote_spanned!(span=> min)),
@@ -467,11 +452,7 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
                 }
             }
             Reducer::With { path } => {
-                let span = path
-                    .path
-                    .segments
-                    .first()
-                    .map_or_else(Span::call_site, |s| s.ident.span());
+                let span = path.path.segments.first().map_or_else(Span::call_site, |s| s.ident.span());
                 quote_spanned! {span=>
                     ::tea::__private::CustomReducer::<#ty>::reduce(&#path, &mut self.#ident, #value)
                 }
@@ -502,17 +483,11 @@ mod tests {
     fn canonical_text_spaces_only_between_words() {
         let cases: [(TokenStream, &str); 7] = [
             (quote!(String), "String"),
-            (
-                quote!(std::collections::BTreeMap<String, Vec<u8>>),
-                "std::collections::BTreeMap<String, Vec<u8>>",
-            ),
+            (quote!(std::collections::BTreeMap<String, Vec<u8>>), "std::collections::BTreeMap<String, Vec<u8>>"),
             (quote!(&'static str), "&'static str"),
             (quote!([u8; 4]), "[u8; 4]"),
             (quote!((u32, String,)), "(u32, String,)"),
-            (
-                quote!(Option<Box<dyn Fn(u32) -> u32 + Send>>),
-                "Option<Box<dyn Fn(u32)->u32+Send>>",
-            ),
+            (quote!(Option<Box<dyn Fn(u32) -> u32 + Send>>), "Option<Box<dyn Fn(u32)->u32+Send>>"),
             (quote!(<T as Trait>::f), "<T as Trait>::f"),
         ];
         for (tokens, expected) in cases {
@@ -523,8 +498,7 @@ mod tests {
     #[test]
     fn canonical_text_sees_through_invisible_groups() {
         let inner = quote!(Vec<u8>);
-        let wrapped: TokenStream =
-            TokenTree::Group(proc_macro2::Group::new(Delimiter::None, inner)).into();
+        let wrapped: TokenStream = TokenTree::Group(proc_macro2::Group::new(Delimiter::None, inner)).into();
         assert_eq!(canonical(wrapped), "Vec<u8>");
     }
 
@@ -556,18 +530,11 @@ mod tests {
         let state = parse(&input, &mut errors).expect("a struct");
         let file: syn::File = syn::parse2(expand(&state)).expect("the expansion parses");
         assert_eq!(file.items.len(), 2, "the update struct and one `const _`");
-        let syn::Item::Struct(update) = &file.items[0] else {
-            panic!("a struct first")
-        };
+        let syn::Item::Struct(update) = &file.items[0] else { panic!("a struct first") };
         assert_eq!(update.ident, "ReviewUpdate");
         assert!(matches!(update.vis, syn::Visibility::Public(_)));
-        assert!(update
-            .fields
-            .iter()
-            .all(|f| matches!(f.vis, syn::Visibility::Inherited)));
-        let syn::Item::Const(block) = &file.items[1] else {
-            panic!("then a const")
-        };
+        assert!(update.fields.iter().all(|f| matches!(f.vis, syn::Visibility::Inherited)));
+        let syn::Item::Const(block) = &file.items[1] else { panic!("then a const") };
         assert_eq!(block.ident, "_");
     }
 }

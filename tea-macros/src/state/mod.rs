@@ -19,10 +19,7 @@ pub fn expand(input: syn::DeriveInput) -> syn::Result<TokenStream> {
     let Some(state) = state else {
         // Not a struct with named fields: there is nothing sensible to generate.
         return Err(errors.into_error().unwrap_or_else(|| {
-            syn::Error::new_spanned(
-                &input.ident,
-                "`#[derive(GraphState)]` could not read this item",
-            )
+            syn::Error::new_spanned(&input.ident, "`#[derive(GraphState)]` could not read this item")
         }));
     };
     let fatal = check::check(&state, &mut errors) || generic;

@@ -11,8 +11,7 @@ use syn::punctuated::Punctuated;
 use syn::{Attribute, Data, DeriveInput, ExprPath, Fields, Ident, Meta, Token, Type, Visibility};
 
 /// The reducers a user can name, as listed in error messages.
-pub const KNOWN: &str =
-    "`replace` (the default), `append`, `sum`, `max`, `min`, `union`, `merge`, `with = path`";
+pub const KNOWN: &str = "`replace` (the default), `append`, `sum`, `max`, `min`, `union`, `merge`, `with = path`";
 
 /// A struct deriving `GraphState`.
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -139,20 +138,12 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Option<State<'a
                 ident,
                 vis: &field.vis,
                 ty: &field.ty,
-                docs: field
-                    .attrs
-                    .iter()
-                    .filter(|attr| attr.path().is_ident("doc"))
-                    .collect(),
+                docs: field.attrs.iter().filter(|attr| attr.path().is_ident("doc")).collect(),
                 reducer: field_reducer(ident, &field.attrs, errors),
             })
         })
         .collect();
-    Some(State {
-        ident: &input.ident,
-        vis: &input.vis,
-        fields,
-    })
+    Some(State { ident: &input.ident, vis: &input.vis, fields })
 }
 
 fn is_reducer(attr: &Attribute) -> bool {
@@ -254,8 +245,7 @@ impl Parse for Item {
             let eq: Token![=] = input.parse()?;
             let path = if input.is_empty() || input.peek(Token![,]) {
                 None
-            } else if input.peek(Ident::peek_any) || input.peek(Token![::]) || input.peek(Token![<])
-            {
+            } else if input.peek(Ident::peek_any) || input.peek(Token![::]) || input.peek(Token![<]) {
                 Some(input.parse()?)
             } else {
                 return Err(input.error(
@@ -307,10 +297,7 @@ fn resolve(item: Item, errors: &mut Errors) -> Option<Reducer> {
                 Some(known) => format!("did you mean `{known}`? "),
                 None => String::new(),
             };
-            errors.spanned(
-                &item.key,
-                format_args!("unknown reducer `{name}`; {hint}the reducers are {KNOWN}"),
-            );
+            errors.spanned(&item.key, format_args!("unknown reducer `{name}`; {hint}the reducers are {KNOWN}"));
             return None;
         }
     };
@@ -326,23 +313,18 @@ fn resolve(item: Item, errors: &mut Errors) -> Option<Reducer> {
     }
     Some(match kind {
         None => Reducer::Replace,
-        Some(kind) => Reducer::Builtin {
-            kind,
-            ident: item.key,
-        },
+        Some(kind) => Reducer::Builtin { kind, ident: item.key },
     })
 }
 
 /// The known reducer closest to a misspelled `name`, if one is close.
 fn suggest(name: &str) -> Option<&'static str> {
-    [
-        "replace", "append", "sum", "max", "min", "union", "merge", "with",
-    ]
-    .into_iter()
-    .map(|known| (distance(name, known), known))
-    .filter(|&(d, known)| d <= 2 && 2 * d < known.len())
-    .min_by_key(|&(d, _)| d)
-    .map(|(_, known)| known)
+    ["replace", "append", "sum", "max", "min", "union", "merge", "with"]
+        .into_iter()
+        .map(|known| (distance(name, known), known))
+        .filter(|&(d, known)| d <= 2 && 2 * d < known.len())
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, known)| known)
 }
 
 /// Levenshtein distance, for `suggest`.
@@ -354,9 +336,7 @@ fn distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, &cb) in b.iter().enumerate() {
             let current = row[j + 1];
-            row[j + 1] = (previous + usize::from(ca != cb))
-                .min(row[j] + 1)
-                .min(current + 1);
+            row[j + 1] = (previous + usize::from(ca != cb)).min(row[j] + 1).min(current + 1);
             previous = current;
         }
     }
@@ -376,10 +356,7 @@ mod tests {
     }
 
     fn builtin(kind: Builtin, name: &str) -> Reducer {
-        Reducer::Builtin {
-            kind,
-            ident: Ident::new(name, proc_macro2::Span::call_site()),
-        }
+        Reducer::Builtin { kind, ident: Ident::new(name, proc_macro2::Span::call_site()) }
     }
 
     #[test]
@@ -412,9 +389,7 @@ mod tests {
                 builtin(Builtin::Min, "min"),
                 builtin(Builtin::Union, "union"),
                 builtin(Builtin::Merge, "merge"),
-                Reducer::With {
-                    path: parse_quote!(util::keep_longer)
-                },
+                Reducer::With { path: parse_quote!(util::keep_longer) },
                 builtin(Builtin::Append, "append"),
             ]
         );
@@ -475,10 +450,7 @@ mod tests {
         assert_eq!(reducers.len(), 12);
         assert_eq!(reducers[4], builtin(Builtin::Append, "append"));
         assert_eq!(reducers[5], builtin(Builtin::Sum, "sum"));
-        assert!(reducers
-            .iter()
-            .enumerate()
-            .all(|(i, r)| i == 4 || i == 5 || r.is_replace()));
+        assert!(reducers.iter().enumerate().all(|(i, r)| i == 4 || i == 5 || r.is_replace()));
         let expected = [
             "goes on a field, not on the struct",
             "unknown reducer `apend`; did you mean `append`?",
@@ -495,10 +467,7 @@ mod tests {
         ];
         assert_eq!(errors.len(), expected.len(), "{errors:#?}");
         for (error, expected) in errors.iter().zip(expected) {
-            assert!(
-                error.contains(expected),
-                "{error:?} should contain {expected:?}"
-            );
+            assert!(error.contains(expected), "{error:?} should contain {expected:?}");
         }
     }
 

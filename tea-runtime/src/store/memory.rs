@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// ```
 #[derive(Clone, Default)]
 pub struct MemoryStore {
-    graphs: Arc<Mutex<HashMap<String, HashMap<ThreadId, Vec<(CheckpointId, Arc<[u8]>)>>>>>,
+    graphs: Arc<Mutex<Graphs>>,
 }
 
 type Graphs = HashMap<String, HashMap<ThreadId, Vec<(CheckpointId, Arc<[u8]>)>>>;
@@ -70,54 +70,27 @@ impl Checkpointer for MemoryStore {
         Ok(Append::Written)
     }
 
-    fn head(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
         let graphs = self.lock();
-        let last = graphs
-            .get(graph)
-            .and_then(|threads| threads.get(thread))
-            .and_then(|log| log.last());
+        let last = graphs.get(graph).and_then(|threads| threads.get(thread)).and_then(|log| log.last());
         Ok(last.map(|(id, bytes)| (*id, bytes.to_vec())))
     }
 
-    fn get(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        id: CheckpointId,
-    ) -> Result<Option<Vec<u8>>, Error> {
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
         let graphs = self.lock();
         let log = graphs.get(graph).and_then(|threads| threads.get(thread));
-        Ok(log
-            .and_then(|log| log.iter().rev().find(|(i, _)| *i == id))
-            .map(|(_, bytes)| bytes.to_vec()))
+        Ok(log.and_then(|log| log.iter().rev().find(|(i, _)| *i == id)).map(|(_, bytes)| bytes.to_vec()))
     }
 
-    fn history(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         let graphs = self.lock();
         let log = graphs.get(graph).and_then(|threads| threads.get(thread));
-        Ok(log
-            .map(|log| {
-                log.iter()
-                    .rev()
-                    .map(|(id, bytes)| (*id, bytes.to_vec()))
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(log.map(|log| log.iter().rev().map(|(id, bytes)| (*id, bytes.to_vec())).collect()).unwrap_or_default())
     }
 }
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryStore")
-            .field("threads", &self.threads())
-            .finish()
+        f.debug_struct("MemoryStore").field("threads", &self.threads()).finish()
     }
 }

@@ -59,26 +59,13 @@ pub trait Checkpointer: Send + Sync {
     ) -> Result<Append, Error>;
 
     /// The head of `thread` and its bytes, or `None` if the thread has no checkpoint.
-    fn head(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error>;
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error>;
 
     /// Checkpoint `id` of `thread`, if stored.
-    fn get(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        id: CheckpointId,
-    ) -> Result<Option<Vec<u8>>, Error>;
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error>;
 
     /// Every checkpoint of `thread`, newest first.
-    fn history(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error>;
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error>;
 }
 
 impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
@@ -94,28 +81,15 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
         (**self).append(graph, thread, expected, id, bytes, durable)
     }
 
-    fn head(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
         (**self).head(graph, thread)
     }
 
-    fn get(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        id: CheckpointId,
-    ) -> Result<Option<Vec<u8>>, Error> {
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
         (**self).get(graph, thread, id)
     }
 
-    fn history(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         (**self).history(graph, thread)
     }
 }

@@ -102,10 +102,7 @@ impl SledStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let db = ::sled::open(path).map_err(Error::store)?;
-        Ok(SledStore {
-            db,
-            path: Some(path.into()),
-        })
+        Ok(SledStore { db, path: Some(path.into()) })
     }
 
     /// A store over a database opened elsewhere, such as a temporary one in tests.
@@ -152,46 +149,29 @@ fn checkpoint_key(thread: &ThreadId, id: CheckpointId) -> Vec<u8> {
 
 /// Decodes an 8-byte big-endian id; `None` for any other length.
 fn decode_id(bytes: &[u8]) -> Option<CheckpointId> {
-    <[u8; ID_LEN]>::try_from(bytes)
-        .ok()
-        .map(CheckpointId::from_be_bytes)
+    <[u8; ID_LEN]>::try_from(bytes).ok().map(CheckpointId::from_be_bytes)
 }
 
 /// Decodes a head record: an 8-byte big-endian id, never 0.
 fn decode_head(graph: &str, thread: &ThreadId, record: &[u8]) -> Result<CheckpointId, Fault> {
-    decode_id(record)
-        .filter(|&id| id != 0)
-        .ok_or_else(|| Fault::Head {
-            graph: graph.to_owned(),
-            thread: thread.clone(),
-            len: record.len(),
-        })
+    decode_id(record).filter(|&id| id != 0).ok_or_else(|| Fault::Head {
+        graph: graph.to_owned(),
+        thread: thread.clone(),
+        len: record.len(),
+    })
 }
 
 /// What a `SledStore` found wrong, reported as the source of an [`Error::Store`].
 #[derive(Debug, thiserror::Error)]
 enum Fault {
     #[error("the head record of thread `{thread}` of graph `{graph}` is corrupt: {len} bytes where a checkpoint id (8 bytes, not 0) belongs")]
-    Head {
-        graph: String,
-        thread: ThreadId,
-        len: usize,
-    },
-    #[error(
-        "the head of thread `{thread}` of graph `{graph}` is checkpoint {id}, which is not stored"
-    )]
-    MissingHead {
-        graph: String,
-        thread: ThreadId,
-        id: CheckpointId,
-    },
+    Head { graph: String, thread: ThreadId, len: usize },
+    #[error("the head of thread `{thread}` of graph `{graph}` is checkpoint {id}, which is not stored")]
+    MissingHead { graph: String, thread: ThreadId, id: CheckpointId },
     #[error("a checkpoint key of thread `{thread}` of graph `{graph}` does not end in an 8-byte checkpoint id")]
     Key { graph: String, thread: ThreadId },
     #[error("checkpoint {id} cannot follow head {}: the next checkpoint is the head + 1 (1 for an empty thread)", match expected { Some(head) => head.to_string(), None => String::from("none") })]
-    OutOfSequence {
-        expected: Option<CheckpointId>,
-        id: CheckpointId,
-    },
+    OutOfSequence { expected: Option<CheckpointId>, id: CheckpointId },
 }
 
 impl Checkpointer for SledStore {
@@ -239,11 +219,7 @@ impl Checkpointer for SledStore {
         Ok(outcome)
     }
 
-    fn head(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
         let tree = self.tree(graph)?;
         let Some(record) = tree.get(head_key(thread)).map_err(Error::store)? else {
             return Ok(None);
@@ -253,42 +229,27 @@ impl Checkpointer for SledStore {
         // writer has moved the head since it was read.
         match tree.get(checkpoint_key(thread, id)).map_err(Error::store)? {
             Some(bytes) => Ok(Some((id, bytes.to_vec()))),
-            None => Err(Error::store(Fault::MissingHead {
-                graph: graph.to_owned(),
-                thread: thread.clone(),
-                id,
-            })),
+            None => Err(Error::store(Fault::MissingHead { graph: graph.to_owned(), thread: thread.clone(), id })),
         }
     }
 
-    fn get(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        id: CheckpointId,
-    ) -> Result<Option<Vec<u8>>, Error> {
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
         let tree = self.tree(graph)?;
         let bytes = tree.get(checkpoint_key(thread, id)).map_err(Error::store)?;
         Ok(bytes.map(|bytes| bytes.to_vec()))
     }
 
-    fn history(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         let tree = self.tree(graph)?;
         let prefix = checkpoints_prefix(thread);
         tree.scan_prefix(&prefix)
             .rev()
             .map(|entry| {
                 let (key, bytes) = entry.map_err(Error::store)?;
-                let id = key.get(prefix.len()..).and_then(decode_id).ok_or_else(|| {
-                    Error::store(Fault::Key {
-                        graph: graph.to_owned(),
-                        thread: thread.clone(),
-                    })
-                })?;
+                let id = key
+                    .get(prefix.len()..)
+                    .and_then(decode_id)
+                    .ok_or_else(|| Error::store(Fault::Key { graph: graph.to_owned(), thread: thread.clone() }))?;
                 Ok((id, bytes.to_vec()))
             })
             .collect()
@@ -298,9 +259,7 @@ impl Checkpointer for SledStore {
 impl fmt::Debug for SledStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Not sled's own `Debug`, which prints the database's pages.
-        f.debug_struct("SledStore")
-            .field("path", &self.path)
-            .finish_non_exhaustive()
+        f.debug_struct("SledStore").field("path", &self.path).finish_non_exhaustive()
     }
 }
 
@@ -330,10 +289,7 @@ mod tests {
         let thread = ThreadId::from("ab");
         assert_eq!(head_key(&thread), b"\0\0\0\0\0\0\0\x02ab\x00");
         assert_eq!(checkpoints_prefix(&thread), b"\0\0\0\0\0\0\0\x02ab\x01");
-        assert_eq!(
-            checkpoint_key(&thread, 0x0102),
-            b"\0\0\0\0\0\0\0\x02ab\x01\0\0\0\0\0\0\x01\x02"
-        );
+        assert_eq!(checkpoint_key(&thread, 0x0102), b"\0\0\0\0\0\0\0\x02ab\x01\0\0\0\0\0\0\x01\x02");
         // A shorter id's prefix is never the start of a longer id's keys.
         let a = checkpoints_prefix(&ThreadId::from("a"));
         assert!(!checkpoint_key(&thread, 1).starts_with(&a));
@@ -347,10 +303,7 @@ mod tests {
         let names = store.db.tree_names();
         assert!(names.iter().any(|name| name == b"tea/graph/g"), "{names:?}");
         let raw = store.db.open_tree(b"tea/graph/g").unwrap();
-        assert_eq!(
-            raw.get(head_key(&thread)).unwrap().unwrap(),
-            1u64.to_be_bytes()
-        );
+        assert_eq!(raw.get(head_key(&thread)).unwrap().unwrap(), 1u64.to_be_bytes());
         assert_eq!(raw.get(checkpoint_key(&thread, 1)).unwrap().unwrap(), b"x");
     }
 
@@ -363,20 +316,13 @@ mod tests {
             poke(&store, "g", head_key(&thread), bad);
             let message = store_error_message(store.head("g", &thread));
             assert!(message.contains("head record"), "{message}");
-            assert!(
-                message.contains(&format!("{} bytes", bad.len())),
-                "{message}"
-            );
-            let message =
-                store_error_message(store.append("g", &thread, Some(1), 2, b"two", false));
+            assert!(message.contains(&format!("{} bytes", bad.len())), "{message}");
+            let message = store_error_message(store.append("g", &thread, Some(1), 2, b"two", false));
             assert!(message.contains("head record"), "{message}");
             assert_eq!(store.get("g", &thread, 2).unwrap(), None);
         }
         // What was stored is still readable.
-        assert_eq!(
-            store.history("g", &thread).unwrap(),
-            vec![(1, b"one".to_vec())]
-        );
+        assert_eq!(store.history("g", &thread).unwrap(), vec![(1, b"one".to_vec())]);
     }
 
     #[test]
@@ -385,10 +331,7 @@ mod tests {
         let thread = ThreadId::from("t");
         poke(&store, "g", head_key(&thread), &7u64.to_be_bytes());
         let message = store_error_message(store.head("g", &thread));
-        assert!(
-            message.contains("checkpoint 7, which is not stored"),
-            "{message}"
-        );
+        assert!(message.contains("checkpoint 7, which is not stored"), "{message}");
     }
 
     #[test]
@@ -407,12 +350,8 @@ mod tests {
         let store = temporary();
         let thread = ThreadId::from("t");
         for (expected, id) in [(None, 2), (None, 0), (Some(1), 1), (Some(u64::MAX), 0)] {
-            let message =
-                store_error_message(store.append("g", &thread, expected, id, b"x", false));
-            assert!(
-                message.contains(&format!("checkpoint {id} cannot follow")),
-                "{message}"
-            );
+            let message = store_error_message(store.append("g", &thread, expected, id, b"x", false));
+            assert!(message.contains(&format!("checkpoint {id} cannot follow")), "{message}");
         }
         assert_eq!(store.head("g", &thread).unwrap(), None);
         assert_eq!(store.history("g", &thread).unwrap(), vec![]);
@@ -421,9 +360,7 @@ mod tests {
     #[test]
     fn debug_names_the_path_not_the_pages() {
         let store = temporary();
-        store
-            .append("g", &ThreadId::from("t"), None, 1, b"x", false)
-            .unwrap();
+        store.append("g", &ThreadId::from("t"), None, 1, b"x", false).unwrap();
         assert_eq!(format!("{store:?}"), "SledStore { path: None, .. }");
     }
 }
