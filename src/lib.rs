@@ -6,5 +6,10 @@ pub use tea_runtime::*;
 
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
-    pub use crate::{graph, App, Command, Ctx, Error, Event, Goto, GraphState, NodeName, StateUpdate, ThreadId};
+    #[cfg(feature = "sled")]
+    pub use crate::SledStore;
+    pub use crate::{
+        graph, App, Checkpointer, Command, Ctx, Durability, Error, Event, Goto, GraphState, Interrupt, MemoryStore,
+        NodeName, Outcome, Resume, Snapshot, StateUpdate, ThreadId,
+    };
 }

@@ -88,7 +88,7 @@ mod order {
                 Event::Step { node, branch, state } => {
                     Some((node.to_string(), branch.map(|b| b.to_string()), state.log.len()))
                 }
-                Event::Done(_) => None,
+                _ => None,
             })
             .collect();
         let expected: Vec<(String, Option<String>, usize)> = vec![

@@ -1,9 +1,21 @@
 //! Building and running a graph: the typestate [`Builder`] and the [`App`] it builds.
+//!
+//! An app without a checkpointer runs a graph that cannot pause and returns its final state. An
+//! app with one ([`Checkpointer`]) runs each invocation as a *thread* whose checkpoints live in
+//! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
+use crate::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
 use crate::error::Error;
-use crate::exec::{Progress, Run, Stream};
+use crate::exec::{apply_update, identity, issue, Persist, Progress, Run, Stream};
 use crate::graph::{Graph, PauseFree};
+use crate::name::{NodeName, ThreadId};
+use crate::node::Goto;
+use crate::outcome::{Durability, Outcome, Snapshot};
+use crate::resume::{graph_id, Resume, SigningKey};
+use crate::state::GraphState;
+use crate::store::{CheckpointId, Checkpointer};
 use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The default recursion limit: the number of node runs after which a run fails with
 /// [`Error::RecursionLimit`].
@@ -16,18 +28,37 @@ pub struct NoCheckpointer;
 
 /// Configures and builds an [`App`]; made by the graph's `builder()` (`ReviewFlow::builder()`).
 ///
-/// The second parameter records whether a checkpointer was given: a graph that can pause
-/// implements no [`PauseFree`], so its `.build()` does not compile until it has one.
+/// The second parameter records whether a checkpointer was given. A graph that can pause does
+/// not implement [`PauseFree`], so its `.build()` does not compile until `.checkpointer(…)` has
+/// been called:
+///
+/// ```compile_fail,E0277
+/// # use tea::prelude::*;
+/// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+/// # struct Doc { text: String }
+/// # fn draft(_: &Doc) {}
+/// # fn publish(_: &Doc) {}
+/// graph! { Review for Doc { start -> draft; draft -> publish; publish -> end; interrupt_before publish; } }
+/// let app = Review::builder().build(); // error: graph `Review` can pause, so it needs a checkpointer
+/// ```
 pub struct Builder<G: Graph, C = NoCheckpointer> {
     graph: G,
     checkpointer: C,
     recursion_limit: usize,
+    durability: Durability,
+    key: Option<SigningKey>,
 }
 
 impl<G: Graph> Builder<G, NoCheckpointer> {
     /// A builder for `graph` with the default options.
     pub fn new(graph: G) -> Self {
-        Builder { graph, checkpointer: NoCheckpointer, recursion_limit: DEFAULT_RECURSION_LIMIT }
+        Builder {
+            graph,
+            checkpointer: NoCheckpointer,
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+            durability: Durability::EveryStep,
+            key: None,
+        }
     }
 
     /// Builds an app without a checkpointer: `invoke` returns the final state directly.
@@ -37,16 +68,62 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     where
         G: PauseFree,
     {
-        App { graph: self.graph, checkpointer: self.checkpointer, recursion_limit: self.recursion_limit }
+        App {
+            graph: self.graph,
+            checkpointer: self.checkpointer,
+            recursion_limit: self.recursion_limit,
+            durability: self.durability,
+            key: self.key,
+        }
     }
 }
 
 impl<G: Graph, C> Builder<G, C> {
     /// The most node runs one run may take before it fails with [`Error::RecursionLimit`]
-    /// (default [`DEFAULT_RECURSION_LIMIT`]).
+    /// (default [`DEFAULT_RECURSION_LIMIT`]). With a checkpointer, the count goes on across
+    /// pauses: it is the thread's.
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = limit;
         self
+    }
+
+    /// Keeps the app's threads in `store` ([`MemoryStore`](crate::MemoryStore), `SledStore`, or
+    /// your own [`Checkpointer`]). Required for graphs that can pause; with it, `invoke` returns
+    /// an [`Outcome`] rather than the final state.
+    pub fn checkpointer<K: Checkpointer>(self, store: K) -> Builder<G, K> {
+        Builder {
+            graph: self.graph,
+            checkpointer: store,
+            recursion_limit: self.recursion_limit,
+            durability: self.durability,
+            key: self.key,
+        }
+    }
+}
+
+impl<G: Graph, C: Checkpointer> Builder<G, C> {
+    /// When checkpoints are written (default [`Durability::EveryStep`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Signs `Resume` tokens with HMAC-SHA256 under `key`, and refuses tokens that are unsigned,
+    /// altered or signed under another key ([`Error::InvalidToken`]). The key must not be empty.
+    pub fn sign_tokens(mut self, key: impl AsRef<[u8]>) -> Self {
+        self.key = Some(SigningKey(key.as_ref().to_vec()));
+        self
+    }
+
+    /// Builds the app.
+    pub fn build(self) -> App<G, C> {
+        App {
+            graph: self.graph,
+            checkpointer: self.checkpointer,
+            recursion_limit: self.recursion_limit,
+            durability: self.durability,
+            key: self.key,
+        }
     }
 }
 
@@ -56,6 +133,8 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
             .field("graph", &self.graph.name())
             .field("checkpointer", &self.checkpointer)
             .field("recursion_limit", &self.recursion_limit)
+            .field("durability", &self.durability)
+            .field("signs_tokens", &self.key.is_some())
             .finish()
     }
 }
@@ -75,9 +154,10 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
 /// ```
 pub struct App<G: Graph, C = NoCheckpointer> {
     graph: G,
-    #[allow(dead_code)] // read by the checkpointing half of the app
     checkpointer: C,
     recursion_limit: usize,
+    durability: Durability,
+    key: Option<SigningKey>,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -97,18 +177,248 @@ impl<G: Graph> App<G, NoCheckpointer> {
     ///
     /// # Errors
     /// [`Error::NodeFailed`] / [`Error::NodePanicked`] naming the node, [`Error::NoRoute`] when no
-    /// edge applies, [`Error::RecursionLimit`] when the run takes too many steps.
+    /// edge applies, [`Error::ConflictingWrites`] when parallel branches replace the same field,
+    /// [`Error::RecursionLimit`] when the run takes too many steps.
     pub fn invoke(&self, input: G::State) -> Result<G::State, Error> {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
-        while run.advance()? != Progress::Done {}
-        Ok(run.state)
+        loop {
+            match run.advance()? {
+                Progress::Stepped | Progress::Forked => {}
+                Progress::Done => return Ok(run.state),
+                Progress::Paused(_) => {
+                    return Err(Error::store(format!(
+                        "graph `{}` paused in an app without a checkpointer",
+                        self.graph.name()
+                    )))
+                }
+            }
+        }
     }
 
     /// Runs the graph on `input`, yielding an [`Event::Step`](crate::Event::Step) after each
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
     /// and ends.
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        Stream::new(Run::new(&self.graph, input, self.recursion_limit, None, true))
+        Stream::new(Ok(Run::new(&self.graph, input, self.recursion_limit, None, true)))
+    }
+}
+
+impl<G: Graph, C: Checkpointer> App<G, C> {
+    /// Starts a new thread (with a random id) on `input` and runs it until it finishes or
+    /// pauses.
+    ///
+    /// # Errors
+    /// Those of the store-less `invoke`, and [`Error::Store`] when the store fails. A run that
+    /// fails leaves its last checkpoint in the store: see [`recover`](Self::recover).
+    pub fn invoke(&self, input: G::State) -> Result<Outcome<G::State>, Error> {
+        self.invoke_on(ThreadId::random(), input)
+    }
+
+    /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints.
+    pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error> {
+        drive(self.new_run(thread.into(), input, false))
+    }
+
+    /// Continues the paused thread `resume` names, with its answers and update.
+    ///
+    /// # Errors
+    /// [`Error::InvalidToken`] (the app signs tokens and this one is unsigned, altered or signed
+    /// under another key), [`Error::GraphMismatch`], [`Error::SchemaMismatch`],
+    /// [`Error::StaleResume`] (the thread was resumed already: of two resumes of one token,
+    /// exactly one proceeds), [`Error::CheckpointNotFound`], and the errors of a run. A run that
+    /// fails after resuming puts the pause back: the same token can be used again.
+    pub fn resume(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
+        drive(self.resume_run(resume, false)?)
+    }
+
+    /// Continues thread `thread` from its last checkpoint after a run that stopped without
+    /// pausing (a node failed or panicked, the process died). With [`Durability::EveryStep`]
+    /// the nodes that completed are not run again. A paused thread returns its pause (with a
+    /// fresh token); a finished one, its final state.
+    pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
+        let (head, bytes) = self.head(thread)?;
+        let ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(&self.graph), thread, head)?;
+        if !ckpt.pending.is_empty() {
+            let resume = issue(&self.graph, thread, &ckpt, self.key.as_ref())?;
+            return Ok(Outcome::Interrupted { state: ckpt.state, resume });
+        }
+        if matches!(ckpt.at, Position::Done) {
+            return Ok(Outcome::Done(ckpt.state));
+        }
+        let resuming = ckpt.resumed;
+        let persist = self.persist(thread.clone(), Some(head), None, false);
+        drive(Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?)
+    }
+
+    /// Like [`invoke`](Self::invoke), as a stream of events ending with
+    /// [`Event::Interrupted`](crate::Event::Interrupted) or [`Event::Done`](crate::Event::Done).
+    pub fn stream(&self, input: G::State) -> Stream<'_, G> {
+        Stream::new(Ok(self.new_run(ThreadId::random(), input, true)))
+    }
+
+    /// Like [`invoke_on`](Self::invoke_on), as a stream of events.
+    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Stream<'_, G> {
+        Stream::new(Ok(self.new_run(thread.into(), input, true)))
+    }
+
+    /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
+    /// one item).
+    pub fn stream_resume(&self, resume: Resume<G::State>) -> Stream<'_, G> {
+        Stream::new(self.resume_run(resume, true))
+    }
+
+    /// The thread's latest checkpoint, or `None` if the thread has none.
+    pub fn state(&self, thread: &ThreadId) -> Result<Option<Snapshot<G::State>>, Error> {
+        match self.checkpointer.head(self.graph.name(), thread)? {
+            None => Ok(None),
+            Some((id, bytes)) => self.snapshot(thread, id, &bytes).map(Some),
+        }
+    }
+
+    /// Every checkpoint of the thread, newest first (empty if it has none).
+    pub fn history(&self, thread: &ThreadId) -> Result<Vec<Snapshot<G::State>>, Error> {
+        let entries = self.checkpointer.history(self.graph.name(), thread)?;
+        entries.iter().map(|(id, bytes)| self.snapshot(thread, *id, bytes)).collect()
+    }
+
+    /// The app's checkpoint store.
+    pub fn checkpointer(&self) -> &C {
+        &self.checkpointer
+    }
+
+    fn persist(
+        &self,
+        thread: ThreadId,
+        head: Option<CheckpointId>,
+        rollback: Option<Vec<u8>>,
+        claim: bool,
+    ) -> Persist<'_> {
+        Persist {
+            store: &self.checkpointer,
+            thread,
+            head,
+            every_step: self.durability == Durability::EveryStep,
+            key: self.key.as_ref(),
+            rollback,
+            claim,
+        }
+    }
+
+    fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Run<'_, G> {
+        let persist = self.persist(thread, None, None, true);
+        Run::new(&self.graph, input, self.recursion_limit, Some(persist), record)
+    }
+
+    fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
+        self.checkpointer
+            .head(self.graph.name(), thread)?
+            .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
+    }
+
+    fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
+        resume.verify(self.key.as_ref())?;
+        let graph = &self.graph;
+        let token = &resume.token;
+        if token.graph != graph_id(graph.name()) {
+            return Err(Error::GraphMismatch { expected: graph.name().to_owned(), found: None });
+        }
+        let schema_changed = token.schema_fingerprint != <G::State as GraphState>::SCHEMA_FINGERPRINT;
+        if schema_changed || token.graph_fingerprint != graph.fingerprint() {
+            return Err(Error::SchemaMismatch {
+                graph: graph.name().to_owned(),
+                thread: token.thread.clone(),
+                what: if schema_changed { "state struct" } else { "graph" },
+            });
+        }
+        let thread = token.thread.clone();
+        let (head, bytes) = self.head(&thread)?;
+        let mut ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(graph), &thread, head)?;
+        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
+            return Err(Error::StaleResume { thread });
+        }
+        if let Some(reason) = &resume.answer_error {
+            return Err(Error::BadResumeValue { node: resume.node().clone(), reason: reason.clone() });
+        }
+        if let Some((id, _)) = resume.answers.first() {
+            let pause = match id {
+                Some(id) => id.clone(),
+                None => ckpt.pending[0].id().to_owned(),
+            };
+            return Err(Error::BadResumeValue {
+                node: resume.node().clone(),
+                reason: format!(
+                    "pause `{pause}` is a breakpoint, which takes no answer; continue with `.update(…)` or nothing"
+                ),
+            });
+        }
+        if let Some(update) = resume.update {
+            if let Position::Fork { branches, .. } = &mut ckpt.at {
+                for branch in branches.iter_mut().filter(|b| !matches!(b.at, BranchAt::Joined)) {
+                    apply_update(&mut branch.state, update.clone(), &branch.head)?;
+                }
+            }
+            apply_update(&mut ckpt.state, update, &token.node)?;
+        }
+        ckpt.pending.clear();
+        ckpt.pause = None;
+        ckpt.paused_at = None;
+        let persist = self.persist(thread, Some(head), Some(bytes), true);
+        Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)
+    }
+
+    fn snapshot(&self, thread: &ThreadId, id: CheckpointId, bytes: &[u8]) -> Result<Snapshot<G::State>, Error> {
+        let ckpt: Checkpoint<G::State> = checkpoint::decode(bytes, &identity(&self.graph), thread, id)?;
+        let next = next_nodes(&self.graph, &ckpt);
+        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step })
+    }
+}
+
+/// Runs until the run finishes or pauses.
+fn drive<G: Graph>(mut run: Run<'_, G>) -> Result<Outcome<G::State>, Error> {
+    loop {
+        match run.advance()? {
+            Progress::Stepped | Progress::Forked => {}
+            Progress::Paused(resume) => return Ok(Outcome::Interrupted { state: run.state, resume }),
+            Progress::Done => return Ok(Outcome::Done(run.state)),
+        }
+    }
+}
+
+/// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node
+/// that ran and has not been routed from).
+fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName> {
+    let route = |node: &NodeName, goto: &Option<Target>, state: &G::State| -> Vec<NodeName> {
+        match goto {
+            Some(Target::Node(next)) => return vec![next.clone()],
+            Some(Target::End) => return Vec::new(),
+            None => {}
+        }
+        let Some(node) = graph.node_named(node.as_str()) else { return Vec::new() };
+        if let Some(fork) = graph.fork(node) {
+            return fork.heads.iter().map(|&h| graph.node_name(h)).collect();
+        }
+        match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
+            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
+            _ => Vec::new(),
+        }
+    };
+    match &ckpt.at {
+        Position::Start => match catch_unwind(AssertUnwindSafe(|| graph.start(&ckpt.state))) {
+            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
+            _ => Vec::new(),
+        },
+        Position::Before(node) => vec![node.clone()],
+        Position::After { node, goto } => route(node, goto, &ckpt.state),
+        Position::Fork { source, branches } if branches.is_empty() => route(source, &None, &ckpt.state),
+        Position::Fork { branches, .. } => branches
+            .iter()
+            .flat_map(|b| match &b.at {
+                BranchAt::Joined => Vec::new(),
+                BranchAt::Before(node) => vec![node.clone()],
+                BranchAt::After { node, goto } => route(node, goto, &b.state),
+            })
+            .collect(),
+        Position::Done => Vec::new(),
     }
 }
 
@@ -118,6 +428,8 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("graph", &self.graph.name())
             .field("checkpointer", &self.checkpointer)
             .field("recursion_limit", &self.recursion_limit)
+            .field("durability", &self.durability)
+            .field("signs_tokens", &self.key.is_some())
             .finish()
     }
 }

@@ -1,7 +1,8 @@
 //! `tea::Error`: every way a run can fail, each variant naming the node, field or limit it
 //! concerns.
 
-use crate::name::NodeName;
+use crate::name::{NodeName, ThreadId};
+use crate::store::CheckpointId;
 
 /// The error type a node may return, boxed: anything that converts into it works
 /// (`String`, `&'static str`, any `std::error::Error + Send + Sync`, `anyhow::Error`).
@@ -56,6 +57,77 @@ pub enum Error {
         field: &'static str,
         /// The heads of the branches that wrote it, in declared order.
         branches: Vec<NodeName>,
+    },
+
+    /// `invoke_on` named a thread that already has checkpoints.
+    #[error("thread `{thread}` already exists; resume it, recover it, or start a new thread")]
+    ThreadExists {
+        /// The thread.
+        thread: ThreadId,
+    },
+
+    /// The token's thread has moved on since the token was issued: it was resumed already (of
+    /// two resumes of one token exactly one proceeds), or recovered.
+    #[error("thread `{thread}` has moved on since this token was issued (it was already resumed)")]
+    StaleResume {
+        /// The thread.
+        thread: ThreadId,
+    },
+
+    /// The token or checkpoint belongs to another graph.
+    #[error("this belongs to {}, not to graph `{expected}`", match found { Some(found) => format!("graph `{found}`"), None => String::from("another graph") })]
+    GraphMismatch {
+        /// The graph of the app.
+        expected: String,
+        /// The graph the token or checkpoint belongs to, when known.
+        found: Option<String>,
+    },
+
+    /// The token or checkpoint was written by another shape of this graph or of its state
+    /// struct (nodes, edges, fields, types or reducers changed since).
+    #[error("thread `{thread}` was checkpointed by another version of graph `{graph}` (its {what} changed since)")]
+    SchemaMismatch {
+        /// The graph.
+        graph: String,
+        /// The thread.
+        thread: ThreadId,
+        /// What changed: `"graph"` or `"state struct"`.
+        what: &'static str,
+    },
+
+    /// The token is not one this app can accept: not a token, truncated, altered, or unsigned or
+    /// signed with another key where the app signs tokens.
+    #[error("invalid resume token: {reason}")]
+    InvalidToken {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// A resume's answer does not fit the pause it answers; the token stays valid.
+    #[error("the answer to node `{node}` does not fit: {reason}")]
+    BadResumeValue {
+        /// The paused node.
+        node: NodeName,
+        /// What does not fit.
+        reason: String,
+    },
+
+    /// The thread has no checkpoint.
+    #[error("thread `{thread}` has no checkpoint")]
+    CheckpointNotFound {
+        /// The thread.
+        thread: ThreadId,
+    },
+
+    /// A stored checkpoint's bytes are damaged or not a checkpoint; nothing was decoded.
+    #[error("checkpoint {checkpoint} of thread `{thread}` is corrupt: {reason}")]
+    CorruptCheckpoint {
+        /// The thread.
+        thread: ThreadId,
+        /// The checkpoint's id in the thread's history.
+        checkpoint: CheckpointId,
+        /// What is wrong with it.
+        reason: String,
     },
 
     /// The checkpoint store failed (I/O, a lock, a full disk …); `source` is its error.

@@ -1,10 +1,12 @@
 //! The events a streamed run yields.
 
 use crate::name::NodeName;
+use crate::resume::Resume;
+use crate::state::GraphState;
 use std::fmt;
 
 /// One event of a streamed run (`app.stream(input)`).
-pub enum Event<S> {
+pub enum Event<S: GraphState> {
     /// A node ran and its update was applied.
     Step {
         /// The node that ran.
@@ -14,27 +16,38 @@ pub enum Event<S> {
         /// The state after the node's update (the branch's own state inside a branch).
         state: S,
     },
+    /// The run paused (only with a checkpointer): the state and the token that continues it.
+    Interrupted {
+        /// The state at the pause.
+        state: S,
+        /// The token that continues the thread.
+        resume: Resume<S>,
+    },
     /// The run reached `end`; this is the final state.
     Done(S),
 }
 
-impl<S: fmt::Debug> fmt::Debug for Event<S> {
+impl<S: GraphState + fmt::Debug> fmt::Debug for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Event::Step { node, branch, state } => {
                 f.debug_struct("Step").field("node", node).field("branch", branch).field("state", state).finish()
+            }
+            Event::Interrupted { state, resume } => {
+                f.debug_struct("Interrupted").field("state", state).field("resume", resume).finish()
             }
             Event::Done(state) => f.debug_tuple("Done").field(state).finish(),
         }
     }
 }
 
-impl<S: Clone> Clone for Event<S> {
+impl<S: GraphState> Clone for Event<S> {
     fn clone(&self) -> Self {
         match self {
             Event::Step { node, branch, state } => {
                 Event::Step { node: node.clone(), branch: branch.clone(), state: state.clone() }
             }
+            Event::Interrupted { state, resume } => Event::Interrupted { state: state.clone(), resume: resume.clone() },
             Event::Done(state) => Event::Done(state.clone()),
         }
     }

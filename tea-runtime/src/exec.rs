@@ -3,63 +3,75 @@
 //! [`Run::advance`] is the whole engine for the main line: run the node (panics caught), apply
 //! its update through the reducers, route. A fan-out is one more advance that runs the branches
 //! (see `parallel`) and merges them. `invoke` loops over `advance`; `stream` turns each advance
-//! into [`Event`]s. Nothing here allocates per step on the main line: node names are `Clone`
-//! without allocating and the state is updated in place.
+//! into [`Event`]s. Nothing here allocates per step on the main line without a store: node names
+//! are `Clone` without allocating and the state is updated in place.
+//!
+//! With a store (`Persist`), a run writes checkpoints by compare-and-swap on the thread's head:
+//! one when it starts (which claims a new thread, or claims a paused one on resume), one per
+//! step with `Durability::EveryStep`, one durable checkpoint when it pauses (before the token
+//! exists) and one when it finishes. A resumed run that fails writes its pause back, so the same
+//! token works again.
 
+use crate::checkpoint::{self, BranchProgress, Checkpoint, Identity, Position, Target};
 use crate::error::Error;
 use crate::event::Event;
-use crate::graph::{Fork, Graph};
+use crate::graph::Graph;
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
-use crate::parallel::{self, Branch};
-use crate::state::GraphState;
+use crate::parallel::{self, Env, ForkOutcome};
+use crate::resume::{graph_id, Interrupt, Resume, SigningKey, Token};
+use crate::state::{GraphState, StateUpdate};
+use crate::store::{Append, CheckpointId, Checkpointer};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 pub(crate) const START: NodeName = NodeName::from_static("start");
-const END: NodeName = NodeName::from_static("end");
+pub(crate) const END: NodeName = NodeName::from_static("end");
 
 /// Where a run stands.
 #[derive(Clone, Copy, Debug)]
-enum Cursor<'g, N> {
+enum Cursor<N> {
     /// Nothing has run; the start edges are still to be evaluated.
     Start,
     /// `N` runs next.
     At(N),
-    /// The branches of this fan-out run next.
-    Fork(Fork<'g, N>),
+    /// `N` ran; routing from it (with a router's choice) comes next.
+    After(N, Option<Goto<N>>),
+    /// The fan-out after `N` runs next.
+    Fork(N),
     /// The run reached `end`.
     Done,
 }
 
 /// What one call to [`Run::advance`] did.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Progress {
+pub(crate) enum Progress<S: GraphState> {
     /// A node ran on the main line.
     Stepped,
     /// The branches of a fan-out ran and were merged.
     Forked,
+    /// The run paused; its checkpoint is durable.
+    Paused(Resume<S>),
     /// The run reached `end`.
     Done,
 }
 
 /// What follows a node.
-pub(crate) enum After<'g, N> {
+pub(crate) enum After<N> {
     Goto(Goto<N>),
-    Fork(Fork<'g, N>),
+    Fork(N),
 }
 
-/// Runs one node on `state`: the node's function, its update through the reducers (kept in
-/// `kept` too, for a branch's merge), then its routing. Panics in any of it are caught.
-pub(crate) fn run_node<'g, G: Graph>(
-    graph: &'g G,
+/// Runs `node` on `state` and applies its update through the reducers (kept in `kept` too, for
+/// a branch's merge). Returns a router's choice. Panics are caught.
+pub(crate) fn execute<G: Graph>(
+    graph: &G,
     node: G::Node,
     state: &mut G::State,
     ctx: &Ctx<G::State>,
     kept: Option<&mut Vec<<G::State as GraphState>::Update>>,
-) -> Result<After<'g, G::Node>, Error> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<After<'g, G::Node>, Error> {
+) -> Result<Option<Goto<G::Node>>, Error> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Goto<G::Node>>, Error> {
         let step =
             graph.run(node, state, ctx).map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
         if let Some(update) = step.update {
@@ -68,41 +80,121 @@ pub(crate) fn run_node<'g, G: Graph>(
             }
             state.apply(update);
         }
-        if let Some(target) = step.goto {
-            return if graph.can_goto(node, target) {
-                Ok(After::Goto(target))
-            } else {
-                let target = match target {
-                    Goto::Node(n) => graph.node_name(n),
-                    Goto::End => END,
-                };
-                Err(Error::NoRoute { node: ctx.node.clone(), goto: Some(target) })
-            };
-        }
-        if let Some(fork) = graph.fork(node) {
-            return Ok(After::Fork(fork));
-        }
-        graph.route(node, state).map(After::Goto).ok_or_else(|| Error::NoRoute { node: ctx.node.clone(), goto: None })
+        Ok(step.goto)
     }));
     outcome
         .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
 }
 
-/// One run of a graph, from an input state to `end`.
+/// Where the run goes after `node` (named `name`): a router's choice if it made one (checked
+/// against its declaration), else its fan-out, else its edges. Guards' panics are caught.
+pub(crate) fn route_from<G: Graph>(
+    graph: &G,
+    node: G::Node,
+    goto: Option<Goto<G::Node>>,
+    state: &G::State,
+    name: &NodeName,
+) -> Result<After<G::Node>, Error> {
+    if let Some(target) = goto {
+        return if graph.can_goto(node, target) {
+            Ok(After::Goto(target))
+        } else {
+            Err(Error::NoRoute { node: name.clone(), goto: Some(goto_name(graph, target)) })
+        };
+    }
+    if graph.fork(node).is_some() {
+        return Ok(After::Fork(node));
+    }
+    match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
+        Ok(Some(target)) => Ok(After::Goto(target)),
+        Ok(None) => Err(Error::NoRoute { node: name.clone(), goto: None }),
+        Err(payload) => Err(Error::NodePanicked { node: name.clone(), message: panic_message(payload) }),
+    }
+}
+
+pub(crate) fn goto_name<G: Graph>(graph: &G, target: Goto<G::Node>) -> NodeName {
+    match target {
+        Goto::Node(n) => graph.node_name(n),
+        Goto::End => END,
+    }
+}
+
+pub(crate) fn target_of<G: Graph>(graph: &G, goto: Option<Goto<G::Node>>) -> Option<Target> {
+    goto.map(|g| match g {
+        Goto::Node(n) => Target::Node(graph.node_name(n)),
+        Goto::End => Target::End,
+    })
+}
+
+pub(crate) fn goto_of<G: Graph>(
+    graph: &G,
+    target: &Option<Target>,
+    thread: &ThreadId,
+) -> Result<Option<Goto<G::Node>>, Error> {
+    match target {
+        None => Ok(None),
+        Some(Target::End) => Ok(Some(Goto::End)),
+        Some(Target::Node(name)) => node_named(graph, name, thread).map(|n| Some(Goto::Node(n))),
+    }
+}
+
+/// A node named in a checkpoint; the fingerprint check makes a miss a corrupt checkpoint.
+pub(crate) fn node_named<G: Graph>(graph: &G, name: &NodeName, thread: &ThreadId) -> Result<G::Node, Error> {
+    graph.node_named(name.as_str()).ok_or_else(|| Error::CorruptCheckpoint {
+        thread: thread.clone(),
+        checkpoint: 0,
+        reason: format!("it names node `{name}`, which graph `{}` does not have", graph.name()),
+    })
+}
+
+/// The identity of `graph`'s checkpoints.
+pub(crate) fn identity<G: Graph>(graph: &G) -> Identity<'_> {
+    Identity {
+        graph: graph.name(),
+        graph_fingerprint: graph.fingerprint(),
+        schema_fingerprint: <G::State as GraphState>::SCHEMA_FINGERPRINT,
+    }
+}
+
+/// A run's link to its checkpoint store.
+pub(crate) struct Persist<'g> {
+    pub(crate) store: &'g dyn Checkpointer,
+    pub(crate) thread: ThreadId,
+    /// The thread's head as this run last saw it.
+    pub(crate) head: Option<CheckpointId>,
+    pub(crate) every_step: bool,
+    pub(crate) key: Option<&'g SigningKey>,
+    /// The paused checkpoint this run resumed from, written back if the run fails.
+    pub(crate) rollback: Option<Vec<u8>>,
+    /// Whether the run's first checkpoint (claiming the thread) is still to be written.
+    pub(crate) claim: bool,
+}
+
+/// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
+/// the next pause.
 pub(crate) struct Run<'g, G: Graph> {
     graph: &'g G,
     pub(crate) state: G::State,
     ctx: Ctx<G::State>,
-    cursor: Cursor<'g, G::Node>,
+    cursor: Cursor<G::Node>,
     limit: usize,
     /// Whether branch steps are recorded as events (streaming).
     record: bool,
     /// Events of the last fan-out's branches, in branch order, while streaming.
     pub(crate) branch_events: VecDeque<Event<G::State>>,
+    persist: Option<Persist<'g>>,
+    /// The run resumes past a pause: the breakpoints where it paused do not stop it again.
+    resuming: bool,
+    /// An `interrupt_after` node just ran: the next advance pauses.
+    pause_after: bool,
+    /// The branches of a fan-out resumed from a checkpoint.
+    saved_branches: Vec<BranchProgress<G::State>>,
+    finished: bool,
 }
 
 impl<'g, G: Graph> Run<'g, G> {
-    pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, thread: Option<ThreadId>, record: bool) -> Self {
+    pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, persist: Option<Persist<'g>>, record: bool) -> Self {
+        let thread = persist.as_ref().map(|p| p.thread.clone());
         Run {
             graph,
             state: input,
@@ -111,7 +203,45 @@ impl<'g, G: Graph> Run<'g, G> {
             limit,
             record,
             branch_events: VecDeque::new(),
+            persist,
+            resuming: false,
+            pause_after: false,
+            saved_branches: Vec::new(),
+            finished: false,
         }
+    }
+
+    /// A run that continues from checkpoint `ckpt` (the thread's head, in `persist.head`).
+    /// `resuming`: it resumes past the pause the checkpoint records.
+    pub(crate) fn from_checkpoint(
+        graph: &'g G,
+        ckpt: Checkpoint<G::State>,
+        resuming: bool,
+        limit: usize,
+        persist: Persist<'g>,
+        record: bool,
+    ) -> Result<Self, Error> {
+        let thread = persist.thread.clone();
+        let mut saved_branches = Vec::new();
+        let cursor = match ckpt.at {
+            Position::Start => Cursor::Start,
+            Position::Before(name) => Cursor::At(node_named(graph, &name, &thread)?),
+            Position::After { node, goto } => {
+                Cursor::After(node_named(graph, &node, &thread)?, goto_of(graph, &goto, &thread)?)
+            }
+            Position::Fork { source, branches } => {
+                saved_branches = branches;
+                Cursor::Fork(node_named(graph, &source, &thread)?)
+            }
+            Position::Done => Cursor::Done,
+        };
+        let mut run = Run::new(graph, ckpt.state, limit, Some(persist), record);
+        run.ctx.step = ckpt.step;
+        run.cursor = cursor;
+        run.resuming = resuming;
+        run.saved_branches = saved_branches;
+        run.finished = matches!(cursor, Cursor::Done);
+        Ok(run)
     }
 
     /// The node that ran last (`start` before any).
@@ -119,69 +249,274 @@ impl<'g, G: Graph> Run<'g, G> {
         &self.ctx.node
     }
 
-    /// Runs the next node (or the next fan-out). After an error the run is over.
-    pub(crate) fn advance(&mut self) -> Result<Progress, Error> {
-        let graph = self.graph;
-        let node = match self.cursor {
-            Cursor::Done => return Ok(Progress::Done),
-            Cursor::At(node) => node,
-            Cursor::Fork(fork) => return self.fork(fork),
-            Cursor::Start => {
-                let state = &self.state;
-                match catch_unwind(AssertUnwindSafe(|| graph.start(state))) {
-                    Ok(Some(Goto::Node(node))) => node,
-                    Ok(Some(Goto::End)) => {
-                        self.cursor = Cursor::Done;
-                        return Ok(Progress::Done);
-                    }
-                    Ok(None) => return Err(Error::NoRoute { node: START, goto: None }),
-                    Err(payload) => return Err(Error::NodePanicked { node: START, message: panic_message(payload) }),
-                }
-            }
-        };
-        if self.ctx.step >= self.limit as u64 {
-            return Err(Error::RecursionLimit { limit: self.limit });
+    /// Runs the next node (or fan-out), or pauses. After an error the run is over; a resumed
+    /// run then puts its pause back.
+    pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
+        let result = self.advance_inner();
+        if result.is_err() {
+            self.roll_back();
         }
-        self.ctx.step += 1;
-        self.ctx.node = graph.node_name(node);
-        let after = run_node(graph, node, &mut self.state, &self.ctx, None);
-        if !self.ctx.branches.is_empty() {
-            // The join has seen its branches.
-            self.ctx.branches.clear();
-        }
-        self.cursor = match after? {
-            After::Goto(Goto::Node(next)) => Cursor::At(next),
-            After::Goto(Goto::End) => Cursor::Done,
-            After::Fork(fork) => Cursor::Fork(fork),
-        };
-        Ok(Progress::Stepped)
+        result
     }
 
-    /// Runs the branches of `fork` on copies of the state and merges them in declared order.
-    fn fork(&mut self, fork: Fork<'g, G::Node>) -> Result<Progress, Error> {
-        let env = parallel::Env {
-            thread: self.ctx.thread.clone(),
+    fn advance_inner(&mut self) -> Result<Progress<G::State>, Error> {
+        if self.persist.as_ref().is_some_and(|p| p.claim) {
+            self.save(false)?;
+            if let Some(persist) = &mut self.persist {
+                persist.claim = false;
+            }
+        }
+        let graph = self.graph;
+        loop {
+            let node = match self.cursor {
+                Cursor::Done => {
+                    if !self.finished {
+                        self.finished = true;
+                        self.save(true)?;
+                    }
+                    return Ok(Progress::Done);
+                }
+                Cursor::At(node) => node,
+                Cursor::Fork(source) => return self.fork(source),
+                Cursor::After(node, goto) => {
+                    if std::mem::take(&mut self.pause_after) {
+                        let interrupt = Interrupt::new(
+                            format!("after:{}", self.ctx.node),
+                            self.ctx.node.clone(),
+                            serde_json::Value::Null,
+                        );
+                        return self.pause(vec![interrupt]);
+                    }
+                    let name = graph.node_name(node);
+                    self.resuming = false;
+                    self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &name)?);
+                    continue;
+                }
+                Cursor::Start => {
+                    let state = &self.state;
+                    self.cursor = match catch_unwind(AssertUnwindSafe(|| graph.start(state))) {
+                        Ok(Some(Goto::Node(node))) => Cursor::At(node),
+                        Ok(Some(Goto::End)) => Cursor::Done,
+                        Ok(None) => return Err(Error::NoRoute { node: START, goto: None }),
+                        Err(payload) => {
+                            return Err(Error::NodePanicked { node: START, message: panic_message(payload) })
+                        }
+                    };
+                    continue;
+                }
+            };
+            let pausable = self.persist.is_some();
+            if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
+                let name = graph.node_name(node);
+                let interrupt = Interrupt::new(format!("before:{name}"), name, serde_json::Value::Null);
+                return self.pause(vec![interrupt]);
+            }
+            if self.ctx.step >= self.limit as u64 {
+                return Err(Error::RecursionLimit { limit: self.limit });
+            }
+            self.ctx.step += 1;
+            self.ctx.node = graph.node_name(node);
+            let goto = execute(graph, node, &mut self.state, &self.ctx, None);
+            if !self.ctx.branches.is_empty() {
+                // The join has seen its branches.
+                self.ctx.branches.clear();
+            }
+            let goto = goto?;
+            if pausable && graph.interrupt_after(node) {
+                self.cursor = Cursor::After(node, goto);
+                self.pause_after = true;
+                return Ok(Progress::Stepped);
+            }
+            self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
+            self.save_step()?;
+            return Ok(Progress::Stepped);
+        }
+    }
+
+    fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
+        match after {
+            After::Goto(Goto::Node(next)) => Cursor::At(next),
+            After::Goto(Goto::End) => Cursor::Done,
+            After::Fork(source) => Cursor::Fork(source),
+        }
+    }
+
+    /// Runs the branches of the fan-out after `source` and merges them in declared order, or
+    /// pauses if a branch paused.
+    fn fork(&mut self, source: G::Node) -> Result<Progress<G::State>, Error> {
+        let graph = self.graph;
+        let Some(fork) = graph.fork(source) else {
+            return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
+        };
+        let thread = self.ctx.thread.clone();
+        let env = Env {
+            thread: thread.clone(),
             base_step: self.ctx.step,
             budget: (self.limit as u64).saturating_sub(self.ctx.step),
             limit: self.limit,
             record: self.record,
+            pausable: self.persist.is_some(),
+            resuming: std::mem::take(&mut self.resuming),
         };
-        let mut branches: Vec<Branch<G::State>> = parallel::run_fork(self.graph, fork, &self.state, &env)?;
-        let steps: u64 = branches.iter().map(|b| b.steps).sum();
-        if self.ctx.step + steps > self.limit as u64 {
-            return Err(Error::RecursionLimit { limit: self.limit });
-        }
-        self.ctx.step += steps;
-        parallel::merge(&mut self.state, &mut branches, &self.graph.node_name(fork.join))?;
-        if self.record {
-            for branch in &mut branches {
-                self.branch_events.extend(branch.events.drain(..));
+        let saved = std::mem::take(&mut self.saved_branches);
+        match parallel::run_fork(graph, fork, &self.state, &env, saved)? {
+            ForkOutcome::Paused { branches, interrupts, mut events } => {
+                if self.record {
+                    self.branch_events.extend(events.drain(..));
+                }
+                self.saved_branches = branches;
+                self.pause(interrupts)
+            }
+            ForkOutcome::Joined { mut branches, steps } => {
+                if self.ctx.step + steps > self.limit as u64 {
+                    return Err(Error::RecursionLimit { limit: self.limit });
+                }
+                self.ctx.step += steps;
+                parallel::merge(&mut self.state, &mut branches, &graph.node_name(fork.join))?;
+                if self.record {
+                    for branch in &mut branches {
+                        self.branch_events.extend(branch.events.drain(..));
+                    }
+                }
+                self.ctx.branches = branches.into_iter().map(parallel::Branch::into_state).collect();
+                self.cursor = Cursor::At(fork.join);
+                self.save_step()?;
+                Ok(Progress::Forked)
             }
         }
-        self.ctx.branches = branches.into_iter().map(Branch::into_state).collect();
-        self.cursor = Cursor::At(fork.join);
-        Ok(Progress::Forked)
     }
+
+    /// Where the run stands, as a checkpoint records it.
+    fn position(&self) -> Position<G::State> {
+        let graph = self.graph;
+        match self.cursor {
+            Cursor::Start => Position::Start,
+            Cursor::At(node) => Position::Before(graph.node_name(node)),
+            Cursor::After(node, goto) => Position::After { node: graph.node_name(node), goto: target_of(graph, goto) },
+            Cursor::Fork(source) => Position::Fork {
+                source: graph.node_name(source),
+                branches: self
+                    .saved_branches
+                    .iter()
+                    .map(|b| BranchProgress {
+                        head: b.head.clone(),
+                        state: b.state.clone(),
+                        updates: b.updates.clone(),
+                        steps: b.steps,
+                        at: b.at.clone(),
+                    })
+                    .collect(),
+            },
+            Cursor::Done => Position::Done,
+        }
+    }
+
+    fn save_step(&mut self) -> Result<(), Error> {
+        if self.persist.as_ref().is_some_and(|p| p.every_step) {
+            self.save(false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a checkpoint of where the run stands (no pause).
+    fn save(&mut self, durable: bool) -> Result<(), Error> {
+        if self.persist.is_none() {
+            return Ok(());
+        }
+        let ckpt = Checkpoint {
+            step: self.ctx.step,
+            state: self.state.clone(),
+            at: self.position(),
+            pending: Vec::new(),
+            pause: None,
+            paused_at: None,
+            resumed: self.resuming,
+        };
+        self.write(&ckpt, durable).map(|_| ())
+    }
+
+    /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last saw.
+    fn write(&mut self, ckpt: &Checkpoint<G::State>, durable: bool) -> Result<CheckpointId, Error> {
+        let graph = self.graph;
+        let Some(persist) = &mut self.persist else { return Ok(0) };
+        let bytes = checkpoint::encode(&identity(graph), ckpt)?;
+        let id = persist.head.map_or(1, |h| h + 1);
+        match persist.store.append(graph.name(), &persist.thread, persist.head, id, &bytes, durable)? {
+            Append::Written => {
+                persist.head = Some(id);
+                Ok(id)
+            }
+            Append::Conflict { .. } if persist.head.is_none() => {
+                Err(Error::ThreadExists { thread: persist.thread.clone() })
+            }
+            Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
+        }
+    }
+
+    /// Pauses on `pending`: writes the paused checkpoint durably, then issues its token.
+    fn pause(&mut self, pending: Vec<Interrupt>) -> Result<Progress<G::State>, Error> {
+        let graph = self.graph;
+        let Some(persist) = &self.persist else {
+            return Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", graph.name())));
+        };
+        let id = persist.head.map_or(1, |h| h + 1);
+        let ckpt = Checkpoint {
+            step: self.ctx.step,
+            state: self.state.clone(),
+            at: self.position(),
+            pending,
+            pause: Some(id),
+            paused_at: Some(now()),
+            resumed: false,
+        };
+        self.write(&ckpt, true)?;
+        let Some(persist) = &mut self.persist else { unreachable_store() };
+        // The pause is durable: nothing is left to roll back to.
+        persist.rollback = None;
+        let resume = issue(graph, &persist.thread, &ckpt, persist.key)?;
+        Ok(Progress::Paused(resume))
+    }
+
+    /// After a failure: a resumed run writes its pause back as the head, so that the token that
+    /// resumed it works again.
+    fn roll_back(&mut self) {
+        let graph = self.graph;
+        let Some(persist) = &mut self.persist else { return };
+        let Some(bytes) = persist.rollback.take() else { return };
+        let id = persist.head.map_or(1, |h| h + 1);
+        if let Ok(Append::Written) = persist.store.append(graph.name(), &persist.thread, persist.head, id, &bytes, true)
+        {
+            persist.head = Some(id);
+        }
+    }
+}
+
+fn unreachable_store() -> ! {
+    unreachable!("the run wrote through its store a moment ago")
+}
+
+/// The token of a paused checkpoint.
+pub(crate) fn issue<G: Graph>(
+    graph: &G,
+    thread: &ThreadId,
+    ckpt: &Checkpoint<G::State>,
+    key: Option<&SigningKey>,
+) -> Result<Resume<G::State>, Error> {
+    let token = Token {
+        graph: graph_id(graph.name()),
+        graph_fingerprint: graph.fingerprint(),
+        schema_fingerprint: <G::State as GraphState>::SCHEMA_FINGERPRINT,
+        pause: ckpt.pause.unwrap_or_default(),
+        thread: thread.clone(),
+        node: ckpt.pending.first().map(|i| i.node().clone()).unwrap_or(START),
+        interrupts: ckpt.pending.clone(),
+    };
+    Resume::issue(token, key)
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
@@ -195,17 +530,29 @@ pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
     }
 }
 
+/// Applies a resume's update (through the reducers; a panicking reducer is reported on `node`).
+pub(crate) fn apply_update<S: GraphState>(state: &mut S, update: S::Update, node: &NodeName) -> Result<(), Error> {
+    if update.is_empty() {
+        return Ok(());
+    }
+    catch_unwind(AssertUnwindSafe(|| state.apply(update)))
+        .map_err(|payload| Error::NodePanicked { node: node.clone(), message: panic_message(payload) })
+}
+
 /// The events of a run: [`Event::Step`] per node (branch nodes after their fan-out, in branch
-/// order), then [`Event::Done`]; see [`App::stream`](crate::App::stream). A run that fails
-/// yields its error and ends.
+/// order), then [`Event::Done`] or, with a checkpointer, [`Event::Interrupted`]; see
+/// [`App::stream`](crate::App::stream). A run that fails yields its error and ends.
 pub struct Stream<'g, G: Graph> {
-    run: Run<'g, G>,
-    over: bool,
+    run: Option<Run<'g, G>>,
+    error: Option<Error>,
 }
 
 impl<'g, G: Graph> Stream<'g, G> {
-    pub(crate) fn new(run: Run<'g, G>) -> Self {
-        Stream { run, over: false }
+    pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
+        match run {
+            Ok(run) => Stream { run: Some(run), error: None },
+            Err(error) => Stream { run: None, error: Some(error) },
+        }
     }
 }
 
@@ -213,45 +560,52 @@ impl<G: Graph> Iterator for Stream<'_, G> {
     type Item = Result<Event<G::State>, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(event) = self.run.branch_events.pop_front() {
+        if let Some(error) = self.error.take() {
+            return Some(Err(error));
+        }
+        let run = self.run.as_mut()?;
+        if let Some(event) = run.branch_events.pop_front() {
             return Some(Ok(event));
         }
-        if self.over {
-            return None;
-        }
-        loop {
-            match self.run.advance() {
+        let event = loop {
+            match run.advance() {
                 Ok(Progress::Stepped) => {
                     return Some(Ok(Event::Step {
-                        node: self.run.last_node().clone(),
+                        node: run.last_node().clone(),
                         branch: None,
-                        state: self.run.state.clone(),
+                        state: run.state.clone(),
                     }))
                 }
                 Ok(Progress::Forked) => {
-                    if let Some(event) = self.run.branch_events.pop_front() {
+                    if let Some(event) = run.branch_events.pop_front() {
                         return Some(Ok(event));
                     }
                 }
-                Ok(Progress::Done) => {
-                    self.over = true;
-                    return Some(Ok(Event::Done(self.run.state.clone())));
+                Ok(Progress::Paused(resume)) => {
+                    if let Some(event) = run.branch_events.pop_front() {
+                        // Branch steps before the pause come first; the pause follows them.
+                        run.branch_events.push_back(Event::Interrupted { state: run.state.clone(), resume });
+                        return Some(Ok(event));
+                    }
+                    break Ok(Event::Interrupted { state: run.state.clone(), resume });
                 }
-                Err(error) => {
-                    self.over = true;
-                    return Some(Err(error));
-                }
+                Ok(Progress::Done) => break Ok(Event::Done(run.state.clone())),
+                Err(error) => break Err(error),
             }
+        };
+        if run.branch_events.is_empty() {
+            self.run = None;
         }
+        Some(event)
     }
 }
 
 impl<G: Graph> std::fmt::Debug for Stream<'_, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stream")
-            .field("graph", &self.run.graph.name())
-            .field("last_node", self.run.last_node())
-            .field("over", &self.over)
-            .finish()
+        let mut s = f.debug_struct("Stream");
+        if let Some(run) = &self.run {
+            s.field("graph", &run.graph.name()).field("last_node", run.last_node());
+        }
+        s.field("over", &self.run.is_none()).finish()
     }
 }

@@ -45,6 +45,21 @@ pub trait Graph: Send + Sync + 'static {
     /// Whether `from`, a router, declares `to` among its targets.
     fn can_goto(&self, from: Self::Node, to: Goto<Self::Node>) -> bool;
 
+    /// The node named `name`, if the graph has one (used when a checkpoint is read back).
+    fn node_named(&self, name: &str) -> Option<Self::Node>;
+
+    /// Whether the run stops before `node` runs (`interrupt_before node;`).
+    fn interrupt_before(&self, node: Self::Node) -> bool {
+        let _ = node;
+        false
+    }
+
+    /// Whether the run stops after `node` ran (`interrupt_after node;`).
+    fn interrupt_after(&self, node: Self::Node) -> bool {
+        let _ = node;
+        false
+    }
+
     /// The fan-out that follows `node`, if `node` is the source of a `parallel` statement.
     fn fork(&self, node: Self::Node) -> Option<Fork<'_, Self::Node>> {
         let _ = node;

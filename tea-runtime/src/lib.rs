@@ -9,14 +9,17 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod app;
+mod checkpoint;
 mod error;
 mod event;
 mod exec;
 mod graph;
 mod name;
 mod node;
+mod outcome;
 mod parallel;
 pub mod reducers;
+mod resume;
 mod state;
 mod store;
 
@@ -27,7 +30,9 @@ pub use exec::Stream;
 pub use graph::{Fork, Graph, PauseFree};
 pub use name::{NodeName, ThreadId};
 pub use node::{Command, Ctx, Goto, Guard, NodeFn, NodeId, NodeOutput, RouterOutput};
+pub use outcome::{Durability, Outcome, Snapshot};
 pub use parallel::BranchState;
+pub use resume::{Interrupt, Resume};
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
 #[cfg(feature = "sled")]
 pub use store::SledStore;

@@ -128,6 +128,11 @@ impl<'de> Deserialize<'de> for NodeName {
 pub struct ThreadId(Arc<str>);
 
 impl ThreadId {
+    /// A new random id (a UUID v4), as `invoke` gives each new thread.
+    pub fn random() -> Self {
+        ThreadId::from(uuid::Uuid::new_v4().to_string())
+    }
+
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -5,13 +5,19 @@
 //! each branch made are kept and, at the join, applied to the main state through the reducers in
 //! declared branch order, so the result does not depend on which branch finished first. Two
 //! branches replacing the same field is [`Error::ConflictingWrites`].
+//!
+//! A branch may stop at a breakpoint. Its siblings still run to the join; then the fan-out as a
+//! whole pauses, and its checkpoint keeps every branch's progress (state, updates, position),
+//! like LangGraph's pending writes: on resume only the stopped branches continue.
 
+use crate::checkpoint::{BranchAt, BranchProgress};
 use crate::error::Error;
 use crate::event::Event;
-use crate::exec::{run_node, After};
+use crate::exec::{execute, goto_of, node_named, route_from, target_of, After};
 use crate::graph::{Fork, Graph};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
+use crate::resume::Interrupt;
 use crate::state::{GraphState, StateUpdate, Write};
 use rayon::prelude::*;
 use std::fmt;
@@ -21,19 +27,25 @@ pub(crate) struct Env {
     pub(crate) thread: Option<ThreadId>,
     /// The step of the node the fan-out follows.
     pub(crate) base_step: u64,
-    /// How many node runs each branch may still take.
+    /// How many node runs the branches may take, each.
     pub(crate) budget: u64,
     pub(crate) limit: usize,
     pub(crate) record: bool,
+    /// Whether breakpoints stop branches (only with a checkpointer).
+    pub(crate) pausable: bool,
+    /// The fan-out resumes past its branches' pauses.
+    pub(crate) resuming: bool,
 }
 
-/// One branch after it reached its join.
+/// One branch, at its join or stopped at a breakpoint.
 pub(crate) struct Branch<S: GraphState> {
     head: NodeName,
     state: S,
     updates: Vec<S::Update>,
     pub(crate) steps: u64,
     pub(crate) events: Vec<Event<S>>,
+    at: BranchAt,
+    interrupt: Option<Interrupt>,
 }
 
 impl<S: GraphState> Branch<S> {
@@ -68,79 +80,190 @@ impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
     }
 }
 
-/// Runs every branch of `fork` from `base`, concurrently; the results come back in declared
-/// order. Every branch runs to its end; the first error in declared order wins.
+/// How a fan-out ended.
+pub(crate) enum ForkOutcome<S: GraphState> {
+    /// Every branch reached the join; merge them.
+    Joined { branches: Vec<Branch<S>>, steps: u64 },
+    /// Some branches stopped at breakpoints: pause with every branch's progress.
+    Paused { branches: Vec<BranchProgress<S>>, interrupts: Vec<Interrupt>, events: Vec<Event<S>> },
+}
+
+/// Where a branch starts (or continues).
+#[derive(Clone, Copy)]
+enum Start<N> {
+    /// Run `N` next; `true`: it was stopped before and is resumed past its breakpoint.
+    Before(N, bool),
+    /// `N` ran; route from it.
+    After(N, Option<Goto<N>>),
+}
+
+/// Runs every branch of `fork` from `base` (or, resuming, continues the stopped ones in
+/// `saved`), concurrently; the results come back in declared order. Every branch runs to its
+/// end; the first error in declared order wins.
 pub(crate) fn run_fork<G: Graph>(
     graph: &G,
     fork: Fork<'_, G::Node>,
     base: &G::State,
     env: &Env,
-) -> Result<Vec<Branch<G::State>>, Error> {
-    let results: Vec<Result<Branch<G::State>, Error>> =
-        fork.heads.par_iter().map(|&head| run_branch(graph, head, fork.join, base.clone(), env)).collect();
-    results.into_iter().collect()
+    saved: Vec<BranchProgress<G::State>>,
+) -> Result<ForkOutcome<G::State>, Error> {
+    let results: Vec<Result<Branch<G::State>, Error>> = if saved.is_empty() {
+        fork.heads
+            .par_iter()
+            .map(|&head| {
+                let name = graph.node_name(head);
+                run_branch(graph, name, fork.join, base.clone(), Vec::new(), 0, Start::Before(head, false), env)
+            })
+            .collect()
+    } else {
+        saved.into_par_iter().map(|progress| continue_branch(graph, fork.join, progress, env)).collect()
+    };
+    let mut branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
+    if branches.iter().any(|b| b.interrupt.is_some()) {
+        let interrupts = branches.iter().filter_map(|b| b.interrupt.clone()).collect();
+        let mut events = Vec::new();
+        for branch in &mut branches {
+            events.append(&mut branch.events);
+        }
+        let branches = branches
+            .into_iter()
+            .map(|b| BranchProgress { head: b.head, state: b.state, updates: b.updates, steps: b.steps, at: b.at })
+            .collect();
+        return Ok(ForkOutcome::Paused { branches, interrupts, events });
+    }
+    let steps = branches.iter().map(|b| b.steps).sum();
+    Ok(ForkOutcome::Joined { branches, steps })
 }
 
-fn run_branch<G: Graph>(
+fn continue_branch<G: Graph>(
     graph: &G,
-    head: G::Node,
     join: G::Node,
-    mut state: G::State,
+    progress: BranchProgress<G::State>,
     env: &Env,
 ) -> Result<Branch<G::State>, Error> {
-    let head_name = graph.node_name(head);
-    let mut ctx = Ctx::new(head_name.clone(), env.thread.clone());
-    ctx.branch = Some(head_name.clone());
-    let mut updates = Vec::new();
+    let BranchProgress { head, state, updates, steps, at } = progress;
+    let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
+    let start = match &at {
+        BranchAt::Joined => {
+            return Ok(Branch { head, state, updates, steps, events: Vec::new(), at, interrupt: None });
+        }
+        BranchAt::Before(name) => Start::Before(node_named(graph, name, &thread)?, env.resuming),
+        BranchAt::After { node, goto } => {
+            Start::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?)
+        }
+    };
+    run_branch(graph, head, join, state, updates, steps, start, env)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_branch<G: Graph>(
+    graph: &G,
+    head: NodeName,
+    join: G::Node,
+    mut state: G::State,
+    mut updates: Vec<<G::State as GraphState>::Update>,
+    mut steps: u64,
+    start: Start<G::Node>,
+    env: &Env,
+) -> Result<Branch<G::State>, Error> {
+    let mut ctx = Ctx::new(head.clone(), env.thread.clone());
+    ctx.branch = Some(head.clone());
     let mut events = Vec::new();
-    let mut steps: u64 = 0;
-    let mut node = head;
-    while node != join {
+    let mut at = start;
+    loop {
+        let node = match at {
+            Start::Before(node, resumed) => {
+                if node == join {
+                    break;
+                }
+                if env.pausable && !resumed && graph.interrupt_before(node) {
+                    let name = graph.node_name(node);
+                    let interrupt =
+                        Interrupt::new(format!("before:{name}@{head}"), name.clone(), serde_json::Value::Null);
+                    let at = BranchAt::Before(name);
+                    return Ok(Branch { head, state, updates, steps, events, at, interrupt: Some(interrupt) });
+                }
+                node
+            }
+            Start::After(node, goto) => {
+                let name = graph.node_name(node);
+                at = match route_from(graph, node, goto, &state, &name)? {
+                    After::Goto(Goto::Node(next)) => Start::Before(next, false),
+                    // A branch that finishes the run early simply ends; its updates still merge.
+                    After::Goto(Goto::End) => break,
+                    After::Fork(source) => {
+                        let Some(inner) = graph.fork(source) else {
+                            return Err(Error::NoRoute { node: name, goto: None });
+                        };
+                        steps += nested_fork(graph, inner, &mut state, &mut updates, &mut events, steps, &ctx, env)?;
+                        Start::Before(inner.join, false)
+                    }
+                };
+                continue;
+            }
+        };
         if steps >= env.budget {
             return Err(Error::RecursionLimit { limit: env.limit });
         }
         steps += 1;
         ctx.step = env.base_step + steps;
         ctx.node = graph.node_name(node);
-        let after = run_node(graph, node, &mut state, &ctx, Some(&mut updates))?;
+        let goto = execute(graph, node, &mut state, &ctx, Some(&mut updates))?;
         if env.record {
-            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head_name.clone()), state: state.clone() });
+            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state: state.clone() });
         }
-        node = match after {
-            After::Goto(Goto::Node(next)) => next,
-            // A branch that finishes the run early simply ends; its updates still merge.
-            After::Goto(Goto::End) => break,
-            After::Fork(inner) => {
-                let inner_env = Env {
-                    thread: env.thread.clone(),
-                    base_step: ctx.step,
-                    budget: env.budget - steps,
-                    limit: env.limit,
-                    record: env.record,
-                };
-                let mut inner_branches = run_fork(graph, inner, &state, &inner_env)?;
-                steps += inner_branches.iter().map(|b| b.steps).sum::<u64>();
-                if steps > env.budget {
-                    return Err(Error::RecursionLimit { limit: env.limit });
-                }
-                check_conflicts::<G::State>(&inner_branches)?;
-                for branch in &mut inner_branches {
-                    events.append(&mut branch.events);
-                    for update in &branch.updates {
-                        updates.push(update.clone());
-                    }
-                }
-                apply_all(&mut state, &mut inner_branches, &ctx.node)?;
-                inner.join
-            }
-        };
+        if env.pausable && graph.interrupt_after(node) {
+            let name = ctx.node.clone();
+            let interrupt = Interrupt::new(format!("after:{name}@{head}"), name.clone(), serde_json::Value::Null);
+            let at = BranchAt::After { node: name, goto: target_of(graph, goto) };
+            return Ok(Branch { head, state, updates, steps, events, at, interrupt: Some(interrupt) });
+        }
+        at = Start::After(node, goto);
     }
-    Ok(Branch { head: head_name, state, updates, steps, events })
+    Ok(Branch { head, state, updates, steps, events, at: BranchAt::Joined, interrupt: None })
+}
+
+/// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
+/// the branch's), returning the node runs it took. Breakpoints do not stop nested branches
+/// (`graph!` refuses them).
+#[allow(clippy::too_many_arguments)]
+fn nested_fork<G: Graph>(
+    graph: &G,
+    fork: Fork<'_, G::Node>,
+    state: &mut G::State,
+    updates: &mut Vec<<G::State as GraphState>::Update>,
+    events: &mut Vec<Event<G::State>>,
+    steps: u64,
+    ctx: &Ctx<G::State>,
+    env: &Env,
+) -> Result<u64, Error> {
+    let inner_env = Env {
+        thread: env.thread.clone(),
+        base_step: ctx.step,
+        budget: env.budget.saturating_sub(steps),
+        limit: env.limit,
+        record: env.record,
+        pausable: false,
+        resuming: false,
+    };
+    let ForkOutcome::Joined { mut branches, steps: taken } = run_fork(graph, fork, state, &inner_env, Vec::new())?
+    else {
+        return Err(Error::NoRoute { node: ctx.node.clone(), goto: None });
+    };
+    if steps + taken > env.budget {
+        return Err(Error::RecursionLimit { limit: env.limit });
+    }
+    check_conflicts::<G::State>(&branches)?;
+    for branch in &mut branches {
+        events.append(&mut branch.events);
+        updates.extend(branch.updates.iter().cloned());
+    }
+    apply_all(state, &mut branches, &graph.node_name(fork.join))?;
+    Ok(taken)
 }
 
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no
-/// two branches replace the same field.
-/// A reducer that panics here is reported on `join`.
+/// two branches replace the same field. A reducer that panics here is reported on `join`.
 pub(crate) fn merge<S: GraphState>(state: &mut S, branches: &mut [Branch<S>], join: &NodeName) -> Result<(), Error> {
     check_conflicts(branches)?;
     apply_all(state, branches, join)

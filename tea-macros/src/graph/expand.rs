@@ -19,12 +19,10 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let variant_docs = node_names.iter().map(|n| format!("Node `{n}`."));
     let enum_doc = format!("The nodes of [`{name_str}`], for `Command::goto` and for matching on events.");
 
+    // Pauses from inside nodes arrive with `interruptible` / `interrupt` support; until then
+    // they are refused rather than ignored.
     let pause_error = model.nodes.iter().find_map(|n| {
-        let what = if n.interrupt_before {
-            "`interrupt_before`"
-        } else if n.interrupt_after {
-            "`interrupt_after`"
-        } else if n.interruptible {
+        let what = if n.interruptible {
             "`interruptible`"
         } else if matches!(n.kind, NodeKind::Interrupt { .. }) {
             "`interrupt` nodes"
@@ -34,7 +32,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         Some(
             syn::Error::new(
                 n.ident.span(),
-                format!("{what} needs checkpoints, which this version of tea does not have yet; remove it to run `{}` without pausing", name_str),
+                format!("{what} are not supported by this version of tea yet; use `interrupt_before` / `interrupt_after` breakpoints"),
             )
             .into_compile_error(),
         )
@@ -79,6 +77,22 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         })
     });
     let start_code = routes_code(&model.start, model, state, &node_enum);
+    let before: Vec<&Ident> = model.nodes.iter().filter(|n| n.interrupt_before).map(|n| &n.variant).collect();
+    let after: Vec<&Ident> = model.nodes.iter().filter(|n| n.interrupt_after).map(|n| &n.variant).collect();
+    let interrupt_before = (!before.is_empty()).then(|| {
+        quote! {
+            fn interrupt_before(&self, node: #node_enum) -> bool {
+                ::core::matches!(node, #(#node_enum::#before)|*)
+            }
+        }
+    });
+    let interrupt_after = (!after.is_empty()).then(|| {
+        quote! {
+            fn interrupt_after(&self, node: #node_enum) -> bool {
+                ::core::matches!(node, #(#node_enum::#after)|*)
+            }
+        }
+    });
     let fingerprint = fingerprint_text(def, model);
     let mermaid = mermaid(model);
     let dot = dot(&name_str, model);
@@ -166,6 +180,16 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 fn node_name(&self, node: #node_enum) -> ::tea::__private::NodeName {
                     ::tea::__private::NodeName::from_static(node.name())
                 }
+
+                fn node_named(&self, name: &str) -> ::core::option::Option<#node_enum> {
+                    match name {
+                        #(#node_names => ::core::option::Option::Some(#node_enum::#variants),)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
+
+                #interrupt_before
+                #interrupt_after
 
                 #[allow(unreachable_code)]
                 fn start(&self, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {

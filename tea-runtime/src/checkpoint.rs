@@ -1,0 +1,191 @@
+//! What a checkpoint holds and how it is framed on disk.
+//!
+//! A checkpoint is an *envelope* — magic, format version, lengths, graph name, graph and schema
+//! fingerprints, a CRC-32 — around a serde_json *payload*: the state, where the run stands, and
+//! the pauses it waits on. The envelope is checked in full before a byte of payload is decoded,
+//! and every length in it is bounded, so stored bytes can never cause a panic or an unbounded
+//! allocation.
+
+use crate::error::Error;
+use crate::name::{NodeName, ThreadId};
+use crate::resume::Interrupt;
+use crate::state::GraphState;
+use crate::store::CheckpointId;
+use serde::{Deserialize, Serialize};
+
+const MAGIC: [u8; 4] = *b"TEAc";
+const FORMAT_VERSION: u16 = 1;
+const HEADER_LEN: usize = 32;
+/// The longest graph name an envelope carries.
+const MAX_NAME_LEN: usize = 1024;
+/// The largest payload read back from a store.
+pub(crate) const MAX_PAYLOAD_LEN: usize = 256 << 20;
+
+/// Where a run stands, as a checkpoint records it.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "", rename_all = "snake_case")]
+pub(crate) enum Position<S: GraphState> {
+    /// Nothing has run yet.
+    Start,
+    /// `node` runs next.
+    Before(NodeName),
+    /// `node` ran; routing from it comes next (`goto`: what a router chose).
+    After { node: NodeName, goto: Option<Target> },
+    /// The fan-out after `source` is under way; `branches` is empty before it starts.
+    Fork { source: NodeName, branches: Vec<BranchProgress<S>> },
+    /// The run reached `end`.
+    Done,
+}
+
+/// A routing target by name.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Target {
+    Node(NodeName),
+    End,
+}
+
+/// One branch of a fan-out that has paused or finished while a sibling paused.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub(crate) struct BranchProgress<S: GraphState> {
+    pub(crate) head: NodeName,
+    pub(crate) state: S,
+    pub(crate) updates: Vec<S::Update>,
+    pub(crate) steps: u64,
+    pub(crate) at: BranchAt,
+}
+
+/// Where a branch stands.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum BranchAt {
+    /// The branch reached its join.
+    Joined,
+    /// The branch stopped before `node`.
+    Before(NodeName),
+    /// The branch stopped after `node` ran.
+    After { node: NodeName, goto: Option<Target> },
+}
+
+/// A checkpoint's payload.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub(crate) struct Checkpoint<S: GraphState> {
+    /// Node runs so far.
+    pub(crate) step: u64,
+    pub(crate) state: S,
+    pub(crate) at: Position<S>,
+    /// The pauses this checkpoint waits on; empty unless the run is paused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pending: Vec<Interrupt>,
+    /// For a paused checkpoint, the id of the checkpoint where the pause was first written (a
+    /// failed resume writes the pause again under a new id, keeping this one): tokens name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pause: Option<CheckpointId>,
+    /// The run was resumed past the pause recorded at its position (a resume claimed the
+    /// thread): continuing from here does not stop at that pause again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) resumed: bool,
+    /// When the pause began, in seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) paused_at: Option<u64>,
+}
+
+/// What identifies the graph a checkpoint belongs to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Identity<'a> {
+    pub(crate) graph: &'a str,
+    pub(crate) graph_fingerprint: u64,
+    pub(crate) schema_fingerprint: u64,
+}
+
+/// Frames `payload` in an envelope, serializing it straight into the output buffer.
+pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>) -> Result<Vec<u8>, Error> {
+    let name = identity.graph.as_bytes();
+    let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(name.len().min(MAX_NAME_LEN) as u16).to_le_bytes());
+    out.extend_from_slice(&identity.graph_fingerprint.to_le_bytes());
+    out.extend_from_slice(&identity.schema_fingerprint.to_le_bytes());
+    out.extend_from_slice(&[0; 8]); // payload length and checksum, filled in below
+    out.extend_from_slice(&name[..name.len().min(MAX_NAME_LEN)]);
+    let start = out.len();
+    serde_json::to_writer(&mut out, payload).map_err(Error::store)?;
+    let payload_len = out.len() - start;
+    if payload_len > MAX_PAYLOAD_LEN {
+        return Err(Error::store(format!(
+            "a checkpoint of graph `{}` would be {payload_len} bytes, over the {MAX_PAYLOAD_LEN}-byte limit",
+            identity.graph
+        )));
+    }
+    out[24..28].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    let checksum = checksum(&out);
+    out[28..32].copy_from_slice(&checksum.to_le_bytes());
+    Ok(out)
+}
+
+/// CRC-32 of an envelope, its checksum field excluded.
+fn checksum(envelope: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&envelope[..28]);
+    hasher.update(&envelope[32..]);
+    hasher.finalize()
+}
+
+/// Checks the envelope of checkpoint `id` of `thread` against `expected`, then decodes it.
+pub(crate) fn decode<S: GraphState>(
+    bytes: &[u8],
+    expected: &Identity,
+    thread: &ThreadId,
+    id: CheckpointId,
+) -> Result<Checkpoint<S>, Error> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
+    if bytes.len() < HEADER_LEN {
+        return Err(corrupt(format!("{} bytes is shorter than a checkpoint header", bytes.len())));
+    }
+    if bytes[0..4] != MAGIC {
+        return Err(corrupt("the bytes are not a tea checkpoint (bad magic)".into()));
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "checkpoint format version {version} is not supported (this tea reads {FORMAT_VERSION})"
+        )));
+    }
+    let name_len = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
+    let payload_len = u32::from_le_bytes([bytes[24], bytes[25], bytes[26], bytes[27]]) as usize;
+    if name_len > MAX_NAME_LEN || payload_len > MAX_PAYLOAD_LEN {
+        return Err(corrupt("the header announces more bytes than a checkpoint may hold".into()));
+    }
+    if bytes.len() != HEADER_LEN + name_len + payload_len {
+        return Err(corrupt(format!(
+            "the checkpoint is {} bytes but its header announces {}",
+            bytes.len(),
+            HEADER_LEN + name_len + payload_len
+        )));
+    }
+    let stored = u32::from_le_bytes([bytes[28], bytes[29], bytes[30], bytes[31]]);
+    if checksum(bytes) != stored {
+        return Err(corrupt("checksum mismatch: the bytes were altered".into()));
+    }
+    let name = &bytes[HEADER_LEN..HEADER_LEN + name_len];
+    if name != expected.graph.as_bytes() {
+        return Err(Error::GraphMismatch {
+            expected: expected.graph.to_owned(),
+            found: Some(String::from_utf8_lossy(name).into_owned()),
+        });
+    }
+    let graph_fingerprint = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default());
+    let schema_fingerprint = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or_default());
+    if graph_fingerprint != expected.graph_fingerprint || schema_fingerprint != expected.schema_fingerprint {
+        return Err(Error::SchemaMismatch {
+            graph: expected.graph.to_owned(),
+            thread: thread.clone(),
+            what: if schema_fingerprint != expected.schema_fingerprint { "state struct" } else { "graph" },
+        });
+    }
+    serde_json::from_slice(&bytes[HEADER_LEN + name_len..])
+        .map_err(|e| corrupt(format!("the payload does not decode: {e}")))
+}
