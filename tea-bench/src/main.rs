@@ -1,0 +1,161 @@
+//! tea's side of the benchmark in `bench/WORKLOADS.md`: the same workloads as LangGraph's
+//! `langgraph_workloads.py`, under the same keys, timed the same way (median seconds per run over
+//! the script's repetition counts, after one warm-up run). Every run's result is asserted.
+//!
+//! ```text
+//! tea-bench [--quick] [--json]          the workloads (a table, or one JSON object)
+//! tea-bench --rss-paused-threads N      peak RSS with N threads paused in one MemoryStore
+//! tea-bench --build-time [--nodes N]    build time of a crate holding one graph! of N (200) nodes
+//! ```
+
+mod build_time;
+mod hitl;
+mod seq;
+mod wide;
+
+use std::time::Instant;
+
+/// Median seconds per run of `run`, after one warm-up run (as the script's `median`).
+fn median(reps: usize, mut run: impl FnMut()) -> f64 {
+    run();
+    let mut times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t0 = Instant::now();
+            run();
+            t0.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// One measured value: a key of the JSON object, and how the table shows it.
+struct Row {
+    key: &'static str,
+    value: f64,
+    unit: Unit,
+}
+
+enum Unit {
+    Seconds,
+    Ratio,
+    Bytes,
+}
+
+fn workloads(quick: bool) -> Vec<Row> {
+    let r = if quick { 3 } else { 10 };
+    let mut rows = Vec::new();
+    let mut push = |key, value, unit| {
+        rows.push(Row { key, value, unit });
+        eprint!(".");
+    };
+    push("sequential_10", median(r * 10, seq::sequential_10()), Unit::Seconds);
+    push("sequential_1000", median(r, seq::sequential_1000()), Unit::Seconds);
+    push("sequential_1000_memory_store", median(r, seq::sequential_1000_memory_store()), Unit::Seconds);
+    push("fanout_100", median(r, seq::fanout_100()), Unit::Seconds);
+    let fanout = median(3, seq::fanout_8_cpu());
+    let chain = median(3, seq::chain_8_cpu());
+    push("fanout_8_cpu", fanout, Unit::Seconds);
+    push("wide_state_25x300", median(r, wide::wide_state_25x300()), Unit::Seconds);
+    push("wide_state_9x1200", median(r, wide::wide_state_9x1200()), Unit::Seconds);
+    push("hitl_cycle_memory", median(r * 20, hitl::cycle_memory()), Unit::Seconds);
+    let (dir, durable) = hitl::cycle_durable();
+    push("hitl_cycle_durable", median(r * 10, durable), Unit::Seconds);
+    let _ = std::fs::remove_dir_all(dir);
+    push("parallel_speedup", chain / fanout, Unit::Ratio);
+    push("checkpoint_bytes", hitl::checkpoint_bytes() as f64, Unit::Bytes);
+    push("chain_8_cpu", chain, Unit::Seconds);
+    eprintln!();
+    rows
+}
+
+fn print_json(rows: &[Row]) {
+    let mut out = serde_json::Map::new();
+    for row in rows.iter().filter(|row| row.key != "chain_8_cpu") {
+        let value = match row.unit {
+            Unit::Bytes => serde_json::Value::from(row.value as u64),
+            _ => serde_json::Value::from(row.value),
+        };
+        out.insert(row.key.to_owned(), value);
+    }
+    println!("{}", serde_json::to_string_pretty(&out).expect("numbers serialize"));
+}
+
+fn print_table(rows: &[Row]) {
+    println!("{:<30} {:>14}  note", "workload", "median");
+    for row in rows {
+        let (value, note) = match row.unit {
+            Unit::Seconds => (format!("{:.3e} s", row.value), human(row.value)),
+            Unit::Ratio => (format!("{:.2}", row.value), "chain_8_cpu / fanout_8_cpu".to_owned()),
+            Unit::Bytes => (format!("{} B", row.value as u64), "one paused hitl checkpoint".to_owned()),
+        };
+        let note = match row.key {
+            "sequential_1000" | "sequential_1000_memory_store" => {
+                format!("{note}, {:.3} µs per step", row.value * 1e6 / 1000.0)
+            }
+            "hitl_cycle_memory" | "hitl_cycle_durable" => format!("{note}, pause form: {}", hitl::FORM),
+            _ => note,
+        };
+        println!("{:<30} {:>14}  {note}", row.key, value);
+    }
+}
+
+fn human(seconds: f64) -> String {
+    if seconds >= 1e-3 {
+        format!("{:.3} ms", seconds * 1e3)
+    } else {
+        format!("{:.3} µs", seconds * 1e6)
+    }
+}
+
+/// A `kB` line of `/proc/self/status`, in bytes.
+pub(crate) fn proc_status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: tea-bench [--quick] [--json]\n       tea-bench --rss-paused-threads N\n       \
+         tea-bench --build-time [--nodes N]"
+    );
+    std::process::exit(2)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut quick = false;
+    let mut json = false;
+    let mut rss = None;
+    let mut build = false;
+    let mut nodes = 200;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut number = || it.next().and_then(|n| n.parse::<usize>().ok()).unwrap_or_else(|| usage());
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--json" => json = true,
+            "--rss-paused-threads" => rss = Some(number()),
+            "--build-time" => build = true,
+            "--nodes" => nodes = number(),
+            _ => usage(),
+        }
+    }
+    if let Some(threads) = rss {
+        hitl::rss_paused_threads(threads, json);
+    } else if build {
+        build_time::run(nodes, json);
+    } else {
+        let rows = workloads(quick);
+        if json {
+            print_json(&rows);
+        } else {
+            print_table(&rows);
+        }
+    }
+}

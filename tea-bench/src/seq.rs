@@ -1,0 +1,127 @@
+//! `sequential_*`, `fanout_100` and `fanout_8_cpu`: chains and fan-outs over a counter state.
+
+use serde::{Deserialize, Serialize};
+use std::hint::black_box;
+use tea::prelude::*;
+
+/// The state of the script's `Seq`: `count` (replace) and `log` (append).
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Seq {
+    pub count: u64,
+    #[reducer(append)]
+    pub log: Vec<String>,
+}
+
+// `seq10::Seq10`, `seq1000::Seq1000` (chains, each node `count += 1`) and `fan100::Fan100`
+// (`a`, `parallel a => [b0, …, b99] -> join`), written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/graphs.rs"));
+
+fn check_count(out: &Seq, n: u64) {
+    assert_eq!(out.count, n, "a chain of {n} nodes counts to {n}");
+    assert!(out.log.is_empty());
+}
+
+pub fn sequential_10() -> impl FnMut() {
+    let app = seq10::Seq10::builder().build();
+    move || check_count(&app.invoke(black_box(Seq::default())).expect("sequential_10 runs"), 10)
+}
+
+pub fn sequential_1000() -> impl FnMut() {
+    let app = seq1000::Seq1000::builder().build();
+    move || check_count(&app.invoke(black_box(Seq::default())).expect("sequential_1000 runs"), 1000)
+}
+
+/// The 1000-node chain with a checkpoint after every step, each run a new thread.
+pub fn sequential_1000_memory_store() -> impl FnMut() {
+    let app = seq1000::Seq1000::builder().checkpointer(MemoryStore::new()).build();
+    move || {
+        let outcome = app.invoke(black_box(Seq::default())).expect("sequential_1000_memory_store runs");
+        check_count(&outcome.done().expect("a graph without breakpoints finishes"), 1000);
+    }
+}
+
+fn check_fanout(out: &Seq, width: usize) {
+    assert_eq!(out.count, width as u64, "the join counts every branch's entry");
+    assert!(out.log.iter().enumerate().all(|(i, entry)| *entry == i.to_string()), "branch order: {:?}", out.log);
+}
+
+pub fn fanout_100() -> impl FnMut() {
+    let app = fan100::Fan100::builder().build();
+    move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_100 runs"), 100)
+}
+
+/// Iterations of the script's LCG in each `fanout_8_cpu` branch.
+const WORK: u64 = 200_000;
+
+/// The script's fixed CPU work: `x = (x * 6364136223846793005 + 1442695040888963407) % 2^64`.
+fn spin(i: u64) -> SeqUpdate {
+    let mut x = i;
+    for _ in 0..WORK {
+        // `black_box` on every step: the compiler may not fold steps together (an affine map
+        // composed with itself is one affine map), so each of the 200 000 steps is executed.
+        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+    }
+    Seq::update().log(vec![i.to_string()])
+}
+
+/// The nodes of the CPU-bound graphs: `a`, eight spinning `b0` … `b7`, and `join`.
+mod cpu {
+    use super::*;
+
+    pub(super) fn a(_: &Seq) -> SeqUpdate {
+        Seq::update().count(0)
+    }
+    pub(super) fn join(s: &Seq) -> SeqUpdate {
+        Seq::update().count(s.log.len() as u64)
+    }
+    macro_rules! spinners {
+        ($($name:ident = $i:literal),*) => { $(pub(super) fn $name(_: &Seq) -> SeqUpdate { spin($i) })* };
+    }
+    spinners!(b0 = 0, b1 = 1, b2 = 2, b3 = 3, b4 = 4, b5 = 5, b6 = 6, b7 = 7);
+}
+
+mod fan8 {
+    use super::cpu::*;
+    use super::*;
+
+    graph! {
+        /// The eight loops as parallel branches.
+        pub Fan8 for Seq {
+            start -> a;
+            parallel a => [b0, b1, b2, b3, b4, b5, b6, b7] -> join;
+            join -> end;
+        }
+    }
+}
+
+mod chain8 {
+    use super::cpu::*;
+    use super::*;
+
+    graph! {
+        /// The same eight loops one after the other: the baseline of `parallel_speedup`.
+        pub Chain8 for Seq {
+            start -> a;
+            a -> b0;
+            b0 -> b1;
+            b1 -> b2;
+            b2 -> b3;
+            b3 -> b4;
+            b4 -> b5;
+            b5 -> b6;
+            b6 -> b7;
+            b7 -> join;
+            join -> end;
+        }
+    }
+}
+
+pub fn fanout_8_cpu() -> impl FnMut() {
+    let app = fan8::Fan8::builder().build();
+    move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_8_cpu runs"), 8)
+}
+
+pub fn chain_8_cpu() -> impl FnMut() {
+    let app = chain8::Chain8::builder().build();
+    move || check_fanout(&app.invoke(black_box(Seq::default())).expect("chain_8_cpu runs"), 8)
+}

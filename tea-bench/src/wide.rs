@@ -1,0 +1,213 @@
+//! `wide_state_25x300` and `wide_state_9x1200`: LangGraph's wide_state graph, ported from the
+//! script. `one -> two -> {three, four} -> five -> six -> (end if len(messages) > n else one)`
+//! over a 15-field state whose lists hold shared references to one nested input dict.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tea::prelude::*;
+
+/// A message: the script's nested dict, shared by reference like a Python object.
+pub type Msg = Arc<Dict>;
+/// A dict of the script's input: top-level keys to (shared) nested values.
+pub type Dict = BTreeMap<String, Arc<Value>>;
+
+/// The script's `Wide`: list fields append (`operator.add`), the `Optional[str]` fields with a
+/// keep-the-last-value reducer keep the last non-empty value, dicts or-merge (`operator.or_`),
+/// the rest replace.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Wide {
+    #[reducer(append)]
+    pub messages: Vec<Msg>,
+    #[reducer(append)]
+    pub trigger_events: Vec<Msg>,
+    #[reducer(with = keep_last)]
+    pub primary_issue_medium: Option<String>,
+    pub autoresponse: Option<String>,
+    #[reducer(with = keep_last)]
+    pub issue: Option<String>,
+    pub relevant_rules: Option<Vec<Msg>>,
+    pub memory_docs: Option<Vec<Msg>>,
+    #[reducer(append)]
+    pub categorizations: Vec<Msg>,
+    #[reducer(append)]
+    pub responses: Vec<Msg>,
+    #[reducer(with = keep_last)]
+    pub user_info: Option<String>,
+    #[reducer(with = keep_last)]
+    pub crm_info: Option<String>,
+    #[reducer(with = keep_last)]
+    pub email_thread_id: Option<String>,
+    #[reducer(merge)]
+    pub slack_participants: Dict,
+    pub bot_id: Option<String>,
+    #[reducer(merge)]
+    pub notified_assignees: Dict,
+}
+
+/// `y if y else x` (the script's `keep_last`, `y or x` and `y if y else x` alike).
+fn keep_last(current: &mut Option<String>, new: Option<String>) {
+    if new.as_deref().is_some_and(|s| !s.is_empty()) {
+        *current = new;
+    }
+}
+
+thread_local! {
+    static RNG: Cell<u64> = const { Cell::new(0x9E37_79B9_7F4A_7C15) };
+}
+
+/// The script's `rnd()`: `n` random lowercase letters (xorshift64*, one draw per letter).
+fn rnd(n: usize) -> Option<String> {
+    RNG.with(|rng| {
+        let mut x = rng.get();
+        let s = (0..n)
+            .map(|_| {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+                (b'a' + ((r >> 32) % 26) as u8) as char
+            })
+            .collect();
+        rng.set(x);
+        Some(s)
+    })
+}
+
+/// The script's dict case: `v[-1]` when it is a dict (it always is here), else `{}`.
+fn last_dict(v: &[Msg]) -> Dict {
+    v.last().map(|m| Dict::clone(m)).unwrap_or_default()
+}
+
+fn one(s: &Wide, n: usize) -> WideUpdate {
+    Wide::update().trigger_events(s.messages.clone()).primary_issue_medium(rnd(n)).autoresponse(rnd(n))
+}
+fn two(s: &Wide, n: usize) -> WideUpdate {
+    let v = &s.trigger_events;
+    Wide::update().issue(rnd(n)).relevant_rules(Some(v.clone())).categorizations(v.clone())
+}
+fn three(s: &Wide, n: usize) -> WideUpdate {
+    Wide::update().memory_docs(Some(s.messages.clone())).user_info(rnd(n))
+}
+fn four(s: &Wide, n: usize) -> WideUpdate {
+    Wide::update().crm_info(rnd(n)).email_thread_id(rnd(n)).slack_participants(last_dict(&s.messages))
+}
+fn five(s: &Wide, n: usize) -> WideUpdate {
+    let v = &s.messages;
+    Wide::update().responses(v.clone()).bot_id(rnd(n)).notified_assignees(last_dict(v))
+}
+fn six(s: &Wide, _: usize) -> WideUpdate {
+    Wide::update().messages(s.responses.clone())
+}
+
+/// One module per `n`: node functions bound to `n` and the graph, whose loop ends once
+/// `len(messages) > n`.
+macro_rules! wide_graph {
+    ($module:ident, $graph:ident, $n:literal) => {
+        mod $module {
+            use super::*;
+
+            const N: usize = $n;
+            fn one(s: &Wide) -> WideUpdate {
+                super::one(s, N)
+            }
+            fn two(s: &Wide) -> WideUpdate {
+                super::two(s, N)
+            }
+            fn three(s: &Wide) -> WideUpdate {
+                super::three(s, N)
+            }
+            fn four(s: &Wide) -> WideUpdate {
+                super::four(s, N)
+            }
+            fn five(s: &Wide) -> WideUpdate {
+                super::five(s, N)
+            }
+            fn six(s: &Wide) -> WideUpdate {
+                super::six(s, N)
+            }
+            fn enough(s: &Wide) -> bool {
+                s.messages.len() > N
+            }
+
+            graph! {
+                pub $graph for Wide {
+                    start -> one;
+                    one -> two;
+                    parallel two => [three, four] -> five;
+                    five -> six;
+                    six -> end if enough;
+                    six -> one;
+                }
+            }
+        }
+    };
+}
+
+wide_graph!(w300, Wide300, 300);
+wide_graph!(w1200, Wide1200, 1200);
+
+/// The script's `wide_input(a, b)`: one message, a dict of `a` keys, each a dict of `b` keys,
+/// each a 25-item list.
+fn wide_input(a: usize, b: usize) -> Wide {
+    let item =
+        [Value::from("hi?".repeat(10)), Value::from(true), Value::from(1), Value::from(6327816386138u64), Value::Null];
+    let list: Vec<Value> = item.iter().cycle().take(item.len() * 5).cloned().collect();
+    let message: Dict = (0..a)
+        .map(|i| {
+            let inner: serde_json::Map<String, Value> =
+                (0..b).map(|j| (j.to_string().repeat(10), Value::Array(list.clone()))).collect();
+            (i.to_string().repeat(10), Arc::new(Value::Object(inner)))
+        })
+        .collect();
+    Wide { messages: vec![Arc::new(message)], ..Wide::default() }
+}
+
+/// The list lengths the script's loop ends with, computed from its recurrences.
+struct Lengths {
+    messages: usize,
+    trigger_events: usize,
+    categorizations: usize,
+    responses: usize,
+}
+
+fn expected(n: usize) -> Lengths {
+    let mut l = Lengths { messages: 1, trigger_events: 0, categorizations: 0, responses: 0 };
+    loop {
+        l.trigger_events += l.messages;
+        l.categorizations += l.trigger_events;
+        l.responses += l.messages;
+        l.messages += l.responses;
+        if l.messages > n {
+            return l;
+        }
+    }
+}
+
+fn check(out: &Wide, a: usize, n: usize) {
+    let want = expected(n);
+    assert_eq!(out.messages.len(), want.messages);
+    assert_eq!(out.trigger_events.len(), want.trigger_events);
+    assert_eq!(out.categorizations.len(), want.categorizations);
+    assert_eq!(out.responses.len(), want.responses);
+    assert!(out.messages.iter().all(|m| Arc::ptr_eq(m, &out.messages[0])), "every message is the input dict");
+    assert_eq!(out.relevant_rules.as_ref().map(Vec::len), Some(out.trigger_events.len()));
+    assert_eq!(out.slack_participants.len(), a);
+    assert_eq!(out.notified_assignees.len(), a);
+    for field in [&out.primary_issue_medium, &out.autoresponse, &out.issue, &out.user_info, &out.bot_id] {
+        assert_eq!(field.as_ref().map(String::len), Some(n));
+    }
+    assert_eq!(out.crm_info.as_ref().zip(out.email_thread_id.as_ref()).map(|(c, e)| c.len() + e.len()), Some(2 * n));
+}
+
+pub fn wide_state_25x300() -> impl FnMut() {
+    let app = w300::Wide300::builder().build();
+    move || check(&app.invoke(wide_input(5, 5)).expect("wide_state_25x300 runs"), 5, 300)
+}
+
+pub fn wide_state_9x1200() -> impl FnMut() {
+    let app = w1200::Wide1200::builder().build();
+    move || check(&app.invoke(wide_input(3, 3)).expect("wide_state_9x1200 runs"), 3, 1200)
+}
