@@ -70,13 +70,22 @@ fn temp_dir(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("tea-bench-{tag}-{}-{nanos}", std::process::id()))
 }
 
-/// The cycle on a `SledStore` in a temporary directory (returned, for the caller to remove once
-/// the closure is dropped).
-pub fn cycle_durable() -> (PathBuf, impl FnMut()) {
+/// The cycle on a `SledStore` in a fresh temporary directory, removed when the run is dropped.
+pub fn cycle_durable() -> impl FnMut() {
+    struct Durable {
+        app: Option<App<Approval, SledStore>>,
+        dir: PathBuf,
+    }
+    impl Drop for Durable {
+        fn drop(&mut self) {
+            drop(self.app.take());
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
     let dir = temp_dir("sled");
     let store = SledStore::open(dir.join("ck.db")).expect("open the sled store");
-    let app = Approval::builder().checkpointer(store).build();
-    (dir, move || cycle(&app))
+    let durable = Durable { app: Some(Approval::builder().checkpointer(store).build()), dir };
+    move || cycle(durable.app.as_ref().expect("open until dropped"))
 }
 
 /// A store that remembers the size of the last checkpoint appended with `durable: true`.

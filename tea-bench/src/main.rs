@@ -6,6 +6,7 @@
 //! tea-bench [--quick] [--json]          the workloads (a table, or one JSON object)
 //! tea-bench --rss-paused-threads N      peak RSS with N threads paused in one MemoryStore
 //! tea-bench --build-time [--nodes N]    build time of a crate holding one graph! of N (200) nodes
+//! tea-bench --only KEY [--loop SECONDS] one workload (with --loop: run it over and over, to profile)
 //! ```
 
 mod build_time;
@@ -42,31 +43,57 @@ enum Unit {
     Bytes,
 }
 
-fn workloads(quick: bool) -> Vec<Row> {
+/// A workload: its key, its repetitions (at full length), and a run.
+type Workload = (&'static str, usize, Box<dyn FnMut()>);
+
+/// The workloads in the script's order, with the script's repetition counts (`r` = 10, or 3
+/// with `--quick`), plus `chain_8_cpu`, the baseline of `parallel_speedup`.
+fn workloads(r: usize) -> Vec<Workload> {
+    vec![
+        ("sequential_10", r * 10, Box::new(seq::sequential_10())),
+        ("sequential_1000", r, Box::new(seq::sequential_1000())),
+        ("sequential_1000_memory_store", r, Box::new(seq::sequential_1000_memory_store())),
+        ("fanout_100", r, Box::new(seq::fanout_100())),
+        ("fanout_8_cpu", 3, Box::new(seq::fanout_8_cpu())),
+        ("chain_8_cpu", 3, Box::new(seq::chain_8_cpu())),
+        ("wide_state_25x300", r, Box::new(wide::wide_state_25x300())),
+        ("wide_state_9x1200", r, Box::new(wide::wide_state_9x1200())),
+        ("hitl_cycle_memory", r * 20, Box::new(hitl::cycle_memory())),
+        ("hitl_cycle_durable", r * 10, Box::new(hitl::cycle_durable())),
+    ]
+}
+
+fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
     let r = if quick { 3 } else { 10 };
     let mut rows = Vec::new();
-    let mut push = |key, value, unit| {
-        rows.push(Row { key, value, unit });
+    for (key, reps, mut run) in workloads(r) {
+        if only.is_some_and(|only| only != key) {
+            continue;
+        }
+        rows.push(Row { key, value: median(reps, &mut run), unit: Unit::Seconds });
         eprint!(".");
-    };
-    push("sequential_10", median(r * 10, seq::sequential_10()), Unit::Seconds);
-    push("sequential_1000", median(r, seq::sequential_1000()), Unit::Seconds);
-    push("sequential_1000_memory_store", median(r, seq::sequential_1000_memory_store()), Unit::Seconds);
-    push("fanout_100", median(r, seq::fanout_100()), Unit::Seconds);
-    let fanout = median(3, seq::fanout_8_cpu());
-    let chain = median(3, seq::chain_8_cpu());
-    push("fanout_8_cpu", fanout, Unit::Seconds);
-    push("wide_state_25x300", median(r, wide::wide_state_25x300()), Unit::Seconds);
-    push("wide_state_9x1200", median(r, wide::wide_state_9x1200()), Unit::Seconds);
-    push("hitl_cycle_memory", median(r * 20, hitl::cycle_memory()), Unit::Seconds);
-    let (dir, durable) = hitl::cycle_durable();
-    push("hitl_cycle_durable", median(r * 10, durable), Unit::Seconds);
-    let _ = std::fs::remove_dir_all(dir);
-    push("parallel_speedup", chain / fanout, Unit::Ratio);
-    push("checkpoint_bytes", hitl::checkpoint_bytes() as f64, Unit::Bytes);
-    push("chain_8_cpu", chain, Unit::Seconds);
+    }
+    let seconds = |key| rows.iter().find(|row| row.key == key).map(|row| row.value);
+    if let (Some(chain), Some(fanout)) = (seconds("chain_8_cpu"), seconds("fanout_8_cpu")) {
+        rows.push(Row { key: "parallel_speedup", value: chain / fanout, unit: Unit::Ratio });
+    }
+    if only.is_none() {
+        rows.push(Row { key: "checkpoint_bytes", value: hitl::checkpoint_bytes() as f64, unit: Unit::Bytes });
+    }
     eprintln!();
     rows
+}
+
+/// Runs workload `key` over and over for `seconds` (for a profiler).
+fn spin(key: &str, seconds: f64) {
+    let (_, _, mut run) = workloads(1).into_iter().find(|w| w.0 == key).unwrap_or_else(|| usage());
+    let t0 = Instant::now();
+    let mut runs = 0u64;
+    while t0.elapsed().as_secs_f64() < seconds {
+        run();
+        runs += 1;
+    }
+    eprintln!("{key}: {runs} runs, {:.3e} s per run", t0.elapsed().as_secs_f64() / runs as f64);
 }
 
 fn print_json(rows: &[Row]) {
@@ -122,7 +149,7 @@ pub(crate) fn proc_status_bytes(field: &str) -> u64 {
 fn usage() -> ! {
     eprintln!(
         "usage: tea-bench [--quick] [--json]\n       tea-bench --rss-paused-threads N\n       \
-         tea-bench --build-time [--nodes N]"
+         tea-bench --build-time [--nodes N]\n       tea-bench --only KEY [--loop SECONDS]"
     );
     std::process::exit(2)
 }
@@ -134,6 +161,8 @@ fn main() {
     let mut rss = None;
     let mut build = false;
     let mut nodes = 200;
+    let mut only = None;
+    let mut seconds = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut number = || it.next().and_then(|n| n.parse::<usize>().ok()).unwrap_or_else(|| usage());
@@ -143,6 +172,8 @@ fn main() {
             "--rss-paused-threads" => rss = Some(number()),
             "--build-time" => build = true,
             "--nodes" => nodes = number(),
+            "--only" => only = Some(it.next().unwrap_or_else(|| usage()).clone()),
+            "--loop" => seconds = Some(it.next().and_then(|s| s.parse::<f64>().ok()).unwrap_or_else(|| usage())),
             _ => usage(),
         }
     }
@@ -150,8 +181,10 @@ fn main() {
         hitl::rss_paused_threads(threads, json);
     } else if build {
         build_time::run(nodes, json);
+    } else if let (Some(key), Some(seconds)) = (&only, seconds) {
+        spin(key, seconds);
     } else {
-        let rows = workloads(quick);
+        let rows = measure(quick, only.as_deref());
         if json {
             print_json(&rows);
         } else {
