@@ -11,7 +11,7 @@ use crate::graph::{Graph, PauseFree};
 use crate::name::{NodeName, ThreadId};
 use crate::node::Goto;
 use crate::outcome::{Durability, Outcome, Snapshot};
-use crate::resume::{graph_id, Resume, SigningKey};
+use crate::resume::{graph_id, Interrupt, Resume, SigningKey};
 use crate::state::GraphState;
 use crate::store::{CheckpointId, Checkpointer};
 use std::fmt;
@@ -336,20 +336,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
             return Err(Error::StaleResume { thread });
         }
-        if let Some(reason) = &resume.answer_error {
-            return Err(Error::BadResumeValue { node: resume.node().clone(), reason: reason.clone() });
-        }
-        if let Some((id, _)) = resume.answers.first() {
-            let pause = match id {
-                Some(id) => id.clone(),
-                None => ckpt.pending[0].id().to_owned(),
-            };
-            return Err(Error::BadResumeValue {
-                node: resume.node().clone(),
-                reason: format!(
-                    "pause `{pause}` is a breakpoint, which takes no answer; continue with `.update(…)` or nothing"
-                ),
-            });
+        let continuing = match_answers(&mut ckpt, &resume)?;
+        let now = crate::exec::now();
+        if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
+            return Err(Error::Expired { thread, node: expired.node().clone() });
         }
         if let Some(update) = resume.update {
             if let Position::Fork { branches, .. } = &mut ckpt.at {
@@ -371,6 +361,99 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let next = next_nodes(&self.graph, &ckpt);
         Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step })
     }
+}
+
+/// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
+/// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
+/// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
+fn match_answers<S: GraphState>(ckpt: &mut Checkpoint<S>, resume: &Resume<S>) -> Result<Vec<Interrupt>, Error> {
+    let bad = |expected: &str, reason: String| Error::BadResumeValue {
+        node: resume.node().clone(),
+        expected: expected.to_owned(),
+        reason,
+    };
+    let ids = || ckpt.pending.iter().map(|p| format!("`{}`", p.id())).collect::<Vec<_>>().join(", ");
+    if let Some(reason) = &resume.answer_error {
+        return Err(bad("a value that serializes", reason.clone()));
+    }
+    let mut answered: Vec<(String, serde_json::Value)> = Vec::new();
+    for (id, value) in &resume.answers {
+        let id = match id {
+            Some(id) => id.clone(),
+            None => {
+                let asks: Vec<&Interrupt> = ckpt.pending.iter().filter(|p| p.needs_answer()).collect();
+                match asks.as_slice() {
+                    [one] => one.id().to_owned(),
+                    [] => {
+                        return Err(bad(
+                            "no answer",
+                            format!("the pending pauses ({}) are breakpoints, which take no answer; continue with `.update(…)` or nothing", ids()),
+                        ))
+                    }
+                    _ => {
+                        return Err(bad(
+                            "answers by id",
+                            format!("several pauses wait for answers ({}); answer each with `.answer_to(id, value)`", ids()),
+                        ))
+                    }
+                }
+            }
+        };
+        let Some(pause) = ckpt.pending.iter().find(|p| p.id() == id) else {
+            return Err(bad(
+                "an answer to a pending pause",
+                format!("no pending pause has id `{id}`; pending: {}", ids()),
+            ));
+        };
+        if !pause.needs_answer() {
+            return Err(bad(
+                "no answer",
+                format!("pause `{id}` is a breakpoint, which takes no answer; continue with `.update(…)` or nothing"),
+            ));
+        }
+        if answered.iter().any(|(a, _)| *a == id) {
+            return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
+        }
+        answered.push((id, value.clone()));
+    }
+    let answer_of = |pause: &Interrupt| answered.iter().find(|(id, _)| id == pause.id()).map(|(_, v)| v.clone());
+    let mut continuing = Vec::new();
+    match &mut ckpt.at {
+        Position::Fork { branches, .. } => {
+            for branch in branches.iter_mut() {
+                let Some(pause) = &branch.pending else { continue };
+                if !pause.needs_answer() {
+                    branch.resume = true;
+                } else if let Some(value) = answer_of(pause) {
+                    branch.answers.push(value);
+                    branch.resume = true;
+                }
+                if branch.resume {
+                    continuing.push(pause.clone());
+                }
+            }
+            if continuing.is_empty() {
+                return Err(bad(
+                    "an answer",
+                    format!("every pending pause waits for an answer ({}); answer at least one", ids()),
+                ));
+            }
+        }
+        _ => {
+            let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
+            if pause.needs_answer() {
+                let Some(value) = answer_of(pause) else {
+                    return Err(bad(
+                        "an answer",
+                        format!("pause `{}` waits for an answer: resume with `.answer(value)`", pause.id()),
+                    ));
+                };
+                ckpt.answers.push(value);
+            }
+            continuing.push(pause.clone());
+        }
+    }
+    Ok(continuing)
 }
 
 /// Runs until the run finishes or pauses.

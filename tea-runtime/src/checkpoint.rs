@@ -54,6 +54,15 @@ pub(crate) struct BranchProgress<S: GraphState> {
     pub(crate) updates: Vec<S::Update>,
     pub(crate) steps: u64,
     pub(crate) at: BranchAt,
+    /// The answers to the earlier pauses of the node the branch stopped at.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) answers: Vec<serde_json::Value>,
+    /// The pause the branch waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pending: Option<Interrupt>,
+    /// The branch continues on this resume (its pause was answered, or is a breakpoint).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) resume: bool,
 }
 
 /// Where a branch stands.
@@ -87,6 +96,10 @@ pub(crate) struct Checkpoint<S: GraphState> {
     /// thread): continuing from here does not stop at that pause again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) resumed: bool,
+    /// The answers to the earlier pauses of the node at `at` (an interruptible node is run again
+    /// with them, its calls matched in order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) answers: Vec<serde_json::Value>,
     /// When the pause began, in seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) paused_at: Option<u64>,

@@ -103,13 +103,26 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A resume's answer does not fit the pause it answers; the token stays valid.
-    #[error("the answer to node `{node}` does not fit: {reason}")]
+    /// A resume's answer does not fit the pause it answers (it does not deserialize as the node
+    /// expects, names no pending pause, or is missing); the token stays valid.
+    #[error("the answer to node `{node}` does not fit (expected {expected}): {reason}")]
     BadResumeValue {
         /// The paused node.
         node: NodeName,
+        /// What the node expects: the Rust type it deserializes the answer as, or a description.
+        expected: String,
         /// What does not fit.
         reason: String,
+    },
+
+    /// The pause's timeout (`interrupt ask(…, timeout = SECS)`) passed before the resume; the
+    /// thread's state stays readable.
+    #[error("the pause of node `{node}` on thread `{thread}` expired")]
+    Expired {
+        /// The thread.
+        thread: ThreadId,
+        /// The paused node.
+        node: NodeName,
     },
 
     /// The thread has no checkpoint.

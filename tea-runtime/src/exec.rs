@@ -16,10 +16,11 @@ use crate::checkpoint::{self, BranchProgress, Checkpoint, Identity, Position, Ta
 use crate::error::Error;
 use crate::event::Event;
 use crate::graph::Graph;
+use crate::hitl::{Asked, Hitl};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
 use crate::parallel::{self, Env, ForkOutcome};
-use crate::resume::{graph_id, Interrupt, Resume, SigningKey, Token};
+use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
 use crate::state::{GraphState, StateUpdate};
 use crate::store::{Append, CheckpointId, Checkpointer};
 use std::any::Any;
@@ -62,28 +63,72 @@ pub(crate) enum After<N> {
     Fork(N),
 }
 
-/// Runs `node` on `state` and applies its update through the reducers (kept in `kept` too, for
-/// a branch's merge). Returns a router's choice. Panics are caught.
+/// What running a node did.
+pub(crate) enum Executed<N> {
+    /// The node ran and its update was applied; a router's choice, if any.
+    Ran(Option<Goto<N>>),
+    /// The node paused through its `Hitl` (its update was discarded); `answers` are the ones it
+    /// was given, to give it again on resume.
+    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value> },
+}
+
+/// Runs `node` on `state` with the answers to its earlier pauses, and applies its update through
+/// the reducers (kept in `kept` too, for a branch's merge). Panics are caught.
 pub(crate) fn execute<G: Graph>(
     graph: &G,
     node: G::Node,
     state: &mut G::State,
     ctx: &Ctx<G::State>,
     kept: Option<&mut Vec<<G::State as GraphState>::Update>>,
-) -> Result<Option<Goto<G::Node>>, Error> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Goto<G::Node>>, Error> {
-        let step =
-            graph.run(node, state, ctx).map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
+    answers: Vec<serde_json::Value>,
+) -> Result<Executed<G::Node>, Error> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Executed<G::Node>, Error> {
+        let mut hitl = Hitl::with_answers(answers);
+        let result = graph.run(node, state, ctx, &mut hitl);
+        match hitl.asked.take() {
+            None => {}
+            Some(Asked::Pause(payload)) => return Ok(Executed::Paused { payload, answers: hitl.into_answers() }),
+            Some(Asked::BadAnswer { expected, reason }) => {
+                return Err(Error::BadResumeValue { node: ctx.node.clone(), expected: expected.to_owned(), reason })
+            }
+            Some(Asked::BadPayload(reason)) => {
+                return Err(Error::NodeFailed {
+                    node: ctx.node.clone(),
+                    source: format!("the pause's payload does not serialize: {reason}").into(),
+                })
+            }
+        }
+        let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
         if let Some(update) = step.update {
             if let Some(kept) = kept {
                 kept.push(update.clone());
             }
             state.apply(update);
         }
-        Ok(step.goto)
+        Ok(Executed::Ran(step.goto))
     }));
     outcome
         .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
+}
+
+/// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`
+/// inside a branch), and an interrupt node's timeout sets when it expires.
+pub(crate) fn asked<G: Graph>(
+    graph: &G,
+    node: G::Node,
+    payload: serde_json::Value,
+    index: usize,
+    branch: Option<&NodeName>,
+) -> Interrupt {
+    let name = graph.node_name(node);
+    let id = match branch {
+        Some(head) => format!("{name}#{index}@{head}"),
+        None => format!("{name}#{index}"),
+    };
+    let mut interrupt = Interrupt::new(id, name, payload);
+    interrupt.kind = PauseKind::Ask;
+    interrupt.expires_at = graph.pause_timeout(node).map(|secs| now().saturating_add(secs));
+    interrupt
 }
 
 /// Where the run goes after `node` (named `name`): a router's choice if it made one (checked
@@ -189,6 +234,8 @@ pub(crate) struct Run<'g, G: Graph> {
     pause_after: bool,
     /// The branches of a fan-out resumed from a checkpoint.
     saved_branches: Vec<BranchProgress<G::State>>,
+    /// The answers to the earlier pauses of the node at the cursor.
+    answers: Vec<serde_json::Value>,
     finished: bool,
 }
 
@@ -207,6 +254,7 @@ impl<'g, G: Graph> Run<'g, G> {
             resuming: false,
             pause_after: false,
             saved_branches: Vec::new(),
+            answers: Vec::new(),
             finished: false,
         }
     }
@@ -240,6 +288,7 @@ impl<'g, G: Graph> Run<'g, G> {
         run.cursor = cursor;
         run.resuming = resuming;
         run.saved_branches = saved_branches;
+        run.answers = ckpt.answers;
         run.finished = matches!(cursor, Cursor::Done);
         Ok(run)
     }
@@ -307,8 +356,7 @@ impl<'g, G: Graph> Run<'g, G> {
             };
             let pausable = self.persist.is_some();
             if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
-                let name = graph.node_name(node);
-                let interrupt = Interrupt::new(format!("before:{name}"), name, serde_json::Value::Null);
+                let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
                 return self.pause(vec![interrupt]);
             }
             if self.ctx.step >= self.limit as u64 {
@@ -316,12 +364,22 @@ impl<'g, G: Graph> Run<'g, G> {
             }
             self.ctx.step += 1;
             self.ctx.node = graph.node_name(node);
-            let goto = execute(graph, node, &mut self.state, &self.ctx, None);
+            let answers = std::mem::take(&mut self.answers);
+            let executed = execute(graph, node, &mut self.state, &self.ctx, None, answers);
             if !self.ctx.branches.is_empty() {
                 // The join has seen its branches.
                 self.ctx.branches.clear();
             }
-            let goto = goto?;
+            let goto = match executed? {
+                Executed::Ran(goto) => goto,
+                Executed::Paused { payload, answers } => {
+                    // The node runs again from its start on resume: this run does not count.
+                    self.ctx.step -= 1;
+                    let interrupt = asked(graph, node, payload, answers.len(), None);
+                    self.answers = answers;
+                    return self.pause(vec![interrupt]);
+                }
+            };
             if pausable && graph.interrupt_after(node) {
                 self.cursor = Cursor::After(node, goto);
                 self.pause_after = true;
@@ -356,8 +414,8 @@ impl<'g, G: Graph> Run<'g, G> {
             limit: self.limit,
             record: self.record,
             pausable: self.persist.is_some(),
-            resuming: std::mem::take(&mut self.resuming),
         };
+        self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
         match parallel::run_fork(graph, fork, &self.state, &env, saved)? {
             ForkOutcome::Paused { branches, interrupts, mut events } => {
@@ -404,6 +462,9 @@ impl<'g, G: Graph> Run<'g, G> {
                         updates: b.updates.clone(),
                         steps: b.steps,
                         at: b.at.clone(),
+                        answers: b.answers.clone(),
+                        pending: b.pending.clone(),
+                        resume: b.resume,
                     })
                     .collect(),
             },
@@ -431,6 +492,7 @@ impl<'g, G: Graph> Run<'g, G> {
             pause: None,
             paused_at: None,
             resumed: self.resuming,
+            answers: self.answers.clone(),
         };
         self.write(&ckpt, durable).map(|_| ())
     }
@@ -468,6 +530,7 @@ impl<'g, G: Graph> Run<'g, G> {
             pause: Some(id),
             paused_at: Some(now()),
             resumed: false,
+            answers: self.answers.clone(),
         };
         self.write(&ckpt, true)?;
         let Some(persist) = &mut self.persist else { unreachable_store() };

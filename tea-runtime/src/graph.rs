@@ -5,6 +5,7 @@
 //! engine in `exec` knows nothing else about a graph.
 
 use crate::error::BoxError;
+use crate::hitl::Hitl;
 use crate::name::NodeName;
 use crate::node::{Ctx, Goto, NodeId, NodeStep};
 use crate::state::GraphState;
@@ -30,12 +31,13 @@ pub trait Graph: Send + Sync + 'static {
     /// Where the run goes from `start`, given the input state; `None` if no edge applies.
     fn start(&self, state: &Self::State) -> Option<Goto<Self::Node>>;
 
-    /// Runs `node` on `state`.
+    /// Runs `node` on `state`. An interruptible node pauses by calling `hitl.interrupt(…)`.
     fn run(
         &self,
         node: Self::Node,
         state: &Self::State,
         ctx: &Ctx<Self::State>,
+        hitl: &mut Hitl,
     ) -> Result<NodeStep<Self::State, Self::Node>, BoxError>;
 
     /// Where the run goes after `node`, by its edges in declaration order; `None` if no edge
@@ -58,6 +60,13 @@ pub trait Graph: Send + Sync + 'static {
     fn interrupt_after(&self, node: Self::Node) -> bool {
         let _ = node;
         false
+    }
+
+    /// How long a pause of `node` may wait for its answer, in seconds (`interrupt ask(…,
+    /// timeout = 3600);`); `None`: no limit.
+    fn pause_timeout(&self, node: Self::Node) -> Option<u64> {
+        let _ = node;
+        None
     }
 
     /// The fan-out that follows `node`, if `node` is the source of a `parallel` statement.

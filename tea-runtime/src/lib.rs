@@ -14,6 +14,7 @@ mod error;
 mod event;
 mod exec;
 mod graph;
+mod hitl;
 mod name;
 mod node;
 mod outcome;
@@ -28,8 +29,9 @@ pub use error::{BoxError, Error};
 pub use event::Event;
 pub use exec::Stream;
 pub use graph::{Fork, Graph, PauseFree};
+pub use hitl::{Hitl, Pause};
 pub use name::{NodeName, ThreadId};
-pub use node::{Command, Ctx, Goto, Guard, NodeFn, NodeId, NodeOutput, RouterOutput};
+pub use node::{Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput, RouterOutput};
 pub use outcome::{Durability, Outcome, Snapshot};
 pub use parallel::BranchState;
 pub use resume::{Interrupt, Resume};
@@ -42,12 +44,14 @@ pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::error::BoxError;
-    pub use crate::node::{guard, run_node, run_router, NodeStep};
+    pub use crate::node::{
+        guard, run_interrupt_node, run_interruptible, run_interruptible_router, run_node, run_router, NodeStep,
+    };
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::state::{fingerprint, Slot};
     pub use crate::{
-        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, NodeId, NodeName, NodeOutput, PauseFree,
-        Reducer, RouterOutput, StateUpdate, Write,
+        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeId, NodeName, NodeOutput,
+        PauseFree, Reducer, RouterOutput, StateUpdate, Write,
     };
     /// `Option`, `Result` and friends, by absolute path.
     pub use ::core;

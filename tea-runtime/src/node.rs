@@ -6,6 +6,7 @@
 //! the wrong shape.
 
 use crate::error::BoxError;
+use crate::hitl::Hitl;
 use crate::name::{NodeName, ThreadId};
 use crate::parallel::BranchState;
 use crate::state::GraphState;
@@ -226,7 +227,8 @@ impl<N: NodeId, E: Into<BoxError>> RouterOutput<N> for Result<Command<N>, E> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a node function of state `{S}`",
     label = "expected `fn(&{S}) -> R` or `fn(&{S}, &Ctx<{S}>) -> R`",
-    note = "a node takes the state by reference, optionally followed by `&Ctx<{S}>`"
+    note = "a node takes the state by reference, optionally followed by `&Ctx<{S}>`",
+    note = "a node that takes `&mut Hitl` to pause from inside must be declared in the graph: `interruptible node;`"
 )]
 pub trait NodeFn<S, Form> {
     /// What the function returns.
@@ -259,6 +261,48 @@ where
     type Output = R;
     fn call(&self, state: &S, ctx: &Ctx<S>) -> R {
         self(state, ctx)
+    }
+}
+
+/// The function of an `interruptible` node: `fn(&S, &mut Hitl) -> R` or
+/// `fn(&S, &Ctx<S>, &mut Hitl) -> R`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not the function of an interruptible node of state `{S}`",
+    label = "this node is declared `interruptible`, so its function takes `&mut Hitl`",
+    note = "an interruptible node is `fn(&{S}, &mut Hitl) -> R` or `fn(&{S}, &Ctx<{S}>, &mut Hitl) -> R`",
+    note = "if the node never pauses, remove it from the `interruptible` statement"
+)]
+pub trait InterruptibleFn<S, Form> {
+    /// What the function returns.
+    type Output;
+    /// Calls the function.
+    fn call(&self, state: &S, ctx: &Ctx<S>, hitl: &mut Hitl) -> Self::Output;
+}
+
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum WithHitl {}
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum WithCtxHitl {}
+
+impl<S, F, R> InterruptibleFn<S, (WithHitl, R)> for F
+where
+    F: Fn(&S, &mut Hitl) -> R,
+{
+    type Output = R;
+    fn call(&self, state: &S, _: &Ctx<S>, hitl: &mut Hitl) -> R {
+        self(state, hitl)
+    }
+}
+
+impl<S, F, R> InterruptibleFn<S, (WithCtxHitl, R)> for F
+where
+    F: Fn(&S, &Ctx<S>, &mut Hitl) -> R,
+{
+    type Output = R;
+    fn call(&self, state: &S, ctx: &Ctx<S>, hitl: &mut Hitl) -> R {
+        self(state, ctx, hitl)
     }
 }
 
@@ -304,6 +348,61 @@ where
 {
     let command = f.call(state, ctx).into_command()?;
     Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+}
+
+/// Runs an `interruptible` plain node (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline(always)]
+pub fn run_interruptible<S, N, F, Form>(
+    f: &F,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    F: InterruptibleFn<S, Form>,
+    F::Output: NodeOutput<S>,
+{
+    let update = f.call(state, ctx, hitl).into_update()?;
+    Ok(NodeStep { update, goto: None })
+}
+
+/// Runs an `interruptible` router (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline(always)]
+pub fn run_interruptible_router<S, N, F, Form>(
+    f: &F,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    N: NodeId<State = S>,
+    F: InterruptibleFn<S, Form>,
+    F::Output: RouterOutput<N>,
+{
+    let command = f.call(state, ctx, hitl).into_command()?;
+    Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+}
+
+/// Runs an interrupt node (`interrupt ask(question => answer);`): pauses with `payload`, and on
+/// resume writes the answer through `write` (the answer field's setter).
+#[doc(hidden)]
+#[inline(always)]
+pub fn run_interrupt_node<S, N, P, A>(
+    hitl: &mut Hitl,
+    payload: &P,
+    write: impl FnOnce(A) -> S::Update,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    P: serde::Serialize + ?Sized,
+    A: serde::de::DeserializeOwned,
+{
+    let answer: A = hitl.interrupt_for_field(payload)?;
+    Ok(NodeStep { update: Some(write(answer)), goto: None })
 }
 
 /// Evaluates a guard (generated code calls this, spanned on the guard's name).

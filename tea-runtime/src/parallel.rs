@@ -13,11 +13,11 @@
 use crate::checkpoint::{BranchAt, BranchProgress};
 use crate::error::Error;
 use crate::event::Event;
-use crate::exec::{execute, goto_of, node_named, route_from, target_of, After};
+use crate::exec::{asked, execute, goto_of, node_named, route_from, target_of, After, Executed};
 use crate::graph::{Fork, Graph};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
-use crate::resume::Interrupt;
+use crate::resume::{Interrupt, PauseKind};
 use crate::state::{GraphState, StateUpdate, Write};
 use rayon::prelude::*;
 use std::fmt;
@@ -33,8 +33,6 @@ pub(crate) struct Env {
     pub(crate) record: bool,
     /// Whether breakpoints stop branches (only with a checkpointer).
     pub(crate) pausable: bool,
-    /// The fan-out resumes past its branches' pauses.
-    pub(crate) resuming: bool,
 }
 
 /// One branch, at its join or stopped at a breakpoint.
@@ -45,6 +43,8 @@ pub(crate) struct Branch<S: GraphState> {
     pub(crate) steps: u64,
     pub(crate) events: Vec<Event<S>>,
     at: BranchAt,
+    /// The answers to the earlier pauses of the node the branch stopped at.
+    answers: Vec<serde_json::Value>,
     interrupt: Option<Interrupt>,
 }
 
@@ -112,7 +112,8 @@ pub(crate) fn run_fork<G: Graph>(
             .par_iter()
             .map(|&head| {
                 let name = graph.node_name(head);
-                run_branch(graph, name, fork.join, base.clone(), Vec::new(), 0, Start::Before(head, false), env)
+                let fresh = Progress { state: base.clone(), updates: Vec::new(), steps: 0, answers: Vec::new() };
+                run_branch(graph, name, fork.join, fresh, Start::Before(head, false), env)
             })
             .collect()
     } else {
@@ -127,7 +128,16 @@ pub(crate) fn run_fork<G: Graph>(
         }
         let branches = branches
             .into_iter()
-            .map(|b| BranchProgress { head: b.head, state: b.state, updates: b.updates, steps: b.steps, at: b.at })
+            .map(|b| BranchProgress {
+                head: b.head,
+                state: b.state,
+                updates: b.updates,
+                steps: b.steps,
+                at: b.at,
+                answers: b.answers,
+                pending: b.interrupt,
+                resume: false,
+            })
             .collect();
         return Ok(ForkOutcome::Paused { branches, interrupts, events });
     }
@@ -135,37 +145,47 @@ pub(crate) fn run_fork<G: Graph>(
     Ok(ForkOutcome::Joined { branches, steps })
 }
 
+/// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
+/// was not answered, stays as it is.
 fn continue_branch<G: Graph>(
     graph: &G,
     join: G::Node,
     progress: BranchProgress<G::State>,
     env: &Env,
 ) -> Result<Branch<G::State>, Error> {
-    let BranchProgress { head, state, updates, steps, at } = progress;
+    let BranchProgress { head, state, updates, steps, at, answers, pending, resume } = progress;
+    if matches!(at, BranchAt::Joined) || !resume {
+        return Ok(Branch { head, state, updates, steps, events: Vec::new(), at, answers, interrupt: pending });
+    }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
-        BranchAt::Joined => {
-            return Ok(Branch { head, state, updates, steps, events: Vec::new(), at, interrupt: None });
-        }
-        BranchAt::Before(name) => Start::Before(node_named(graph, name, &thread)?, env.resuming),
+        BranchAt::Joined => unreachable!("handled above"),
+        BranchAt::Before(name) => Start::Before(node_named(graph, name, &thread)?, true),
         BranchAt::After { node, goto } => {
             Start::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?)
         }
     };
-    run_branch(graph, head, join, state, updates, steps, start, env)
+    run_branch(graph, head, join, Progress { state, updates, steps, answers }, start, env)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a branch carries from node to node.
+struct Progress<S: GraphState> {
+    state: S,
+    updates: Vec<S::Update>,
+    steps: u64,
+    /// Answers for the branch's next node (a resumed pause).
+    answers: Vec<serde_json::Value>,
+}
+
 fn run_branch<G: Graph>(
     graph: &G,
     head: NodeName,
     join: G::Node,
-    mut state: G::State,
-    mut updates: Vec<<G::State as GraphState>::Update>,
-    mut steps: u64,
+    progress: Progress<G::State>,
     start: Start<G::Node>,
     env: &Env,
 ) -> Result<Branch<G::State>, Error> {
+    let Progress { mut state, mut updates, mut steps, mut answers } = progress;
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.branch = Some(head.clone());
     let mut events = Vec::new();
@@ -178,10 +198,9 @@ fn run_branch<G: Graph>(
                 }
                 if env.pausable && !resumed && graph.interrupt_before(node) {
                     let name = graph.node_name(node);
-                    let interrupt =
-                        Interrupt::new(format!("before:{name}@{head}"), name.clone(), serde_json::Value::Null);
+                    let interrupt = Interrupt::breakpoint(PauseKind::Before, name.clone(), Some(&head));
                     let at = BranchAt::Before(name);
-                    return Ok(Branch { head, state, updates, steps, events, at, interrupt: Some(interrupt) });
+                    return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt: Some(interrupt) });
                 }
                 node
             }
@@ -205,22 +224,36 @@ fn run_branch<G: Graph>(
         if steps >= env.budget {
             return Err(Error::RecursionLimit { limit: env.limit });
         }
-        steps += 1;
-        ctx.step = env.base_step + steps;
+        ctx.step = env.base_step + steps + 1;
         ctx.node = graph.node_name(node);
-        let goto = execute(graph, node, &mut state, &ctx, Some(&mut updates))?;
+        let given = std::mem::take(&mut answers);
+        let goto = match execute(graph, node, &mut state, &ctx, Some(&mut updates), given)? {
+            Executed::Ran(goto) => goto,
+            Executed::Paused { payload, answers } => {
+                if !env.pausable {
+                    return Err(Error::NodeFailed {
+                        node: ctx.node.clone(),
+                        source: "a node paused inside a nested fan-out, where tea cannot pause".into(),
+                    });
+                }
+                let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
+                let at = BranchAt::Before(ctx.node.clone());
+                return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt: Some(interrupt) });
+            }
+        };
+        steps += 1;
         if env.record {
             events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state: state.clone() });
         }
         if env.pausable && graph.interrupt_after(node) {
             let name = ctx.node.clone();
-            let interrupt = Interrupt::new(format!("after:{name}@{head}"), name.clone(), serde_json::Value::Null);
+            let interrupt = Interrupt::breakpoint(PauseKind::After, name.clone(), Some(&head));
             let at = BranchAt::After { node: name, goto: target_of(graph, goto) };
-            return Ok(Branch { head, state, updates, steps, events, at, interrupt: Some(interrupt) });
+            return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt: Some(interrupt) });
         }
         at = Start::After(node, goto);
     }
-    Ok(Branch { head, state, updates, steps, events, at: BranchAt::Joined, interrupt: None })
+    Ok(Branch { head, state, updates, steps, events, at: BranchAt::Joined, answers, interrupt: None })
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
@@ -244,7 +277,6 @@ fn nested_fork<G: Graph>(
         limit: env.limit,
         record: env.record,
         pausable: false,
-        resuming: false,
     };
     let ForkOutcome::Joined { mut branches, steps: taken } = run_fork(graph, fork, state, &inner_env, Vec::new())?
     else {

@@ -30,15 +30,44 @@ pub struct Interrupt {
     node: NodeName,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     value: serde_json::Value,
+    #[serde(default)]
+    pub(crate) kind: PauseKind,
+    /// When the pause expires, in seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) expires_at: Option<u64>,
+}
+
+/// What kind of pause an [`Interrupt`] is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum PauseKind {
+    /// `interrupt_before`: continues without an answer.
+    #[default]
+    Before,
+    /// `interrupt_after`: continues without an answer.
+    After,
+    /// `hitl.interrupt(…)` or an interrupt node: needs an answer.
+    Ask,
 }
 
 impl Interrupt {
     pub(crate) fn new(id: String, node: NodeName, value: serde_json::Value) -> Self {
-        Interrupt { id, node, value }
+        Interrupt { id, node, value, kind: PauseKind::Ask, expires_at: None }
     }
 
-    /// A stable id, unique among the pauses of one token (`before:review`, `after:review`; inside
-    /// a parallel branch `before:review@head`).
+    /// A breakpoint's pause (`before:node`, `after:node`, with `@head` inside a branch).
+    pub(crate) fn breakpoint(kind: PauseKind, node: NodeName, branch: Option<&NodeName>) -> Self {
+        let word = if kind == PauseKind::After { "after" } else { "before" };
+        let id = match branch {
+            Some(head) => format!("{word}:{node}@{head}"),
+            None => format!("{word}:{node}"),
+        };
+        Interrupt { id, node, value: serde_json::Value::Null, kind, expires_at: None }
+    }
+
+    /// A stable id, unique among the pauses of one token: `ask#0` for the first pause of node
+    /// `ask` (`ask#1` for its second), `before:review` / `after:review` for breakpoints; inside a
+    /// parallel branch, followed by `@head`.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -46,6 +75,12 @@ impl Interrupt {
     /// The node that paused.
     pub fn node(&self) -> &NodeName {
         &self.node
+    }
+
+    /// Whether the pause waits for an answer (`hitl.interrupt` or an interrupt node), rather than
+    /// being a breakpoint.
+    pub fn needs_answer(&self) -> bool {
+        self.kind == PauseKind::Ask
     }
 
     /// The pause's payload: what the node asks (`null` for a breakpoint). A token parsed from a

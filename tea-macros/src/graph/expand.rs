@@ -19,28 +19,6 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let variant_docs = node_names.iter().map(|n| format!("Node `{n}`."));
     let enum_doc = format!("The nodes of [`{name_str}`], for `Command::goto` and for matching on events.");
 
-    // Pauses from inside nodes arrive with `interruptible` / `interrupt` support; until then
-    // they are refused rather than ignored.
-    let pause_error = model.nodes.iter().find_map(|n| {
-        let what = if n.interruptible {
-            "`interruptible`"
-        } else if matches!(n.kind, NodeKind::Interrupt { .. }) {
-            "`interrupt` nodes"
-        } else {
-            return None;
-        };
-        Some(
-            syn::Error::new(
-                n.ident.span(),
-                format!("{what} are not supported by this version of tea yet; use `interrupt_before` / `interrupt_after` breakpoints"),
-            )
-            .into_compile_error(),
-        )
-    });
-    if let Some(error) = pause_error {
-        return quote! { #error #vis struct #name; };
-    }
-
     // Declarations naming the state carry its span, so that visibility errors (a `pub` graph over
     // a private state) point at the state type.
     let state_span = at(syn::spanned::Spanned::span(state));
@@ -79,6 +57,27 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let start_code = routes_code(&model.start, model, state, &node_enum);
     let before: Vec<&Ident> = model.nodes.iter().filter(|n| n.interrupt_before).map(|n| &n.variant).collect();
     let after: Vec<&Ident> = model.nodes.iter().filter(|n| n.interrupt_after).map(|n| &n.variant).collect();
+    let timeouts: Vec<(&Ident, &syn::LitInt)> = model
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::Interrupt { timeout: Some(timeout), .. } => Some((&n.variant, *timeout)),
+            _ => None,
+        })
+        .collect();
+    let pause_timeout = (!timeouts.is_empty()).then(|| {
+        let arms =
+            timeouts.iter().map(|(variant, secs)| quote!(#node_enum::#variant => ::core::option::Option::Some(#secs),));
+        quote! {
+            #[allow(unreachable_patterns)]
+            fn pause_timeout(&self, node: #node_enum) -> ::core::option::Option<u64> {
+                match node {
+                    #(#arms)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+        }
+    });
     let interrupt_before = (!before.is_empty()).then(|| {
         quote! {
             fn interrupt_before(&self, node: #node_enum) -> bool {
@@ -190,17 +189,20 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
 
                 #interrupt_before
                 #interrupt_after
+                #pause_timeout
 
                 #[allow(unreachable_code)]
                 fn start(&self, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
                     #start_code
                 }
 
+                #[allow(unused_variables)]
                 fn run(
                     &self,
                     node: #node_enum,
                     state: &#state,
                     ctx: &::tea::__private::Ctx<#state>,
+                    hitl: &mut ::tea::__private::Hitl,
                 ) -> ::core::result::Result<::tea::__private::NodeStep<#state, #node_enum>, ::tea::__private::BoxError> {
                     match node {
                         #(#run_arms)*
@@ -247,11 +249,29 @@ fn at(span: Span) -> Span {
 fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
     let variant = &node.variant;
     let function = node.ident;
-    let call = match &node.routing {
-        Routing::Router(_) => quote_spanned! {at(function.span())=>
+    let router = matches!(node.routing, Routing::Router(_));
+    let call = match (&node.kind, router, node.interruptible) {
+        (NodeKind::Interrupt { payload, answer, .. }, _, _) => {
+            // The payload is read and the answer written through the state's own field and
+            // setter, spanned on the user's field names so a typo is reported there.
+            let read = quote_spanned!(at(payload.span())=> &state.#payload);
+            let write = quote_spanned! {at(answer.span())=>
+                |answer| <#state as ::tea::__private::GraphState>::update().#answer(answer)
+            };
+            quote_spanned! {at(function.span())=>
+                ::tea::__private::run_interrupt_node::<#state, #node_enum, _, _>(hitl, #read, #write)
+            }
+        }
+        (NodeKind::Function, true, true) => quote_spanned! {at(function.span())=>
+            ::tea::__private::run_interruptible_router::<#state, #node_enum, _, _>(&#function, state, ctx, hitl)
+        },
+        (NodeKind::Function, false, true) => quote_spanned! {at(function.span())=>
+            ::tea::__private::run_interruptible::<#state, #node_enum, _, _>(&#function, state, ctx, hitl)
+        },
+        (NodeKind::Function, true, false) => quote_spanned! {at(function.span())=>
             ::tea::__private::run_router::<#state, #node_enum, _, _>(&#function, state, ctx)
         },
-        _ => quote_spanned! {at(function.span())=>
+        (NodeKind::Function, false, false) => quote_spanned! {at(function.span())=>
             ::tea::__private::run_node::<#state, #node_enum, _, _>(&#function, state, ctx)
         },
     };

@@ -1,0 +1,346 @@
+//! Pauses from inside nodes: interruptible nodes, interrupt nodes (with timeouts), answers by
+//! id, and pauses inside parallel branches.
+
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tea::prelude::*;
+use tea::{Hitl, Pause};
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Form {
+    question: String,
+    #[reducer(append)]
+    transcript: Vec<String>,
+    name: String,
+    colour: String,
+    #[reducer(append)]
+    log: Vec<String>,
+    #[reducer(sum)]
+    turns: u32,
+}
+
+fn paused(outcome: Outcome<Form>) -> (Form, Resume<Form>) {
+    match outcome {
+        Outcome::Interrupted { state, resume } => (state, resume),
+        Outcome::Done(state) => panic!("expected a pause, the run finished with {state:?}"),
+    }
+}
+
+mod two_questions {
+    use super::*;
+
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+    fn survey(_: &Form, hitl: &mut Hitl) -> Result<FormUpdate, Pause> {
+        RUNS.fetch_add(1, Ordering::SeqCst);
+        let name: String = hitl.interrupt("What is your name?")?;
+        let colour: String = hitl.interrupt(format!("{name}, what is your favourite colour?"))?;
+        Ok(Form::update().name(name).colour(colour).log(vec!["survey".into()]).turns(1))
+    }
+
+    graph! {
+        pub Survey for Form {
+            start -> survey;
+            survey -> end;
+            interruptible survey;
+        }
+    }
+
+    #[test]
+    fn calls_are_matched_in_order_and_the_node_reruns_from_its_start() {
+        let app = Survey::builder().checkpointer(MemoryStore::new()).build();
+        let (_, first) = paused(app.invoke(Form::default()).unwrap());
+        assert_eq!(first.interrupts().len(), 1);
+        assert_eq!(first.interrupts()[0].id(), "survey#0");
+        assert_eq!(first.interrupts()[0].value(), "What is your name?");
+        assert!(first.interrupts()[0].needs_answer());
+
+        let (state, second) = paused(app.resume(first.answer("Ada")).unwrap());
+        assert_eq!(second.interrupts()[0].id(), "survey#1");
+        assert_eq!(second.interrupts()[0].value(), "Ada, what is your favourite colour?");
+        assert_eq!(state.name, "", "a paused node's update is discarded");
+
+        let done = app.resume(second.answer("blue")).unwrap().done().unwrap();
+        assert_eq!((done.name.as_str(), done.colour.as_str()), ("Ada", "blue"));
+        assert_eq!(done.log, ["survey"], "the update is applied once");
+        assert_eq!(done.turns, 1);
+        assert_eq!(RUNS.load(Ordering::SeqCst), 3, "the node ran once per answer plus once");
+    }
+}
+
+mod bad_answers {
+    use super::*;
+
+    fn age(_: &Form, hitl: &mut Hitl) -> Result<FormUpdate, Box<dyn std::error::Error + Send + Sync>> {
+        let years: u32 = hitl.interrupt("How old are you?")?;
+        Ok(Form::update().name(format!("{years} years")))
+    }
+
+    graph! {
+        pub Age for Form {
+            start -> age;
+            age -> end;
+            interruptible age;
+        }
+    }
+
+    #[test]
+    fn a_bad_answer_is_refused_and_the_token_still_works() {
+        let app = Age::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        match app.resume(resume.clone().answer("forty")).unwrap_err() {
+            Error::BadResumeValue { node, expected, reason } => {
+                assert_eq!(node, "age");
+                assert_eq!(expected, "u32");
+                assert!(reason.contains("expected u32"), "{reason}");
+            }
+            other => panic!("expected BadResumeValue, got {other:?}"),
+        }
+        let done = app.resume(resume.answer(40)).unwrap().done().unwrap();
+        assert_eq!(done.name, "40 years");
+    }
+
+    #[test]
+    fn answers_must_name_a_pending_pause() {
+        let app = Age::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let err = app.resume(resume.clone().answer_to("nope#0", 1)).unwrap_err();
+        assert!(matches!(&err, Error::BadResumeValue { reason, .. } if reason.contains("`nope#0`")), "{err:?}");
+        let err = app.resume(resume.clone()).unwrap_err();
+        assert!(
+            matches!(&err, Error::BadResumeValue { reason, .. } if reason.contains("waits for an answer")),
+            "{err:?}"
+        );
+        assert_eq!(app.resume(resume.answer_to("age#0", 7)).unwrap().done().unwrap().name, "7 years");
+    }
+}
+
+mod interrupt_node {
+    use super::*;
+
+    fn prepare(_: &Form) -> FormUpdate {
+        Form::update().question("approve?".into()).log(vec!["prepare".into()])
+    }
+    fn finish(_: &Form) -> FormUpdate {
+        Form::update().log(vec!["finish".into()])
+    }
+
+    graph! {
+        pub Approval for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt ask(question => name);
+        }
+    }
+
+    #[test]
+    fn pauses_with_the_field_and_writes_the_answer() {
+        let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+        let (state, resume) = paused(app.invoke(Form::default()).unwrap());
+        assert_eq!(state.log, ["prepare"]);
+        assert_eq!(resume.node(), &"ask");
+        assert_eq!(resume.interrupts()[0].value(), "approve?");
+        let done = app.resume(resume.answer("yes")).unwrap().done().unwrap();
+        assert_eq!(done.name, "yes");
+        assert_eq!(done.log, ["prepare", "finish"]);
+    }
+
+    fn greet(s: &Form) -> FormUpdate {
+        let turn = s.turns + 1;
+        Form::update().question(format!("turn {turn}: what next?")).turns(1)
+    }
+    fn more(s: &Form) -> bool {
+        s.turns < 5
+    }
+
+    graph! {
+        pub Conversation for Form {
+            start -> greet;
+            greet -> listen;
+            listen -> greet if more;
+            listen -> end;
+            interrupt listen(question => transcript);
+        }
+    }
+
+    #[test]
+    fn a_five_turn_conversation_collects_its_transcript() {
+        let app = Conversation::builder().checkpointer(MemoryStore::new()).build();
+        let (_, mut resume) = paused(app.invoke(Form::default()).unwrap());
+        for turn in 1..=5 {
+            assert_eq!(resume.interrupts()[0].value(), &format!("turn {turn}: what next?"));
+            match app.resume(resume.answer(format!("answer {turn}"))).unwrap() {
+                Outcome::Interrupted { resume: next, .. } => resume = next,
+                Outcome::Done(state) => {
+                    assert_eq!(turn, 5);
+                    let expected: Vec<String> = (1..=5).map(|t| format!("answer {t}")).collect();
+                    assert_eq!(state.transcript, expected, "the append field collects one entry per answer");
+                    return;
+                }
+            }
+        }
+        panic!("the conversation did not end after five turns");
+    }
+
+    graph! {
+        pub Expiring for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> end;
+            interrupt ask(question => name, timeout = 1);
+        }
+    }
+
+    #[test]
+    fn a_late_answer_is_expired_and_the_state_stays_readable() {
+        let app = Expiring::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let thread = resume.thread().clone();
+        std::thread::sleep(Duration::from_millis(2100));
+        match app.resume(resume.answer("too late")).unwrap_err() {
+            Error::Expired { thread: t, node } => {
+                assert_eq!(t, thread);
+                assert_eq!(node, "ask");
+            }
+            other => panic!("expected Expired, got {other:?}"),
+        }
+        let snapshot = app.state(&thread).unwrap().unwrap();
+        assert_eq!(snapshot.state.log, ["prepare"]);
+        assert_eq!(snapshot.interrupts.len(), 1);
+    }
+
+    #[test]
+    fn an_answer_in_time_is_taken() {
+        let app = Expiring::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        assert_eq!(app.resume(resume.answer("quick")).unwrap().done().unwrap().name, "quick");
+    }
+}
+
+mod branches {
+    use super::*;
+
+    static PLAIN_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+    fn split(_: &Form) {}
+    fn left(_: &Form, hitl: &mut Hitl) -> Result<FormUpdate, Pause> {
+        let v: String = hitl.interrupt("left?")?;
+        Ok(Form::update().log(vec![format!("left:{v}")]))
+    }
+    fn middle(_: &Form) -> FormUpdate {
+        PLAIN_RUNS.fetch_add(1, Ordering::SeqCst);
+        Form::update().log(vec!["middle".into()])
+    }
+    fn right(_: &Form, ctx: &Ctx<Form>, hitl: &mut Hitl) -> Result<FormUpdate, Pause> {
+        let v: String = hitl.interrupt(format!("right in {}?", ctx.branch().unwrap()))?;
+        Ok(Form::update().log(vec![format!("right:{v}")]))
+    }
+    fn join(s: &Form) -> FormUpdate {
+        Form::update().log(vec![format!("join saw {}", s.log.len())])
+    }
+
+    graph! {
+        pub Panel for Form {
+            start -> split;
+            parallel split => [left, middle, right] -> join;
+            join -> end;
+            interruptible left, right;
+        }
+    }
+
+    #[test]
+    fn pausing_branches_share_one_token_and_resume_one_by_one() {
+        let app = Panel::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let ids: Vec<&str> = resume.interrupts().iter().map(|i| i.id()).collect();
+        assert_eq!(ids, ["left#0@left", "right#0@right"]);
+        assert_eq!(resume.interrupts()[1].value(), "right in right?");
+
+        // Two pauses: a bare `answer` is ambiguous.
+        let err = app.resume(resume.clone().answer("?")).unwrap_err();
+        assert!(matches!(&err, Error::BadResumeValue { reason, .. } if reason.contains("answer_to")), "{err:?}");
+
+        // Answer only the right branch: a new token lists what is left.
+        let (_, rest) = paused(app.resume(resume.answer_to("right#0@right", "R")).unwrap());
+        let ids: Vec<&str> = rest.interrupts().iter().map(|i| i.id()).collect();
+        assert_eq!(ids, ["left#0@left"]);
+
+        let done = app.resume(rest.answer_to("left#0@left", "L")).unwrap().done().unwrap();
+        assert_eq!(done.log, ["left:L", "middle", "right:R", "join saw 3"], "merged in declared order");
+        assert_eq!(PLAIN_RUNS.load(Ordering::SeqCst), 1, "the branch that completed is not run again");
+    }
+
+    fn center(_: &Form) -> FormUpdate {
+        Form::update().log(vec!["center".into()])
+    }
+
+    graph! {
+        pub StreamedPanel for Form {
+            start -> split;
+            parallel split => [left, center, right] -> join;
+            join -> end;
+            interruptible left, right;
+        }
+    }
+
+    #[test]
+    fn the_stream_ends_with_every_pending_pause() {
+        let app = StreamedPanel::builder().checkpointer(MemoryStore::new()).build();
+        let events: Vec<Event<Form>> = app.stream(Form::default()).collect::<Result<_, _>>().unwrap();
+        match events.last() {
+            Some(Event::Interrupted { resume, .. }) => assert_eq!(resume.interrupts().len(), 2),
+            other => panic!("expected the stream to end paused, got {other:?}"),
+        }
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::Step { node, branch: Some(b), .. } if *node == "center" && *b == "center")));
+    }
+}
+
+#[cfg(feature = "sled")]
+mod durable {
+    use super::*;
+
+    fn first(_: &Form, hitl: &mut Hitl) -> Result<FormUpdate, Pause> {
+        let name: String = hitl.interrupt("name?")?;
+        let colour: String = hitl.interrupt("colour?")?;
+        Ok(Form::update().name(name).colour(colour))
+    }
+
+    graph! {
+        pub Durable for Form {
+            start -> first;
+            first -> ask;
+            ask -> end;
+            interruptible first;
+            interrupt ask(question => transcript);
+        }
+    }
+
+    #[test]
+    fn answers_survive_closing_and_reopening_the_store_between_turns() {
+        let dir = std::env::temp_dir().join(format!("tea-hitl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let open = || Durable::builder().checkpointer(SledStore::open(&dir).unwrap()).build();
+        let mut token = {
+            let app = open();
+            paused(app.invoke(Form::default()).unwrap()).1.to_string()
+        };
+        for answer in ["Ada", "blue", "done"] {
+            let app = open();
+            let resume: Resume<Form> = token.parse().unwrap();
+            match app.resume(resume.answer(answer)).unwrap() {
+                Outcome::Interrupted { resume, .. } => token = resume.to_string(),
+                Outcome::Done(state) => {
+                    assert_eq!(answer, "done");
+                    assert_eq!((state.name.as_str(), state.colour.as_str()), ("Ada", "blue"));
+                    assert_eq!(state.transcript, ["done"]);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
