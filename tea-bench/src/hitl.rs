@@ -17,32 +17,117 @@ pub struct Ticket {
     pub log: Vec<String>,
 }
 
-/// How the run pauses at `ask`, for the record.
-pub const FORM: &str = "interrupt_before ask + resume.update(answer)";
-
 fn prepare(_: &Ticket) -> TicketUpdate {
     Ticket::update().question("approve?".into()).log(vec!["prepare".into()])
-}
-fn ask(_: &Ticket) -> TicketUpdate {
-    Ticket::update().log(vec!["ask".into()])
 }
 fn finish(_: &Ticket) -> TicketUpdate {
     Ticket::update().log(vec!["finish".into()])
 }
 
-graph! {
-    /// Prepares a question, pauses for a human before `ask`, finishes.
-    pub Approval for Ticket {
-        start -> prepare;
-        prepare -> ask;
-        ask -> finish;
-        finish -> end;
-        interrupt_before ask;
+/// The form the JSON numbers use: `ask` is an interrupt node, with no function, that pauses with
+/// `question` and writes the answer into `answer`. Having no function, it logs nothing.
+mod node {
+    use super::*;
+
+    graph! {
+        pub AskNode for Ticket {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt ask(question => answer);
+        }
+    }
+}
+
+/// The script's own form: `ask` calls `interrupt(question)` from inside and runs again, from its
+/// start, on resume.
+mod interruptible {
+    use super::*;
+    use tea::{Hitl, Pause};
+
+    fn ask(s: &Ticket, hitl: &mut Hitl) -> Result<TicketUpdate, Pause> {
+        let answer: String = hitl.interrupt(&s.question)?;
+        Ok(Ticket::update().answer(answer).log(vec!["ask".into()]))
+    }
+
+    graph! {
+        pub AskInterruptible for Ticket {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interruptible ask;
+        }
+    }
+}
+
+/// A static breakpoint before a plain `ask` node; the answer comes as a resume update.
+mod before {
+    use super::*;
+
+    fn ask(_: &Ticket) -> TicketUpdate {
+        Ticket::update().log(vec!["ask".into()])
+    }
+
+    graph! {
+        pub AskBefore for Ticket {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt_before ask;
+        }
+    }
+}
+
+/// A way to pause at `ask`: the graph, how the answer is given, and the log it ends with.
+pub trait Form: Graph<State = Ticket> + Sized {
+    const NAME: &'static str;
+    const LOG: &'static [&'static str];
+    fn builder() -> tea::Builder<Self, tea::NoCheckpointer>;
+    fn answer(resume: Resume<Ticket>) -> Resume<Ticket>;
+}
+
+pub use before::AskBefore as Before;
+pub use interruptible::AskInterruptible as Interruptible;
+pub use node::AskNode as Node;
+
+impl Form for Node {
+    const NAME: &'static str = "interrupt ask(question => answer); resume.answer(\"yes\")";
+    const LOG: &'static [&'static str] = &["prepare", "finish"];
+    fn builder() -> tea::Builder<Self, tea::NoCheckpointer> {
+        Node::builder()
+    }
+    fn answer(resume: Resume<Ticket>) -> Resume<Ticket> {
+        resume.answer("yes")
+    }
+}
+
+impl Form for Interruptible {
+    const NAME: &'static str = "interruptible ask; hitl.interrupt(question)?; resume.answer(\"yes\")";
+    const LOG: &'static [&'static str] = &["prepare", "ask", "finish"];
+    fn builder() -> tea::Builder<Self, tea::NoCheckpointer> {
+        Interruptible::builder()
+    }
+    fn answer(resume: Resume<Ticket>) -> Resume<Ticket> {
+        resume.answer("yes")
+    }
+}
+
+impl Form for Before {
+    const NAME: &'static str = "interrupt_before ask; resume.update(answer = \"yes\")";
+    const LOG: &'static [&'static str] = &["prepare", "ask", "finish"];
+    fn builder() -> tea::Builder<Self, tea::NoCheckpointer> {
+        Before::builder()
+    }
+    fn answer(resume: Resume<Ticket>) -> Resume<Ticket> {
+        resume.update(Ticket::update().answer("yes".into()))
     }
 }
 
 /// Runs to the pause at `ask`.
-fn pause<C: Checkpointer>(app: &App<Approval, C>) -> Resume<Ticket> {
+fn pause<G: Form, C: Checkpointer>(app: &App<G, C>) -> Resume<Ticket> {
     let outcome = app.invoke(Ticket::default()).expect("the hitl run starts");
     let (state, resume) = outcome.interrupted().expect("the hitl run pauses at ask");
     assert_eq!(state.log, ["prepare"]);
@@ -51,16 +136,16 @@ fn pause<C: Checkpointer>(app: &App<Approval, C>) -> Resume<Ticket> {
 }
 
 /// One cycle: invoke, pause, resume with "yes", done.
-fn cycle<C: Checkpointer>(app: &App<Approval, C>) {
+fn cycle<G: Form, C: Checkpointer>(app: &App<G, C>) {
     let resume = pause(app);
-    let outcome = app.resume(resume.update(Ticket::update().answer("yes".into()))).expect("the hitl run resumes");
+    let outcome = app.resume(G::answer(resume)).expect("the hitl run resumes");
     let done = outcome.done().expect("the resumed run finishes");
     assert_eq!(done.answer, "yes");
-    assert_eq!(done.log, ["prepare", "ask", "finish"]);
+    assert_eq!(done.log, G::LOG);
 }
 
-pub fn cycle_memory() -> impl FnMut() {
-    let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+pub fn cycle_memory<G: Form>() -> impl FnMut() {
+    let app = G::builder().checkpointer(MemoryStore::new()).build();
     move || cycle(&app)
 }
 
@@ -71,12 +156,12 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 /// The cycle on a `SledStore` in a fresh temporary directory, removed when the run is dropped.
-pub fn cycle_durable() -> impl FnMut() {
-    struct Durable {
-        app: Option<App<Approval, SledStore>>,
+pub fn cycle_durable<G: Form>() -> impl FnMut() {
+    struct Durable<G: Form> {
+        app: Option<App<G, SledStore>>,
         dir: PathBuf,
     }
-    impl Drop for Durable {
+    impl<G: Form> Drop for Durable<G> {
         fn drop(&mut self) {
             drop(self.app.take());
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -84,7 +169,7 @@ pub fn cycle_durable() -> impl FnMut() {
     }
     let dir = temp_dir("sled");
     let store = SledStore::open(dir.join("ck.db")).expect("open the sled store");
-    let durable = Durable { app: Some(Approval::builder().checkpointer(store).build()), dir };
+    let durable = Durable { app: Some(G::builder().checkpointer(store).build()), dir };
     move || cycle(durable.app.as_ref().expect("open until dropped"))
 }
 
@@ -126,7 +211,7 @@ impl<C: Checkpointer> Checkpointer for Recording<C> {
 /// Bytes of the durable checkpoint a hitl run writes when it pauses (envelope included).
 pub fn checkpoint_bytes() -> usize {
     let store = Recording { inner: MemoryStore::new(), last_durable: AtomicUsize::new(0) };
-    let app = Approval::builder().checkpointer(store).build();
+    let app = Node::builder().checkpointer(store).build();
     let resume = pause(&app);
     let bytes = app.checkpointer().last_durable.load(Ordering::Relaxed);
     assert!(bytes > 0, "the pause was written durably");
@@ -137,7 +222,7 @@ pub fn checkpoint_bytes() -> usize {
 
 /// Pauses `threads` hitl threads in one `MemoryStore` and reports the peak RSS.
 pub fn rss_paused_threads(threads: usize, json: bool) {
-    let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+    let app = Node::builder().checkpointer(MemoryStore::new()).build();
     let before = crate::proc_status_bytes("VmRSS");
     for _ in 0..threads {
         drop(pause(&app));

@@ -35,6 +35,8 @@ struct Row {
     key: &'static str,
     value: f64,
     unit: Unit,
+    /// One of the keys of the JSON object.
+    script: bool,
 }
 
 enum Unit {
@@ -43,42 +45,63 @@ enum Unit {
     Bytes,
 }
 
-/// A workload: its key, its repetitions (at full length), and a run.
-type Workload = (&'static str, usize, Box<dyn FnMut()>);
+/// A workload: its key, its repetitions (`r` = 10, or 3 with `--quick`), whether it is one of
+/// the script's keys (the JSON object holds those only), and a run.
+struct Workload {
+    key: &'static str,
+    reps: usize,
+    script: bool,
+    run: Box<dyn FnMut()>,
+}
 
-/// The workloads in the script's order, with the script's repetition counts (`r` = 10, or 3
-/// with `--quick`), plus `chain_8_cpu`, the baseline of `parallel_speedup`.
+fn w(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workload {
+    Workload { key, reps, script: true, run: Box::new(run) }
+}
+
+fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workload {
+    Workload { key, reps, script: false, run: Box::new(run) }
+}
+
+/// The workloads in the script's order, with the script's repetition counts, plus extras:
+/// `chain_8_cpu` (the baseline of `parallel_speedup`) and the hitl cycle in its two other forms.
 fn workloads(r: usize) -> Vec<Workload> {
+    use hitl::{Before, Interruptible, Node};
     vec![
-        ("sequential_10", r * 10, Box::new(seq::sequential_10())),
-        ("sequential_1000", r, Box::new(seq::sequential_1000())),
-        ("sequential_1000_memory_store", r, Box::new(seq::sequential_1000_memory_store())),
-        ("fanout_100", r, Box::new(seq::fanout_100())),
-        ("fanout_8_cpu", 3, Box::new(seq::fanout_8_cpu())),
-        ("chain_8_cpu", 3, Box::new(seq::chain_8_cpu())),
-        ("wide_state_25x300", r, Box::new(wide::wide_state_25x300())),
-        ("wide_state_9x1200", r, Box::new(wide::wide_state_9x1200())),
-        ("hitl_cycle_memory", r * 20, Box::new(hitl::cycle_memory())),
-        ("hitl_cycle_durable", r * 10, Box::new(hitl::cycle_durable())),
+        w("sequential_10", r * 10, seq::sequential_10()),
+        w("sequential_1000", r, seq::sequential_1000()),
+        w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store()),
+        w("fanout_100", r, seq::fanout_100()),
+        w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
+        extra("chain_8_cpu", 3, seq::chain_8_cpu()),
+        w("wide_state_25x300", r, wide::wide_state_25x300()),
+        w("wide_state_9x1200", r, wide::wide_state_9x1200()),
+        w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>()),
+        w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>()),
+        extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>()),
+        extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>()),
+        extra("hitl_cycle_memory/interrupt_before", r * 20, hitl::cycle_memory::<Before>()),
+        extra("hitl_cycle_durable/interrupt_before", r * 10, hitl::cycle_durable::<Before>()),
     ]
 }
 
 fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
     let r = if quick { 3 } else { 10 };
     let mut rows = Vec::new();
-    for (key, reps, mut run) in workloads(r) {
-        if only.is_some_and(|only| only != key) {
+    for mut workload in workloads(r) {
+        if only.is_some_and(|only| only != workload.key) {
             continue;
         }
-        rows.push(Row { key, value: median(reps, &mut run), unit: Unit::Seconds });
+        let value = median(workload.reps, &mut workload.run);
+        rows.push(Row { key: workload.key, value, unit: Unit::Seconds, script: workload.script });
         eprint!(".");
     }
     let seconds = |key| rows.iter().find(|row| row.key == key).map(|row| row.value);
     if let (Some(chain), Some(fanout)) = (seconds("chain_8_cpu"), seconds("fanout_8_cpu")) {
-        rows.push(Row { key: "parallel_speedup", value: chain / fanout, unit: Unit::Ratio });
+        rows.push(Row { key: "parallel_speedup", value: chain / fanout, unit: Unit::Ratio, script: true });
     }
     if only.is_none() {
-        rows.push(Row { key: "checkpoint_bytes", value: hitl::checkpoint_bytes() as f64, unit: Unit::Bytes });
+        let bytes = hitl::checkpoint_bytes() as f64;
+        rows.push(Row { key: "checkpoint_bytes", value: bytes, unit: Unit::Bytes, script: true });
     }
     eprintln!();
     rows
@@ -86,7 +109,7 @@ fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
 
 /// Runs workload `key` over and over for `seconds` (for a profiler).
 fn spin(key: &str, seconds: f64) {
-    let (_, _, mut run) = workloads(1).into_iter().find(|w| w.0 == key).unwrap_or_else(|| usage());
+    let mut run = workloads(1).into_iter().find(|w| w.key == key).unwrap_or_else(|| usage()).run;
     let t0 = Instant::now();
     let mut runs = 0u64;
     while t0.elapsed().as_secs_f64() < seconds {
@@ -96,20 +119,24 @@ fn spin(key: &str, seconds: f64) {
     eprintln!("{key}: {runs} runs, {:.3e} s per run", t0.elapsed().as_secs_f64() / runs as f64);
 }
 
+/// One JSON object, keys in the script's order.
 fn print_json(rows: &[Row]) {
-    let mut out = serde_json::Map::new();
-    for row in rows.iter().filter(|row| row.key != "chain_8_cpu") {
-        let value = match row.unit {
-            Unit::Bytes => serde_json::Value::from(row.value as u64),
-            _ => serde_json::Value::from(row.value),
-        };
-        out.insert(row.key.to_owned(), value);
-    }
-    println!("{}", serde_json::to_string_pretty(&out).expect("numbers serialize"));
+    let fields: Vec<String> = rows
+        .iter()
+        .filter(|row| row.script)
+        .map(|row| {
+            let value = match row.unit {
+                Unit::Bytes => serde_json::Value::from(row.value as u64),
+                _ => serde_json::Value::from(row.value),
+            };
+            format!(" {}: {value}", serde_json::Value::from(row.key))
+        })
+        .collect();
+    println!("{{\n{}\n}}", fields.join(",\n"));
 }
 
 fn print_table(rows: &[Row]) {
-    println!("{:<30} {:>14}  note", "workload", "median");
+    println!("{:<36} {:>14}  note", "workload", "median");
     for row in rows {
         let (value, note) = match row.unit {
             Unit::Seconds => (format!("{:.3e} s", row.value), human(row.value)),
@@ -120,10 +147,12 @@ fn print_table(rows: &[Row]) {
             "sequential_1000" | "sequential_1000_memory_store" => {
                 format!("{note}, {:.3} µs per step", row.value * 1e6 / 1000.0)
             }
-            "hitl_cycle_memory" | "hitl_cycle_durable" => format!("{note}, pause form: {}", hitl::FORM),
+            "hitl_cycle_memory" | "hitl_cycle_durable" => format!("{note}, {}", <hitl::Node as hitl::Form>::NAME),
+            key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
+            key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),
             _ => note,
         };
-        println!("{:<30} {:>14}  {note}", row.key, value);
+        println!("{:<36} {:>14}  {note}", row.key, value);
     }
 }
 
