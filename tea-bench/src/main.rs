@@ -63,7 +63,8 @@ fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workloa
 }
 
 /// The workloads in the script's order, with the script's repetition counts, plus extras:
-/// `chain_8_cpu` (the baseline of `parallel_speedup`) and the hitl cycle in its two other forms.
+/// `chain_8_cpu` (the baseline of `parallel_speedup`), `rayon_8_cpu` (the same loops on rayon
+/// without tea) and the hitl cycle in its two other forms.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
     vec![
@@ -73,6 +74,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("fanout_100", r, seq::fanout_100()),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
         extra("chain_8_cpu", 3, seq::chain_8_cpu()),
+        extra("rayon_8_cpu", 3, seq::rayon_8_cpu()),
         w("wide_state_25x300", r, wide::wide_state_25x300()),
         w("wide_state_9x1200", r, wide::wide_state_9x1200()),
         w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>()),
@@ -96,8 +98,12 @@ fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
         eprint!(".");
     }
     let seconds = |key| rows.iter().find(|row| row.key == key).map(|row| row.value);
-    if let (Some(chain), Some(fanout)) = (seconds("chain_8_cpu"), seconds("fanout_8_cpu")) {
+    let (chain, fanout, rayon) = (seconds("chain_8_cpu"), seconds("fanout_8_cpu"), seconds("rayon_8_cpu"));
+    if let (Some(chain), Some(fanout)) = (chain, fanout) {
         rows.push(Row { key: "parallel_speedup", value: chain / fanout, unit: Unit::Ratio, script: true });
+        if let Some(rayon) = rayon {
+            rows.push(Row { key: "rayon_speedup", value: chain / rayon, unit: Unit::Ratio, script: false });
+        }
     }
     if only.is_none() {
         let bytes = hitl::checkpoint_bytes() as f64;
@@ -140,6 +146,9 @@ fn print_table(rows: &[Row]) {
     for row in rows {
         let (value, note) = match row.unit {
             Unit::Seconds => (format!("{:.3e} s", row.value), human(row.value)),
+            Unit::Ratio if row.key == "rayon_speedup" => {
+                (format!("{:.2}", row.value), "chain_8_cpu / rayon_8_cpu (the machine's own limit)".to_owned())
+            }
             Unit::Ratio => (format!("{:.2}", row.value), "chain_8_cpu / fanout_8_cpu".to_owned()),
             Unit::Bytes => (format!("{} B", row.value as u64), "one paused hitl checkpoint".to_owned()),
         };

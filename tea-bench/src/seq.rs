@@ -55,13 +55,18 @@ const WORK: u64 = 200_000;
 
 /// The script's fixed CPU work: `x = (x * 6364136223846793005 + 1442695040888963407) % 2^64`.
 fn spin(i: u64) -> SeqUpdate {
+    Seq::update().log(vec![lcg(i).to_string()])
+}
+
+fn lcg(i: u64) -> u64 {
     let mut x = i;
     for _ in 0..WORK {
         // `black_box` on every step: the compiler may not fold steps together (an affine map
         // composed with itself is one affine map), so each of the 200 000 steps is executed.
         x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
     }
-    Seq::update().log(vec![i.to_string()])
+    black_box(x);
+    i
 }
 
 /// The nodes of the CPU-bound graphs: `a`, eight spinning `b0` … `b7`, and `join`.
@@ -124,4 +129,14 @@ pub fn fanout_8_cpu() -> impl FnMut() {
 pub fn chain_8_cpu() -> impl FnMut() {
     let app = chain8::Chain8::builder().build();
     move || check_fanout(&app.invoke(black_box(Seq::default())).expect("chain_8_cpu runs"), 8)
+}
+
+/// The eight loops on rayon directly, without tea: what the machine gives a fan-out of this size
+/// (the reference for `parallel_speedup`).
+pub fn rayon_8_cpu() -> impl FnMut() {
+    use rayon::prelude::*;
+    || {
+        let out: Vec<u64> = (0..8u64).into_par_iter().map(lcg).collect();
+        assert_eq!(out, [0, 1, 2, 3, 4, 5, 6, 7]);
+    }
 }
