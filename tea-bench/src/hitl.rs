@@ -157,6 +157,15 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 /// The cycle on a `SledStore` in a fresh temporary directory, removed when the run is dropped.
 pub fn cycle_durable<G: Form>() -> impl FnMut() {
+    cycle_durable_with::<G>(Durability::EveryStep)
+}
+
+/// The durable cycle with checkpoints only at start, pause and end.
+pub fn cycle_durable_on_pause<G: Form>() -> impl FnMut() {
+    cycle_durable_with::<G>(Durability::OnPause)
+}
+
+fn cycle_durable_with<G: Form>(durability: Durability) -> impl FnMut() {
     struct Durable<G: Form> {
         app: Option<App<G, SledStore>>,
         dir: PathBuf,
@@ -169,7 +178,7 @@ pub fn cycle_durable<G: Form>() -> impl FnMut() {
     }
     let dir = temp_dir("sled");
     let store = SledStore::open(dir.join("ck.db")).expect("open the sled store");
-    let durable = Durable { app: Some(G::builder().checkpointer(store).build()), dir };
+    let durable = Durable { app: Some(G::builder().checkpointer(store).durability(durability).build()), dir };
     move || cycle(durable.app.as_ref().expect("open until dropped"))
 }
 

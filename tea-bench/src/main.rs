@@ -64,7 +64,8 @@ fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workloa
 
 /// The workloads in the script's order, with the script's repetition counts, plus extras:
 /// `chain_8_cpu` (the baseline of `parallel_speedup`), `rayon_8_cpu` (the same loops on rayon
-/// without tea) and the hitl cycle in its two other forms.
+/// without tea), the durable hitl cycle with `Durability::OnPause`, and the hitl cycle in its two
+/// other forms.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
     vec![
@@ -79,6 +80,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("wide_state_9x1200", r, wide::wide_state_9x1200()),
         w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>()),
         w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>()),
+        extra("hitl_cycle_durable/on_pause", r * 10, hitl::cycle_durable_on_pause::<Node>()),
         extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>()),
         extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>()),
         extra("hitl_cycle_memory/interrupt_before", r * 20, hitl::cycle_memory::<Before>()),
@@ -157,6 +159,7 @@ fn print_table(rows: &[Row]) {
                 format!("{note}, {:.3} µs per step", row.value * 1e6 / 1000.0)
             }
             "hitl_cycle_memory" | "hitl_cycle_durable" => format!("{note}, {}", <hitl::Node as hitl::Form>::NAME),
+            "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
             key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),
             _ => note,
