@@ -80,7 +80,8 @@ print(f"parallel_speedup (tea, chain / fan-out of 8 CPU loops): {tea['parallel_s
 print(f"checkpoint_bytes (one paused hitl checkpoint, envelope included): {tea['checkpoint_bytes']}")
 rss = json.load(open(os.path.join(out, "rss.json")))
 print(f"10 000 paused threads in one MemoryStore: peak RSS {rss['peak_rss_bytes'] / 2**20:.1f} MiB, "
-      f"{rss['bytes_per_paused_thread']} bytes per paused thread")
+      f"{rss['bytes_per_paused_thread']} bytes per paused thread "
+      f"(history of {rss['checkpoints_per_paused_thread']} checkpoints, {rss['checkpoint_bytes_per_paused_thread']} bytes)")
 path = os.path.join(out, "build.json")
 if os.path.exists(path):
     b = json.load(open(path))

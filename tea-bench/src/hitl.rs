@@ -233,11 +233,18 @@ pub fn checkpoint_bytes() -> usize {
 pub fn rss_paused_threads(threads: usize, json: bool) {
     let app = Node::builder().checkpointer(MemoryStore::new()).build();
     let before = crate::proc_status_bytes("VmRSS");
+    let mut last = None;
     for _ in 0..threads {
-        drop(pause(&app));
+        last = Some(pause(&app));
     }
     let peak = crate::proc_status_bytes("VmHWM");
     assert_eq!(app.checkpointer().threads(), threads);
+    // What the store keeps of one paused thread: its whole history, not only the pause.
+    let history = last.map_or(Vec::new(), |resume| {
+        let thread = resume.thread().clone();
+        app.checkpointer().history(app.graph().name(), &thread).expect("read the history")
+    });
+    let kept: usize = history.iter().map(|(_, bytes)| bytes.len()).sum();
     let per_thread = peak.saturating_sub(before) / threads.max(1) as u64;
     if json {
         println!(
@@ -247,6 +254,8 @@ pub fn rss_paused_threads(threads: usize, json: bool) {
                 "rss_before_bytes": before,
                 "peak_rss_bytes": peak,
                 "bytes_per_paused_thread": per_thread,
+                "checkpoints_per_paused_thread": history.len(),
+                "checkpoint_bytes_per_paused_thread": kept,
             })
         );
     } else {
@@ -254,5 +263,6 @@ pub fn rss_paused_threads(threads: usize, json: bool) {
         println!("RSS before                {:.1} MiB", before as f64 / (1 << 20) as f64);
         println!("peak RSS (VmHWM)          {:.1} MiB", peak as f64 / (1 << 20) as f64);
         println!("bytes per paused thread   {per_thread}  ((peak - before) / threads)");
+        println!("each thread's history     {} checkpoints, {kept} bytes", history.len());
     }
 }
