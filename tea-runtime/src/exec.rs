@@ -320,8 +320,10 @@ impl<'g, G: Graph> Run<'g, G> {
             let node = match self.cursor {
                 Cursor::Done => {
                     if !self.finished {
+                        // Only a pause must be durable before anything is handed out; the
+                        // store flushes a finished run in its own time.
                         self.finished = true;
-                        self.save(true)?;
+                        self.save(false)?;
                     }
                     return Ok(Progress::Done);
                 }
@@ -475,6 +477,8 @@ impl<'g, G: Graph> Run<'g, G> {
     fn save_step(&mut self) -> Result<(), Error> {
         if self.persist.as_ref().is_some_and(|p| p.every_step) {
             self.save(false)?;
+            // A step that routed to `end` has just written the final checkpoint.
+            self.finished = matches!(self.cursor, Cursor::Done);
         }
         Ok(())
     }
