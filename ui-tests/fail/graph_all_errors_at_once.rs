@@ -16,8 +16,9 @@ fn fetch_data(_: &Review) {}
 #[allow(non_snake_case)]
 fn fetchData(_: &Review) {}
 fn publish(_: &Review) {}
-fn archive(_: &Review) {}
+fn archive(_: Review) {}
 fn polish(_: &Review) {}
+// `proofread` has no function, and `archive` takes the state by value.
 
 graph! {
     Flow for Review {
@@ -28,7 +29,8 @@ graph! {
         review -> fetch_data;
         fetch_data -> fetchData;
         fetchData -> end;
-        publish -> end;
+        publish -> proofread;
+        proofread -> end;
         archive -> end;
         polish -> polish;
         interrupt_after reveiw;

@@ -344,6 +344,16 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         }
     }
     for node in &nodes {
+        if matches!(node.kind, NodeKind::Interrupt { .. }) && matches!(node.routing, Routing::Router(_)) {
+            errors.push(
+                node.ident.span(),
+                format!(
+                    "`{}` is an interrupt node (it has no function), so it cannot choose its next node with `|`; \
+                     route it with edges (`{0} -> a if guard; {0} -> b;`)",
+                    node.name
+                ),
+            );
+        }
         if node.interruptible && matches!(node.kind, NodeKind::Interrupt { .. }) {
             errors.push(
                 node.ident.span(),
@@ -602,6 +612,32 @@ fn check_paths(
             ),
         };
         errors.push(node.ident.span(), message);
+    }
+    // A fan-out nested inside a branch runs to its join in one go: nothing in it can pause.
+    let can_pause = |i: usize| {
+        let n = &nodes[i];
+        n.interruptible || n.interrupt_before || n.interrupt_after || matches!(n.kind, NodeKind::Interrupt { .. })
+    };
+    for (source, heads, join) in forks {
+        let Some((outer, _)) = branch_of[*source] else { continue };
+        let mut seen = vec![false; count];
+        let mut stack = heads.clone();
+        while let Some(i) = stack.pop() {
+            if i == *join || std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            if can_pause(i) {
+                branch_errors.push(
+                    nodes[i].ident.span(),
+                    format!(
+                        "node `{}` can pause, but it runs in the fan-out after `{}`, nested inside branch `{}`, \
+                         where tea cannot pause; pause before `{}` or after the nested join `{}` instead",
+                        nodes[i].name, nodes[*source].name, nodes[outer].name, nodes[*source].name, nodes[*join].name
+                    ),
+                );
+            }
+            stack.extend(next_all(i));
+        }
     }
     errors.0.extend(branch_errors.0);
 }
@@ -929,6 +965,28 @@ mod tests {
                 "branch `x` never reaches its join `j`: every path from it loops through `x`, `x2`; add an edge to `j`",
                 "node `stuck` has no outgoing edge; it is in branch `y`, so add one towards its join: `stuck -> j;`",
             ]
+        );
+    }
+
+    #[test]
+    fn pauses_inside_nested_fan_outs_and_interrupt_routers_are_refused() {
+        let found = problems(parse_quote! {
+            Flow for S {
+                start -> a;
+                parallel a => [b, c] -> j;
+                parallel b => [x, y] -> k;
+                k -> j;
+                j -> ask;
+                ask -> end | a;
+                interrupt_before x;
+                interrupt ask(q => r);
+            }
+        });
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.iter().any(|f| f.starts_with("`ask` is an interrupt node")), "{found:?}");
+        assert!(
+            found.iter().any(|f| f.starts_with("node `x` can pause, but it runs in the fan-out after `b`")),
+            "{found:?}"
         );
     }
 
