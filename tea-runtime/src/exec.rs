@@ -565,6 +565,10 @@ impl<G: Graph> Iterator for Stream<'_, G> {
         }
         let run = self.run.as_mut()?;
         if let Some(event) = run.branch_events.pop_front() {
+            if matches!(event, Event::Interrupted { .. }) {
+                // A pause queued behind its fan-out's branch steps ends the stream.
+                self.run = None;
+            }
             return Some(Ok(event));
         }
         let event = loop {
