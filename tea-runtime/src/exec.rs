@@ -7,10 +7,10 @@
 //! are `Clone` without allocating and the state is updated in place.
 //!
 //! With a store (`Persist`), a run writes checkpoints by compare-and-swap on the thread's head:
-//! one when it starts (which claims a new thread, or claims a paused one on resume), one per
-//! step with `Durability::EveryStep`, one durable checkpoint when it pauses (before the token
-//! exists) and one when it finishes. A resumed run that fails writes its pause back, so the same
-//! token works again.
+//! one when it starts (which claims a new thread, or claims an existing one on resume or
+//! recover), one per step with `Durability::EveryStep`, one durable checkpoint when it pauses
+//! (before the token exists) and one when it finishes. A resumed run that fails writes its pause
+//! back, so the same token works again.
 
 use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Position, Target};
 use crate::error::Error;
