@@ -617,6 +617,9 @@ pub fn breakpoint_in_a_parallel_branch<C: Checkpointer + Clone>(make: impl Fn() 
     let snapshot = app.state(&t).unwrap().unwrap();
     assert_eq!(names(&snapshot.next), ["d"]);
     assert_eq!(snapshot.interrupts, resume.interrupts());
+    // Before the fan-out ran, the branch heads were next.
+    let history = app.history(&t).unwrap();
+    assert!(history.iter().any(|s| names(&s.next) == ["b", "c", "e"]), "{history:?}");
 
     let out = done(app.resume(resume.update(Doc::update().trail(vec!["human".into()]))));
     assert_eq!(out.trail, ["a", "human", "b", "c", "d", "e", "h"], "declared branch order");
@@ -914,6 +917,114 @@ pub fn damaged_checkpoints_are_corrupt<C: Checkpointer + Clone + 'static>(make: 
     assert_eq!(done(app.resume(resume)).trail, ["a", "b", "c"]);
 }
 
+/// A store whose appends start failing (as a full disk would) after a given number.
+pub struct FailingAppends<C> {
+    pub inner: C,
+    /// Appends left before they fail; `usize::MAX`: never.
+    left: std::sync::atomic::AtomicUsize,
+}
+
+impl<C> FailingAppends<C> {
+    pub fn new(inner: C) -> Self {
+        FailingAppends { inner, left: std::sync::atomic::AtomicUsize::new(usize::MAX) }
+    }
+
+    /// The next `n` appends succeed, then every append fails (`usize::MAX`: none fails).
+    pub fn fail_after(&self, n: usize) {
+        self.left.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl<C: Checkpointer> Checkpointer for FailingAppends<C> {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<u64>,
+        id: u64,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<tea::Append, Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let left = self.left.load(SeqCst);
+        if left == 0 {
+            return Err(Error::store("the disk is full"));
+        }
+        if left != usize::MAX {
+            self.left.store(left - 1, SeqCst);
+        }
+        self.inner.append(graph, thread, expected, id, bytes, durable)
+    }
+
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
+        self.inner.head(graph, thread)
+    }
+
+    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(graph, thread, id)
+    }
+
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        self.inner.history(graph, thread)
+    }
+}
+
+/// A resume that dies after claiming the thread (the store fails, so the pause cannot be put
+/// back, as if the process had died): the token is used up, and `recover` continues past the
+/// breakpoint with the resume's update, without pausing there again.
+pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make: impl Fn() -> C) {
+    let store = std::sync::Arc::new(FailingAppends::new(make()));
+    let app = TwoStops::builder().checkpointer(store.clone()).build();
+    let t = thread("crash");
+    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    store.fail_after(1); // the claim
+    match app.resume(resume.clone().update(Doc::update().note("kept".into()))) {
+        Err(Error::Store { source }) => assert_eq!(source.to_string(), "the disk is full"),
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    store.fail_after(usize::MAX);
+    assert_eq!(runs(&t, "b"), 1);
+    let snapshot = app.state(&t).unwrap().unwrap();
+    assert!(snapshot.interrupts.is_empty(), "the claim is the head: the thread is not paused");
+    assert_eq!(names(&snapshot.next), ["b"]);
+    assert!(matches!(app.resume(resume), Err(Error::StaleResume { .. })));
+
+    let (state, second) = paused(app.recover(&t));
+    assert_eq!(state.trail, ["a", "b", "c"], "b ran again (its checkpoint was lost), without pausing");
+    assert_eq!(state.note, "kept", "the resume's update was in the claim");
+    assert_eq!(ids(&second), ["before:d"], "the next breakpoint still stops the run");
+    assert_eq!(runs(&t, "b"), 2);
+    assert_eq!(done(app.resume(second)).trail, ["a", "b", "c", "d"]);
+}
+
+/// Eight `recover`s of one failed thread at once: exactly one runs the rest of the thread.
+pub fn concurrent_recovers_run_once<C: Checkpointer + Clone>(make: impl Fn() -> C) {
+    let app = fragile::Fragile::builder().checkpointer(make()).build();
+    let t = thread("recover-race");
+    arm(&t, "b", Failure::Error);
+    assert!(matches!(app.invoke_on(t.clone(), Doc::default()), Err(Error::NodeFailed { .. })));
+    let barrier = Barrier::new(8);
+    let results: Vec<Result<Outcome<Doc>, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (app, barrier, t) = (&app, &barrier, &t);
+                scope.spawn(move || {
+                    barrier.wait();
+                    app.recover(t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let finished = results.iter().filter(|r| matches!(r, Ok(Outcome::Done(_)))).count();
+    let stale = results.iter().filter(|r| matches!(r, Err(Error::StaleResume { .. }))).count();
+    // A recover that starts after the winner finished returns the final state.
+    assert_eq!(finished + stale, 8, "{results:?}");
+    assert_eq!(runs(&t, "b"), 2, "one failed run and one recovered run of b: {results:?}");
+    assert_eq!(runs(&t, "c"), 1);
+    assert_eq!(app.state(&t).unwrap().unwrap().state.trail, ["a", "b", "c"]);
+}
+
 /// Declares one `#[test]` per scenario, each on stores from `$fixture` (a type with
 /// `fn new(test: &str) -> Self` and `fn store(&self) -> impl Checkpointer + Clone`).
 macro_rules! store_tests {
@@ -941,6 +1052,8 @@ macro_rules! store_tests {
             signed_tokens,
             schema_mismatch,
             damaged_checkpoints_are_corrupt,
+            recover_after_a_crash_mid_resume,
+            concurrent_recovers_run_once,
         );
     };
     (@each $fixture:ty; $($name:ident),* $(,)?) => {
