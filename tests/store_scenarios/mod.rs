@@ -146,6 +146,31 @@ graph! {
     }
 }
 
+/// A router that chooses by `approved`, with a breakpoint after it.
+pub fn pick(s: &Doc, ctx: &Ctx<Doc>) -> Command<ChooserNode> {
+    let next = if s.approved { ChooserNode::C } else { ChooserNode::B };
+    Command::goto(next).update(visit(ctx))
+}
+
+graph! {
+    pub Chooser for Doc {
+        start -> pick;
+        pick -> b | c;
+        b -> end; c -> end;
+        interrupt_after pick;
+    }
+}
+
+graph! {
+    /// A breakpoint after the source of a fan-out.
+    pub ForkAfter for Doc {
+        start -> a;
+        parallel a => [b, c] -> h;
+        h -> end;
+        interrupt_after a;
+    }
+}
+
 pub mod fragile {
     //! Node `b` fails once when armed for the thread.
     use super::*;
@@ -486,12 +511,16 @@ pub fn token_of_another_graph<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let store = make();
     let before = StopBefore::builder().checkpointer(store.clone()).build();
     let after = StopAfter::builder().checkpointer(store).build();
-    let (_, resume) = paused(before.invoke_on(thread("mismatch"), Doc::default()));
+    let thread = thread("mismatch");
+    let (_, resume) = paused(before.invoke_on(thread.clone(), Doc::default()));
     match after.resume(resume.to_string().parse().unwrap()) {
         Err(Error::GraphMismatch { expected, .. }) => assert_eq!(expected, "StopAfter"),
         other => panic!("expected GraphMismatch, got {other:?}"),
     }
     assert_eq!(done(before.resume(resume)).trail, ["a", "b", "c"]);
+    // Thread ids are per graph: the same id in another graph is another thread.
+    let (state, _) = paused(after.invoke_on(thread.clone(), Doc::default()));
+    assert_eq!(state.trail, ["a", "b"]);
 }
 
 /// `recover` continues a run that failed mid-run from its last checkpoint: with EveryStep the
@@ -600,6 +629,33 @@ pub fn interrupt_after_routes_on_the_resumed_state<C: Checkpointer + Clone>(make
     assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["c"]);
     let out = done(app.resume(resume.update(Doc::update().approved(false))));
     assert_eq!(out.trail, ["a", "b", "d"], "the resume update wins over the state at the pause");
+}
+
+/// `interrupt_after` a router keeps the router's choice (made when it ran, unlike guards, which
+/// route on the state at resume time); `interrupt_after` a fan-out's source resumes into the
+/// fan-out.
+pub fn interrupt_after_a_router_or_a_fan_out_source<C: Checkpointer + Clone>(make: impl Fn() -> C) {
+    let store = make();
+    let app = Chooser::builder().checkpointer(store.clone()).build();
+    let t = thread("router");
+    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    assert_eq!(state.trail, ["pick"]);
+    assert_eq!(ids(&resume), ["after:pick"]);
+    assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["b"]);
+    let out = done(app.resume(resume.update(Doc::update().approved(true))));
+    assert_eq!(out.trail, ["pick", "b"], "the router chose b before the pause");
+    assert_eq!(runs(&t, "pick"), 1);
+
+    let app = ForkAfter::builder().checkpointer(store).build();
+    let t = thread("fork-after");
+    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    assert_eq!(state.trail, ["a"]);
+    assert_eq!(ids(&resume), ["after:a"]);
+    assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["b", "c"]);
+    assert_eq!(runs(&t, "b"), 0);
+    let out = done(app.resume(resume));
+    assert_eq!(out.trail, ["a", "b", "c", "h"]);
+    assert_eq!((runs(&t, "a"), runs(&t, "b"), runs(&t, "c")), (1, 1, 1));
 }
 
 /// A breakpoint inside a parallel branch: the siblings run once, the resume continues only the
@@ -756,6 +812,9 @@ pub fn signed_tokens<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let (_, resume) = paused(signer.invoke_on(t.clone(), Doc::default()));
     let text = resume.to_string();
     assert!(matches!(other.resume(text.parse().unwrap()), Err(Error::InvalidToken { .. })));
+    // Recovering the paused thread hands out the same signed token again.
+    let (_, fresh) = paused(signer.recover(&t));
+    assert_eq!(fresh.to_string(), text);
 
     let (_, unsigned) = paused(plain.invoke_on(thread("unsigned"), Doc::default()));
     match signer.resume(unsigned.clone()) {
@@ -1054,6 +1113,7 @@ macro_rules! store_tests {
             damaged_checkpoints_are_corrupt,
             recover_after_a_crash_mid_resume,
             concurrent_recovers_run_once,
+            interrupt_after_a_router_or_a_fan_out_source,
         );
     };
     (@each $fixture:ty; $($name:ident),* $(,)?) => {
