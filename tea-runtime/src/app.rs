@@ -236,10 +236,14 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// the nodes that completed are not run again. A paused thread returns its pause (with a
     /// fresh token); a finished one, its final state.
     ///
+    /// It first claims the thread by compare-and-swap on the checkpoint it read, so of several
+    /// recovers that read the same checkpoint exactly one runs. It cannot tell a stopped run
+    /// from one still running: recovering a running thread takes it over, and the running one
+    /// fails with [`Error::StaleResume`] at its next checkpoint.
+    ///
     /// # Errors
     /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::StaleResume`]
-    /// when another recover or resume of the thread got there first (of several, exactly one
-    /// runs), and the errors of a run.
+    /// when another recover or resume moved the thread on first, and the errors of a run.
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
         let (head, bytes) = self.head(thread)?;
         let ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(&self.graph), thread, head)?;
