@@ -235,6 +235,15 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// pausing (a node failed or panicked, the process died). With [`Durability::EveryStep`]
     /// the nodes that completed are not run again. A paused thread returns its pause (with a
     /// fresh token); a finished one, its final state.
+    ///
+    /// It first claims the thread by compare-and-swap on the checkpoint it read, so of several
+    /// recovers that read the same checkpoint exactly one runs. It cannot tell a stopped run
+    /// from one still running: recovering a running thread takes it over, and the running one
+    /// fails with [`Error::StaleResume`] at its next checkpoint.
+    ///
+    /// # Errors
+    /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::StaleResume`]
+    /// when another recover or resume moved the thread on first, and the errors of a run.
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
         let (head, bytes) = self.head(thread)?;
         let ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(&self.graph), thread, head)?;
@@ -246,7 +255,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Ok(Outcome::Done(ckpt.state));
         }
         let resuming = ckpt.resumed;
-        let persist = self.persist(thread.clone(), Some(head), None, false);
+        // Claim the thread before running anything, as a resume does: of several recovers of one
+        // thread, exactly one runs its nodes.
+        let persist = self.persist(thread.clone(), Some(head), None, true);
         drive(Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?)
     }
 

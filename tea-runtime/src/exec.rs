@@ -7,12 +7,12 @@
 //! are `Clone` without allocating and the state is updated in place.
 //!
 //! With a store (`Persist`), a run writes checkpoints by compare-and-swap on the thread's head:
-//! one when it starts (which claims a new thread, or claims a paused one on resume), one per
-//! step with `Durability::EveryStep`, one durable checkpoint when it pauses (before the token
-//! exists) and one when it finishes. A resumed run that fails writes its pause back, so the same
-//! token works again.
+//! one when it starts (which claims a new thread, or claims an existing one on resume or
+//! recover), one per step with `Durability::EveryStep`, one durable checkpoint when it pauses
+//! (before the token exists) and one when it finishes. A resumed run that fails writes its pause
+//! back, so the same token works again.
 
-use crate::checkpoint::{self, BranchProgress, Checkpoint, Identity, Position, Target};
+use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Position, Target};
 use crate::error::Error;
 use crate::event::Event;
 use crate::graph::Graph;
@@ -271,18 +271,36 @@ impl<'g, G: Graph> Run<'g, G> {
     ) -> Result<Self, Error> {
         let thread = persist.thread.clone();
         let mut saved_branches = Vec::new();
-        let cursor = match ckpt.at {
-            Position::Start => Cursor::Start,
-            Position::Before(name) => Cursor::At(node_named(graph, &name, &thread)?),
-            Position::After { node, goto } => {
-                Cursor::After(node_named(graph, &node, &thread)?, goto_of(graph, &goto, &thread)?)
+        let cursor = (|| -> Result<Cursor<G::Node>, Error> {
+            Ok(match ckpt.at {
+                Position::Start => Cursor::Start,
+                Position::Before(name) => Cursor::At(node_named(graph, &name, &thread)?),
+                Position::After { node, goto } => {
+                    Cursor::After(node_named(graph, &node, &thread)?, goto_of(graph, &goto, &thread)?)
+                }
+                Position::Fork { source, branches } => {
+                    // The branches' nodes too, before the run claims the thread.
+                    for branch in &branches {
+                        if let BranchAt::Before(node) | BranchAt::After { node, .. } = &branch.at {
+                            node_named(graph, node, &thread)?;
+                        }
+                        if let BranchAt::After { goto, .. } = &branch.at {
+                            goto_of(graph, goto, &thread)?;
+                        }
+                    }
+                    saved_branches = branches;
+                    Cursor::Fork(node_named(graph, &source, &thread)?)
+                }
+                Position::Done => Cursor::Done,
+            })
+        })()
+        .map_err(|error| match error {
+            // `node_named` does not know which checkpoint it reads: this one.
+            Error::CorruptCheckpoint { thread, reason, .. } => {
+                Error::CorruptCheckpoint { thread, checkpoint: persist.head.unwrap_or_default(), reason }
             }
-            Position::Fork { source, branches } => {
-                saved_branches = branches;
-                Cursor::Fork(node_named(graph, &source, &thread)?)
-            }
-            Position::Done => Cursor::Done,
-        };
+            other => other,
+        })?;
         let mut run = Run::new(graph, ckpt.state, limit, Some(persist), record);
         run.ctx.step = ckpt.step;
         run.cursor = cursor;
@@ -632,6 +650,10 @@ impl<G: Graph> Iterator for Stream<'_, G> {
         }
         let run = self.run.as_mut()?;
         if let Some(event) = run.branch_events.pop_front() {
+            if matches!(event, Event::Interrupted { .. }) {
+                // A pause queued behind its fan-out's branch steps ends the stream.
+                self.run = None;
+            }
             return Some(Ok(event));
         }
         let event = loop {
