@@ -148,6 +148,31 @@ mod interrupt_node {
         assert_eq!(done.log, ["prepare", "finish"]);
     }
 
+    graph! {
+        pub Gated for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt ask(question => name);
+            interrupt_before finish;
+        }
+    }
+
+    #[test]
+    fn a_token_string_tells_which_pauses_wait_for_an_answer() {
+        let app = Gated::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let parsed: Resume<Form> = resume.to_string().parse().unwrap();
+        assert_eq!(parsed.interrupts()[0].id(), "ask#0");
+        assert!(parsed.interrupts()[0].needs_answer());
+        let (_, gate) = paused(app.resume(parsed.answer("yes")).unwrap());
+        let parsed: Resume<Form> = gate.to_string().parse().unwrap();
+        assert_eq!(parsed.interrupts()[0].id(), "before:finish");
+        assert!(!parsed.interrupts()[0].needs_answer());
+        assert_eq!(app.resume(parsed).unwrap().done().unwrap().log, ["prepare", "finish"]);
+    }
+
     fn greet(s: &Form) -> FormUpdate {
         let turn = s.turns + 1;
         Form::update().question(format!("turn {turn}: what next?")).turns(1)

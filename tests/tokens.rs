@@ -282,7 +282,7 @@ fn an_answer_that_does_not_serialize_is_a_bad_resume_value_and_the_token_still_w
     // JSON object keys must be strings.
     let answer: HashMap<(u8, u8), u8> = HashMap::from([((1, 2), 3)]);
     match app.resume(resume.clone().answer(answer)) {
-        Err(Error::BadResumeValue { node, reason }) => {
+        Err(Error::BadResumeValue { node, reason, .. }) => {
             assert_eq!(node, "review");
             assert!(reason.contains("key must be a string"), "{reason}");
         }

@@ -349,11 +349,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 Cursor::Fork(source) => return self.fork(source),
                 Cursor::After(node, goto) => {
                     if std::mem::take(&mut self.pause_after) {
-                        let interrupt = Interrupt::new(
-                            format!("after:{}", self.ctx.node),
-                            self.ctx.node.clone(),
-                            serde_json::Value::Null,
-                        );
+                        let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
                         return self.pause(vec![interrupt]);
                     }
                     let name = graph.node_name(node);

@@ -789,7 +789,7 @@ pub fn answer_to_a_breakpoint<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let head = app.state(&t).unwrap().unwrap().checkpoint;
     for attempt in [resume.clone().answer("yes"), resume.clone().answer_to("before:b", 42)] {
         match app.resume(attempt) {
-            Err(Error::BadResumeValue { node, reason }) => {
+            Err(Error::BadResumeValue { node, reason, .. }) => {
                 assert_eq!(node, "b");
                 assert!(reason.contains("breakpoint"), "{reason}");
             }
