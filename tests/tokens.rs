@@ -270,9 +270,11 @@ fn signed_tokens_refuse_every_alteration_another_key_and_no_signature() {
 }
 
 #[test]
-fn an_empty_signing_key_is_refused() {
-    let app = Review::builder().checkpointer(MemoryStore::new()).sign_tokens("").build();
+fn an_empty_signing_key_is_refused_before_anything_is_written() {
+    let store = MemoryStore::new();
+    let app = Review::builder().checkpointer(store.clone()).sign_tokens("").build();
     assert!(invalid(app.invoke(Memo::default())).contains("empty"));
+    assert_eq!(store.threads(), 0, "the run did not start");
 }
 
 #[test]

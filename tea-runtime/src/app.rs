@@ -216,7 +216,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints.
     pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error> {
-        drive(self.new_run(thread.into(), input, false))
+        drive(self.new_run(thread.into(), input, false)?)
     }
 
     /// Continues the paused thread `resume` names, with its answers and update.
@@ -264,12 +264,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// Like [`invoke`](Self::invoke), as a stream of events ending with
     /// [`Event::Interrupted`](crate::Event::Interrupted) or [`Event::Done`](crate::Event::Done).
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        Stream::new(Ok(self.new_run(ThreadId::random(), input, true)))
+        Stream::new(self.new_run(ThreadId::random(), input, true))
     }
 
     /// Like [`invoke_on`](Self::invoke_on), as a stream of events.
     pub fn stream_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Stream<'_, G> {
-        Stream::new(Ok(self.new_run(thread.into(), input, true)))
+        Stream::new(self.new_run(thread.into(), input, true))
     }
 
     /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
@@ -315,9 +315,20 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
     }
 
-    fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Run<'_, G> {
+    fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
+        self.check_key()?;
         let persist = self.persist(thread, None, None, true);
-        Run::new(&self.graph, input, self.recursion_limit, Some(persist), record)
+        Ok(Run::new(&self.graph, input, self.recursion_limit, Some(persist), record))
+    }
+
+    /// A run must not start (and write anything) when it could not sign its token at a pause.
+    fn check_key(&self) -> Result<(), Error> {
+        match &self.key {
+            Some(key) if key.0.is_empty() => {
+                Err(Error::InvalidToken { reason: "the app's token signing key is empty; give `.sign_tokens` a non-empty key" })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
@@ -327,6 +338,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
+        self.check_key()?;
         resume.verify(self.key.as_ref())?;
         let graph = &self.graph;
         let token = &resume.token;
