@@ -324,9 +324,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// A run must not start (and write anything) when it could not sign its token at a pause.
     fn check_key(&self) -> Result<(), Error> {
         match &self.key {
-            Some(key) if key.0.is_empty() => {
-                Err(Error::InvalidToken { reason: "the app's token signing key is empty; give `.sign_tokens` a non-empty key" })
-            }
+            Some(key) if key.0.is_empty() => Err(Error::InvalidToken {
+                reason: "the app's token signing key is empty; give `.sign_tokens` a non-empty key",
+            }),
             _ => Ok(()),
         }
     }
