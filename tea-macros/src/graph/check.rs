@@ -5,7 +5,8 @@
 //! breakpoints on unknown nodes, unreachable nodes, nodes with no way to `end`, branches that
 //! never reach their join or leave their branch.
 
-use super::parse::{suggest, GraphDef, GuardRef, Stmt, When};
+use super::parse::{GraphDef, GuardRef, Stmt, When};
+use crate::suggest::suggest;
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::{Ident, LitInt};

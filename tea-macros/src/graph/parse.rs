@@ -5,6 +5,7 @@
 //! is recorded and skipped up to its `;`, so one typo does not hide the others; a statement that
 //! only lacks its `;` is kept, and the error put where the `;` belongs.
 
+use crate::suggest::suggest;
 use proc_macro2::{Span, TokenTree};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
@@ -281,8 +282,6 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
 fn last_span(idents: &[Ident]) -> Span {
     idents.last().map_or_else(Span::call_site, Ident::span)
 }
-
-pub use crate::suggest::suggest;
 
 fn node_list(input: ParseStream) -> syn::Result<Vec<Ident>> {
     let mut nodes = vec![input.call(node_name)?];
