@@ -422,9 +422,8 @@ impl<'g, G: Graph> Run<'g, G> {
         let Some(fork) = graph.fork(source) else {
             return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
         };
-        let thread = self.ctx.thread.clone();
         let env = Env {
-            thread: thread.clone(),
+            thread: self.ctx.thread.clone(),
             base_step: self.ctx.step,
             budget: (self.limit as u64).saturating_sub(self.ctx.step),
             limit: self.limit,
