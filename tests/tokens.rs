@@ -301,3 +301,20 @@ fn debug_shows_the_ids_not_the_signature() {
     assert!(debug.contains("\"debug\"") && debug.contains("before:review"), "{debug}");
     assert!(debug.contains("signed: true"), "{debug}");
 }
+
+#[test]
+fn thread_ids_that_a_token_could_not_carry_are_refused() {
+    let store = MemoryStore::new();
+    let app = Review::builder().checkpointer(store.clone()).build();
+    for id in [String::new(), "x".repeat(ThreadId::MAX_LEN + 1)] {
+        match app.invoke_on(id.as_str(), Memo::default()) {
+            Err(Error::InvalidThreadId { thread, .. }) => assert_eq!(thread.as_str(), id),
+            other => panic!("expected InvalidThreadId, got {other:?}"),
+        }
+    }
+    assert_eq!(store.threads(), 0, "nothing was written");
+    let longest = "y".repeat(ThreadId::MAX_LEN);
+    let resume = app.invoke_on(longest.as_str(), Memo::default()).unwrap().interrupted().unwrap().1;
+    let parsed: Resume<Memo> = resume.to_string().parse().unwrap();
+    assert_eq!(parsed.thread().as_str(), longest);
+}

@@ -214,7 +214,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.invoke_on(ThreadId::random(), input)
     }
 
-    /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints.
+    /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints,
+    /// [`Error::InvalidThreadId`] if the id is empty or longer than [`ThreadId::MAX_LEN`] bytes.
     pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error> {
         drive(self.new_run(thread.into(), input, false)?)
     }
@@ -317,6 +318,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
+        if thread.as_str().is_empty() {
+            return Err(Error::InvalidThreadId { thread, reason: "it is empty" });
+        }
+        if thread.as_str().len() > ThreadId::MAX_LEN {
+            return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
+        }
         let persist = self.persist(thread, None, None, true);
         Ok(Run::new(&self.graph, input, self.recursion_limit, Some(persist), record))
     }
