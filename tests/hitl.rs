@@ -160,6 +160,23 @@ mod interrupt_node {
     }
 
     #[test]
+    fn a_bad_answer_to_an_interrupt_node_is_refused_before_the_thread_is_touched() {
+        let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let thread = resume.thread().clone();
+        let head = app.state(&thread).unwrap().unwrap().checkpoint;
+        match app.resume(resume.clone().answer(42)).unwrap_err() {
+            Error::BadResumeValue { node, expected, .. } => {
+                assert_eq!(node, "ask");
+                assert!(expected.ends_with("String"), "{expected}");
+            }
+            other => panic!("expected BadResumeValue, got {other:?}"),
+        }
+        assert_eq!(app.state(&thread).unwrap().unwrap().checkpoint, head, "nothing was written");
+        assert_eq!(app.resume(resume.answer("fine")).unwrap().done().unwrap().name, "fine");
+    }
+
+    #[test]
     fn a_token_string_tells_which_pauses_wait_for_an_answer() {
         let app = Gated::builder().checkpointer(MemoryStore::new()).build();
         let (_, resume) = paused(app.invoke(Form::default()).unwrap());
@@ -208,6 +225,22 @@ mod interrupt_node {
             }
         }
         panic!("the conversation did not end after five turns");
+    }
+
+    #[test]
+    fn the_recursion_limit_counts_each_invocation_not_the_thread() {
+        // Each resume runs `listen` and `greet`: 2 steps, within a limit of 3, over 10 in all.
+        let app = Conversation::builder().checkpointer(MemoryStore::new()).recursion_limit(3).build();
+        let (_, mut resume) = paused(app.invoke(Form::default()).unwrap());
+        loop {
+            match app.resume(resume.answer("ok")).unwrap() {
+                Outcome::Interrupted { resume: next, .. } => resume = next,
+                Outcome::Done(state) => {
+                    assert_eq!(state.turns, 5);
+                    break;
+                }
+            }
+        }
     }
 
     graph! {

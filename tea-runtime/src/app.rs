@@ -79,9 +79,9 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
 }
 
 impl<G: Graph, C> Builder<G, C> {
-    /// The most node runs one run may take before it fails with [`Error::RecursionLimit`]
-    /// (default [`DEFAULT_RECURSION_LIMIT`]). With a checkpointer, the count goes on across
-    /// pauses: it is the thread's.
+    /// The most node runs one invocation (`invoke`, `resume`, `recover`) may take before it
+    /// fails with [`Error::RecursionLimit`] (default [`DEFAULT_RECURSION_LIMIT`]). A thread that
+    /// pauses and resumes many times gets the full limit on each resume.
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = limit;
         self
@@ -366,7 +366,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
             return Err(Error::StaleResume { thread });
         }
-        let continuing = match_answers(&mut ckpt, &resume)?;
+        let continuing = match_answers(graph, &mut ckpt, &resume)?;
         let now = crate::exec::now();
         if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
             return Err(Error::Expired { thread, node: expired.node().clone() });
@@ -396,7 +396,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 /// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
 /// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
 /// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
-fn match_answers<S: GraphState>(ckpt: &mut Checkpoint<S>, resume: &Resume<S>) -> Result<Vec<Interrupt>, Error> {
+fn match_answers<G: Graph>(
+    graph: &G,
+    ckpt: &mut Checkpoint<G::State>,
+    resume: &Resume<G::State>,
+) -> Result<Vec<Interrupt>, Error> {
     let bad = |expected: &str, reason: String| Error::BadResumeValue {
         node: resume.node().clone(),
         expected: expected.to_owned(),
@@ -443,6 +447,15 @@ fn match_answers<S: GraphState>(ckpt: &mut Checkpoint<S>, resume: &Resume<S>) ->
         }
         if answered.iter().any(|(a, _)| *a == id) {
             return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
+        }
+        if let Some(node) = graph.node_named(pause.node().as_str()) {
+            if let Err((expected, reason)) = graph.check_answer(node, value) {
+                return Err(Error::BadResumeValue {
+                    node: pause.node().clone(),
+                    expected: expected.to_owned(),
+                    reason,
+                });
+            }
         }
         answered.push((id, value.clone()));
     }

@@ -236,6 +236,9 @@ pub(crate) struct Run<'g, G: Graph> {
     saved_branches: Vec<BranchProgress<G::State>>,
     /// The answers to the earlier pauses of the node at the cursor.
     answers: Vec<serde_json::Value>,
+    /// The thread's step count when this invocation began: the recursion limit counts the node
+    /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
+    first_step: u64,
     finished: bool,
 }
 
@@ -255,6 +258,7 @@ impl<'g, G: Graph> Run<'g, G> {
             pause_after: false,
             saved_branches: Vec::new(),
             answers: Vec::new(),
+            first_step: 0,
             finished: false,
         }
     }
@@ -303,6 +307,7 @@ impl<'g, G: Graph> Run<'g, G> {
         })?;
         let mut run = Run::new(graph, ckpt.state, limit, Some(persist), record);
         run.ctx.step = ckpt.step;
+        run.first_step = ckpt.step;
         run.cursor = cursor;
         run.resuming = resuming;
         run.saved_branches = saved_branches;
@@ -375,7 +380,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
                 return self.pause(vec![interrupt]);
             }
-            if self.ctx.step >= self.limit as u64 {
+            if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
             }
             self.ctx.step += 1;
@@ -407,6 +412,11 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
+    /// Node runs in this invocation.
+    fn steps_taken(&self) -> u64 {
+        self.ctx.step - self.first_step
+    }
+
     fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
         match after {
             After::Goto(Goto::Node(next)) => Cursor::At(next),
@@ -425,7 +435,7 @@ impl<'g, G: Graph> Run<'g, G> {
         let env = Env {
             thread: self.ctx.thread.clone(),
             base_step: self.ctx.step,
-            budget: (self.limit as u64).saturating_sub(self.ctx.step),
+            budget: (self.limit as u64).saturating_sub(self.steps_taken()),
             limit: self.limit,
             record: self.record,
             pausable: self.persist.is_some(),
@@ -441,7 +451,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 self.pause(interrupts)
             }
             ForkOutcome::Joined { mut branches, steps } => {
-                if self.ctx.step + steps > self.limit as u64 {
+                if self.steps_taken() + steps > self.limit as u64 {
                     return Err(Error::RecursionLimit { limit: self.limit });
                 }
                 self.ctx.step += steps;

@@ -65,6 +65,36 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             _ => None,
         })
         .collect();
+    let answer_checks: Vec<TokenStream> = model
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::Interrupt { answer, .. } => {
+                let variant = &n.variant;
+                // The setter's parameter tells the answer's type; the closure is never called.
+                let field = quote_spanned! {at(answer.span())=>
+                    |answer| { let _ = <#state as ::tea::__private::GraphState>::update().#answer(answer); }
+                };
+                Some(quote!(#node_enum::#variant => ::tea::__private::check_field_answer(answer, #field),))
+            }
+            NodeKind::Function => None,
+        })
+        .collect();
+    let check_answer = (!answer_checks.is_empty()).then(|| {
+        quote! {
+            #[allow(unreachable_patterns)]
+            fn check_answer(
+                &self,
+                node: #node_enum,
+                answer: &::tea::__private::serde_json::Value,
+            ) -> ::core::result::Result<(), (&'static str, ::tea::__private::String)> {
+                match node {
+                    #(#answer_checks)*
+                    _ => ::core::result::Result::Ok(()),
+                }
+            }
+        }
+    });
     let pause_timeout = (!timeouts.is_empty()).then(|| {
         let arms =
             timeouts.iter().map(|(variant, secs)| quote!(#node_enum::#variant => ::core::option::Option::Some(#secs),));
@@ -194,6 +224,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 #interrupt_before
                 #interrupt_after
                 #pause_timeout
+                #check_answer
 
                 #[allow(unreachable_code)]
                 fn start(&self, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
