@@ -148,6 +148,48 @@ mod interrupt_node {
         assert_eq!(done.log, ["prepare", "finish"]);
     }
 
+    graph! {
+        pub Gated for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt ask(question => name);
+            interrupt_before finish;
+        }
+    }
+
+    #[test]
+    fn a_bad_answer_to_an_interrupt_node_is_refused_before_the_thread_is_touched() {
+        let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let thread = resume.thread().clone();
+        let head = app.state(&thread).unwrap().unwrap().checkpoint;
+        match app.resume(resume.clone().answer(42)).unwrap_err() {
+            Error::BadResumeValue { node, expected, .. } => {
+                assert_eq!(node, "ask");
+                assert!(expected.ends_with("String"), "{expected}");
+            }
+            other => panic!("expected BadResumeValue, got {other:?}"),
+        }
+        assert_eq!(app.state(&thread).unwrap().unwrap().checkpoint, head, "nothing was written");
+        assert_eq!(app.resume(resume.answer("fine")).unwrap().done().unwrap().name, "fine");
+    }
+
+    #[test]
+    fn a_token_string_tells_which_pauses_wait_for_an_answer() {
+        let app = Gated::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let parsed: Resume<Form> = resume.to_string().parse().unwrap();
+        assert_eq!(parsed.interrupts()[0].id(), "ask#0");
+        assert!(parsed.interrupts()[0].needs_answer());
+        let (_, gate) = paused(app.resume(parsed.answer("yes")).unwrap());
+        let parsed: Resume<Form> = gate.to_string().parse().unwrap();
+        assert_eq!(parsed.interrupts()[0].id(), "before:finish");
+        assert!(!parsed.interrupts()[0].needs_answer());
+        assert_eq!(app.resume(parsed).unwrap().done().unwrap().log, ["prepare", "finish"]);
+    }
+
     fn greet(s: &Form) -> FormUpdate {
         let turn = s.turns + 1;
         Form::update().question(format!("turn {turn}: what next?")).turns(1)
@@ -183,6 +225,22 @@ mod interrupt_node {
             }
         }
         panic!("the conversation did not end after five turns");
+    }
+
+    #[test]
+    fn the_recursion_limit_counts_each_invocation_not_the_thread() {
+        // Each resume runs `listen` and `greet`: 2 steps, within a limit of 3, over 10 in all.
+        let app = Conversation::builder().checkpointer(MemoryStore::new()).recursion_limit(3).build();
+        let (_, mut resume) = paused(app.invoke(Form::default()).unwrap());
+        loop {
+            match app.resume(resume.answer("ok")).unwrap() {
+                Outcome::Interrupted { resume: next, .. } => resume = next,
+                Outcome::Done(state) => {
+                    assert_eq!(state.turns, 5);
+                    break;
+                }
+            }
+        }
     }
 
     graph! {

@@ -5,6 +5,7 @@
 
 mod graph;
 mod state;
+mod suggest;
 
 use proc_macro::TokenStream;
 

@@ -79,9 +79,9 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
 }
 
 impl<G: Graph, C> Builder<G, C> {
-    /// The most node runs one run may take before it fails with [`Error::RecursionLimit`]
-    /// (default [`DEFAULT_RECURSION_LIMIT`]). With a checkpointer, the count goes on across
-    /// pauses: it is the thread's.
+    /// The most node runs one invocation (`invoke`, `resume`, `recover`) may take before it
+    /// fails with [`Error::RecursionLimit`] (default [`DEFAULT_RECURSION_LIMIT`]). A thread that
+    /// pauses and resumes many times gets the full limit on each resume.
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = limit;
         self
@@ -214,9 +214,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.invoke_on(ThreadId::random(), input)
     }
 
-    /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints.
+    /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints,
+    /// [`Error::InvalidThreadId`] if the id is empty or longer than [`ThreadId::MAX_LEN`] bytes.
     pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error> {
-        drive(self.new_run(thread.into(), input, false))
+        drive(self.new_run(thread.into(), input, false)?)
     }
 
     /// Continues the paused thread `resume` names, with its answers and update.
@@ -235,6 +236,15 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// pausing (a node failed or panicked, the process died). With [`Durability::EveryStep`]
     /// the nodes that completed are not run again. A paused thread returns its pause (with a
     /// fresh token); a finished one, its final state.
+    ///
+    /// It first claims the thread by compare-and-swap on the checkpoint it read, so of several
+    /// recovers that read the same checkpoint exactly one runs. It cannot tell a stopped run
+    /// from one still running: recovering a running thread takes it over, and the running one
+    /// fails with [`Error::StaleResume`] at its next checkpoint.
+    ///
+    /// # Errors
+    /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::StaleResume`]
+    /// when another recover or resume moved the thread on first, and the errors of a run.
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
         let (head, bytes) = self.head(thread)?;
         let ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(&self.graph), thread, head)?;
@@ -246,19 +256,21 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Ok(Outcome::Done(ckpt.state));
         }
         let resuming = ckpt.resumed;
-        let persist = self.persist(thread.clone(), Some(head), None, false);
+        // Claim the thread before running anything, as a resume does: of several recovers of one
+        // thread, exactly one runs its nodes.
+        let persist = self.persist(thread.clone(), Some(head), None, true);
         drive(Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?)
     }
 
     /// Like [`invoke`](Self::invoke), as a stream of events ending with
     /// [`Event::Interrupted`](crate::Event::Interrupted) or [`Event::Done`](crate::Event::Done).
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        Stream::new(Ok(self.new_run(ThreadId::random(), input, true)))
+        Stream::new(self.new_run(ThreadId::random(), input, true))
     }
 
     /// Like [`invoke_on`](Self::invoke_on), as a stream of events.
     pub fn stream_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Stream<'_, G> {
-        Stream::new(Ok(self.new_run(thread.into(), input, true)))
+        Stream::new(self.new_run(thread.into(), input, true))
     }
 
     /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
@@ -304,9 +316,26 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
     }
 
-    fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Run<'_, G> {
+    fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
+        self.check_key()?;
+        if thread.as_str().is_empty() {
+            return Err(Error::InvalidThreadId { thread, reason: "it is empty" });
+        }
+        if thread.as_str().len() > ThreadId::MAX_LEN {
+            return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
+        }
         let persist = self.persist(thread, None, None, true);
-        Run::new(&self.graph, input, self.recursion_limit, Some(persist), record)
+        Ok(Run::new(&self.graph, input, self.recursion_limit, Some(persist), record))
+    }
+
+    /// A run must not start (and write anything) when it could not sign its token at a pause.
+    fn check_key(&self) -> Result<(), Error> {
+        match &self.key {
+            Some(key) if key.0.is_empty() => Err(Error::InvalidToken {
+                reason: "the app's token signing key is empty; give `.sign_tokens` a non-empty key",
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
@@ -316,6 +345,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
+        self.check_key()?;
         resume.verify(self.key.as_ref())?;
         let graph = &self.graph;
         let token = &resume.token;
@@ -336,7 +366,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
             return Err(Error::StaleResume { thread });
         }
-        let continuing = match_answers(&mut ckpt, &resume)?;
+        let continuing = match_answers(graph, &mut ckpt, &resume)?;
         let now = crate::exec::now();
         if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
             return Err(Error::Expired { thread, node: expired.node().clone() });
@@ -366,7 +396,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 /// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
 /// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
 /// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
-fn match_answers<S: GraphState>(ckpt: &mut Checkpoint<S>, resume: &Resume<S>) -> Result<Vec<Interrupt>, Error> {
+fn match_answers<G: Graph>(
+    graph: &G,
+    ckpt: &mut Checkpoint<G::State>,
+    resume: &Resume<G::State>,
+) -> Result<Vec<Interrupt>, Error> {
     let bad = |expected: &str, reason: String| Error::BadResumeValue {
         node: resume.node().clone(),
         expected: expected.to_owned(),
@@ -413,6 +447,15 @@ fn match_answers<S: GraphState>(ckpt: &mut Checkpoint<S>, resume: &Resume<S>) ->
         }
         if answered.iter().any(|(a, _)| *a == id) {
             return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
+        }
+        if let Some(node) = graph.node_named(pause.node().as_str()) {
+            if let Err((expected, reason)) = graph.check_answer(node, value) {
+                return Err(Error::BadResumeValue {
+                    node: pause.node().clone(),
+                    expected: expected.to_owned(),
+                    reason,
+                });
+            }
         }
         answered.push((id, value.clone()));
     }

@@ -66,6 +66,16 @@ pub enum Error {
         thread: ThreadId,
     },
 
+    /// `invoke_on` named a thread id that cannot be used: empty, or longer than
+    /// [`ThreadId::MAX_LEN`] bytes (tokens carry the id).
+    #[error("thread id {thread:?} cannot be used: {reason}")]
+    InvalidThreadId {
+        /// The id.
+        thread: ThreadId,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
     /// The token's thread has moved on since the token was issued: it was resumed already (of
     /// two resumes of one token exactly one proceeds), or recovered.
     #[error("thread `{thread}` has moved on since this token was issued (it was already resumed)")]

@@ -7,12 +7,12 @@
 //! are `Clone` without allocating and the state is updated in place.
 //!
 //! With a store (`Persist`), a run writes checkpoints by compare-and-swap on the thread's head:
-//! one when it starts (which claims a new thread, or claims a paused one on resume), one per
-//! step with `Durability::EveryStep`, one durable checkpoint when it pauses (before the token
-//! exists) and one when it finishes. A resumed run that fails writes its pause back, so the same
-//! token works again.
+//! one when it starts (which claims a new thread, or claims an existing one on resume or
+//! recover), one per step with `Durability::EveryStep`, one durable checkpoint when it pauses
+//! (before the token exists) and one when it finishes. A resumed run that fails writes its pause
+//! back, so the same token works again.
 
-use crate::checkpoint::{self, BranchProgress, Checkpoint, Identity, Position, Target};
+use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Position, Target};
 use crate::error::Error;
 use crate::event::Event;
 use crate::graph::Graph;
@@ -236,6 +236,9 @@ pub(crate) struct Run<'g, G: Graph> {
     saved_branches: Vec<BranchProgress<G::State>>,
     /// The answers to the earlier pauses of the node at the cursor.
     answers: Vec<serde_json::Value>,
+    /// The thread's step count when this invocation began: the recursion limit counts the node
+    /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
+    first_step: u64,
     finished: bool,
 }
 
@@ -255,6 +258,7 @@ impl<'g, G: Graph> Run<'g, G> {
             pause_after: false,
             saved_branches: Vec::new(),
             answers: Vec::new(),
+            first_step: 0,
             finished: false,
         }
     }
@@ -271,20 +275,39 @@ impl<'g, G: Graph> Run<'g, G> {
     ) -> Result<Self, Error> {
         let thread = persist.thread.clone();
         let mut saved_branches = Vec::new();
-        let cursor = match ckpt.at {
-            Position::Start => Cursor::Start,
-            Position::Before(name) => Cursor::At(node_named(graph, &name, &thread)?),
-            Position::After { node, goto } => {
-                Cursor::After(node_named(graph, &node, &thread)?, goto_of(graph, &goto, &thread)?)
+        let cursor = (|| -> Result<Cursor<G::Node>, Error> {
+            Ok(match ckpt.at {
+                Position::Start => Cursor::Start,
+                Position::Before(name) => Cursor::At(node_named(graph, &name, &thread)?),
+                Position::After { node, goto } => {
+                    Cursor::After(node_named(graph, &node, &thread)?, goto_of(graph, &goto, &thread)?)
+                }
+                Position::Fork { source, branches } => {
+                    // The branches' nodes too, before the run claims the thread.
+                    for branch in &branches {
+                        if let BranchAt::Before(node) | BranchAt::After { node, .. } = &branch.at {
+                            node_named(graph, node, &thread)?;
+                        }
+                        if let BranchAt::After { goto, .. } = &branch.at {
+                            goto_of(graph, goto, &thread)?;
+                        }
+                    }
+                    saved_branches = branches;
+                    Cursor::Fork(node_named(graph, &source, &thread)?)
+                }
+                Position::Done => Cursor::Done,
+            })
+        })()
+        .map_err(|error| match error {
+            // `node_named` does not know which checkpoint it reads: this one.
+            Error::CorruptCheckpoint { thread, reason, .. } => {
+                Error::CorruptCheckpoint { thread, checkpoint: persist.head.unwrap_or_default(), reason }
             }
-            Position::Fork { source, branches } => {
-                saved_branches = branches;
-                Cursor::Fork(node_named(graph, &source, &thread)?)
-            }
-            Position::Done => Cursor::Done,
-        };
+            other => other,
+        })?;
         let mut run = Run::new(graph, ckpt.state, limit, Some(persist), record);
         run.ctx.step = ckpt.step;
+        run.first_step = ckpt.step;
         run.cursor = cursor;
         run.resuming = resuming;
         run.saved_branches = saved_branches;
@@ -320,8 +343,10 @@ impl<'g, G: Graph> Run<'g, G> {
             let node = match self.cursor {
                 Cursor::Done => {
                     if !self.finished {
+                        // Only a pause must be durable before anything is handed out; the
+                        // store flushes a finished run in its own time.
                         self.finished = true;
-                        self.save(true)?;
+                        self.save(false)?;
                     }
                     return Ok(Progress::Done);
                 }
@@ -329,11 +354,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 Cursor::Fork(source) => return self.fork(source),
                 Cursor::After(node, goto) => {
                     if std::mem::take(&mut self.pause_after) {
-                        let interrupt = Interrupt::new(
-                            format!("after:{}", self.ctx.node),
-                            self.ctx.node.clone(),
-                            serde_json::Value::Null,
-                        );
+                        let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
                         return self.pause(vec![interrupt]);
                     }
                     let name = graph.node_name(node);
@@ -359,7 +380,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
                 return self.pause(vec![interrupt]);
             }
-            if self.ctx.step >= self.limit as u64 {
+            if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
             }
             self.ctx.step += 1;
@@ -391,6 +412,11 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
+    /// Node runs in this invocation.
+    fn steps_taken(&self) -> u64 {
+        self.ctx.step - self.first_step
+    }
+
     fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
         match after {
             After::Goto(Goto::Node(next)) => Cursor::At(next),
@@ -406,11 +432,10 @@ impl<'g, G: Graph> Run<'g, G> {
         let Some(fork) = graph.fork(source) else {
             return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
         };
-        let thread = self.ctx.thread.clone();
         let env = Env {
-            thread: thread.clone(),
+            thread: self.ctx.thread.clone(),
             base_step: self.ctx.step,
-            budget: (self.limit as u64).saturating_sub(self.ctx.step),
+            budget: (self.limit as u64).saturating_sub(self.steps_taken()),
             limit: self.limit,
             record: self.record,
             pausable: self.persist.is_some(),
@@ -426,7 +451,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 self.pause(interrupts)
             }
             ForkOutcome::Joined { mut branches, steps } => {
-                if self.ctx.step + steps > self.limit as u64 {
+                if self.steps_taken() + steps > self.limit as u64 {
                     return Err(Error::RecursionLimit { limit: self.limit });
                 }
                 self.ctx.step += steps;
@@ -475,6 +500,8 @@ impl<'g, G: Graph> Run<'g, G> {
     fn save_step(&mut self) -> Result<(), Error> {
         if self.persist.as_ref().is_some_and(|p| p.every_step) {
             self.save(false)?;
+            // A step that routed to `end` has just written the final checkpoint.
+            self.finished = matches!(self.cursor, Cursor::Done);
         }
         Ok(())
     }
@@ -628,6 +655,10 @@ impl<G: Graph> Iterator for Stream<'_, G> {
         }
         let run = self.run.as_mut()?;
         if let Some(event) = run.branch_events.pop_front() {
+            if matches!(event, Event::Interrupted { .. }) {
+                // A pause queued behind its fan-out's branch steps ends the stream.
+                self.run = None;
+            }
             return Some(Ok(event));
         }
         let event = loop {

@@ -62,6 +62,14 @@ pub trait Graph: Send + Sync + 'static {
         false
     }
 
+    /// For an interrupt node (`interrupt ask(q => answer);`), whether `answer` fits its answer
+    /// field: checked before a resume claims the thread, so a bad answer never holds up a good
+    /// one. `Err((expected type, reason))`.
+    fn check_answer(&self, node: Self::Node, answer: &serde_json::Value) -> Result<(), (&'static str, String)> {
+        let _ = (node, answer);
+        Ok(())
+    }
+
     /// How long a pause of `node` may wait for its answer, in seconds (`interrupt ask(…,
     /// timeout = 3600);`); `None`: no limit.
     fn pause_timeout(&self, node: Self::Node) -> Option<u64> {

@@ -69,12 +69,7 @@ impl Hitl {
     /// `Vec<String>` field) is taken as that list, so an `append` field collects one entry per
     /// answer.
     pub(crate) fn interrupt_for_field<T: DeserializeOwned>(&mut self, payload: impl Serialize) -> Result<T, Pause> {
-        self.ask(payload, |answer| {
-            T::deserialize(answer).or_else(|error| match answer {
-                serde_json::Value::Array(_) => Err(error),
-                single => T::deserialize(serde_json::Value::Array(vec![single.clone()])).map_err(|_| error),
-            })
-        })
+        self.ask(payload, field_answer::<T>)
     }
 
     fn ask<T>(
@@ -111,6 +106,25 @@ impl Hitl {
     pub fn answered(&self) -> usize {
         self.answers.len()
     }
+}
+
+/// An interrupt node's answer as the value of its field: the answer itself, or else a single
+/// answer as a one-element list (a `String` for a `Vec<String>` field).
+pub(crate) fn field_answer<T: DeserializeOwned>(answer: &serde_json::Value) -> Result<T, serde_json::Error> {
+    T::deserialize(answer).or_else(|error| match answer {
+        serde_json::Value::Array(_) => Err(error),
+        single => T::deserialize(serde_json::Value::Array(vec![single.clone()])).map_err(|_| error),
+    })
+}
+
+/// Checks that `answer` fits an interrupt node's field before a resume claims the thread
+/// (generated code calls this; `_field` only tells the field's type).
+#[doc(hidden)]
+pub fn check_field_answer<T: DeserializeOwned>(
+    answer: &serde_json::Value,
+    _field: impl FnOnce(T),
+) -> Result<(), (&'static str, String)> {
+    field_answer::<T>(answer).map(drop).map_err(|error| (std::any::type_name::<T>(), error.to_string()))
 }
 
 /// The error [`Hitl::interrupt`] returns when the run pauses: propagate it with `?`.

@@ -44,6 +44,7 @@ pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::error::BoxError;
+    pub use crate::hitl::check_field_answer;
     pub use crate::node::{
         guard, run_interrupt_node, run_interruptible, run_interruptible_router, run_node, run_router, NodeStep,
     };
@@ -55,6 +56,8 @@ pub mod __private {
     };
     /// `Option`, `Result` and friends, by absolute path.
     pub use ::core;
+    /// `String`, by absolute path (generated code names nothing from `std` directly).
+    pub use ::std::string::String;
     pub use serde;
     pub use serde_json;
 }

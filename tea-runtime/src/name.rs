@@ -128,6 +128,9 @@ impl<'de> Deserialize<'de> for NodeName {
 pub struct ThreadId(Arc<str>);
 
 impl ThreadId {
+    /// The longest thread id a run accepts, in bytes.
+    pub const MAX_LEN: usize = 1024;
+
     /// A new random id (a UUID v4), as `invoke` gives each new thread.
     pub fn random() -> Self {
         ThreadId::from(uuid::Uuid::new_v4().to_string())

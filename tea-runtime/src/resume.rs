@@ -234,6 +234,11 @@ impl Token {
         put_str(&mut out, self.node.as_str());
         out.extend_from_slice(&(self.interrupts.len().min(MAX_INTERRUPTS) as u16).to_le_bytes());
         for interrupt in self.interrupts.iter().take(MAX_INTERRUPTS) {
+            out.push(match interrupt.kind {
+                PauseKind::Before => 0,
+                PauseKind::After => 1,
+                PauseKind::Ask => 2,
+            });
             put_str(&mut out, &interrupt.id);
             put_str(&mut out, interrupt.node.as_str());
         }
@@ -261,9 +266,17 @@ impl Token {
         let count = reader.u16()? as usize;
         let mut interrupts = Vec::with_capacity(count.min(16));
         for _ in 0..count {
+            let kind = match reader.u8()? {
+                0 => PauseKind::Before,
+                1 => PauseKind::After,
+                2 => PauseKind::Ask,
+                _ => return Err(Error::InvalidToken { reason: "the token names an unknown kind of pause" }),
+            };
             let id = reader.str()?.to_owned();
             let node = NodeName::from(reader.str()?.to_owned());
-            interrupts.push(Interrupt::new(id, node, serde_json::Value::Null));
+            let mut interrupt = Interrupt::new(id, node, serde_json::Value::Null);
+            interrupt.kind = kind;
+            interrupts.push(interrupt);
         }
         let token = Token { graph, graph_fingerprint, schema_fingerprint, pause, thread, node, interrupts };
         Ok((token, signed, reader.0))

@@ -65,6 +65,36 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             _ => None,
         })
         .collect();
+    let answer_checks: Vec<TokenStream> = model
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::Interrupt { answer, .. } => {
+                let variant = &n.variant;
+                // The setter's parameter tells the answer's type; the closure is never called.
+                let field = quote_spanned! {at(answer.span())=>
+                    |answer| { let _ = <#state as ::tea::__private::GraphState>::update().#answer(answer); }
+                };
+                Some(quote!(#node_enum::#variant => ::tea::__private::check_field_answer(answer, #field),))
+            }
+            NodeKind::Function => None,
+        })
+        .collect();
+    let check_answer = (!answer_checks.is_empty()).then(|| {
+        quote! {
+            #[allow(unreachable_patterns)]
+            fn check_answer(
+                &self,
+                node: #node_enum,
+                answer: &::tea::__private::serde_json::Value,
+            ) -> ::core::result::Result<(), (&'static str, ::tea::__private::String)> {
+                match node {
+                    #(#answer_checks)*
+                    _ => ::core::result::Result::Ok(()),
+                }
+            }
+        }
+    });
     let pause_timeout = (!timeouts.is_empty()).then(|| {
         let arms =
             timeouts.iter().map(|(variant, secs)| quote!(#node_enum::#variant => ::core::option::Option::Some(#secs),));
@@ -104,11 +134,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         }
     });
 
-    quote! {
-        #(#attrs)*
-        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
-        #vis struct #name;
-
+    // The enum carries the graph name's span, so "no variant `Missing`" points at the graph.
+    let enum_item = quote_spanned! {name.span()=>
         #[doc = #enum_doc]
         #[derive(
             ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq,
@@ -117,6 +144,13 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         #vis enum #node_enum {
             #( #[doc = #variant_docs] #variants, )*
         }
+    };
+    quote! {
+        #(#attrs)*
+        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
+        #vis struct #name;
+
+        #enum_item
 
         #[allow(clippy::all, clippy::pedantic, unused_qualifications, non_local_definitions)]
         const _: () = {
@@ -190,6 +224,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 #interrupt_before
                 #interrupt_after
                 #pause_timeout
+                #check_answer
 
                 #[allow(unreachable_code)]
                 fn start(&self, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
@@ -237,7 +272,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
 }
 
 fn node_enum_ident(name: &Ident) -> Ident {
-    format_ident!("{}Node", name)
+    format_ident!("{}Node", name, span = name.span())
 }
 
 /// The span of generated code that stands for a user's token: located at the token, resolved at
@@ -467,17 +502,24 @@ fn dot(name: &str, model: &Model) -> String {
 }
 
 /// What a graph that failed its checks expands to: the errors, the two names it would have
-/// declared (so code using them does not cascade into more errors), and references to the node
-/// functions and guards (so that missing ones are reported in the same build).
+/// declared (so code using them does not cascade into more errors), and calls to the node
+/// functions and guards, type-checked like the real expansion's (so that a missing or ill-typed
+/// one is reported in the same build as the graph's own problems).
 pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
     const RESERVED: &[&str] =
         &["start", "end", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible"];
-    let GraphDef { vis, name, .. } = def;
+    let GraphDef { vis, name, state, .. } = def;
     let node_enum = node_enum_ident(name);
-    let error = error.map(syn::Error::into_compile_error);
+    // Inside a `const` item, `compile_error!` does not stop rustc from resolving the rest.
+    let error = error.map(|e| {
+        let error = e.into_compile_error();
+        quote!(const _: () = { #error };)
+    });
 
     let mut nodes: Vec<&Ident> = Vec::new();
     let mut without_function: Vec<&Ident> = Vec::new();
+    let mut routers: Vec<&Ident> = Vec::new();
+    let mut interruptible: Vec<&Ident> = Vec::new();
     let mut guards: Vec<&syn::Path> = Vec::new();
     for stmt in &def.stmts {
         match stmt {
@@ -485,7 +527,10 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 nodes.extend([&edge.from, &edge.to]);
                 guards.extend(edge.guard.as_ref().map(|g| &g.path));
             }
-            Stmt::Router { from, targets } => nodes.extend(std::iter::once(from).chain(targets)),
+            Stmt::Router { from, targets } => {
+                routers.push(from);
+                nodes.extend(std::iter::once(from).chain(targets));
+            }
             Stmt::Parallel { source, heads, join, .. } => {
                 nodes.extend(std::iter::once(source).chain(heads).chain([join]))
             }
@@ -493,7 +538,8 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 nodes.push(node);
                 without_function.push(node);
             }
-            Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } => {}
+            Stmt::Interruptible { nodes: listed } => interruptible.extend(listed),
+            Stmt::Breakpoint { .. } => {}
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -504,20 +550,67 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
         .map(|n| Ident::new(&super::check::upper_camel(&n.to_string()), n.span()))
         .filter(|v| variant_names.insert(v.to_string()))
         .collect();
-    let functions = nodes.iter().filter(|n| !without_function.contains(n));
     let mut seen_guards = std::collections::BTreeSet::new();
-    let guards = guards.into_iter().filter(|g| seen_guards.insert(path_string(g)));
-    quote! {
-        #error
-        #vis struct #name;
-        #[allow(dead_code)]
-        #vis enum #node_enum { #(#variants,)* }
-        #[allow(dead_code, clippy::all)]
-        const _: () = {
+    let guards: Vec<&syn::Path> = guards.into_iter().filter(|g| seen_guards.insert(path_string(g))).collect();
+
+    // Without a state type (`Flow { … }` with no `for`), only name the functions.
+    let checks = if matches!(state, syn::Type::Infer(_)) {
+        let functions = nodes.iter().filter(|n| !without_function.contains(n));
+        quote! {
             fn __tea_referenced_functions() {
                 #( let _ = &#functions; )*
                 #( let _ = &#guards; )*
             }
+        }
+    } else {
+        let calls = nodes.iter().filter(|n| !without_function.contains(n)).map(|f| {
+            let runner = match (routers.contains(f), interruptible.contains(f)) {
+                (true, true) => quote!(run_interruptible_router),
+                (false, true) => quote!(run_interruptible),
+                (true, false) => quote!(run_router),
+                (false, false) => quote!(run_node),
+            };
+            let args = if interruptible.contains(f) { quote!(state, ctx, hitl) } else { quote!(state, ctx) };
+            quote_spanned! {at(f.span())=>
+                let _ = ::tea::__private::#runner::<#state, #node_enum, _, _>(&#f, #args);
+            }
+        });
+        let guard_calls = guards.iter().map(|g| {
+            quote_spanned! {at(span_of_path(g))=>
+                let _ = ::tea::__private::guard::<#state, _>(&#g, state);
+            }
+        });
+        quote! {
+            #[automatically_derived]
+            impl ::tea::__private::NodeId for #node_enum {
+                type State = #state;
+            }
+
+            #[allow(unreachable_code, unused_variables, clippy::all)]
+            fn __tea_checked_functions(
+                state: &#state,
+                ctx: &::tea::__private::Ctx<#state>,
+                hitl: &mut ::tea::__private::Hitl,
+            ) {
+                #(#calls)*
+                #(#guard_calls)*
+            }
+        }
+    };
+    let enum_item = quote_spanned! {name.span()=>
+        #[allow(dead_code)]
+        #[derive(
+            ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq, ::core::cmp::Eq
+        )]
+        #vis enum #node_enum { #(#variants,)* }
+    };
+    quote! {
+        #error
+        #vis struct #name;
+        #enum_item
+        #[allow(dead_code, clippy::all)]
+        const _: () = {
+            #checks
         };
     }
 }

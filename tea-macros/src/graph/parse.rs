@@ -2,9 +2,11 @@
 //!
 //! The model keeps the user's identifiers (and so their spans) so that the checker and the
 //! expansion can point every error at the token that caused it. A statement that does not parse
-//! is recorded and skipped up to its `;`, so one typo does not hide the others.
+//! is recorded and skipped up to its `;`, so one typo does not hide the others; a statement that
+//! only lacks its `;` is kept, and the error put where the `;` belongs.
 
-use proc_macro2::TokenTree;
+use crate::suggest::suggest;
+use proc_macro2::{Span, TokenTree};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{bracketed, parenthesized, Attribute, Ident, LitInt, Path, Token, Type, Visibility};
@@ -27,8 +29,11 @@ pub struct GraphDef {
     pub name: Ident,
     pub state: Type,
     pub stmts: Vec<Stmt>,
-    /// Statements that did not parse; the rest of the graph is still checked.
+    /// Syntax errors; the rest of the graph is still checked.
     pub errors: Vec<syn::Error>,
+    /// Whether a statement was skipped because it did not parse: the graph's shape is then
+    /// unknown, so the checks of its paths (reachability, ways to `end`) would only mislead.
+    pub incomplete: bool,
 }
 
 #[cfg_attr(test, derive(Debug))]
@@ -95,25 +100,66 @@ impl Parse for GraphDef {
         let attrs = input.call(Attribute::parse_outer)?;
         let vis: Visibility = input.parse()?;
         let name: Ident = input.parse()?;
-        input.parse::<Token![for]>().map_err(|e| {
-            syn::Error::new(e.span(), format!("expected `for` and the state type: `{name} for MyState {{ … }}`"))
-        })?;
-        let state: Type = input.parse()?;
+        let mut errors = Vec::new();
+        let state: Type = if input.peek(Token![for]) {
+            input.parse::<Token![for]>()?;
+            input.parse()?
+        } else {
+            // Report and go on, so the statements are still checked and the graph's names
+            // still declared.
+            errors.push(syn::Error::new(
+                input.span(),
+                format!("expected `for` and the state type: `{name} for MyState {{ … }}`"),
+            ));
+            if input.peek(syn::token::Brace) {
+                Type::Infer(syn::TypeInfer { underscore_token: Token![_](input.span()) })
+            } else {
+                input.parse()?
+            }
+        };
         let body;
         syn::braced!(body in input);
         let mut stmts = Vec::new();
-        let mut errors = Vec::new();
+        let mut incomplete = false;
         while !body.is_empty() {
             match body.call(parse_stmt) {
-                Ok(stmt) => stmts.push(stmt),
+                Ok((stmt, last)) => {
+                    stmts.push(stmt);
+                    if body.peek(Token![;]) {
+                        body.parse::<Token![;]>()?;
+                    } else if body.is_empty() || starts_statement(&body) {
+                        // Only the `;` is missing: say so where it belongs and read on.
+                        errors.push(syn::Error::new(last, "expected `;` at the end of this statement"));
+                    } else {
+                        errors.push(body.error("expected `;` at the end of the statement"));
+                        skip_statement(&body);
+                    }
+                }
                 Err(error) => {
                     errors.push(error);
+                    incomplete = true;
                     skip_statement(&body);
                 }
             }
         }
-        Ok(GraphDef { attrs, vis, name, state, stmts, errors })
+        Ok(GraphDef { attrs, vis, name, state, stmts, errors, incomplete })
     }
+}
+
+/// The statement keywords, in the order the errors list them.
+const STATEMENT_KEYWORDS: &[&str] = &["parallel", "interrupt_before", "interrupt_after", "interruptible", "interrupt"];
+
+/// Whether the next tokens begin a statement: `node ->`, or a keyword followed by a name.
+fn starts_statement(input: ParseStream) -> bool {
+    if input.peek(Ident) && input.peek2(Token![->]) {
+        return true;
+    }
+    (input.peek(kw::parallel)
+        || input.peek(kw::interrupt_before)
+        || input.peek(kw::interrupt_after)
+        || input.peek(kw::interruptible)
+        || input.peek(kw::interrupt))
+        && input.peek2(Ident)
 }
 
 /// Skips tokens up to and including the next `;` (or to the end of the body).
@@ -129,7 +175,8 @@ fn skip_statement(input: ParseStream) {
     }
 }
 
-fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
+/// One statement without its `;`, and the span of its last token (where a missing `;` belongs).
+fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
     // A keyword followed by `->` is a node of that name (refused later as reserved), so that the
     // error says so instead of failing to parse the keyword's statement.
     let keyword_stmt = !input.peek2(Token![->]);
@@ -143,21 +190,28 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
         let heads = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, node_name)?;
         input.parse::<Token![->]>()?;
         let join = input.call(node_name)?;
-        Stmt::Parallel { source, heads: heads.into_iter().collect(), bracket: bracket.span.join(), join }
+        let last = join.span();
+        (Stmt::Parallel { source, heads: heads.into_iter().collect(), bracket: bracket.span.join(), join }, last)
     } else if keyword_stmt && lookahead.peek(kw::interrupt_before) {
         input.parse::<kw::interrupt_before>()?;
-        Stmt::Breakpoint { when: When::Before, nodes: node_list(input)? }
+        let nodes = node_list(input)?;
+        let last = last_span(&nodes);
+        (Stmt::Breakpoint { when: When::Before, nodes }, last)
     } else if keyword_stmt && lookahead.peek(kw::interrupt_after) {
         input.parse::<kw::interrupt_after>()?;
-        Stmt::Breakpoint { when: When::After, nodes: node_list(input)? }
+        let nodes = node_list(input)?;
+        let last = last_span(&nodes);
+        (Stmt::Breakpoint { when: When::After, nodes }, last)
     } else if keyword_stmt && lookahead.peek(kw::interruptible) {
         input.parse::<kw::interruptible>()?;
-        Stmt::Interruptible { nodes: node_list(input)? }
+        let nodes = node_list(input)?;
+        let last = last_span(&nodes);
+        (Stmt::Interruptible { nodes }, last)
     } else if keyword_stmt && lookahead.peek(kw::interrupt) {
         input.parse::<kw::interrupt>()?;
         let node = input.call(node_name)?;
         let args;
-        parenthesized!(args in input);
+        let paren = parenthesized!(args in input);
         let payload = args.call(node_name)?;
         args.parse::<Token![=>]>()?;
         let answer = args.call(node_name)?;
@@ -176,9 +230,24 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
         if !args.is_empty() {
             return Err(args.error("expected `)`: an interrupt node takes `payload_field => answer_field` and optionally `, timeout = SECONDS`"));
         }
-        Stmt::Interrupt { node, payload, answer, timeout }
+        (Stmt::Interrupt { node, payload, answer, timeout }, paren.span.close())
     } else if lookahead.peek(Ident) {
         let from = input.call(node_name)?;
+        if input.peek(Ident) {
+            // `word name …`: a statement keyword that does not exist.
+            let word = from.to_string();
+            let hint = match suggest(&word, STATEMENT_KEYWORDS.iter().copied()) {
+                Some(known) => format!("did you mean `{known}`? "),
+                None => String::new(),
+            };
+            return Err(syn::Error::new(
+                from.span(),
+                format!(
+                    "unknown statement `{word}`; {hint}a statement is an edge (`a -> b;`) or starts with one of \
+                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`"
+                ),
+            ));
+        }
         if !input.peek(Token![->]) {
             return Err(input.error(format!(
                 "expected `->` after node `{from}`, or a statement keyword: `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`"
@@ -192,23 +261,26 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
                 input.parse::<Token![|]>()?;
                 targets.push(input.call(node_name)?);
             }
-            Stmt::Router { from, targets }
+            let last = last_span(&targets);
+            (Stmt::Router { from, targets }, last)
         } else if input.peek(Token![if]) {
             input.parse::<Token![if]>()?;
             let negated = input.parse::<Option<Token![!]>>()?.is_some();
             let path = input.call(Path::parse_mod_style)?;
-            Stmt::Edge(Edge { from, to, guard: Some(GuardRef { negated, path }) })
+            let last = path.segments.last().map_or_else(|| to.span(), |s| s.ident.span());
+            (Stmt::Edge(Edge { from, to, guard: Some(GuardRef { negated, path }) }), last)
         } else {
-            Stmt::Edge(Edge { from, to, guard: None })
+            let last = to.span();
+            (Stmt::Edge(Edge { from, to, guard: None }), last)
         }
     } else {
         return Err(lookahead.error());
     };
-    if !input.peek(Token![;]) {
-        return Err(input.error("expected `;` at the end of the statement"));
-    }
-    input.parse::<Token![;]>()?;
     Ok(stmt)
+}
+
+fn last_span(idents: &[Ident]) -> Span {
+    idents.last().map_or_else(Span::call_site, Ident::span)
 }
 
 fn node_list(input: ParseStream) -> syn::Result<Vec<Ident>> {
@@ -276,5 +348,58 @@ mod tests {
         };
         assert_eq!(def.errors.len(), 2);
         assert_eq!(def.stmts.len(), 2);
+        assert!(def.incomplete);
+    }
+
+    #[test]
+    fn a_missing_semicolon_loses_no_statement() {
+        let def: GraphDef = parse_quote! {
+            Flow for State {
+                start -> a
+                a -> b if ok
+                parallel b => [x] -> j
+                j -> end
+            }
+        };
+        assert_eq!(def.stmts.len(), 4);
+        assert_eq!(def.errors.len(), 4);
+        assert!(!def.incomplete);
+        assert_eq!(def.errors[0].to_string(), "expected `;` at the end of this statement");
+    }
+
+    #[test]
+    fn an_unknown_statement_is_named_with_a_suggestion() {
+        let def: GraphDef = parse_quote! {
+            Flow for State {
+                interupt_before a;
+                frobnicate a;
+                start -> a;
+            }
+        };
+        let messages: Vec<String> = def.errors.iter().map(ToString::to_string).collect();
+        assert!(messages[0].starts_with("unknown statement `interupt_before`; did you mean `interrupt_before`?"));
+        assert!(messages[1].starts_with("unknown statement `frobnicate`; a statement is"));
+        assert_eq!(def.stmts.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_for_is_reported_and_the_statements_still_read() {
+        let def: GraphDef = parse_quote! {
+            Flow State { start -> a; a -> end; }
+        };
+        assert_eq!(def.errors.len(), 1);
+        assert_eq!(def.stmts.len(), 2);
+        let def: GraphDef = parse_quote! {
+            Flow { start -> a; }
+        };
+        assert_eq!(def.errors.len(), 1);
+        assert_eq!(def.stmts.len(), 1);
+    }
+
+    #[test]
+    fn suggestions_are_close_names_only() {
+        assert_eq!(suggest("publsh", ["write", "publish"]), Some("publish"));
+        assert_eq!(suggest("x", ["y", "z"]), None);
+        assert_eq!(suggest("write", ["write"]), None, "an exact match is no suggestion");
     }
 }

@@ -53,6 +53,12 @@ impl Checkpointer for MemoryStore {
         bytes: &[u8],
         _durable: bool,
     ) -> Result<Append, Error> {
+        let next = expected.map_or(1, |head| head + 1);
+        if id != next {
+            return Err(Error::store(format!(
+                "checkpoint {id} of thread `{thread}` is out of sequence: after {expected:?} comes {next}"
+            )));
+        }
         let mut graphs = self.lock();
         let threads = match graphs.get_mut(graph) {
             Some(threads) => threads,
