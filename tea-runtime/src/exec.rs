@@ -21,7 +21,7 @@ use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
 use crate::parallel::{self, Env, ForkOutcome};
 use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
-use crate::state::{GraphState, StateUpdate};
+use crate::state::GraphState;
 use crate::store::{Append, CheckpointId, Checkpointer};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -72,22 +72,28 @@ pub(crate) enum Executed<N> {
     Paused { payload: serde_json::Value, answers: Vec<serde_json::Value> },
 }
 
-/// Runs `node` on `state` with the answers to its earlier pauses, and applies its update through
-/// the reducers (kept in `kept` too, for a branch's merge). Panics are caught.
-pub(crate) fn execute<G: Graph>(
+/// What running a node produced, before anything is applied.
+pub(crate) enum Produced<S: GraphState, N> {
+    /// The node ran: its update and a router's choice.
+    Ran { update: Option<S::Update>, goto: Option<Goto<N>> },
+    /// The node paused through its `Hitl`.
+    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value> },
+}
+
+/// Runs `node` on `state` with the answers to its earlier pauses. Panics are caught.
+pub(crate) fn produce<G: Graph>(
     graph: &G,
     node: G::Node,
-    state: &mut G::State,
+    state: &G::State,
     ctx: &Ctx<G::State>,
-    kept: Option<&mut Vec<<G::State as GraphState>::Update>>,
     answers: Vec<serde_json::Value>,
-) -> Result<Executed<G::Node>, Error> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Executed<G::Node>, Error> {
+) -> Result<Produced<G::State, G::Node>, Error> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Produced<G::State, G::Node>, Error> {
         let mut hitl = Hitl::with_answers(answers);
         let result = graph.run(node, state, ctx, &mut hitl);
         match hitl.asked.take() {
             None => {}
-            Some(Asked::Pause(payload)) => return Ok(Executed::Paused { payload, answers: hitl.into_answers() }),
+            Some(Asked::Pause(payload)) => return Ok(Produced::Paused { payload, answers: hitl.into_answers() }),
             Some(Asked::BadAnswer { expected, reason }) => {
                 return Err(Error::BadResumeValue { node: ctx.node.clone(), expected: expected.to_owned(), reason })
             }
@@ -99,16 +105,29 @@ pub(crate) fn execute<G: Graph>(
             }
         }
         let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
-        if let Some(update) = step.update {
-            if let Some(kept) = kept {
-                kept.push(update.clone());
-            }
-            state.apply(update);
-        }
-        Ok(Executed::Ran(step.goto))
+        Ok(Produced::Ran { update: step.update, goto: step.goto })
     }));
     outcome
         .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
+}
+
+/// Runs `node` on `state` and applies its update through the reducers.
+pub(crate) fn execute<G: Graph>(
+    graph: &G,
+    node: G::Node,
+    state: &mut G::State,
+    ctx: &Ctx<G::State>,
+    answers: Vec<serde_json::Value>,
+) -> Result<Executed<G::Node>, Error> {
+    match produce(graph, node, state, ctx, answers)? {
+        Produced::Paused { payload, answers } => Ok(Executed::Paused { payload, answers }),
+        Produced::Ran { update, goto } => {
+            if let Some(update) = update {
+                apply_update(state, update, &ctx.node)?;
+            }
+            Ok(Executed::Ran(goto))
+        }
+    }
 }
 
 /// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`
@@ -386,7 +405,7 @@ impl<'g, G: Graph> Run<'g, G> {
             self.ctx.step += 1;
             self.ctx.node = graph.node_name(node);
             let answers = std::mem::take(&mut self.answers);
-            let executed = execute(graph, node, &mut self.state, &self.ctx, None, answers);
+            let executed = execute(graph, node, &mut self.state, &self.ctx, answers);
             if !self.ctx.branches.is_empty() {
                 // The join has seen its branches.
                 self.ctx.branches.clear();
@@ -442,7 +461,8 @@ impl<'g, G: Graph> Run<'g, G> {
         };
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
-        match parallel::run_fork(graph, fork, &self.state, &env, saved)? {
+        let keep_states = graph.reads_branches(fork.join);
+        match parallel::run_fork(graph, fork, &self.state, &env, saved, keep_states)? {
             ForkOutcome::Paused { branches, interrupts, mut events } => {
                 if self.record {
                     self.branch_events.extend(events.drain(..));
@@ -461,7 +481,7 @@ impl<'g, G: Graph> Run<'g, G> {
                         self.branch_events.extend(branch.events.drain(..));
                     }
                 }
-                self.ctx.branches = branches.into_iter().map(parallel::Branch::into_state).collect();
+                self.ctx.branches = branches.into_iter().filter_map(parallel::Branch::into_state).collect();
                 self.cursor = Cursor::At(fork.join);
                 self.save_step()?;
                 Ok(Progress::Forked)
@@ -620,11 +640,9 @@ pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
     }
 }
 
-/// Applies a resume's update (through the reducers; a panicking reducer is reported on `node`).
+/// Applies an update through the reducers (user code: a panicking reducer is reported on
+/// `node`).
 pub(crate) fn apply_update<S: GraphState>(state: &mut S, update: S::Update, node: &NodeName) -> Result<(), Error> {
-    if update.is_empty() {
-        return Ok(());
-    }
     catch_unwind(AssertUnwindSafe(|| state.apply(update)))
         .map_err(|payload| Error::NodePanicked { node: node.clone(), message: panic_message(payload) })
 }

@@ -44,6 +44,21 @@ pub trait Graph: Send + Sync + 'static {
     /// applies. Not called for routers that chose with a `Command`.
     fn route(&self, node: Self::Node, state: &Self::State) -> Option<Goto<Self::Node>>;
 
+    /// Where the run goes after `node` when that does not depend on the state (its one edge has
+    /// no guard), so the engine can route without materializing a parallel branch's state.
+    /// `None`: ask [`route`](Self::route).
+    fn fixed_route(&self, node: Self::Node) -> Option<Goto<Self::Node>> {
+        let _ = node;
+        None
+    }
+
+    /// Whether `join`'s function can read each branch's own state (it takes `&Ctx`, whose
+    /// `branches()` gives them); when it cannot, the engine does not build them.
+    fn reads_branches(&self, join: Self::Node) -> bool {
+        let _ = join;
+        true
+    }
+
     /// Whether `from`, a router, declares `to` among its targets.
     fn can_goto(&self, from: Self::Node, to: Goto<Self::Node>) -> bool;
 

@@ -46,7 +46,8 @@ pub mod __private {
     pub use crate::error::BoxError;
     pub use crate::hitl::check_field_answer;
     pub use crate::node::{
-        guard, run_interrupt_node, run_interruptible, run_interruptible_router, run_node, run_router, NodeStep,
+        guard, interruptible_takes_ctx, run_interrupt_node, run_interruptible, run_interruptible_router, run_node,
+        run_router, takes_ctx, NodeStep,
     };
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::state::{fingerprint, Slot};

@@ -233,6 +233,8 @@ impl<N: NodeId, E: Into<BoxError>> RouterOutput<N> for Result<Command<N>, E> {
 pub trait NodeFn<S, Form> {
     /// What the function returns.
     type Output;
+    /// Whether the function takes `&Ctx<S>`.
+    const TAKES_CTX: bool;
     /// Calls the function.
     fn call(&self, state: &S, ctx: &Ctx<S>) -> Self::Output;
 }
@@ -249,6 +251,7 @@ where
     F: Fn(&S) -> R,
 {
     type Output = R;
+    const TAKES_CTX: bool = false;
     fn call(&self, state: &S, _: &Ctx<S>) -> R {
         self(state)
     }
@@ -259,6 +262,7 @@ where
     F: Fn(&S, &Ctx<S>) -> R,
 {
     type Output = R;
+    const TAKES_CTX: bool = true;
     fn call(&self, state: &S, ctx: &Ctx<S>) -> R {
         self(state, ctx)
     }
@@ -275,6 +279,8 @@ where
 pub trait InterruptibleFn<S, Form> {
     /// What the function returns.
     type Output;
+    /// Whether the function takes `&Ctx<S>`.
+    const TAKES_CTX: bool;
     /// Calls the function.
     fn call(&self, state: &S, ctx: &Ctx<S>, hitl: &mut Hitl) -> Self::Output;
 }
@@ -291,6 +297,7 @@ where
     F: Fn(&S, &mut Hitl) -> R,
 {
     type Output = R;
+    const TAKES_CTX: bool = false;
     fn call(&self, state: &S, _: &Ctx<S>, hitl: &mut Hitl) -> R {
         self(state, hitl)
     }
@@ -301,6 +308,7 @@ where
     F: Fn(&S, &Ctx<S>, &mut Hitl) -> R,
 {
     type Output = R;
+    const TAKES_CTX: bool = true;
     fn call(&self, state: &S, ctx: &Ctx<S>, hitl: &mut Hitl) -> R {
         self(state, ctx, hitl)
     }
@@ -403,6 +411,18 @@ where
 {
     let answer: A = hitl.interrupt_for_field(payload)?;
     Ok(NodeStep { update: Some(write(answer)), goto: None })
+}
+
+/// Whether a node function takes `&Ctx` (generated code asks it of join nodes).
+#[doc(hidden)]
+pub fn takes_ctx<S, F: NodeFn<S, Form>, Form>(_: &F) -> bool {
+    F::TAKES_CTX
+}
+
+/// Whether an interruptible node's function takes `&Ctx`.
+#[doc(hidden)]
+pub fn interruptible_takes_ctx<S, F: InterruptibleFn<S, Form>, Form>(_: &F) -> bool {
+    F::TAKES_CTX
 }
 
 /// Evaluates a guard (generated code calls this, spanned on the guard's name).

@@ -1,19 +1,23 @@
 //! Fan-out and fan-in: `parallel a => [x, y, z] -> join;`.
 //!
-//! Each branch runs on the rayon pool on its own copy of the state, following its own edges
-//! until it reaches the join (a nested fan-out inside a branch runs the same way). The updates
-//! each branch made are kept and, at the join, applied to the main state through the reducers in
+//! Each branch runs on the rayon pool, following its own edges until it reaches the join (a
+//! nested fan-out inside a branch runs the same way). A branch reads the state at the fan-out
+//! plus its own updates, never a sibling's: it keeps its updates, and makes its own copy of the
+//! state only when something must read them (a second node, a guard, a nested fan-out, a pause,
+//! a streamed event, a join that reads `ctx.branches()`), so a branch of one node copies
+//! nothing. At the join, the kept updates are applied to the main state through the reducers in
 //! declared branch order, so the result does not depend on which branch finished first. Two
 //! branches replacing the same field is [`Error::ConflictingWrites`].
 //!
-//! A branch may stop at a breakpoint. Its siblings still run to the join; then the fan-out as a
-//! whole pauses, and its checkpoint keeps every branch's progress (state, updates, position),
-//! like LangGraph's pending writes: on resume only the stopped branches continue.
+//! A branch may stop at a breakpoint or ask a question. Its siblings still run to the join;
+//! then the fan-out as a whole pauses, and its checkpoint keeps every branch's progress (state,
+//! updates, position), like LangGraph's pending writes: on resume only the stopped branches
+//! continue.
 
 use crate::checkpoint::{BranchAt, BranchProgress};
 use crate::error::Error;
 use crate::event::Event;
-use crate::exec::{asked, execute, goto_of, node_named, route_from, target_of, After, Executed};
+use crate::exec::{apply_update, asked, goto_of, node_named, produce, route_from, target_of, After, Produced};
 use crate::graph::{Fork, Graph};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
@@ -35,10 +39,49 @@ pub(crate) struct Env {
     pub(crate) pausable: bool,
 }
 
-/// One branch, at its join or stopped at a breakpoint.
+/// A branch's view of the state: the state at the fan-out, plus the branch's updates, applied
+/// to a copy of its own only when something reads them.
+struct Local<'b, S: GraphState> {
+    base: &'b S,
+    own: Option<S>,
+    updates: Vec<S::Update>,
+    /// How many of `updates` `own` has had applied.
+    applied: usize,
+}
+
+impl<'b, S: GraphState> Local<'b, S> {
+    /// The state the branch sees: the fan-out's, or its own copy with every update applied
+    /// (made, and brought up to date, here). A panicking reducer is reported on `blame`.
+    fn current(&mut self, blame: &NodeName) -> Result<&S, Error> {
+        if self.own.is_none() && self.updates.is_empty() {
+            return Ok(self.base);
+        }
+        let base = self.base;
+        let own = self.own.get_or_insert_with(|| base.clone());
+        for update in &self.updates[self.applied..] {
+            apply_update(own, update.clone(), blame)?;
+        }
+        self.applied = self.updates.len();
+        Ok(own)
+    }
+
+    /// The branch's own state (built now if `with_state` and it was not) and its updates.
+    fn finish(mut self, with_state: bool, blame: &NodeName) -> Result<(Option<S>, Vec<S::Update>), Error> {
+        let state = if with_state {
+            self.current(blame)?;
+            Some(self.own.take().unwrap_or_else(|| self.base.clone()))
+        } else {
+            None
+        };
+        Ok((state, self.updates))
+    }
+}
+
+/// One branch, at its join or stopped.
 pub(crate) struct Branch<S: GraphState> {
     head: NodeName,
-    state: S,
+    /// The branch's own state, when it was built (it was needed, or the join reads it).
+    state: Option<S>,
     updates: Vec<S::Update>,
     pub(crate) steps: u64,
     pub(crate) events: Vec<Event<S>>,
@@ -49,8 +92,9 @@ pub(crate) struct Branch<S: GraphState> {
 }
 
 impl<S: GraphState> Branch<S> {
-    pub(crate) fn into_state(self) -> BranchState<S> {
-        BranchState { head: self.head, state: self.state }
+    /// The branch as the join sees it (its state was built if the join reads it).
+    pub(crate) fn into_state(self) -> Option<BranchState<S>> {
+        Some(BranchState { head: self.head, state: self.state? })
     }
 }
 
@@ -84,7 +128,7 @@ impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
 pub(crate) enum ForkOutcome<S: GraphState> {
     /// Every branch reached the join; merge them.
     Joined { branches: Vec<Branch<S>>, steps: u64 },
-    /// Some branches stopped at breakpoints: pause with every branch's progress.
+    /// Some branches stopped at breakpoints or questions: pause with every branch's progress.
     Paused { branches: Vec<BranchProgress<S>>, interrupts: Vec<Interrupt>, events: Vec<Event<S>> },
 }
 
@@ -99,47 +143,58 @@ enum Start<N> {
 
 /// Runs every branch of `fork` from `base` (or, resuming, continues the stopped ones in
 /// `saved`), concurrently; the results come back in declared order. Every branch runs to its
-/// end; the first error in declared order wins.
+/// end; the first error in declared order wins. `keep_states`: build each branch's own state
+/// for the join to read.
 pub(crate) fn run_fork<G: Graph>(
     graph: &G,
     fork: Fork<'_, G::Node>,
     base: &G::State,
     env: &Env,
     saved: Vec<BranchProgress<G::State>>,
+    keep_states: bool,
 ) -> Result<ForkOutcome<G::State>, Error> {
     let results: Vec<Result<Branch<G::State>, Error>> = if saved.is_empty() {
         fork.heads
             .par_iter()
             .map(|&head| {
+                let local = Local { base, own: None, updates: Vec::new(), applied: 0 };
                 let name = graph.node_name(head);
-                let fresh = Progress { state: base.clone(), updates: Vec::new(), steps: 0, answers: Vec::new() };
-                run_branch(graph, name, fork.join, fresh, Start::Before(head, false), env)
+                run_branch(graph, name, fork.join, local, 0, Vec::new(), Start::Before(head, false), env, keep_states)
             })
             .collect()
     } else {
-        saved.into_par_iter().map(|progress| continue_branch(graph, fork.join, progress, env)).collect()
+        saved
+            .into_par_iter()
+            .map(|progress| continue_branch(graph, fork.join, base, progress, env, keep_states))
+            .collect()
     };
-    let mut branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
+    let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
     if branches.iter().any(|b| b.interrupt.is_some()) {
         let interrupts = branches.iter().filter_map(|b| b.interrupt.clone()).collect();
         let mut events = Vec::new();
-        for branch in &mut branches {
+        let mut progress = Vec::with_capacity(branches.len());
+        for mut branch in branches {
             events.append(&mut branch.events);
-        }
-        let branches = branches
-            .into_iter()
-            .map(|b| BranchProgress {
-                head: b.head,
-                state: b.state,
-                updates: b.updates,
-                steps: b.steps,
-                at: b.at,
-                answers: b.answers,
-                pending: b.interrupt,
+            // A checkpoint keeps every branch's state, built now if it was not.
+            let state = match branch.state {
+                Some(state) => state,
+                None => {
+                    let local = Local { base, own: None, updates: branch.updates.clone(), applied: 0 };
+                    local.finish(true, &branch.head)?.0.unwrap_or_else(|| base.clone())
+                }
+            };
+            progress.push(BranchProgress {
+                head: branch.head,
+                state,
+                updates: branch.updates,
+                steps: branch.steps,
+                at: branch.at,
+                answers: branch.answers,
+                pending: branch.interrupt,
                 resume: false,
-            })
-            .collect();
-        return Ok(ForkOutcome::Paused { branches, interrupts, events });
+            });
+        }
+        return Ok(ForkOutcome::Paused { branches: progress, interrupts, events });
     }
     let steps = branches.iter().map(|b| b.steps).sum();
     Ok(ForkOutcome::Joined { branches, steps })
@@ -150,12 +205,15 @@ pub(crate) fn run_fork<G: Graph>(
 fn continue_branch<G: Graph>(
     graph: &G,
     join: G::Node,
+    base: &G::State,
     progress: BranchProgress<G::State>,
     env: &Env,
+    keep_states: bool,
 ) -> Result<Branch<G::State>, Error> {
     let BranchProgress { head, state, updates, steps, at, answers, pending, resume } = progress;
     if matches!(at, BranchAt::Joined) || !resume {
-        return Ok(Branch { head, state, updates, steps, events: Vec::new(), at, answers, interrupt: pending });
+        let events = Vec::new();
+        return Ok(Branch { head, state: Some(state), updates, steps, events, at, answers, interrupt: pending });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
@@ -165,31 +223,35 @@ fn continue_branch<G: Graph>(
             Start::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?)
         }
     };
-    run_branch(graph, head, join, Progress { state, updates, steps, answers }, start, env)
+    let applied = updates.len();
+    let local = Local { base, own: Some(state), updates, applied };
+    run_branch(graph, head, join, local, steps, answers, start, env, keep_states)
 }
 
-/// What a branch carries from node to node.
-struct Progress<S: GraphState> {
-    state: S,
-    updates: Vec<S::Update>,
-    steps: u64,
-    /// Answers for the branch's next node (a resumed pause).
-    answers: Vec<serde_json::Value>,
-}
-
+#[allow(clippy::too_many_arguments)]
 fn run_branch<G: Graph>(
     graph: &G,
     head: NodeName,
     join: G::Node,
-    progress: Progress<G::State>,
+    mut local: Local<'_, G::State>,
+    mut steps: u64,
+    mut answers: Vec<serde_json::Value>,
     start: Start<G::Node>,
     env: &Env,
+    keep_states: bool,
 ) -> Result<Branch<G::State>, Error> {
-    let Progress { mut state, mut updates, mut steps, mut answers } = progress;
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.branch = Some(head.clone());
     let mut events = Vec::new();
     let mut at = start;
+    // Stops the branch at a pause, with its state built for the checkpoint.
+    macro_rules! stop {
+        ($at:expr, $interrupt:expr) => {{
+            let (at, interrupt) = ($at, Some($interrupt));
+            let (state, updates) = local.finish(true, &ctx.node)?;
+            return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt });
+        }};
+    }
     loop {
         let node = match at {
             Start::Before(node, resumed) => {
@@ -199,14 +261,19 @@ fn run_branch<G: Graph>(
                 if env.pausable && !resumed && graph.interrupt_before(node) {
                     let name = graph.node_name(node);
                     let interrupt = Interrupt::breakpoint(PauseKind::Before, name.clone(), Some(&head));
-                    let at = BranchAt::Before(name);
-                    return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt: Some(interrupt) });
+                    stop!(BranchAt::Before(name), interrupt);
                 }
                 node
             }
             Start::After(node, goto) => {
                 let name = graph.node_name(node);
-                at = match route_from(graph, node, goto, &state, &name)? {
+                // A router's choice, a fan-out and a single unguarded edge need no state.
+                let after = match (goto, graph.fork(node), graph.fixed_route(node)) {
+                    (None, None, Some(target)) => After::Goto(target),
+                    (Some(_), _, _) | (_, Some(_), _) => route_from(graph, node, goto, local.base, &name)?,
+                    (None, None, None) => route_from(graph, node, None, local.current(&name)?, &name)?,
+                };
+                at = match after {
                     After::Goto(Goto::Node(next)) => Start::Before(next, false),
                     // A branch that finishes the run early simply ends; its updates still merge.
                     After::Goto(Goto::End) => break,
@@ -214,7 +281,7 @@ fn run_branch<G: Graph>(
                         let Some(inner) = graph.fork(source) else {
                             return Err(Error::NoRoute { node: name, goto: None });
                         };
-                        steps += nested_fork(graph, inner, &mut state, &mut updates, &mut events, steps, &ctx, env)?;
+                        steps += nested_fork(graph, inner, &mut local, &mut events, steps, &ctx, env)?;
                         Start::Before(inner.join, false)
                     }
                 };
@@ -227,44 +294,46 @@ fn run_branch<G: Graph>(
         ctx.step = env.base_step + steps + 1;
         ctx.node = graph.node_name(node);
         let given = std::mem::take(&mut answers);
-        let goto = match execute(graph, node, &mut state, &ctx, Some(&mut updates), given)? {
-            Executed::Ran(goto) => goto,
-            Executed::Paused { payload, answers } => {
+        let goto = match produce(graph, node, local.current(&ctx.node)?, &ctx, given)? {
+            Produced::Ran { update, goto } => {
+                local.updates.extend(update);
+                goto
+            }
+            Produced::Paused { payload, answers: given } => {
                 if !env.pausable {
                     return Err(Error::NodeFailed {
                         node: ctx.node.clone(),
                         source: "a node paused inside a nested fan-out, where tea cannot pause".into(),
                     });
                 }
+                answers = given;
                 let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
-                let at = BranchAt::Before(ctx.node.clone());
-                return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt: Some(interrupt) });
+                stop!(BranchAt::Before(ctx.node.clone()), interrupt);
             }
         };
         steps += 1;
         if env.record {
-            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state: state.clone() });
+            let state = local.current(&ctx.node)?.clone();
+            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state });
         }
         if env.pausable && graph.interrupt_after(node) {
             let name = ctx.node.clone();
             let interrupt = Interrupt::breakpoint(PauseKind::After, name.clone(), Some(&head));
-            let at = BranchAt::After { node: name, goto: target_of(graph, goto) };
-            return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt: Some(interrupt) });
+            stop!(BranchAt::After { node: name, goto: target_of(graph, goto) }, interrupt);
         }
         at = Start::After(node, goto);
     }
+    let (state, updates) = local.finish(keep_states, &head)?;
     Ok(Branch { head, state, updates, steps, events, at: BranchAt::Joined, answers, interrupt: None })
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
-/// the branch's), returning the node runs it took. Breakpoints do not stop nested branches
-/// (`graph!` refuses them).
-#[allow(clippy::too_many_arguments)]
+/// the branch's), returning the node runs it took. Nothing in it can pause (`graph!` refuses
+/// pauses there).
 fn nested_fork<G: Graph>(
     graph: &G,
     fork: Fork<'_, G::Node>,
-    state: &mut G::State,
-    updates: &mut Vec<<G::State as GraphState>::Update>,
+    local: &mut Local<'_, G::State>,
     events: &mut Vec<Event<G::State>>,
     steps: u64,
     ctx: &Ctx<G::State>,
@@ -278,7 +347,10 @@ fn nested_fork<G: Graph>(
         record: env.record,
         pausable: false,
     };
-    let ForkOutcome::Joined { mut branches, steps: taken } = run_fork(graph, fork, state, &inner_env, Vec::new())?
+    let keep_states = graph.reads_branches(fork.join);
+    let base = local.current(&ctx.node)?.clone();
+    let ForkOutcome::Joined { mut branches, steps: taken } =
+        run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)?
     else {
         return Err(Error::NoRoute { node: ctx.node.clone(), goto: None });
     };
@@ -288,9 +360,8 @@ fn nested_fork<G: Graph>(
     check_conflicts::<G::State>(&branches)?;
     for branch in &mut branches {
         events.append(&mut branch.events);
-        updates.extend(branch.updates.iter().cloned());
+        local.updates.append(&mut branch.updates);
     }
-    apply_all(state, &mut branches, &graph.node_name(fork.join))?;
     Ok(taken)
 }
 
@@ -298,20 +369,12 @@ fn nested_fork<G: Graph>(
 /// two branches replace the same field. A reducer that panics here is reported on `join`.
 pub(crate) fn merge<S: GraphState>(state: &mut S, branches: &mut [Branch<S>], join: &NodeName) -> Result<(), Error> {
     check_conflicts(branches)?;
-    apply_all(state, branches, join)
-}
-
-fn apply_all<S: GraphState>(state: &mut S, branches: &mut [Branch<S>], blame: &NodeName) -> Result<(), Error> {
-    // Reducers are user code (`with = f`) or can overflow (`sum`): keep the engine's promise that
-    // a panic becomes an error.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        for branch in branches.iter_mut() {
-            for update in branch.updates.drain(..) {
-                state.apply(update);
-            }
+    for branch in branches.iter_mut() {
+        for update in branch.updates.drain(..) {
+            apply_update(state, update, join)?;
         }
-    }))
-    .map_err(|payload| Error::NodePanicked { node: blame.clone(), message: crate::exec::panic_message(payload) })
+    }
+    Ok(())
 }
 
 fn check_conflicts<S: GraphState>(branches: &[Branch<S>]) -> Result<(), Error> {

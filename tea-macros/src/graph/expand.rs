@@ -38,7 +38,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         };
         let variant = &node.variant;
         let patterns = targets.iter().map(|t| goto_pattern(*t, model, &node_enum));
-        Some(quote!(#node_enum::#variant => ::core::matches!(to, #(#patterns)|*),))
+        Some(quote!(#node_enum::#variant => ::core::matches!(__tea_to, #(#patterns)|*),))
     });
     let fork_arms = model.nodes.iter().filter_map(|node| {
         let Routing::Fork { heads, join } = &node.routing else {
@@ -73,22 +73,79 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 let variant = &n.variant;
                 // The setter's parameter tells the answer's type; the closure is never called.
                 let field = quote_spanned! {at(answer.span())=>
-                    |answer| { let _ = <#state as ::tea::__private::GraphState>::update().#answer(answer); }
+                    |__tea_answer| { let _ = <#state as ::tea::__private::GraphState>::update().#answer(__tea_answer); }
                 };
-                Some(quote!(#node_enum::#variant => ::tea::__private::check_field_answer(answer, #field),))
+                Some(quote!(#node_enum::#variant => ::tea::__private::check_field_answer(__tea_answer, #field),))
             }
             NodeKind::Function => None,
         })
         .collect();
+    // Nodes whose next node does not depend on the state: one unguarded edge (or a branch head's
+    // silent edge to its join).
+    let fixed_arms: Vec<TokenStream> = model
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.routing {
+            Routing::Edges { routes, .. } => match routes.first() {
+                Some(Route { guard: None, to }) => {
+                    let variant = &n.variant;
+                    let to = goto_value(*to, model, &node_enum);
+                    Some(quote!(#node_enum::#variant => ::core::option::Option::Some(#to),))
+                }
+                _ => None,
+            },
+            Routing::Router(_) | Routing::Fork { .. } => None,
+        })
+        .collect();
+    let fixed_route = (!fixed_arms.is_empty()).then(|| {
+        quote! {
+            #[allow(unreachable_patterns)]
+            fn fixed_route(&self, node: #node_enum) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                match node {
+                    #(#fixed_arms)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+        }
+    });
+    // Whether each join's function takes `&Ctx` (and so can read the branches' own states).
+    let mut join_arms: Vec<TokenStream> = Vec::new();
+    for n in &model.nodes {
+        let Routing::Fork { join, .. } = &n.routing else { continue };
+        let join = &model.nodes[*join];
+        let variant = &join.variant;
+        let function = join.ident;
+        let reads = match (&join.kind, join.interruptible) {
+            (NodeKind::Interrupt { .. }, _) => quote!(false),
+            (NodeKind::Function, true) => quote_spanned! {at(function.span())=>
+                ::tea::__private::interruptible_takes_ctx::<#state, _, _>(&#function)
+            },
+            (NodeKind::Function, false) => quote_spanned! {at(function.span())=>
+                ::tea::__private::takes_ctx::<#state, _, _>(&#function)
+            },
+        };
+        join_arms.push(quote!(#node_enum::#variant => #reads,));
+    }
+    let reads_branches = (!join_arms.is_empty()).then(|| {
+        quote! {
+            #[allow(unreachable_patterns)]
+            fn reads_branches(&self, __tea_join: #node_enum) -> bool {
+                match __tea_join {
+                    #(#join_arms)*
+                    _ => true,
+                }
+            }
+        }
+    });
     let check_answer = (!answer_checks.is_empty()).then(|| {
         quote! {
             #[allow(unreachable_patterns)]
             fn check_answer(
                 &self,
-                node: #node_enum,
-                answer: &::tea::__private::serde_json::Value,
+                __tea_node: #node_enum,
+                __tea_answer: &::tea::__private::serde_json::Value,
             ) -> ::core::result::Result<(), (&'static str, ::tea::__private::String)> {
-                match node {
+                match __tea_node {
                     #(#answer_checks)*
                     _ => ::core::result::Result::Ok(()),
                 }
@@ -225,35 +282,37 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 #interrupt_after
                 #pause_timeout
                 #check_answer
+                #fixed_route
+                #reads_branches
 
                 #[allow(unreachable_code)]
-                fn start(&self, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                fn start(&self, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
                     #start_code
                 }
 
                 #[allow(unused_variables)]
                 fn run(
                     &self,
-                    node: #node_enum,
-                    state: &#state,
-                    ctx: &::tea::__private::Ctx<#state>,
-                    hitl: &mut ::tea::__private::Hitl,
+                    __tea_node: #node_enum,
+                    __tea_state: &#state,
+                    __tea_ctx: &::tea::__private::Ctx<#state>,
+                    __tea_hitl: &mut ::tea::__private::Hitl,
                 ) -> ::core::result::Result<::tea::__private::NodeStep<#state, #node_enum>, ::tea::__private::BoxError> {
-                    match node {
+                    match __tea_node {
                         #(#run_arms)*
                     }
                 }
 
                 #[allow(unreachable_code, unused_variables)]
-                fn route(&self, node: #node_enum, state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
-                    match node {
+                fn route(&self, __tea_node: #node_enum, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    match __tea_node {
                         #(#route_arms)*
                     }
                 }
 
                 #[allow(unreachable_patterns, unused_variables)]
-                fn can_goto(&self, from: #node_enum, to: ::tea::__private::Goto<#node_enum>) -> bool {
-                    match from {
+                fn can_goto(&self, __tea_from: #node_enum, __tea_to: ::tea::__private::Goto<#node_enum>) -> bool {
+                    match __tea_from {
                         #(#goto_arms)*
                         _ => false,
                     }
@@ -289,25 +348,25 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
         (NodeKind::Interrupt { payload, answer, .. }, _, _) => {
             // The payload is read and the answer written through the state's own field and
             // setter, spanned on the user's field names so a typo is reported there.
-            let read = quote_spanned!(at(payload.span())=> &state.#payload);
+            let read = quote_spanned!(at(payload.span())=> &__tea_state.#payload);
             let write = quote_spanned! {at(answer.span())=>
-                |answer| <#state as ::tea::__private::GraphState>::update().#answer(answer)
+                |__tea_answer| <#state as ::tea::__private::GraphState>::update().#answer(__tea_answer)
             };
             quote_spanned! {at(function.span())=>
-                ::tea::__private::run_interrupt_node::<#state, #node_enum, _, _>(hitl, #read, #write)
+                ::tea::__private::run_interrupt_node::<#state, #node_enum, _, _>(__tea_hitl, #read, #write)
             }
         }
         (NodeKind::Function, true, true) => quote_spanned! {at(function.span())=>
-            ::tea::__private::run_interruptible_router::<#state, #node_enum, _, _>(&#function, state, ctx, hitl)
+            ::tea::__private::run_interruptible_router::<#state, #node_enum, _, _>(&#function, __tea_state, __tea_ctx, __tea_hitl)
         },
         (NodeKind::Function, false, true) => quote_spanned! {at(function.span())=>
-            ::tea::__private::run_interruptible::<#state, #node_enum, _, _>(&#function, state, ctx, hitl)
+            ::tea::__private::run_interruptible::<#state, #node_enum, _, _>(&#function, __tea_state, __tea_ctx, __tea_hitl)
         },
         (NodeKind::Function, true, false) => quote_spanned! {at(function.span())=>
-            ::tea::__private::run_router::<#state, #node_enum, _, _>(&#function, state, ctx)
+            ::tea::__private::run_router::<#state, #node_enum, _, _>(&#function, __tea_state, __tea_ctx)
         },
         (NodeKind::Function, false, false) => quote_spanned! {at(function.span())=>
-            ::tea::__private::run_node::<#state, #node_enum, _, _>(&#function, state, ctx)
+            ::tea::__private::run_node::<#state, #node_enum, _, _>(&#function, __tea_state, __tea_ctx)
         },
     };
     quote!(#node_enum::#variant => #call,)
@@ -322,7 +381,7 @@ fn routes_code(routes: &[Route], model: &Model, state: &syn::Type, node_enum: &I
             Some(guard) => {
                 let path = &guard.path;
                 let call = quote_spanned! {at(span_of_path(path))=>
-                    ::tea::__private::guard::<#state, _>(&#path, state)
+                    ::tea::__private::guard::<#state, _>(&#path, __tea_state)
                 };
                 let condition = if guard.negated { quote!(!#call) } else { call };
                 code.extend(quote! {
@@ -570,14 +629,18 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 (true, false) => quote!(run_router),
                 (false, false) => quote!(run_node),
             };
-            let args = if interruptible.contains(f) { quote!(state, ctx, hitl) } else { quote!(state, ctx) };
+            let args = if interruptible.contains(f) {
+                quote!(__tea_state, __tea_ctx, __tea_hitl)
+            } else {
+                quote!(__tea_state, __tea_ctx)
+            };
             quote_spanned! {at(f.span())=>
                 let _ = ::tea::__private::#runner::<#state, #node_enum, _, _>(&#f, #args);
             }
         });
         let guard_calls = guards.iter().map(|g| {
             quote_spanned! {at(span_of_path(g))=>
-                let _ = ::tea::__private::guard::<#state, _>(&#g, state);
+                let _ = ::tea::__private::guard::<#state, _>(&#g, __tea_state);
             }
         });
         quote! {
@@ -588,9 +651,9 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
 
             #[allow(unreachable_code, unused_variables, clippy::all)]
             fn __tea_checked_functions(
-                state: &#state,
-                ctx: &::tea::__private::Ctx<#state>,
-                hitl: &mut ::tea::__private::Hitl,
+                __tea_state: &#state,
+                __tea_ctx: &::tea::__private::Ctx<#state>,
+                __tea_hitl: &mut ::tea::__private::Hitl,
             ) {
                 #(#calls)*
                 #(#guard_calls)*
