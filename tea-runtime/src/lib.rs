@@ -21,6 +21,7 @@ mod outcome;
 mod parallel;
 pub mod reducers;
 mod resume;
+mod share;
 mod state;
 mod store;
 

@@ -1,6 +1,7 @@
 //! Fan-out and fan-in: `parallel a => [x, y, z] -> join;`.
 //!
-//! Each branch runs on the rayon pool, following its own edges until it reaches the join (a
+//! The branches run at the same time (the calling thread and rayon's workers share them out, see
+//! `share`), each following its own edges until it reaches the join (a
 //! nested fan-out inside a branch runs the same way). A branch reads the state at the fan-out
 //! plus its own updates, never a sibling's: it keeps its updates, and makes its own copy of the
 //! state only when something must read them (a second node, a guard, a nested fan-out, a pause,
@@ -22,8 +23,8 @@ use crate::graph::{Fork, Graph};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
 use crate::resume::{Interrupt, PauseKind};
+use crate::share;
 use crate::state::{GraphState, StateUpdate, Write};
-use rayon::prelude::*;
 use std::fmt;
 
 /// What the branches of a fan-out share.
@@ -132,6 +133,12 @@ pub(crate) enum ForkOutcome<S: GraphState> {
     Paused { branches: Vec<BranchProgress<S>>, interrupts: Vec<Interrupt>, events: Vec<Event<S>> },
 }
 
+/// A branch to run: from its head, or from checkpointed progress.
+enum Job<S: GraphState, N> {
+    Fresh(N),
+    Saved(BranchProgress<S>),
+}
+
 /// Where a branch starts (or continues).
 #[derive(Clone, Copy)]
 enum Start<N> {
@@ -153,21 +160,20 @@ pub(crate) fn run_fork<G: Graph>(
     saved: Vec<BranchProgress<G::State>>,
     keep_states: bool,
 ) -> Result<ForkOutcome<G::State>, Error> {
-    let results: Vec<Result<Branch<G::State>, Error>> = if saved.is_empty() {
-        fork.heads
-            .par_iter()
-            .map(|&head| {
-                let local = Local { base, own: None, updates: Vec::new(), applied: 0 };
-                let name = graph.node_name(head);
-                run_branch(graph, name, fork.join, local, 0, Vec::new(), Start::Before(head, false), env, keep_states)
-            })
-            .collect()
-    } else {
-        saved
-            .into_par_iter()
-            .map(|progress| continue_branch(graph, fork.join, base, progress, env, keep_states))
-            .collect()
+    let run_job = |job: Job<G::State, G::Node>| match job {
+        Job::Fresh(head) => {
+            let local = Local { base, own: None, updates: Vec::new(), applied: 0 };
+            let name = graph.node_name(head);
+            run_branch(graph, name, fork.join, local, 0, Vec::new(), Start::Before(head, false), env, keep_states)
+        }
+        Job::Saved(progress) => continue_branch(graph, fork.join, base, progress, env, keep_states),
     };
+    let jobs: Vec<Job<G::State, G::Node>> = if saved.is_empty() {
+        fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
+    } else {
+        saved.into_iter().map(Job::Saved).collect()
+    };
+    let results = share::run_shared(jobs, &run_job, rayon::current_num_threads());
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
     if branches.iter().any(|b| b.interrupt.is_some()) {
         let interrupts = branches.iter().filter_map(|b| b.interrupt.clone()).collect();
