@@ -136,7 +136,7 @@ pub(crate) enum ForkOutcome<S: GraphState> {
 /// A branch to run: from its head, or from checkpointed progress.
 enum Job<S: GraphState, N> {
     Fresh(N),
-    Saved(BranchProgress<S>),
+    Saved(Box<BranchProgress<S>>),
 }
 
 /// Where a branch starts (or continues).
@@ -166,12 +166,12 @@ pub(crate) fn run_fork<G: Graph>(
             let name = graph.node_name(head);
             run_branch(graph, name, fork.join, local, 0, Vec::new(), Start::Before(head, false), env, keep_states)
         }
-        Job::Saved(progress) => continue_branch(graph, fork.join, base, progress, env, keep_states),
+        Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
     };
     let jobs: Vec<Job<G::State, G::Node>> = if saved.is_empty() {
         fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
     } else {
-        saved.into_iter().map(Job::Saved).collect()
+        saved.into_iter().map(|progress| Job::Saved(Box::new(progress))).collect()
     };
     let results = share::run_shared(jobs, &run_job, rayon::current_num_threads());
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
