@@ -475,6 +475,50 @@ fn target_name<'m>(target: Target, model: &'m Model) -> &'m str {
     }
 }
 
+/// One edge of a drawing: from, to (`__start__` / `__end__` for the ends), and what kind.
+struct Drawn<'m> {
+    from: &'m str,
+    to: &'m str,
+    kind: EdgeKind,
+}
+
+enum EdgeKind {
+    Plain,
+    Guarded(String),
+    Router,
+    Branch,
+}
+
+/// Every edge of the graph, in declaration order, for `MERMAID` and `DOT`.
+fn drawn_edges<'m>(model: &'m Model) -> Vec<Drawn<'m>> {
+    let id = |t: Target| match t {
+        Target::End => "__end__",
+        Target::Node(i) => model.nodes[i].name.as_str(),
+    };
+    let routes = |from: &'m str, routes: &'m [Route]| {
+        routes.iter().map(move |route| Drawn {
+            from,
+            to: id(route.to),
+            kind: route.guard.map_or(EdgeKind::Plain, |guard| EdgeKind::Guarded(guard.label())),
+        })
+    };
+    let mut edges: Vec<Drawn> = routes("__start__", &model.start).collect();
+    for node in &model.nodes {
+        match &node.routing {
+            Routing::Edges { routes: list, .. } => edges.extend(routes(&node.name, list)),
+            Routing::Router(targets) => {
+                edges.extend(targets.iter().map(|&t| Drawn { from: &node.name, to: id(t), kind: EdgeKind::Router }))
+            }
+            Routing::Fork { heads, .. } => edges.extend(heads.iter().map(|&h| Drawn {
+                from: &node.name,
+                to: &model.nodes[h].name,
+                kind: EdgeKind::Branch,
+            })),
+        }
+    }
+    edges
+}
+
 fn mermaid(model: &Model) -> String {
     let mut out = String::from("flowchart TD\n    __start__([start])\n");
     for node in &model.nodes {
@@ -485,33 +529,13 @@ fn mermaid(model: &Model) -> String {
         out.push_str(&format!("    {}{}\n", node.name, shape));
     }
     out.push_str("    __end__([end])\n");
-    let id = |t: Target| match t {
-        Target::End => "__end__",
-        Target::Node(i) => model.nodes[i].name.as_str(),
-    };
-    let edges = |out: &mut String, from: &str, routes: &[Route]| {
-        for route in routes {
-            match route.guard {
-                Some(guard) => out.push_str(&format!("    {from} -->|\"{}\"| {}\n", guard.label(), id(route.to))),
-                None => out.push_str(&format!("    {from} --> {}\n", id(route.to))),
-            }
-        }
-    };
-    edges(&mut out, "__start__", &model.start);
-    for node in &model.nodes {
-        match &node.routing {
-            Routing::Edges { routes, .. } => edges(&mut out, &node.name, routes),
-            Routing::Router(targets) => {
-                for &t in targets {
-                    out.push_str(&format!("    {} -.-> {}\n", node.name, id(t)));
-                }
-            }
-            Routing::Fork { heads, .. } => {
-                for &h in heads {
-                    out.push_str(&format!("    {} ==> {}\n", node.name, model.nodes[h].name));
-                }
-            }
-        }
+    for Drawn { from, to, kind } in drawn_edges(model) {
+        out.push_str(&match kind {
+            EdgeKind::Plain => format!("    {from} --> {to}\n"),
+            EdgeKind::Guarded(label) => format!("    {from} -->|\"{label}\"| {to}\n"),
+            EdgeKind::Router => format!("    {from} -.-> {to}\n"),
+            EdgeKind::Branch => format!("    {from} ==> {to}\n"),
+        });
     }
     out
 }
@@ -526,35 +550,14 @@ fn dot(name: &str, model: &Model) -> String {
         out.push_str(&format!("    \"{0}\" [label=\"{0}\"{shape}];\n", node.name));
     }
     out.push_str("    \"__end__\" [label=\"end\", shape=doublecircle];\n");
-    let id = |t: Target| match t {
-        Target::End => "__end__",
-        Target::Node(i) => model.nodes[i].name.as_str(),
-    };
-    let edges = |out: &mut String, from: &str, routes: &[Route]| {
-        for route in routes {
-            match route.guard {
-                Some(guard) => {
-                    out.push_str(&format!("    \"{from}\" -> \"{}\" [label=\"{}\"];\n", id(route.to), guard.label()))
-                }
-                None => out.push_str(&format!("    \"{from}\" -> \"{}\";\n", id(route.to))),
-            }
-        }
-    };
-    edges(&mut out, "__start__", &model.start);
-    for node in &model.nodes {
-        match &node.routing {
-            Routing::Edges { routes, .. } => edges(&mut out, &node.name, routes),
-            Routing::Router(targets) => {
-                for &t in targets {
-                    out.push_str(&format!("    \"{}\" -> \"{}\" [style=dashed];\n", node.name, id(t)));
-                }
-            }
-            Routing::Fork { heads, .. } => {
-                for &h in heads {
-                    out.push_str(&format!("    \"{}\" -> \"{}\" [style=bold];\n", node.name, model.nodes[h].name));
-                }
-            }
-        }
+    for Drawn { from, to, kind } in drawn_edges(model) {
+        let attributes = match kind {
+            EdgeKind::Plain => String::new(),
+            EdgeKind::Guarded(label) => format!(" [label=\"{label}\"]"),
+            EdgeKind::Router => String::from(" [style=dashed]"),
+            EdgeKind::Branch => String::from(" [style=bold]"),
+        };
+        out.push_str(&format!("    \"{from}\" -> \"{to}\"{attributes};\n"));
     }
     out.push_str("}\n");
     out
