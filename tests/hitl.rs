@@ -177,6 +177,34 @@ mod interrupt_node {
     }
 
     #[test]
+    fn dropping_a_resumed_stream_part_way_puts_the_pause_back() {
+        let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        {
+            let mut events = app.stream_resume(resume.clone().answer("first try"));
+            // `ask` runs and writes its answer; the stream is dropped before `finish`.
+            assert!(matches!(events.next(), Some(Ok(Event::Step { node, .. })) if node == "ask"));
+        }
+        let snapshot = app.state(resume.thread()).unwrap().unwrap();
+        assert_eq!(snapshot.interrupts.len(), 1, "the thread is paused again");
+        let done = app.resume(resume.answer("second try")).unwrap().done().unwrap();
+        assert_eq!(done.name, "second try");
+        assert_eq!(done.log, ["prepare", "finish"]);
+    }
+
+    #[test]
+    fn a_finished_resumed_stream_is_not_rolled_back_when_dropped() {
+        let app = Approval::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let events: Vec<Event<Form>> =
+            app.stream_resume(resume.clone().answer("yes")).collect::<Result<_, _>>().unwrap();
+        assert!(matches!(events.last(), Some(Event::Done(state)) if state.name == "yes"));
+        let snapshot = app.state(resume.thread()).unwrap().unwrap();
+        assert!(snapshot.interrupts.is_empty() && snapshot.next.is_empty(), "the thread stays finished");
+        assert!(matches!(app.resume(resume), Err(Error::StaleResume { .. })));
+    }
+
+    #[test]
     fn a_token_string_tells_which_pauses_wait_for_an_answer() {
         let app = Gated::builder().checkpointer(MemoryStore::new()).build();
         let (_, resume) = paused(app.invoke(Form::default()).unwrap());

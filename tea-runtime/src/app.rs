@@ -274,7 +274,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
-    /// one item).
+    /// one item). Dropping the stream before it pauses again or finishes abandons the resume:
+    /// the pause is put back and the same token works again.
     pub fn stream_resume(&self, resume: Resume<G::State>) -> Stream<'_, G> {
         Stream::new(self.resume_run(resume, true))
     }

@@ -367,6 +367,10 @@ impl<'g, G: Graph> Run<'g, G> {
                         self.finished = true;
                         self.save(false)?;
                     }
+                    if let Some(persist) = &mut self.persist {
+                        // The resume is complete: nothing is left to roll back to.
+                        persist.rollback = None;
+                    }
                     return Ok(Progress::Done);
                 }
                 Cursor::At(node) => node,
@@ -709,6 +713,16 @@ impl<G: Graph> Iterator for Stream<'_, G> {
             self.run = None;
         }
         Some(event)
+    }
+}
+
+/// A resumed stream dropped before it paused again or finished abandons the resume: its pause
+/// is put back, so the token that resumed it works again.
+impl<G: Graph> Drop for Stream<'_, G> {
+    fn drop(&mut self) {
+        if let Some(run) = &mut self.run {
+            run.roll_back();
+        }
     }
 }
 
