@@ -612,6 +612,9 @@ impl<'g, G: Graph> Run<'g, G> {
                     return Err(Error::RecursionLimit { limit: self.limit });
                 }
                 self.ctx.step = self.ctx.step.saturating_add(steps);
+                // Branch steps of earlier invocations count in the thread's step, not in this
+                // invocation's recursion limit.
+                self.first_step = self.first_step.saturating_add(steps.saturating_sub(taken));
                 parallel::merge(&mut self.state, &mut branches)?;
                 if self.record {
                     for branch in &mut branches {
