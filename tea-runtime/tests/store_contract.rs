@@ -278,7 +278,8 @@ fn delete_and_prune_racing_appends_leave_whole_threads<C: Checkpointer>(store: &
             let mut written = 0;
             while written < APPENDS {
                 let id = head.map_or(1, |h| h + 1);
-                match store.append("raced", &t, head, id, format!("raced {id}").as_bytes(), written % 50 == 0).unwrap() {
+                match store.append("raced", &t, head, id, format!("raced {id}").as_bytes(), written % 50 == 0).unwrap()
+                {
                     Append::Written => {
                         head = Some(id);
                         written += 1;

@@ -269,7 +269,8 @@ impl Checkpointer for SledStore {
         let mut threads = Vec::new();
         for key in tree.iter().keys() {
             let key = key.map_err(Error::store)?;
-            let (thread, tag) = split_key(&key).ok_or_else(|| Error::store(Fault::Unreadable { graph: graph.to_owned() }))?;
+            let (thread, tag) =
+                split_key(&key).ok_or_else(|| Error::store(Fault::Unreadable { graph: graph.to_owned() }))?;
             if tag == [HEAD_TAG] {
                 threads.push(ThreadId::from(thread));
             }
