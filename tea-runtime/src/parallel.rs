@@ -24,7 +24,7 @@ use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
 use crate::resume::{Interrupt, PauseKind};
 use crate::share;
-use crate::state::{GraphState, StateUpdate, Write};
+use crate::state::{GraphState, StateUpdate};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -68,14 +68,14 @@ impl<'b, S: GraphState> Local<'b, S> {
     /// The state the branch sees: the fan-out's, or its own copy with every update applied
     /// (made, and brought up to date, here). A panicking reducer is reported on the node whose
     /// update it was.
-    fn current(&mut self) -> Result<&S, Error> {
+    fn current<G: Graph<State = S>>(&mut self, graph: &G) -> Result<&S, Error> {
         if self.own.is_none() && self.updates.is_empty() {
             return Ok(self.base);
         }
         let base = self.base;
         let own = self.own.get_or_insert_with(|| base.clone());
         for (i, update) in self.updates.iter().enumerate().skip(self.applied) {
-            apply_update(own, update.clone(), origin(&self.origins, i))?;
+            apply_update(graph, own, update.clone(), origin(&self.origins, i))?;
         }
         self.applied = self.updates.len();
         Ok(own)
@@ -84,9 +84,13 @@ impl<'b, S: GraphState> Local<'b, S> {
     /// The branch's own state (built now if `with_state` and it was not), its updates and
     /// their origins.
     #[allow(clippy::type_complexity)]
-    fn finish(mut self, with_state: bool) -> Result<(Option<S>, Vec<S::Update>, Vec<NodeName>), Error> {
+    fn finish<G: Graph<State = S>>(
+        mut self,
+        graph: &G,
+        with_state: bool,
+    ) -> Result<(Option<S>, Vec<S::Update>, Vec<NodeName>), Error> {
         let state = if with_state {
-            self.current()?;
+            self.current(graph)?;
             Some(self.own.take().unwrap_or_else(|| self.base.clone()))
         } else {
             None
@@ -219,7 +223,7 @@ pub(crate) fn run_fork<G: Graph>(
                     let mut local = Local::new(base);
                     local.updates = branch.updates.clone();
                     local.origins = branch.origins.clone();
-                    local.finish(true)?.0.unwrap_or_else(|| base.clone())
+                    local.finish(graph, true)?.0.unwrap_or_else(|| base.clone())
                 }
             };
             progress.push(BranchProgress {
@@ -292,7 +296,7 @@ fn run_branch<G: Graph>(
     macro_rules! stop {
         ($at:expr, $interrupt:expr) => {{
             let (at, interrupt) = ($at, Some($interrupt));
-            let (state, updates, origins) = local.finish(true)?;
+            let (state, updates, origins) = local.finish(graph, true)?;
             let taken = steps - first;
             return Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt });
         }};
@@ -316,7 +320,7 @@ fn run_branch<G: Graph>(
                 let after = match (goto, graph.fork(node), graph.fixed_route(node)) {
                     (None, None, Some(target)) => After::Goto(target),
                     (Some(_), _, _) | (_, Some(_), _) => route_from(graph, node, goto, local.base, &name)?,
-                    (None, None, None) => route_from(graph, node, None, local.current()?, &name)?,
+                    (None, None, None) => route_from(graph, node, None, local.current(graph)?, &name)?,
                 };
                 at = match after {
                     After::Goto(Goto::Node(next)) => Start::Before(next, false),
@@ -343,7 +347,7 @@ fn run_branch<G: Graph>(
         ctx.step = env.base_step.saturating_add(steps - first).saturating_add(1);
         ctx.node = graph.node_name(node);
         let given = std::mem::take(&mut answers);
-        let produced = produce(graph, node, local.current()?, &ctx, given)?;
+        let produced = produce(graph, node, local.current(graph)?, &ctx, given)?;
         if !ctx.branches.is_empty() {
             // The nested join has seen its branches.
             ctx.branches.clear();
@@ -355,7 +359,7 @@ fn run_branch<G: Graph>(
                 }
                 goto
             }
-            Produced::Paused { payload, answers: given } => {
+            Produced::Paused { payload, answers: given, kept } => {
                 if !env.pausable {
                     return Err(Error::NodeFailed {
                         node: ctx.node.clone(),
@@ -363,13 +367,16 @@ fn run_branch<G: Graph>(
                     });
                 }
                 answers = given;
+                if let Some(kept) = kept {
+                    local.push(&ctx.node, kept);
+                }
                 let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
                 stop!(BranchAt::Before(ctx.node.clone()), interrupt);
             }
         };
         steps += 1;
         if env.record {
-            let state = local.current()?.clone();
+            let state = local.current(graph)?.clone();
             events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state });
         }
         if env.pausable && graph.interrupt_after(node) {
@@ -379,7 +386,7 @@ fn run_branch<G: Graph>(
         }
         at = Start::After(node, goto);
     }
-    let (state, updates, origins) = local.finish(keep_states)?;
+    let (state, updates, origins) = local.finish(graph, keep_states)?;
     let taken = steps - first;
     Ok(Branch { head, state, updates, origins, steps, taken, events, at: BranchAt::Joined, answers, interrupt: None })
 }
@@ -407,7 +414,7 @@ fn nested_fork<G: Graph>(
         pausable: false,
     };
     let keep_states = graph.reads_branches(fork.join);
-    let base = local.current()?.clone();
+    let base = local.current(graph)?.clone();
     let ForkOutcome::Joined { mut branches, taken, .. } =
         run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)?
     else {
@@ -416,7 +423,8 @@ fn nested_fork<G: Graph>(
     if steps.saturating_add(taken) > env.budget {
         return Err(Error::RecursionLimit { limit: env.limit });
     }
-    check_conflicts::<G::State>(&branches)?;
+    keep_join_updates(graph, &mut branches, fork.join);
+    check_conflicts(&branches)?;
     for branch in &mut branches {
         events.append(&mut branch.events);
         local.updates.append(&mut branch.updates);
@@ -428,27 +436,65 @@ fn nested_fork<G: Graph>(
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no
 /// two branches replace the same field. A reducer that panics here is reported on the node
 /// whose update it was.
-pub(crate) fn merge<S: GraphState>(state: &mut S, branches: &mut [Branch<S>]) -> Result<(), Error> {
+pub(crate) fn merge<G: Graph>(
+    graph: &G,
+    state: &mut G::State,
+    branches: &mut [Branch<G::State>],
+    join: G::Node,
+) -> Result<(), Error> {
+    keep_join_updates(graph, branches, join);
     check_conflicts(branches)?;
     for branch in branches.iter_mut() {
         let origins = std::mem::take(&mut branch.origins);
         for (i, update) in branch.updates.drain(..).enumerate() {
-            apply_update(state, update, origin(&origins, i))?;
+            apply_update(graph, state, update, origin(&origins, i))?;
         }
     }
     Ok(())
 }
 
-fn check_conflicts<S: GraphState>(branches: &[Branch<S>]) -> Result<(), Error> {
-    for (index, field) in S::FIELDS.iter().enumerate() {
-        let writers: Vec<NodeName> = branches
-            .iter()
-            .filter(|b| b.updates.iter().any(|u: &S::Update| u.writes(index) == Some(Write::Replace)))
-            .map(|b| b.head.clone())
-            .collect();
-        if writers.len() > 1 {
-            return Err(Error::ConflictingWrites { field: field.name, branches: writers });
+/// Keeps of each branch's updates what the graph lets reach the main state at `join`
+/// ([`Graph::join_update`]).
+fn keep_join_updates<G: Graph>(graph: &G, branches: &mut [Branch<G::State>], join: G::Node) {
+    for branch in branches.iter_mut() {
+        let updates = std::mem::take(&mut branch.updates);
+        let origins = std::mem::take(&mut branch.origins);
+        let mut origins = origins.into_iter();
+        for update in updates {
+            let origin = origins.next();
+            if let Some(update) = graph.join_update(join, update) {
+                branch.updates.push(update);
+                branch.origins.extend(origin);
+            }
         }
     }
-    Ok(())
+}
+
+/// Fails when two branches replace the same field. The first such field, in branch order and
+/// then in the order the updates report their writes, is named.
+fn check_conflicts<S: GraphState>(branches: &[Branch<S>]) -> Result<(), Error> {
+    // (field, index of the first branch that replaced it, of a second one if any)
+    let mut seen: Vec<(&str, usize, Option<usize>)> = Vec::new();
+    for (index, branch) in branches.iter().enumerate() {
+        for update in &branch.updates {
+            update.replaced(&mut |field| match seen.iter_mut().find(|(name, _, _)| *name == field) {
+                None => seen.push((field, index, None)),
+                Some((_, first, second)) => {
+                    if *first != index && second.is_none() {
+                        *second = Some(index);
+                    }
+                }
+            });
+        }
+    }
+    let Some(&(field, _, _)) = seen.iter().find(|(_, _, second)| second.is_some()) else { return Ok(()) };
+    let writers: Vec<NodeName> =
+        branches.iter().filter(|b| b.updates.iter().any(|u| replaces(u, field))).map(|b| b.head.clone()).collect();
+    Err(Error::ConflictingWrites { field: field.to_owned(), branches: writers })
+}
+
+fn replaces<U: StateUpdate>(update: &U, field: &str) -> bool {
+    let mut found = false;
+    update.replaced(&mut |name| found |= name == field);
+    found
 }
