@@ -314,6 +314,36 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         entries.iter().map(|(id, bytes)| self.snapshot(thread, *id, bytes)).collect()
     }
 
+    /// The threads of this graph that have checkpoints in the store, sorted by id.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
+        self.checkpointer.threads(self.graph.name())
+    }
+
+    /// Deletes every checkpoint of `thread`; `Ok(false)` if it had none. The thread id is free
+    /// again: [`invoke_on`](Self::invoke_on) can start it anew. A token of the deleted thread
+    /// fails with [`Error::CheckpointNotFound`] while the id is unused; tokens name a pause by its
+    /// checkpoint number, so once the id is reused, an old token whose number matches a pause of
+    /// the new thread would be taken for it: reuse ids only when no old token is still around.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
+        self.checkpointer.delete(self.graph.name(), thread)
+    }
+
+    /// Deletes the oldest checkpoints of `thread`, keeping the newest `keep_last` (never fewer
+    /// than one: the head stays, so the thread can still be resumed or recovered). Returns how
+    /// many were deleted; [`history`](Self::history) lists what is left.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.checkpointer.prune(self.graph.name(), thread, keep_last)
+    }
+
     /// The app's checkpoint store.
     pub fn checkpointer(&self) -> &C {
         &self.checkpointer
