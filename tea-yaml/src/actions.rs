@@ -22,13 +22,19 @@ pub(crate) enum Action {
     FileWrite,
 }
 
-/// The built-in actions, by name.
-pub(crate) const BUILT_INS: [(&str, fn() -> Action); 4] = [
-    ("checkpoint.save", || Action::CheckpointSave),
-    ("checkpoint.load", || Action::CheckpointLoad),
-    ("file.read", || Action::FileRead),
-    ("file.write", || Action::FileWrite),
-];
+/// The built-in actions' names.
+pub(crate) const BUILT_IN_NAMES: [&str; 4] = ["checkpoint.save", "checkpoint.load", "file.read", "file.write"];
+
+/// The built-in action named `name`.
+pub(crate) fn built_in(name: &str) -> Option<Action> {
+    Some(match name {
+        "checkpoint.save" => Action::CheckpointSave,
+        "checkpoint.load" => Action::CheckpointLoad,
+        "file.read" => Action::FileRead,
+        "file.write" => Action::FileWrite,
+        _ => return None,
+    })
+}
 
 /// What an action call knows of its run.
 pub(crate) struct Call<'a> {

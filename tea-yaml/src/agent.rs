@@ -136,7 +136,8 @@ impl Engine {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
-        let base = path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let base =
+            path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         self.load(&text, shown, base)
     }
 
@@ -153,10 +154,9 @@ impl Engine {
         let store: Option<Arc<dyn Checkpointer>> = match (&loaded.store, &loaded.checkpoint_dir) {
             (Some(StoreSpec::Memory), _) => Some(Arc::new(MemoryStore::new())),
             #[cfg(feature = "sled")]
-            (Some(StoreSpec::Sled(path)), _) => Some(Arc::new(
-                tea_runtime::SledStore::open(path)
-                    .map_err(|e| LoadError::one(&file, 1, 1, format!("cannot open the sled store `{}`: {e}", path.display())))?,
-            )),
+            (Some(StoreSpec::Sled(path)), _) => Some(Arc::new(tea_runtime::SledStore::open(path).map_err(|e| {
+                LoadError::one(&file, 1, 1, format!("cannot open the sled store `{}`: {e}", path.display()))
+            })?)),
             #[cfg(not(feature = "sled"))]
             (Some(StoreSpec::Sled(_)), _) => None,
             (None, Some(_)) => Some(Arc::new(MemoryStore::new())),
@@ -194,7 +194,12 @@ impl fmt::Debug for Agent {
 }
 
 impl Agent {
-    fn build(graph: YamlGraph, store: Option<Arc<dyn Checkpointer>>, limit: usize, checkpoint: Option<PathBuf>) -> Agent {
+    fn build(
+        graph: YamlGraph,
+        store: Option<Arc<dyn Checkpointer>>,
+        limit: usize,
+        checkpoint: Option<PathBuf>,
+    ) -> Agent {
         let builder = Builder::new(graph.clone()).recursion_limit(limit);
         let runner = match store {
             Some(store) => Runner::Stored(builder.checkpointer(store).build()),
@@ -273,7 +278,8 @@ impl Agent {
     pub fn resume_from(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Outcome<State>, Error> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
         let (node, mut state) = tea_runtime::decode_checkpoint(&self.graph, &bytes, &shown)?;
         if let Some(update) = update {
             self.graph.apply(&mut state, Update::from(update)).map_err(|e| Error::BadResumeValue {
@@ -297,16 +303,16 @@ impl Agent {
             Ok(state) => state,
             Err(error) => return AgentStream::failed(error),
         };
-        AgentStream(StreamState::Running(match &self.runner {
+        AgentStream(StreamState::Running(Box::new(match &self.runner {
             Runner::Free(app) => app.stream(state),
             Runner::Stored(app) => app.stream(state),
-        }))
+        })))
     }
 
     /// Continues a paused thread as a stream of events (see `App::stream_resume`).
     pub fn stream_resume(&self, resume: Resume<State>) -> AgentStream<'_> {
         match &self.runner {
-            Runner::Stored(app) => AgentStream(StreamState::Running(app.stream_resume(resume))),
+            Runner::Stored(app) => AgentStream(StreamState::Running(Box::new(app.stream_resume(resume)))),
             Runner::Free(_) => AgentStream::failed(no_store(self.name(), resume.thread())),
         }
     }
@@ -374,7 +380,7 @@ fn no_store(agent: &str, thread: &ThreadId) -> Error {
 pub struct AgentStream<'a>(StreamState<'a>);
 
 enum StreamState<'a> {
-    Running(Stream<'a, YamlGraph>),
+    Running(Box<Stream<'a, YamlGraph>>),
     Failed(Option<Error>),
 }
 

@@ -46,7 +46,11 @@ fn edges(graph: &YamlGraph) -> Vec<Drawn> {
     for (i, node) in inner.nodes.iter().enumerate() {
         out.extend(rules(format!("n{i}"), &node.rules));
         if let Some((heads, _)) = &node.fork {
-            out.extend(heads.iter().map(|h| Drawn { from: format!("n{i}"), to: id(&Goto::Node(*h)), kind: Kind::Branch }));
+            out.extend(heads.iter().map(|h| Drawn {
+                from: format!("n{i}"),
+                to: id(&Goto::Node(*h)),
+                kind: Kind::Branch,
+            }));
         }
     }
     out
@@ -78,7 +82,10 @@ pub(crate) fn mermaid(graph: &YamlGraph) -> String {
 
 pub(crate) fn dot(graph: &YamlGraph) -> String {
     let quote = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
-    let mut out = format!("digraph \"{}\" {{\n    \"__start__\" [label=\"start\", shape=circle];\n", quote(graph.inner().name.as_str()));
+    let mut out = format!(
+        "digraph \"{}\" {{\n    \"__start__\" [label=\"start\", shape=circle];\n",
+        quote(graph.inner().name.as_str())
+    );
     for (i, node) in graph.inner().nodes.iter().enumerate() {
         let shape = if matches!(node.exec, Exec::Interrupt { .. }) { ", shape=hexagon" } else { "" };
         out.push_str(&format!("    \"n{i}\" [label=\"{}\"{shape}];\n", quote(node.name.as_str())));

@@ -45,7 +45,11 @@ pub(crate) enum Cond {
     Always,
     Const(bool),
     /// Holds when the expression's Jinja truth equals `expect`.
-    Expr { expr: ExprId, expect: bool, source: Arc<str> },
+    Expr {
+        expr: ExprId,
+        expect: bool,
+        source: Arc<str>,
+    },
 }
 
 /// One routing rule: the first whose condition holds wins.
@@ -199,10 +203,29 @@ impl YamlGraph {
         Ok(None)
     }
 
-    fn run_node(&self, node: NodeIx, state: &State, ctx: &Ctx<State>, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
+    fn run_node(
+        &self,
+        node: NodeIx,
+        state: &State,
+        ctx: &Ctx<State>,
+        hitl: &mut Hitl,
+    ) -> Result<Option<Update>, BoxError> {
         let def = self.node(node);
+        if def.fan_in && !ctx.branches().is_empty() {
+            // The fan-in reads `parallel_results`, the branches' final states in declared
+            // order, and keeps it in the state.
+            let results = Value::Array(ctx.branches().iter().map(|b| b.state().to_json()).collect());
+            let mut seen = state.clone();
+            seen.map_mut().insert("parallel_results".to_owned(), results.clone());
+            let update = self.exec(def, &seen, hitl)?.unwrap_or_default();
+            return Ok(Some(update.set("parallel_results", results)));
+        }
+        self.exec(def, state, hitl)
+    }
+
+    fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
         let inner = &self.0;
-        let mut update = match &def.exec {
+        Ok(match &def.exec {
             Exec::Noop => None,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
@@ -211,7 +234,8 @@ impl YamlGraph {
                 Some(Update::new().set(key.clone(), value))
             }
             Exec::Action { name, action, with, output } => {
-                let args = self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
+                let args =
+                    self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
                 let call = Call { graph: self, node: &def.name, state };
                 let result = actions::call(action, &call, &args)?;
                 Some(self.output(output, result, state)?)
@@ -224,20 +248,13 @@ impl YamlGraph {
                         None => state[state_key.as_str()].clone(),
                     };
                     let _ = hitl.interrupt::<Value>(&payload);
-                    let asked = message.as_ref().map(|_| Update::new().set(state_key.clone(), payload));
-                    return Ok(asked);
+                    return Ok(message.as_ref().map(|_| Update::new().set(state_key.clone(), payload)));
                 }
                 // Resumed: the question is in the state already; the answer comes back.
                 let answer: Value = hitl.interrupt(&state[state_key.as_str()])?;
                 Some(Update::new().set(resume_key.clone(), answer))
             }
-        };
-        if def.fan_in && !ctx.branches().is_empty() {
-            let results: Vec<Value> = ctx.branches().iter().map(|b| b.state().to_json()).collect();
-            let base = update.take().unwrap_or_default();
-            update = Some(base.set("parallel_results", Value::Array(results)));
-        }
-        Ok(update)
+        })
     }
 
     /// An action's result as an update, by the node's `output:`.

@@ -6,7 +6,7 @@
 //! names, targets that name no node, conditions and templates that do not parse, Lua that does
 //! not compile, unknown actions, interrupts without a checkpointer.
 
-use crate::actions::{Action, BUILT_INS};
+use crate::actions::{self, Action, BUILT_IN_NAMES};
 use crate::error::{LoadError, Problem};
 use crate::graph::{Cond, Exec, Inner, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
 use crate::lua::{Chunks, Limits};
@@ -95,6 +95,9 @@ struct Draft<'n> {
     interrupt_after: bool,
 }
 
+/// A fan-out as read: its heads, its fan-in if named, where it is declared.
+type ForkDraft = (Vec<NodeIx>, Option<NodeIx>, Pos);
+
 /// An edge as read.
 struct EdgeDraft<'n> {
     from: &'n Node,
@@ -102,18 +105,22 @@ struct EdgeDraft<'n> {
 }
 
 enum EdgeKind<'n> {
-    Plain { to: &'n Node, cond: Cond },
+    Plain {
+        to: &'n Node,
+        cond: Cond,
+    },
     /// One branch of a fan-out (`type: parallel` / `parallel: true`), or a list of them.
-    Parallel { heads: Vec<&'n Node>, fan_in: Option<&'n Node> },
+    Parallel {
+        heads: Vec<&'n Node>,
+        fan_in: Option<&'n Node>,
+    },
 }
 
 pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
-    let (root, duplicates) = yaml::parse(text)
-        .map_err(|e| LoadError::one(&env.file, e.pos.line, e.pos.column, e.message))?;
-    let variables = root
-        .as_map()
-        .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("variables")))
-        .map(|(_, v)| v.to_json());
+    let (root, duplicates) =
+        yaml::parse(text).map_err(|e| LoadError::one(&env.file, e.pos.line, e.pos.column, e.message))?;
+    let variables =
+        root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("variables"))).map(|(_, v)| v.to_json());
     let variables = match variables {
         Some(Value::Object(map)) => map,
         _ => Map::new(),
@@ -239,7 +246,7 @@ impl<'a> Loader<'a> {
         let mut drafts: Vec<Draft<'_>> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         for item in items {
-            if let Some(draft) = self.node(item, &schema) {
+            if let Some(draft) = self.node(item) {
                 if let Some(&first) = index.get(&draft.name) {
                     let line = drafts[first].pos.line;
                     self.problem(draft.pos, format!("duplicate node name `{}` (first at line {line})", draft.name));
@@ -314,7 +321,8 @@ impl<'a> Loader<'a> {
                 self.problem(r.pos, "`config.raise_exceptions` must be true or false");
             }
         }
-        let can_pause = drafts.iter().any(|d| d.interrupt_before || d.interrupt_after || matches!(d.exec, Exec::Interrupt { .. }));
+        let can_pause =
+            drafts.iter().any(|d| d.interrupt_before || d.interrupt_after || matches!(d.exec, Exec::Interrupt { .. }));
         if can_pause && store.is_none() && checkpoint_dir.is_none() && !self.env.has_checkpointer {
             let first = drafts
                 .iter()
@@ -355,13 +363,7 @@ impl<'a> Loader<'a> {
             fingerprint,
             schema_fingerprint,
         };
-        Some(Loaded {
-            graph: YamlGraph(Arc::new(inner)),
-            store,
-            checkpoint_dir,
-            checkpoint,
-            recursion_limit,
-        })
+        Some(Loaded { graph: YamlGraph(Arc::new(inner)), store, checkpoint_dir, checkpoint, recursion_limit })
     }
 
     fn schema(&mut self, node: &Node) -> Schema {
@@ -382,7 +384,8 @@ impl<'a> Loader<'a> {
                 Kind::Str { text, .. } => self.type_name(value, text).map(|ty| Decl { ty, reducer: Reducer::Replace }),
                 Kind::Null => Some(Decl { ty: Type::Any, reducer: Reducer::Replace }),
                 Kind::Map(_) => {
-                    let fields = self.fields(value, &format!("the declaration of state key `{name}`"), &["type", "reducer"]);
+                    let fields =
+                        self.fields(value, &format!("the declaration of state key `{name}`"), &["type", "reducer"]);
                     fields.and_then(|f| {
                         let ty = match f.get("type") {
                             Some(t) => self.string(t, "`type`").and_then(|s| self.type_name(t, s))?,
@@ -449,31 +452,29 @@ impl<'a> Loader<'a> {
         if node.as_str() == Some("memory") {
             return Some(StoreSpec::Memory);
         }
-        if let Some(entries) = node.as_map() {
-            if let [(key, value)] = entries {
-                match key.as_str() {
-                    Some("memory") => return Some(StoreSpec::Memory),
-                    Some("sled") => {
-                        let path = self.string(value, "`checkpointer.sled`")?;
-                        if cfg!(feature = "sled") {
-                            return Some(StoreSpec::Sled(crate::actions::resolve(&self.env.base_dir, path)));
-                        }
-                        self.problem(key.pos, "`sled` stores are not built in (cargo feature `sled` of tea-yaml)");
-                        return None;
+        if let Some([(key, value)]) = node.as_map() {
+            match key.as_str() {
+                Some("memory") => return Some(StoreSpec::Memory),
+                Some("sled") => {
+                    let path = self.string(value, "`checkpointer.sled`")?;
+                    if cfg!(feature = "sled") {
+                        return Some(StoreSpec::Sled(crate::actions::resolve(&self.env.base_dir, path)));
                     }
-                    Some("postgres") => {
-                        self.problem(key.pos, "`postgres` stores are not built into this tea");
-                        return None;
-                    }
-                    _ => {}
+                    self.problem(key.pos, "`sled` stores are not built in (cargo feature `sled` of tea-yaml)");
+                    return None;
                 }
+                Some("postgres") => {
+                    self.problem(key.pos, "`postgres` stores are not built into this tea");
+                    return None;
+                }
+                _ => {}
             }
         }
         self.problem(node.pos, "`config.checkpointer` must be `memory` or `{ sled: PATH }`");
         None
     }
 
-    fn node<'n>(&mut self, item: &'n Node, schema: &Schema) -> Option<Draft<'n>> {
+    fn node<'n>(&mut self, item: &'n Node) -> Option<Draft<'n>> {
         let fields = self.fields(item, "a node", NODE_KEYS)?;
         let name = match fields.get("name") {
             None => {
@@ -486,7 +487,10 @@ impl<'a> Loader<'a> {
                     return None;
                 }
                 Some(name) if START.contains(&name.as_str()) || END.contains(&name.as_str()) => {
-                    self.problem(n.pos, format!("`{name}` is reserved for the entry and the exit; name the node otherwise"));
+                    self.problem(
+                        n.pos,
+                        format!("`{name}` is reserved for the entry and the exit; name the node otherwise"),
+                    );
                     return None;
                 }
                 Some(name) => name,
@@ -555,7 +559,9 @@ impl<'a> Loader<'a> {
                 Some("lua") => {}
                 Some(lang @ ("python" | "prolog")) => self.problem(
                     l.pos,
-                    format!("`language: {lang}`: only Lua runs here; port node `{name}`'s block to Lua (`language: lua`)"),
+                    format!(
+                        "`language: {lang}`: only Lua runs here; port node `{name}`'s block to Lua (`language: lua`)"
+                    ),
                 ),
                 Some(other) => self.problem(l.pos, format!("unknown language `{other}`; only `lua` runs here")),
                 None => self.problem(l.pos, format!("{} must be a string", what("language"))),
@@ -571,7 +577,6 @@ impl<'a> Loader<'a> {
         } else {
             Exec::Noop
         };
-        let _ = schema;
 
         let (mut interrupt_before, mut interrupt_after) = (false, false);
         if let Some(i) = fields.get("interrupt") {
@@ -603,13 +608,17 @@ impl<'a> Loader<'a> {
                 }
             }
             Kind::Map(_) => {
-                let Some(f) = self.fields(run, &format!("`run` of node `{name}`"), &["type", "value", "output_key"]) else {
+                let Some(f) = self.fields(run, &format!("`run` of node `{name}`"), &["type", "value", "output_key"])
+                else {
                     return Exec::Noop;
                 };
                 match f.get("type").and_then(|t| t.as_str()) {
                     Some("expression") => {}
                     _ => {
-                        self.problem(run.pos, format!("`run` of node `{name}` as a mapping is `{{ type: expression, value: EXPR }}`"));
+                        self.problem(
+                            run.pos,
+                            format!("`run` of node `{name}` as a mapping is `{{ type: expression, value: EXPR }}`"),
+                        );
                         return Exec::Noop;
                     }
                 }
@@ -634,7 +643,10 @@ impl<'a> Loader<'a> {
                 }
             }
             _ => {
-                self.problem(run.pos, format!("`run` of node `{name}` must be a Lua block or `{{ type: expression, value: EXPR }}`"));
+                self.problem(
+                    run.pos,
+                    format!("`run` of node `{name}` must be a Lua block or `{{ type: expression, value: EXPR }}`"),
+                );
                 Exec::Noop
             }
         }
@@ -644,11 +656,10 @@ impl<'a> Loader<'a> {
         let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
         let action = match self.env.actions.get(action_name) {
             Some(a) => a.clone(),
-            None => match BUILT_INS.iter().find(|(n, _)| *n == action_name) {
-                Some((_, make)) => make(),
+            None => match actions::built_in(action_name) {
+                Some(action) => action,
                 None => {
-                    let known: Vec<&str> =
-                        self.env.actions.keys().map(String::as_str).chain(BUILT_INS.iter().map(|(n, _)| *n)).collect();
+                    let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
                     let hint = suggest(action_name, known.iter().copied());
                     self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}"));
                     return Exec::Noop;
@@ -792,7 +803,10 @@ impl<'a> Loader<'a> {
                 out
             }
             _ => {
-                self.problem(node.pos, format!("`goto` of node `{name}` must be a node name or a list of `{{ if, to }}` rules"));
+                self.problem(
+                    node.pos,
+                    format!("`goto` of node `{name}` must be a node name or a list of `{{ if, to }}` rules"),
+                );
                 Vec::new()
             }
         }
@@ -930,7 +944,7 @@ impl<'a> Loader<'a> {
         let before = self.problems.len();
         let mut plain: Vec<Vec<Rule>> = vec![Vec::new(); n];
         let mut start_rules: Vec<Rule> = Vec::new();
-        let mut forks: Vec<Option<(Vec<NodeIx>, Option<NodeIx>, Pos)>> = vec![None; n];
+        let mut forks: Vec<Option<ForkDraft>> = vec![None; n];
         let mut start_has_edges = false;
         for edge in edges {
             let from_name = edge.from.scalar_text().unwrap_or_default();
@@ -990,7 +1004,10 @@ impl<'a> Loader<'a> {
                     let entry = forks[i].get_or_insert_with(|| (Vec::new(), None, edge.from.pos));
                     for h in head_ix {
                         if entry.0.contains(&h) {
-                            self.problem(edge.from.pos, format!("node `{from_name}` fans out to `{}` twice", drafts[h.index()].name));
+                            self.problem(
+                                edge.from.pos,
+                                format!("node `{from_name}` fans out to `{}` twice", drafts[h.index()].name),
+                            );
                         } else {
                             entry.0.push(h);
                         }
@@ -1035,7 +1052,10 @@ impl<'a> Loader<'a> {
                 },
             };
             if drafts[i].goto.is_some() || !plain[i].is_empty() {
-                self.problem(*pos, format!("node `{}` fans out, so it cannot also have `goto` or other edges", drafts[i].name));
+                self.problem(
+                    *pos,
+                    format!("node `{}` fans out, so it cannot also have `goto` or other edges", drafts[i].name),
+                );
             }
             for h in heads {
                 head_join[h.index()] = Some(join);
@@ -1130,8 +1150,11 @@ fn common_successor(
         .collect();
     // The common node reached before the others: none of the others leads to it... keep it
     // simple and unambiguous: exactly one common node, or the one all others follow.
-    let firsts: Vec<usize> =
-        common.iter().copied().filter(|c| !common.iter().any(|o| o != c && !reach(*o).contains(c) && reach(*c).contains(o))).collect();
+    let firsts: Vec<usize> = common
+        .iter()
+        .copied()
+        .filter(|c| !common.iter().any(|o| o != c && !reach(*o).contains(c) && reach(*c).contains(o)))
+        .collect();
     match (common.as_slice(), firsts.as_slice()) {
         ([one], _) => Some(NodeIx(*one as u32)),
         (_, [one]) => Some(NodeIx(*one as u32)),

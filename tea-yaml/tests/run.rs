@@ -127,7 +127,9 @@ nodes:
     run: return { went = "no" }
     goto: __end__
 "#;
-    for (items, went) in [(json!([]), "no"), (json!([1]), "yes"), (json!(0), "no"), (json!(""), "no"), (json!("x"), "yes")] {
+    for (items, went) in
+        [(json!([]), "no"), (json!([1]), "yes"), (json!(0), "no"), (json!(""), "no"), (json!("x"), "yes")]
+    {
         assert_eq!(run(truth, json!({ "items": items })).unwrap()["went"], went, "items = {items}");
     }
     assert_eq!(run(truth, json!({})).unwrap()["went"], "no");
@@ -152,7 +154,9 @@ nodes:
 #[test]
 fn actions_render_with_and_output_keeps_types() {
     let engine = Engine::new()
-        .action("text.shout", |_: &State, args: &Value| Ok(json!({ "shouted": args["text"].as_str().unwrap_or("").to_uppercase(), "n": args["n"] })))
+        .action("text.shout", |_: &State, args: &Value| {
+            Ok(json!({ "shouted": args["text"].as_str().unwrap_or("").to_uppercase(), "n": args["n"] }))
+        })
         .action("math.double", |_: &State, args: &Value| Ok(json!(args["x"].as_i64().unwrap_or(0) * 2)))
         .secret("api_key", "s3cret");
     let agent = engine
@@ -301,7 +305,8 @@ fn a_lua_block_returning_something_else_than_a_table_fails_its_node() {
 
 #[test]
 fn lua_runtime_errors_name_the_file_line() {
-    let err = run("nodes:\n  - name: boom\n    run: |\n      local t = nil\n      return t.x\n", json!({})).unwrap_err();
+    let err =
+        run("nodes:\n  - name: boom\n    run: |\n      local t = nil\n      return t.x\n", json!({})).unwrap_err();
     match err {
         Error::NodeFailed { node, source } => {
             assert_eq!(node, "boom");
