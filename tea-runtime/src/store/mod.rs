@@ -8,12 +8,14 @@
 use crate::error::Error;
 use crate::name::ThreadId;
 
+mod dir;
 mod memory;
 #[cfg(feature = "sled")]
 mod sled;
 
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
+pub use dir::DirStore;
 pub use memory::MemoryStore;
 
 /// The number of a checkpoint in its thread's history: 1 for the first, then 2, 3, ….
