@@ -292,7 +292,7 @@ fn delete_and_prune_racing_appends_leave_whole_threads<C: Checkpointer>(store: &
         scope.spawn(|| {
             let mut round = 0usize;
             while writing.load(std::sync::atomic::Ordering::Relaxed) {
-                if round % 4 == 0 {
+                if round.is_multiple_of(4) {
                     store.delete("raced", &t).unwrap();
                 } else {
                     store.prune("raced", &t, round % 3).unwrap();

@@ -155,7 +155,7 @@ impl DirStore {
         fs::create_dir_all(&root).map_err(|e| io_fault("create the directory", &root, e))?;
         let meta = fs::metadata(&root).map_err(|e| io_fault("read", &root, e))?;
         if !meta.is_dir() {
-            let e = io::Error::new(io::ErrorKind::Other, "not a directory");
+            let e = io::Error::other("not a directory");
             return Err(io_fault("open the store directory", &root, e));
         }
         Ok(DirStore { inner: Arc::new(Inner { root, flushes: AtomicU64::new(0), temporaries: AtomicU64::new(0) }) })
@@ -208,7 +208,7 @@ impl DirStore {
             None => return Err(Error::CheckpointNotFound { thread: thread.clone() }),
         };
         let target = dir.join(checkpoint_file(id));
-        if self.read_head(&dir)?.map_or(true, |head| id > head) || !exists(&target)? {
+        if self.read_head(&dir)?.is_none_or(|head| id > head) || !exists(&target)? {
             return Err(Error::CheckpointNotFound { thread: thread.clone() });
         }
         let tmp = self.temporary(&dir);
@@ -409,7 +409,7 @@ impl Checkpointer for DirStore {
         let dir = self.thread_dir(graph, thread);
         let Some(_lock) = self.lock_shared(&dir)? else { return Ok(None) };
         // Files beyond the head are left over from a deleted thread (or an append cut short).
-        if self.read_head(&dir)?.map_or(true, |head| id > head) || id == 0 {
+        if self.read_head(&dir)?.is_none_or(|head| id > head) || id == 0 {
             return Ok(None);
         }
         let path = dir.join(checkpoint_file(id));
@@ -426,7 +426,7 @@ impl Checkpointer for DirStore {
         let Some(head) = self.read_head(&dir)? else { return Ok(Vec::new()) };
         let mut files = self.listing(&dir, false)?;
         files.retain(|(id, _)| *id <= head);
-        files.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        files.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));
         let mut history = Vec::with_capacity(files.len());
         for (id, path) in files {
             history.push((id, fs::read(&path).map_err(|e| io_fault("read", &path, e))?));
