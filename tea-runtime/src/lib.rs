@@ -37,6 +37,8 @@ pub use outcome::{Durability, Outcome, Snapshot};
 pub use parallel::BranchState;
 pub use resume::{Interrupt, Resume};
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
+#[cfg(feature = "postgres")]
+pub use store::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sled")]
 pub use store::SledStore;
 pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};

@@ -9,9 +9,13 @@ use crate::error::Error;
 use crate::name::ThreadId;
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sled")]
 mod sled;
 
+#[cfg(feature = "postgres")]
+pub use self::postgres::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
 pub use memory::MemoryStore;
