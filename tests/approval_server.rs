@@ -392,7 +392,7 @@ fn every_engine_error_has_a_status_and_a_stable_code() {
         (Error::NodePanicked { node: node(), message: "boom".into() }, 500, "internal"),
         (Error::NoRoute { node: node(), goto: None }, 500, "internal"),
         (Error::RecursionLimit { limit: 1 }, 500, "internal"),
-        (Error::ConflictingWrites { field: "draft", branches: vec![node()] }, 500, "internal"),
+        (Error::ConflictingWrites { field: "draft".into(), branches: vec![node()] }, 500, "internal"),
         (Error::CorruptCheckpoint { thread: thread(), checkpoint: 1, reason: "crc".into() }, 500, "internal"),
         (Error::store("disk full"), 500, "internal"),
     ];

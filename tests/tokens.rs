@@ -274,7 +274,7 @@ fn an_empty_signing_key_is_refused_before_anything_is_written() {
     let store = MemoryStore::new();
     let app = Review::builder().checkpointer(store.clone()).sign_tokens("").build();
     assert!(invalid(app.invoke(Memo::default())).contains("empty"));
-    assert_eq!(store.threads(), 0, "the run did not start");
+    assert_eq!(store.thread_count(), 0, "the run did not start");
 }
 
 #[test]
@@ -312,7 +312,7 @@ fn thread_ids_that_a_token_could_not_carry_are_refused() {
             other => panic!("expected InvalidThreadId, got {other:?}"),
         }
     }
-    assert_eq!(store.threads(), 0, "nothing was written");
+    assert_eq!(store.thread_count(), 0, "nothing was written");
     let longest = "y".repeat(ThreadId::MAX_LEN);
     let resume = app.invoke_on(longest.as_str(), Memo::default()).unwrap().interrupted().unwrap().1;
     let parsed: Resume<Memo> = resume.to_string().parse().unwrap();

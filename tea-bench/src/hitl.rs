@@ -215,6 +215,17 @@ impl<C: Checkpointer> Checkpointer for Recording<C> {
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         self.inner.history(graph, thread)
     }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
 }
 
 /// Bytes of the durable checkpoint a hitl run writes when it pauses (envelope included).
@@ -238,7 +249,7 @@ pub fn rss_paused_threads(threads: usize, json: bool) {
         last = Some(pause(&app));
     }
     let peak = crate::proc_status_bytes("VmHWM");
-    assert_eq!(app.checkpointer().threads(), threads);
+    assert_eq!(app.checkpointer().thread_count(), threads);
     // What the store keeps of one paused thread: its whole history, not only the pause.
     let history = last.map_or(Vec::new(), |resume| {
         let thread = resume.thread().clone();

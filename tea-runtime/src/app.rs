@@ -12,7 +12,6 @@ use crate::name::{NodeName, ThreadId};
 use crate::node::Goto;
 use crate::outcome::{Durability, Outcome, Snapshot};
 use crate::resume::{graph_id, Interrupt, Resume, SigningKey};
-use crate::state::GraphState;
 use crate::store::{CheckpointId, Checkpointer};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -262,6 +261,27 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         drive(Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?)
     }
 
+    /// Starts thread `thread` at `node`, with `state` as the state: `node` runs first (its
+    /// `interrupt_before` breakpoint does not stop it), then the run goes on as usual. This is
+    /// how a front end continues from a checkpoint file ([`decode_checkpoint`]) in a new thread.
+    ///
+    /// # Errors
+    /// [`Error::NoRoute`] (from `start`) when the graph has no node `node`, and those of
+    /// [`invoke_on`](Self::invoke_on).
+    pub fn invoke_at(
+        &self,
+        thread: impl Into<ThreadId>,
+        node: &str,
+        state: G::State,
+    ) -> Result<Outcome<G::State>, Error> {
+        let Some(at) = self.graph.node_named(node) else {
+            return Err(Error::NoRoute { node: crate::exec::START, goto: Some(NodeName::from(node.to_owned())) });
+        };
+        let mut run = self.new_run(thread.into(), state, false)?;
+        run.start_at(at);
+        drive(run)
+    }
+
     /// Like [`invoke`](Self::invoke), as a stream of events ending with
     /// [`Event::Interrupted`](crate::Event::Interrupted) or [`Event::Done`](crate::Event::Done).
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
@@ -292,6 +312,36 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub fn history(&self, thread: &ThreadId) -> Result<Vec<Snapshot<G::State>>, Error> {
         let entries = self.checkpointer.history(self.graph.name(), thread)?;
         entries.iter().map(|(id, bytes)| self.snapshot(thread, *id, bytes)).collect()
+    }
+
+    /// The threads of this graph that have checkpoints in the store, sorted by id.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
+        self.checkpointer.threads(self.graph.name())
+    }
+
+    /// Deletes every checkpoint of `thread`; `Ok(false)` if it had none. The thread id is free
+    /// again: [`invoke_on`](Self::invoke_on) can start it anew. A token of the deleted thread
+    /// fails with [`Error::CheckpointNotFound`] while the id is unused; tokens name a pause by its
+    /// checkpoint number, so once the id is reused, an old token whose number matches a pause of
+    /// the new thread would be taken for it: reuse ids only when no old token is still around.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
+        self.checkpointer.delete(self.graph.name(), thread)
+    }
+
+    /// Deletes the oldest checkpoints of `thread`, keeping the newest `keep_last` (never fewer
+    /// than one: the head stays, so the thread can still be resumed or recovered). Returns how
+    /// many were deleted; [`history`](Self::history) lists what is left.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.checkpointer.prune(self.graph.name(), thread, keep_last)
     }
 
     /// The app's checkpoint store.
@@ -353,7 +403,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if token.graph != graph_id(graph.name()) {
             return Err(Error::GraphMismatch { expected: graph.name().to_owned(), found: None });
         }
-        let schema_changed = token.schema_fingerprint != <G::State as GraphState>::SCHEMA_FINGERPRINT;
+        let schema_changed = token.schema_fingerprint != graph.schema_fingerprint();
         if schema_changed || token.graph_fingerprint != graph.fingerprint() {
             return Err(Error::SchemaMismatch {
                 graph: graph.name().to_owned(),
@@ -373,12 +423,21 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::Expired { thread, node: expired.node().clone() });
         }
         if let Some(update) = resume.update {
+            // A refused update changes nothing: the token stays good.
+            let refused = |error| match error {
+                Error::NodeFailed { node, source } => Error::BadResumeValue {
+                    node,
+                    expected: "an update that fits the state".to_owned(),
+                    reason: source.to_string(),
+                },
+                other => other,
+            };
             if let Position::Fork { branches, .. } = &mut ckpt.at {
                 for branch in branches.iter_mut().filter(|b| !matches!(b.at, BranchAt::Joined)) {
-                    apply_update(&mut branch.state, update.clone(), &branch.head)?;
+                    apply_update(graph, &mut branch.state, update.clone(), &token.node).map_err(refused)?;
                 }
             }
-            apply_update(&mut ckpt.state, update, &token.node)?;
+            apply_update(graph, &mut ckpt.state, update, &token.node).map_err(refused)?;
         }
         ckpt.pending.clear();
         ckpt.pause = None;
@@ -392,6 +451,59 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let next = next_nodes(&self.graph, &ckpt);
         Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step })
     }
+}
+
+/// A checkpoint of `graph` standing before `node` with `state`, in the envelope format of the
+/// stores (magic, version, graph name, fingerprints, checksum): what a front end writes as a
+/// checkpoint file (a YAML agent's `checkpoint.save`). [`decode_checkpoint`] reads it back.
+///
+/// # Errors
+/// [`Error::Store`] when the state does not serialize or is over the size limit.
+pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State) -> Result<Vec<u8>, Error> {
+    let ckpt = Checkpoint {
+        step: 0,
+        state: state.clone(),
+        at: Position::Before(node.clone()),
+        pending: Vec::new(),
+        pause: None,
+        paused_at: None,
+        resumed: false,
+        answers: Vec::new(),
+    };
+    checkpoint::encode(&identity(graph), &ckpt)
+}
+
+/// Reads a checkpoint of `graph` (a file written by [`encode_checkpoint`], or a checkpoint a
+/// store wrote): the node it stands at and its state. A checkpoint after a node (an
+/// `interrupt_after` pause) names that node. `source` names where the bytes came from in
+/// errors (a path).
+///
+/// # Errors
+/// [`Error::CorruptCheckpoint`] for bytes that are not a checkpoint or one that stands at no
+/// node (before the start, at the end, inside a fan-out), [`Error::GraphMismatch`] for another
+/// graph's, [`Error::SchemaMismatch`] for another shape of this graph's.
+pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Result<(NodeName, G::State), Error> {
+    let label = ThreadId::from(source.to_owned());
+    let ckpt: Checkpoint<G::State> = checkpoint::decode(bytes, &identity(graph), &label, 0)?;
+    let node = match ckpt.at {
+        Position::Before(node) | Position::After { node, .. } => node,
+        Position::Start | Position::Done | Position::Fork { .. } => {
+            return Err(Error::CorruptCheckpoint {
+                thread: label,
+                checkpoint: 0,
+                reason: "it does not stand at a node (it is before the start, at the end or inside a fan-out)"
+                    .to_owned(),
+            })
+        }
+    };
+    if graph.node_named(node.as_str()).is_none() {
+        return Err(Error::CorruptCheckpoint {
+            thread: label,
+            checkpoint: 0,
+            reason: format!("it names node `{node}`, which graph `{}` does not have", graph.name()),
+        });
+    }
+    Ok((node, ckpt.state))
 }
 
 /// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every

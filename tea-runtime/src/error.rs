@@ -54,7 +54,7 @@ pub enum Error {
     #[error("parallel branches {} all write field `{field}`, whose reducer is `replace`; give it a reducer or let one branch write it", join_names(branches))]
     ConflictingWrites {
         /// The field written by several branches.
-        field: &'static str,
+        field: String,
         /// The heads of the branches that wrote it, in declared order.
         branches: Vec<NodeName>,
     },

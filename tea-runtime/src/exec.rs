@@ -76,8 +76,9 @@ pub(crate) enum Executed<N> {
 pub(crate) enum Produced<S: GraphState, N> {
     /// The node ran: its update and a router's choice.
     Ran { update: Option<S::Update>, goto: Option<Goto<N>> },
-    /// The node paused through its `Hitl`.
-    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value> },
+    /// The node paused through its `Hitl`; `kept`: the update it keeps anyway
+    /// ([`Graph::keeps_update_on_pause`]).
+    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value>, kept: Option<S::Update> },
 }
 
 /// Runs `node` on `state` with the answers to its earlier pauses. Panics are caught.
@@ -93,7 +94,13 @@ pub(crate) fn produce<G: Graph>(
         let result = graph.run(node, state, ctx, &mut hitl);
         match hitl.asked.take() {
             None => {}
-            Some(Asked::Pause(payload)) => return Ok(Produced::Paused { payload, answers: hitl.into_answers() }),
+            Some(Asked::Pause(payload)) => {
+                let kept = match result {
+                    Ok(step) if graph.keeps_update_on_pause(node) => step.update,
+                    _ => None,
+                };
+                return Ok(Produced::Paused { payload, answers: hitl.into_answers(), kept });
+            }
             Some(Asked::BadAnswer { expected, reason }) => {
                 return Err(Error::BadResumeValue { node: ctx.node.clone(), expected: expected.to_owned(), reason })
             }
@@ -120,10 +127,15 @@ pub(crate) fn execute<G: Graph>(
     answers: Vec<serde_json::Value>,
 ) -> Result<Executed<G::Node>, Error> {
     match produce(graph, node, state, ctx, answers)? {
-        Produced::Paused { payload, answers } => Ok(Executed::Paused { payload, answers }),
+        Produced::Paused { payload, answers, kept } => {
+            if let Some(update) = kept {
+                apply_update(graph, state, update, &ctx.node)?;
+            }
+            Ok(Executed::Paused { payload, answers })
+        }
         Produced::Ran { update, goto } => {
             if let Some(update) = update {
-                apply_update(state, update, &ctx.node)?;
+                apply_update(graph, state, update, &ctx.node)?;
             }
             Ok(Executed::Ran(goto))
         }
@@ -216,7 +228,7 @@ pub(crate) fn identity<G: Graph>(graph: &G) -> Identity<'_> {
     Identity {
         graph: graph.name(),
         graph_fingerprint: graph.fingerprint(),
-        schema_fingerprint: <G::State as GraphState>::SCHEMA_FINGERPRINT,
+        schema_fingerprint: graph.schema_fingerprint(),
     }
 }
 
@@ -333,6 +345,13 @@ impl<'g, G: Graph> Run<'g, G> {
         run.answers = ckpt.answers;
         run.finished = matches!(cursor, Cursor::Done);
         Ok(run)
+    }
+
+    /// Makes a fresh run start at `node` rather than at `start`; `node`'s own breakpoint
+    /// before it does not stop it.
+    pub(crate) fn start_at(&mut self, node: G::Node) {
+        self.cursor = Cursor::At(node);
+        self.resuming = true;
     }
 
     /// The node that ran last (`start` before any).
@@ -479,7 +498,7 @@ impl<'g, G: Graph> Run<'g, G> {
                     return Err(Error::RecursionLimit { limit: self.limit });
                 }
                 self.ctx.step += steps;
-                parallel::merge(&mut self.state, &mut branches, &graph.node_name(fork.join))?;
+                parallel::merge(graph, &mut self.state, &mut branches, fork.join)?;
                 if self.record {
                     for branch in &mut branches {
                         self.branch_events.extend(branch.events.drain(..));
@@ -619,7 +638,7 @@ pub(crate) fn issue<G: Graph>(
     let token = Token {
         graph: graph_id(graph.name()),
         graph_fingerprint: graph.fingerprint(),
-        schema_fingerprint: <G::State as GraphState>::SCHEMA_FINGERPRINT,
+        schema_fingerprint: graph.schema_fingerprint(),
         pause: ckpt.pause.unwrap_or_default(),
         thread: thread.clone(),
         node: ckpt.pending.first().map(|i| i.node().clone()).unwrap_or(START),
@@ -644,11 +663,20 @@ pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
     }
 }
 
-/// Applies an update through the reducers (user code: a panicking reducer is reported on
-/// `node`).
-pub(crate) fn apply_update<S: GraphState>(state: &mut S, update: S::Update, node: &NodeName) -> Result<(), Error> {
-    catch_unwind(AssertUnwindSafe(|| state.apply(update)))
-        .map_err(|payload| Error::NodePanicked { node: node.clone(), message: panic_message(payload) })
+/// Applies an update through the graph's reducers (user code: a panicking reducer is reported
+/// on `node`, a refused write is `node`'s failure).
+#[inline]
+pub(crate) fn apply_update<G: Graph>(
+    graph: &G,
+    state: &mut G::State,
+    update: <G::State as GraphState>::Update,
+    node: &NodeName,
+) -> Result<(), Error> {
+    match catch_unwind(AssertUnwindSafe(|| graph.apply(state, update))) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(Error::NodeFailed { node: node.clone(), source }),
+        Err(payload) => Err(Error::NodePanicked { node: node.clone(), message: panic_message(payload) }),
+    }
 }
 
 /// The events of a run: [`Event::Step`] per node (branch nodes after their fan-out, in branch

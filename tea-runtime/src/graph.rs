@@ -10,6 +10,9 @@ use crate::name::NodeName;
 use crate::node::{Ctx, Goto, NodeId, NodeStep};
 use crate::state::GraphState;
 
+/// The update type of a graph's state.
+type UpdateOf<G> = <<G as Graph>::State as GraphState>::Update;
+
 /// A graph the engine can run: its nodes, how to run each, and how to route between them.
 ///
 /// Implemented by `graph!`; implement it by hand only for graphs built at run time.
@@ -24,6 +27,43 @@ pub trait Graph: Send + Sync + 'static {
 
     /// A fingerprint of the graph's shape: nodes, edges, branches, pauses and state schema.
     fn fingerprint(&self) -> u64;
+
+    /// A fingerprint of the state's schema (its fields, types and reducers), which checkpoints
+    /// and tokens carry. Defaults to [`GraphState::SCHEMA_FINGERPRINT`]; a graph whose state's
+    /// keys are known only at run time (a YAML agent's) computes its own.
+    #[inline]
+    fn schema_fingerprint(&self) -> u64 {
+        <Self::State as GraphState>::SCHEMA_FINGERPRINT
+    }
+
+    /// Applies `update` to `state` through the reducers. Every update the engine applies goes
+    /// through here: a node's, a branch's at the join, a resume's `.update(…)`. The default is
+    /// [`GraphState::apply`]; a graph whose reducers and types are known only at run time
+    /// applies them here, and refuses a write that does not fit with an error (the node's
+    /// failure, or `Error::BadResumeValue` for a resume's update).
+    #[inline]
+    fn apply(&self, state: &mut Self::State, update: UpdateOf<Self>) -> Result<(), BoxError> {
+        state.apply(update);
+        Ok(())
+    }
+
+    /// What of a parallel branch's `update` reaches the main state at `join` (before the
+    /// conflict check). The default keeps all of it; `None` drops it. A YAML agent keeps only
+    /// the writes to declared keys: other writes stay in their branch.
+    #[inline]
+    fn join_update(&self, join: Self::Node, update: UpdateOf<Self>) -> Option<UpdateOf<Self>> {
+        let _ = join;
+        Some(update)
+    }
+
+    /// Whether a node that pauses through its `Hitl` keeps the update it returned anyway: the
+    /// engine applies it before the pause is written (a YAML interrupt node stores its rendered
+    /// question in the state that way). Default `false`: a pausing node's update is discarded.
+    #[inline]
+    fn keeps_update_on_pause(&self, node: Self::Node) -> bool {
+        let _ = node;
+        false
+    }
 
     /// The name of `node`.
     fn node_name(&self, node: Self::Node) -> NodeName;

@@ -25,7 +25,7 @@ mod share;
 mod state;
 mod store;
 
-pub use app::{App, Builder, NoCheckpointer, DEFAULT_RECURSION_LIMIT};
+pub use app::{decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_RECURSION_LIMIT};
 pub use error::{BoxError, Error};
 pub use event::Event;
 pub use exec::Stream;

@@ -24,7 +24,7 @@ use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
 use crate::resume::{Interrupt, PauseKind};
 use crate::share;
-use crate::state::{GraphState, StateUpdate, Write};
+use crate::state::{GraphState, StateUpdate};
 use std::fmt;
 
 /// What the branches of a fan-out share.
@@ -53,23 +53,28 @@ struct Local<'b, S: GraphState> {
 impl<'b, S: GraphState> Local<'b, S> {
     /// The state the branch sees: the fan-out's, or its own copy with every update applied
     /// (made, and brought up to date, here). A panicking reducer is reported on `blame`.
-    fn current(&mut self, blame: &NodeName) -> Result<&S, Error> {
+    fn current<G: Graph<State = S>>(&mut self, graph: &G, blame: &NodeName) -> Result<&S, Error> {
         if self.own.is_none() && self.updates.is_empty() {
             return Ok(self.base);
         }
         let base = self.base;
         let own = self.own.get_or_insert_with(|| base.clone());
         for update in &self.updates[self.applied..] {
-            apply_update(own, update.clone(), blame)?;
+            apply_update(graph, own, update.clone(), blame)?;
         }
         self.applied = self.updates.len();
         Ok(own)
     }
 
     /// The branch's own state (built now if `with_state` and it was not) and its updates.
-    fn finish(mut self, with_state: bool, blame: &NodeName) -> Result<(Option<S>, Vec<S::Update>), Error> {
+    fn finish<G: Graph<State = S>>(
+        mut self,
+        graph: &G,
+        with_state: bool,
+        blame: &NodeName,
+    ) -> Result<(Option<S>, Vec<S::Update>), Error> {
         let state = if with_state {
-            self.current(blame)?;
+            self.current(graph, blame)?;
             Some(self.own.take().unwrap_or_else(|| self.base.clone()))
         } else {
             None
@@ -186,7 +191,7 @@ pub(crate) fn run_fork<G: Graph>(
                 Some(state) => state,
                 None => {
                     let local = Local { base, own: None, updates: branch.updates.clone(), applied: 0 };
-                    local.finish(true, &branch.head)?.0.unwrap_or_else(|| base.clone())
+                    local.finish(graph, true, &branch.head)?.0.unwrap_or_else(|| base.clone())
                 }
             };
             progress.push(BranchProgress {
@@ -254,7 +259,7 @@ fn run_branch<G: Graph>(
     macro_rules! stop {
         ($at:expr, $interrupt:expr) => {{
             let (at, interrupt) = ($at, Some($interrupt));
-            let (state, updates) = local.finish(true, &ctx.node)?;
+            let (state, updates) = local.finish(graph, true, &ctx.node)?;
             return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt });
         }};
     }
@@ -277,7 +282,7 @@ fn run_branch<G: Graph>(
                 let after = match (goto, graph.fork(node), graph.fixed_route(node)) {
                     (None, None, Some(target)) => After::Goto(target),
                     (Some(_), _, _) | (_, Some(_), _) => route_from(graph, node, goto, local.base, &name)?,
-                    (None, None, None) => route_from(graph, node, None, local.current(&name)?, &name)?,
+                    (None, None, None) => route_from(graph, node, None, local.current(graph, &name)?, &name)?,
                 };
                 at = match after {
                     After::Goto(Goto::Node(next)) => Start::Before(next, false),
@@ -300,12 +305,12 @@ fn run_branch<G: Graph>(
         ctx.step = env.base_step + steps + 1;
         ctx.node = graph.node_name(node);
         let given = std::mem::take(&mut answers);
-        let goto = match produce(graph, node, local.current(&ctx.node)?, &ctx, given)? {
+        let goto = match produce(graph, node, local.current(graph, &ctx.node)?, &ctx, given)? {
             Produced::Ran { update, goto } => {
                 local.updates.extend(update);
                 goto
             }
-            Produced::Paused { payload, answers: given } => {
+            Produced::Paused { payload, answers: given, kept } => {
                 if !env.pausable {
                     return Err(Error::NodeFailed {
                         node: ctx.node.clone(),
@@ -313,13 +318,14 @@ fn run_branch<G: Graph>(
                     });
                 }
                 answers = given;
+                local.updates.extend(kept);
                 let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
                 stop!(BranchAt::Before(ctx.node.clone()), interrupt);
             }
         };
         steps += 1;
         if env.record {
-            let state = local.current(&ctx.node)?.clone();
+            let state = local.current(graph, &ctx.node)?.clone();
             events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state });
         }
         if env.pausable && graph.interrupt_after(node) {
@@ -329,7 +335,7 @@ fn run_branch<G: Graph>(
         }
         at = Start::After(node, goto);
     }
-    let (state, updates) = local.finish(keep_states, &head)?;
+    let (state, updates) = local.finish(graph, keep_states, &head)?;
     Ok(Branch { head, state, updates, steps, events, at: BranchAt::Joined, answers, interrupt: None })
 }
 
@@ -354,7 +360,7 @@ fn nested_fork<G: Graph>(
         pausable: false,
     };
     let keep_states = graph.reads_branches(fork.join);
-    let base = local.current(&ctx.node)?.clone();
+    let base = local.current(graph, &ctx.node)?.clone();
     let ForkOutcome::Joined { mut branches, steps: taken } =
         run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)?
     else {
@@ -363,7 +369,8 @@ fn nested_fork<G: Graph>(
     if steps + taken > env.budget {
         return Err(Error::RecursionLimit { limit: env.limit });
     }
-    check_conflicts::<G::State>(&branches)?;
+    keep_join_updates(graph, &mut branches, fork.join);
+    check_conflicts(&branches)?;
     for branch in &mut branches {
         events.append(&mut branch.events);
         local.updates.append(&mut branch.updates);
@@ -372,27 +379,59 @@ fn nested_fork<G: Graph>(
 }
 
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no
-/// two branches replace the same field. A reducer that panics here is reported on `join`.
-pub(crate) fn merge<S: GraphState>(state: &mut S, branches: &mut [Branch<S>], join: &NodeName) -> Result<(), Error> {
+/// two branches replace the same field. A reducer that panics or refuses here is reported on
+/// `join`.
+pub(crate) fn merge<G: Graph>(
+    graph: &G,
+    state: &mut G::State,
+    branches: &mut [Branch<G::State>],
+    join: G::Node,
+) -> Result<(), Error> {
+    keep_join_updates(graph, branches, join);
     check_conflicts(branches)?;
+    let name = graph.node_name(join);
     for branch in branches.iter_mut() {
         for update in branch.updates.drain(..) {
-            apply_update(state, update, join)?;
+            apply_update(graph, state, update, &name)?;
         }
     }
     Ok(())
 }
 
+/// Keeps of each branch's updates what the graph lets reach the main state at `join`
+/// ([`Graph::join_update`]).
+fn keep_join_updates<G: Graph>(graph: &G, branches: &mut [Branch<G::State>], join: G::Node) {
+    for branch in branches.iter_mut() {
+        let updates = std::mem::take(&mut branch.updates);
+        branch.updates = updates.into_iter().filter_map(|u| graph.join_update(join, u)).collect();
+    }
+}
+
+/// Fails when two branches replace the same field. The first such field, in branch order and
+/// then in the order the updates report their writes, is named.
 fn check_conflicts<S: GraphState>(branches: &[Branch<S>]) -> Result<(), Error> {
-    for (index, field) in S::FIELDS.iter().enumerate() {
-        let writers: Vec<NodeName> = branches
-            .iter()
-            .filter(|b| b.updates.iter().any(|u: &S::Update| u.writes(index) == Some(Write::Replace)))
-            .map(|b| b.head.clone())
-            .collect();
-        if writers.len() > 1 {
-            return Err(Error::ConflictingWrites { field: field.name, branches: writers });
+    // (field, index of the first branch that replaced it, of a second one if any)
+    let mut seen: Vec<(&str, usize, Option<usize>)> = Vec::new();
+    for (index, branch) in branches.iter().enumerate() {
+        for update in &branch.updates {
+            update.replaced(&mut |field| match seen.iter_mut().find(|(name, _, _)| *name == field) {
+                None => seen.push((field, index, None)),
+                Some((_, first, second)) => {
+                    if *first != index && second.is_none() {
+                        *second = Some(index);
+                    }
+                }
+            });
         }
     }
-    Ok(())
+    let Some(&(field, _, _)) = seen.iter().find(|(_, _, second)| second.is_some()) else { return Ok(()) };
+    let writers: Vec<NodeName> =
+        branches.iter().filter(|b| b.updates.iter().any(|u| replaces(u, field))).map(|b| b.head.clone()).collect();
+    Err(Error::ConflictingWrites { field: field.to_owned(), branches: writers })
+}
+
+fn replaces<U: StateUpdate>(update: &U, field: &str) -> bool {
+    let mut found = false;
+    update.replaced(&mut |name| found |= name == field);
+    found
 }

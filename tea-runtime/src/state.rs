@@ -45,6 +45,18 @@ pub trait StateUpdate: Default + Clone + fmt::Debug + Send + Sync + Serialize + 
     /// How this update writes the field at `index` in [`GraphState::FIELDS`], if it does.
     fn writes(&self, index: usize) -> Option<Write>;
 
+    /// Calls `f` with the name of each field this update *replaces* ([`Write::Replace`]): the
+    /// writes two parallel branches may not both make. The default walks
+    /// [`GraphState::FIELDS`] with [`writes`](Self::writes); an update whose keys are known
+    /// only at run time reports its own.
+    fn replaced<'a>(&'a self, f: &mut dyn FnMut(&'a str)) {
+        for (index, field) in Self::State::FIELDS.iter().enumerate() {
+            if self.writes(index) == Some(Write::Replace) {
+                f(field.name);
+            }
+        }
+    }
+
     /// True when the update writes no field.
     fn is_empty(&self) -> bool {
         (0..Self::State::FIELDS.len()).all(|i| self.writes(i).is_none())

@@ -1,7 +1,8 @@
 //! The `Checkpointer` contract, checked against every store tea provides.
 //!
-//! `contract` is generic over the store: a new store passes it before anything else. Each case
-//! uses its own graph name, so the cases can share one store.
+//! `contract` is generic over the store: a new store passes it before anything else (add a
+//! `#[test]` calling `contract(&store)` for it, as the stores below do). Each case uses its own
+//! graph name, so the cases can share one store, which must start empty.
 
 use std::sync::Barrier;
 use tea_runtime::{Append, CheckpointId, Checkpointer, MemoryStore, ThreadId};
@@ -15,6 +16,10 @@ fn contract<C: Checkpointer>(store: &C) {
     graphs_and_threads_are_independent(store);
     payloads_round_trip(store);
     racing_appends_have_one_winner(store);
+    threads_are_listed_by_id(store);
+    delete_removes_one_thread(store);
+    prune_keeps_the_newest(store);
+    delete_and_prune_racing_appends_leave_whole_threads(store);
 }
 
 fn thread(id: &str) -> ThreadId {
@@ -162,6 +167,152 @@ fn racing_appends_have_one_winner<C: Checkpointer>(store: &C) {
     }
     let ids: Vec<CheckpointId> = store.history("race", &t).unwrap().iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, (1..=ROUNDS).rev().collect::<Vec<_>>());
+}
+
+fn ids_of<C: Checkpointer>(store: &C, graph: &str, id: &str) -> Vec<CheckpointId> {
+    store.history(graph, &thread(id)).unwrap().iter().map(|(id, _)| *id).collect()
+}
+
+fn threads_are_listed_by_id<C: Checkpointer>(store: &C) {
+    assert_eq!(store.threads("listing").unwrap(), vec![]);
+    for id in ["b", "ab", "a", "a/b", "", "é", "B"] {
+        append_all(store, "listing", id, &[b"one"]);
+    }
+    assert_eq!(store.append("listing", &thread("b"), Some(1), 2, b"two", false).unwrap(), Append::Written);
+    append_all(store, "listing-other", "c", &[b"one"]);
+    // A conflict on an unknown thread stores nothing, so it lists nothing.
+    let outcome = store.append("listing", &thread("ghost"), Some(4), 5, b"x", false).unwrap();
+    assert_eq!(outcome, Append::Conflict { head: None });
+    let expected: Vec<ThreadId> = ["", "B", "a", "a/b", "ab", "b", "é"].into_iter().map(thread).collect();
+    assert_eq!(store.threads("listing").unwrap(), expected);
+    assert_eq!(store.threads("listing-other").unwrap(), vec![thread("c")]);
+    assert_eq!(store.threads("listing-none").unwrap(), vec![]);
+}
+
+fn delete_removes_one_thread<C: Checkpointer>(store: &C) {
+    append_all(store, "delete", "t", &[b"t 1", b"t 2", b"t 3"]);
+    append_all(store, "delete", "t1", &[b"t1 1"]);
+    append_all(store, "delete", "", &[b"- 1"]);
+    append_all(store, "delete-other", "t", &[b"other t 1"]);
+
+    assert!(!store.delete("delete", &thread("nobody")).unwrap());
+    assert!(!store.delete("delete-never", &thread("t")).unwrap());
+    assert!(store.delete("delete", &thread("t")).unwrap());
+    assert_thread(store, "delete", "t", &[]);
+    for id in 1..=4 {
+        assert_eq!(store.get("delete", &thread("t"), id).unwrap(), None, "checkpoint {id}");
+    }
+    assert!(!store.delete("delete", &thread("t")).unwrap(), "deleted twice");
+    assert_eq!(store.threads("delete").unwrap(), vec![thread(""), thread("t1")]);
+    // Neighbours keep everything.
+    assert_thread(store, "delete", "t1", &[b"t1 1"]);
+    assert_thread(store, "delete", "", &[b"- 1"]);
+    assert_thread(store, "delete-other", "t", &[b"other t 1"]);
+
+    // A writer that still expects the old head loses; the thread starts again from 1.
+    let outcome = store.append("delete", &thread("t"), Some(3), 4, b"late", true).unwrap();
+    assert_eq!(outcome, Append::Conflict { head: None });
+    append_all(store, "delete", "t", &[b"again 1", b"again 2"]);
+    assert_thread(store, "delete", "t", &[b"again 1", b"again 2"]);
+
+    assert!(store.delete("delete", &thread("")).unwrap());
+    assert!(store.delete("delete", &thread("t1")).unwrap());
+    assert_eq!(store.threads("delete").unwrap(), vec![thread("t")]);
+}
+
+fn prune_keeps_the_newest<C: Checkpointer>(store: &C) {
+    let payloads: Vec<Vec<u8>> = (1..=6).map(|i| format!("prune {i}").into_bytes()).collect();
+    let payloads: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
+    append_all(store, "prune", "t", &payloads);
+    append_all(store, "prune", "t1", &payloads[..2]);
+
+    assert_eq!(store.prune("prune", &thread("nobody"), 1).unwrap(), 0);
+    assert_eq!(store.prune("prune", &thread("t"), 6).unwrap(), 0);
+    assert_eq!(store.prune("prune", &thread("t"), 100).unwrap(), 0);
+    assert_eq!(store.prune("prune", &thread("t"), usize::MAX).unwrap(), 0);
+    assert_eq!(ids_of(store, "prune", "t"), [6, 5, 4, 3, 2, 1]);
+
+    assert_eq!(store.prune("prune", &thread("t"), 3).unwrap(), 3);
+    assert_eq!(ids_of(store, "prune", "t"), [6, 5, 4]);
+    for id in 1..=3 {
+        assert_eq!(store.get("prune", &thread("t"), id).unwrap(), None, "pruned checkpoint {id}");
+    }
+    assert_eq!(store.get("prune", &thread("t"), 4).unwrap().as_deref(), Some(payloads[3]));
+    assert_eq!(store.head("prune", &thread("t")).unwrap(), Some((6, payloads[5].to_vec())));
+    assert_eq!(store.prune("prune", &thread("t"), 3).unwrap(), 0, "nothing more to prune");
+
+    // 0 keeps the head, like 1.
+    assert_eq!(store.prune("prune", &thread("t"), 0).unwrap(), 2);
+    assert_eq!(store.history("prune", &thread("t")).unwrap(), vec![(6, payloads[5].to_vec())]);
+    assert_eq!(store.prune("prune", &thread("t"), 0).unwrap(), 0);
+
+    // The thread goes on from its head; the other thread was not touched.
+    let outcome = store.append("prune", &thread("t"), Some(6), 7, b"prune 7", true).unwrap();
+    assert_eq!(outcome, Append::Written);
+    assert_eq!(ids_of(store, "prune", "t"), [7, 6]);
+    assert_thread(store, "prune", "t1", &payloads[..2]);
+    assert_eq!(store.threads("prune").unwrap(), vec![thread("t"), thread("t1")]);
+}
+
+/// One writer appends without pause (starting over whenever the thread vanishes) while others
+/// delete and prune it: every read sees a head whose checkpoint is stored and a history that runs
+/// without gaps from the head down.
+fn delete_and_prune_racing_appends_leave_whole_threads<C: Checkpointer>(store: &C) {
+    const APPENDS: CheckpointId = 300;
+    let t = thread("raced");
+    let writing = std::sync::atomic::AtomicBool::new(true);
+    let check = |store: &C| {
+        let history = store.history("raced", &t).unwrap();
+        let ids: Vec<CheckpointId> = history.iter().map(|(id, _)| *id).collect();
+        assert!(ids.windows(2).all(|w| w[0] == w[1] + 1), "a gap in {ids:?}");
+        for (id, bytes) in &history {
+            assert_eq!(bytes, format!("raced {id}").as_bytes());
+        }
+        if let Some((id, bytes)) = store.head("raced", &t).unwrap() {
+            assert_eq!(bytes, format!("raced {id}").into_bytes());
+        }
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut head = None;
+            let mut written = 0;
+            while written < APPENDS {
+                let id = head.map_or(1, |h| h + 1);
+                match store.append("raced", &t, head, id, format!("raced {id}").as_bytes(), written % 50 == 0).unwrap()
+                {
+                    Append::Written => {
+                        head = Some(id);
+                        written += 1;
+                    }
+                    Append::Conflict { head: now } => head = now,
+                }
+            }
+            writing.store(false, std::sync::atomic::Ordering::Relaxed);
+        });
+        scope.spawn(|| {
+            let mut round = 0usize;
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                if round % 4 == 0 {
+                    store.delete("raced", &t).unwrap();
+                } else {
+                    store.prune("raced", &t, round % 3).unwrap();
+                }
+                check(store);
+                round += 1;
+                std::thread::yield_now();
+            }
+        });
+        scope.spawn(|| {
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                check(store);
+                std::thread::yield_now();
+            }
+        });
+    });
+    check(store);
+    let head = store.head("raced", &t).unwrap().expect("the last append stays").0;
+    let ids = ids_of(store, "raced", "raced");
+    assert_eq!(ids.first(), Some(&head));
 }
 
 #[test]

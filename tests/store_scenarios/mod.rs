@@ -726,6 +726,59 @@ pub fn state_and_history<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     assert_eq!(pause.state.trail, ["a"]);
 }
 
+/// `threads`, `prune` and `delete` through the app: pruning keeps the head (a paused thread
+/// still resumes), a deleted thread is gone and can be started again. The store may hold other
+/// threads of the graph (a shared database), so listings are checked for what they contain.
+pub fn threads_delete_prune<C: Checkpointer + Clone>(make: impl Fn() -> C) {
+    let app = StopBefore::builder().checkpointer(make()).build();
+    let (paused_thread, finished) = (thread("listed-paused"), thread("listed-done"));
+    let listed = |t: &ThreadId| app.threads().unwrap().contains(t);
+    assert!(!listed(&paused_thread));
+
+    let (_, resume) = paused(app.invoke_on(paused_thread.clone(), Doc::default()));
+    let (_, first) = paused(app.invoke_on(finished.clone(), Doc::default()));
+    let out = done(app.resume(first));
+    let threads = app.threads().unwrap();
+    assert!(threads.contains(&paused_thread) && threads.contains(&finished), "{threads:?}");
+    assert!(threads.windows(2).all(|w| w[0] < w[1]), "sorted by id: {threads:?}");
+
+    // Pruning a finished thread keeps its final state.
+    let kept = app.history(&finished).unwrap();
+    assert!(kept.len() >= 3, "{} checkpoints", kept.len());
+    assert_eq!(app.prune(&finished, 2).unwrap(), kept.len() - 2);
+    let left = app.history(&finished).unwrap();
+    assert_eq!(left.iter().map(|s| s.checkpoint).collect::<Vec<_>>(), [kept[0].checkpoint, kept[1].checkpoint]);
+    assert_eq!(app.state(&finished).unwrap().unwrap().state, out);
+    assert_eq!(app.prune(&finished, 2).unwrap(), 0);
+
+    // Pruning a paused thread down to nothing keeps the pause: its token still works.
+    let before = app.history(&paused_thread).unwrap().len();
+    assert_eq!(app.prune(&paused_thread, 0).unwrap(), before - 1);
+    let left = app.history(&paused_thread).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(names(&left[0].next), ["b"]);
+    assert!(matches!(app.recover(&paused_thread), Ok(Outcome::Interrupted { .. })));
+    assert_eq!(done(app.resume(resume.clone())).trail, ["a", "b", "c"]);
+
+    // Deleting: the thread is gone, its token finds nothing, its id is free again.
+    assert!(app.delete(&paused_thread).unwrap());
+    assert!(app.state(&paused_thread).unwrap().is_none());
+    assert!(app.history(&paused_thread).unwrap().is_empty());
+    assert!(!listed(&paused_thread));
+    assert!(listed(&finished));
+    assert!(!app.delete(&paused_thread).unwrap());
+    assert!(matches!(app.resume(resume), Err(Error::CheckpointNotFound { .. })));
+    assert!(matches!(app.recover(&paused_thread), Err(Error::CheckpointNotFound { .. })));
+    let (state, resume) = paused(app.invoke_on(paused_thread.clone(), Doc { note: "again".into(), ..Doc::default() }));
+    assert_eq!(state.trail, ["a"]);
+    assert_eq!(done(app.resume(resume)).note, "again");
+    assert_eq!(app.history(&paused_thread).unwrap().len(), kept.len());
+
+    assert!(app.delete(&finished).unwrap());
+    assert!(app.delete(&paused_thread).unwrap());
+    assert!(!listed(&finished) && !listed(&paused_thread));
+}
+
 /// `stream` / `stream_resume`: steps, then exactly one `Interrupted` whose token continues the
 /// thread, on the main line and in a parallel branch.
 pub fn stream_pause_and_resume<C: Checkpointer + Clone>(make: impl Fn() -> C) {
@@ -916,6 +969,17 @@ impl<C: Checkpointer> Checkpointer for Corrupting<C> {
         }
         Ok(history)
     }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
 }
 
 /// Every single-bit flip of the first 64 bytes and of payload bytes, and every truncation, of a
@@ -1026,6 +1090,17 @@ impl<C: Checkpointer> Checkpointer for FailingAppends<C> {
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
         self.inner.history(graph, thread)
     }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
 }
 
 /// A resume that dies after claiming the thread (the store fails, so the pause cannot be put
@@ -1090,6 +1165,17 @@ impl<C: Checkpointer> Checkpointer for GatedHeads<C> {
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
         self.inner.history(graph, thread)
+    }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
     }
 }
 
@@ -1159,6 +1245,7 @@ macro_rules! store_tests {
             recover_after_a_crash_mid_resume,
             concurrent_recovers_run_once,
             interrupt_after_a_router_or_a_fan_out_source,
+            threads_delete_prune,
         );
     };
     (@each $wrap:path, $fixture:ty; $($name:ident),* $(,)?) => {

@@ -32,8 +32,9 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// How many threads the store holds, over all graphs.
-    pub fn threads(&self) -> usize {
+    /// How many threads the store holds, over all graphs. ([`Checkpointer::threads`] lists the
+    /// threads of one graph.)
+    pub fn thread_count(&self) -> usize {
         self.lock().values().map(HashMap::len).sum()
     }
 
@@ -93,10 +94,39 @@ impl Checkpointer for MemoryStore {
         let log = graphs.get(graph).and_then(|threads| threads.get(thread));
         Ok(log.map(|log| log.iter().rev().map(|(id, bytes)| (*id, bytes.to_vec())).collect()).unwrap_or_default())
     }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        let graphs = self.lock();
+        let mut threads: Vec<ThreadId> = graphs
+            .get(graph)
+            .map(|threads| threads.iter().filter(|(_, log)| !log.is_empty()).map(|(id, _)| id.clone()).collect())
+            .unwrap_or_default();
+        threads.sort_unstable();
+        Ok(threads)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        let mut graphs = self.lock();
+        let removed = graphs.get_mut(graph).and_then(|threads| threads.remove(thread));
+        if graphs.get(graph).is_some_and(HashMap::is_empty) {
+            graphs.remove(graph);
+        }
+        Ok(removed.is_some_and(|log| !log.is_empty()))
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        let mut graphs = self.lock();
+        let Some(log) = graphs.get_mut(graph).and_then(|threads| threads.get_mut(thread)) else {
+            return Ok(0);
+        };
+        let gone = log.len().saturating_sub(keep_last.max(1));
+        log.drain(..gone);
+        Ok(gone)
+    }
 }
 
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryStore").field("threads", &self.threads()).finish()
+        f.debug_struct("MemoryStore").field("threads", &self.thread_count()).finish()
     }
 }

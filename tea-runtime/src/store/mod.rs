@@ -48,7 +48,10 @@ pub enum Append {
 /// - With `durable: true`, `append` returns only once the checkpoint survives a crash of the
 ///   process (flushed to disk, for a disk store). The engine asks for it before it hands out a
 ///   `Resume` token.
-/// - Reads return what was appended, byte for byte.
+/// - Reads return what was appended, byte for byte, until [`delete`](Self::delete) or
+///   [`prune`](Self::prune) removes it.
+/// - [`prune`](Self::prune) never removes the head, so a thread keeps its place; after
+///   [`delete`](Self::delete) the thread has no checkpoint and starts again from id 1.
 /// - Errors of the backing store are [`Error::Store`].
 pub trait Checkpointer: Send + Sync {
     /// Stores checkpoint `id` of `thread` and makes it the head, if the head is `expected`.
@@ -70,6 +73,17 @@ pub trait Checkpointer: Send + Sync {
 
     /// Every checkpoint of `thread`, newest first.
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error>;
+
+    /// The threads of `graph` that have at least one checkpoint, sorted by id (empty for a graph
+    /// the store has never seen).
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error>;
+
+    /// Deletes every checkpoint of `thread` (its head too). `Ok(false)` if it had none.
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error>;
+
+    /// Deletes the oldest checkpoints of `thread`, keeping the newest `keep_last` (at least the
+    /// head is always kept, so `keep_last == 0` is treated as 1). Returns how many were deleted.
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error>;
 }
 
 impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
@@ -95,5 +109,17 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         (**self).history(graph, thread)
+    }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        (**self).threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        (**self).delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        (**self).prune(graph, thread, keep_last)
     }
 }

@@ -22,7 +22,7 @@
 //! head and, only if it is the expected one, writes both. sled runs transactions one at a time, so
 //! of several writers expecting the same head exactly one moves it, and it logs a transaction's
 //! writes as one batch that recovery restores whole or not at all: after a crash the head names a
-//! stored checkpoint, or the thread is as it was. Checkpoints are never overwritten or removed,
+//! stored checkpoint, or the thread is as it was. Checkpoints are never overwritten (only `delete` and `prune` remove them),
 //! and `append` refuses an `id` other than the expected head + 1, so ids only grow. With
 //! `durable: true` it flushes the database to disk before it returns.
 
@@ -170,6 +170,8 @@ enum Fault {
     MissingHead { graph: String, thread: ThreadId, id: CheckpointId },
     #[error("a checkpoint key of thread `{thread}` of graph `{graph}` does not end in an 8-byte checkpoint id")]
     Key { graph: String, thread: ThreadId },
+    #[error("a key in the tree of graph `{graph}` does not start with a thread id (its length, then UTF-8 bytes)")]
+    Unreadable { graph: String },
     #[error("checkpoint {id} cannot follow head {}: the next checkpoint is the head + 1 (1 for an empty thread)", match expected { Some(head) => head.to_string(), None => String::from("none") })]
     OutOfSequence { expected: Option<CheckpointId>, id: CheckpointId },
 }
@@ -221,15 +223,22 @@ impl Checkpointer for SledStore {
 
     fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
         let tree = self.tree(graph)?;
-        let Some(record) = tree.get(head_key(thread)).map_err(Error::store)? else {
-            return Ok(None);
-        };
-        let id = decode_head(graph, thread, &record).map_err(Error::store)?;
-        // Checkpoints are never removed, so the head's checkpoint is still there even if another
-        // writer has moved the head since it was read.
-        match tree.get(checkpoint_key(thread, id)).map_err(Error::store)? {
-            Some(bytes) => Ok(Some((id, bytes.to_vec()))),
-            None => Err(Error::store(Fault::MissingHead { graph: graph.to_owned(), thread: thread.clone(), id })),
+        let head_key = head_key(thread);
+        let mut record = tree.get(&head_key).map_err(Error::store)?;
+        loop {
+            let Some(current) = record else {
+                return Ok(None);
+            };
+            let id = decode_head(graph, thread, &current).map_err(Error::store)?;
+            if let Some(bytes) = tree.get(checkpoint_key(thread, id)).map_err(Error::store)? {
+                return Ok(Some((id, bytes.to_vec())));
+            }
+            // Gone: either a `delete` or `prune` ran since the head was read, or the store is
+            // damaged. Only an unchanged head is damage.
+            record = tree.get(&head_key).map_err(Error::store)?;
+            if record.as_ref() == Some(&current) {
+                return Err(Error::store(Fault::MissingHead { graph: graph.to_owned(), thread: thread.clone(), id }));
+            }
         }
     }
 
@@ -254,6 +263,87 @@ impl Checkpointer for SledStore {
             })
             .collect()
     }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        let tree = self.tree(graph)?;
+        let mut threads = Vec::new();
+        for key in tree.iter().keys() {
+            let key = key.map_err(Error::store)?;
+            let (thread, tag) =
+                split_key(&key).ok_or_else(|| Error::store(Fault::Unreadable { graph: graph.to_owned() }))?;
+            if tag == [HEAD_TAG] {
+                threads.push(ThreadId::from(thread));
+            }
+        }
+        // Keys sort by the id's length first.
+        threads.sort_unstable();
+        Ok(threads)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        let tree = self.tree(graph)?;
+        let head_key = head_key(thread);
+        loop {
+            let Some(head) = tree.get(&head_key).map_err(Error::store)? else {
+                return Ok(false);
+            };
+            let keys: Vec<::sled::IVec> =
+                tree.scan_prefix(checkpoints_prefix(thread)).keys().collect::<Result<_, _>>().map_err(Error::store)?;
+            // One transaction, and only if no append moved the head since the keys were listed:
+            // a concurrent append's checkpoint is never left without its head, nor removed with it.
+            let outcome = tree.transaction(|tx| {
+                if tx.get(&head_key)?.as_ref() != Some(&head) {
+                    return Ok(false);
+                }
+                for key in &keys {
+                    tx.remove(key)?;
+                }
+                tx.remove(head_key.as_slice())?;
+                Ok(true)
+            });
+            let removed: bool = outcome.map_err(|e: TransactionError<Fault>| match e {
+                TransactionError::Abort(fault) => Error::store(fault),
+                TransactionError::Storage(e) => Error::store(e),
+            })?;
+            if removed {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        let tree = self.tree(graph)?;
+        let Some(record) = tree.get(head_key(thread)).map_err(Error::store)? else {
+            return Ok(0);
+        };
+        let head = decode_head(graph, thread, &record).map_err(Error::store)?;
+        let keep = CheckpointId::try_from(keep_last.max(1)).unwrap_or(CheckpointId::MAX);
+        let Some(last_gone) = head.checked_sub(keep).filter(|&id| id > 0) else {
+            return Ok(0);
+        };
+        // Appends only add checkpoints after the head, so the range below it is settled.
+        let keys: Vec<::sled::IVec> = tree
+            .range(checkpoint_key(thread, 0)..=checkpoint_key(thread, last_gone))
+            .keys()
+            .collect::<Result<_, _>>()
+            .map_err(Error::store)?;
+        let mut gone = 0;
+        for key in keys {
+            if tree.remove(key).map_err(Error::store)?.is_some() {
+                gone += 1;
+            }
+        }
+        Ok(gone)
+    }
+}
+
+/// Splits a record's key into the thread id and what follows it (the tag and, for a
+/// checkpoint, its id); `None` for a key that does not follow the layout.
+fn split_key(key: &[u8]) -> Option<(&str, &[u8])> {
+    let len = usize::try_from(decode_id(key.get(..ID_LEN)?)?).ok()?;
+    let id = key.get(ID_LEN..ID_LEN.checked_add(len)?)?;
+    let rest = &key[ID_LEN + len..];
+    Some((std::str::from_utf8(id).ok()?, rest))
 }
 
 impl fmt::Debug for SledStore {
