@@ -37,11 +37,11 @@ pub use outcome::{Durability, Outcome, Snapshot};
 pub use parallel::BranchState;
 pub use resume::{Interrupt, Resume};
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
-#[cfg(feature = "postgres")]
-pub use store::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sled")]
 pub use store::SledStore;
 pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};
+#[cfg(feature = "postgres")]
+pub use store::{PostgresStore, PostgresStoreBuilder};
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]

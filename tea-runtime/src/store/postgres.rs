@@ -255,8 +255,7 @@ impl PostgresStore {
             .enable_all()
             .build()
             .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))?;
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         // Building the pool spawns nothing, but it needs to see the runtime it will use.
         let pool = {
             let _entered = runtime.enter();
@@ -338,34 +337,18 @@ impl PostgresStore {
         self.spawn(history(Arc::clone(&self.inner), graph.to_owned(), thread.clone())).await
     }
 
-    /// The threads of `graph` that have a checkpoint, sorted by id.
-    pub fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.block(threads(Arc::clone(&self.inner), graph.to_owned()))
-    }
-
-    /// [`threads`](Self::threads) for async code.
+    /// [`Checkpointer::threads`] for async code.
     pub async fn threads_async(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
         self.spawn(threads(Arc::clone(&self.inner), graph.to_owned())).await
     }
 
-    /// Deletes `thread` of `graph` and all its checkpoints; `Ok(false)` if it had none. An
-    /// append racing with the delete either lands before it (and is deleted) or finds no head.
-    pub fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.block(delete(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
-    }
-
-    /// [`delete`](Self::delete) for async code.
+    /// [`Checkpointer::delete`] for async code. An append racing with the delete either
+    /// lands before it (and is deleted) or finds no head.
     pub async fn delete_async(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
         self.spawn(delete(Arc::clone(&self.inner), graph.to_owned(), thread.clone())).await
     }
 
-    /// Deletes the checkpoints of `thread` of `graph` older than the newest `keep_last` (0 keeps
-    /// 1: the head always stays); returns how many it deleted.
-    pub fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.block(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last))
-    }
-
-    /// [`prune`](Self::prune) for async code.
+    /// [`Checkpointer::prune`] for async code.
     pub async fn prune_async(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
         self.spawn(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last)).await
     }
@@ -396,6 +379,18 @@ impl Checkpointer for PostgresStore {
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         self.block(history(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
+    }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.block(threads(Arc::clone(&self.inner), graph.to_owned()))
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.block(delete(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.block(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last))
     }
 }
 
@@ -532,7 +527,8 @@ async fn migrate_schema(inner: &Inner) -> Result<(), Error> {
 
 /// A checkpoint id as PostgreSQL's `bigint`.
 fn to_sql_id(inner: &Inner, id: CheckpointId) -> Result<i64, Error> {
-    i64::try_from(id).map_err(|_| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::IdRange { id } }))
+    i64::try_from(id)
+        .map_err(|_| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::IdRange { id } }))
 }
 
 /// A `bigint` id read back; stored ids are checked positive by the tables.
@@ -739,7 +735,9 @@ enum Fault {
     Connect { message: String },
     #[error("cannot {what}: {message}")]
     Query { what: &'static str, message: String },
-    #[error("the tables in schema `{schema}` are at version {version}, newer than this tea knows ({known}); upgrade tea")]
+    #[error(
+        "the tables in schema `{schema}` are at version {version}, newer than this tea knows ({known}); upgrade tea"
+    )]
     NewerSchema { schema: String, version: i32, known: i32 },
     #[error("the head of thread `{thread}` of graph `{graph}` is checkpoint {id}, which is not stored")]
     MissingHead { graph: String, thread: ThreadId, id: CheckpointId },
