@@ -423,6 +423,8 @@ struct Sql {
     get: String,
     history: String,
     threads: String,
+    /// Locks a thread's head row for the transaction (waiting for an append in flight).
+    lock_thread: String,
     delete_thread: String,
     delete_checkpoints: String,
     prune: String,
@@ -470,6 +472,7 @@ impl Sql {
             get: format!("SELECT bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 AND id = $3"),
             history: format!("SELECT id, bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 ORDER BY id DESC"),
             threads: format!("SELECT thread FROM {threads} WHERE graph = $1"),
+            lock_thread: format!("SELECT head FROM {threads} WHERE graph = $1 AND thread = $2 FOR UPDATE"),
             delete_thread: format!("DELETE FROM {threads} WHERE graph = $1 AND thread = $2"),
             delete_checkpoints: format!("DELETE FROM {checkpoints} WHERE graph = $1 AND thread = $2"),
             prune: format!(
@@ -630,12 +633,18 @@ async fn delete(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<bo
     let mut client = connection(&inner).await?;
     let failed = |e| query_error(&inner, "delete a thread", e);
     let tx = client.transaction().await.map_err(failed)?;
-    // The head row first: that waits for an append in flight, and the checkpoints are then
-    // deleted by a later statement, whose snapshot includes what that append stored.
-    let statement = tx.prepare_cached(&inner.sql.delete_thread).await.map_err(failed)?;
-    let deleted = tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
+    // Lock the head row first: that waits for an append in flight, and no append can move the
+    // head or start the thread again until this commits, so the checkpoints deleted next (by a
+    // later statement, which sees what that append stored) are exactly this thread's. A thread
+    // created by an append not yet committed is not seen: that append comes after the delete.
+    let statement = tx.prepare_cached(&inner.sql.lock_thread).await.map_err(failed)?;
+    if tx.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?.is_none() {
+        return Ok(false);
+    }
     let statement = tx.prepare_cached(&inner.sql.delete_checkpoints).await.map_err(failed)?;
     tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
+    let statement = tx.prepare_cached(&inner.sql.delete_thread).await.map_err(failed)?;
+    let deleted = tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
     tx.commit().await.map_err(failed)?;
     Ok(deleted > 0)
 }
