@@ -11,7 +11,7 @@ pub mod prelude {
     #[cfg(feature = "sled")]
     pub use crate::SledStore;
     pub use crate::{
-        graph, App, Checkpointer, Command, Ctx, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
+        graph, App, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
         MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
     };
 }

@@ -1,5 +1,5 @@
 //! Checkpoint, breakpoint and resume scenarios, written once over any [`Checkpointer`] and run
-//! for each store by `store_tests!` (see `tests/checkpoints.rs` and `tests/checkpoints_sled.rs`).
+//! for each store by `store_tests!` (see `tests/checkpoints.rs`, `checkpoints_sled.rs`, `checkpoints_dir.rs`).
 //!
 //! Nodes record every run in a table keyed by thread and node, so a scenario can tell how many
 //! times a node ran in its own thread while other tests run at the same time.
