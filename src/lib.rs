@@ -6,6 +6,8 @@ pub use tea_runtime::*;
 
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
+    #[cfg(feature = "postgres")]
+    pub use crate::PostgresStore;
     #[cfg(feature = "sled")]
     pub use crate::SledStore;
     pub use crate::{

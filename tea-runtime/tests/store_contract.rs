@@ -4,6 +4,10 @@
 //! `#[test]` calling `contract(&store)` for it, as the stores below do). Each case uses its own
 //! graph name, so the cases can share one store, which must start empty.
 
+#[cfg(feature = "postgres")]
+#[path = "../../tests/postgres_support/mod.rs"]
+mod postgres_support;
+
 use std::sync::Barrier;
 use tea_runtime::{Append, CheckpointId, Checkpointer, MemoryStore, ThreadId};
 
@@ -766,4 +770,23 @@ mod crash {
         let next = store.append("crash", &t, Some(head), head + 1, b"after", true).unwrap();
         assert_eq!(next, Append::Written);
     }
+}
+
+/// Skipped, with a message, when no PostgreSQL server answers (see `tests/postgres_support`).
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_store_meets_the_contract() {
+    let Some(db) = postgres_support::TestSchema::new("contract") else { return };
+    contract(&db.store());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_store_clones_share_checkpoints() {
+    let Some(db) = postgres_support::TestSchema::new("clones") else { return };
+    let store = db.store();
+    append_all(&store.clone(), "g", "t", &[b"one"]);
+    assert_thread(&store, "g", "t", &[b"one"]);
+    // So does another pool on the same schema, as another process would.
+    assert_thread(&db.store(), "g", "t", &[b"one"]);
 }

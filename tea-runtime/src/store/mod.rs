@@ -10,9 +10,13 @@ use crate::name::ThreadId;
 
 mod dir;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sled")]
 mod sled;
 
+#[cfg(feature = "postgres")]
+pub use self::postgres::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
 pub use dir::DirStore;
