@@ -32,7 +32,7 @@ use crate::name::ThreadId;
 use ::sled::transaction::TransactionError;
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The start of each graph's tree name; the graph's name follows.
 const TREE_PREFIX: &[u8] = b"tea/graph/";
@@ -76,6 +76,11 @@ const ID_LEN: usize = 8;
 #[derive(Clone)]
 pub struct SledStore {
     db: ::sled::Db,
+    /// Held shared by reads and appends (which the head's compare-and-swap orders among
+    /// themselves) and exclusively by `delete` and `prune`, so no read sees a thread half removed
+    /// or checkpoints of two lives of one thread id. In memory only: sled lets one process at a
+    /// time open a database.
+    removal: Arc<RwLock<()>>,
     /// Where the database lives, for `Debug`; `None` for a database opened elsewhere (tests).
     path: Option<Arc<Path>>,
 }
@@ -102,13 +107,22 @@ impl SledStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let db = ::sled::open(path).map_err(Error::store)?;
-        Ok(SledStore { db, path: Some(path.into()) })
+        Ok(SledStore { db, removal: Arc::default(), path: Some(path.into()) })
     }
 
     /// A store over a database opened elsewhere, such as a temporary one in tests.
     #[cfg(test)]
     fn from_db(db: ::sled::Db) -> Self {
-        SledStore { db, path: None }
+        SledStore { db, removal: Arc::default(), path: None }
+    }
+
+    fn shared(&self) -> RwLockReadGuard<'_, ()> {
+        // The lock guards no data, so a panic while it was held left nothing inconsistent.
+        self.removal.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.removal.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The tree holding the threads of `graph`; sled creates it on first use.
@@ -191,6 +205,7 @@ impl Checkpointer for SledStore {
         if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
             return Err(Error::store(Fault::OutOfSequence { expected, id }));
         }
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
         let head_key = head_key(thread);
         let checkpoint_key = checkpoint_key(thread, id);
@@ -222,6 +237,7 @@ impl Checkpointer for SledStore {
     }
 
     fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
         let head_key = head_key(thread);
         let mut record = tree.get(&head_key).map_err(Error::store)?;
@@ -243,12 +259,14 @@ impl Checkpointer for SledStore {
     }
 
     fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
         let bytes = tree.get(checkpoint_key(thread, id)).map_err(Error::store)?;
         Ok(bytes.map(|bytes| bytes.to_vec()))
     }
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
         let prefix = checkpoints_prefix(thread);
         tree.scan_prefix(&prefix)
@@ -281,6 +299,7 @@ impl Checkpointer for SledStore {
     }
 
     fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        let _exclusive = self.exclusive();
         let tree = self.tree(graph)?;
         let head_key = head_key(thread);
         loop {
@@ -312,6 +331,7 @@ impl Checkpointer for SledStore {
     }
 
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        let _exclusive = self.exclusive();
         let tree = self.tree(graph)?;
         let Some(record) = tree.get(head_key(thread)).map_err(Error::store)? else {
             return Ok(0);
