@@ -3,7 +3,8 @@
 //!
 //! A front end lowers its graph to a [`Graph`] — nodes by index, each with its [`Routing`] — and
 //! [`check`] returns every [`Problem`] of the graph's shape: duplicate edges, edges after an
-//! unguarded fallback, nodes no path from the entry reaches, nodes with no way to the exit, loops
+//! unguarded fallback, fan-outs with no branches or with a branch that is their source or join,
+//! nodes no path from the entry reaches, nodes with no way to the exit, loops
 //! with no exit, branches that leave their fan-out or never reach its join, pauses inside nested
 //! fan-outs. Each problem says where it is ([`At`] a node or an edge) and carries its message in
 //! the front end's words ([`Spelling`]); the front end maps the place to its own positions —
@@ -36,6 +37,7 @@
 
 mod builder;
 mod edges;
+mod forks;
 mod paths;
 mod spelling;
 
@@ -84,7 +86,8 @@ pub enum Routing {
     /// The node itself names one of these targets.
     Router(Vec<Target>),
     /// The node fans out: branches start at `heads` (node indices) and meet at `join`, where the
-    /// run goes on. The heads are neither the node itself nor the join.
+    /// run goes on. [`check`] reports a fan-out with no heads, a head listed twice, a head that is
+    /// the node itself or the join, and a join that is the node itself.
     Fork {
         /// The first node of each branch.
         heads: Vec<usize>,
@@ -153,6 +156,15 @@ pub enum At {
     },
     /// The entry: the graph has no edge out of it.
     Start,
+    /// The fan-out declared at this node (its [`Routing::Fork`] as a whole: it has no branches).
+    Fork(usize),
+    /// The branch at `index` of the [`Routing::Fork`] of node `fork`.
+    Branch {
+        /// The node that fans out.
+        fork: usize,
+        /// The branch's index in the fan-out's heads.
+        index: usize,
+    },
 }
 
 /// What kind of problem a [`Problem`] is.
@@ -168,6 +180,11 @@ pub enum Kind {
     NeverTaken,
     /// The graph has no edge out of its entry.
     NoStart,
+    /// A fan-out lists a branch twice.
+    DuplicateBranch,
+    /// A fan-out has no branches, a branch that is its source or its join, or joins at its
+    /// source.
+    BadFork,
     /// No path from the entry reaches the node.
     Unreachable,
     /// The node has no outgoing edge.
@@ -211,13 +228,13 @@ pub struct Problem {
 }
 
 /// Every problem of `graph`'s shape, in a deterministic order: the edge lists' problems (the
-/// entry's, then each node's in index order), then the paths' — unreachable parts, nodes with no
+/// entry's, then each node's in index order), the fan-outs' (in node order), then the paths' — unreachable parts, nodes with no
 /// outgoing edge or no way to the exit, then branches that leave their fan-out and pauses inside
 /// nested fan-outs.
 ///
-/// The paths are not checked when an edge is never taken (the author meant another graph than
-/// the one the edges describe) or when the graph has no edge out of its entry (then only
-/// [`Kind::NoStart`] is reported).
+/// The paths are not checked when an edge is never taken or a fan-out is malformed (the author
+/// meant another graph than the one described), nor when the graph has no edge out of its entry
+/// (then [`Kind::NoStart`] is reported instead).
 pub fn check(graph: &Graph, spelling: Spelling) -> Vec<Problem> {
     let mut problems = Vec::new();
     check_indices(graph, &mut problems);
@@ -225,6 +242,7 @@ pub fn check(graph: &Graph, spelling: Spelling) -> Vec<Problem> {
         return problems;
     }
     let shadowed = edges::check(graph, spelling, &mut problems);
+    let broken = forks::check(graph, spelling, &mut problems);
     if graph.start.is_empty() {
         let (start, example) =
             (spelling.start(), suggested_entry(graph).map_or("first_node", |i| &graph.nodes[i].name));
@@ -234,7 +252,7 @@ pub fn check(graph: &Graph, spelling: Spelling) -> Vec<Problem> {
             format!("the graph has no edge out of `{start}`; add one, e.g. `{}`", spelling.add_edge(start, example))
         };
         problems.push(Problem { at: At::Start, kind: Kind::NoStart, message });
-    } else if !shadowed {
+    } else if !shadowed && !broken {
         paths::check(graph, spelling, &mut problems);
     }
     problems
