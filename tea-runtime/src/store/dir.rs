@@ -608,7 +608,6 @@ fn original_name(dir: &Path) -> Result<String, Error> {
     unescape(name).ok_or_else(|| Error::store(Fault::Name { path: dir.to_path_buf() }))
 }
 
-
 /// Reads at most `limit` bytes of `path` (a longer file reads as `limit + 1` bytes).
 fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
