@@ -3,7 +3,8 @@
 //!
 //! A front end lowers its graph to a [`Graph`] — nodes by index, each with its [`Routing`] — and
 //! [`check`] returns every [`Problem`] of the graph's shape: duplicate edges, edges after an
-//! unguarded fallback, nodes no path from the entry reaches, nodes with no way to the exit, loops
+//! unguarded fallback, fan-outs with no branches or with a branch that is their source or join,
+//! nodes no path from the entry reaches, nodes with no way to the exit, loops
 //! with no exit, branches that leave their fan-out or never reach its join, pauses inside nested
 //! fan-outs. Each problem says where it is ([`At`] a node or an edge) and carries its message in
 //! the front end's words ([`Spelling`]); the front end maps the place to its own positions —
@@ -32,10 +33,59 @@
 //!     "node `b` never reaches `end`: every path from it loops through `b`; add an edge towards `end`"
 //! );
 //! ```
+//!
+//! # Placing problems
+//!
+//! A front end remembers where it read each part of the graph and places each problem there. A
+//! YAML loader, say, keeps the line of every node and of every edge entry:
+//!
+//! ```
+//! use tea_check::{check, At, Graph, Source, Spelling};
+//!
+//! // nodes:                                  line 1
+//! //   - name: draft                         line 2
+//! //   - name: review                        line 3
+//! // edges:                                  line 4
+//! //   - { from: __start__, to: draft }      line 5
+//! //   - { from: draft, to: review }         line 6
+//! //   - { from: draft, to: __end__ }        line 7
+//! //   - { from: review, to: __end__ }       line 8
+//! let graph = Graph::builder(Spelling::Yaml)
+//!     .node("draft")
+//!     .node("review")
+//!     .edge("__start__", "draft", None)
+//!     .edge("draft", "review", None)
+//!     .edge("draft", "__end__", None)
+//!     .edge("review", "__end__", None)
+//!     .build();
+//! let node_lines = [2, 3];
+//! let edge_lines = |from: Source, index: usize| match from {
+//!     Source::Start => 5 + index,
+//!     Source::Node(0) => 6 + index,
+//!     Source::Node(_) => 8 + index,
+//! };
+//! let placed: Vec<String> = check(&graph, Spelling::Yaml)
+//!     .iter()
+//!     .map(|problem| {
+//!         let line = match problem.at {
+//!             At::Node(i) => node_lines[i],
+//!             At::Listed { from, index } => edge_lines(from, index),
+//!             _ => 1, // edges of routers and fan-outs, the fan-outs themselves, the entry
+//!         };
+//!         format!("agent.yaml:{line}: {problem}")
+//!     })
+//!     .collect();
+//! assert_eq!(
+//!     placed,
+//!     ["agent.yaml:7: this edge is never taken: `draft` already has an unconditional edge, \
+//!       `{ from: draft, to: review }`, which always applies; give one of them a condition (`when: …`)"]
+//! );
+//! ```
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod builder;
 mod edges;
+mod forks;
 mod paths;
 mod spelling;
 
@@ -84,7 +134,8 @@ pub enum Routing {
     /// The node itself names one of these targets.
     Router(Vec<Target>),
     /// The node fans out: branches start at `heads` (node indices) and meet at `join`, where the
-    /// run goes on. The heads are neither the node itself nor the join.
+    /// run goes on. [`check`] reports a fan-out with no heads, a head listed twice, a head that is
+    /// the node itself or the join, and a join that is the node itself.
     Fork {
         /// The first node of each branch.
         heads: Vec<usize>,
@@ -153,6 +204,15 @@ pub enum At {
     },
     /// The entry: the graph has no edge out of it.
     Start,
+    /// The fan-out declared at this node (its [`Routing::Fork`] as a whole: it has no branches).
+    Fork(usize),
+    /// The branch at `index` of the [`Routing::Fork`] of node `fork`.
+    Branch {
+        /// The node that fans out.
+        fork: usize,
+        /// The branch's index in the fan-out's heads.
+        index: usize,
+    },
 }
 
 /// What kind of problem a [`Problem`] is.
@@ -168,6 +228,11 @@ pub enum Kind {
     NeverTaken,
     /// The graph has no edge out of its entry.
     NoStart,
+    /// A fan-out lists a branch twice.
+    DuplicateBranch,
+    /// A fan-out has no branches, a branch that is its source or its join, or joins at its
+    /// source.
+    BadFork,
     /// No path from the entry reaches the node.
     Unreachable,
     /// The node has no outgoing edge.
@@ -210,14 +275,21 @@ pub struct Problem {
     pub message: String,
 }
 
+/// The message alone: where the problem is, the front end says (a span, `file:line:column: `).
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Every problem of `graph`'s shape, in a deterministic order: the edge lists' problems (the
-/// entry's, then each node's in index order), then the paths' — unreachable parts, nodes with no
+/// entry's, then each node's in index order), the fan-outs' (in node order), then the paths' — unreachable parts, nodes with no
 /// outgoing edge or no way to the exit, then branches that leave their fan-out and pauses inside
 /// nested fan-outs.
 ///
-/// The paths are not checked when an edge is never taken (the author meant another graph than
-/// the one the edges describe) or when the graph has no edge out of its entry (then only
-/// [`Kind::NoStart`] is reported).
+/// The paths are not checked when an edge is never taken or a fan-out is malformed (the author
+/// meant another graph than the one described), nor when the graph has no edge out of its entry
+/// (then [`Kind::NoStart`] is reported instead).
 pub fn check(graph: &Graph, spelling: Spelling) -> Vec<Problem> {
     let mut problems = Vec::new();
     check_indices(graph, &mut problems);
@@ -225,6 +297,7 @@ pub fn check(graph: &Graph, spelling: Spelling) -> Vec<Problem> {
         return problems;
     }
     let shadowed = edges::check(graph, spelling, &mut problems);
+    let broken = forks::check(graph, spelling, &mut problems);
     if graph.start.is_empty() {
         let (start, example) =
             (spelling.start(), suggested_entry(graph).map_or("first_node", |i| &graph.nodes[i].name));
@@ -234,7 +307,7 @@ pub fn check(graph: &Graph, spelling: Spelling) -> Vec<Problem> {
             format!("the graph has no edge out of `{start}`; add one, e.g. `{}`", spelling.add_edge(start, example))
         };
         problems.push(Problem { at: At::Start, kind: Kind::NoStart, message });
-    } else if !shadowed {
+    } else if !shadowed && !broken {
         paths::check(graph, spelling, &mut problems);
     }
     problems

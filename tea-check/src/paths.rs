@@ -66,7 +66,10 @@ pub(crate) fn check(graph: &Graph, spelling: Spelling, problems: &mut Vec<Proble
     let mut branch_of: Vec<Option<(usize, usize)>> = vec![None; count];
     let mut branch_problems: Vec<Problem> = Vec::new();
     for &(source, heads, join) in &forks {
-        for &head in heads {
+        for (index, &head) in heads.iter().enumerate() {
+            if heads[..index].contains(&head) {
+                continue; // listed twice: reported once, as `Kind::DuplicateBranch`
+            }
             let (head_name, join_name) = (&nodes[head].name, &nodes[join].name);
             let fan_out = spelling.fan_out(&nodes[source].name);
             let mut seen = vec![false; count];

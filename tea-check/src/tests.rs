@@ -6,7 +6,7 @@ fn macro_graph() -> Builder {
 
 /// The messages `check` reports for a graph, in order.
 fn messages(graph: &Graph) -> Vec<String> {
-    check(graph, Spelling::GraphMacro).into_iter().map(|p| p.message).collect()
+    check(graph, Spelling::GraphMacro).iter().map(Problem::to_string).collect()
 }
 
 #[test]
@@ -262,4 +262,62 @@ fn the_builder_numbers_nodes_in_order_of_first_appearance() {
         Routing::Edges(vec![Edge::guarded(Target::Node(1), "done"), Edge::to(Target::End)])
     );
     assert_eq!(graph.start, [Edge::to(Target::Node(0))]);
+}
+
+#[test]
+fn a_fan_out_needs_branches_that_are_neither_its_source_nor_its_join() {
+    let graph = macro_graph().edge("start", "plan", None).fork("plan", [], "merge").edge("merge", "end", None).build();
+    let problems = check(&graph, Spelling::GraphMacro);
+    assert_eq!(problems.len(), 1, "the paths are not guessed: {problems:?}");
+    assert_eq!((problems[0].at, problems[0].kind), (At::Fork(0), Kind::BadFork));
+    assert_eq!(
+        check(&graph, Spelling::Yaml)[0].message,
+        "the fan-out at `plan` has no branches; list them: `- { from: plan, parallel: [a, b], fan_in: merge }`"
+    );
+
+    let graph = macro_graph()
+        .edge("start", "plan", None)
+        .fork("plan", ["draft", "plan", "merge"], "merge")
+        .edge("draft", "merge", None)
+        .edge("merge", "end", None)
+        .build();
+    let problems = check(&graph, Spelling::GraphMacro);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert_eq!(problems[0].at, At::Branch { fork: 0, index: 1 });
+    assert_eq!(
+        problems[0].message,
+        "`plan` is the source of this `parallel` statement; it cannot also be one of its branches"
+    );
+    assert_eq!(problems[1].at, At::Branch { fork: 0, index: 2 });
+    assert_eq!(
+        check(&graph, Spelling::Yaml)[1].message,
+        "`merge` is the fan-in of the fan-out at `plan`; it cannot also be one of its branches"
+    );
+
+    let graph = macro_graph().edge("start", "plan", None).fork("plan", ["draft"], "plan").build();
+    let problems = check(&graph, Spelling::GraphMacro);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].at, At::Edge { from: 0, to: Target::Node(0) });
+    assert_eq!(problems[0].message, "a `parallel` statement cannot join at its own source");
+}
+
+#[test]
+fn a_branch_listed_twice_is_reported_once_and_walked_once() {
+    // `draft` leaves its branch: that is reported once, not once per listing.
+    let graph = macro_graph()
+        .edge("start", "plan", None)
+        .fork("plan", ["draft", "outline", "draft"], "merge")
+        .edge("draft", "after", None)
+        .edge("outline", "merge", None)
+        .edge("merge", "after", None)
+        .edge("after", "end", None)
+        .build();
+    let problems = check(&graph, Spelling::GraphMacro);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert_eq!(problems[0].at, At::Branch { fork: 0, index: 2 });
+    assert_eq!(
+        (problems[0].kind, problems[0].message.as_str()),
+        (Kind::DuplicateBranch, "branch `draft` is listed twice")
+    );
+    assert_eq!(problems[1].kind, Kind::LeavesBranch);
 }

@@ -645,12 +645,38 @@ mod sled_store {
         assert_eq!(std::fs::read(&file).unwrap(), b"plain file");
     }
 
+    /// Set in a child process: the database path it tries to open.
+    const SECOND_OPENER_ENV: &str = "TEA_STORE_CONTRACT_SECOND_OPENER";
+
     #[test]
     fn opening_a_database_that_is_already_open_is_a_store_error() {
+        if let Ok(path) = std::env::var(SECOND_OPENER_ENV) {
+            // The child: report what opening the parent's database says.
+            match SledStore::open(path) {
+                Ok(_) => println!("opened"),
+                Err(error) => println!("error: {error}"),
+            }
+            return;
+        }
         let dir = TempDir::new("locked");
         let path = dir.path().join("db");
         let store = SledStore::open(&path).unwrap();
-        assert_store_error(SledStore::open(&path));
+        // In this process: sled refuses, and the message says why.
+        let message = SledStore::open(&path).unwrap_err().to_string();
+        assert!(message.starts_with("the checkpoint store failed: "), "{message}");
+        assert!(message.contains("could not acquire lock"), "{message}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        // In another process.
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["sled_store::opening_a_database_that_is_already_open_is_a_store_error", "--exact", "--nocapture"])
+            .env(SECOND_OPENER_ENV, &path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("error: the checkpoint store failed: ") && text.contains("could not acquire lock"),
+            "{text}"
+        );
         // The first handle is unaffected.
         append_all(&store, "g", "t", &[b"one"]);
         assert_thread(&store, "g", "t", &[b"one"]);

@@ -3,8 +3,9 @@
 //! Every problem is collected (never just the first) and spanned on the identifier that causes
 //! it. The checks that need the syntax live here: reserved names, routers and fan-outs mixed with
 //! edges, breakpoints on unknown nodes, interrupt nodes that route with `|`. The checks of the
-//! graph's shape — duplicate and shadowed edges, unreachable nodes, nodes with no way to `end`,
-//! branches that never reach their join or leave their branch, pauses in nested fan-outs — are
+//! graph's shape — duplicate and shadowed edges, fan-outs without branches or with a branch that
+//! is their source or join, unreachable nodes, nodes with no way to `end`, branches that never
+//! reach their join or leave their branch, pauses in nested fan-outs — are
 //! `tea_check`'s, shared with the YAML front end; this module lowers the graph to a
 //! `tea_check::Graph` and puts each problem on the identifier it is about.
 
@@ -165,8 +166,9 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     let mut declared: Vec<Option<Declared>> = vec![None; nodes.len()];
     // Where each node's successors are named, for errors about one edge.
     let mut edge_spans: Vec<Vec<(Target, Span)>> = vec![Vec::new(); nodes.len()];
-    // Every edge statement, in order: for `tea_check`'s problems about one edge of a list.
-    let mut listed: Vec<Listed> = Vec::new();
+    // Where the edges of edge lists and the parts of fan-outs are written, in statement order:
+    // for `tea_check`'s problems about one statement.
+    let mut located: Vec<Located> = Vec::new();
     for stmt in &def.stmts {
         match stmt {
             Stmt::Edge(edge) => {
@@ -198,7 +200,8 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     (routes, Source::Node(from))
                 };
                 // Duplicate and shadowed edges are `tea_check`'s to find: all edges are kept.
-                listed.push(Listed { from, index: routes.len(), span: edge.to.span(), position: errors.len() });
+                let at = At::Listed { from, index: routes.len() };
+                located.push(Located { at, span: edge.to.span(), position: errors.len() });
                 routes.push(Route { guard, to });
                 if let Source::Node(from) = from {
                     edge_spans[from].push((to, edge.to.span()));
@@ -243,35 +246,24 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     continue;
                 }
                 declared[index] = Some(Declared::Fork);
-                if heads.is_empty() {
-                    errors.push(
-                        *bracket,
-                        "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`",
-                    );
-                    shape_known = false;
-                    continue;
-                }
+                // A fan-out with no branches, or with a branch or a join that cannot be, is
+                // `tea_check`'s to find: the fan-out is kept as written.
+                let position = errors.len();
+                located.push(Located { at: At::Fork(index), span: *bracket, position });
                 let mut list: Vec<usize> = Vec::new();
                 for head in heads {
+                    // A reserved name was refused where it stands.
                     let Some(h) = table.index(head) else { continue };
-                    if list.contains(&h) {
-                        errors.push(head.span(), format!("branch `{head}` is listed twice"));
-                    } else if h == index {
-                        errors.push(head.span(), format!("`{head}` is the source of this `parallel` statement; it cannot also be one of its branches"));
-                        shape_known = false;
-                    } else if h == join_index {
-                        errors.push(head.span(), format!("`{head}` is the join of this `parallel` statement; it cannot also be one of its branches"));
-                        shape_known = false;
-                    } else {
-                        list.push(h);
-                    }
+                    located.push(Located {
+                        at: At::Branch { fork: index, index: list.len() },
+                        span: head.span(),
+                        position,
+                    });
+                    list.push(h);
                 }
-                if join_index == index {
-                    errors.push(join.span(), "a `parallel` statement cannot join at its own source");
-                    shape_known = false;
-                    continue;
-                }
-                edge_spans[index].push((Target::Node(join_index), join.span()));
+                let to_join = Target::Node(join_index);
+                located.push(Located { at: At::Edge { from: index, to: to_join }, span: join.span(), position });
+                edge_spans[index].push((to_join, join.span()));
                 nodes[index].routing = Routing::Fork { heads: list, join: join_index };
             }
             Stmt::Breakpoint { when, nodes: listed } => {
@@ -365,8 +357,8 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         }
     }
 
-    // The graph's shape, checked by `tea_check`. Its problems about one edge of a list go back
-    // among the errors of the statements, where that edge's statement stands.
+    // The graph's shape, checked by `tea_check`. Its problems about one statement (an edge of a
+    // list, a fan-out) go back among the errors of the statements, where that statement stands.
     let shape = lower(&nodes, &start);
     let mut path_problems = Vec::new();
     let mut inserts = Vec::new();
@@ -379,23 +371,16 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     path_problems.push(problem);
                 }
             }
-            (_, At::Listed { from, index }) => {
-                let Some(statement) = listed.iter().position(|l| l.from == from && l.index == index) else {
-                    errors.push(def.name.span(), problem.message);
-                    continue;
-                };
-                inserts.push((statement, problem.message));
-            }
-            (_, at) => {
-                let span = span_at(at, &nodes, &edge_spans, def);
-                errors.push(span, problem.message);
-            }
+            (_, at) => match located.iter().position(|l| l.at == at) {
+                Some(entry) => inserts.push((entry, problem.message)),
+                None => errors.push(span_at(at, &nodes, &edge_spans, def), problem.message),
+            },
         }
     }
     // Later statements first, so that each position still counts the errors before it.
-    inserts.sort_by_key(|(statement, _)| std::cmp::Reverse(*statement));
-    for (statement, message) in inserts {
-        let Listed { span, position, .. } = listed[statement];
+    inserts.sort_by_key(|(entry, _)| std::cmp::Reverse(*entry));
+    for (entry, message) in inserts {
+        let Located { span, position, .. } = located[entry];
         errors.insert(position, span, message);
     }
 
@@ -430,12 +415,12 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     }
 }
 
-/// An edge statement that `tea_check` may report on: the `index`-th edge of `from`'s list,
-/// written at `span`, whose statement's errors start at `position` among the errors.
+/// A part of a statement that `tea_check` may report on (an edge of a list, a fan-out, one of its
+/// branches, its join), written at `span`; the statement's errors start at `position` among the
+/// errors.
 #[derive(Clone, Copy)]
-struct Listed {
-    from: Source,
-    index: usize,
+struct Located {
+    at: At,
     span: Span,
     position: usize,
 }
@@ -473,7 +458,7 @@ fn span_at(at: At, nodes: &[Node], edge_spans: &[Vec<(Target, Span)>], def: &Gra
         At::Edge { from, to } => {
             edge_spans[from].iter().find(|(t, _)| *t == to).map_or_else(|| nodes[from].ident.span(), |(_, span)| *span)
         }
-        At::Listed { from: Source::Node(i), .. } => nodes[i].ident.span(),
+        At::Listed { from: Source::Node(i), .. } | At::Fork(i) | At::Branch { fork: i, .. } => nodes[i].ident.span(),
         At::Listed { from: Source::Start, .. } | At::Start => def.name.span(),
     }
 }
@@ -745,6 +730,28 @@ mod tests {
             [
                 "`interrupt_after` names `reveiw`, which is not a node of this graph; did you mean `review`?",
                 "`interruptible` names `zzz`, which is not a node of this graph",
+            ]
+        );
+    }
+
+    #[test]
+    fn fan_out_problems_keep_their_statement_s_place_among_the_errors() {
+        let found = problems(parse_quote! {
+            Flow for S {
+                start -> a;
+                parallel a => [x, a] -> j;
+                interrupt_before zzz;
+                parallel j => [] -> k;
+                x -> j;
+                k -> end;
+            }
+        });
+        assert_eq!(
+            found,
+            [
+                "`a` is the source of this `parallel` statement; it cannot also be one of its branches",
+                "`interrupt_before` names `zzz`, which is not a node of this graph",
+                "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`",
             ]
         );
     }

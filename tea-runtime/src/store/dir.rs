@@ -127,8 +127,6 @@ pub struct DirStore {
 struct Inner {
     root: PathBuf,
     flushes: AtomicU64,
-    /// Numbers temporary files, with the process id, so no two writers share one.
-    temporaries: AtomicU64,
 }
 
 impl DirStore {
@@ -158,7 +156,7 @@ impl DirStore {
             let e = io::Error::other("not a directory");
             return Err(io_fault("open the store directory", &root, e));
         }
-        Ok(DirStore { inner: Arc::new(Inner { root, flushes: AtomicU64::new(0), temporaries: AtomicU64::new(0) }) })
+        Ok(DirStore { inner: Arc::new(Inner { root, flushes: AtomicU64::new(0) }) })
     }
 
     /// The store's directory.
@@ -274,7 +272,10 @@ impl DirStore {
 
     /// A fresh temporary path in `dir`.
     fn temporary(&self, dir: &Path) -> PathBuf {
-        let n = self.inner.temporaries.fetch_add(1, Ordering::Relaxed);
+        // One counter for the process, so handles opened separately on one directory never
+        // share a name.
+        static TEMPORARIES: AtomicU64 = AtomicU64::new(0);
+        let n = TEMPORARIES.fetch_add(1, Ordering::Relaxed);
         dir.join(format!("{TMP}{}-{n}", std::process::id()))
     }
 
@@ -298,6 +299,19 @@ impl DirStore {
             let _ = fs::remove_file(&tmp);
             io_fault("rename a temporary file to", path, e)
         })
+    }
+
+    /// For a directory named by a hash, writes the name it stands for into its `NAME` file
+    /// (atomically, like a checkpoint), once.
+    fn write_name_file(&self, dir: &Path, name: &str, durable: bool) -> Result<(), Error> {
+        if !dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('#')) {
+            return Ok(());
+        }
+        let path = dir.join(NAME);
+        if exists(&path)? {
+            return Ok(());
+        }
+        self.write_file(dir, &path, name.as_bytes(), durable)
     }
 
     /// Syncs directory `dir`, so the names created in it survive a crash.
@@ -370,8 +384,8 @@ impl Checkpointer for DirStore {
         let dir = graph_dir.join(file_name(thread.as_str()));
         let _lock = if expected.is_none() {
             let lock = self.lock(&graph_dir, &dir, durable)?;
-            write_name_file(&dir, thread.as_str())?;
-            write_name_file(&graph_dir, graph)?;
+            self.write_name_file(&dir, thread.as_str(), durable)?;
+            self.write_name_file(&graph_dir, graph, durable)?;
             lock
         } else {
             match self.lock_existing(&dir)? {
@@ -592,18 +606,6 @@ fn original_name(dir: &Path) -> Result<String, Error> {
         return String::from_utf8(bytes).map_err(|_| Error::store(Fault::Name { path }));
     }
     unescape(name).ok_or_else(|| Error::store(Fault::Name { path: dir.to_path_buf() }))
-}
-
-/// For a directory named by a hash, writes the name it stands for into its `NAME` file once.
-fn write_name_file(dir: &Path, name: &str) -> Result<(), Error> {
-    if !dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('#')) {
-        return Ok(());
-    }
-    let path = dir.join(NAME);
-    if exists(&path)? {
-        return Ok(());
-    }
-    fs::write(&path, name.as_bytes()).map_err(|e| io_fault("write", &path, e))
 }
 
 /// Reads at most `limit` bytes of `path` (a longer file reads as `limit + 1` bytes).
