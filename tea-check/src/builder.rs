@@ -75,7 +75,9 @@ impl Builder {
         self
     }
 
-    /// Makes `source` fan out to branches starting at `heads`, which meet at `join`.
+    /// Makes `source` fan out to branches starting at `heads`, which meet at `join`. All of them
+    /// are nodes: a front end refuses the entry or the exit there before building (given here,
+    /// their names would be read as names of nodes).
     pub fn fork<'a>(mut self, source: &str, heads: impl IntoIterator<Item = &'a str>, join: &str) -> Builder {
         let i = self.declare(source);
         let heads = heads.into_iter().map(|h| self.declare(h)).collect();

@@ -33,6 +33,54 @@
 //!     "node `b` never reaches `end`: every path from it loops through `b`; add an edge towards `end`"
 //! );
 //! ```
+//!
+//! # Placing problems
+//!
+//! A front end remembers where it read each part of the graph and places each problem there. A
+//! YAML loader, say, keeps the line of every node and of every edge entry:
+//!
+//! ```
+//! use tea_check::{check, At, Graph, Source, Spelling};
+//!
+//! // nodes:                                  line 1
+//! //   - name: draft                         line 2
+//! //   - name: review                        line 3
+//! // edges:                                  line 4
+//! //   - { from: __start__, to: draft }      line 5
+//! //   - { from: draft, to: review }         line 6
+//! //   - { from: draft, to: __end__ }        line 7
+//! //   - { from: review, to: __end__ }       line 8
+//! let graph = Graph::builder(Spelling::Yaml)
+//!     .node("draft")
+//!     .node("review")
+//!     .edge("__start__", "draft", None)
+//!     .edge("draft", "review", None)
+//!     .edge("draft", "__end__", None)
+//!     .edge("review", "__end__", None)
+//!     .build();
+//! let node_lines = [2, 3];
+//! let edge_lines = |from: Source, index: usize| match from {
+//!     Source::Start => 5 + index,
+//!     Source::Node(0) => 6 + index,
+//!     Source::Node(_) => 8 + index,
+//! };
+//! let placed: Vec<String> = check(&graph, Spelling::Yaml)
+//!     .iter()
+//!     .map(|problem| {
+//!         let line = match problem.at {
+//!             At::Node(i) => node_lines[i],
+//!             At::Listed { from, index } => edge_lines(from, index),
+//!             _ => 1, // edges of routers and fan-outs, the fan-outs themselves, the entry
+//!         };
+//!         format!("agent.yaml:{line}: {problem}")
+//!     })
+//!     .collect();
+//! assert_eq!(
+//!     placed,
+//!     ["agent.yaml:7: this edge is never taken: `draft` already has an unconditional edge, \
+//!       `{ from: draft, to: review }`, which always applies; give one of them a condition (`when: …`)"]
+//! );
+//! ```
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod builder;
@@ -225,6 +273,13 @@ pub struct Problem {
     pub kind: Kind,
     /// The message, in the [`Spelling`] given to [`check`]; node names are in backticks.
     pub message: String,
+}
+
+/// The message alone: where the problem is, the front end says (a span, `file:line:column: `).
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// Every problem of `graph`'s shape, in a deterministic order: the edge lists' problems (the

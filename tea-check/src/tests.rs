@@ -6,7 +6,7 @@ fn macro_graph() -> Builder {
 
 /// The messages `check` reports for a graph, in order.
 fn messages(graph: &Graph) -> Vec<String> {
-    check(graph, Spelling::GraphMacro).into_iter().map(|p| p.message).collect()
+    check(graph, Spelling::GraphMacro).iter().map(Problem::to_string).collect()
 }
 
 #[test]
