@@ -217,8 +217,11 @@ fn sync_calls_work_inside_a_runtime_and_async_calls_await() {
         // The async twins, and a store connected from async code whose last handle goes there.
         let other = PostgresStore::builder(&url).schema(&schema).connect_async().await.unwrap();
         let t = thread("async");
-        assert_eq!(other.append_async("g", &t, None, 1, b"a1").await.unwrap(), Append::Written);
-        assert_eq!(other.append_async("g", &t, None, 1, b"late").await.unwrap(), Append::Conflict { head: Some(1) });
+        assert_eq!(other.append_async("g", &t, None, 1, b"a1", true).await.unwrap(), Append::Written);
+        assert_eq!(
+            other.append_async("g", &t, None, 1, b"late", false).await.unwrap(),
+            Append::Conflict { head: Some(1) }
+        );
         assert_eq!(other.head_async("g", &t).await.unwrap(), Some((1, b"a1".to_vec())));
         assert_eq!(other.get_async("g", &t, 1).await.unwrap(), Some(b"a1".to_vec()));
         assert_eq!(other.history_async("g", &t).await.unwrap(), vec![(1, b"a1".to_vec())]);

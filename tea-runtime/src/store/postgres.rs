@@ -22,9 +22,16 @@
 //! thread) and the outer `INSERT` stores the checkpoint only for the row it moved. Under
 //! PostgreSQL's row locks a writer racing on the same head waits for the first to commit, then
 //! re-checks `head = expected` on the committed row and moves nothing: of K writers expecting one
-//! head, exactly one changes it, in any number of processes. A commit returns once its WAL record
-//! is flushed (`synchronous_commit` as the server sets it, `on` by default), so every append is
-//! durable when it returns, whatever `durable` asks.
+//! head, exactly one changes it, in any number of processes.
+//!
+//! # Durability
+//!
+//! A durable append commits on a connection with the server's `synchronous_commit` (`on` by
+//! default): the commit returns once its WAL record is flushed. An append with `durable: false`
+//! commits on a connection of a second pool whose sessions set `synchronous_commit = off`: it is
+//! as atomic and as visible, but returns without waiting for the flush, so a crash *of the
+//! server* may lose the last such commits — never part of one, and never one that a later durable
+//! commit followed, since WAL is flushed in order.
 //!
 //! # Sync and async
 //!
@@ -82,8 +89,9 @@ const MIGRATIONS: &[&str] = &["
 /// the [`Checkpointer`] methods block the calling thread without needing (or disturbing) a
 /// runtime, and each has an `*_async` twin that awaits instead.
 ///
-/// Every append is durable when it returns: PostgreSQL commits a transaction once its log record
-/// is flushed.
+/// An append with `durable: true` returns once PostgreSQL has flushed its commit to the log; one
+/// with `durable: false` (the engine's steps between pauses) commits just as atomically without
+/// waiting for the flush.
 ///
 /// ```no_run
 /// use tea::{Append, Checkpointer, PostgresStore, ThreadId};
@@ -102,7 +110,10 @@ pub struct PostgresStore {
 
 /// What the clones of a store share.
 struct Inner {
+    /// Reads and durable appends.
     pool: Pool,
+    /// Appends that need not be durable: sessions with `synchronous_commit = off`.
+    fast_pool: Pool,
     sql: Sql,
     /// `user@host:port/database`, for errors and `Debug`: never the password.
     target: Arc<str>,
@@ -114,6 +125,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.pool.close();
+        self.fast_pool.close();
         // A runtime dropped the ordinary way waits for its threads, which panics when the last
         // handle goes inside another runtime's task; this returns at once.
         if let Some(runtime) = self.runtime.take() {
@@ -159,8 +171,9 @@ impl PostgresStoreBuilder {
         self
     }
 
-    /// The most connections the store opens at once (default 16, at least 1). They open as
-    /// needed; a call that finds them all busy waits for one.
+    /// The most connections the store opens at once for reads and durable appends (default 16,
+    /// at least 1), and as many again for appends that need not be durable. They open as needed;
+    /// a call that finds them all busy waits for one.
     pub fn max_connections(mut self, max: usize) -> Self {
         self.max_connections = max;
         self
@@ -255,18 +268,26 @@ impl PostgresStore {
             .enable_all()
             .build()
             .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        // Building the pool spawns nothing, but it needs to see the runtime it will use.
-        let pool = {
+        let mut fast_config = config.clone();
+        let options_with_async_commit = match config.get_options() {
+            Some(given) => format!("{given} -c synchronous_commit=off"),
+            None => "-c synchronous_commit=off".to_owned(),
+        };
+        fast_config.options(options_with_async_commit);
+        // Building a pool spawns nothing, but it needs to see the runtime it will use.
+        let pool = |config| {
             let _entered = runtime.enter();
+            let manager =
+                Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
             Pool::builder(manager)
                 .max_size(options.max_connections.max(1))
                 .runtime(deadpool_postgres::Runtime::Tokio1)
                 .build()
-                .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))?
+                .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))
         };
+        let (pool, fast_pool) = (pool(config)?, pool(fast_config)?);
         let sql = Sql::new(&quote(&schema));
-        let inner = Inner { pool, sql, target, schema, runtime: Some(runtime) };
+        let inner = Inner { pool, fast_pool, sql, target, schema, runtime: Some(runtime) };
         Ok(PostgresStore { inner: Arc::new(inner) })
     }
 
@@ -317,8 +338,10 @@ impl PostgresStore {
         expected: Option<CheckpointId>,
         id: CheckpointId,
         bytes: &[u8],
+        durable: bool,
     ) -> Result<Append, Error> {
-        let work = append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec());
+        let work =
+            append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec(), durable);
         self.spawn(work).await
     }
 
@@ -362,10 +385,10 @@ impl Checkpointer for PostgresStore {
         expected: Option<CheckpointId>,
         id: CheckpointId,
         bytes: &[u8],
-        _durable: bool,
+        durable: bool,
     ) -> Result<Append, Error> {
-        // Every commit is flushed before it returns, so `durable` asks for nothing more.
-        let work = append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec());
+        let work =
+            append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec(), durable);
         self.block(work)
     }
 
@@ -486,7 +509,12 @@ impl Sql {
 
 /// A pooled connection, or the error of getting one.
 async fn connection(inner: &Inner) -> Result<deadpool_postgres::Object, Error> {
-    inner.pool.get().await.map_err(|e| {
+    pooled(inner, &inner.pool).await
+}
+
+/// A connection of `pool`, or the error of getting one.
+async fn pooled(inner: &Inner, pool: &Pool) -> Result<deadpool_postgres::Object, Error> {
+    pool.get().await.map_err(|e| {
         let message = match e {
             PoolError::Backend(e) => describe(&e),
             PoolError::Timeout(_) => "timed out waiting for a connection".to_owned(),
@@ -549,6 +577,7 @@ async fn append(
     expected: Option<CheckpointId>,
     id: CheckpointId,
     bytes: Vec<u8>,
+    durable: bool,
 ) -> Result<Append, Error> {
     if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
         return Err(Error::store(Located {
@@ -557,7 +586,7 @@ async fn append(
         }));
     }
     let sql_id = to_sql_id(&inner, id)?;
-    let client = connection(&inner).await?;
+    let client = pooled(&inner, if durable { &inner.pool } else { &inner.fast_pool }).await?;
     let failed = |e| query_error(&inner, "append a checkpoint", e);
     let written = match expected {
         None => {
