@@ -493,14 +493,18 @@ mod dir_store {
         let t = thread("t");
         store.append("g", &t, None, 1, b"one", false).unwrap();
         assert_eq!(store.flushes(), 0);
+        // The first durable append of a thread also syncs the directories above its own.
         store.append("g", &t, Some(1), 2, b"two", true).unwrap();
-        assert_eq!(store.flushes(), 3, "checkpoint, HEAD, directory");
+        assert_eq!(store.flushes(), 2 + 3, "store and graph directories; checkpoint, HEAD, thread directory");
         store.append("g", &t, Some(2), 3, b"three", false).unwrap();
-        assert_eq!(store.flushes(), 3);
-        // A new thread's directories are synced too.
+        assert_eq!(store.flushes(), 5);
+        store.append("g", &t, Some(3), 4, b"four", true).unwrap();
+        assert_eq!(store.flushes(), 5 + 3);
+        // Another thread of the same graph: the graph's directory, once.
         store.append("g", &thread("new"), None, 1, b"one", true).unwrap();
-        assert_eq!(store.flushes(), 3 + 3 + 2);
-        assert_eq!(store.clone().flushes(), 8, "clones share the count");
+        assert_eq!(store.flushes(), 8 + 1 + 3);
+        store.append("g", &thread("new"), Some(1), 2, b"two", true).unwrap();
+        assert_eq!(store.clone().flushes(), 12 + 3, "clones share the count");
     }
 
     #[test]
