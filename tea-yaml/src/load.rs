@@ -101,6 +101,8 @@ type ForkDraft = (Vec<NodeIx>, Option<NodeIx>, Pos);
 /// An edge as read.
 struct EdgeDraft<'n> {
     from: &'n Node,
+    /// Where the edge is written.
+    pos: Pos,
     kind: EdgeKind<'n>,
 }
 
@@ -776,7 +778,6 @@ impl<'a> Loader<'a> {
             Kind::Str { .. } => vec![(Cond::Always, node)],
             Kind::Seq(rules) => {
                 let mut out = Vec::new();
-                let mut fallback: Option<Pos> = None;
                 for rule in rules {
                     let Some(f) = self.fields(rule, &format!("a `goto` rule of node `{name}`"), &["if", "to"]) else {
                         continue;
@@ -785,18 +786,9 @@ impl<'a> Loader<'a> {
                         self.problem(rule.pos, format!("a `goto` rule of node `{name}` without `to`"));
                         continue;
                     };
-                    if let Some(at) = fallback {
-                        self.problem(
-                            rule.pos,
-                            format!("this `goto` rule of node `{name}` can never be taken: the rule without `if` at line {} comes first", at.line),
-                        );
-                    }
                     let cond = match f.get("if") {
                         Some(c) => self.cond(c, true),
-                        None => {
-                            fallback.get_or_insert(rule.pos);
-                            Cond::Always
-                        }
+                        None => Cond::Always,
                     };
                     out.push((cond, *to));
                 }
@@ -840,7 +832,11 @@ impl<'a> Loader<'a> {
                     if let Some(to) = f.get("to") {
                         self.problem(to.pos, "a `parallel: [...]` edge lists its branches; drop `to`");
                     }
-                    out.push(EdgeDraft { from, kind: EdgeKind::Parallel { heads: heads.iter().collect(), fan_in } });
+                    out.push(EdgeDraft {
+                        from,
+                        pos: item.pos,
+                        kind: EdgeKind::Parallel { heads: heads.iter().collect(), fan_in },
+                    });
                     continue;
                 }
                 Some(Kind::Bool(true)) => {}
@@ -885,7 +881,7 @@ impl<'a> Loader<'a> {
                         (None, Some(w)) => self.cond(w, true),
                         (None, None) => Cond::Always,
                     };
-                    out.push(EdgeDraft { from, kind: EdgeKind::Plain { to, cond } });
+                    out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Plain { to, cond } });
                     continue;
                 }
                 Some(Kind::Bool(false)) | None => {}
@@ -904,7 +900,7 @@ impl<'a> Loader<'a> {
                     self.problem(c.pos, format!("a parallel edge always fans out; `{key}` does not apply"));
                 }
             }
-            out.push(EdgeDraft { from, kind: EdgeKind::Parallel { heads: vec![to], fan_in } });
+            out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Parallel { heads: vec![to], fan_in } });
         }
         out
     }
@@ -942,8 +938,8 @@ impl<'a> Loader<'a> {
     ) -> (Option<Vec<Rule>>, Option<Vec<NodeDef>>) {
         let n = drafts.len();
         let before = self.problems.len();
-        let mut plain: Vec<Vec<Rule>> = vec![Vec::new(); n];
-        let mut start_rules: Vec<Rule> = Vec::new();
+        let mut plain: Vec<Vec<(Rule, Pos)>> = vec![Vec::new(); n];
+        let mut start_rules: Vec<(Rule, Pos)> = Vec::new();
         let mut forks: Vec<Option<ForkDraft>> = vec![None; n];
         let mut start_has_edges = false;
         for edge in edges {
@@ -970,9 +966,9 @@ impl<'a> Loader<'a> {
                     match from {
                         None => {
                             start_has_edges = true;
-                            start_rules.push(rule);
+                            start_rules.push((rule, edge.pos));
                         }
-                        Some(i) => plain[i].push(rule),
+                        Some(i) => plain[i].push((rule, edge.pos)),
                     }
                 }
                 EdgeKind::Parallel { heads, fan_in } => {
@@ -1064,12 +1060,14 @@ impl<'a> Loader<'a> {
         }
 
         let mut nodes = Vec::with_capacity(n);
+        let mut places = Places { nodes: Vec::new(), rules: Vec::new(), start: Vec::new(), forks: Vec::new() };
         for (i, draft) in drafts.iter().enumerate() {
-            let rules = if let Some(goto) = &draft.goto {
+            let always = |to| vec![(Rule { cond: Cond::Always, to }, draft.pos)];
+            let rules: Vec<(Rule, Pos)> = if let Some(goto) = &draft.goto {
                 let mut rules = Vec::new();
                 for (cond, to) in goto {
-                    if let Some(to) = self.target(index, to, &format!("`goto` of node `{}`", draft.name)) {
-                        rules.push(Rule { cond: cond.clone(), to });
+                    if let Some(target) = self.target(index, to, &format!("`goto` of node `{}`", draft.name)) {
+                        rules.push((Rule { cond: cond.clone(), to: target }, to.pos));
                     }
                 }
                 rules
@@ -1078,12 +1076,16 @@ impl<'a> Loader<'a> {
             } else if fork_of[i].is_some() {
                 Vec::new()
             } else if let Some(join) = head_join[i] {
-                vec![Rule { cond: Cond::Always, to: Goto::Node(join) }]
+                always(Goto::Node(join))
             } else if i + 1 < n {
-                vec![Rule { cond: Cond::Always, to: Goto::Node(NodeIx(i as u32 + 1)) }]
+                always(Goto::Node(NodeIx(i as u32 + 1)))
             } else {
-                vec![Rule { cond: Cond::Always, to: Goto::End }]
+                always(Goto::End)
             };
+            places.nodes.push(draft.pos);
+            places.rules.push(rules.iter().map(|(_, p)| *p).collect());
+            places.forks.push(forks[i].as_ref().map(|f| f.2));
+            let rules = rules.into_iter().map(|(r, _)| r).collect();
             nodes.push(NodeDef {
                 name: NodeName::from(draft.name.clone()),
                 exec: draft.exec.clone(),
@@ -1099,8 +1101,14 @@ impl<'a> Loader<'a> {
             nodes[j].fan_in = true;
         }
         if !start_has_edges {
-            start_rules = vec![Rule { cond: Cond::Always, to: Goto::Node(NodeIx(0)) }];
+            start_rules = vec![(Rule { cond: Cond::Always, to: Goto::Node(NodeIx(0)) }, drafts[0].pos)];
         }
+        places.start = start_rules.iter().map(|(_, p)| *p).collect();
+        let start_rules: Vec<Rule> = start_rules.into_iter().map(|(r, _)| r).collect();
+        if self.problems.len() != before {
+            return (None, None);
+        }
+        self.shape(&nodes, &start_rules, drafts, &places);
         if self.problems.len() != before {
             return (None, None);
         }
@@ -1108,17 +1116,95 @@ impl<'a> Loader<'a> {
     }
 }
 
+/// Where the parts of the routing are written, for the shape checks' problems.
+struct Places {
+    nodes: Vec<Pos>,
+    /// Per node, where each of its rules is written (an implicit rule: at the node).
+    rules: Vec<Vec<Pos>>,
+    start: Vec<Pos>,
+    /// Per node, where its fan-out is declared.
+    forks: Vec<Option<Pos>>,
+}
+
+impl Loader<'_> {
+    /// The graph checks `graph!` runs (tea-check): reachability, a way to `__end__`, edges that
+    /// are never taken or repeated, branches that leave their fan-out, pauses inside nested
+    /// fan-outs. Each problem is placed at the node, rule or fan-out it is about.
+    fn shape(&mut self, nodes: &[NodeDef], start: &[Rule], drafts: &[Draft<'_>], places: &Places) {
+        let target = |g: &Goto<NodeIx>| match g {
+            Goto::Node(n) => tea_check::Target::Node(n.index()),
+            Goto::End => tea_check::Target::End,
+        };
+        let edges = |rules: &[Rule]| -> Vec<tea_check::Edge> {
+            rules
+                .iter()
+                .map(|r| match &r.cond {
+                    Cond::Always | Cond::Const(true) => tea_check::Edge::to(target(&r.to)),
+                    Cond::Const(false) => tea_check::Edge::guarded(target(&r.to), "false"),
+                    Cond::Expr { source, expect: true, .. } => {
+                        tea_check::Edge::guarded(target(&r.to), source.to_string())
+                    }
+                    Cond::Expr { source, expect: false, .. } => {
+                        tea_check::Edge::guarded(target(&r.to), format!("not ({source})"))
+                    }
+                })
+                .collect()
+        };
+        let graph = tea_check::Graph {
+            nodes: nodes
+                .iter()
+                .zip(drafts)
+                .map(|(node, draft)| tea_check::Node {
+                    name: draft.name.clone(),
+                    routing: match &node.fork {
+                        Some((heads, join)) => tea_check::Routing::Fork {
+                            heads: heads.iter().map(|h| h.index()).collect(),
+                            join: join.index(),
+                        },
+                        None => tea_check::Routing::Edges(edges(&node.rules)),
+                    },
+                    can_pause: node.interrupt_before
+                        || node.interrupt_after
+                        || matches!(node.exec, Exec::Interrupt { .. }),
+                })
+                .collect(),
+            start: edges(start),
+        };
+        for problem in tea_check::check(&graph, tea_check::Spelling::Yaml) {
+            let pos = match problem.at {
+                tea_check::At::Node(i) => places.nodes.get(i).copied(),
+                tea_check::At::Edge { from, to } => {
+                    let first = nodes.get(from).and_then(|n| n.rules.iter().position(|r| target(&r.to) == to));
+                    match first {
+                        Some(k) => places.rules[from].get(k).copied(),
+                        None => places.forks.get(from).copied().flatten().or(places.nodes.get(from).copied()),
+                    }
+                }
+                tea_check::At::Listed { from: tea_check::Source::Start, index } => places.start.get(index).copied(),
+                tea_check::At::Listed { from: tea_check::Source::Node(i), index } => {
+                    places.rules.get(i).and_then(|r| r.get(index)).copied()
+                }
+                tea_check::At::Fork(i) | tea_check::At::Branch { fork: i, .. } => {
+                    places.forks.get(i).copied().flatten().or(places.nodes.get(i).copied())
+                }
+                _ => places.start.first().copied(),
+            };
+            self.problem(pos.unwrap_or(Pos { line: 1, column: 1 }), problem.message);
+        }
+    }
+}
+
 /// For a fork without `fan_in`: the one node every branch reaches first by its explicit routing.
 fn common_successor(
     drafts: &[Draft<'_>],
     heads: &[NodeIx],
-    plain: &[Vec<Rule>],
+    plain: &[Vec<(Rule, Pos)>],
     index: &HashMap<String, usize>,
 ) -> Option<NodeIx> {
     let successors = |i: usize| -> Vec<usize> {
         let mut out: Vec<usize> = plain[i]
             .iter()
-            .filter_map(|r| match r.to {
+            .filter_map(|(r, _)| match r.to {
                 Goto::Node(n) => Some(n.index()),
                 Goto::End => None,
             })

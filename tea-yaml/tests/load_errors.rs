@@ -158,3 +158,52 @@ fn an_unknown_config_store_and_bad_limits_are_reported() {
     has(&p, 3, "positive integer");
     has(&p, 4, "true or false");
 }
+
+#[test]
+fn the_graph_checks_of_graph_macro_run_on_yaml_too() {
+    let yaml = r#"
+nodes:
+  - name: start_here
+    run: return {}
+    goto:
+      - { if: "state.a", to: loop }
+      - { to: __end__ }
+      - { to: orphan }
+  - name: loop
+    run: return {}
+    goto: loop
+  - name: orphan
+    run: return {}
+"#;
+    let p = problems(yaml);
+    has(&p, 8, "never taken");
+    // With the shadowed rule gone, the paths are checked.
+    let yaml = r#"
+nodes:
+  - name: start_here
+    run: return {}
+    goto:
+      - { if: "state.a", to: spin }
+      - { to: __end__ }
+  - name: spin
+    run: return {}
+    goto: spin
+  - name: orphan
+    run: return {}
+"#;
+    let p = problems(yaml);
+    has(&p, 8, "node `spin` never reaches `__end__`");
+    has(&p, 11, "node `orphan` is unreachable");
+}
+
+#[test]
+fn the_benchmark_agents_load_and_run() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tea-bench/yaml");
+    let looped = Engine::new().load_file(dir.join("loop.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let out = looped.invoke(serde_json::json!({ "count": 0 })).unwrap().done().unwrap();
+    assert_eq!(out["count"], 1000);
+    let pipeline = Engine::new().load_file(dir.join("pipeline.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let out = pipeline.invoke(serde_json::json!({})).unwrap().done().unwrap();
+    assert_eq!(out["done"], true);
+    assert_eq!(out["log"].as_array().unwrap().len(), 10);
+}

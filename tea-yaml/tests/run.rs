@@ -63,6 +63,8 @@ nodes:
     run: return { path = state.path .. "c" }
     goto: __end__
 edges:
+  - { from: __start__, to: b, when: "state.skip" }
+  - { from: __start__, to: a }
   - { from: a, to: b }
 "#,
         json!({}),
@@ -102,9 +104,6 @@ nodes:
     goto: __end__
   - name: low
     run: return { went = "low" }
-    goto: __end__
-  - name: neither
-    run: return { went = "neither" }
     goto: __end__
 edges:
   - { from: check, to: high, condition: { type: expression, value: 'state["value"] > 10' } }
