@@ -82,11 +82,9 @@ fn path_arg(call: &Call<'_>, args: &Value, action: &str) -> Result<PathBuf, BoxE
 
 pub(crate) fn resolve(base: &Path, path: &str) -> PathBuf {
     let path = Path::new(path);
-    if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        base.join(path)
-    }
+    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    // `./checkpoints` is `checkpoints`: paths print the way a person would write them.
+    joined.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }
 
 /// Writes the state and the node as a checkpoint file; never fails the node.

@@ -13,8 +13,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tea_runtime::{
-    App, BoxError, Builder, Checkpointer, Error, Event, Graph, MemoryStore, NoCheckpointer, NodeName, Outcome, Resume,
-    Snapshot, Stream, ThreadId,
+    App, BoxError, Builder, Checkpointer, DirStore, Error, Event, Graph, MemoryStore, NoCheckpointer, NodeName,
+    Outcome, Resume, Snapshot, Stream, ThreadId,
 };
 
 /// The default memory limit of a thread's Lua VM: 64 MiB.
@@ -151,6 +151,7 @@ impl Engine {
             limits: self.limits,
         };
         let loaded = load::load(text, &env)?;
+        let mut dir = None;
         let store: Option<Arc<dyn Checkpointer>> = match (&loaded.store, &loaded.checkpoint_dir) {
             (Some(StoreSpec::Memory), _) => Some(Arc::new(MemoryStore::new())),
             #[cfg(feature = "sled")]
@@ -159,11 +160,22 @@ impl Engine {
             })?)),
             #[cfg(not(feature = "sled"))]
             (Some(StoreSpec::Sled(_)), _) => None,
-            (None, Some(_)) => Some(Arc::new(MemoryStore::new())),
+            (None, Some(path)) => {
+                let store = DirStore::open(path).map_err(|e| {
+                    LoadError::one(
+                        &file,
+                        1,
+                        1,
+                        format!("cannot open `config.checkpoint_dir` `{}`: {e}", path.display()),
+                    )
+                })?;
+                dir = Some(store.clone());
+                Some(Arc::new(store))
+            }
             (None, None) => self.checkpointer.clone(),
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
-        Ok(Agent::build(loaded.graph, store, limit, loaded.checkpoint))
+        Ok(Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint))
     }
 }
 
@@ -178,6 +190,8 @@ enum Runner {
 pub struct Agent {
     graph: YamlGraph,
     runner: Runner,
+    /// The store, when it is a directory: each pause gets a file named after its node.
+    dir: Option<DirStore>,
     recursion_limit: usize,
     /// `config.checkpoint`: `invoke` continues from this file.
     checkpoint: Option<PathBuf>,
@@ -197,6 +211,7 @@ impl Agent {
     fn build(
         graph: YamlGraph,
         store: Option<Arc<dyn Checkpointer>>,
+        dir: Option<DirStore>,
         limit: usize,
         checkpoint: Option<PathBuf>,
     ) -> Agent {
@@ -205,13 +220,28 @@ impl Agent {
             Some(store) => Runner::Stored(builder.checkpointer(store).build()),
             None => Runner::Free(builder.build()),
         };
-        Agent { graph, runner, recursion_limit: limit, checkpoint }
+        Agent { graph, runner, dir, recursion_limit: limit, checkpoint }
     }
 
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
-    pub fn with_checkpointer(self, store: impl Checkpointer + 'static) -> Agent {
+    /// A [`DirStore`] names each pause's file after its node, as `config.checkpoint_dir` does.
+    pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
+        let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let store: Arc<dyn Checkpointer> = Arc::new(store);
-        Agent::build(self.graph, Some(store), self.recursion_limit, self.checkpoint)
+        Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint)
+    }
+
+    /// With a directory store, gives the pause of `outcome` its file named after its node.
+    fn linked(&self, outcome: Result<Outcome<State>, Error>) -> Result<Outcome<State>, Error> {
+        if let Ok(Outcome::Interrupted { resume, .. }) = &outcome {
+            self.link(resume)?;
+        }
+        outcome
+    }
+
+    fn link(&self, resume: &Resume<State>) -> Result<Option<PathBuf>, Error> {
+        let Some(dir) = &self.dir else { return Ok(None) };
+        dir.link_pause(self.graph.name(), resume.thread(), resume.checkpoint(), resume.node().as_str()).map(Some)
     }
 
     /// The agent's name (`name:` in the file, else the file's stem).
@@ -244,31 +274,37 @@ impl Agent {
         let state = self.input(input)?;
         match &self.runner {
             Runner::Free(app) => app.invoke(state).map(Outcome::Done),
-            Runner::Stored(app) => app.invoke_on(thread, state),
+            Runner::Stored(app) => self.linked(app.invoke_on(thread, state)),
         }
     }
 
     /// Continues the paused thread `resume` names (see `App::resume`).
     pub fn resume(&self, resume: Resume<State>) -> Result<Outcome<State>, Error> {
-        self.stored(resume.thread())?.resume(resume)
+        self.linked(self.stored(resume.thread())?.resume(resume))
     }
 
     /// Continues thread `thread` after a run that stopped without pausing (see
     /// `App::recover`).
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<State>, Error> {
-        self.stored(thread)?.recover(thread)
+        self.linked(self.stored(thread)?.recover(thread))
     }
 
-    /// The file of the pause `resume` stands for, when the agent keeps its checkpoints in a
-    /// directory (`config.checkpoint_dir`); `None` otherwise.
+    /// The file of the pause `resume` stands for, `{node}_{thread}_{checkpoint}.ckpt` in the
+    /// thread's directory, when the agent keeps its checkpoints in a directory
+    /// (`config.checkpoint_dir`, or a [`DirStore`]); `None` otherwise, or when the pause's
+    /// checkpoint is gone (the thread was deleted or pruned).
     pub fn checkpoint_path(&self, resume: &Resume<State>) -> Option<PathBuf> {
-        let _ = resume;
-        None
+        self.link(resume).ok().flatten()
     }
 
     /// Continues from checkpoint file `path` with `update` (a JSON object of keys to write)
-    /// applied first: a file written by `checkpoint.save` starts a new thread at the node that
-    /// saved it, with the saved state (usable many times).
+    /// applied first.
+    ///
+    /// A pause's file in the agent's checkpoint directory ([`checkpoint_path`](Self::checkpoint_path))
+    /// resumes its own thread, once, like its token: the update is merged through the reducers,
+    /// and for an interrupt node its `resume_key` in the update is the answer. Any other
+    /// checkpoint file (written by `checkpoint.save`) starts a new thread at the node that saved
+    /// it, with the saved state; it can be used many times.
     ///
     /// # Errors
     /// [`Error::Store`] when the file cannot be read, [`Error::CorruptCheckpoint`],
@@ -280,6 +316,9 @@ impl Agent {
         let shown = path.display().to_string();
         let bytes =
             std::fs::read(path).map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
+        if let Some(thread) = self.pause_thread(path)? {
+            return self.resume_pause_file(&thread, path, &shown, update);
+        }
         let (node, mut state) = tea_runtime::decode_checkpoint(&self.graph, &bytes, &shown)?;
         if let Some(update) = update {
             self.graph.apply(&mut state, Update::from(update)).map_err(|e| Error::BadResumeValue {
@@ -297,22 +336,89 @@ impl Agent {
         }
     }
 
+    /// The thread whose directory holds pause file `path`, if it is one of this agent's.
+    fn pause_thread(&self, path: &Path) -> Result<Option<ThreadId>, Error> {
+        let (Some(dir), Runner::Stored(app)) = (&self.dir, &self.runner) else { return Ok(None) };
+        let Some(parent) = path.parent() else { return Ok(None) };
+        let parent = parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf());
+        for thread in app.threads()? {
+            let thread_dir = dir.thread_dir(self.graph.name(), &thread);
+            if thread_dir.canonicalize().unwrap_or(thread_dir) == parent {
+                return Ok(Some(thread));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Resumes the pause whose file is `path` in `thread`'s directory, if it is still pending.
+    fn resume_pause_file(
+        &self,
+        thread: &ThreadId,
+        path: &Path,
+        shown: &str,
+        update: Option<Value>,
+    ) -> Result<Outcome<State>, Error> {
+        let app = self.stored(thread)?;
+        // The file's checkpoint number: `…_000007.ckpt`.
+        let id = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.rsplit('_').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        let pending = app.state(thread)?.is_some_and(|snapshot| !snapshot.interrupts.is_empty());
+        if !pending {
+            return Err(Error::StaleResume { thread: thread.clone() });
+        }
+        let Outcome::Interrupted { resume, .. } = app.recover(thread)? else {
+            return Err(Error::StaleResume { thread: thread.clone() });
+        };
+        if id.is_some_and(|id| id != resume.checkpoint()) {
+            // A later pause of the thread: this file's pause was resumed already.
+            return Err(Error::StaleResume { thread: thread.clone() });
+        }
+        let mut resume = resume;
+        if let Some(update) = update {
+            let Value::Object(mut map) = update else {
+                return Err(Error::BadResumeValue {
+                    node: resume.node().clone(),
+                    expected: "a JSON object of keys to write".to_owned(),
+                    reason: format!("resuming from `{shown}`: the update is not an object"),
+                });
+            };
+            let asks = resume.interrupts().iter().filter(|i| i.needs_answer()).count();
+            if asks == 1 {
+                if let Some(key) = self.graph.resume_key(resume.node()) {
+                    if let Some(answer) = map.remove(key) {
+                        resume = resume.answer(answer);
+                    }
+                }
+            }
+            if !map.is_empty() {
+                resume = resume.update(Update::from(map));
+            }
+        }
+        self.resume(resume)
+    }
+
     /// Runs the agent on `input`, as a stream of events (see `App::stream`).
     pub fn stream(&self, input: Value) -> AgentStream<'_> {
         let state = match self.input(input) {
             Ok(state) => state,
             Err(error) => return AgentStream::failed(error),
         };
-        AgentStream(StreamState::Running(Box::new(match &self.runner {
+        let stream = match &self.runner {
             Runner::Free(app) => app.stream(state),
             Runner::Stored(app) => app.stream(state),
-        })))
+        };
+        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
     }
 
     /// Continues a paused thread as a stream of events (see `App::stream_resume`).
     pub fn stream_resume(&self, resume: Resume<State>) -> AgentStream<'_> {
         match &self.runner {
-            Runner::Stored(app) => AgentStream(StreamState::Running(Box::new(app.stream_resume(resume)))),
+            Runner::Stored(app) => {
+                AgentStream { agent: Some(self), state: StreamState::Running(Box::new(app.stream_resume(resume))) }
+            }
             Runner::Free(_) => AgentStream::failed(no_store(self.name(), resume.thread())),
         }
     }
@@ -377,7 +483,10 @@ fn no_store(agent: &str, thread: &ThreadId) -> Error {
 
 /// The events of an agent's run: a [`Stream`] of the engine, or the one error that kept the run
 /// from starting (an input that does not fit).
-pub struct AgentStream<'a>(StreamState<'a>);
+pub struct AgentStream<'a> {
+    agent: Option<&'a Agent>,
+    state: StreamState<'a>,
+}
 
 enum StreamState<'a> {
     Running(Box<Stream<'a, YamlGraph>>),
@@ -386,7 +495,7 @@ enum StreamState<'a> {
 
 impl AgentStream<'_> {
     fn failed(error: Error) -> Self {
-        AgentStream(StreamState::Failed(Some(error)))
+        AgentStream { agent: None, state: StreamState::Failed(Some(error)) }
     }
 }
 
@@ -394,8 +503,16 @@ impl Iterator for AgentStream<'_> {
     type Item = Result<Event<State>, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.0 {
-            StreamState::Running(stream) => stream.next(),
+        match &mut self.state {
+            StreamState::Running(stream) => {
+                let event = stream.next()?;
+                if let (Ok(Event::Interrupted { resume, .. }), Some(agent)) = (&event, self.agent) {
+                    if let Err(error) = agent.link(resume) {
+                        return Some(Err(error));
+                    }
+                }
+                Some(event)
+            }
             StreamState::Failed(error) => error.take().map(Err),
         }
     }
@@ -403,7 +520,7 @@ impl Iterator for AgentStream<'_> {
 
 impl fmt::Debug for AgentStream<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
+        match &self.state {
             StreamState::Running(stream) => stream.fmt(f),
             StreamState::Failed(error) => f.debug_tuple("AgentStream").field(error).finish(),
         }

@@ -138,6 +138,15 @@ impl YamlGraph {
         &self.0
     }
 
+    /// The key an interrupt node named `node` writes its answer to.
+    pub(crate) fn resume_key(&self, node: &NodeName) -> Option<&str> {
+        let def = self.0.nodes.iter().find(|n| n.name == *node)?;
+        match &def.exec {
+            Exec::Interrupt { resume_key, .. } => Some(resume_key),
+            _ => None,
+        }
+    }
+
     fn node(&self, node: NodeIx) -> &NodeDef {
         &self.0.nodes[node.index()]
     }

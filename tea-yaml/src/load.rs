@@ -610,6 +610,14 @@ impl<'a> Loader<'a> {
                 }
             }
             Kind::Map(_) => {
+                if let Some(o) = output {
+                    self.problem(
+                        o.pos,
+                        format!(
+                            "node `{name}`: an expression names its key with `output_key`; `output` is for actions"
+                        ),
+                    );
+                }
                 let Some(f) = self.fields(run, &format!("`run` of node `{name}`"), &["type", "value", "output_key"])
                 else {
                     return Exec::Noop;

@@ -274,3 +274,55 @@ nodes:
     assert_eq!(out["save_result"]["saved"], true);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The Edge Agent's `config.checkpoint_dir`: each pause leaves a file named after its node,
+/// which resumes the thread once; a second use is stale, like a second use of the token.
+#[test]
+fn a_checkpoint_dir_names_each_pause_file_and_resume_from_continues_it_once() {
+    let dir = std::env::temp_dir().join(format!("tea-yaml-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("review.yaml");
+    std::fs::write(
+        &file,
+        r#"
+name: review
+state:
+  log: { type: list, reducer: append }
+config:
+  checkpoint_dir: ./checkpoints
+  interrupt_before: [publish]
+nodes:
+  - name: draft
+    run: return { log = { "drafted" } }
+  - name: ask
+    type: interrupt
+    message: "Approve?"
+    resume_key: approved
+  - name: publish
+    run: |
+      return { log = { state.approved and "published" or "shelved" }, where = "{{ checkpoint.dir }}" }
+  - name: where
+    run: { type: expression, value: "checkpoint.dir", output_key: dir }
+"#,
+    )
+    .unwrap();
+    let agent = Engine::new().load_file(&file).unwrap_or_else(|e| panic!("{e}"));
+    let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();
+    let path = agent.checkpoint_path(&resume).expect("a pause file");
+    let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.starts_with("ask_"), "{name}");
+    assert!(path.starts_with(dir.join("checkpoints")), "{}", path.display());
+    // The interrupt node's answer comes through its resume_key in the update.
+    let (state, resume) = agent.resume_from(&path, Some(json!({ "approved": true }))).unwrap().interrupted().unwrap();
+    assert_eq!(state["approved"], true);
+    assert!(matches!(agent.resume_from(&path, Some(json!({ "approved": true }))), Err(Error::StaleResume { .. })));
+    // The breakpoint before publish: its file, with a plain update.
+    let before = agent.checkpoint_path(&resume).unwrap();
+    assert!(before.file_name().unwrap().to_str().unwrap().starts_with("publish_"));
+    let done = agent.resume_from(&before, Some(json!({ "log": ["reviewed"] }))).unwrap().done().unwrap();
+    assert_eq!(done["log"], json!(["drafted", "reviewed", "published"]));
+    assert_eq!(done["where"], "{{ checkpoint.dir }}", "Lua strings are not templates");
+    assert_eq!(done["dir"], dir.join("checkpoints").display().to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+}
