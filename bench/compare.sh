@@ -7,6 +7,10 @@
 # --quick            fewer repetitions on both sides (the script's own --quick)
 # --skip-build-time  skip the build time of the 200-node graph! crate
 # Outputs are kept in target/bench-out/.
+#
+# hitl_cycle_durable_postgres runs on both sides when PostgreSQL answers at $TEA_BENCH_POSTGRES_URL
+# (default postgres://postgres@127.0.0.1:5432/test): LangGraph's PostgresSaver through
+# bench/langgraph_postgres.py, tea's PostgresStore in tea-bench.
 set -euo pipefail
 
 root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
@@ -22,17 +26,26 @@ for arg in "$@"; do
     esac
 done
 
-script="$root/../shared/bench/langgraph_workloads.py"
+script="${TEA_BENCH_SCRIPT:-$root/../shared/bench/langgraph_workloads.py}"
 [ -f "$script" ] || { echo "missing $script" >&2; exit 1; }
 venv="$root/target/bench-venv"
 out="$root/target/bench-out"
 mkdir -p "$out"
 
-if ! "$venv/bin/python" -c 'import langgraph, langgraph.checkpoint.sqlite' 2>/dev/null; then
-    echo "== creating $venv (langgraph, langgraph-checkpoint-sqlite)" >&2
+if ! "$venv/bin/python" -c 'import langgraph, langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres, psycopg' 2>/dev/null; then
+    echo "== creating $venv (langgraph, langgraph-checkpoint-sqlite, langgraph-checkpoint-postgres, psycopg)" >&2
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --upgrade pip
-    "$venv/bin/pip" install --quiet langgraph langgraph-checkpoint-sqlite
+    "$venv/bin/pip" install --quiet langgraph langgraph-checkpoint-sqlite langgraph-checkpoint-postgres 'psycopg[binary]'
+fi
+
+pg_url="${TEA_BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+export TEA_BENCH_POSTGRES_URL="$pg_url"
+if "$venv/bin/python" -c 'import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()' "$pg_url" 2>/dev/null; then
+    postgres=1
+else
+    echo "== no PostgreSQL at $pg_url: hitl_cycle_durable_postgres is skipped" >&2
+    postgres=0
 fi
 
 echo "== building tea-bench (release)" >&2
@@ -40,6 +53,13 @@ cargo build --release --quiet -p tea-bench
 
 echo "== LangGraph: $script ${quick[*]}" >&2
 "$venv/bin/python" "$script" "${quick[@]}" > "$out/langgraph.json"
+if [ "$postgres" = 1 ]; then
+    echo "== LangGraph: bench/langgraph_postgres.py ${quick[*]} (PostgresSaver)" >&2
+    "$venv/bin/python" bench/langgraph_postgres.py "${quick[@]}" --url "$pg_url" --workloads "$(dirname "$script")" \
+        > "$out/langgraph_postgres.json"
+else
+    rm -f "$out/langgraph_postgres.json"
+fi
 
 echo "== tea: cargo run --release -p tea-bench -- --json ${quick[*]}" >&2
 cargo run --release --quiet -p tea-bench -- --json "${quick[@]}" > "$out/tea.json"
@@ -54,12 +74,15 @@ else
     rm -f "$out/build.json"
 fi
 
-lg_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("langgraph"))')
+lg_version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("langgraph"), "(langgraph-checkpoint-postgres", m.version("langgraph-checkpoint-postgres") + ")")')
 python3 - "$out" "$lg_version" "${quick[*]:-full}" <<'PY'
 import json, os, platform, subprocess, sys, datetime
 
 out, lg_version, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 lg = json.load(open(os.path.join(out, "langgraph.json")))
+lg_pg = os.path.join(out, "langgraph_postgres.json")
+if os.path.exists(lg_pg):
+    lg.update(json.load(open(lg_pg)))
 tea = json.load(open(os.path.join(out, "tea.json")))
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()

@@ -4,6 +4,11 @@
 //! ```text
 //! TEA_TOKEN_KEY=some-long-secret cargo run --example approval_server -- --addr 127.0.0.1:3000 --db ./approvals.db
 //! cargo run --example approval_server -- --dev      # a random key: tokens die with the process
+//!
+//! # Replicas sharing one PostgreSQL database (and one TEA_TOKEN_KEY): a pause taken by one is
+//! # answered by any, and each token is used once across all of them.
+//! TEA_TOKEN_KEY=some-long-secret cargo run --features postgres --example approval_server -- \
+//!     --addr 127.0.0.1:3001 --db postgres://app@db.internal:5432/approvals
 //! ```
 //!
 //! Routes (JSON in, JSON out):
@@ -194,13 +199,74 @@ graph! {
     }
 }
 
-/// The app the server shares between its handlers.
-pub type ApprovalApp = App<Approval, SledStore>;
+/// The app the server shares between its handlers. The store is chosen at start-up (`--db`).
+pub type ApprovalApp = App<Approval, Arc<dyn Checkpointer>>;
 
-/// Opens (or creates) the checkpoint database at `db` and builds the app, signing tokens with
-/// `key`.
-pub fn open(db: &Path, key: &[u8]) -> Result<ApprovalApp, tea::Error> {
-    Ok(Approval::builder().checkpointer(SledStore::open(db)?).sign_tokens(key).build())
+/// Where the checkpoints live.
+#[derive(Clone, Debug)]
+pub enum Db {
+    /// A sled database directory: one server process at a time.
+    Sled(PathBuf),
+    /// A PostgreSQL database (`postgres://…`), shared by every replica; its tables go in
+    /// `schema` (`public` if `None`). Needs the feature `postgres`.
+    Postgres {
+        /// The connection URL.
+        url: String,
+        /// The schema of the tables.
+        schema: Option<String>,
+    },
+}
+
+impl Db {
+    /// A `postgres://` or `postgresql://` URL is a PostgreSQL database; anything else a sled path.
+    pub fn parse(arg: &str) -> Db {
+        if arg.starts_with("postgres://") || arg.starts_with("postgresql://") {
+            Db::Postgres { url: arg.to_owned(), schema: None }
+        } else {
+            Db::Sled(PathBuf::from(arg))
+        }
+    }
+
+    /// What to call the database in messages: never the URL, which may hold a password.
+    fn describe(&self) -> String {
+        match self {
+            Db::Sled(path) => format!("the sled database {}", path.display()),
+            Db::Postgres { .. } => "the PostgreSQL database".to_owned(),
+        }
+    }
+}
+
+impl From<&Path> for Db {
+    fn from(path: &Path) -> Db {
+        Db::Sled(path.to_owned())
+    }
+}
+
+/// Opens (or creates) the checkpoint database `db` and builds the app, signing tokens with
+/// `key`. The error says which database and why.
+pub fn open(db: impl Into<Db>, key: &[u8]) -> Result<ApprovalApp, String> {
+    let db = db.into();
+    let store: Result<Arc<dyn Checkpointer>, tea::Error> = match &db {
+        Db::Sled(path) => SledStore::open(path).map(|store| Arc::new(store) as Arc<dyn Checkpointer>),
+        #[cfg(feature = "postgres")]
+        Db::Postgres { url, schema } => {
+            let builder = tea::PostgresStore::builder(url);
+            let builder = match schema {
+                Some(schema) => builder.schema(schema),
+                None => builder,
+            };
+            builder.connect().map(|store| Arc::new(store) as Arc<dyn Checkpointer>)
+        }
+        #[cfg(not(feature = "postgres"))]
+        Db::Postgres { .. } => {
+            return Err("this build has no PostgreSQL support: build it with `--features postgres`".to_owned())
+        }
+    };
+    let store = store.map_err(|e| {
+        let cause = std::error::Error::source(&e).map(|c| format!(": {c}")).unwrap_or_default();
+        format!("cannot open {}: {e}{cause}", db.describe())
+    })?;
+    Ok(Approval::builder().checkpointer(store).sign_tokens(key).build())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -444,28 +510,39 @@ async fn thread(State(app): State<Shared>, id: Result<UrlPath<String>, PathRejec
 #[derive(Debug)]
 pub struct Options {
     addr: String,
-    db: PathBuf,
+    db: Db,
     dev: bool,
 }
 
-const USAGE: &str = "usage: approval_server [--addr HOST:PORT] [--db PATH] [--dev]
+const USAGE: &str = "usage: approval_server [--addr HOST:PORT] [--db PATH | --db postgres://…] [--schema NAME] [--dev]
 
   --addr HOST:PORT  where to listen (default 127.0.0.1:3000)
   --db PATH         the sled checkpoint database (default ./approvals.db)
+  --db postgres://USER[:PASSWORD]@HOST:PORT/DATABASE
+                    a PostgreSQL database shared by every replica (feature `postgres`)
+  --schema NAME     the PostgreSQL schema of the tables (default public)
   --dev             sign tokens with a random key when TEA_TOKEN_KEY is not set
 
-Tokens are signed with the key in the environment variable TEA_TOKEN_KEY.";
+Tokens are signed with the key in the environment variable TEA_TOKEN_KEY; replicas on one
+database need the same key.";
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let mut options = Options { addr: "127.0.0.1:3000".into(), db: PathBuf::from("approvals.db"), dev: false };
+    let mut options = Options { addr: "127.0.0.1:3000".into(), db: Db::Sled("approvals.db".into()), dev: false };
+    let mut schema = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--addr" => options.addr = args.next().ok_or("--addr needs a value")?,
-            "--db" => options.db = args.next().ok_or("--db needs a value")?.into(),
+            "--db" => options.db = Db::parse(&args.next().ok_or("--db needs a value")?),
+            "--schema" => schema = Some(args.next().ok_or("--schema needs a value")?),
             "--dev" => options.dev = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
+    }
+    match (&mut options.db, schema) {
+        (Db::Postgres { schema, .. }, Some(name)) => *schema = Some(name),
+        (Db::Sled(_), Some(_)) => return Err("--schema goes with a postgres:// --db".into()),
+        (_, None) => {}
     }
     Ok(options)
 }
@@ -521,10 +598,7 @@ async fn shutdown_signal() {
 
 fn run(options: Options) -> Result<(), String> {
     let key = signing_key(options.dev)?;
-    let app = open(&options.db, &key).map_err(|e| {
-        let cause = std::error::Error::source(&e).map(|c| format!(": {c}")).unwrap_or_default();
-        format!("cannot open the database {}: {e}{cause}", options.db.display())
-    })?;
+    let app = open(options.db, &key)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&options.addr)

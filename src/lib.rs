@@ -4,12 +4,19 @@
 pub use tea_macros::{graph, GraphState};
 pub use tea_runtime::*;
 
+/// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the README's
+/// "Agents in YAML".
+#[cfg(feature = "yaml")]
+pub use tea_yaml as yaml;
+
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
+    #[cfg(feature = "postgres")]
+    pub use crate::PostgresStore;
     #[cfg(feature = "sled")]
     pub use crate::SledStore;
     pub use crate::{
-        graph, App, Checkpointer, Command, Ctx, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
+        graph, App, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
         MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
     };
 }

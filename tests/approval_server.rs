@@ -1,11 +1,13 @@
 //! Drives `examples/approval_server.rs` over loopback with a real HTTP client: reviews that
-//! approve, reject, repeat, race and tamper with tokens, and a restart between the pause and the
-//! review.
+//! approve, reject, repeat, race and tamper with tokens, a restart between the pause and the
+//! review, and (feature `postgres`) two server processes on one PostgreSQL database.
 //!
 //! The example is included as a module, so each test runs the server in-process on its own
 //! tokio runtime (on `127.0.0.1:0`) and stops it by dropping that runtime, which releases the
 //! sled database for a restart on the same path.
 
+#[cfg(feature = "postgres")]
+mod postgres_support;
 #[allow(dead_code)]
 #[path = "../examples/approval_server.rs"]
 mod server;
@@ -30,6 +32,10 @@ struct Server {
 
 impl Server {
     fn start(db: &Path, key: &[u8]) -> Server {
+        Server::start_on(db.into(), key)
+    }
+
+    fn start_on(db: server::Db, key: &[u8]) -> Server {
         let app = server::open(db, key).expect("the database opens");
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -399,5 +405,126 @@ fn every_engine_error_has_a_status_and_a_stable_code() {
     for (error, status, code) in cases {
         let (got_status, got_code) = server::classify(&error);
         assert_eq!((got_status.as_u16(), got_code), (status, code), "{error:?}");
+    }
+}
+
+/// Two replicas of the server, each its own process (this test binary run again), on one
+/// PostgreSQL database: pauses and tokens move between them, and a token is used once across
+/// both.
+#[cfg(feature = "postgres")]
+mod replicas {
+    use super::*;
+    use postgres_support::TestSchema;
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Child, Command, Stdio};
+
+    const TEST: &str = "replicas::two_server_processes_on_one_postgres_database_share_pauses_and_tokens";
+    /// Set in a replica process: the database URL and the schema, on two lines.
+    const REPLICA_ENV: &str = "TEA_APPROVAL_SERVER_REPLICA";
+    const ANSWERS: usize = 32;
+
+    /// A server process; killed when dropped.
+    struct Replica {
+        child: Child,
+        addr: SocketAddr,
+    }
+
+    impl Replica {
+        fn spawn(db: &TestSchema) -> Replica {
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+                .env(REPLICA_ENV, format!("{}\n{}", db.url(), db.name()))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("a replica process");
+            let mut stdout = BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            let addr = loop {
+                line.clear();
+                assert!(stdout.read_line(&mut line).unwrap() > 0, "the replica exited before listening");
+                // libtest may print `test NAME ... ` on the same line first.
+                if let Some((_, addr)) = line.split_once("LISTENING ") {
+                    break addr.trim().parse().expect("an address");
+                }
+            };
+            Replica { child, addr }
+        }
+
+        fn client(&self) -> Client {
+            let agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(REQUEST_TIMEOUT))
+                .build()
+                .into();
+            Client { agent, base: format!("http://{}", self.addr) }
+        }
+    }
+
+    impl Drop for Replica {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// The replica role: serves until its stdin closes (the parent exits or kills it).
+    fn serve_replica(spec: &str) {
+        let (url, schema) = spec.split_once('\n').expect("url and schema");
+        let db = server::Db::Postgres { url: url.to_owned(), schema: Some(schema.to_owned()) };
+        let server = Server::start_on(db, KEY);
+        println!("LISTENING {}", server.addr);
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        server.stop();
+    }
+
+    #[test]
+    fn two_server_processes_on_one_postgres_database_share_pauses_and_tokens() {
+        if let Ok(spec) = std::env::var(REPLICA_ENV) {
+            return serve_replica(&spec);
+        }
+        let Some(db) = TestSchema::new("approval_replicas") else { return };
+        let (a, b) = (Replica::spawn(&db), Replica::spawn(&db));
+        assert_ne!(a.child.id(), b.child.id());
+        let (on_a, on_b) = (a.client(), b.client());
+
+        // A pause taken on A is seen and answered on B; A then refuses the spent token.
+        let paused = on_a.submit("written on replica A");
+        let thread = paused["thread"].as_str().unwrap();
+        let (status, view) = on_b.get(&format!("/threads/{thread}"));
+        assert_eq!((status, view["status"].as_str()), (200, Some("awaiting_review")), "{view}");
+        let (status, done) = on_b.review(&paused["token"], true, Some("approved on B"));
+        assert_eq!(status, 200, "{done}");
+        assert_eq!(done["comments"], json!(["approved on B"]));
+        assert_error(on_a.review(&paused["token"], true, None), 409, "already_resumed");
+        let (_, view) = on_a.get(&format!("/threads/{thread}"));
+        assert_eq!(view["status"], "published", "{view}");
+
+        // 32 answers to one token at once, half to each replica: exactly one is taken.
+        let paused = on_b.submit("a popular document on two replicas");
+        let start = Arc::new(Barrier::new(ANSWERS));
+        let answers: Vec<_> = (0..ANSWERS)
+            .map(|i| {
+                let client = if i % 2 == 0 { on_a.clone() } else { on_b.clone() };
+                let (token, start) = (paused["token"].clone(), start.clone());
+                thread::spawn(move || {
+                    start.wait();
+                    client.review(&token, true, Some(&format!("answer {i}")))
+                })
+            })
+            .collect();
+        let responses: Vec<(u16, Value)> = answers.into_iter().map(|a| a.join().expect("an answer")).collect();
+        let published: Vec<&Value> = responses.iter().filter(|(s, _)| *s == 200).map(|(_, b)| b).collect();
+        assert_eq!(published.len(), 1, "{responses:?}");
+        for (status, body) in responses.iter().filter(|(s, _)| *s != 200) {
+            assert_eq!((*status, body["error"].as_str()), (409, Some("already_resumed")), "{body}");
+        }
+        // Both replicas see the one answer that was taken.
+        let winner = published[0]["comments"].clone();
+        for client in [&on_a, &on_b] {
+            let (_, view) = client.get(&format!("/threads/{}", paused["thread"].as_str().unwrap()));
+            assert_eq!(view["state"]["comments"], winner, "{view}");
+            assert_eq!(view["state"]["log"].as_array().map(Vec::len), Some(3), "{view}");
+        }
     }
 }

@@ -113,3 +113,60 @@ fn a_thread_started_on_one_store_handle_resumes_on_a_reopened_one_with_the_same_
     assert_eq!(out.trail, ["a", "b", "c"]);
     assert_eq!(out.note, "kept on disk");
 }
+
+/// A store that counts durable appends that wrote, passing everything to a `SledStore`.
+struct CountingDurable {
+    inner: SledStore,
+    durable: AtomicUsize,
+}
+
+impl Checkpointer for CountingDurable {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<u64>,
+        id: u64,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<tea::Append, Error> {
+        let outcome = self.inner.append(graph, thread, expected, id, bytes, durable)?;
+        if durable && outcome == tea::Append::Written {
+            self.durable.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
+        self.inner.head(graph, thread)
+    }
+    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(graph, thread, id)
+    }
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+        self.inner.history(graph, thread)
+    }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
+}
+
+#[test]
+fn a_pause_and_resume_cycle_flushes_once_per_durable_write() {
+    let tmp = Sled::new("flushes");
+    for durability in [Durability::EveryStep, Durability::OnPause] {
+        let store = CountingDurable { inner: tmp.store(), durable: AtomicUsize::new(0) };
+        let app = StopBefore::builder().checkpointer(store).durability(durability).build();
+        let (_, resume) = paused(app.invoke_on(thread("flushes"), Doc::default()));
+        done(app.resume(resume));
+        let store = app.checkpointer();
+        let durable = store.durable.load(Ordering::Relaxed) as u64;
+        assert!(durable >= 1, "{durability:?}: the pause is durable");
+        assert_eq!(store.inner.flushes(), durable, "{durability:?}: one flush per durable append");
+    }
+}

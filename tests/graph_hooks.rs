@@ -1,7 +1,7 @@
 //! The `Graph` hooks a run-time front end (YAML) relies on, on a hand-written graph: updates
 //! applied through the graph (and refused by it), the join keeping only some branch writes, a
 //! pausing node keeping its update, the graph's own schema fingerprint, and checkpoint files
-//! continued in a new thread with `invoke_at`.
+//! continued in a new thread with `invoke_at`, routing that fails.
 
 use serde::{Deserialize, Serialize};
 use tea::__private::NodeStep;
@@ -91,6 +91,13 @@ impl Graph for Hand {
         }
     }
 
+    fn try_route(&self, node: N, state: &Doc) -> Result<Option<Goto<N>>, BoxError> {
+        if node == N::Ask && state.answer == "boom" {
+            return Err("the route after `ask` does not evaluate".into());
+        }
+        Ok(self.route(node, state))
+    }
+
     fn can_goto(&self, _: N, _: Goto<N>) -> bool {
         false
     }
@@ -160,6 +167,21 @@ fn a_pausing_node_keeps_its_update_when_the_graph_says_so_and_the_answer_follows
     assert_eq!(done.answer, "Ada");
     // Asked once: the resumed run sees the kept update and does not ask again.
     assert_eq!(done.log.iter().filter(|l| *l == "asked").count(), 1);
+}
+
+#[test]
+fn a_route_that_fails_is_the_nodes_failure() {
+    let app = app(false);
+    let (_, resume) = app.invoke(Doc::default()).unwrap().interrupted().unwrap();
+    match app.resume(resume.clone().answer("boom")).unwrap_err() {
+        Error::NodeFailed { node, source } => {
+            assert_eq!(node, "ask");
+            assert!(source.to_string().contains("does not evaluate"), "{source}");
+        }
+        other => panic!("expected NodeFailed, got {other:?}"),
+    }
+    // The failed resume put the pause back.
+    assert!(app.resume(resume.answer("Ada")).unwrap().is_done());
 }
 
 #[test]

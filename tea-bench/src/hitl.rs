@@ -1,6 +1,6 @@
-//! `hitl_cycle_memory` / `hitl_cycle_durable`: `prepare -> ask -> finish`, paused at `ask` and
-//! resumed with the answer "yes"; plus the size of a paused checkpoint and the memory of many
-//! paused threads.
+//! `hitl_cycle_memory` / `hitl_cycle_durable` / `hitl_cycle_durable_postgres`: `prepare -> ask ->
+//! finish`, paused at `ask` and resumed with the answer "yes"; plus the size of a paused
+//! checkpoint and the memory of many paused threads.
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -180,6 +180,36 @@ fn cycle_durable_with<G: Form>(durability: Durability) -> impl FnMut() {
     let store = SledStore::open(dir.join("ck.db")).expect("open the sled store");
     let durable = Durable { app: Some(G::builder().checkpointer(store).durability(durability).build()), dir };
     move || cycle(durable.app.as_ref().expect("open until dropped"))
+}
+
+/// The server of `hitl_cycle_durable_postgres`: `TEA_BENCH_POSTGRES_URL`, else the local default.
+pub fn postgres_url() -> String {
+    std::env::var("TEA_BENCH_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// The cycle on a `PostgresStore` (schema `tea_bench`), or `None`, with the reason on stderr, when
+/// the server does not answer. The threads it made are deleted when the run is dropped.
+pub fn cycle_durable_postgres<G: Form>() -> Option<impl FnMut()> {
+    struct Durable<G: Form> {
+        app: App<G, tea::PostgresStore>,
+    }
+    impl<G: Form> Drop for Durable<G> {
+        fn drop(&mut self) {
+            for thread in self.app.threads().unwrap_or_default() {
+                let _ = self.app.delete(&thread);
+            }
+        }
+    }
+    let store = match tea::PostgresStore::builder(&postgres_url()).schema("tea_bench").max_connections(2).connect() {
+        Ok(store) => store,
+        Err(error) => {
+            let cause = std::error::Error::source(&error).map(|c| c.to_string()).unwrap_or_default();
+            eprintln!("\nhitl_cycle_durable_postgres skipped: {error}: {cause}");
+            return None;
+        }
+    };
+    let durable = Durable { app: G::builder().checkpointer(store).build() };
+    Some(move || cycle(&durable.app))
 }
 
 /// A store that remembers the size of the last checkpoint appended with `durable: true`.

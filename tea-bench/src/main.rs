@@ -64,11 +64,12 @@ fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workloa
 
 /// The workloads in the script's order, with the script's repetition counts, plus extras:
 /// `chain_8_cpu` (the baseline of `parallel_speedup`), `rayon_8_cpu` (the same loops on rayon
-/// without tea), the durable hitl cycle with `Durability::OnPause`, and the hitl cycle in its two
-/// other forms.
+/// without tea), the durable hitl cycle with `Durability::OnPause`, the hitl cycle in its two
+/// other forms, and (when a PostgreSQL server answers, see `hitl::postgres_url`) the durable
+/// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
-    vec![
+    let mut all = vec![
         w("sequential_10", r * 10, seq::sequential_10()),
         w("sequential_1000", r, seq::sequential_1000()),
         w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store()),
@@ -85,7 +86,11 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>()),
         extra("hitl_cycle_memory/interrupt_before", r * 20, hitl::cycle_memory::<Before>()),
         extra("hitl_cycle_durable/interrupt_before", r * 10, hitl::cycle_durable::<Before>()),
-    ]
+    ];
+    if let Some(run) = hitl::cycle_durable_postgres::<Node>() {
+        all.push(w("hitl_cycle_durable_postgres", r * 10, run));
+    }
+    all
 }
 
 fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
@@ -159,6 +164,9 @@ fn print_table(rows: &[Row]) {
                 format!("{note}, {:.3} µs per step", row.value * 1e6 / 1000.0)
             }
             "hitl_cycle_memory" | "hitl_cycle_durable" => format!("{note}, {}", <hitl::Node as hitl::Form>::NAME),
+            "hitl_cycle_durable_postgres" => {
+                format!("{note}, {}, PostgresStore (schema tea_bench)", <hitl::Node as hitl::Form>::NAME)
+            }
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
             key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),

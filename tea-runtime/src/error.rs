@@ -180,8 +180,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// The checkpoint store failed (I/O, a lock, a full disk …); `source` is its error.
-    #[error("the checkpoint store failed")]
+    /// The checkpoint store failed (I/O, a lock, a full disk …); `source` is its error, and its
+    /// message is part of this one's.
+    #[error("the checkpoint store failed: {source}")]
     Store {
         /// The store's own error.
         #[source]

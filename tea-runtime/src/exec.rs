@@ -186,9 +186,10 @@ pub(crate) fn route_from<G: Graph>(
     if graph.fork(node).is_some() {
         return Ok(After::Fork(node));
     }
-    match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
-        Ok(Some(target)) => Ok(After::Goto(target)),
-        Ok(None) => Err(Error::NoRoute { node: name.clone(), goto: None }),
+    match catch_unwind(AssertUnwindSafe(|| graph.try_route(node, state))) {
+        Ok(Ok(Some(target))) => Ok(After::Goto(target)),
+        Ok(Ok(None)) => Err(Error::NoRoute { node: name.clone(), goto: None }),
+        Ok(Err(source)) => Err(Error::NodeFailed { node: name.clone(), source }),
         Err(payload) => Err(Error::NodePanicked { node: name.clone(), message: panic_message(payload) }),
     }
 }
@@ -539,10 +540,11 @@ impl<'g, G: Graph> Run<'g, G> {
                 }
                 Cursor::Start => {
                     let state = &self.state;
-                    self.cursor = match catch_unwind(AssertUnwindSafe(|| graph.start(state))) {
-                        Ok(Some(Goto::Node(node))) => Cursor::At(node),
-                        Ok(Some(Goto::End)) => Cursor::Done,
-                        Ok(None) => return Err(Error::NoRoute { node: START, goto: None }),
+                    self.cursor = match catch_unwind(AssertUnwindSafe(|| graph.try_start(state))) {
+                        Ok(Ok(Some(Goto::Node(node)))) => Cursor::At(node),
+                        Ok(Ok(Some(Goto::End))) => Cursor::Done,
+                        Ok(Ok(None)) => return Err(Error::NoRoute { node: START, goto: None }),
+                        Ok(Err(source)) => return Err(Error::NodeFailed { node: START, source }),
                         Err(payload) => {
                             return Err(Error::NodePanicked { node: START, message: panic_message(payload) })
                         }

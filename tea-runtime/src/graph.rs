@@ -84,6 +84,21 @@ pub trait Graph: Send + Sync + 'static {
     /// applies. Not called for routers that chose with a `Command`.
     fn route(&self, node: Self::Node, state: &Self::State) -> Option<Goto<Self::Node>>;
 
+    /// [`start`](Self::start) for a graph whose routing can fail (a condition that does not
+    /// evaluate): the engine calls this one, and an error fails the run at `start`. Defaults to
+    /// `Ok(self.start(state))`.
+    #[inline]
+    fn try_start(&self, state: &Self::State) -> Result<Option<Goto<Self::Node>>, BoxError> {
+        Ok(self.start(state))
+    }
+
+    /// [`route`](Self::route) for a graph whose routing can fail: the engine calls this one,
+    /// and an error is `node`'s failure. Defaults to `Ok(self.route(node, state))`.
+    #[inline]
+    fn try_route(&self, node: Self::Node, state: &Self::State) -> Result<Option<Goto<Self::Node>>, BoxError> {
+        Ok(self.route(node, state))
+    }
+
     /// Where the run goes after `node` when that does not depend on the state (its one edge has
     /// no guard), so the engine can route without materializing a parallel branch's state.
     /// `None`: ask [`route`](Self::route).

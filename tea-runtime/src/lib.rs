@@ -41,7 +41,9 @@ pub use resume::{Interrupt, Resume};
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
 #[cfg(feature = "sled")]
 pub use store::SledStore;
-pub use store::{Append, CheckpointId, Checkpointer, MemoryStore};
+pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore};
+#[cfg(feature = "postgres")]
+pub use store::{PostgresStore, PostgresStoreBuilder};
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]

@@ -189,6 +189,13 @@ impl<S: GraphState> Resume<S> {
         &self.token.thread
     }
 
+    /// The checkpoint the thread paused at: its number in the thread's history, the head the
+    /// store must still hold for this token to resume (for `DirStore::checkpoint_path` and
+    /// `DirStore::link_pause`).
+    pub fn checkpoint(&self) -> CheckpointId {
+        self.token.pause
+    }
+
     /// The node where the run paused (with several pauses, the first).
     pub fn node(&self) -> &NodeName {
         &self.token.node

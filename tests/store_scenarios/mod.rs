@@ -1,5 +1,5 @@
 //! Checkpoint, breakpoint and resume scenarios, written once over any [`Checkpointer`] and run
-//! for each store by `store_tests!` (see `tests/checkpoints.rs` and `tests/checkpoints_sled.rs`).
+//! for each store by `store_tests!` (see `tests/checkpoints.rs`, `checkpoints_sled.rs`, `checkpoints_dir.rs`).
 //!
 //! Nodes record every run in a table keyed by thread and node, so a scenario can tell how many
 //! times a node ran in its own thread while other tests run at the same time.
@@ -1215,9 +1215,18 @@ pub fn concurrent_recovers_run_once<C: Checkpointer + Clone + 'static>(make: imp
 
 /// Declares one `#[test]` per scenario, each on stores from `$fixture` (a type with
 /// `fn new(test: &str) -> Self` and `fn store(&self) -> impl Checkpointer + Clone`).
+///
+/// `store_tests!(optional $fixture)` is for a store that may be missing (a database server):
+/// there `new` returns `Option<Self>`, and `None` skips the test (`new` prints why).
 macro_rules! store_tests {
+    (optional $fixture:ty) => {
+        store_tests!(@all ::core::convert::identity, $fixture);
+    };
     ($fixture:ty) => {
-        store_tests!(@each $fixture;
+        store_tests!(@all Some, $fixture);
+    };
+    (@all $wrap:path, $fixture:ty) => {
+        store_tests!(@each $wrap, $fixture;
             stop_before,
             stop_after,
             resume_with_and_without_update,
@@ -1246,11 +1255,11 @@ macro_rules! store_tests {
             threads_delete_prune,
         );
     };
-    (@each $fixture:ty; $($name:ident),* $(,)?) => {
+    (@each $wrap:path, $fixture:ty; $($name:ident),* $(,)?) => {
         $(
             #[test]
             fn $name() {
-                let fixture = <$fixture>::new(stringify!($name));
+                let Some(fixture) = $wrap(<$fixture>::new(stringify!($name))) else { return };
                 store_scenarios::$name(|| fixture.store());
             }
         )*

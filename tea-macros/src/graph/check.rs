@@ -1,15 +1,21 @@
 //! Checking a parsed graph and lowering it to the model the expansion works from.
 //!
 //! Every problem is collected (never just the first) and spanned on the identifier that causes
-//! it: reserved names, duplicate and shadowed edges, routers and fan-outs mixed with edges,
-//! breakpoints on unknown nodes, unreachable nodes, nodes with no way to `end`, branches that
-//! never reach their join or leave their branch.
+//! it. The checks that need the syntax live here: reserved names, routers and fan-outs mixed with
+//! edges, breakpoints on unknown nodes, interrupt nodes that route with `|`. The checks of the
+//! graph's shape — duplicate and shadowed edges, fan-outs without branches or with a branch that
+//! is their source or join, unreachable nodes, nodes with no way to `end`, branches that never
+//! reach their join or leave their branch, pauses in nested fan-outs — are
+//! `tea_check`'s, shared with the YAML front end; this module lowers the graph to a
+//! `tea_check::Graph` and puts each problem on the identifier it is about.
 
 use super::parse::{GraphDef, GuardRef, Stmt, When};
 use crate::suggest::suggest;
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::{Ident, LitInt};
+pub use tea_check::Target;
+use tea_check::{At, Kind, Source, Spelling};
 
 /// Words of the `graph!` language that cannot name a node.
 const KEYWORDS: &[&str] = &["parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible"];
@@ -25,6 +31,15 @@ impl Errors {
 
     pub fn extend(&mut self, errors: impl IntoIterator<Item = syn::Error>) {
         self.0.extend(errors);
+    }
+
+    /// How many errors there are so far: where a later error can be put back in order.
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn insert(&mut self, position: usize, span: Span, message: impl std::fmt::Display) {
+        self.0.insert(position, syn::Error::new(span, message));
     }
 
     pub fn into_error(self) -> Option<syn::Error> {
@@ -82,12 +97,6 @@ pub enum Routing<'a> {
 pub struct Route<'a> {
     pub guard: Option<&'a GuardRef>,
     pub to: Target,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Target {
-    Node(usize),
-    End,
 }
 
 pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
@@ -153,12 +162,13 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     // checks off then, rather than report nodes cut off only by the dropped statement.
     let mut shape_known = !def.incomplete && !table.refused;
     let mut start: Vec<Route> = Vec::new();
-    let mut start_fallback: Option<&Ident> = None;
     let mut interrupt_declared: BTreeSet<usize> = BTreeSet::new();
     let mut declared: Vec<Option<Declared>> = vec![None; nodes.len()];
-    let mut fallback: Vec<Option<&Ident>> = vec![None; nodes.len()];
     // Where each node's successors are named, for errors about one edge.
     let mut edge_spans: Vec<Vec<(Target, Span)>> = vec![Vec::new(); nodes.len()];
+    // Where the edges of edge lists and the parts of fan-outs are written, in statement order:
+    // for `tea_check`'s problems about one statement.
+    let mut located: Vec<Located> = Vec::new();
     for stmt in &def.stmts {
         match stmt {
             Stmt::Edge(edge) => {
@@ -166,8 +176,8 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     continue;
                 };
                 let guard = edge.guard.as_ref();
-                let (routes, fallback_target, from) = if edge.from == "start" {
-                    (&mut start, &mut start_fallback, None)
+                let (routes, from) = if edge.from == "start" {
+                    (&mut start, Source::Start)
                 } else {
                     let Some(from) = table.index(&edge.from) else {
                         continue;
@@ -187,40 +197,13 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     let Routing::Edges { routes, .. } = &mut nodes[from].routing else {
                         continue;
                     };
-                    (routes, &mut fallback[from], Some(from))
+                    (routes, Source::Node(from))
                 };
-                let source = &edge.from;
-                let label = guard.map(GuardRef::label);
-                if routes.iter().any(|r| r.to == to && r.guard.map(GuardRef::label) == label) {
-                    let what = match &label {
-                        Some(label) => format!("`{source} -> {} if {label}`", edge.to),
-                        None => format!("`{source} -> {}`", edge.to),
-                    };
-                    errors.push(edge.to.span(), format!("duplicate edge {what}; remove one of them"));
-                    continue;
-                }
-                if let Some(earlier) = *fallback_target {
-                    let message = match &label {
-                        Some(_) => format!(
-                            "this edge is never taken: the unguarded edge `{source} -> {earlier}` before it always \
-                             applies; put the guarded edges first and the unguarded fallback last"
-                        ),
-                        None => format!(
-                            "this edge is never taken: `{source}` already has an unguarded edge, `{source} -> {earlier}`, \
-                             which always applies; give one of them a guard (`{source} -> {to} if …;`), or make \
-                             `{source}` a router (`{source} -> {earlier} | {to};`)",
-                            to = edge.to
-                        ),
-                    };
-                    errors.push(edge.to.span(), message);
-                    shape_known = false;
-                    continue;
-                }
-                if guard.is_none() {
-                    *fallback_target = Some(&edge.to);
-                }
+                // Duplicate and shadowed edges are `tea_check`'s to find: all edges are kept.
+                let at = At::Listed { from, index: routes.len() };
+                located.push(Located { at, span: edge.to.span(), position: errors.len() });
                 routes.push(Route { guard, to });
-                if let Some(from) = from {
+                if let Source::Node(from) = from {
                     edge_spans[from].push((to, edge.to.span()));
                 }
             }
@@ -263,35 +246,24 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     continue;
                 }
                 declared[index] = Some(Declared::Fork);
-                if heads.is_empty() {
-                    errors.push(
-                        *bracket,
-                        "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`",
-                    );
-                    shape_known = false;
-                    continue;
-                }
+                // A fan-out with no branches, or with a branch or a join that cannot be, is
+                // `tea_check`'s to find: the fan-out is kept as written.
+                let position = errors.len();
+                located.push(Located { at: At::Fork(index), span: *bracket, position });
                 let mut list: Vec<usize> = Vec::new();
                 for head in heads {
+                    // A reserved name was refused where it stands.
                     let Some(h) = table.index(head) else { continue };
-                    if list.contains(&h) {
-                        errors.push(head.span(), format!("branch `{head}` is listed twice"));
-                    } else if h == index {
-                        errors.push(head.span(), format!("`{head}` is the source of this `parallel` statement; it cannot also be one of its branches"));
-                        shape_known = false;
-                    } else if h == join_index {
-                        errors.push(head.span(), format!("`{head}` is the join of this `parallel` statement; it cannot also be one of its branches"));
-                        shape_known = false;
-                    } else {
-                        list.push(h);
-                    }
+                    located.push(Located {
+                        at: At::Branch { fork: index, index: list.len() },
+                        span: head.span(),
+                        position,
+                    });
+                    list.push(h);
                 }
-                if join_index == index {
-                    errors.push(join.span(), "a `parallel` statement cannot join at its own source");
-                    shape_known = false;
-                    continue;
-                }
-                edge_spans[index].push((Target::Node(join_index), join.span()));
+                let to_join = Target::Node(join_index);
+                located.push(Located { at: At::Edge { from: index, to: to_join }, span: join.span(), position });
+                edge_spans[index].push((to_join, join.span()));
                 nodes[index].routing = Routing::Fork { heads: list, join: join_index };
             }
             Stmt::Breakpoint { when, nodes: listed } => {
@@ -367,15 +339,14 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     }
 
     // A branch head with no edges of its own goes straight to its join.
-    let forks: Vec<(usize, Vec<usize>, usize)> = nodes
+    let forks: Vec<(Vec<usize>, usize)> = nodes
         .iter()
-        .enumerate()
-        .filter_map(|(i, n)| match &n.routing {
-            Routing::Fork { heads, join } => Some((i, heads.clone(), *join)),
+        .filter_map(|n| match &n.routing {
+            Routing::Fork { heads, join } => Some((heads.clone(), *join)),
             _ => None,
         })
         .collect();
-    for (_, heads, join) in &forks {
+    for (heads, join) in &forks {
         for &head in heads {
             if let Routing::Edges { routes, implicit } = &mut nodes[head].routing {
                 if routes.is_empty() {
@@ -386,25 +357,39 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         }
     }
 
+    // The graph's shape, checked by `tea_check`. Its problems about one statement (an edge of a
+    // list, a fan-out) go back among the errors of the statements, where that statement stands.
+    let shape = lower(&nodes, &start);
+    let mut path_problems = Vec::new();
+    let mut inserts = Vec::new();
+    for problem in tea_check::check(&shape, Spelling::GraphMacro) {
+        match (problem.kind, problem.at) {
+            // Reported below, naming the graph, unless an error where `start` stands already says it.
+            (Kind::NoStart, _) => {}
+            (kind, _) if kind.is_about_paths() => {
+                if shape_known {
+                    path_problems.push(problem);
+                }
+            }
+            (_, at) => match located.iter().position(|l| l.at == at) {
+                Some(entry) => inserts.push((entry, problem.message)),
+                None => errors.push(span_at(at, &nodes, &edge_spans, def), problem.message),
+            },
+        }
+    }
+    // Later statements first, so that each position still counts the errors before it.
+    inserts.sort_by_key(|(entry, _)| std::cmp::Reverse(*entry));
+    for (entry, message) in inserts {
+        let Located { span, position, .. } = located[entry];
+        errors.insert(position, span, message);
+    }
+
     let start_written = def.stmts.iter().any(|stmt| matches!(stmt, Stmt::Edge(edge) if edge.from == "start"));
     if table.start_refused || (start.is_empty() && start_written) {
         // Already reported where `start` stands, or at the edge out of it that was refused.
     } else if start.is_empty() && !def.stmts.is_empty() {
         // Suggest the first node nothing leads to: most likely where the user meant to begin.
-        let mut led_to = vec![false; nodes.len()];
-        for node in &nodes {
-            let targets: Vec<Target> = match &node.routing {
-                Routing::Edges { routes, .. } => routes.iter().map(|r| r.to).collect(),
-                Routing::Router(targets) => targets.clone(),
-                Routing::Fork { heads, join } => heads.iter().chain([join]).map(|&n| Target::Node(n)).collect(),
-            };
-            for n in targets.into_iter().filter_map(node_of) {
-                led_to[n] = true;
-            }
-        }
-        let first =
-            nodes.iter().zip(&led_to).find(|(_, led_to)| !**led_to).or_else(|| nodes.iter().zip(&led_to).next());
-        let example = first.map_or("first_node", |(node, _)| node.name.as_str());
+        let example = tea_check::suggested_entry(&shape).map_or("first_node", |i| nodes[i].name.as_str());
         errors.push(
             def.name.span(),
             format!("graph `{}` has no edge out of `start`; add one, e.g. `start -> {example};`", def.name),
@@ -416,8 +401,9 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         );
     }
 
-    if shape_known && !start.is_empty() {
-        check_paths(&nodes, &start, &forks, &edge_spans, &mut errors);
+    for problem in path_problems {
+        let span = span_at(problem.at, &nodes, &edge_spans, def);
+        errors.push(span, problem.message);
     }
 
     let can_pause = nodes.iter().any(|n| {
@@ -429,252 +415,51 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     }
 }
 
-/// The checks of a graph's paths, run once its statements are all understood: every node
-/// reachable from `start` and able to reach `end`, every branch staying inside itself until its
-/// join.
-///
-/// Each problem is reported once, where it is fixed: the first node of an unreachable part, the
-/// node without edges rather than every node leading to it, the way into a loop with no exit
-/// rather than each of its nodes.
-fn check_paths(
-    nodes: &[Node],
-    start: &[Route],
-    forks: &[(usize, Vec<usize>, usize)],
-    edge_spans: &[Vec<(Target, Span)>],
-    errors: &mut Errors,
-) {
-    let count = nodes.len();
-    let successors = |i: usize, into_branches: bool| -> Vec<Target> {
-        match &nodes[i].routing {
-            Routing::Edges { routes, .. } => routes.iter().map(|r| r.to).collect(),
-            Routing::Router(targets) => targets.clone(),
-            Routing::Fork { heads, join } => {
-                if into_branches {
-                    heads.iter().map(|&h| Target::Node(h)).collect()
-                } else {
-                    vec![Target::Node(*join)]
-                }
-            }
-        }
-    };
-    // Past a fan-out, to its join: how the node's own line goes on.
-    let next = |i: usize| -> Vec<usize> { successors(i, false).into_iter().filter_map(node_of).collect() };
-    // Into the branches and to the join alike: everything a node leads to.
-    let next_all = |i: usize| -> Vec<usize> {
-        let mut all: Vec<usize> = successors(i, true).into_iter().filter_map(node_of).collect();
-        all.extend(next(i));
-        all
-    };
-    let edge_span = |i: usize, target: Target| -> Span {
-        edge_spans[i].iter().find(|(t, _)| *t == target).map_or_else(|| nodes[i].ident.span(), |(_, span)| *span)
-    };
-    let names = |set: &[bool]| -> String {
-        let listed: Vec<String> =
-            (0..count).filter(|&i| set[i]).map(|i| format!("`{}`", nodes[i].name)).take(5).collect();
-        let more = if set.iter().filter(|&&b| b).count() > listed.len() { ", …" } else { "" };
-        format!("{}{more}", listed.join(", "))
-    };
-
-    let from_start: Vec<usize> = start.iter().filter_map(|r| node_of(r.to)).collect();
-    let reachable = closure(count, &from_start, next_all);
-    let main_line = closure(count, &from_start, next);
-    let dead_end: Vec<bool> = (0..count).map(|i| successors(i, false).is_empty()).collect();
-    let reaches_end = fixed_point(count, |i, known: &[bool]| {
-        successors(i, false).iter().any(|t| match t {
-            Target::End => true,
-            Target::Node(n) => known[*n],
-        })
-    });
-    let reaches_dead_end = fixed_point(count, |i, known: &[bool]| dead_end[i] || next(i).iter().any(|&n| known[n]));
-
-    // Branches: the nodes reachable from a head without passing its join (the innermost branch
-    // of a node wins, since a nested fan-out is passed to its own join). An edge leaving the
-    // branch is reported on the edge.
-    let mut branch_of: Vec<Option<(usize, usize)>> = vec![None; count];
-    let mut branch_errors = Errors::default();
-    for (source, heads, join) in forks {
-        for &head in heads {
-            let (head_name, join_name, source_name) = (&nodes[head].name, &nodes[*join].name, &nodes[*source].name);
-            let mut seen = vec![false; count];
-            let mut stack = vec![head];
-            while let Some(i) = stack.pop() {
-                if std::mem::replace(&mut seen[i], true) {
-                    continue;
-                }
-                if branch_of[i].is_none() {
-                    branch_of[i] = Some((head, *join));
-                }
-                for target in successors(i, false) {
-                    match target {
-                        Target::Node(n) if n == *join => {}
-                        Target::Node(n) if n == *source || main_line[n] => branch_errors.push(
-                            edge_span(i, target),
-                            format!(
-                                "this edge leaves branch `{head_name}` for `{}`, which is not part of the branch; \
-                                 a branch of `parallel {source_name}` must reach its join `{join_name}` before the run goes on",
-                                nodes[n].name
-                            ),
-                        ),
-                        Target::Node(n) => stack.push(n),
-                        Target::End => branch_errors.push(
-                            edge_span(i, target),
-                            format!(
-                                "this edge ends the run inside branch `{head_name}`; a branch of `parallel {source_name}` \
-                                 must reach its join `{join_name}` instead"
-                            ),
-                        ),
-                    }
-                }
-            }
-        }
-    }
-
-    // Unreachable parts: each reported once, on a node no other unreachable node leads to when
-    // there is one (a part that is only a loop is reported on its first node).
-    let mut covered = vec![false; count];
-    let led_to: Vec<bool> = {
-        let mut led_to = vec![false; count];
-        for p in (0..count).filter(|&p| !reachable[p]) {
-            for n in next_all(p) {
-                if n != p {
-                    led_to[n] = true;
-                }
-            }
-        }
-        led_to
-    };
-    let roots = (0..count).filter(|&i| !reachable[i] && !led_to[i]);
-    let rest = (0..count).filter(|&i| !reachable[i] && led_to[i]);
-    for i in roots.chain(rest) {
-        if covered[i] {
-            continue;
-        }
-        let mut part = closure(count, &[i], next_all);
-        for n in 0..count {
-            part[n] &= !reachable[n] && !covered[n];
-            covered[n] |= part[n];
-        }
-        part[i] = false;
-        let name = &nodes[i].name;
-        let message = if part.iter().any(|&b| b) {
-            format!(
-                "node `{name}` is unreachable: no path from `start` leads to it, nor to {} after it; \
-                 add an edge to `{name}` or remove them",
-                names(&part)
-            )
-        } else {
-            format!("node `{name}` is unreachable: no path from `start` leads to it; add an edge to it or remove it")
-        };
-        errors.push(nodes[i].ident.span(), message);
-    }
-
-    for (i, node) in nodes.iter().enumerate() {
-        if !reachable[i] {
-            continue;
-        }
-        let name = &node.name;
-        if dead_end[i] {
-            let message = match branch_of[i] {
-                Some((head, join)) => format!(
-                    "node `{name}` has no outgoing edge; it is in branch `{}`, so add one towards its join: `{name} -> {};`",
-                    nodes[head].name, nodes[join].name
-                ),
-                None => format!("node `{name}` has no outgoing edge; add one, e.g. `{name} -> end;`"),
-            };
-            errors.push(node.ident.span(), message);
-            continue;
-        }
-        if reaches_end[i] || reaches_dead_end[i] {
-            continue;
-        }
-        // A node caught in a loop with no exit: reported where the run enters the loop.
-        let entered =
-            from_start.contains(&i) || (0..count).any(|p| reachable[p] && reaches_end[p] && next_all(p).contains(&i));
-        if !entered {
-            continue;
-        }
-        let trapped = closure(count, &[i], next);
-        let message = match branch_of[i] {
-            Some((head, join)) if head == i => format!(
-                "branch `{name}` never reaches its join `{join}`: every path from it loops through {}; add an edge to `{join}`",
-                names(&trapped),
-                join = nodes[join].name
-            ),
-            Some((head, join)) => format!(
-                "node `{name}` in branch `{}` never reaches the join `{join}`: every path from it loops through {}; \
-                 add an edge to `{join}`",
-                nodes[head].name,
-                names(&trapped),
-                join = nodes[join].name
-            ),
-            None => format!(
-                "node `{name}` never reaches `end`: every path from it loops through {}; add an edge towards `end`",
-                names(&trapped)
-            ),
-        };
-        errors.push(node.ident.span(), message);
-    }
-    // A fan-out nested inside a branch runs to its join in one go: nothing in it can pause.
-    let can_pause = |i: usize| {
-        let n = &nodes[i];
-        n.interruptible || n.interrupt_before || n.interrupt_after || matches!(n.kind, NodeKind::Interrupt { .. })
-    };
-    for (source, heads, join) in forks {
-        let Some((outer, _)) = branch_of[*source] else { continue };
-        let mut seen = vec![false; count];
-        let mut stack = heads.clone();
-        while let Some(i) = stack.pop() {
-            if i == *join || std::mem::replace(&mut seen[i], true) {
-                continue;
-            }
-            if can_pause(i) {
-                branch_errors.push(
-                    nodes[i].ident.span(),
-                    format!(
-                        "node `{}` can pause, but it runs in the fan-out after `{}`, nested inside branch `{}`, \
-                         where tea cannot pause; pause before `{}` or after the nested join `{}` instead",
-                        nodes[i].name, nodes[*source].name, nodes[outer].name, nodes[*source].name, nodes[*join].name
-                    ),
-                );
-            }
-            stack.extend(next_all(i));
-        }
-    }
-    errors.0.extend(branch_errors.0);
+/// A part of a statement that `tea_check` may report on (an edge of a list, a fan-out, one of its
+/// branches, its join), written at `span`; the statement's errors start at `position` among the
+/// errors.
+#[derive(Clone, Copy)]
+struct Located {
+    at: At,
+    span: Span,
+    position: usize,
 }
 
-/// The nodes reachable from `seeds` (themselves included) by `next`.
-fn closure(count: usize, seeds: &[usize], next: impl Fn(usize) -> Vec<usize>) -> Vec<bool> {
-    let mut found = vec![false; count];
-    let mut stack = seeds.to_vec();
-    while let Some(i) = stack.pop() {
-        if !std::mem::replace(&mut found[i], true) {
-            stack.extend(next(i));
-        }
+/// The graph's shape, as `tea_check` reads it.
+fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
+    let edges = |routes: &[Route]| -> Vec<tea_check::Edge> {
+        routes.iter().map(|r| tea_check::Edge { to: r.to, guard: r.guard.map(GuardRef::label) }).collect()
+    };
+    tea_check::Graph {
+        nodes: nodes
+            .iter()
+            .map(|node| tea_check::Node {
+                name: node.name.clone(),
+                routing: match &node.routing {
+                    Routing::Edges { routes, .. } => tea_check::Routing::Edges(edges(routes)),
+                    Routing::Router(targets) => tea_check::Routing::Router(targets.clone()),
+                    Routing::Fork { heads, join } => tea_check::Routing::Fork { heads: heads.clone(), join: *join },
+                },
+                can_pause: node.interruptible
+                    || node.interrupt_before
+                    || node.interrupt_after
+                    || matches!(node.kind, NodeKind::Interrupt { .. }),
+            })
+            .collect(),
+        start: edges(start),
     }
-    found
 }
 
-/// The least set closed under `holds`: a node is in it once `holds(node, set so far)`.
-fn fixed_point(count: usize, holds: impl Fn(usize, &[bool]) -> bool) -> Vec<bool> {
-    let mut set = vec![false; count];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..count {
-            if !set[i] && holds(i, &set) {
-                set[i] = true;
-                changed = true;
-            }
+/// Where a problem `tea_check` found is reported: the node's first identifier, or the identifier
+/// that names an edge's target.
+fn span_at(at: At, nodes: &[Node], edge_spans: &[Vec<(Target, Span)>], def: &GraphDef) -> Span {
+    match at {
+        At::Node(i) => nodes[i].ident.span(),
+        At::Edge { from, to } => {
+            edge_spans[from].iter().find(|(t, _)| *t == to).map_or_else(|| nodes[from].ident.span(), |(_, span)| *span)
         }
-    }
-    set
-}
-
-fn node_of(target: Target) -> Option<usize> {
-    match target {
-        Target::Node(i) => Some(i),
-        Target::End => None,
+        At::Listed { from: Source::Node(i), .. } | At::Fork(i) | At::Branch { fork: i, .. } => nodes[i].ident.span(),
+        At::Listed { from: Source::Start, .. } | At::Start => def.name.span(),
     }
 }
 
@@ -869,46 +654,6 @@ mod tests {
     }
 
     #[test]
-    fn a_loop_without_exit_is_reported_once_where_the_run_enters_it() {
-        let def: GraphDef = parse_quote! {
-            Flow for S {
-                start -> a;
-                a -> b if ok;
-                a -> end;
-                b -> c;
-                c -> b;
-            }
-        };
-        assert_eq!(
-            problems(def),
-            ["node `b` never reaches `end`: every path from it loops through `b`, `c`; add an edge towards `end`"]
-        );
-    }
-
-    #[test]
-    fn a_node_without_edges_is_reported_not_the_nodes_leading_to_it() {
-        let def: GraphDef = parse_quote! {
-            Flow for S { start -> a; a -> b; b -> c; }
-        };
-        assert_eq!(problems(def), ["node `c` has no outgoing edge; add one, e.g. `c -> end;`"]);
-    }
-
-    #[test]
-    fn an_unreachable_part_is_reported_on_its_first_node() {
-        let def: GraphDef = parse_quote! {
-            Flow for S { start -> a; a -> end; c -> end; b -> c; }
-        };
-        assert_eq!(
-            problems(def),
-            ["node `b` is unreachable: no path from `start` leads to it, nor to `c` after it; add an edge to `b` or remove them"]
-        );
-        let def: GraphDef = parse_quote! {
-            Flow for S { start -> a; a -> end; x -> y; y -> x; }
-        };
-        assert_eq!(problems(def).len(), 1, "a loop cut off from `start` is one problem");
-    }
-
-    #[test]
     fn path_problems_come_with_the_others_when_the_shape_is_known() {
         let def: GraphDef = parse_quote! {
             Flow for S {
@@ -933,40 +678,6 @@ mod tests {
             Flow for S { start -> a; a -> b; b -> start; }
         };
         assert_eq!(problems(def), ["`start` is where the run begins; no edge can lead to it"]);
-    }
-
-    #[test]
-    fn a_branch_problem_is_reported_on_its_edge_and_only_there() {
-        let def: GraphDef = parse_quote! {
-            Flow for S {
-                start -> a;
-                parallel a => [x, y] -> j;
-                x -> after;
-                j -> after;
-                after -> end;
-            }
-        };
-        let found = problems(def);
-        assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].starts_with("this edge leaves branch `x` for `after`"), "{found:?}");
-
-        let def: GraphDef = parse_quote! {
-            Flow for S {
-                start -> a;
-                parallel a => [x, y] -> j;
-                x -> x2;
-                x2 -> x;
-                y -> stuck;
-                j -> end;
-            }
-        };
-        assert_eq!(
-            problems(def),
-            [
-                "branch `x` never reaches its join `j`: every path from it loops through `x`, `x2`; add an edge to `j`",
-                "node `stuck` has no outgoing edge; it is in branch `y`, so add one towards its join: `stuck -> j;`",
-            ]
-        );
     }
 
     #[test]
@@ -1019,6 +730,28 @@ mod tests {
             [
                 "`interrupt_after` names `reveiw`, which is not a node of this graph; did you mean `review`?",
                 "`interruptible` names `zzz`, which is not a node of this graph",
+            ]
+        );
+    }
+
+    #[test]
+    fn fan_out_problems_keep_their_statement_s_place_among_the_errors() {
+        let found = problems(parse_quote! {
+            Flow for S {
+                start -> a;
+                parallel a => [x, a] -> j;
+                interrupt_before zzz;
+                parallel j => [] -> k;
+                x -> j;
+                k -> end;
+            }
+        });
+        assert_eq!(
+            found,
+            [
+                "`a` is the source of this `parallel` statement; it cannot also be one of its branches",
+                "`interrupt_before` names `zzz`, which is not a node of this graph",
+                "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`",
             ]
         );
     }

@@ -8,12 +8,18 @@
 use crate::error::Error;
 use crate::name::ThreadId;
 
+mod dir;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sled")]
 mod sled;
 
+#[cfg(feature = "postgres")]
+pub use self::postgres::{PostgresStore, PostgresStoreBuilder};
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
+pub use dir::DirStore;
 pub use memory::MemoryStore;
 
 /// The number of a checkpoint in its thread's history: 1 for the first, then 2, 3, ….

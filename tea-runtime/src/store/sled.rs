@@ -2,43 +2,56 @@
 //!
 //! # Key layout
 //!
-//! Each graph has its own sled tree, named `tea/graph/` followed by the graph's name (UTF-8). In
-//! that tree every record of a thread starts with the thread's *prefix*: the length of the thread
-//! id in bytes as a big-endian `u64`, then the id's UTF-8 bytes. The length comes first so that
-//! no thread's prefix is the start of another's: the records of `"a"` and `"ab"` never mix. One
-//! tag byte follows the prefix:
+//! Each graph has its own sled tree, named `tea/v2/graph/` followed by the graph's name (UTF-8).
+//! In that tree every record of a thread starts with the thread's *prefix*: the length of the
+//! thread id in bytes as a big-endian `u64`, then the id's UTF-8 bytes. The length comes first so
+//! that no thread's prefix is the start of another's: the records of `"a"` and `"ab"` never mix.
+//! One tag byte follows the prefix:
 //!
 //! | key                                        | value                                           |
 //! |--------------------------------------------|-------------------------------------------------|
-//! | prefix, `0x00`                             | the head: the newest checkpoint's id, big-endian `u64` (8 bytes, never 0) |
-//! | prefix, `0x01`, the id as big-endian `u64` | checkpoint `id`: the bytes given to `append`, unchanged |
+//! | prefix, `0x00`                             | the head: its id as a big-endian `u64` (never 0), then its bytes |
+//! | prefix, `0x01`, the id as big-endian `u64` | an older checkpoint `id`: the bytes given to `append`, unchanged |
 //!
-//! Big-endian ids sort like the numbers they encode, so a thread's checkpoints lie side by side in
-//! id order and its history is one prefix scan, read backwards.
+//! The head record carries the newest checkpoint itself; a checkpoint gets its own record when a
+//! newer one replaces it as the head. Big-endian ids sort like the numbers they encode, so a
+//! thread's older checkpoints lie side by side in id order and its history is the head plus one
+//! prefix scan, read backwards. Records of ids at or past the head (left by an append that lost
+//! its race, or cut short by a crash) are never read.
 //!
-//! # Atomicity and crashes
+//! Layout 1 (tea before this layout: trees named `tea/graph/…`, the head record holding only an
+//! id) is not read: `SledStore::open` refuses such a database with an error saying so.
 //!
-//! `append` is one sled transaction over the head record and the new checkpoint: it reads the
-//! head and, only if it is the expected one, writes both. sled runs transactions one at a time, so
-//! of several writers expecting the same head exactly one moves it, and it logs a transaction's
-//! writes as one batch that recovery restores whole or not at all: after a crash the head names a
-//! stored checkpoint, or the thread is as it was. Checkpoints are never overwritten (only `delete` and `prune` remove them),
-//! and `append` refuses an `id` other than the expected head + 1, so ids only grow. With
-//! `durable: true` it flushes the database to disk before it returns.
+//! # Atomicity, crashes and flushes
+//!
+//! `append` reads the head record; if it holds the expected head, it writes that checkpoint's
+//! record (the same bytes whoever writes them) and then moves the head with one
+//! `compare_and_swap` from the record it read to the new one. Of several writers expecting the
+//! same head exactly one swap succeeds; the others report a conflict and changed nothing that
+//! anyone reads. A durable append then calls sled's `flush()` once: one flush per durable write
+//! (no transaction, whose commit costs more). sled recovers a prefix of its log, so after a crash
+//! the head is one that was written whole, and every older checkpoint's record was logged
+//! before the head moved past it.
+//!
+//! `delete` and `prune` apply one sled batch (atomic on recovery), while holding an in-process
+//! lock that keeps appends and reads out (sled opens a database in one process at a time).
 
 use super::{Append, CheckpointId, Checkpointer};
 use crate::error::Error;
 use crate::name::ThreadId;
-use ::sled::transaction::TransactionError;
+use ::sled::{Batch, CompareAndSwapError, IVec};
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The start of each graph's tree name; the graph's name follows.
-const TREE_PREFIX: &[u8] = b"tea/graph/";
+const TREE_PREFIX: &[u8] = b"tea/v2/graph/";
+/// The tree names of layout 1, which this store does not read.
+const LAYOUT_1_PREFIX: &[u8] = b"tea/graph/";
 /// The tag after a thread's prefix that marks its head record.
 const HEAD_TAG: u8 = 0x00;
-/// The tag after a thread's prefix that marks one of its checkpoints.
+/// The tag after a thread's prefix that marks one of its older checkpoints.
 const CHECKPOINT_TAG: u8 = 0x01;
 /// Bytes in an encoded checkpoint id.
 const ID_LEN: usize = 8;
@@ -47,14 +60,25 @@ const ID_LEN: usize = 8;
 /// of the process, and an `append` with `durable: true` survives a crash.
 ///
 /// The handle is cheap to clone, and every clone works on the same database. A database
-/// directory can be open in one process at a time; open it once and share the handle.
+/// directory can be open in one process at a time (sled locks it: a second `open`, here or in
+/// another process, fails with sled's "could not acquire lock"); open it once and share the
+/// handle.
 ///
 /// # On disk
-/// Each graph has a sled tree named `tea/graph/<graph name>`. In it each thread has a head
-/// record (the newest checkpoint's id) and its checkpoints, keyed by the thread id (prefixed with
-/// its length) and the checkpoint id as a big-endian `u64`, so they sort by id. `append` writes a
-/// checkpoint and the head in one sled transaction, so a crash never leaves a head without its
-/// checkpoint.
+/// Each graph has a sled tree named `tea/v2/graph/<graph name>`. In it each thread has a head
+/// record (the newest checkpoint's id and bytes) and a record per older checkpoint, keyed by the
+/// thread id (prefixed with its length) and the checkpoint id as a big-endian `u64`, so they sort
+/// by id. `append` moves the head with one compare-and-swap, and a durable `append` flushes
+/// sled's log once ([`flushes`](Self::flushes) counts them). Databases written by tea's first
+/// layout (trees `tea/graph/…`) are refused by [`open`](Self::open).
+///
+/// # Damaged files
+/// sled checks its log with checksums when it opens a database, and its recovery keeps the log
+/// up to the first damaged record and silently drops everything after it. So a damaged database
+/// may open without an error and read as an *older* state: recent checkpoints, or whole threads,
+/// may be gone rather than reported. Damage inside a record this store reads (a head record too
+/// short to hold an id, a key that does not follow the layout) is an [`Error::Store`]; damaged
+/// checkpoint bytes fail the engine's checks as [`Error::CorruptCheckpoint`].
 ///
 /// ```
 /// use tea::{Append, Checkpointer, SledStore, ThreadId};
@@ -65,6 +89,7 @@ const ID_LEN: usize = 8;
 ///
 /// let first = store.append("orders", &thread, None, 1, b"first", true)?;
 /// assert_eq!(first, Append::Written);
+/// assert_eq!(store.flushes(), 1, "one flush per durable append");
 /// // A writer that still expects an empty thread loses, and nothing changes:
 /// let late = store.append("orders", &thread, None, 1, b"other", true)?;
 /// assert_eq!(late, Append::Conflict { head: Some(1) });
@@ -76,6 +101,13 @@ const ID_LEN: usize = 8;
 #[derive(Clone)]
 pub struct SledStore {
     db: ::sled::Db,
+    /// Held shared by reads and appends (which the head's compare-and-swap orders among
+    /// themselves) and exclusively by `delete` and `prune`, so no read sees a thread half removed
+    /// or checkpoints of two lives of one thread id. In memory only: sled lets one process at a
+    /// time open a database.
+    removal: Arc<RwLock<()>>,
+    /// Calls of sled's `flush()`, over every clone of the handle.
+    flushes: Arc<AtomicU64>,
     /// Where the database lives, for `Debug`; `None` for a database opened elsewhere (tests).
     path: Option<Arc<Path>>,
 }
@@ -84,9 +116,11 @@ impl SledStore {
     /// Opens the database in directory `path`, creating it if needed.
     ///
     /// # Errors
-    /// [`Error::Store`], with sled's error as its source, if the database cannot be opened: the
-    /// path is a file or cannot be created, the database is open in another process (or through
-    /// another `SledStore::open` of the same path in this one), or its files are damaged.
+    /// [`Error::Store`], with sled's error as its source and in its message, if the database
+    /// cannot be opened: the path is a file or cannot be created, the database is open in another
+    /// process (or through another `SledStore::open` of the same path in this one: "could not
+    /// acquire lock"), its files are damaged beyond sled's recovery, or it holds checkpoints in
+    /// tea's first layout.
     ///
     /// ```
     /// use tea::{Error, SledStore};
@@ -102,13 +136,37 @@ impl SledStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let db = ::sled::open(path).map_err(Error::store)?;
-        Ok(SledStore { db, path: Some(path.into()) })
+        if db.tree_names().iter().any(|name| name.starts_with(LAYOUT_1_PREFIX)) {
+            return Err(Error::store(Fault::Layout1 { path: path.display().to_string() }));
+        }
+        Ok(Self::with_db(db, Some(path.into())))
+    }
+
+    fn with_db(db: ::sled::Db, path: Option<Arc<Path>>) -> Self {
+        SledStore { db, removal: Arc::default(), flushes: Arc::default(), path }
     }
 
     /// A store over a database opened elsewhere, such as a temporary one in tests.
     #[cfg(test)]
     fn from_db(db: ::sled::Db) -> Self {
-        SledStore { db, path: None }
+        Self::with_db(db, None)
+    }
+
+    /// How many times this store (all clones of the handle) flushed sled's log to disk since it
+    /// was opened: once per durable `append` that wrote, never for the others. For measuring the
+    /// cost of durability. (sled also flushes by itself in the background, every 500 ms by
+    /// default; those are not counted.)
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::Relaxed)
+    }
+
+    fn shared(&self) -> RwLockReadGuard<'_, ()> {
+        // The lock guards no data, so a panic while it was held left nothing inconsistent.
+        self.removal.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.removal.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The tree holding the threads of `graph`; sled creates it on first use.
@@ -135,7 +193,7 @@ fn head_key(thread: &ThreadId) -> Vec<u8> {
     thread_key(thread, HEAD_TAG, 0)
 }
 
-/// The prefix shared by the keys of all of `thread`'s checkpoints.
+/// The prefix shared by the keys of all of `thread`'s older checkpoints.
 fn checkpoints_prefix(thread: &ThreadId) -> Vec<u8> {
     thread_key(thread, CHECKPOINT_TAG, ID_LEN)
 }
@@ -152,28 +210,75 @@ fn decode_id(bytes: &[u8]) -> Option<CheckpointId> {
     <[u8; ID_LEN]>::try_from(bytes).ok().map(CheckpointId::from_be_bytes)
 }
 
-/// Decodes a head record: an 8-byte big-endian id, never 0.
-fn decode_head(graph: &str, thread: &ThreadId, record: &[u8]) -> Result<CheckpointId, Fault> {
-    decode_id(record).filter(|&id| id != 0).ok_or_else(|| Fault::Head {
-        graph: graph.to_owned(),
-        thread: thread.clone(),
-        len: record.len(),
-    })
+/// A head record: the id (8 bytes, big-endian, never 0), then the checkpoint's bytes.
+fn head_record(id: CheckpointId, bytes: &[u8]) -> Vec<u8> {
+    let mut record = Vec::with_capacity(ID_LEN + bytes.len());
+    record.extend_from_slice(&id.to_be_bytes());
+    record.extend_from_slice(bytes);
+    record
+}
+
+/// Splits a head record into its id and the checkpoint's bytes.
+fn decode_head<'r>(graph: &str, thread: &ThreadId, record: &'r [u8]) -> Result<(CheckpointId, &'r [u8]), Fault> {
+    let fault = || Fault::Head { graph: graph.to_owned(), thread: thread.clone(), len: record.len() };
+    let (id, bytes) = record.split_at_checked(ID_LEN).ok_or_else(fault)?;
+    let id = decode_id(id).filter(|&id| id != 0).ok_or_else(fault)?;
+    Ok((id, bytes))
 }
 
 /// What a `SledStore` found wrong, reported as the source of an [`Error::Store`].
 #[derive(Debug, thiserror::Error)]
 enum Fault {
-    #[error("the head record of thread `{thread}` of graph `{graph}` is corrupt: {len} bytes where a checkpoint id (8 bytes, not 0) belongs")]
+    #[error("the head record of thread `{thread}` of graph `{graph}` is corrupt: {len} bytes where a checkpoint id (8 bytes, not 0) and the checkpoint belong")]
     Head { graph: String, thread: ThreadId, len: usize },
-    #[error("the head of thread `{thread}` of graph `{graph}` is checkpoint {id}, which is not stored")]
-    MissingHead { graph: String, thread: ThreadId, id: CheckpointId },
     #[error("a checkpoint key of thread `{thread}` of graph `{graph}` does not end in an 8-byte checkpoint id")]
     Key { graph: String, thread: ThreadId },
     #[error("a key in the tree of graph `{graph}` does not start with a thread id (its length, then UTF-8 bytes)")]
     Unreadable { graph: String },
     #[error("checkpoint {id} cannot follow head {}: the next checkpoint is the head + 1 (1 for an empty thread)", match expected { Some(head) => head.to_string(), None => String::from("none") })]
     OutOfSequence { expected: Option<CheckpointId>, id: CheckpointId },
+    #[error("the database at `{path}` holds checkpoints in the layout of an earlier tea (trees `tea/graph/…`), which this version does not read; move it aside and start a new one")]
+    Layout1 { path: String },
+}
+
+impl SledStore {
+    /// The head record of `thread` and the id in it.
+    fn read_head(
+        &self,
+        tree: &::sled::Tree,
+        graph: &str,
+        thread: &ThreadId,
+    ) -> Result<Option<(CheckpointId, IVec)>, Error> {
+        let Some(record) = tree.get(head_key(thread)).map_err(Error::store)? else {
+            return Ok(None);
+        };
+        let (id, _) = decode_head(graph, thread, &record).map_err(Error::store)?;
+        Ok(Some((id, record)))
+    }
+
+    /// The older checkpoints of `thread` below `below`, newest first, with their keys.
+    fn older(
+        &self,
+        tree: &::sled::Tree,
+        graph: &str,
+        thread: &ThreadId,
+        below: CheckpointId,
+    ) -> Result<Vec<(IVec, CheckpointId, IVec)>, Error> {
+        let prefix = checkpoints_prefix(thread);
+        let mut start = prefix.clone();
+        start.extend_from_slice(&0u64.to_be_bytes());
+        tree.range(start..checkpoint_key(thread, below))
+            .rev()
+            .map(|entry| {
+                let (key, bytes) = entry.map_err(Error::store)?;
+                let id = key
+                    .get(prefix.len()..)
+                    .and_then(decode_id)
+                    .ok_or_else(|| Error::store(Fault::Key { graph: graph.to_owned(), thread: thread.clone() }))?;
+                Ok((key, id, bytes))
+            })
+            .collect()
+    }
 }
 
 impl Checkpointer for SledStore {
@@ -186,82 +291,82 @@ impl Checkpointer for SledStore {
         bytes: &[u8],
         durable: bool,
     ) -> Result<Append, Error> {
-        // Keys sort by id, so an id out of sequence would break the order `history` relies on,
-        // or overwrite a stored checkpoint.
+        // Keys sort by id, so an id out of sequence would break the order `history` relies on.
         if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
             return Err(Error::store(Fault::OutOfSequence { expected, id }));
         }
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
         let head_key = head_key(thread);
-        let checkpoint_key = checkpoint_key(thread, id);
-        // Reads and writes inside the closure go through `tx`: plain tree calls there would wait
-        // on the lock the transaction holds.
-        let outcome = tree.transaction(|tx| {
-            let head = match tx.get(&head_key)? {
-                Some(record) => Some(
-                    decode_head(graph, thread, &record)
-                        .map_err(::sled::transaction::ConflictableTransactionError::Abort)?,
-                ),
-                None => None,
-            };
-            if head != expected {
-                return Ok(Append::Conflict { head });
-            }
-            tx.insert(checkpoint_key.as_slice(), bytes)?;
-            tx.insert(head_key.as_slice(), &id.to_be_bytes()[..])?;
-            Ok(Append::Written)
-        });
-        let outcome = outcome.map_err(|e| match e {
-            TransactionError::Abort(fault) => Error::store(fault),
-            TransactionError::Storage(e) => Error::store(e),
-        })?;
-        if durable && outcome == Append::Written {
-            self.db.flush().map_err(Error::store)?;
+        let current = self.read_head(&tree, graph, thread)?;
+        let head = current.as_ref().map(|(head, _)| *head);
+        if head != expected {
+            return Ok(Append::Conflict { head });
         }
-        Ok(outcome)
+        if let Some((head, record)) = &current {
+            // The head is about to be replaced: its checkpoint gets a record of its own first.
+            // Every writer that read this head writes the same bytes here, so losers harm nothing.
+            let older = record.subslice(ID_LEN, record.len() - ID_LEN);
+            tree.insert(checkpoint_key(thread, *head), older).map_err(Error::store)?;
+        }
+        let swapped = tree
+            .compare_and_swap(&head_key, current.map(|(_, record)| record), Some(head_record(id, bytes)))
+            .map_err(Error::store)?;
+        match swapped {
+            Ok(()) => {
+                if durable {
+                    self.db.flush().map_err(Error::store)?;
+                    self.flushes.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Append::Written)
+            }
+            Err(CompareAndSwapError { current, .. }) => {
+                let head = match current {
+                    Some(record) => Some(decode_head(graph, thread, &record).map_err(Error::store)?.0),
+                    None => None,
+                };
+                Ok(Append::Conflict { head })
+            }
+        }
     }
 
     fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
-        let head_key = head_key(thread);
-        let mut record = tree.get(&head_key).map_err(Error::store)?;
-        loop {
-            let Some(current) = record else {
-                return Ok(None);
-            };
-            let id = decode_head(graph, thread, &current).map_err(Error::store)?;
-            if let Some(bytes) = tree.get(checkpoint_key(thread, id)).map_err(Error::store)? {
-                return Ok(Some((id, bytes.to_vec())));
-            }
-            // Gone: either a `delete` or `prune` ran since the head was read, or the store is
-            // damaged. Only an unchanged head is damage.
-            record = tree.get(&head_key).map_err(Error::store)?;
-            if record.as_ref() == Some(&current) {
-                return Err(Error::store(Fault::MissingHead { graph: graph.to_owned(), thread: thread.clone(), id }));
-            }
-        }
+        let Some((id, record)) = self.read_head(&tree, graph, thread)? else {
+            return Ok(None);
+        };
+        Ok(Some((id, record[ID_LEN..].to_vec())))
     }
 
     fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
+        let Some((head, record)) = self.read_head(&tree, graph, thread)? else {
+            return Ok(None);
+        };
+        if id == head {
+            return Ok(Some(record[ID_LEN..].to_vec()));
+        }
+        if id > head {
+            return Ok(None);
+        }
+        // Below the head: its record was written before the head moved past it.
         let bytes = tree.get(checkpoint_key(thread, id)).map_err(Error::store)?;
         Ok(bytes.map(|bytes| bytes.to_vec()))
     }
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let _shared = self.shared();
         let tree = self.tree(graph)?;
-        let prefix = checkpoints_prefix(thread);
-        tree.scan_prefix(&prefix)
-            .rev()
-            .map(|entry| {
-                let (key, bytes) = entry.map_err(Error::store)?;
-                let id = key
-                    .get(prefix.len()..)
-                    .and_then(decode_id)
-                    .ok_or_else(|| Error::store(Fault::Key { graph: graph.to_owned(), thread: thread.clone() }))?;
-                Ok((id, bytes.to_vec()))
-            })
-            .collect()
+        let Some((head, record)) = self.read_head(&tree, graph, thread)? else {
+            return Ok(Vec::new());
+        };
+        let mut history = vec![(head, record[ID_LEN..].to_vec())];
+        for (_, id, bytes) in self.older(&tree, graph, thread, head)? {
+            history.push((id, bytes.to_vec()));
+        }
+        Ok(history)
     }
 
     fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
@@ -281,59 +386,39 @@ impl Checkpointer for SledStore {
     }
 
     fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        let _exclusive = self.exclusive();
         let tree = self.tree(graph)?;
         let head_key = head_key(thread);
-        loop {
-            let Some(head) = tree.get(&head_key).map_err(Error::store)? else {
-                return Ok(false);
-            };
-            let keys: Vec<::sled::IVec> =
-                tree.scan_prefix(checkpoints_prefix(thread)).keys().collect::<Result<_, _>>().map_err(Error::store)?;
-            // One transaction, and only if no append moved the head since the keys were listed:
-            // a concurrent append's checkpoint is never left without its head, nor removed with it.
-            let outcome = tree.transaction(|tx| {
-                if tx.get(&head_key)?.as_ref() != Some(&head) {
-                    return Ok(false);
-                }
-                for key in &keys {
-                    tx.remove(key)?;
-                }
-                tx.remove(head_key.as_slice())?;
-                Ok(true)
-            });
-            let removed: bool = outcome.map_err(|e: TransactionError<Fault>| match e {
-                TransactionError::Abort(fault) => Error::store(fault),
-                TransactionError::Storage(e) => Error::store(e),
-            })?;
-            if removed {
-                return Ok(true);
-            }
+        let Some(_) = tree.get(&head_key).map_err(Error::store)? else {
+            return Ok(false);
+        };
+        // Every record of the thread, including any at or past the head, in one atomic batch.
+        let mut batch = Batch::default();
+        batch.remove(head_key);
+        for key in tree.scan_prefix(checkpoints_prefix(thread)).keys() {
+            batch.remove(key.map_err(Error::store)?);
         }
+        tree.apply_batch(batch).map_err(Error::store)?;
+        Ok(true)
     }
 
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        let _exclusive = self.exclusive();
         let tree = self.tree(graph)?;
-        let Some(record) = tree.get(head_key(thread)).map_err(Error::store)? else {
+        let Some((head, _)) = self.read_head(&tree, graph, thread)? else {
             return Ok(0);
         };
-        let head = decode_head(graph, thread, &record).map_err(Error::store)?;
         let keep = CheckpointId::try_from(keep_last.max(1)).unwrap_or(CheckpointId::MAX);
         let Some(last_gone) = head.checked_sub(keep).filter(|&id| id > 0) else {
             return Ok(0);
         };
-        // Appends only add checkpoints after the head, so the range below it is settled.
-        let keys: Vec<::sled::IVec> = tree
-            .range(checkpoint_key(thread, 0)..=checkpoint_key(thread, last_gone))
-            .keys()
-            .collect::<Result<_, _>>()
-            .map_err(Error::store)?;
-        let mut gone = 0;
-        for key in keys {
-            if tree.remove(key).map_err(Error::store)?.is_some() {
-                gone += 1;
-            }
+        let gone = self.older(&tree, graph, thread, last_gone + 1)?;
+        let mut batch = Batch::default();
+        for (key, _, _) in &gone {
+            batch.remove(key.clone());
         }
-        Ok(gone)
+        tree.apply_batch(batch).map_err(Error::store)?;
+        Ok(gone.len())
     }
 }
 
@@ -386,15 +471,34 @@ mod tests {
     }
 
     #[test]
-    fn the_graph_tree_is_named_after_the_graph() {
+    fn records_follow_the_documented_layout() {
         let store = temporary();
         let thread = ThreadId::from("t");
         store.append("g", &thread, None, 1, b"x", false).unwrap();
         let names = store.db.tree_names();
-        assert!(names.iter().any(|name| name == b"tea/graph/g"), "{names:?}");
-        let raw = store.db.open_tree(b"tea/graph/g").unwrap();
-        assert_eq!(raw.get(head_key(&thread)).unwrap().unwrap(), 1u64.to_be_bytes());
+        assert!(names.iter().any(|name| name == b"tea/v2/graph/g"), "{names:?}");
+        let raw = store.db.open_tree(b"tea/v2/graph/g").unwrap();
+        assert_eq!(raw.get(head_key(&thread)).unwrap().unwrap(), b"\0\0\0\0\0\0\0\x01x");
+        assert_eq!(raw.get(checkpoint_key(&thread, 1)).unwrap(), None, "the head is in its record alone");
+        // Replaced as the head, a checkpoint gets its own record.
+        store.append("g", &thread, Some(1), 2, b"yz", false).unwrap();
+        assert_eq!(raw.get(head_key(&thread)).unwrap().unwrap(), b"\0\0\0\0\0\0\0\x02yz");
         assert_eq!(raw.get(checkpoint_key(&thread, 1)).unwrap().unwrap(), b"x");
+        assert_eq!(raw.len(), 2);
+    }
+
+    #[test]
+    fn one_flush_per_durable_append_and_none_for_others_or_conflicts() {
+        let store = temporary();
+        let thread = ThreadId::from("t");
+        store.append("g", &thread, None, 1, b"one", false).unwrap();
+        assert_eq!(store.flushes(), 0);
+        for id in 2..=5 {
+            store.append("g", &thread, Some(id - 1), id, b"more", true).unwrap();
+            assert_eq!(store.flushes(), id - 1);
+        }
+        assert_eq!(store.append("g", &thread, Some(1), 2, b"late", true).unwrap(), Append::Conflict { head: Some(5) });
+        assert_eq!(store.clone().flushes(), 4, "clones share the count; a conflict does not flush");
     }
 
     #[test]
@@ -402,37 +506,77 @@ mod tests {
         let store = temporary();
         let thread = ThreadId::from("t");
         store.append("g", &thread, None, 1, b"one", false).unwrap();
-        for bad in [&b""[..], b"\x01", &[0; 8], &[0xff; 4096]] {
+        store.append("g", &thread, Some(1), 2, b"two", false).unwrap();
+        for bad in [&b""[..], b"\x01", &[0; 7], &[0; 8], &[0; 4096]] {
             poke(&store, "g", head_key(&thread), bad);
-            let message = store_error_message(store.head("g", &thread));
-            assert!(message.contains("head record"), "{message}");
-            assert!(message.contains(&format!("{} bytes", bad.len())), "{message}");
-            let message = store_error_message(store.append("g", &thread, Some(1), 2, b"two", false));
-            assert!(message.contains("head record"), "{message}");
-            assert_eq!(store.get("g", &thread, 2).unwrap(), None);
+            for message in [
+                store_error_message(store.head("g", &thread)),
+                store_error_message(store.history("g", &thread)),
+                store_error_message(store.get("g", &thread, 1)),
+                store_error_message(store.append("g", &thread, Some(2), 3, b"three", false)),
+                store_error_message(store.prune("g", &thread, 1)),
+            ] {
+                assert!(message.contains("head record of thread `t` of graph `g` is corrupt"), "{message}");
+                assert!(message.contains(&format!("{} bytes", bad.len())), "{message}");
+            }
         }
-        // What was stored is still readable.
-        assert_eq!(store.history("g", &thread).unwrap(), vec![(1, b"one".to_vec())]);
+        // The older checkpoint's record is untouched, and the thread can be deleted.
+        let raw = store.tree("g").unwrap();
+        assert_eq!(raw.get(checkpoint_key(&thread, 1)).unwrap().unwrap(), b"one");
+        assert!(store.delete("g", &thread).unwrap());
+        assert_eq!(store.head("g", &thread).unwrap(), None);
     }
 
     #[test]
-    fn a_head_without_its_checkpoint_is_a_store_error() {
+    fn records_at_or_past_the_head_are_never_read() {
         let store = temporary();
         let thread = ThreadId::from("t");
-        poke(&store, "g", head_key(&thread), &7u64.to_be_bytes());
-        let message = store_error_message(store.head("g", &thread));
-        assert!(message.contains("checkpoint 7, which is not stored"), "{message}");
+        store.append("g", &thread, None, 1, b"one", false).unwrap();
+        store.append("g", &thread, Some(1), 2, b"two", false).unwrap();
+        // As left by a crash between writing a record and moving the head, or by a deleted
+        // thread's records before the batch that removed them.
+        poke(&store, "g", checkpoint_key(&thread, 2), b"stale two");
+        poke(&store, "g", checkpoint_key(&thread, 3), b"stale three");
+        assert_eq!(store.history("g", &thread).unwrap(), vec![(2, b"two".to_vec()), (1, b"one".to_vec())]);
+        assert_eq!(store.get("g", &thread, 2).unwrap().unwrap(), b"two");
+        assert_eq!(store.get("g", &thread, 3).unwrap(), None);
+        // Moving on overwrites them.
+        store.append("g", &thread, Some(2), 3, b"three", false).unwrap();
+        store.append("g", &thread, Some(3), 4, b"four", false).unwrap();
+        assert_eq!(store.get("g", &thread, 2).unwrap().unwrap(), b"two");
+        assert_eq!(store.get("g", &thread, 3).unwrap().unwrap(), b"three");
+        assert!(store.delete("g", &thread).unwrap());
+        assert_eq!(store.tree("g").unwrap().len(), 0, "delete removes every record");
     }
 
     #[test]
     fn a_malformed_checkpoint_key_is_a_store_error() {
         let store = temporary();
         let thread = ThreadId::from("t");
+        store.append("g", &thread, None, 1, b"one", false).unwrap();
+        store.append("g", &thread, Some(1), 2, b"two", false).unwrap();
         let mut key = checkpoints_prefix(&thread);
-        key.extend_from_slice(b"xyz");
+        key.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 9]);
         poke(&store, "g", key, b"?");
         let message = store_error_message(store.history("g", &thread));
         assert!(message.contains("8-byte checkpoint id"), "{message}");
+        poke(&store, "g", b"\xff\xff".to_vec(), b"?");
+        let message = store_error_message(store.threads("g"));
+        assert!(message.contains("does not start with a thread id"), "{message}");
+    }
+
+    #[test]
+    fn a_database_in_the_first_layout_is_refused() {
+        let dir = std::env::temp_dir().join(format!("tea-sled-layout1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let db = ::sled::open(&dir).unwrap();
+            db.open_tree(b"tea/graph/g").unwrap().insert(b"k", b"v").unwrap();
+            db.flush().unwrap();
+        }
+        let message = store_error_message(SledStore::open(&dir));
+        assert!(message.contains("layout of an earlier tea"), "{message}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,0 +1,830 @@
+//! `PostgresStore`: checkpoints in a PostgreSQL database, shared by every process that connects.
+//!
+//! # Tables
+//!
+//! In the store's schema (`public` unless the builder names another):
+//!
+//! | table                | columns                                                    | one row per |
+//! |----------------------|------------------------------------------------------------|-------------|
+//! | `tea_schema_version` | `version integer` (primary key), `applied_at timestamptz`  | migration applied |
+//! | `tea_threads`        | `graph text`, `thread text` (primary key), `head bigint`   | thread: its newest checkpoint's id |
+//! | `tea_checkpoints`    | `graph text`, `thread text`, `id bigint` (primary key), `bytes bytea` | checkpoint |
+//!
+//! `connect` brings the tables up to date: in one transaction holding a transaction-scoped
+//! advisory lock derived from the schema's name, it reads the highest version in
+//! `tea_schema_version` and applies the migrations above it. Processes that start together wait
+//! for each other on the lock, and a process that dies mid-migration rolls it back whole.
+//!
+//! # The compare-and-swap
+//!
+//! `append` is ONE statement, so one transaction: a data-modifying `WITH` moves the head
+//! (`UPDATE … SET head = id WHERE head = expected`, or `INSERT … ON CONFLICT DO NOTHING` for a new
+//! thread) and the outer `INSERT` stores the checkpoint only for the row it moved. Under
+//! PostgreSQL's row locks a writer racing on the same head waits for the first to commit, then
+//! re-checks `head = expected` on the committed row and moves nothing: of K writers expecting one
+//! head, exactly one changes it, in any number of processes.
+//!
+//! # Durability
+//!
+//! A durable append commits on a connection with the server's `synchronous_commit` (`on` by
+//! default): the commit returns once its WAL record is flushed. An append with `durable: false`
+//! commits on a connection of a second pool whose sessions set `synchronous_commit = off`: it is
+//! as atomic and as visible, but returns without waiting for the flush, so a crash *of the
+//! server* may lose the last such commits — never part of one, and never one that a later durable
+//! commit followed, since WAL is flushed in order.
+//!
+//! # Sync and async
+//!
+//! The store owns a small tokio runtime (two worker threads) that drives the connection pool. A
+//! blocking trait method hands its work to that runtime and waits on a channel, so it works from
+//! plain threads and from inside any other async runtime alike (it blocks the calling thread, as
+//! any synchronous call does). The `*_async` methods hand over the same work and await it
+//! without blocking.
+
+use super::{Append, CheckpointId, Checkpointer};
+use crate::error::Error;
+use crate::name::ThreadId;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use tokio_postgres::config::Host;
+use tokio_postgres::NoTls;
+
+/// The connections a store opens at most, unless its builder says otherwise.
+const DEFAULT_MAX_CONNECTIONS: usize = 16;
+/// How long connecting to the server may take, unless the URL sets `connect_timeout`.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The schema of the tables, unless the builder names another.
+const DEFAULT_SCHEMA: &str = "public";
+
+/// The migrations, in order: migration `i` (from 0) brings the tables to version `i + 1`. Each
+/// runs in the transaction that records it. `{schema}` stands for the quoted schema name.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE {schema}.tea_threads (
+        graph  text   NOT NULL,
+        thread text   NOT NULL,
+        head   bigint NOT NULL CHECK (head > 0),
+        PRIMARY KEY (graph, thread)
+    );
+    CREATE TABLE {schema}.tea_checkpoints (
+        graph  text   NOT NULL,
+        thread text   NOT NULL,
+        id     bigint NOT NULL CHECK (id > 0),
+        bytes  bytea  NOT NULL,
+        PRIMARY KEY (graph, thread, id)
+    );
+"];
+
+/// Checkpoints in a [PostgreSQL](https://www.postgresql.org) database: many processes, on many
+/// machines, share one space of threads. A pause taken in one process can be resumed in any
+/// other, and of K processes resuming one token at once exactly one proceeds; the others get
+/// [`Error::StaleResume`].
+///
+/// [`connect`](Self::connect) creates the tables on first use (see the
+/// [`PostgresStoreBuilder`] for a schema of their own and the pool size). The handle is cheap to
+/// clone; clones share one connection pool. It is usable from plain threads and from async code:
+/// the [`Checkpointer`] methods block the calling thread without needing (or disturbing) a
+/// runtime, and each has an `*_async` twin that awaits instead.
+///
+/// An append with `durable: true` returns once PostgreSQL has flushed its commit to the log; one
+/// with `durable: false` (the engine's steps between pauses) commits just as atomically without
+/// waiting for the flush.
+///
+/// ```no_run
+/// use tea::{Append, Checkpointer, PostgresStore, ThreadId};
+///
+/// let store = PostgresStore::connect("postgres://postgres@127.0.0.1:5432/test")?;
+/// let thread = ThreadId::from("order-1234");
+/// assert_eq!(store.append("orders", &thread, None, 1, b"first", true)?, Append::Written);
+/// // Another process expecting an empty thread loses, and nothing changes:
+/// assert_eq!(store.append("orders", &thread, None, 1, b"other", true)?, Append::Conflict { head: Some(1) });
+/// # Ok::<(), tea::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+/// What the clones of a store share.
+struct Inner {
+    /// Reads and durable appends.
+    pool: Pool,
+    /// Appends that need not be durable: sessions with `synchronous_commit = off`.
+    fast_pool: Pool,
+    sql: Sql,
+    /// `user@host:port/database`, for errors and `Debug`: never the password.
+    target: Arc<str>,
+    schema: String,
+    /// `Some` until dropped; see `Drop`.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.pool.close();
+        self.fast_pool.close();
+        // A runtime dropped the ordinary way waits for its threads, which panics when the last
+        // handle goes inside another runtime's task; this returns at once.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Options for [`PostgresStore`], from [`PostgresStore::builder`].
+///
+/// ```no_run
+/// use tea::PostgresStore;
+///
+/// let store = PostgresStore::builder("postgres://postgres@127.0.0.1:5432/test")
+///     .schema("orders_service")
+///     .max_connections(4)
+///     .connect()?;
+/// # Ok::<(), tea::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct PostgresStoreBuilder {
+    url: String,
+    schema: String,
+    max_connections: usize,
+}
+
+impl fmt::Debug for PostgresStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the URL: it may hold a password.
+        f.debug_struct("PostgresStoreBuilder")
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStoreBuilder {
+    /// The schema that holds the store's tables (default `public`), created if missing. Stores
+    /// in different schemas of one database share nothing. The name is a plain SQL identifier:
+    /// ASCII letters, digits and `_`, not starting with a digit, at most 63 bytes.
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The most connections the store opens at once for reads and durable appends (default 16,
+    /// at least 1), and as many again for appends that need not be durable. They open as needed;
+    /// a call that finds them all busy waits for one.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// Connects, and creates or upgrades the tables. See [`PostgresStore::connect`].
+    ///
+    /// # Errors
+    /// [`Error::Store`] for a URL that does not parse, a bad schema name, a server that does not
+    /// answer, refused credentials, a missing database, or tables of a newer version of tea.
+    pub fn connect(self) -> Result<PostgresStore, Error> {
+        PostgresStore::open(self)
+    }
+
+    /// [`connect`](Self::connect) for async code: awaits the connection without blocking.
+    pub async fn connect_async(self) -> Result<PostgresStore, Error> {
+        // Building the runtime and pool does not block; only the first connection waits.
+        let store = PostgresStore::prepare(self)?;
+        let inner = Arc::clone(&store.inner);
+        store.spawn(async move { migrate_schema(&inner).await }).await?;
+        Ok(store)
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`, the
+    /// libpq URL and `key=value` forms both work), with the default options, and creates or
+    /// upgrades the tables in schema `public`.
+    ///
+    /// # Errors
+    /// [`Error::Store`], with the server's or the network's message and the `user@host:port/database`
+    /// it concerns (never the password): a URL that does not parse, a server that does not
+    /// answer, refused credentials, a missing database, or tables of a newer version of tea.
+    ///
+    /// ```
+    /// use tea::{Error, PostgresStore};
+    ///
+    /// // Nothing listens on port 1.
+    /// let error = PostgresStore::connect("postgres://someone:secret@127.0.0.1:1/db").unwrap_err();
+    /// let message = std::error::Error::source(&error).unwrap().to_string();
+    /// assert!(message.contains("someone@127.0.0.1:1/db"), "{message}");
+    /// assert!(!message.contains("secret"));
+    /// ```
+    pub fn connect(url: &str) -> Result<PostgresStore, Error> {
+        Self::builder(url).connect()
+    }
+
+    /// [`connect`](Self::connect) for async code: awaits the connection without blocking.
+    pub async fn connect_async(url: &str) -> Result<PostgresStore, Error> {
+        Self::builder(url).connect_async().await
+    }
+
+    /// Options beyond the URL: the schema, the pool size.
+    pub fn builder(url: &str) -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            url: url.to_owned(),
+            schema: DEFAULT_SCHEMA.to_owned(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+
+    /// The schema that holds the tables.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    fn open(options: PostgresStoreBuilder) -> Result<PostgresStore, Error> {
+        let store = Self::prepare(options)?;
+        let inner = Arc::clone(&store.inner);
+        store.block(async move { migrate_schema(&inner).await })?;
+        Ok(store)
+    }
+
+    /// The store, before it has talked to the server.
+    fn prepare(options: PostgresStoreBuilder) -> Result<PostgresStore, Error> {
+        let mut config = tokio_postgres::Config::from_str(&options.url)
+            .map_err(|e| Error::store(Fault::Url { message: describe(&e) }))?;
+        let target: Arc<str> = describe_target(&config).into();
+        let schema = options.schema;
+        if !is_identifier(&schema) {
+            return Err(Error::store(Fault::SchemaName { schema }));
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("tea");
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tea-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))?;
+        let mut fast_config = config.clone();
+        let options_with_async_commit = match config.get_options() {
+            Some(given) => format!("{given} -c synchronous_commit=off"),
+            None => "-c synchronous_commit=off".to_owned(),
+        };
+        fast_config.options(options_with_async_commit);
+        // Building a pool spawns nothing, but it needs to see the runtime it will use.
+        let pool = |config| {
+            let _entered = runtime.enter();
+            let manager =
+                Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+            Pool::builder(manager)
+                .max_size(options.max_connections.max(1))
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .build()
+                .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))
+        };
+        let (pool, fast_pool) = (pool(config)?, pool(fast_config)?);
+        let sql = Sql::new(&quote(&schema));
+        let inner = Inner { pool, fast_pool, sql, target, schema, runtime: Some(runtime) };
+        Ok(PostgresStore { inner: Arc::new(inner) })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.inner.runtime.as_ref().expect("the runtime lives as long as the store")
+    }
+
+    /// Runs `work` on the store's runtime and waits for it, blocking this thread (which may be
+    /// a plain thread or one of another runtime's).
+    fn block<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, Error>> + Send + 'static,
+    ) -> Result<T, Error> {
+        let (sender, receiver) = mpsc::sync_channel(1);
+        self.runtime().spawn(async move {
+            // `work` (and the store handle it holds) is dropped before the caller wakes up, so
+            // the last handle never goes on the store's own runtime.
+            let result = work.await;
+            let _ = sender.send(result);
+        });
+        receiver.recv().unwrap_or_else(|_| Err(self.fault(Fault::Stopped)))
+    }
+
+    /// Runs `work` on the store's runtime; the returned future awaits it on any executor.
+    fn spawn<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, Error>> + Send + 'static,
+    ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
+        let handle = self.runtime().spawn(work);
+        let target = Arc::clone(&self.inner.target);
+        async move {
+            match handle.await {
+                Ok(result) => result,
+                Err(_) => Err(Error::store(Located { target, fault: Fault::Stopped })),
+            }
+        }
+    }
+
+    fn fault(&self, fault: Fault) -> Error {
+        Error::store(Located { target: Arc::clone(&self.inner.target), fault })
+    }
+
+    /// [`Checkpointer::append`] for async code.
+    pub async fn append_async(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<Append, Error> {
+        let work =
+            append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec(), durable);
+        self.spawn(work).await
+    }
+
+    /// [`Checkpointer::head`] for async code.
+    pub async fn head_async(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        self.spawn(head(Arc::clone(&self.inner), graph.to_owned(), thread.clone())).await
+    }
+
+    /// [`Checkpointer::get`] for async code.
+    pub async fn get_async(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.spawn(get(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), id)).await
+    }
+
+    /// [`Checkpointer::history`] for async code.
+    pub async fn history_async(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.spawn(history(Arc::clone(&self.inner), graph.to_owned(), thread.clone())).await
+    }
+
+    /// [`Checkpointer::threads`] for async code.
+    pub async fn threads_async(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.spawn(threads(Arc::clone(&self.inner), graph.to_owned())).await
+    }
+
+    /// [`Checkpointer::delete`] for async code. An append racing with the delete either
+    /// lands before it (and is deleted) or finds no head.
+    pub async fn delete_async(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.spawn(delete(Arc::clone(&self.inner), graph.to_owned(), thread.clone())).await
+    }
+
+    /// [`Checkpointer::prune`] for async code.
+    pub async fn prune_async(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.spawn(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last)).await
+    }
+}
+
+impl Checkpointer for PostgresStore {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<Append, Error> {
+        let work =
+            append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec(), durable);
+        self.block(work)
+    }
+
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        self.block(head(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
+    }
+
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.block(get(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), id))
+    }
+
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.block(history(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
+    }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.block(threads(Arc::clone(&self.inner), graph.to_owned()))
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.block(delete(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.block(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last))
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("target", &self.inner.target)
+            .field("schema", &self.inner.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The statements.
+
+/// The statements of one schema, written once at connect.
+struct Sql {
+    /// Takes the migration lock, for the transaction: `$1` the lock's key.
+    lock: String,
+    create_schema: String,
+    create_versions: String,
+    version: String,
+    record_version: String,
+    /// Creates a thread with its first checkpoint: `$1` graph, `$2` thread, `$3` id, `$4` bytes.
+    append_first: String,
+    /// Moves the head from `$4` to `$3` and stores checkpoint `$3`'s bytes `$5`.
+    append_next: String,
+    head_id: String,
+    head: String,
+    get: String,
+    history: String,
+    threads: String,
+    /// Locks a thread's head row for the transaction (waiting for an append in flight).
+    lock_thread: String,
+    delete_thread: String,
+    delete_checkpoints: String,
+    prune: String,
+}
+
+impl Sql {
+    fn new(schema: &str) -> Sql {
+        let threads = format!("{schema}.tea_threads");
+        let checkpoints = format!("{schema}.tea_checkpoints");
+        Sql {
+            lock: "SELECT pg_advisory_xact_lock($1)".to_owned(),
+            create_schema: format!("CREATE SCHEMA IF NOT EXISTS {schema}"),
+            create_versions: format!(
+                "CREATE TABLE IF NOT EXISTS {schema}.tea_schema_version (
+                     version    integer     PRIMARY KEY,
+                     applied_at timestamptz NOT NULL DEFAULT now()
+                 )"
+            ),
+            version: format!("SELECT coalesce(max(version), 0) FROM {schema}.tea_schema_version"),
+            record_version: format!("INSERT INTO {schema}.tea_schema_version (version) VALUES ($1)"),
+            append_first: format!(
+                "WITH created AS (
+                     INSERT INTO {threads} (graph, thread, head) VALUES ($1, $2, $3)
+                     ON CONFLICT DO NOTHING
+                     RETURNING graph, thread, head
+                 )
+                 INSERT INTO {checkpoints} (graph, thread, id, bytes)
+                 SELECT graph, thread, head, $4 FROM created"
+            ),
+            append_next: format!(
+                "WITH moved AS (
+                     UPDATE {threads} SET head = $3
+                     WHERE graph = $1 AND thread = $2 AND head = $4
+                     RETURNING graph, thread, head
+                 )
+                 INSERT INTO {checkpoints} (graph, thread, id, bytes)
+                 SELECT graph, thread, head, $5 FROM moved"
+            ),
+            head_id: format!("SELECT head FROM {threads} WHERE graph = $1 AND thread = $2"),
+            head: format!(
+                "SELECT t.head, c.bytes FROM {threads} t
+                 LEFT JOIN {checkpoints} c ON c.graph = t.graph AND c.thread = t.thread AND c.id = t.head
+                 WHERE t.graph = $1 AND t.thread = $2"
+            ),
+            get: format!("SELECT bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 AND id = $3"),
+            history: format!("SELECT id, bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 ORDER BY id DESC"),
+            threads: format!("SELECT thread FROM {threads} WHERE graph = $1"),
+            lock_thread: format!("SELECT head FROM {threads} WHERE graph = $1 AND thread = $2 FOR UPDATE"),
+            delete_thread: format!("DELETE FROM {threads} WHERE graph = $1 AND thread = $2"),
+            delete_checkpoints: format!("DELETE FROM {checkpoints} WHERE graph = $1 AND thread = $2"),
+            prune: format!(
+                "DELETE FROM {checkpoints} c USING {threads} t
+                 WHERE t.graph = $1 AND t.thread = $2
+                   AND c.graph = t.graph AND c.thread = t.thread AND c.id <= t.head - $3"
+            ),
+        }
+    }
+}
+
+/// A pooled connection, or the error of getting one.
+async fn connection(inner: &Inner) -> Result<deadpool_postgres::Object, Error> {
+    pooled(inner, &inner.pool).await
+}
+
+/// A connection of `pool`, or the error of getting one.
+async fn pooled(inner: &Inner, pool: &Pool) -> Result<deadpool_postgres::Object, Error> {
+    pool.get().await.map_err(|e| {
+        let message = match e {
+            PoolError::Backend(e) => describe(&e),
+            PoolError::Timeout(_) => "timed out waiting for a connection".to_owned(),
+            PoolError::Closed => "the store is closed".to_owned(),
+            PoolError::NoRuntimeSpecified => "the connection pool has no runtime".to_owned(),
+            PoolError::PostCreateHook(e) => e.to_string(),
+        };
+        Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Connect { message } })
+    })
+}
+
+/// The error of statement `what`.
+fn query_error(inner: &Inner, what: &'static str, e: tokio_postgres::Error) -> Error {
+    Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Query { what, message: describe(&e) } })
+}
+
+/// Runs the migrations the schema lacks, under the schema's advisory lock.
+async fn migrate_schema(inner: &Inner) -> Result<(), Error> {
+    let sql = &inner.sql;
+    let mut client = connection(inner).await?;
+    let failed = |what| move |e: tokio_postgres::Error| query_error(inner, what, e);
+    let tx = client.transaction().await.map_err(failed("begin the migration"))?;
+    tx.execute(&sql.lock, &[&lock_key(&inner.schema)]).await.map_err(failed("take the migration lock"))?;
+    tx.batch_execute(&sql.create_schema).await.map_err(failed("create the schema"))?;
+    tx.batch_execute(&sql.create_versions).await.map_err(failed("create tea_schema_version"))?;
+    let current: i32 = tx.query_one(&sql.version, &[]).await.map_err(failed("read the schema version"))?.get(0);
+    let known = MIGRATIONS.len() as i32;
+    if current > known {
+        return Err(Error::store(Located {
+            target: Arc::clone(&inner.target),
+            fault: Fault::NewerSchema { schema: inner.schema.clone(), version: current, known },
+        }));
+    }
+    let quoted = quote(&inner.schema);
+    for (version, migration) in (1..).zip(MIGRATIONS).skip(current as usize) {
+        tx.batch_execute(&migration.replace("{schema}", &quoted)).await.map_err(failed("migrate the tables"))?;
+        tx.execute(&sql.record_version, &[&version]).await.map_err(failed("record the schema version"))?;
+    }
+    tx.commit().await.map_err(failed("commit the migration"))
+}
+
+/// A checkpoint id as PostgreSQL's `bigint`.
+fn to_sql_id(inner: &Inner, id: CheckpointId) -> Result<i64, Error> {
+    i64::try_from(id)
+        .map_err(|_| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::IdRange { id } }))
+}
+
+/// A `bigint` id read back; stored ids are checked positive by the tables.
+fn from_sql_id(inner: &Inner, id: i64) -> Result<CheckpointId, Error> {
+    CheckpointId::try_from(id)
+        .ok()
+        .filter(|&id| id > 0)
+        .ok_or_else(|| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::StoredId { id } }))
+}
+
+async fn append(
+    inner: Arc<Inner>,
+    graph: String,
+    thread: ThreadId,
+    expected: Option<CheckpointId>,
+    id: CheckpointId,
+    bytes: Vec<u8>,
+    durable: bool,
+) -> Result<Append, Error> {
+    if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
+        return Err(Error::store(Located {
+            target: Arc::clone(&inner.target),
+            fault: Fault::OutOfSequence { expected, id },
+        }));
+    }
+    let sql_id = to_sql_id(&inner, id)?;
+    let client = pooled(&inner, if durable { &inner.pool } else { &inner.fast_pool }).await?;
+    let failed = |e| query_error(&inner, "append a checkpoint", e);
+    let written = match expected {
+        None => {
+            let statement = client.prepare_cached(&inner.sql.append_first).await.map_err(failed)?;
+            client.execute(&statement, &[&graph, &thread.as_str(), &sql_id, &bytes]).await.map_err(failed)?
+        }
+        Some(expected) => {
+            let expected = to_sql_id(&inner, expected)?;
+            let statement = client.prepare_cached(&inner.sql.append_next).await.map_err(failed)?;
+            client.execute(&statement, &[&graph, &thread.as_str(), &sql_id, &expected, &bytes]).await.map_err(failed)?
+        }
+    };
+    if written == 1 {
+        return Ok(Append::Written);
+    }
+    // The statement's snapshot predates the writer it lost to; a new statement sees its head.
+    let statement = client.prepare_cached(&inner.sql.head_id).await.map_err(failed)?;
+    let row = client.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
+    let head = match row {
+        Some(row) => Some(from_sql_id(&inner, row.get(0))?),
+        None => None,
+    };
+    Ok(Append::Conflict { head })
+}
+
+async fn head(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+    let client = connection(&inner).await?;
+    let failed = |e| query_error(&inner, "read a head", e);
+    let statement = client.prepare_cached(&inner.sql.head).await.map_err(failed)?;
+    let Some(row) = client.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)? else {
+        return Ok(None);
+    };
+    let id = from_sql_id(&inner, row.get(0))?;
+    match row.get::<_, Option<Vec<u8>>>(1) {
+        Some(bytes) => Ok(Some((id, bytes))),
+        None => Err(Error::store(Located {
+            target: Arc::clone(&inner.target),
+            fault: Fault::MissingHead { graph, thread, id },
+        })),
+    }
+}
+
+async fn get(inner: Arc<Inner>, graph: String, thread: ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+    // No stored id is beyond `bigint`.
+    let Ok(id) = i64::try_from(id) else { return Ok(None) };
+    let client = connection(&inner).await?;
+    let failed = |e| query_error(&inner, "read a checkpoint", e);
+    let statement = client.prepare_cached(&inner.sql.get).await.map_err(failed)?;
+    let row = client.query_opt(&statement, &[&graph, &thread.as_str(), &id]).await.map_err(failed)?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+async fn history(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+    let client = connection(&inner).await?;
+    let failed = |e| query_error(&inner, "read a history", e);
+    let statement = client.prepare_cached(&inner.sql.history).await.map_err(failed)?;
+    let rows = client.query(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
+    rows.iter().map(|row| Ok((from_sql_id(&inner, row.get(0))?, row.get(1)))).collect()
+}
+
+async fn threads(inner: Arc<Inner>, graph: String) -> Result<Vec<ThreadId>, Error> {
+    let client = connection(&inner).await?;
+    let failed = |e| query_error(&inner, "list threads", e);
+    let statement = client.prepare_cached(&inner.sql.threads).await.map_err(failed)?;
+    let rows = client.query(&statement, &[&graph]).await.map_err(failed)?;
+    // Sorted here, not by the server, whose order depends on the database's collation.
+    let mut threads: Vec<ThreadId> = rows.iter().map(|row| ThreadId::from(row.get::<_, String>(0))).collect();
+    threads.sort();
+    Ok(threads)
+}
+
+async fn delete(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<bool, Error> {
+    let mut client = connection(&inner).await?;
+    let failed = |e| query_error(&inner, "delete a thread", e);
+    let tx = client.transaction().await.map_err(failed)?;
+    // Lock the head row first: that waits for an append in flight, and no append can move the
+    // head or start the thread again until this commits, so the checkpoints deleted next (by a
+    // later statement, which sees what that append stored) are exactly this thread's. A thread
+    // created by an append not yet committed is not seen: that append comes after the delete.
+    let statement = tx.prepare_cached(&inner.sql.lock_thread).await.map_err(failed)?;
+    if tx.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?.is_none() {
+        return Ok(false);
+    }
+    let statement = tx.prepare_cached(&inner.sql.delete_checkpoints).await.map_err(failed)?;
+    tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
+    let statement = tx.prepare_cached(&inner.sql.delete_thread).await.map_err(failed)?;
+    let deleted = tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
+    tx.commit().await.map_err(failed)?;
+    Ok(deleted > 0)
+}
+
+async fn prune(inner: Arc<Inner>, graph: String, thread: ThreadId, keep_last: usize) -> Result<usize, Error> {
+    let keep = i64::try_from(keep_last.max(1)).unwrap_or(i64::MAX);
+    let client = connection(&inner).await?;
+    let failed = |e| query_error(&inner, "prune a thread", e);
+    let statement = client.prepare_cached(&inner.sql.prune).await.map_err(failed)?;
+    let deleted = client.execute(&statement, &[&graph, &thread.as_str(), &keep]).await.map_err(failed)?;
+    Ok(deleted as usize)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names and errors.
+
+/// Whether `name` is a plain SQL identifier, safe to quote into statements.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    first_ok && name.len() <= 63 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `name` as a quoted identifier (it is checked to hold no quotes).
+fn quote(name: &str) -> String {
+    format!("\"{name}\"")
+}
+
+/// The advisory lock key of `schema`'s migrations: FNV-1a of a fixed prefix and the name, so
+/// every process computes the same key and stores in other schemas do not wait on it.
+fn lock_key(schema: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in b"tea migrations ".iter().chain(schema.as_bytes()) {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash as i64
+}
+
+/// `user@host:port/database` of a connection string, without the password.
+fn describe_target(config: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let port = config.get_ports().get(i).or(config.get_ports().first()).copied().unwrap_or(5432);
+            match host {
+                Host::Tcp(name) => format!("{name}:{port}"),
+                #[cfg(unix)]
+                Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() { "localhost:5432".to_owned() } else { hosts.join(",") };
+    let user = config.get_user().unwrap_or("(default user)");
+    let database = config.get_dbname().unwrap_or(user);
+    format!("{user}@{hosts}/{database}")
+}
+
+/// A client error with its causes, and the server's message for a database error.
+fn describe(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        let mut message = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        if let Some(detail) = db.detail() {
+            message.push_str(&format!(" ({detail})"));
+        }
+        return message;
+    }
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// What went wrong, and with which database.
+#[derive(Debug, thiserror::Error)]
+#[error("PostgreSQL {target}: {fault}")]
+struct Located {
+    target: Arc<str>,
+    fault: Fault,
+}
+
+/// What a `PostgresStore` found wrong, reported as the source of an [`Error::Store`].
+#[derive(Debug, thiserror::Error)]
+enum Fault {
+    #[error("invalid connection URL: {message}")]
+    Url { message: String },
+    #[error("invalid schema name `{schema}`: use ASCII letters, digits and `_`, not starting with a digit, at most 63 bytes")]
+    SchemaName { schema: String },
+    #[error("cannot start the store's runtime: {message}")]
+    Runtime { message: String },
+    #[error("cannot connect: {message}")]
+    Connect { message: String },
+    #[error("cannot {what}: {message}")]
+    Query { what: &'static str, message: String },
+    #[error(
+        "the tables in schema `{schema}` are at version {version}, newer than this tea knows ({known}); upgrade tea"
+    )]
+    NewerSchema { schema: String, version: i32, known: i32 },
+    #[error("the head of thread `{thread}` of graph `{graph}` is checkpoint {id}, which is not stored")]
+    MissingHead { graph: String, thread: ThreadId, id: CheckpointId },
+    #[error("stored checkpoint id {id} is not a checkpoint id (1 or more)")]
+    StoredId { id: i64 },
+    #[error("checkpoint id {id} does not fit PostgreSQL's bigint")]
+    IdRange { id: CheckpointId },
+    #[error("checkpoint {id} cannot follow head {}: the next checkpoint is the head + 1 (1 for an empty thread)", match expected { Some(head) => head.to_string(), None => String::from("none") })]
+    OutOfSequence { expected: Option<CheckpointId>, id: CheckpointId },
+    #[error("the store's runtime stopped before the operation finished")]
+    Stopped,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_plain() {
+        for good in ["tea", "_x", "Tea_2", &"a".repeat(63)] {
+            assert!(is_identifier(good), "{good}");
+        }
+        for bad in ["", "1tea", "te-a", "te\"a", "a b", "é", &"a".repeat(64)] {
+            assert!(!is_identifier(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_target_names_user_host_port_and_database_but_not_the_password() {
+        let config = tokio_postgres::Config::from_str("postgres://alice:hunter2@db.example:6543/orders").unwrap();
+        assert_eq!(describe_target(&config), "alice@db.example:6543/orders");
+        let config = tokio_postgres::Config::from_str("host=h user=bob password=pw").unwrap();
+        assert_eq!(describe_target(&config), "bob@h:5432/bob");
+    }
+
+    #[test]
+    fn lock_keys_differ_per_schema() {
+        assert_eq!(lock_key("tea"), lock_key("tea"));
+        assert_ne!(lock_key("tea"), lock_key("public"));
+    }
+
+    #[test]
+    fn a_bad_url_or_schema_is_a_store_error_before_any_connection() {
+        let error = PostgresStore::connect("postgres://u:pw@host:notaport/db").unwrap_err();
+        let message = std::error::Error::source(&error).unwrap().to_string();
+        assert!(message.contains("invalid connection URL"), "{message}");
+        assert!(!message.contains("pw"), "{message}");
+        let error = PostgresStore::builder("postgres://u@127.0.0.1:1/db").schema("no; drop").connect().unwrap_err();
+        let message = std::error::Error::source(&error).unwrap().to_string();
+        assert!(message.contains("invalid schema name `no; drop`"), "{message}");
+    }
+}
