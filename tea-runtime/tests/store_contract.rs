@@ -493,14 +493,18 @@ mod dir_store {
         let t = thread("t");
         store.append("g", &t, None, 1, b"one", false).unwrap();
         assert_eq!(store.flushes(), 0);
+        // The first durable append of a thread also syncs the directories above its own.
         store.append("g", &t, Some(1), 2, b"two", true).unwrap();
-        assert_eq!(store.flushes(), 3, "checkpoint, HEAD, directory");
+        assert_eq!(store.flushes(), 2 + 3, "store and graph directories; checkpoint, HEAD, thread directory");
         store.append("g", &t, Some(2), 3, b"three", false).unwrap();
-        assert_eq!(store.flushes(), 3);
-        // A new thread's directories are synced too.
+        assert_eq!(store.flushes(), 5);
+        store.append("g", &t, Some(3), 4, b"four", true).unwrap();
+        assert_eq!(store.flushes(), 5 + 3);
+        // Another thread of the same graph: the graph's directory, once.
         store.append("g", &thread("new"), None, 1, b"one", true).unwrap();
-        assert_eq!(store.flushes(), 3 + 3 + 2);
-        assert_eq!(store.clone().flushes(), 8, "clones share the count");
+        assert_eq!(store.flushes(), 8 + 1 + 3);
+        store.append("g", &thread("new"), Some(1), 2, b"two", true).unwrap();
+        assert_eq!(store.clone().flushes(), 12 + 3, "clones share the count");
     }
 
     #[test]
@@ -685,19 +689,28 @@ mod sled_store {
 
 /// A writer process killed mid-append (SIGKILL) leaves a thread whose head has its checkpoint,
 /// whose history is whole, and which keeps every append that returned after a durable flush.
-#[cfg(all(feature = "sled", unix))]
+#[cfg(unix)]
 mod crash {
     use super::*;
     use std::io::{BufRead, BufReader, Write};
+    use std::path::Path;
     use std::process::{Command, Stdio};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
-    use tea_runtime::SledStore;
 
-    /// Set in the child process: the database path it writes to.
+    /// Set in the child process: the store's kind and path, as `kind|path`.
     const WRITER_ENV: &str = "TEA_STORE_CONTRACT_CRASH_WRITER";
-    const TEST_NAME: &str = "crash::a_killed_writer_leaves_a_whole_thread";
     /// Durable appends the parent waits for before it kills the writer.
     const ACKED_BEFORE_KILL: CheckpointId = 40;
+
+    fn open(kind: &str, path: &Path) -> Arc<dyn Checkpointer> {
+        match kind {
+            #[cfg(feature = "sled")]
+            "sled" => Arc::new(tea_runtime::SledStore::open(path).unwrap()),
+            "dir" => Arc::new(tea_runtime::DirStore::open(path).unwrap()),
+            other => panic!("no store kind {other}"),
+        }
+    }
 
     /// Checkpoint `id`'s bytes: up to 48 KiB, so appends span several of sled's log buffers.
     fn payload(id: CheckpointId) -> Vec<u8> {
@@ -707,8 +720,7 @@ mod crash {
 
     /// The child: appends checkpoints until it is killed, reporting each durable one on stdout.
     /// Bounded in count and time, so it stops by itself should the parent die first.
-    fn write_until_killed(path: &str) {
-        let store = SledStore::open(path).unwrap();
+    fn write_until_killed(store: &dyn Checkpointer) {
         let t = thread("t");
         let started = Instant::now();
         let mut out = std::io::stdout().lock();
@@ -727,24 +739,27 @@ mod crash {
         }
     }
 
-    #[test]
-    fn a_killed_writer_leaves_a_whole_thread() {
-        if let Ok(path) = std::env::var(WRITER_ENV) {
-            write_until_killed(&path);
+    /// Runs the writer in a child process running `test`, kills it, and checks what is left.
+    fn killed_writer(kind: &str, test: &str) {
+        if let Ok(spec) = std::env::var(WRITER_ENV) {
+            let (kind, path) = spec.split_once('|').unwrap();
+            write_until_killed(&*open(kind, Path::new(path)));
             return;
         }
-        let dir = sled_store::TempDir::new("crash");
-        let path = dir.path().join("db");
+        let dir = std::env::temp_dir().join(format!("tea-store-contract-crash-{kind}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("store");
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
-            .env(WRITER_ENV, &path)
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(WRITER_ENV, format!("{kind}|{}", path.display()))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let mut acked = 0;
         for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            if let Some(id) = line.unwrap().strip_prefix("durable ") {
+            // The test harness prints the test's name on the first line.
+            if let Some((_, id)) = line.unwrap().split_once("durable ") {
                 acked = id.parse().unwrap();
                 if acked >= ACKED_BEFORE_KILL {
                     break;
@@ -755,7 +770,7 @@ mod crash {
         child.wait().unwrap();
         assert!(acked >= ACKED_BEFORE_KILL, "the writer stopped after {acked}");
 
-        let store = SledStore::open(&path).unwrap();
+        let store = open(kind, &path);
         let t = thread("t");
         let (head, bytes) = store.head("crash", &t).unwrap().expect("a head");
         assert!(head >= acked, "head {head} lost durable checkpoint {acked}");
@@ -769,6 +784,19 @@ mod crash {
         // The thread goes on from its head.
         let next = store.append("crash", &t, Some(head), head + 1, b"after", true).unwrap();
         assert_eq!(next, Append::Written);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(feature = "sled")]
+    #[test]
+    fn a_killed_sled_writer_leaves_a_whole_thread() {
+        killed_writer("sled", "crash::a_killed_sled_writer_leaves_a_whole_thread");
+    }
+
+    #[test]
+    fn a_killed_dir_writer_leaves_a_whole_thread() {
+        killed_writer("dir", "crash::a_killed_dir_writer_leaves_a_whole_thread");
     }
 }
 

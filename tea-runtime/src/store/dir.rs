@@ -33,8 +33,10 @@
 //! replaces `HEAD` the same way. Renames are atomic, so a reader sees a whole file or none, and
 //! `HEAD` only ever names a checkpoint that is already in place. With `durable: true` the
 //! checkpoint file and `HEAD` are synced before their renames and the thread's directory after
-//! them (and, for a new thread, the directories above it), so the head survives a crash of the
-//! machine: three syncs ([`DirStore::flushes`]) per durable append, none for the others.
+//! them, so the head survives a crash of the machine: three syncs ([`DirStore::flushes`]) per
+//! durable append, none for the others. The first durable append of a thread through a handle
+//! also syncs the graph's directory (and the store's, for the graph's first), so the thread's
+//! directory entry is durable too, even if a non-durable append created it.
 //!
 //! `delete` removes `HEAD` first (the thread is then empty to every reader) and then the rest of
 //! the thread's files, keeping its directory and `LOCK`: removing a lock file another process is
@@ -52,12 +54,13 @@ use super::{Append, CheckpointId, Checkpointer};
 use crate::error::Error;
 use crate::name::ThreadId;
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The longest escaped name used as a file name as it is; longer ones are hashed.
 const MAX_ESCAPED: usize = 160;
@@ -127,6 +130,9 @@ pub struct DirStore {
 struct Inner {
     root: PathBuf,
     flushes: AtomicU64,
+    /// Graph and thread directories whose entries this handle has synced into their parents,
+    /// so only the first durable append of a thread pays for it.
+    synced: Mutex<HashSet<PathBuf>>,
 }
 
 impl DirStore {
@@ -156,7 +162,7 @@ impl DirStore {
             let e = io::Error::other("not a directory");
             return Err(io_fault("open the store directory", &root, e));
         }
-        Ok(DirStore { inner: Arc::new(Inner { root, flushes: AtomicU64::new(0) }) })
+        Ok(DirStore { inner: Arc::new(Inner { root, flushes: AtomicU64::new(0), synced: Mutex::default() }) })
     }
 
     /// The store's directory.
@@ -165,8 +171,9 @@ impl DirStore {
     }
 
     /// How many times this store (all clones of the handle) synced a file or directory to disk
-    /// since it was opened: three per durable `append` (checkpoint, `HEAD`, directory), more for
-    /// the first checkpoint of a thread (the new directories) and for
+    /// since it was opened: three per durable `append` (checkpoint, `HEAD`, directory), one or
+    /// two more for the first durable append of each thread through this handle (the graph's
+    /// directory, and the store's for a graph's first thread), and one per
     /// [`link_pause`](Self::link_pause). For measuring the cost of durability.
     pub fn flushes(&self) -> u64 {
         self.inner.flushes.load(Ordering::Relaxed)
@@ -219,16 +226,11 @@ impl DirStore {
     }
 
     /// Locks the thread in `dir` for writing, creating its directory if needed.
-    fn lock(&self, graph_dir: &Path, dir: &Path, durable: bool) -> Result<File, Error> {
+    fn lock(&self, dir: &Path) -> Result<File, Error> {
         if let Some(lock) = self.lock_existing(dir)? {
             return Ok(lock);
         }
         fs::create_dir_all(dir).map_err(|e| io_fault("create the directory", dir, e))?;
-        if durable {
-            // The new directories must survive a crash as well as the files in them.
-            self.sync_dir(graph_dir)?;
-            self.sync_dir(&self.inner.root)?;
-        }
         self.lock_existing(dir)?.ok_or_else(|| {
             io_fault("lock", &dir.join(LOCK), io::Error::new(io::ErrorKind::NotFound, "the directory vanished"))
         })
@@ -314,6 +316,28 @@ impl DirStore {
         self.write_file(dir, &path, name.as_bytes(), durable)
     }
 
+    /// Before the first durable append of a thread through this handle: syncs the graph's
+    /// directory (and, for the graph's first, the store's), so the thread's directory survives a
+    /// crash along with the files in it, whoever created it and however.
+    fn sync_parents_once(&self, graph_dir: &Path, dir: &Path) -> Result<(), Error> {
+        let known = |path: &Path| self.synced().contains(path);
+        if known(dir) {
+            return Ok(());
+        }
+        if !known(graph_dir) {
+            self.sync_dir(&self.inner.root)?;
+            self.synced().insert(graph_dir.to_path_buf());
+        }
+        self.sync_dir(graph_dir)?;
+        self.synced().insert(dir.to_path_buf());
+        Ok(())
+    }
+
+    fn synced(&self) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
+        // A set of paths is whole after any panic.
+        self.inner.synced.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Syncs directory `dir`, so the names created in it survive a crash.
     fn sync_dir(&self, dir: &Path) -> Result<(), Error> {
         sync_dir(dir).map_err(|e| io_fault("sync the directory", dir, e))?;
@@ -383,7 +407,7 @@ impl Checkpointer for DirStore {
         let graph_dir = self.inner.root.join(file_name(graph));
         let dir = graph_dir.join(file_name(thread.as_str()));
         let _lock = if expected.is_none() {
-            let lock = self.lock(&graph_dir, &dir, durable)?;
+            let lock = self.lock(&dir)?;
             self.write_name_file(&dir, thread.as_str(), durable)?;
             self.write_name_file(&graph_dir, graph, durable)?;
             lock
@@ -396,6 +420,9 @@ impl Checkpointer for DirStore {
         let head = self.read_head(&dir)?;
         if head != expected {
             return Ok(Append::Conflict { head });
+        }
+        if durable {
+            self.sync_parents_once(&graph_dir, &dir)?;
         }
         self.write_file(&dir, &dir.join(checkpoint_file(id)), bytes, durable)?;
         self.write_file(&dir, &dir.join(HEAD), format!("{id}\n").as_bytes(), durable)?;
