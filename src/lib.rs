@@ -4,6 +4,11 @@
 pub use tea_macros::{graph, GraphState};
 pub use tea_runtime::*;
 
+/// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the README's
+/// "Agents in YAML".
+#[cfg(feature = "yaml")]
+pub use tea_yaml as yaml;
+
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
     #[cfg(feature = "postgres")]

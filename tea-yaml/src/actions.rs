@@ -1,0 +1,133 @@
+//! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
+//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`.
+
+use crate::graph::YamlGraph;
+use crate::state::State;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tea_runtime::{BoxError, NodeName};
+
+/// An action registered with [`Engine::action`](crate::Engine::action): it gets the state and
+/// the node's rendered `with:` arguments, and returns its result.
+pub type ActionFn = dyn Fn(&State, &Value) -> Result<Value, BoxError> + Send + Sync;
+
+/// An action a node can use.
+#[derive(Clone)]
+pub(crate) enum Action {
+    User(Arc<ActionFn>),
+    CheckpointSave,
+    CheckpointLoad,
+    FileRead,
+    FileWrite,
+}
+
+/// The built-in actions' names.
+pub(crate) const BUILT_IN_NAMES: [&str; 4] = ["checkpoint.save", "checkpoint.load", "file.read", "file.write"];
+
+/// The built-in action named `name`.
+pub(crate) fn built_in(name: &str) -> Option<Action> {
+    Some(match name {
+        "checkpoint.save" => Action::CheckpointSave,
+        "checkpoint.load" => Action::CheckpointLoad,
+        "file.read" => Action::FileRead,
+        "file.write" => Action::FileWrite,
+        _ => return None,
+    })
+}
+
+/// What an action call knows of its run.
+pub(crate) struct Call<'a> {
+    pub(crate) graph: &'a YamlGraph,
+    pub(crate) node: &'a NodeName,
+    pub(crate) state: &'a State,
+}
+
+pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
+    match action {
+        Action::User(f) => f(call.state, args),
+        Action::CheckpointSave => Ok(checkpoint_save(call, args)),
+        Action::CheckpointLoad => Ok(checkpoint_load(call, args)),
+        Action::FileRead => {
+            let path = path_arg(call, args, "file.read")?;
+            let content = std::fs::read_to_string(&path)
+                .map_err(|e| format!("file.read: cannot read `{}`: {e}", path.display()))?;
+            Ok(json!({ "content": content }))
+        }
+        Action::FileWrite => {
+            let path = path_arg(call, args, "file.write")?;
+            let content = match &args["content"] {
+                Value::String(s) => s.clone(),
+                Value::Null => return Err("file.write needs `with: { path, content }`; `content` is missing".into()),
+                other => other.to_string(),
+            };
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("file.write: cannot create directory `{}`: {e}", parent.display()))?;
+            }
+            std::fs::write(&path, content.as_bytes())
+                .map_err(|e| format!("file.write: cannot write `{}`: {e}", path.display()))?;
+            Ok(json!({ "path": path.display().to_string(), "bytes": content.len() }))
+        }
+    }
+}
+
+/// `with.path`, relative to the agent file's directory.
+fn path_arg(call: &Call<'_>, args: &Value, action: &str) -> Result<PathBuf, BoxError> {
+    match args.get("path") {
+        Some(Value::String(path)) if !path.is_empty() => Ok(resolve(&call.graph.inner().base_dir, path)),
+        _ => Err(format!("{action} needs `with: {{ path: … }}`, a non-empty string").into()),
+    }
+}
+
+pub(crate) fn resolve(base: &Path, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    // `./checkpoints` is `checkpoints`: paths print the way a person would write them.
+    joined.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
+}
+
+/// Writes the state and the node as a checkpoint file; never fails the node.
+fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
+    let path = match path_arg(call, args, "checkpoint.save") {
+        Ok(path) => path,
+        Err(e) => return json!({ "saved": false, "error": e.to_string() }),
+    };
+    let shown = path.display().to_string();
+    let written = (|| -> Result<(), String> {
+        let bytes = tea_runtime::encode_checkpoint(call.graph, call.node, call.state).map_err(|e| e.to_string())?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+        }
+        // Write beside, then rename: a reader never sees half a checkpoint.
+        let tmp = path.with_extension("tmp-tea");
+        std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename to `{shown}`: {e}"))
+    })();
+    match written {
+        Ok(()) => {
+            if let Ok(mut last) = call.graph.inner().last_checkpoint.lock() {
+                *last = shown.clone();
+            }
+            json!({ "checkpoint_path": shown, "saved": true })
+        }
+        Err(error) => json!({ "checkpoint_path": shown, "saved": false, "error": error }),
+    }
+}
+
+/// Reads a checkpoint file of this agent: its state and node, or an error in the result.
+fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
+    let path = match path_arg(call, args, "checkpoint.load") {
+        Ok(path) => path,
+        Err(e) => return json!({ "error": e.to_string() }),
+    };
+    let shown = path.display().to_string();
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) => return json!({ "error": format!("cannot read `{shown}`: {e}") }),
+    };
+    match tea_runtime::decode_checkpoint(call.graph, &bytes, &shown) {
+        Ok((node, state)) => json!({ "checkpoint_state": state.to_json(), "checkpoint_node": node.as_str() }),
+        Err(e) => json!({ "error": e.to_string() }),
+    }
+}

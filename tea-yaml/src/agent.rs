@@ -1,0 +1,528 @@
+//! [`Engine`] (what agents load with: actions, secrets, a default store, Lua limits) and
+//! [`Agent`] (a loaded file, run on tea's engine).
+
+use crate::actions::{Action, ActionFn};
+use crate::error::LoadError;
+use crate::graph::YamlGraph;
+use crate::load::{self, Env, StoreSpec};
+use crate::lua::Limits;
+use crate::state::{State, Update};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tea_runtime::{
+    App, BoxError, Builder, Checkpointer, DirStore, Error, Event, Graph, MemoryStore, NoCheckpointer, NodeName,
+    Outcome, Resume, Snapshot, Stream, ThreadId,
+};
+
+/// The default memory limit of a thread's Lua VM: 64 MiB.
+pub const DEFAULT_LUA_MEMORY_LIMIT: usize = 64 << 20;
+/// The default instruction limit of one `run:` block: 100 million.
+pub const DEFAULT_LUA_INSTRUCTION_LIMIT: u64 = 100_000_000;
+
+/// Loads YAML agents: holds the actions they may use, the secrets their templates see, a
+/// checkpointer for files that name none, and the Lua limits.
+///
+/// ```
+/// use serde_json::json;
+/// use tea_yaml::{Engine, State};
+///
+/// let engine = Engine::new().action("text.shout", |_: &State, args: &serde_json::Value| {
+///     Ok(json!({ "shouted": args["text"].as_str().unwrap_or("").to_uppercase() }))
+/// });
+/// let agent = engine.load_str(r#"
+/// nodes:
+///   - name: shout
+///     uses: text.shout
+///     with: { text: "{{ state.name }}" }
+/// "#)?;
+/// let out = agent.invoke(json!({ "name": "ada" }))?.done().unwrap();
+/// assert_eq!(out["shouted"], "ADA");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    actions: HashMap<String, Action>,
+    secrets: Map<String, Value>,
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    limits: Limits,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut actions: Vec<&String> = self.actions.keys().collect();
+        actions.sort();
+        f.debug_struct("Engine")
+            .field("actions", &actions)
+            .field("secrets", &self.secrets.len())
+            .field("checkpointer", &self.checkpointer.is_some())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine with the built-in actions (`checkpoint.save`, `checkpoint.load`,
+    /// `file.read`, `file.write`), no secrets, no checkpointer, and the default Lua limits.
+    pub fn new() -> Self {
+        Engine {
+            actions: HashMap::new(),
+            secrets: Map::new(),
+            checkpointer: None,
+            limits: Limits { memory: DEFAULT_LUA_MEMORY_LIMIT, instructions: DEFAULT_LUA_INSTRUCTION_LIMIT },
+        }
+    }
+
+    /// Registers action `name` for `uses: name`: it gets the state and the node's rendered
+    /// `with:` arguments, and returns its result (an error fails the node).
+    pub fn action<F>(mut self, name: impl Into<String>, action: F) -> Self
+    where
+        F: Fn(&State, &Value) -> Result<Value, BoxError> + Send + Sync + 'static,
+    {
+        let action: Arc<ActionFn> = Arc::new(action);
+        self.actions.insert(name.into(), Action::User(action));
+        self
+    }
+
+    /// A secret templates read as `{{ secrets.name }}` (never stored in checkpoints).
+    pub fn secret(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.secrets.insert(name.into(), Value::String(value.into()));
+        self
+    }
+
+    /// The checkpointer of agents whose file names none (`config.checkpoint_dir`,
+    /// `config.checkpointer`): with it, files that pause load.
+    pub fn checkpointer(mut self, store: impl Checkpointer + 'static) -> Self {
+        self.checkpointer = Some(Arc::new(store));
+        self
+    }
+
+    /// The memory a thread's Lua VM may use, in bytes (default
+    /// [`DEFAULT_LUA_MEMORY_LIMIT`]). A block that needs more fails its node.
+    pub fn lua_memory_limit(mut self, bytes: usize) -> Self {
+        self.limits.memory = bytes;
+        self
+    }
+
+    /// The instructions one `run:` block may execute (default
+    /// [`DEFAULT_LUA_INSTRUCTION_LIMIT`]). A block that runs longer fails its node.
+    pub fn lua_instruction_limit(mut self, instructions: u64) -> Self {
+        self.limits.instructions = instructions;
+        self
+    }
+
+    /// Loads an agent from YAML text; relative paths in it start at the current directory.
+    ///
+    /// # Errors
+    /// A [`LoadError`] listing every problem found, each with its line and column.
+    pub fn load_str(&self, text: &str) -> Result<Agent, LoadError> {
+        self.load(text, "<string>".to_owned(), PathBuf::from("."))
+    }
+
+    /// Loads an agent from a file; relative paths in it start at the file's directory.
+    ///
+    /// # Errors
+    /// A [`LoadError`]: the file cannot be read, or every problem found in it.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
+        let base =
+            path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        self.load(&text, shown, base)
+    }
+
+    fn load(&self, text: &str, file: String, base_dir: PathBuf) -> Result<Agent, LoadError> {
+        let env = Env {
+            file: file.clone(),
+            base_dir,
+            actions: &self.actions,
+            secrets: &self.secrets,
+            has_checkpointer: self.checkpointer.is_some(),
+            limits: self.limits,
+        };
+        let loaded = load::load(text, &env)?;
+        let mut dir = None;
+        let store: Option<Arc<dyn Checkpointer>> = match (&loaded.store, &loaded.checkpoint_dir) {
+            (Some(StoreSpec::Memory), _) => Some(Arc::new(MemoryStore::new())),
+            #[cfg(feature = "sled")]
+            (Some(StoreSpec::Sled(path)), _) => Some(Arc::new(tea_runtime::SledStore::open(path).map_err(|e| {
+                LoadError::one(&file, 1, 1, format!("cannot open the sled store `{}`: {e}", path.display()))
+            })?)),
+            #[cfg(not(feature = "sled"))]
+            (Some(StoreSpec::Sled(_)), _) => None,
+            (None, Some(path)) => {
+                let store = DirStore::open(path).map_err(|e| {
+                    LoadError::one(
+                        &file,
+                        1,
+                        1,
+                        format!("cannot open `config.checkpoint_dir` `{}`: {e}", path.display()),
+                    )
+                })?;
+                dir = Some(store.clone());
+                Some(Arc::new(store))
+            }
+            (None, None) => self.checkpointer.clone(),
+        };
+        let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
+        Ok(Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint))
+    }
+}
+
+enum Runner {
+    /// No store: runs return their final state; nothing pauses (checked at load).
+    Free(App<YamlGraph, NoCheckpointer>),
+    Stored(App<YamlGraph, Arc<dyn Checkpointer>>),
+}
+
+/// A loaded YAML agent, run on tea's engine: pauses, checkpoints, tokens and resumes work as
+/// for `graph!` graphs (see the crate docs). `Send + Sync`: share it in an `Arc`.
+pub struct Agent {
+    graph: YamlGraph,
+    runner: Runner,
+    /// The store, when it is a directory: each pause gets a file named after its node.
+    dir: Option<DirStore>,
+    recursion_limit: usize,
+    /// `config.checkpoint`: `invoke` continues from this file.
+    checkpoint: Option<PathBuf>,
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.graph.name())
+            .field("nodes", &self.graph.inner().nodes.len())
+            .field("checkpointer", &matches!(self.runner, Runner::Stored(_)))
+            .finish()
+    }
+}
+
+impl Agent {
+    fn build(
+        graph: YamlGraph,
+        store: Option<Arc<dyn Checkpointer>>,
+        dir: Option<DirStore>,
+        limit: usize,
+        checkpoint: Option<PathBuf>,
+    ) -> Agent {
+        let builder = Builder::new(graph.clone()).recursion_limit(limit);
+        let runner = match store {
+            Some(store) => Runner::Stored(builder.checkpointer(store).build()),
+            None => Runner::Free(builder.build()),
+        };
+        Agent { graph, runner, dir, recursion_limit: limit, checkpoint }
+    }
+
+    /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
+    /// A [`DirStore`] names each pause's file after its node, as `config.checkpoint_dir` does.
+    pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
+        let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
+        let store: Arc<dyn Checkpointer> = Arc::new(store);
+        Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint)
+    }
+
+    /// With a directory store, gives the pause of `outcome` its file named after its node.
+    fn linked(&self, outcome: Result<Outcome<State>, Error>) -> Result<Outcome<State>, Error> {
+        if let Ok(Outcome::Interrupted { resume, .. }) = &outcome {
+            self.link(resume)?;
+        }
+        outcome
+    }
+
+    fn link(&self, resume: &Resume<State>) -> Result<Option<PathBuf>, Error> {
+        let Some(dir) = &self.dir else { return Ok(None) };
+        dir.link_pause(self.graph.name(), resume.thread(), resume.checkpoint(), resume.node().as_str()).map(Some)
+    }
+
+    /// The agent's name (`name:` in the file, else the file's stem).
+    pub fn name(&self) -> &str {
+        self.graph.name()
+    }
+
+    /// The agent's graph, as the engine runs it.
+    pub fn graph(&self) -> &YamlGraph {
+        &self.graph
+    }
+
+    /// Runs the agent on `input` (a JSON object) in a new thread, until it finishes or pauses.
+    /// With `config.checkpoint`, it continues from that checkpoint file instead (the input's
+    /// keys are written over the saved state).
+    ///
+    /// # Errors
+    /// [`Error::NodeFailed`] naming `__start__` for an input that is not an object or does not
+    /// fit the declared types, and the errors of `App::invoke`.
+    pub fn invoke(&self, input: Value) -> Result<Outcome<State>, Error> {
+        if let Some(path) = &self.checkpoint {
+            return self.resume_from(path, Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty())));
+        }
+        self.invoke_on(ThreadId::random(), input)
+    }
+
+    /// Like [`invoke`](Self::invoke), on thread `thread` ([`Error::ThreadExists`] if it has
+    /// checkpoints already).
+    pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: Value) -> Result<Outcome<State>, Error> {
+        let state = self.input(input)?;
+        match &self.runner {
+            Runner::Free(app) => app.invoke(state).map(Outcome::Done),
+            Runner::Stored(app) => self.linked(app.invoke_on(thread, state)),
+        }
+    }
+
+    /// Continues the paused thread `resume` names (see `App::resume`).
+    pub fn resume(&self, resume: Resume<State>) -> Result<Outcome<State>, Error> {
+        self.linked(self.stored(resume.thread())?.resume(resume))
+    }
+
+    /// Continues thread `thread` after a run that stopped without pausing (see
+    /// `App::recover`).
+    pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<State>, Error> {
+        self.linked(self.stored(thread)?.recover(thread))
+    }
+
+    /// The file of the pause `resume` stands for, `{node}_{thread}_{checkpoint}.ckpt` in the
+    /// thread's directory, when the agent keeps its checkpoints in a directory
+    /// (`config.checkpoint_dir`, or a [`DirStore`]); `None` otherwise, or when the pause's
+    /// checkpoint is gone (the thread was deleted or pruned).
+    pub fn checkpoint_path(&self, resume: &Resume<State>) -> Option<PathBuf> {
+        self.link(resume).ok().flatten()
+    }
+
+    /// Continues from checkpoint file `path` with `update` (a JSON object of keys to write)
+    /// applied first.
+    ///
+    /// A pause's file in the agent's checkpoint directory ([`checkpoint_path`](Self::checkpoint_path))
+    /// resumes its own thread, once, like its token: the update is merged through the reducers,
+    /// and for an interrupt node its `resume_key` in the update is the answer. Any other
+    /// checkpoint file (written by `checkpoint.save`) starts a new thread at the node that saved
+    /// it, with the saved state; it can be used many times.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the file cannot be read, [`Error::CorruptCheckpoint`],
+    /// [`Error::GraphMismatch`] or [`Error::SchemaMismatch`] for a file that is not this
+    /// agent's, [`Error::BadResumeValue`] for an update that does not fit, and the errors of a
+    /// run.
+    pub fn resume_from(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Outcome<State>, Error> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let bytes =
+            std::fs::read(path).map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
+        if let Some(thread) = self.pause_thread(path)? {
+            return self.resume_pause_file(&thread, path, &shown, update);
+        }
+        let (node, mut state) = tea_runtime::decode_checkpoint(&self.graph, &bytes, &shown)?;
+        if let Some(update) = update {
+            self.graph.apply(&mut state, Update::from(update)).map_err(|e| Error::BadResumeValue {
+                node: node.clone(),
+                expected: "an update that fits the state".to_owned(),
+                reason: e.to_string(),
+            })?;
+        }
+        match &self.runner {
+            Runner::Stored(app) => app.invoke_at(ThreadId::random(), node.as_str(), state),
+            Runner::Free(_) => Err(Error::store(format!(
+                "agent `{}` has no checkpointer to continue checkpoint file `{shown}` in; add `config.checkpointer: memory`",
+                self.name()
+            ))),
+        }
+    }
+
+    /// The thread whose directory holds pause file `path`, if it is one of this agent's.
+    fn pause_thread(&self, path: &Path) -> Result<Option<ThreadId>, Error> {
+        let (Some(dir), Runner::Stored(app)) = (&self.dir, &self.runner) else { return Ok(None) };
+        let Some(parent) = path.parent() else { return Ok(None) };
+        let parent = parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf());
+        for thread in app.threads()? {
+            let thread_dir = dir.thread_dir(self.graph.name(), &thread);
+            if thread_dir.canonicalize().unwrap_or(thread_dir) == parent {
+                return Ok(Some(thread));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Resumes the pause whose file is `path` in `thread`'s directory, if it is still pending.
+    fn resume_pause_file(
+        &self,
+        thread: &ThreadId,
+        path: &Path,
+        shown: &str,
+        update: Option<Value>,
+    ) -> Result<Outcome<State>, Error> {
+        let app = self.stored(thread)?;
+        // The file's checkpoint number: `…_000007.ckpt`.
+        let id = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.rsplit('_').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        let pending = app.state(thread)?.is_some_and(|snapshot| !snapshot.interrupts.is_empty());
+        if !pending {
+            return Err(Error::StaleResume { thread: thread.clone() });
+        }
+        let Outcome::Interrupted { resume, .. } = app.recover(thread)? else {
+            return Err(Error::StaleResume { thread: thread.clone() });
+        };
+        if id.is_some_and(|id| id != resume.checkpoint()) {
+            // A later pause of the thread: this file's pause was resumed already.
+            return Err(Error::StaleResume { thread: thread.clone() });
+        }
+        let mut resume = resume;
+        if let Some(update) = update {
+            let Value::Object(mut map) = update else {
+                return Err(Error::BadResumeValue {
+                    node: resume.node().clone(),
+                    expected: "a JSON object of keys to write".to_owned(),
+                    reason: format!("resuming from `{shown}`: the update is not an object"),
+                });
+            };
+            let asks = resume.interrupts().iter().filter(|i| i.needs_answer()).count();
+            if asks == 1 {
+                if let Some(key) = self.graph.resume_key(resume.node()) {
+                    if let Some(answer) = map.remove(key) {
+                        resume = resume.answer(answer);
+                    }
+                }
+            }
+            if !map.is_empty() {
+                resume = resume.update(Update::from(map));
+            }
+        }
+        self.resume(resume)
+    }
+
+    /// Runs the agent on `input`, as a stream of events (see `App::stream`).
+    pub fn stream(&self, input: Value) -> AgentStream<'_> {
+        let state = match self.input(input) {
+            Ok(state) => state,
+            Err(error) => return AgentStream::failed(error),
+        };
+        let stream = match &self.runner {
+            Runner::Free(app) => app.stream(state),
+            Runner::Stored(app) => app.stream(state),
+        };
+        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
+    }
+
+    /// Continues a paused thread as a stream of events (see `App::stream_resume`).
+    pub fn stream_resume(&self, resume: Resume<State>) -> AgentStream<'_> {
+        match &self.runner {
+            Runner::Stored(app) => {
+                AgentStream { agent: Some(self), state: StreamState::Running(Box::new(app.stream_resume(resume))) }
+            }
+            Runner::Free(_) => AgentStream::failed(no_store(self.name(), resume.thread())),
+        }
+    }
+
+    /// The thread's latest checkpoint (`None` without one, or without a checkpointer).
+    pub fn state(&self, thread: &ThreadId) -> Result<Option<Snapshot<State>>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.state(thread),
+            Runner::Free(_) => Ok(None),
+        }
+    }
+
+    /// Every checkpoint of the thread, newest first.
+    pub fn history(&self, thread: &ThreadId) -> Result<Vec<Snapshot<State>>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.history(thread),
+            Runner::Free(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// The agent's graph as a Mermaid flowchart.
+    pub fn mermaid(&self) -> String {
+        crate::draw::mermaid(&self.graph)
+    }
+
+    /// The agent's graph in Graphviz DOT.
+    pub fn dot(&self) -> String {
+        crate::draw::dot(&self.graph)
+    }
+
+    fn stored(&self, thread: &ThreadId) -> Result<&App<YamlGraph, Arc<dyn Checkpointer>>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => Ok(app),
+            Runner::Free(_) => Err(no_store(self.name(), thread)),
+        }
+    }
+
+    /// The input as a state: a JSON object whose declared keys fit their types.
+    fn input(&self, input: Value) -> Result<State, Error> {
+        let start = || NodeName::from_static("__start__");
+        let Value::Object(map) = input else {
+            return Err(Error::NodeFailed {
+                node: start(),
+                source: format!("the input must be a JSON object of state keys, not `{input}`").into(),
+            });
+        };
+        for (key, value) in &map {
+            self.graph.inner().schema.check(key, value).map_err(|reason| Error::NodeFailed {
+                node: start(),
+                source: format!("the input does not fit: {reason}").into(),
+            })?;
+        }
+        Ok(State::from_map(map))
+    }
+}
+
+fn no_store(agent: &str, thread: &ThreadId) -> Error {
+    Error::store(format!(
+        "agent `{agent}` has no checkpointer, so it keeps no threads (thread `{thread}`); add `config.checkpointer: memory`"
+    ))
+}
+
+/// The events of an agent's run: a [`Stream`] of the engine, or the one error that kept the run
+/// from starting (an input that does not fit).
+pub struct AgentStream<'a> {
+    agent: Option<&'a Agent>,
+    state: StreamState<'a>,
+}
+
+enum StreamState<'a> {
+    Running(Box<Stream<'a, YamlGraph>>),
+    Failed(Option<Error>),
+}
+
+impl AgentStream<'_> {
+    fn failed(error: Error) -> Self {
+        AgentStream { agent: None, state: StreamState::Failed(Some(error)) }
+    }
+}
+
+impl Iterator for AgentStream<'_> {
+    type Item = Result<Event<State>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.state {
+            StreamState::Running(stream) => {
+                let event = stream.next()?;
+                if let (Ok(Event::Interrupted { resume, .. }), Some(agent)) = (&event, self.agent) {
+                    if let Err(error) = agent.link(resume) {
+                        return Some(Err(error));
+                    }
+                }
+                Some(event)
+            }
+            StreamState::Failed(error) => error.take().map(Err),
+        }
+    }
+}
+
+impl fmt::Debug for AgentStream<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.state {
+            StreamState::Running(stream) => stream.fmt(f),
+            StreamState::Failed(error) => f.debug_tuple("AgentStream").field(error).finish(),
+        }
+    }
+}

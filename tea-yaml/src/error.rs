@@ -1,0 +1,67 @@
+//! [`LoadError`]: every problem found in an agent file, each with its line and column.
+
+use std::fmt;
+
+/// One problem in an agent file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub(crate) message: String,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+}
+
+impl Problem {
+    /// What is wrong, and where possible how to fix it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The line it is on (1-based).
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// The column it starts at (1-based).
+    pub fn column(&self) -> usize {
+        self.column
+    }
+}
+
+/// Why an agent file did not load: every problem found in it, in file order.
+///
+/// Its `Display` prints each as `file:line:column: message`, one per line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadError {
+    pub(crate) file: String,
+    pub(crate) problems: Vec<Problem>,
+}
+
+impl LoadError {
+    /// Every problem found, in file order.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// The file the problems are in (`<string>` for [`Engine::load_str`](crate::Engine::load_str)).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    pub(crate) fn one(file: &str, line: usize, column: usize, message: impl Into<String>) -> Self {
+        LoadError { file: file.to_owned(), problems: vec![Problem { message: message.into(), line, column }] }
+    }
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{}:{}:{}: {}", self.file, p.line, p.column, p.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadError {}

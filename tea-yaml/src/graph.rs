@@ -1,0 +1,419 @@
+//! A loaded agent as the engine sees it: [`YamlGraph`] implements `tea::Graph` over the
+//! tables the loader built (nodes, routing rules, fan-outs), so a YAML agent runs on the same
+//! executor, parallel branches, stores and tokens as a `graph!` graph.
+
+use crate::actions::{self, Action, Call};
+use crate::lua::{ChunkId, Chunks};
+use crate::state::{Schema, State, Update};
+use crate::template::{self, ExprId, StateObject, Templates, TplId};
+use minijinja::value::Value as Mj;
+use serde_json::{Map, Value};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tea_runtime::__private::NodeStep;
+use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeId, NodeName, PauseFree};
+
+/// A node of a YAML agent, by its index in the file's `nodes:` list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NodeIx(pub(crate) u32);
+
+impl NodeId for NodeIx {
+    type State = State;
+}
+
+impl NodeIx {
+    pub(crate) fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A value with templates in it (`with:`, `output:` mappings, a `message`), compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum Tree {
+    Literal(Value),
+    /// A string that is a single `{{ expr }}`: keeps the expression's JSON type.
+    Expr(ExprId),
+    Template(TplId),
+    List(Vec<Tree>),
+    Map(Vec<(String, Tree)>),
+}
+
+/// A condition: `when`, `condition`, a goto rule's `if`.
+#[derive(Clone, Debug)]
+pub(crate) enum Cond {
+    Always,
+    Const(bool),
+    /// Holds when the expression's Jinja truth equals `expect`.
+    Expr {
+        expr: ExprId,
+        expect: bool,
+        source: Arc<str>,
+    },
+}
+
+/// One routing rule: the first whose condition holds wins.
+#[derive(Clone, Debug)]
+pub(crate) struct Rule {
+    pub(crate) cond: Cond,
+    pub(crate) to: Goto<NodeIx>,
+}
+
+/// Where a node's action result goes.
+#[derive(Clone, Debug)]
+pub(crate) enum Output {
+    /// An object result key by key, anything else under `result`.
+    Spread,
+    Key(String),
+    /// Each key rendered with `result` in the context.
+    Map(Vec<(String, Tree)>),
+}
+
+/// What a node does.
+#[derive(Clone)]
+pub(crate) enum Exec {
+    Noop,
+    Lua(ChunkId),
+    Expr { expr: ExprId, key: String },
+    Action { name: String, action: Action, with: Tree, output: Output },
+    Interrupt { message: Option<Tree>, state_key: String, resume_key: String, timeout: Option<u64> },
+}
+
+impl fmt::Debug for Exec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exec::Noop => f.write_str("Noop"),
+            Exec::Lua(id) => write!(f, "Lua({id:?})"),
+            Exec::Expr { key, .. } => write!(f, "Expr(-> {key})"),
+            Exec::Action { name, .. } => write!(f, "Action({name})"),
+            Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
+        }
+    }
+}
+
+/// One node.
+#[derive(Debug)]
+pub(crate) struct NodeDef {
+    pub(crate) name: NodeName,
+    pub(crate) exec: Exec,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) fork: Option<(Vec<NodeIx>, NodeIx)>,
+    pub(crate) interrupt_before: bool,
+    pub(crate) interrupt_after: bool,
+    /// The node is the fan-in of a fork: it sees `parallel_results`.
+    pub(crate) fan_in: bool,
+}
+
+/// Everything a loaded agent is made of.
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    /// Where relative paths in the file start.
+    pub(crate) base_dir: PathBuf,
+    pub(crate) nodes: Vec<NodeDef>,
+    pub(crate) start: Vec<Rule>,
+    pub(crate) schema: Schema,
+    pub(crate) templates: Templates,
+    pub(crate) lua: Chunks,
+    pub(crate) variables: Mj,
+    pub(crate) secrets: Mj,
+    pub(crate) checkpoint_dir: Option<PathBuf>,
+    /// The last path `checkpoint.save` wrote (`{{ checkpoint.last }}`).
+    pub(crate) last_checkpoint: Mutex<String>,
+    pub(crate) fingerprint: u64,
+    pub(crate) schema_fingerprint: u64,
+}
+
+/// A YAML agent's graph: the engine's view of a loaded file. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct YamlGraph(pub(crate) Arc<Inner>);
+
+impl fmt::Debug for YamlGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("YamlGraph").field("name", &self.0.name).field("nodes", &self.0.nodes.len()).finish()
+    }
+}
+
+impl YamlGraph {
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.0
+    }
+
+    /// The key an interrupt node named `node` writes its answer to.
+    pub(crate) fn resume_key(&self, node: &NodeName) -> Option<&str> {
+        let def = self.0.nodes.iter().find(|n| n.name == *node)?;
+        match &def.exec {
+            Exec::Interrupt { resume_key, .. } => Some(resume_key),
+            _ => None,
+        }
+    }
+
+    fn node(&self, node: NodeIx) -> &NodeDef {
+        &self.0.nodes[node.index()]
+    }
+
+    /// The template context: `state`, `variables`, `secrets`, `checkpoint`, and `result` in
+    /// an `output:` mapping.
+    pub(crate) fn context(&self, state: &State, result: Option<&Value>) -> Mj {
+        let inner = &self.0;
+        let last = inner.last_checkpoint.lock().map(|l| l.clone()).unwrap_or_default();
+        let dir = inner.checkpoint_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
+        let checkpoint = minijinja::context! { dir => dir, last => last };
+        let state = Mj::from_object(StateObject(state.shared().clone()));
+        match result {
+            None => minijinja::context! {
+                state => state, variables => inner.variables.clone(), secrets => inner.secrets.clone(),
+                checkpoint => checkpoint,
+            },
+            Some(result) => minijinja::context! {
+                state => state, variables => inner.variables.clone(), secrets => inner.secrets.clone(),
+                checkpoint => checkpoint, result => template::to_mj(result),
+            },
+        }
+    }
+
+    /// Evaluates `tree` in `ctx`.
+    pub(crate) fn render(&self, tree: &Tree, ctx: &Mj) -> Result<Value, String> {
+        let templates = &self.0.templates;
+        Ok(match tree {
+            Tree::Literal(value) => value.clone(),
+            Tree::Expr(id) => template::to_json(&templates.eval(*id, ctx)?)?,
+            Tree::Template(id) => Value::String(templates.render(*id, ctx)?),
+            Tree::List(items) => Value::Array(items.iter().map(|t| self.render(t, ctx)).collect::<Result<_, _>>()?),
+            Tree::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, t)| Ok((k.clone(), self.render(t, ctx)?)))
+                    .collect::<Result<Map<_, _>, String>>()?,
+            ),
+        })
+    }
+
+    /// The first rule of `rules` that holds on `state`.
+    fn choose(&self, rules: &[Rule], state: &State, from: &str) -> Result<Option<Goto<NodeIx>>, BoxError> {
+        let mut ctx = None;
+        for rule in rules {
+            let holds = match &rule.cond {
+                Cond::Always => true,
+                Cond::Const(b) => *b,
+                Cond::Expr { expr, expect, source } => {
+                    let ctx = ctx.get_or_insert_with(|| self.context(state, None));
+                    let value = self
+                        .0
+                        .templates
+                        .eval(*expr, ctx)
+                        .map_err(|e| format!("the condition `{source}` on the way from `{from}` fails: {e}"))?;
+                    value.is_true() == *expect
+                }
+            };
+            if holds {
+                return Ok(Some(rule.to));
+            }
+        }
+        Ok(None)
+    }
+
+    fn run_node(
+        &self,
+        node: NodeIx,
+        state: &State,
+        ctx: &Ctx<State>,
+        hitl: &mut Hitl,
+    ) -> Result<Option<Update>, BoxError> {
+        let def = self.node(node);
+        if def.fan_in && !ctx.branches().is_empty() {
+            // The fan-in reads `parallel_results`, the branches' final states in declared
+            // order, and keeps it in the state.
+            let results = Value::Array(ctx.branches().iter().map(|b| b.state().to_json()).collect());
+            let mut seen = state.clone();
+            seen.map_mut().insert("parallel_results".to_owned(), results.clone());
+            let update = self.exec(def, &seen, hitl)?.unwrap_or_default();
+            return Ok(Some(update.set("parallel_results", results)));
+        }
+        self.exec(def, state, hitl)
+    }
+
+    fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
+        let inner = &self.0;
+        Ok(match &def.exec {
+            Exec::Noop => None,
+            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
+            Exec::Expr { expr, key } => {
+                let ctx = self.context(state, None);
+                let value = template::to_json(&inner.templates.eval(*expr, &ctx)?)?;
+                Some(Update::new().set(key.clone(), value))
+            }
+            Exec::Action { name, action, with, output } => {
+                let args =
+                    self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
+                let call = Call { graph: self, node: &def.name, state };
+                let result = actions::call(action, &call, &args)?;
+                Some(self.output(output, result, state)?)
+            }
+            Exec::Interrupt { message, state_key, resume_key, .. } => {
+                if hitl.answered() == 0 {
+                    // First time here: the question is rendered, stored, and asked.
+                    let payload = match message {
+                        Some(message) => self.render(message, &self.context(state, None))?,
+                        None => state[state_key.as_str()].clone(),
+                    };
+                    let _ = hitl.interrupt::<Value>(&payload);
+                    return Ok(message.as_ref().map(|_| Update::new().set(state_key.clone(), payload)));
+                }
+                // Resumed: the question is in the state already; the answer comes back.
+                let answer: Value = hitl.interrupt(&state[state_key.as_str()])?;
+                Some(Update::new().set(resume_key.clone(), answer))
+            }
+        })
+    }
+
+    /// An action's result as an update, by the node's `output:`.
+    fn output(&self, output: &Output, result: Value, state: &State) -> Result<Update, BoxError> {
+        Ok(match output {
+            Output::Key(key) => Update::new().set(key.clone(), result),
+            Output::Spread => match result {
+                Value::Object(map) => Update::from_map(map),
+                Value::Null => Update::new(),
+                other => Update::new().set("result", other),
+            },
+            Output::Map(entries) => {
+                let ctx = self.context(state, Some(&result));
+                let mut map = Map::new();
+                for (key, tree) in entries {
+                    map.insert(key.clone(), self.render(tree, &ctx).map_err(|e| format!("`output.{key}`: {e}"))?);
+                }
+                Update::from_map(map)
+            }
+        })
+    }
+}
+
+impl Graph for YamlGraph {
+    type State = State;
+    type Node = NodeIx;
+
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    fn fingerprint(&self) -> u64 {
+        self.0.fingerprint
+    }
+
+    fn schema_fingerprint(&self) -> u64 {
+        self.0.schema_fingerprint
+    }
+
+    fn node_name(&self, node: NodeIx) -> NodeName {
+        self.node(node).name.clone()
+    }
+
+    fn start(&self, state: &State) -> Option<Goto<NodeIx>> {
+        self.try_start(state).ok().flatten()
+    }
+
+    fn try_start(&self, state: &State) -> Result<Option<Goto<NodeIx>>, BoxError> {
+        self.choose(&self.0.start, state, "__start__")
+    }
+
+    fn run(
+        &self,
+        node: NodeIx,
+        state: &State,
+        ctx: &Ctx<State>,
+        hitl: &mut Hitl,
+    ) -> Result<NodeStep<State, NodeIx>, BoxError> {
+        Ok(NodeStep { update: self.run_node(node, state, ctx, hitl)?, goto: None })
+    }
+
+    fn route(&self, node: NodeIx, state: &State) -> Option<Goto<NodeIx>> {
+        self.try_route(node, state).ok().flatten()
+    }
+
+    fn try_route(&self, node: NodeIx, state: &State) -> Result<Option<Goto<NodeIx>>, BoxError> {
+        let def = self.node(node);
+        self.choose(&def.rules, state, def.name.as_str())
+    }
+
+    fn fixed_route(&self, node: NodeIx) -> Option<Goto<NodeIx>> {
+        match self.node(node).rules.as_slice() {
+            [Rule { cond: Cond::Always, to }] => Some(*to),
+            _ => None,
+        }
+    }
+
+    fn reads_branches(&self, join: NodeIx) -> bool {
+        self.node(join).fan_in
+    }
+
+    fn can_goto(&self, _from: NodeIx, _to: Goto<NodeIx>) -> bool {
+        // Routing is by rules (`route`); no node chooses with a command.
+        false
+    }
+
+    fn node_named(&self, name: &str) -> Option<NodeIx> {
+        self.0.nodes.iter().position(|n| n.name == *name).map(|i| NodeIx(i as u32))
+    }
+
+    fn interrupt_before(&self, node: NodeIx) -> bool {
+        self.node(node).interrupt_before
+    }
+
+    fn interrupt_after(&self, node: NodeIx) -> bool {
+        self.node(node).interrupt_after
+    }
+
+    fn check_answer(&self, node: NodeIx, answer: &Value) -> Result<(), (&'static str, String)> {
+        if let Exec::Interrupt { resume_key, .. } = &self.node(node).exec {
+            if let Some(decl) = self.0.schema.get(resume_key) {
+                if decl.reducer == crate::state::Reducer::Replace {
+                    self.0.schema.check(resume_key, answer).map_err(|reason| (decl.ty.name(), reason))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pause_timeout(&self, node: NodeIx) -> Option<u64> {
+        match &self.node(node).exec {
+            Exec::Interrupt { timeout, .. } => *timeout,
+            _ => None,
+        }
+    }
+
+    fn fork(&self, node: NodeIx) -> Option<Fork<'_, NodeIx>> {
+        self.node(node).fork.as_ref().map(|(heads, join)| Fork { heads, join: *join })
+    }
+
+    fn apply(&self, state: &mut State, update: Update) -> Result<(), BoxError> {
+        self.0.schema.apply(state, update)
+    }
+
+    fn join_update(&self, _join: NodeIx, update: Update) -> Option<Update> {
+        // Branch writes to keys declared with a reducer merge at the fan-in; the rest stay in
+        // their branch (and reach the fan-in through `parallel_results`).
+        let schema = &self.0.schema;
+        let values = update.into_values().ok()?;
+        let mut kept = Map::new();
+        let mut replaced = Vec::new();
+        for (key, value) in values {
+            if let Some(decl) = schema.get(&key) {
+                if decl.reducer == crate::state::Reducer::Replace {
+                    replaced.push(key.clone());
+                }
+                kept.insert(key, value);
+            }
+        }
+        if kept.is_empty() {
+            return None;
+        }
+        Some(Update::from_map(kept).with_replaced(replaced))
+    }
+
+    fn keeps_update_on_pause(&self, node: NodeIx) -> bool {
+        matches!(self.node(node).exec, Exec::Interrupt { .. })
+    }
+}
+
+/// A YAML agent that pauses is refused at load without a checkpointer, so every agent that
+/// runs without one cannot pause.
+impl PauseFree for YamlGraph {}

@@ -1,0 +1,53 @@
+//! Agents written as YAML files, run on tea's engine.
+//!
+//! A YAML agent is loaded at run time ([`Engine::load_file`]) into a graph that implements
+//! `tea::Graph` over tables, so it pauses, checkpoints, resumes and runs parallel branches on
+//! the same executor, stores and tokens as a `graph!` graph. The dialect is The Edge Agent's
+//! (Lua `run:` blocks, `uses:` actions with minijinja templates, `goto`, `edges`, parallel
+//! edges, `config:` interrupts and checkpoints) plus YamlGraph's `type: interrupt` nodes. The
+//! README's "Agents in YAML" section describes the file format.
+//!
+//! ```
+//! use serde_json::json;
+//! use tea_yaml::Engine;
+//!
+//! let agent = Engine::new().load_str(r#"
+//! name: review
+//! state:
+//!   log: { type: list, reducer: append }
+//! config:
+//!   checkpointer: memory
+//! nodes:
+//!   - name: draft
+//!     run: return { draft = "v1", log = { "drafted" } }
+//!   - name: ask
+//!     type: interrupt
+//!     message: "Approve {{ state.draft }}?"
+//!     resume_key: approved
+//!   - name: publish
+//!     run: return { log = { state.approved and "published" or "rejected" } }
+//! "#)?;
+//! let (state, resume) = agent.invoke(json!({}))?.interrupted().unwrap();
+//! assert_eq!(state["interrupt_message"], "Approve v1?");
+//! let done = agent.resume(resume.answer(true))?.done().unwrap();
+//! assert_eq!(done["log"], json!(["drafted", "published"]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod actions;
+mod agent;
+mod draw;
+mod error;
+mod graph;
+mod load;
+mod lua;
+mod state;
+mod template;
+mod yaml;
+
+pub use actions::ActionFn;
+pub use agent::{Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT};
+pub use error::{LoadError, Problem};
+pub use graph::{NodeIx, YamlGraph};
+pub use state::{State, Update};

@@ -1,0 +1,1308 @@
+//! The loader: YAML text to a [`YamlGraph`], reporting every problem at once with its line and
+//! column.
+//!
+//! It walks the position-carrying tree of `yaml.rs` by hand (not through serde), so one
+//! mistake does not hide the next: unknown keys (with "did you mean"), missing or duplicate
+//! names, targets that name no node, conditions and templates that do not parse, Lua that does
+//! not compile, unknown actions, interrupts without a checkpointer.
+
+use crate::actions::{self, Action, BUILT_IN_NAMES};
+use crate::error::{LoadError, Problem};
+use crate::graph::{Cond, Exec, Inner, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+use crate::lua::{Chunks, Limits};
+use crate::state::{Decl, Reducer, Schema, Type};
+use crate::template::{self, Builder as Templates};
+use crate::yaml::{self, Kind, Node, Pos};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tea_runtime::{Goto, NodeName};
+
+/// What the engine brings to a load.
+pub(crate) struct Env<'a> {
+    pub(crate) file: String,
+    pub(crate) base_dir: PathBuf,
+    pub(crate) actions: &'a HashMap<String, Action>,
+    pub(crate) secrets: &'a Map<String, Value>,
+    pub(crate) has_checkpointer: bool,
+    pub(crate) limits: Limits,
+}
+
+/// The store a file's `config:` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StoreSpec {
+    Memory,
+    Sled(PathBuf),
+}
+
+/// A loaded file: its graph and the `config:` the agent applies.
+pub(crate) struct Loaded {
+    pub(crate) graph: YamlGraph,
+    pub(crate) store: Option<StoreSpec>,
+    pub(crate) checkpoint_dir: Option<PathBuf>,
+    pub(crate) checkpoint: Option<PathBuf>,
+    pub(crate) recursion_limit: Option<usize>,
+}
+
+const TOP_KEYS: &[&str] = &["name", "description", "state", "state_schema", "variables", "config", "nodes", "edges"];
+const CONFIG_KEYS: &[&str] = &[
+    "interrupt_before",
+    "interrupt_after",
+    "checkpoint_dir",
+    "checkpointer",
+    "checkpoint",
+    "recursion_limit",
+    "raise_exceptions",
+];
+const NODE_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "run",
+    "script",
+    "language",
+    "uses",
+    "action",
+    "with",
+    "output",
+    "type",
+    "message",
+    "state_key",
+    "resume_key",
+    "timeout",
+    "goto",
+    "interrupt",
+    "fan_in",
+];
+const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
+const START: [&str; 2] = ["__start__", "START"];
+const END: [&str; 2] = ["__end__", "END"];
+
+struct Loader<'a> {
+    env: &'a Env<'a>,
+    problems: Vec<Problem>,
+    templates: Templates,
+    lua: Chunks,
+}
+
+/// A node as read, before routing is resolved.
+struct Draft<'n> {
+    name: String,
+    pos: Pos,
+    exec: Exec,
+    goto: Option<Vec<(Cond, &'n Node)>>,
+    interrupt_before: bool,
+    interrupt_after: bool,
+}
+
+/// A fan-out as read: its heads, its fan-in if named, where it is declared.
+type ForkDraft = (Vec<NodeIx>, Option<NodeIx>, Pos);
+
+/// An edge as read.
+struct EdgeDraft<'n> {
+    from: &'n Node,
+    /// Where the edge is written.
+    pos: Pos,
+    kind: EdgeKind<'n>,
+}
+
+enum EdgeKind<'n> {
+    Plain {
+        to: &'n Node,
+        cond: Cond,
+    },
+    /// One branch of a fan-out (`type: parallel` / `parallel: true`), or a list of them.
+    Parallel {
+        heads: Vec<&'n Node>,
+        fan_in: Option<&'n Node>,
+    },
+}
+
+pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
+    let (root, duplicates) =
+        yaml::parse(text).map_err(|e| LoadError::one(&env.file, e.pos.line, e.pos.column, e.message))?;
+    let variables =
+        root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("variables"))).map(|(_, v)| v.to_json());
+    let variables = match variables {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let mut loader = Loader {
+        env,
+        problems: Vec::new(),
+        templates: Templates::new(),
+        lua: Chunks::new(Arc::new(variables.clone()), env.limits),
+    };
+    for d in duplicates {
+        loader.problem(d.pos, d.message);
+    }
+    let loaded = loader.file(&root, variables);
+    let mut problems = loader.problems;
+    problems.sort_by_key(|p| (p.line, p.column));
+    problems.dedup();
+    match loaded {
+        Some(loaded) if problems.is_empty() => Ok(loaded),
+        _ => Err(LoadError { file: env.file.clone(), problems }),
+    }
+}
+
+/// "did you mean `x`?" for `word` among `known`.
+pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> String {
+    let best = known
+        .into_iter()
+        .map(|k| (strsim::jaro_winkler(word, k), k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((_, k)) => format!("; did you mean `{k}`?"),
+        None => String::new(),
+    }
+}
+
+impl<'a> Loader<'a> {
+    fn problem(&mut self, pos: Pos, message: impl Into<String>) {
+        self.problems.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
+    }
+
+    /// The entries of mapping `node` (`what` names it in messages), each key checked against
+    /// `allowed`. `None` if `node` is not a mapping.
+    fn fields<'n>(&mut self, node: &'n Node, what: &str, allowed: &[&str]) -> Option<HashMap<&'n str, &'n Node>> {
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("{what} must be a mapping, not {}", node.what()));
+            return None;
+        };
+        let mut out = HashMap::new();
+        for (key, value) in entries {
+            let Some(name) = key.as_str() else {
+                self.problem(key.pos, format!("the keys of {what} are names, not {}", key.what()));
+                continue;
+            };
+            if !allowed.contains(&name) {
+                let hint = suggest(name, allowed.iter().copied());
+                self.problem(key.pos, format!("unknown key `{name}` in {what}{hint}"));
+                continue;
+            }
+            out.insert(name, value);
+        }
+        Some(out)
+    }
+
+    fn string<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+        match node.as_str() {
+            Some(s) => Some(s),
+            None => {
+                self.problem(node.pos, format!("{what} must be a string, not {}", node.what()));
+                None
+            }
+        }
+    }
+
+    fn file(&mut self, root: &Node, variables: Map<String, Value>) -> Option<Loaded> {
+        let top = self.fields(root, "the agent file", TOP_KEYS)?;
+        let name = match top.get("name") {
+            Some(n) => self.string(n, "`name`").map(str::to_owned),
+            None => None,
+        };
+        let name = name.unwrap_or_else(|| {
+            let stem = std::path::Path::new(&self.env.file).file_stem().and_then(|s| s.to_str()).unwrap_or("agent");
+            if stem.starts_with('<') {
+                "agent".to_owned()
+            } else {
+                stem.to_owned()
+            }
+        });
+        if let Some(d) = top.get("description") {
+            self.string(d, "`description`");
+        }
+        if let Some(v) = top.get("variables") {
+            if v.as_map().is_none() && !matches!(v.kind, Kind::Null) {
+                self.problem(v.pos, format!("`variables` must be a mapping, not {}", v.what()));
+            }
+        }
+        let schema = match (top.get("state"), top.get("state_schema")) {
+            (Some(a), Some(_)) => {
+                self.problem(a.pos, "`state` and `state_schema` declare the same thing; keep one");
+                self.schema(a)
+            }
+            (Some(s), None) | (None, Some(s)) => self.schema(s),
+            (None, None) => Schema::default(),
+        };
+        let config = match top.get("config") {
+            Some(c) if !matches!(c.kind, Kind::Null) => self.fields(c, "`config`", CONFIG_KEYS).unwrap_or_default(),
+            _ => HashMap::new(),
+        };
+
+        // Nodes.
+        let Some(nodes_node) = top.get("nodes") else {
+            self.problem(root.pos, "the agent has no `nodes:` list");
+            return None;
+        };
+        let Some(items) = nodes_node.as_seq() else {
+            self.problem(nodes_node.pos, format!("`nodes` must be a list of nodes, not {}", nodes_node.what()));
+            return None;
+        };
+        if items.is_empty() {
+            self.problem(nodes_node.pos, "`nodes` is empty; an agent needs at least one node");
+            return None;
+        }
+        let mut drafts: Vec<Draft<'_>> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for item in items {
+            if let Some(draft) = self.node(item) {
+                if let Some(&first) = index.get(&draft.name) {
+                    let line = drafts[first].pos.line;
+                    self.problem(draft.pos, format!("duplicate node name `{}` (first at line {line})", draft.name));
+                    continue;
+                }
+                index.insert(draft.name.clone(), drafts.len());
+                drafts.push(draft);
+            }
+        }
+        if drafts.is_empty() {
+            return None;
+        }
+
+        // Breakpoints from `config`.
+        for (key, after) in [("interrupt_before", false), ("interrupt_after", true)] {
+            let Some(list) = config.get(key) else { continue };
+            let names: Vec<&Node> = match &list.kind {
+                Kind::Seq(items) => items.iter().collect(),
+                Kind::Str { .. } => vec![list],
+                Kind::Null => Vec::new(),
+                _ => {
+                    self.problem(list.pos, format!("`config.{key}` must be a list of node names"));
+                    continue;
+                }
+            };
+            for n in names {
+                let Some(name) = self.string(n, &format!("an entry of `config.{key}`")) else { continue };
+                match index.get(name) {
+                    Some(&i) if after => drafts[i].interrupt_after = true,
+                    Some(&i) => drafts[i].interrupt_before = true,
+                    None => {
+                        let hint = suggest(name, index.keys().map(String::as_str));
+                        self.problem(n.pos, format!("`config.{key}` names `{name}`, which is not a node{hint}"));
+                    }
+                }
+            }
+        }
+
+        // Edges.
+        let edges = match top.get("edges") {
+            Some(e) => self.edges(e),
+            None => Vec::new(),
+        };
+        let (start, nodes) = self.routing(&drafts, &index, &edges);
+
+        // Config: stores and limits.
+        let mut store = None;
+        let mut checkpoint_dir = None;
+        let mut checkpoint = None;
+        let mut recursion_limit = None;
+        if let Some(dir) = config.get("checkpoint_dir") {
+            if let Some(d) = self.string(dir, "`config.checkpoint_dir`") {
+                checkpoint_dir = Some(crate::actions::resolve(&self.env.base_dir, d));
+            }
+        }
+        if let Some(c) = config.get("checkpointer") {
+            store = self.store(c);
+        }
+        if let Some(c) = config.get("checkpoint") {
+            if let Some(p) = self.string(c, "`config.checkpoint`") {
+                checkpoint = Some(crate::actions::resolve(&self.env.base_dir, p));
+            }
+        }
+        if let Some(r) = config.get("recursion_limit") {
+            match r.kind {
+                Kind::Int(n) if n > 0 => recursion_limit = Some(n as usize),
+                _ => self.problem(r.pos, "`config.recursion_limit` must be a positive integer"),
+            }
+        }
+        if let Some(r) = config.get("raise_exceptions") {
+            if !matches!(r.kind, Kind::Bool(_)) {
+                self.problem(r.pos, "`config.raise_exceptions` must be true or false");
+            }
+        }
+        let can_pause =
+            drafts.iter().any(|d| d.interrupt_before || d.interrupt_after || matches!(d.exec, Exec::Interrupt { .. }));
+        if can_pause && store.is_none() && checkpoint_dir.is_none() && !self.env.has_checkpointer {
+            let first = drafts
+                .iter()
+                .find(|d| d.interrupt_before || d.interrupt_after || matches!(d.exec, Exec::Interrupt { .. }))
+                .map_or(root.pos, |d| d.pos);
+            self.problem(
+                first,
+                "a checkpointer is required: this agent can pause (an interrupt), and a pause is resumed from a \
+                 checkpoint; add `config.checkpoint_dir: DIR` or `config.checkpointer: memory` (or give the \
+                 Engine a checkpointer)",
+            );
+        }
+
+        let nodes = nodes?;
+        let start = start?;
+        let templates = match std::mem::replace(&mut self.templates, Templates::new()).finish() {
+            Ok(t) => t,
+            Err(e) => {
+                self.problem(root.pos, format!("templates: {e}"));
+                return None;
+            }
+        };
+        let lua = std::mem::replace(&mut self.lua, Chunks::new(Arc::new(Map::new()), self.env.limits));
+        let fingerprint = tea_runtime::__private::fingerprint(describe(&name, &nodes, &start).as_bytes());
+        let schema_fingerprint = tea_runtime::__private::fingerprint(schema.describe().as_bytes());
+        let inner = Inner {
+            name,
+            base_dir: self.env.base_dir.clone(),
+            nodes,
+            start,
+            schema,
+            templates,
+            lua,
+            variables: template::to_mj(&Value::Object(variables)),
+            secrets: template::to_mj(&Value::Object(self.env.secrets.clone())),
+            checkpoint_dir: checkpoint_dir.clone(),
+            last_checkpoint: Mutex::new(String::new()),
+            fingerprint,
+            schema_fingerprint,
+        };
+        Some(Loaded { graph: YamlGraph(Arc::new(inner)), store, checkpoint_dir, checkpoint, recursion_limit })
+    }
+
+    fn schema(&mut self, node: &Node) -> Schema {
+        if matches!(node.kind, Kind::Null) {
+            return Schema::default();
+        }
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("`state` must be a mapping of keys to types, not {}", node.what()));
+            return Schema::default();
+        };
+        let mut decls = Vec::new();
+        for (key, value) in entries {
+            let Some(name) = key.scalar_text() else {
+                self.problem(key.pos, "a state key must be a name");
+                continue;
+            };
+            let decl = match &value.kind {
+                Kind::Str { text, .. } => self.type_name(value, text).map(|ty| Decl { ty, reducer: Reducer::Replace }),
+                Kind::Null => Some(Decl { ty: Type::Any, reducer: Reducer::Replace }),
+                Kind::Map(_) => {
+                    let fields =
+                        self.fields(value, &format!("the declaration of state key `{name}`"), &["type", "reducer"]);
+                    fields.and_then(|f| {
+                        let ty = match f.get("type") {
+                            Some(t) => self.string(t, "`type`").and_then(|s| self.type_name(t, s))?,
+                            None => Type::Any,
+                        };
+                        let reducer = match f.get("reducer") {
+                            Some(r) => {
+                                let text = self.string(r, "`reducer`")?;
+                                match Reducer::parse(text) {
+                                    Some(reducer) => {
+                                        if !reducer.fits(ty) {
+                                            self.problem(
+                                                r.pos,
+                                                format!(
+                                                    "reducer `{text}` does not work on type `{}` (state key `{name}`)",
+                                                    ty.name()
+                                                ),
+                                            );
+                                        }
+                                        reducer
+                                    }
+                                    None => {
+                                        let hint = suggest(text, Reducer::NAMES);
+                                        self.problem(
+                                            r.pos,
+                                            format!(
+                                                "unknown reducer `{text}`; reducers are {}{hint}",
+                                                Reducer::NAMES.join(", ")
+                                            ),
+                                        );
+                                        return None;
+                                    }
+                                }
+                            }
+                            None => Reducer::Replace,
+                        };
+                        Some(Decl { ty, reducer })
+                    })
+                }
+                _ => {
+                    self.problem(value.pos, format!("state key `{name}`: write a type name or `{{ type, reducer }}`"));
+                    None
+                }
+            };
+            if let Some(decl) = decl {
+                decls.push((name, decl));
+            }
+        }
+        Schema::new(decls)
+    }
+
+    fn type_name(&mut self, node: &Node, text: &str) -> Option<Type> {
+        match Type::parse(text) {
+            Some(ty) => Some(ty),
+            None => {
+                let hint = suggest(text, Type::NAMES);
+                self.problem(node.pos, format!("unknown type `{text}`; types are {}{hint}", Type::NAMES.join(", ")));
+                None
+            }
+        }
+    }
+
+    fn store(&mut self, node: &Node) -> Option<StoreSpec> {
+        if node.as_str() == Some("memory") {
+            return Some(StoreSpec::Memory);
+        }
+        if let Some([(key, value)]) = node.as_map() {
+            match key.as_str() {
+                Some("memory") => return Some(StoreSpec::Memory),
+                Some("sled") => {
+                    let path = self.string(value, "`checkpointer.sled`")?;
+                    if cfg!(feature = "sled") {
+                        return Some(StoreSpec::Sled(crate::actions::resolve(&self.env.base_dir, path)));
+                    }
+                    self.problem(key.pos, "`sled` stores are not built in (cargo feature `sled` of tea-yaml)");
+                    return None;
+                }
+                Some("postgres") => {
+                    self.problem(key.pos, "`postgres` stores are not built into this tea");
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.problem(node.pos, "`config.checkpointer` must be `memory` or `{ sled: PATH }`");
+        None
+    }
+
+    fn node<'n>(&mut self, item: &'n Node) -> Option<Draft<'n>> {
+        let fields = self.fields(item, "a node", NODE_KEYS)?;
+        let name = match fields.get("name") {
+            None => {
+                self.problem(item.pos, "a node without a `name`");
+                return None;
+            }
+            Some(n) => match n.scalar_text() {
+                Some(name) if name.is_empty() => {
+                    self.problem(n.pos, "a node's name must not be empty");
+                    return None;
+                }
+                Some(name) if START.contains(&name.as_str()) || END.contains(&name.as_str()) => {
+                    self.problem(
+                        n.pos,
+                        format!("`{name}` is reserved for the entry and the exit; name the node otherwise"),
+                    );
+                    return None;
+                }
+                Some(name) => name,
+                None => {
+                    self.problem(n.pos, format!("a node's name must be a string, not {}", n.what()));
+                    return None;
+                }
+            },
+        };
+        let pos = fields.get("name").map_or(item.pos, |n| n.pos);
+        let what = |key: &str| format!("`{key}` of node `{name}`");
+        if let Some(d) = fields.get("description") {
+            self.string(d, &what("description"));
+        }
+        if let Some(f) = fields.get("fan_in") {
+            if !matches!(f.kind, Kind::Bool(_)) {
+                self.problem(f.pos, format!("{} must be true or false", what("fan_in")));
+            }
+        }
+
+        // The execution form: one of run, uses/action, type: interrupt.
+        let run = fields.get("run").or_else(|| fields.get("script")).copied();
+        let uses = fields.get("uses").or_else(|| fields.get("action")).copied();
+        let is_interrupt = match fields.get("type") {
+            None => false,
+            Some(t) => match t.as_str() {
+                Some("interrupt") => true,
+                Some(other) => {
+                    self.problem(
+                        t.pos,
+                        format!("node type `{other}` is not supported here; tea runs `type: interrupt` nodes, `run:` Lua blocks and `uses:` actions"),
+                    );
+                    false
+                }
+                None => {
+                    self.problem(t.pos, format!("{} must be a string", what("type")));
+                    false
+                }
+            },
+        };
+        let forms: Vec<&str> = [
+            (fields.contains_key("run"), "run"),
+            (fields.contains_key("script"), "script"),
+            (fields.contains_key("uses"), "uses"),
+            (fields.contains_key("action"), "action"),
+            (is_interrupt, "type: interrupt"),
+        ]
+        .into_iter()
+        .filter_map(|(on, f)| on.then_some(f))
+        .collect();
+        if forms.len() > 1 {
+            self.problem(pos, format!("node `{name}` has two ways to run ({}); keep one", forms.join(", ")));
+        }
+        for key in ["message", "state_key", "resume_key", "timeout"] {
+            if let (Some(n), false) = (fields.get(key), is_interrupt) {
+                self.problem(n.pos, format!("`{key}` belongs to `type: interrupt` nodes; node `{name}` is not one"));
+            }
+        }
+        for key in ["with", "output"] {
+            if let (Some(n), None, false) = (fields.get(key), uses, key == "output" && run.is_some()) {
+                self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
+            }
+        }
+        if let Some(l) = fields.get("language") {
+            match l.as_str() {
+                Some("lua") => {}
+                Some(lang @ ("python" | "prolog")) => self.problem(
+                    l.pos,
+                    format!(
+                        "`language: {lang}`: only Lua runs here; port node `{name}`'s block to Lua (`language: lua`)"
+                    ),
+                ),
+                Some(other) => self.problem(l.pos, format!("unknown language `{other}`; only `lua` runs here")),
+                None => self.problem(l.pos, format!("{} must be a string", what("language"))),
+            }
+        }
+
+        let exec = if is_interrupt {
+            self.interrupt(&fields, &name)
+        } else if let Some(run) = run {
+            self.run(run, &name, fields.get("output").copied())
+        } else if let Some(uses) = uses {
+            self.action(uses, &fields, &name)
+        } else {
+            Exec::Noop
+        };
+
+        let (mut interrupt_before, mut interrupt_after) = (false, false);
+        if let Some(i) = fields.get("interrupt") {
+            match i.as_str() {
+                Some("before") => interrupt_before = true,
+                Some("after") => interrupt_after = true,
+                _ => self.problem(i.pos, format!("{} must be `before` or `after`", what("interrupt"))),
+            }
+        }
+        let goto = fields.get("goto").map(|g| self.goto(g, &name));
+        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after })
+    }
+
+    fn run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
+        match &run.kind {
+            Kind::Str { text, block } => {
+                if let Some(o) = output {
+                    self.problem(o.pos, format!("node `{name}`: a Lua block writes the keys of the table it returns; `output` is for actions"));
+                }
+                // A block scalar's position is its first content line, like a plain one's.
+                let _ = block;
+                let first_line = run.pos.line;
+                match self.lua.add(&self.env.file, first_line, text) {
+                    Ok(id) => Exec::Lua(id),
+                    Err((line, message)) => {
+                        self.problem(Pos { line, column: 1 }, format!("node `{name}`: {message}"));
+                        Exec::Noop
+                    }
+                }
+            }
+            Kind::Map(_) => {
+                if let Some(o) = output {
+                    self.problem(
+                        o.pos,
+                        format!(
+                            "node `{name}`: an expression names its key with `output_key`; `output` is for actions"
+                        ),
+                    );
+                }
+                let Some(f) = self.fields(run, &format!("`run` of node `{name}`"), &["type", "value", "output_key"])
+                else {
+                    return Exec::Noop;
+                };
+                match f.get("type").and_then(|t| t.as_str()) {
+                    Some("expression") => {}
+                    _ => {
+                        self.problem(
+                            run.pos,
+                            format!("`run` of node `{name}` as a mapping is `{{ type: expression, value: EXPR }}`"),
+                        );
+                        return Exec::Noop;
+                    }
+                }
+                let key = match f.get("output_key") {
+                    Some(k) => self.string(k, "`output_key`").unwrap_or("result").to_owned(),
+                    None => "result".to_owned(),
+                };
+                let Some(value) = f.get("value") else {
+                    self.problem(run.pos, format!("`run` of node `{name}` needs `value: EXPR`"));
+                    return Exec::Noop;
+                };
+                let Some(source) = value.scalar_text() else {
+                    self.problem(value.pos, "`value` must be an expression");
+                    return Exec::Noop;
+                };
+                match self.templates.expr(strip_braces(&source)) {
+                    Ok(expr) => Exec::Expr { expr, key },
+                    Err(e) => {
+                        self.problem(value.pos, format!("the expression `{source}` does not parse: {e}"));
+                        Exec::Noop
+                    }
+                }
+            }
+            _ => {
+                self.problem(
+                    run.pos,
+                    format!("`run` of node `{name}` must be a Lua block or `{{ type: expression, value: EXPR }}`"),
+                );
+                Exec::Noop
+            }
+        }
+    }
+
+    fn action(&mut self, uses: &Node, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
+        let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
+        let action = match self.env.actions.get(action_name) {
+            Some(a) => a.clone(),
+            None => match actions::built_in(action_name) {
+                Some(action) => action,
+                None => {
+                    let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
+                    let hint = suggest(action_name, known.iter().copied());
+                    self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}"));
+                    return Exec::Noop;
+                }
+            },
+        };
+        let with = match fields.get("with") {
+            Some(w) => self.tree(w),
+            None => Tree::Literal(Value::Object(Map::new())),
+        };
+        let output = match fields.get("output") {
+            None => Output::Spread,
+            Some(o) => match &o.kind {
+                Kind::Str { text, .. } => Output::Key(text.clone()),
+                Kind::Map(entries) => Output::Map(
+                    entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), self.tree(v))).collect(),
+                ),
+                _ => {
+                    self.problem(o.pos, "`output` must be a key name or a mapping of keys to templates");
+                    Output::Spread
+                }
+            },
+        };
+        Exec::Action { name: action_name.to_owned(), action, with, output }
+    }
+
+    fn interrupt(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
+        let message = fields.get("message").map(|m| self.tree(m));
+        let key = |this: &mut Self, k: &str, default: &str| match fields.get(k) {
+            Some(n) => this.string(n, &format!("`{k}` of node `{name}`")).unwrap_or(default).to_owned(),
+            None => default.to_owned(),
+        };
+        let state_key = key(self, "state_key", "interrupt_message");
+        let resume_key = key(self, "resume_key", "user_input");
+        let timeout = match fields.get("timeout") {
+            None => None,
+            Some(t) => match t.kind {
+                Kind::Int(n) if n > 0 => Some(n as u64),
+                _ => {
+                    self.problem(t.pos, format!("`timeout` of node `{name}` must be a positive number of seconds"));
+                    None
+                }
+            },
+        };
+        Exec::Interrupt { message, state_key, resume_key, timeout }
+    }
+
+    /// A value with templates in it.
+    fn tree(&mut self, node: &Node) -> Tree {
+        match &node.kind {
+            Kind::Str { text, .. } => self.text(node.pos, text),
+            Kind::Seq(items) => Tree::List(items.iter().map(|i| self.tree(i)).collect()),
+            Kind::Map(entries) => {
+                Tree::Map(entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), self.tree(v))).collect())
+            }
+            _ => Tree::Literal(node.to_json()),
+        }
+    }
+
+    /// A string: literal, a single `{{ expr }}` (keeps its type), or a template.
+    fn text(&mut self, pos: Pos, text: &str) -> Tree {
+        if !text.contains("{{") && !text.contains("{%") {
+            return Tree::Literal(Value::String(text.to_owned()));
+        }
+        let trimmed = text.trim();
+        if let Some(inner) = single_expression(trimmed) {
+            return match self.templates.expr(inner) {
+                Ok(id) => Tree::Expr(id),
+                Err(e) => {
+                    self.problem(pos, format!("the template `{text}` does not parse: {e}"));
+                    Tree::Literal(Value::Null)
+                }
+            };
+        }
+        match self.templates.template(text) {
+            Ok(id) => Tree::Template(id),
+            Err(e) => {
+                self.problem(pos, format!("the template `{text}` does not parse: {e}"));
+                Tree::Literal(Value::Null)
+            }
+        }
+    }
+
+    /// A condition: an expression, a bare state key, `!key`, or a literal.
+    fn cond(&mut self, node: &Node, expect: bool) -> Cond {
+        match &node.kind {
+            Kind::Bool(b) => Cond::Const(*b == expect),
+            Kind::Str { text, .. } => {
+                let source = strip_braces(text.trim());
+                let expr = match source {
+                    "true" | "True" => return Cond::Const(expect),
+                    "false" | "False" => return Cond::Const(!expect),
+                    s if is_identifier(s) => format!("state.{s}"),
+                    s if s.starts_with('!') && is_identifier(s[1..].trim()) => format!("not state.{}", s[1..].trim()),
+                    s => s.to_owned(),
+                };
+                match self.templates.expr(&expr) {
+                    Ok(id) => Cond::Expr { expr: id, expect, source: Arc::from(text.as_str()) },
+                    Err(e) => {
+                        self.problem(node.pos, format!("the condition `{text}` does not parse: {e}"));
+                        Cond::Const(false)
+                    }
+                }
+            }
+            _ => {
+                self.problem(node.pos, format!("a condition must be an expression or true/false, not {}", node.what()));
+                Cond::Const(false)
+            }
+        }
+    }
+
+    fn goto<'n>(&mut self, node: &'n Node, name: &str) -> Vec<(Cond, &'n Node)> {
+        match &node.kind {
+            Kind::Str { .. } => vec![(Cond::Always, node)],
+            Kind::Seq(rules) => {
+                let mut out = Vec::new();
+                for rule in rules {
+                    let Some(f) = self.fields(rule, &format!("a `goto` rule of node `{name}`"), &["if", "to"]) else {
+                        continue;
+                    };
+                    let Some(to) = f.get("to") else {
+                        self.problem(rule.pos, format!("a `goto` rule of node `{name}` without `to`"));
+                        continue;
+                    };
+                    let cond = match f.get("if") {
+                        Some(c) => self.cond(c, true),
+                        None => Cond::Always,
+                    };
+                    out.push((cond, *to));
+                }
+                out
+            }
+            _ => {
+                self.problem(
+                    node.pos,
+                    format!("`goto` of node `{name}` must be a node name or a list of `{{ if, to }}` rules"),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn edges<'n>(&mut self, node: &'n Node) -> Vec<EdgeDraft<'n>> {
+        let Some(items) = node.as_seq() else {
+            if !matches!(node.kind, Kind::Null) {
+                self.problem(node.pos, format!("`edges` must be a list, not {}", node.what()));
+            }
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items {
+            let Some(f) = self.fields(item, "an edge", EDGE_KEYS) else { continue };
+            let Some(from) = f.get("from").copied() else {
+                self.problem(item.pos, "an edge without `from`");
+                continue;
+            };
+            let parallel_type = match f.get("type") {
+                None => false,
+                Some(t) if t.as_str() == Some("parallel") => true,
+                Some(t) => {
+                    self.problem(t.pos, "an edge's `type` is `parallel` or absent");
+                    false
+                }
+            };
+            let fan_in = f.get("fan_in").copied();
+            match f.get("parallel").map(|p| &p.kind) {
+                Some(Kind::Seq(heads)) => {
+                    if let Some(to) = f.get("to") {
+                        self.problem(to.pos, "a `parallel: [...]` edge lists its branches; drop `to`");
+                    }
+                    out.push(EdgeDraft {
+                        from,
+                        pos: item.pos,
+                        kind: EdgeKind::Parallel { heads: heads.iter().collect(), fan_in },
+                    });
+                    continue;
+                }
+                Some(Kind::Bool(true)) => {}
+                Some(Kind::Bool(false)) | None if !parallel_type => {
+                    if let Some(fi) = fan_in {
+                        self.problem(fi.pos, "`fan_in` belongs to parallel edges");
+                    }
+                    let Some(to) = f.get("to").copied() else {
+                        self.problem(item.pos, "an edge without `to`");
+                        continue;
+                    };
+                    let cond = match (f.get("condition"), f.get("when")) {
+                        (Some(c), when) => {
+                            let expect = match when.map(|w| &w.kind) {
+                                None => true,
+                                Some(Kind::Bool(b)) => *b,
+                                Some(_) => {
+                                    self.problem(
+                                        when.map_or(item.pos, |w| w.pos),
+                                        "with `condition`, `when` is true or false: the truth the condition must have",
+                                    );
+                                    true
+                                }
+                            };
+                            match &c.kind {
+                                Kind::Map(_) => {
+                                    let cf = self.fields(c, "`condition`", &["type", "value"]).unwrap_or_default();
+                                    if cf.get("type").and_then(|t| t.as_str()).is_some_and(|t| t != "expression") {
+                                        self.problem(c.pos, "`condition.type` must be `expression`");
+                                    }
+                                    match cf.get("value") {
+                                        Some(v) => self.cond(v, expect),
+                                        None => {
+                                            self.problem(c.pos, "`condition` needs `value: EXPR`");
+                                            Cond::Const(false)
+                                        }
+                                    }
+                                }
+                                _ => self.cond(c, expect),
+                            }
+                        }
+                        (None, Some(w)) => self.cond(w, true),
+                        (None, None) => Cond::Always,
+                    };
+                    out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Plain { to, cond } });
+                    continue;
+                }
+                Some(Kind::Bool(false)) | None => {}
+                Some(_) => {
+                    self.problem(item.pos, "`parallel` is true or a list of branch heads");
+                    continue;
+                }
+            }
+            // `type: parallel` or `parallel: true`: one branch.
+            let Some(to) = f.get("to").copied() else {
+                self.problem(item.pos, "a parallel edge without `to`");
+                continue;
+            };
+            for key in ["when", "condition"] {
+                if let Some(c) = f.get(key) {
+                    self.problem(c.pos, format!("a parallel edge always fans out; `{key}` does not apply"));
+                }
+            }
+            out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Parallel { heads: vec![to], fan_in } });
+        }
+        out
+    }
+
+    /// A routing target by name: a node or the end.
+    fn target(&mut self, index: &HashMap<String, usize>, node: &Node, what: &str) -> Option<Goto<NodeIx>> {
+        let Some(name) = node.scalar_text() else {
+            self.problem(node.pos, format!("{what} must be a node name"));
+            return None;
+        };
+        if END.contains(&name.as_str()) {
+            return Some(Goto::End);
+        }
+        if START.contains(&name.as_str()) {
+            self.problem(node.pos, format!("{what} cannot be `{name}`: nothing goes back to the entry"));
+            return None;
+        }
+        match index.get(&name) {
+            Some(&i) => Some(Goto::Node(NodeIx(i as u32))),
+            None => {
+                let hint = suggest(&name, index.keys().map(String::as_str));
+                self.problem(node.pos, format!("{what} names `{name}`, which is not a node{hint}"));
+                None
+            }
+        }
+    }
+
+    /// Resolves every node's routing (goto, edges, fan-outs, the implicit next node) into
+    /// rules; returns the start rules and the nodes.
+    fn routing(
+        &mut self,
+        drafts: &[Draft<'_>],
+        index: &HashMap<String, usize>,
+        edges: &[EdgeDraft<'_>],
+    ) -> (Option<Vec<Rule>>, Option<Vec<NodeDef>>) {
+        let n = drafts.len();
+        let before = self.problems.len();
+        let mut plain: Vec<Vec<(Rule, Pos)>> = vec![Vec::new(); n];
+        let mut start_rules: Vec<(Rule, Pos)> = Vec::new();
+        let mut forks: Vec<Option<ForkDraft>> = vec![None; n];
+        let mut start_has_edges = false;
+        for edge in edges {
+            let from_name = edge.from.scalar_text().unwrap_or_default();
+            let from = if START.contains(&from_name.as_str()) {
+                None
+            } else if END.contains(&from_name.as_str()) {
+                self.problem(edge.from.pos, format!("an edge cannot leave `{from_name}`: the run is over there"));
+                continue;
+            } else {
+                match index.get(&from_name) {
+                    Some(&i) => Some(i),
+                    None => {
+                        let hint = suggest(&from_name, index.keys().map(String::as_str));
+                        self.problem(edge.from.pos, format!("an edge leaves `{from_name}`, which is not a node{hint}"));
+                        continue;
+                    }
+                }
+            };
+            match &edge.kind {
+                EdgeKind::Plain { to, cond } => {
+                    let Some(to) = self.target(index, to, "an edge's `to`") else { continue };
+                    let rule = Rule { cond: cond.clone(), to };
+                    match from {
+                        None => {
+                            start_has_edges = true;
+                            start_rules.push((rule, edge.pos));
+                        }
+                        Some(i) => plain[i].push((rule, edge.pos)),
+                    }
+                }
+                EdgeKind::Parallel { heads, fan_in } => {
+                    let Some(i) = from else {
+                        self.problem(edge.from.pos, "the entry cannot fan out; start with a node that fans out");
+                        continue;
+                    };
+                    let mut head_ix = Vec::new();
+                    for h in heads {
+                        match self.target(index, h, "a parallel branch") {
+                            Some(Goto::Node(ix)) => head_ix.push(ix),
+                            Some(Goto::End) => {
+                                self.problem(h.pos, "a parallel branch must start at a node, not at the end");
+                            }
+                            None => {}
+                        }
+                    }
+                    let join = match fan_in {
+                        Some(f) => match self.target(index, f, "`fan_in`") {
+                            Some(Goto::Node(ix)) => Some(ix),
+                            Some(Goto::End) => {
+                                self.problem(f.pos, "`fan_in` must be a node, not the end");
+                                None
+                            }
+                            None => None,
+                        },
+                        None => None,
+                    };
+                    let entry = forks[i].get_or_insert_with(|| (Vec::new(), None, edge.from.pos));
+                    for h in head_ix {
+                        if entry.0.contains(&h) {
+                            self.problem(
+                                edge.from.pos,
+                                format!("node `{from_name}` fans out to `{}` twice", drafts[h.index()].name),
+                            );
+                        } else {
+                            entry.0.push(h);
+                        }
+                    }
+                    match (entry.1, join) {
+                        (Some(a), Some(b)) if a != b => {
+                            self.problem(
+                                fan_in.map_or(edge.from.pos, |f| f.pos),
+                                format!(
+                                    "the branches of `{from_name}` meet at one fan-in; `{}` and `{}` are both named",
+                                    drafts[a.index()].name,
+                                    drafts[b.index()].name
+                                ),
+                            );
+                        }
+                        (None, Some(b)) => entry.1 = Some(b),
+                        _ => {}
+                    }
+                }
+            }
+        }
+
+        // Resolve joins that were not named, and make each head's implicit route the join.
+        let mut head_join: Vec<Option<NodeIx>> = vec![None; n];
+        let mut fork_of: Vec<Option<(Vec<NodeIx>, NodeIx)>> = vec![None; n];
+        for (i, fork) in forks.iter().enumerate() {
+            let Some((heads, join, pos)) = fork else { continue };
+            let join = match join {
+                Some(j) => *j,
+                None => match common_successor(drafts, heads, &plain, index) {
+                    Some(j) => j,
+                    None => {
+                        self.problem(
+                            *pos,
+                            format!(
+                                "the branches of `{}` have no single node where they meet; name it with `fan_in: NODE`",
+                                drafts[i].name
+                            ),
+                        );
+                        continue;
+                    }
+                },
+            };
+            if drafts[i].goto.is_some() || !plain[i].is_empty() {
+                self.problem(
+                    *pos,
+                    format!("node `{}` fans out, so it cannot also have `goto` or other edges", drafts[i].name),
+                );
+            }
+            for h in heads {
+                head_join[h.index()] = Some(join);
+            }
+            fork_of[i] = Some((heads.clone(), join));
+        }
+
+        let mut nodes = Vec::with_capacity(n);
+        let mut places = Places { nodes: Vec::new(), rules: Vec::new(), start: Vec::new(), forks: Vec::new() };
+        for (i, draft) in drafts.iter().enumerate() {
+            let always = |to| vec![(Rule { cond: Cond::Always, to }, draft.pos)];
+            let rules: Vec<(Rule, Pos)> = if let Some(goto) = &draft.goto {
+                let mut rules = Vec::new();
+                for (cond, to) in goto {
+                    if let Some(target) = self.target(index, to, &format!("`goto` of node `{}`", draft.name)) {
+                        rules.push((Rule { cond: cond.clone(), to: target }, to.pos));
+                    }
+                }
+                rules
+            } else if !plain[i].is_empty() {
+                std::mem::take(&mut plain[i])
+            } else if fork_of[i].is_some() {
+                Vec::new()
+            } else if let Some(join) = head_join[i] {
+                always(Goto::Node(join))
+            } else if i + 1 < n {
+                always(Goto::Node(NodeIx(i as u32 + 1)))
+            } else {
+                always(Goto::End)
+            };
+            places.nodes.push(draft.pos);
+            places.rules.push(rules.iter().map(|(_, p)| *p).collect());
+            places.forks.push(forks[i].as_ref().map(|f| f.2));
+            let rules = rules.into_iter().map(|(r, _)| r).collect();
+            nodes.push(NodeDef {
+                name: NodeName::from(draft.name.clone()),
+                exec: draft.exec.clone(),
+                rules,
+                fork: fork_of[i].take(),
+                interrupt_before: draft.interrupt_before,
+                interrupt_after: draft.interrupt_after,
+                fan_in: false,
+            });
+        }
+        let joins: Vec<usize> = nodes.iter().filter_map(|n| n.fork.as_ref().map(|(_, j)| j.index())).collect();
+        for j in joins {
+            nodes[j].fan_in = true;
+        }
+        if !start_has_edges {
+            start_rules = vec![(Rule { cond: Cond::Always, to: Goto::Node(NodeIx(0)) }, drafts[0].pos)];
+        }
+        places.start = start_rules.iter().map(|(_, p)| *p).collect();
+        let start_rules: Vec<Rule> = start_rules.into_iter().map(|(r, _)| r).collect();
+        if self.problems.len() != before {
+            return (None, None);
+        }
+        self.shape(&nodes, &start_rules, drafts, &places);
+        if self.problems.len() != before {
+            return (None, None);
+        }
+        (Some(start_rules), Some(nodes))
+    }
+}
+
+/// Where the parts of the routing are written, for the shape checks' problems.
+struct Places {
+    nodes: Vec<Pos>,
+    /// Per node, where each of its rules is written (an implicit rule: at the node).
+    rules: Vec<Vec<Pos>>,
+    start: Vec<Pos>,
+    /// Per node, where its fan-out is declared.
+    forks: Vec<Option<Pos>>,
+}
+
+impl Loader<'_> {
+    /// The graph checks `graph!` runs (tea-check): reachability, a way to `__end__`, edges that
+    /// are never taken or repeated, branches that leave their fan-out, pauses inside nested
+    /// fan-outs. Each problem is placed at the node, rule or fan-out it is about.
+    fn shape(&mut self, nodes: &[NodeDef], start: &[Rule], drafts: &[Draft<'_>], places: &Places) {
+        let target = |g: &Goto<NodeIx>| match g {
+            Goto::Node(n) => tea_check::Target::Node(n.index()),
+            Goto::End => tea_check::Target::End,
+        };
+        let edges = |rules: &[Rule]| -> Vec<tea_check::Edge> {
+            rules
+                .iter()
+                .map(|r| match &r.cond {
+                    Cond::Always | Cond::Const(true) => tea_check::Edge::to(target(&r.to)),
+                    Cond::Const(false) => tea_check::Edge::guarded(target(&r.to), "false"),
+                    Cond::Expr { source, expect: true, .. } => {
+                        tea_check::Edge::guarded(target(&r.to), source.to_string())
+                    }
+                    Cond::Expr { source, expect: false, .. } => {
+                        tea_check::Edge::guarded(target(&r.to), format!("not ({source})"))
+                    }
+                })
+                .collect()
+        };
+        let graph = tea_check::Graph {
+            nodes: nodes
+                .iter()
+                .zip(drafts)
+                .map(|(node, draft)| tea_check::Node {
+                    name: draft.name.clone(),
+                    routing: match &node.fork {
+                        Some((heads, join)) => tea_check::Routing::Fork {
+                            heads: heads.iter().map(|h| h.index()).collect(),
+                            join: join.index(),
+                        },
+                        None => tea_check::Routing::Edges(edges(&node.rules)),
+                    },
+                    can_pause: node.interrupt_before
+                        || node.interrupt_after
+                        || matches!(node.exec, Exec::Interrupt { .. }),
+                })
+                .collect(),
+            start: edges(start),
+        };
+        for problem in tea_check::check(&graph, tea_check::Spelling::Yaml) {
+            let pos = match problem.at {
+                tea_check::At::Node(i) => places.nodes.get(i).copied(),
+                tea_check::At::Edge { from, to } => {
+                    let first = nodes.get(from).and_then(|n| n.rules.iter().position(|r| target(&r.to) == to));
+                    match first {
+                        Some(k) => places.rules[from].get(k).copied(),
+                        None => places.forks.get(from).copied().flatten().or(places.nodes.get(from).copied()),
+                    }
+                }
+                tea_check::At::Listed { from: tea_check::Source::Start, index } => places.start.get(index).copied(),
+                tea_check::At::Listed { from: tea_check::Source::Node(i), index } => {
+                    places.rules.get(i).and_then(|r| r.get(index)).copied()
+                }
+                tea_check::At::Fork(i) | tea_check::At::Branch { fork: i, .. } => {
+                    places.forks.get(i).copied().flatten().or(places.nodes.get(i).copied())
+                }
+                _ => places.start.first().copied(),
+            };
+            self.problem(pos.unwrap_or(Pos { line: 1, column: 1 }), problem.message);
+        }
+    }
+}
+
+/// For a fork without `fan_in`: the one node every branch reaches first by its explicit routing.
+fn common_successor(
+    drafts: &[Draft<'_>],
+    heads: &[NodeIx],
+    plain: &[Vec<(Rule, Pos)>],
+    index: &HashMap<String, usize>,
+) -> Option<NodeIx> {
+    let successors = |i: usize| -> Vec<usize> {
+        let mut out: Vec<usize> = plain[i]
+            .iter()
+            .filter_map(|(r, _)| match r.to {
+                Goto::Node(n) => Some(n.index()),
+                Goto::End => None,
+            })
+            .collect();
+        if let Some(goto) = &drafts[i].goto {
+            out.extend(goto.iter().filter_map(|(_, n)| n.scalar_text().and_then(|s| index.get(&s).copied())));
+        }
+        out
+    };
+    let reach = |head: usize| -> Vec<usize> {
+        let mut seen = vec![head];
+        let mut queue = vec![head];
+        while let Some(i) = queue.pop() {
+            for s in successors(i) {
+                if !seen.contains(&s) {
+                    seen.push(s);
+                    queue.push(s);
+                }
+            }
+        }
+        seen
+    };
+    let sets: Vec<Vec<usize>> = heads.iter().map(|h| reach(h.index())).collect();
+    let common: Vec<usize> = sets
+        .first()?
+        .iter()
+        .copied()
+        .filter(|c| !heads.iter().any(|h| h.index() == *c) && sets.iter().all(|s| s.contains(c)))
+        .collect();
+    // The common node reached before the others: none of the others leads to it... keep it
+    // simple and unambiguous: exactly one common node, or the one all others follow.
+    let firsts: Vec<usize> = common
+        .iter()
+        .copied()
+        .filter(|c| !common.iter().any(|o| o != c && !reach(*o).contains(c) && reach(*c).contains(o)))
+        .collect();
+    match (common.as_slice(), firsts.as_slice()) {
+        ([one], _) => Some(NodeIx(*one as u32)),
+        (_, [one]) => Some(NodeIx(*one as u32)),
+        _ => None,
+    }
+}
+
+/// `{{ expr }}` → `expr`; anything else unchanged.
+fn strip_braces(text: &str) -> &str {
+    single_expression(text.trim()).unwrap_or(text)
+}
+
+/// The expression of a string that is exactly one `{{ expr }}`.
+fn single_expression(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?;
+    if inner.contains("{{") || inner.contains("}}") || inner.contains("{%") {
+        return None;
+    }
+    Some(inner.trim())
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !matches!(s, "not" | "and" | "or" | "none" | "None")
+}
+
+/// The graph's shape as text, for its fingerprint: nodes, what runs, routing, fan-outs, pauses.
+fn describe(name: &str, nodes: &[NodeDef], start: &[Rule]) -> String {
+    use std::fmt::Write;
+    let mut out = format!("{name}|");
+    let target = |g: &Goto<NodeIx>| match g {
+        Goto::Node(n) => nodes[n.index()].name.to_string(),
+        Goto::End => "__end__".to_owned(),
+    };
+    let rules = |out: &mut String, rules: &[Rule]| {
+        for r in rules {
+            let cond = match &r.cond {
+                Cond::Always => "*".to_owned(),
+                Cond::Const(b) => b.to_string(),
+                Cond::Expr { source, expect, .. } => format!("{source}={expect}"),
+            };
+            let _ = write!(out, "[{cond}->{}]", target(&r.to));
+        }
+    };
+    rules(&mut out, start);
+    for n in nodes {
+        let _ = write!(out, "|{}:{:?}:{}{}", n.name, n.exec, n.interrupt_before, n.interrupt_after);
+        rules(&mut out, &n.rules);
+        if let Some((heads, join)) = &n.fork {
+            let heads: Vec<String> = heads.iter().map(|h| nodes[h.index()].name.to_string()).collect();
+            let _ = write!(out, "fork{heads:?}->{}", nodes[join.index()].name);
+        }
+    }
+    out
+}

@@ -1,0 +1,570 @@
+//! A YAML agent's state: a JSON object whose keys are known only at load time, and the updates
+//! nodes return.
+//!
+//! The map sits behind an `Arc`, so handing the state to a template or a Lua block is a
+//! reference-count increment, and applying an update copies the map only when someone else
+//! still holds it (a parallel branch's base, an event). The keys a file declares (`state:`)
+//! carry a type and a reducer; the graph applies updates with them ([`Schema::apply`]).
+
+use serde::de::{Deserialize, Deserializer};
+use serde::ser::{Serialize, Serializer};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::ops::Index;
+use std::sync::Arc;
+use tea_runtime::{BoxError, Field, GraphState, StateUpdate, Write};
+
+/// The state of a YAML agent: a JSON object.
+///
+/// `state["count"]` is the value of key `count` (`Value::Null` when absent); `state.get(key)` is
+/// `None` when absent; `state.to_json()` is the whole object.
+#[derive(Clone, Default, PartialEq)]
+pub struct State {
+    map: Arc<Map<String, Value>>,
+}
+
+static NULL: Value = Value::Null;
+
+impl State {
+    /// An empty state.
+    pub fn new() -> Self {
+        State::default()
+    }
+
+    /// The value of `key`, if the state has it.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key)
+    }
+
+    /// The whole state as a JSON object.
+    pub fn to_json(&self) -> Value {
+        Value::Object((*self.map).clone())
+    }
+
+    /// The state's keys and values.
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.map
+    }
+
+    /// The number of keys.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when the state has no key.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Map<String, Value>> {
+        &self.map
+    }
+
+    pub(crate) fn map_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(&mut self.map)
+    }
+
+    pub(crate) fn from_map(map: Map<String, Value>) -> Self {
+        State { map: Arc::new(map) }
+    }
+}
+
+impl Index<&str> for State {
+    type Output = Value;
+
+    fn index(&self, key: &str) -> &Value {
+        self.map.get(key).unwrap_or(&NULL)
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.map, f)
+    }
+}
+
+impl Serialize for State {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.map.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for State {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer).map(State::from_map)
+    }
+}
+
+/// Without the agent's declarations (the engine always applies through the agent's graph,
+/// which has them), every key is replaced.
+impl GraphState for State {
+    type Update = Update;
+    const FIELDS: &'static [Field] = &[];
+    const SCHEMA_FINGERPRINT: u64 = 0;
+
+    fn apply(&mut self, update: Update) {
+        if update.values.is_empty() {
+            return;
+        }
+        let map = self.map_mut();
+        for (key, value) in update.values {
+            map.insert(key, value);
+        }
+    }
+}
+
+/// A partial update of a YAML agent's [`State`]: keys to write, each through its declared
+/// reducer.
+///
+/// `Update::from(json!({ "approved": true }))`; a value that is not a JSON object makes an
+/// update that the agent refuses (`Error::BadResumeValue` at resume).
+#[derive(Clone, Default)]
+pub struct Update {
+    values: Map<String, Value>,
+    /// Why this update cannot be applied (it was made from a non-object).
+    invalid: Option<String>,
+    /// The keys this update replaces, once the agent has sorted its writes at a join; `None`:
+    /// every key.
+    replaced: Option<Vec<String>>,
+}
+
+impl Update {
+    /// An empty update.
+    pub fn new() -> Self {
+        Update::default()
+    }
+
+    /// Adds a write of `value` to `key`.
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.values.insert(key.into(), value.into());
+        self
+    }
+
+    /// The keys and values this update writes.
+    pub fn values(&self) -> &Map<String, Value> {
+        &self.values
+    }
+
+    pub(crate) fn from_map(values: Map<String, Value>) -> Self {
+        Update { values, invalid: None, replaced: None }
+    }
+
+    pub(crate) fn into_values(self) -> Result<Map<String, Value>, String> {
+        match self.invalid {
+            Some(reason) => Err(reason),
+            None => Ok(self.values),
+        }
+    }
+
+    pub(crate) fn with_replaced(mut self, replaced: Vec<String>) -> Self {
+        self.replaced = Some(replaced);
+        self
+    }
+}
+
+impl From<Value> for Update {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::Object(values) => Update::from_map(values),
+            other => Update {
+                values: Map::new(),
+                invalid: Some(format!("an update must be a JSON object of keys to write, not `{other}`")),
+                replaced: None,
+            },
+        }
+    }
+}
+
+impl From<Map<String, Value>> for Update {
+    fn from(values: Map<String, Value>) -> Self {
+        Update::from_map(values)
+    }
+}
+
+impl fmt::Debug for Update {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.invalid {
+            Some(reason) => write!(f, "Update(invalid: {reason})"),
+            None => fmt::Debug::fmt(&self.values, f),
+        }
+    }
+}
+
+impl Serialize for Update {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.values.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Update {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer).map(Update::from_map)
+    }
+}
+
+impl StateUpdate for Update {
+    type State = State;
+
+    fn writes(&self, _index: usize) -> Option<Write> {
+        None
+    }
+
+    fn replaced<'a>(&'a self, f: &mut dyn FnMut(&'a str)) {
+        match &self.replaced {
+            Some(keys) => keys.iter().for_each(|k| f(k)),
+            None => self.values.keys().for_each(|k| f(k)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.values.is_empty() && self.invalid.is_none()
+    }
+}
+
+/// A declared key's type (`state: { count: int }`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Type {
+    Str,
+    Int,
+    Float,
+    Bool,
+    List,
+    Dict,
+    Any,
+}
+
+impl Type {
+    pub(crate) const NAMES: [&'static str; 7] = ["str", "int", "float", "bool", "list", "dict", "any"];
+
+    pub(crate) fn parse(name: &str) -> Option<Type> {
+        Some(match name {
+            "str" | "string" => Type::Str,
+            "int" | "integer" => Type::Int,
+            "float" | "number" => Type::Float,
+            "bool" | "boolean" => Type::Bool,
+            "list" | "array" => Type::List,
+            "dict" | "object" | "map" => Type::Dict,
+            "any" => Type::Any,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Type::Str => "str",
+            Type::Int => "int",
+            Type::Float => "float",
+            Type::Bool => "bool",
+            Type::List => "list",
+            Type::Dict => "dict",
+            Type::Any => "any",
+        }
+    }
+
+    /// Whether `value` is of this type (`null` fits every type: the key has no value).
+    pub(crate) fn fits(self, value: &Value) -> bool {
+        match (self, value) {
+            (_, Value::Null) | (Type::Any, _) => true,
+            (Type::Str, Value::String(_)) | (Type::Bool, Value::Bool(_)) => true,
+            (Type::Int, Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Type::Float, Value::Number(_)) => true,
+            (Type::List, Value::Array(_)) | (Type::Dict, Value::Object(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+/// How writes to a declared key merge into its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reducer {
+    Replace,
+    Append,
+    Sum,
+    Max,
+    Min,
+    Merge,
+}
+
+impl Reducer {
+    pub(crate) const NAMES: [&'static str; 6] = ["replace", "append", "sum", "max", "min", "merge"];
+
+    pub(crate) fn parse(name: &str) -> Option<Reducer> {
+        Some(match name {
+            "replace" => Reducer::Replace,
+            "append" => Reducer::Append,
+            "sum" | "add" => Reducer::Sum,
+            "max" => Reducer::Max,
+            "min" => Reducer::Min,
+            "merge" => Reducer::Merge,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Reducer::Replace => "replace",
+            Reducer::Append => "append",
+            Reducer::Sum => "sum",
+            Reducer::Max => "max",
+            Reducer::Min => "min",
+            Reducer::Merge => "merge",
+        }
+    }
+
+    /// Whether the reducer can work on values of type `ty`.
+    pub(crate) fn fits(self, ty: Type) -> bool {
+        match self {
+            Reducer::Replace => true,
+            Reducer::Append => matches!(ty, Type::List | Type::Any),
+            Reducer::Sum | Reducer::Max | Reducer::Min => matches!(ty, Type::Int | Type::Float | Type::Any),
+            Reducer::Merge => matches!(ty, Type::Dict | Type::Any),
+        }
+    }
+}
+
+/// One declared key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Decl {
+    pub(crate) ty: Type,
+    pub(crate) reducer: Reducer,
+}
+
+/// The keys a file declares.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Schema {
+    keys: std::collections::HashMap<String, Decl>,
+    /// `(name, type, reducer)` sorted by name: what the fingerprint covers.
+    sorted: Vec<(String, Decl)>,
+}
+
+impl Schema {
+    pub(crate) fn new(decls: Vec<(String, Decl)>) -> Self {
+        let mut sorted = decls;
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        let keys = sorted.iter().cloned().collect();
+        Schema { keys, sorted }
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&Decl> {
+        if self.keys.is_empty() {
+            return None;
+        }
+        self.keys.get(key)
+    }
+
+    pub(crate) fn is_declared(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Names, types and reducers of the declared keys, in a stable order.
+    pub(crate) fn describe(&self) -> String {
+        let mut out = String::new();
+        for (name, decl) in &self.sorted {
+            out.push_str(name);
+            out.push(':');
+            out.push_str(decl.ty.name());
+            out.push(':');
+            out.push_str(decl.reducer.name());
+            out.push(';');
+        }
+        out
+    }
+
+    /// Applies `update` to `state`, each declared key through its reducer and type check;
+    /// undeclared keys are replaced. Nothing is written when a write is refused.
+    pub(crate) fn apply(&self, state: &mut State, update: Update) -> Result<(), BoxError> {
+        let values = update.into_values()?;
+        if values.is_empty() {
+            return Ok(());
+        }
+        if values.keys().all(|k| !self.is_declared(k)) {
+            let map = state.map_mut();
+            for (key, value) in values {
+                map.insert(key, value);
+            }
+            return Ok(());
+        }
+        // Compute every new value first, so a refused write leaves the state as it was.
+        let mut merged = Vec::with_capacity(values.len());
+        for (key, value) in values {
+            let value = match self.get(&key) {
+                None => value,
+                Some(decl) => reduce(&key, *decl, state.get(&key), value)?,
+            };
+            merged.push((key, value));
+        }
+        let map = state.map_mut();
+        for (key, value) in merged {
+            map.insert(key, value);
+        }
+        Ok(())
+    }
+
+    /// Checks `value` as a whole new value of `key` (an input, a resume answer).
+    pub(crate) fn check(&self, key: &str, value: &Value) -> Result<(), String> {
+        match self.get(key) {
+            Some(decl) if !decl.ty.fits(value) => Err(type_error(key, decl.ty, value)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn type_error(key: &str, ty: Type, value: &Value) -> String {
+    format!("state key `{key}` is declared `{}`, but the value written is {}", ty.name(), describe(value))
+}
+
+/// A value's JSON type and a short rendering of it, for messages.
+pub(crate) fn describe(value: &Value) -> String {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(n) if n.is_f64() => "a float",
+        Value::Number(_) => "an int",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a dict",
+    };
+    let mut text = value.to_string();
+    if text.len() > 60 {
+        let mut cut = 57;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    format!("{kind} ({text})")
+}
+
+/// The new value of declared `key` after writing `value` through its reducer.
+fn reduce(key: &str, decl: Decl, current: Option<&Value>, value: Value) -> Result<Value, BoxError> {
+    let current = current.filter(|v| !v.is_null());
+    let out = match (decl.reducer, current) {
+        (Reducer::Append, current) => {
+            let mut list = match current {
+                None => Vec::new(),
+                Some(Value::Array(items)) => items.clone(),
+                Some(other) => {
+                    return Err(
+                        format!("state key `{key}` (reducer append) holds {}, not a list", describe(other)).into()
+                    )
+                }
+            };
+            match value {
+                Value::Array(items) => list.extend(items),
+                Value::Null => {}
+                single => list.push(single),
+            }
+            Value::Array(list)
+        }
+        (Reducer::Sum, Some(current)) => match (current, &value) {
+            (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
+                (Some(a), Some(b)) => a
+                    .checked_add(b)
+                    .map(Value::from)
+                    .ok_or_else(|| format!("state key `{key}` (reducer sum): {a} + {b} overflows a 64-bit integer"))?,
+                _ => number(key, a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0))?,
+            },
+            (_, Value::Null) => current.clone(),
+            _ => return Err(not_numbers(key, "sum", current, &value)),
+        },
+        (Reducer::Max | Reducer::Min, Some(current)) => match (current, &value) {
+            (Value::Number(a), Value::Number(b)) => {
+                let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+                let keep_new = if decl.reducer == Reducer::Max { y > x } else { y < x };
+                if keep_new {
+                    value
+                } else {
+                    current.clone()
+                }
+            }
+            (_, Value::Null) => current.clone(),
+            _ => return Err(not_numbers(key, decl.reducer.name(), current, &value)),
+        },
+        (Reducer::Merge, Some(current)) => match (current, value) {
+            (Value::Object(a), Value::Object(b)) => {
+                let mut merged = a.clone();
+                merged.extend(b);
+                Value::Object(merged)
+            }
+            (_, Value::Null) => current.clone(),
+            (current, other) => {
+                return Err(format!(
+                    "state key `{key}` (reducer merge) merges dicts, but it holds {} and the value written is {}",
+                    describe(current),
+                    describe(&other)
+                )
+                .into())
+            }
+        },
+        (Reducer::Replace, _) | (Reducer::Sum | Reducer::Max | Reducer::Min | Reducer::Merge, None) => value,
+    };
+    if !decl.ty.fits(&out) {
+        return Err(type_error(key, decl.ty, &out).into());
+    }
+    Ok(out)
+}
+
+fn number(key: &str, value: f64) -> Result<Value, BoxError> {
+    serde_json::Number::from_f64(value)
+        .map(Value::Number)
+        .ok_or_else(|| format!("state key `{key}`: the result {value} is not a finite number").into())
+}
+
+fn not_numbers(key: &str, reducer: &str, current: &Value, value: &Value) -> BoxError {
+    format!(
+        "state key `{key}` (reducer {reducer}) works on numbers, but it holds {} and the value written is {}",
+        describe(current),
+        describe(value)
+    )
+    .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            ("log".into(), Decl { ty: Type::List, reducer: Reducer::Append }),
+            ("count".into(), Decl { ty: Type::Int, reducer: Reducer::Sum }),
+            ("best".into(), Decl { ty: Type::Float, reducer: Reducer::Max }),
+            ("meta".into(), Decl { ty: Type::Dict, reducer: Reducer::Merge }),
+            ("ok".into(), Decl { ty: Type::Bool, reducer: Reducer::Replace }),
+        ])
+    }
+
+    fn apply(state: &mut State, value: Value) -> Result<(), String> {
+        schema().apply(state, Update::from(value)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reducers_merge_and_undeclared_keys_replace() {
+        let mut s = State::new();
+        apply(&mut s, json!({"log": ["a"], "count": 2, "best": 1.5, "meta": {"a": 1}, "x": 1})).unwrap();
+        apply(&mut s, json!({"log": "b", "count": 3, "best": 0.5, "meta": {"b": 2}, "x": "y"})).unwrap();
+        assert_eq!(
+            s.to_json(),
+            json!({"log": ["a", "b"], "count": 5, "best": 1.5, "meta": {"a": 1, "b": 2}, "x": "y"})
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_key_and_writes_nothing() {
+        let mut s = State::new();
+        let err = apply(&mut s, json!({"ok": "yes", "x": 1})).unwrap_err();
+        assert!(err.contains("`ok`") && err.contains("`bool`") && err.contains("a string"), "{err}");
+        assert!(s.is_empty());
+        let err = apply(&mut s, json!({"count": 1.5})).unwrap_err();
+        assert!(err.contains("`count`") && err.contains("`int`"), "{err}");
+        let err = apply(&mut s, json!({"meta": [1]})).unwrap_err();
+        assert!(err.contains("`meta`"), "{err}");
+    }
+
+    #[test]
+    fn a_non_object_update_is_refused() {
+        let err = apply(&mut State::new(), json!([1, 2])).unwrap_err();
+        assert!(err.contains("JSON object"), "{err}");
+    }
+}

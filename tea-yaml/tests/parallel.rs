@@ -1,0 +1,158 @@
+//! Parallel branches: both edge forms, `parallel_results` at the fan-in, merges of declared
+//! keys in declared order, undeclared writes kept in their branch, conflicts, pauses in a branch.
+
+use serde_json::{json, Value};
+use tea::Error;
+use tea_yaml::Engine;
+
+const RESEARCH: &str = r#"
+state:
+  sources: { type: list, reducer: append }
+  hits: { type: int, reducer: sum }
+nodes:
+  - name: plan
+    run: return { topic = "rust" }
+  - name: web
+    run: return { sources = { "web:" .. state.topic }, hits = 2, result = "web done" }
+  - name: papers
+    run: return { sources = { "papers:" .. state.topic }, hits = 3, result = "papers done" }
+  - name: merge
+    run: |
+      local seen = {}
+      for i, r in ipairs(state.parallel_results) do seen[i] = r.result end
+      return { summary = table.concat(seen, ", ") }
+edges:
+  - { from: plan, to: web, type: parallel, fan_in: merge }
+  - { from: plan, to: papers, type: parallel, fan_in: merge }
+  - { from: merge, to: __end__ }
+"#;
+
+#[test]
+fn branches_merge_declared_keys_in_order_and_the_fan_in_sees_every_branch() {
+    let out = Engine::new().load_str(RESEARCH).unwrap().invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["sources"], json!(["web:rust", "papers:rust"]));
+    assert_eq!(out["hits"], 5);
+    // Both branches wrote the undeclared `result`: no conflict, it stayed in each branch.
+    assert_eq!(out.get("result"), None);
+    assert_eq!(out["summary"], "web done, papers done");
+    let results = out["parallel_results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["result"], "web done");
+    assert_eq!(results[1]["sources"], json!(["papers:rust"]), "a branch's own state");
+}
+
+#[test]
+fn the_list_form_finds_its_fan_in_and_branches_may_run_several_nodes() {
+    let yaml = r#"
+state:
+  log: { type: list, reducer: append }
+nodes:
+  - name: plan
+    run: return { log = { "plan" } }
+  - name: a1
+    run: return { log = { "a1" } }
+  - name: a2
+    run: return { log = { "a2" } }
+  - name: b
+    run: return { log = { "b" } }
+  - name: join
+    run: |
+      return { log = { "join saw " .. #state.parallel_results } }
+edges:
+  - { from: plan, parallel: [a1, b] }
+  - { from: a1, to: a2 }
+  - { from: a2, to: join }
+  - { from: b, to: join }
+"#;
+    let out = Engine::new().load_str(yaml).unwrap().invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["log"], json!(["plan", "a1", "a2", "b", "join saw 2"]));
+}
+
+#[test]
+fn two_branches_replacing_a_declared_key_conflict() {
+    let yaml = r#"
+state:
+  owner: str
+nodes:
+  - name: plan
+    run: return {}
+  - name: left
+    run: return { owner = "left" }
+  - name: right
+    run: return { owner = "right" }
+  - name: join
+    run: return {}
+edges:
+  - { from: plan, parallel: [left, right], fan_in: join }
+"#;
+    match Engine::new().load_str(yaml).unwrap().invoke(json!({})).unwrap_err() {
+        Error::ConflictingWrites { field, branches } => {
+            assert_eq!(field, "owner");
+            assert_eq!(branches, ["left", "right"]);
+        }
+        other => panic!("expected ConflictingWrites, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_branch_that_fails_fails_the_run_with_its_node() {
+    let yaml = r#"
+nodes:
+  - name: plan
+    run: return {}
+  - name: ok
+    run: return {}
+  - name: bad
+    run: error("no luck")
+  - name: join
+    run: return {}
+edges:
+  - { from: plan, parallel: [ok, bad], fan_in: join }
+"#;
+    match Engine::new().load_str(yaml).unwrap().invoke(json!({})).unwrap_err() {
+        Error::NodeFailed { node, source } => {
+            assert_eq!(node, "bad");
+            assert!(source.to_string().contains("no luck"), "{source}");
+        }
+        other => panic!("expected NodeFailed, got {other:?}"),
+    }
+}
+
+#[test]
+fn pauses_in_branches_are_answered_by_id_and_finished_branches_do_not_run_again() {
+    let yaml = r#"
+state:
+  log: { type: list, reducer: append }
+config: { checkpointer: memory }
+nodes:
+  - name: plan
+    run: return {}
+  - name: ask_a
+    type: interrupt
+    message: "A?"
+    resume_key: a
+  - name: ask_b
+    type: interrupt
+    message: "B?"
+    resume_key: b
+  - name: quick
+    run: return { log = { "quick" } }
+  - name: join
+    run: |
+      local answers = {}
+      for i, r in ipairs(state.parallel_results) do answers[i] = tostring(r.a or r.b or "-") end
+      return { log = { "join " .. table.concat(answers, ",") } }
+edges:
+  - { from: plan, parallel: [ask_a, ask_b, quick], fan_in: join }
+"#;
+    let agent = Engine::new().load_str(yaml).unwrap();
+    let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();
+    let ids: Vec<(String, Value)> =
+        resume.interrupts().iter().map(|i| (i.id().to_owned(), i.value().clone())).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0].1, "A?");
+    let (id_a, id_b) = (ids[0].0.clone(), ids[1].0.clone());
+    let (_, resume) = agent.resume(resume.answer_to(id_a, "yes")).unwrap().interrupted().unwrap();
+    let done = agent.resume(resume.answer_to(id_b, "no")).unwrap().done().unwrap();
+    assert_eq!(done["log"], json!(["quick", "join yes,no,-"]));
+}
