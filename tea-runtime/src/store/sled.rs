@@ -75,8 +75,9 @@ const ID_LEN: usize = 8;
 /// # Damaged files
 /// sled checks its log with checksums when it opens a database, and its recovery keeps the log
 /// up to the first damaged record and silently drops everything after it. So a damaged database
-/// may open without an error and read as an *older* state: recent checkpoints, or whole threads,
-/// may be gone rather than reported. Damage inside a record this store reads (a head record too
+/// may open without an error and read as an *older* state: recent checkpoints (durable ones too),
+/// or whole threads, may be gone rather than reported (`tea-runtime/tests/store_contract.rs`
+/// damages a log and shows it). Damage inside a record this store reads (a head record too
 /// short to hold an id, a key that does not follow the layout) is an [`Error::Store`]; damaged
 /// checkpoint bytes fail the engine's checks as [`Error::CorruptCheckpoint`].
 ///
