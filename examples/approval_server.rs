@@ -262,10 +262,8 @@ pub fn open(db: impl Into<Db>, key: &[u8]) -> Result<ApprovalApp, String> {
             return Err("this build has no PostgreSQL support: build it with `--features postgres`".to_owned())
         }
     };
-    let store = store.map_err(|e| {
-        let cause = std::error::Error::source(&e).map(|c| format!(": {c}")).unwrap_or_default();
-        format!("cannot open {}: {e}{cause}", db.describe())
-    })?;
+    // `tea::Error::Store`'s message includes the store's own.
+    let store = store.map_err(|e| format!("cannot open {}: {e}", db.describe()))?;
     Ok(Approval::builder().checkpointer(store).sign_tokens(key).build())
 }
 

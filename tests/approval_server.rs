@@ -527,4 +527,64 @@ mod replicas {
             assert_eq!(view["state"]["log"].as_array().map(Vec::len), Some(3), "{view}");
         }
     }
+
+    /// Load: `TEA_LOAD_CLIENTS` clients (16) for `TEA_LOAD_SECONDS` (30), each submitting a
+    /// document to one replica and approving it on the other, in a loop; every request must
+    /// succeed. Prints the throughput and the latency percentiles. Run it with
+    /// `cargo test --release --features postgres --test approval_server -- --ignored --nocapture load`.
+    #[test]
+    #[ignore = "a 30-second load test; run it explicitly"]
+    fn load_two_replicas() {
+        let Some(db) = TestSchema::new("approval_load") else { return };
+        let number =
+            |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        let (clients, seconds) = (number("TEA_LOAD_CLIENTS", 16) as usize, number("TEA_LOAD_SECONDS", 30));
+        let (a, b) = (Replica::spawn(&db), Replica::spawn(&db));
+        let replicas = [a.client(), b.client()];
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let started = Instant::now();
+        let workers: Vec<_> = (0..clients)
+            .map(|i| {
+                let (submit_on, review_on) = (replicas[i % 2].clone(), replicas[(i + 1) % 2].clone());
+                thread::spawn(move || {
+                    let mut latencies = Vec::new();
+                    let mut n = 0;
+                    while Instant::now() < deadline {
+                        let t0 = Instant::now();
+                        let paused = submit_on.submit(&format!("load document {i}-{n}"));
+                        latencies.push(t0.elapsed());
+                        let t1 = Instant::now();
+                        let (status, body) = review_on.review(&paused["token"], true, None);
+                        latencies.push(t1.elapsed());
+                        assert_eq!(status, 200, "{body}");
+                        n += 1;
+                    }
+                    (n, latencies)
+                })
+            })
+            .collect();
+        let mut cycles = 0;
+        let mut latencies = Vec::new();
+        for worker in workers {
+            let (n, mut l) = worker.join().expect("a load client");
+            cycles += n;
+            latencies.append(&mut l);
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        latencies.sort();
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+        println!(
+            "LOAD {clients} clients, {elapsed:.1} s, 2 replicas: {cycles} submit+review cycles ({:.0} requests/s), \
+             latency p50 {:?}, p99 {:?}, max {:?}",
+            2.0 * cycles as f64 / elapsed,
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        );
+        assert!(cycles > 0);
+        // One thread per cycle in the database, whichever replica served it.
+        let db = server::Db::Postgres { url: db.url().to_owned(), schema: Some(db.name().to_owned()) };
+        let app = server::open(db, KEY).expect("the database opens");
+        assert_eq!(app.threads().expect("the threads").len(), cycles);
+    }
 }

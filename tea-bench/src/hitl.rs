@@ -203,8 +203,7 @@ pub fn cycle_durable_postgres<G: Form>() -> Option<impl FnMut()> {
     let store = match tea::PostgresStore::builder(&postgres_url()).schema("tea_bench").max_connections(2).connect() {
         Ok(store) => store,
         Err(error) => {
-            let cause = std::error::Error::source(&error).map(|c| c.to_string()).unwrap_or_default();
-            eprintln!("\nhitl_cycle_durable_postgres skipped: {error}: {cause}");
+            eprintln!("\nhitl_cycle_durable_postgres skipped: {error}");
             return None;
         }
     };

@@ -7,12 +7,14 @@
 //! tea-bench --rss-paused-threads N      peak RSS with N threads paused in one MemoryStore
 //! tea-bench --build-time [--nodes N]    build time of a crate holding one graph! of N (200) nodes
 //! tea-bench --only KEY [--loop SECONDS] one workload (with --loop: run it over and over, to profile)
+//! tea-bench --yaml-state-scaling        a YAML loop's cost per node with 0 to 1000 extra state keys
 //! ```
 
 mod build_time;
 mod hitl;
 mod seq;
 mod wide;
+mod yaml;
 
 use std::time::Instant;
 
@@ -66,7 +68,8 @@ fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workloa
 /// `chain_8_cpu` (the baseline of `parallel_speedup`), `rayon_8_cpu` (the same loops on rayon
 /// without tea), the durable hitl cycle with `Durability::OnPause`, the hitl cycle in its two
 /// other forms, and (when a PostgreSQL server answers, see `hitl::postgres_url`) the durable
-/// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`.
+/// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`, and the two YAML
+/// agents (`yaml_loop_1000`, `yaml_pipeline_10`).
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
     let mut all = vec![
@@ -86,6 +89,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>()),
         extra("hitl_cycle_memory/interrupt_before", r * 20, hitl::cycle_memory::<Before>()),
         extra("hitl_cycle_durable/interrupt_before", r * 10, hitl::cycle_durable::<Before>()),
+        extra("yaml_loop_1000", r, yaml::loop_1000()),
+        extra("yaml_pipeline_10", r * 10, yaml::pipeline_10()),
     ];
     if let Some(run) = hitl::cycle_durable_postgres::<Node>() {
         all.push(w("hitl_cycle_durable_postgres", r * 10, run));
@@ -160,13 +165,14 @@ fn print_table(rows: &[Row]) {
             Unit::Bytes => (format!("{} B", row.value as u64), "one paused hitl checkpoint".to_owned()),
         };
         let note = match row.key {
-            "sequential_1000" | "sequential_1000_memory_store" => {
+            "sequential_1000" | "sequential_1000_memory_store" | "yaml_loop_1000" => {
                 format!("{note}, {:.3} µs per step", row.value * 1e6 / 1000.0)
             }
             "hitl_cycle_memory" | "hitl_cycle_durable" => format!("{note}, {}", <hitl::Node as hitl::Form>::NAME),
             "hitl_cycle_durable_postgres" => {
                 format!("{note}, {}, PostgresStore (schema tea_bench)", <hitl::Node as hitl::Form>::NAME)
             }
+            "yaml_pipeline_10" => format!("{note}, {:.3} µs per node", row.value * 1e6 / 10.0),
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
             key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),
@@ -198,7 +204,8 @@ pub(crate) fn proc_status_bytes(field: &str) -> u64 {
 fn usage() -> ! {
     eprintln!(
         "usage: tea-bench [--quick] [--json]\n       tea-bench --rss-paused-threads N\n       \
-         tea-bench --build-time [--nodes N]\n       tea-bench --only KEY [--loop SECONDS]"
+         tea-bench --build-time [--nodes N]\n       tea-bench --only KEY [--loop SECONDS]\n       \
+         tea-bench --yaml-state-scaling [--json]"
     );
     std::process::exit(2)
 }
@@ -212,6 +219,7 @@ fn main() {
     let mut nodes = 200;
     let mut only = None;
     let mut seconds = None;
+    let mut scaling = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut number = || it.next().and_then(|n| n.parse::<usize>().ok()).unwrap_or_else(|| usage());
@@ -220,6 +228,7 @@ fn main() {
             "--json" => json = true,
             "--rss-paused-threads" => rss = Some(number()),
             "--build-time" => build = true,
+            "--yaml-state-scaling" => scaling = true,
             "--nodes" => nodes = number(),
             "--only" => only = Some(it.next().unwrap_or_else(|| usage()).clone()),
             "--loop" => seconds = Some(it.next().and_then(|s| s.parse::<f64>().ok()).unwrap_or_else(|| usage())),
@@ -228,6 +237,8 @@ fn main() {
     }
     if let Some(threads) = rss {
         hitl::rss_paused_threads(threads, json);
+    } else if scaling {
+        yaml::state_scaling(if quick { 3 } else { 10 }, json);
     } else if build {
         build_time::run(nodes, json);
     } else if let (Some(key), Some(seconds)) = (&only, seconds) {

@@ -639,6 +639,48 @@ mod sled_store {
         }
     }
 
+    /// What `SledStore`'s docs say of damaged files: sled's recovery keeps its log up to the
+    /// first damaged record and drops the rest without an error, so threads written after the
+    /// damage vanish. (If sled starts reporting damage instead, this test and those docs change.)
+    #[test]
+    fn a_damaged_log_opens_and_loses_the_threads_after_the_damage() {
+        let dir = TempDir::new("damaged-log");
+        let path = dir.path().join("db");
+        let written: Vec<String> = (0..20).map(|t| format!("t{t:02}")).collect();
+        {
+            let store = SledStore::open(&path).unwrap();
+            for (n, t) in written.iter().enumerate() {
+                append_all(&store, "g", t, &[&[n as u8; 2000], &[n as u8; 2000], &[n as u8; 2000]]);
+                store.append("g", &thread(t), Some(3), 4, &[n as u8; 2000], true).unwrap();
+            }
+        }
+        let log = path.join("db");
+        let mut bytes = std::fs::read(&log).unwrap();
+        let middle = bytes.len() / 2;
+        for byte in &mut bytes[middle..middle + 16] {
+            *byte ^= 0xff;
+        }
+        std::fs::write(&log, bytes).unwrap();
+
+        let store = SledStore::open(&path).expect("sled opens a damaged log without an error");
+        let kept = store.threads("g").unwrap();
+        assert!(kept.len() < written.len(), "nothing was lost: {kept:?}");
+        // What is kept is the threads written before the damage; the last of them may have lost
+        // its newest checkpoints (durable ones too) and reads as an older, whole state.
+        let expected: Vec<ThreadId> = written[..kept.len()].iter().map(|t| thread(t)).collect();
+        assert_eq!(kept, expected);
+        for (n, t) in written[..kept.len()].iter().enumerate() {
+            let history = store.history("g", &thread(t)).unwrap();
+            let ids: Vec<CheckpointId> = history.iter().map(|(id, _)| *id).collect();
+            let whole = (1..=ids.len() as CheckpointId).rev().collect::<Vec<_>>();
+            assert!(ids == whole && !ids.is_empty(), "{t}: {ids:?}");
+            assert!(history.iter().all(|(_, bytes)| bytes[..] == [n as u8; 2000]), "{t}: damaged bytes");
+            if n + 1 < kept.len() {
+                assert_eq!(ids.len(), 4, "{t}, written before the last kept thread, is whole");
+            }
+        }
+    }
+
     #[test]
     fn opening_a_regular_file_is_a_store_error() {
         let dir = TempDir::new("file");

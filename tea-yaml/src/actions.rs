@@ -104,6 +104,8 @@ fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
         std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename to `{shown}`: {e}"))
     })();
+    // An absolute path: `{{ checkpoint.last }}` is used again from other directories.
+    let shown = path.canonicalize().map_or(shown, |p| p.display().to_string());
     match written {
         Ok(()) => {
             if let Ok(mut last) = call.graph.inner().last_checkpoint.lock() {

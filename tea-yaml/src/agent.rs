@@ -297,6 +297,14 @@ impl Agent {
         self.link(resume).ok().flatten()
     }
 
+    /// The state key the pending interrupt node of `resume` writes its answer to (its
+    /// `resume_key`); `None` when the pause is a breakpoint. With [`resume_from`](Self::resume_from),
+    /// `{ key: answer }` in the update answers it.
+    pub fn answer_key(&self, resume: &Resume<State>) -> Option<&str> {
+        let interrupt = resume.interrupts().iter().find(|i| i.needs_answer())?;
+        self.graph.resume_key(interrupt.node())
+    }
+
     /// Continues from checkpoint file `path` with `update` (a JSON object of keys to write)
     /// applied first.
     ///

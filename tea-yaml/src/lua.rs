@@ -2,8 +2,9 @@
 //!
 //! mlua's `Lua` is not `Sync`, and parallel branches run on rayon's threads, so each thread
 //! keeps its own VM (created on first use) with each agent's chunks compiled into it once.
-//! A call gives the chunk a fresh global table (`state`, `variables` and the safe libraries
-//! behind it), so nothing a block assigns to a global outlives the call. `state` is a read-only
+//! Each agent's chunks share a global table that is empty between calls (reads fall through to
+//! `state`, `variables` and the safe libraries; a global a block assigns is cleared when the
+//! call returns), so nothing a block assigns to a global outlives the call. `state` is a read-only
 //! userdata over the state's shared map: a key is converted to Lua only when the block reads it.
 //!
 //! The sandbox leaves out `os`, `io`, `package`/`require`, `load`, `dofile`, `loadfile`,
@@ -122,8 +123,8 @@ thread_local! {
 /// One thread's Lua VM.
 struct Vm {
     lua: Lua,
-    /// `{ __index = safe globals, __newindex = … }`: the metatable of each call's globals.
-    env_meta: Table,
+    /// The safe globals and `state`: what every agent's environment falls back to.
+    base: Table,
     /// The `state` userdata, pointed at the state of the call under way.
     state: AnyUserData,
     /// Instructions left to the block under way.
@@ -132,10 +133,13 @@ struct Vm {
     agents: HashMap<u64, AgentVm>,
 }
 
+/// One agent's chunks in a VM, and their environment.
 struct AgentVm {
     alive: Weak<()>,
     functions: Vec<Option<Function>>,
-    variables: AnyUserData,
+    /// The chunks' globals: empty between calls; reads fall through to `variables` and the VM's
+    /// base, writes land here and are cleared when the call returns.
+    env: Table,
 }
 
 /// A read-only view of a JSON map (the state, the variables).
@@ -173,7 +177,7 @@ impl Vm {
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
         let lua = Lua::new_with(libs, LuaOptions::default())?;
         let globals = lua.globals();
-        let safe = lua.create_table()?;
+        let base = lua.create_table()?;
         for name in [
             "assert",
             "error",
@@ -194,20 +198,19 @@ impl Vm {
             "setmetatable",
             "_VERSION",
         ] {
-            safe.set(name, globals.get::<LuaValue>(name)?)?;
+            base.set(name, globals.get::<LuaValue>(name)?)?;
         }
         for library in ["string", "table", "math", "utf8", "coroutine"] {
-            safe.set(library, read_only(&lua, globals.get::<Table>(library)?)?)?;
+            base.set(library, read_only(&lua, globals.get::<Table>(library)?)?)?;
         }
         let print = lua.create_function(|_, args: mlua::MultiValue| {
             let parts: Vec<String> = args.iter().map(|v| v.to_string().unwrap_or_else(|_| "?".into())).collect();
             eprintln!("{}", parts.join("\t"));
             Ok(())
         })?;
-        safe.set("print", print)?;
-        let env_meta = lua.create_table()?;
-        env_meta.set("__index", safe)?;
+        base.set("print", print)?;
         let state = lua.create_userdata(MapView(None))?;
+        base.set("state", &state)?;
         let budget = Rc::new(Cell::new(i64::MAX));
         let counter = budget.clone();
         lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
@@ -218,7 +221,7 @@ impl Vm {
             }
             Ok(VmState::Continue)
         })?;
-        Ok(Vm { lua, env_meta, state, budget, limits: None, agents: HashMap::new() })
+        Ok(Vm { lua, base, state, budget, limits: None, agents: HashMap::new() })
     }
 
     fn run(
@@ -231,21 +234,26 @@ impl Vm {
             self.lua.set_memory_limit(chunks.limits.memory).map_err(|e| e.to_string())?;
             self.limits = Some(chunks.limits);
         }
-        let function = self.function(chunks, id).map_err(|e| e.to_string())?;
+        self.prepare(chunks, id).map_err(|e| e.to_string())?;
+        let Some(agent) = self.agents.get(&chunks.id) else { return Err("the agent's chunks are missing".into()) };
+        let Some(function) = agent.functions.get(id.0).and_then(Option::as_ref) else {
+            return Err("the chunk is missing".into());
+        };
         let outcome = (|| -> mlua::Result<LuaValue> {
-            let env = self.lua.create_table()?;
-            env.set_metatable(Some(self.env_meta.clone()))?;
-            env.set("state", &self.state)?;
-            if let Some(agent) = self.agents.get(&chunks.id) {
-                env.set("variables", &agent.variables)?;
-            }
-            function.set_environment(env)?;
             self.state.borrow_mut::<MapView>()?.0 = Some(state.clone());
             self.budget.set(i64::try_from(chunks.limits.instructions).unwrap_or(i64::MAX));
             let result = function.call::<LuaValue>(());
             // The state's map is shared again only with its owner (so applying the update
             // copies nothing).
             self.state.borrow_mut::<MapView>()?.0 = None;
+            if !agent.env.is_empty() {
+                // The block assigned globals: they do not outlive the call.
+                let keys: Vec<LuaValue> =
+                    agent.env.pairs::<LuaValue, LuaValue>().filter_map(|p| p.ok().map(|(k, _)| k)).collect();
+                for key in keys {
+                    agent.env.raw_set(key, LuaValue::Nil)?;
+                }
+            }
             result
         })();
         match outcome {
@@ -254,14 +262,23 @@ impl Vm {
         }
     }
 
-    /// The chunk's function in this VM, compiled on first use.
-    fn function(&mut self, chunks: &Chunks, id: ChunkId) -> mlua::Result<Function> {
+    /// Makes sure chunk `id` of `chunks` is compiled in this VM, with its agent's environment.
+    fn prepare(&mut self, chunks: &Chunks, id: ChunkId) -> mlua::Result<()> {
         if !self.agents.contains_key(&chunks.id) {
             // A new agent: forget the chunks of agents that were dropped.
             self.agents.retain(|_, agent| agent.alive.strong_count() > 0);
             let variables = self.lua.create_userdata(MapView(Some(chunks.variables.clone())))?;
+            let scope = self.lua.create_table()?;
+            scope.set("variables", variables)?;
+            let scope_meta = self.lua.create_table()?;
+            scope_meta.set("__index", self.base.clone())?;
+            scope.set_metatable(Some(scope_meta))?;
+            let env = self.lua.create_table()?;
+            let env_meta = self.lua.create_table()?;
+            env_meta.set("__index", scope)?;
+            env.set_metatable(Some(env_meta))?;
             let functions = vec![None; chunks.sources.len()];
-            self.agents.insert(chunks.id, AgentVm { alive: Arc::downgrade(&chunks.alive), functions, variables });
+            self.agents.insert(chunks.id, AgentVm { alive: Arc::downgrade(&chunks.alive), functions, env });
         }
         let Some(agent) = self.agents.get_mut(&chunks.id) else {
             return Err(mlua::Error::runtime("the agent's chunks are missing"));
@@ -269,13 +286,17 @@ impl Vm {
         if agent.functions.len() < chunks.sources.len() {
             agent.functions.resize(chunks.sources.len(), None);
         }
-        if let Some(function) = &agent.functions[id.0] {
-            return Ok(function.clone());
+        if agent.functions[id.0].is_none() {
+            let chunk = &chunks.sources[id.0];
+            let function = self
+                .lua
+                .load(&chunk.source)
+                .set_name(format!("={}", chunk.file))
+                .set_environment(agent.env.clone())
+                .into_function()?;
+            agent.functions[id.0] = Some(function);
         }
-        let chunk = &chunks.sources[id.0];
-        let function = self.lua.load(&chunk.source).set_name(format!("={}", chunk.file)).into_function()?;
-        agent.functions[id.0] = Some(function.clone());
-        Ok(function)
+        Ok(())
     }
 
     fn explain(&self, error: mlua::Error, chunks: &Chunks) -> String {

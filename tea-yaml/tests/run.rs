@@ -384,3 +384,26 @@ nodes:
     let d = agent.dot();
     assert!(d.contains("\"n1\" [label=\"ask\", shape=hexagon]"), "{d}");
 }
+
+#[test]
+fn agents_are_send_and_sync_and_states_serialize() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn state_like<T: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned>() {}
+    send_sync::<tea_yaml::Agent>();
+    send_sync::<tea_yaml::Engine>();
+    state_like::<State>();
+    let agent = std::sync::Arc::new(
+        Engine::new().load_str("nodes:\n  - name: a\n    run: return { n = (state.n or 0) + 1 }\n").unwrap(),
+    );
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let agent = agent.clone();
+            std::thread::spawn(move || agent.invoke(json!({ "n": i })).unwrap().done().unwrap()["n"].as_i64().unwrap())
+        })
+        .collect();
+    let mut got: Vec<i64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, [1, 2, 3, 4]);
+    let state: State = serde_json::from_value(json!({ "a": 1 })).unwrap();
+    assert_eq!(serde_json::to_value(&state).unwrap(), json!({ "a": 1 }));
+}

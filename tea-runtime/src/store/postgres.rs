@@ -269,11 +269,7 @@ impl PostgresStore {
             .build()
             .map_err(|e| Error::store(Fault::Runtime { message: e.to_string() }))?;
         let mut fast_config = config.clone();
-        let options_with_async_commit = match config.get_options() {
-            Some(given) => format!("{given} -c synchronous_commit=off"),
-            None => "-c synchronous_commit=off".to_owned(),
-        };
-        fast_config.options(options_with_async_commit);
+        fast_config.options(with_async_commit(config.get_options()));
         // Building a pool spawns nothing, but it needs to see the runtime it will use.
         let pool = |config| {
             let _entered = runtime.enter();
@@ -690,6 +686,15 @@ async fn prune(inner: Arc<Inner>, graph: String, thread: ThreadId, keep_last: us
 // ---------------------------------------------------------------------------------------------
 // Names and errors.
 
+/// The session options of the pool for appends that need not be durable: the URL's own
+/// `options`, then `synchronous_commit` off (the last setting of a key wins).
+fn with_async_commit(given: Option<&str>) -> String {
+    match given {
+        Some(given) if !given.trim().is_empty() => format!("{given} -c synchronous_commit=off"),
+        _ => "-c synchronous_commit=off".to_owned(),
+    }
+}
+
 /// Whether `name` is a plain SQL identifier, safe to quote into statements.
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
@@ -809,6 +814,14 @@ mod tests {
         assert_eq!(describe_target(&config), "alice@db.example:6543/orders");
         let config = tokio_postgres::Config::from_str("host=h user=bob password=pw").unwrap();
         assert_eq!(describe_target(&config), "bob@h:5432/bob");
+    }
+
+    #[test]
+    fn the_fast_pool_keeps_the_urls_options_and_turns_off_synchronous_commit() {
+        assert_eq!(with_async_commit(None), "-c synchronous_commit=off");
+        assert_eq!(with_async_commit(Some(" ")), "-c synchronous_commit=off");
+        let config = tokio_postgres::Config::from_str("postgres://u@h/db?options=-c%20search_path%3Dx").unwrap();
+        assert_eq!(with_async_commit(config.get_options()), "-c search_path=x -c synchronous_commit=off");
     }
 
     #[test]

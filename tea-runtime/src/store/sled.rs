@@ -75,8 +75,9 @@ const ID_LEN: usize = 8;
 /// # Damaged files
 /// sled checks its log with checksums when it opens a database, and its recovery keeps the log
 /// up to the first damaged record and silently drops everything after it. So a damaged database
-/// may open without an error and read as an *older* state: recent checkpoints, or whole threads,
-/// may be gone rather than reported. Damage inside a record this store reads (a head record too
+/// may open without an error and read as an *older* state: recent checkpoints (durable ones too),
+/// or whole threads, may be gone rather than reported (`tea-runtime/tests/store_contract.rs`
+/// damages a log and shows it). Damage inside a record this store reads (a head record too
 /// short to hold an id, a key that does not follow the layout) is an [`Error::Store`]; damaged
 /// checkpoint bytes fail the engine's checks as [`Error::CorruptCheckpoint`].
 ///
@@ -233,7 +234,7 @@ enum Fault {
     Head { graph: String, thread: ThreadId, len: usize },
     #[error("a checkpoint key of thread `{thread}` of graph `{graph}` does not end in an 8-byte checkpoint id")]
     Key { graph: String, thread: ThreadId },
-    #[error("a key in the tree of graph `{graph}` does not start with a thread id (its length, then UTF-8 bytes)")]
+    #[error("a key in the tree of graph `{graph}` does not follow the layout (a thread id's length and UTF-8 bytes, then tag 0x00 or 0x01)")]
     Unreadable { graph: String },
     #[error("checkpoint {id} cannot follow head {}: the next checkpoint is the head + 1 (1 for an empty thread)", match expected { Some(head) => head.to_string(), None => String::from("none") })]
     OutOfSequence { expected: Option<CheckpointId>, id: CheckpointId },
@@ -371,14 +372,21 @@ impl Checkpointer for SledStore {
 
     fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
         let tree = self.tree(graph)?;
+        let unreadable = || Error::store(Fault::Unreadable { graph: graph.to_owned() });
         let mut threads = Vec::new();
-        for key in tree.iter().keys() {
+        // One seek per thread: its head record, if it has one, is its first (tag 0x00), and its
+        // other records are skipped by seeking past its prefix's tags.
+        let mut from = Vec::new();
+        while let Some(key) = tree.range(from.as_slice()..).keys().next() {
             let key = key.map_err(Error::store)?;
-            let (thread, tag) =
-                split_key(&key).ok_or_else(|| Error::store(Fault::Unreadable { graph: graph.to_owned() }))?;
-            if tag == [HEAD_TAG] {
-                threads.push(ThreadId::from(thread));
+            let (thread, rest) = split_key(&key).ok_or_else(unreadable)?;
+            let thread = ThreadId::from(thread);
+            match rest.first() {
+                Some(&HEAD_TAG) if rest.len() == 1 => threads.push(thread.clone()),
+                Some(&CHECKPOINT_TAG) => {}
+                _ => return Err(unreadable()),
             }
+            from = thread_key(&thread, CHECKPOINT_TAG + 1, 0);
         }
         // Keys sort by the id's length first.
         threads.sort_unstable();
@@ -562,7 +570,25 @@ mod tests {
         assert!(message.contains("8-byte checkpoint id"), "{message}");
         poke(&store, "g", b"\xff\xff".to_vec(), b"?");
         let message = store_error_message(store.threads("g"));
-        assert!(message.contains("does not start with a thread id"), "{message}");
+        assert!(message.contains("does not follow the layout"), "{message}");
+    }
+
+    #[test]
+    fn threads_lists_heads_only_and_refuses_unknown_tags() {
+        let store = temporary();
+        for (thread, appends) in [("b", 3), ("a", 1), ("ab", 2)] {
+            let thread = ThreadId::from(thread);
+            for id in 1..=appends {
+                store.append("g", &thread, Some(id - 1).filter(|&h| h > 0), id, b"x", false).unwrap();
+            }
+        }
+        // Records of a thread without a head (as a crash could leave them) list nothing.
+        poke(&store, "g", checkpoint_key(&ThreadId::from("aa"), 4), b"orphan");
+        let listed = store.threads("g").unwrap();
+        assert_eq!(listed, ["a", "ab", "b"].map(ThreadId::from));
+        poke(&store, "g", thread_key(&ThreadId::from("c"), 0x07, 0), b"?");
+        let message = store_error_message(store.threads("g"));
+        assert!(message.contains("does not follow the layout"), "{message}");
     }
 
     #[test]
