@@ -8,9 +8,7 @@
 #[test]
 fn ui() {
     if cfg!(any(feature = "yaml", feature = "postgres", not(feature = "sled"))) {
-        eprintln!(
-            "skipped: the ui snapshots are taken with tea's default features only; run `cargo test --test ui`"
-        );
+        eprintln!("skipped: the ui snapshots are taken with tea's default features only; run `cargo test --test ui`");
         return;
     }
     let cases = trybuild::TestCases::new();
