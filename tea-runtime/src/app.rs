@@ -365,9 +365,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Deletes every checkpoint of `thread`; `Ok(false)` if it had none. The thread id is free
     /// again: [`invoke_on`](Self::invoke_on) can start it anew. A token of the deleted thread
-    /// fails with [`Error::CheckpointNotFound`] while the id is unused; tokens name a pause by its
-    /// checkpoint number, so once the id is reused, an old token whose number matches a pause of
-    /// the new thread would be taken for it: reuse ids only when no old token is still around.
+    /// fails with [`Error::CheckpointNotFound`] while the id is unused, and with
+    /// [`Error::StaleResume`] once it is reused: a token carries its pause's random nonce, which
+    /// no pause of the new thread has.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
@@ -460,7 +460,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let thread = token.thread.clone();
         let (head, bytes) = self.head(&thread)?;
         let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
-        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
+        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
             return Err(Error::StaleResume { thread });
         }
         let continuing = match_answers(graph, &mut ckpt, &resume)?;
@@ -488,6 +488,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.pending.clear();
         ckpt.pause = None;
         ckpt.paused_at = None;
+        ckpt.nonce = None;
         let persist = self.persist(thread, Some(head), Some(bytes), true);
         Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)
     }
@@ -513,6 +514,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         pending: Vec::new(),
         pause: None,
         paused_at: None,
+        nonce: None,
         resumed: false,
         answers: Vec::new(),
         joined: Vec::new(),
