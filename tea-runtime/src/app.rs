@@ -17,6 +17,10 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
+/// How many branches of one fan-out run at once by default: see
+/// [`Builder::max_parallel_branches`].
+pub const DEFAULT_MAX_PARALLEL_BRANCHES: usize = 128;
+
 /// How long a running thread's lease lasts unless renewed: see [`Builder::lease`].
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
@@ -50,6 +54,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     recursion_limit: usize,
     durability: Durability,
     lease: Duration,
+    max_branches: usize,
     key: Option<SigningKey>,
 }
 
@@ -62,6 +67,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             recursion_limit: DEFAULT_RECURSION_LIMIT,
             durability: Durability::EveryStep,
             lease: DEFAULT_LEASE,
+            max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             key: None,
         }
     }
@@ -79,6 +85,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
+            max_branches: self.max_branches,
             key: self.key,
         }
     }
@@ -93,6 +100,20 @@ impl<G: Graph, C> Builder<G, C> {
         self
     }
 
+    /// The most branches of one fan-out that run at the same time (default
+    /// [`DEFAULT_MAX_PARALLEL_BRANCHES`], 128).
+    ///
+    /// Branches start on the calling thread and rayon's pool; when some are still waiting for a
+    /// thread after a millisecond (their siblings block: a synchronous LLM or HTTP call, a sleep,
+    /// a barrier), threads of their own start for them, up to this many branches at once, so
+    /// branches that wait never starve each other: 100 branches that each block 20 ms take about
+    /// 20 ms, not 100 × 20 ms divided by the number of cores. CPU-bound branches keep the
+    /// machine's speedup. A fan-out of more branches than this runs them in waves.
+    pub fn max_parallel_branches(mut self, max: usize) -> Self {
+        self.max_branches = max.max(1);
+        self
+    }
+
     /// Keeps the app's threads in `store` ([`MemoryStore`](crate::MemoryStore), `SledStore`, or
     /// your own [`Checkpointer`]). Required for graphs that can pause; with it, `invoke` returns
     /// an [`Outcome`] rather than the final state.
@@ -103,6 +124,7 @@ impl<G: Graph, C> Builder<G, C> {
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
+            max_branches: self.max_branches,
             key: self.key,
         }
     }
@@ -146,6 +168,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
+            max_branches: self.max_branches,
             key: self.key,
         }
     }
@@ -183,6 +206,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     recursion_limit: usize,
     durability: Durability,
     lease: Duration,
+    max_branches: usize,
     key: Option<SigningKey>,
 }
 
@@ -207,6 +231,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// [`Error::RecursionLimit`] when the run takes too many steps.
     pub fn invoke(&self, input: G::State) -> Result<G::State, Error> {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
+        run.max_branches = self.max_branches;
         loop {
             match run.advance()? {
                 Progress::Stepped | Progress::Forked => {}
@@ -225,7 +250,9 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
     /// and ends.
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        Stream::new(Ok(Run::new(&self.graph, input, self.recursion_limit, None, true)))
+        let mut run = Run::new(&self.graph, input, self.recursion_limit, None, true);
+        run.max_branches = self.max_branches;
+        Stream::new(Ok(run))
     }
 }
 
@@ -299,7 +326,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        drive(Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?)
+        let mut run = Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
+        run.max_branches = self.max_branches;
+        drive(run)
     }
 
     /// Starts thread `thread` at `node`, with `state` as the state: `node` runs first (its
@@ -422,7 +451,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
         }
         let persist = self.persist(thread, None, None, true);
-        Ok(Run::new(&self.graph, input, self.recursion_limit, Some(persist), record))
+        let mut run = Run::new(&self.graph, input, self.recursion_limit, Some(persist), record);
+        run.max_branches = self.max_branches;
+        Ok(run)
     }
 
     /// A run must not start (and write anything) when it could not sign its token at a pause.
@@ -490,7 +521,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.paused_at = None;
         ckpt.nonce = None;
         let persist = self.persist(thread, Some(head), Some(bytes), true);
-        Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)
+        let mut run = Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)?;
+        run.max_branches = self.max_branches;
+        Ok(run)
     }
 
     fn snapshot(&self, thread: &ThreadId, id: CheckpointId, bytes: &[u8]) -> Result<Snapshot<G::State>, Error> {

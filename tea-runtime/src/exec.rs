@@ -383,6 +383,8 @@ pub(crate) struct Run<'g, G: Graph> {
     ctx: Ctx<G::State>,
     cursor: Cursor<G::Node>,
     limit: usize,
+    /// The most branches of one fan-out that run at once (`Builder::max_parallel_branches`).
+    pub(crate) max_branches: usize,
     /// Whether branch steps are recorded as events (streaming).
     record: bool,
     /// Events of the last fan-out's branches, in branch order, while streaming.
@@ -411,6 +413,7 @@ impl<'g, G: Graph> Run<'g, G> {
             ctx: Ctx::new(START, thread),
             cursor: Cursor::Start,
             limit,
+            max_branches: crate::app::DEFAULT_MAX_PARALLEL_BRANCHES,
             record,
             branch_events: VecDeque::new(),
             persist,
@@ -614,6 +617,7 @@ impl<'g, G: Graph> Run<'g, G> {
             base_step: self.ctx.step,
             budget: (self.limit as u64).saturating_sub(self.steps_taken()),
             limit: self.limit,
+            max_branches: self.max_branches,
             record: self.record,
             pausable: self.persist.is_some(),
         };
