@@ -160,6 +160,13 @@ impl Engine {
             })?)),
             #[cfg(not(feature = "sled"))]
             (Some(StoreSpec::Sled(_)), _) => None,
+            #[cfg(feature = "postgres")]
+            (Some(StoreSpec::Postgres(url)), _) => Some(Arc::new(
+                tea_runtime::PostgresStore::connect(url)
+                    .map_err(|e| LoadError::one(&file, 1, 1, format!("cannot connect the postgres store: {e}")))?,
+            )),
+            #[cfg(not(feature = "postgres"))]
+            (Some(StoreSpec::Postgres(_)), _) => None,
             (None, Some(path)) => {
                 let store = DirStore::open(path).map_err(|e| {
                     LoadError::one(

@@ -34,6 +34,7 @@ pub(crate) struct Env<'a> {
 pub(crate) enum StoreSpec {
     Memory,
     Sled(PathBuf),
+    Postgres(String),
 }
 
 /// A loaded file: its graph and the `config:` the agent applies.
@@ -466,13 +467,17 @@ impl<'a> Loader<'a> {
                     return None;
                 }
                 Some("postgres") => {
-                    self.problem(key.pos, "`postgres` stores are not built into this tea");
+                    let url = self.string(value, "`checkpointer.postgres`")?;
+                    if cfg!(feature = "postgres") {
+                        return Some(StoreSpec::Postgres(url.to_owned()));
+                    }
+                    self.problem(key.pos, "`postgres` stores are not built in (cargo feature `postgres` of tea)");
                     return None;
                 }
                 _ => {}
             }
         }
-        self.problem(node.pos, "`config.checkpointer` must be `memory` or `{ sled: PATH }`");
+        self.problem(node.pos, "`config.checkpointer` must be `memory`, `{ sled: PATH }` or `{ postgres: URL }`");
         None
     }
 
