@@ -251,8 +251,8 @@ impl Checkpointer for Recording {
 }
 
 #[test]
-fn pauses_are_written_durably_before_the_token_exists_and_the_end_is_written() {
-    for durability in [Durability::EveryStep, Durability::OnPause] {
+fn pauses_and_the_end_are_flushed_in_every_mode_and_steps_with_every_step() {
+    for durability in [Durability::EveryStep, Durability::Buffered, Durability::OnPause] {
         let store = Recording::default();
         let app = TwoStops::builder().checkpointer(store.clone()).durability(durability).build();
         let t = thread("durable");
@@ -268,13 +268,28 @@ fn pauses_are_written_durably_before_the_token_exists_and_the_end_is_written() {
         }
         let appends = store.appends.lock().unwrap().clone();
         let head = app.state(&t).unwrap().unwrap().checkpoint;
-        // Only a pause must be durable before its token is handed out; the end is written
-        // without waiting for a flush.
-        assert_eq!(appends.last(), Some(&(head, false)), "{durability:?}: the final checkpoint is written");
+        // What `resume` reported (done) survives a crash: the final checkpoint is flushed.
+        assert_eq!(appends.last(), Some(&(head, true)), "{durability:?}: the end is flushed");
         let durable: Vec<u64> = appends.iter().filter(|(_, durable)| *durable).map(|(id, _)| *id).collect();
-        assert_eq!(durable, pauses, "{durability:?}: only pauses are flushed");
         let ids: Vec<u64> = appends.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, (1..=head).collect::<Vec<_>>(), "{durability:?}: ids follow each other");
+        // Claims are never flushed (no node has completed); with EveryStep every step is.
+        let claims = [1].into_iter().chain(pauses.iter().map(|p| p + 1));
+        match durability {
+            Durability::EveryStep => {
+                let expected: Vec<u64> = ids.iter().copied().filter(|id| !claims.clone().any(|c| c == *id)).collect();
+                assert_eq!(durable, expected, "EveryStep flushes every step, pause and the end");
+            }
+            _ => {
+                let mut expected = pauses.clone();
+                expected.push(head);
+                assert_eq!(durable, expected, "{durability:?}: pauses and the end are flushed");
+            }
+        }
+        if durability == Durability::Buffered {
+            let every_step = store.appends.lock().unwrap().len();
+            assert!(every_step > 2 * pauses.len() + 1, "Buffered writes every step: {appends:?}");
+        }
     }
 }
 

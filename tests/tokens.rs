@@ -207,18 +207,62 @@ const SCHEMA_FINGERPRINT: usize = 18;
 const PAUSE: usize = 26;
 const THREAD: usize = 34;
 
+/// The record with its checksum recomputed: what a forger of an unsigned token can do.
+fn with_checksum(record: &[u8]) -> Vec<u8> {
+    let mut out = record.to_vec();
+    out.extend_from_slice(&crc32fast::hash(record).to_le_bytes());
+    out
+}
+
 #[test]
-fn a_changed_field_of_an_unsigned_token_is_caught_by_what_it_names() {
+fn a_mistyped_unsigned_token_is_refused_by_its_checksum_not_read_as_another_thread() {
     let app = app();
-    let text = pause(&app, "fields", Memo::default()).to_string();
+    let victim = pause(&app, "victim", Memo::default());
+    let _other = pause(&app, "victin", Memo::default());
+    let text = victim.to_string();
     let bytes = decode(&text);
     assert_eq!(u16::from_le_bytes([bytes[THREAD], bytes[THREAD + 1]]), 6, "the thread id's length");
-    assert_eq!(&bytes[THREAD + 2..THREAD + 8], b"fields");
-    for byte in 0..THREAD + 8 {
+    assert_eq!(&bytes[THREAD + 2..THREAD + 8], b"victim");
+    // Every one-bit change anywhere in the token.
+    for byte in 0..bytes.len() {
         for bit in 0..8 {
             let mut altered = bytes.clone();
             altered[byte] ^= 1 << bit;
-            let result = encode(&altered).parse::<Resume<Memo>>().and_then(|r| app.resume(r));
+            invalid(encode(&altered).parse::<Resume<Memo>>().and_then(|r| app.resume(r)));
+        }
+    }
+    // Every one-character typo of the string, and `victim` → `victin` in the record.
+    const ALPHABET: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    for (i, c) in text.char_indices() {
+        let typo = ALPHABET.chars().find(|&a| a != c).unwrap();
+        let mistyped = format!("{}{typo}{}", &text[..i], &text[i + 1..]);
+        let result = mistyped.parse::<Resume<Memo>>().and_then(|r| app.resume(r));
+        assert!(matches!(result, Err(Error::InvalidToken { .. })), "typo at {i}: {result:?}");
+    }
+    let mut renamed = bytes.clone();
+    renamed[THREAD + 7] = b'n';
+    assert!(invalid(encode(&renamed).parse::<Resume<Memo>>()).contains("checksum"));
+    // Truncated anywhere: refused.
+    for len in 1..text.len() {
+        assert!(matches!(text[..len].parse::<Resume<Memo>>(), Err(Error::InvalidToken { .. })), "{len} chars");
+    }
+    assert!(app.resume(text.parse().unwrap()).unwrap().is_done(), "the thread was left alone");
+    assert!(app.state(&"victin".into()).unwrap().unwrap().interrupts.len() == 1, "and so was its neighbour");
+}
+
+#[test]
+fn a_changed_field_with_a_recomputed_checksum_is_caught_by_what_it_names() {
+    // The checksum catches accidents; a deliberate change (checksum recomputed) still meets the
+    // graph, fingerprint and thread checks. Only `.sign_tokens` resists forgery.
+    let app = app();
+    let text = pause(&app, "fields", Memo::default()).to_string();
+    let bytes = decode(&text);
+    let record = &bytes[..bytes.len() - 4];
+    for byte in 0..THREAD + 8 {
+        for bit in 0..8 {
+            let mut altered = record.to_vec();
+            altered[byte] ^= 1 << bit;
+            let result = encode(&with_checksum(&altered)).parse::<Resume<Memo>>().and_then(|r| app.resume(r));
             let ok = match (byte, &result) {
                 (0 | 1, Err(Error::InvalidToken { .. })) => true,
                 (GRAPH..GRAPH_FINGERPRINT, Err(Error::GraphMismatch { .. })) => true,
@@ -247,7 +291,7 @@ fn signed_tokens_refuse_every_alteration_another_key_and_no_signature() {
     let bytes = decode(&text);
     assert_eq!(bytes[1], 1, "flagged as signed");
     let unsigned_len = decode(&pause(&plain, "unsign", Memo::default()).to_string()).len();
-    assert_eq!(bytes.len(), unsigned_len + 32, "an HMAC-SHA256 follows the record");
+    assert_eq!(bytes.len(), unsigned_len + 32, "an HMAC-SHA256 follows the record and its checksum");
 
     for byte in 0..bytes.len() {
         for bit in 0..8 {
@@ -258,10 +302,10 @@ fn signed_tokens_refuse_every_alteration_another_key_and_no_signature() {
         }
     }
     assert!(invalid(stranger.resume(text.parse().unwrap())).contains("signature"));
-    // The record alone, flagged unsigned: the signer wants a signature.
-    let mut stripped = bytes[..bytes.len() - 32].to_vec();
+    // The record alone, flagged unsigned (checksum recomputed): the signer wants a signature.
+    let mut stripped = bytes[..bytes.len() - 32 - 4].to_vec();
     stripped[1] = 0;
-    assert!(invalid(signer.resume(encode(&stripped).parse().unwrap())).contains("not signed"));
+    assert!(invalid(signer.resume(encode(&with_checksum(&stripped)).parse().unwrap())).contains("not signed"));
     // The record alone, still flagged signed: truncated.
     assert!(invalid(encode(&bytes[..bytes.len() - 32]).parse::<Resume<Memo>>()).contains("truncated"));
 

@@ -4,9 +4,9 @@
 //! app with one ([`Checkpointer`]) runs each invocation as a *thread* whose checkpoints live in
 //! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
-use crate::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
+use crate::checkpoint::{BranchAt, Checkpoint, Position, Target};
 use crate::error::Error;
-use crate::exec::{apply_update, identity, issue, Persist, Progress, Run, Stream};
+use crate::exec::{apply_update, decode_for, issue, now_ms, Persist, Progress, Run, Stream};
 use crate::graph::{Graph, PauseFree};
 use crate::name::{NodeName, ThreadId};
 use crate::node::Goto;
@@ -15,6 +15,10 @@ use crate::resume::{graph_id, Interrupt, Resume, SigningKey};
 use crate::store::{CheckpointId, Checkpointer};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+/// How long a running thread's lease lasts unless renewed: see [`Builder::lease`].
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
 /// The default recursion limit: the number of node runs after which a run fails with
 /// [`Error::RecursionLimit`].
@@ -45,6 +49,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     checkpointer: C,
     recursion_limit: usize,
     durability: Durability,
+    lease: Duration,
     key: Option<SigningKey>,
 }
 
@@ -56,6 +61,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             checkpointer: NoCheckpointer,
             recursion_limit: DEFAULT_RECURSION_LIMIT,
             durability: Durability::EveryStep,
+            lease: DEFAULT_LEASE,
             key: None,
         }
     }
@@ -72,6 +78,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             checkpointer: self.checkpointer,
             recursion_limit: self.recursion_limit,
             durability: self.durability,
+            lease: self.lease,
             key: self.key,
         }
     }
@@ -95,6 +102,7 @@ impl<G: Graph, C> Builder<G, C> {
             checkpointer: store,
             recursion_limit: self.recursion_limit,
             durability: self.durability,
+            lease: self.lease,
             key: self.key,
         }
     }
@@ -104,6 +112,22 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// When checkpoints are written (default [`Durability::EveryStep`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// How long a running thread stays owned by its run without news from it (default
+    /// [`DEFAULT_LEASE`], one minute).
+    ///
+    /// A run's checkpoints carry a lease on its thread, renewed as the run advances (at every
+    /// checkpoint, and before a node once half the lease has gone). [`App::recover`] of a
+    /// thread whose lease has not expired is [`Error::ThreadBusy`]: a live run is never taken
+    /// over, so no node runs twice because two processes recovered one thread. A run that
+    /// crashed is taken over once its lease expires; a run that failed releases it at once.
+    /// Make the lease longer than the slowest node: a node that runs longer than the lease
+    /// cannot renew it, and its thread may be recovered meanwhile (the running one then fails
+    /// with [`Error::StaleResume`] at its next checkpoint).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
         self
     }
 
@@ -121,6 +145,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             checkpointer: self.checkpointer,
             recursion_limit: self.recursion_limit,
             durability: self.durability,
+            lease: self.lease,
             key: self.key,
         }
     }
@@ -133,6 +158,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
             .field("checkpointer", &self.checkpointer)
             .field("recursion_limit", &self.recursion_limit)
             .field("durability", &self.durability)
+            .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
             .finish()
     }
@@ -156,6 +182,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     checkpointer: C,
     recursion_limit: usize,
     durability: Durability,
+    lease: Duration,
     key: Option<SigningKey>,
 }
 
@@ -236,17 +263,21 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// the nodes that completed are not run again. A paused thread returns its pause (with a
     /// fresh token); a finished one, its final state.
     ///
-    /// It first claims the thread by compare-and-swap on the checkpoint it read, so of several
-    /// recovers that read the same checkpoint exactly one runs. It cannot tell a stopped run
-    /// from one still running: recovering a running thread takes it over, and the running one
-    /// fails with [`Error::StaleResume`] at its next checkpoint.
+    /// A running thread is owned by its run through a lease ([`Builder::lease`]): recovering
+    /// a thread whose run is alive — in this process or another — is [`Error::ThreadBusy`], and
+    /// of several recovers of a stopped thread exactly one runs (it claims the thread by
+    /// compare-and-swap on the checkpoint it read; the others get `ThreadBusy`). A run that
+    /// failed released its lease, so it can be recovered at once; one whose process died is
+    /// taken over when its lease expires.
     ///
     /// # Errors
-    /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::StaleResume`]
-    /// when another recover or resume moved the thread on first, and the errors of a run.
+    /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::ThreadBusy`]
+    /// while another run owns the thread, [`Error::StaleResume`] when a resume moved the thread
+    /// on while this recover ran, [`Error::CorruptCheckpoint`] for a checkpoint that does not
+    /// decode or records what this graph cannot do, and the errors of a run.
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
         let (head, bytes) = self.head(thread)?;
-        let ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(&self.graph), thread, head)?;
+        let ckpt: Checkpoint<G::State> = decode_for(&self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
             let resume = issue(&self.graph, thread, &ckpt, self.key.as_ref())?;
             return Ok(Outcome::Interrupted { state: ckpt.state, resume });
@@ -254,10 +285,20 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if matches!(ckpt.at, Position::Done) {
             return Ok(Outcome::Done(ckpt.state));
         }
+        if let Some(lease) = ckpt.lease {
+            let now = now_ms();
+            if lease.until > now {
+                return Err(Error::ThreadBusy {
+                    thread: thread.clone(),
+                    expires_in: Duration::from_millis(lease.until - now),
+                });
+            }
+        }
         let resuming = ckpt.resumed;
         // Claim the thread before running anything, as a resume does: of several recovers of one
-        // thread, exactly one runs its nodes.
-        let persist = self.persist(thread.clone(), Some(head), None, true);
+        // thread, exactly one runs its nodes; the others find its lease.
+        let mut persist = self.persist(thread.clone(), Some(head), None, true);
+        persist.recovering = true;
         drive(Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?)
     }
 
@@ -360,10 +401,15 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             store: &self.checkpointer,
             thread,
             head,
-            every_step: self.durability == Durability::EveryStep,
+            durability: self.durability,
             key: self.key.as_ref(),
             rollback,
             claim,
+            owner: Persist::new_owner(),
+            lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
+            lease_until: 0,
+            recovering: false,
+            last: None,
         }
     }
 
@@ -413,7 +459,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
         let thread = token.thread.clone();
         let (head, bytes) = self.head(&thread)?;
-        let mut ckpt: Checkpoint<G::State> = checkpoint::decode(&bytes, &identity(graph), &thread, head)?;
+        let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
         if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
             return Err(Error::StaleResume { thread });
         }
@@ -447,7 +493,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn snapshot(&self, thread: &ThreadId, id: CheckpointId, bytes: &[u8]) -> Result<Snapshot<G::State>, Error> {
-        let ckpt: Checkpoint<G::State> = checkpoint::decode(bytes, &identity(&self.graph), thread, id)?;
+        let ckpt: Checkpoint<G::State> = decode_for(&self.graph, bytes, thread, id)?;
         let next = next_nodes(&self.graph, &ckpt);
         Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step })
     }
@@ -469,8 +515,10 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         paused_at: None,
         resumed: false,
         answers: Vec::new(),
+        joined: Vec::new(),
+        lease: None,
     };
-    checkpoint::encode(&identity(graph), &ckpt)
+    crate::checkpoint::encode(&crate::exec::identity(graph), &ckpt)
 }
 
 /// Reads a checkpoint of `graph` (a file written by [`encode_checkpoint`], or a checkpoint a
@@ -484,7 +532,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
 /// graph's, [`Error::SchemaMismatch`] for another shape of this graph's.
 pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Result<(NodeName, G::State), Error> {
     let label = ThreadId::from(source.to_owned());
-    let ckpt: Checkpoint<G::State> = checkpoint::decode(bytes, &identity(graph), &label, 0)?;
+    let ckpt: Checkpoint<G::State> = decode_for(graph, bytes, &label, 0)?;
     let node = match ckpt.at {
         Position::Before(node) | Position::After { node, .. } => node,
         Position::Start | Position::Done | Position::Fork { .. } => {
@@ -638,13 +686,21 @@ fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName>
         }
         match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
             Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            _ => Vec::new(),
+            Ok(_) => Vec::new(),
+            Err(payload) => {
+                crate::exec::drop_payload(payload);
+                Vec::new()
+            }
         }
     };
     match &ckpt.at {
         Position::Start => match catch_unwind(AssertUnwindSafe(|| graph.start(&ckpt.state))) {
             Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            _ => Vec::new(),
+            Ok(_) => Vec::new(),
+            Err(payload) => {
+                crate::exec::drop_payload(payload);
+                Vec::new()
+            }
         },
         Position::Before(node) => vec![node.clone()],
         Position::After { node, goto } => route(node, goto, &ckpt.state),
@@ -668,6 +724,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("checkpointer", &self.checkpointer)
             .field("recursion_limit", &self.recursion_limit)
             .field("durability", &self.durability)
+            .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
             .finish()
     }

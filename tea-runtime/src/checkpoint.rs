@@ -8,6 +8,7 @@
 
 use crate::error::Error;
 use crate::name::{NodeName, ThreadId};
+use crate::parallel::BranchState;
 use crate::resume::Interrupt;
 use crate::state::GraphState;
 use crate::store::CheckpointId;
@@ -52,6 +53,9 @@ pub(crate) struct BranchProgress<S: GraphState> {
     pub(crate) head: NodeName,
     pub(crate) state: S,
     pub(crate) updates: Vec<S::Update>,
+    /// The node that wrote each of `updates` (a panicking reducer is reported on it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) origins: Vec<NodeName>,
     pub(crate) steps: u64,
     pub(crate) at: BranchAt,
     /// The answers to the earlier pauses of the node the branch stopped at.
@@ -103,6 +107,24 @@ pub(crate) struct Checkpoint<S: GraphState> {
     /// When the pause began, in seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) paused_at: Option<u64>,
+    /// The branches' own states, for a join about to run that reads them (`ctx.branches()`):
+    /// kept so that the join sees them after a pause before it, a pause inside it, or a recover.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) joined: Vec<BranchState<S>>,
+    /// The run that owns the thread while it runs, and until when: see [`Lease`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lease: Option<Lease>,
+}
+
+/// A live run's claim on its thread: `recover` of a thread whose lease has not expired is
+/// `Error::ThreadBusy`. Renewed as the run advances; released (absent) at pauses, at the end
+/// and when the run fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Lease {
+    /// The owner: random per run.
+    pub(crate) owner: u64,
+    /// Milliseconds since the Unix epoch after which the owner counts as gone.
+    pub(crate) until: u64,
 }
 
 /// What identifies the graph a checkpoint belongs to.
@@ -201,4 +223,30 @@ pub(crate) fn decode<S: GraphState>(
     }
     serde_json::from_slice(&bytes[HEADER_LEN + name_len..])
         .map_err(|e| corrupt(format!("the payload does not decode: {e}")))
+}
+
+/// Whether the payload of `envelope` (just encoded) reads back as a checkpoint of `S`:
+/// `Err((path, reason))` naming where it does not. JSON has no NaN or infinity, so serde_json
+/// writes such a float as `null`, which an `f64` field then refuses to read: the only values
+/// that write but do not read back are those that write `null` (or a custom `Serialize` that
+/// its `Deserialize` refuses), so a payload without `null` is not decoded again.
+pub(crate) fn check_reads_back<S: GraphState>(envelope: &[u8]) -> Result<(), (String, String)> {
+    let name_len = u16::from_le_bytes([envelope[6], envelope[7]]) as usize;
+    let payload = &envelope[HEADER_LEN + name_len.min(MAX_NAME_LEN)..];
+    if memchr::memmem::find(payload, b"null").is_none() {
+        return Ok(());
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(payload);
+    match serde_path_to_error::deserialize::<_, Checkpoint<S>>(&mut deserializer) {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            let mut reason = inner.to_string();
+            if reason.contains("null") {
+                reason.push_str(" (a float that is NaN or infinite is written as null, which JSON cannot hold)");
+            }
+            Err((path, reason))
+        }
+    }
 }

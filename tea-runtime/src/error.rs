@@ -50,6 +50,33 @@ pub enum Error {
         limit: usize,
     },
 
+    /// `recover` found the thread owned by a live run: its lease (renewed as that run advances)
+    /// has not expired. A run that crashed is taken over once its lease expires
+    /// ([`Builder::lease`](crate::Builder::lease)); one that failed releases its lease at once.
+    #[error("thread `{thread}` is being run elsewhere (its run's lease expires in {} ms); recover it once that run has stopped", expires_in.as_millis())]
+    ThreadBusy {
+        /// The thread.
+        thread: ThreadId,
+        /// How long the owner's lease still runs.
+        expires_in: std::time::Duration,
+    },
+
+    /// The state cannot be stored faithfully: it would not read back from its checkpoint (a
+    /// float that is NaN or infinite, which JSON cannot hold, or a `Serialize` impl that its
+    /// `Deserialize` does not accept). Refused before anything was written, so no token is
+    /// ever handed out for a checkpoint that does not decode.
+    #[error("the state after node `{node}` cannot be stored in thread `{thread}`: at `{path}`, {reason}")]
+    StateNotStorable {
+        /// The node that ran last (`start` for the input).
+        node: NodeName,
+        /// The thread.
+        thread: ThreadId,
+        /// Where in the checkpoint the value is, e.g. `state.score`.
+        path: String,
+        /// What does not read back.
+        reason: String,
+    },
+
     /// Two parallel branches replaced the same field; the merge at the join cannot choose.
     #[error("parallel branches {} all write field `{field}`, whose reducer is `replace`; give it a reducer or let one branch write it", join_names(branches))]
     ConflictingWrites {

@@ -8,17 +8,22 @@
 //!
 //! With a store (`Persist`), a run writes checkpoints by compare-and-swap on the thread's head:
 //! one when it starts (which claims a new thread, or claims an existing one on resume or
-//! recover), one per step with `Durability::EveryStep`, one durable checkpoint when it pauses
-//! (before the token exists) and one when it finishes. A resumed run that fails writes its pause
-//! back, so the same token works again.
+//! recover), one per step unless `Durability::OnPause` (flushed with `EveryStep`), one durable
+//! checkpoint when it pauses (before the token exists) and one durable checkpoint when it
+//! finishes (before `invoke`/`resume`/`recover` returns). While it runs, its checkpoints carry a
+//! *lease* (an owner and an expiry, renewed as it advances), so `recover` can tell a live run
+//! from a crashed one. A resumed run that fails writes its pause back, so the same token works
+//! again; any other run that fails writes its last checkpoint again without its lease, so
+//! `recover` can continue it at once.
 
-use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Position, Target};
+use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Lease, Position, Target};
 use crate::error::Error;
 use crate::event::Event;
 use crate::graph::Graph;
 use crate::hitl::{Asked, Hitl};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
+use crate::outcome::Durability;
 use crate::parallel::{self, Env, ForkOutcome};
 use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
 use crate::state::GraphState;
@@ -224,6 +229,112 @@ pub(crate) fn node_named<G: Graph>(graph: &G, name: &NodeName, thread: &ThreadId
     })
 }
 
+/// The largest step count a checkpoint may record: far more node runs than any thread makes,
+/// and far from overflowing the arithmetic on it.
+pub(crate) const MAX_STEP: u64 = 1 << 48;
+
+/// Decodes checkpoint `id` of `thread` for `graph`, then checks that what it records is
+/// possible for this graph (`validate`): every read of a checkpoint goes through here.
+pub(crate) fn decode_for<G: Graph>(
+    graph: &G,
+    bytes: &[u8],
+    thread: &ThreadId,
+    id: CheckpointId,
+) -> Result<Checkpoint<G::State>, Error> {
+    let ckpt = checkpoint::decode(bytes, &identity(graph), thread, id)?;
+    validate(graph, &ckpt).map_err(|reason| Error::CorruptCheckpoint {
+        thread: thread.clone(),
+        checkpoint: id,
+        reason,
+    })?;
+    Ok(ckpt)
+}
+
+/// What a checkpoint with a valid envelope may still get wrong: an impossible step count, a
+/// node the graph lacks, a fan-out where the graph has none or with other branches, a finished
+/// run with pending pauses, a pause record without pauses.
+fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), String> {
+    let known = |name: &NodeName| -> Result<G::Node, String> {
+        graph
+            .node_named(name.as_str())
+            .ok_or_else(|| format!("it names node `{name}`, which graph `{}` does not have", graph.name()))
+    };
+    let target = |goto: &Option<Target>| -> Result<(), String> {
+        match goto {
+            Some(Target::Node(name)) => known(name).map(|_| ()),
+            _ => Ok(()),
+        }
+    };
+    if ckpt.step > MAX_STEP {
+        return Err(format!("its step count {} is impossible", ckpt.step));
+    }
+    match &ckpt.at {
+        Position::Start | Position::Done => {}
+        Position::Before(node) => {
+            known(node)?;
+        }
+        Position::After { node, goto } => {
+            known(node)?;
+            target(goto)?;
+        }
+        Position::Fork { source, branches } => {
+            let Some(fork) = graph.fork(known(source)?) else {
+                return Err(format!("it records a fan-out after node `{source}`, which has none"));
+            };
+            if !branches.is_empty() && branches.len() != fork.heads.len() {
+                return Err(format!(
+                    "it records {} branches after node `{source}`, whose fan-out has {}",
+                    branches.len(),
+                    fork.heads.len()
+                ));
+            }
+            for (branch, &head) in branches.iter().zip(fork.heads) {
+                if branch.head != graph.node_name(head) {
+                    return Err(format!(
+                        "it records branch `{}` where the fan-out has `{}`",
+                        branch.head,
+                        graph.node_name(head)
+                    ));
+                }
+                if branch.steps > MAX_STEP {
+                    return Err(format!("branch `{}` records an impossible step count {}", branch.head, branch.steps));
+                }
+                match &branch.at {
+                    BranchAt::Joined => {}
+                    BranchAt::Before(node) => {
+                        known(node)?;
+                    }
+                    BranchAt::After { node, goto } => {
+                        known(node)?;
+                        target(goto)?;
+                    }
+                }
+                if let Some(pending) = &branch.pending {
+                    known(pending.node())?;
+                }
+            }
+        }
+    }
+    if matches!(ckpt.at, Position::Done) && !ckpt.pending.is_empty() {
+        return Err("it records a finished run that still waits on pauses".into());
+    }
+    if ckpt.pending.is_empty() != ckpt.pause.is_none() {
+        return Err("its pause record and its pending pauses disagree".into());
+    }
+    for pending in &ckpt.pending {
+        known(pending.node())?;
+    }
+    for branch in &ckpt.joined {
+        known(branch.head())?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch (lease times).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The identity of `graph`'s checkpoints.
 pub(crate) fn identity<G: Graph>(graph: &G) -> Identity<'_> {
     Identity {
@@ -239,12 +350,29 @@ pub(crate) struct Persist<'g> {
     pub(crate) thread: ThreadId,
     /// The thread's head as this run last saw it.
     pub(crate) head: Option<CheckpointId>,
-    pub(crate) every_step: bool,
+    pub(crate) durability: Durability,
     pub(crate) key: Option<&'g SigningKey>,
     /// The paused checkpoint this run resumed from, written back if the run fails.
     pub(crate) rollback: Option<Vec<u8>>,
     /// Whether the run's first checkpoint (claiming the thread) is still to be written.
     pub(crate) claim: bool,
+    /// This run's lease on the thread: its owner id, its length in milliseconds, and until
+    /// when the last checkpoint written holds it.
+    pub(crate) owner: u64,
+    pub(crate) lease_ms: u64,
+    pub(crate) lease_until: u64,
+    /// The run recovers a thread: losing the race for its claim means another run owns it.
+    pub(crate) recovering: bool,
+    /// The bytes of the last checkpoint this run wrote: written again without the lease if
+    /// the run fails.
+    pub(crate) last: Option<Vec<u8>>,
+}
+
+impl Persist<'_> {
+    /// A fresh owner id for a run.
+    pub(crate) fn new_owner() -> u64 {
+        uuid::Uuid::new_v4().as_u64_pair().0
+    }
 }
 
 /// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
@@ -338,6 +466,7 @@ impl<'g, G: Graph> Run<'g, G> {
             other => other,
         })?;
         let mut run = Run::new(graph, ckpt.state, limit, Some(persist), record);
+        run.ctx.branches = ckpt.joined;
         run.ctx.step = ckpt.step;
         run.first_step = ckpt.step;
         run.cursor = cursor;
@@ -365,7 +494,7 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
         let result = self.advance_inner();
         if result.is_err() {
-            self.roll_back();
+            self.abandon();
         }
         result
     }
@@ -376,16 +505,20 @@ impl<'g, G: Graph> Run<'g, G> {
             if let Some(persist) = &mut self.persist {
                 persist.claim = false;
             }
+        } else if self.persist.as_ref().is_some_and(|p| !self.finished && p.lease_until < now_ms() + p.lease_ms / 2) {
+            // Half the lease is gone: renew it before the next node, so that `recover`
+            // elsewhere does not take a live run over.
+            self.save(false)?;
         }
         let graph = self.graph;
         loop {
             let node = match self.cursor {
                 Cursor::Done => {
                     if !self.finished {
-                        // Only a pause must be durable before anything is handed out; the
-                        // store flushes a finished run in its own time.
+                        // What `invoke`/`resume` report must survive a crash: the final
+                        // checkpoint is flushed before they return.
                         self.finished = true;
-                        self.save(false)?;
+                        self.save(true)?;
                     }
                     if let Some(persist) = &mut self.persist {
                         // The resume is complete: nothing is left to roll back to.
@@ -427,12 +560,12 @@ impl<'g, G: Graph> Run<'g, G> {
             if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
             }
-            self.ctx.step += 1;
+            self.ctx.step = self.ctx.step.saturating_add(1);
             self.ctx.node = graph.node_name(node);
             let answers = std::mem::take(&mut self.answers);
             let executed = execute(graph, node, &mut self.state, &self.ctx, answers);
-            if !self.ctx.branches.is_empty() {
-                // The join has seen its branches.
+            if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_))) {
+                // The join has seen its branches (a join that paused or failed sees them again).
                 self.ctx.branches.clear();
             }
             let goto = match executed? {
@@ -458,7 +591,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Node runs in this invocation.
     fn steps_taken(&self) -> u64 {
-        self.ctx.step - self.first_step
+        self.ctx.step.saturating_sub(self.first_step)
     }
 
     fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
@@ -495,11 +628,14 @@ impl<'g, G: Graph> Run<'g, G> {
                 self.saved_branches = branches;
                 self.pause(interrupts)
             }
-            ForkOutcome::Joined { mut branches, steps } => {
-                if self.steps_taken() + steps > self.limit as u64 {
+            ForkOutcome::Joined { mut branches, steps, taken } => {
+                if self.steps_taken().saturating_add(taken) > self.limit as u64 {
                     return Err(Error::RecursionLimit { limit: self.limit });
                 }
-                self.ctx.step += steps;
+                self.ctx.step = self.ctx.step.saturating_add(steps);
+                // Branch steps of earlier invocations count in the thread's step, not in this
+                // invocation's recursion limit.
+                self.first_step = self.first_step.saturating_add(steps.saturating_sub(taken));
                 parallel::merge(graph, &mut self.state, &mut branches, fork.join)?;
                 if self.record {
                     for branch in &mut branches {
@@ -530,6 +666,7 @@ impl<'g, G: Graph> Run<'g, G> {
                         head: b.head.clone(),
                         state: b.state.clone(),
                         updates: b.updates.clone(),
+                        origins: b.origins.clone(),
                         steps: b.steps,
                         at: b.at.clone(),
                         answers: b.answers.clone(),
@@ -543,19 +680,29 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     fn save_step(&mut self) -> Result<(), Error> {
-        if self.persist.as_ref().is_some_and(|p| p.every_step) {
-            self.save(false)?;
-            // A step that routed to `end` has just written the final checkpoint.
-            self.finished = matches!(self.cursor, Cursor::Done);
-        }
+        let Some(persist) = &self.persist else { return Ok(()) };
+        let durable = match persist.durability {
+            Durability::OnPause => return Ok(()),
+            Durability::Buffered => false,
+            Durability::EveryStep => true,
+        };
+        // A step that routed to `end` writes the final checkpoint, which is always flushed.
+        let done = matches!(self.cursor, Cursor::Done);
+        self.save(durable || done)?;
+        self.finished = done;
         Ok(())
     }
 
-    /// Writes a checkpoint of where the run stands (no pause).
+    /// Writes a checkpoint of where the run stands (no pause): with this run's lease, renewed,
+    /// unless the run is over.
     fn save(&mut self, durable: bool) -> Result<(), Error> {
-        if self.persist.is_none() {
-            return Ok(());
-        }
+        let Some(persist) = &mut self.persist else { return Ok(()) };
+        let lease = if matches!(self.cursor, Cursor::Done) {
+            None
+        } else {
+            persist.lease_until = now_ms().saturating_add(persist.lease_ms);
+            Some(Lease { owner: persist.owner, until: persist.lease_until })
+        };
         let ckpt = Checkpoint {
             step: self.ctx.step,
             state: self.state.clone(),
@@ -565,8 +712,18 @@ impl<'g, G: Graph> Run<'g, G> {
             paused_at: None,
             resumed: self.resuming,
             answers: self.answers.clone(),
+            joined: self.joined(),
+            lease,
         };
         self.write(&ckpt, durable).map(|_| ())
+    }
+
+    /// The branches' own states, while a join that reads them is still to run.
+    fn joined(&self) -> Vec<parallel::BranchState<G::State>> {
+        if self.ctx.branches.is_empty() {
+            return Vec::new();
+        }
+        self.ctx.branches.clone()
     }
 
     /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last saw.
@@ -574,15 +731,28 @@ impl<'g, G: Graph> Run<'g, G> {
         let graph = self.graph;
         let Some(persist) = &mut self.persist else { return Ok(0) };
         let bytes = checkpoint::encode(&identity(graph), ckpt)?;
+        if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
+            return Err(Error::StateNotStorable {
+                node: self.ctx.node.clone(),
+                thread: persist.thread.clone(),
+                path,
+                reason,
+            });
+        }
         let id = persist.head.map_or(1, |h| h + 1);
         match persist.store.append(graph.name(), &persist.thread, persist.head, id, &bytes, durable)? {
             Append::Written => {
                 persist.head = Some(id);
+                persist.last = Some(bytes);
                 Ok(id)
             }
             Append::Conflict { .. } if persist.head.is_none() => {
                 Err(Error::ThreadExists { thread: persist.thread.clone() })
             }
+            Append::Conflict { .. } if persist.recovering && persist.claim => Err(Error::ThreadBusy {
+                thread: persist.thread.clone(),
+                expires_in: std::time::Duration::from_millis(persist.lease_ms),
+            }),
             Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
         }
     }
@@ -603,6 +773,8 @@ impl<'g, G: Graph> Run<'g, G> {
             paused_at: Some(now()),
             resumed: false,
             answers: self.answers.clone(),
+            joined: self.joined(),
+            lease: None,
         };
         self.write(&ckpt, true)?;
         let Some(persist) = &mut self.persist else { unreachable_store() };
@@ -612,12 +784,34 @@ impl<'g, G: Graph> Run<'g, G> {
         Ok(Progress::Paused(resume))
     }
 
-    /// After a failure: a resumed run writes its pause back as the head, so that the token that
-    /// resumed it works again.
-    fn roll_back(&mut self) {
+    /// After a failure, or when a stream is dropped part-way: a resumed run writes its pause
+    /// back as the head, so that the token that resumed it works again; any other run writes
+    /// its last checkpoint again without its lease, so that `recover` may continue it at once.
+    /// A run that has not claimed its thread yet wrote nothing, and writes nothing.
+    fn abandon(&mut self) {
         let graph = self.graph;
         let Some(persist) = &mut self.persist else { return };
-        let Some(bytes) = persist.rollback.take() else { return };
+        let rollback = persist.rollback.take();
+        let last = persist.last.take();
+        if persist.claim || self.finished {
+            return;
+        }
+        let bytes = match rollback {
+            Some(bytes) => bytes,
+            None => {
+                let Some(last) = last else { return };
+                let id = persist.head.unwrap_or_default();
+                let Ok(mut ckpt) = checkpoint::decode::<G::State>(&last, &identity(graph), &persist.thread, id) else {
+                    return;
+                };
+                if ckpt.lease.is_none() {
+                    return;
+                }
+                ckpt.lease = None;
+                let Ok(bytes) = checkpoint::encode(&identity(graph), &ckpt) else { return };
+                bytes
+            }
+        };
         let id = persist.head.map_or(1, |h| h + 1);
         if let Ok(Append::Written) = persist.store.append(graph.name(), &persist.thread, persist.head, id, &bytes, true)
         {
@@ -655,13 +849,27 @@ pub(crate) fn now() -> u64 {
 }
 
 /// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
+///
+/// The payload is user data: its `Drop` may panic in turn (`panic_any(Bomb)`), so it is
+/// dropped under `catch_unwind` too, and a payload whose drop panics again is leaked rather
+/// than let unwind through tea.
 pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(message) => *message,
-        Err(payload) => match payload.downcast::<&'static str>() {
-            Ok(message) => (*message).to_owned(),
-            Err(_) => String::from("(a panic without a message)"),
-        },
+    let message = if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else if let Some(message) = payload.downcast_ref::<&'static str>() {
+        (*message).to_owned()
+    } else {
+        String::from("(a panic without a message)")
+    };
+    drop_payload(payload);
+    message
+}
+
+/// Drops a caught panic's payload without letting a panicking `Drop` escape.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        // The drop panicked and left another payload: dropping that could panic forever.
+        std::mem::forget(again);
     }
 }
 
@@ -746,12 +954,13 @@ impl<G: Graph> Iterator for Stream<'_, G> {
     }
 }
 
-/// A resumed stream dropped before it paused again or finished abandons the resume: its pause
-/// is put back, so the token that resumed it works again.
+/// A stream dropped before its run paused again or finished abandons the run: a resumed run's
+/// pause is put back, so the token that resumed it works again; another run releases its lease,
+/// so `recover` may continue it. A stream that was never polled wrote nothing and writes nothing.
 impl<G: Graph> Drop for Stream<'_, G> {
     fn drop(&mut self) {
         if let Some(run) = &mut self.run {
-            run.roll_back();
+            run.abandon();
         }
     }
 }

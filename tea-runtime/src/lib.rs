@@ -25,7 +25,9 @@ mod share;
 mod state;
 mod store;
 
-pub use app::{decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_RECURSION_LIMIT};
+pub use app::{
+    decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_LEASE, DEFAULT_RECURSION_LIMIT,
+};
 pub use error::{BoxError, Error};
 pub use event::Event;
 pub use exec::Stream;
@@ -53,7 +55,7 @@ pub mod __private {
         run_router, takes_ctx, NodeStep,
     };
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
-    pub use crate::state::{fingerprint, Slot};
+    pub use crate::state::{deserialize_some, fingerprint, Slot};
     pub use crate::{
         App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeId, NodeName, NodeOutput,
         PauseFree, Reducer, RouterOutput, StateUpdate, Write,

@@ -25,6 +25,7 @@ use crate::node::{Ctx, Goto};
 use crate::resume::{Interrupt, PauseKind};
 use crate::share;
 use crate::state::{GraphState, StateUpdate};
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// What the branches of a fan-out share.
@@ -46,41 +47,63 @@ struct Local<'b, S: GraphState> {
     base: &'b S,
     own: Option<S>,
     updates: Vec<S::Update>,
+    /// The node that wrote each of `updates`: a reducer that panics on an update is reported on
+    /// the node whose update it was.
+    origins: Vec<NodeName>,
     /// How many of `updates` `own` has had applied.
     applied: usize,
 }
 
 impl<'b, S: GraphState> Local<'b, S> {
+    fn new(base: &'b S) -> Self {
+        Local { base, own: None, updates: Vec::new(), origins: Vec::new(), applied: 0 }
+    }
+
+    /// Keeps `node`'s update.
+    fn push(&mut self, node: &NodeName, update: S::Update) {
+        self.updates.push(update);
+        self.origins.push(node.clone());
+    }
+
     /// The state the branch sees: the fan-out's, or its own copy with every update applied
-    /// (made, and brought up to date, here). A panicking reducer is reported on `blame`.
-    fn current<G: Graph<State = S>>(&mut self, graph: &G, blame: &NodeName) -> Result<&S, Error> {
+    /// (made, and brought up to date, here). A panicking reducer is reported on the node whose
+    /// update it was.
+    fn current<G: Graph<State = S>>(&mut self, graph: &G) -> Result<&S, Error> {
         if self.own.is_none() && self.updates.is_empty() {
             return Ok(self.base);
         }
         let base = self.base;
         let own = self.own.get_or_insert_with(|| base.clone());
-        for update in &self.updates[self.applied..] {
-            apply_update(graph, own, update.clone(), blame)?;
+        for (i, update) in self.updates.iter().enumerate().skip(self.applied) {
+            apply_update(graph, own, update.clone(), origin(&self.origins, i))?;
         }
         self.applied = self.updates.len();
         Ok(own)
     }
 
-    /// The branch's own state (built now if `with_state` and it was not) and its updates.
+    /// The branch's own state (built now if `with_state` and it was not), its updates and
+    /// their origins.
+    #[allow(clippy::type_complexity)]
     fn finish<G: Graph<State = S>>(
         mut self,
         graph: &G,
         with_state: bool,
-        blame: &NodeName,
-    ) -> Result<(Option<S>, Vec<S::Update>), Error> {
+    ) -> Result<(Option<S>, Vec<S::Update>, Vec<NodeName>), Error> {
         let state = if with_state {
-            self.current(graph, blame)?;
+            self.current(graph)?;
             Some(self.own.take().unwrap_or_else(|| self.base.clone()))
         } else {
             None
         };
-        Ok((state, self.updates))
+        Ok((state, self.updates, self.origins))
     }
+}
+
+/// The node that wrote update `i` (checkpoints of older versions do not record it: the branch
+/// head then stands for its nodes).
+fn origin(origins: &[NodeName], i: usize) -> &NodeName {
+    static UNKNOWN: NodeName = crate::exec::START;
+    origins.get(i).or(origins.last()).unwrap_or(&UNKNOWN)
 }
 
 /// One branch, at its join or stopped.
@@ -89,7 +112,12 @@ pub(crate) struct Branch<S: GraphState> {
     /// The branch's own state, when it was built (it was needed, or the join reads it).
     state: Option<S>,
     updates: Vec<S::Update>,
+    /// The node that wrote each update.
+    origins: Vec<NodeName>,
+    /// Node runs of the branch over the thread's life.
     pub(crate) steps: u64,
+    /// Node runs of the branch in this invocation (the recursion limit counts these).
+    pub(crate) taken: u64,
     pub(crate) events: Vec<Event<S>>,
     at: BranchAt,
     /// The answers to the earlier pauses of the node the branch stopped at.
@@ -106,6 +134,7 @@ impl<S: GraphState> Branch<S> {
 
 /// The final state of one parallel branch, as the join sees it through
 /// [`Ctx::branches`](crate::Ctx::branches).
+#[derive(Clone, Serialize, Deserialize)]
 pub struct BranchState<S> {
     head: NodeName,
     state: S,
@@ -132,8 +161,9 @@ impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
 
 /// How a fan-out ended.
 pub(crate) enum ForkOutcome<S: GraphState> {
-    /// Every branch reached the join; merge them.
-    Joined { branches: Vec<Branch<S>>, steps: u64 },
+    /// Every branch reached the join; merge them. `steps`: the branches' node runs over the
+    /// thread's life; `taken`: in this invocation.
+    Joined { branches: Vec<Branch<S>>, steps: u64, taken: u64 },
     /// Some branches stopped at breakpoints or questions: pause with every branch's progress.
     Paused { branches: Vec<BranchProgress<S>>, interrupts: Vec<Interrupt>, events: Vec<Event<S>> },
 }
@@ -167,9 +197,9 @@ pub(crate) fn run_fork<G: Graph>(
 ) -> Result<ForkOutcome<G::State>, Error> {
     let run_job = |job: Job<G::State, G::Node>| match job {
         Job::Fresh(head) => {
-            let local = Local { base, own: None, updates: Vec::new(), applied: 0 };
             let name = graph.node_name(head);
-            run_branch(graph, name, fork.join, local, 0, Vec::new(), Start::Before(head, false), env, keep_states)
+            let start = Start::Before(head, false);
+            run_branch(graph, name, fork.join, Local::new(base), 0, Vec::new(), start, env, keep_states)
         }
         Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
     };
@@ -190,14 +220,17 @@ pub(crate) fn run_fork<G: Graph>(
             let state = match branch.state {
                 Some(state) => state,
                 None => {
-                    let local = Local { base, own: None, updates: branch.updates.clone(), applied: 0 };
-                    local.finish(graph, true, &branch.head)?.0.unwrap_or_else(|| base.clone())
+                    let mut local = Local::new(base);
+                    local.updates = branch.updates.clone();
+                    local.origins = branch.origins.clone();
+                    local.finish(graph, true)?.0.unwrap_or_else(|| base.clone())
                 }
             };
             progress.push(BranchProgress {
                 head: branch.head,
                 state,
                 updates: branch.updates,
+                origins: branch.origins,
                 steps: branch.steps,
                 at: branch.at,
                 answers: branch.answers,
@@ -207,8 +240,9 @@ pub(crate) fn run_fork<G: Graph>(
         }
         return Ok(ForkOutcome::Paused { branches: progress, interrupts, events });
     }
-    let steps = branches.iter().map(|b| b.steps).sum();
-    Ok(ForkOutcome::Joined { branches, steps })
+    let steps = branches.iter().fold(0u64, |sum, b| sum.saturating_add(b.steps));
+    let taken = branches.iter().fold(0u64, |sum, b| sum.saturating_add(b.taken));
+    Ok(ForkOutcome::Joined { branches, steps, taken })
 }
 
 /// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
@@ -221,10 +255,11 @@ fn continue_branch<G: Graph>(
     env: &Env,
     keep_states: bool,
 ) -> Result<Branch<G::State>, Error> {
-    let BranchProgress { head, state, updates, steps, at, answers, pending, resume } = progress;
+    let BranchProgress { head, state, updates, origins, steps, at, answers, pending, resume } = progress;
     if matches!(at, BranchAt::Joined) || !resume {
         let events = Vec::new();
-        return Ok(Branch { head, state: Some(state), updates, steps, events, at, answers, interrupt: pending });
+        let state = Some(state);
+        return Ok(Branch { head, state, updates, origins, steps, taken: 0, events, at, answers, interrupt: pending });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
@@ -235,7 +270,7 @@ fn continue_branch<G: Graph>(
         }
     };
     let applied = updates.len();
-    let local = Local { base, own: Some(state), updates, applied };
+    let local = Local { base, own: Some(state), updates, origins, applied };
     run_branch(graph, head, join, local, steps, answers, start, env, keep_states)
 }
 
@@ -255,12 +290,15 @@ fn run_branch<G: Graph>(
     ctx.branch = Some(head.clone());
     let mut events = Vec::new();
     let mut at = start;
+    // The recursion limit counts this invocation's node runs, not the branch's earlier ones.
+    let first = steps;
     // Stops the branch at a pause, with its state built for the checkpoint.
     macro_rules! stop {
         ($at:expr, $interrupt:expr) => {{
             let (at, interrupt) = ($at, Some($interrupt));
-            let (state, updates) = local.finish(graph, true, &ctx.node)?;
-            return Ok(Branch { head, state, updates, steps, events, at, answers, interrupt });
+            let (state, updates, origins) = local.finish(graph, true)?;
+            let taken = steps - first;
+            return Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt });
         }};
     }
     loop {
@@ -282,7 +320,7 @@ fn run_branch<G: Graph>(
                 let after = match (goto, graph.fork(node), graph.fixed_route(node)) {
                     (None, None, Some(target)) => After::Goto(target),
                     (Some(_), _, _) | (_, Some(_), _) => route_from(graph, node, goto, local.base, &name)?,
-                    (None, None, None) => route_from(graph, node, None, local.current(graph, &name)?, &name)?,
+                    (None, None, None) => route_from(graph, node, None, local.current(graph)?, &name)?,
                 };
                 at = match after {
                     After::Goto(Goto::Node(next)) => Start::Before(next, false),
@@ -292,22 +330,33 @@ fn run_branch<G: Graph>(
                         let Some(inner) = graph.fork(source) else {
                             return Err(Error::NoRoute { node: name, goto: None });
                         };
-                        steps += nested_fork(graph, inner, &mut local, &mut events, steps, &ctx, env)?;
+                        let (taken, states) =
+                            nested_fork(graph, inner, &mut local, &mut events, steps - first, &ctx, env)?;
+                        steps += taken;
+                        // The nested join reads its branches like any join.
+                        ctx.branches = states;
                         Start::Before(inner.join, false)
                     }
                 };
                 continue;
             }
         };
-        if steps >= env.budget {
+        if steps - first >= env.budget {
             return Err(Error::RecursionLimit { limit: env.limit });
         }
-        ctx.step = env.base_step + steps + 1;
+        ctx.step = env.base_step.saturating_add(steps - first).saturating_add(1);
         ctx.node = graph.node_name(node);
         let given = std::mem::take(&mut answers);
-        let goto = match produce(graph, node, local.current(graph, &ctx.node)?, &ctx, given)? {
+        let produced = produce(graph, node, local.current(graph)?, &ctx, given)?;
+        if !ctx.branches.is_empty() {
+            // The nested join has seen its branches.
+            ctx.branches.clear();
+        }
+        let goto = match produced {
             Produced::Ran { update, goto } => {
-                local.updates.extend(update);
+                if let Some(update) = update {
+                    local.push(&ctx.node, update);
+                }
                 goto
             }
             Produced::Paused { payload, answers: given, kept } => {
@@ -318,14 +367,16 @@ fn run_branch<G: Graph>(
                     });
                 }
                 answers = given;
-                local.updates.extend(kept);
+                if let Some(kept) = kept {
+                    local.push(&ctx.node, kept);
+                }
                 let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
                 stop!(BranchAt::Before(ctx.node.clone()), interrupt);
             }
         };
         steps += 1;
         if env.record {
-            let state = local.current(graph, &ctx.node)?.clone();
+            let state = local.current(graph)?.clone();
             events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state });
         }
         if env.pausable && graph.interrupt_after(node) {
@@ -335,13 +386,16 @@ fn run_branch<G: Graph>(
         }
         at = Start::After(node, goto);
     }
-    let (state, updates) = local.finish(graph, keep_states, &head)?;
-    Ok(Branch { head, state, updates, steps, events, at: BranchAt::Joined, answers, interrupt: None })
+    let (state, updates, origins) = local.finish(graph, keep_states)?;
+    let taken = steps - first;
+    Ok(Branch { head, state, updates, origins, steps, taken, events, at: BranchAt::Joined, answers, interrupt: None })
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
-/// the branch's), returning the node runs it took. Nothing in it can pause (`graph!` refuses
-/// pauses there).
+/// the branch's), returning the node runs it took and, when its join reads them, the branches'
+/// own states. Nothing in it can pause (`graph!` refuses pauses there). `steps`: the node runs
+/// the outer branch took so far in this invocation.
+#[allow(clippy::type_complexity)]
 fn nested_fork<G: Graph>(
     graph: &G,
     fork: Fork<'_, G::Node>,
@@ -350,7 +404,7 @@ fn nested_fork<G: Graph>(
     steps: u64,
     ctx: &Ctx<G::State>,
     env: &Env,
-) -> Result<u64, Error> {
+) -> Result<(u64, Vec<BranchState<G::State>>), Error> {
     let inner_env = Env {
         thread: env.thread.clone(),
         base_step: ctx.step,
@@ -360,13 +414,13 @@ fn nested_fork<G: Graph>(
         pausable: false,
     };
     let keep_states = graph.reads_branches(fork.join);
-    let base = local.current(graph, &ctx.node)?.clone();
-    let ForkOutcome::Joined { mut branches, steps: taken } =
+    let base = local.current(graph)?.clone();
+    let ForkOutcome::Joined { mut branches, taken, .. } =
         run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)?
     else {
         return Err(Error::NoRoute { node: ctx.node.clone(), goto: None });
     };
-    if steps + taken > env.budget {
+    if steps.saturating_add(taken) > env.budget {
         return Err(Error::RecursionLimit { limit: env.limit });
     }
     keep_join_updates(graph, &mut branches, fork.join);
@@ -374,13 +428,14 @@ fn nested_fork<G: Graph>(
     for branch in &mut branches {
         events.append(&mut branch.events);
         local.updates.append(&mut branch.updates);
+        local.origins.append(&mut branch.origins);
     }
-    Ok(taken)
+    Ok((taken, branches.into_iter().filter_map(Branch::into_state).collect()))
 }
 
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no
-/// two branches replace the same field. A reducer that panics or refuses here is reported on
-/// `join`.
+/// two branches replace the same field. A reducer that panics here is reported on the node
+/// whose update it was.
 pub(crate) fn merge<G: Graph>(
     graph: &G,
     state: &mut G::State,
@@ -389,10 +444,10 @@ pub(crate) fn merge<G: Graph>(
 ) -> Result<(), Error> {
     keep_join_updates(graph, branches, join);
     check_conflicts(branches)?;
-    let name = graph.node_name(join);
     for branch in branches.iter_mut() {
-        for update in branch.updates.drain(..) {
-            apply_update(graph, state, update, &name)?;
+        let origins = std::mem::take(&mut branch.origins);
+        for (i, update) in branch.updates.drain(..).enumerate() {
+            apply_update(graph, state, update, origin(&origins, i))?;
         }
     }
     Ok(())
@@ -403,7 +458,15 @@ pub(crate) fn merge<G: Graph>(
 fn keep_join_updates<G: Graph>(graph: &G, branches: &mut [Branch<G::State>], join: G::Node) {
     for branch in branches.iter_mut() {
         let updates = std::mem::take(&mut branch.updates);
-        branch.updates = updates.into_iter().filter_map(|u| graph.join_update(join, u)).collect();
+        let origins = std::mem::take(&mut branch.origins);
+        let mut origins = origins.into_iter();
+        for update in updates {
+            let origin = origins.next();
+            if let Some(update) = graph.join_update(join, update) {
+                branch.updates.push(update);
+                branch.origins.extend(origin);
+            }
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //!
 //! A token names the thread, the paused checkpoint, the graph (by name hash and fingerprints)
 //! and the pending pauses; never the state. As a string it is URL-safe base64 of a small binary
-//! record, followed by an HMAC-SHA256 signature when the app signs tokens.
+//! record and its CRC-32 (so a mistyped, truncated or corrupted token is refused rather than
+//! read as another thread's), followed by an HMAC-SHA256 signature when the app signs tokens.
+//! The checksum catches accidents; only a signature resists deliberate forgery.
 
 use crate::error::Error;
 use crate::name::{NodeName, ThreadId};
@@ -16,7 +18,9 @@ use sha2::Sha256;
 use std::fmt;
 use std::str::FromStr;
 
-const TOKEN_VERSION: u8 = 1;
+/// Version 2 adds the record's CRC-32.
+const TOKEN_VERSION: u8 = 2;
+const CHECKSUM_LEN: usize = 4;
 const SIGNED: u8 = 1;
 const SIGNATURE_LEN: usize = 32;
 /// The longest token string accepted.
@@ -330,6 +334,8 @@ impl<'a> Reader<'a> {
 impl<S: GraphState> fmt::Display for Resume<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut bytes = self.token.encode(self.signature.is_some());
+        let checksum = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&checksum.to_le_bytes());
         if let Some(signature) = &self.signature {
             bytes.extend_from_slice(signature);
         }
@@ -350,6 +356,16 @@ impl<S: GraphState> FromStr for Resume<S> {
             .decode(s.trim())
             .map_err(|_| Error::InvalidToken { reason: "the token is not URL-safe base64" })?;
         let (token, signed, rest) = Token::decode(&bytes)?;
+        if rest.len() < CHECKSUM_LEN {
+            return Err(TRUNCATED);
+        }
+        let record_len = bytes.len() - rest.len();
+        let (stored, rest) = rest.split_at(CHECKSUM_LEN);
+        if crc32fast::hash(&bytes[..record_len]).to_le_bytes() != stored {
+            return Err(Error::InvalidToken {
+                reason: "the token's checksum does not match: it was mistyped, truncated or altered",
+            });
+        }
         let signature = match (signed, rest.len()) {
             (false, 0) => None,
             (true, SIGNATURE_LEN) => {

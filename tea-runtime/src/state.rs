@@ -160,6 +160,20 @@ impl<T> Slot<T> {
     }
 }
 
+/// Reads a present update slot as `Some(value)`, even when the value is `null`.
+///
+/// A `replace` field's slot is an `Option<T>`: absent means "not written". serde would read a
+/// written `null` (a field of type `Option<_>` set to `None`) back as absent, losing the write;
+/// generated update types read present slots through this instead.
+#[doc(hidden)]
+pub fn deserialize_some<'de, T, D>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// FNV-1a over `bytes`, usable in constants: the fingerprint of schemas and graphs.
 #[doc(hidden)]
 pub const fn fingerprint(bytes: &[u8]) -> u64 {

@@ -602,7 +602,7 @@ pub fn on_pause_durability<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let t = thread("durability-recover");
     arm(&t, "b", Failure::Error);
     assert!(matches!(app.invoke_on(t.clone(), Doc::default()), Err(Error::NodeFailed { .. })));
-    assert_eq!(app.history(&t).unwrap().len(), 1, "only the claim was written");
+    assert_eq!(app.history(&t).unwrap().len(), 2, "the claim, and the claim again without the failed run's lease");
     let out = done(app.recover(&t));
     assert_eq!(out.trail, ["a", "b", "c"]);
     assert_eq!(runs(&t, "a"), 2, "OnPause: a crashed run restarts from its last checkpoint");
@@ -1104,11 +1104,13 @@ impl<C: Checkpointer> Checkpointer for FailingAppends<C> {
 }
 
 /// A resume that dies after claiming the thread (the store fails, so the pause cannot be put
-/// back, as if the process had died): the token is used up, and `recover` continues past the
-/// breakpoint with the resume's update, without pausing there again.
+/// back, as if the process had died): the token is used up, the thread is busy until the dead
+/// run's lease expires, and then `recover` continues past the breakpoint with the resume's
+/// update, without pausing there again.
 pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make: impl Fn() -> C) {
     let store = std::sync::Arc::new(FailingAppends::new(make()));
-    let app = TwoStops::builder().checkpointer(store.clone()).build();
+    let lease = std::time::Duration::from_millis(300);
+    let app = TwoStops::builder().checkpointer(store.clone()).lease(lease).build();
     let t = thread("crash");
     let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
     store.fail_after(1); // the claim
@@ -1122,6 +1124,11 @@ pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make:
     assert!(snapshot.interrupts.is_empty(), "the claim is the head: the thread is not paused");
     assert_eq!(names(&snapshot.next), ["b"]);
     assert!(matches!(app.resume(resume), Err(Error::StaleResume { .. })));
+    match app.recover(&t) {
+        Err(Error::ThreadBusy { expires_in, .. }) => assert!(expires_in <= lease),
+        other => panic!("the dead run's lease still holds: expected ThreadBusy, got {other:?}"),
+    }
+    std::thread::sleep(lease);
 
     let (state, second) = paused(app.recover(&t));
     assert_eq!(state.trail, ["a", "b", "c"], "b ran again (its checkpoint was lost), without pausing");
@@ -1180,7 +1187,7 @@ impl<C: Checkpointer> Checkpointer for GatedHeads<C> {
 }
 
 /// Eight `recover`s of one failed thread that all read the same checkpoint: exactly one runs the
-/// rest of the thread, the others are `StaleResume` before running a node.
+/// rest of the thread, the others are `ThreadBusy` before running a node.
 pub fn concurrent_recovers_run_once<C: Checkpointer + Clone + 'static>(make: impl Fn() -> C) {
     let store = std::sync::Arc::new(GatedHeads { inner: make(), gate: Mutex::new(None) });
     let app = fragile::Fragile::builder().checkpointer(store.clone()).build();
@@ -1199,8 +1206,8 @@ pub fn concurrent_recovers_run_once<C: Checkpointer + Clone + 'static>(make: imp
     });
     *store.gate.lock().unwrap() = None;
     let finished = results.iter().filter(|r| matches!(r, Ok(Outcome::Done(_)))).count();
-    let stale = results.iter().filter(|r| matches!(r, Err(Error::StaleResume { .. }))).count();
-    assert_eq!((finished, stale), (1, 7), "{results:?}");
+    let busy = results.iter().filter(|r| matches!(r, Err(Error::ThreadBusy { .. }))).count();
+    assert_eq!((finished, busy), (1, 7), "{results:?}");
     assert_eq!(runs(&t, "b"), 2, "one failed run and one recovered run of b");
     assert_eq!(runs(&t, "c"), 1);
     assert_eq!(app.state(&t).unwrap().unwrap().state.trail, ["a", "b", "c"]);

@@ -39,7 +39,11 @@ pub fn expand(state: &State) -> TokenStream {
         let ty = field.ty;
         if field.reducer.is_replace() {
             quote! {
-                #[serde(default, skip_serializing_if = "::core::option::Option::is_none")]
+                #[serde(
+                    default,
+                    skip_serializing_if = "::core::option::Option::is_none",
+                    deserialize_with = "::tea::__private::deserialize_some"
+                )]
                 #ident: ::core::option::Option<#ty>
             }
         } else {
