@@ -256,6 +256,36 @@ impl Agent {
         self.graph.name()
     }
 
+    /// The agent's nodes' names, in file order.
+    pub fn nodes(&self) -> Vec<&str> {
+        self.graph.inner().nodes.iter().map(|n| n.name.as_str()).collect()
+    }
+
+    /// The threads the agent's store holds (empty without a checkpointer).
+    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.threads(),
+            Runner::Free(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Deletes every checkpoint of `thread` (see `App::delete`); `Ok(false)` if it had none.
+    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.delete(thread),
+            Runner::Free(_) => Ok(false),
+        }
+    }
+
+    /// Deletes the oldest checkpoints of `thread`, keeping the last `keep_last` and the head
+    /// (see `App::prune`); returns how many went.
+    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.prune(thread, keep_last),
+            Runner::Free(_) => Ok(0),
+        }
+    }
+
     /// The agent's graph, as the engine runs it.
     pub fn graph(&self) -> &YamlGraph {
         &self.graph

@@ -94,6 +94,8 @@ struct Draft<'n> {
     goto: Option<Vec<(Cond, &'n Node)>>,
     interrupt_before: bool,
     interrupt_after: bool,
+    /// `fan_in: true` (The Edge Agent's marker): where it is written.
+    marked_fan_in: Option<Pos>,
 }
 
 /// A fan-out as read: its heads, its fan-in if named, where it is declared.
@@ -594,7 +596,8 @@ impl<'a> Loader<'a> {
             }
         }
         let goto = fields.get("goto").map(|g| self.goto(g, &name));
-        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after })
+        let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after, marked_fan_in })
     }
 
     fn run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
@@ -1112,6 +1115,14 @@ impl<'a> Loader<'a> {
         let joins: Vec<usize> = nodes.iter().filter_map(|n| n.fork.as_ref().map(|(_, j)| j.index())).collect();
         for j in joins {
             nodes[j].fan_in = true;
+        }
+        for (node, draft) in nodes.iter().zip(drafts) {
+            if let (Some(pos), false) = (draft.marked_fan_in, node.fan_in) {
+                self.problem(
+                    pos,
+                    format!("node `{}` is marked `fan_in: true`, but no parallel edge meets there", draft.name),
+                );
+            }
         }
         if !start_has_edges {
             start_rules = vec![(Rule { cond: Cond::Always, to: Goto::Node(NodeIx(0)) }, drafts[0].pos)];

@@ -316,6 +316,15 @@ impl Vm {
             );
         }
         let text = text.split("\nstack traceback:").next().unwrap_or(&text);
+        // An error raised inside a callback (reading `state`, `print`) carries its place only
+        // in the traceback: name the block's line from there.
+        if let mlua::Error::CallbackError { traceback, .. } = &error {
+            let file = chunks.sources.first().map_or("", |c| c.file.as_str());
+            let place = traceback.lines().map(str::trim).find(|l| !file.is_empty() && l.starts_with(file));
+            if let Some(place) = place.and_then(|l| l.split(": ").next()) {
+                return format!("Lua error at {place}: {text}");
+            }
+        }
         format!("Lua error: {text}")
     }
 }
