@@ -175,7 +175,10 @@ impl Engine {
             (None, None) => self.checkpointer.clone(),
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
-        Ok(Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint))
+        let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
+        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
+        agent.names_store = names_store;
+        Ok(agent)
     }
 }
 
@@ -195,6 +198,8 @@ pub struct Agent {
     recursion_limit: usize,
     /// `config.checkpoint`: `invoke` continues from this file.
     checkpoint: Option<PathBuf>,
+    /// The file's `config:` names a store (`checkpointer`, `checkpoint_dir`).
+    names_store: bool,
 }
 
 impl fmt::Debug for Agent {
@@ -220,7 +225,7 @@ impl Agent {
             Some(store) => Runner::Stored(builder.checkpointer(store).build()),
             None => Runner::Free(builder.build()),
         };
-        Agent { graph, runner, dir, recursion_limit: limit, checkpoint }
+        Agent { graph, runner, dir, recursion_limit: limit, checkpoint, names_store: false }
     }
 
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
@@ -228,7 +233,36 @@ impl Agent {
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let store: Arc<dyn Checkpointer> = Arc::new(store);
-        Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint)
+        let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint);
+        agent.names_store = self.names_store;
+        agent
+    }
+
+    /// Whether the file's `config:` names a store (`checkpointer:` or `checkpoint_dir:`), as
+    /// opposed to running on the [`Engine`]'s, on one given with
+    /// [`with_checkpointer`](Self::with_checkpointer), or on none.
+    pub fn names_store(&self) -> bool {
+        self.names_store
+    }
+
+    /// Whether a run of the agent can pause: it has an interrupt node, or a node in
+    /// `interrupt_before`/`interrupt_after` (such an agent needs a checkpointer).
+    pub fn can_pause(&self) -> bool {
+        self.graph.inner().nodes.iter().any(|n| {
+            n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. })
+        })
+    }
+
+    /// The names of the agent's nodes, in file order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.graph.inner().nodes.iter().map(|n| n.name.as_str())
+    }
+
+    /// The state key interrupt node `node` writes its answer to (its `resume_key`); `None` for
+    /// a node that is not an interrupt node, or no node of this agent.
+    pub fn resume_key(&self, node: &str) -> Option<&str> {
+        let node = self.graph.inner().nodes.iter().find(|n| n.name.as_str() == node)?;
+        self.graph.resume_key(&node.name)
     }
 
     /// With a directory store, gives the pause of `outcome` its file named after its node.
@@ -421,6 +455,21 @@ impl Agent {
         AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
     }
 
+    /// Like [`stream`](Self::stream), on thread `thread` (see `App::stream_on`). Without a
+    /// checkpointer the agent keeps no threads, and the id is not used (as with
+    /// [`invoke_on`](Self::invoke_on)).
+    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: Value) -> AgentStream<'_> {
+        let state = match self.input(input) {
+            Ok(state) => state,
+            Err(error) => return AgentStream::failed(error),
+        };
+        let stream = match &self.runner {
+            Runner::Free(app) => app.stream(state),
+            Runner::Stored(app) => app.stream_on(thread, state),
+        };
+        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
+    }
+
     /// Continues a paused thread as a stream of events (see `App::stream_resume`).
     pub fn stream_resume(&self, resume: Resume<State>) -> AgentStream<'_> {
         match &self.runner {
@@ -445,6 +494,42 @@ impl Agent {
             Runner::Stored(app) => app.history(thread),
             Runner::Free(_) => Ok(Vec::new()),
         }
+    }
+
+    /// The threads the agent's store holds for this agent (see `App::threads`); none without a
+    /// checkpointer.
+    ///
+    /// ```
+    /// # use serde_json::json;
+    /// let agent = tea_yaml::Engine::new().load_str(r#"
+    /// config: { checkpointer: memory }
+    /// nodes:
+    ///   - { name: ask, type: interrupt, message: "name?", resume_key: name }
+    /// "#)?;
+    /// agent.invoke_on("t1", json!({}))?;
+    /// assert_eq!(agent.threads()?, vec![tea::ThreadId::from("t1")]);
+    /// assert_eq!(agent.prune(&"t1".into(), 1)?, 0);
+    /// assert!(agent.delete(&"t1".into())?);
+    /// assert!(agent.threads()?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.threads(),
+            Runner::Free(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Deletes the thread and every checkpoint of it (see `App::delete`); `false` when the
+    /// store held none. [`Error::Store`] without a checkpointer.
+    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
+        self.stored(thread)?.delete(thread)
+    }
+
+    /// Deletes all but the newest `keep_last` checkpoints of the thread (the head always stays;
+    /// see `App::prune`), returning how many went. [`Error::Store`] without a checkpointer.
+    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.stored(thread)?.prune(thread, keep_last)
     }
 
     /// The agent's graph as a Mermaid flowchart.
