@@ -78,16 +78,14 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     let answer = args.answer.as_deref().map(|a| json_arg("--answer", a)).transpose()?;
     let mut answers_to = Vec::new();
     for pair in &args.answer_to {
-        let (id, value) =
-            pair.split_once('=').ok_or_else(|| format!("--answer-to `{pair}` is not ID=JSON (as in `--answer-to a1=true`)"))?;
+        let (id, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--answer-to `{pair}` is not ID=JSON (as in `--answer-to a1=true`)"))?;
         answers_to.push((id.to_owned(), json_arg(&format!("--answer-to {id}"), value)?));
     }
     let update = args.update.as_deref().map(update_arg).transpose()?;
-    let token = args
-        .token
-        .as_deref()
-        .map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}")))
-        .transpose()?;
+    let token =
+        args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
     let unanswered = token.as_ref().and_then(|t| t.interrupts().iter().find(|i| i.needs_answer()));
     if let Some(question) = unanswered.filter(|_| answer.is_none() && answers_to.is_empty()) {
         if !args.interactive {
@@ -214,13 +212,12 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<Sta
         }
         return Err(Error::store(format!("the run of agent `{}` stopped without finishing or pausing", agent.name())));
     }
-    let outcome = match start {
+    match start {
         Start::New { thread: Some(thread), input } => agent.invoke_on(thread, input),
         Start::New { thread: None, input } => agent.invoke(input),
         Start::Token(resume) => agent.resume(resume),
         Start::Checkpoint { path, update } => agent.resume_from(path, update),
-    };
-    outcome
+    }
 }
 
 /// Reports how a run ended; interactively, answers each pause from stdin and goes on.
@@ -347,7 +344,7 @@ pub fn validate(files: &[PathBuf]) -> u8 {
     let mut status = EXIT_DONE;
     for file in files {
         match load(file) {
-            Ok(agent) => output::line(&format!("ok: {} ({} nodes)", file.display(), agent.node_names().count())),
+            Ok(agent) => output::line(&format!("ok: {} ({} nodes)", file.display(), agent.nodes().len())),
             Err(problems) => {
                 output::line(&problems);
                 status = EXIT_ERROR;

@@ -19,8 +19,11 @@ struct Scratch(PathBuf);
 impl Scratch {
     fn new() -> Scratch {
         static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir()
-            .join(format!("tea-cli-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let dir = std::env::temp_dir().join(format!(
+            "tea-cli-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents");
@@ -115,7 +118,10 @@ fn validate_prints_ok_or_every_problem_with_its_place() {
     let out = bad.stdout();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "ok: review.yaml (5 nodes)");
-    assert!(lines.iter().any(|l| l.starts_with("typo.yaml:") && l.contains("pubish") && l.contains("publish")), "{bad:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("typo.yaml:") && l.contains("pubish") && l.contains("publish")),
+        "{bad:?}"
+    );
     let two: Vec<_> = lines.iter().filter(|l| l.starts_with("two.yaml:")).collect();
     assert!(two.len() >= 2, "every problem of two.yaml is listed: {bad:?}");
     for line in lines.iter().filter(|l| !l.starts_with("ok: ")) {
@@ -162,8 +168,10 @@ fn a_pause_in_one_process_resumes_in_another() {
 
     // The state update given on resume is kept.
     let last = breakpoint["token"].as_str().unwrap();
-    let done =
-        s.tea(&["resume", "review.yaml", "--token", last, "--update", r#"{"draft": "Edited notes"}"#]).expect(DONE).json();
+    let done = s
+        .tea(&["resume", "review.yaml", "--token", last, "--update", r#"{"draft": "Edited notes"}"#])
+        .expect(DONE)
+        .json();
     assert_eq!(done["published"], "Edited notes");
     assert_eq!(done["log"], serde_json::json!(["drafted take 1", "published"]));
 }
@@ -208,7 +216,8 @@ fn bad_input_is_one_line_naming_the_thing_and_writes_nothing() {
 
     // A token of another agent.
     let pause = s.tea(&["run", "review.yaml"]).expect(PAUSED).json();
-    let other = s.tea(&["resume", "ask.yaml", "--token", pause["token"].as_str().unwrap(), "--answer", "1"]).expect(ERROR);
+    let other =
+        s.tea(&["resume", "ask.yaml", "--token", pause["token"].as_str().unwrap(), "--answer", "1"]).expect(ERROR);
     assert!(other.stderr().contains("--token") && other.stderr().contains("graph"), "{other:?}");
 }
 
@@ -257,7 +266,8 @@ fn the_end_of_input_leaves_the_thread_paused_and_resumable() {
     let token = pause["token"].as_str().unwrap();
     let refused = s.tea(&["resume", "ask.yaml", "--token", token]).expect(ERROR);
     assert!(refused.stderr().contains("waits for an answer"), "{refused:?}");
-    let done = s.tea_with_stdin(&["resume", "ask.yaml", "--token", token, "--interactive"], Some("Grace\n")).expect(DONE);
+    let done =
+        s.tea_with_stdin(&["resume", "ask.yaml", "--token", token, "--interactive"], Some("Grace\n")).expect(DONE);
     assert_eq!(done.json()["reply"], "hello, Grace");
 
     // A plain-text line is a string answer; at a breakpoint `n` stops.
@@ -304,8 +314,7 @@ fn threads_and_state_read_the_store() {
     let exists = s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(ERROR);
     assert!(exists.stderr().contains("`t1` already exists"), "{exists:?}");
 
-    let mut threads: Vec<String> =
-        serde_json::from_value(s.tea(&["threads", "ask.yaml"]).expect(DONE).json()).unwrap();
+    let mut threads: Vec<String> = serde_json::from_value(s.tea(&["threads", "ask.yaml"]).expect(DONE).json()).unwrap();
     threads.sort();
     assert_eq!(threads, ["t1", "t2"]);
 
@@ -332,9 +341,8 @@ fn store_flags_choose_the_store() {
     let pause = s.tea(&["run", "ask.yaml", "--store", "dir:ckpt"]).expect(PAUSED).json();
     let file = pause["checkpoint_path"].as_str().unwrap();
     assert!(file.starts_with("ckpt"), "{file}");
-    let done = s
-        .tea(&["resume", "ask.yaml", "--store", "dir:ckpt", "--checkpoint", file, "--answer", "\"Bo\""])
-        .expect(DONE);
+    let done =
+        s.tea(&["resume", "ask.yaml", "--store", "dir:ckpt", "--checkpoint", file, "--answer", "\"Bo\""]).expect(DONE);
     assert_eq!(done.json()["reply"], "hello, Bo");
     let threads = s.tea(&["threads", "ask.yaml", "--store", "dir:ckpt"]).expect(DONE).json();
     assert_eq!(threads, serde_json::json!([pause["thread"]]));

@@ -255,14 +255,11 @@ impl Agent {
     /// Whether a run of the agent can pause: it has an interrupt node, or a node in
     /// `interrupt_before`/`interrupt_after` (such an agent needs a checkpointer).
     pub fn can_pause(&self) -> bool {
-        self.graph.inner().nodes.iter().any(|n| {
-            n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. })
-        })
-    }
-
-    /// The names of the agent's nodes, in file order.
-    pub fn node_names(&self) -> impl Iterator<Item = &str> + '_ {
-        self.graph.inner().nodes.iter().map(|n| n.name.as_str())
+        self.graph
+            .inner()
+            .nodes
+            .iter()
+            .any(|n| n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. }))
     }
 
     /// The state key interrupt node `node` writes its answer to (its `resume_key`); `None` for
@@ -531,42 +528,6 @@ impl Agent {
             Runner::Stored(app) => app.history(thread),
             Runner::Free(_) => Ok(Vec::new()),
         }
-    }
-
-    /// The threads the agent's store holds for this agent (see `App::threads`); none without a
-    /// checkpointer.
-    ///
-    /// ```
-    /// # use serde_json::json;
-    /// let agent = tea_yaml::Engine::new().load_str(r#"
-    /// config: { checkpointer: memory }
-    /// nodes:
-    ///   - { name: ask, type: interrupt, message: "name?", resume_key: name }
-    /// "#)?;
-    /// agent.invoke_on("t1", json!({}))?;
-    /// assert_eq!(agent.threads()?, vec![tea::ThreadId::from("t1")]);
-    /// assert_eq!(agent.prune(&"t1".into(), 1)?, 0);
-    /// assert!(agent.delete(&"t1".into())?);
-    /// assert!(agent.threads()?.is_empty());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
-        match &self.runner {
-            Runner::Stored(app) => app.threads(),
-            Runner::Free(_) => Ok(Vec::new()),
-        }
-    }
-
-    /// Deletes the thread and every checkpoint of it (see `App::delete`); `false` when the
-    /// store held none. [`Error::Store`] without a checkpointer.
-    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
-        self.stored(thread)?.delete(thread)
-    }
-
-    /// Deletes all but the newest `keep_last` checkpoints of the thread (the head always stays;
-    /// see `App::prune`), returning how many went. [`Error::Store`] without a checkpointer.
-    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.stored(thread)?.prune(thread, keep_last)
     }
 
     /// The agent's graph as a Mermaid flowchart.

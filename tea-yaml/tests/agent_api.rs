@@ -31,10 +31,11 @@ fn an_agent_says_whether_it_can_pause_and_whether_its_file_names_a_store() {
     assert!(breakpoint.names_store());
     assert!(breakpoint.with_checkpointer(MemoryStore::new()).names_store(), "still what the file says");
 
-    let straight = engine.load_str("nodes:\n  - { name: a, run: 'return {}' }\n  - { name: b, run: 'return {}' }\n").unwrap();
+    let straight =
+        engine.load_str("nodes:\n  - { name: a, run: 'return {}' }\n  - { name: b, run: 'return {}' }\n").unwrap();
     assert!(!straight.can_pause());
     assert!(!straight.names_store());
-    assert_eq!(straight.node_names().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(straight.nodes(), ["a", "b"]);
 }
 
 #[test]
@@ -67,7 +68,7 @@ fn threads_delete_and_prune_reach_the_store() {
 
     let free = Engine::new().load_str("nodes:\n  - { name: a, run: 'return {}' }\n").unwrap();
     assert!(free.threads().unwrap().is_empty());
-    assert!(free.delete(&a).unwrap_err().to_string().contains("no checkpointer"));
+    assert!(!free.delete(&a).unwrap());
 }
 
 #[test]
