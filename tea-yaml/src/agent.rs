@@ -132,16 +132,55 @@ impl Engine {
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
-        let path = path.as_ref();
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
-        let base =
-            path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let (text, shown, base) = read_agent_file(path.as_ref())?;
         self.load(&text, shown, base)
     }
 
+    /// Loads an agent from a file onto `store`, whatever the file's `config` names: the file's
+    /// own store (`checkpointer:`, `checkpoint_dir:`) is not opened or connected to, so this
+    /// also checks a file without touching its store. [`Agent::names_store`] still tells
+    /// whether the file names one.
+    ///
+    /// ```
+    /// use tea::MemoryStore;
+    /// # let dir = std::env::temp_dir().join(format!("tea-yaml-load-on-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// let file = dir.join("agent.yaml");
+    /// std::fs::write(&file, "config: { checkpoint_dir: ./never }\nnodes:\n  - { name: a, interrupt: before, run: 'return {}' }\n")?;
+    /// let agent = tea_yaml::Engine::new().load_file_on(&file, MemoryStore::new())?;
+    /// assert!(agent.names_store() && agent.can_pause());
+    /// assert!(!dir.join("never").exists());
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`LoadError`]: the file cannot be read, or every problem found in it.
+    pub fn load_file_on<C: Checkpointer + 'static>(
+        &self,
+        path: impl AsRef<Path>,
+        store: C,
+    ) -> Result<Agent, LoadError> {
+        let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
+        let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
+        let path = path.as_ref();
+        let (text, shown, base) = read_agent_file(path)?;
+        engine.load_as(&text, shown, base, Some(dir))
+    }
+
     fn load(&self, text: &str, file: String, base_dir: PathBuf) -> Result<Agent, LoadError> {
+        self.load_as(text, file, base_dir, None)
+    }
+
+    /// `on`: load onto the engine's checkpointer (a `DirStore` when `Some(Some(_))`), not the
+    /// file's store.
+    fn load_as(
+        &self,
+        text: &str,
+        file: String,
+        base_dir: PathBuf,
+        on: Option<Option<DirStore>>,
+    ) -> Result<Agent, LoadError> {
         let env = Env {
             file: file.clone(),
             base_dir,
@@ -151,6 +190,13 @@ impl Engine {
             limits: self.limits,
         };
         let loaded = load::load(text, &env)?;
+        let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
+        if let Some(dir) = on {
+            let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
+            let mut agent = Agent::build(loaded.graph, self.checkpointer.clone(), dir, limit, loaded.checkpoint);
+            agent.names_store = names_store;
+            return Ok(agent);
+        }
         let mut dir = None;
         let store: Option<Arc<dyn Checkpointer>> = match (&loaded.store, &loaded.checkpoint_dir) {
             (Some(StoreSpec::Memory), _) => Some(Arc::new(MemoryStore::new())),
@@ -160,6 +206,13 @@ impl Engine {
             })?)),
             #[cfg(not(feature = "sled"))]
             (Some(StoreSpec::Sled(_)), _) => None,
+            #[cfg(feature = "postgres")]
+            (Some(StoreSpec::Postgres(url)), _) => Some(Arc::new(
+                tea_runtime::PostgresStore::connect(url)
+                    .map_err(|e| LoadError::one(&file, 1, 1, format!("cannot connect the postgres store: {e}")))?,
+            )),
+            #[cfg(not(feature = "postgres"))]
+            (Some(StoreSpec::Postgres(_)), _) => None,
             (None, Some(path)) => {
                 let store = DirStore::open(path).map_err(|e| {
                     LoadError::one(
@@ -175,8 +228,20 @@ impl Engine {
             (None, None) => self.checkpointer.clone(),
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
-        Ok(Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint))
+        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
+        agent.names_store = names_store;
+        Ok(agent)
     }
+}
+
+/// An agent file's text, its name for messages, and the directory its relative paths start at.
+fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
+    let base =
+        path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((text, shown, base))
 }
 
 enum Runner {
@@ -195,6 +260,8 @@ pub struct Agent {
     recursion_limit: usize,
     /// `config.checkpoint`: `invoke` continues from this file.
     checkpoint: Option<PathBuf>,
+    /// The file's `config:` names a store (`checkpointer`, `checkpoint_dir`).
+    names_store: bool,
 }
 
 impl fmt::Debug for Agent {
@@ -220,7 +287,7 @@ impl Agent {
             Some(store) => Runner::Stored(builder.checkpointer(store).build()),
             None => Runner::Free(builder.build()),
         };
-        Agent { graph, runner, dir, recursion_limit: limit, checkpoint }
+        Agent { graph, runner, dir, recursion_limit: limit, checkpoint, names_store: false }
     }
 
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
@@ -228,7 +295,33 @@ impl Agent {
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let store: Arc<dyn Checkpointer> = Arc::new(store);
-        Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint)
+        let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint);
+        agent.names_store = self.names_store;
+        agent
+    }
+
+    /// Whether the file's `config:` names a store (`checkpointer:` or `checkpoint_dir:`), as
+    /// opposed to running on the [`Engine`]'s, on one given with
+    /// [`with_checkpointer`](Self::with_checkpointer), or on none.
+    pub fn names_store(&self) -> bool {
+        self.names_store
+    }
+
+    /// Whether a run of the agent can pause: it has an interrupt node, or a node in
+    /// `interrupt_before`/`interrupt_after` (such an agent needs a checkpointer).
+    pub fn can_pause(&self) -> bool {
+        self.graph
+            .inner()
+            .nodes
+            .iter()
+            .any(|n| n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. }))
+    }
+
+    /// The state key interrupt node `node` writes its answer to (its `resume_key`); `None` for
+    /// a node that is not an interrupt node, or no node of this agent.
+    pub fn resume_key(&self, node: &str) -> Option<&str> {
+        let node = self.graph.inner().nodes.iter().find(|n| n.name.as_str() == node)?;
+        self.graph.resume_key(&node.name)
     }
 
     /// With a directory store, gives the pause of `outcome` its file named after its node.
@@ -247,6 +340,36 @@ impl Agent {
     /// The agent's name (`name:` in the file, else the file's stem).
     pub fn name(&self) -> &str {
         self.graph.name()
+    }
+
+    /// The agent's nodes' names, in file order.
+    pub fn nodes(&self) -> Vec<&str> {
+        self.graph.inner().nodes.iter().map(|n| n.name.as_str()).collect()
+    }
+
+    /// The threads the agent's store holds (empty without a checkpointer).
+    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.threads(),
+            Runner::Free(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Deletes every checkpoint of `thread` (see `App::delete`); `Ok(false)` if it had none.
+    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.delete(thread),
+            Runner::Free(_) => Ok(false),
+        }
+    }
+
+    /// Deletes the oldest checkpoints of `thread`, keeping the last `keep_last` and the head
+    /// (see `App::prune`); returns how many went.
+    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.prune(thread, keep_last),
+            Runner::Free(_) => Ok(0),
+        }
     }
 
     /// The agent's graph, as the engine runs it.
@@ -417,6 +540,21 @@ impl Agent {
         let stream = match &self.runner {
             Runner::Free(app) => app.stream(state),
             Runner::Stored(app) => app.stream(state),
+        };
+        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
+    }
+
+    /// Like [`stream`](Self::stream), on thread `thread` (see `App::stream_on`). Without a
+    /// checkpointer the agent keeps no threads, and the id is not used (as with
+    /// [`invoke_on`](Self::invoke_on)).
+    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: Value) -> AgentStream<'_> {
+        let state = match self.input(input) {
+            Ok(state) => state,
+            Err(error) => return AgentStream::failed(error),
+        };
+        let stream = match &self.runner {
+            Runner::Free(app) => app.stream(state),
+            Runner::Stored(app) => app.stream_on(thread, state),
         };
         AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
     }
