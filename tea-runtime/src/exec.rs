@@ -541,7 +541,8 @@ impl<'g, G: Graph> Run<'g, G> {
                 error = trace::error_kind(error),
                 node = %self.ctx.node,
                 step = self.ctx.step,
-                "failed: {error}"
+                reason = %error,
+                "failed"
             ),
         }
     }
@@ -819,8 +820,9 @@ impl<'g, G: Graph> Run<'g, G> {
         let id = persist.head.map_or(1, |h| h + 1);
         let store = persist.store;
         let (thread, head) = (&persist.thread, persist.head);
-        let appended =
-            trace::store_call("append", graph.name(), Some(thread), || store.append(graph.name(), thread, head, id, &bytes, durable))?;
+        let appended = trace::store_call("append", graph.name(), Some(thread), || {
+            store.append(graph.name(), thread, head, id, &bytes, durable)
+        })?;
         traced! {
             span.record("duration_us", trace::micros(started.elapsed()));
             if let Append::Conflict { head: found } = &appended {
@@ -905,9 +907,9 @@ impl<'g, G: Graph> Run<'g, G> {
             tracing::info!(target: "tea", thread = %persist.thread, put_back_pause = rollback_pause, "abandoned");
         }
         let (store, thread, head) = (persist.store, &persist.thread, persist.head);
-        if let Ok(Append::Written) =
-            trace::store_call("append", graph.name(), Some(thread), || store.append(graph.name(), thread, head, id, &bytes, true))
-        {
+        if let Ok(Append::Written) = trace::store_call("append", graph.name(), Some(thread), || {
+            store.append(graph.name(), thread, head, id, &bytes, true)
+        }) {
             persist.head = Some(id);
         }
     }

@@ -211,12 +211,12 @@ pub(crate) fn run_fork<G: Graph>(
         // the branches' spans have it as their parent whichever thread runs them.
         traced! { let _fork = fork_span.clone().entered(); }
         match job {
-        Job::Fresh(head) => {
-            let name = graph.node_name(head);
-            let start = Start::Before(head, false);
-            run_branch(graph, name, fork.join, Local::new(base), 0, Vec::new(), start, env, keep_states)
-        }
-        Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
+            Job::Fresh(head) => {
+                let name = graph.node_name(head);
+                let start = Start::Before(head, false);
+                run_branch(graph, name, fork.join, Local::new(base), 0, Vec::new(), start, env, keep_states)
+            }
+            Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
         }
     };
     let jobs: Vec<Job<G::State, G::Node>> = if saved.is_empty() {

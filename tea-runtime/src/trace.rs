@@ -45,7 +45,7 @@ pub(crate) fn store_call<T>(
     let result = call();
     span.record("duration_us", micros(started.elapsed()));
     if let Err(error) = &result {
-        tracing::warn!(target: "tea", error = error_kind(error), "store call failed: {error}");
+        tracing::warn!(target: "tea", error = error_kind(error), reason = %error, "store call failed");
     }
     result
 }
