@@ -627,7 +627,10 @@ impl<'g, G: Graph> Run<'g, G> {
                 self.last_duration = started.elapsed();
                 traced! { span.record("duration_us", trace::micros(self.last_duration)); }
             }
-            traced! { drop(_node); }
+            traced! {
+                drop(_node);
+                drop(span);
+            }
             if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_))) {
                 // The join has seen its branches (a join that paused or failed sees them again).
                 self.ctx.branches.clear();

@@ -380,6 +380,7 @@ fn run_branch<G: Graph>(
         traced! {
             span.record("duration_us", crate::trace::micros(duration));
             drop(_node);
+            drop(span);
         }
         let produced = produced?;
         if !ctx.branches.is_empty() {
