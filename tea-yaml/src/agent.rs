@@ -160,6 +160,13 @@ impl Engine {
             })?)),
             #[cfg(not(feature = "sled"))]
             (Some(StoreSpec::Sled(_)), _) => None,
+            #[cfg(feature = "postgres")]
+            (Some(StoreSpec::Postgres(url)), _) => Some(Arc::new(
+                tea_runtime::PostgresStore::connect(url)
+                    .map_err(|e| LoadError::one(&file, 1, 1, format!("cannot connect the postgres store: {e}")))?,
+            )),
+            #[cfg(not(feature = "postgres"))]
+            (Some(StoreSpec::Postgres(_)), _) => None,
             (None, Some(path)) => {
                 let store = DirStore::open(path).map_err(|e| {
                     LoadError::one(
@@ -247,6 +254,36 @@ impl Agent {
     /// The agent's name (`name:` in the file, else the file's stem).
     pub fn name(&self) -> &str {
         self.graph.name()
+    }
+
+    /// The agent's nodes' names, in file order.
+    pub fn nodes(&self) -> Vec<&str> {
+        self.graph.inner().nodes.iter().map(|n| n.name.as_str()).collect()
+    }
+
+    /// The threads the agent's store holds (empty without a checkpointer).
+    pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.threads(),
+            Runner::Free(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Deletes every checkpoint of `thread` (see `App::delete`); `Ok(false)` if it had none.
+    pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.delete(thread),
+            Runner::Free(_) => Ok(false),
+        }
+    }
+
+    /// Deletes the oldest checkpoints of `thread`, keeping the last `keep_last` and the head
+    /// (see `App::prune`); returns how many went.
+    pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.prune(thread, keep_last),
+            Runner::Free(_) => Ok(0),
+        }
     }
 
     /// The agent's graph, as the engine runs it.

@@ -123,6 +123,41 @@ pub(crate) struct Inner {
     pub(crate) schema_fingerprint: u64,
 }
 
+/// What templates and conditions see: `state`, `variables`, `secrets`, `checkpoint` (`dir`,
+/// `last`) and, in an `output:` mapping, `result`.
+#[derive(Debug)]
+struct Scope {
+    graph: YamlGraph,
+    state: Mj,
+    result: Option<Mj>,
+}
+
+impl minijinja::value::Object for Scope {
+    fn repr(self: &Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Mj) -> Option<Mj> {
+        let inner = &self.graph.0;
+        Some(match key.as_str()? {
+            "state" => self.state.clone(),
+            "variables" => inner.variables.clone(),
+            "secrets" => inner.secrets.clone(),
+            "checkpoint" => {
+                let last = inner.last_checkpoint.lock().map(|l| l.clone()).unwrap_or_default();
+                let dir = inner.checkpoint_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
+                minijinja::context! { dir => dir, last => last }
+            }
+            "result" => self.result.clone()?,
+            _ => return None,
+        })
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Str(&["state", "variables", "secrets", "checkpoint", "result"])
+    }
+}
+
 /// A YAML agent's graph: the engine's view of a loaded file. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct YamlGraph(pub(crate) Arc<Inner>);
@@ -152,23 +187,13 @@ impl YamlGraph {
     }
 
     /// The template context: `state`, `variables`, `secrets`, `checkpoint`, and `result` in
-    /// an `output:` mapping.
+    /// an `output:` mapping. An object that builds each of them when a template reads it.
     pub(crate) fn context(&self, state: &State, result: Option<&Value>) -> Mj {
-        let inner = &self.0;
-        let last = inner.last_checkpoint.lock().map(|l| l.clone()).unwrap_or_default();
-        let dir = inner.checkpoint_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
-        let checkpoint = minijinja::context! { dir => dir, last => last };
-        let state = Mj::from_object(StateObject(state.shared().clone()));
-        match result {
-            None => minijinja::context! {
-                state => state, variables => inner.variables.clone(), secrets => inner.secrets.clone(),
-                checkpoint => checkpoint,
-            },
-            Some(result) => minijinja::context! {
-                state => state, variables => inner.variables.clone(), secrets => inner.secrets.clone(),
-                checkpoint => checkpoint, result => template::to_mj(result),
-            },
-        }
+        Mj::from_object(Scope {
+            graph: self.clone(),
+            state: Mj::from_object(StateObject(state.shared().clone())),
+            result: result.map(template::to_mj),
+        })
     }
 
     /// Evaluates `tree` in `ctx`.

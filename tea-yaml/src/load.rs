@@ -34,6 +34,7 @@ pub(crate) struct Env<'a> {
 pub(crate) enum StoreSpec {
     Memory,
     Sled(PathBuf),
+    Postgres(String),
 }
 
 /// A loaded file: its graph and the `config:` the agent applies.
@@ -93,6 +94,8 @@ struct Draft<'n> {
     goto: Option<Vec<(Cond, &'n Node)>>,
     interrupt_before: bool,
     interrupt_after: bool,
+    /// `fan_in: true` (The Edge Agent's marker): where it is written.
+    marked_fan_in: Option<Pos>,
 }
 
 /// A fan-out as read: its heads, its fan-in if named, where it is declared.
@@ -466,13 +469,17 @@ impl<'a> Loader<'a> {
                     return None;
                 }
                 Some("postgres") => {
-                    self.problem(key.pos, "`postgres` stores are not built into this tea");
+                    let url = self.string(value, "`checkpointer.postgres`")?;
+                    if cfg!(feature = "postgres") {
+                        return Some(StoreSpec::Postgres(url.to_owned()));
+                    }
+                    self.problem(key.pos, "`postgres` stores are not built in (cargo feature `postgres` of tea)");
                     return None;
                 }
                 _ => {}
             }
         }
-        self.problem(node.pos, "`config.checkpointer` must be `memory` or `{ sled: PATH }`");
+        self.problem(node.pos, "`config.checkpointer` must be `memory`, `{ sled: PATH }` or `{ postgres: URL }`");
         None
     }
 
@@ -589,7 +596,8 @@ impl<'a> Loader<'a> {
             }
         }
         let goto = fields.get("goto").map(|g| self.goto(g, &name));
-        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after })
+        let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after, marked_fan_in })
     }
 
     fn run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
@@ -1107,6 +1115,14 @@ impl<'a> Loader<'a> {
         let joins: Vec<usize> = nodes.iter().filter_map(|n| n.fork.as_ref().map(|(_, j)| j.index())).collect();
         for j in joins {
             nodes[j].fan_in = true;
+        }
+        for (node, draft) in nodes.iter().zip(drafts) {
+            if let (Some(pos), false) = (draft.marked_fan_in, node.fan_in) {
+                self.problem(
+                    pos,
+                    format!("node `{}` is marked `fan_in: true`, but no parallel edge meets there", draft.name),
+                );
+            }
         }
         if !start_has_edges {
             start_rules = vec![(Rule { cond: Cond::Always, to: Goto::Node(NodeIx(0)) }, drafts[0].pos)];

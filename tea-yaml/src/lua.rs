@@ -316,6 +316,15 @@ impl Vm {
             );
         }
         let text = text.split("\nstack traceback:").next().unwrap_or(&text);
+        // An error raised inside a callback (reading `state`, `print`) carries its place only
+        // in the traceback: name the block's line from there.
+        if let mlua::Error::CallbackError { traceback, .. } = &error {
+            let file = chunks.sources.first().map_or("", |c| c.file.as_str());
+            let place = traceback.lines().map(str::trim).find(|l| !file.is_empty() && l.starts_with(file));
+            if let Some(place) = place.and_then(|l| l.split(": ").next()) {
+                return format!("Lua error at {place}: {text}");
+            }
+        }
         format!("Lua error: {text}")
     }
 }
@@ -425,29 +434,32 @@ fn to_json(value: &LuaValue, depth: usize) -> Result<Value, String> {
             .ok_or_else(|| format!("{f} is not a number JSON can hold"))?,
         LuaValue::String(s) => Value::String(s.to_str().map_err(|e| e.to_string())?.to_owned()),
         LuaValue::Table(table) => {
-            let len = table.raw_len();
-            let mut count = 0;
+            // One pass over the pairs; a table whose keys are exactly 1..n is a list.
+            let mut pairs = Vec::new();
             for pair in table.clone().pairs::<LuaValue, LuaValue>() {
-                pair.map_err(|e| e.to_string())?;
-                count += 1;
+                pairs.push(pair.map_err(|e| e.to_string())?);
             }
-            if len > 0 && count == len {
-                let mut items = Vec::with_capacity(len);
-                for i in 1..=len {
-                    let item: LuaValue = table.raw_get(i).map_err(|e| e.to_string())?;
-                    items.push(to_json(&item, depth + 1)?);
+            let len = table.raw_len();
+            let is_list = len > 0
+                && pairs.len() == len
+                && pairs.iter().all(|(k, _)| matches!(k, LuaValue::Integer(i) if *i >= 1 && *i as usize <= len));
+            if is_list {
+                let mut items = vec![Value::Null; len];
+                for (key, item) in &pairs {
+                    if let LuaValue::Integer(i) = key {
+                        items[*i as usize - 1] = to_json(item, depth + 1)?;
+                    }
                 }
                 Value::Array(items)
             } else {
                 let mut map = Map::new();
-                for pair in table.clone().pairs::<LuaValue, LuaValue>() {
-                    let (key, item) = pair.map_err(|e| e.to_string())?;
+                for (key, item) in &pairs {
                     let key = match key {
                         LuaValue::String(s) => s.to_str().map_err(|e| e.to_string())?.to_owned(),
                         LuaValue::Integer(i) => i.to_string(),
                         other => return Err(format!("a table key of type {} has no JSON form", other.type_name())),
                     };
-                    map.insert(key, to_json(&item, depth + 1)?);
+                    map.insert(key, to_json(item, depth + 1)?);
                 }
                 Value::Object(map)
             }

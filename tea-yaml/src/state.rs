@@ -322,6 +322,16 @@ impl Reducer {
     }
 }
 
+/// How [`Schema::apply`] writes one checked key.
+enum Plan {
+    /// The new value, reduced already.
+    Set(Value),
+    /// Items to append to the list in place.
+    Append(Value),
+    /// Entries to merge into the dict in place.
+    Merge(Value),
+}
+
 /// One declared key.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Decl {
@@ -384,18 +394,43 @@ impl Schema {
             }
             return Ok(());
         }
-        // Compute every new value first, so a refused write leaves the state as it was.
-        let mut merged = Vec::with_capacity(values.len());
+        // Check every write first, so a refused write leaves the state as it was; lists and
+        // dicts then grow in place rather than being copied.
+        let mut planned = Vec::with_capacity(values.len());
         for (key, value) in values {
-            let value = match self.get(&key) {
-                None => value,
-                Some(decl) => reduce(&key, *decl, state.get(&key), value)?,
+            let current = state.get(&key).filter(|v| !v.is_null());
+            let plan = match (self.get(&key), current) {
+                (None, _) => Plan::Set(value),
+                (Some(decl), Some(Value::Array(_))) if decl.reducer == Reducer::Append => Plan::Append(value),
+                (Some(decl), Some(Value::Object(_))) if decl.reducer == Reducer::Merge && value.is_object() => {
+                    Plan::Merge(value)
+                }
+                (Some(decl), current) => Plan::Set(reduce(&key, *decl, current, value)?),
             };
-            merged.push((key, value));
+            planned.push((key, plan));
         }
         let map = state.map_mut();
-        for (key, value) in merged {
-            map.insert(key, value);
+        for (key, plan) in planned {
+            match plan {
+                Plan::Set(value) => {
+                    map.insert(key, value);
+                }
+                Plan::Append(value) => {
+                    if let Some(Value::Array(items)) = map.get_mut(&key) {
+                        match value {
+                            Value::Array(more) => items.extend(more),
+                            Value::Null => {}
+                            single => items.push(single),
+                        }
+                    }
+                }
+                Plan::Merge(Value::Object(more)) => {
+                    if let Some(Value::Object(entries)) = map.get_mut(&key) {
+                        entries.extend(more);
+                    }
+                }
+                Plan::Merge(_) => {}
+            }
         }
         Ok(())
     }

@@ -207,3 +207,9 @@ fn the_benchmark_agents_load_and_run() {
     assert_eq!(out["done"], true);
     assert_eq!(out["log"].as_array().unwrap().len(), 10);
 }
+
+#[test]
+fn a_node_marked_fan_in_must_be_one() {
+    let p = problems("nodes:\n  - name: a\n    run: return {}\n  - name: b\n    fan_in: true\n    run: return {}\n");
+    has(&p, 5, "marked `fan_in: true`, but no parallel edge meets there");
+}

@@ -326,3 +326,22 @@ nodes:
     assert_eq!(done["dir"], dir.join("checkpoints").display().to_string());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `config.checkpointer: { postgres: URL }`, when a server answers at `TEA_TEST_POSTGRES_URL`
+/// (CI sets it when its PostgreSQL answers; elsewhere the test says it skipped).
+#[cfg(feature = "postgres")]
+#[test]
+fn a_postgres_checkpointer_from_config_pauses_and_resumes() {
+    let Ok(url) = std::env::var("TEA_TEST_POSTGRES_URL") else {
+        eprintln!("skipped: TEA_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let yaml = format!(
+        "name: yaml-postgres-{}\nconfig:\n  checkpointer: {{ postgres: \"{url}\" }}\nnodes:\n  - name: ask\n    type: interrupt\n    message: \"ok?\"\n",
+        std::process::id()
+    );
+    let agent = Engine::new().load_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();
+    let token: Resume<State> = resume.to_string().parse().unwrap();
+    assert_eq!(agent.resume(token.answer("yes")).unwrap().done().unwrap()["user_input"], "yes");
+}

@@ -407,3 +407,32 @@ fn agents_are_send_and_sync_and_states_serialize() {
     let state: State = serde_json::from_value(json!({ "a": 1 })).unwrap();
     assert_eq!(serde_json::to_value(&state).unwrap(), json!({ "a": 1 }));
 }
+
+#[test]
+fn an_agent_lists_its_nodes_and_threads_and_deletes_them() {
+    let agent = Engine::new()
+        .load_str("config: { checkpointer: memory }\nnodes:\n  - name: first\n    run: return {}\n  - name: second\n    run: return {}\n")
+        .unwrap();
+    assert_eq!(agent.nodes(), ["first", "second"]);
+    agent.invoke_on("t-a", json!({})).unwrap();
+    agent.invoke_on("t-b", json!({})).unwrap();
+    let mut threads: Vec<String> = agent.threads().unwrap().iter().map(|t| t.to_string()).collect();
+    threads.sort();
+    assert_eq!(threads, ["t-a", "t-b"]);
+    assert!(agent.prune(&"t-a".into(), 1).unwrap() > 0);
+    assert!(agent.delete(&"t-a".into()).unwrap());
+    assert_eq!(agent.threads().unwrap().len(), 1);
+}
+
+#[test]
+fn an_error_inside_a_callback_names_the_blocks_line() {
+    let err = run("nodes:\n  - name: bad\n    run: |\n      local x = 1\n      state.x = 2\n", json!({})).unwrap_err();
+    match err {
+        Error::NodeFailed { node, source } => {
+            assert_eq!(node, "bad");
+            let message = source.to_string();
+            assert!(message.contains("read-only") && message.contains("<string>:5"), "{message}");
+        }
+        other => panic!("expected NodeFailed, got {other:?}"),
+    }
+}
