@@ -182,7 +182,10 @@ impl Engine {
             (None, None) => self.checkpointer.clone(),
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
-        Ok(Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint))
+        let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
+        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
+        agent.names_store = names_store;
+        Ok(agent)
     }
 }
 
@@ -202,6 +205,8 @@ pub struct Agent {
     recursion_limit: usize,
     /// `config.checkpoint`: `invoke` continues from this file.
     checkpoint: Option<PathBuf>,
+    /// The file's `config:` names a store (`checkpointer`, `checkpoint_dir`).
+    names_store: bool,
 }
 
 impl fmt::Debug for Agent {
@@ -227,7 +232,7 @@ impl Agent {
             Some(store) => Runner::Stored(builder.checkpointer(store).build()),
             None => Runner::Free(builder.build()),
         };
-        Agent { graph, runner, dir, recursion_limit: limit, checkpoint }
+        Agent { graph, runner, dir, recursion_limit: limit, checkpoint, names_store: false }
     }
 
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
@@ -235,7 +240,33 @@ impl Agent {
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let store: Arc<dyn Checkpointer> = Arc::new(store);
-        Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint)
+        let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint);
+        agent.names_store = self.names_store;
+        agent
+    }
+
+    /// Whether the file's `config:` names a store (`checkpointer:` or `checkpoint_dir:`), as
+    /// opposed to running on the [`Engine`]'s, on one given with
+    /// [`with_checkpointer`](Self::with_checkpointer), or on none.
+    pub fn names_store(&self) -> bool {
+        self.names_store
+    }
+
+    /// Whether a run of the agent can pause: it has an interrupt node, or a node in
+    /// `interrupt_before`/`interrupt_after` (such an agent needs a checkpointer).
+    pub fn can_pause(&self) -> bool {
+        self.graph
+            .inner()
+            .nodes
+            .iter()
+            .any(|n| n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. }))
+    }
+
+    /// The state key interrupt node `node` writes its answer to (its `resume_key`); `None` for
+    /// a node that is not an interrupt node, or no node of this agent.
+    pub fn resume_key(&self, node: &str) -> Option<&str> {
+        let node = self.graph.inner().nodes.iter().find(|n| n.name.as_str() == node)?;
+        self.graph.resume_key(&node.name)
     }
 
     /// With a directory store, gives the pause of `outcome` its file named after its node.
@@ -454,6 +485,21 @@ impl Agent {
         let stream = match &self.runner {
             Runner::Free(app) => app.stream(state),
             Runner::Stored(app) => app.stream(state),
+        };
+        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
+    }
+
+    /// Like [`stream`](Self::stream), on thread `thread` (see `App::stream_on`). Without a
+    /// checkpointer the agent keeps no threads, and the id is not used (as with
+    /// [`invoke_on`](Self::invoke_on)).
+    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: Value) -> AgentStream<'_> {
+        let state = match self.input(input) {
+            Ok(state) => state,
+            Err(error) => return AgentStream::failed(error),
+        };
+        let stream = match &self.runner {
+            Runner::Free(app) => app.stream(state),
+            Runner::Stored(app) => app.stream_on(thread, state),
         };
         AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
     }

@@ -1,0 +1,249 @@
+//! `tea`: runs YAML agents from a terminal — run, stop at a pause, answer, resume — and checks
+//! agent files before a run spends anything.
+//!
+//! stdout is machine-readable JSON (the final state, a pause, or one event per line with
+//! `--stream`); messages and progress go to stderr. Exit statuses: 0 done, 1 error, 2 usage
+//! error, 3 paused (the thread waits in its store; `tea resume` continues it).
+
+mod output;
+mod run;
+mod store;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use store::StoreSpec;
+
+/// The run finished: the final state is on stdout.
+pub const EXIT_DONE: u8 = 0;
+/// Something failed: the message is on stderr.
+pub const EXIT_ERROR: u8 = 1;
+/// The command line was wrong (clap's status for usage errors).
+pub const EXIT_USAGE: u8 = 2;
+/// The run paused: the pause (thread, token, interrupts) is on stdout.
+pub const EXIT_PAUSED: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tea",
+    version,
+    about = "Runs agents written as YAML state graphs on tea's engine",
+    long_about = "Runs agents written as YAML state graphs on tea's engine.\n\n\
+        stdout is machine-readable JSON; messages and progress go to stderr.",
+    after_help = "Exit status: 0 done, 1 error, 2 usage error, 3 paused (resume with `tea resume`).\n\n\
+        Examples:\n  \
+        tea validate examples/agents/*.yaml\n  \
+        tea run examples/agents/review.yaml\n  \
+        tea resume examples/agents/review.yaml --token TOKEN --answer true\n  \
+        tea run examples/agents/review.yaml --interactive"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs an agent on a new thread until it finishes or pauses.
+    #[command(after_help = "Done: the final state on stdout, exit 0. Paused: {\"status\": \"interrupted\", \
+        \"thread\", \"token\", \"interrupts\": [{\"id\", \"node\", \"value\"}], \"checkpoint_path\"} on stdout, \
+        exit 3.\n\n\
+        Examples:\n  \
+        tea run examples/agents/research.yaml --input '{\"topic\": \"tea\"}'\n  \
+        tea run examples/agents/review.yaml --input @input.json --thread release-42\n  \
+        tea run examples/agents/research.yaml --stream\n  \
+        tea run examples/agents/review.yaml --interactive --store sled:.tea/store")]
+    Run(RunArgs),
+    /// Continues a paused thread from its token or its checkpoint file.
+    #[command(after_help = "Outputs and exit statuses as for `tea run`.\n\n\
+        Examples:\n  \
+        tea resume examples/agents/review.yaml --token TOKEN --answer true\n  \
+        tea resume examples/agents/review.yaml --token TOKEN --answer-to ID='\"yes\"'\n  \
+        tea resume examples/agents/review.yaml --token TOKEN --update '{\"draft\": \"Edited\"}'\n  \
+        tea resume examples/agents/review.yaml --checkpoint examples/agents/checkpoints/review/THREAD/review_THREAD_000002.ckpt --answer true")]
+    Resume(ResumeArgs),
+    /// Checks agent files: every problem as `file:line:column: message`.
+    #[command(after_help = "Prints `ok: FILE (N nodes)` for a file that loads, else each problem as \
+        `file:line:column: message`; exit 1 when any file has a problem.\n\n\
+        Examples:\n  \
+        tea validate examples/agents/review.yaml\n  \
+        tea validate examples/agents/*.yaml")]
+    Validate {
+        /// The agent files.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Prints an agent's graph as a Mermaid flowchart or Graphviz DOT.
+    #[command(after_help = "Examples:\n  \
+        tea draw examples/agents/review.yaml\n  \
+        tea draw examples/agents/research.yaml --format dot | dot -Tsvg > research.svg")]
+    Draw {
+        /// The agent file.
+        file: PathBuf,
+        /// The output format.
+        #[arg(long, value_enum, default_value_t = Format::Mermaid)]
+        format: Format,
+    },
+    /// Lists the threads a store holds for an agent, as a JSON array.
+    #[command(after_help = "Examples:\n  \
+        tea threads examples/agents/review.yaml --store sled:.tea/store\n  \
+        tea threads examples/agents/review.yaml   # the file's config: checkpoint_dir")]
+    Threads {
+        /// The agent file.
+        file: PathBuf,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Prints a thread's latest checkpoint (or every one, newest first) as JSON.
+    #[command(after_help = "Examples:\n  \
+        tea state examples/agents/review.yaml THREAD\n  \
+        tea state examples/agents/review.yaml THREAD --history --store sled:.tea/store")]
+    State {
+        /// The agent file.
+        file: PathBuf,
+        /// The thread id.
+        thread: String,
+        /// Every checkpoint of the thread, newest first.
+        #[arg(long)]
+        history: bool,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+}
+
+/// `--store`, shared by the commands that keep threads.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArg {
+    /// Where threads are kept: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`
+    /// [default: the file's `config`, else `sled:.tea/store` when the agent can pause].
+    #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse)]
+    pub store: Option<StoreSpec>,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The agent file.
+    pub file: PathBuf,
+    /// The input state: a JSON object, or `@FILE` to read it from a file.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub input: Option<String>,
+    /// The new thread's id [default: a random one].
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// One JSON event per line on stdout as the run goes (`step`, `interrupted`, `done`).
+    #[arg(long)]
+    pub stream: bool,
+    /// At each pause, asks on stderr and reads the answer from stdin, then resumes.
+    #[arg(long)]
+    pub interactive: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("from").required(true).args(["token", "checkpoint"]))]
+pub struct ResumeArgs {
+    /// The agent file.
+    pub file: PathBuf,
+    /// The token a pause printed.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// A pause's checkpoint file (`checkpoint_path`), or a file `checkpoint.save` wrote.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["answer_to", "stream"])]
+    pub checkpoint: Option<PathBuf>,
+    /// The answer to the one pending question, as JSON (`true`, `'"text"'`, `'{"a": 1}'`).
+    #[arg(long, value_name = "JSON")]
+    pub answer: Option<String>,
+    /// The answer to the pause with id ID, as JSON; repeat for several pauses.
+    #[arg(long, value_name = "ID=JSON", conflicts_with = "answer")]
+    pub answer_to: Vec<String>,
+    /// A JSON object of state keys to write (through the reducers) before the run continues.
+    #[arg(long, value_name = "JSON")]
+    pub update: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// One JSON event per line on stdout as the run goes.
+    #[arg(long)]
+    pub stream: bool,
+    /// At each further pause, asks on stderr and reads the answer from stdin.
+    #[arg(long)]
+    pub interactive: bool,
+}
+
+/// `draw --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// A Mermaid flowchart.
+    Mermaid,
+    /// Graphviz DOT.
+    Dot,
+}
+
+/// Logs to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (`EnvFilter` syntax;
+/// nothing when it is unset): `RUST_LOG=tea=debug` shows each run's nodes, fan-outs and
+/// checkpoints, `tea=trace` adds the store calls. Without the feature `tracing`, nothing.
+#[cfg(feature = "tracing")]
+fn install_logging() {
+    use tracing_subscriber::EnvFilter;
+    let Ok(directives) = std::env::var("RUST_LOG") else { return };
+    let filter = match EnvFilter::try_new(&directives) {
+        Ok(filter) => filter,
+        Err(error) => {
+            eprintln!("tea: RUST_LOG={directives:?} is not a filter ({error}); logging nothing");
+            return;
+        }
+    };
+    let installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .try_init();
+    if let Err(error) = installed {
+        eprintln!("tea: no logging: {error}");
+    }
+}
+
+fn main() -> ExitCode {
+    #[cfg(feature = "tracing")]
+    install_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Resume(args) => run::resume(&args),
+        Command::Validate { files } => Ok(run::validate(&files)),
+        Command::Draw { file, format } => run::load(&file).map(|agent| {
+            let text = match format {
+                Format::Mermaid => agent.mermaid(),
+                Format::Dot => agent.dot(),
+            };
+            output::line(text.trim_end());
+            EXIT_DONE
+        }),
+        Command::Threads { file, store } => run::threads(&file, &store),
+        Command::State { file, thread, history, store } => run::state(&file, &thread, history, &store),
+    };
+    match result {
+        Ok(status) => ExitCode::from(status),
+        Err(message) => {
+            eprintln!("tea: {message}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_usage_status_is_clap_s() {
+        let error = Cli::try_parse_from(["tea", "resume", "a.yaml"]).unwrap_err();
+        assert_eq!(error.exit_code(), i32::from(EXIT_USAGE));
+    }
+}

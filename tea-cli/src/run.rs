@@ -1,0 +1,437 @@
+//! The commands: loading the agent on its store, running and resuming it (once, streamed, or
+//! interactively until done), and reading what a store holds.
+
+use crate::output;
+use crate::store::{StoreSpec, DEFAULT_STORE};
+use crate::{ResumeArgs, RunArgs, StoreArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED};
+use serde_json::{Map, Value};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tea_runtime::{Error, MemoryStore, Outcome, Resume, ThreadId};
+use tea_yaml::{Agent, Engine, State, Update};
+
+/// Loads an agent file. Agents that pause load even when the file names no store (the
+/// commands then choose one: `--store`, else [`DEFAULT_STORE`]).
+pub fn load(file: &Path) -> Result<Agent, String> {
+    Engine::new().checkpointer(MemoryStore::new()).load_file(file).map_err(|e| describe(&e))
+}
+
+/// The agent on the store the command runs it on, and that store's name for messages.
+fn open(file: &Path, store: &StoreArg) -> Result<(Agent, String), String> {
+    let agent = load(file)?;
+    match &store.store {
+        Some(spec) => Ok((spec.attach(agent)?, spec.to_string())),
+        None if !agent.names_store() && agent.can_pause() => {
+            let spec = StoreSpec::parse(DEFAULT_STORE)?;
+            Ok((spec.attach(agent)?, spec.to_string()))
+        }
+        None if agent.names_store() => Ok((agent, "the file's `config` store".to_owned())),
+        None => Ok((agent, String::new())),
+    }
+}
+
+/// A JSON argument, or `@FILE` to read one from a file.
+fn json_arg(flag: &str, text: &str) -> Result<Value, String> {
+    if let Some(path) = text.strip_prefix('@') {
+        let body = std::fs::read_to_string(path).map_err(|e| format!("cannot read the {flag} file `{path}`: {e}"))?;
+        return serde_json::from_str(&body).map_err(|e| format!("the {flag} file `{path}` is not JSON: {e}"));
+    }
+    serde_json::from_str(text).map_err(|e| format!("{flag} is not JSON ({e}): `{text}`"))
+}
+
+/// `--update`: a JSON object of keys to write.
+fn update_arg(text: &str) -> Result<Map<String, Value>, String> {
+    match json_arg("--update", text)? {
+        Value::Object(map) => Ok(map),
+        other => Err(format!("--update must be a JSON object of state keys, not `{other}`")),
+    }
+}
+
+/// What a run starts from.
+enum Start {
+    New { thread: Option<String>, input: Value },
+    Token(Resume<State>),
+    Checkpoint { path: PathBuf, update: Option<Value> },
+}
+
+/// `tea run`.
+pub fn run(args: &RunArgs) -> Result<u8, String> {
+    let input = match &args.input {
+        Some(text) => json_arg("--input", text)?,
+        None => Value::Object(Map::new()),
+    };
+    if !input.is_object() {
+        return Err(format!("--input must be a JSON object of state keys, not `{input}`"));
+    }
+    let (agent, store) = open(&args.file, &args.store)?;
+    warn_if_memory(&agent, &args.store);
+    let outcome = advance(&agent, Start::New { thread: args.thread.clone(), input }, args.stream)?;
+    finish(&agent, &args.file, &store, outcome, args.stream, args.interactive)
+}
+
+/// `tea resume`.
+pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
+    // Every argument is checked before the store is opened or anything runs.
+    let answer = args.answer.as_deref().map(|a| json_arg("--answer", a)).transpose()?;
+    let mut answers_to = Vec::new();
+    for pair in &args.answer_to {
+        let (id, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("--answer-to `{pair}` is not ID=JSON (as in `--answer-to a1=true`)"))?;
+        answers_to.push((id.to_owned(), json_arg(&format!("--answer-to {id}"), value)?));
+    }
+    let update = args.update.as_deref().map(update_arg).transpose()?;
+    let token =
+        args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
+    let unanswered = token.as_ref().and_then(|t| t.interrupts().iter().find(|i| i.needs_answer()));
+    if let Some(question) = unanswered.filter(|_| answer.is_none() && answers_to.is_empty()) {
+        if !args.interactive {
+            return Err(format!(
+                "--token: the pause at `{}` waits for an answer; give --answer JSON (or --answer-to {}=JSON), or use --interactive",
+                question.node(),
+                question.id()
+            ));
+        }
+        // Interactive: the question is asked first.
+        let mut pending = token.expect("an unanswered pause comes from a token");
+        if let Some(update) = update {
+            pending = pending.update(Update::from(update));
+        }
+        let (agent, store) = open(&args.file, &args.store)?;
+        return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
+    }
+    let (agent, store) = open(&args.file, &args.store)?;
+    let start = match (token, &args.checkpoint) {
+        (Some(mut resume), _) => {
+            if let Some(answer) = answer {
+                resume = resume.answer(answer);
+            }
+            for (id, value) in answers_to {
+                resume = resume.answer_to(id, value);
+            }
+            if let Some(update) = update {
+                resume = resume.update(Update::from(update));
+            }
+            Start::Token(resume)
+        }
+        (None, Some(path)) => {
+            let mut update = update;
+            if let Some(answer) = answer {
+                let key = checkpoint_answer_key(&agent, path)?;
+                update.get_or_insert_with(Map::new).insert(key, answer);
+            }
+            Start::Checkpoint { path: path.clone(), update: update.map(Value::Object) }
+        }
+        (None, None) => return Err("give --token TOKEN or --checkpoint PATH".to_owned()),
+    };
+    let outcome = advance(&agent, start, args.stream)?;
+    finish(&agent, &args.file, &store, outcome, args.stream, args.interactive)
+}
+
+/// The state key an answer to the pause in checkpoint file `path` goes to.
+fn checkpoint_answer_key(agent: &Agent, path: &Path) -> Result<String, String> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read checkpoint file `{shown}`: {e}"))?;
+    let (node, _) = tea_runtime::decode_checkpoint(agent.graph(), &bytes, &shown).map_err(|e| describe(&e))?;
+    agent.resume_key(node.as_str()).map(str::to_owned).ok_or_else(|| {
+        format!(
+            "checkpoint file `{shown}` stopped at `{node}`, which is not an interrupt node, so --answer has \
+             nothing to answer; use --update"
+        )
+    })
+}
+
+fn warn_if_memory(agent: &Agent, store: &StoreArg) {
+    if store.store == Some(StoreSpec::Memory) && agent.can_pause() {
+        eprintln!("tea: note: with --store memory a pause cannot be resumed by another `tea` process");
+    }
+}
+
+/// Runs from `start` to the next pause or the end; with `stream`, prints each event as it
+/// happens.
+fn advance(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<State>, String> {
+    // Errors that say the token or file does not fit name the flag they came from.
+    let context = match &start {
+        Start::New { .. } => None,
+        Start::Token(_) => Some("--token".to_owned()),
+        Start::Checkpoint { path, .. } => Some(format!("--checkpoint `{}`", path.display())),
+    };
+    advance_from(agent, start, stream).map_err(|e| {
+        let identifies = matches!(
+            e,
+            Error::StaleResume { .. }
+                | Error::GraphMismatch { .. }
+                | Error::SchemaMismatch { .. }
+                | Error::InvalidToken { .. }
+                | Error::CheckpointNotFound { .. }
+                | Error::CorruptCheckpoint { .. }
+                | Error::Expired { .. }
+        );
+        match context {
+            Some(flag) if identifies => format!("{flag}: {}", describe(&e)),
+            _ => describe(&e),
+        }
+    })
+}
+
+/// An error and its sources, as one line (a source whose text the message repeats is left out).
+pub fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let shown = cause.to_string();
+        if !text.contains(&shown) {
+            text = format!("{text}: {shown}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<State>, Error> {
+    let _progress = Progress::start(agent.name());
+    if stream {
+        let events = match start {
+            Start::New { thread: Some(thread), input } => agent.stream_on(thread, input),
+            Start::New { thread: None, input } => agent.stream(input),
+            Start::Token(resume) => agent.stream_resume(resume),
+            // clap refuses `--checkpoint` with `--stream`; a later pause resumes by token.
+            Start::Checkpoint { path, update } => return agent.resume_from(path, update),
+        };
+        for event in events {
+            let event = event?;
+            output::line(&output::event(agent, &event).to_string());
+            match event {
+                tea_runtime::Event::Step { .. } => {}
+                tea_runtime::Event::Interrupted { state, resume } => return Ok(Outcome::Interrupted { state, resume }),
+                tea_runtime::Event::Done(state) => return Ok(Outcome::Done(state)),
+            }
+        }
+        return Err(Error::store(format!("the run of agent `{}` stopped without finishing or pausing", agent.name())));
+    }
+    match start {
+        Start::New { thread: Some(thread), input } => agent.invoke_on(thread, input),
+        Start::New { thread: None, input } => agent.invoke(input),
+        Start::Token(resume) => agent.resume(resume),
+        Start::Checkpoint { path, update } => agent.resume_from(path, update),
+    }
+}
+
+/// Reports how a run ended; interactively, answers each pause from stdin and goes on.
+fn finish(
+    agent: &Agent,
+    file: &Path,
+    store: &str,
+    outcome: Outcome<State>,
+    stream: bool,
+    interactive: bool,
+) -> Result<u8, String> {
+    match outcome {
+        Outcome::Done(state) => Ok(done(&state, stream)),
+        Outcome::Interrupted { resume, .. } => keep_answering(agent, file, store, resume, stream, interactive),
+    }
+}
+
+/// Reports the pause `pending`; interactively, answers it and every later one from stdin.
+fn keep_answering(
+    agent: &Agent,
+    file: &Path,
+    store: &str,
+    mut pending: Resume<State>,
+    stream: bool,
+    interactive: bool,
+) -> Result<u8, String> {
+    let mut stdin = std::io::stdin().lock();
+    loop {
+        let answered = if interactive { ask(&mut stdin, &pending)? } else { None };
+        let Some(answered) = answered else { return Ok(paused(agent, file, store, &pending, stream)) };
+        match advance_from(agent, Start::Token(answered), stream) {
+            Ok(Outcome::Done(state)) => return Ok(done(&state, stream)),
+            Ok(Outcome::Interrupted { resume, .. }) => pending = resume,
+            // The thread stays at the same pause: ask again.
+            Err(error @ Error::BadResumeValue { .. }) => eprintln!("tea: {}; answer again", describe(&error)),
+            Err(error) => return Err(describe(&error)),
+        }
+    }
+}
+
+fn done(state: &State, stream: bool) -> u8 {
+    if !stream {
+        output::pretty(&state.to_json());
+    }
+    EXIT_DONE
+}
+
+/// Prints the pause (unless `--stream` printed it as an event) and how to continue it.
+fn paused(agent: &Agent, file: &Path, store: &str, resume: &Resume<State>, stream: bool) -> u8 {
+    let pause = output::pause(agent, resume);
+    if !stream {
+        output::pretty(&pause);
+    }
+    let kept = if store.is_empty() { String::new() } else { format!(" in {store}") };
+    eprintln!(
+        "tea: thread `{}` paused at `{}`{kept}; continue it with `tea resume {} --token {}{}`",
+        resume.thread(),
+        resume.node(),
+        file.display(),
+        pause["token"].as_str().unwrap_or_default(),
+        if resume.interrupts().iter().any(|i| i.needs_answer()) { " --answer JSON" } else { "" },
+    );
+    EXIT_PAUSED
+}
+
+/// Asks on stderr about the pause and reads the answer from stdin: `Some` to resume with,
+/// `None` to leave the thread paused (end of input, or "n" at a breakpoint).
+fn ask(stdin: &mut impl BufRead, resume: &Resume<State>) -> Result<Option<Resume<State>>, String> {
+    let questions: Vec<_> = resume.interrupts().iter().filter(|i| i.needs_answer()).collect();
+    let mut answered = resume.clone();
+    if questions.is_empty() {
+        loop {
+            prompt(&format!(
+                "paused at `{}` (a breakpoint). Continue? [Enter/y: continue, n: stop, or a JSON object of state keys to write first] ",
+                resume.node()
+            ));
+            let Some(line) = read_line(stdin)? else { return Ok(None) };
+            match line.as_str() {
+                "" | "y" | "yes" => return Ok(Some(answered)),
+                "n" | "no" | "q" | "quit" => return Ok(None),
+                text => match serde_json::from_str::<Value>(text) {
+                    Ok(Value::Object(map)) => return Ok(Some(answered.update(Update::from(map)))),
+                    _ => eprintln!("tea: `{text}` is not y, n or a JSON object; try again"),
+                },
+            }
+        }
+    }
+    let several = questions.len() > 1;
+    for question in questions {
+        let shown = match question.value() {
+            Value::String(text) => text.clone(),
+            Value::Null => format!("`{}` waits for an answer", question.node()),
+            other => other.to_string(),
+        };
+        prompt(&format!("[{}] {shown}\n> ", question.node()));
+        let Some(line) = read_line(stdin)? else { return Ok(None) };
+        // JSON when it parses (`true`, `3`, `{"a": 1}`), else the line as text.
+        let answer = serde_json::from_str::<Value>(&line).unwrap_or(Value::String(line));
+        answered = if several { answered.answer_to(question.id(), answer) } else { answered.answer(answer) };
+    }
+    Ok(Some(answered))
+}
+
+fn prompt(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{text}").and_then(|()| err.flush());
+}
+
+/// A line of stdin without its line ending; `None` at the end of input.
+fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, String> {
+    let mut line = String::new();
+    match stdin.read_line(&mut line) {
+        Ok(0) => {
+            eprintln!();
+            Ok(None)
+        }
+        Ok(_) => Ok(Some(line.trim_end_matches(['\n', '\r']).trim().to_owned())),
+        Err(e) => Err(format!("cannot read the answer from stdin: {e}")),
+    }
+}
+
+/// `tea validate`: prints `ok: FILE (N nodes)` or every problem; 1 when any file has one.
+pub fn validate(files: &[PathBuf]) -> u8 {
+    let mut status = EXIT_DONE;
+    for file in files {
+        match load(file) {
+            Ok(agent) => output::line(&format!("ok: {} ({} nodes)", file.display(), agent.nodes().len())),
+            Err(problems) => {
+                output::line(&problems);
+                status = EXIT_ERROR;
+            }
+        }
+    }
+    status
+}
+
+/// `tea threads`: the threads the store holds for the agent.
+pub fn threads(file: &Path, store: &StoreArg) -> Result<u8, String> {
+    let (agent, name) = open(file, store)?;
+    if name.is_empty() {
+        return Err(no_threads(&agent));
+    }
+    let threads = agent.threads().map_err(|e| describe(&e))?;
+    output::pretty(&Value::Array(threads.iter().map(|t| Value::String(t.as_str().to_owned())).collect()));
+    Ok(EXIT_DONE)
+}
+
+/// `tea state`: the thread's latest checkpoint, or its history.
+pub fn state(file: &Path, thread: &str, history: bool, store: &StoreArg) -> Result<u8, String> {
+    let (agent, name) = open(file, store)?;
+    if name.is_empty() {
+        return Err(no_threads(&agent));
+    }
+    let thread = ThreadId::from(thread);
+    let missing = || format!("thread `{thread}` of agent `{}` has no checkpoints in {name}", agent.name());
+    if history {
+        let all = agent.history(&thread).map_err(|e| describe(&e))?;
+        if all.is_empty() {
+            return Err(missing());
+        }
+        output::pretty(&Value::Array(all.iter().map(|s| output::snapshot(&thread, s)).collect()));
+    } else {
+        let latest = agent.state(&thread).map_err(|e| describe(&e))?.ok_or_else(missing)?;
+        output::pretty(&output::snapshot(&thread, &latest));
+    }
+    Ok(EXIT_DONE)
+}
+
+fn no_threads(agent: &Agent) -> String {
+    format!(
+        "agent `{}` names no store in its `config` and cannot pause, so it keeps no threads; name one with --store",
+        agent.name()
+    )
+}
+
+/// A spinner on stderr while a run goes, when stderr is a terminal; nothing otherwise.
+struct Progress {
+    done: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(agent: &str) -> Progress {
+        let done = Arc::new(AtomicBool::new(false));
+        if !std::io::stderr().is_terminal() {
+            return Progress { done, ticker: None };
+        }
+        let (flag, agent) = (done.clone(), agent.to_owned());
+        let ticker = std::thread::spawn(move || {
+            const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
+            let started = Instant::now();
+            let mut frame = 0;
+            // Quiet for short runs: the spinner shows after half a second.
+            while !flag.load(Ordering::Relaxed) {
+                let elapsed = started.elapsed();
+                if elapsed > Duration::from_millis(500) {
+                    eprint!("\r{} running `{agent}` ({:.1}s)", FRAMES[frame % 4], elapsed.as_secs_f32());
+                    frame += 1;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if started.elapsed() > Duration::from_millis(500) {
+                eprint!("\r\x1b[2K");
+            }
+        });
+        Progress { done, ticker: Some(ticker) }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+    }
+}

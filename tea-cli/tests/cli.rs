@@ -1,0 +1,400 @@
+//! Drives the built `tea` binary as a process: every command, every exit status, a pause in one
+//! process resumed in another, the interactive loop on piped stdin, `--stream` line by line.
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const DONE: i32 = 0;
+const ERROR: i32 = 1;
+const USAGE: i32 = 2;
+const PAUSED: i32 = 3;
+
+/// A scratch directory holding copies of the example agents; commands run in it, so the
+/// default store (`.tea/store`) and `checkpoint_dir`s land inside it. Removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tea-cli-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents");
+        for name in ["review.yaml", "research.yaml", "checkpoints.yaml"] {
+            std::fs::copy(examples.join(name), dir.join(name)).unwrap();
+        }
+        Scratch(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.0.join(name), text).unwrap();
+    }
+
+    fn tea(&self, args: &[&str]) -> Run {
+        self.tea_with_stdin(args, None)
+    }
+
+    fn tea_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Run {
+        self.tea_logged(args, stdin, None)
+    }
+
+    /// Runs `tea` with `RUST_LOG` set to `log` (unset when `None`, whatever the test's own).
+    fn tea_logged(&self, args: &[&str], stdin: Option<&str>, log: Option<&str>) -> Run {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tea"));
+        match log {
+            Some(log) => command.env("RUST_LOG", log).env("NO_COLOR", "1"),
+            None => command.env_remove("RUST_LOG"),
+        };
+        let mut child = command
+            .args(args)
+            .current_dir(&self.0)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = stdin {
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        Run(child.wait_with_output().unwrap())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Run(Output);
+
+impl Run {
+    fn status(&self) -> i32 {
+        self.0.status.code().expect("tea was killed by a signal")
+    }
+    fn stdout(&self) -> String {
+        String::from_utf8(self.0.stdout.clone()).unwrap()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8(self.0.stderr.clone()).unwrap()
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout()).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+    /// Asserts the exit status, showing both streams when it differs.
+    fn expect(self, status: i32) -> Run {
+        assert_eq!(self.status(), status, "{self:?}");
+        self
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "status {:?}\n--- stdout\n{}\n--- stderr\n{}", self.0.status, self.stdout(), self.stderr())
+    }
+}
+
+/// An agent with an interrupt node and no store in its `config`: it runs on the default store.
+const ASK: &str = r#"
+name: ask
+nodes:
+  - name: greet
+    run: return { greeting = "hello" }
+  - name: ask_name
+    type: interrupt
+    message: "What is your name?"
+    resume_key: name
+  - name: answer
+    run: return { reply = state.greeting .. ", " .. state.name }
+"#;
+
+#[test]
+fn validate_prints_ok_or_every_problem_with_its_place() {
+    let s = Scratch::new();
+    let ok = s.tea(&["validate", "review.yaml", "research.yaml"]).expect(DONE);
+    assert_eq!(ok.stdout(), "ok: review.yaml (5 nodes)\nok: research.yaml (4 nodes)\n");
+
+    let typo = std::fs::read_to_string(s.0.join("review.yaml")).unwrap().replace("to: publish }", "to: pubish }");
+    s.write("typo.yaml", &typo);
+    s.write("two.yaml", "nodes:\n  - name: a\n    rnu: x\n  - name: a\n");
+    let bad = s.tea(&["validate", "review.yaml", "typo.yaml", "two.yaml", "missing.yaml"]).expect(ERROR);
+    let out = bad.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "ok: review.yaml (5 nodes)");
+    assert!(
+        lines.iter().any(|l| l.starts_with("typo.yaml:") && l.contains("pubish") && l.contains("publish")),
+        "{bad:?}"
+    );
+    let two: Vec<_> = lines.iter().filter(|l| l.starts_with("two.yaml:")).collect();
+    assert!(two.len() >= 2, "every problem of two.yaml is listed: {bad:?}");
+    for line in lines.iter().filter(|l| !l.starts_with("ok: ")) {
+        let mut parts = line.splitn(4, ':');
+        let (_file, row, col) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+        assert!(row.parse::<usize>().is_ok() && col.parse::<usize>().is_ok(), "not file:line:column: {line}");
+    }
+    assert!(lines.iter().any(|l| l.starts_with("missing.yaml:1:1: cannot read")), "{bad:?}");
+}
+
+#[test]
+fn a_run_prints_the_final_state() {
+    let s = Scratch::new();
+    let run = s.tea(&["run", "research.yaml", "--input", r#"{"topic": "tea"}"#]).expect(DONE);
+    assert_eq!(run.json()["summary"], "3 pages and 2 papers about tea");
+    assert_eq!(run.stderr(), "", "nothing on stderr when it is not a terminal");
+
+    s.write("input.json", r#"{"topic": "graphs"}"#);
+    let run = s.tea(&["run", "research.yaml", "--input", "@input.json"]).expect(DONE);
+    assert_eq!(run.json()["summary"], "3 pages and 2 papers about graphs");
+}
+
+#[test]
+fn a_pause_in_one_process_resumes_in_another() {
+    let s = Scratch::new();
+    let pause = s.tea(&["run", "review.yaml", "--thread", "release-1"]).expect(PAUSED).json();
+    assert_eq!(pause["status"], "interrupted");
+    assert_eq!(pause["thread"], "release-1");
+    assert_eq!(pause["interrupts"][0]["node"], "review");
+    assert_eq!(pause["interrupts"][0]["value"], "Approve \"Release notes, take 1\"? (true/false)");
+    let file = pause["checkpoint_path"].as_str().unwrap();
+    assert!(s.0.join(file).exists() || Path::new(file).exists(), "{file}");
+    let token = pause["token"].as_str().unwrap();
+
+    // The answer goes through the checkpoint: the breakpoint before `publish` is next.
+    let breakpoint = s.tea(&["resume", "review.yaml", "--token", token, "--answer", "true"]).expect(PAUSED).json();
+    assert_eq!(breakpoint["interrupts"][0]["node"], "publish");
+    assert_eq!(breakpoint["interrupts"][0]["id"], "before:publish");
+
+    // A spent token is refused, and nothing runs.
+    let spent = s.tea(&["resume", "review.yaml", "--token", token, "--answer", "true"]).expect(ERROR);
+    assert!(spent.stderr().contains("--token") && spent.stderr().contains("already resumed"), "{spent:?}");
+    assert_eq!(spent.stdout(), "");
+
+    // The state update given on resume is kept.
+    let last = breakpoint["token"].as_str().unwrap();
+    let done = s
+        .tea(&["resume", "review.yaml", "--token", last, "--update", r#"{"draft": "Edited notes"}"#])
+        .expect(DONE)
+        .json();
+    assert_eq!(done["published"], "Edited notes");
+    assert_eq!(done["log"], serde_json::json!(["drafted take 1", "published"]));
+}
+
+#[test]
+fn a_pause_resumes_from_its_checkpoint_file() {
+    let s = Scratch::new();
+    let pause = s.tea(&["run", "review.yaml"]).expect(PAUSED).json();
+    let file = pause["checkpoint_path"].as_str().unwrap().to_owned();
+    // `false`: the draft is revised, and the reviewer is asked again.
+    let again = s.tea(&["resume", "review.yaml", "--checkpoint", &file, "--answer", "false"]).expect(PAUSED).json();
+    assert_eq!(again["interrupts"][0]["value"], "Approve \"Release notes, take 2\"? (true/false)");
+    assert_eq!(again["thread"], pause["thread"]);
+    // The file's pause is spent.
+    let spent = s.tea(&["resume", "review.yaml", "--checkpoint", &file, "--answer", "true"]).expect(ERROR);
+    assert!(spent.stderr().contains("--checkpoint"), "{spent:?}");
+}
+
+#[test]
+fn bad_input_is_one_line_naming_the_thing_and_writes_nothing() {
+    let s = Scratch::new();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "nope.yaml"], "nope.yaml"),
+        (&["run", "ask.yaml", "--input", "{not json"], "--input is not JSON"),
+        (&["run", "ask.yaml", "--input", "@missing.json"], "missing.json"),
+        (&["run", "ask.yaml", "--input", "[1]"], "must be a JSON object"),
+        (&["resume", "ask.yaml", "--token", "not-a-token"], "--token"),
+        (&["resume", "ask.yaml", "--token", "x", "--answer", "yes please"], "--answer is not JSON"),
+        (&["resume", "ask.yaml", "--token", "x", "--answer-to", "noequals"], "ID=JSON"),
+        (&["resume", "ask.yaml", "--token", "x", "--update", "[1]"], "--update must be a JSON object"),
+        (&["run", "ask.yaml", "--store", "sled:ask.yaml"], "cannot open the store `sled:ask.yaml`"),
+    ];
+    s.write("ask.yaml", ASK);
+    for (args, names) in cases {
+        let run = s.tea(args).expect(ERROR);
+        let err = run.stderr();
+        assert!(err.contains(names), "{args:?} should name {names:?}: {run:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {run:?}");
+        assert_eq!(run.stdout(), "", "{args:?}");
+    }
+    assert!(!s.0.join(".tea").exists(), "a refused command opened no store");
+
+    // A token of another agent.
+    let pause = s.tea(&["run", "review.yaml"]).expect(PAUSED).json();
+    let other =
+        s.tea(&["resume", "ask.yaml", "--token", pause["token"].as_str().unwrap(), "--answer", "1"]).expect(ERROR);
+    assert!(other.stderr().contains("--token") && other.stderr().contains("graph"), "{other:?}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let s = Scratch::new();
+    for args in [
+        &["resume", "review.yaml"][..],
+        &["resume", "review.yaml", "--token", "t", "--checkpoint", "c"],
+        &["run", "review.yaml", "--store", "redis://x"],
+        &["draw", "review.yaml", "--format", "png"],
+        &["frobnicate"],
+    ] {
+        let run = s.tea(args).expect(USAGE);
+        assert_eq!(run.stdout(), "", "{args:?}");
+    }
+    let help = s.tea(&["run", "--help"]).expect(DONE);
+    assert!(help.stdout().contains("Examples:"), "{help:?}");
+}
+
+#[test]
+fn interactive_runs_answer_from_stdin_until_done() {
+    let s = Scratch::new();
+    // `false` revises, `"maybe"` does not fit `approved: bool` and is asked again, `true`
+    // approves; at the breakpoint a JSON object updates the state before continuing.
+    let answers = "false\n\"maybe\"\ntrue\n{\"draft\": \"Final notes\"}\n";
+    let run = s.tea_with_stdin(&["run", "review.yaml", "--interactive"], Some(answers)).expect(DONE);
+    let done = run.json();
+    assert_eq!(done["published"], "Final notes");
+    assert_eq!(done["revisions"], 1);
+    let err = run.stderr();
+    assert!(err.contains("Approve \"Release notes, take 1\"?"), "{run:?}");
+    assert!(err.contains("answer again"), "{run:?}");
+    assert!(err.contains("paused at `publish` (a breakpoint)"), "{run:?}");
+}
+
+#[test]
+fn the_end_of_input_leaves_the_thread_paused_and_resumable() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    let run = s.tea_with_stdin(&["run", "ask.yaml", "--interactive"], Some("")).expect(PAUSED);
+    let pause = run.json();
+    assert_eq!(pause["interrupts"][0]["value"], "What is your name?");
+    assert!(run.stderr().contains("What is your name?"), "{run:?}");
+    // Another process picks the thread up from the default store.
+    let token = pause["token"].as_str().unwrap();
+    let refused = s.tea(&["resume", "ask.yaml", "--token", token]).expect(ERROR);
+    assert!(refused.stderr().contains("waits for an answer"), "{refused:?}");
+    let done =
+        s.tea_with_stdin(&["resume", "ask.yaml", "--token", token, "--interactive"], Some("Grace\n")).expect(DONE);
+    assert_eq!(done.json()["reply"], "hello, Grace");
+
+    // A plain-text line is a string answer; at a breakpoint `n` stops.
+    let run = s.tea_with_stdin(&["run", "review.yaml", "--interactive"], Some("true\nn\n")).expect(PAUSED);
+    assert_eq!(run.json()["interrupts"][0]["node"], "publish");
+    let run = s.tea_with_stdin(&["run", "ask.yaml", "--interactive"], Some("Ada Lovelace\n")).expect(DONE);
+    assert_eq!(run.json()["reply"], "hello, Ada Lovelace");
+}
+
+#[test]
+fn stream_prints_one_event_per_line() {
+    let s = Scratch::new();
+    let run = s.tea(&["run", "research.yaml", "--stream", "--input", r#"{"topic": "tea"}"#]).expect(DONE);
+    let events: Vec<Value> = run.stdout().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let steps: Vec<&str> =
+        events.iter().filter(|e| e["event"] == "step").map(|e| e["node"].as_str().unwrap()).collect();
+    assert_eq!(steps.first(), Some(&"plan"));
+    assert!(steps.contains(&"web") && steps.contains(&"papers"), "{steps:?}");
+    assert_eq!(steps.last(), Some(&"merge"));
+    for step in events.iter().filter(|e| e["event"] == "step") {
+        assert!(step["duration_us"].is_u64(), "each step says how long its node took: {step}");
+    }
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "done");
+    assert_eq!(last["state"]["summary"], "3 pages and 2 papers about tea");
+
+    // A streamed pause ends with the pause as an event; the streamed resume continues it.
+    s.write("ask.yaml", ASK);
+    let run = s.tea(&["run", "ask.yaml", "--stream"]).expect(PAUSED);
+    let last: Value = serde_json::from_str(run.stdout().lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "interrupted");
+    let token = last["token"].as_str().unwrap();
+    let run = s.tea(&["resume", "ask.yaml", "--stream", "--token", token, "--answer", "\"Ada\""]).expect(DONE);
+    let lines: Vec<Value> = run.stdout().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["event"], "step");
+    assert_eq!(lines[0]["node"], "ask_name");
+    assert_eq!(lines.last().unwrap()["state"]["reply"], "hello, Ada");
+}
+
+#[test]
+fn threads_and_state_read_the_store() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(PAUSED);
+    s.tea(&["run", "ask.yaml", "--thread", "t2"]).expect(PAUSED);
+    assert!(s.0.join(".tea/store").exists(), "the default store is sled:.tea/store");
+    let exists = s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(ERROR);
+    assert!(exists.stderr().contains("`t1` already exists"), "{exists:?}");
+
+    let mut threads: Vec<String> = serde_json::from_value(s.tea(&["threads", "ask.yaml"]).expect(DONE).json()).unwrap();
+    threads.sort();
+    assert_eq!(threads, ["t1", "t2"]);
+
+    let state = s.tea(&["state", "ask.yaml", "t1"]).expect(DONE).json();
+    assert_eq!(state["thread"], "t1");
+    assert_eq!(state["state"]["greeting"], "hello");
+    assert_eq!(state["interrupts"][0]["node"], "ask_name");
+    let history = s.tea(&["state", "ask.yaml", "t1", "--history"]).expect(DONE).json();
+    let history = history.as_array().unwrap();
+    assert!(history.len() >= 2, "{history:?}");
+    assert!(history[0]["checkpoint"].as_u64() > history[1]["checkpoint"].as_u64(), "newest first");
+
+    let missing = s.tea(&["state", "ask.yaml", "t9"]).expect(ERROR);
+    assert!(missing.stderr().contains("thread `t9`"), "{missing:?}");
+    let none = s.tea(&["threads", "research.yaml"]).expect(ERROR);
+    assert!(none.stderr().contains("--store"), "{none:?}");
+}
+
+#[test]
+fn store_flags_choose_the_store() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    // dir: the pause gets a checkpoint file, and resumes from it.
+    let pause = s.tea(&["run", "ask.yaml", "--store", "dir:ckpt"]).expect(PAUSED).json();
+    let file = pause["checkpoint_path"].as_str().unwrap();
+    assert!(file.starts_with("ckpt"), "{file}");
+    let done =
+        s.tea(&["resume", "ask.yaml", "--store", "dir:ckpt", "--checkpoint", file, "--answer", "\"Bo\""]).expect(DONE);
+    assert_eq!(done.json()["reply"], "hello, Bo");
+    let threads = s.tea(&["threads", "ask.yaml", "--store", "dir:ckpt"]).expect(DONE).json();
+    assert_eq!(threads, serde_json::json!([pause["thread"]]));
+
+    // sled: elsewhere than the default.
+    let pause = s.tea(&["run", "ask.yaml", "--store", "sled:other"]).expect(PAUSED).json();
+    assert!(s.0.join("other").exists() && !s.0.join(".tea").exists());
+    let token = pause["token"].as_str().unwrap();
+    let unknown = s.tea(&["resume", "ask.yaml", "--token", token]).expect(ERROR);
+    assert!(unknown.stderr().contains("--token"), "not in the default store: {unknown:?}");
+    s.tea(&["resume", "ask.yaml", "--store", "sled:other", "--token", token, "--answer", "1"]).expect(DONE);
+
+    // memory: pauses, and says the pause ends with the process.
+    let run = s.tea(&["run", "ask.yaml", "--store", "memory"]).expect(PAUSED);
+    assert!(run.stderr().contains("memory"), "{run:?}");
+}
+
+#[test]
+fn draw_prints_mermaid_or_dot() {
+    let s = Scratch::new();
+    let mermaid = s.tea(&["draw", "review.yaml"]).expect(DONE).stdout();
+    assert!(mermaid.starts_with("flowchart") || mermaid.starts_with("graph"), "{mermaid}");
+    assert!(mermaid.contains("publish"));
+    let dot = s.tea(&["draw", "review.yaml", "--format", "dot"]).expect(DONE).stdout();
+    assert!(dot.starts_with("digraph"), "{dot}");
+}
+
+#[cfg(feature = "tracing")]
+#[test]
+fn rust_log_shows_the_run_on_stderr() {
+    let s = Scratch::new();
+    let args = ["run", "research.yaml", "--input", r#"{"topic": "tea"}"#];
+    let run = s.tea_logged(&args, None, Some("tea=debug")).expect(DONE);
+    assert_eq!(run.json()["summary"], "3 pages and 2 papers about tea", "stdout stays the final state");
+    let log = run.stderr();
+    assert!(log.contains("run{graph=\"research\""), "{log}");
+    assert!(log.contains("node{node=plan step=1"), "{log}");
+    assert!(log.contains("fork{join=merge branches=2}"), "{log}");
+    assert!(log.contains("tea: done"), "{log}");
+    let quiet = s.tea(&args).expect(DONE);
+    assert!(!quiet.stderr().contains("run{"), "no RUST_LOG, no log: {quiet:?}");
+}

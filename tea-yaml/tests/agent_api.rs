@@ -1,0 +1,84 @@
+//! What an `Agent` tells about itself and its threads: the questions a front end (the `tea`
+//! command line) asks before choosing a store, answering a pause, or listing threads.
+
+use serde_json::json;
+use tea::{MemoryStore, ThreadId};
+use tea_yaml::Engine;
+
+const ASKS: &str = r#"
+name: asks
+nodes:
+  - name: greet
+    run: return { greeting = "hello" }
+  - name: ask
+    type: interrupt
+    message: "name?"
+    resume_key: name
+"#;
+
+#[test]
+fn an_agent_says_whether_it_can_pause_and_whether_its_file_names_a_store() {
+    let engine = Engine::new().checkpointer(MemoryStore::new());
+    let asks = engine.load_str(ASKS).unwrap();
+    assert!(asks.can_pause());
+    assert!(!asks.names_store(), "the engine's store is not the file's");
+    assert!(!asks.with_checkpointer(MemoryStore::new()).names_store());
+
+    let breakpoint = engine
+        .load_str("config: { checkpointer: memory, interrupt_after: [a] }\nnodes:\n  - { name: a, run: 'return {}' }\n")
+        .unwrap();
+    assert!(breakpoint.can_pause());
+    assert!(breakpoint.names_store());
+    assert!(breakpoint.with_checkpointer(MemoryStore::new()).names_store(), "still what the file says");
+
+    let straight =
+        engine.load_str("nodes:\n  - { name: a, run: 'return {}' }\n  - { name: b, run: 'return {}' }\n").unwrap();
+    assert!(!straight.can_pause());
+    assert!(!straight.names_store());
+    assert_eq!(straight.nodes(), ["a", "b"]);
+}
+
+#[test]
+fn resume_key_names_the_key_an_interrupt_node_answers() {
+    let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
+    assert_eq!(agent.resume_key("ask"), Some("name"));
+    assert_eq!(agent.resume_key("greet"), None, "not an interrupt node");
+    assert_eq!(agent.resume_key("nope"), None, "no such node");
+}
+
+#[test]
+fn threads_delete_and_prune_reach_the_store() {
+    let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
+    agent.invoke_on("a", json!({})).unwrap();
+    agent.invoke_on("b", json!({})).unwrap();
+    let mut threads = agent.threads().unwrap();
+    threads.sort_by(|x, y| x.as_str().cmp(y.as_str()));
+    assert_eq!(threads, [ThreadId::from("a"), ThreadId::from("b")]);
+
+    let a = ThreadId::from("a");
+    let before = agent.history(&a).unwrap().len();
+    assert!(before > 1);
+    assert_eq!(agent.prune(&a, 1).unwrap(), before - 1);
+    assert_eq!(agent.history(&a).unwrap().len(), 1);
+    assert!(agent.state(&a).unwrap().is_some_and(|s| !s.interrupts.is_empty()), "the pause stays");
+
+    assert!(agent.delete(&a).unwrap());
+    assert!(!agent.delete(&a).unwrap(), "gone already");
+    assert_eq!(agent.threads().unwrap(), [ThreadId::from("b")]);
+
+    let free = Engine::new().load_str("nodes:\n  - { name: a, run: 'return {}' }\n").unwrap();
+    assert!(free.threads().unwrap().is_empty());
+    assert!(!free.delete(&a).unwrap());
+}
+
+#[test]
+fn stream_on_runs_on_the_named_thread() {
+    let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
+    let events: Vec<_> = agent.stream_on("named", json!({})).collect::<Result<_, _>>().unwrap();
+    let last = events.last().unwrap();
+    let tea::Event::Interrupted { resume, .. } = last else { panic!("{last:?}") };
+    assert_eq!(resume.thread().as_str(), "named");
+    assert!(agent.state(&ThreadId::from("named")).unwrap().is_some());
+    let again: Vec<_> = agent.stream_on("named", json!({})).collect();
+    assert!(again[0].as_ref().unwrap_err().to_string().contains("already exists"));
+}
