@@ -13,22 +13,26 @@ use std::time::{Duration, Instant};
 use tea_runtime::{Error, MemoryStore, Outcome, Resume, ThreadId};
 use tea_yaml::{Agent, Engine, State, Update};
 
-/// Loads an agent file. Agents that pause load even when the file names no store (the
-/// commands then choose one: `--store`, else [`DEFAULT_STORE`]).
+/// Loads an agent file on a `MemoryStore`, without opening or connecting to the store its
+/// `config` names: checking a file has no effect on disk or elsewhere.
 pub fn load(file: &Path) -> Result<Agent, String> {
-    Engine::new().checkpointer(MemoryStore::new()).load_file(file).map_err(|e| describe(&e))
+    Engine::new().load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))
 }
 
-/// The agent on the store the command runs it on, and that store's name for messages.
+/// The agent on the store the command runs it on, and that store's name for messages (empty
+/// for an agent that keeps no threads). The file is checked before any store is opened.
 fn open(file: &Path, store: &StoreArg) -> Result<(Agent, String), String> {
     let agent = load(file)?;
     match &store.store {
         Some(spec) => Ok((spec.attach(agent)?, spec.to_string())),
-        None if !agent.names_store() && agent.can_pause() => {
+        None if agent.names_store() => {
+            let agent = Engine::new().load_file(file).map_err(|e| describe(&e))?;
+            Ok((agent, "the file's `config` store".to_owned()))
+        }
+        None if agent.can_pause() => {
             let spec = StoreSpec::parse(DEFAULT_STORE)?;
             Ok((spec.attach(agent)?, spec.to_string()))
         }
-        None if agent.names_store() => Ok((agent, "the file's `config` store".to_owned())),
         None => Ok((agent, String::new())),
     }
 }
@@ -278,7 +282,11 @@ fn paused(agent: &Agent, file: &Path, store: &str, resume: &Resume<State>, strea
         resume.node(),
         file.display(),
         pause["token"].as_str().unwrap_or_default(),
-        if resume.interrupts().iter().any(|i| i.needs_answer()) { " --answer JSON" } else { "" },
+        match resume.interrupts().iter().filter(|i| i.needs_answer()).count() {
+            0 => "",
+            1 => " --answer JSON",
+            _ => " --answer-to ID=JSON (one for each pause)",
+        },
     );
     EXIT_PAUSED
 }

@@ -115,11 +115,40 @@ nodes:
     run: return { reply = state.greeting .. ", " .. state.name }
 "#;
 
+/// Two questions asked at once, in parallel branches.
+const TWO: &str = r#"
+name: two
+nodes:
+  - name: plan
+    run: return { topic = "x" }
+  - name: ask_a
+    type: interrupt
+    message: "A?"
+    resume_key: a
+  - name: ask_b
+    type: interrupt
+    message: "B?"
+    resume_key: b
+  - name: merge
+    run: |
+      local got = {}
+      for i, branch in ipairs(state.parallel_results) do got[i] = tostring(branch.a or branch.b) end
+      return { answers = table.concat(got, ",") }
+edges:
+  - { from: plan, to: ask_a, type: parallel, fan_in: merge }
+  - { from: plan, to: ask_b, type: parallel, fan_in: merge }
+  - { from: merge, to: __end__ }
+"#;
+
 #[test]
 fn validate_prints_ok_or_every_problem_with_its_place() {
     let s = Scratch::new();
     let ok = s.tea(&["validate", "review.yaml", "research.yaml"]).expect(DONE);
     assert_eq!(ok.stdout(), "ok: review.yaml (5 nodes)\nok: research.yaml (4 nodes)\n");
+    assert!(!s.0.join("checkpoints").exists(), "validate does not open the file's checkpoint_dir");
+    s.tea(&["draw", "review.yaml"]).expect(DONE);
+    s.tea(&["run", "review.yaml", "--store", "memory"]).expect(PAUSED);
+    assert!(!s.0.join("checkpoints").exists(), "draw and --store leave the file's store alone");
 
     let typo = std::fs::read_to_string(s.0.join("review.yaml")).unwrap().replace("to: publish }", "to: pubish }");
     s.write("typo.yaml", &typo);
@@ -381,6 +410,27 @@ fn draw_prints_mermaid_or_dot() {
     assert!(mermaid.contains("publish"));
     let dot = s.tea(&["draw", "review.yaml", "--format", "dot"]).expect(DONE).stdout();
     assert!(dot.starts_with("digraph"), "{dot}");
+}
+
+#[test]
+fn several_pauses_are_answered_by_id() {
+    let s = Scratch::new();
+    s.write("two.yaml", TWO);
+    let pause = s.tea(&["run", "two.yaml"]).expect(PAUSED);
+    assert!(pause.stderr().contains("--answer-to ID=JSON"), "{pause:?}");
+    let pause = pause.json();
+    let ids: Vec<&str> = pause["interrupts"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 2);
+    let token = pause["token"].as_str().unwrap();
+    let wrong = s.tea(&["resume", "two.yaml", "--token", token, "--answer-to", "nope=1"]).expect(ERROR);
+    assert!(wrong.stderr().contains("nope"), "{wrong:?}");
+    let (a, b) = (format!("{}=1", ids[0]), format!("{}=\"bee\"", ids[1]));
+    let done = s.tea(&["resume", "two.yaml", "--token", token, "--answer-to", &a, "--answer-to", &b]).expect(DONE);
+    assert_eq!(done.json()["answers"], "1,bee");
+
+    let run = s.tea_with_stdin(&["run", "two.yaml", "--interactive"], Some("7\neight\n")).expect(DONE);
+    assert_eq!(run.json()["answers"], "7,eight");
+    assert!(run.stderr().contains("[ask_a] A?") && run.stderr().contains("[ask_b] B?"), "{run:?}");
 }
 
 #[cfg(feature = "tracing")]

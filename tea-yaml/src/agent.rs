@@ -132,16 +132,55 @@ impl Engine {
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
-        let path = path.as_ref();
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
-        let base =
-            path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let (text, shown, base) = read_agent_file(path.as_ref())?;
         self.load(&text, shown, base)
     }
 
+    /// Loads an agent from a file onto `store`, whatever the file's `config` names: the file's
+    /// own store (`checkpointer:`, `checkpoint_dir:`) is not opened or connected to, so this
+    /// also checks a file without touching its store. [`Agent::names_store`] still tells
+    /// whether the file names one.
+    ///
+    /// ```
+    /// use tea::MemoryStore;
+    /// # let dir = std::env::temp_dir().join(format!("tea-yaml-load-on-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir)?;
+    /// let file = dir.join("agent.yaml");
+    /// std::fs::write(&file, "config: { checkpoint_dir: ./never }\nnodes:\n  - { name: a, interrupt: before, run: 'return {}' }\n")?;
+    /// let agent = tea_yaml::Engine::new().load_file_on(&file, MemoryStore::new())?;
+    /// assert!(agent.names_store() && agent.can_pause());
+    /// assert!(!dir.join("never").exists());
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`LoadError`]: the file cannot be read, or every problem found in it.
+    pub fn load_file_on<C: Checkpointer + 'static>(
+        &self,
+        path: impl AsRef<Path>,
+        store: C,
+    ) -> Result<Agent, LoadError> {
+        let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
+        let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
+        let path = path.as_ref();
+        let (text, shown, base) = read_agent_file(path)?;
+        engine.load_as(&text, shown, base, Some(dir))
+    }
+
     fn load(&self, text: &str, file: String, base_dir: PathBuf) -> Result<Agent, LoadError> {
+        self.load_as(text, file, base_dir, None)
+    }
+
+    /// `on`: load onto the engine's checkpointer (a `DirStore` when `Some(Some(_))`), not the
+    /// file's store.
+    fn load_as(
+        &self,
+        text: &str,
+        file: String,
+        base_dir: PathBuf,
+        on: Option<Option<DirStore>>,
+    ) -> Result<Agent, LoadError> {
         let env = Env {
             file: file.clone(),
             base_dir,
@@ -151,6 +190,13 @@ impl Engine {
             limits: self.limits,
         };
         let loaded = load::load(text, &env)?;
+        let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
+        if let Some(dir) = on {
+            let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
+            let mut agent = Agent::build(loaded.graph, self.checkpointer.clone(), dir, limit, loaded.checkpoint);
+            agent.names_store = names_store;
+            return Ok(agent);
+        }
         let mut dir = None;
         let store: Option<Arc<dyn Checkpointer>> = match (&loaded.store, &loaded.checkpoint_dir) {
             (Some(StoreSpec::Memory), _) => Some(Arc::new(MemoryStore::new())),
@@ -182,11 +228,20 @@ impl Engine {
             (None, None) => self.checkpointer.clone(),
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
-        let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
         let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
         agent.names_store = names_store;
         Ok(agent)
     }
+}
+
+/// An agent file's text, its name for messages, and the directory its relative paths start at.
+fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
+    let base =
+        path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((text, shown, base))
 }
 
 enum Runner {

@@ -82,3 +82,25 @@ fn stream_on_runs_on_the_named_thread() {
     let again: Vec<_> = agent.stream_on("named", json!({})).collect();
     assert!(again[0].as_ref().unwrap_err().to_string().contains("already exists"));
 }
+
+#[test]
+fn load_file_on_runs_on_the_given_store_and_leaves_the_file_s_alone() {
+    let dir = std::env::temp_dir().join(format!("tea-yaml-agent-api-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("asks.yaml");
+    std::fs::write(&file, format!("config: {{ checkpointer: {{ sled: ./file-store }} }}\n{ASKS}")).unwrap();
+
+    let store = tea::DirStore::open(dir.join("given")).unwrap();
+    let agent = Engine::new().load_file_on(&file, store).unwrap();
+    assert!(agent.names_store());
+    assert!(!dir.join("file-store").exists(), "the file's sled store is not opened");
+    let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();
+    let pause_file = agent.checkpoint_path(&resume).expect("a DirStore names each pause's file");
+    assert!(pause_file.starts_with(dir.join("given")), "{}", pause_file.display());
+    let done = agent.resume_from(&pause_file, Some(json!({ "name": "Ada" }))).unwrap().done().unwrap();
+    assert_eq!(done["name"], "Ada");
+
+    assert!(Engine::new().load_file_on(dir.join("missing.yaml"), MemoryStore::new()).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
