@@ -114,7 +114,7 @@ enum Command {
 /// `--store`, shared by the commands that keep threads.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArg {
-    /// Where threads are kept: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`
+    /// Where threads are kept: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…[?schema=NAME]`
     /// [default: the file's `config`, else `sled:.tea/store` when the agent can pause].
     #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse)]
     pub store: Option<StoreSpec>,

@@ -8,7 +8,9 @@
 //! userdata over the state's shared map: a key is converted to Lua only when the block reads it.
 //!
 //! The sandbox leaves out `os`, `io`, `package`/`require`, `load`, `dofile`, `loadfile`,
-//! `collectgarbage` and `debug`; `print` writes to standard error. A memory limit (the VM's
+//! `collectgarbage`, `rawset` and `debug`; `print` writes to standard error. The libraries are
+//! read-only proxies and the metatables behind a block's globals and behind strings are hidden,
+//! so no block can change what another block (of any agent on the thread) sees. A memory limit (the VM's
 //! allocator refuses beyond it) and an instruction limit (a hook counts instructions) fail the
 //! node with a message that says which limit it hit.
 
@@ -188,7 +190,6 @@ impl Vm {
             "rawequal",
             "rawget",
             "rawlen",
-            "rawset",
             "select",
             "tonumber",
             "tostring",
@@ -211,6 +212,8 @@ impl Vm {
         base.set("print", print)?;
         let state = lua.create_userdata(MapView(None))?;
         base.set("state", &state)?;
+        // The string metatable's `__index` is the real string library: hide it.
+        lua.load("getmetatable('').__metatable = false").set_name("=tea").exec()?;
         let budget = Rc::new(Cell::new(i64::MAX));
         let counter = budget.clone();
         lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
@@ -272,10 +275,13 @@ impl Vm {
             scope.set("variables", variables)?;
             let scope_meta = self.lua.create_table()?;
             scope_meta.set("__index", self.base.clone())?;
+            // Blocks cannot reach the tables behind their globals (shared with other agents).
+            scope_meta.set("__metatable", false)?;
             scope.set_metatable(Some(scope_meta))?;
             let env = self.lua.create_table()?;
             let env_meta = self.lua.create_table()?;
             env_meta.set("__index", scope)?;
+            env_meta.set("__metatable", false)?;
             env.set_metatable(Some(env_meta))?;
             let functions = vec![None; chunks.sources.len()];
             self.agents.insert(chunks.id, AgentVm { alive: Arc::downgrade(&chunks.alive), functions, env });
@@ -515,6 +521,18 @@ mod tests {
         assert!(c.run(id, &state(json!({}))).unwrap_err().contains("read-only"));
         let id = c.add("a.yaml", 1, "string.upper = nil").unwrap();
         assert!(c.run(id, &state(json!({}))).unwrap_err().contains("read-only"));
+        // No way around the proxies to the tables other blocks share.
+        for escape in [
+            "rawset(string, 'upper', nil)",
+            "getmetatable('').__index.upper = nil",
+            "getmetatable(_ENV).__index.string = {}",
+            "setmetatable(string, {})",
+        ] {
+            let id = c.add("a.yaml", 1, escape).unwrap();
+            assert!(c.run(id, &state(json!({}))).is_err(), "{escape}");
+        }
+        let upper = c.add("a.yaml", 1, "return { u = string.upper('x'), m = ('y'):upper() }").unwrap();
+        assert_eq!(Value::Object(c.run(upper, &state(json!({}))).unwrap().unwrap()), json!({"u": "X", "m": "Y"}));
         // Globals do not outlive a call.
         let set = c.add("a.yaml", 1, "leak = 1 return {}").unwrap();
         let get = c.add("a.yaml", 1, "return { seen = leak }").unwrap();
