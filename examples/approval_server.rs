@@ -4,6 +4,7 @@
 //! ```text
 //! TEA_TOKEN_KEY=some-long-secret cargo run --example approval_server -- --addr 127.0.0.1:3000 --db ./approvals.db
 //! cargo run --example approval_server -- --dev      # a random key: tokens die with the process
+//! RUST_LOG=tea=debug cargo run --features tracing --example approval_server -- --dev   # each run's spans
 //!
 //! # Replicas sharing one PostgreSQL database (and one TEA_TOKEN_KEY): a pause taken by one is
 //! # answered by any, and each token is used once across all of them.
@@ -610,7 +611,37 @@ fn run(options: Options) -> Result<(), String> {
     })
 }
 
+/// Logs through `tracing-subscriber` to standard error, filtered by `RUST_LOG` (`EnvFilter`
+/// syntax; nothing when it is unset). With tea's feature `tracing`, `RUST_LOG=tea=debug` shows
+/// each run, node, fan-out and checkpoint; `tea=trace` adds the store calls.
+fn install_logging() {
+    use tracing_subscriber::EnvFilter;
+    let Ok(directives) = std::env::var("RUST_LOG") else { return };
+    let filter = match EnvFilter::try_new(&directives) {
+        Ok(filter) => filter,
+        Err(error) => {
+            eprintln!("approval_server: RUST_LOG={directives:?} is not a filter ({error}); logging nothing");
+            return;
+        }
+    };
+    let installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .try_init();
+    if let Err(error) = installed {
+        eprintln!("approval_server: no logging: {error}");
+    }
+    if !cfg!(feature = "tracing") {
+        eprintln!(
+            "approval_server: RUST_LOG is set, but tea was built without its `tracing` feature: \
+             run with `--features tracing` to see its runs"
+        );
+    }
+}
+
 fn main() -> ExitCode {
+    install_logging();
     let options = match parse_args(std::env::args().skip(1)) {
         Ok(options) => options,
         Err(message) if message.is_empty() => {

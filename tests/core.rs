@@ -57,7 +57,7 @@ mod linear {
         for (event, name) in events.iter().zip(["first", "second", "third"]) {
             expected_trail.push(name.to_owned());
             match event {
-                Event::Step { node, branch, state } => {
+                Event::Step { node, branch, state, .. } => {
                     assert_eq!(*node, name);
                     assert!(branch.is_none());
                     assert_eq!(state.trail, expected_trail, "each event carries the state after its node");
@@ -499,4 +499,62 @@ fn apps_are_send_and_sync() {
     assert_send_sync::<App<linear::Linear>>();
     assert_send_sync::<Error>();
     assert_send_sync::<Event<Calc>>();
+}
+
+mod timing {
+    use super::*;
+    use std::time::Duration;
+
+    const NAP: Duration = Duration::from_millis(30);
+
+    fn quick(_: &Calc) -> CalcUpdate {
+        step("quick")
+    }
+    fn slow(_: &Calc) -> CalcUpdate {
+        std::thread::sleep(NAP);
+        step("slow")
+    }
+    fn left(_: &Calc) -> CalcUpdate {
+        std::thread::sleep(NAP);
+        step("left")
+    }
+    fn right(_: &Calc) -> CalcUpdate {
+        step("right")
+    }
+    fn merge(_: &Calc) -> CalcUpdate {
+        step("merge")
+    }
+
+    graph! {
+        pub Timed for Calc {
+            start -> quick;
+            quick -> slow;
+            parallel slow => [left, right] -> merge;
+            merge -> end;
+        }
+    }
+
+    #[test]
+    fn each_step_event_carries_how_long_its_node_took() {
+        let app = Timed::builder().build();
+        let steps: Vec<(String, Option<String>, Duration)> = app
+            .stream(Calc::default())
+            .filter_map(|event| match event.unwrap() {
+                Event::Step { node, branch, duration, .. } => {
+                    Some((node.to_string(), branch.map(|b| b.to_string()), duration))
+                }
+                _ => None,
+            })
+            .collect();
+        let names: Vec<(&str, Option<&str>)> = steps.iter().map(|(n, b, _)| (n.as_str(), b.as_deref())).collect();
+        assert_eq!(
+            names,
+            [("quick", None), ("slow", None), ("left", Some("left")), ("right", Some("right")), ("merge", None)]
+        );
+        let took = |name: &str| steps.iter().find(|(n, _, _)| n == name).map(|(_, _, d)| *d).unwrap();
+        assert!(took("slow") >= NAP, "slow took {:?}", took("slow"));
+        assert!(took("left") >= NAP, "the branch node left took {:?}", took("left"));
+        assert!(took("quick") < took("slow"), "quick took {:?}", took("quick"));
+        assert!(took("right") < took("left"), "the branch node right took {:?}", took("right"));
+    }
 }

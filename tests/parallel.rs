@@ -85,7 +85,7 @@ mod order {
         let steps: Vec<(String, Option<String>, usize)> = app
             .stream(Work::default())
             .filter_map(|event| match event.unwrap() {
-                Event::Step { node, branch, state } => {
+                Event::Step { node, branch, state, .. } => {
                     Some((node.to_string(), branch.map(|b| b.to_string()), state.log.len()))
                 }
                 _ => None,

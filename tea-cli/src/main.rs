@@ -114,7 +114,7 @@ enum Command {
 /// `--store`, shared by the commands that keep threads.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArg {
-    /// Where threads are kept: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`
+    /// Where threads are kept: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…[?schema=NAME]`
     /// [default: the file's `config`, else `sled:.tea/store` when the agent can pause].
     #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse)]
     pub store: Option<StoreSpec>,
@@ -179,7 +179,33 @@ enum Format {
     Dot,
 }
 
+/// Logs to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (`EnvFilter` syntax;
+/// nothing when it is unset): `RUST_LOG=tea=debug` shows each run's nodes, fan-outs and
+/// checkpoints, `tea=trace` adds the store calls. Without the feature `tracing`, nothing.
+#[cfg(feature = "tracing")]
+fn install_logging() {
+    use tracing_subscriber::EnvFilter;
+    let Ok(directives) = std::env::var("RUST_LOG") else { return };
+    let filter = match EnvFilter::try_new(&directives) {
+        Ok(filter) => filter,
+        Err(error) => {
+            eprintln!("tea: RUST_LOG={directives:?} is not a filter ({error}); logging nothing");
+            return;
+        }
+    };
+    let installed = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .try_init();
+    if let Err(error) = installed {
+        eprintln!("tea: no logging: {error}");
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(feature = "tracing")]
+    install_logging();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(&args),

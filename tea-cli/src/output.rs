@@ -39,10 +39,11 @@ pub fn pause(agent: &Agent, resume: &Resume<State>) -> Value {
 /// One `--stream` event as a JSON line.
 pub fn event(agent: &Agent, event: &Event<State>) -> Value {
     match event {
-        Event::Step { node, branch, state } => json!({
+        Event::Step { node, branch, state, duration } => json!({
             "event": "step",
             "node": node.as_str(),
             "branch": branch.as_ref().map(|b| b.as_str()),
+            "duration_us": u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
             "state": state.to_json(),
         }),
         Event::Interrupted { resume, .. } => {

@@ -57,7 +57,7 @@ fn update_arg(text: &str) -> Result<Map<String, Value>, String> {
 /// What a run starts from.
 enum Start {
     New { thread: Option<String>, input: Value },
-    Token(Resume<State>),
+    Token(Box<Resume<State>>),
     Checkpoint { path: PathBuf, update: Option<Value> },
 }
 
@@ -71,6 +71,17 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
         return Err(format!("--input must be a JSON object of state keys, not `{input}`"));
     }
     let (agent, store) = open(&args.file, &args.store)?;
+    if let Some(saved) = agent.continues_from() {
+        // `invoke` continues from the file; a named thread or a stream would start afresh.
+        if args.thread.is_some() || args.stream {
+            let flag = if args.thread.is_some() { "--thread" } else { "--stream" };
+            return Err(format!(
+                "agent `{}` continues from `config.checkpoint` `{}`, which {flag} would not; drop {flag}",
+                agent.name(),
+                saved.display()
+            ));
+        }
+    }
     warn_if_memory(&agent, &args.store);
     let outcome = advance(&agent, Start::New { thread: args.thread.clone(), input }, args.stream)?;
     finish(&agent, &args.file, &store, outcome, args.stream, args.interactive)
@@ -119,7 +130,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
             if let Some(update) = update {
                 resume = resume.update(Update::from(update));
             }
-            Start::Token(resume)
+            Start::Token(Box::new(resume))
         }
         (None, Some(path)) => {
             let mut update = update;
@@ -201,7 +212,7 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<Sta
         let events = match start {
             Start::New { thread: Some(thread), input } => agent.stream_on(thread, input),
             Start::New { thread: None, input } => agent.stream(input),
-            Start::Token(resume) => agent.stream_resume(resume),
+            Start::Token(resume) => agent.stream_resume(*resume),
             // clap refuses `--checkpoint` with `--stream`; a later pause resumes by token.
             Start::Checkpoint { path, update } => return agent.resume_from(path, update),
         };
@@ -219,7 +230,7 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<Sta
     match start {
         Start::New { thread: Some(thread), input } => agent.invoke_on(thread, input),
         Start::New { thread: None, input } => agent.invoke(input),
-        Start::Token(resume) => agent.resume(resume),
+        Start::Token(resume) => agent.resume(*resume),
         Start::Checkpoint { path, update } => agent.resume_from(path, update),
     }
 }
@@ -252,7 +263,7 @@ fn keep_answering(
     loop {
         let answered = if interactive { ask(&mut stdin, &pending)? } else { None };
         let Some(answered) = answered else { return Ok(paused(agent, file, store, &pending, stream)) };
-        match advance_from(agent, Start::Token(answered), stream) {
+        match advance_from(agent, Start::Token(Box::new(answered)), stream) {
             Ok(Outcome::Done(state)) => return Ok(done(&state, stream)),
             Ok(Outcome::Interrupted { resume, .. }) => pending = resume,
             // The thread stays at the same pause: ask again.
@@ -427,7 +438,8 @@ impl Progress {
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            if started.elapsed() > Duration::from_millis(500) {
+            if frame > 0 {
+                // Clears the spinner's line.
                 eprint!("\r\x1b[2K");
             }
         });

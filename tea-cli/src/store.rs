@@ -8,7 +8,7 @@ use tea_yaml::Agent;
 /// The store an agent keeps its threads in when the file names none and it can pause.
 pub const DEFAULT_STORE: &str = "sled:.tea/store";
 
-/// A `--store` argument: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`.
+/// A `--store` argument: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…[?schema=NAME]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreSpec {
     /// `memory`: threads live as long as the process.
@@ -17,8 +17,14 @@ pub enum StoreSpec {
     Sled(PathBuf),
     /// `dir:PATH`: one file per checkpoint; pauses get a file named after their node.
     Dir(PathBuf),
-    /// `postgres://…` or `postgresql://…`: PostgreSQL.
-    Postgres(String),
+    /// `postgres://…` or `postgresql://…`: PostgreSQL; `?schema=NAME` picks the schema its
+    /// tables live in (default `public`).
+    Postgres {
+        /// The URL without `schema=`.
+        url: String,
+        /// The schema, when the URL named one.
+        schema: Option<String>,
+    },
 }
 
 impl StoreSpec {
@@ -38,7 +44,11 @@ impl StoreSpec {
         } else if let Some(rest) = text.strip_prefix("dir:") {
             path(rest, "dir").map(StoreSpec::Dir)
         } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            Ok(StoreSpec::Postgres(text.to_owned()))
+            let (url, schema) = split_schema(text);
+            if schema.as_deref() == Some("") {
+                return Err("`schema=` in the store URL needs a name, as in `?schema=agents`".to_owned());
+            }
+            Ok(StoreSpec::Postgres { url, schema })
         } else {
             Err(format!("unknown store `{text}`: use `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`"))
         }
@@ -52,11 +62,15 @@ impl StoreSpec {
             StoreSpec::Sled(path) => agent.with_checkpointer(SledStore::open(path).map_err(|e| cannot(&e))?),
             StoreSpec::Dir(path) => agent.with_checkpointer(DirStore::open(path).map_err(|e| cannot(&e))?),
             #[cfg(feature = "postgres")]
-            StoreSpec::Postgres(url) => {
-                agent.with_checkpointer(tea_runtime::PostgresStore::connect(url).map_err(|e| cannot(&e))?)
+            StoreSpec::Postgres { url, schema } => {
+                let mut builder = tea_runtime::PostgresStore::builder(url);
+                if let Some(schema) = schema {
+                    builder = builder.schema(schema);
+                }
+                agent.with_checkpointer(builder.connect().map_err(|e| cannot(&e))?)
             }
             #[cfg(not(feature = "postgres"))]
-            StoreSpec::Postgres(_) => {
+            StoreSpec::Postgres { .. } => {
                 return Err(format!(
                     "cannot open the store `{self}`: this `tea` was built without the `postgres` feature \
                      (`cargo install --path tea-cli --features postgres`)"
@@ -73,12 +87,36 @@ impl fmt::Display for StoreSpec {
             StoreSpec::Sled(path) => write!(f, "sled:{}", path.display()),
             StoreSpec::Dir(path) => write!(f, "dir:{}", path.display()),
             // The URL may carry a password: show only where it points.
-            StoreSpec::Postgres(url) => {
-                let host = url.rsplit_once('@').map_or_else(|| url.split_once("://").map_or("", |p| p.1), |p| p.1);
-                write!(f, "postgres://…@{host}")
+            StoreSpec::Postgres { url, schema } => {
+                let rest = url.split_once("://").map_or(url.as_str(), |p| p.1);
+                let host = rest.rsplit_once('@').map_or(rest, |p| p.1);
+                let host = host.split_once('?').map_or(host, |p| p.0);
+                write!(f, "postgres://…@{host}")?;
+                match schema {
+                    Some(schema) => write!(f, " (schema `{schema}`)"),
+                    None => Ok(()),
+                }
             }
         }
     }
+}
+
+/// `schema=NAME` taken out of a PostgreSQL URL's query string (the driver does not know it).
+fn split_schema(text: &str) -> (String, Option<String>) {
+    let Some((base, query)) = text.split_once('?') else { return (text.to_owned(), None) };
+    let mut schema = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.strip_prefix("schema=") {
+            Some(name) => {
+                schema = Some(name.to_owned());
+                false
+            }
+            None => !pair.is_empty(),
+        })
+        .collect();
+    let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    (url, schema)
 }
 
 #[cfg(test)]
@@ -90,7 +128,18 @@ mod tests {
         assert_eq!(StoreSpec::parse("memory"), Ok(StoreSpec::Memory));
         assert_eq!(StoreSpec::parse("sled:a/b"), Ok(StoreSpec::Sled("a/b".into())));
         assert_eq!(StoreSpec::parse("dir:c"), Ok(StoreSpec::Dir("c".into())));
-        assert!(matches!(StoreSpec::parse("postgres://u@h/db"), Ok(StoreSpec::Postgres(_))));
+        assert_eq!(
+            StoreSpec::parse("postgres://u@h/db"),
+            Ok(StoreSpec::Postgres { url: "postgres://u@h/db".into(), schema: None })
+        );
+        assert_eq!(
+            StoreSpec::parse("postgresql://u@h/db?sslmode=disable&schema=agents"),
+            Ok(StoreSpec::Postgres {
+                url: "postgresql://u@h/db?sslmode=disable".into(),
+                schema: Some("agents".into())
+            })
+        );
+        assert!(StoreSpec::parse("postgres://u@h/db?schema=").unwrap_err().contains("needs a name"));
         assert!(StoreSpec::parse("sled:").unwrap_err().contains("needs a path"));
         assert!(StoreSpec::parse("redis://x").unwrap_err().contains("unknown store `redis://x`"));
     }
@@ -99,5 +148,7 @@ mod tests {
     fn a_postgres_url_is_shown_without_its_password() {
         let spec = StoreSpec::parse("postgres://me:secret@db.example/tea").unwrap();
         assert_eq!(spec.to_string(), "postgres://…@db.example/tea");
+        let spec = StoreSpec::parse("postgres://me:secret@db.example/tea?schema=s1").unwrap();
+        assert_eq!(spec.to_string(), "postgres://…@db.example/tea (schema `s1`)");
     }
 }

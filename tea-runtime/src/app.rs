@@ -13,6 +13,7 @@ use crate::node::Goto;
 use crate::outcome::{Durability, Outcome, Snapshot};
 use crate::resume::{graph_id, Interrupt, Resume, SigningKey};
 use crate::store::{CheckpointId, Checkpointer};
+use crate::trace::{self, traced};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
@@ -232,6 +233,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     pub fn invoke(&self, input: G::State) -> Result<G::State, Error> {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
         run.max_branches = self.max_branches;
+        traced! { run.call("invoke"); }
         loop {
             match run.advance()? {
                 Progress::Stepped | Progress::Forked => {}
@@ -252,6 +254,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, true);
         run.max_branches = self.max_branches;
+        traced! { run.call("stream"); }
         Stream::new(Ok(run))
     }
 }
@@ -328,6 +331,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         persist.recovering = true;
         let mut run = Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
         run.max_branches = self.max_branches;
+        traced! { run.call("recover"); }
         drive(run)
     }
 
@@ -348,6 +352,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::NoRoute { node: crate::exec::START, goto: Some(NodeName::from(node.to_owned())) });
         };
         let mut run = self.new_run(thread.into(), state, false)?;
+        traced! { run.call("invoke_at"); }
         run.start_at(at);
         drive(run)
     }
@@ -372,7 +377,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// The thread's latest checkpoint, or `None` if the thread has none.
     pub fn state(&self, thread: &ThreadId) -> Result<Option<Snapshot<G::State>>, Error> {
-        match self.checkpointer.head(self.graph.name(), thread)? {
+        let graph = self.graph.name();
+        match trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))? {
             None => Ok(None),
             Some((id, bytes)) => self.snapshot(thread, id, &bytes).map(Some),
         }
@@ -380,7 +386,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Every checkpoint of the thread, newest first (empty if it has none).
     pub fn history(&self, thread: &ThreadId) -> Result<Vec<Snapshot<G::State>>, Error> {
-        let entries = self.checkpointer.history(self.graph.name(), thread)?;
+        let graph = self.graph.name();
+        let entries = trace::store_call("history", graph, Some(thread), || self.checkpointer.history(graph, thread))?;
         entries.iter().map(|(id, bytes)| self.snapshot(thread, *id, bytes)).collect()
     }
 
@@ -389,7 +396,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn threads(&self) -> Result<Vec<ThreadId>, Error> {
-        self.checkpointer.threads(self.graph.name())
+        let graph = self.graph.name();
+        trace::store_call("threads", graph, None, || self.checkpointer.threads(graph))
     }
 
     /// Deletes every checkpoint of `thread`; `Ok(false)` if it had none. The thread id is free
@@ -401,7 +409,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
-        self.checkpointer.delete(self.graph.name(), thread)
+        let graph = self.graph.name();
+        trace::store_call("delete", graph, Some(thread), || self.checkpointer.delete(graph, thread))
     }
 
     /// Deletes the oldest checkpoints of `thread`, keeping the newest `keep_last` (never fewer
@@ -411,7 +420,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.checkpointer.prune(self.graph.name(), thread, keep_last)
+        let graph = self.graph.name();
+        trace::store_call("prune", graph, Some(thread), || self.checkpointer.prune(graph, thread, keep_last))
     }
 
     /// The app's checkpoint store.
@@ -453,6 +463,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let persist = self.persist(thread, None, None, true);
         let mut run = Run::new(&self.graph, input, self.recursion_limit, Some(persist), record);
         run.max_branches = self.max_branches;
+        traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
     }
 
@@ -467,8 +478,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
-        self.checkpointer
-            .head(self.graph.name(), thread)?
+        let graph = self.graph.name();
+        trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
     }
 
@@ -499,6 +510,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
             return Err(Error::Expired { thread, node: expired.node().clone() });
         }
+        traced! { let resume_updated = resume.update.is_some(); }
         if let Some(update) = resume.update {
             // A refused update changes nothing: the token stays good.
             let refused = |error| match error {
@@ -520,9 +532,14 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.pause = None;
         ckpt.paused_at = None;
         ckpt.nonce = None;
+        traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
         let persist = self.persist(thread, Some(head), Some(bytes), true);
         let mut run = Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)?;
         run.max_branches = self.max_branches;
+        traced! {
+            run.call(if record { "stream_resume" } else { "resume" });
+            run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));
+        }
         Ok(run)
     }
 

@@ -4,6 +4,7 @@ use crate::name::NodeName;
 use crate::resume::Resume;
 use crate::state::GraphState;
 use std::fmt;
+use std::time::Duration;
 
 /// One event of a streamed run (`app.stream(input)`).
 pub enum Event<S: GraphState> {
@@ -15,6 +16,9 @@ pub enum Event<S: GraphState> {
         branch: Option<NodeName>,
         /// The state after the node's update (the branch's own state inside a branch).
         state: S,
+        /// How long the node took: its function and the application of its update (not the
+        /// checkpoint written after it).
+        duration: Duration,
     },
     /// The run paused (only with a checkpointer): the state and the token that continues it.
     Interrupted {
@@ -30,9 +34,13 @@ pub enum Event<S: GraphState> {
 impl<S: GraphState + fmt::Debug> fmt::Debug for Event<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::Step { node, branch, state } => {
-                f.debug_struct("Step").field("node", node).field("branch", branch).field("state", state).finish()
-            }
+            Event::Step { node, branch, state, duration } => f
+                .debug_struct("Step")
+                .field("node", node)
+                .field("branch", branch)
+                .field("state", state)
+                .field("duration", duration)
+                .finish(),
             Event::Interrupted { state, resume } => {
                 f.debug_struct("Interrupted").field("state", state).field("resume", resume).finish()
             }
@@ -44,8 +52,8 @@ impl<S: GraphState + fmt::Debug> fmt::Debug for Event<S> {
 impl<S: GraphState> Clone for Event<S> {
     fn clone(&self) -> Self {
         match self {
-            Event::Step { node, branch, state } => {
-                Event::Step { node: node.clone(), branch: branch.clone(), state: state.clone() }
+            Event::Step { node, branch, state, duration } => {
+                Event::Step { node: node.clone(), branch: branch.clone(), state: state.clone(), duration: *duration }
             }
             Event::Interrupted { state, resume } => Event::Interrupted { state: state.clone(), resume: resume.clone() },
             Event::Done(state) => Event::Done(state.clone()),

@@ -28,9 +28,11 @@ use crate::parallel::{self, Env, ForkOutcome};
 use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
 use crate::state::GraphState;
 use crate::store::{Append, CheckpointId, Checkpointer};
+use crate::trace::{self, traced};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 pub(crate) const START: NodeName = NodeName::from_static("start");
 pub(crate) const END: NodeName = NodeName::from_static("end");
@@ -402,11 +404,24 @@ pub(crate) struct Run<'g, G: Graph> {
     /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
     first_step: u64,
     finished: bool,
+    /// How long the last node on the main line took (measured while streaming or tracing).
+    pub(crate) last_duration: Duration,
+    /// The run's `run` span, entered by every advance.
+    #[cfg(feature = "tracing")]
+    pub(crate) span: tracing::Span,
 }
 
 impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, persist: Option<Persist<'g>>, record: bool) -> Self {
         let thread = persist.as_ref().map(|p| p.thread.clone());
+        #[cfg(feature = "tracing")]
+        let span = tracing::info_span!(
+            target: "tea",
+            "run",
+            graph = graph.name(),
+            thread = thread.as_ref().map(ThreadId::as_str),
+            call = tracing::field::Empty,
+        );
         Run {
             graph,
             state: input,
@@ -423,6 +438,9 @@ impl<'g, G: Graph> Run<'g, G> {
             answers: Vec::new(),
             first_step: 0,
             finished: false,
+            last_duration: Duration::ZERO,
+            #[cfg(feature = "tracing")]
+            span,
         }
     }
 
@@ -495,11 +513,41 @@ impl<'g, G: Graph> Run<'g, G> {
     /// Runs the next node (or fan-out), or pauses. After an error the run is over; a resumed
     /// run then puts its pause back.
     pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
+        traced! { let _run = self.span.clone().entered(); }
         let result = self.advance_inner();
         if result.is_err() {
             self.abandon();
         }
+        traced! { self.trace_progress(&result); }
         result
+    }
+
+    /// Names the call that started this run (`invoke`, `resume`, `recover`, `stream`, …) in its
+    /// `run` span.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn call(&self, call: &'static str) {
+        self.span.record("call", call);
+    }
+
+    /// The `paused`, `done` and `failed` events of an advance.
+    #[cfg(feature = "tracing")]
+    fn trace_progress(&self, result: &Result<Progress<G::State>, Error>) {
+        match result {
+            Ok(Progress::Paused(resume)) => {
+                let (ids, kinds) = trace::pauses(resume.interrupts());
+                tracing::info!(target: "tea", step = self.ctx.step, ids = ?ids, kinds = ?kinds, "paused");
+            }
+            Ok(Progress::Done) => tracing::info!(target: "tea", step = self.ctx.step, "done"),
+            Ok(Progress::Stepped | Progress::Forked) => {}
+            Err(error) => tracing::error!(
+                target: "tea",
+                error = trace::error_kind(error),
+                node = %self.ctx.node,
+                step = self.ctx.step,
+                reason = %error,
+                "failed"
+            ),
+        }
     }
 
     fn advance_inner(&mut self) -> Result<Progress<G::State>, Error> {
@@ -566,7 +614,26 @@ impl<'g, G: Graph> Run<'g, G> {
             self.ctx.step = self.ctx.step.saturating_add(1);
             self.ctx.node = graph.node_name(node);
             let answers = std::mem::take(&mut self.answers);
+            traced! {
+                let span = tracing::debug_span!(
+                    target: "tea",
+                    "node",
+                    node = %self.ctx.node,
+                    step = self.ctx.step,
+                    duration_us = tracing::field::Empty,
+                );
+                let _node = span.enter();
+            }
+            let started = if self.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
             let executed = execute(graph, node, &mut self.state, &self.ctx, answers);
+            if let Some(started) = started {
+                self.last_duration = started.elapsed();
+                traced! { span.record("duration_us", trace::micros(self.last_duration)); }
+            }
+            traced! {
+                drop(_node);
+                drop(span);
+            }
             if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_))) {
                 // The join has seen its branches (a join that paused or failed sees them again).
                 self.ctx.branches.clear();
@@ -735,7 +802,21 @@ impl<'g, G: Graph> Run<'g, G> {
     fn write(&mut self, ckpt: &Checkpoint<G::State>, durable: bool) -> Result<CheckpointId, Error> {
         let graph = self.graph;
         let Some(persist) = &mut self.persist else { return Ok(0) };
+        traced! {
+            let span = tracing::debug_span!(
+                target: "tea",
+                "checkpoint",
+                step = ckpt.step,
+                pause = ckpt.pause.is_some(),
+                durable,
+                bytes = tracing::field::Empty,
+                duration_us = tracing::field::Empty,
+            );
+            let _checkpoint = span.enter();
+            let started = Instant::now();
+        }
         let bytes = checkpoint::encode(&identity(graph), ckpt)?;
+        traced! { span.record("bytes", bytes.len()); }
         if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
             return Err(Error::StateNotStorable {
                 node: self.ctx.node.clone(),
@@ -745,7 +826,18 @@ impl<'g, G: Graph> Run<'g, G> {
             });
         }
         let id = persist.head.map_or(1, |h| h + 1);
-        match persist.store.append(graph.name(), &persist.thread, persist.head, id, &bytes, durable)? {
+        let store = persist.store;
+        let (thread, head) = (&persist.thread, persist.head);
+        let appended = trace::store_call("append", graph.name(), Some(thread), || {
+            store.append(graph.name(), thread, head, id, &bytes, durable)
+        })?;
+        traced! {
+            span.record("duration_us", trace::micros(started.elapsed()));
+            if let Append::Conflict { head: found } = &appended {
+                tracing::info!(target: "tea", thread = %persist.thread, expected = ?persist.head, found = ?found, "conflict");
+            }
+        }
+        match appended {
             Append::Written => {
                 persist.head = Some(id);
                 persist.last = Some(bytes);
@@ -802,6 +894,7 @@ impl<'g, G: Graph> Run<'g, G> {
         if persist.claim || self.finished {
             return;
         }
+        traced! { let rollback_pause = rollback.is_some(); }
         let bytes = match rollback {
             Some(bytes) => bytes,
             None => {
@@ -819,8 +912,13 @@ impl<'g, G: Graph> Run<'g, G> {
             }
         };
         let id = persist.head.map_or(1, |h| h + 1);
-        if let Ok(Append::Written) = persist.store.append(graph.name(), &persist.thread, persist.head, id, &bytes, true)
-        {
+        traced! {
+            tracing::info!(target: "tea", thread = %persist.thread, put_back_pause = rollback_pause, "abandoned");
+        }
+        let (store, thread, head) = (persist.store, &persist.thread, persist.head);
+        if let Ok(Append::Written) = trace::store_call("append", graph.name(), Some(thread), || {
+            store.append(graph.name(), thread, head, id, &bytes, true)
+        }) {
             persist.head = Some(id);
         }
     }
@@ -935,6 +1033,7 @@ impl<G: Graph> Iterator for Stream<'_, G> {
                         node: run.last_node().clone(),
                         branch: None,
                         state: run.state.clone(),
+                        duration: run.last_duration,
                     }))
                 }
                 Ok(Progress::Forked) => {

@@ -24,6 +24,7 @@ mod resume;
 mod share;
 mod state;
 mod store;
+mod trace;
 
 pub use app::{
     decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,

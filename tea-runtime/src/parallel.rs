@@ -25,8 +25,10 @@ use crate::node::{Ctx, Goto};
 use crate::resume::{Interrupt, PauseKind};
 use crate::share;
 use crate::state::{GraphState, StateUpdate};
+use crate::trace::traced;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::{Duration, Instant};
 
 /// What the branches of a fan-out share.
 pub(crate) struct Env {
@@ -197,13 +199,27 @@ pub(crate) fn run_fork<G: Graph>(
     saved: Vec<BranchProgress<G::State>>,
     keep_states: bool,
 ) -> Result<ForkOutcome<G::State>, Error> {
-    let run_job = |job: Job<G::State, G::Node>| match job {
-        Job::Fresh(head) => {
-            let name = graph.node_name(head);
-            let start = Start::Before(head, false);
-            run_branch(graph, name, fork.join, Local::new(base), 0, Vec::new(), start, env, keep_states)
+    traced! {
+        let fork_span = tracing::debug_span!(
+            target: "tea",
+            "fork",
+            join = %graph.node_name(fork.join),
+            branches = fork.heads.len(),
+        );
+        let _fork = fork_span.enter();
+    }
+    let run_job = |job: Job<G::State, G::Node>| {
+        // Workers of the pool run branches too: there, the fan-out's span is entered again, so
+        // the branches' spans have it as their parent whichever thread runs them.
+        traced! { let _fork = fork_span.clone().entered(); }
+        match job {
+            Job::Fresh(head) => {
+                let name = graph.node_name(head);
+                let start = Start::Before(head, false);
+                run_branch(graph, name, fork.join, Local::new(base), 0, Vec::new(), start, env, keep_states)
+            }
+            Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
         }
-        Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
     };
     let jobs: Vec<Job<G::State, G::Node>> = if saved.is_empty() {
         fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
@@ -349,7 +365,26 @@ fn run_branch<G: Graph>(
         ctx.step = env.base_step.saturating_add(steps - first).saturating_add(1);
         ctx.node = graph.node_name(node);
         let given = std::mem::take(&mut answers);
-        let produced = produce(graph, node, local.current(graph)?, &ctx, given)?;
+        traced! {
+            let span = tracing::debug_span!(
+                target: "tea",
+                "node",
+                node = %ctx.node,
+                branch = %head,
+                step = ctx.step,
+                duration_us = tracing::field::Empty,
+            );
+            let _node = span.enter();
+        }
+        let started = if env.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
+        let produced = produce(graph, node, local.current(graph)?, &ctx, given);
+        let duration = started.map_or(Duration::ZERO, |started| started.elapsed());
+        traced! {
+            span.record("duration_us", crate::trace::micros(duration));
+            drop(_node);
+            drop(span);
+        }
+        let produced = produced?;
         if !ctx.branches.is_empty() {
             // The nested join has seen its branches.
             ctx.branches.clear();
@@ -379,7 +414,7 @@ fn run_branch<G: Graph>(
         steps += 1;
         if env.record {
             let state = local.current(graph)?.clone();
-            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state });
+            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state, duration });
         }
         if env.pausable && graph.interrupt_after(node) {
             let name = ctx.node.clone();

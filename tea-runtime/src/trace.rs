@@ -1,0 +1,110 @@
+//! Instrumentation with [`tracing`](https://docs.rs/tracing) (feature `tracing`).
+//!
+//! Every span and event has the target `tea`, so `RUST_LOG=tea=debug` selects them. Their names
+//! and fields are an interface (the README lists them): `run`, `fork`, `node`, `checkpoint` and
+//! `store` spans; `paused`, `resumed`, `done`, `conflict` and `failed` events.
+//!
+//! Without the feature, `traced! { … }` expands to nothing and `store_call` is the call it
+//! wraps: no tracing code is compiled into the engine.
+
+/// The statements inside, compiled only with the feature `tracing`.
+#[cfg(feature = "tracing")]
+macro_rules! traced {
+    ($($body:tt)*) => { $($body)* };
+}
+
+/// The statements inside, compiled only with the feature `tracing` (here: nothing).
+#[cfg(not(feature = "tracing"))]
+macro_rules! traced {
+    ($($body:tt)*) => {};
+}
+
+pub(crate) use traced;
+
+use crate::error::Error;
+use crate::name::ThreadId;
+
+/// Calls the store (`op` on `thread` of `graph`) inside a `store` span.
+#[cfg(feature = "tracing")]
+pub(crate) fn store_call<T>(
+    op: &'static str,
+    graph: &str,
+    thread: Option<&ThreadId>,
+    call: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    let span = tracing::trace_span!(
+        target: "tea",
+        "store",
+        op,
+        graph,
+        thread = thread.map(ThreadId::as_str),
+        duration_us = tracing::field::Empty,
+    );
+    let _entered = span.enter();
+    let started = std::time::Instant::now();
+    let result = call();
+    span.record("duration_us", micros(started.elapsed()));
+    if let Err(error) = &result {
+        tracing::warn!(target: "tea", error = error_kind(error), reason = %error, "store call failed");
+    }
+    result
+}
+
+/// Calls the store (here without a span: the feature `tracing` is off).
+#[cfg(not(feature = "tracing"))]
+#[inline(always)]
+pub(crate) fn store_call<T>(
+    _op: &'static str,
+    _graph: &str,
+    _thread: Option<&ThreadId>,
+    call: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
+    call()
+}
+
+/// A duration in whole microseconds, as the `duration_us` fields record it.
+#[cfg(feature = "tracing")]
+pub(crate) fn micros(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The name of an error's variant (the `error` field of `failed` events).
+#[cfg(feature = "tracing")]
+pub(crate) fn error_kind(error: &Error) -> &'static str {
+    match error {
+        Error::NodeFailed { .. } => "NodeFailed",
+        Error::NodePanicked { .. } => "NodePanicked",
+        Error::NoRoute { .. } => "NoRoute",
+        Error::RecursionLimit { .. } => "RecursionLimit",
+        Error::ThreadBusy { .. } => "ThreadBusy",
+        Error::StateNotStorable { .. } => "StateNotStorable",
+        Error::ConflictingWrites { .. } => "ConflictingWrites",
+        Error::ThreadExists { .. } => "ThreadExists",
+        Error::InvalidThreadId { .. } => "InvalidThreadId",
+        Error::StaleResume { .. } => "StaleResume",
+        Error::GraphMismatch { .. } => "GraphMismatch",
+        Error::SchemaMismatch { .. } => "SchemaMismatch",
+        Error::InvalidToken { .. } => "InvalidToken",
+        Error::BadResumeValue { .. } => "BadResumeValue",
+        Error::Expired { .. } => "Expired",
+        Error::CheckpointNotFound { .. } => "CheckpointNotFound",
+        Error::CorruptCheckpoint { .. } => "CorruptCheckpoint",
+        Error::Store { .. } => "Store",
+    }
+}
+
+/// The ids and kinds of pending pauses, for `paused` events.
+#[cfg(feature = "tracing")]
+pub(crate) fn pauses(interrupts: &[crate::resume::Interrupt]) -> (Vec<&str>, Vec<&'static str>) {
+    use crate::resume::PauseKind;
+    let ids = interrupts.iter().map(|i| i.id()).collect();
+    let kinds = interrupts
+        .iter()
+        .map(|i| match i.kind {
+            PauseKind::Before => "before",
+            PauseKind::After => "after",
+            PauseKind::Ask => "ask",
+        })
+        .collect();
+    (ids, kinds)
+}
