@@ -71,6 +71,17 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
         return Err(format!("--input must be a JSON object of state keys, not `{input}`"));
     }
     let (agent, store) = open(&args.file, &args.store)?;
+    if let Some(saved) = agent.continues_from() {
+        // `invoke` continues from the file; a named thread or a stream would start afresh.
+        if args.thread.is_some() || args.stream {
+            let flag = if args.thread.is_some() { "--thread" } else { "--stream" };
+            return Err(format!(
+                "agent `{}` continues from `config.checkpoint` `{}`, which {flag} would not; drop {flag}",
+                agent.name(),
+                saved.display()
+            ));
+        }
+    }
     warn_if_memory(&agent, &args.store);
     let outcome = advance(&agent, Start::New { thread: args.thread.clone(), input }, args.stream)?;
     finish(&agent, &args.file, &store, outcome, args.stream, args.interactive)
@@ -427,7 +438,8 @@ impl Progress {
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            if started.elapsed() > Duration::from_millis(500) {
+            if frame > 0 {
+                // Clears the spinner's line.
                 eprint!("\r\x1b[2K");
             }
         });

@@ -178,6 +178,16 @@ fn a_run_prints_the_final_state() {
     assert_eq!(run.json()["summary"], "3 pages and 2 papers about tea");
     assert_eq!(run.stderr(), "", "nothing on stderr when it is not a terminal");
 
+    // `config.checkpoint` continues from a file, which a named thread or a stream would not.
+    s.write(
+        "saved.yaml",
+        "config: { checkpointer: memory, checkpoint: job.ckpt }\nnodes:\n  - { name: a, run: 'return {}' }\n",
+    );
+    for flag in [&["--thread", "t"][..], &["--stream"]] {
+        let run = s.tea(&[&["run", "saved.yaml"][..], flag].concat()).expect(ERROR);
+        assert!(run.stderr().contains("config.checkpoint") && run.stderr().contains(flag[0]), "{run:?}");
+    }
+
     s.write("input.json", r#"{"topic": "graphs"}"#);
     let run = s.tea(&["run", "research.yaml", "--input", "@input.json"]).expect(DONE);
     assert_eq!(run.json()["summary"], "3 pages and 2 papers about graphs");
@@ -431,6 +441,38 @@ fn several_pauses_are_answered_by_id() {
     let run = s.tea_with_stdin(&["run", "two.yaml", "--interactive"], Some("7\neight\n")).expect(DONE);
     assert_eq!(run.json()["answers"], "7,eight");
     assert!(run.stderr().contains("[ask_a] A?") && run.stderr().contains("[ask_b] B?"), "{run:?}");
+}
+
+/// Three blocks of about 60 million Lua instructions each (under the limit of 100 million per
+/// block): a run that takes long enough for the spinner.
+const SLOW: &str = r#"
+name: slow
+nodes:
+  - { name: a, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { a = n }" }
+  - { name: b, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { b = n }" }
+  - { name: c, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { c = n }" }
+"#;
+
+#[test]
+fn a_spinner_shows_on_a_terminal_and_nowhere_else() {
+    let s = Scratch::new();
+    s.write("slow.yaml", SLOW);
+    let quiet = s.tea(&["run", "slow.yaml"]).expect(DONE);
+    assert_eq!(quiet.stderr(), "", "stderr is a pipe: no spinner");
+    assert_eq!(quiet.json()["c"], 30_000_000);
+
+    // util-linux `script` gives the command a terminal for stdout and stderr.
+    let command = format!("{} run slow.yaml", env!("CARGO_BIN_EXE_tea"));
+    let script =
+        Command::new("script").args(["-qec", &command, "/dev/null"]).env_remove("RUST_LOG").current_dir(&s.0).output();
+    let Ok(out) = script else {
+        eprintln!("skipped the terminal half: no `script` command");
+        return;
+    };
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("running `slow`"), "{shown}");
+    assert!(shown.contains("\r\x1b[2K"), "the spinner's line is cleared: {shown:?}");
+    assert!(shown.contains("\"c\": 30000000"), "{shown}");
 }
 
 #[cfg(feature = "tracing")]

@@ -317,6 +317,13 @@ impl Agent {
             .any(|n| n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. }))
     }
 
+    /// The checkpoint file the file's `config.checkpoint` names: [`invoke`](Self::invoke)
+    /// continues from it instead of starting at the first node ([`invoke_on`](Self::invoke_on)
+    /// and the streams do not).
+    pub fn continues_from(&self) -> Option<&Path> {
+        self.checkpoint.as_deref()
+    }
+
     /// The state key interrupt node `node` writes its answer to (its `resume_key`); `None` for
     /// a node that is not an interrupt node, or no node of this agent.
     pub fn resume_key(&self, node: &str) -> Option<&str> {

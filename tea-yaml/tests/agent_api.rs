@@ -104,3 +104,13 @@ fn load_file_on_runs_on_the_given_store_and_leaves_the_file_s_alone() {
     assert!(Engine::new().load_file_on(dir.join("missing.yaml"), MemoryStore::new()).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn continues_from_names_the_file_s_config_checkpoint() {
+    let engine = Engine::new().checkpointer(MemoryStore::new());
+    assert_eq!(engine.load_str(ASKS).unwrap().continues_from(), None);
+    let agent = engine
+        .load_str("config: { checkpoint: ./saved/job.ckpt }\nnodes:\n  - { name: a, run: 'return {}' }\n")
+        .unwrap();
+    assert!(agent.continues_from().is_some_and(|p| p.ends_with("saved/job.ckpt")), "{:?}", agent.continues_from());
+}
