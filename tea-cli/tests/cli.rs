@@ -523,3 +523,20 @@ fn a_sled_store_open_in_another_process_is_a_clear_error() {
     assert_eq!(waiting.wait().unwrap().code(), Some(DONE));
     assert!(out.contains("hello, Ada"), "{out}");
 }
+
+#[test]
+fn a_file_checkpoint_save_wrote_starts_new_runs() {
+    let s = Scratch::new();
+    let first = s.tea(&["run", "checkpoints.yaml"]).expect(DONE).json();
+    assert_eq!(first["saved"], true);
+    let saved = "checkpoints/job.ckpt";
+    for items in [7, 9] {
+        let update = format!(r#"{{"items": {items}}}"#);
+        let run = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", saved, "--update", &update]).expect(DONE);
+        assert_eq!(run.json()["steps"], serde_json::json!(["collected", format!("processed {items} items")]));
+    }
+    let answer = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", saved, "--answer", "1"]).expect(ERROR);
+    assert!(answer.stderr().contains("not an interrupt node"), "{answer:?}");
+    let missing = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", "nope.ckpt"]).expect(ERROR);
+    assert!(missing.stderr().contains("nope.ckpt"), "{missing:?}");
+}
