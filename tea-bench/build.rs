@@ -1,4 +1,4 @@
-//! Writes the big graphs: chains of 10 and 1000 nodes and a fan-out of 100 branches, each a
+//! Writes the big graphs: chains of 10 and 1000 nodes a fan-out of 100 branches and one whose branches block 20 ms, each a
 //! `graph!` with one node function per node, into `$OUT_DIR/graphs.rs`.
 
 use std::fmt::Write as _;
@@ -17,12 +17,19 @@ fn chain(out: &mut String, module: &str, graph: &str, len: usize) {
     writeln!(out, "            n{} -> end;\n        }}\n    }}\n}}", len - 1).unwrap();
 }
 
-/// A module `name` holding `a`, `parallel a => [b0, …] -> join`, each `bi` appending `i`.
-fn fanout(out: &mut String, module: &str, graph: &str, width: usize) {
+/// A module `name` holding `a`, `parallel a => [b0, …] -> join`, each `bi` appending `i`
+/// (after blocking `block_ms` milliseconds, a stand-in for a synchronous LLM or HTTP call).
+fn fanout(out: &mut String, module: &str, graph: &str, width: usize, block_ms: u64) {
     writeln!(out, "pub mod {module} {{\n    use super::*;").unwrap();
     writeln!(out, "    fn a(_: &Seq) -> SeqUpdate {{ Seq::update().count(0) }}").unwrap();
     for i in 0..width {
-        writeln!(out, "    fn b{i}(_: &Seq) -> SeqUpdate {{ Seq::update().log(vec![{i}.to_string()]) }}").unwrap();
+        let block = if block_ms > 0 {
+            format!("std::thread::sleep(std::time::Duration::from_millis({block_ms})); ")
+        } else {
+            String::new()
+        };
+        writeln!(out, "    fn b{i}(_: &Seq) -> SeqUpdate {{ {block}Seq::update().log(vec![{i}.to_string()]) }}")
+            .unwrap();
     }
     writeln!(out, "    fn join(s: &Seq) -> SeqUpdate {{ Seq::update().count(s.log.len() as u64) }}").unwrap();
     let heads: Vec<String> = (0..width).map(|i| format!("b{i}")).collect();
@@ -39,7 +46,8 @@ fn main() {
     let mut out = String::new();
     chain(&mut out, "seq10", "Seq10", 10);
     chain(&mut out, "seq1000", "Seq1000", 1000);
-    fanout(&mut out, "fan100", "Fan100", 100);
+    fanout(&mut out, "fan100", "Fan100", 100, 0);
+    fanout(&mut out, "fan_io100", "FanIo100", 100, 20);
     let path = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("graphs.rs");
     std::fs::write(path, out).expect("write the generated graphs");
     println!("cargo:rerun-if-changed=build.rs");

@@ -642,3 +642,16 @@ fn impossible_checkpoints_with_valid_checksums_are_corrupt_everywhere_they_are_r
         );
     }
 }
+
+#[test]
+fn a_token_of_a_deleted_thread_never_resumes_a_new_thread_of_the_same_id() {
+    let app = Line::builder().checkpointer(MemoryStore::new()).build();
+    let t = ThreadId::from("reborn");
+    let (_, old) = paused(app.invoke_on(t.clone(), Doc::default()));
+    assert!(app.delete(&t).unwrap());
+    // The new thread pauses at the same node and the same checkpoint number.
+    let (_, new) = paused(app.invoke_on(t.clone(), Doc::default()));
+    assert_eq!(new.checkpoint(), old.checkpoint());
+    assert!(matches!(app.resume(old), Err(Error::StaleResume { .. })), "the old token is spent with its thread");
+    assert_eq!(done(app.resume(new)).trail, ["a", "b", "c", "d"]);
+}

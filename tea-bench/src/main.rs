@@ -45,6 +45,8 @@ enum Unit {
     Seconds,
     Ratio,
     Bytes,
+    /// Flushes of the store's log in one durable hitl cycle.
+    Flushes,
 }
 
 /// A workload: its key, its repetitions (`r` = 10, or 3 with `--quick`), whether it is one of
@@ -77,6 +79,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("sequential_1000", r, seq::sequential_1000()),
         w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store()),
         w("fanout_100", r, seq::fanout_100()),
+        w("fanout_io_100", 5, seq::fanout_io_100()),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
         extra("chain_8_cpu", 3, seq::chain_8_cpu()),
         extra("rayon_8_cpu", 3, seq::rayon_8_cpu()),
@@ -84,6 +87,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("wide_state_9x1200", r, wide::wide_state_9x1200()),
         w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>()),
         w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>()),
+        extra("hitl_cycle_durable/buffered", r * 10, hitl::cycle_durable_buffered::<Node>()),
         extra("hitl_cycle_durable/on_pause", r * 10, hitl::cycle_durable_on_pause::<Node>()),
         extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>()),
         extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>()),
@@ -120,6 +124,15 @@ fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
     if only.is_none() {
         let bytes = hitl::checkpoint_bytes() as f64;
         rows.push(Row { key: "checkpoint_bytes", value: bytes, unit: Unit::Bytes, script: true });
+        use tea::Durability;
+        for (key, durability) in [
+            ("hitl_cycle_durable_flushes", Durability::EveryStep),
+            ("hitl_cycle_durable/buffered_flushes", Durability::Buffered),
+            ("hitl_cycle_durable/on_pause_flushes", Durability::OnPause),
+        ] {
+            let flushes = hitl::flushes_per_cycle::<hitl::Node>(durability) as f64;
+            rows.push(Row { key, value: flushes, unit: Unit::Flushes, script: false });
+        }
     }
     eprintln!();
     rows
@@ -163,6 +176,7 @@ fn print_table(rows: &[Row]) {
             }
             Unit::Ratio => (format!("{:.2}", row.value), "chain_8_cpu / fanout_8_cpu".to_owned()),
             Unit::Bytes => (format!("{} B", row.value as u64), "one paused hitl checkpoint".to_owned()),
+            Unit::Flushes => (format!("{}", row.value as u64), "SledStore flushes per durable hitl cycle".to_owned()),
         };
         let note = match row.key {
             "sequential_1000" | "sequential_1000_memory_store" | "yaml_loop_1000" => {

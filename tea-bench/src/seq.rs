@@ -1,4 +1,4 @@
-//! `sequential_*`, `fanout_100` and `fanout_8_cpu`: chains and fan-outs over a counter state.
+//! `sequential_*`, `fanout_100`, `fanout_io_100` and `fanout_8_cpu`: chains and fan-outs over a counter state.
 
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
@@ -48,6 +48,13 @@ fn check_fanout(out: &Seq, width: usize) {
 pub fn fanout_100() -> impl FnMut() {
     let app = fan100::Fan100::builder().build();
     move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_100 runs"), 100)
+}
+
+/// 100 branches that each block 20 ms (`std::thread::sleep`): a fan-out of synchronous LLM or
+/// HTTP calls. The physical limit is 20 ms.
+pub fn fanout_io_100() -> impl FnMut() {
+    let app = fan_io100::FanIo100::builder().build();
+    move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_io_100 runs"), 100)
 }
 
 /// Iterations of the script's LCG in each `fanout_8_cpu` branch.

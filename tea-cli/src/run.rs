@@ -57,7 +57,7 @@ fn update_arg(text: &str) -> Result<Map<String, Value>, String> {
 /// What a run starts from.
 enum Start {
     New { thread: Option<String>, input: Value },
-    Token(Resume<State>),
+    Token(Box<Resume<State>>),
     Checkpoint { path: PathBuf, update: Option<Value> },
 }
 
@@ -101,22 +101,23 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     let update = args.update.as_deref().map(update_arg).transpose()?;
     let token =
         args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
-    let unanswered = token.as_ref().and_then(|t| t.interrupts().iter().find(|i| i.needs_answer()));
-    if let Some(question) = unanswered.filter(|_| answer.is_none() && answers_to.is_empty()) {
-        if !args.interactive {
-            return Err(format!(
-                "--token: the pause at `{}` waits for an answer; give --answer JSON (or --answer-to {}=JSON), or use --interactive",
-                question.node(),
-                question.id()
-            ));
+    if let Some(pending) = token.as_ref().filter(|_| answer.is_none() && answers_to.is_empty()) {
+        if let Some(question) = pending.interrupts().iter().find(|i| i.needs_answer()) {
+            if !args.interactive {
+                return Err(format!(
+                    "--token: the pause at `{}` waits for an answer; give --answer JSON (or --answer-to {}=JSON), or use --interactive",
+                    question.node(),
+                    question.id()
+                ));
+            }
+            // Interactive: the question is asked first.
+            let mut pending = pending.clone();
+            if let Some(update) = update {
+                pending = pending.update(Update::from(update));
+            }
+            let (agent, store) = open(&args.file, &args.store)?;
+            return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
         }
-        // Interactive: the question is asked first.
-        let mut pending = token.expect("an unanswered pause comes from a token");
-        if let Some(update) = update {
-            pending = pending.update(Update::from(update));
-        }
-        let (agent, store) = open(&args.file, &args.store)?;
-        return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
     }
     let (agent, store) = open(&args.file, &args.store)?;
     let start = match (token, &args.checkpoint) {
@@ -130,7 +131,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
             if let Some(update) = update {
                 resume = resume.update(Update::from(update));
             }
-            Start::Token(resume)
+            Start::Token(Box::new(resume))
         }
         (None, Some(path)) => {
             let mut update = update;
@@ -212,7 +213,7 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<Sta
         let events = match start {
             Start::New { thread: Some(thread), input } => agent.stream_on(thread, input),
             Start::New { thread: None, input } => agent.stream(input),
-            Start::Token(resume) => agent.stream_resume(resume),
+            Start::Token(resume) => agent.stream_resume(*resume),
             // clap refuses `--checkpoint` with `--stream`; a later pause resumes by token.
             Start::Checkpoint { path, update } => return agent.resume_from(path, update),
         };
@@ -230,7 +231,7 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<Sta
     match start {
         Start::New { thread: Some(thread), input } => agent.invoke_on(thread, input),
         Start::New { thread: None, input } => agent.invoke(input),
-        Start::Token(resume) => agent.resume(resume),
+        Start::Token(resume) => agent.resume(*resume),
         Start::Checkpoint { path, update } => agent.resume_from(path, update),
     }
 }
@@ -263,7 +264,7 @@ fn keep_answering(
     loop {
         let answered = if interactive { ask(&mut stdin, &pending)? } else { None };
         let Some(answered) = answered else { return Ok(paused(agent, file, store, &pending, stream)) };
-        match advance_from(agent, Start::Token(answered), stream) {
+        match advance_from(agent, Start::Token(Box::new(answered)), stream) {
             Ok(Outcome::Done(state)) => return Ok(done(&state, stream)),
             Ok(Outcome::Interrupted { resume, .. }) => pending = resume,
             // The thread stays at the same pause: ask again.

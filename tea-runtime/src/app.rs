@@ -18,6 +18,10 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
+/// How many branches of one fan-out run at once by default: see
+/// [`Builder::max_parallel_branches`].
+pub const DEFAULT_MAX_PARALLEL_BRANCHES: usize = 128;
+
 /// How long a running thread's lease lasts unless renewed: see [`Builder::lease`].
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
@@ -51,6 +55,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     recursion_limit: usize,
     durability: Durability,
     lease: Duration,
+    max_branches: usize,
     key: Option<SigningKey>,
 }
 
@@ -63,6 +68,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             recursion_limit: DEFAULT_RECURSION_LIMIT,
             durability: Durability::EveryStep,
             lease: DEFAULT_LEASE,
+            max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             key: None,
         }
     }
@@ -80,6 +86,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
+            max_branches: self.max_branches,
             key: self.key,
         }
     }
@@ -94,6 +101,20 @@ impl<G: Graph, C> Builder<G, C> {
         self
     }
 
+    /// The most branches of one fan-out that run at the same time (default
+    /// [`DEFAULT_MAX_PARALLEL_BRANCHES`], 128).
+    ///
+    /// Branches start on the calling thread and rayon's pool; when some are still waiting for a
+    /// thread after a millisecond (their siblings block: a synchronous LLM or HTTP call, a sleep,
+    /// a barrier), threads of their own start for them, up to this many branches at once, so
+    /// branches that wait never starve each other: 100 branches that each block 20 ms take about
+    /// 20 ms, not 100 × 20 ms divided by the number of cores. CPU-bound branches keep the
+    /// machine's speedup. A fan-out of more branches than this runs them in waves.
+    pub fn max_parallel_branches(mut self, max: usize) -> Self {
+        self.max_branches = max.max(1);
+        self
+    }
+
     /// Keeps the app's threads in `store` ([`MemoryStore`](crate::MemoryStore), `SledStore`, or
     /// your own [`Checkpointer`]). Required for graphs that can pause; with it, `invoke` returns
     /// an [`Outcome`] rather than the final state.
@@ -104,6 +125,7 @@ impl<G: Graph, C> Builder<G, C> {
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
+            max_branches: self.max_branches,
             key: self.key,
         }
     }
@@ -147,6 +169,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
+            max_branches: self.max_branches,
             key: self.key,
         }
     }
@@ -184,6 +207,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     recursion_limit: usize,
     durability: Durability,
     lease: Duration,
+    max_branches: usize,
     key: Option<SigningKey>,
 }
 
@@ -208,6 +232,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// [`Error::RecursionLimit`] when the run takes too many steps.
     pub fn invoke(&self, input: G::State) -> Result<G::State, Error> {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
+        run.max_branches = self.max_branches;
         traced! { run.call("invoke"); }
         loop {
             match run.advance()? {
@@ -227,7 +252,8 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
     /// and ends.
     pub fn stream(&self, input: G::State) -> Stream<'_, G> {
-        let run = Run::new(&self.graph, input, self.recursion_limit, None, true);
+        let mut run = Run::new(&self.graph, input, self.recursion_limit, None, true);
+        run.max_branches = self.max_branches;
         traced! { run.call("stream"); }
         Stream::new(Ok(run))
     }
@@ -303,7 +329,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        let run = Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
+        let mut run = Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
+        run.max_branches = self.max_branches;
         traced! { run.call("recover"); }
         drive(run)
     }
@@ -375,9 +402,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Deletes every checkpoint of `thread`; `Ok(false)` if it had none. The thread id is free
     /// again: [`invoke_on`](Self::invoke_on) can start it anew. A token of the deleted thread
-    /// fails with [`Error::CheckpointNotFound`] while the id is unused; tokens name a pause by its
-    /// checkpoint number, so once the id is reused, an old token whose number matches a pause of
-    /// the new thread would be taken for it: reuse ids only when no old token is still around.
+    /// fails with [`Error::CheckpointNotFound`] while the id is unused, and with
+    /// [`Error::StaleResume`] once it is reused: a token carries its pause's random nonce, which
+    /// no pause of the new thread has.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
@@ -434,7 +461,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
         }
         let persist = self.persist(thread, None, None, true);
-        let run = Run::new(&self.graph, input, self.recursion_limit, Some(persist), record);
+        let mut run = Run::new(&self.graph, input, self.recursion_limit, Some(persist), record);
+        run.max_branches = self.max_branches;
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
     }
@@ -474,7 +502,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let thread = token.thread.clone();
         let (head, bytes) = self.head(&thread)?;
         let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
-        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) {
+        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
             return Err(Error::StaleResume { thread });
         }
         let continuing = match_answers(graph, &mut ckpt, &resume)?;
@@ -503,9 +531,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.pending.clear();
         ckpt.pause = None;
         ckpt.paused_at = None;
+        ckpt.nonce = None;
         traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
         let persist = self.persist(thread, Some(head), Some(bytes), true);
-        let run = Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)?;
+        let mut run = Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)?;
+        run.max_branches = self.max_branches;
         traced! {
             run.call(if record { "stream_resume" } else { "resume" });
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));
@@ -534,6 +564,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         pending: Vec::new(),
         pause: None,
         paused_at: None,
+        nonce: None,
         resumed: false,
         answers: Vec::new(),
         joined: Vec::new(),

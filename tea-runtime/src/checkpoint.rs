@@ -107,6 +107,10 @@ pub(crate) struct Checkpoint<S: GraphState> {
     /// When the pause began, in seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) paused_at: Option<u64>,
+    /// A random number drawn when the pause was first written; tokens carry it, so a token of a
+    /// deleted thread never resumes a new thread of the same id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) nonce: Option<u64>,
     /// The branches' own states, for a join about to run that reads them (`ctx.branches()`):
     /// kept so that the join sees them after a pause before it, a pause inside it, or a recover.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

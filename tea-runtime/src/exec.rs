@@ -385,6 +385,8 @@ pub(crate) struct Run<'g, G: Graph> {
     ctx: Ctx<G::State>,
     cursor: Cursor<G::Node>,
     limit: usize,
+    /// The most branches of one fan-out that run at once (`Builder::max_parallel_branches`).
+    pub(crate) max_branches: usize,
     /// Whether branch steps are recorded as events (streaming).
     record: bool,
     /// Events of the last fan-out's branches, in branch order, while streaming.
@@ -426,6 +428,7 @@ impl<'g, G: Graph> Run<'g, G> {
             ctx: Ctx::new(START, thread),
             cursor: Cursor::Start,
             limit,
+            max_branches: crate::app::DEFAULT_MAX_PARALLEL_BRANCHES,
             record,
             branch_events: VecDeque::new(),
             persist,
@@ -681,6 +684,7 @@ impl<'g, G: Graph> Run<'g, G> {
             base_step: self.ctx.step,
             budget: (self.limit as u64).saturating_sub(self.steps_taken()),
             limit: self.limit,
+            max_branches: self.max_branches,
             record: self.record,
             pausable: self.persist.is_some(),
         };
@@ -777,6 +781,7 @@ impl<'g, G: Graph> Run<'g, G> {
             pending: Vec::new(),
             pause: None,
             paused_at: None,
+            nonce: None,
             resumed: self.resuming,
             answers: self.answers.clone(),
             joined: self.joined(),
@@ -863,6 +868,7 @@ impl<'g, G: Graph> Run<'g, G> {
             pending,
             pause: Some(id),
             paused_at: Some(now()),
+            nonce: Some(Persist::new_owner()),
             resumed: false,
             answers: self.answers.clone(),
             joined: self.joined(),
@@ -934,6 +940,7 @@ pub(crate) fn issue<G: Graph>(
         graph_fingerprint: graph.fingerprint(),
         schema_fingerprint: graph.schema_fingerprint(),
         pause: ckpt.pause.unwrap_or_default(),
+        nonce: ckpt.nonce.unwrap_or_default(),
         thread: thread.clone(),
         node: ckpt.pending.first().map(|i| i.node().clone()).unwrap_or(START),
         interrupts: ckpt.pending.clone(),

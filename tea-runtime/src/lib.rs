@@ -72,7 +72,8 @@ mod store;
 mod trace;
 
 pub use app::{
-    decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_LEASE, DEFAULT_RECURSION_LIMIT,
+    decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,
+    DEFAULT_RECURSION_LIMIT,
 };
 pub use error::{BoxError, Error};
 pub use event::Event;

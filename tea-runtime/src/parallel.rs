@@ -38,6 +38,8 @@ pub(crate) struct Env {
     /// How many node runs the branches may take, each.
     pub(crate) budget: u64,
     pub(crate) limit: usize,
+    /// The most branches of one fan-out that run at once.
+    pub(crate) max_branches: usize,
     pub(crate) record: bool,
     /// Whether breakpoints stop branches (only with a checkpointer).
     pub(crate) pausable: bool,
@@ -224,7 +226,7 @@ pub(crate) fn run_fork<G: Graph>(
     } else {
         saved.into_iter().map(|progress| Job::Saved(Box::new(progress))).collect()
     };
-    let results = share::run_shared(jobs, &run_job, rayon::current_num_threads());
+    let results = share::run_shared(jobs, &run_job, rayon::current_num_threads(), env.max_branches);
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
     if branches.iter().any(|b| b.interrupt.is_some()) {
         let interrupts = branches.iter().filter_map(|b| b.interrupt.clone()).collect();
@@ -445,6 +447,7 @@ fn nested_fork<G: Graph>(
         base_step: ctx.step,
         budget: env.budget.saturating_sub(steps),
         limit: env.limit,
+        max_branches: env.max_branches,
         record: env.record,
         pausable: false,
     };

@@ -133,6 +133,9 @@ pub(crate) struct Token {
     pub(crate) thread: ThreadId,
     pub(crate) node: NodeName,
     pub(crate) interrupts: Vec<Interrupt>,
+    /// The paused checkpoint's random nonce: a thread deleted and started again under the same
+    /// id may pause at the same checkpoint number, but not with the same nonce.
+    pub(crate) nonce: u64,
 }
 
 /// A signing key (`.sign_tokens(key)`).
@@ -253,6 +256,7 @@ impl Token {
             put_str(&mut out, &interrupt.id);
             put_str(&mut out, interrupt.node.as_str());
         }
+        out.extend_from_slice(&self.nonce.to_le_bytes());
         out
     }
 
@@ -289,7 +293,8 @@ impl Token {
             interrupt.kind = kind;
             interrupts.push(interrupt);
         }
-        let token = Token { graph, graph_fingerprint, schema_fingerprint, pause, thread, node, interrupts };
+        let nonce = reader.u64()?;
+        let token = Token { graph, graph_fingerprint, schema_fingerprint, pause, thread, node, interrupts, nonce };
         Ok((token, signed, reader.0))
     }
 }

@@ -1,5 +1,5 @@
-//! Running a fan-out's branches: the calling thread takes them in order, and workers of the
-//! rayon pool help.
+//! Running a fan-out's branches: the calling thread takes them in order, workers of the rayon
+//! pool help, and when branches block, threads of their own join in.
 //!
 //! The calling thread claims branches one by one from a shared counter and runs them. Before it
 //! starts, it posts helper jobs to the pool; a helper that gets a worker claims branches the
@@ -7,14 +7,27 @@
 //! (waking one costs tens of microseconds), so they pay nothing for it; long branches are
 //! shared out and run in parallel; and branches that wait for each other (a barrier, a channel)
 //! still run at the same time, since a helper takes the ones the calling thread cannot get to.
+//!
+//! Branches that *block* (a synchronous LLM or HTTP call, a barrier between more branches than
+//! the pool has threads) would otherwise wait for a free worker: a fan-out with 100 branches
+//! that each wait 20 ms would take 100 × 20 ms / 3. So a fan-out that still has unclaimed
+//! branches after `STALL` registers with one process-wide *supervisor* thread, which starts
+//! threads of their own for the unclaimed branches, up to the fan-out's limit of branches
+//! running at once (`Builder::max_parallel_branches`). Cheap fan-outs finish before `STALL` and
+//! never see a thread start; CPU-bound ones get a few extra threads, which changes nothing on
+//! the machine's throughput.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a fan-out's unclaimed branches wait for a worker before threads of their own start.
+const STALL: Duration = Duration::from_millis(1);
 
 /// The jobs, their results, and who has claimed and finished what.
-struct Shared<J, T> {
+struct Shared<J: 'static, T: 'static> {
     jobs: Vec<Mutex<Option<J>>>,
     results: Vec<Mutex<Option<thread::Result<T>>>>,
     /// The next job to claim.
@@ -23,11 +36,24 @@ struct Shared<J, T> {
     done: AtomicUsize,
     finished: Mutex<()>,
     all_done: Condvar,
+    /// Workers inside `work` (the calling thread, pool helpers, started threads).
+    active: AtomicUsize,
+    /// The most workers that may run jobs at once.
+    max: usize,
+    started: Instant,
+    /// `run`, usable from threads the supervisor starts (see the SAFETY note in `run_shared`).
+    run: &'static (dyn Fn(J) -> T + Sync),
 }
 
-impl<J, T> Shared<J, T> {
-    /// Claims and runs jobs until none is left to claim.
+impl<J: 'static, T: 'static> Shared<J, T> {
+    /// Claims and runs jobs until none is left to claim, as a worker counted in `active` when it
+    /// was set to work (so that `max` holds even for workers that have not started yet).
     fn work(&self, run: &(dyn Fn(J) -> T + Sync)) {
+        self.claim_and_run(run);
+        self.active.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn claim_and_run(&self, run: &(dyn Fn(J) -> T + Sync)) {
         let count = self.jobs.len();
         loop {
             let index = self.next.fetch_add(1, Ordering::AcqRel);
@@ -48,14 +74,109 @@ impl<J, T> Shared<J, T> {
     }
 }
 
-/// Runs every job through `run`, on this thread and up to `helpers` pool workers, and returns
-/// the results in the jobs' order. A panic in `run` is raised again here once every job is done.
-pub(crate) fn run_shared<J, T>(jobs: Vec<J>, run: &(dyn Fn(J) -> T + Sync), helpers: usize) -> Vec<T>
+/// What the supervisor asks of a registered fan-out.
+trait Stalled: Send + Sync {
+    /// Starts threads for unclaimed jobs if the fan-out has waited `STALL`; false once nothing
+    /// is left to claim (the supervisor forgets it).
+    fn assist(self: Arc<Self>) -> bool;
+}
+
+impl<J: Send + 'static, T: Send + 'static> Stalled for Shared<J, T> {
+    fn assist(self: Arc<Self>) -> bool {
+        let count = self.jobs.len();
+        let claimed = self.next.load(Ordering::Acquire).min(count);
+        if claimed >= count {
+            return false;
+        }
+        if self.started.elapsed() < STALL {
+            return true;
+        }
+        let room = self.max.saturating_sub(self.active.load(Ordering::Acquire));
+        for _ in 0..room.min(count - claimed) {
+            self.active.fetch_add(1, Ordering::AcqRel);
+            let shared = Arc::clone(&self);
+            let started = thread::Builder::new().name("tea-branch".into()).spawn(move || shared.work(shared.run));
+            if started.is_err() {
+                // The system refused a thread: the workers already running get to the jobs.
+                self.active.fetch_sub(1, Ordering::AcqRel);
+                break;
+            }
+        }
+        true
+    }
+}
+
+/// The process-wide supervisor: fan-outs with unclaimed jobs, checked every `STALL`.
+struct Supervisor {
+    watched: Mutex<Vec<Weak<dyn Stalled>>>,
+    wake: Condvar,
+}
+
+fn supervisor() -> &'static Supervisor {
+    static SUPERVISOR: OnceLock<&'static Supervisor> = OnceLock::new();
+    SUPERVISOR.get_or_init(|| {
+        let supervisor: &'static Supervisor =
+            Box::leak(Box::new(Supervisor { watched: Mutex::new(Vec::new()), wake: Condvar::new() }));
+        let started = thread::Builder::new().name("tea-supervisor".into()).spawn(move || supervisor.watch());
+        if started.is_err() {
+            // Without a supervisor, fan-outs run as before: on this thread and the pool.
+            supervisor.watched.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        }
+        supervisor
+    })
+}
+
+impl Supervisor {
+    fn watch(&self) {
+        loop {
+            let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+            while watched.is_empty() {
+                watched = self.wake.wait(watched).unwrap_or_else(PoisonError::into_inner);
+            }
+            drop(watched);
+            thread::sleep(STALL);
+            let current: Vec<Weak<dyn Stalled>> =
+                std::mem::take(&mut *self.watched.lock().unwrap_or_else(PoisonError::into_inner));
+            let mut still: Vec<Weak<dyn Stalled>> = Vec::with_capacity(current.len());
+            for weak in current {
+                if let Some(fan_out) = weak.upgrade() {
+                    if fan_out.assist() {
+                        still.push(weak);
+                    }
+                }
+            }
+            self.watched.lock().unwrap_or_else(PoisonError::into_inner).extend(still);
+        }
+    }
+
+    fn register(&self, fan_out: Weak<dyn Stalled>) {
+        let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+        watched.push(fan_out);
+        if watched.len() == 1 {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// Runs every job through `run`, on this thread and up to `helpers` pool workers (and, for jobs
+/// left unclaimed for `STALL`, threads of their own, up to `max` jobs running at once), and
+/// returns the results in the jobs' order. A panic in `run` is raised again here once every job
+/// is done.
+pub(crate) fn run_shared<J, T>(jobs: Vec<J>, run: &(dyn Fn(J) -> T + Sync), helpers: usize, max: usize) -> Vec<T>
 where
     J: Send + 'static,
     T: Send + 'static,
 {
     let count = jobs.len();
+    // SAFETY: a helper calls `run` only after claiming a job index below `count`, and this
+    // function does not return, nor unwind, before every claimed job has finished (`done ==
+    // count`, below; each job's panic is caught inside `work`). So every call through the
+    // extended reference happens while `run` is borrowed here. A helper (pool worker or started
+    // thread) that starts after this function returned finds no job to claim and touches
+    // nothing but its `Arc`.
+    let run_anywhere: &'static (dyn Fn(J) -> T + Sync) =
+        unsafe { std::mem::transmute::<&(dyn Fn(J) -> T + Sync), &'static (dyn Fn(J) -> T + Sync)>(run) };
+    let max = max.max(1);
     let shared = Arc::new(Shared {
         jobs: jobs.into_iter().map(|job| Mutex::new(Some(job))).collect(),
         results: (0..count).map(|_| Mutex::new(None)).collect(),
@@ -63,17 +184,21 @@ where
         done: AtomicUsize::new(0),
         finished: Mutex::new(()),
         all_done: Condvar::new(),
+        // The calling thread, and the pool helpers posted below.
+        active: AtomicUsize::new(1),
+        max,
+        started: Instant::now(),
+        run: run_anywhere,
     });
-    // SAFETY: a helper calls `run` only after claiming a job index below `count`, and this
-    // function does not return, nor unwind, before every claimed job has finished (`done ==
-    // count`, below; each job's panic is caught inside `work`). So every call through the
-    // extended reference happens while `run` is borrowed here. A helper that starts after this
-    // function returned finds no job to claim and touches nothing but its `Arc`.
-    let run_anywhere: &'static (dyn Fn(J) -> T + Sync) =
-        unsafe { std::mem::transmute::<&(dyn Fn(J) -> T + Sync), &'static (dyn Fn(J) -> T + Sync)>(run) };
-    for _ in 0..helpers.min(count.saturating_sub(1)) {
+    let helpers = helpers.min(count.saturating_sub(1)).min(max - 1);
+    shared.active.fetch_add(helpers, Ordering::AcqRel);
+    for _ in 0..helpers {
         let shared = Arc::clone(&shared);
         rayon::spawn(move || shared.work(run_anywhere));
+    }
+    if count > helpers + 1 && max > helpers + 1 {
+        let weak: Weak<dyn Stalled> = Arc::downgrade(&shared) as Weak<dyn Stalled>;
+        supervisor().register(weak);
     }
     shared.work(run);
     let mut finished = shared.finished.lock().unwrap_or_else(PoisonError::into_inner);
@@ -99,7 +224,7 @@ mod tests {
 
     #[test]
     fn results_come_back_in_order() {
-        let out = run_shared((0..100).collect(), &|i: usize| i * 2, 4);
+        let out = run_shared((0..100).collect(), &|i: usize| i * 2, 4, 64);
         assert_eq!(out, (0..100).map(|i| i * 2).collect::<Vec<_>>());
     }
 
@@ -113,6 +238,7 @@ mod tests {
                 i
             },
             1,
+            64,
         );
         assert_eq!(out, [1, 2]);
     }
@@ -130,9 +256,46 @@ mod tests {
                     finished.fetch_add(1, Ordering::SeqCst);
                 },
                 2,
+                64,
             )
         }));
         assert!(caught.is_err());
         assert_eq!(finished.load(Ordering::SeqCst), 7);
+    }
+
+    #[test]
+    fn blocking_jobs_all_run_at_once_up_to_the_limit() {
+        // Twelve jobs that each wait for all twelve: only possible if all run at the same time,
+        // whatever the pool's size (no helpers from the pool here at all).
+        let barrier = Barrier::new(12);
+        let out = run_shared(
+            (0..12).collect(),
+            &|i: u32| {
+                barrier.wait();
+                i
+            },
+            0,
+            12,
+        );
+        assert_eq!(out, (0..12).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_limit_caps_the_jobs_running_at_once() {
+        let running = AtomicUsize::new(0);
+        let peak = AtomicUsize::new(0);
+        run_shared(
+            (0..20).collect(),
+            &|_: u32| {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                thread::sleep(Duration::from_millis(10));
+                running.fetch_sub(1, Ordering::SeqCst);
+            },
+            1,
+            4,
+        );
+        let peak = peak.load(Ordering::SeqCst);
+        assert!((2..=4).contains(&peak), "at most 4 at once, and more than one: {peak}");
     }
 }
