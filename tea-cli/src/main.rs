@@ -4,6 +4,20 @@
 //! stdout is machine-readable JSON (the final state, a pause, or one event per line with
 //! `--stream`); messages and progress go to stderr. Exit statuses: 0 done, 1 error, 2 usage
 //! error, 3 paused (the thread waits in its store; `tea resume` continues it).
+//!
+//! ```text
+//! cargo install --path tea-cli
+//! tea validate examples/agents/review.yaml
+//! tea run examples/agents/review.yaml --interactive
+//! RUST_LOG=tea=debug tea run examples/agents/research.yaml --input '{"topic": "tea"}'
+//! ```
+//!
+//! | cargo feature | default | enables |
+//! |---|---|---|
+//! | `postgres` | on | `--store postgres://…` and `config.checkpointer: { postgres: URL }` |
+//! | `tracing` | on | `RUST_LOG=tea=debug`: the engine's spans and events on stderr |
+//!
+//! `sled:` and `dir:` stores are always built in.
 
 mod output;
 mod run;

@@ -101,22 +101,23 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     let update = args.update.as_deref().map(update_arg).transpose()?;
     let token =
         args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
-    let unanswered = token.as_ref().and_then(|t| t.interrupts().iter().find(|i| i.needs_answer()));
-    if let Some(question) = unanswered.filter(|_| answer.is_none() && answers_to.is_empty()) {
-        if !args.interactive {
-            return Err(format!(
-                "--token: the pause at `{}` waits for an answer; give --answer JSON (or --answer-to {}=JSON), or use --interactive",
-                question.node(),
-                question.id()
-            ));
+    if let Some(pending) = token.as_ref().filter(|_| answer.is_none() && answers_to.is_empty()) {
+        if let Some(question) = pending.interrupts().iter().find(|i| i.needs_answer()) {
+            if !args.interactive {
+                return Err(format!(
+                    "--token: the pause at `{}` waits for an answer; give --answer JSON (or --answer-to {}=JSON), or use --interactive",
+                    question.node(),
+                    question.id()
+                ));
+            }
+            // Interactive: the question is asked first.
+            let mut pending = pending.clone();
+            if let Some(update) = update {
+                pending = pending.update(Update::from(update));
+            }
+            let (agent, store) = open(&args.file, &args.store)?;
+            return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
         }
-        // Interactive: the question is asked first.
-        let mut pending = token.expect("an unanswered pause comes from a token");
-        if let Some(update) = update {
-            pending = pending.update(Update::from(update));
-        }
-        let (agent, store) = open(&args.file, &args.store)?;
-        return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
     }
     let (agent, store) = open(&args.file, &args.store)?;
     let start = match (token, &args.checkpoint) {

@@ -59,7 +59,17 @@ impl StoreSpec {
         let cannot = |e: &dyn fmt::Display| format!("cannot open the store `{self}`: {e}");
         Ok(match self {
             StoreSpec::Memory => agent.with_checkpointer(MemoryStore::new()),
-            StoreSpec::Sled(path) => agent.with_checkpointer(SledStore::open(path).map_err(|e| cannot(&e))?),
+            StoreSpec::Sled(path) => agent.with_checkpointer(SledStore::open(path).map_err(|e| {
+                let message = cannot(&e);
+                if message.contains("could not acquire lock") {
+                    format!(
+                        "{message} (another process has it open: a sled store serves one process at a time; \
+                         for several use `dir:PATH` or `postgres://…`)"
+                    )
+                } else {
+                    message
+                }
+            })?),
             StoreSpec::Dir(path) => agent.with_checkpointer(DirStore::open(path).map_err(|e| cannot(&e))?),
             #[cfg(feature = "postgres")]
             StoreSpec::Postgres { url, schema } => {

@@ -490,3 +490,53 @@ fn rust_log_shows_the_run_on_stderr() {
     let quiet = s.tea(&args).expect(DONE);
     assert!(!quiet.stderr().contains("run{"), "no RUST_LOG, no log: {quiet:?}");
 }
+
+#[test]
+fn a_sled_store_open_in_another_process_is_a_clear_error() {
+    use std::io::{BufRead, BufReader, Read};
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    // An interactive run waits for its answer with the default sled store open.
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["run", "ask.yaml", "--interactive"])
+        .current_dir(&s.0)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut prompt = BufReader::new(waiting.stderr.take().unwrap());
+    let mut line = String::new();
+    prompt.read_line(&mut line).unwrap();
+    assert!(line.contains("What is your name?"), "{line}");
+
+    let busy = s.tea(&["threads", "ask.yaml"]).expect(ERROR);
+    let err = busy.stderr();
+    assert!(err.contains("sled:.tea/store") && err.contains("another process has it open"), "{busy:?}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{busy:?}");
+
+    // The first process answers and finishes.
+    waiting.stdin.take().unwrap().write_all(b"Ada\n").unwrap();
+    let mut out = String::new();
+    waiting.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(waiting.wait().unwrap().code(), Some(DONE));
+    assert!(out.contains("hello, Ada"), "{out}");
+}
+
+#[test]
+fn a_file_checkpoint_save_wrote_starts_new_runs() {
+    let s = Scratch::new();
+    let first = s.tea(&["run", "checkpoints.yaml"]).expect(DONE).json();
+    assert_eq!(first["saved"], true);
+    let saved = "checkpoints/job.ckpt";
+    for items in [7, 9] {
+        let update = format!(r#"{{"items": {items}}}"#);
+        let run = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", saved, "--update", &update]).expect(DONE);
+        assert_eq!(run.json()["steps"], serde_json::json!(["collected", format!("processed {items} items")]));
+    }
+    let answer = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", saved, "--answer", "1"]).expect(ERROR);
+    assert!(answer.stderr().contains("not an interrupt node"), "{answer:?}");
+    let missing = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", "nope.ckpt"]).expect(ERROR);
+    assert!(missing.stderr().contains("nope.ckpt"), "{missing:?}");
+}

@@ -1,4 +1,40 @@
-//! The procedural macros of tea: `#[derive(GraphState)]` and `graph! { }`.
+//! The procedural macros of [tea](https://docs.rs/tea): `#[derive(GraphState)]` and `graph! { }`.
+//!
+//! Depend on the `tea` facade, which re-exports both macros: the code they generate names only
+//! `::tea::__private::…` and `::core::…`, so this crate is not used on its own. It has no cargo
+//! features (the `tea` facade's — `sled`, `postgres`, `yaml`, `tracing` — concern the engine).
+//!
+//! ```
+//! use tea::prelude::*;
+//!
+//! #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+//! pub struct Count {
+//!     #[reducer(sum)]
+//!     total: u32,
+//!     #[reducer(append)]
+//!     seen: Vec<String>,
+//! }
+//!
+//! fn one(_: &Count) -> CountUpdate {
+//!     Count::update().total(1).seen(vec!["one".into()])
+//! }
+//! fn two(_: &Count) -> CountUpdate {
+//!     Count::update().total(2).seen(vec!["two".into()])
+//! }
+//!
+//! graph! {
+//!     pub Steps for Count {
+//!         start -> one;
+//!         one -> two;
+//!         two -> end;
+//!     }
+//! }
+//!
+//! let out = Steps::builder().build().invoke(Count::default())?;
+//! assert_eq!((out.total, out.seen.len()), (3, 2));
+//! assert!(Steps::MERMAID.contains("one --> two"));
+//! # Ok::<(), tea::Error>(())
+//! ```
 //!
 //! Each macro is parse → check → expand, one module each; entry points only hand over, and every
 //! problem becomes a `syn::Error` spanned on the offending token (never a panic).

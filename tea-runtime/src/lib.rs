@@ -6,6 +6,51 @@
 //! The engine is generic over the [`Graph`] trait, which `graph!` implements with generated
 //! `match` code and a run-time front end can implement over tables: execution logic lives here,
 //! never in generated code.
+//!
+//! ```
+//! use tea::prelude::*;
+//!
+//! #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+//! pub struct Doc {
+//!     draft: String,
+//!     approved: bool,
+//! }
+//!
+//! fn write(_: &Doc) -> DocUpdate {
+//!     Doc::update().draft("v1".into())
+//! }
+//! fn publish(_: &Doc) -> DocUpdate {
+//!     Doc::update()
+//! }
+//!
+//! graph! {
+//!     pub Review for Doc {
+//!         start -> write;
+//!         write -> publish;
+//!         publish -> end;
+//!         interrupt_before publish;
+//!     }
+//! }
+//!
+//! let app = Review::builder().checkpointer(MemoryStore::new()).build();
+//! let (state, resume) = app.invoke(Doc::default())?.interrupted().expect("paused before publish");
+//! assert_eq!(state.draft, "v1");
+//! // The token is a string: hand it to another request, process or machine.
+//! let token: Resume<Doc> = resume.to_string().parse()?;
+//! let done = app.resume(token.update(Doc::update().approved(true)))?.done().unwrap();
+//! assert!(done.approved);
+//! # Ok::<(), tea::Error>(())
+//! ```
+//!
+//! # Cargo features
+//!
+//! | feature | default | enables |
+//! |---|---|---|
+//! | `sled` | on | `SledStore`, the embedded on-disk checkpoint store (sled 0.34) |
+//! | `postgres` | off | `PostgresStore`: checkpoints in PostgreSQL shared by many processes |
+//! | `tracing` | off | spans and events (target `tea`) of runs, nodes, fan-outs, checkpoint writes and store calls; without it no tracing code is compiled in |
+//!
+//! YAML agents (the `tea` facade's feature `yaml`) live in the `tea-yaml` crate, on this engine.
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod app;

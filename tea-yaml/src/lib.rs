@@ -33,6 +33,16 @@
 //! assert_eq!(done["log"], json!(["drafted", "published"]));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Cargo features
+//!
+//! | feature | default | enables |
+//! |---|---|---|
+//! | `sled` | on | `config.checkpointer: { sled: PATH }`, the embedded on-disk store |
+//! | `postgres` | off | `config.checkpointer: { postgres: URL }`, a PostgreSQL store shared by many processes |
+//! | `tracing` | off | the engine's spans and events (target `tea`) for agents' runs |
+//!
+//! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod actions;
