@@ -34,7 +34,7 @@ mod twenty {
     macro_rules! sleepers {
         ($($name:ident = $i:expr),*) => {$(
             pub fn $name(_: &Calls) -> CallsUpdate {
-                call("twenty", $i, || std::thread::sleep(Duration::from_millis(50)))
+                call("twenty", $i, || std::thread::sleep(Duration::from_millis(200)))
             }
         )*};
     }
