@@ -4,7 +4,7 @@
 //! ```text
 //! TEA_TOKEN_KEY=some-long-secret cargo run --example approval_server -- --addr 127.0.0.1:3000 --db ./approvals.db
 //! cargo run --example approval_server -- --dev      # a random key: tokens die with the process
-//! RUST_LOG=tea=debug cargo run --features tracing --example approval_server -- --dev   # each run's spans
+//! RUST_LOG=tea=debug cargo run --example approval_server -- --dev   # each run's spans
 //!
 //! # Replicas sharing one PostgreSQL database (and one TEA_TOKEN_KEY): a pause taken by one is
 //! # answered by any, and each token is used once across all of them.
@@ -612,8 +612,9 @@ fn run(options: Options) -> Result<(), String> {
 }
 
 /// Logs through `tracing-subscriber` to standard error, filtered by `RUST_LOG` (`EnvFilter`
-/// syntax; nothing when it is unset). With tea's feature `tracing`, `RUST_LOG=tea=debug` shows
-/// each run, node, fan-out and checkpoint; `tea=trace` adds the store calls.
+/// syntax; nothing when it is unset). `RUST_LOG=tea=debug` shows each run, node, fan-out and
+/// checkpoint; `tea=trace` adds the store calls. (This package's examples are built with tea's
+/// spans compiled in; a service of your own turns them on with tea's feature `tracing`.)
 fn install_logging() {
     use tracing_subscriber::EnvFilter;
     let Ok(directives) = std::env::var("RUST_LOG") else { return };
@@ -627,16 +628,11 @@ fn install_logging() {
     let installed = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .try_init();
     if let Err(error) = installed {
         eprintln!("approval_server: no logging: {error}");
-    }
-    if !cfg!(feature = "tracing") {
-        eprintln!(
-            "approval_server: RUST_LOG is set, but tea was built without its `tracing` feature: \
-             run with `--features tracing` to see its runs"
-        );
     }
 }
 
