@@ -196,7 +196,10 @@ where
         let shared = Arc::clone(&shared);
         rayon::spawn(move || shared.work(run_anywhere));
     }
-    if count > helpers + 1 && max > helpers + 1 {
+    // Even when the pool has a helper for every job, those helpers may never get a worker (the
+    // workers are all blocked in branches of other fan-outs): the supervisor watches every
+    // fan-out of more than one job.
+    if count > 1 && max > 1 {
         let weak: Weak<dyn Stalled> = Arc::downgrade(&shared) as Weak<dyn Stalled>;
         supervisor().register(weak);
     }
