@@ -127,25 +127,26 @@ fn supervisor() -> &'static Supervisor {
 }
 
 impl Supervisor {
+    /// Every `STALL` while fan-outs are watched: asks each to assist, keeps those still
+    /// claiming. Allocation-free once its two lists have grown (the list and a scratch list
+    /// swap), so a process that counts its allocations sees none from here per fan-out.
     fn watch(&self) {
+        let mut scratch: Vec<Weak<dyn Stalled>> = Vec::new();
         loop {
-            let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
-            while watched.is_empty() {
-                watched = self.wake.wait(watched).unwrap_or_else(PoisonError::into_inner);
-            }
-            drop(watched);
-            thread::sleep(STALL);
-            let current: Vec<Weak<dyn Stalled>> =
-                std::mem::take(&mut *self.watched.lock().unwrap_or_else(PoisonError::into_inner));
-            let mut still: Vec<Weak<dyn Stalled>> = Vec::with_capacity(current.len());
-            for weak in current {
-                if let Some(fan_out) = weak.upgrade() {
-                    if fan_out.assist() {
-                        still.push(weak);
-                    }
+            {
+                let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+                while watched.is_empty() {
+                    watched = self.wake.wait(watched).unwrap_or_else(PoisonError::into_inner);
                 }
             }
-            self.watched.lock().unwrap_or_else(PoisonError::into_inner).extend(still);
+            thread::sleep(STALL);
+            std::mem::swap(&mut *self.watched.lock().unwrap_or_else(PoisonError::into_inner), &mut scratch);
+            for weak in scratch.drain(..) {
+                let Some(fan_out) = weak.upgrade() else { continue };
+                if fan_out.assist() {
+                    self.watched.lock().unwrap_or_else(PoisonError::into_inner).push(weak);
+                }
+            }
         }
     }
 
