@@ -567,9 +567,10 @@ impl<'g, G: Graph> Run<'g, G> {
                 Cursor::Done => {
                     if !self.finished {
                         // What `invoke`/`resume` report must survive a crash: the final
-                        // checkpoint is flushed before they return.
-                        self.finished = true;
+                        // checkpoint is flushed before they return. (Marked finished only
+                        // once written: a failed final write still releases the lease.)
                         self.save(true)?;
+                        self.finished = true;
                     }
                     if let Some(persist) = &mut self.persist {
                         // The resume is complete: nothing is left to roll back to.
