@@ -444,7 +444,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             key: self.key.as_ref(),
             rollback,
             claim,
-            owner: Persist::new_owner(),
+            owner: crate::exec::random_u64(),
             lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
             lease_until: 0,
             recovering: false,

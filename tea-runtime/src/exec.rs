@@ -370,11 +370,9 @@ pub(crate) struct Persist<'g> {
     pub(crate) last: Option<Vec<u8>>,
 }
 
-impl Persist<'_> {
-    /// A fresh owner id for a run.
-    pub(crate) fn new_owner() -> u64 {
-        uuid::Uuid::new_v4().as_u64_pair().0
-    }
+/// A random 64-bit number: a run's lease owner, a pause's nonce.
+pub(crate) fn random_u64() -> u64 {
+    uuid::Uuid::new_v4().as_u64_pair().0
 }
 
 /// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
@@ -785,18 +783,10 @@ impl<'g, G: Graph> Run<'g, G> {
             nonce: None,
             resumed: self.resuming,
             answers: self.answers.clone(),
-            joined: self.joined(),
+            joined: self.ctx.branches.clone(),
             lease,
         };
         self.write(&ckpt, durable).map(|_| ())
-    }
-
-    /// The branches' own states, while a join that reads them is still to run.
-    fn joined(&self) -> Vec<parallel::BranchState<G::State>> {
-        if self.ctx.branches.is_empty() {
-            return Vec::new();
-        }
-        self.ctx.branches.clone()
     }
 
     /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last saw.
@@ -869,10 +859,10 @@ impl<'g, G: Graph> Run<'g, G> {
             pending,
             pause: Some(id),
             paused_at: Some(now()),
-            nonce: Some(Persist::new_owner()),
+            nonce: Some(random_u64()),
             resumed: false,
             answers: self.answers.clone(),
-            joined: self.joined(),
+            joined: self.ctx.branches.clone(),
             lease: None,
         };
         self.write(&ckpt, true)?;
