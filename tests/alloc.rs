@@ -92,7 +92,7 @@ graph! {
     }
 }
 
-fn allocations_of<G: tea::PauseFree<State = Counter>>(app: &App<G>, target: u64) -> usize {
+fn allocations_of<G: tea::PauseFree<State = Counter> + tea::SyncGraph>(app: &App<G>, target: u64) -> usize {
     let input = Counter { target, ..Counter::default() };
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     let out = app.invoke(input).unwrap();
@@ -104,7 +104,11 @@ fn allocations_of<G: tea::PauseFree<State = Counter>>(app: &App<G>, target: u64)
 
 /// The fewest allocations of `runs` runs: rayon's queues allocate a block every few dozen
 /// jobs, so a single run with a fan-out can count one or two more than the next.
-fn fewest_allocations_of<G: tea::PauseFree<State = Counter>>(app: &App<G>, target: u64, runs: usize) -> usize {
+fn fewest_allocations_of<G: tea::PauseFree<State = Counter> + tea::SyncGraph>(
+    app: &App<G>,
+    target: u64,
+    runs: usize,
+) -> usize {
     (0..runs).map(|_| allocations_of(app, target)).min().unwrap_or(usize::MAX)
 }
 

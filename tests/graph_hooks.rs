@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use tea::__private::NodeStep;
 use tea::prelude::*;
-use tea::{decode_checkpoint, encode_checkpoint, BoxError, Fork, Graph, NodeId};
+use tea::{decode_checkpoint, encode_checkpoint, BoxError, Fork, Graph, NodeId, SyncGraph};
 
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Doc {
@@ -38,6 +38,8 @@ struct Hand {
     keep_owner: bool,
     schema: u64,
 }
+
+impl SyncGraph for Hand {}
 
 impl Graph for Hand {
     type State = Doc;

@@ -48,7 +48,7 @@ fn app() -> App<Review, MemoryStore> {
 }
 
 #[track_caller]
-fn pause<G: tea::Graph<State = Memo>, C: Checkpointer>(app: &App<G, C>, thread: &str, input: Memo) -> Resume<Memo> {
+fn pause<G: tea::SyncGraph<State = Memo>, C: Checkpointer>(app: &App<G, C>, thread: &str, input: Memo) -> Resume<Memo> {
     match app.invoke_on(thread, input) {
         Ok(Outcome::Interrupted { resume, .. }) => resume,
         other => panic!("expected a pause, got {other:?}"),

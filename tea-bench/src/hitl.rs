@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tea::prelude::*;
-use tea::{Append, CheckpointId, Graph};
+use tea::{Append, CheckpointId, Graph, SyncGraph};
 
 /// The script's `Hitl` state.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ mod before {
 }
 
 /// A way to pause at `ask`: the graph, how the answer is given, and the log it ends with.
-pub trait Form: Graph<State = Ticket> + Sized {
+pub trait Form: SyncGraph<State = Ticket> + Sized {
     const NAME: &'static str;
     const LOG: &'static [&'static str];
     fn builder() -> tea::Builder<Self, tea::NoCheckpointer>;

@@ -7,7 +7,7 @@
 use crate::checkpoint::{BranchAt, Checkpoint, Position, Target};
 use crate::error::Error;
 use crate::exec::{apply_update, decode_for, issue, now_ms, Persist, Progress, Run, Stream};
-use crate::graph::{Graph, PauseFree};
+use crate::graph::{Graph, PauseFree, SyncGraph};
 use crate::name::{NodeName, ThreadId};
 use crate::node::Goto;
 use crate::outcome::{Durability, Outcome, Snapshot};
@@ -230,7 +230,10 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// [`Error::NodeFailed`] / [`Error::NodePanicked`] naming the node, [`Error::NoRoute`] when no
     /// edge applies, [`Error::ConflictingWrites`] when parallel branches replace the same field,
     /// [`Error::RecursionLimit`] when the run takes too many steps.
-    pub fn invoke(&self, input: G::State) -> Result<G::State, Error> {
+    pub fn invoke(&self, input: G::State) -> Result<G::State, Error>
+    where
+        G: SyncGraph,
+    {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
         run.max_branches = self.max_branches;
         traced! { run.call("invoke"); }
@@ -251,7 +254,10 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// Runs the graph on `input`, yielding an [`Event::Step`](crate::Event::Step) after each
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
     /// and ends.
-    pub fn stream(&self, input: G::State) -> Stream<'_, G> {
+    pub fn stream(&self, input: G::State) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
         let mut run = Run::new(&self.graph, input, self.recursion_limit, None, true);
         run.max_branches = self.max_branches;
         traced! { run.call("stream"); }
@@ -266,13 +272,19 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// # Errors
     /// Those of the store-less `invoke`, and [`Error::Store`] when the store fails. A run that
     /// fails leaves its last checkpoint in the store: see [`recover`](Self::recover).
-    pub fn invoke(&self, input: G::State) -> Result<Outcome<G::State>, Error> {
+    pub fn invoke(&self, input: G::State) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
         self.invoke_on(ThreadId::random(), input)
     }
 
     /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints,
     /// [`Error::InvalidThreadId`] if the id is empty or longer than [`ThreadId::MAX_LEN`] bytes.
-    pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error> {
+    pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
         drive(self.new_run(thread.into(), input, false)?)
     }
 
@@ -284,7 +296,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// [`Error::StaleResume`] (the thread was resumed already: of two resumes of one token,
     /// exactly one proceeds), [`Error::CheckpointNotFound`], and the errors of a run. A run that
     /// fails after resuming puts the pause back: the same token can be used again.
-    pub fn resume(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
+    pub fn resume(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
         drive(self.resume_run(resume, false)?)
     }
 
@@ -305,7 +320,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// while another run owns the thread, [`Error::StaleResume`] when a resume moved the thread
     /// on while this recover ran, [`Error::CorruptCheckpoint`] for a checkpoint that does not
     /// decode or records what this graph cannot do, and the errors of a run.
-    pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
+    pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
         let (head, bytes) = self.head(thread)?;
         let ckpt: Checkpoint<G::State> = decode_for(&self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
@@ -347,7 +365,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         thread: impl Into<ThreadId>,
         node: &str,
         state: G::State,
-    ) -> Result<Outcome<G::State>, Error> {
+    ) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
         let Some(at) = self.graph.node_named(node) else {
             return Err(Error::NoRoute { node: crate::exec::START, goto: Some(NodeName::from(node.to_owned())) });
         };
@@ -359,19 +380,28 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Like [`invoke`](Self::invoke), as a stream of events ending with
     /// [`Event::Interrupted`](crate::Event::Interrupted) or [`Event::Done`](crate::Event::Done).
-    pub fn stream(&self, input: G::State) -> Stream<'_, G> {
+    pub fn stream(&self, input: G::State) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
         Stream::new(self.new_run(ThreadId::random(), input, true))
     }
 
     /// Like [`invoke_on`](Self::invoke_on), as a stream of events.
-    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Stream<'_, G> {
+    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
         Stream::new(self.new_run(thread.into(), input, true))
     }
 
     /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
     /// one item). Dropping the stream before it pauses again or finishes abandons the resume:
     /// the pause is put back and the same token works again.
-    pub fn stream_resume(&self, resume: Resume<G::State>) -> Stream<'_, G> {
+    pub fn stream_resume(&self, resume: Resume<G::State>) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
         Stream::new(self.resume_run(resume, true))
     }
 

@@ -50,6 +50,19 @@ pub enum Error {
         limit: usize,
     },
 
+    /// The sync driver (`invoke`, `resume`, `recover`, `stream`) met an async node, which only
+    /// the async driver (`invoke_async` and its kin, feature `tokio`) can run. For a graph known
+    /// at compile time this does not compile instead ([`SyncGraph`](crate::SyncGraph)); a graph
+    /// built at run time reports it before the node runs, and the thread stays as it was at its
+    /// last checkpoint.
+    #[error("node `{node}` of graph `{graph}` is async: run the graph with `invoke_async`/`resume_async`/`recover_async` (feature `tokio`)")]
+    NeedsAsync {
+        /// The graph.
+        graph: String,
+        /// The async node.
+        node: NodeName,
+    },
+
     /// `recover` found the thread owned by a live run: its lease (renewed as that run advances)
     /// has not expired. A run that crashed is taken over once its lease expires
     /// ([`Builder::lease`](crate::Builder::lease)); one that failed releases its lease at once.

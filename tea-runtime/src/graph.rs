@@ -9,6 +9,12 @@ use crate::hitl::Hitl;
 use crate::name::NodeName;
 use crate::node::{Ctx, Goto, NodeId, NodeStep};
 use crate::state::GraphState;
+use std::future::Future;
+use std::pin::Pin;
+
+/// What an async node's run returns to the engine: a boxed `Send` future borrowing the state,
+/// the [`Ctx`] and the [`Hitl`] for the node's run ([`Graph::run_async`]).
+pub type NodeFuture<'a, S, N> = Pin<Box<dyn Future<Output = Result<NodeStep<S, N>, BoxError>> + Send + 'a>>;
 
 /// The update type of a graph's state.
 type UpdateOf<G> = <<G as Graph>::State as GraphState>::Update;
@@ -79,6 +85,31 @@ pub trait Graph: Send + Sync + 'static {
         ctx: &Ctx<Self::State>,
         hitl: &mut Hitl,
     ) -> Result<NodeStep<Self::State, Self::Node>, BoxError>;
+
+    /// Whether `node` is async: the async driver (`App::invoke_async` and its kin, feature
+    /// `tokio`) awaits [`run_async`](Self::run_async) for it, and the sync driver refuses it
+    /// with [`Error::NeedsAsync`](crate::Error::NeedsAsync). Default `false`: every node is run
+    /// by [`run`](Self::run) (in an async run, off the runtime's threads).
+    #[inline]
+    fn is_async(&self, node: Self::Node) -> bool {
+        let _ = node;
+        false
+    }
+
+    /// Runs an async `node` (one for which [`is_async`](Self::is_async) holds). The future may
+    /// borrow the state, the `Ctx` and the `Hitl` for as long as it runs; it is polled on the
+    /// async driver's runtime, so it must not block. The default runs [`run`](Self::run) and
+    /// returns its result, ready.
+    fn run_async<'a>(
+        &'a self,
+        node: Self::Node,
+        state: &'a Self::State,
+        ctx: &'a Ctx<Self::State>,
+        hitl: &'a mut Hitl,
+    ) -> NodeFuture<'a, Self::State, Self::Node> {
+        let result = self.run(node, state, ctx, hitl);
+        Box::pin(std::future::ready(result))
+    }
 
     /// Where the run goes after `node`, by its edges in declaration order; `None` if no edge
     /// applies. Not called for routers that chose with a `Command`.
@@ -162,6 +193,20 @@ pub struct Fork<'g, N> {
     /// The node where the branches meet.
     pub join: N,
 }
+
+/// Graphs whose nodes are all sync, and so run with the blocking `invoke`, `resume`, `recover`
+/// and `stream`.
+///
+/// `graph!` implements it for every graph without an `async` statement; a graph with async nodes
+/// runs with `invoke_async(…).await` and its kin (feature `tokio`). A graph built at run time
+/// implements it and reports an async node met by the sync driver as
+/// [`Error::NeedsAsync`](crate::Error::NeedsAsync).
+#[diagnostic::on_unimplemented(
+    message = "graph `{Self}` has async nodes, so it runs with the async API",
+    label = "`{Self}` has an `async` statement: its nodes await, which a blocking call cannot do",
+    note = "call `.invoke_async(input).await` (or `resume_async`, `recover_async`, `stream_async`) inside a tokio runtime; they need tea's feature `tokio`"
+)]
+pub trait SyncGraph: Graph {}
 
 /// Graphs that cannot pause, and so build without a checkpointer.
 ///

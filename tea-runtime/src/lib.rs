@@ -78,7 +78,7 @@ pub use app::{
 pub use error::{BoxError, Error};
 pub use event::Event;
 pub use exec::Stream;
-pub use graph::{Fork, Graph, PauseFree};
+pub use graph::{Fork, Graph, NodeFuture, PauseFree, SyncGraph};
 pub use hitl::{Hitl, Pause};
 pub use name::{NodeName, ThreadId};
 pub use node::{Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput, RouterOutput};
@@ -104,8 +104,8 @@ pub mod __private {
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::state::{deserialize_some, fingerprint, Slot};
     pub use crate::{
-        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeId, NodeName, NodeOutput,
-        PauseFree, Reducer, RouterOutput, StateUpdate, Write,
+        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeFuture, NodeId, NodeName,
+        NodeOutput, PauseFree, Reducer, RouterOutput, StateUpdate, SyncGraph, Write,
     };
     /// `Option`, `Result` and friends, by absolute path.
     pub use ::core;

@@ -76,6 +76,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::NodePanicked { .. } => "NodePanicked",
         Error::NoRoute { .. } => "NoRoute",
         Error::RecursionLimit { .. } => "RecursionLimit",
+        Error::NeedsAsync { .. } => "NeedsAsync",
         Error::ThreadBusy { .. } => "ThreadBusy",
         Error::StateNotStorable { .. } => "StateNotStorable",
         Error::ConflictingWrites { .. } => "ConflictingWrites",

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tea_runtime::__private::NodeStep;
-use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeId, NodeName, PauseFree};
+use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeId, NodeName, PauseFree, SyncGraph};
 
 /// A node of a YAML agent, by its index in the file's `nodes:` list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -442,3 +442,7 @@ impl Graph for YamlGraph {
 /// A YAML agent that pauses is refused at load without a checkpointer, so every agent that
 /// runs without one cannot pause.
 impl PauseFree for YamlGraph {}
+
+/// A YAML agent runs with the blocking API; a node it can only run async is reported as
+/// `Error::NeedsAsync` there.
+impl SyncGraph for YamlGraph {}

@@ -253,6 +253,10 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
 
             #pause_free
 
+            // Every node is sync (the `async` statement is what makes a graph async).
+            #[automatically_derived]
+            impl ::tea::__private::SyncGraph for #name {}
+
             #[automatically_derived]
             impl ::tea::__private::Graph for #name {
                 #state_assoc
