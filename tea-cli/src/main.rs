@@ -17,7 +17,8 @@
 //! | `postgres` | on | `--store postgres://…` and `config.checkpointer: { postgres: URL }` |
 //! | `tracing` | on | `RUST_LOG=tea=debug`: the engine's spans and events on stderr |
 //!
-//! `sled:` and `dir:` stores are always built in.
+//! `sled:` and `dir:` stores and tea-yaml's network actions (`llm.call`, `http.get`,
+//! `http.post`, `actions.notify`; feature `net`) are always built in.
 
 mod output;
 mod run;
@@ -66,7 +67,9 @@ enum Command {
         tea run examples/agents/research.yaml --input '{\"topic\": \"tea\"}'\n  \
         tea run examples/agents/review.yaml --input @input.json --thread release-42\n  \
         tea run examples/agents/research.yaml --stream\n  \
-        tea run examples/agents/review.yaml --interactive --store sled:.tea/store")]
+        tea run examples/agents/review.yaml --interactive --store sled:.tea/store\n  \
+        OPENAI_API_KEY=sk-… tea run examples/agents/summarize.yaml --input '{\"path\": \"README.md\"}'\n  \
+        tea run examples/agents/triage.yaml --secrets-env TEA_SECRET_ --input @ticket.json")]
     Run(RunArgs),
     /// Continues a paused thread from its token or its checkpoint file.
     #[command(after_help = "Outputs and exit statuses as for `tea run`.\n\n\
@@ -134,6 +137,20 @@ pub struct StoreArg {
     pub store: Option<StoreSpec>,
 }
 
+/// `--secrets` and `--secrets-env`, shared by the commands that run nodes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SecretArgs {
+    /// Secrets templates read as `{{ secrets.NAME }}`: a JSON object of names to strings, or
+    /// `@FILE` to read one from a file. They never reach the state, checkpoints or messages.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub secrets: Option<String>,
+    /// Environment variables named PREFIXNAME become `{{ secrets.name }}` (the rest of the
+    /// name, lower-cased): `--secrets-env TEA_SECRET_` makes TEA_SECRET_API_KEY
+    /// `secrets.api_key`. Repeatable; `--secrets` wins on a name both give.
+    #[arg(long, value_name = "PREFIX")]
+    pub secrets_env: Vec<String>,
+}
+
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The agent file.
@@ -146,6 +163,8 @@ pub struct RunArgs {
     pub thread: Option<String>,
     #[command(flatten)]
     pub store: StoreArg,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     /// One JSON event per line on stdout as the run goes (`step`, `interrupted`, `done`).
     #[arg(long)]
     pub stream: bool,
@@ -176,6 +195,8 @@ pub struct ResumeArgs {
     pub update: Option<String>,
     #[command(flatten)]
     pub store: StoreArg,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     /// One JSON event per line on stdout as the run goes.
     #[arg(long)]
     pub stream: bool,

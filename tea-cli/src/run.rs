@@ -3,7 +3,7 @@
 
 use crate::output;
 use crate::store::{StoreSpec, DEFAULT_STORE};
-use crate::{ResumeArgs, RunArgs, StoreArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED};
+use crate::{ResumeArgs, RunArgs, SecretArgs, StoreArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED};
 use serde_json::{Map, Value};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -19,14 +19,51 @@ pub fn load(file: &Path) -> Result<Agent, String> {
     Engine::new().load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))
 }
 
+/// The engine the run commands load with: the secrets of `--secrets-env`, then `--secrets`.
+/// Messages name the secrets, never their values.
+fn engine(args: &SecretArgs) -> Result<Engine, String> {
+    let mut engine = Engine::new();
+    for prefix in &args.secrets_env {
+        if prefix.is_empty() {
+            return Err("--secrets-env needs a prefix (as in `--secrets-env TEA_SECRET_`)".to_owned());
+        }
+        engine = engine.secrets_from_env(prefix);
+    }
+    let Some(text) = &args.secrets else { return Ok(engine) };
+    let (body, from) = match text.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read the --secrets file `{path}`: {e}"))?,
+            format!("the --secrets file `{path}`"),
+        ),
+        None => (text.clone(), "--secrets".to_owned()),
+    };
+    // serde_json's messages give a line and column, never the text: nothing secret is shown.
+    let value: Value = serde_json::from_str(&body).map_err(|e| format!("{from} is not JSON: {e}"))?;
+    let Value::Object(map) = value else {
+        return Err(format!("{from} must be a JSON object of secret names to strings"));
+    };
+    for (name, value) in map {
+        match value {
+            Value::String(value) => engine = engine.secret(name, value),
+            _ => return Err(format!("{from}: secret `{name}` must be a string")),
+        }
+    }
+    Ok(engine)
+}
+
 /// The agent on the store the command runs it on, and that store's name for messages (empty
 /// for an agent that keeps no threads). The file is checked before any store is opened.
 fn open(file: &Path, store: &StoreArg) -> Result<(Agent, String), String> {
-    let agent = load(file)?;
+    open_with(file, store, &Engine::new())
+}
+
+/// [`open`], loading with `engine` (its secrets).
+fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, String), String> {
+    let agent = engine.load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))?;
     match &store.store {
         Some(spec) => Ok((spec.attach(agent)?, spec.to_string())),
         None if agent.names_store() => {
-            let agent = Engine::new().load_file(file).map_err(|e| describe(&e))?;
+            let agent = engine.load_file(file).map_err(|e| describe(&e))?;
             Ok((agent, "the file's `config` store".to_owned()))
         }
         None if agent.can_pause() => {
@@ -70,7 +107,8 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
     if !input.is_object() {
         return Err(format!("--input must be a JSON object of state keys, not `{input}`"));
     }
-    let (agent, store) = open(&args.file, &args.store)?;
+    let engine = engine(&args.secrets)?;
+    let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     if let Some(saved) = agent.continues_from() {
         // `invoke` continues from the file; a named thread or a stream would start afresh.
         if args.thread.is_some() || args.stream {
@@ -101,6 +139,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     let update = args.update.as_deref().map(update_arg).transpose()?;
     let token =
         args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
+    let engine = engine(&args.secrets)?;
     if let Some(pending) = token.as_ref().filter(|_| answer.is_none() && answers_to.is_empty()) {
         if let Some(question) = pending.interrupts().iter().find(|i| i.needs_answer()) {
             if !args.interactive {
@@ -115,11 +154,11 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
             if let Some(update) = update {
                 pending = pending.update(Update::from(update));
             }
-            let (agent, store) = open(&args.file, &args.store)?;
+            let (agent, store) = open_with(&args.file, &args.store, &engine)?;
             return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
         }
     }
-    let (agent, store) = open(&args.file, &args.store)?;
+    let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     let start = match (token, &args.checkpoint) {
         (Some(mut resume), _) => {
             if let Some(answer) = answer {

@@ -1,5 +1,6 @@
 //! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
-//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`.
+//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, and with the feature `net`
+//! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`).
 
 use crate::graph::YamlGraph;
 use crate::state::State;
@@ -20,10 +21,25 @@ pub(crate) enum Action {
     CheckpointLoad,
     FileRead,
     FileWrite,
+    /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
+    #[cfg(feature = "net")]
+    Net(crate::net::NetAction),
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 4] = ["checkpoint.save", "checkpoint.load", "file.read", "file.write"];
+pub(crate) const BUILT_IN_NAMES: [&str; 8] = [
+    "checkpoint.save",
+    "checkpoint.load",
+    "file.read",
+    "file.write",
+    "llm.call",
+    "http.get",
+    "http.post",
+    "actions.notify",
+];
+
+/// The built-ins that reach the network, which need the feature `net`.
+pub(crate) const NET_NAMES: [&str; 4] = ["llm.call", "http.get", "http.post", "actions.notify"];
 
 /// The built-in action named `name`.
 pub(crate) fn built_in(name: &str) -> Option<Action> {
@@ -32,6 +48,9 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         "checkpoint.load" => Action::CheckpointLoad,
         "file.read" => Action::FileRead,
         "file.write" => Action::FileWrite,
+        #[cfg(feature = "net")]
+        other => Action::Net(crate::net::NetAction::named(other)?),
+        #[cfg(not(feature = "net"))]
         _ => return None,
     })
 }
@@ -69,6 +88,9 @@ pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Val
                 .map_err(|e| format!("file.write: cannot write `{}`: {e}", path.display()))?;
             Ok(json!({ "path": path.display().to_string(), "bytes": content.len() }))
         }
+        // The blocking API: the request runs on tea-yaml's runtime while this thread waits.
+        #[cfg(feature = "net")]
+        Action::Net(action) => crate::net::block_on(call.graph.prepare_net(*action, args.clone(), call.state)?),
     }
 }
 

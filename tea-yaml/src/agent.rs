@@ -92,9 +92,40 @@ impl Engine {
         self
     }
 
-    /// A secret templates read as `{{ secrets.name }}` (never stored in checkpoints).
+    /// A secret templates read as `{{ secrets.name }}`.
+    ///
+    /// A secret never reaches the state, so no checkpoint, token, stream or trace holds it: a
+    /// write whose value contains a secret's value fails its node (and an input or a resume's
+    /// update holding one is refused), and a secret's value in an error message is replaced by
+    /// `***`. Values shorter than 4 bytes are not looked for (they cannot be told apart from
+    /// ordinary text). `llm.call` uses secret `llm_api_key` as its API key when neither its
+    /// `with:` nor `settings.llm` gives one.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// let agent = tea_yaml::Engine::new().secret("token", "s3cret-token").load_str(r#"
+    /// nodes:
+    ///   - { name: leak, run: { type: expression, value: "secrets.token", output_key: copied } }
+    /// "#)?;
+    /// let error = agent.invoke(json!({})).unwrap_err().to_string();
+    /// assert!(error.contains("secret `token`") && !error.contains("s3cret-token"), "{error}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn secret(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.secrets.insert(name.into(), Value::String(value.into()));
+        self
+    }
+
+    /// Every environment variable whose name starts with `prefix` as a secret: `PREFIX_NAME`
+    /// becomes `{{ secrets.name }}` (the rest of the name, lower-cased). Variables whose value
+    /// is not Unicode are skipped.
+    pub fn secrets_from_env(mut self, prefix: &str) -> Self {
+        for (name, value) in std::env::vars_os() {
+            let (Some(name), Some(value)) = (name.to_str(), value.to_str()) else { continue };
+            if let Some(rest) = name.strip_prefix(prefix).filter(|r| !r.is_empty()) {
+                self.secrets.insert(rest.to_lowercase(), Value::String(value.to_owned()));
+            }
+        }
         self
     }
 
@@ -624,6 +655,10 @@ impl Agent {
                 source: format!("the input does not fit: {reason}").into(),
             })?;
         }
+        self.graph.refuse_secrets(&map).map_err(|reason| Error::NodeFailed {
+            node: start(),
+            source: format!("the input does not fit: {reason}").into(),
+        })?;
         Ok(State::from_map(map))
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tea_runtime::__private::NodeStep;
-use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeId, NodeName, PauseFree, SyncGraph};
+use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeId, NodeName, PauseFree, SyncGraph};
 
 /// A node of a YAML agent, by its index in the file's `nodes:` list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -116,6 +116,14 @@ pub(crate) struct Inner {
     pub(crate) lua: Chunks,
     pub(crate) variables: Mj,
     pub(crate) secrets: Mj,
+    /// The secrets' names and values, looked for in every write and error (values of at least
+    /// [`MIN_SECRET_LEN`] bytes).
+    pub(crate) secret_values: Vec<(String, String)>,
+    /// `settings.llm` and `settings.notify`: defaults of `llm.call` and `actions.notify`.
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
+    pub(crate) settings_llm: Option<Tree>,
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
+    pub(crate) settings_notify: Option<Tree>,
     pub(crate) checkpoint_dir: Option<PathBuf>,
     /// The last path `checkpoint.save` wrote (`{{ checkpoint.last }}`).
     pub(crate) last_checkpoint: Mutex<String>,
@@ -158,9 +166,20 @@ impl minijinja::value::Object for Scope {
     }
 }
 
+/// Secrets shorter than this are not looked for in writes and errors: so short a value cannot
+/// be told apart from ordinary text.
+pub(crate) const MIN_SECRET_LEN: usize = 4;
+
 /// A YAML agent's graph: the engine's view of a loaded file. Cheap to clone (shared).
+///
+/// A node whose action reaches the network (`llm.call`, `http.get`, `http.post`,
+/// `actions.notify`; feature `net`) is an async node of the graph the async driver runs
+/// ([`is_async`](Graph::is_async) holds for it there, and [`run_async`](Graph::run_async)
+/// renders its arguments, then awaits the request without holding a thread); the graph the
+/// blocking API runs runs it with [`run`](Graph::run), which waits for the request on
+/// tea-yaml's own runtime.
 #[derive(Clone)]
-pub struct YamlGraph(pub(crate) Arc<Inner>);
+pub struct YamlGraph(pub(crate) Arc<Inner>, pub(crate) bool);
 
 impl fmt::Debug for YamlGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -171,6 +190,102 @@ impl fmt::Debug for YamlGraph {
 impl YamlGraph {
     pub(crate) fn inner(&self) -> &Inner {
         &self.0
+    }
+
+    /// The name of the first secret whose value `value` holds somewhere.
+    fn secret_in(&self, value: &Value) -> Option<&str> {
+        let secrets = &self.0.secret_values;
+        if secrets.is_empty() {
+            return None;
+        }
+        match value {
+            Value::String(text) => secrets.iter().find(|(_, v)| text.contains(v.as_str())).map(|(n, _)| n.as_str()),
+            Value::Array(items) => items.iter().find_map(|v| self.secret_in(v)),
+            Value::Object(map) => map.iter().find_map(|(k, v)| {
+                self.secret_in(v)
+                    .or_else(|| secrets.iter().find(|(_, s)| k.contains(s.as_str())).map(|(n, _)| n.as_str()))
+            }),
+            _ => None,
+        }
+    }
+
+    /// Refuses writes that would put a secret in the state (and so in checkpoints, tokens and
+    /// streams).
+    pub(crate) fn refuse_secrets(&self, values: &Map<String, Value>) -> Result<(), String> {
+        if self.0.secret_values.is_empty() {
+            return Ok(());
+        }
+        for (key, value) in values {
+            if let Some(name) = self.secret_in(value) {
+                return Err(format!(
+                    "state key `{key}` would hold the value of secret `{name}`; secrets never go into the state \
+                     (checkpoints and streams would keep them): use `{{{{ secrets.{name} }}}}` where it is needed"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `error` with every secret's value replaced by `***` (unchanged when it holds none).
+    pub(crate) fn redact(&self, error: BoxError) -> BoxError {
+        let secrets = &self.0.secret_values;
+        if secrets.is_empty() {
+            return error;
+        }
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            let more = cause.to_string();
+            if !text.contains(&more) {
+                text = format!("{text}: {more}");
+            }
+            source = cause.source();
+        }
+        if !secrets.iter().any(|(_, v)| text.contains(v.as_str())) {
+            return error;
+        }
+        for (_, value) in secrets {
+            text = text.replace(value.as_str(), "***");
+        }
+        text.into()
+    }
+
+    /// A network action's call: its rendered `with:` with the file's settings as defaults,
+    /// checked, and the API key to fall back on.
+    #[cfg(feature = "net")]
+    pub(crate) fn prepare_net(
+        &self,
+        action: crate::net::NetAction,
+        args: Value,
+        state: &State,
+    ) -> Result<crate::net::Call, BoxError> {
+        use crate::net::Section;
+        let mut args = args;
+        let settings = match action.section() {
+            Some(Section::Llm) => self.0.settings_llm.as_ref().map(|t| ("llm", t)),
+            Some(Section::Notify) => self.0.settings_notify.as_ref().map(|t| ("notify", t)),
+            None => None,
+        };
+        if let (Some((section, tree)), Value::Object(map)) = (settings, &mut args) {
+            let defaults =
+                self.render(tree, &self.context(state, None)).map_err(|e| format!("`settings.{section}`: {e}"))?;
+            if let Value::Object(defaults) = defaults {
+                for (key, value) in defaults {
+                    map.entry(key).or_insert(value);
+                }
+            }
+        }
+        let key = match action {
+            crate::net::NetAction::LlmCall => self
+                .0
+                .secret_values
+                .iter()
+                .find(|(n, _)| n == "llm_api_key")
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var("OPENAI_API_KEY").ok()),
+            _ => None,
+        };
+        Ok(crate::net::prepare(action, args, key)?)
     }
 
     /// The key an interrupt node named `node` writes its answer to.
@@ -245,16 +360,55 @@ impl YamlGraph {
         hitl: &mut Hitl,
     ) -> Result<Option<Update>, BoxError> {
         let def = self.node(node);
-        if def.fan_in && !ctx.branches().is_empty() {
-            // The fan-in reads `parallel_results`, the branches' final states in declared
-            // order, and keeps it in the state.
-            let results = Value::Array(ctx.branches().iter().map(|b| b.state().to_json()).collect());
-            let mut seen = state.clone();
-            seen.map_mut().insert("parallel_results".to_owned(), results.clone());
+        if let Some((seen, results)) = self.fan_in(def, state, ctx) {
             let update = self.exec(def, &seen, hitl)?.unwrap_or_default();
             return Ok(Some(update.set("parallel_results", results)));
         }
         self.exec(def, state, hitl)
+    }
+
+    /// At a fan-in: the state the node reads, with `parallel_results` (the branches' final
+    /// states in declared order), and those results, which the node keeps in the state.
+    fn fan_in(&self, def: &NodeDef, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
+        if !def.fan_in || ctx.branches().is_empty() {
+            return None;
+        }
+        let results = Value::Array(ctx.branches().iter().map(|b| b.state().to_json()).collect());
+        let mut seen = state.clone();
+        seen.map_mut().insert("parallel_results".to_owned(), results.clone());
+        Some((seen, results))
+    }
+
+    /// Whether `node` runs a network action (`llm.call`, `http.*`, `actions.notify`).
+    pub(crate) fn is_net(&self, node: NodeIx) -> bool {
+        #[cfg(feature = "net")]
+        if let Exec::Action { action: Action::Net(_), .. } = &self.node(node).exec {
+            return true;
+        }
+        let _ = node;
+        false
+    }
+
+    /// A network node, awaited: its arguments rendered, then the request awaited on tea-yaml's
+    /// runtime (no thread waits for it).
+    #[cfg(feature = "net")]
+    async fn run_net(&self, node: NodeIx, state: &State, ctx: &Ctx<State>) -> Result<Option<Update>, BoxError> {
+        let def = self.node(node);
+        let Exec::Action { name, action: Action::Net(action), with, output } = &def.exec else {
+            return Err(format!("node `{}` is not a network action", def.name).into());
+        };
+        let fan_in = self.fan_in(def, state, ctx);
+        let seen = fan_in.as_ref().map_or(state, |(seen, _)| seen);
+        let call = {
+            let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
+            self.prepare_net(*action, args, seen)?
+        };
+        let result = crate::net::spawn(call)?.await?;
+        let update = self.output(output, result, seen)?;
+        Ok(Some(match fan_in {
+            Some((_, results)) => update.set("parallel_results", results),
+            None => update,
+        }))
     }
 
     fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
@@ -347,7 +501,30 @@ impl Graph for YamlGraph {
         ctx: &Ctx<State>,
         hitl: &mut Hitl,
     ) -> Result<NodeStep<State, NodeIx>, BoxError> {
-        Ok(NodeStep { update: self.run_node(node, state, ctx, hitl)?, goto: None })
+        let update = self.run_node(node, state, ctx, hitl).map_err(|e| self.redact(e))?;
+        Ok(NodeStep { update, goto: None })
+    }
+
+    fn is_async(&self, node: NodeIx) -> bool {
+        self.1 && self.is_net(node)
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        node: NodeIx,
+        state: &'a State,
+        ctx: &'a Ctx<State>,
+        hitl: &'a mut Hitl,
+    ) -> NodeFuture<'a, State, NodeIx> {
+        #[cfg(feature = "net")]
+        if self.is_net(node) {
+            return Box::pin(async move {
+                let update = self.run_net(node, state, ctx).await.map_err(|e| self.redact(e))?;
+                Ok(NodeStep { update, goto: None })
+            });
+        }
+        let result = self.run(node, state, ctx, hitl);
+        Box::pin(std::future::ready(result))
     }
 
     fn route(&self, node: NodeIx, state: &State) -> Option<Goto<NodeIx>> {
@@ -410,6 +587,7 @@ impl Graph for YamlGraph {
     }
 
     fn apply(&self, state: &mut State, update: Update) -> Result<(), BoxError> {
+        self.refuse_secrets(update.values())?;
         self.0.schema.apply(state, update)
     }
 
@@ -443,6 +621,6 @@ impl Graph for YamlGraph {
 /// runs without one cannot pause.
 impl PauseFree for YamlGraph {}
 
-/// A YAML agent runs with the blocking API; a node it can only run async is reported as
-/// `Error::NeedsAsync` there.
+/// A YAML agent runs with the blocking API too: the graph it runs there has no async node (its
+/// network nodes wait for their requests on tea-yaml's runtime).
 impl SyncGraph for YamlGraph {}

@@ -40,6 +40,7 @@
 //! |---|---|---|
 //! | `sled` | on | `config.checkpointer: { sled: PATH }`, the embedded on-disk store |
 //! | `postgres` | off | `config.checkpointer: { postgres: URL }`, a PostgreSQL store shared by many processes |
+//! | `net` | off | `llm.call`, `http.get`, `http.post`, `actions.notify`: async requests with retries and timeouts (reqwest with rustls, on tokio) |
 //! | `tracing` | off | the engine's spans and events (target `tea`) for agents' runs |
 //!
 //! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
@@ -52,6 +53,8 @@ mod error;
 mod graph;
 mod load;
 mod lua;
+#[cfg(feature = "net")]
+mod net;
 mod state;
 mod template;
 mod yaml;

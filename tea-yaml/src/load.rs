@@ -46,7 +46,13 @@ pub(crate) struct Loaded {
     pub(crate) recursion_limit: Option<usize>,
 }
 
-const TOP_KEYS: &[&str] = &["name", "description", "state", "state_schema", "variables", "config", "nodes", "edges"];
+const TOP_KEYS: &[&str] =
+    &["name", "description", "state", "state_schema", "variables", "settings", "config", "nodes", "edges"];
+/// `settings:` sections, and the keys of each (defaults of the network actions).
+const SETTINGS: [(&str, &[&str]); 2] = [
+    ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
+    ("notify", &["url", "headers", "timeout", "retry"]),
+];
 const CONFIG_KEYS: &[&str] = &[
     "interrupt_before",
     "interrupt_after",
@@ -84,6 +90,8 @@ struct Loader<'a> {
     problems: Vec<Problem>,
     templates: Templates,
     lua: Chunks,
+    /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
+    settings_keys: [Vec<String>; 2],
 }
 
 /// A node as read, before routing is resolved.
@@ -135,6 +143,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         problems: Vec::new(),
         templates: Templates::new(),
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
+        settings_keys: [Vec::new(), Vec::new()],
     };
     for d in duplicates {
         loader.problem(d.pos, d.message);
@@ -229,6 +238,11 @@ impl<'a> Loader<'a> {
             }
             (Some(s), None) | (None, Some(s)) => self.schema(s),
             (None, None) => Schema::default(),
+        };
+        // Settings come before the nodes: their keys are the network actions' defaults.
+        let [settings_llm, settings_notify] = match top.get("settings") {
+            Some(node) => self.settings(node),
+            None => [None, None],
         };
         let config = match top.get("config") {
             Some(c) if !matches!(c.kind, Kind::Null) => self.fields(c, "`config`", CONFIG_KEYS).unwrap_or_default(),
@@ -363,12 +377,41 @@ impl<'a> Loader<'a> {
             lua,
             variables: template::to_mj(&Value::Object(variables)),
             secrets: template::to_mj(&Value::Object(self.env.secrets.clone())),
+            secret_values: self
+                .env
+                .secrets
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .filter(|(_, v)| v.len() >= crate::graph::MIN_SECRET_LEN)
+                .collect(),
+            settings_llm,
+            settings_notify,
             checkpoint_dir: checkpoint_dir.clone(),
             last_checkpoint: Mutex::new(String::new()),
             fingerprint,
             schema_fingerprint,
         };
-        Some(Loaded { graph: YamlGraph(Arc::new(inner)), store, checkpoint_dir, checkpoint, recursion_limit })
+        Some(Loaded { graph: YamlGraph(Arc::new(inner), false), store, checkpoint_dir, checkpoint, recursion_limit })
+    }
+
+    /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates.
+    fn settings(&mut self, node: &Node) -> [Option<Tree>; 2] {
+        let mut out = [None, None];
+        if matches!(node.kind, Kind::Null) {
+            return out;
+        }
+        let names: Vec<&str> = SETTINGS.iter().map(|(n, _)| *n).collect();
+        let Some(sections) = self.fields(node, "`settings`", &names) else { return out };
+        for (i, (section, keys)) in SETTINGS.iter().enumerate() {
+            let Some(value) = sections.get(section) else { continue };
+            if matches!(value.kind, Kind::Null) {
+                continue;
+            }
+            let Some(fields) = self.fields(value, &format!("`settings.{section}`"), keys) else { continue };
+            self.settings_keys[i] = fields.keys().map(|k| (*k).to_owned()).collect();
+            out[i] = Some(self.tree(value));
+        }
+        out
     }
 
     fn schema(&mut self, node: &Node) -> Schema {
@@ -676,6 +719,16 @@ impl<'a> Loader<'a> {
             Some(a) => a.clone(),
             None => match actions::built_in(action_name) {
                 Some(action) => action,
+                None if actions::NET_NAMES.contains(&action_name) => {
+                    self.problem(
+                        uses.pos,
+                        format!(
+                            "action `{action_name}` (node `{name}`) reaches the network, which this build leaves \
+                             out: it needs tea-yaml's cargo feature `net` (the `tea` command has it)"
+                        ),
+                    );
+                    return Exec::Noop;
+                }
                 None => {
                     let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
                     let hint = suggest(action_name, known.iter().copied());
@@ -688,6 +741,10 @@ impl<'a> Loader<'a> {
             Some(w) => self.tree(w),
             None => Tree::Literal(Value::Object(Map::new())),
         };
+        #[cfg(feature = "net")]
+        if let Action::Net(net) = &action {
+            self.net_with(*net, fields.get("with").copied(), uses, name);
+        }
         let output = match fields.get("output") {
             None => Output::Spread,
             Some(o) => match &o.kind {
@@ -702,6 +759,69 @@ impl<'a> Loader<'a> {
             },
         };
         Exec::Action { name: action_name.to_owned(), action, with, output }
+    }
+
+    /// A network action's `with:`, when written as a mapping: its keys, and the ones it needs
+    /// that neither it nor the file's `settings` give. (Rendered arguments are checked again
+    /// when the node runs.)
+    #[cfg(feature = "net")]
+    fn net_with(&mut self, action: crate::net::NetAction, with: Option<&Node>, uses: &Node, name: &str) {
+        use crate::net::{NetAction, Section};
+        let what = action.name();
+        let keys: Vec<String> = match with {
+            Some(w) => match w.as_map() {
+                Some(entries) => {
+                    let mut keys = Vec::new();
+                    for (key, _) in entries {
+                        let Some(k) = key.as_str() else { continue };
+                        if !action.keys().contains(&k) {
+                            let hint = suggest(k, action.keys().iter().copied());
+                            self.problem(
+                                key.pos,
+                                format!(
+                                    "unknown argument `{k}` of `{what}` (node `{name}`){hint}; it takes {}",
+                                    action.keys().join(", ")
+                                ),
+                            );
+                        }
+                        keys.push(k.to_owned());
+                    }
+                    keys
+                }
+                // A whole `with:` from one expression: checked when it runs.
+                None => return,
+            },
+            None => Vec::new(),
+        };
+        let defaults: Vec<String> = match action.section() {
+            Some(Section::Llm) => self.settings_keys[0].clone(),
+            Some(Section::Notify) => self.settings_keys[1].clone(),
+            None => Vec::new(),
+        };
+        let given = |k: &str| keys.iter().any(|g| g == k) || defaults.iter().any(|g| g == k);
+        let at = with.map_or(uses.pos, |w| w.pos);
+        match action {
+            NetAction::LlmCall => {
+                if !given("model") {
+                    self.problem(
+                        at,
+                        format!("`llm.call` (node `{name}`) needs a `model`: in `with:`, or `settings.llm.model`"),
+                    );
+                }
+                if !given("messages") && !given("prompt") {
+                    self.problem(
+                        at,
+                        format!("`llm.call` (node `{name}`) needs `messages: [{{role, content}}]` (or a `prompt`)"),
+                    );
+                }
+            }
+            NetAction::HttpGet | NetAction::HttpPost => {
+                if !given("url") {
+                    self.problem(at, format!("`{what}` (node `{name}`) needs a `url`"));
+                }
+            }
+            NetAction::Notify => {}
+        }
     }
 
     fn interrupt(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Exec {

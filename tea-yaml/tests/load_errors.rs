@@ -213,3 +213,19 @@ fn a_node_marked_fan_in_must_be_one() {
     let p = problems("nodes:\n  - name: a\n    run: return {}\n  - name: b\n    fan_in: true\n    run: return {}\n");
     has(&p, 5, "marked `fan_in: true`, but no parallel edge meets there");
 }
+
+/// Without the feature `net`, the actions that reach the network are load problems that say
+/// which feature they need (not "unknown action").
+#[cfg(not(feature = "net"))]
+#[test]
+fn network_actions_without_the_net_feature_name_the_feature() {
+    let p = problems("nodes:\n  - name: ask\n    uses: llm.call\n    with: { model: m, prompt: hi }\n");
+    has(&p, 3, "action `llm.call` (node `ask`) reaches the network, which this build leaves out: it needs tea-yaml's cargo feature `net`");
+}
+
+#[test]
+fn settings_sections_and_keys_are_checked() {
+    let p = problems("settings:\n  lmm: {}\n  llm: { base: x }\nnodes:\n  - { name: a, run: 'return {}' }\n");
+    has(&p, 2, "unknown key `lmm` in `settings`");
+    has(&p, 3, "unknown key `base` in `settings.llm`");
+}

@@ -1,0 +1,765 @@
+//! The actions that reach the network (feature `net`): `llm.call` (an OpenAI-compatible chat
+//! model), `http.get`, `http.post` and `actions.notify` (a webhook, or a line on stderr).
+//!
+//! A call is prepared from the node's rendered `with:` (its keys checked, the file's
+//! `settings:` merged in) into an owned future, which runs on tea-yaml's own tokio runtime:
+//! the blocking API ([`block_on`]) waits for it on the calling thread, the async driver
+//! ([`spawn`]) awaits it without holding a thread. All connections live on that one runtime,
+//! so a caller's runtime that ends never strands a pooled connection.
+//!
+//! Transient failures — a refused connection, 429, 5xx — are retried with exponential backoff
+//! (`retry: {max, base_ms}`, honouring `Retry-After`); `timeout` bounds each attempt. Errors
+//! name the action, the method and the endpoint (without its query string) and the status,
+//! never the API key: it is taken out of every message.
+
+use serde_json::{json, Map, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tea_runtime::BoxError;
+
+/// The largest response body an action reads: 16 MiB.
+pub(crate) const MAX_BODY: usize = 16 << 20;
+/// `retry:` when a call sets none: two more attempts, 500 ms then 1 s apart.
+const DEFAULT_RETRY: Retry = Retry { max: 2, base_ms: 500 };
+/// No wait between attempts is longer than this, whatever the backoff or `Retry-After` says.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// One of the network actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NetAction {
+    LlmCall,
+    HttpGet,
+    HttpPost,
+    Notify,
+}
+
+impl NetAction {
+    /// The action named `name`.
+    pub(crate) fn named(name: &str) -> Option<NetAction> {
+        Some(match name {
+            "llm.call" => NetAction::LlmCall,
+            "http.get" => NetAction::HttpGet,
+            "http.post" => NetAction::HttpPost,
+            "actions.notify" => NetAction::Notify,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            NetAction::LlmCall => "llm.call",
+            NetAction::HttpGet => "http.get",
+            NetAction::HttpPost => "http.post",
+            NetAction::Notify => "actions.notify",
+        }
+    }
+
+    /// The keys its `with:` may hold.
+    pub(crate) fn keys(self) -> &'static [&'static str] {
+        match self {
+            NetAction::LlmCall => &[
+                "model",
+                "messages",
+                "prompt",
+                "system",
+                "base_url",
+                "api_key",
+                "temperature",
+                "max_tokens",
+                "top_p",
+                "stop",
+                "seed",
+                "response_format",
+                "timeout",
+                "retry",
+            ],
+            NetAction::HttpGet => &["url", "headers", "query", "timeout", "retry", "fail_on_status"],
+            NetAction::HttpPost => &["url", "headers", "query", "json", "body", "timeout", "retry", "fail_on_status"],
+            NetAction::Notify => &["title", "message", "url", "headers", "timeout", "retry"],
+        }
+    }
+
+    /// The `settings:` section whose keys are its defaults.
+    pub(crate) fn section(self) -> Option<Section> {
+        match self {
+            NetAction::LlmCall => Some(Section::Llm),
+            NetAction::Notify => Some(Section::Notify),
+            NetAction::HttpGet | NetAction::HttpPost => None,
+        }
+    }
+}
+
+/// A section of the file's `settings:`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Section {
+    Llm,
+    Notify,
+}
+
+/// `retry: {max, base_ms}`: `max` more attempts after the first, waiting `base_ms`, then twice
+/// that, and so on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Retry {
+    max: u32,
+    base_ms: u64,
+}
+
+impl Retry {
+    fn wait(self, attempt: u32) -> Duration {
+        let ms = self.base_ms.saturating_mul(1u64 << attempt.min(20));
+        Duration::from_millis(ms).min(MAX_WAIT)
+    }
+}
+
+/// A prepared call: everything it needs, owned.
+pub(crate) type Call = Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'static>>;
+
+/// Checks `args` (the rendered `with:` with the settings merged in) and prepares the call.
+/// `key` is the API key to use when `args` names none (`llm.call` only).
+pub(crate) fn prepare(action: NetAction, args: Value, key: Option<String>) -> Result<Call, String> {
+    let what = action.name();
+    let Value::Object(args) = args else {
+        return Err(format!("{what}: `with:` must be a mapping of arguments, not {}", crate::state::describe(&args)));
+    };
+    if let Some(unknown) = args.keys().find(|k| !action.keys().contains(&k.as_str())) {
+        let hint = crate::load::suggest(unknown, action.keys().iter().copied());
+        return Err(format!("{what}: unknown argument `{unknown}`{hint}; it takes {}", action.keys().join(", ")));
+    }
+    let retry = retry_arg(what, &args)?;
+    Ok(match action {
+        NetAction::LlmCall => Box::pin(llm_call(LlmRequest::new(&args, key)?, retry)),
+        NetAction::HttpGet | NetAction::HttpPost => Box::pin(http(HttpRequest::new(action, &args)?, retry)),
+        NetAction::Notify => {
+            let title = text_arg(what, &args, "title")?.unwrap_or_default();
+            let message = text_arg(what, &args, "message")?.unwrap_or_default();
+            if args.get("url").is_none_or(Value::is_null) {
+                for key in ["headers", "timeout", "retry"] {
+                    if args.contains_key(key) {
+                        return Err(format!("{what}: `{key}` goes with `url` (a webhook), and there is none"));
+                    }
+                }
+                // No webhook: a line for the person at the terminal.
+                eprintln!("tea: notify: {title}: {message}");
+                return Ok(Box::pin(std::future::ready(Ok(json!({ "sent": false, "via": "stderr" })))));
+            }
+            let mut post = args.clone();
+            post.remove("title");
+            post.remove("message");
+            post.insert("json".to_owned(), json!({ "title": title, "message": message }));
+            let request = HttpRequest::new(NetAction::Notify, &post)?;
+            Box::pin(async move {
+                let answer = http(request, retry).await?;
+                Ok(json!({ "sent": true, "status": answer["status"] }))
+            })
+        }
+    })
+}
+
+/// Runs `call` on tea-yaml's runtime and waits for it on this thread (the blocking API).
+pub(crate) fn block_on(call: Call) -> Result<Value, BoxError> {
+    let net = net()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    net.runtime.spawn(async move {
+        let _ = tx.send(call.await);
+    });
+    rx.recv().map_err(|_| BoxError::from("the request's task ended without an answer"))?.map_err(BoxError::from)
+}
+
+/// Runs `call` on tea-yaml's runtime; the returned future waits for it without holding a
+/// thread, and dropping it cancels the call.
+pub(crate) fn spawn(call: Call) -> Result<Spawned, BoxError> {
+    Ok(Spawned(net()?.runtime.spawn(call)))
+}
+
+/// A call running on tea-yaml's runtime, cancelled when dropped.
+pub(crate) struct Spawned(tokio::task::JoinHandle<Result<Value, String>>);
+
+impl Future for Spawned {
+    type Output = Result<Value, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
+            Ok(result) => result.map_err(BoxError::from),
+            Err(e) => Err(format!("the request's task failed: {e}").into()),
+        })
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// tea-yaml's runtime and the HTTP client whose connections live on it.
+struct Net {
+    runtime: tokio::runtime::Runtime,
+    client: reqwest::Client,
+}
+
+fn net() -> Result<&'static Net, BoxError> {
+    static NET: OnceLock<Result<Net, String>> = OnceLock::new();
+    let net = NET.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tea-yaml-net")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the runtime of the network actions: {e}"))?;
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("tea-yaml/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client of the network actions: {e}"))?;
+        Ok(Net { runtime, client })
+    });
+    net.as_ref().map_err(|e| BoxError::from(e.clone()))
+}
+
+fn client() -> Result<reqwest::Client, String> {
+    net().map(|n| n.client.clone()).map_err(|e| e.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments.
+
+fn text_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!("{what}: `{key}` must be a string, not {}", crate::state::describe(other))),
+    }
+}
+
+/// `timeout`: seconds (a positive number).
+fn timeout_arg(what: &str, args: &Map<String, Value>, default: Duration) -> Result<Duration, String> {
+    match args.get("timeout") {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0 && s <= 86_400.0) => {
+            Ok(Duration::from_secs_f64(n.as_f64().unwrap_or(1.0)))
+        }
+        Some(other) => Err(format!(
+            "{what}: `timeout` must be a number of seconds between 0 and 86400, not {}",
+            crate::state::describe(other)
+        )),
+    }
+}
+
+fn retry_arg(what: &str, args: &Map<String, Value>) -> Result<Retry, String> {
+    let Some(value) = args.get("retry").filter(|v| !v.is_null()) else { return Ok(DEFAULT_RETRY) };
+    let Value::Object(map) = value else {
+        return Err(format!("{what}: `retry` must be `{{max, base_ms}}`, not {}", crate::state::describe(value)));
+    };
+    let mut retry = DEFAULT_RETRY;
+    for (key, v) in map {
+        let n = v.as_u64();
+        match (key.as_str(), n) {
+            ("max", Some(n)) if n <= 20 => retry.max = n as u32,
+            ("base_ms", Some(n)) if n <= 60_000 => retry.base_ms = n,
+            ("max" | "base_ms", _) => {
+                return Err(format!(
+                    "{what}: `retry.{key}` must be a whole number ({}), not {}",
+                    if key == "max" { "0 to 20 attempts" } else { "0 to 60000 ms" },
+                    crate::state::describe(v)
+                ))
+            }
+            (other, _) => {
+                return Err(format!("{what}: unknown key `retry.{other}`; `retry` takes `max` and `base_ms`"));
+            }
+        }
+    }
+    Ok(retry)
+}
+
+/// A URL argument: http or https, shown without its query string.
+fn url_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<reqwest::Url, String> {
+    let text = text_arg(what, args, key)?.ok_or_else(|| format!("{what} needs `{key}`"))?;
+    let url = reqwest::Url::parse(&text).map_err(|e| format!("{what}: `{key}` is not a URL ({e})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("{what}: `{key}` must be an http:// or https:// URL, not a `{}:` one", url.scheme()));
+    }
+    Ok(url)
+}
+
+/// An endpoint as messages show it: no query string, no user or password.
+fn shown(url: &reqwest::Url) -> String {
+    let mut url = url.clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.to_string()
+}
+
+fn headers_arg(what: &str, args: &Map<String, Value>) -> Result<reqwest::header::HeaderMap, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let Some(value) = args.get("headers").filter(|v| !v.is_null()) else { return Ok(headers) };
+    let Value::Object(map) = value else {
+        return Err(format!("{what}: `headers` must be a mapping of names to values"));
+    };
+    for (name, value) in map {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Number(_) | Value::Bool(_) => value.to_string(),
+            other => {
+                return Err(format!("{what}: header `{name}` must be a string, not {}", crate::state::describe(other)))
+            }
+        };
+        let name_ok = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("{what}: `{name}` is not a header name"))?;
+        // The value is not shown: it is often a credential.
+        let value_ok = reqwest::header::HeaderValue::from_str(&text)
+            .map_err(|_| format!("{what}: the value of header `{name}` is not a valid header value"))?;
+        headers.insert(name_ok, value_ok);
+    }
+    Ok(headers)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending, with retries.
+
+/// What came back: status, headers, body.
+struct Answer {
+    /// How many requests were sent.
+    attempts: u32,
+    status: reqwest::StatusCode,
+    headers: reqwest::header::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// Sends the request `build` makes, retrying refused connections, 429s and 5xx as `retry`
+/// says. The last answer is returned whatever its status; `Err` when no answer came.
+async fn send(
+    what: &str,
+    endpoint: &str,
+    retry: Retry,
+    timeout: Duration,
+    build: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<Answer, String> {
+    let mut attempt = 0u32;
+    loop {
+        let attempts = attempt + 1;
+        let tried = after(attempts);
+        match build().timeout(timeout).send().await {
+            Err(e) if e.is_connect() && attempt < retry.max => {}
+            Err(e) if e.is_timeout() => {
+                return Err(format!("{what}: {endpoint} did not answer within {}{tried}", seconds(timeout)));
+            }
+            Err(e) if e.is_connect() => {
+                return Err(format!("{what}: cannot connect to {endpoint}{tried}: {}", chain(&e.without_url())));
+            }
+            Err(e) => return Err(format!("{what}: {endpoint}: {}", chain(&e.without_url()))),
+            Ok(response) => {
+                let status = response.status();
+                let transient = status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
+                if transient && attempt < retry.max {
+                    let later = retry_after(response.headers());
+                    drop(response);
+                    tokio::time::sleep(retry.wait(attempt).max(later.unwrap_or_default()).min(MAX_WAIT)).await;
+                    attempt += 1;
+                    continue;
+                }
+                let headers = response.headers().clone();
+                let body = read_body(what, endpoint, response, timeout).await?;
+                return Ok(Answer { attempts, status, headers, body });
+            }
+        }
+        tokio::time::sleep(retry.wait(attempt)).await;
+        attempt += 1;
+    }
+}
+
+/// ` (after N attempts)` when there was more than one.
+fn after(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+/// `Retry-After` in seconds, when an answer gives it so.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let text = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    text.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+async fn read_body(
+    what: &str,
+    endpoint: &str,
+    mut response: reqwest::Response,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_BODY {
+                    return Err(format!("{what}: the answer of {endpoint} is larger than {} MiB", MAX_BODY >> 20));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) if e.is_timeout() => {
+                return Err(format!("{what}: {endpoint} did not finish its answer within {}", seconds(timeout)));
+            }
+            Err(e) => {
+                return Err(format!("{what}: reading the answer of {endpoint}: {}", chain(&e.without_url())));
+            }
+        }
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
+    }
+}
+
+/// An error and its causes on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The start of a body, for an error message.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    let mut cut: String = text.chars().take(200).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// `429 Too Many Requests`.
+fn status_text(status: reqwest::StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(reason) => format!("{} {reason}", status.as_u16()),
+        None => status.as_u16().to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// llm.call
+
+/// A chat-completions request, checked.
+struct LlmRequest {
+    url: reqwest::Url,
+    key: Option<String>,
+    body: Value,
+    timeout: Duration,
+}
+
+impl LlmRequest {
+    fn new(args: &Map<String, Value>, fallback_key: Option<String>) -> Result<LlmRequest, String> {
+        const WHAT: &str = "llm.call";
+        let model = text_arg(WHAT, args, "model")?
+            .filter(|m| !m.is_empty())
+            .ok_or("llm.call needs a `model` (in `with:` or in `settings.llm.model`)")?;
+        let messages = match (args.get("messages").filter(|v| !v.is_null()), text_arg(WHAT, args, "prompt")?) {
+            (Some(_), Some(_)) => return Err("llm.call: give `messages` or `prompt`, not both".to_owned()),
+            (None, None) => return Err("llm.call needs `messages: [{role, content}]` (or a `prompt`)".to_owned()),
+            (None, Some(prompt)) => {
+                let mut list = Vec::new();
+                if let Some(system) = text_arg(WHAT, args, "system")? {
+                    list.push(json!({ "role": "system", "content": system }));
+                }
+                list.push(json!({ "role": "user", "content": prompt }));
+                Value::Array(list)
+            }
+            (Some(messages), None) => {
+                if args.contains_key("system") {
+                    return Err(
+                        "llm.call: `system` goes with `prompt`; with `messages`, add a message of role `system`"
+                            .to_owned(),
+                    );
+                }
+                let Value::Array(items) = messages else {
+                    return Err(format!(
+                        "llm.call: `messages` must be a list of {{role, content}}, not {}",
+                        crate::state::describe(messages)
+                    ));
+                };
+                if items.is_empty() {
+                    return Err("llm.call: `messages` is empty".to_owned());
+                }
+                for (i, m) in items.iter().enumerate() {
+                    let ok = m.get("role").is_some_and(Value::is_string) && m.get("content").is_some();
+                    if !ok {
+                        return Err(format!(
+                            "llm.call: `messages[{i}]` must be a mapping with `role` (a string) and `content`"
+                        ));
+                    }
+                }
+                messages.clone()
+            }
+        };
+        let base = text_arg(WHAT, args, "base_url")?
+            .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+            .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
+        let endpoint = format!("{}/chat/completions", base.trim_end_matches('/'));
+        let mut with_url = Map::new();
+        with_url.insert("base_url".to_owned(), Value::String(endpoint));
+        let url = url_arg(WHAT, &with_url, "base_url")?;
+        let key = text_arg(WHAT, args, "api_key")?.or(fallback_key).filter(|k| !k.is_empty());
+        let mut body = Map::new();
+        body.insert("model".to_owned(), Value::String(model));
+        body.insert("messages".to_owned(), messages);
+        for key in ["temperature", "top_p"] {
+            match args.get(key) {
+                None | Some(Value::Null) => {}
+                Some(v @ Value::Number(_)) => {
+                    body.insert(key.to_owned(), v.clone());
+                }
+                Some(other) => {
+                    return Err(format!("llm.call: `{key}` must be a number, not {}", crate::state::describe(other)))
+                }
+            }
+        }
+        match args.get("max_tokens") {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64().is_some_and(|n| n > 0) => {
+                body.insert("max_tokens".to_owned(), v.clone());
+            }
+            Some(other) => {
+                return Err(format!(
+                    "llm.call: `max_tokens` must be a positive whole number, not {}",
+                    crate::state::describe(other)
+                ))
+            }
+        }
+        for key in ["stop", "seed", "response_format"] {
+            if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
+                body.insert(key.to_owned(), v.clone());
+            }
+        }
+        let timeout = timeout_arg(WHAT, args, Duration::from_secs(120))?;
+        Ok(LlmRequest { url, key, body: Value::Object(body), timeout })
+    }
+}
+
+async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
+    let endpoint = format!("POST {}", shown(&request.url));
+    let key = request.key.clone();
+    let client = client()?;
+    let answer = send("llm.call", &endpoint, retry, request.timeout, || {
+        let mut builder = client.post(request.url.clone()).json(&request.body);
+        if let Some(key) = &request.key {
+            builder = builder.bearer_auth(key);
+        }
+        builder
+    })
+    .await;
+    // The key is taken out of whatever the server said back.
+    let hide = |text: String| match &key {
+        Some(key) if key.len() >= 4 => text.replace(key.as_str(), "***"),
+        _ => text,
+    };
+    let answer = answer.map_err(hide)?;
+    if !answer.status.is_success() {
+        return Err(hide(format!(
+            "llm.call: {endpoint} answered {}{}: {}",
+            status_text(answer.status),
+            after(answer.attempts),
+            excerpt(&answer.body)
+        )));
+    }
+    let not_completion = |why: &str| {
+        hide(format!(
+            "llm.call: the answer of {endpoint} ({}) is not a chat completion: {why}; it begins `{}`",
+            status_text(answer.status),
+            excerpt(&answer.body)
+        ))
+    };
+    let body: Value = serde_json::from_slice(&answer.body).map_err(|e| not_completion(&format!("not JSON ({e})")))?;
+    let choice = body.get("choices").and_then(|c| c.get(0)).ok_or_else(|| not_completion("no `choices[0]`"))?;
+    let content = match choice.get("message").and_then(|m| m.get("content")) {
+        Some(Value::String(text)) => text.clone(),
+        _ => return Err(not_completion("no text in `choices[0].message.content`")),
+    };
+    let usage = body.get("usage").cloned().unwrap_or(Value::Null);
+    let count = |key: &str| usage.get(key).filter(|v| v.is_u64()).cloned().unwrap_or(Value::Null);
+    Ok(json!({
+        "content": content,
+        "response": content,
+        "model": body.get("model").filter(|m| m.is_string()).cloned().unwrap_or_else(|| request.body["model"].clone()),
+        "finish_reason": choice.get("finish_reason").cloned().unwrap_or(Value::Null),
+        "usage": {
+            "prompt_tokens": count("prompt_tokens"),
+            "completion_tokens": count("completion_tokens"),
+            "total_tokens": count("total_tokens"),
+        },
+    }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// http.get, http.post (and the webhook of actions.notify)
+
+enum Payload {
+    None,
+    Json(Value),
+    Text(String),
+}
+
+struct HttpRequest {
+    action: NetAction,
+    url: reqwest::Url,
+    headers: reqwest::header::HeaderMap,
+    payload: Payload,
+    timeout: Duration,
+    fail_on_status: bool,
+}
+
+impl HttpRequest {
+    fn new(action: NetAction, args: &Map<String, Value>) -> Result<HttpRequest, String> {
+        let what = action.name();
+        let mut url = url_arg(what, args, "url")?;
+        if let Some(query) = args.get("query").filter(|v| !v.is_null()) {
+            let Value::Object(pairs) = query else {
+                return Err(format!("{what}: `query` must be a mapping of names to values"));
+            };
+            let mut out = url.query_pairs_mut();
+            for (name, value) in pairs {
+                let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                out.append_pair(name, &text);
+            }
+        }
+        let headers = headers_arg(what, args)?;
+        let payload = match (args.get("json"), args.get("body")) {
+            (Some(_), Some(_)) => return Err(format!("{what}: give `json` or `body`, not both")),
+            (Some(json), None) => Payload::Json(json.clone()),
+            (None, Some(Value::String(text))) => Payload::Text(text.clone()),
+            (None, Some(other)) => {
+                return Err(format!(
+                    "{what}: `body` is sent as text and must be a string, not {} (use `json` for JSON)",
+                    crate::state::describe(other)
+                ))
+            }
+            (None, None) => Payload::None,
+        };
+        let fail_on_status = match args.get("fail_on_status") {
+            None | Some(Value::Null) => action == NetAction::Notify,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(format!(
+                    "{what}: `fail_on_status` must be true or false, not {}",
+                    crate::state::describe(other)
+                ))
+            }
+        };
+        let timeout = timeout_arg(what, args, Duration::from_secs(30))?;
+        Ok(HttpRequest { action, url, headers, payload, timeout, fail_on_status })
+    }
+}
+
+async fn http(request: HttpRequest, retry: Retry) -> Result<Value, String> {
+    let what = request.action.name();
+    let method = if request.action == NetAction::HttpGet { reqwest::Method::GET } else { reqwest::Method::POST };
+    let endpoint = format!("{method} {}", shown(&request.url));
+    let client = client()?;
+    let answer = send(what, &endpoint, retry, request.timeout, || {
+        let builder = client.request(method.clone(), request.url.clone()).headers(request.headers.clone());
+        match &request.payload {
+            Payload::None => builder,
+            Payload::Json(json) => builder.json(json),
+            Payload::Text(text) => builder.body(text.clone()),
+        }
+    })
+    .await?;
+    if request.fail_on_status && !answer.status.is_success() {
+        return Err(format!(
+            "{what}: {endpoint} answered {}{}: {}",
+            status_text(answer.status),
+            after(answer.attempts),
+            excerpt(&answer.body)
+        ));
+    }
+    let mut headers = Map::new();
+    for (name, value) in &answer.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match headers.get_mut(name.as_str()) {
+            Some(Value::String(seen)) => {
+                seen.push_str(", ");
+                seen.push_str(&value);
+            }
+            _ => {
+                headers.insert(name.as_str().to_owned(), Value::String(value));
+            }
+        }
+    }
+    let is_json = answer
+        .headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.contains("json"));
+    let mut out = Map::new();
+    out.insert("status".to_owned(), json!(answer.status.as_u16()));
+    out.insert("headers".to_owned(), Value::Object(headers));
+    match serde_json::from_slice::<Value>(&answer.body).ok().filter(|_| is_json) {
+        Some(json) => out.insert("json".to_owned(), json),
+        None => out.insert("text".to_owned(), Value::String(String::from_utf8_lossy(&answer.body).into_owned())),
+    };
+    Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn arguments_are_checked_by_name() {
+        let err = |action, value| prepare(action, value, None).err().unwrap();
+        assert!(err(NetAction::LlmCall, json!({"model": "m", "promt": "x"}))
+            .contains("unknown argument `promt`; did you mean `prompt`?"));
+        assert!(err(NetAction::LlmCall, json!({"prompt": "x"})).contains("needs a `model`"));
+        assert!(err(NetAction::LlmCall, json!({"model": "m"})).contains("needs `messages"));
+        assert!(
+            err(NetAction::LlmCall, json!({"model": "m", "messages": [{"content": "x"}]})).contains("`messages[0]`")
+        );
+        assert!(err(NetAction::LlmCall, json!({"model": "m", "prompt": "x", "temperature": "hot"}))
+            .contains("`temperature` must be a number"));
+        assert!(err(NetAction::HttpGet, json!({"url": "ftp://x"})).contains("http:// or https://"));
+        assert!(err(NetAction::HttpGet, json!({"url": "http://x", "json": {}})).contains("unknown argument `json`"));
+        assert!(err(NetAction::HttpPost, json!({"url": "http://x", "json": {}, "body": "b"})).contains("not both"));
+        assert!(err(NetAction::HttpGet, json!({"url": "http://x", "retry": {"max": 1, "tries": 2}}))
+            .contains("retry.tries"));
+        assert!(err(NetAction::HttpGet, json!({"url": "http://x", "timeout": -1})).contains("`timeout`"));
+    }
+
+    #[test]
+    fn retries_back_off_and_stop() {
+        let retry = retry_arg("t", &args(json!({"retry": {"max": 3, "base_ms": 100}}))).unwrap();
+        assert_eq!(retry, Retry { max: 3, base_ms: 100 });
+        assert_eq!(retry.wait(0), Duration::from_millis(100));
+        assert_eq!(retry.wait(2), Duration::from_millis(400));
+        assert_eq!(Retry { max: 20, base_ms: 60_000 }.wait(19), MAX_WAIT);
+    }
+
+    #[test]
+    fn endpoints_are_shown_without_credentials() {
+        let url = reqwest::Url::parse("https://user:pw@example.com/hook?token=abc#x").unwrap();
+        assert_eq!(shown(&url), "https://example.com/hook");
+    }
+}
