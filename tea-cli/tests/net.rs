@@ -175,8 +175,8 @@ fn triage_sends_three_calls_at_once_and_picks_one() {
 fn a_failing_call_is_one_line_naming_the_endpoint_and_status_without_the_key() {
     let mock = Mock::start();
     let scratch = Scratch::new("deny");
-    let secrets = json!({ "llm_api_key": KEY }).to_string();
-    let args = ["run", "triage.yaml", "--input", r#"{"ticket": "x", "model": "deny"}"#, "--secrets", &secrets];
+    std::fs::write(scratch.0.join("secrets.json"), json!({ "llm_api_key": KEY }).to_string()).unwrap();
+    let args = ["run", "triage.yaml", "--input", r#"{"ticket": "x", "model": "deny"}"#, "--secrets", "@secrets.json"];
     let run = scratch.tea(&mock, &args, &[("RUST_LOG", "tea=trace"), ("NO_COLOR", "1")]);
     assert_eq!(run.status.code(), Some(1));
     no_key(&run);

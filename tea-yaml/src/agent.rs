@@ -649,16 +649,17 @@ impl Agent {
                 source: format!("the input must be a JSON object of state keys, not `{input}`").into(),
             });
         };
+        // Secrets first: a type error would show the value.
+        self.graph.refuse_secrets(&map).map_err(|reason| Error::NodeFailed {
+            node: start(),
+            source: format!("the input does not fit: {reason}").into(),
+        })?;
         for (key, value) in &map {
             self.graph.inner().schema.check(key, value).map_err(|reason| Error::NodeFailed {
                 node: start(),
                 source: format!("the input does not fit: {reason}").into(),
             })?;
         }
-        self.graph.refuse_secrets(&map).map_err(|reason| Error::NodeFailed {
-            node: start(),
-            source: format!("the input does not fit: {reason}").into(),
-        })?;
         Ok(State::from_map(map))
     }
 }

@@ -566,6 +566,10 @@ impl Graph for YamlGraph {
 
     fn check_answer(&self, node: NodeIx, answer: &Value) -> Result<(), (&'static str, String)> {
         if let Exec::Interrupt { resume_key, .. } = &self.node(node).exec {
+            // Secrets first: a type error would show the value.
+            let mut answer_map = Map::new();
+            answer_map.insert(resume_key.clone(), answer.clone());
+            self.refuse_secrets(&answer_map).map_err(|reason| ("an answer that holds no secret", reason))?;
             if let Some(decl) = self.0.schema.get(resume_key) {
                 if decl.reducer == crate::state::Reducer::Replace {
                     self.0.schema.check(resume_key, answer).map_err(|reason| (decl.ty.name(), reason))?;

@@ -249,6 +249,9 @@ nodes:
         agent.resume(resume.clone().answer("yes").update(tea_yaml::Update::from(json!({ "x": KEY })))).unwrap_err();
     assert!(matches!(error, Error::BadResumeValue { .. }), "{error:?}");
     assert!(!chain(&error).contains(KEY), "{error}");
+    let error = agent.resume(resume.clone().answer(json!({ "key": KEY }))).unwrap_err();
+    assert!(matches!(error, Error::BadResumeValue { .. }), "{error:?}");
+    assert!(!chain(&error).contains(KEY) && chain(&error).contains("secret `key`"), "{error}");
     let error = chain(&agent.invoke(json!({ "pasted": format!("my key is {KEY}") })).unwrap_err());
     assert!(error.contains("state key `pasted` would hold the value of secret `key`"), "{error}");
     assert!(!error.contains(KEY));
@@ -339,6 +342,15 @@ nodes:
         "{message}"
     );
     assert!(!message.contains(KEY));
+}
+
+#[test]
+fn an_answer_larger_than_16_mib_fails_the_node() {
+    let mock = Mock::start();
+    let text = format!("nodes:\n  - {{ name: big, uses: http.get, with: {{ url: \"{}/big\" }} }}\n", mock.base);
+    let (node, message) = failure(load(&Engine::new(), &text).invoke(json!({})).unwrap_err());
+    assert_eq!(node, "big");
+    assert!(message.contains(&format!("the answer of GET {}/big is larger than 16 MiB", mock.base)), "{message}");
 }
 
 #[test]

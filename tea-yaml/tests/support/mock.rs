@@ -11,7 +11,7 @@
 //! - `deny`: 401 whose body repeats the `Authorization` header (as some APIs quote the key).
 //!
 //! Other paths: `GET /json` (a JSON body and an `x-mock` header), `POST /echo` (the body sent,
-//! with its content type), `GET /status/CODE`, `POST /hook` (a webhook: 204).
+//! with its content type), `GET /status/CODE`, `POST /hook` (a webhook: 204), `GET /big` (17 MiB).
 
 #![allow(dead_code)]
 
@@ -66,6 +66,7 @@ impl Mock {
                     .route("/echo", post(echo))
                     .route("/status/{code}", get(status))
                     .route("/hook", post(hook))
+                    .route("/big", get(big))
                     .with_state(state);
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 axum::serve(listener, app).await.unwrap();
@@ -187,4 +188,8 @@ async fn hook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record(&shared, "/hook", &headers, body, 204, Instant::now());
     StatusCode::NO_CONTENT.into_response()
+}
+
+async fn big() -> Response {
+    vec![b'a'; 17 << 20].into_response()
 }
