@@ -16,6 +16,7 @@ use crate::store::{CheckpointId, Checkpointer};
 use crate::trace::{self, traced};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How many branches of one fan-out run at once by default: see
@@ -82,7 +83,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     {
         App {
             graph: self.graph,
-            checkpointer: self.checkpointer,
+            checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
@@ -165,7 +166,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     pub fn build(self) -> App<G, C> {
         App {
             graph: self.graph,
-            checkpointer: self.checkpointer,
+            checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
@@ -203,7 +204,8 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
 /// ```
 pub struct App<G: Graph, C = NoCheckpointer> {
     graph: G,
-    checkpointer: C,
+    /// Shared with the child graphs of subgraph nodes.
+    checkpointer: Arc<C>,
     recursion_limit: usize,
     durability: Durability,
     lease: Duration,
@@ -212,6 +214,17 @@ pub struct App<G: Graph, C = NoCheckpointer> {
 }
 
 impl<G: Graph, C> App<G, C> {
+    /// An app running `graph`, a subgraph node's child, on its parent's store and options
+    /// (`host`; `None`: the parent has no store). Its tokens are never handed out: the parent
+    /// lists its pauses in its own.
+    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&crate::compose::Host>) -> Self {
+        let (recursion_limit, durability, lease, max_branches) = match host {
+            Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
+            None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
+        };
+        App { graph, checkpointer: Arc::new(checkpointer), recursion_limit, durability, lease, max_branches, key: None }
+    }
+
     /// The graph this app runs.
     pub fn graph(&self) -> &G {
         &self.graph
@@ -466,8 +479,17 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         rollback: Option<Vec<u8>>,
         claim: bool,
     ) -> Persist<'_> {
+        let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
+        let host = crate::compose::Host {
+            store,
+            durability: self.durability,
+            lease: self.lease,
+            limit: self.recursion_limit,
+            max_branches: self.max_branches,
+        };
         Persist {
-            store: &self.checkpointer,
+            host: Some(Arc::new(host)),
+            store: &*self.checkpointer,
             thread,
             head,
             durability: self.durability,
@@ -576,7 +598,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     fn snapshot(&self, thread: &ThreadId, id: CheckpointId, bytes: &[u8]) -> Result<Snapshot<G::State>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&self.graph, bytes, thread, id)?;
         let next = next_nodes(&self.graph, &ckpt);
-        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step })
+        let subgraphs = crate::compose::paused_children(&ckpt);
+        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
     }
 }
 
@@ -708,6 +731,16 @@ fn match_answers<G: Graph>(
         Position::Fork { branches, .. } => {
             for branch in branches.iter_mut() {
                 let Some(pause) = &branch.pending else { continue };
+                if pause.child.is_some() {
+                    // A subgraph node's child paused in this branch: what continues is the
+                    // child's, which the node hands over when it runs again.
+                    let pauses: Vec<Interrupt> = std::iter::once(pause).chain(&branch.more_pending).cloned().collect();
+                    if let Some(reply) = crate::compose::reply(&pauses, &answer_of, &mut continuing) {
+                        branch.answers.push(reply);
+                        branch.resume = true;
+                    }
+                    continue;
+                }
                 if !pause.needs_answer() {
                     branch.resume = true;
                 } else if let Some(value) = answer_of(pause) {
@@ -727,6 +760,16 @@ fn match_answers<G: Graph>(
         }
         _ => {
             let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
+            if pause.child.is_some() {
+                let Some(reply) = crate::compose::reply(&ckpt.pending, &answer_of, &mut continuing) else {
+                    return Err(bad(
+                        "an answer",
+                        format!("every pending pause waits for an answer ({}); answer at least one", ids()),
+                    ));
+                };
+                ckpt.answers.push(reply);
+                return Ok(continuing);
+            }
             if pause.needs_answer() {
                 let Some(value) = answer_of(pause) else {
                     return Err(bad(

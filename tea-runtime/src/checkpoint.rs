@@ -64,6 +64,9 @@ pub(crate) struct BranchProgress<S: GraphState> {
     /// The pause the branch waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pending: Option<Interrupt>,
+    /// The further pauses the branch waits on: a subgraph node's child that paused on several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) more_pending: Vec<Interrupt>,
     /// The branch continues on this resume (its pause was answered, or is a breakpoint).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) resume: bool,

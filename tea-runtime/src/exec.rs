@@ -75,8 +75,8 @@ pub(crate) enum Executed<N> {
     /// The node ran and its update was applied; a router's choice, if any.
     Ran(Option<Goto<N>>),
     /// The node paused through its `Hitl` (its update was discarded); `answers` are the ones it
-    /// was given, to give it again on resume.
-    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value> },
+    /// was given, to give it again on resume. `nested`: a subgraph node's child pauses.
+    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value>, nested: Vec<Interrupt> },
 }
 
 /// What running a node produced, before anything is applied.
@@ -84,8 +84,14 @@ pub(crate) enum Produced<S: GraphState, N> {
     /// The node ran: its update and a router's choice.
     Ran { update: Option<S::Update>, goto: Option<Goto<N>> },
     /// The node paused through its `Hitl`; `kept`: the update it keeps anyway
-    /// ([`Graph::keeps_update_on_pause`]).
-    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value>, kept: Option<S::Update> },
+    /// ([`Graph::keeps_update_on_pause`]). `nested`: the pauses of a subgraph node's child, as
+    /// the parent lists them (empty for a node's own pause).
+    Paused {
+        payload: serde_json::Value,
+        answers: Vec<serde_json::Value>,
+        kept: Option<S::Update>,
+        nested: Vec<Interrupt>,
+    },
 }
 
 /// Runs `node` on `state` with the answers to its earlier pauses. Panics are caught.
@@ -106,7 +112,11 @@ pub(crate) fn produce<G: Graph>(
                     Ok(step) if graph.keeps_update_on_pause(node) => step.update,
                     _ => None,
                 };
-                return Ok(Produced::Paused { payload, answers: hitl.into_answers(), kept });
+                return Ok(Produced::Paused { payload, answers: hitl.into_answers(), kept, nested: Vec::new() });
+            }
+            Some(Asked::Child(nested)) => {
+                let payload = serde_json::Value::Null;
+                return Ok(Produced::Paused { payload, answers: hitl.into_answers(), kept: None, nested });
             }
             Some(Asked::BadAnswer { expected, reason }) => {
                 return Err(Error::BadResumeValue { node: ctx.node.clone(), expected: expected.to_owned(), reason })
@@ -134,11 +144,11 @@ pub(crate) fn execute<G: Graph>(
     answers: Vec<serde_json::Value>,
 ) -> Result<Executed<G::Node>, Error> {
     match produce(graph, node, state, ctx, answers)? {
-        Produced::Paused { payload, answers, kept } => {
+        Produced::Paused { payload, answers, kept, nested } => {
             if let Some(update) = kept {
                 apply_update(graph, state, update, &ctx.node)?;
             }
-            Ok(Executed::Paused { payload, answers })
+            Ok(Executed::Paused { payload, answers, nested })
         }
         Produced::Ran { update, goto } => {
             if let Some(update) = update {
@@ -311,7 +321,7 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
                         target(goto)?;
                     }
                 }
-                if let Some(pending) = &branch.pending {
+                for pending in branch.pending.iter().chain(&branch.more_pending) {
                     known(pending.node())?;
                 }
             }
@@ -368,6 +378,8 @@ pub(crate) struct Persist<'g> {
     /// The bytes of the last checkpoint this run wrote: written again without the lease if
     /// the run fails.
     pub(crate) last: Option<Vec<u8>>,
+    /// What subgraph nodes run their child graphs on: this store and the app's options.
+    pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
 }
 
 /// A random 64-bit number: a run's lease owner, a pause's nonce.
@@ -412,6 +424,8 @@ pub(crate) struct Run<'g, G: Graph> {
 impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, persist: Option<Persist<'g>>, record: bool) -> Self {
         let thread = persist.as_ref().map(|p| p.thread.clone());
+        let mut ctx = Ctx::new(START, thread.clone());
+        ctx.host = persist.as_ref().and_then(|p| p.host.clone());
         #[cfg(feature = "tracing")]
         let span = tracing::info_span!(
             target: "tea",
@@ -423,7 +437,7 @@ impl<'g, G: Graph> Run<'g, G> {
         Run {
             graph,
             state: input,
-            ctx: Ctx::new(START, thread),
+            ctx,
             cursor: Cursor::Start,
             limit,
             max_branches: crate::app::DEFAULT_MAX_PARALLEL_BRANCHES,
@@ -639,12 +653,13 @@ impl<'g, G: Graph> Run<'g, G> {
             }
             let goto = match executed? {
                 Executed::Ran(goto) => goto,
-                Executed::Paused { payload, answers } => {
+                Executed::Paused { payload, answers, nested } => {
                     // The node runs again from its start on resume: this run does not count.
                     self.ctx.step -= 1;
-                    let interrupt = asked(graph, node, payload, answers.len(), None);
+                    let pending =
+                        if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
                     self.answers = answers;
-                    return self.pause(vec![interrupt]);
+                    return self.pause(pending);
                 }
             };
             if pausable && graph.interrupt_after(node) {
@@ -686,6 +701,7 @@ impl<'g, G: Graph> Run<'g, G> {
             max_branches: self.max_branches,
             record: self.record,
             pausable: self.persist.is_some(),
+            host: self.ctx.host.clone(),
         };
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
@@ -741,6 +757,7 @@ impl<'g, G: Graph> Run<'g, G> {
                         at: b.at.clone(),
                         answers: b.answers.clone(),
                         pending: b.pending.clone(),
+                        more_pending: b.more_pending.clone(),
                         resume: b.resume,
                     })
                     .collect(),

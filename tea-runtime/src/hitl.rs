@@ -43,6 +43,8 @@ pub(crate) enum Asked {
     BadAnswer { expected: &'static str, reason: String },
     /// The payload did not serialize.
     BadPayload(String),
+    /// A subgraph node's child graph paused on these pauses (listed as the parent sees them).
+    Child(Vec<crate::resume::Interrupt>),
 }
 
 impl Hitl {
@@ -52,6 +54,20 @@ impl Hitl {
 
     pub(crate) fn into_answers(self) -> Vec<serde_json::Value> {
         self.answers
+    }
+
+    /// The answers this run of the node was given (a subgraph node reads its child's thread and
+    /// the answers meant for its child here).
+    pub(crate) fn given(&self) -> &[serde_json::Value] {
+        &self.answers
+    }
+
+    /// Pauses a subgraph node on its child's `pauses`; `memo` is what the node is given back
+    /// (first among its answers) when it runs again on resume.
+    pub(crate) fn pause_child(&mut self, memo: serde_json::Value, pauses: Vec<crate::resume::Interrupt>) -> Pause {
+        self.answers = vec![memo];
+        self.asked = Some(Asked::Child(pauses));
+        Pause { _private: () }
     }
 
     /// Pauses the run with `payload` (what the node asks) the first time; on resume, returns the

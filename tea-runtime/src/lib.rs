@@ -55,6 +55,7 @@
 
 mod app;
 mod checkpoint;
+mod compose;
 mod error;
 mod event;
 mod exec;
@@ -82,7 +83,7 @@ pub use graph::{Fork, Graph, NodeFuture, PauseFree, SyncGraph};
 pub use hitl::{Hitl, Pause};
 pub use name::{NodeName, ThreadId};
 pub use node::{Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput, RouterOutput};
-pub use outcome::{Durability, Outcome, Snapshot};
+pub use outcome::{Durability, Outcome, Snapshot, SubgraphSnapshot};
 pub use parallel::BranchState;
 pub use resume::{Interrupt, Resume};
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
@@ -95,6 +96,7 @@ pub use store::{PostgresStore, PostgresStoreBuilder};
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::compose::{run_subgraph_mapped, run_subgraph_shared, subgraph_input, subgraph_output};
     pub use crate::error::BoxError;
     pub use crate::hitl::check_field_answer;
     pub use crate::node::{

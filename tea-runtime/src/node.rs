@@ -123,11 +123,13 @@ pub struct Ctx<S> {
     pub(crate) thread: Option<ThreadId>,
     pub(crate) branch: Option<NodeName>,
     pub(crate) branches: Vec<BranchState<S>>,
+    /// The store and options of the run, for subgraph nodes to run their child on.
+    pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
 }
 
 impl<S> Ctx<S> {
     pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
-        Ctx { node, step: 0, thread, branch: None, branches: Vec::new() }
+        Ctx { node, step: 0, thread, branch: None, branches: Vec::new(), host: None }
     }
 
     /// The node being run.

@@ -1,6 +1,6 @@
 //! What a run with a checkpointer returns, and what a thread's checkpoints show.
 
-use crate::name::NodeName;
+use crate::name::{NodeName, ThreadId};
 use crate::resume::{Interrupt, Resume};
 use crate::state::GraphState;
 use crate::store::CheckpointId;
@@ -76,6 +76,25 @@ pub struct Snapshot<S> {
     pub checkpoint: CheckpointId,
     /// Node runs up to the checkpoint.
     pub step: u64,
+    /// The subgraph nodes paused inside their child graph at this checkpoint, with the child's
+    /// state; empty unless the thread waits on a pause inside a child.
+    pub subgraphs: Vec<SubgraphSnapshot>,
+}
+
+/// A subgraph node paused inside its child graph, as [`Snapshot::subgraphs`] lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubgraphSnapshot {
+    /// The parent's subgraph node.
+    pub node: NodeName,
+    /// Inside a parallel branch of the parent, the branch's head.
+    pub branch: Option<NodeName>,
+    /// The child graph's name.
+    pub graph: String,
+    /// The child's thread in the parent's store (`{parent thread}/{node}@{step}`): read it with
+    /// an app of the child graph on the same store for its full history.
+    pub thread: ThreadId,
+    /// The child's state when it paused, as JSON.
+    pub state: serde_json::Value,
 }
 
 impl<S: fmt::Debug> fmt::Debug for Snapshot<S> {
@@ -86,6 +105,7 @@ impl<S: fmt::Debug> fmt::Debug for Snapshot<S> {
             .field("interrupts", &self.interrupts)
             .field("checkpoint", &self.checkpoint)
             .field("step", &self.step)
+            .field("subgraphs", &self.subgraphs)
             .finish()
     }
 }

@@ -43,6 +43,8 @@ pub(crate) struct Env {
     pub(crate) record: bool,
     /// Whether breakpoints stop branches (only with a checkpointer).
     pub(crate) pausable: bool,
+    /// What subgraph nodes in the branches run their child graphs on.
+    pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
 }
 
 /// A branch's view of the state: the state at the fan-out, plus the branch's updates, applied
@@ -127,6 +129,8 @@ pub(crate) struct Branch<S: GraphState> {
     /// The answers to the earlier pauses of the node the branch stopped at.
     answers: Vec<serde_json::Value>,
     interrupt: Option<Interrupt>,
+    /// The further pauses of a subgraph node's child, after `interrupt`.
+    more: Vec<Interrupt>,
 }
 
 impl<S: GraphState> Branch<S> {
@@ -229,7 +233,7 @@ pub(crate) fn run_fork<G: Graph>(
     let results = share::run_shared(jobs, &run_job, rayon::current_num_threads(), env.max_branches);
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
     if branches.iter().any(|b| b.interrupt.is_some()) {
-        let interrupts = branches.iter().filter_map(|b| b.interrupt.clone()).collect();
+        let interrupts = branches.iter().flat_map(|b| b.interrupt.iter().chain(&b.more).cloned()).collect();
         let mut events = Vec::new();
         let mut progress = Vec::with_capacity(branches.len());
         for mut branch in branches {
@@ -253,6 +257,7 @@ pub(crate) fn run_fork<G: Graph>(
                 at: branch.at,
                 answers: branch.answers,
                 pending: branch.interrupt,
+                more_pending: branch.more,
                 resume: false,
             });
         }
@@ -273,11 +278,12 @@ fn continue_branch<G: Graph>(
     env: &Env,
     keep_states: bool,
 ) -> Result<Branch<G::State>, Error> {
-    let BranchProgress { head, state, updates, origins, steps, at, answers, pending, resume } = progress;
+    let BranchProgress { head, state, updates, origins, steps, at, answers, pending, more_pending, resume } = progress;
     if matches!(at, BranchAt::Joined) || !resume {
         let events = Vec::new();
         let state = Some(state);
-        return Ok(Branch { head, state, updates, origins, steps, taken: 0, events, at, answers, interrupt: pending });
+        let (interrupt, more) = (pending, more_pending);
+        return Ok(Branch { head, state, updates, origins, steps, taken: 0, events, at, answers, interrupt, more });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
@@ -306,6 +312,7 @@ fn run_branch<G: Graph>(
 ) -> Result<Branch<G::State>, Error> {
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.branch = Some(head.clone());
+    ctx.host = env.host.clone();
     let mut events = Vec::new();
     let mut at = start;
     // The recursion limit counts this invocation's node runs, not the branch's earlier ones.
@@ -313,10 +320,13 @@ fn run_branch<G: Graph>(
     // Stops the branch at a pause, with its state built for the checkpoint.
     macro_rules! stop {
         ($at:expr, $interrupt:expr) => {{
-            let (at, interrupt) = ($at, Some($interrupt));
+            stop!($at, $interrupt, Vec::new())
+        }};
+        ($at:expr, $interrupt:expr, $more:expr) => {{
+            let (at, interrupt, more) = ($at, Some($interrupt), $more);
             let (state, updates, origins) = local.finish(graph, true)?;
             let taken = steps - first;
-            return Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt });
+            return Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt, more });
         }};
     }
     loop {
@@ -396,7 +406,7 @@ fn run_branch<G: Graph>(
                 }
                 goto
             }
-            Produced::Paused { payload, answers: given, kept } => {
+            Produced::Paused { payload, answers: given, kept, mut nested } => {
                 if !env.pausable {
                     return Err(Error::NodeFailed {
                         node: ctx.node.clone(),
@@ -406,6 +416,11 @@ fn run_branch<G: Graph>(
                 answers = given;
                 if let Some(kept) = kept {
                     local.push(&ctx.node, kept);
+                }
+                if !nested.is_empty() {
+                    // A subgraph node's child paused: the branch waits on all its pauses.
+                    let first = nested.remove(0);
+                    stop!(BranchAt::Before(ctx.node.clone()), first, nested);
                 }
                 let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
                 stop!(BranchAt::Before(ctx.node.clone()), interrupt);
@@ -425,7 +440,8 @@ fn run_branch<G: Graph>(
     }
     let (state, updates, origins) = local.finish(graph, keep_states)?;
     let taken = steps - first;
-    Ok(Branch { head, state, updates, origins, steps, taken, events, at: BranchAt::Joined, answers, interrupt: None })
+    let (at, interrupt, more) = (BranchAt::Joined, None, Vec::new());
+    Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt, more })
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
@@ -450,6 +466,7 @@ fn nested_fork<G: Graph>(
         max_branches: env.max_branches,
         record: env.record,
         pausable: false,
+        host: env.host.clone(),
     };
     let keep_states = graph.reads_branches(fork.join);
     let base = local.current(graph)?.clone();

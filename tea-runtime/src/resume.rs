@@ -39,6 +39,10 @@ pub struct Interrupt {
     /// When the pause expires, in seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) expires_at: Option<u64>,
+    /// For a pause inside a subgraph node, the pause's id in the child graph (`ask#0` for the
+    /// parent's `research/ask#0`): what the child's own resume answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) child: Option<String>,
 }
 
 /// What kind of pause an [`Interrupt`] is.
@@ -56,7 +60,20 @@ pub(crate) enum PauseKind {
 
 impl Interrupt {
     pub(crate) fn new(id: String, node: NodeName, value: serde_json::Value) -> Self {
-        Interrupt { id, node, value, kind: PauseKind::Ask, expires_at: None }
+        Interrupt { id, node, value, kind: PauseKind::Ask, expires_at: None, child: None }
+    }
+
+    /// This pause of a child graph as its parent lists it: under id `id` at the parent's
+    /// subgraph node `node`, remembering its own id for the child's resume.
+    pub(crate) fn nested(&self, id: String, node: NodeName) -> Self {
+        Interrupt {
+            id,
+            node,
+            value: self.value.clone(),
+            kind: self.kind,
+            expires_at: self.expires_at,
+            child: Some(self.id.clone()),
+        }
     }
 
     /// A breakpoint's pause (`before:node`, `after:node`, with `@head` inside a branch).
@@ -66,7 +83,7 @@ impl Interrupt {
             Some(head) => format!("{word}:{node}@{head}"),
             None => format!("{word}:{node}"),
         };
-        Interrupt { id, node, value: serde_json::Value::Null, kind, expires_at: None }
+        Interrupt { id, node, value: serde_json::Value::Null, kind, expires_at: None, child: None }
     }
 
     /// A stable id, unique among the pauses of one token: `ask#0` for the first pause of node

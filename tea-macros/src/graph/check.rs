@@ -9,7 +9,7 @@
 //! `tea_check`'s, shared with the YAML front end; this module lowers the graph to a
 //! `tea_check::Graph` and puts each problem on the identifier it is about.
 
-use super::parse::{GraphDef, GuardRef, Stmt, When};
+use super::parse::{GraphDef, GuardRef, Stmt, SubgraphDef, When};
 use crate::suggest::suggest;
 use proc_macro2::Span;
 use std::collections::BTreeSet;
@@ -18,7 +18,8 @@ pub use tea_check::Target;
 use tea_check::{At, Kind, Source, Spelling};
 
 /// Words of the `graph!` language that cannot name a node.
-const KEYWORDS: &[&str] = &["parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible"];
+const KEYWORDS: &[&str] =
+    &["parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
 
 /// Collects errors so that a user sees every problem of a graph in one build.
 #[derive(Default)]
@@ -81,6 +82,8 @@ pub enum NodeKind<'a> {
     Function,
     /// `interrupt ask(payload => answer, timeout = …)`: no function.
     Interrupt { payload: &'a Ident, answer: &'a Ident, timeout: Option<&'a LitInt> },
+    /// `subgraph node = Child;`: runs a child graph, no function.
+    Subgraph(&'a SubgraphDef),
 }
 
 #[cfg_attr(test, derive(Debug))]
@@ -125,6 +128,9 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
             }
             Stmt::Interrupt { node, .. } => {
                 table.endpoint(node, Role::Named("an interrupt node"), &mut errors);
+            }
+            Stmt::Subgraph(sub) => {
+                table.endpoint(&sub.node, Role::Named("a subgraph node"), &mut errors);
             }
             Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } => {}
         }
@@ -314,6 +320,19 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 }
                 nodes[index].kind = NodeKind::Interrupt { payload, answer, timeout: timeout.as_ref() };
             }
+            Stmt::Subgraph(sub) => {
+                let Some(index) = table.index(&sub.node) else {
+                    continue;
+                };
+                if !interrupt_declared.insert(index) {
+                    errors.push(
+                        sub.node.span(),
+                        format!("node `{}` is already declared as an interrupt or subgraph node", sub.node),
+                    );
+                    continue;
+                }
+                nodes[index].kind = NodeKind::Subgraph(sub);
+            }
         }
     }
     for node in &nodes {
@@ -326,6 +345,24 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     node.name
                 ),
             );
+        }
+        if matches!(node.kind, NodeKind::Subgraph(_)) {
+            let refused = if node.interruptible {
+                Some("be `interruptible` (its child graph pauses by itself)")
+            } else if matches!(node.routing, Routing::Router(_)) {
+                Some("choose its next node with `|`; route it with edges (`node -> a;`, `node -> a if guard;`)")
+            } else {
+                None
+            };
+            if let Some(what) = refused {
+                errors.push(
+                    node.ident.span(),
+                    format!(
+                        "`{}` is a subgraph node (it runs a child graph, not a function), so it cannot {what}",
+                        node.name
+                    ),
+                );
+            }
         }
         if node.interruptible && matches!(node.kind, NodeKind::Interrupt { .. }) {
             errors.push(

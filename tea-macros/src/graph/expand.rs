@@ -77,7 +77,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 };
                 Some(quote!(#node_enum::#variant => ::tea::__private::check_field_answer(__tea_answer, #field),))
             }
-            NodeKind::Function => None,
+            NodeKind::Function | NodeKind::Subgraph(_) => None,
         })
         .collect();
     // Nodes whose next node does not depend on the state: one unguarded edge (or a branch head's
@@ -116,7 +116,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         let variant = &join.variant;
         let function = join.ident;
         let reads = match (&join.kind, join.interruptible) {
-            (NodeKind::Interrupt { .. }, _) => quote!(false),
+            (NodeKind::Interrupt { .. } | NodeKind::Subgraph(_), _) => quote!(false),
             (NodeKind::Function, true) => quote_spanned! {at(function.span())=>
                 ::tea::__private::interruptible_takes_ctx::<#state, _, _>(&#function)
             },
@@ -184,12 +184,29 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let dot = dot(&name_str, model);
     let mermaid_doc = format!("The graph drawn as a Mermaid flowchart:\n\n```text\n{mermaid}```");
     let dot_doc = format!("The graph in Graphviz DOT:\n\n```text\n{dot}```");
+    // A graph with subgraph nodes can pause if a child can: the bounds on its children decide
+    // (`for<'a>` keeps a bound on a concrete type from being checked where it is written, so
+    // the impl simply does not apply when a child can pause).
+    let children: Vec<&syn::Path> = model
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.kind {
+            NodeKind::Subgraph(sub) => Some(&sub.child),
+            _ => None,
+        })
+        .collect();
     let pause_free = (!model.can_pause).then(|| {
+        let bounds = children
+            .iter()
+            .map(|child| quote_spanned!(at(span_of_path(child))=> for<'__tea> #child: ::tea::__private::PauseFree));
         quote! {
             #[automatically_derived]
-            impl ::tea::__private::PauseFree for #name {}
+            impl ::tea::__private::PauseFree for #name where #(#bounds,)* {}
         }
     });
+    let sync_bounds = children
+        .iter()
+        .map(|child| quote_spanned!(at(span_of_path(child))=> for<'__tea> #child: ::tea::__private::SyncGraph));
 
     // The enum carries the graph name's span, so "no variant `Missing`" points at the graph.
     let enum_item = quote_spanned! {name.span()=>
@@ -255,7 +272,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
 
             // Every node is sync (the `async` statement is what makes a graph async).
             #[automatically_derived]
-            impl ::tea::__private::SyncGraph for #name {}
+            impl ::tea::__private::SyncGraph for #name where #(#sync_bounds,)* {}
 
             #[automatically_derived]
             impl ::tea::__private::Graph for #name {
@@ -349,6 +366,29 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
     let function = node.ident;
     let router = matches!(node.routing, Routing::Router(_));
     let call = match (&node.kind, router, node.interruptible) {
+        (NodeKind::Subgraph(sub), _, _) => {
+            let child = &sub.child;
+            let child_span = at(span_of_path(child));
+            let value = quote_spanned!(child_span=> <#child as ::core::default::Default>::default());
+            match &sub.mapping {
+                // The child's state must be the parent's: a mismatch is reported on the child.
+                None => quote_spanned! {child_span=>
+                    ::tea::__private::run_subgraph_shared::<#state, #node_enum, #child>(#value, __tea_state, __tea_ctx, __tea_hitl)
+                },
+                // Each mapping function is checked against the two states where it is named.
+                Some((input, output)) => {
+                    let input = quote_spanned! {at(span_of_path(input))=>
+                        ::tea::__private::subgraph_input::<#state, #child, _>(&#input)
+                    };
+                    let output = quote_spanned! {at(span_of_path(output))=>
+                        ::tea::__private::subgraph_output::<#state, #child, _>(&#output)
+                    };
+                    quote_spanned! {child_span=>
+                        ::tea::__private::run_subgraph_mapped::<#state, #node_enum, #child, _, _>(#value, #input, #output, __tea_state, __tea_ctx, __tea_hitl)
+                    }
+                }
+            }
+        }
         (NodeKind::Interrupt { payload, answer, .. }, _, _) => {
             // The payload is read and the answer written through the state's own field and
             // setter, spanned on the user's field names so a typo is reported there.
@@ -441,6 +481,13 @@ fn fingerprint_text(def: &GraphDef, model: &Model) -> String {
     text.push_str(&format!("start->[{}];", route_text(&model.start)));
     for node in &model.nodes {
         text.push_str(&format!("node {}", node.name));
+        if let NodeKind::Subgraph(sub) = &node.kind {
+            text.push_str(&format!(" subgraph({}", path_string(&sub.child)));
+            if let Some((input, output)) = &sub.mapping {
+                text.push_str(&format!(":{}=>{}", path_string(input), path_string(output)));
+            }
+            text.push(')');
+        }
         if let NodeKind::Interrupt { payload, answer, timeout } = &node.kind {
             text.push_str(&format!(" interrupt({payload}=>{answer}"));
             if let Some(timeout) = timeout {
@@ -528,6 +575,7 @@ fn mermaid(model: &Model) -> String {
     for node in &model.nodes {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => format!("{{{{{}}}}}", node.name),
+            NodeKind::Subgraph(sub) => format!("[[\"{}: {}\"]]", node.name, path_string(&sub.child)),
             NodeKind::Function => format!("[{}]", node.name),
         };
         out.push_str(&format!("    {}{}\n", node.name, shape));
@@ -549,9 +597,15 @@ fn dot(name: &str, model: &Model) -> String {
     for node in &model.nodes {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => ", shape=hexagon",
+            NodeKind::Subgraph(_) => ", shape=box3d",
             NodeKind::Function => "",
         };
-        out.push_str(&format!("    \"{0}\" [label=\"{0}\"{shape}];\n", node.name));
+        match &node.kind {
+            NodeKind::Subgraph(sub) => {
+                out.push_str(&format!("    \"{0}\" [label=\"{0}: {1}\"{shape}];\n", node.name, path_string(&sub.child)))
+            }
+            _ => out.push_str(&format!("    \"{0}\" [label=\"{0}\"{shape}];\n", node.name)),
+        }
     }
     out.push_str("    \"__end__\" [label=\"end\", shape=doublecircle];\n");
     for Drawn { from, to, kind } in drawn_edges(model) {
@@ -573,7 +627,7 @@ fn dot(name: &str, model: &Model) -> String {
 /// one is reported in the same build as the graph's own problems).
 pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
     const RESERVED: &[&str] =
-        &["start", "end", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible"];
+        &["start", "end", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
     let GraphDef { vis, name, state, .. } = def;
     let node_enum = node_enum_ident(name);
     // Inside a `const` item, `compile_error!` does not stop rustc from resolving the rest.
@@ -603,6 +657,10 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
             Stmt::Interrupt { node, .. } => {
                 nodes.push(node);
                 without_function.push(node);
+            }
+            Stmt::Subgraph(sub) => {
+                nodes.push(&sub.node);
+                without_function.push(&sub.node);
             }
             Stmt::Interruptible { nodes: listed } => interruptible.extend(listed),
             Stmt::Breakpoint { .. } => {}

@@ -18,6 +18,7 @@ mod kw {
     syn::custom_keyword!(interruptible);
     syn::custom_keyword!(interrupt);
     syn::custom_keyword!(timeout);
+    syn::custom_keyword!(subgraph);
 }
 
 /// A whole `graph!` invocation.
@@ -50,6 +51,19 @@ pub enum Stmt {
     Interruptible { nodes: Vec<Ident> },
     /// `interrupt ask(question => answer, timeout = 3600);`
     Interrupt { node: Ident, payload: Ident, answer: Ident, timeout: Option<LitInt> },
+    /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`
+    Subgraph(SubgraphDef),
+}
+
+/// A subgraph node: a node of the graph that runs a whole child graph.
+#[cfg_attr(test, derive(Debug))]
+pub struct SubgraphDef {
+    pub node: Ident,
+    /// The child graph's type (a `graph!` type).
+    pub child: Path,
+    /// `(input, output)`: `fn(&State) -> ChildState` and `fn(&State, ChildState) -> StateUpdate`;
+    /// `None` when the child has the parent's state.
+    pub mapping: Option<(Path, Path)>,
 }
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -147,7 +161,8 @@ impl Parse for GraphDef {
 }
 
 /// The statement keywords, in the order the errors list them.
-const STATEMENT_KEYWORDS: &[&str] = &["parallel", "interrupt_before", "interrupt_after", "interruptible", "interrupt"];
+const STATEMENT_KEYWORDS: &[&str] =
+    &["parallel", "interrupt_before", "interrupt_after", "interruptible", "interrupt", "subgraph"];
 
 /// Whether the next tokens begin a statement: `node ->`, or a keyword followed by a name.
 fn starts_statement(input: ParseStream) -> bool {
@@ -158,7 +173,8 @@ fn starts_statement(input: ParseStream) -> bool {
         || input.peek(kw::interrupt_before)
         || input.peek(kw::interrupt_after)
         || input.peek(kw::interruptible)
-        || input.peek(kw::interrupt))
+        || input.peek(kw::interrupt)
+        || input.peek(kw::subgraph))
         && input.peek2(Ident)
 }
 
@@ -231,6 +247,8 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
             return Err(args.error("expected `)`: an interrupt node takes `payload_field => answer_field` and optionally `, timeout = SECONDS`"));
         }
         (Stmt::Interrupt { node, payload, answer, timeout }, paren.span.close())
+    } else if keyword_stmt && lookahead.peek(kw::subgraph) {
+        parse_subgraph(input)?
     } else if lookahead.peek(Ident) {
         let from = input.call(node_name)?;
         if input.peek(Ident) {
@@ -244,13 +262,13 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
                 from.span(),
                 format!(
                     "unknown statement `{word}`; {hint}a statement is an edge (`a -> b;`) or starts with one of \
-                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`"
+                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`"
                 ),
             ));
         }
         if !input.peek(Token![->]) {
             return Err(input.error(format!(
-                "expected `->` after node `{from}`, or a statement keyword: `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`"
+                "expected `->` after node `{from}`, or a statement keyword: `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`"
             )));
         }
         input.parse::<Token![->]>()?;
@@ -277,6 +295,38 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         return Err(lookahead.error());
     };
     Ok(stmt)
+}
+
+/// `subgraph node = Child;` / `subgraph node = Child(input => output);`, after its keyword.
+fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
+    input.parse::<kw::subgraph>()?;
+    let node = input.call(node_name)?;
+    if !input.peek(Token![=]) {
+        return Err(input.error(format!(
+            "expected `=` and the child graph: `subgraph {node} = ChildGraph;` or `subgraph {node} = ChildGraph(input => output);`"
+        )));
+    }
+    input.parse::<Token![=]>()?;
+    let child =
+        input.call(Path::parse_mod_style).map_err(|e| syn::Error::new(e.span(), "expected the child graph's type"))?;
+    let mut last = child.segments.last().map_or_else(|| node.span(), |s| s.ident.span());
+    let mut mapping = None;
+    if input.peek(syn::token::Paren) {
+        let args;
+        let paren = parenthesized!(args in input);
+        let into = args.call(Path::parse_mod_style)?;
+        args.parse::<Token![=>]>()?;
+        let out = args.call(Path::parse_mod_style)?;
+        if !args.is_empty() {
+            return Err(args.error(
+                "expected `)`: a subgraph with its own state takes `input => output`, two functions: \
+                 `fn(&State) -> ChildState` and `fn(&State, ChildState) -> StateUpdate`",
+            ));
+        }
+        mapping = Some((into, out));
+        last = paren.span.close();
+    }
+    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping }), last))
 }
 
 fn last_span(idents: &[Ident]) -> Span {

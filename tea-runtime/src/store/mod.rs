@@ -55,7 +55,10 @@ pub enum Append {
 /// - [`prune`](Self::prune) never removes the head, so a thread keeps its place; after
 ///   [`delete`](Self::delete) the thread has no checkpoint and starts again from id 1.
 /// - Errors of the backing store are [`Error::Store`].
-pub trait Checkpointer: Send + Sync {
+///
+/// A store is `'static` (it owns its handles): an app shares it with the child graphs of its
+/// subgraph nodes.
+pub trait Checkpointer: Send + Sync + 'static {
     /// Stores checkpoint `id` of `thread` and makes it the head, if the head is `expected`.
     fn append(
         &self,

@@ -1,0 +1,326 @@
+//! Graphs inside graphs: subgraph nodes (`subgraph research = Researcher;`).
+//!
+//! A subgraph node runs a whole child graph through the same engine: an [`App`] of the child on
+//! the parent's store and options ([`Host`], carried by the parent's `Ctx`). The child's
+//! checkpoints are a thread of their own in that store, under the child graph's name, with an
+//! id derived from where the parent stands — `{parent thread}/{node}@{step}`, with `@{head}`
+//! inside a parallel branch — so that a recover of the parent, which runs the node again at the
+//! same step, finds the child where it stopped instead of starting it again.
+//!
+//! When the child pauses, the node pauses the parent through its `Hitl` on the child's pauses,
+//! listed under ids that name the path (`research/ask#0`), and keeps a *memo* (the child's
+//! thread and state) among its answers. A resume of the parent hands the node a *reply* (the
+//! answers meant for the child, by the child's own ids); the node then resumes the child's
+//! thread with them, so the child continues where it paused and its completed nodes do not run
+//! again.
+
+use crate::app::{App, NoCheckpointer};
+use crate::checkpoint::{Checkpoint, Position};
+use crate::error::{BoxError, Error};
+use crate::graph::{Graph, SyncGraph};
+use crate::hitl::Hitl;
+use crate::name::{NodeName, ThreadId};
+use crate::node::{Ctx, NodeStep};
+use crate::outcome::SubgraphSnapshot;
+use crate::outcome::{Durability, Outcome};
+use crate::resume::Interrupt;
+use crate::state::{GraphState, Reducer};
+use crate::store::Checkpointer;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a run lends its subgraph nodes: its store and its app's options.
+pub(crate) struct Host {
+    pub(crate) store: Arc<dyn Checkpointer>,
+    pub(crate) durability: Durability,
+    pub(crate) lease: Duration,
+    pub(crate) limit: usize,
+    pub(crate) max_branches: usize,
+}
+
+/// The key of the memo a paused subgraph node keeps among its answers.
+const MEMO: &str = "subgraph";
+/// The key of the reply a resume hands a paused subgraph node.
+const REPLY: &str = "subgraph_answers";
+
+/// The reply to a subgraph node whose child paused on `pauses` (as the parent lists them): the
+/// answers meant for the child, by the child's own ids. `None` when nothing of the child
+/// continues (every pause waits for an answer and none was given). The pauses that continue are
+/// added to `continuing`.
+pub(crate) fn reply(
+    pauses: &[Interrupt],
+    answer_of: &dyn Fn(&Interrupt) -> Option<Value>,
+    continuing: &mut Vec<Interrupt>,
+) -> Option<Value> {
+    let mut answers = Vec::new();
+    let mut any = false;
+    for pause in pauses {
+        let Some(child_id) = &pause.child else { continue };
+        if !pause.needs_answer() {
+            any = true;
+            continuing.push(pause.clone());
+        } else if let Some(value) = answer_of(pause) {
+            answers.push(json!([child_id, value]));
+            any = true;
+            continuing.push(pause.clone());
+        }
+    }
+    any.then(|| json!({ REPLY: answers }))
+}
+
+/// The child's thread of a subgraph node: `{parent thread}/{node}@{step}`, and `@{head}` inside
+/// a parallel branch. Deterministic: the node run again at the same place finds it.
+fn child_thread<S>(ctx: &Ctx<S>, parent: &ThreadId) -> ThreadId {
+    match &ctx.branch {
+        Some(head) => ThreadId::from(format!("{parent}/{}@{}@{head}", ctx.node, ctx.step)),
+        None => ThreadId::from(format!("{parent}/{}@{}", ctx.node, ctx.step)),
+    }
+}
+
+/// Runs a subgraph node whose child graph has its own state: `input` maps the parent's state to
+/// the child's input, `output` the child's final state to the parent's update. Generated code
+/// calls it for `subgraph node = Child(input => output);`.
+#[doc(hidden)]
+pub fn run_subgraph_mapped<S, N, C, I, O>(
+    child: C,
+    input: &I,
+    output: &O,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    C: Graph + SyncGraph,
+    I: Fn(&S) -> C::State,
+    O: Fn(&S, C::State) -> S::Update,
+{
+    let done = run_child(child, state, ctx, hitl, &|s| input(s), false)?;
+    Ok(NodeStep { update: Some(output(state, done.last)), goto: None })
+}
+
+/// Checks a subgraph's input mapping where the graph names it: `fn(&State) -> ChildState`.
+#[doc(hidden)]
+pub fn subgraph_input<S, C: Graph, F: Fn(&S) -> C::State>(f: &F) -> &F {
+    f
+}
+
+/// Checks a subgraph's output mapping where the graph names it:
+/// `fn(&State, ChildState) -> StateUpdate`.
+#[doc(hidden)]
+pub fn subgraph_output<S: GraphState, C: Graph, F: Fn(&S, C::State) -> S::Update>(f: &F) -> &F {
+    f
+}
+
+/// Runs a subgraph node whose child graph has the parent's state: the child starts on a copy
+/// of the parent's state, and what it changed is the node's update (see [`delta`]). Generated
+/// code calls it for `subgraph node = Child;`.
+#[doc(hidden)]
+pub fn run_subgraph_shared<S, N, C>(
+    child: C,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    C: Graph<State = S> + SyncGraph,
+{
+    let done = run_child(child, state, ctx, hitl, &|s: &S| s.clone(), true)?;
+    let first = done.first.as_ref().unwrap_or(state);
+    Ok(NodeStep { update: Some(delta(first, &done.last)?), goto: None })
+}
+
+/// A child run that finished: its final state and, when asked for, its input.
+struct Finished<T> {
+    first: Option<T>,
+    last: T,
+}
+
+/// Runs, resumes or recovers the child of a subgraph node; a pause of the child pauses the node
+/// (an `Err` the engine reads as a pause through `hitl`).
+fn run_child<S, C>(
+    child: C,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+    input: &dyn Fn(&S) -> C::State,
+    want_first: bool,
+) -> Result<Finished<C::State>, BoxError>
+where
+    S: GraphState,
+    C: Graph + SyncGraph,
+{
+    let (Some(host), Some(parent)) = (ctx.host.as_deref(), ctx.thread.as_ref()) else {
+        // No store: the child runs to its end (a child that can pause needs one, like any graph).
+        let app = App::for_child(child, NoCheckpointer, None);
+        let first = input(state);
+        let kept = want_first.then(|| first.clone());
+        return Ok(Finished { first: kept, last: app.invoke(first)? });
+    };
+    let given = hitl.given();
+    let memo = given.first().and_then(|v| v.get(MEMO));
+    let reply = given.last().and_then(|v| v.get(REPLY));
+    let thread = match memo.and_then(|m| m.get("thread")).and_then(Value::as_str) {
+        Some(thread) => ThreadId::from(thread.to_owned()),
+        None => child_thread(ctx, parent),
+    };
+    let app = App::for_child(child, host.store.clone(), Some(host));
+    let mut first = None;
+    let outcome = if app.state(&thread)?.is_none() {
+        let start = input(state);
+        if want_first {
+            first = Some(start.clone());
+        }
+        app.invoke_on(thread.clone(), start)?
+    } else {
+        // Paused (its pause comes back with a fresh token), finished (its final state), or
+        // stopped part-way by a failure or a crash (it continues where it stopped).
+        match (app.recover(&thread)?, reply) {
+            (Outcome::Interrupted { resume, .. }, Some(reply)) => {
+                let mut resume = resume;
+                for pair in reply.as_array().into_iter().flatten() {
+                    if let (Some(id), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1)) {
+                        resume = resume.answer_to(id, value);
+                    }
+                }
+                app.resume(resume)?
+            }
+            (outcome, _) => outcome,
+        }
+    };
+    match outcome {
+        Outcome::Done(last) => {
+            if want_first && first.is_none() {
+                first = Some(first_state(&app, &thread)?);
+            }
+            Ok(Finished { first, last })
+        }
+        Outcome::Interrupted { state: child_state, resume } => {
+            let pauses: Vec<Interrupt> = resume
+                .interrupts()
+                .iter()
+                .map(|pause| {
+                    let id = match &ctx.branch {
+                        Some(head) => format!("{}/{}@{head}", ctx.node, pause.id()),
+                        None => format!("{}/{}", ctx.node, pause.id()),
+                    };
+                    pause.nested(id, ctx.node.clone())
+                })
+                .collect();
+            let child_state = serde_json::to_value(&child_state).unwrap_or(Value::Null);
+            let memo =
+                json!({ MEMO: { "graph": app.graph().name(), "thread": thread.as_str(), "state": child_state } });
+            Err(Box::new(hitl.pause_child(memo, pauses)))
+        }
+    }
+}
+
+/// The subgraph nodes a checkpoint waits on inside their child graph, from the memos they keep
+/// among their answers (on the main line and in each stopped branch).
+pub(crate) fn paused_children<S: GraphState>(ckpt: &Checkpoint<S>) -> Vec<SubgraphSnapshot> {
+    let mut found = Vec::new();
+    let mut read = |answers: &[Value], pending: Option<&Interrupt>, branch: Option<&NodeName>| {
+        let (Some(memo), Some(pause)) = (answers.first().and_then(|v| v.get(MEMO)), pending) else { return };
+        if pause.child.is_none() {
+            return;
+        }
+        let text = |key: &str| memo.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        found.push(SubgraphSnapshot {
+            node: pause.node().clone(),
+            branch: branch.cloned(),
+            graph: text("graph"),
+            thread: ThreadId::from(text("thread")),
+            state: memo.get("state").cloned().unwrap_or(Value::Null),
+        });
+    };
+    match &ckpt.at {
+        Position::Fork { branches, .. } => {
+            for branch in branches {
+                read(&branch.answers, branch.pending.as_ref(), Some(&branch.head));
+            }
+        }
+        _ => read(&ckpt.answers, ckpt.pending.first(), None),
+    }
+    found
+}
+
+/// The state a child thread started with (its first checkpoint).
+fn first_state<C: Graph>(app: &App<C, Arc<dyn Checkpointer>>, thread: &ThreadId) -> Result<C::State, Error> {
+    let history = app.history(thread)?;
+    history
+        .into_iter()
+        .last()
+        .map(|snapshot| snapshot.state)
+        .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
+}
+
+/// What a child graph with its parent's state changed, as an update of that state: each field
+/// whose value differs is written so that applying the update to `before` gives `after`. A field
+/// with a reducer is written through it where that is exact — an `append` field by the items
+/// added, a `sum` field by the difference, a `max`/`min`/`union`/`merge` field by its new value
+/// when that only grew — so that sibling parallel branches still merge with it; otherwise the
+/// field is overwritten.
+pub(crate) fn delta<S: GraphState>(before: &S, after: &S) -> Result<S::Update, BoxError> {
+    let encode = |state: &S| match serde_json::to_value(state) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("a subgraph over its parent's state needs a state that serializes as a map of its fields"),
+        Err(_) => Err("the state does not serialize"),
+    };
+    let (before, after) = (encode(before)?, encode(after)?);
+    let mut update = serde_json::Map::new();
+    for field in S::FIELDS {
+        let (Some(old), Some(new)) = (before.get(field.name), after.get(field.name)) else {
+            return Err(format!(
+                "field `{}` is not serialized under its name, so a subgraph over this state cannot tell what it changed",
+                field.name
+            )
+            .into());
+        };
+        if old == new {
+            continue;
+        }
+        let written = match field.reducer {
+            Reducer::Replace => new.clone(),
+            reducer => match reduced(reducer, old, new) {
+                Some(value) => json!({ "reduce": value }),
+                None => json!({ "overwrite": new }),
+            },
+        };
+        update.insert(field.name.to_owned(), written);
+    }
+    serde_json::from_value(Value::Object(update))
+        .map_err(|e| format!("the child's changes do not form an update: {e}").into())
+}
+
+/// The value that, merged into `old` by `reducer`, gives `new`; `None` when there is none that
+/// is sure to (the field is then overwritten).
+fn reduced(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
+    match (reducer, old, new) {
+        (Reducer::Append, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
+            Some(Value::Array(new[old.len()..].to_vec()))
+        }
+        (Reducer::Append, Value::String(old), Value::String(new)) => new.strip_prefix(old.as_str()).map(|s| json!(s)),
+        (Reducer::Sum, Value::Number(old), Value::Number(new)) => {
+            if let (Some(o), Some(n)) = (old.as_i64(), new.as_i64()) {
+                n.checked_sub(o).map(|d| json!(d))
+            } else if let (Some(o), Some(n)) = (old.as_u64(), new.as_u64()) {
+                n.checked_sub(o).map(|d| json!(d))
+            } else {
+                let (o, n) = (old.as_f64()?, new.as_f64()?);
+                let d = n - o;
+                (o + d == n).then(|| json!(d))
+            }
+        }
+        (Reducer::Max, Value::Number(old), Value::Number(new)) => (new.as_f64()? >= old.as_f64()?).then(|| json!(new)),
+        (Reducer::Min, Value::Number(old), Value::Number(new)) => (new.as_f64()? <= old.as_f64()?).then(|| json!(new)),
+        (Reducer::Union, Value::Array(old), Value::Array(new)) => {
+            old.iter().all(|item| new.contains(item)).then(|| Value::Array(new.clone()))
+        }
+        (Reducer::Merge, Value::Object(old), Value::Object(new)) => {
+            old.keys().all(|key| new.contains_key(key)).then(|| Value::Object(new.clone()))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,363 @@
+//! Subgraph nodes: a node of a parent graph that runs a whole child graph, on the parent's store
+//! and thread, pausing and resuming inside the child.
+//!
+//! Every scenario runs on `MemoryStore` and on `SledStore`; the last one pauses inside a child in
+//! one process and resumes it in another.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::Command as Process;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tea::prelude::*;
+
+// ---------------------------------------------------------------------------------------------
+// A child with the parent's state: `subgraph review = Reviewer;`
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Doc {
+    draft: String,
+    #[reducer(append)]
+    log: Vec<String>,
+    #[reducer(sum)]
+    edits: u32,
+    verdict: String,
+}
+
+static CHECKS: AtomicUsize = AtomicUsize::new(0);
+
+fn check(s: &Doc) -> DocUpdate {
+    CHECKS.fetch_add(1, Ordering::SeqCst);
+    Doc::update().log(vec![format!("check {}", s.draft)]).edits(1)
+}
+fn polish(_: &Doc) -> DocUpdate {
+    Doc::update().log(vec!["polish".into()]).edits(2)
+}
+fn judge(s: &Doc, hitl: &mut Hitl) -> Result<DocUpdate, Pause> {
+    let verdict: String = hitl.interrupt(format!("verdict on {}?", s.draft))?;
+    Ok(Doc::update().verdict(verdict).log(vec!["judge".into()]))
+}
+
+graph! {
+    /// The child: checks, polishes, asks a human for a verdict.
+    pub Reviewer for Doc {
+        start -> check;
+        check -> polish;
+        polish -> judge;
+        judge -> end;
+        interruptible judge;
+    }
+}
+
+fn write(_: &Doc) -> DocUpdate {
+    Doc::update().draft("d1".into()).log(vec!["write".into()])
+}
+fn publish(s: &Doc) -> DocUpdate {
+    Doc::update().log(vec![format!("publish ({})", s.verdict)])
+}
+
+graph! {
+    /// The parent: writes, has the draft reviewed by the child graph, publishes.
+    pub Desk for Doc {
+        start -> write;
+        write -> review;
+        review -> publish;
+        publish -> end;
+        subgraph review = Reviewer;
+    }
+}
+
+fn pause_inside_a_child_and_resume_without_rerunning_it<C: Checkpointer>(store: C) {
+    let app = Desk::builder().checkpointer(store).build();
+    let before = CHECKS.load(Ordering::SeqCst);
+    let (state, resume) = app.invoke_on("desk-1", Doc::default()).unwrap().interrupted().expect("the child asks");
+    // The parent paused before its subgraph node's update: its state is the state before it.
+    assert_eq!(state.log, ["write"]);
+    let ids: Vec<&str> = resume.interrupts().iter().map(|i| i.id()).collect();
+    assert_eq!(ids, ["review/judge#0"]);
+    assert_eq!(resume.interrupts()[0].node(), "review");
+    assert_eq!(resume.interrupts()[0].value(), "verdict on d1?");
+
+    // The pause is the parent's: `state` lists it, with the child's state in the snapshot.
+    let snapshot = app.state(&ThreadId::from("desk-1")).unwrap().unwrap();
+    assert_eq!(snapshot.interrupts[0].id(), "review/judge#0");
+    assert_eq!(snapshot.next, ["review"]);
+    let child = &snapshot.subgraphs[0];
+    assert_eq!(
+        (child.node.as_str(), child.graph.as_str(), child.thread.as_str()),
+        ("review", "Reviewer", "desk-1/review@2")
+    );
+    assert_eq!(child.state["log"], serde_json::json!(["write", "check d1", "polish"]));
+
+    let token: Resume<Doc> = resume.to_string().parse().unwrap();
+    let done = app.resume(token.answer("ship it")).unwrap().done().expect("done");
+    assert_eq!(done.log, ["write", "check d1", "polish", "judge", "publish (ship it)"]);
+    assert_eq!(done.edits, 3, "the child's sums count once");
+    assert_eq!(done.verdict, "ship it");
+    assert_eq!(CHECKS.load(Ordering::SeqCst) - before, 1, "the child's completed nodes did not run again");
+}
+
+#[test]
+fn a_pause_inside_a_child_pauses_the_parent_memory() {
+    pause_inside_a_child_and_resume_without_rerunning_it(MemoryStore::new());
+}
+
+#[test]
+fn a_pause_inside_a_child_pauses_the_parent_sled() {
+    let dir = tempdir("sled-pause");
+    pause_inside_a_child_and_resume_without_rerunning_it(SledStore::open(&dir).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn the_child_runs_on_the_parents_store_under_a_deterministic_thread() {
+    let store = MemoryStore::new();
+    let app = Desk::builder().checkpointer(store.clone()).build();
+    app.invoke_on("desk-2", Doc::default()).unwrap();
+    // The parent's `write` is step 1, so the child of `review` at step 2 is `desk-2/review@2`.
+    assert_eq!(store.threads(Reviewer::NAME).unwrap(), [ThreadId::from("desk-2/review@2")]);
+    let child = Reviewer::builder().checkpointer(store.clone()).build();
+    let snapshot = child.state(&ThreadId::from("desk-2/review@2")).unwrap().unwrap();
+    assert_eq!(snapshot.state.log, ["write", "check d1", "polish"], "the child's own state, paused at judge");
+    assert_eq!(snapshot.next, ["judge"]);
+}
+
+#[test]
+fn a_child_graph_still_works_on_its_own() {
+    let app = Reviewer::builder().checkpointer(MemoryStore::new()).build();
+    let (_, resume) = app.invoke(Doc { draft: "x".into(), ..Doc::default() }).unwrap().interrupted().unwrap();
+    let done = app.resume(resume.answer("ok")).unwrap().done().unwrap();
+    assert_eq!(done.log, ["check x", "polish", "judge"]);
+}
+
+#[test]
+fn a_wrong_answer_for_the_child_leaves_the_token_good() {
+    let app = Desk::builder().checkpointer(MemoryStore::new()).build();
+    let (_, resume) = app.invoke(Doc::default()).unwrap().interrupted().unwrap();
+    let error = app.resume(resume.clone().answer(42)).unwrap_err();
+    assert!(error.to_string().contains("review"), "{error}");
+    let done = app.resume(resume.answer("fine")).unwrap().done().unwrap();
+    assert_eq!(done.verdict, "fine");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A child with its own state and a mapping: `subgraph ask_team = Team(to_team => from_team);`
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Team {
+    topic: String,
+    #[reducer(append)]
+    notes: Vec<String>,
+    answer: String,
+}
+
+fn web(t: &Team) -> TeamUpdate {
+    Team::update().notes(vec![format!("web on {}", t.topic)])
+}
+fn papers(t: &Team) -> TeamUpdate {
+    Team::update().notes(vec![format!("papers on {}", t.topic)])
+}
+fn gather(_: &Team) {}
+
+graph! {
+    /// A child with a fan-out whose branches stop at breakpoints and questions.
+    pub TeamGraph for Team {
+        start -> gather;
+        parallel gather => [web, papers] -> expert;
+        interrupt expert(topic => answer);
+        expert -> end;
+        interrupt_before papers;
+    }
+}
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Boss {
+    question: String,
+    #[reducer(append)]
+    findings: Vec<String>,
+    reply: String,
+}
+
+fn to_team(b: &Boss) -> Team {
+    Team { topic: b.question.clone(), ..Team::default() }
+}
+fn from_team(_: &Boss, t: Team) -> BossUpdate {
+    Boss::update().findings(t.notes).reply(t.answer)
+}
+fn frame(_: &Boss) -> BossUpdate {
+    Boss::update().findings(vec!["framed".into()])
+}
+fn other(_: &Boss) -> BossUpdate {
+    Boss::update().findings(vec!["other".into()])
+}
+fn report(_: &Boss) {}
+
+graph! {
+    /// The parent runs the team as one branch of its own fan-out.
+    pub Supervisor for Boss {
+        start -> frame;
+        parallel frame => [team, other] -> report;
+        report -> end;
+        subgraph team = TeamGraph(to_team => from_team);
+    }
+}
+
+fn pauses_in_a_childs_fan_out_inside_a_parents_fan_out<C: Checkpointer>(store: C) {
+    let app = Supervisor::builder().checkpointer(store).build();
+    let input = Boss { question: "tea".into(), ..Boss::default() };
+    let (_, resume) = app.invoke(input).unwrap().interrupted().expect("the child stops at a breakpoint");
+    let ids: Vec<&str> = resume.interrupts().iter().map(|i| i.id()).collect();
+    assert_eq!(ids, ["team/before:papers@papers@team"]);
+    // Continue the breakpoint: the child's fan-out joins, then its interrupt node asks.
+    let (_, resume) = app.resume(resume).unwrap().interrupted().expect("the child's interrupt node asks");
+    let ids: Vec<&str> = resume.interrupts().iter().map(|i| i.id()).collect();
+    assert_eq!(ids, ["team/expert#0@team"]);
+    assert_eq!(resume.interrupts()[0].value(), "tea");
+    let done = app.resume(resume.answer_to("team/expert#0@team", "oolong")).unwrap().done().unwrap();
+    // Branches merge in declared order: the team's findings, then the sibling's.
+    assert_eq!(done.findings, ["framed", "web on tea", "papers on tea", "other"]);
+    assert_eq!(done.reply, "oolong");
+}
+
+#[test]
+fn nested_fan_outs_pause_and_resume_memory() {
+    pauses_in_a_childs_fan_out_inside_a_parents_fan_out(MemoryStore::new());
+}
+
+#[test]
+fn nested_fan_outs_pause_and_resume_sled() {
+    let dir = tempdir("sled-fanout");
+    pauses_in_a_childs_fan_out_inside_a_parents_fan_out(SledStore::open(&dir).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two levels deep: a grandchild's pause names the whole path.
+
+graph! {
+    /// The middle level: its only node is the `Reviewer` child.
+    pub Middle for Doc {
+        start -> inner;
+        inner -> end;
+        subgraph inner = Reviewer;
+    }
+}
+
+graph! {
+    /// The top level.
+    pub Top for Doc {
+        start -> write;
+        write -> outer;
+        outer -> end;
+        subgraph outer = Middle;
+    }
+}
+
+#[test]
+fn a_pause_two_levels_deep_names_its_path() {
+    let app = Top::builder().checkpointer(MemoryStore::new()).build();
+    let (_, resume) = app.invoke(Doc::default()).unwrap().interrupted().unwrap();
+    assert_eq!(resume.interrupts()[0].id(), "outer/inner/judge#0");
+    let done = app.resume(resume.answer("deep")).unwrap().done().unwrap();
+    assert_eq!(done.log, ["write", "check d1", "polish", "judge"]);
+    assert_eq!(done.verdict, "deep");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A pause-free child in a store-less parent.
+
+fn count(_: &Doc) -> DocUpdate {
+    Doc::update().edits(1)
+}
+
+graph! {
+    pub Counter for Doc {
+        start -> count;
+        count -> end;
+    }
+}
+
+graph! {
+    pub Twice for Doc {
+        start -> first;
+        first -> second;
+        second -> end;
+        subgraph first = Counter;
+        subgraph second = Counter;
+    }
+}
+
+#[test]
+fn a_pause_free_child_runs_without_a_store() {
+    // `Twice` builds without a checkpointer because its children cannot pause.
+    let out = Twice::builder().build().invoke(Doc { edits: 5, ..Doc::default() }).unwrap();
+    assert_eq!(out.edits, 7);
+}
+
+#[test]
+fn drawings_show_the_child() {
+    assert!(Desk::MERMAID.contains("review[[\"review: Reviewer\"]]"), "{}", Desk::MERMAID);
+    assert!(Desk::DOT.contains("\"review\" [label=\"review: Reviewer\", shape=box3d];"), "{}", Desk::DOT);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A process boundary: pause inside the child in one process, resume in another.
+
+const TEST: &str = "a_pause_inside_a_child_resumes_in_another_process";
+const ROLE: &str = "TEA_SUBGRAPHS_ROLE";
+const DB: &str = "TEA_SUBGRAPHS_DB";
+const TOKEN: &str = "TEA_SUBGRAPHS_TOKEN";
+
+fn run_role(role: &str, path: &Path) {
+    let app = Desk::builder().checkpointer(SledStore::open(path).unwrap()).build();
+    match role {
+        "pause" => {
+            let (_, resume) = app.invoke_on("desk-proc", Doc::default()).unwrap().interrupted().unwrap();
+            println!("TOKEN={resume}");
+        }
+        _ => {
+            let token: Resume<Doc> = std::env::var(TOKEN).unwrap().parse().unwrap();
+            let done = app.resume(token.answer("from afar")).unwrap().done().unwrap();
+            println!("STATE={}", serde_json::to_string(&done).unwrap());
+        }
+    }
+}
+
+fn child_process(role: &str, path: &Path, token: Option<&str>, key: &str) -> String {
+    let mut command = Process::new(std::env::current_exe().unwrap());
+    command.args([TEST, "--exact", "--nocapture", "--test-threads=1"]).env(ROLE, role).env(DB, path);
+    if let Some(token) = token {
+        command.env(TOKEN, token);
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{role} failed: {stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let prefix = format!("{key}=");
+    // The harness prints `test NAME ... ` on the same line first.
+    let line = stdout.lines().find_map(|l| l.find(&prefix).map(|at| &l[at + prefix.len()..]));
+    line.map(str::to_owned).expect("the child printed its line")
+}
+
+#[test]
+fn a_pause_inside_a_child_resumes_in_another_process() {
+    if let Ok(role) = std::env::var(ROLE) {
+        run_role(&role, Path::new(&std::env::var(DB).unwrap()));
+        return;
+    }
+    let dir = tempdir("process");
+    let token = child_process("pause", &dir, None, "TOKEN");
+    let state = child_process("resume", &dir, Some(&token), "STATE");
+    let done: Doc = serde_json::from_str(&state).unwrap();
+    assert_eq!(done.log, ["write", "check d1", "polish", "judge", "publish (from afar)"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tea-subgraphs-{name}-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::remove_dir_all(&dir).ok();
+    dir
+}
+
+fn rand_suffix() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
