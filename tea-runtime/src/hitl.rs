@@ -122,6 +122,34 @@ impl Hitl {
     pub fn answered(&self) -> usize {
         self.answers.len()
     }
+
+    /// A `Hitl` for calling an interruptible node function outside a run, as a unit test does:
+    /// its `interrupt` calls return `answers` in order, and the first call beyond them pauses.
+    /// `Hitl::default()` has no answers.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// fn ask(hitl: &mut Hitl) -> Result<u32, Pause> {
+    ///     hitl.interrupt("How many?")
+    /// }
+    /// let mut first = Hitl::default();
+    /// assert!(ask(&mut first).is_err());
+    /// assert_eq!(first.paused_with(), Some(&serde_json::json!("How many?")));
+    /// let mut resumed = Hitl::answering([serde_json::json!(3)]);
+    /// assert_eq!(ask(&mut resumed), Ok(3));
+    /// assert_eq!(resumed.paused_with(), None);
+    /// ```
+    pub fn answering(answers: impl IntoIterator<Item = serde_json::Value>) -> Self {
+        Hitl::with_answers(answers.into_iter().collect())
+    }
+
+    /// The payload this run of the node paused with, if one of its `interrupt` calls paused.
+    pub fn paused_with(&self) -> Option<&serde_json::Value> {
+        match &self.asked {
+            Some(Asked::Pause(payload)) => Some(payload),
+            _ => None,
+        }
+    }
 }
 
 /// An interrupt node's answer as the value of its field: the answer itself, or else a single

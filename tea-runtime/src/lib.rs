@@ -82,7 +82,10 @@ pub use exec::Stream;
 pub use graph::{Fork, Graph, NodeFuture, PauseFree, SyncGraph};
 pub use hitl::{Hitl, Pause};
 pub use name::{NodeName, ThreadId};
-pub use node::{Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput, RouterOutput};
+pub use node::{
+    AsyncInterruptibleFn, AsyncNodeFn, Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput,
+    RouterOutput,
+};
 pub use outcome::{Durability, Outcome, Snapshot, SubgraphSnapshot};
 pub use parallel::BranchState;
 pub use resume::{Interrupt, Resume};
@@ -100,8 +103,9 @@ pub mod __private {
     pub use crate::error::BoxError;
     pub use crate::hitl::check_field_answer;
     pub use crate::node::{
-        guard, interruptible_takes_ctx, run_interrupt_node, run_interruptible, run_interruptible_router, run_node,
-        run_router, takes_ctx, NodeStep,
+        async_interruptible_takes_ctx, async_node_run_sync, async_takes_ctx, guard, interruptible_takes_ctx,
+        ready_step, run_interrupt_node, run_interruptible, run_interruptible_async, run_interruptible_router,
+        run_interruptible_router_async, run_node, run_node_async, run_router, run_router_async, takes_ctx, NodeStep,
     };
     pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::state::{deserialize_some, fingerprint, Slot};

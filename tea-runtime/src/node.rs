@@ -1,16 +1,19 @@
 //! What a node is to the engine: a function of the state (and optionally its [`Ctx`]) whose
 //! return value converts into an update or, for routers, a [`Command`].
 //!
-//! The traits here let `graph!` call a node without knowing which of the accepted forms it has;
+//! The traits here let `graph!` call a node without knowing which of the accepted forms it has
+//! (sync, or `async` with the `Async…` traits, whose futures the async driver awaits);
 //! their `on_unimplemented` messages are what a user sees, on the node's name, when a node has
 //! the wrong shape.
 
 use crate::error::BoxError;
+use crate::graph::NodeFuture;
 use crate::hitl::Hitl;
 use crate::name::{NodeName, ThreadId};
 use crate::parallel::BranchState;
 use crate::state::GraphState;
 use std::fmt;
+use std::future::Future;
 
 /// The node type of a graph: `graph!` generates an enum (`ReviewFlowNode`) with one variant per
 /// node, so a [`Command::goto`] to a node that does not exist does not compile.
@@ -158,6 +161,24 @@ impl<S> Ctx<S> {
     pub fn branches(&self) -> &[BranchState<S>] {
         &self.branches
     }
+
+    /// A `Ctx` for calling a node function outside a run, as a unit test does: `node()` is
+    /// `node`, `step()` is 0, and there is no thread, no branch and no branches.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Trace { #[reducer(append)] seen: Vec<String> }
+    /// fn visit(_: &Trace, ctx: &Ctx<Trace>) -> TraceUpdate {
+    ///     Trace::update().seen(vec![ctx.node().to_string()])
+    /// }
+    /// let mut trace = Trace::default();
+    /// trace.apply(visit(&trace, &Ctx::detached("visit")));
+    /// assert_eq!(trace.seen, ["visit"]);
+    /// ```
+    pub fn detached(node: impl Into<NodeName>) -> Self {
+        Ctx::new(node.into(), None)
+    }
 }
 
 impl<S> fmt::Debug for Ctx<S> {
@@ -179,7 +200,8 @@ impl<S> fmt::Debug for Ctx<S> {
     message = "`{Self}` is not what a node of state `{S}` can return",
     label = "this node's function returns `{Self}`",
     note = "a node returns the state's update type (`{S}::update()…`), `()`, or `Result` of either with an error that converts into `Box<dyn Error + Send + Sync>`",
-    note = "a node that returns a `Command` must be declared as a router in the graph: `node -> a | b;`"
+    note = "a node that returns a `Command` must be declared as a router in the graph: `node -> a | b;`",
+    note = "an `async fn` node (one that returns a future) must be listed in the graph's `async` statement: `async node;`"
 )]
 pub trait NodeOutput<S: GraphState> {
     /// The update to apply, or the node's error.
@@ -204,7 +226,8 @@ impl<S: GraphState, E: Into<BoxError>> NodeOutput<S> for Result<(), E> {
     message = "`{Self}` is not what a router node can return",
     label = "this node is declared `node -> a | b;`, so it must return a `Command`",
     note = "a router returns `Command<{N}>` (or `Result<Command<{N}>, E>`): `Command::goto({N}::…)` or `Command::end()`",
-    note = "if the node should return a plain update, route it with edges (`node -> a;`, `node -> a if guard;`) instead of `|`"
+    note = "if the node should return a plain update, route it with edges (`node -> a;`, `node -> a if guard;`) instead of `|`",
+    note = "an `async fn` router must be listed in the graph's `async` statement: `async node;`"
 )]
 pub trait RouterOutput<N: NodeId> {
     /// The command, or the node's error.
@@ -230,7 +253,8 @@ impl<N: NodeId, E: Into<BoxError>> RouterOutput<N> for Result<Command<N>, E> {
     message = "`{Self}` is not a node function of state `{S}`",
     label = "expected `fn(&{S}) -> R` or `fn(&{S}, &Ctx<{S}>) -> R`",
     note = "a node takes the state by reference, optionally followed by `&Ctx<{S}>`",
-    note = "a node that takes `&mut Hitl` to pause from inside must be declared in the graph: `interruptible node;`"
+    note = "a node that takes `&mut Hitl` to pause from inside must be declared in the graph: `interruptible node;`",
+    note = "an `async fn` node must be listed in the graph's `async` statement: `async node;`"
 )]
 pub trait NodeFn<S, Form> {
     /// What the function returns.
@@ -276,7 +300,8 @@ where
     message = "`{Self}` is not the function of an interruptible node of state `{S}`",
     label = "this node is declared `interruptible`, so its function takes `&mut Hitl`",
     note = "an interruptible node is `fn(&{S}, &mut Hitl) -> R` or `fn(&{S}, &Ctx<{S}>, &mut Hitl) -> R`",
-    note = "if the node never pauses, remove it from the `interruptible` statement"
+    note = "if the node never pauses, remove it from the `interruptible` statement",
+    note = "an `async fn` node must be listed in the graph's `async` statement: `async node;`"
 )]
 pub trait InterruptibleFn<S, Form> {
     /// What the function returns.
@@ -432,4 +457,216 @@ pub fn interruptible_takes_ctx<S, F: InterruptibleFn<S, Form>, Form>(_: &F) -> b
 #[inline(always)]
 pub fn guard<S, F: Guard<S>>(f: &F, state: &S) -> bool {
     f.holds(state)
+}
+
+/// An async node function, whatever its accepted form: `async fn(&S) -> R`,
+/// `async fn(&S, &Ctx<S>) -> R`, or a plain `fn` with those arguments returning a future of `R`.
+///
+/// `'a` is how long the future may borrow the state and the `Ctx`: the node's run. `Form` only
+/// tells the forms apart; it is inferred. The engine also needs the future to be `Send` (it
+/// runs on a multi-threaded runtime): the functions that run nodes ask for it, so that a future
+/// holding an `Rc` across an `.await` gets the compiler's own diagnostic, which names the value
+/// and the `.await`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an async node function of state `{S}`",
+    label = "this node is declared `async`, so its function returns a future",
+    note = "an async node is `async fn(&{S}) -> R` or `async fn(&{S}, &Ctx<{S}>) -> R`, or a `fn` with those arguments returning `impl Future<Output = R> + Send + '_`",
+    note = "a node that takes `&mut Hitl` to pause from inside must be declared in the graph: `interruptible node;`",
+    note = "a sync node (`fn`, not `async fn`) must not be listed in the `async` statement"
+)]
+pub trait AsyncNodeFn<'a, S: 'a, Form> {
+    /// What the future resolves to.
+    type Output;
+    /// The future the function returns.
+    type Future: Future<Output = Self::Output> + 'a;
+    /// Whether the function takes `&Ctx<S>`.
+    const TAKES_CTX: bool;
+    /// Calls the function.
+    fn call(&self, state: &'a S, ctx: &'a Ctx<S>) -> Self::Future;
+}
+
+impl<'a, S: 'a, F, Fut> AsyncNodeFn<'a, S, (StateOnly, Fut)> for F
+where
+    F: Fn(&'a S) -> Fut,
+    Fut: Future + 'a,
+{
+    type Output = Fut::Output;
+    type Future = Fut;
+    const TAKES_CTX: bool = false;
+    fn call(&self, state: &'a S, _: &'a Ctx<S>) -> Fut {
+        self(state)
+    }
+}
+
+impl<'a, S: 'a, F, Fut> AsyncNodeFn<'a, S, (WithCtx, Fut)> for F
+where
+    F: Fn(&'a S, &'a Ctx<S>) -> Fut,
+    Fut: Future + 'a,
+{
+    type Output = Fut::Output;
+    type Future = Fut;
+    const TAKES_CTX: bool = true;
+    fn call(&self, state: &'a S, ctx: &'a Ctx<S>) -> Fut {
+        self(state, ctx)
+    }
+}
+
+/// The function of a node declared both `async` and `interruptible`:
+/// `async fn(&S, &mut Hitl) -> R` or `async fn(&S, &Ctx<S>, &mut Hitl) -> R` (or a `fn` with
+/// those arguments returning a future of `R`), whose future is `Send` like
+/// [`AsyncNodeFn`]'s.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not the function of an async interruptible node of state `{S}`",
+    label = "this node is declared `async` and `interruptible`, so its function takes `&mut Hitl` and returns a future",
+    note = "an async interruptible node is `async fn(&{S}, &mut Hitl) -> R` or `async fn(&{S}, &Ctx<{S}>, &mut Hitl) -> R`, or a `fn` with those arguments returning `impl Future<Output = R> + Send + '_`",
+    note = "if the node never pauses, remove it from the `interruptible` statement",
+    note = "a sync node (`fn`, not `async fn`) must not be listed in the `async` statement"
+)]
+pub trait AsyncInterruptibleFn<'a, S: 'a, Form> {
+    /// What the future resolves to.
+    type Output;
+    /// The future the function returns.
+    type Future: Future<Output = Self::Output> + 'a;
+    /// Whether the function takes `&Ctx<S>`.
+    const TAKES_CTX: bool;
+    /// Calls the function.
+    fn call(&self, state: &'a S, ctx: &'a Ctx<S>, hitl: &'a mut Hitl) -> Self::Future;
+}
+
+impl<'a, S: 'a, F, Fut> AsyncInterruptibleFn<'a, S, (WithHitl, Fut)> for F
+where
+    F: Fn(&'a S, &'a mut Hitl) -> Fut,
+    Fut: Future + 'a,
+{
+    type Output = Fut::Output;
+    type Future = Fut;
+    const TAKES_CTX: bool = false;
+    fn call(&self, state: &'a S, _: &'a Ctx<S>, hitl: &'a mut Hitl) -> Fut {
+        self(state, hitl)
+    }
+}
+
+impl<'a, S: 'a, F, Fut> AsyncInterruptibleFn<'a, S, (WithCtxHitl, Fut)> for F
+where
+    F: Fn(&'a S, &'a Ctx<S>, &'a mut Hitl) -> Fut,
+    Fut: Future + 'a,
+{
+    type Output = Fut::Output;
+    type Future = Fut;
+    const TAKES_CTX: bool = true;
+    fn call(&self, state: &'a S, ctx: &'a Ctx<S>, hitl: &'a mut Hitl) -> Fut {
+        self(state, ctx, hitl)
+    }
+}
+
+/// Runs an async plain node (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline]
+pub fn run_node_async<'a, S, N, F, Form, Fut>(f: &F, state: &'a S, ctx: &'a Ctx<S>) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    N: 'a,
+    F: AsyncNodeFn<'a, S, Form, Future = Fut>,
+    Fut: Future + Send + 'a,
+    Fut::Output: NodeOutput<S>,
+{
+    let future = f.call(state, ctx);
+    Box::pin(async move {
+        let update = future.await.into_update()?;
+        Ok(NodeStep { update, goto: None })
+    })
+}
+
+/// Runs an async router node (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline]
+pub fn run_router_async<'a, S, N, F, Form, Fut>(f: &F, state: &'a S, ctx: &'a Ctx<S>) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    N: NodeId<State = S>,
+    F: AsyncNodeFn<'a, S, Form, Future = Fut>,
+    Fut: Future + Send + 'a,
+    Fut::Output: RouterOutput<N>,
+{
+    let future = f.call(state, ctx);
+    Box::pin(async move {
+        let command = future.await.into_command()?;
+        Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+    })
+}
+
+/// Runs an async `interruptible` plain node (generated code calls this, spanned on the node's
+/// name).
+#[doc(hidden)]
+#[inline]
+pub fn run_interruptible_async<'a, S, N, F, Form, Fut>(
+    f: &F,
+    state: &'a S,
+    ctx: &'a Ctx<S>,
+    hitl: &'a mut Hitl,
+) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    N: 'a,
+    F: AsyncInterruptibleFn<'a, S, Form, Future = Fut>,
+    Fut: Future + Send + 'a,
+    Fut::Output: NodeOutput<S>,
+{
+    let future = f.call(state, ctx, hitl);
+    Box::pin(async move {
+        let update = future.await.into_update()?;
+        Ok(NodeStep { update, goto: None })
+    })
+}
+
+/// Runs an async `interruptible` router (generated code calls this, spanned on the node's name).
+#[doc(hidden)]
+#[inline]
+pub fn run_interruptible_router_async<'a, S, N, F, Form, Fut>(
+    f: &F,
+    state: &'a S,
+    ctx: &'a Ctx<S>,
+    hitl: &'a mut Hitl,
+) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    N: NodeId<State = S>,
+    F: AsyncInterruptibleFn<'a, S, Form, Future = Fut>,
+    Fut: Future + Send + 'a,
+    Fut::Output: RouterOutput<N>,
+{
+    let future = f.call(state, ctx, hitl);
+    Box::pin(async move {
+        let command = future.await.into_command()?;
+        Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+    })
+}
+
+/// What the sync [`Graph::run`](crate::Graph::run) of a graph returns for an async node
+/// (generated code calls this). The engine's sync driver asks
+/// [`Graph::is_async`](crate::Graph::is_async) first and never gets here.
+#[doc(hidden)]
+#[cold]
+pub fn async_node_run_sync<S: GraphState, N>(node: &'static str) -> Result<NodeStep<S, N>, BoxError> {
+    Err(format!("node `{node}` is async: it runs with `run_async` (the async API), not with the blocking `run`").into())
+}
+
+/// A sync node's result as a ready [`NodeFuture`]: what generated `run_async` does for a node
+/// that is not async (the engine only asks it for async nodes).
+#[doc(hidden)]
+#[inline]
+pub fn ready_step<'a, S: GraphState, N: Send + 'a>(result: Result<NodeStep<S, N>, BoxError>) -> NodeFuture<'a, S, N> {
+    Box::pin(std::future::ready(result))
+}
+
+/// Whether an async node function takes `&Ctx` (generated code asks it of join nodes).
+#[doc(hidden)]
+pub fn async_takes_ctx<'a, S: 'a, F: AsyncNodeFn<'a, S, Form>, Form>(_: &F) -> bool {
+    F::TAKES_CTX
+}
+
+/// Whether an async interruptible node's function takes `&Ctx`.
+#[doc(hidden)]
+pub fn async_interruptible_takes_ctx<'a, S: 'a, F: AsyncInterruptibleFn<'a, S, Form>, Form>(_: &F) -> bool {
+    F::TAKES_CTX
 }
