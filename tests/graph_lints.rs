@@ -110,6 +110,50 @@ mod private {
     }
 }
 
+mod asynchronous {
+    // A graph with async nodes of every kind, one sync node, and an all-async join.
+    use super::{note, Review, ReviewUpdate};
+    use tea::{graph, Command, Ctx, GraphState, Hitl, Pause};
+
+    async fn fetch(s: &Review, ctx: &Ctx<Review>) -> ReviewUpdate {
+        note(&format!("fetch {} at {}", s.draft, ctx.node()))
+    }
+    async fn pick(s: &Review) -> Result<Command<FetchFlowNode>, String> {
+        if s.approved {
+            Ok(Command::end())
+        } else {
+            Ok(Command::goto(FetchFlowNode::Ask))
+        }
+    }
+    async fn ask(_: &Review, hitl: &mut Hitl) -> Result<ReviewUpdate, Pause> {
+        let approved: bool = hitl.interrupt("approve?")?;
+        Ok(Review::update().approved(approved))
+    }
+    fn done(_: &Review) {}
+
+    graph! {
+        /// Fetches, then asks until approved.
+        pub(crate) FetchFlow for Review {
+            start -> fetch;
+            fetch -> pick;
+            pick -> ask | end;
+            ask -> done;
+            done -> pick;
+            async fetch, pick, ask;
+            interruptible ask;
+        }
+    }
+}
+
+#[test]
+fn generated_async_graph_code_passes_strict_lints() {
+    use asynchronous::{FetchFlow, FetchFlowNode};
+    use tea::Graph;
+    assert!(FetchFlow.is_async(FetchFlowNode::Fetch));
+    assert!(!FetchFlow.is_async(FetchFlowNode::Done));
+    assert!(FetchFlow::MERMAID.contains("pick[/pick/]"));
+}
+
 #[test]
 fn generated_graph_code_passes_strict_lints() {
     let out = ReviewFlow::builder().build().invoke(Review::default()).unwrap();

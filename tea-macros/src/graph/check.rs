@@ -72,6 +72,8 @@ pub struct Node<'a> {
     pub kind: NodeKind<'a>,
     pub routing: Routing<'a>,
     pub interruptible: bool,
+    /// Listed in an `async` statement: its function returns a future.
+    pub is_async: bool,
     pub interrupt_before: bool,
     pub interrupt_after: bool,
 }
@@ -132,7 +134,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
             Stmt::Subgraph(sub) => {
                 table.endpoint(&sub.node, Role::Named("a subgraph node"), &mut errors);
             }
-            Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } => {}
+            Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } | Stmt::Async { .. } => {}
         }
     }
 
@@ -146,6 +148,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
             kind: NodeKind::Function,
             routing: Routing::Edges { routes: Vec::new(), implicit: false },
             interruptible: false,
+            is_async: false,
             interrupt_before: false,
             interrupt_after: false,
         })
@@ -302,6 +305,27 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     nodes[index].interruptible = true;
                 }
             }
+            Stmt::Async { nodes: listed } => {
+                for ident in listed {
+                    if ident == "start" || ident == "end" {
+                        errors.push(
+                            ident.span(),
+                            format!(
+                                "`{ident}` has no function, so it cannot be `async`; \
+                                 list the nodes whose functions are `async fn`s"
+                            ),
+                        );
+                        continue;
+                    }
+                    let Some(index) = known_node(&table, &nodes, ident, "async", &mut errors) else {
+                        continue;
+                    };
+                    if nodes[index].is_async {
+                        errors.push(ident.span(), format!("`{ident}` is declared `async` twice"));
+                    }
+                    nodes[index].is_async = true;
+                }
+            }
             Stmt::Interrupt { node, payload, answer, timeout } => {
                 let Some(index) = table.index(node) else {
                     continue;
@@ -349,6 +373,8 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         if matches!(node.kind, NodeKind::Subgraph(_)) {
             let refused = if node.interruptible {
                 Some("be `interruptible` (its child graph pauses by itself)")
+            } else if node.is_async {
+                Some("be `async` (its child graph's nodes are what may be async)")
             } else if matches!(node.routing, Routing::Router(_)) {
                 Some("choose its next node with `|`; route it with edges (`node -> a;`, `node -> a if guard;`)")
             } else {
@@ -363,6 +389,12 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                     ),
                 );
             }
+        }
+        if node.is_async && matches!(node.kind, NodeKind::Interrupt { .. }) {
+            errors.push(
+                node.ident.span(),
+                format!("`{}` is an interrupt node (it has no function), so it cannot be `async`", node.name),
+            );
         }
         if node.interruptible && matches!(node.kind, NodeKind::Interrupt { .. }) {
             errors.push(
@@ -769,6 +801,51 @@ mod tests {
                 "`interruptible` names `zzz`, which is not a node of this graph",
             ]
         );
+    }
+
+    #[test]
+    fn async_names_nodes_with_functions_once_each() {
+        let def: GraphDef = parse_quote! {
+            Flow for S {
+                start -> fetch;
+                fetch -> ask;
+                ask -> end;
+                interrupt ask(q => a);
+                async fetch, fecth, start, fetch, ask;
+            }
+        };
+        assert_eq!(
+            problems(def),
+            [
+                "`async` names `fecth`, which is not a node of this graph; did you mean `fetch`?",
+                "`start` has no function, so it cannot be `async`; list the nodes whose functions are `async fn`s",
+                "`fetch` is declared `async` twice",
+                "`ask` is an interrupt node (it has no function), so it cannot be `async`",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_subgraph_node_cannot_be_async() {
+        let def: GraphDef = parse_quote! {
+            Flow for S { start -> research; research -> end; subgraph research = Researcher; async research; }
+        };
+        assert_eq!(
+            problems(def),
+            ["`research` is a subgraph node (it runs a child graph, not a function), so it cannot be `async` \
+              (its child graph's nodes are what may be async)"]
+        );
+    }
+
+    #[test]
+    fn async_nodes_are_marked_in_the_model() {
+        let def: GraphDef = parse_quote! {
+            Flow for S { start -> a; a -> b | end; b -> end; async b; interruptible b; }
+        };
+        let model = check(&def).expect("a sound graph");
+        let marked: Vec<(&str, bool, bool)> =
+            model.nodes.iter().map(|n| (n.name.as_str(), n.is_async, n.interruptible)).collect();
+        assert_eq!(marked, [("a", false, false), ("b", true, true)]);
     }
 
     #[test]

@@ -115,13 +115,19 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         let join = &model.nodes[*join];
         let variant = &join.variant;
         let function = join.ident;
-        let reads = match (&join.kind, join.interruptible) {
-            (NodeKind::Interrupt { .. } | NodeKind::Subgraph(_), _) => quote!(false),
-            (NodeKind::Function, true) => quote_spanned! {at(function.span())=>
+        let reads = match (&join.kind, join.interruptible, join.is_async) {
+            (NodeKind::Interrupt { .. } | NodeKind::Subgraph(_), _, _) => quote!(false),
+            (NodeKind::Function, true, false) => quote_spanned! {at(function.span())=>
                 ::tea::__private::interruptible_takes_ctx::<#state, _, _>(&#function)
             },
-            (NodeKind::Function, false) => quote_spanned! {at(function.span())=>
+            (NodeKind::Function, false, false) => quote_spanned! {at(function.span())=>
                 ::tea::__private::takes_ctx::<#state, _, _>(&#function)
+            },
+            (NodeKind::Function, true, true) => quote_spanned! {at(function.span())=>
+                ::tea::__private::async_interruptible_takes_ctx::<#state, _, _>(&#function)
+            },
+            (NodeKind::Function, false, true) => quote_spanned! {at(function.span())=>
+                ::tea::__private::async_takes_ctx::<#state, _, _>(&#function)
             },
         };
         join_arms.push(quote!(#node_enum::#variant => #reads,));
@@ -195,6 +201,34 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             _ => None,
         })
         .collect();
+    // Async nodes: `is_async` names them, `run_async` awaits their functions, and only a graph
+    // without any gets `SyncGraph` (so the blocking API on it does not compile).
+    let async_nodes: Vec<&Node> = model.nodes.iter().filter(|n| n.is_async).collect();
+    let async_hooks = (!async_nodes.is_empty()).then(|| {
+        let variants = async_nodes.iter().map(|n| &n.variant);
+        let arms = async_nodes.iter().map(|node| run_async_arm(node, state, &node_enum));
+        quote! {
+            fn is_async(&self, __tea_node: #node_enum) -> bool {
+                ::core::matches!(__tea_node, #(#node_enum::#variants)|*)
+            }
+
+            #[allow(unreachable_patterns, unused_variables)]
+            fn run_async<'__tea>(
+                &'__tea self,
+                __tea_node: #node_enum,
+                __tea_state: &'__tea #state,
+                __tea_ctx: &'__tea ::tea::__private::Ctx<#state>,
+                __tea_hitl: &'__tea mut ::tea::__private::Hitl,
+            ) -> ::tea::__private::NodeFuture<'__tea, #state, #node_enum> {
+                match __tea_node {
+                    #(#arms)*
+                    _ => ::tea::__private::ready_step(
+                        <Self as ::tea::__private::Graph>::run(self, __tea_node, __tea_state, __tea_ctx, __tea_hitl),
+                    ),
+                }
+            }
+        }
+    });
     let pause_free = (!model.can_pause).then(|| {
         let bounds = children
             .iter()
@@ -207,6 +241,14 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let sync_bounds = children
         .iter()
         .map(|child| quote_spanned!(at(span_of_path(child))=> for<'__tea> #child: ::tea::__private::SyncGraph));
+    // Only a graph without async nodes (and whose children are sync) runs with the blocking API.
+    let sync_graph = async_nodes.is_empty().then(|| {
+        quote! {
+            // Every node is sync (the `async` statement is what makes a graph async).
+            #[automatically_derived]
+            impl ::tea::__private::SyncGraph for #name where #(#sync_bounds,)* {}
+        }
+    });
 
     // The enum carries the graph name's span, so "no variant `Missing`" points at the graph.
     let enum_item = quote_spanned! {name.span()=>
@@ -269,10 +311,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             }
 
             #pause_free
-
-            // Every node is sync (the `async` statement is what makes a graph async).
-            #[automatically_derived]
-            impl ::tea::__private::SyncGraph for #name where #(#sync_bounds,)* {}
+            #sync_graph
 
             #[automatically_derived]
             impl ::tea::__private::Graph for #name {
@@ -305,6 +344,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 #check_answer
                 #fixed_route
                 #reads_branches
+                #async_hooks
 
                 #[allow(unreachable_code)]
                 fn start(&self, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
@@ -365,6 +405,14 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
     let variant = &node.variant;
     let function = node.ident;
     let router = matches!(node.routing, Routing::Router(_));
+    if node.is_async {
+        // The sync driver asks `is_async` first and never runs this arm; `run_async` calls the
+        // function (and so type-checks it).
+        let name = &node.name;
+        return quote! {
+            #node_enum::#variant => ::tea::__private::async_node_run_sync::<#state, #node_enum>(#name),
+        };
+    }
     let call = match (&node.kind, router, node.interruptible) {
         (NodeKind::Subgraph(sub), _, _) => {
             let child = &sub.child;
@@ -414,6 +462,30 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
         },
     };
     quote!(#node_enum::#variant => #call,)
+}
+
+/// The `run_async` arm of an async node: its function's future, awaited by a runtime helper.
+fn run_async_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
+    let variant = &node.variant;
+    let function = node.ident;
+    let router = matches!(node.routing, Routing::Router(_));
+    let (runner, args) = async_runner(router, node.interruptible);
+    let call = quote_spanned! {at(function.span())=>
+        ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#function, #args)
+    };
+    quote!(#node_enum::#variant => #call,)
+}
+
+/// The runtime helper that awaits an async node of this kind, and the arguments it takes.
+fn async_runner(router: bool, interruptible: bool) -> (Ident, TokenStream) {
+    let name = match (router, interruptible) {
+        (true, true) => "run_interruptible_router_async",
+        (false, true) => "run_interruptible_async",
+        (true, false) => "run_router_async",
+        (false, false) => "run_node_async",
+    };
+    let args = if interruptible { quote!(__tea_state, __tea_ctx, __tea_hitl) } else { quote!(__tea_state, __tea_ctx) };
+    (Ident::new(name, Span::call_site()), args)
 }
 
 /// Edges in order: the first whose guard holds wins; without an unguarded fallback, `None`.
@@ -576,6 +648,8 @@ fn mermaid(model: &Model) -> String {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => format!("{{{{{}}}}}", node.name),
             NodeKind::Subgraph(sub) => format!("[[\"{}: {}\"]]", node.name, path_string(&sub.child)),
+            // An async node is drawn as a parallelogram: it awaits I/O.
+            NodeKind::Function if node.is_async => format!("[/{}/]", node.name),
             NodeKind::Function => format!("[{}]", node.name),
         };
         out.push_str(&format!("    {}{}\n", node.name, shape));
@@ -598,6 +672,7 @@ fn dot(name: &str, model: &Model) -> String {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => ", shape=hexagon",
             NodeKind::Subgraph(_) => ", shape=box3d",
+            NodeKind::Function if node.is_async => ", shape=parallelogram",
             NodeKind::Function => "",
         };
         match &node.kind {
@@ -640,6 +715,7 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
     let mut without_function: Vec<&Ident> = Vec::new();
     let mut routers: Vec<&Ident> = Vec::new();
     let mut interruptible: Vec<&Ident> = Vec::new();
+    let mut asynchronous: Vec<&Ident> = Vec::new();
     let mut guards: Vec<&syn::Path> = Vec::new();
     for stmt in &def.stmts {
         match stmt {
@@ -663,6 +739,7 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 without_function.push(&sub.node);
             }
             Stmt::Interruptible { nodes: listed } => interruptible.extend(listed),
+            Stmt::Async { nodes: listed } => asynchronous.extend(listed),
             Stmt::Breakpoint { .. } => {}
         }
     }
@@ -688,6 +765,12 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
         }
     } else {
         let calls = nodes.iter().filter(|n| !without_function.contains(n)).map(|f| {
+            if asynchronous.contains(f) {
+                let (runner, args) = async_runner(routers.contains(f), interruptible.contains(f));
+                return quote_spanned! {at(f.span())=>
+                    let _ = ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#f, #args);
+                };
+            }
             let runner = match (routers.contains(f), interruptible.contains(f)) {
                 (true, true) => quote!(run_interruptible_router),
                 (false, true) => quote!(run_interruptible),

@@ -49,6 +49,8 @@ pub enum Stmt {
     Breakpoint { when: When, nodes: Vec<Ident> },
     /// `interruptible a, b;`
     Interruptible { nodes: Vec<Ident> },
+    /// `async a, b;`
+    Async { nodes: Vec<Ident> },
     /// `interrupt ask(question => answer, timeout = 3600);`
     Interrupt { node: Ident, payload: Ident, answer: Ident, timeout: Option<LitInt> },
     /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`
@@ -162,7 +164,7 @@ impl Parse for GraphDef {
 
 /// The statement keywords, in the order the errors list them.
 const STATEMENT_KEYWORDS: &[&str] =
-    &["parallel", "interrupt_before", "interrupt_after", "interruptible", "interrupt", "subgraph"];
+    &["parallel", "interrupt_before", "interrupt_after", "interruptible", "interrupt", "subgraph", "async"];
 
 /// Whether the next tokens begin a statement: `node ->`, or a keyword followed by a name.
 fn starts_statement(input: ParseStream) -> bool {
@@ -174,7 +176,8 @@ fn starts_statement(input: ParseStream) -> bool {
         || input.peek(kw::interrupt_after)
         || input.peek(kw::interruptible)
         || input.peek(kw::interrupt)
-        || input.peek(kw::subgraph))
+        || input.peek(kw::subgraph)
+        || input.peek(Token![async]))
         && input.peek2(Ident)
 }
 
@@ -223,6 +226,12 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         let nodes = node_list(input)?;
         let last = last_span(&nodes);
         (Stmt::Interruptible { nodes }, last)
+    } else if lookahead.peek(Token![async]) {
+        // `async` is a Rust keyword, never a node's name: no need to look for `->`.
+        input.parse::<Token![async]>()?;
+        let nodes = node_list(input)?;
+        let last = last_span(&nodes);
+        (Stmt::Async { nodes }, last)
     } else if keyword_stmt && lookahead.peek(kw::interrupt) {
         input.parse::<kw::interrupt>()?;
         let node = input.call(node_name)?;
@@ -262,13 +271,13 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
                 from.span(),
                 format!(
                     "unknown statement `{word}`; {hint}a statement is an edge (`a -> b;`) or starts with one of \
-                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`"
+                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`, `async`"
                 ),
             ));
         }
         if !input.peek(Token![->]) {
             return Err(input.error(format!(
-                "expected `->` after node `{from}`, or a statement keyword: `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`"
+                "expected `->` after node `{from}`, or a statement keyword: `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`, `async`"
             )));
         }
         input.parse::<Token![->]>()?;
@@ -367,11 +376,12 @@ mod tests {
                 interrupt_after c;
                 interruptible x;
                 interrupt ask(q => ans, timeout = 5);
+                async a, x;
             }
         };
         assert!(def.errors.is_empty());
         assert_eq!(def.name, "Flow");
-        assert_eq!(def.stmts.len(), 10);
+        assert_eq!(def.stmts.len(), 11);
         match &def.stmts[2] {
             Stmt::Edge(Edge { guard: Some(g), .. }) => assert_eq!(g.label(), "!ok"),
             other => panic!("expected a guarded edge, got {other:?}"),
@@ -383,6 +393,10 @@ mod tests {
         match &def.stmts[9] {
             Stmt::Interrupt { timeout: Some(t), .. } => assert_eq!(t.base10_digits(), "5"),
             other => panic!("expected an interrupt node, got {other:?}"),
+        }
+        match &def.stmts[10] {
+            Stmt::Async { nodes } => assert_eq!(nodes.len(), 2),
+            other => panic!("expected an async statement, got {other:?}"),
         }
     }
 
@@ -423,12 +437,14 @@ mod tests {
             Flow for State {
                 interupt_before a;
                 frobnicate a;
+                asyn a;
                 start -> a;
             }
         };
         let messages: Vec<String> = def.errors.iter().map(ToString::to_string).collect();
         assert!(messages[0].starts_with("unknown statement `interupt_before`; did you mean `interrupt_before`?"));
         assert!(messages[1].starts_with("unknown statement `frobnicate`; a statement is"));
+        assert!(messages[2].starts_with("unknown statement `asyn`; did you mean `async`?"));
         assert_eq!(def.stmts.len(), 1);
     }
 
