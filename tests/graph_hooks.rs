@@ -76,13 +76,13 @@ impl Graph for Hand {
                 let asked = Doc::update().log(vec!["asked".into()]);
                 if hitl.answered() == 0 {
                     let _ = hitl.interrupt::<String>("who?");
-                    return Ok(NodeStep { update: Some(asked), goto: None });
+                    return Ok(NodeStep::new(Some(asked), None));
                 }
                 let answer: String = hitl.interrupt("who?")?;
                 Doc::update().answer(answer)
             }
         };
-        Ok(NodeStep { update: Some(update), goto: None })
+        Ok(NodeStep::new(Some(update), None))
     }
 
     fn route(&self, node: N, _: &Doc) -> Option<Goto<N>> {

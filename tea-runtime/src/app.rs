@@ -834,7 +834,7 @@ fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName>
             .iter()
             .flat_map(|b| match &b.at {
                 BranchAt::Joined => Vec::new(),
-                BranchAt::Before(node) => vec![node.clone()],
+                BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
                 BranchAt::After { node, goto } => route(node, goto, &b.state),
             })
             .collect(),

@@ -78,6 +78,8 @@ pub(crate) struct BranchProgress<S: GraphState> {
 pub(crate) enum BranchAt {
     /// The branch reached its join.
     Joined,
+    /// The branch (a send) has not started; `node` runs first, its breakpoints stopping it.
+    Start(NodeName),
     /// The branch stopped before `node`.
     Before(NodeName),
     /// The branch stopped after `node` ran.

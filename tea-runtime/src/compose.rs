@@ -97,7 +97,7 @@ where
     O: Fn(&S, C::State) -> S::Update,
 {
     let done = run_child(child, state, ctx, hitl, &|s| input(s), false)?;
-    Ok(NodeStep { update: Some(output(state, done.last)), goto: None })
+    Ok(NodeStep::new(Some(output(state, done.last)), None))
 }
 
 /// Checks a subgraph's input mapping where the graph names it: `fn(&State) -> ChildState`.
@@ -129,7 +129,7 @@ where
 {
     let done = run_child(child, state, ctx, hitl, &|s: &S| s.clone(), true)?;
     let first = done.first.as_ref().unwrap_or(state);
-    Ok(NodeStep { update: Some(delta(first, &done.last)?), goto: None })
+    Ok(NodeStep::new(Some(delta(first, &done.last)?), None))
 }
 
 /// A child run that finished: its final state and, when asked for, its input.

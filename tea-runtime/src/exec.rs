@@ -71,9 +71,11 @@ pub(crate) enum After<N> {
 }
 
 /// What running a node did.
-pub(crate) enum Executed<N> {
+pub(crate) enum Executed<N, U> {
     /// The node ran and its update was applied; a router's choice, if any.
     Ran(Option<Goto<N>>),
+    /// The node ran, its update was applied, and it sent these nodes with their inputs.
+    Sent(Vec<(N, U)>),
     /// The node paused through its `Hitl` (its update was discarded); `answers` are the ones it
     /// was given, to give it again on resume. `nested`: a subgraph node's child pauses.
     Paused { payload: serde_json::Value, answers: Vec<serde_json::Value>, nested: Vec<Interrupt> },
@@ -81,8 +83,8 @@ pub(crate) enum Executed<N> {
 
 /// What running a node produced, before anything is applied.
 pub(crate) enum Produced<S: GraphState, N> {
-    /// The node ran: its update and a router's choice.
-    Ran { update: Option<S::Update>, goto: Option<Goto<N>> },
+    /// The node ran: its update, a router's choice and what it sent.
+    Ran { update: Option<S::Update>, goto: Option<Goto<N>>, sends: Vec<(N, S::Update)> },
     /// The node paused through its `Hitl`; `kept`: the update it keeps anyway
     /// ([`Graph::keeps_update_on_pause`]). `nested`: the pauses of a subgraph node's child, as
     /// the parent lists them (empty for a node's own pause).
@@ -129,7 +131,7 @@ pub(crate) fn produce<G: Graph>(
             }
         }
         let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
-        Ok(Produced::Ran { update: step.update, goto: step.goto })
+        Ok(Produced::Ran { update: step.update, goto: step.goto, sends: step.sends })
     }));
     outcome
         .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
@@ -142,7 +144,7 @@ pub(crate) fn execute<G: Graph>(
     state: &mut G::State,
     ctx: &Ctx<G::State>,
     answers: Vec<serde_json::Value>,
-) -> Result<Executed<G::Node>, Error> {
+) -> Result<Executed<G::Node, <G::State as GraphState>::Update>, Error> {
     match produce(graph, node, state, ctx, answers)? {
         Produced::Paused { payload, answers, kept, nested } => {
             if let Some(update) = kept {
@@ -150,11 +152,11 @@ pub(crate) fn execute<G: Graph>(
             }
             Ok(Executed::Paused { payload, answers, nested })
         }
-        Produced::Ran { update, goto } => {
+        Produced::Ran { update, goto, sends } => {
             if let Some(update) = update {
                 apply_update(graph, state, update, &ctx.node)?;
             }
-            Ok(Executed::Ran(goto))
+            Ok(if sends.is_empty() { Executed::Ran(goto) } else { Executed::Sent(sends) })
         }
     }
 }
@@ -290,30 +292,36 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
             target(goto)?;
         }
         Position::Fork { source, branches } => {
-            let Some(fork) = graph.fork(known(source)?) else {
+            let source_node = known(source)?;
+            let Some(fork) = graph.fork(source_node) else {
                 return Err(format!("it records a fan-out after node `{source}`, which has none"));
             };
-            if !branches.is_empty() && branches.len() != fork.heads.len() {
+            let sends = graph.sends(source_node);
+            if sends {
+                crate::send::validate(graph, fork, branches)?;
+            } else if !branches.is_empty() && branches.len() != fork.heads.len() {
                 return Err(format!(
                     "it records {} branches after node `{source}`, whose fan-out has {}",
                     branches.len(),
                     fork.heads.len()
                 ));
             }
-            for (branch, &head) in branches.iter().zip(fork.heads) {
-                if branch.head != graph.node_name(head) {
-                    return Err(format!(
-                        "it records branch `{}` where the fan-out has `{}`",
-                        branch.head,
-                        graph.node_name(head)
-                    ));
+            for (i, branch) in branches.iter().enumerate() {
+                if let (false, Some(&head)) = (sends, fork.heads.get(i)) {
+                    if branch.head != graph.node_name(head) {
+                        return Err(format!(
+                            "it records branch `{}` where the fan-out has `{}`",
+                            branch.head,
+                            graph.node_name(head)
+                        ));
+                    }
                 }
                 if branch.steps > MAX_STEP {
                     return Err(format!("branch `{}` records an impossible step count {}", branch.head, branch.steps));
                 }
                 match &branch.at {
                     BranchAt::Joined => {}
-                    BranchAt::Before(node) => {
+                    BranchAt::Before(node) | BranchAt::Start(node) => {
                         known(node)?;
                     }
                     BranchAt::After { node, goto } => {
@@ -478,7 +486,9 @@ impl<'g, G: Graph> Run<'g, G> {
                 Position::Fork { source, branches } => {
                     // The branches' nodes too, before the run claims the thread.
                     for branch in &branches {
-                        if let BranchAt::Before(node) | BranchAt::After { node, .. } = &branch.at {
+                        if let BranchAt::Before(node) | BranchAt::Start(node) | BranchAt::After { node, .. } =
+                            &branch.at
+                        {
                             node_named(graph, node, &thread)?;
                         }
                         if let BranchAt::After { goto, .. } = &branch.at {
@@ -647,12 +657,25 @@ impl<'g, G: Graph> Run<'g, G> {
                 drop(_node);
                 drop(span);
             }
-            if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_))) {
+            if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::Sent(_))) {
                 // The join has seen its branches (a join that paused or failed sees them again).
                 self.ctx.branches.clear();
             }
             let goto = match executed? {
-                Executed::Ran(goto) => goto,
+                Executed::Ran(goto) if !graph.sends(node) => goto,
+                Executed::Ran(_) => {
+                    // A node that fans out by sends and sent nothing: straight to the join.
+                    self.cursor = self.send(node, Vec::new())?;
+                    self.save_step()?;
+                    return Ok(Progress::Stepped);
+                }
+                Executed::Sent(sends) => {
+                    // The sends become the branches of the node's fan-out, checkpointed before
+                    // any of them runs: a recover or resume runs each exactly once.
+                    self.cursor = self.send(node, sends)?;
+                    self.save_step()?;
+                    return Ok(Progress::Stepped);
+                }
                 Executed::Paused { payload, answers, nested } => {
                     // The node runs again from its start on resume: this run does not count.
                     self.ctx.step -= 1;
@@ -671,6 +694,22 @@ impl<'g, G: Graph> Run<'g, G> {
             self.save_step()?;
             return Ok(Progress::Stepped);
         }
+    }
+
+    /// Where the run goes after `node` sent `sends`: its fan-out, whose branches they become,
+    /// or its join when it sent nothing.
+    fn send(
+        &mut self,
+        node: G::Node,
+        sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
+    ) -> Result<Cursor<G::Node>, Error> {
+        let graph = self.graph;
+        let (branches, join) = crate::send::branches(graph, node, sends, &self.state)?;
+        if branches.is_empty() {
+            return Ok(Cursor::At(join));
+        }
+        self.saved_branches = branches;
+        Ok(Cursor::Fork(node))
     }
 
     /// Node runs in this invocation.

@@ -178,6 +178,14 @@ pub trait Graph: Send + Sync + 'static {
         None
     }
 
+    /// Whether the fan-out after `node` runs its one head once per send of `node`'s command
+    /// (`parallel node => target* -> join;`, see [`Command::send`](crate::Command::send)),
+    /// each with its own input, rather than each head once.
+    fn sends(&self, node: Self::Node) -> bool {
+        let _ = node;
+        false
+    }
+
     /// The fan-out that follows `node`, if `node` is the source of a `parallel` statement.
     fn fork(&self, node: Self::Node) -> Option<Fork<'_, Self::Node>> {
         let _ = node;

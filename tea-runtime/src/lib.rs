@@ -67,6 +67,7 @@ mod outcome;
 mod parallel;
 pub mod reducers;
 mod resume;
+mod send;
 mod share;
 mod state;
 mod store;
@@ -89,6 +90,7 @@ pub use node::{
 pub use outcome::{Durability, Outcome, Snapshot, SubgraphSnapshot};
 pub use parallel::BranchState;
 pub use resume::{Interrupt, Resume};
+pub use send::Send;
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
 #[cfg(feature = "sled")]
 pub use store::SledStore;

@@ -51,18 +51,59 @@ pub enum Goto<N> {
 pub struct Command<N: NodeId> {
     goto: Goto<N>,
     update: Option<<N::State as GraphState>::Update>,
+    sends: Vec<crate::send::Send<N>>,
 }
 
 impl<N: NodeId> Command<N> {
     /// Go to `node` next. It must be listed in this router's `->` declaration, or the run fails
     /// with [`Error::NoRoute`](crate::Error::NoRoute).
     pub fn goto(node: N) -> Self {
-        Command { goto: Goto::Node(node), update: None }
+        Command { goto: Goto::Node(node), update: None, sends: Vec::new() }
     }
 
     /// Finish the run (the router's declaration must list `end`).
     pub fn end() -> Self {
-        Command { goto: Goto::End, update: None }
+        Command { goto: Goto::End, update: None, sends: Vec::new() }
+    }
+
+    /// Fan out: run each send's node with its own input, as the branches of the node's
+    /// `parallel node => target* -> join;` statement. Their updates merge at the join through
+    /// the reducers in send order, whatever order they finish in; no sends go straight to the
+    /// join. Each send's node must be the statement's `target`, or the run fails with
+    /// [`Error::NoRoute`](crate::Error::NoRoute).
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// struct Job { topics: Vec<String>, topic: String, #[reducer(append)] done: Vec<String> }
+    ///
+    /// fn plan(job: &Job) -> Command<MapNode> {
+    ///     Command::send(job.topics.iter().map(|t| tea::Send::new(MapNode::Work, Job::update().topic(t.clone()))))
+    /// }
+    /// fn work(job: &Job) -> JobUpdate {
+    ///     Job::update().done(vec![format!("did {}", job.topic)])
+    /// }
+    /// fn collect(_: &Job) {}
+    ///
+    /// graph! {
+    ///     Map for Job {
+    ///         start -> plan;
+    ///         parallel plan => work* -> collect;
+    ///         collect -> end;
+    ///     }
+    /// }
+    /// let job = Job { topics: vec!["a".into(), "b".into()], ..Job::default() };
+    /// let out = Map::builder().build().invoke(job)?;
+    /// assert_eq!(out.done, ["did a", "did b"]);
+    /// # Ok::<(), tea::Error>(())
+    /// ```
+    pub fn send(sends: impl IntoIterator<Item = crate::send::Send<N>>) -> Self {
+        Command { goto: Goto::End, update: None, sends: sends.into_iter().collect() }
+    }
+
+    /// The sends of this command ([`Command::send`]).
+    pub fn sends(&self) -> &[crate::send::Send<N>] {
+        &self.sends
     }
 
     /// Apply `update` (through the reducers) before going on.
@@ -84,13 +125,17 @@ impl<N: NodeId> Command<N> {
 
 impl<N: NodeId> Clone for Command<N> {
     fn clone(&self) -> Self {
-        Command { goto: self.goto, update: self.update.clone() }
+        Command { goto: self.goto, update: self.update.clone(), sends: self.sends.clone() }
     }
 }
 
 impl<N: NodeId> fmt::Debug for Command<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Command").field("goto", &self.goto).field("update", &self.update).finish()
+        f.debug_struct("Command")
+            .field("goto", &self.goto)
+            .field("update", &self.update)
+            .field("sends", &self.sends)
+            .finish()
     }
 }
 
@@ -102,6 +147,15 @@ pub struct NodeStep<S: GraphState, N> {
     pub update: Option<S::Update>,
     /// A router's choice of the next node; `None` for plain nodes.
     pub goto: Option<Goto<N>>,
+    /// What a node that fans out by sends sent: each target node with its input.
+    pub sends: Vec<(N, S::Update)>,
+}
+
+impl<S: GraphState, N> NodeStep<S, N> {
+    /// A step with `update` and `goto`, sending nothing.
+    pub fn new(update: Option<S::Update>, goto: Option<Goto<N>>) -> Self {
+        NodeStep { update, goto, sends: Vec::new() }
+    }
 }
 
 /// The information a node can ask for by taking `&Ctx<S>` as its second argument.
@@ -368,7 +422,7 @@ where
     F::Output: NodeOutput<S>,
 {
     let update = f.call(state, ctx).into_update()?;
-    Ok(NodeStep { update, goto: None })
+    Ok(NodeStep::new(update, None))
 }
 
 /// Runs a router node (generated code calls this, spanned on the node's name).
@@ -382,7 +436,17 @@ where
     F::Output: RouterOutput<N>,
 {
     let command = f.call(state, ctx).into_command()?;
-    Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+    Ok(command_step(command))
+}
+
+/// A router's command as a step: its goto, or its sends (which go to the node's fan-out).
+fn command_step<S: GraphState, N: NodeId<State = S>>(command: Command<N>) -> NodeStep<S, N> {
+    if command.sends.is_empty() {
+        NodeStep::new(command.update, Some(command.goto))
+    } else {
+        let sends = command.sends.into_iter().map(crate::send::Send::into_parts).collect();
+        NodeStep { update: command.update, goto: None, sends }
+    }
 }
 
 /// Runs an `interruptible` plain node (generated code calls this, spanned on the node's name).
@@ -400,7 +464,7 @@ where
     F::Output: NodeOutput<S>,
 {
     let update = f.call(state, ctx, hitl).into_update()?;
-    Ok(NodeStep { update, goto: None })
+    Ok(NodeStep::new(update, None))
 }
 
 /// Runs an `interruptible` router (generated code calls this, spanned on the node's name).
@@ -419,7 +483,7 @@ where
     F::Output: RouterOutput<N>,
 {
     let command = f.call(state, ctx, hitl).into_command()?;
-    Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+    Ok(command_step(command))
 }
 
 /// Runs an interrupt node (`interrupt ask(question => answer);`): pauses with `payload`, and on
@@ -437,7 +501,7 @@ where
     A: serde::de::DeserializeOwned,
 {
     let answer: A = hitl.interrupt_for_field(payload)?;
-    Ok(NodeStep { update: Some(write(answer)), goto: None })
+    Ok(NodeStep::new(Some(write(answer)), None))
 }
 
 /// Whether a node function takes `&Ctx` (generated code asks it of join nodes).
@@ -573,7 +637,7 @@ where
     let future = f.call(state, ctx);
     Box::pin(async move {
         let update = future.await.into_update()?;
-        Ok(NodeStep { update, goto: None })
+        Ok(NodeStep::new(update, None))
     })
 }
 
@@ -591,7 +655,7 @@ where
     let future = f.call(state, ctx);
     Box::pin(async move {
         let command = future.await.into_command()?;
-        Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+        Ok(command_step(command))
     })
 }
 
@@ -615,7 +679,7 @@ where
     let future = f.call(state, ctx, hitl);
     Box::pin(async move {
         let update = future.await.into_update()?;
-        Ok(NodeStep { update, goto: None })
+        Ok(NodeStep::new(update, None))
     })
 }
 
@@ -638,7 +702,7 @@ where
     let future = f.call(state, ctx, hitl);
     Box::pin(async move {
         let command = future.await.into_command()?;
-        Ok(NodeStep { update: command.update, goto: Some(command.goto) })
+        Ok(command_step(command))
     })
 }
 

@@ -288,6 +288,7 @@ fn continue_branch<G: Graph>(
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
         BranchAt::Joined => unreachable!("handled above"),
+        BranchAt::Start(name) => Start::Before(node_named(graph, name, &thread)?, false),
         BranchAt::Before(name) => Start::Before(node_named(graph, name, &thread)?, true),
         BranchAt::After { node, goto } => {
             Start::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?)
@@ -400,7 +401,13 @@ fn run_branch<G: Graph>(
             ctx.branches.clear();
         }
         let goto = match produced {
-            Produced::Ran { update, goto } => {
+            Produced::Ran { sends, .. } if !sends.is_empty() || graph.sends(node) => {
+                return Err(Error::NodeFailed {
+                    node: ctx.node.clone(),
+                    source: "a node that fans out by sends runs on the main line, not inside a parallel branch".into(),
+                });
+            }
+            Produced::Ran { update, goto, .. } => {
                 if let Some(update) = update {
                     local.push(&ctx.node, update);
                 }

@@ -502,7 +502,7 @@ impl Graph for YamlGraph {
         hitl: &mut Hitl,
     ) -> Result<NodeStep<State, NodeIx>, BoxError> {
         let update = self.run_node(node, state, ctx, hitl).map_err(|e| self.redact(e))?;
-        Ok(NodeStep { update, goto: None })
+        Ok(NodeStep::new(update, None))
     }
 
     fn is_async(&self, node: NodeIx) -> bool {
@@ -520,7 +520,7 @@ impl Graph for YamlGraph {
         if self.is_net(node) {
             return Box::pin(async move {
                 let update = self.run_net(node, state, ctx).await.map_err(|e| self.redact(e))?;
-                Ok(NodeStep { update, goto: None })
+                Ok(NodeStep::new(update, None))
             });
         }
         let result = self.run(node, state, ctx, hitl);

@@ -94,8 +94,9 @@ pub enum Routing<'a> {
     Edges { routes: Vec<Route<'a>>, implicit: bool },
     /// `a -> b | c;`: the node returns a `Command` naming one of the targets.
     Router(Vec<Target>),
-    /// `parallel a => [heads] -> join;`
-    Fork { heads: Vec<usize>, join: usize },
+    /// `parallel a => [heads] -> join;`; `each`: `parallel a => head* -> join;`, where `a`
+    /// returns a `Command` sending `head` once per item.
+    Fork { heads: Vec<usize>, join: usize, each: bool },
 }
 
 #[cfg_attr(test, derive(Debug))]
@@ -245,7 +246,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 }
                 nodes[index].routing = Routing::Router(list);
             }
-            Stmt::Parallel { source, heads, bracket, join } => {
+            Stmt::Parallel { source, heads, bracket, join, each } => {
                 let (Some(index), Some(join_index)) = (table.index(source), table.index(join)) else {
                     continue;
                 };
@@ -273,7 +274,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 let to_join = Target::Node(join_index);
                 located.push(Located { at: At::Edge { from: index, to: to_join }, span: join.span(), position });
                 edge_spans[index].push((to_join, join.span()));
-                nodes[index].routing = Routing::Fork { heads: list, join: join_index };
+                nodes[index].routing = Routing::Fork { heads: list, join: join_index, each: *each };
             }
             Stmt::Breakpoint { when, nodes: listed } => {
                 let keyword = match when {
@@ -370,6 +371,22 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
                 ),
             );
         }
+        if matches!(node.routing, Routing::Fork { each: true, .. }) {
+            let refused = match node.kind {
+                NodeKind::Interrupt { .. } => Some("an interrupt node (it has no function to send with)"),
+                NodeKind::Subgraph(_) => Some("a subgraph node (it has no function to send with)"),
+                NodeKind::Function if node.interrupt_after => {
+                    Some("stopped by `interrupt_after` (its sends would be lost at the pause; stop before the target instead)")
+                }
+                NodeKind::Function => None,
+            };
+            if let Some(what) = refused {
+                errors.push(
+                    node.ident.span(),
+                    format!("`{}` sends (`parallel {0} => …* -> …;`), so it cannot be {what}", node.name),
+                );
+            }
+        }
         if matches!(node.kind, NodeKind::Subgraph(_)) {
             let refused = if node.interruptible {
                 Some("be `interruptible` (its child graph pauses by itself)")
@@ -411,7 +428,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
     let forks: Vec<(Vec<usize>, usize)> = nodes
         .iter()
         .filter_map(|n| match &n.routing {
-            Routing::Fork { heads, join } => Some((heads.clone(), *join)),
+            Routing::Fork { heads, join, .. } => Some((heads.clone(), *join)),
             _ => None,
         })
         .collect();
@@ -507,7 +524,7 @@ fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
                 routing: match &node.routing {
                     Routing::Edges { routes, .. } => tea_check::Routing::Edges(edges(routes)),
                     Routing::Router(targets) => tea_check::Routing::Router(targets.clone()),
-                    Routing::Fork { heads, join } => tea_check::Routing::Fork { heads: heads.clone(), join: *join },
+                    Routing::Fork { heads, join, .. } => tea_check::Routing::Fork { heads: heads.clone(), join: *join },
                 },
                 can_pause: node.interruptible
                     || node.interrupt_before

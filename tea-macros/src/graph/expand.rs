@@ -41,7 +41,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         Some(quote!(#node_enum::#variant => ::core::matches!(__tea_to, #(#patterns)|*),))
     });
     let fork_arms = model.nodes.iter().filter_map(|node| {
-        let Routing::Fork { heads, join } = &node.routing else {
+        let Routing::Fork { heads, join, .. } = &node.routing else {
             return None;
         };
         let variant = &node.variant;
@@ -55,6 +55,19 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         })
     });
     let start_code = routes_code(&model.start, model, state, &node_enum);
+    let senders: Vec<&Ident> = model
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.routing, Routing::Fork { each: true, .. }))
+        .map(|n| &n.variant)
+        .collect();
+    let sends = (!senders.is_empty()).then(|| {
+        quote! {
+            fn sends(&self, node: #node_enum) -> bool {
+                ::core::matches!(node, #(#node_enum::#senders)|*)
+            }
+        }
+    });
     let before: Vec<&Ident> = model.nodes.iter().filter(|n| n.interrupt_before).map(|n| &n.variant).collect();
     let after: Vec<&Ident> = model.nodes.iter().filter(|n| n.interrupt_after).map(|n| &n.variant).collect();
     let timeouts: Vec<(&Ident, &syn::LitInt)> = model
@@ -340,6 +353,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
 
                 #interrupt_before
                 #interrupt_after
+                #sends
                 #pause_timeout
                 #check_answer
                 #fixed_route
@@ -404,7 +418,8 @@ fn at(span: Span) -> Span {
 fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
     let variant = &node.variant;
     let function = node.ident;
-    let router = matches!(node.routing, Routing::Router(_));
+    // A node that sends returns a `Command`, like a router.
+    let router = matches!(node.routing, Routing::Router(_) | Routing::Fork { each: true, .. });
     if node.is_async {
         // The sync driver asks `is_async` first and never runs this arm; `run_async` calls the
         // function (and so type-checks it).
@@ -468,7 +483,7 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
 fn run_async_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
     let variant = &node.variant;
     let function = node.ident;
-    let router = matches!(node.routing, Routing::Router(_));
+    let router = matches!(node.routing, Routing::Router(_) | Routing::Fork { each: true, .. });
     let (runner, args) = async_runner(router, node.interruptible);
     let call = quote_spanned! {at(function.span())=>
         ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#function, #args)
@@ -582,8 +597,10 @@ fn fingerprint_text(def: &GraphDef, model: &Model) -> String {
                 let names: Vec<&str> = targets.iter().map(|t| target_name(*t, model)).collect();
                 text.push_str(&format!("->|{}|;", names.join("|")));
             }
-            Routing::Fork { heads, join } => {
+            Routing::Fork { heads, join, each } => {
                 let names: Vec<&str> = heads.iter().map(|&h| model.nodes[h].name.as_str()).collect();
+                let names: Vec<String> =
+                    names.into_iter().map(|n| if *each { format!("{n}*") } else { n.to_owned() }).collect();
                 text.push_str(&format!("=>[{}]->{};", names.join(","), model.nodes[*join].name));
             }
         }
@@ -610,6 +627,8 @@ enum EdgeKind {
     Guarded(String),
     Router,
     Branch,
+    /// `parallel a => b* -> j;`: `a` runs `b` once per send.
+    Sends,
 }
 
 /// Every edge of the graph, in declaration order, for `MERMAID` and `DOT`.
@@ -632,10 +651,10 @@ fn drawn_edges<'m>(model: &'m Model) -> Vec<Drawn<'m>> {
             Routing::Router(targets) => {
                 edges.extend(targets.iter().map(|&t| Drawn { from: &node.name, to: id(t), kind: EdgeKind::Router }))
             }
-            Routing::Fork { heads, .. } => edges.extend(heads.iter().map(|&h| Drawn {
+            Routing::Fork { heads, each, .. } => edges.extend(heads.iter().map(|&h| Drawn {
                 from: &node.name,
                 to: &model.nodes[h].name,
-                kind: EdgeKind::Branch,
+                kind: if *each { EdgeKind::Sends } else { EdgeKind::Branch },
             })),
         }
     }
@@ -661,6 +680,7 @@ fn mermaid(model: &Model) -> String {
             EdgeKind::Guarded(label) => format!("    {from} -->|\"{label}\"| {to}\n"),
             EdgeKind::Router => format!("    {from} -.-> {to}\n"),
             EdgeKind::Branch => format!("    {from} ==> {to}\n"),
+            EdgeKind::Sends => format!("    {from} ==>|\"send *\"| {to}\n"),
         });
     }
     out
@@ -689,6 +709,7 @@ fn dot(name: &str, model: &Model) -> String {
             EdgeKind::Guarded(label) => format!(" [label=\"{label}\"]"),
             EdgeKind::Router => String::from(" [style=dashed]"),
             EdgeKind::Branch => String::from(" [style=bold]"),
+            EdgeKind::Sends => String::from(" [style=bold, label=\"send *\"]"),
         };
         out.push_str(&format!("    \"{from}\" -> \"{to}\"{attributes};\n"));
     }
@@ -727,7 +748,10 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 routers.push(from);
                 nodes.extend(std::iter::once(from).chain(targets));
             }
-            Stmt::Parallel { source, heads, join, .. } => {
+            Stmt::Parallel { source, heads, join, each, .. } => {
+                if *each {
+                    routers.push(source);
+                }
                 nodes.extend(std::iter::once(source).chain(heads).chain([join]))
             }
             Stmt::Interrupt { node, .. } => {

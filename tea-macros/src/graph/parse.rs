@@ -43,8 +43,9 @@ pub enum Stmt {
     Edge(Edge),
     /// `a -> b | c | end;`
     Router { from: Ident, targets: Vec<Ident> },
-    /// `parallel a => [x, y] -> join;`
-    Parallel { source: Ident, heads: Vec<Ident>, bracket: proc_macro2::Span, join: Ident },
+    /// `parallel a => [x, y] -> join;`, or `parallel a => x* -> join;` (`each`: `a` sends `x`
+    /// once per item, see `Command::send`)
+    Parallel { source: Ident, heads: Vec<Ident>, bracket: proc_macro2::Span, join: Ident, each: bool },
     /// `interrupt_before a, b;` / `interrupt_after a;`
     Breakpoint { when: When, nodes: Vec<Ident> },
     /// `interruptible a, b;`
@@ -204,13 +205,27 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         input.parse::<kw::parallel>()?;
         let source: Ident = input.call(node_name)?;
         input.parse::<Token![=>]>()?;
-        let content;
-        let bracket = bracketed!(content in input);
-        let heads = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, node_name)?;
+        let (heads, bracket, each) = if input.peek(Ident) {
+            // `parallel plan => worker* -> join;`: one target, run once per send.
+            let target = input.call(node_name)?;
+            if !input.peek(Token![*]) {
+                return Err(input.error(format!(
+                    "expected `*` after `{target}` (the node sends `{target}` once per item: `{target}*`), or branches in brackets: `[{target}, …]`"
+                )));
+            }
+            input.parse::<Token![*]>()?;
+            let span = target.span();
+            (vec![target], span, true)
+        } else {
+            let content;
+            let bracket = bracketed!(content in input);
+            let heads = Punctuated::<Ident, Token![,]>::parse_terminated_with(&content, node_name)?;
+            (heads.into_iter().collect(), bracket.span.join(), false)
+        };
         input.parse::<Token![->]>()?;
         let join = input.call(node_name)?;
         let last = join.span();
-        (Stmt::Parallel { source, heads: heads.into_iter().collect(), bracket: bracket.span.join(), join }, last)
+        (Stmt::Parallel { source, heads, bracket, join, each }, last)
     } else if keyword_stmt && lookahead.peek(kw::interrupt_before) {
         input.parse::<kw::interrupt_before>()?;
         let nodes = node_list(input)?;
