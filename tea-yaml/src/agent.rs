@@ -107,8 +107,9 @@ impl Engine {
     /// nodes:
     ///   - { name: leak, run: { type: expression, value: "secrets.token", output_key: copied } }
     /// "#)?;
-    /// let error = agent.invoke(json!({})).unwrap_err().to_string();
-    /// assert!(error.contains("secret `token`") && !error.contains("s3cret-token"), "{error}");
+    /// let error = agent.invoke(json!({})).unwrap_err(); // NodeFailed, naming node `leak`
+    /// let reason = std::error::Error::source(&error).unwrap().to_string();
+    /// assert!(reason.contains("secret `token`") && !reason.contains("s3cret-token"), "{reason}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn secret(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
