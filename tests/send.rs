@@ -216,9 +216,11 @@ fn a_failed_send_is_recovered<C: Checkpointer>(store: C, tag: &str) {
     // The sends were checkpointed before they ran: recover runs the fan-out from there.
     let done = app.recover(&thread).unwrap().done().unwrap();
     assert_eq!(done.done, jobs);
-    // The fan-out runs again from its checkpoint, with each send's own input; the flaky job
-    // ran twice (failed, then recovered).
+    // The failed fan-out's checkpoint kept the sends that finished: recover ran only the flaky
+    // one again (LangGraph #6208: completed sends re-run).
     assert_eq!(runs(&format!("flaky-{tag}")), 2);
+    assert_eq!(runs(&format!("{tag}-1")), 1);
+    assert_eq!(runs(&format!("{tag}-3")), 1);
 }
 
 #[test]
@@ -309,4 +311,43 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("tea-send-{name}-{}-{nanos}", std::process::id()));
     std::fs::remove_dir_all(&dir).ok();
     dir
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same for the branches of a `parallel` statement: a failed branch does not re-run its
+// finished siblings on recover.
+
+static STEADY: AtomicUsize = AtomicUsize::new(0);
+static SHAKY: AtomicUsize = AtomicUsize::new(0);
+
+fn open(_: &Batch) {}
+fn steady(_: &Batch) -> BatchUpdate {
+    STEADY.fetch_add(1, Ordering::SeqCst);
+    Batch::update().done(vec!["steady".into()])
+}
+fn shaky(_: &Batch) -> Result<BatchUpdate, String> {
+    if SHAKY.fetch_add(1, Ordering::SeqCst) == 0 {
+        return Err("first try fails".into());
+    }
+    Ok(Batch::update().done(vec!["shaky".into()]))
+}
+fn close(_: &Batch) {}
+
+graph! {
+    pub Pair for Batch {
+        start -> open;
+        parallel open => [steady, shaky] -> close;
+        close -> end;
+    }
+}
+
+#[test]
+fn a_failed_branch_does_not_rerun_its_finished_siblings_on_recover() {
+    let app = Pair::builder().checkpointer(MemoryStore::new()).build();
+    let thread = ThreadId::from("pair");
+    assert!(app.invoke_on(thread.clone(), Batch::default()).is_err());
+    let done = app.recover(&thread).unwrap().done().unwrap();
+    assert_eq!(done.done, ["steady", "shaky"], "declared order");
+    assert_eq!(STEADY.load(Ordering::SeqCst), 1, "the finished branch kept its result");
+    assert_eq!(SHAKY.load(Ordering::SeqCst), 2);
 }

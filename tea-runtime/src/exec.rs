@@ -753,6 +753,15 @@ impl<'g, G: Graph> Run<'g, G> {
                 self.saved_branches = branches;
                 self.pause(interrupts)
             }
+            ForkOutcome::Failed { error, branches } => {
+                // The branches that finished are kept: `recover` runs only the others.
+                if !branches.is_empty() && self.persist.as_ref().is_some_and(|p| p.durability != Durability::OnPause) {
+                    self.saved_branches = branches;
+                    // The branch's failure is what the run reports, even if this write fails.
+                    let _ = self.save(false);
+                }
+                Err(error)
+            }
             ForkOutcome::Joined { mut branches, steps, taken } => {
                 if self.steps_taken().saturating_add(taken) > self.limit as u64 {
                     return Err(Error::RecursionLimit { limit: self.limit });

@@ -174,6 +174,10 @@ pub(crate) enum ForkOutcome<S: GraphState> {
     Joined { branches: Vec<Branch<S>>, steps: u64, taken: u64 },
     /// Some branches stopped at breakpoints or questions: pause with every branch's progress.
     Paused { branches: Vec<BranchProgress<S>>, interrupts: Vec<Interrupt>, events: Vec<Event<S>> },
+    /// A branch failed (`error`, the first in declared order). With a store, `branches` is
+    /// every branch's progress — the finished ones at the join, the others where they started —
+    /// for a checkpoint from which `recover` runs only the branches that did not finish.
+    Failed { error: Error, branches: Vec<BranchProgress<S>> },
 }
 
 /// A branch to run: from its head, or from checkpointed progress.
@@ -225,12 +229,36 @@ pub(crate) fn run_fork<G: Graph>(
             Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
         }
     };
+    // With a store, where each branch started, for a checkpoint if one fails.
+    let restart: Vec<BranchProgress<G::State>> =
+        if env.pausable { saved.iter().map(clone_progress).collect() } else { Vec::new() };
     let jobs: Vec<Job<G::State, G::Node>> = if saved.is_empty() {
         fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
     } else {
         saved.into_iter().map(|progress| Job::Saved(Box::new(progress))).collect()
     };
     let results = share::run_shared(jobs, &run_job, rayon::current_num_threads(), env.max_branches);
+    if results.iter().any(Result::is_err) {
+        let mut error = None;
+        let mut progress = Vec::with_capacity(results.len());
+        for (i, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(branch) => progress.push(progress_of(graph, base, branch)?),
+                Err(failed) => {
+                    error.get_or_insert(failed);
+                    if env.pausable {
+                        progress.push(match restart.get(i) {
+                            Some(saved) => clone_progress(saved),
+                            None => fresh_progress(graph, base, fork.heads[i]),
+                        });
+                    }
+                }
+            }
+        }
+        let error = error.unwrap_or_else(|| Error::NoRoute { node: graph.node_name(fork.join), goto: None });
+        let branches = if env.pausable { progress } else { Vec::new() };
+        return Ok(ForkOutcome::Failed { error, branches });
+    }
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
     if branches.iter().any(|b| b.interrupt.is_some()) {
         let interrupts = branches.iter().flat_map(|b| b.interrupt.iter().chain(&b.more).cloned()).collect();
@@ -238,34 +266,74 @@ pub(crate) fn run_fork<G: Graph>(
         let mut progress = Vec::with_capacity(branches.len());
         for mut branch in branches {
             events.append(&mut branch.events);
-            // A checkpoint keeps every branch's state, built now if it was not.
-            let state = match branch.state {
-                Some(state) => state,
-                None => {
-                    let mut local = Local::new(base);
-                    local.updates = branch.updates.clone();
-                    local.origins = branch.origins.clone();
-                    local.finish(graph, true)?.0.unwrap_or_else(|| base.clone())
-                }
-            };
-            progress.push(BranchProgress {
-                head: branch.head,
-                state,
-                updates: branch.updates,
-                origins: branch.origins,
-                steps: branch.steps,
-                at: branch.at,
-                answers: branch.answers,
-                pending: branch.interrupt,
-                more_pending: branch.more,
-                resume: false,
-            });
+            progress.push(progress_of(graph, base, branch)?);
         }
         return Ok(ForkOutcome::Paused { branches: progress, interrupts, events });
     }
     let steps = branches.iter().fold(0u64, |sum, b| sum.saturating_add(b.steps));
     let taken = branches.iter().fold(0u64, |sum, b| sum.saturating_add(b.taken));
     Ok(ForkOutcome::Joined { branches, steps, taken })
+}
+
+/// A branch's progress as a checkpoint keeps it, with its state (built now if it was not).
+fn progress_of<G: Graph>(
+    graph: &G,
+    base: &G::State,
+    branch: Branch<G::State>,
+) -> Result<BranchProgress<G::State>, Error> {
+    let state = match branch.state {
+        Some(state) => state,
+        None => {
+            let mut local = Local::new(base);
+            local.updates = branch.updates.clone();
+            local.origins = branch.origins.clone();
+            local.finish(graph, true)?.0.unwrap_or_else(|| base.clone())
+        }
+    };
+    Ok(BranchProgress {
+        head: branch.head,
+        state,
+        updates: branch.updates,
+        origins: branch.origins,
+        steps: branch.steps,
+        at: branch.at,
+        answers: branch.answers,
+        pending: branch.interrupt,
+        more_pending: branch.more,
+        resume: false,
+    })
+}
+
+/// A branch that has not started: it runs from `head` (its breakpoints still stop it).
+fn fresh_progress<G: Graph>(graph: &G, base: &G::State, head: G::Node) -> BranchProgress<G::State> {
+    let name = graph.node_name(head);
+    BranchProgress {
+        head: name.clone(),
+        state: base.clone(),
+        updates: Vec::new(),
+        origins: Vec::new(),
+        steps: 0,
+        at: BranchAt::Start(name),
+        answers: Vec::new(),
+        pending: None,
+        more_pending: Vec::new(),
+        resume: true,
+    }
+}
+
+fn clone_progress<S: GraphState>(p: &BranchProgress<S>) -> BranchProgress<S> {
+    BranchProgress {
+        head: p.head.clone(),
+        state: p.state.clone(),
+        updates: p.updates.clone(),
+        origins: p.origins.clone(),
+        steps: p.steps,
+        at: p.at.clone(),
+        answers: p.answers.clone(),
+        pending: p.pending.clone(),
+        more_pending: p.more_pending.clone(),
+        resume: p.resume,
+    }
 }
 
 /// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
@@ -477,10 +545,10 @@ fn nested_fork<G: Graph>(
     };
     let keep_states = graph.reads_branches(fork.join);
     let base = local.current(graph)?.clone();
-    let ForkOutcome::Joined { mut branches, taken, .. } =
-        run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)?
-    else {
-        return Err(Error::NoRoute { node: ctx.node.clone(), goto: None });
+    let (mut branches, taken) = match run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)? {
+        ForkOutcome::Joined { branches, taken, .. } => (branches, taken),
+        ForkOutcome::Failed { error, .. } => return Err(error),
+        ForkOutcome::Paused { .. } => return Err(Error::NoRoute { node: ctx.node.clone(), goto: None }),
     };
     if steps.saturating_add(taken) > env.budget {
         return Err(Error::RecursionLimit { limit: env.limit });
