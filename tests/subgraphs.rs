@@ -7,7 +7,6 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::Command as Process;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use tea::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -23,10 +22,15 @@ pub struct Doc {
     verdict: String,
 }
 
-static CHECKS: AtomicUsize = AtomicUsize::new(0);
+/// The child threads `check` ran in, one entry per run.
+static CHECKS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-fn check(s: &Doc) -> DocUpdate {
-    CHECKS.fetch_add(1, Ordering::SeqCst);
+fn checks(thread_prefix: &str) -> usize {
+    CHECKS.lock().unwrap().iter().filter(|t| t.starts_with(thread_prefix)).count()
+}
+
+fn check(s: &Doc, ctx: &Ctx<Doc>) -> DocUpdate {
+    CHECKS.lock().unwrap().push(ctx.thread().map(ToString::to_string).unwrap_or_default());
     Doc::update().log(vec![format!("check {}", s.draft)]).edits(1)
 }
 fn polish(_: &Doc) -> DocUpdate {
@@ -66,10 +70,9 @@ graph! {
     }
 }
 
-fn pause_inside_a_child_and_resume_without_rerunning_it<C: Checkpointer>(store: C) {
+fn pause_inside_a_child_and_resume_without_rerunning_it<C: Checkpointer>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
-    let before = CHECKS.load(Ordering::SeqCst);
-    let (state, resume) = app.invoke_on("desk-1", Doc::default()).unwrap().interrupted().expect("the child asks");
+    let (state, resume) = app.invoke_on(thread, Doc::default()).unwrap().interrupted().expect("the child asks");
     // The parent paused before its subgraph node's update: its state is the state before it.
     assert_eq!(state.log, ["write"]);
     let ids: Vec<&str> = resume.interrupts().iter().map(|i| i.id()).collect();
@@ -78,14 +81,12 @@ fn pause_inside_a_child_and_resume_without_rerunning_it<C: Checkpointer>(store: 
     assert_eq!(resume.interrupts()[0].value(), "verdict on d1?");
 
     // The pause is the parent's: `state` lists it, with the child's state in the snapshot.
-    let snapshot = app.state(&ThreadId::from("desk-1")).unwrap().unwrap();
+    let snapshot = app.state(&ThreadId::from(thread)).unwrap().unwrap();
     assert_eq!(snapshot.interrupts[0].id(), "review/judge#0");
     assert_eq!(snapshot.next, ["review"]);
     let child = &snapshot.subgraphs[0];
-    assert_eq!(
-        (child.node.as_str(), child.graph.as_str(), child.thread.as_str()),
-        ("review", "Reviewer", "desk-1/review@2")
-    );
+    assert_eq!((child.node.as_str(), child.graph.as_str()), ("review", "Reviewer"));
+    assert_eq!(child.thread.as_str(), format!("{thread}/review@2"));
     assert_eq!(child.state["log"], serde_json::json!(["write", "check d1", "polish"]));
 
     let token: Resume<Doc> = resume.to_string().parse().unwrap();
@@ -93,18 +94,18 @@ fn pause_inside_a_child_and_resume_without_rerunning_it<C: Checkpointer>(store: 
     assert_eq!(done.log, ["write", "check d1", "polish", "judge", "publish (ship it)"]);
     assert_eq!(done.edits, 3, "the child's sums count once");
     assert_eq!(done.verdict, "ship it");
-    assert_eq!(CHECKS.load(Ordering::SeqCst) - before, 1, "the child's completed nodes did not run again");
+    assert_eq!(checks(&format!("{thread}/")), 1, "the child's completed nodes did not run again");
 }
 
 #[test]
 fn a_pause_inside_a_child_pauses_the_parent_memory() {
-    pause_inside_a_child_and_resume_without_rerunning_it(MemoryStore::new());
+    pause_inside_a_child_and_resume_without_rerunning_it(MemoryStore::new(), "desk-mem");
 }
 
 #[test]
 fn a_pause_inside_a_child_pauses_the_parent_sled() {
     let dir = tempdir("sled-pause");
-    pause_inside_a_child_and_resume_without_rerunning_it(SledStore::open(&dir).unwrap());
+    pause_inside_a_child_and_resume_without_rerunning_it(SledStore::open(&dir).unwrap(), "desk-sled");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -360,4 +361,131 @@ fn tempdir(name: &str) -> std::path::PathBuf {
 fn rand_suffix() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+// ---------------------------------------------------------------------------------------------
+// `Command::parent`: a child node ends the child and routes its parent.
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ticket {
+    text: String,
+    urgent: bool,
+    #[reducer(append)]
+    trail: Vec<String>,
+}
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Triage {
+    text: String,
+    #[reducer(append)]
+    seen: Vec<String>,
+}
+
+fn read(t: &Triage) -> TriageUpdate {
+    Triage::update().seen(vec![format!("read {}", t.text)])
+}
+fn decide(t: &Triage) -> Command<TriagerNode> {
+    if t.text.contains("fire") {
+        // Out of the child, into the parent's `human` node, with an update of the parent's state.
+        Command::parent(HelpdeskNode::Human).update(Ticket::update().trail(vec!["escalated by triage".into()]))
+    } else {
+        Command::goto(TriagerNode::Fix)
+    }
+}
+fn fix(_: &Triage) -> TriageUpdate {
+    Triage::update().seen(vec!["fixed".into()])
+}
+
+graph! {
+    pub Triager for Triage {
+        start -> read;
+        read -> decide;
+        decide -> fix | end;
+        fix -> end;
+    }
+}
+
+fn to_triage(t: &Ticket) -> Triage {
+    Triage { text: t.text.clone(), ..Triage::default() }
+}
+fn from_triage(_: &Ticket, t: Triage) -> TicketUpdate {
+    Ticket::update().trail(t.seen)
+}
+fn human(_: &Ticket) -> TicketUpdate {
+    Ticket::update().trail(vec!["human".into()])
+}
+fn close(_: &Ticket) -> TicketUpdate {
+    Ticket::update().trail(vec!["close".into()])
+}
+fn is_urgent(t: &Ticket) -> bool {
+    t.urgent
+}
+
+graph! {
+    pub Helpdesk for Ticket {
+        start -> human if is_urgent;
+        start -> triage;
+        triage -> close;
+        human -> close;
+        close -> end;
+        subgraph triage = Triager(to_triage => from_triage);
+    }
+}
+
+fn command_parent_routes_the_parent<C: Checkpointer>(store: C) {
+    let app = Helpdesk::builder().checkpointer(store).build();
+    let calm = app.invoke(Ticket { text: "typo".into(), ..Ticket::default() }).unwrap().done().unwrap();
+    assert_eq!(calm.trail, ["read typo", "fixed", "close"], "a child that ends normally maps its output");
+    let hot = app.invoke(Ticket { text: "fire".into(), ..Ticket::default() }).unwrap().done().unwrap();
+    // The jump's update, then the parent's `human` node; the child's output mapping is not applied.
+    assert_eq!(hot.trail, ["escalated by triage", "human", "close"]);
+}
+
+#[test]
+fn command_parent_routes_the_parent_memory() {
+    command_parent_routes_the_parent(MemoryStore::new());
+}
+
+#[test]
+fn command_parent_routes_the_parent_sled() {
+    let dir = tempdir("parent");
+    command_parent_routes_the_parent(SledStore::open(&dir).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn command_parent_without_a_checkpointer() {
+    let out = Helpdesk::builder().build().invoke(Ticket { text: "fire".into(), ..Ticket::default() }).unwrap();
+    assert_eq!(out.trail, ["escalated by triage", "human", "close"]);
+}
+
+#[test]
+fn command_parent_in_a_graph_run_on_its_own_is_no_route() {
+    let error = Triager::builder().build().invoke(Triage { text: "fire".into(), ..Triage::default() }).unwrap_err();
+    assert!(matches!(&error, Error::NoRoute { node, goto: Some(to) } if node == "decide" && to == "human"), "{error}");
+}
+
+#[test]
+fn a_recovered_parent_routes_as_the_finished_child_did() {
+    // The child ended with `Command::parent`; its final checkpoint records the jump, so running
+    // the subgraph node again (as a recover does) routes the same way without running the child.
+    let store = MemoryStore::new();
+    // A short lease: the rewound checkpoint's run counts as gone a moment later.
+    let app = Helpdesk::builder().checkpointer(store.clone()).lease(std::time::Duration::from_millis(1)).build();
+    let thread = ThreadId::from("hot-1");
+    app.invoke_on(thread.clone(), Ticket { text: "fire".into(), ..Ticket::default() }).unwrap();
+    let child = ThreadId::from("hot-1/triage@1");
+    assert_eq!(store.threads(Triager::NAME).unwrap(), std::slice::from_ref(&child));
+    // Rewind the parent to before `triage` (its first checkpoint) and recover it.
+    let parent = Helpdesk::builder().checkpointer(store.clone()).build();
+    let first = parent.history(&thread).unwrap().pop().unwrap();
+    assert_eq!(first.next, ["triage"]);
+    let rewound = store.get(Helpdesk::NAME, &thread, first.checkpoint).unwrap().unwrap();
+    store.delete(Helpdesk::NAME, &thread).unwrap();
+    assert_eq!(store.append(Helpdesk::NAME, &thread, None, 1, &rewound, true).unwrap(), tea::Append::Written);
+    let child_checkpoints = store.history(Triager::NAME, &child).unwrap().len();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let done = parent.recover(&thread).unwrap().done().unwrap();
+    assert_eq!(done.trail, ["escalated by triage", "human", "close"]);
+    assert_eq!(store.history(Triager::NAME, &child).unwrap().len(), child_checkpoints, "the child did not run again");
 }

@@ -89,6 +89,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
+            nested: false,
         }
     }
 }
@@ -172,6 +173,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
+            nested: false,
         }
     }
 }
@@ -211,6 +213,8 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     lease: Duration,
     max_branches: usize,
     key: Option<SigningKey>,
+    /// A subgraph node's child app: `Command::parent` may end its runs.
+    nested: bool,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -222,7 +226,8 @@ impl<G: Graph, C> App<G, C> {
             Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
             None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
         };
-        App { graph, checkpointer: Arc::new(checkpointer), recursion_limit, durability, lease, max_branches, key: None }
+        let checkpointer = Arc::new(checkpointer);
+        App { graph, checkpointer, recursion_limit, durability, lease, max_branches, key: None, nested: true }
     }
 
     /// The graph this app runs.
@@ -488,6 +493,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             max_branches: self.max_branches,
         };
         Persist {
+            nested: self.nested,
             host: Some(Arc::new(host)),
             store: &*self.checkpointer,
             thread,
@@ -622,6 +628,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         answers: Vec::new(),
         joined: Vec::new(),
         lease: None,
+        parent: None,
     };
     crate::checkpoint::encode(&crate::exec::identity(graph), &ckpt)
 }

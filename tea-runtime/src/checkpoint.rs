@@ -120,6 +120,9 @@ pub(crate) struct Checkpoint<S: GraphState> {
     /// kept so that the join sees them after a pause before it, a pause inside it, or a recover.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) joined: Vec<BranchState<S>>,
+    /// A child graph's run that ended with `Command::parent`: where it routes its parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) parent: Option<crate::compose::ParentJump>,
     /// The run that owns the thread while it runs, and until when: see [`Lease`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) lease: Option<Lease>,

@@ -14,18 +14,21 @@
 //! thread with them, so the child continues where it paused and its completed nodes do not run
 //! again.
 
-use crate::app::{App, NoCheckpointer};
+use crate::app::App;
 use crate::checkpoint::{Checkpoint, Position};
 use crate::error::{BoxError, Error};
+use crate::exec::{decode_for, Progress, Run};
 use crate::graph::{Graph, SyncGraph};
 use crate::hitl::Hitl;
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, NodeStep};
+use crate::node::{Goto, NodeId};
 use crate::outcome::SubgraphSnapshot;
 use crate::outcome::{Durability, Outcome};
 use crate::resume::Interrupt;
 use crate::state::{GraphState, Reducer};
 use crate::store::Checkpointer;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +40,62 @@ pub(crate) struct Host {
     pub(crate) lease: Duration,
     pub(crate) limit: usize,
     pub(crate) max_branches: usize,
+}
+
+/// A node of a child graph routing its parent (`Command::parent`): the parent's node type (to
+/// check it is the parent running the child), the target node's name and the parent's update,
+/// by name and as JSON so that the child's final checkpoint records it (a recover of the parent
+/// finds the child finished and routes the same way).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct ParentJump {
+    graph: String,
+    pub(crate) target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    update: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl ParentJump {
+    pub(crate) fn new<P: NodeId>(target: P, update: Option<<P::State as GraphState>::Update>) -> Self {
+        let (update, error) = match update.map(serde_json::to_value) {
+            None => (None, None),
+            Some(Ok(value)) => (Some(value), None),
+            Some(Err(e)) => (None, Some(format!("the parent update does not serialize: {e}"))),
+        };
+        let name = target.node_str().map_or_else(|| format!("{target:?}"), str::to_owned);
+        ParentJump { graph: std::any::type_name::<P>().to_owned(), target: name, update, error }
+    }
+
+    /// The step of a subgraph node (of a parent whose nodes are `N`) whose child made this jump.
+    fn step<S: GraphState, N: NodeId>(self, child: &str) -> Result<NodeStep<S, N>, BoxError> {
+        if self.graph != std::any::type_name::<N>() {
+            return Err(format!(
+                "child graph `{child}` routes to node `{}` of `{}` with `Command::parent`, but runs inside `{}`",
+                self.target,
+                self.graph,
+                std::any::type_name::<N>()
+            )
+            .into());
+        }
+        let Some(target) = N::from_node_str(&self.target) else {
+            return Err(format!(
+                "child graph `{child}` routes to node `{}`, which its parent does not have",
+                self.target
+            )
+            .into());
+        };
+        if let Some(error) = self.error {
+            return Err(error.into());
+        }
+        let update = match self.update {
+            None => None,
+            Some(value) => {
+                Some(serde_json::from_value(value).map_err(|e| format!("the parent update does not read back: {e}"))?)
+            }
+        };
+        Ok(NodeStep::new(update, Some(Goto::Node(target))))
+    }
 }
 
 /// The key of the memo a paused subgraph node keeps among its answers.
@@ -92,11 +151,15 @@ pub fn run_subgraph_mapped<S, N, C, I, O>(
 ) -> Result<NodeStep<S, N>, BoxError>
 where
     S: GraphState,
+    N: NodeId,
     C: Graph + SyncGraph,
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
     let done = run_child(child, state, ctx, hitl, &|s| input(s), false)?;
+    if let Some(jump) = done.jump {
+        return jump.step(&done.graph);
+    }
     Ok(NodeStep::new(Some(output(state, done.last)), None))
 }
 
@@ -125,17 +188,24 @@ pub fn run_subgraph_shared<S, N, C>(
 ) -> Result<NodeStep<S, N>, BoxError>
 where
     S: GraphState,
+    N: NodeId,
     C: Graph<State = S> + SyncGraph,
 {
     let done = run_child(child, state, ctx, hitl, &|s: &S| s.clone(), true)?;
+    if let Some(jump) = done.jump {
+        return jump.step(&done.graph);
+    }
     let first = done.first.as_ref().unwrap_or(state);
     Ok(NodeStep::new(Some(delta(first, &done.last)?), None))
 }
 
-/// A child run that finished: its final state and, when asked for, its input.
+/// A child run that finished: its final state, when asked for its input, and where it routes
+/// its parent if it ended with `Command::parent`.
 struct Finished<T> {
     first: Option<T>,
     last: T,
+    jump: Option<ParentJump>,
+    graph: String,
 }
 
 /// Runs, resumes or recovers the child of a subgraph node; a pause of the child pauses the node
@@ -154,10 +224,22 @@ where
 {
     let (Some(host), Some(parent)) = (ctx.host.as_deref(), ctx.thread.as_ref()) else {
         // No store: the child runs to its end (a child that can pause needs one, like any graph).
-        let app = App::for_child(child, NoCheckpointer, None);
+        let graph = child.name().to_owned();
         let first = input(state);
         let kept = want_first.then(|| first.clone());
-        return Ok(Finished { first: kept, last: app.invoke(first)? });
+        let mut run = Run::new(&child, first, crate::app::DEFAULT_RECURSION_LIMIT, None, false);
+        run.nested = true;
+        loop {
+            match run.advance()? {
+                Progress::Stepped | Progress::Forked => {}
+                Progress::Done => break,
+                Progress::Paused(_) => {
+                    return Err(Error::store(format!("graph `{graph}` paused without a checkpointer")).into())
+                }
+            }
+        }
+        let jump = run.jump.take();
+        return Ok(Finished { first: kept, last: run.state, jump, graph });
     };
     let given = hitl.given();
     let memo = given.first().and_then(|v| v.get(MEMO));
@@ -195,7 +277,13 @@ where
             if want_first && first.is_none() {
                 first = Some(first_state(&app, &thread)?);
             }
-            Ok(Finished { first, last })
+            // Did the child end by routing its parent? Its final checkpoint says.
+            let graph = app.graph().name().to_owned();
+            let jump = match app.checkpointer().head(&graph, &thread)? {
+                Some((id, bytes)) => decode_for(app.graph(), &bytes, &thread, id)?.parent,
+                None => None,
+            };
+            Ok(Finished { first, last, jump, graph })
         }
         Outcome::Interrupted { state: child_state, resume } => {
             let pauses: Vec<Interrupt> = resume

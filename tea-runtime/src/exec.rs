@@ -76,6 +76,8 @@ pub(crate) enum Executed<N, U> {
     Ran(Option<Goto<N>>),
     /// The node ran, its update was applied, and it sent these nodes with their inputs.
     Sent(Vec<(N, U)>),
+    /// The node ran, its update was applied, and it routes the parent graph of this one.
+    Parent(crate::compose::ParentJump),
     /// The node paused through its `Hitl` (its update was discarded); `answers` are the ones it
     /// was given, to give it again on resume. `nested`: a subgraph node's child pauses.
     Paused { payload: serde_json::Value, answers: Vec<serde_json::Value>, nested: Vec<Interrupt> },
@@ -84,7 +86,12 @@ pub(crate) enum Executed<N, U> {
 /// What running a node produced, before anything is applied.
 pub(crate) enum Produced<S: GraphState, N> {
     /// The node ran: its update, a router's choice and what it sent.
-    Ran { update: Option<S::Update>, goto: Option<Goto<N>>, sends: Vec<(N, S::Update)> },
+    Ran {
+        update: Option<S::Update>,
+        goto: Option<Goto<N>>,
+        sends: Vec<(N, S::Update)>,
+        parent: Option<crate::compose::ParentJump>,
+    },
     /// The node paused through its `Hitl`; `kept`: the update it keeps anyway
     /// ([`Graph::keeps_update_on_pause`]). `nested`: the pauses of a subgraph node's child, as
     /// the parent lists them (empty for a node's own pause).
@@ -131,7 +138,7 @@ pub(crate) fn produce<G: Graph>(
             }
         }
         let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
-        Ok(Produced::Ran { update: step.update, goto: step.goto, sends: step.sends })
+        Ok(Produced::Ran { update: step.update, goto: step.goto, sends: step.sends, parent: step.parent })
     }));
     outcome
         .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
@@ -152,11 +159,15 @@ pub(crate) fn execute<G: Graph>(
             }
             Ok(Executed::Paused { payload, answers, nested })
         }
-        Produced::Ran { update, goto, sends } => {
+        Produced::Ran { update, goto, sends, parent } => {
             if let Some(update) = update {
                 apply_update(graph, state, update, &ctx.node)?;
             }
-            Ok(if sends.is_empty() { Executed::Ran(goto) } else { Executed::Sent(sends) })
+            Ok(match parent {
+                Some(jump) => Executed::Parent(jump),
+                None if sends.is_empty() => Executed::Ran(goto),
+                None => Executed::Sent(sends),
+            })
         }
     }
 }
@@ -388,6 +399,8 @@ pub(crate) struct Persist<'g> {
     pub(crate) last: Option<Vec<u8>>,
     /// What subgraph nodes run their child graphs on: this store and the app's options.
     pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
+    /// The run is a child graph's (an app made by `App::for_child`).
+    pub(crate) nested: bool,
 }
 
 /// A random 64-bit number: a run's lease owner, a pause's nonce.
@@ -422,6 +435,10 @@ pub(crate) struct Run<'g, G: Graph> {
     /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
     first_step: u64,
     finished: bool,
+    /// The run is a child graph's, run by a subgraph node: `Command::parent` may end it.
+    pub(crate) nested: bool,
+    /// Where a child's run routes its parent (`Command::parent`), once it did.
+    pub(crate) jump: Option<crate::compose::ParentJump>,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
     /// The run's `run` span, entered by every advance.
@@ -432,6 +449,7 @@ pub(crate) struct Run<'g, G: Graph> {
 impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, persist: Option<Persist<'g>>, record: bool) -> Self {
         let thread = persist.as_ref().map(|p| p.thread.clone());
+        let nested = persist.as_ref().is_some_and(|p| p.nested);
         let mut ctx = Ctx::new(START, thread.clone());
         ctx.host = persist.as_ref().and_then(|p| p.host.clone());
         #[cfg(feature = "tracing")]
@@ -458,6 +476,8 @@ impl<'g, G: Graph> Run<'g, G> {
             answers: Vec::new(),
             first_step: 0,
             finished: false,
+            nested,
+            jump: None,
             last_duration: Duration::ZERO,
             #[cfg(feature = "tracing")]
             span,
@@ -517,6 +537,7 @@ impl<'g, G: Graph> Run<'g, G> {
         run.saved_branches = saved_branches;
         run.answers = ckpt.answers;
         run.finished = matches!(cursor, Cursor::Done);
+        run.jump = ckpt.parent;
         Ok(run)
     }
 
@@ -657,7 +678,9 @@ impl<'g, G: Graph> Run<'g, G> {
                 drop(_node);
                 drop(span);
             }
-            if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::Sent(_))) {
+            if !self.ctx.branches.is_empty()
+                && matches!(executed, Ok(Executed::Ran(_) | Executed::Sent(_) | Executed::Parent(_)))
+            {
                 // The join has seen its branches (a join that paused or failed sees them again).
                 self.ctx.branches.clear();
             }
@@ -666,6 +689,17 @@ impl<'g, G: Graph> Run<'g, G> {
                 Executed::Ran(_) => {
                     // A node that fans out by sends and sent nothing: straight to the join.
                     self.cursor = self.send(node, Vec::new())?;
+                    self.save_step()?;
+                    return Ok(Progress::Stepped);
+                }
+                Executed::Parent(jump) => {
+                    if !self.nested {
+                        let target = NodeName::from(jump.target);
+                        return Err(Error::NoRoute { node: self.ctx.node.clone(), goto: Some(target) });
+                    }
+                    // The child ends here; its final checkpoint records where the parent goes.
+                    self.jump = Some(jump);
+                    self.cursor = Cursor::Done;
                     self.save_step()?;
                     return Ok(Progress::Stepped);
                 }
@@ -850,6 +884,7 @@ impl<'g, G: Graph> Run<'g, G> {
             answers: self.answers.clone(),
             joined: self.ctx.branches.clone(),
             lease,
+            parent: self.jump.clone(),
         };
         self.write(&ckpt, durable).map(|_| ())
     }
@@ -929,6 +964,7 @@ impl<'g, G: Graph> Run<'g, G> {
             answers: self.answers.clone(),
             joined: self.ctx.branches.clone(),
             lease: None,
+            parent: None,
         };
         self.write(&ckpt, true)?;
         let Some(persist) = &mut self.persist else { unreachable_store() };

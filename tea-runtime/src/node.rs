@@ -20,6 +20,17 @@ use std::future::Future;
 pub trait NodeId: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     /// The state of the graph these nodes belong to.
     type State: GraphState;
+
+    /// The node's name as written in its graph (`graph!` implements it; `None` by default).
+    fn node_str(self) -> Option<&'static str> {
+        None
+    }
+
+    /// The node named `name` (`graph!` implements it; `None` by default).
+    fn from_node_str(name: &str) -> Option<Self> {
+        let _ = name;
+        None
+    }
 }
 
 /// Where a node goes next: another node, or the end of the run.
@@ -52,18 +63,59 @@ pub struct Command<N: NodeId> {
     goto: Goto<N>,
     update: Option<<N::State as GraphState>::Update>,
     sends: Vec<crate::send::Send<N>>,
+    parent: Option<crate::compose::ParentJump>,
+}
+
+/// A route out of a child graph to a node of its parent, made by [`Command::parent`]; its
+/// [`update`](Self::update) (an update of the parent's state) makes it a [`Command`].
+pub struct ParentCommand<N: NodeId, P: NodeId> {
+    target: P,
+    child: std::marker::PhantomData<fn() -> N>,
+}
+
+impl<N: NodeId, P: NodeId> ParentCommand<N, P> {
+    /// Applies `update` to the parent's state (through its reducers) before the parent goes on.
+    pub fn update(self, update: <P::State as GraphState>::Update) -> Command<N> {
+        Command::with_parent(crate::compose::ParentJump::new(self.target, Some(update)))
+    }
+}
+
+impl<N: NodeId, P: NodeId> From<ParentCommand<N, P>> for Command<N> {
+    fn from(command: ParentCommand<N, P>) -> Self {
+        Command::with_parent(crate::compose::ParentJump::new::<P>(command.target, None))
+    }
+}
+
+impl<N: NodeId, P: NodeId> fmt::Debug for ParentCommand<N, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ParentCommand").field("target", &self.target).finish()
+    }
 }
 
 impl<N: NodeId> Command<N> {
     /// Go to `node` next. It must be listed in this router's `->` declaration, or the run fails
     /// with [`Error::NoRoute`](crate::Error::NoRoute).
     pub fn goto(node: N) -> Self {
-        Command { goto: Goto::Node(node), update: None, sends: Vec::new() }
+        Command { goto: Goto::Node(node), update: None, sends: Vec::new(), parent: None }
+    }
+
+    fn with_parent(jump: crate::compose::ParentJump) -> Self {
+        Command { goto: Goto::End, update: None, sends: Vec::new(), parent: Some(jump) }
+    }
+
+    /// End this graph — a child graph run by a subgraph node — and go on in its parent at
+    /// `target`, a node of the parent graph (its node enum: a node the parent lacks does not
+    /// compile), after applying the parent update given to
+    /// [`ParentCommand::update`] (or none: `.into()`). The subgraph node's own output mapping
+    /// is not applied. A graph run on its own, or inside another parent than `target`'s graph,
+    /// fails with [`Error::NoRoute`](crate::Error::NoRoute).
+    pub fn parent<P: NodeId>(target: P) -> ParentCommand<N, P> {
+        ParentCommand { target, child: std::marker::PhantomData }
     }
 
     /// Finish the run (the router's declaration must list `end`).
     pub fn end() -> Self {
-        Command { goto: Goto::End, update: None, sends: Vec::new() }
+        Command { goto: Goto::End, update: None, sends: Vec::new(), parent: None }
     }
 
     /// Fan out: run each send's node with its own input, as the branches of the node's
@@ -98,7 +150,7 @@ impl<N: NodeId> Command<N> {
     /// # Ok::<(), tea::Error>(())
     /// ```
     pub fn send(sends: impl IntoIterator<Item = crate::send::Send<N>>) -> Self {
-        Command { goto: Goto::End, update: None, sends: sends.into_iter().collect() }
+        Command { goto: Goto::End, update: None, sends: sends.into_iter().collect(), parent: None }
     }
 
     /// The sends of this command ([`Command::send`]).
@@ -125,7 +177,7 @@ impl<N: NodeId> Command<N> {
 
 impl<N: NodeId> Clone for Command<N> {
     fn clone(&self) -> Self {
-        Command { goto: self.goto, update: self.update.clone(), sends: self.sends.clone() }
+        Command { goto: self.goto, update: self.update.clone(), sends: self.sends.clone(), parent: self.parent.clone() }
     }
 }
 
@@ -135,6 +187,7 @@ impl<N: NodeId> fmt::Debug for Command<N> {
             .field("goto", &self.goto)
             .field("update", &self.update)
             .field("sends", &self.sends)
+            .field("parent", &self.parent)
             .finish()
     }
 }
@@ -149,12 +202,14 @@ pub struct NodeStep<S: GraphState, N> {
     pub goto: Option<Goto<N>>,
     /// What a node that fans out by sends sent: each target node with its input.
     pub sends: Vec<(N, S::Update)>,
+    /// A node of a child graph routing its parent ([`Command::parent`]).
+    pub(crate) parent: Option<crate::compose::ParentJump>,
 }
 
 impl<S: GraphState, N> NodeStep<S, N> {
     /// A step with `update` and `goto`, sending nothing.
     pub fn new(update: Option<S::Update>, goto: Option<Goto<N>>) -> Self {
-        NodeStep { update, goto, sends: Vec::new() }
+        NodeStep { update, goto, sends: Vec::new(), parent: None }
     }
 }
 
@@ -441,11 +496,13 @@ where
 
 /// A router's command as a step: its goto, or its sends (which go to the node's fan-out).
 fn command_step<S: GraphState, N: NodeId<State = S>>(command: Command<N>) -> NodeStep<S, N> {
-    if command.sends.is_empty() {
+    if let Some(jump) = command.parent {
+        NodeStep { update: command.update, goto: None, sends: Vec::new(), parent: Some(jump) }
+    } else if command.sends.is_empty() {
         NodeStep::new(command.update, Some(command.goto))
     } else {
         let sends = command.sends.into_iter().map(crate::send::Send::into_parts).collect();
-        NodeStep { update: command.update, goto: None, sends }
+        NodeStep { update: command.update, goto: None, sends, parent: None }
     }
 }
 

@@ -469,6 +469,12 @@ fn run_branch<G: Graph>(
             ctx.branches.clear();
         }
         let goto = match produced {
+            Produced::Ran { parent: Some(_), .. } => {
+                return Err(Error::NodeFailed {
+                    node: ctx.node.clone(),
+                    source: "`Command::parent` routes the parent from a child graph's main line, not from inside a parallel branch".into(),
+                });
+            }
             Produced::Ran { sends, .. } if !sends.is_empty() || graph.sends(node) => {
                 return Err(Error::NodeFailed {
                     node: ctx.node.clone(),

@@ -33,6 +33,12 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         quote!(#node_enum::#variant => { #body })
     });
     let goto_arms = model.nodes.iter().filter_map(|node| {
+        if let NodeKind::Subgraph(_) = node.kind {
+            // Its child may route it to any of its nodes (`Command::parent`, typed by this
+            // graph's node enum).
+            let variant = &node.variant;
+            return Some(quote!(#node_enum::#variant => ::core::matches!(__tea_to, ::tea::__private::Goto::Node(_)),));
+        }
         let Routing::Router(targets) = &node.routing else {
             return None;
         };
@@ -306,6 +312,17 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             #[automatically_derived]
             impl ::tea::__private::NodeId for #node_enum {
                 #state_assoc
+
+                fn node_str(self) -> ::core::option::Option<&'static str> {
+                    ::core::option::Option::Some(self.name())
+                }
+
+                fn from_node_str(name: &str) -> ::core::option::Option<Self> {
+                    match name {
+                        #(#node_names => ::core::option::Option::Some(#node_enum::#variants),)*
+                        _ => ::core::option::Option::None,
+                    }
+                }
             }
 
             #[automatically_derived]
