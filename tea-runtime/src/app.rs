@@ -82,7 +82,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
         G: PauseFree,
     {
         App {
-            graph: self.graph,
+            graph: Arc::new(self.graph),
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
@@ -166,7 +166,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// Builds the app.
     pub fn build(self) -> App<G, C> {
         App {
-            graph: self.graph,
+            graph: Arc::new(self.graph),
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
@@ -205,16 +205,17 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
 /// assert_eq!(handle.join().unwrap().unwrap().n, 2);
 /// ```
 pub struct App<G: Graph, C = NoCheckpointer> {
-    graph: G,
+    /// Shared with the async driver's blocking tasks, which run sync nodes off the runtime.
+    pub(crate) graph: Arc<G>,
     /// Shared with the child graphs of subgraph nodes.
-    checkpointer: Arc<C>,
-    recursion_limit: usize,
-    durability: Durability,
-    lease: Duration,
-    max_branches: usize,
-    key: Option<SigningKey>,
+    pub(crate) checkpointer: Arc<C>,
+    pub(crate) recursion_limit: usize,
+    pub(crate) durability: Durability,
+    pub(crate) lease: Duration,
+    pub(crate) max_branches: usize,
+    pub(crate) key: Option<SigningKey>,
     /// A subgraph node's child app: `Command::parent` may end its runs.
-    nested: bool,
+    pub(crate) nested: bool,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -227,6 +228,7 @@ impl<G: Graph, C> App<G, C> {
             None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
         };
         let checkpointer = Arc::new(checkpointer);
+        let graph = Arc::new(graph);
         App { graph, checkpointer, recursion_limit, durability, lease, max_branches, key: None, nested: true }
     }
 
@@ -252,7 +254,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&self.graph, input, self.recursion_limit, None, false);
+        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, false);
         run.max_branches = self.max_branches;
         traced! { run.call("invoke"); }
         loop {
@@ -276,7 +278,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&self.graph, input, self.recursion_limit, None, true);
+        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, true);
         run.max_branches = self.max_branches;
         traced! { run.call("stream"); }
         Stream::new(Ok(run))
@@ -343,13 +345,27 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         G: SyncGraph,
     {
         let (head, bytes) = self.head(thread)?;
-        let ckpt: Checkpoint<G::State> = decode_for(&self.graph, &bytes, thread, head)?;
+        match self.recovery(thread, head, bytes)? {
+            Recovery::Over(outcome) => Ok(outcome),
+            Recovery::Run(run) => drive(run),
+        }
+    }
+
+    /// What recovering `thread`, whose head is checkpoint `head` (`bytes`), does: report where
+    /// it stopped, or claim it with a run that continues it.
+    pub(crate) fn recovery(
+        &self,
+        thread: &ThreadId,
+        head: CheckpointId,
+        bytes: Vec<u8>,
+    ) -> Result<Recovery<'_, G>, Error> {
+        let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
-            let resume = issue(&self.graph, thread, &ckpt, self.key.as_ref())?;
-            return Ok(Outcome::Interrupted { state: ckpt.state, resume });
+            let resume = issue(&*self.graph, thread, &ckpt, self.key.as_ref())?;
+            return Ok(Recovery::Over(Outcome::Interrupted { state: ckpt.state, resume }));
         }
         if matches!(ckpt.at, Position::Done) {
-            return Ok(Outcome::Done(ckpt.state));
+            return Ok(Recovery::Over(Outcome::Done(ckpt.state)));
         }
         if let Some(lease) = ckpt.lease {
             let now = now_ms();
@@ -365,10 +381,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        let mut run = Run::from_checkpoint(&self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
+        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
         run.max_branches = self.max_branches;
         traced! { run.call("recover"); }
-        drive(run)
+        Ok(Recovery::Run(run))
     }
 
     /// Starts thread `thread` at `node`, with `state` as the state: `node` runs first (its
@@ -510,7 +526,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
     }
 
-    fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
+    pub(crate) fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
         if thread.as_str().is_empty() {
             return Err(Error::InvalidThreadId { thread, reason: "it is empty" });
@@ -519,7 +535,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
         }
         let persist = self.persist(thread, None, None, true);
-        let mut run = Run::new(&self.graph, input, self.recursion_limit, Some(persist), record);
+        let mut run = Run::new(&*self.graph, input, self.recursion_limit, Some(persist), record);
         run.max_branches = self.max_branches;
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
@@ -542,9 +558,16 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
+        let thread = self.resumed_thread(&resume)?;
+        let (head, bytes) = self.head(&thread)?;
+        self.resume_at(resume, head, bytes, record)
+    }
+
+    /// The thread `resume` continues, once the token is checked against this app and graph.
+    pub(crate) fn resumed_thread(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
         self.check_key()?;
         resume.verify(self.key.as_ref())?;
-        let graph = &self.graph;
+        let graph = &*self.graph;
         let token = &resume.token;
         if token.graph != graph_id(graph.name()) {
             return Err(Error::GraphMismatch { expected: graph.name().to_owned(), found: None });
@@ -557,8 +580,20 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 what: if schema_changed { "state struct" } else { "graph" },
             });
         }
+        Ok(token.thread.clone())
+    }
+
+    /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`).
+    pub(crate) fn resume_at(
+        &self,
+        resume: Resume<G::State>,
+        head: CheckpointId,
+        bytes: Vec<u8>,
+        record: bool,
+    ) -> Result<Run<'_, G>, Error> {
+        let graph = &*self.graph;
+        let token = &resume.token;
         let thread = token.thread.clone();
-        let (head, bytes) = self.head(&thread)?;
         let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
         if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
             return Err(Error::StaleResume { thread });
@@ -602,8 +637,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn snapshot(&self, thread: &ThreadId, id: CheckpointId, bytes: &[u8]) -> Result<Snapshot<G::State>, Error> {
-        let ckpt: Checkpoint<G::State> = decode_for(&self.graph, bytes, thread, id)?;
-        let next = next_nodes(&self.graph, &ckpt);
+        let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
+        let next = next_nodes(&*self.graph, &ckpt);
         let subgraphs = crate::compose::paused_children(&ckpt);
         Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
     }
@@ -793,6 +828,13 @@ fn match_answers<G: Graph>(
 }
 
 /// Runs until the run finishes or pauses.
+/// What `recover` found: a thread that is over (paused or finished), or a run that continues it.
+#[allow(clippy::large_enum_variant)] // made once per `recover`, and moved at once
+pub(crate) enum Recovery<'a, G: Graph> {
+    Over(Outcome<G::State>),
+    Run(Run<'a, G>),
+}
+
 fn drive<G: Graph>(mut run: Run<'_, G>) -> Result<Outcome<G::State>, Error> {
     loop {
         match run.advance()? {

@@ -63,6 +63,16 @@ pub enum Error {
         node: NodeName,
     },
 
+    /// An async call (`invoke_async`, `resume_async`, …) was polled outside a tokio runtime,
+    /// which the async driver runs nodes and branches on. Nothing ran and nothing was written.
+    #[error(
+        "`{call}` was polled outside a tokio runtime: await it inside one (`#[tokio::main]`, `Runtime::block_on`)"
+    )]
+    NoRuntime {
+        /// The async call.
+        call: &'static str,
+    },
+
     /// `recover` found the thread owned by a live run: its lease (renewed as that run advances)
     /// has not expired. A run that crashed is taken over once its lease expires
     /// ([`Builder::lease`](crate::Builder::lease)); one that failed releases its lease at once.

@@ -17,6 +17,7 @@
 //! `recover` can continue it at once.
 
 use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Lease, Position, Target};
+use crate::drive::{now_or_never, Driver, ThreadDriver};
 use crate::error::Error;
 use crate::event::Event;
 use crate::graph::Graph;
@@ -28,7 +29,9 @@ use crate::parallel::{self, Env, ForkOutcome};
 use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
 use crate::state::GraphState;
 use crate::store::{Append, CheckpointId, Checkpointer};
-use crate::trace::{self, traced};
+#[cfg(feature = "tracing")]
+use crate::trace;
+use crate::trace::traced;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -114,6 +117,22 @@ pub(crate) fn produce<G: Graph>(
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Produced<G::State, G::Node>, Error> {
         let mut hitl = Hitl::with_answers(answers);
         let result = graph.run(node, state, ctx, &mut hitl);
+        produced(graph, node, ctx, result, hitl)
+    }));
+    outcome
+        .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
+}
+
+/// What a node run that returned `result` produced, given what it asked of its `hitl`: a pause,
+/// a bad answer, or its update and routing.
+pub(crate) fn produced<G: Graph>(
+    graph: &G,
+    node: G::Node,
+    ctx: &Ctx<G::State>,
+    result: Result<crate::node::NodeStep<G::State, G::Node>, crate::error::BoxError>,
+    mut hitl: Hitl,
+) -> Result<Produced<G::State, G::Node>, Error> {
+    {
         match hitl.asked.take() {
             None => {}
             Some(Asked::Pause(payload)) => {
@@ -139,20 +158,17 @@ pub(crate) fn produce<G: Graph>(
         }
         let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
         Ok(Produced::Ran { update: step.update, goto: step.goto, sends: step.sends, parent: step.parent })
-    }));
-    outcome
-        .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
+    }
 }
 
-/// Runs `node` on `state` and applies its update through the reducers.
-pub(crate) fn execute<G: Graph>(
+/// Applies what `node` produced to `state` through the reducers.
+fn apply_produced<G: Graph>(
     graph: &G,
-    node: G::Node,
     state: &mut G::State,
     ctx: &Ctx<G::State>,
-    answers: Vec<serde_json::Value>,
+    produced: Produced<G::State, G::Node>,
 ) -> Result<Executed<G::Node, <G::State as GraphState>::Update>, Error> {
-    match produce(graph, node, state, ctx, answers)? {
+    match produced {
         Produced::Paused { payload, answers, kept, nested } => {
             if let Some(update) = kept {
                 apply_update(graph, state, update, &ctx.node)?;
@@ -557,9 +573,15 @@ impl<'g, G: Graph> Run<'g, G> {
     /// run then puts its pause back.
     pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
         traced! { let _run = self.span.clone().entered(); }
-        let result = self.advance_inner();
+        now_or_never(self.step(&ThreadDriver))
+    }
+
+    /// [`advance`](Self::advance) through driver `driver` (the async driver instruments the
+    /// returned future with the run's span).
+    pub(crate) async fn step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
+        let result = self.step_inner(driver).await;
         if result.is_err() {
-            self.abandon();
+            self.abandon_with(driver).await;
         }
         traced! { self.trace_progress(&result); }
         result
@@ -593,16 +615,16 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
-    fn advance_inner(&mut self) -> Result<Progress<G::State>, Error> {
+    async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
         if self.persist.as_ref().is_some_and(|p| p.claim) {
-            self.save(false)?;
+            self.save(driver, false).await?;
             if let Some(persist) = &mut self.persist {
                 persist.claim = false;
             }
         } else if self.persist.as_ref().is_some_and(|p| !self.finished && p.lease_until < now_ms() + p.lease_ms / 2) {
             // Half the lease is gone: renew it before the next node, so that `recover`
             // elsewhere does not take a live run over.
-            self.save(false)?;
+            self.save(driver, false).await?;
         }
         let graph = self.graph;
         loop {
@@ -612,7 +634,7 @@ impl<'g, G: Graph> Run<'g, G> {
                         // What `invoke`/`resume` report must survive a crash: the final
                         // checkpoint is flushed before they return. (Marked finished only
                         // once written: a failed final write still releases the lease.)
-                        self.save(true)?;
+                        self.save(driver, true).await?;
                         self.finished = true;
                     }
                     if let Some(persist) = &mut self.persist {
@@ -622,11 +644,11 @@ impl<'g, G: Graph> Run<'g, G> {
                     return Ok(Progress::Done);
                 }
                 Cursor::At(node) => node,
-                Cursor::Fork(source) => return self.fork(source),
+                Cursor::Fork(source) => return self.fork(driver, source).await,
                 Cursor::After(node, goto) => {
                     if std::mem::take(&mut self.pause_after) {
                         let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
-                        return self.pause(vec![interrupt]);
+                        return self.pause(driver, vec![interrupt]).await;
                     }
                     let name = graph.node_name(node);
                     self.resuming = false;
@@ -650,7 +672,7 @@ impl<'g, G: Graph> Run<'g, G> {
             let pausable = self.persist.is_some();
             if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
                 let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
-                return self.pause(vec![interrupt]);
+                return self.pause(driver, vec![interrupt]).await;
             }
             if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
@@ -666,17 +688,18 @@ impl<'g, G: Graph> Run<'g, G> {
                     step = self.ctx.step,
                     duration_us = tracing::field::Empty,
                 );
-                let _node = span.enter();
             }
             let started = if self.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
-            let executed = execute(graph, node, &mut self.state, &self.ctx, answers);
+            let produced = {
+                let future = driver.produce(graph, node, &self.state, &self.ctx, answers);
+                #[cfg(feature = "tracing")]
+                let future = tracing::Instrument::instrument(future, span.clone());
+                future.await
+            };
+            let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
             if let Some(started) = started {
                 self.last_duration = started.elapsed();
                 traced! { span.record("duration_us", trace::micros(self.last_duration)); }
-            }
-            traced! {
-                drop(_node);
-                drop(span);
             }
             if !self.ctx.branches.is_empty()
                 && matches!(executed, Ok(Executed::Ran(_) | Executed::Sent(_) | Executed::Parent(_)))
@@ -689,7 +712,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 Executed::Ran(_) => {
                     // A node that fans out by sends and sent nothing: straight to the join.
                     self.cursor = self.send(node, Vec::new())?;
-                    self.save_step()?;
+                    self.save_step(driver).await?;
                     return Ok(Progress::Stepped);
                 }
                 Executed::Parent(jump) => {
@@ -700,14 +723,14 @@ impl<'g, G: Graph> Run<'g, G> {
                     // The child ends here; its final checkpoint records where the parent goes.
                     self.jump = Some(jump);
                     self.cursor = Cursor::Done;
-                    self.save_step()?;
+                    self.save_step(driver).await?;
                     return Ok(Progress::Stepped);
                 }
                 Executed::Sent(sends) => {
                     // The sends become the branches of the node's fan-out, checkpointed before
                     // any of them runs: a recover or resume runs each exactly once.
                     self.cursor = self.send(node, sends)?;
-                    self.save_step()?;
+                    self.save_step(driver).await?;
                     return Ok(Progress::Stepped);
                 }
                 Executed::Paused { payload, answers, nested } => {
@@ -716,7 +739,7 @@ impl<'g, G: Graph> Run<'g, G> {
                     let pending =
                         if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
                     self.answers = answers;
-                    return self.pause(pending);
+                    return self.pause(driver, pending).await;
                 }
             };
             if pausable && graph.interrupt_after(node) {
@@ -725,7 +748,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 return Ok(Progress::Stepped);
             }
             self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
-            self.save_step()?;
+            self.save_step(driver).await?;
             return Ok(Progress::Stepped);
         }
     }
@@ -761,7 +784,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Runs the branches of the fan-out after `source` and merges them in declared order, or
     /// pauses if a branch paused.
-    fn fork(&mut self, source: G::Node) -> Result<Progress<G::State>, Error> {
+    async fn fork<D: Driver<G>>(&mut self, driver: &D, source: G::Node) -> Result<Progress<G::State>, Error> {
         let graph = self.graph;
         let Some(fork) = graph.fork(source) else {
             return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
@@ -779,20 +802,20 @@ impl<'g, G: Graph> Run<'g, G> {
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
         let keep_states = graph.reads_branches(fork.join);
-        match parallel::run_fork(graph, fork, &self.state, &env, saved, keep_states)? {
+        match parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states).await? {
             ForkOutcome::Paused { branches, interrupts, mut events } => {
                 if self.record {
                     self.branch_events.extend(events.drain(..));
                 }
                 self.saved_branches = branches;
-                self.pause(interrupts)
+                self.pause(driver, interrupts).await
             }
             ForkOutcome::Failed { error, branches } => {
                 // The branches that finished are kept: `recover` runs only the others.
                 if !branches.is_empty() && self.persist.as_ref().is_some_and(|p| p.durability != Durability::OnPause) {
                     self.saved_branches = branches;
                     // The branch's failure is what the run reports, even if this write fails.
-                    let _ = self.save(false);
+                    let _ = self.save(driver, false).await;
                 }
                 Err(error)
             }
@@ -812,7 +835,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 }
                 self.ctx.branches = branches.into_iter().filter_map(parallel::Branch::into_state).collect();
                 self.cursor = Cursor::At(fork.join);
-                self.save_step()?;
+                self.save_step(driver).await?;
                 Ok(Progress::Forked)
             }
         }
@@ -848,7 +871,7 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
-    fn save_step(&mut self) -> Result<(), Error> {
+    async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
         let Some(persist) = &self.persist else { return Ok(()) };
         let durable = match persist.durability {
             Durability::OnPause => return Ok(()),
@@ -857,14 +880,14 @@ impl<'g, G: Graph> Run<'g, G> {
         };
         // A step that routed to `end` writes the final checkpoint, which is always flushed.
         let done = matches!(self.cursor, Cursor::Done);
-        self.save(durable || done)?;
+        self.save(driver, durable || done).await?;
         self.finished = done;
         Ok(())
     }
 
     /// Writes a checkpoint of where the run stands (no pause): with this run's lease, renewed,
     /// unless the run is over.
-    fn save(&mut self, durable: bool) -> Result<(), Error> {
+    async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
         let Some(persist) = &mut self.persist else { return Ok(()) };
         let lease = if matches!(self.cursor, Cursor::Done) {
             None
@@ -886,11 +909,16 @@ impl<'g, G: Graph> Run<'g, G> {
             lease,
             parent: self.jump.clone(),
         };
-        self.write(&ckpt, durable).map(|_| ())
+        self.write(driver, &ckpt, durable).await.map(|_| ())
     }
 
     /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last saw.
-    fn write(&mut self, ckpt: &Checkpoint<G::State>, durable: bool) -> Result<CheckpointId, Error> {
+    async fn write<D: Driver<G>>(
+        &mut self,
+        driver: &D,
+        ckpt: &Checkpoint<G::State>,
+        durable: bool,
+    ) -> Result<CheckpointId, Error> {
         let graph = self.graph;
         let Some(persist) = &mut self.persist else { return Ok(0) };
         traced! {
@@ -903,10 +931,12 @@ impl<'g, G: Graph> Run<'g, G> {
                 bytes = tracing::field::Empty,
                 duration_us = tracing::field::Empty,
             );
-            let _checkpoint = span.enter();
             let started = Instant::now();
         }
-        let bytes = checkpoint::encode(&identity(graph), ckpt)?;
+        let bytes = {
+            traced! { let _checkpoint = span.enter(); }
+            checkpoint::encode(&identity(graph), ckpt)?
+        };
         traced! { span.record("bytes", bytes.len()); }
         if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
             return Err(Error::StateNotStorable {
@@ -917,11 +947,12 @@ impl<'g, G: Graph> Run<'g, G> {
             });
         }
         let id = persist.head.map_or(1, |h| h + 1);
-        let store = persist.store;
-        let (thread, head) = (&persist.thread, persist.head);
-        let appended = trace::store_call("append", graph.name(), Some(thread), || {
-            store.append(graph.name(), thread, head, id, &bytes, durable)
-        })?;
+        let appended = {
+            let future = driver.append(persist.store, graph.name(), &persist.thread, persist.head, id, &bytes, durable);
+            #[cfg(feature = "tracing")]
+            let future = tracing::Instrument::instrument(future, span.clone());
+            future.await?
+        };
         traced! {
             span.record("duration_us", trace::micros(started.elapsed()));
             if let Append::Conflict { head: found } = &appended {
@@ -946,7 +977,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Pauses on `pending`: writes the paused checkpoint durably, then issues its token.
-    fn pause(&mut self, pending: Vec<Interrupt>) -> Result<Progress<G::State>, Error> {
+    async fn pause<D: Driver<G>>(&mut self, driver: &D, pending: Vec<Interrupt>) -> Result<Progress<G::State>, Error> {
         let graph = self.graph;
         let Some(persist) = &self.persist else {
             return Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", graph.name())));
@@ -966,7 +997,7 @@ impl<'g, G: Graph> Run<'g, G> {
             lease: None,
             parent: None,
         };
-        self.write(&ckpt, true)?;
+        self.write(driver, &ckpt, true).await?;
         let Some(persist) = &mut self.persist else { unreachable_store() };
         // The pause is durable: nothing is left to roll back to.
         persist.rollback = None;
@@ -978,7 +1009,12 @@ impl<'g, G: Graph> Run<'g, G> {
     /// back as the head, so that the token that resumed it works again; any other run writes
     /// its last checkpoint again without its lease, so that `recover` may continue it at once.
     /// A run that has not claimed its thread yet wrote nothing, and writes nothing.
-    fn abandon(&mut self) {
+    pub(crate) fn abandon(&mut self) {
+        now_or_never(self.abandon_with(&ThreadDriver));
+    }
+
+    /// [`abandon`](Self::abandon) through driver `driver`.
+    pub(crate) async fn abandon_with<D: Driver<G>>(&mut self, driver: &D) {
         let graph = self.graph;
         let Some(persist) = &mut self.persist else { return };
         let rollback = persist.rollback.take();
@@ -1007,10 +1043,9 @@ impl<'g, G: Graph> Run<'g, G> {
         traced! {
             tracing::info!(target: "tea", thread = %persist.thread, put_back_pause = rollback_pause, "abandoned");
         }
-        let (store, thread, head) = (persist.store, &persist.thread, persist.head);
-        if let Ok(Append::Written) = trace::store_call("append", graph.name(), Some(thread), || {
-            store.append(graph.name(), thread, head, id, &bytes, true)
-        }) {
+        let appended =
+            driver.append(persist.store, graph.name(), &persist.thread, persist.head, id, &bytes, true).await;
+        if let Ok(Append::Written) = appended {
             persist.head = Some(id);
         }
     }

@@ -56,6 +56,7 @@
 mod app;
 mod checkpoint;
 mod compose;
+mod drive;
 mod error;
 mod event;
 mod exec;
@@ -71,6 +72,8 @@ mod send;
 mod share;
 mod state;
 mod store;
+#[cfg(feature = "tokio")]
+mod tokio_driver;
 mod trace;
 
 pub use app::{
@@ -94,7 +97,7 @@ pub use send::Send;
 pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
 #[cfg(feature = "sled")]
 pub use store::SledStore;
-pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore};
+pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
 

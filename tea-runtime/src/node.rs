@@ -244,6 +244,22 @@ impl<S> Ctx<S> {
         Ctx { node, step: 0, thread, branch: None, branches: Vec::new(), host: None }
     }
 
+    /// A copy for a task that runs the node elsewhere (the async driver's blocking pool).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn clone_for_task(&self) -> Self
+    where
+        S: Clone,
+    {
+        Ctx {
+            node: self.node.clone(),
+            step: self.step,
+            thread: self.thread.clone(),
+            branch: self.branch.clone(),
+            branches: self.branches.clone(),
+            host: self.host.clone(),
+        }
+    }
+
     /// The node being run.
     pub fn node(&self) -> &NodeName {
         &self.node

@@ -16,18 +16,20 @@
 //! continue.
 
 use crate::checkpoint::{BranchAt, BranchProgress};
+use crate::drive::Driver;
 use crate::error::Error;
 use crate::event::Event;
-use crate::exec::{apply_update, asked, goto_of, node_named, produce, route_from, target_of, After, Produced};
+use crate::exec::{apply_update, asked, goto_of, node_named, route_from, target_of, After, Produced};
 use crate::graph::{Fork, Graph};
 use crate::name::{NodeName, ThreadId};
 use crate::node::{Ctx, Goto};
 use crate::resume::{Interrupt, PauseKind};
-use crate::share;
 use crate::state::{GraphState, StateUpdate};
 use crate::trace::traced;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 /// What the branches of a fan-out share.
@@ -199,7 +201,22 @@ enum Start<N> {
 /// `saved`), concurrently; the results come back in declared order. Every branch runs to its
 /// end; the first error in declared order wins. `keep_states`: build each branch's own state
 /// for the join to read.
-pub(crate) fn run_fork<G: Graph>(
+///
+/// Boxed: a branch may hold a fan-out of its own, which runs through here again.
+pub(crate) fn run_fork<'a, G: Graph, D: Driver<G>>(
+    driver: &'a D,
+    graph: &'a G,
+    fork: Fork<'a, G::Node>,
+    base: &'a G::State,
+    env: &'a Env,
+    saved: Vec<BranchProgress<G::State>>,
+    keep_states: bool,
+) -> ForkFuture<'a, G::State> {
+    Box::pin(fork_branches(driver, graph, fork, base, env, saved, keep_states))
+}
+
+async fn fork_branches<G: Graph, D: Driver<G>>(
+    driver: &D,
     graph: &G,
     fork: Fork<'_, G::Node>,
     base: &G::State,
@@ -214,20 +231,25 @@ pub(crate) fn run_fork<G: Graph>(
             join = %graph.node_name(fork.join),
             branches = fork.heads.len(),
         );
-        let _fork = fork_span.enter();
     }
     let run_job = |job: Job<G::State, G::Node>| {
-        // Workers of the pool run branches too: there, the fan-out's span is entered again, so
-        // the branches' spans have it as their parent whichever thread runs them.
-        traced! { let _fork = fork_span.clone().entered(); }
-        match job {
-            Job::Fresh(head) => {
-                let name = graph.node_name(head);
-                let start = Start::Before(head, false);
-                run_branch(graph, name, fork.join, Local::new(base), 0, Vec::new(), start, env, keep_states)
+        let branch = async move {
+            match job {
+                Job::Fresh(head) => {
+                    let name = graph.node_name(head);
+                    let start = Start::Before(head, false);
+                    let local = Local::new(base);
+                    run_branch(driver, graph, name, fork.join, local, 0, Vec::new(), start, env, keep_states).await
+                }
+                Job::Saved(progress) => {
+                    continue_branch(driver, graph, fork.join, base, *progress, env, keep_states).await
+                }
             }
-            Job::Saved(progress) => continue_branch(graph, fork.join, base, *progress, env, keep_states),
-        }
+        };
+        // Whichever thread or task runs a branch, the fan-out's span is its parent.
+        #[cfg(feature = "tracing")]
+        let branch = tracing::Instrument::instrument(branch, fork_span.clone());
+        branch
     };
     // With a store, where each branch started, for a checkpoint if one fails.
     let restart: Vec<BranchProgress<G::State>> =
@@ -237,7 +259,7 @@ pub(crate) fn run_fork<G: Graph>(
     } else {
         saved.into_iter().map(|progress| Job::Saved(Box::new(progress))).collect()
     };
-    let results = share::run_shared(jobs, &run_job, rayon::current_num_threads(), env.max_branches);
+    let results = driver.branches(jobs, run_job, env.max_branches).await;
     if results.iter().any(Result::is_err) {
         let mut error = None;
         let mut progress = Vec::with_capacity(results.len());
@@ -336,9 +358,13 @@ fn clone_progress<S: GraphState>(p: &BranchProgress<S>) -> BranchProgress<S> {
     }
 }
 
+/// The future of a fan-out's run.
+pub(crate) type ForkFuture<'a, S> = Pin<Box<dyn Future<Output = Result<ForkOutcome<S>, Error>> + Send + 'a>>;
+
 /// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
 /// was not answered, stays as it is.
-fn continue_branch<G: Graph>(
+async fn continue_branch<G: Graph, D: Driver<G>>(
+    driver: &D,
     graph: &G,
     join: G::Node,
     base: &G::State,
@@ -364,11 +390,12 @@ fn continue_branch<G: Graph>(
     };
     let applied = updates.len();
     let local = Local { base, own: Some(state), updates, origins, applied };
-    run_branch(graph, head, join, local, steps, answers, start, env, keep_states)
+    run_branch(driver, graph, head, join, local, steps, answers, start, env, keep_states).await
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_branch<G: Graph>(
+async fn run_branch<G: Graph, D: Driver<G>>(
+    driver: &D,
     graph: &G,
     head: NodeName,
     join: G::Node,
@@ -428,7 +455,8 @@ fn run_branch<G: Graph>(
                             return Err(Error::NoRoute { node: name, goto: None });
                         };
                         let (taken, states) =
-                            nested_fork(graph, inner, &mut local, &mut events, steps - first, &ctx, env)?;
+                            nested_fork(driver, graph, inner, &mut local, &mut events, steps - first, &ctx, env)
+                                .await?;
                         steps += taken;
                         // The nested join reads its branches like any join.
                         ctx.branches = states;
@@ -453,15 +481,17 @@ fn run_branch<G: Graph>(
                 step = ctx.step,
                 duration_us = tracing::field::Empty,
             );
-            let _node = span.enter();
         }
         let started = if env.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
-        let produced = produce(graph, node, local.current(graph)?, &ctx, given);
+        let produced = {
+            let future = driver.produce(graph, node, local.current(graph)?, &ctx, given);
+            #[cfg(feature = "tracing")]
+            let future = tracing::Instrument::instrument(future, span.clone());
+            future.await
+        };
         let duration = started.map_or(Duration::ZERO, |started| started.elapsed());
         traced! {
             span.record("duration_us", crate::trace::micros(duration));
-            drop(_node);
-            drop(span);
         }
         let produced = produced?;
         if !ctx.branches.is_empty() {
@@ -530,7 +560,9 @@ fn run_branch<G: Graph>(
 /// own states. Nothing in it can pause (`graph!` refuses pauses there). `steps`: the node runs
 /// the outer branch took so far in this invocation.
 #[allow(clippy::type_complexity)]
-fn nested_fork<G: Graph>(
+#[allow(clippy::too_many_arguments)]
+async fn nested_fork<G: Graph, D: Driver<G>>(
+    driver: &D,
     graph: &G,
     fork: Fork<'_, G::Node>,
     local: &mut Local<'_, G::State>,
@@ -551,7 +583,7 @@ fn nested_fork<G: Graph>(
     };
     let keep_states = graph.reads_branches(fork.join);
     let base = local.current(graph)?.clone();
-    let (mut branches, taken) = match run_fork(graph, fork, &base, &inner_env, Vec::new(), keep_states)? {
+    let (mut branches, taken) = match run_fork(driver, graph, fork, &base, &inner_env, Vec::new(), keep_states).await? {
         ForkOutcome::Joined { branches, taken, .. } => (branches, taken),
         ForkOutcome::Failed { error, .. } => return Err(error),
         ForkOutcome::Paused { .. } => return Err(Error::NoRoute { node: ctx.node.clone(), goto: None }),

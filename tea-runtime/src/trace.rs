@@ -50,6 +50,46 @@ pub(crate) fn store_call<T>(
     result
 }
 
+/// Awaits a store call (`op` on `thread` of `graph`) inside a `store` span.
+#[cfg(all(feature = "tokio", feature = "tracing"))]
+pub(crate) async fn store_call_async<T>(
+    op: &'static str,
+    graph: &str,
+    thread: Option<&ThreadId>,
+    call: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    use tracing::Instrument;
+    let span = tracing::trace_span!(
+        target: "tea",
+        "store",
+        op,
+        graph,
+        thread = thread.map(ThreadId::as_str),
+        duration_us = tracing::field::Empty,
+    );
+    let started = std::time::Instant::now();
+    let result = call.instrument(span.clone()).await;
+    span.record("duration_us", micros(started.elapsed()));
+    if let Err(error) = &result {
+        span.in_scope(
+            || tracing::warn!(target: "tea", error = error_kind(error), reason = %error, "store call failed"),
+        );
+    }
+    result
+}
+
+/// Awaits a store call (here without a span: the feature `tracing` is off).
+#[cfg(all(feature = "tokio", not(feature = "tracing")))]
+#[inline(always)]
+pub(crate) async fn store_call_async<T>(
+    _op: &'static str,
+    _graph: &str,
+    _thread: Option<&ThreadId>,
+    call: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    call.await
+}
+
 /// Calls the store (here without a span: the feature `tracing` is off).
 #[cfg(not(feature = "tracing"))]
 #[inline(always)]
@@ -77,6 +117,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::NoRoute { .. } => "NoRoute",
         Error::RecursionLimit { .. } => "RecursionLimit",
         Error::NeedsAsync { .. } => "NeedsAsync",
+        Error::NoRuntime { .. } => "NoRuntime",
         Error::ThreadBusy { .. } => "ThreadBusy",
         Error::StateNotStorable { .. } => "StateNotStorable",
         Error::ConflictingWrites { .. } => "ConflictingWrites",

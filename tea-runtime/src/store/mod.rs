@@ -89,6 +89,49 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// Deletes the oldest checkpoints of `thread`, keeping the newest `keep_last` (at least the
     /// head is always kept, so `keep_last == 0` is treated as 1). Returns how many were deleted.
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error>;
+
+    /// [`append`](Self::append) for the async driver (`App::invoke_async` and its kin): the
+    /// returned future must not block the runtime's thread for long. The default calls
+    /// `append`, which suits a store whose writes do not wait (such as [`MemoryStore`]); a store
+    /// that waits on a disk or a network overrides it (tea's own stores do).
+    #[allow(clippy::too_many_arguments)]
+    fn append_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> StoreFuture<'a, Append> {
+        Box::pin(std::future::ready(self.append(graph, thread, expected, id, bytes, durable)))
+    }
+
+    /// [`head`](Self::head) for the async driver; see [`append_async`](Self::append_async).
+    fn head_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+    ) -> StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
+        Box::pin(std::future::ready(self.head(graph, thread)))
+    }
+}
+
+/// What the async methods of a [`Checkpointer`] return: a boxed `Send` future of the result.
+pub type StoreFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// Runs `work`, which blocks on a disk, from async code: on a multi-threaded tokio runtime the
+/// thread is handed over first (`block_in_place`), so the runtime's other tasks move on; on a
+/// single-threaded one, or outside tokio, it runs as it is.
+#[allow(dead_code)]
+pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    #[cfg(feature = "tokio")]
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            return tokio::task::block_in_place(work);
+        }
+    }
+    work()
 }
 
 impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
@@ -126,5 +169,25 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
 
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
         (**self).prune(graph, thread, keep_last)
+    }
+
+    fn append_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> StoreFuture<'a, Append> {
+        (**self).append_async(graph, thread, expected, id, bytes, durable)
+    }
+
+    fn head_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+    ) -> StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
+        (**self).head_async(graph, thread)
     }
 }

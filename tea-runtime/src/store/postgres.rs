@@ -411,6 +411,26 @@ impl Checkpointer for PostgresStore {
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
         self.block(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last))
     }
+
+    fn append_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> super::StoreFuture<'a, Append> {
+        Box::pin(PostgresStore::append_async(self, graph, thread, expected, id, bytes, durable))
+    }
+
+    fn head_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+    ) -> super::StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
+        Box::pin(PostgresStore::head_async(self, graph, thread))
+    }
 }
 
 impl fmt::Debug for PostgresStore {
