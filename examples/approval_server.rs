@@ -369,17 +369,6 @@ impl From<tea::Error> for ApiError {
     }
 }
 
-/// Runs `f` on the blocking pool: the graph runs and the store writes synchronously.
-async fn blocking<T: Send + 'static>(
-    app: Shared,
-    f: impl FnOnce(&ApprovalApp) -> Result<T, tea::Error> + Send + 'static,
-) -> Result<T, ApiError> {
-    match tokio::task::spawn_blocking(move || f(&app)).await {
-        Ok(result) => result.map_err(ApiError::from),
-        Err(join) => Err(ApiError::internal(format!("a blocking task failed: {join}"))),
-    }
-}
-
 /// The body as JSON of type `T`; anything else is `400 bad_request` (`413 too_large` past
 /// axum's body limit).
 fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
@@ -405,10 +394,9 @@ async fn submit(State(app): State<Shared>, body: Result<Bytes, BytesRejection>) 
     }
     let thread = ThreadId::random();
     let input = Document { text, ..Document::default() };
-    let outcome = {
-        let thread = thread.clone();
-        blocking(app, move |app| app.invoke_on(thread, input)).await?
-    };
+    // The async API: the run's sync nodes go to tokio's blocking pool, its checkpoints through
+    // the store's async calls; this handler's task never blocks the runtime.
+    let outcome = app.invoke_on_async(thread.clone(), input).await?;
     Ok(outcome_response(&thread, outcome))
 }
 
@@ -423,7 +411,7 @@ async fn review(State(app): State<Shared>, body: Result<Bytes, BytesRejection>) 
     };
     let resume: Resume<Document> = token.parse()?;
     let thread = resume.thread().clone();
-    let outcome = blocking(app, move |app| app.resume(resume.answer(Value::Object(fields)))).await?;
+    let outcome = app.resume_async(resume.answer(Value::Object(fields))).await?;
     Ok(outcome_response(&thread, outcome))
 }
 
@@ -459,10 +447,7 @@ fn outcome_response(thread: &ThreadId, outcome: Outcome<Document>) -> Response {
 async fn thread(State(app): State<Shared>, id: Result<UrlPath<String>, PathRejection>) -> Result<Response, ApiError> {
     let UrlPath(id) = id.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
     let thread = ThreadId::from(id);
-    let snapshot = {
-        let thread = thread.clone();
-        blocking(app, move |app| app.state(&thread)).await?
-    };
+    let snapshot = app.state_async(&thread).await?;
     let Some(snapshot) = snapshot else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no thread `{thread}`")));
     };

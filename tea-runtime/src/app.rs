@@ -636,7 +636,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         Ok(run)
     }
 
-    fn snapshot(&self, thread: &ThreadId, id: CheckpointId, bytes: &[u8]) -> Result<Snapshot<G::State>, Error> {
+    pub(crate) fn snapshot(
+        &self,
+        thread: &ThreadId,
+        id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<Snapshot<G::State>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
         let next = next_nodes(&*self.graph, &ckpt);
         let subgraphs = crate::compose::paused_children(&ckpt);

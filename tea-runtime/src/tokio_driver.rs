@@ -23,7 +23,7 @@ use crate::graph::Graph;
 use crate::hitl::Hitl;
 use crate::name::ThreadId;
 use crate::node::Ctx;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, Snapshot};
 use crate::resume::Resume;
 use crate::store::{Append, CheckpointId, Checkpointer};
 use crate::trace::traced;
@@ -349,6 +349,21 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             Ok(AsyncRun::new(run, &self.graph))
         };
         futures::stream::once(start).flat_map(events)
+    }
+
+    /// [`state`](Self::state) for async code: the store is read with its async call.
+    ///
+    /// # Errors
+    /// Those of [`state`](Self::state).
+    pub async fn state_async(&self, thread: &ThreadId) -> Result<Option<Snapshot<G::State>>, Error> {
+        let graph = self.graph.name();
+        let head =
+            crate::trace::store_call_async("head", graph, Some(thread), self.checkpointer.head_async(graph, thread))
+                .await?;
+        match head {
+            None => Ok(None),
+            Some((id, bytes)) => self.snapshot(thread, id, &bytes).map(Some),
+        }
     }
 
     async fn head_async(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
