@@ -246,33 +246,66 @@ pub fn describe(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// The runtime `tea` drives the engine's async API on: multi-threaded, because the stores that
+/// block (sled, directories) hand their thread over with `block_in_place`.
+fn runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
+    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .thread_name("tea")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the async runtime: {e}"))
+        })
+        .as_ref()
+        .map_err(|e| Error::store(e.clone()))
+}
+
 fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<State>, Error> {
     let _progress = Progress::start(agent.name());
-    if stream {
-        let events = match start {
-            Start::New { thread: Some(thread), input } => agent.stream_on(thread, input),
-            Start::New { thread: None, input } => agent.stream(input),
-            Start::Token(resume) => agent.stream_resume(*resume),
-            // clap refuses `--checkpoint` with `--stream`; a later pause resumes by token.
-            Start::Checkpoint { path, update } => return agent.resume_from(path, update),
-        };
-        for event in events {
-            let event = event?;
-            output::line(&output::event(agent, &event).to_string());
-            match event {
-                tea_runtime::Event::Step { .. } => {}
-                tea_runtime::Event::Interrupted { state, resume } => return Ok(Outcome::Interrupted { state, resume }),
-                tea_runtime::Event::Done(state) => return Ok(Outcome::Done(state)),
+    let start = match start {
+        // A checkpoint file (`--checkpoint`, `config.checkpoint`) may start a new thread at the
+        // node that saved it, which only the blocking API does; it waits for network nodes
+        // itself. (clap refuses `--checkpoint` with `--stream`.)
+        Start::Checkpoint { path, update } => return agent.resume_from(path, update),
+        Start::New { thread: None, input } if agent.continues_from().is_some() => return agent.invoke(input),
+        start => start,
+    };
+    // Everything else runs on the async driver: the network nodes of a fan-out are awaited
+    // together, without a thread each.
+    runtime()?.block_on(async move {
+        if stream {
+            use futures_util::StreamExt;
+            let mut events = match start {
+                Start::New { thread: Some(thread), input } => agent.stream_on_async(thread, input).boxed(),
+                Start::New { thread: None, input } => agent.stream_async(input).boxed(),
+                Start::Token(resume) => agent.stream_resume_async(*resume).boxed(),
+                Start::Checkpoint { path, update } => return agent.resume_from(path, update),
+            };
+            while let Some(event) = events.next().await {
+                let event = event?;
+                output::line(&output::event(agent, &event).to_string());
+                match event {
+                    tea_runtime::Event::Step { .. } => {}
+                    tea_runtime::Event::Interrupted { state, resume } => {
+                        return Ok(Outcome::Interrupted { state, resume })
+                    }
+                    tea_runtime::Event::Done(state) => return Ok(Outcome::Done(state)),
+                }
             }
+            return Err(Error::store(format!(
+                "the run of agent `{}` stopped without finishing or pausing",
+                agent.name()
+            )));
         }
-        return Err(Error::store(format!("the run of agent `{}` stopped without finishing or pausing", agent.name())));
-    }
-    match start {
-        Start::New { thread: Some(thread), input } => agent.invoke_on(thread, input),
-        Start::New { thread: None, input } => agent.invoke(input),
-        Start::Token(resume) => agent.resume(*resume),
-        Start::Checkpoint { path, update } => agent.resume_from(path, update),
-    }
+        match start {
+            Start::New { thread: Some(thread), input } => agent.invoke_on_async(thread, input).await,
+            Start::New { thread: None, input } => agent.invoke_async(input).await,
+            Start::Token(resume) => agent.resume_async(*resume).await,
+            Start::Checkpoint { path, update } => agent.resume_from(path, update),
+        }
+    })
 }
 
 /// Reports how a run ended; interactively, answers each pause from stdin and goes on.

@@ -287,6 +287,9 @@ enum Runner {
 pub struct Agent {
     graph: YamlGraph,
     runner: Runner,
+    /// The same agent for the async driver: its network nodes are async nodes.
+    #[cfg(feature = "tokio")]
+    async_runner: Runner,
     /// The store, when it is a directory: each pause gets a file named after its node.
     dir: Option<DirStore>,
     recursion_limit: usize,
@@ -314,12 +317,23 @@ impl Agent {
         limit: usize,
         checkpoint: Option<PathBuf>,
     ) -> Agent {
-        let builder = Builder::new(graph.clone()).recursion_limit(limit);
-        let runner = match store {
-            Some(store) => Runner::Stored(builder.checkpointer(store).build()),
-            None => Runner::Free(builder.build()),
+        let runner_for = |graph: YamlGraph| {
+            let builder = Builder::new(graph).recursion_limit(limit);
+            match &store {
+                Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
+                None => Runner::Free(builder.build()),
+            }
         };
-        Agent { graph, runner, dir, recursion_limit: limit, checkpoint, names_store: false }
+        Agent {
+            runner: runner_for(graph.clone()),
+            #[cfg(feature = "tokio")]
+            async_runner: runner_for(graph.driven(true)),
+            graph,
+            dir,
+            recursion_limit: limit,
+            checkpoint,
+            names_store: false,
+        }
     }
 
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
@@ -568,6 +582,119 @@ impl Agent {
             }
         }
         self.resume(resume)
+    }
+
+    /// [`invoke`](Self::invoke) on the current tokio runtime (the engine's async driver):
+    /// network nodes (`llm.call`, `http.*`, `actions.notify`) are awaited without holding a
+    /// thread, so the branches of a fan-out wait for their requests together; Lua and the other
+    /// nodes run on tokio's blocking pool.
+    ///
+    /// `config.checkpoint` (continuing from a file `checkpoint.save` wrote) has no async form:
+    /// use [`invoke`](Self::invoke) (from `spawn_blocking`) for such an agent.
+    ///
+    /// # Errors
+    /// Those of [`invoke`](Self::invoke); `Error::NoRuntime` outside a tokio runtime;
+    /// [`Error::Store`] for an agent with `config.checkpoint`.
+    #[cfg(feature = "tokio")]
+    pub async fn invoke_async(&self, input: Value) -> Result<Outcome<State>, Error> {
+        if let Some(path) = &self.checkpoint {
+            return Err(Error::store(format!(
+                "agent `{}` continues from `config.checkpoint` `{}`, which only the blocking `invoke` does",
+                self.name(),
+                path.display()
+            )));
+        }
+        self.invoke_on_async(ThreadId::random(), input).await
+    }
+
+    /// [`invoke_on`](Self::invoke_on) on the current tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub async fn invoke_on_async(&self, thread: impl Into<ThreadId>, input: Value) -> Result<Outcome<State>, Error> {
+        let state = self.input(input)?;
+        match &self.async_runner {
+            Runner::Free(app) => app.invoke_async(state).await.map(Outcome::Done),
+            Runner::Stored(app) => self.linked(app.invoke_on_async(thread, state).await),
+        }
+    }
+
+    /// [`resume`](Self::resume) on the current tokio runtime. Dropping the future part-way
+    /// leaves the pause in place: the same token works again.
+    #[cfg(feature = "tokio")]
+    pub async fn resume_async(&self, resume: Resume<State>) -> Result<Outcome<State>, Error> {
+        let app = match &self.async_runner {
+            Runner::Stored(app) => app,
+            Runner::Free(_) => return Err(no_store(self.name(), resume.thread())),
+        };
+        self.linked(app.resume_async(resume).await)
+    }
+
+    /// [`recover`](Self::recover) on the current tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub async fn recover_async(&self, thread: &ThreadId) -> Result<Outcome<State>, Error> {
+        let app = match &self.async_runner {
+            Runner::Stored(app) => app,
+            Runner::Free(_) => return Err(no_store(self.name(), thread)),
+        };
+        self.linked(app.recover_async(thread).await)
+    }
+
+    /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of events.
+    #[cfg(feature = "tokio")]
+    pub fn stream_async(
+        &self,
+        input: Value,
+    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
+        self.stream_on_async(ThreadId::random(), input)
+    }
+
+    /// [`stream_on`](Self::stream_on) on the current tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub fn stream_on_async(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: Value,
+    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
+        use futures_util::StreamExt;
+        let thread = thread.into();
+        let events = match self.input(input) {
+            Err(error) => futures_util::stream::once(std::future::ready(Err(error))).boxed(),
+            Ok(state) => match &self.async_runner {
+                Runner::Free(app) => app.stream_async(state).boxed(),
+                Runner::Stored(app) => app.stream_on_async(thread, state).boxed(),
+            },
+        };
+        self.linked_events(events)
+    }
+
+    /// [`stream_resume`](Self::stream_resume) on the current tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub fn stream_resume_async(
+        &self,
+        resume: Resume<State>,
+    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
+        use futures_util::StreamExt;
+        let events = match &self.async_runner {
+            Runner::Stored(app) => app.stream_resume_async(resume).boxed(),
+            Runner::Free(_) => {
+                futures_util::stream::once(std::future::ready(Err(no_store(self.name(), resume.thread())))).boxed()
+            }
+        };
+        self.linked_events(events)
+    }
+
+    /// With a directory store, gives each pause of `events` its file named after its node.
+    #[cfg(feature = "tokio")]
+    fn linked_events<'a>(
+        &'a self,
+        events: futures_util::stream::BoxStream<'a, Result<Event<State>, Error>>,
+    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + 'a {
+        use futures_util::StreamExt;
+        events.map(move |event| {
+            if let Ok(Event::Interrupted { resume, .. }) = &event {
+                self.link(resume)?;
+            }
+            event
+        })
     }
 
     /// Runs the agent on `input`, as a stream of events (see `App::stream`).

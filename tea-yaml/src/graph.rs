@@ -192,6 +192,13 @@ impl YamlGraph {
         &self.0
     }
 
+    /// The same graph for the async driver (`asynchronous`: its network nodes are async) or
+    /// for the blocking API.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn driven(&self, asynchronous: bool) -> YamlGraph {
+        YamlGraph(self.0.clone(), asynchronous)
+    }
+
     /// The name of the first secret whose value `value` holds somewhere.
     fn secret_in(&self, value: &Value) -> Option<&str> {
         let secrets = &self.0.secret_values;

@@ -41,6 +41,7 @@
 //! | `sled` | on | `config.checkpointer: { sled: PATH }`, the embedded on-disk store |
 //! | `postgres` | off | `config.checkpointer: { postgres: URL }`, a PostgreSQL store shared by many processes |
 //! | `net` | off | `llm.call`, `http.get`, `http.post`, `actions.notify`: async requests with retries and timeouts (reqwest with rustls, on tokio) |
+//! | `tokio` | off | `Agent::invoke_async` and its kin on the engine's tokio driver, which awaits network nodes without a thread each |
 //! | `tracing` | off | the engine's spans and events (target `tea`) for agents' runs |
 //!
 //! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
