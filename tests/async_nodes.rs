@@ -1,6 +1,7 @@
 //! Async nodes in `graph!` (`async a, b;`): every node form awaits through `Graph::run_async`,
-//! is marked by `Graph::is_async`, and is refused by the sync `Graph::run`. These tests drive the
-//! generated `Graph` hooks directly on a current-thread tokio runtime, one node at a time.
+//! is marked by `Graph::is_async`, and is refused by the sync `Graph::run`. Most tests drive the
+//! generated `Graph` hooks directly on a current-thread tokio runtime, one node at a time;
+//! `end_to_end` runs the same graph with `invoke_async` and `resume_async`.
 
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -239,4 +240,46 @@ fn a_join_that_takes_ctx_reads_the_branches_and_drawings_mark_async_nodes() {
     assert!(Flow::MERMAID.contains("fetch[/fetch/]"), "{}", Flow::MERMAID);
     assert!(Flow::MERMAID.contains("tidy[tidy]"), "{}", Flow::MERMAID);
     assert!(Flow::DOT.contains("\"ask\" [label=\"ask\", shape=parallelogram];"), "{}", Flow::DOT);
+}
+
+/// The same graph end to end through the async API (`invoke_async`, `resume_async` on a
+/// `MemoryStore`): async nodes of every form, a sync node, a fan-out of async branches into an
+/// async join reading the branches, and two async interruptible nodes that pause and resume.
+mod end_to_end {
+    use super::*;
+
+    fn paused(outcome: Outcome<Job>) -> (Job, Resume<Job>) {
+        match outcome {
+            Outcome::Interrupted { state, resume } => (state, resume),
+            Outcome::Done(state) => panic!("expected a pause, the run finished with {state:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_through_every_async_form_pauses_twice_and_finishes() {
+        let app = Flow::builder().checkpointer(MemoryStore::new()).build();
+        let (state, resume) = paused(app.invoke_async(job("ask")).await.unwrap());
+        assert_eq!(resume.interrupts()[0].id(), "ask#0");
+        assert_eq!(resume.interrupts()[0].value(), "About ask?");
+        assert_eq!(state.log, ["fetch:ask", "with_ctx@2", "plain:3", "merged 2", "checked"]);
+
+        let (state, resume) = paused(app.resume_async(resume.answer("more")).await.unwrap());
+        assert_eq!(state.answer, "more");
+        assert_eq!(resume.interrupts()[0].value(), "Go on after ask_ctx?");
+
+        let done = app.resume_async(resume.answer(true)).await.unwrap();
+        let Outcome::Done(job) = done else { panic!("expected the end, got {done:?}") };
+        assert_eq!(job.log, ["fetch:ask", "with_ctx@2", "plain:3", "merged 2", "checked", "tidy"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_router_s_update_and_a_failing_async_node_through_the_async_api() {
+        let app = Flow::builder().checkpointer(MemoryStore::new()).build();
+        let done = app.invoke_async(job("tea")).await.unwrap();
+        let Outcome::Done(job) = done else { panic!("expected the end, got {done:?}") };
+        assert_eq!(job.log, ["fetch:tea", "with_ctx@2", "plain:3", "merged 2", "checked", "routed", "tidy"]);
+
+        let error = app.invoke_async(super::job("")).await.expect_err("an empty topic fails at `fallible`");
+        assert!(matches!(&error, Error::NodeFailed { node, .. } if node == "fallible"), "{error:?}");
+    }
 }
