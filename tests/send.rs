@@ -126,6 +126,7 @@ graph! {
         parallel split => judge* -> collect;
         collect -> end;
         interruptible judge;
+        interrupt_before collect;
     }
 }
 
@@ -144,7 +145,11 @@ fn pauses_inside_sends_are_answered_by_id<C: Checkpointer>(store: C) {
     assert_eq!(ids, ["judge#0@judge#0"]);
     assert_eq!(ASKED.load(Ordering::SeqCst) - asked, 1, "only the answered send ran again");
 
-    let done = app.resume(resume.answer("yes")).unwrap().done().unwrap();
+    // The join stops at its breakpoint; its checkpoint keeps the sends' own states (named
+    // `judge#i`), and reads back.
+    let (_, resume) = app.resume(resume.answer("yes")).unwrap().interrupted().expect("before collect");
+    assert_eq!(resume.interrupts()[0].id(), "before:collect");
+    let done = app.resume(resume).unwrap().done().unwrap();
     // Send order, not answer order.
     assert_eq!(done.verdicts, ["x: yes", "auto1: auto", "y: no"]);
     assert_eq!(ASKED.load(Ordering::SeqCst) - asked, 2);

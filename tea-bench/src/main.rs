@@ -79,6 +79,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("sequential_1000", r, seq::sequential_1000()),
         w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store()),
         w("fanout_100", r, seq::fanout_100()),
+        w("send_100", r, seq::send_100()),
         w("fanout_io_100", 5, seq::fanout_io_100()),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
         extra("chain_8_cpu", 3, seq::chain_8_cpu()),

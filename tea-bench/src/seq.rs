@@ -1,4 +1,5 @@
-//! `sequential_*`, `fanout_100`, `fanout_io_100` and `fanout_8_cpu`: chains and fan-outs over a counter state.
+//! `sequential_*`, `fanout_100`, `send_100`, `fanout_io_100` and `fanout_8_cpu`: chains and fan-outs over a
+//! counter state.
 
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
@@ -48,6 +49,50 @@ fn check_fanout(out: &Seq, width: usize) {
 pub fn fanout_100() -> impl FnMut() {
     let app = fan100::Fan100::builder().build();
     move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_100 runs"), 100)
+}
+
+/// `send_100`'s state: the script's `Seq` plus each send's own input `i`.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Items {
+    pub count: u64,
+    #[reducer(append)]
+    pub log: Vec<String>,
+    pub i: u64,
+}
+
+/// The nodes of `send_100`: `a` sends `worker` 100 times with `i = 0..100`, `worker` appends its
+/// `i`, `join` counts.
+mod send100 {
+    use super::*;
+
+    pub(super) fn a(_: &Items) -> Command<Send100Node> {
+        Command::send((0..100).map(|i| tea::Send::new(Send100Node::Worker, Items::update().i(i))))
+            .update(Items::update().count(0))
+    }
+    pub(super) fn worker(s: &Items) -> ItemsUpdate {
+        Items::update().log(vec![s.i.to_string()])
+    }
+    pub(super) fn join(s: &Items) -> ItemsUpdate {
+        Items::update().count(s.log.len() as u64)
+    }
+
+    graph! {
+        pub Send100 for Items {
+            start -> a;
+            parallel a => worker* -> join;
+            join -> end;
+        }
+    }
+}
+
+/// A node sends one node 100 times, each with its own input (map-reduce with `Send`).
+pub fn send_100() -> impl FnMut() {
+    let app = send100::Send100::builder().build();
+    move || {
+        let out = app.invoke(black_box(Items::default())).expect("send_100 runs");
+        assert_eq!(out.count, 100, "the join counts every send's entry");
+        assert!(out.log.iter().enumerate().all(|(i, entry)| *entry == i.to_string()), "send order: {:?}", out.log);
+    }
 }
 
 /// 100 branches that each block 20 ms (`std::thread::sleep`): a fan-out of synchronous LLM or

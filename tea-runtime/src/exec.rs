@@ -372,7 +372,13 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
         known(pending.node())?;
     }
     for branch in &ckpt.joined {
-        known(branch.head())?;
+        // A send's branch is named `{target}#{i}`.
+        let head = branch.head().as_str();
+        let node = match head.rsplit_once('#') {
+            Some((target, i)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => target,
+            _ => head,
+        };
+        known(&NodeName::from(node.to_owned()))?;
     }
     Ok(())
 }
