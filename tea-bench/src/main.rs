@@ -81,6 +81,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("fanout_100", r, seq::fanout_100()),
         w("send_100", r, seq::send_100()),
         w("fanout_io_100", 5, seq::fanout_io_100()),
+        w("fanout_io_100_async", 5, seq::fanout_io_100_async()),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
         extra("chain_8_cpu", 3, seq::chain_8_cpu()),
         extra("rayon_8_cpu", 3, seq::rayon_8_cpu()),

@@ -1,5 +1,5 @@
-//! `sequential_*`, `fanout_100`, `send_100`, `fanout_io_100` and `fanout_8_cpu`: chains and fan-outs over a
-//! counter state.
+//! `sequential_*`, `fanout_100`, `send_100`, `fanout_io_100`, `fanout_io_100_async` and `fanout_8_cpu`:
+//! chains and fan-outs over a counter state.
 
 use serde::{Deserialize, Serialize};
 use std::hint::black_box;
@@ -100,6 +100,17 @@ pub fn send_100() -> impl FnMut() {
 pub fn fanout_io_100() -> impl FnMut() {
     let app = fan_io100::FanIo100::builder().build();
     move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_io_100 runs"), 100)
+}
+
+/// `fanout_io_100_async`: 100 async branches each awaiting a 20 ms timer, through `invoke_async`
+/// on a tokio runtime made once (as a service keeps its runtime).
+pub fn fanout_io_100_async() -> impl FnMut() {
+    let app = fan_io100_async::FanIo100Async::builder().build();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    move || {
+        let out = runtime.block_on(app.invoke_async(black_box(Seq::default())));
+        check_fanout(&out.expect("fanout_io_100_async runs"), 100)
+    }
 }
 
 /// Iterations of the script's LCG in each `fanout_8_cpu` branch.
