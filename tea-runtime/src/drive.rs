@@ -16,7 +16,7 @@
 use crate::error::Error;
 use crate::exec::{produce, Produced};
 use crate::graph::Graph;
-use crate::name::{NodeName, ThreadId};
+use crate::name::ThreadId;
 use crate::node::Ctx;
 use crate::store::{Append, CheckpointId, Checkpointer};
 use std::future::Future;
@@ -137,6 +137,6 @@ pub(crate) fn now_or_never<F: Future>(future: F) -> F::Output {
 /// The error of a node the async driver could not run to its end because its task was lost
 /// (the runtime shut down under it).
 #[cfg(feature = "tokio")]
-pub(crate) fn lost(node: &NodeName, why: impl std::fmt::Display) -> Error {
+pub(crate) fn lost(node: &crate::name::NodeName, why: impl std::fmt::Display) -> Error {
     Error::NodeFailed { node: node.clone(), source: format!("the task running the node was lost: {why}").into() }
 }
