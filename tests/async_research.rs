@@ -77,7 +77,10 @@ async fn three_model_calls_overlap_then_a_human_picks_one() {
     assert_eq!(spans.len(), 3);
     let last_arrival = spans.iter().map(|s| s.0).max().unwrap();
     let first_answer = spans.iter().map(|s| s.1).min().unwrap();
-    assert!(last_arrival < first_answer, "a call started only after another was answered: the branches did not overlap");
+    assert!(
+        last_arrival < first_answer,
+        "a call started only after another was answered: the branches did not overlap"
+    );
 
     // The key went in the requests' headers, never into a checkpoint.
     let history = app.checkpointer().history("Researcher", resume.thread()).unwrap();

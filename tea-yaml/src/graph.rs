@@ -74,9 +74,29 @@ pub(crate) enum Output {
 pub(crate) enum Exec {
     Noop,
     Lua(ChunkId),
-    Expr { expr: ExprId, key: String },
-    Action { name: String, action: Action, with: Tree, output: Output },
-    Interrupt { message: Option<Tree>, state_key: String, resume_key: String, timeout: Option<u64> },
+    Expr {
+        expr: ExprId,
+        key: String,
+    },
+    Action {
+        name: String,
+        action: Action,
+        with: Tree,
+        output: Output,
+    },
+    Interrupt {
+        message: Option<Tree>,
+        state_key: String,
+        resume_key: String,
+        timeout: Option<u64>,
+    },
+    /// `type: dynamic_parallel`: one send per item of `items` to the node's fan-out, with the
+    /// item under `item_var` and its position under `index_var`.
+    Send {
+        items: ExprId,
+        item_var: String,
+        index_var: String,
+    },
 }
 
 impl fmt::Debug for Exec {
@@ -87,6 +107,7 @@ impl fmt::Debug for Exec {
             Exec::Expr { key, .. } => write!(f, "Expr(-> {key})"),
             Exec::Action { name, .. } => write!(f, "Action({name})"),
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
+            Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
         }
     }
 }
@@ -102,6 +123,9 @@ pub(crate) struct NodeDef {
     pub(crate) interrupt_after: bool,
     /// The node is the fan-in of a fork: it sees `parallel_results`.
     pub(crate) fan_in: bool,
+    /// The node is the fan-in of a `dynamic_parallel` node: reached with no branches (no
+    /// items), it sees `parallel_results` empty.
+    pub(crate) sends_fan_in: bool,
 }
 
 /// Everything a loaded agent is made of.
@@ -377,7 +401,7 @@ impl YamlGraph {
     /// At a fan-in: the state the node reads, with `parallel_results` (the branches' final
     /// states in declared order), and those results, which the node keeps in the state.
     fn fan_in(&self, def: &NodeDef, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
-        if !def.fan_in || ctx.branches().is_empty() {
+        if !def.fan_in || (ctx.branches().is_empty() && !def.sends_fan_in) {
             return None;
         }
         let results = Value::Array(ctx.branches().iter().map(|b| b.state().to_json()).collect());
@@ -418,10 +442,39 @@ impl YamlGraph {
         }))
     }
 
+    /// A `dynamic_parallel` node's sends: one per item of its `items`, in order, each to the
+    /// head of its fan-out with the item and its index as the branch's input.
+    fn sends(&self, node: NodeIx, state: &State) -> Result<Vec<(NodeIx, Update)>, BoxError> {
+        let def = self.node(node);
+        let Exec::Send { items, item_var, index_var } = &def.exec else { return Ok(Vec::new()) };
+        let Some(&head) = def.fork.as_ref().and_then(|(heads, _)| heads.first()) else {
+            return Err(format!("`dynamic_parallel` node `{}` has no per-item node", def.name).into());
+        };
+        let ctx = self.context(state, None);
+        let value = self.0.templates.eval(*items, &ctx).map_err(|e| format!("`items` of node `{}`: {e}", def.name))?;
+        let list = match template::to_json(&value)? {
+            Value::Array(list) => list,
+            Value::Null => Vec::new(),
+            other => {
+                return Err(format!(
+                    "`items` of node `{}` must give a list, not {}",
+                    def.name,
+                    crate::state::describe(&other)
+                )
+                .into())
+            }
+        };
+        Ok(list
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| (head, Update::new().set(item_var.clone(), item).set(index_var.clone(), i as u64)))
+            .collect())
+    }
+
     fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
         let inner = &self.0;
         Ok(match &def.exec {
-            Exec::Noop => None,
+            Exec::Noop | Exec::Send { .. } => None,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
                 let ctx = self.context(state, None);
@@ -508,6 +561,11 @@ impl Graph for YamlGraph {
         ctx: &Ctx<State>,
         hitl: &mut Hitl,
     ) -> Result<NodeStep<State, NodeIx>, BoxError> {
+        if matches!(self.node(node).exec, Exec::Send { .. }) {
+            let mut step = NodeStep::new(None, None);
+            step.sends = self.sends(node, state).map_err(|e| self.redact(e))?;
+            return Ok(step);
+        }
         let update = self.run_node(node, state, ctx, hitl).map_err(|e| self.redact(e))?;
         Ok(NodeStep::new(update, None))
     }
@@ -591,6 +649,10 @@ impl Graph for YamlGraph {
             Exec::Interrupt { timeout, .. } => *timeout,
             _ => None,
         }
+    }
+
+    fn sends(&self, node: NodeIx) -> bool {
+        matches!(self.node(node).exec, Exec::Send { .. })
     }
 
     fn fork(&self, node: NodeIx) -> Option<Fork<'_, NodeIx>> {

@@ -80,7 +80,15 @@ const NODE_KEYS: &[&str] = &[
     "goto",
     "interrupt",
     "fan_in",
+    "items",
+    "item_var",
+    "index_var",
+    "steps",
+    "max_concurrency",
+    "fail_fast",
 ];
+/// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
+const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
 const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
 const START: [&str; 2] = ["__start__", "START"];
 const END: [&str; 2] = ["__end__", "END"];
@@ -104,6 +112,25 @@ struct Draft<'n> {
     interrupt_after: bool,
     /// `fan_in: true` (The Edge Agent's marker): where it is written.
     marked_fan_in: Option<Pos>,
+    /// A `type: dynamic_parallel` node: its `fan_in` and the nodes each item runs.
+    dynamic: Option<Dynamic<'n>>,
+    /// A node a `dynamic_parallel` node runs per item: where it goes next.
+    after: Option<After>,
+}
+
+/// What a `type: dynamic_parallel` node runs per item, and where the items meet.
+struct Dynamic<'n> {
+    fan_in: &'n Node,
+    /// The item's nodes in order (`steps:`, or the one node of `action:`).
+    steps: Vec<Draft<'n>>,
+}
+
+/// Where a per-item node of a `dynamic_parallel` node goes: its next step (by index among the
+/// drafts), or the fan-in of the `dynamic_parallel` node (by index).
+#[derive(Clone, Copy)]
+enum After {
+    Node(usize),
+    Join(usize),
 }
 
 /// A fan-out as read: its heads, its fan-in if named, where it is declared.
@@ -278,6 +305,26 @@ impl<'a> Loader<'a> {
         if drafts.is_empty() {
             return None;
         }
+        // The nodes `dynamic_parallel` nodes run per item come after the file's own nodes
+        // (which keep their order for the implicit "next node" routing), each chain ending at
+        // its fan-in.
+        let declared = drafts.len();
+        let mut dynamic_forks: Vec<(usize, usize, &Node)> = Vec::new();
+        for d in 0..declared {
+            let Some(dynamic) = drafts[d].dynamic.take() else { continue };
+            let head = drafts.len();
+            let count = dynamic.steps.len();
+            for (k, mut step) in dynamic.steps.into_iter().enumerate() {
+                step.after = Some(if k + 1 < count { After::Node(head + k + 1) } else { After::Join(d) });
+                if let Some(&first) = index.get(&step.name) {
+                    let line = drafts[first].pos.line;
+                    self.problem(step.pos, format!("duplicate node name `{}` (first at line {line})", step.name));
+                }
+                index.insert(step.name.clone(), drafts.len());
+                drafts.push(step);
+            }
+            dynamic_forks.push((d, head, dynamic.fan_in));
+        }
 
         // Breakpoints from `config`.
         for (key, after) in [("interrupt_before", false), ("interrupt_after", true)] {
@@ -309,7 +356,7 @@ impl<'a> Loader<'a> {
             Some(e) => self.edges(e),
             None => Vec::new(),
         };
-        let (start, nodes) = self.routing(&drafts, &index, &edges);
+        let (start, nodes) = self.routing(&drafts, declared, &index, &edges, &dynamic_forks);
 
         // Config: stores and limits.
         let mut store = None;
@@ -557,7 +604,8 @@ impl<'a> Loader<'a> {
         if let Some(d) = fields.get("description") {
             self.string(d, &what("description"));
         }
-        if let Some(f) = fields.get("fan_in") {
+        let is_dynamic = fields.get("type").and_then(|t| t.as_str()) == Some("dynamic_parallel");
+        if let (Some(f), false) = (fields.get("fan_in"), is_dynamic) {
             if !matches!(f.kind, Kind::Bool(_)) {
                 self.problem(f.pos, format!("{} must be true or false", what("fan_in")));
             }
@@ -566,6 +614,29 @@ impl<'a> Loader<'a> {
         // The execution form: one of run, uses/action, type: interrupt.
         let run = fields.get("run").or_else(|| fields.get("script")).copied();
         let uses = fields.get("uses").or_else(|| fields.get("action")).copied();
+        if is_dynamic {
+            let (exec, dynamic) = self.dynamic(&fields, &name, pos);
+            let marked_fan_in = None;
+            return Some(Draft {
+                name,
+                pos,
+                exec,
+                goto: None,
+                interrupt_before: false,
+                interrupt_after: false,
+                marked_fan_in,
+                dynamic,
+                after: None,
+            });
+        }
+        for key in ["items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` belongs to `type: dynamic_parallel` nodes; node `{name}` is not one"),
+                );
+            }
+        }
         let is_interrupt = match fields.get("type") {
             None => false,
             Some(t) => match t.as_str() {
@@ -573,7 +644,7 @@ impl<'a> Loader<'a> {
                 Some(other) => {
                     self.problem(
                         t.pos,
-                        format!("node type `{other}` is not supported here; tea runs `type: interrupt` nodes, `run:` Lua blocks and `uses:` actions"),
+                        format!("node type `{other}` is not supported here; tea runs `type: interrupt` and `type: dynamic_parallel` nodes, `run:` Lua blocks and `uses:` actions"),
                     );
                     false
                 }
@@ -640,7 +711,175 @@ impl<'a> Loader<'a> {
         }
         let goto = fields.get("goto").map(|g| self.goto(g, &name));
         let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
-        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after, marked_fan_in })
+        let dynamic = None;
+        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after, marked_fan_in, dynamic, after: None })
+    }
+
+    /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
+    /// time): `items`, `item_var`, `index_var`, `fan_in: NODE`, and per item either `steps:`
+    /// (nodes, run in order) or `action:` (`uses`/`with`/`output`).
+    fn dynamic<'n>(&mut self, fields: &HashMap<&str, &'n Node>, name: &str, pos: Pos) -> (Exec, Option<Dynamic<'n>>) {
+        let what = |key: &str| format!("`{key}` of node `{name}`");
+        for key in ["max_concurrency", "fail_fast"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!(
+                        "{}: tea runs every item's branch at once and fails the node on the first failing item; \
+                         it takes no per-node `{key}` (limit branches for the whole app with `max_parallel_branches`)",
+                        what(key)
+                    ),
+                );
+            }
+        }
+        for key in ["run", "script", "uses", "with", "message", "state_key", "resume_key", "timeout", "goto"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` does not go on a `dynamic_parallel` node (`{name}`): each item runs its `steps:` or `action:`"),
+                );
+            }
+        }
+        if let Some(o) = fields.get("output") {
+            self.problem(
+                o.pos,
+                format!(
+                    "{}: the items' final states reach the `fan_in` node as `parallel_results` (in item order); \
+                     write them to a key there",
+                    what("output")
+                ),
+            );
+        }
+        let items = match fields.get("items") {
+            None => {
+                self.problem(
+                    pos,
+                    format!("`dynamic_parallel` node `{name}` needs `items` (an expression giving a list)"),
+                );
+                None
+            }
+            Some(n) => match n.as_str() {
+                Some(text) => {
+                    let source = strip_braces(text.trim());
+                    match self.templates.expr(source) {
+                        Ok(id) => Some(id),
+                        Err(e) => {
+                            self.problem(n.pos, format!("{}: `{text}` does not parse: {e}", what("items")));
+                            None
+                        }
+                    }
+                }
+                None => {
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "{} must be an expression such as `{{{{ state.list }}}}`, not {}",
+                            what("items"),
+                            n.what()
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let var = |this: &mut Self, key: &str, default: &str| match fields.get(key) {
+            None => default.to_owned(),
+            Some(n) => match n.as_str() {
+                Some(v) if is_identifier(v) => v.to_owned(),
+                Some(v) => {
+                    this.problem(n.pos, format!("{} must be a name (letters, digits, `_`), not `{v}`", what(key)));
+                    default.to_owned()
+                }
+                None => {
+                    this.problem(n.pos, format!("{} must be a name, not {}", what(key), n.what()));
+                    default.to_owned()
+                }
+            },
+        };
+        let item_var = var(self, "item_var", "item");
+        let index_var = var(self, "index_var", "index");
+        if item_var == index_var {
+            let at = fields.get("index_var").or(fields.get("item_var")).map_or(pos, |n| n.pos);
+            self.problem(at, format!("node `{name}`: `item_var` and `index_var` are both `{item_var}`"));
+        }
+        let fan_in = match fields.get("fan_in") {
+            Some(f) if f.as_str().is_some() => Some(*f),
+            Some(f) => {
+                self.problem(
+                    f.pos,
+                    format!("{} names the node where the items meet, not {}", what("fan_in"), f.what()),
+                );
+                None
+            }
+            None => {
+                self.problem(
+                    pos,
+                    format!("`dynamic_parallel` node `{name}` needs `fan_in: NODE` (where the items meet)"),
+                );
+                None
+            }
+        };
+        let mut steps = Vec::new();
+        match (fields.get("steps"), fields.get("action")) {
+            (Some(_), Some(a)) => {
+                self.problem(a.pos, format!("node `{name}` has both `steps` and `action`; keep one"));
+            }
+            (None, None) => {
+                self.problem(
+                    pos,
+                    format!("`dynamic_parallel` node `{name}` needs `steps:` or `action:` (what each item runs)"),
+                );
+            }
+            (Some(list), None) => match list.as_seq() {
+                Some([]) => self.problem(list.pos, format!("{} is empty", what("steps"))),
+                Some(items) => {
+                    for item in items {
+                        if let Some(mut step) = self.node(item) {
+                            if step.goto.is_some() || step.dynamic.is_some() {
+                                self.problem(step.pos, format!("step `{}` of node `{name}` runs in order: no `goto`, no nested `dynamic_parallel`", step.name));
+                                step.goto = None;
+                                step.dynamic = None;
+                            }
+                            if let Some(at) = step.marked_fan_in {
+                                self.problem(at, format!("step `{}` of node `{name}` cannot be a fan-in", step.name));
+                            }
+                            step.name = format!("{name}.{}", step.name);
+                            steps.push(step);
+                        }
+                    }
+                }
+                None => {
+                    self.problem(list.pos, format!("{} must be a list of nodes, not {}", what("steps"), list.what()))
+                }
+            },
+            (None, Some(action)) => {
+                if let Some(f) = self.fields(action, &what("action"), ITEM_ACTION_KEYS) {
+                    match f.get("uses") {
+                        Some(uses) => {
+                            let exec = self.action(uses, &f, name);
+                            steps.push(Draft {
+                                name: format!("{name}.action"),
+                                pos: action.pos,
+                                exec,
+                                goto: None,
+                                interrupt_before: false,
+                                interrupt_after: false,
+                                marked_fan_in: None,
+                                dynamic: None,
+                                after: None,
+                            });
+                        }
+                        None => self.problem(action.pos, format!("{} needs `uses`", what("action"))),
+                    }
+                }
+            }
+        }
+        let exec = match items {
+            Some(items) => Exec::Send { items, item_var, index_var },
+            None => Exec::Noop,
+        };
+        let dynamic = fan_in.filter(|_| !steps.is_empty()).map(|fan_in| Dynamic { fan_in, steps });
+        (exec, dynamic)
     }
 
     fn run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
@@ -1066,17 +1305,37 @@ impl<'a> Loader<'a> {
 
     /// Resolves every node's routing (goto, edges, fan-outs, the implicit next node) into
     /// rules; returns the start rules and the nodes.
+    /// `drafts`: the file's `declared` nodes, then the per-item nodes of its `dynamic_parallel`
+    /// nodes; `dynamic`: each `dynamic_parallel` node, its first per-item node and its `fan_in`.
     fn routing(
         &mut self,
         drafts: &[Draft<'_>],
+        declared: usize,
         index: &HashMap<String, usize>,
         edges: &[EdgeDraft<'_>],
+        dynamic: &[(usize, usize, &Node)],
     ) -> (Option<Vec<Rule>>, Option<Vec<NodeDef>>) {
         let n = drafts.len();
         let before = self.problems.len();
         let mut plain: Vec<Vec<(Rule, Pos)>> = vec![Vec::new(); n];
         let mut start_rules: Vec<(Rule, Pos)> = Vec::new();
         let mut forks: Vec<Option<ForkDraft>> = vec![None; n];
+        for &(d, head, fan_in) in dynamic {
+            let join = match self.target(index, fan_in, &format!("`fan_in` of node `{}`", drafts[d].name)) {
+                Some(Goto::Node(ix)) if ix.index() < declared => Some(ix),
+                Some(Goto::Node(ix)) => {
+                    let name = &drafts[ix.index()].name;
+                    self.problem(fan_in.pos, format!("`fan_in` names `{name}`, a step of a `dynamic_parallel` node"));
+                    None
+                }
+                Some(Goto::End) => {
+                    self.problem(fan_in.pos, "`fan_in` must be a node, not the end");
+                    None
+                }
+                None => None,
+            };
+            forks[d] = Some((vec![NodeIx(head as u32)], join, drafts[d].pos));
+        }
         let mut start_has_edges = false;
         for edge in edges {
             let from_name = edge.from.scalar_text().unwrap_or_default();
@@ -1112,6 +1371,13 @@ impl<'a> Loader<'a> {
                         self.problem(edge.from.pos, "the entry cannot fan out; start with a node that fans out");
                         continue;
                     };
+                    if drafts[i].after.is_some() || matches!(drafts[i].exec, Exec::Send { .. }) {
+                        self.problem(
+                            edge.pos,
+                            format!("node `{from_name}` is a `dynamic_parallel` node or one of its steps: it has no parallel edges"),
+                        );
+                        continue;
+                    }
                     let mut head_ix = Vec::new();
                     for h in heads {
                         match self.target(index, h, "a parallel branch") {
@@ -1199,7 +1465,21 @@ impl<'a> Loader<'a> {
         let mut places = Places { nodes: Vec::new(), rules: Vec::new(), start: Vec::new(), forks: Vec::new() };
         for (i, draft) in drafts.iter().enumerate() {
             let always = |to| vec![(Rule { cond: Cond::Always, to }, draft.pos)];
-            let rules: Vec<(Rule, Pos)> = if let Some(goto) = &draft.goto {
+            let rules: Vec<(Rule, Pos)> = if let Some(after) = draft.after {
+                if !plain[i].is_empty() {
+                    self.problem(
+                        plain[i][0].1,
+                        format!("node `{}` is a step of a `dynamic_parallel` node: its steps run in order, no edge leaves them", draft.name),
+                    );
+                }
+                match after {
+                    After::Node(next) => always(Goto::Node(NodeIx(next as u32))),
+                    After::Join(d) => match forks[d].as_ref().and_then(|f| f.1) {
+                        Some(join) => always(Goto::Node(join)),
+                        None => Vec::new(),
+                    },
+                }
+            } else if let Some(goto) = &draft.goto {
                 let mut rules = Vec::new();
                 for (cond, to) in goto {
                     if let Some(target) = self.target(index, to, &format!("`goto` of node `{}`", draft.name)) {
@@ -1213,7 +1493,7 @@ impl<'a> Loader<'a> {
                 Vec::new()
             } else if let Some(join) = head_join[i] {
                 always(Goto::Node(join))
-            } else if i + 1 < n {
+            } else if i + 1 < declared {
                 always(Goto::Node(NodeIx(i as u32 + 1)))
             } else {
                 always(Goto::End)
@@ -1230,11 +1510,16 @@ impl<'a> Loader<'a> {
                 interrupt_before: draft.interrupt_before,
                 interrupt_after: draft.interrupt_after,
                 fan_in: false,
+                sends_fan_in: false,
             });
         }
-        let joins: Vec<usize> = nodes.iter().filter_map(|n| n.fork.as_ref().map(|(_, j)| j.index())).collect();
-        for j in joins {
+        let joins: Vec<(usize, bool)> = nodes
+            .iter()
+            .filter_map(|n| n.fork.as_ref().map(|(_, j)| (j.index(), matches!(n.exec, Exec::Send { .. }))))
+            .collect();
+        for (j, sends) in joins {
             nodes[j].fan_in = true;
+            nodes[j].sends_fan_in |= sends;
         }
         for (node, draft) in nodes.iter().zip(drafts) {
             if let (Some(pos), false) = (draft.marked_fan_in, node.fan_in) {
