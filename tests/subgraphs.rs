@@ -489,3 +489,124 @@ fn a_recovered_parent_routes_as_the_finished_child_did() {
     assert_eq!(done.trail, ["escalated by triage", "human", "close"]);
     assert_eq!(store.history(Triager::NAME, &child).unwrap().len(), child_checkpoints, "the child did not run again");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Streams: a subgraph node's child steps come before the node's own step, named by their path.
+
+/// The events of a stream as `node` names (`Interrupted`, `Done`), with each step's `log`.
+fn steps_of(events: impl Iterator<Item = Result<Event<Doc>, Error>>) -> Vec<(String, Vec<String>)> {
+    events
+        .map(|event| match event.unwrap() {
+            Event::Step { node, state, .. } => (node.to_string(), state.log),
+            Event::Interrupted { state, .. } => ("Interrupted".to_owned(), state.log),
+            Event::Done(state) => ("Done".to_owned(), state.log),
+        })
+        .collect()
+}
+
+fn owned(items: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    items.iter().map(|(n, log)| ((*n).to_owned(), log.iter().map(|s| (*s).to_owned()).collect())).collect()
+}
+
+#[test]
+fn a_stream_shows_the_childs_steps_with_their_path() {
+    let app = Desk::builder().checkpointer(MemoryStore::new()).build();
+    let events: Vec<_> = app.stream_on("desk-stream", Doc::default()).collect();
+    let resume = match events.last() {
+        Some(Ok(Event::Interrupted { resume, .. })) => resume.clone(),
+        other => panic!("the child pauses the stream: {other:?}"),
+    };
+    assert_eq!(
+        steps_of(events.into_iter()),
+        owned(&[
+            ("write", &["write"]),
+            ("review/check", &["write", "check d1"]),
+            ("review/polish", &["write", "check d1", "polish"]),
+            ("Interrupted", &["write"]),
+        ])
+    );
+    // The resumed stream continues inside the child: `judge`, then the subgraph node itself.
+    let after = steps_of(app.stream_resume(resume.answer("ok")));
+    let full: &[&str] = &["write", "check d1", "polish", "judge"];
+    assert_eq!(
+        after,
+        owned(&[
+            ("review/judge", full),
+            ("review", full),
+            ("publish", &["write", "check d1", "polish", "judge", "publish (ok)"]),
+            ("Done", &["write", "check d1", "polish", "judge", "publish (ok)"]),
+        ])
+    );
+}
+
+#[test]
+fn a_stream_names_a_grandchilds_steps_by_the_whole_path() {
+    let app = Top::builder().checkpointer(MemoryStore::new()).build();
+    let events: Vec<_> = app.stream(Doc::default()).map(Result::unwrap).collect();
+    let names: Vec<String> = steps_of(events.iter().cloned().map(Ok)).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["write", "outer/inner/check", "outer/inner/polish", "Interrupted"]);
+    let Some(Event::Interrupted { resume, .. }) = events.last() else { panic!("paused") };
+    let names: Vec<String> =
+        steps_of(app.stream_resume(resume.clone().answer("deep"))).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["outer/inner/judge", "outer/inner", "outer", "Done"]);
+}
+
+#[test]
+fn a_store_less_stream_shows_the_childs_steps() {
+    let app = Twice::builder().build();
+    let names: Vec<String> = steps_of(app.stream(Doc::default())).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["first/count", "first", "second/count", "second", "Done"]);
+}
+
+#[test]
+fn a_mapped_childs_steps_carry_the_parents_state() {
+    // `triage` maps `Ticket` to its own `Triage`: its steps show the parent's state before it.
+    let app = Helpdesk::builder().checkpointer(MemoryStore::new()).build();
+    let events: Vec<_> = app.stream(Ticket { text: "typo".into(), ..Ticket::default() }).map(Result::unwrap).collect();
+    let seen: Vec<(String, Vec<String>)> = events
+        .iter()
+        .map(|event| match event {
+            Event::Step { node, state, .. } => (node.to_string(), state.trail.clone()),
+            Event::Done(state) => ("Done".to_owned(), state.trail.clone()),
+            Event::Interrupted { .. } => panic!("no pause"),
+        })
+        .collect();
+    let trail = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        seen,
+        [
+            ("triage/read".to_owned(), trail(&[])),
+            ("triage/decide".to_owned(), trail(&[])),
+            ("triage/fix".to_owned(), trail(&[])),
+            ("triage".to_owned(), trail(&["read typo", "fixed"])),
+            ("close".to_owned(), trail(&["read typo", "fixed", "close"])),
+            ("Done".to_owned(), trail(&["read typo", "fixed", "close"])),
+        ]
+    );
+    // A child that routes its parent (`Command::parent`) still reports its steps.
+    let hot: Vec<String> = app
+        .stream(Ticket { text: "fire".into(), ..Ticket::default() })
+        .map(|event| match event.unwrap() {
+            Event::Step { node, .. } => node.to_string(),
+            _ => "end".to_owned(),
+        })
+        .collect();
+    assert_eq!(hot, ["triage/read", "triage/decide", "triage", "human", "close", "end"]);
+}
+
+#[test]
+fn invoke_is_unchanged_by_child_streaming() {
+    // The same graphs through `invoke`: no events, same results as the streams above.
+    let out = Twice::builder().build().invoke(Doc::default()).unwrap();
+    assert_eq!(out.edits, 2);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_stream_shows_the_childs_steps_too() {
+    use futures::StreamExt;
+    let app = Desk::builder().checkpointer(MemoryStore::new()).build();
+    let events: Vec<_> = app.stream_on_async("desk-async", Doc::default()).collect().await;
+    let names: Vec<String> = steps_of(events.into_iter()).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["write", "review/check", "review/polish", "Interrupted"]);
+}

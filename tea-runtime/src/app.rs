@@ -273,7 +273,8 @@ impl<G: Graph> App<G, NoCheckpointer> {
 
     /// Runs the graph on `input`, yielding an [`Event::Step`](crate::Event::Step) after each
     /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
-    /// and ends.
+    /// and ends. A subgraph node's child steps come before the node's own step, named by their
+    /// path (`review/check`).
     pub fn stream(&self, input: G::State) -> Stream<'_, G>
     where
         G: SyncGraph,
@@ -551,7 +552,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
     }
 
-    fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
+    pub(crate) fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
         let graph = self.graph.name();
         trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })

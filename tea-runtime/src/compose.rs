@@ -14,10 +14,11 @@
 //! thread with them, so the child continues where it paused and its completed nodes do not run
 //! again.
 
-use crate::app::App;
+use crate::app::{App, Recovery};
 use crate::checkpoint::{Checkpoint, Position};
 use crate::error::{BoxError, Error};
-use crate::exec::{decode_for, Progress, Run};
+use crate::event::Event;
+use crate::exec::{decode_for, Progress, Run, Stream};
 use crate::graph::{Graph, SyncGraph};
 use crate::hitl::Hitl;
 use crate::name::{NodeName, ThreadId};
@@ -30,7 +31,7 @@ use crate::state::{GraphState, Reducer};
 use crate::store::Checkpointer;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// What a run lends its subgraph nodes: its store and its app's options.
@@ -156,7 +157,7 @@ where
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
-    let done = run_child(child, state, ctx, hitl, &|s| input(s), false)?;
+    let done = run_child(child, state, ctx, hitl, &|s| input(s), &|_| None, false)?;
     if let Some(jump) = done.jump {
         return jump.step(&done.graph);
     }
@@ -191,7 +192,7 @@ where
     N: NodeId,
     C: Graph<State = S> + SyncGraph,
 {
-    let done = run_child(child, state, ctx, hitl, &|s: &S| s.clone(), true)?;
+    let done = run_child(child, state, ctx, hitl, &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)?;
     if let Some(jump) = done.jump {
         return jump.step(&done.graph);
     }
@@ -208,34 +209,78 @@ struct Finished<T> {
     graph: String,
 }
 
+/// Where a streaming run's subgraph nodes put their child's steps (held by `Ctx::child_steps`,
+/// drained by the run after the node, ahead of the node's own step).
+pub(crate) type ChildSteps<S> = Mutex<Vec<Event<S>>>;
+
+/// The sink for child steps of a streaming run (`None` when the run does not stream).
+pub(crate) fn child_steps<S: GraphState>(ctx: &Ctx<S>) -> Option<&ChildSteps<S>> {
+    ctx.child_steps.as_deref().and_then(|sink| sink.downcast_ref::<ChildSteps<S>>())
+}
+
+/// Drives a child's stream to its end or pause, handing `forward` each step.
+fn drain<C: Graph>(
+    stream: &mut Stream<'_, C>,
+    forward: &mut dyn FnMut(Event<C::State>),
+) -> Result<Outcome<C::State>, BoxError> {
+    for event in stream.by_ref() {
+        match event? {
+            Event::Done(last) => return Ok(Outcome::Done(last)),
+            Event::Interrupted { state, resume } => return Ok(Outcome::Interrupted { state, resume }),
+            step => forward(step),
+        }
+    }
+    Err("the child graph's run ended without finishing or pausing".into())
+}
+
 /// Runs, resumes or recovers the child of a subgraph node; a pause of the child pauses the node
-/// (an `Err` the engine reads as a pause through `hitl`).
+/// (an `Err` the engine reads as a pause through `hitl`). While the parent streams, the child
+/// streams too and its steps go to the parent's stream, named by their path (`review/judge`),
+/// with the child's state where `as_parent` makes it the parent's (a child with the parent's
+/// state) and the parent's state before the node otherwise.
 fn run_child<S, C>(
     child: C,
     state: &S,
     ctx: &Ctx<S>,
     hitl: &mut Hitl,
     input: &dyn Fn(&S) -> C::State,
+    as_parent: &dyn Fn(&C::State) -> Option<S>,
     want_first: bool,
 ) -> Result<Finished<C::State>, BoxError>
 where
     S: GraphState,
     C: Graph + SyncGraph,
 {
+    let sink = child_steps(ctx);
+    let mut forward = |event: Event<C::State>| {
+        let (Some(sink), Event::Step { node, branch, state: child_state, duration }) = (sink, event) else { return };
+        let node = NodeName::from(format!("{}/{node}", ctx.node));
+        let branch = branch.map(|head| NodeName::from(format!("{}/{head}", ctx.node)));
+        let state = as_parent(&child_state).unwrap_or_else(|| state.clone());
+        sink.lock().unwrap_or_else(PoisonError::into_inner).push(Event::Step { node, branch, state, duration });
+    };
     let (Some(host), Some(parent)) = (ctx.host.as_deref(), ctx.thread.as_ref()) else {
         // No store: the child runs to its end (a child that can pause needs one, like any graph).
         let graph = child.name().to_owned();
         let first = input(state);
         let kept = want_first.then(|| first.clone());
-        let mut run = Run::new(&child, first, crate::app::DEFAULT_RECURSION_LIMIT, None, false);
+        let mut run = Run::new(&child, first, crate::app::DEFAULT_RECURSION_LIMIT, None, sink.is_some());
         run.nested = true;
+        let paused = || Error::store(format!("graph `{graph}` paused without a checkpointer"));
+        if sink.is_some() {
+            let mut stream = Stream::new(Ok(run));
+            let last = match drain(&mut stream, &mut forward)? {
+                Outcome::Done(last) => last,
+                Outcome::Interrupted { .. } => return Err(paused().into()),
+            };
+            let jump = stream.jump.take();
+            return Ok(Finished { first: kept, last, jump, graph });
+        }
         loop {
             match run.advance()? {
                 Progress::Stepped | Progress::Forked => {}
                 Progress::Done => break,
-                Progress::Paused(_) => {
-                    return Err(Error::store(format!("graph `{graph}` paused without a checkpointer")).into())
-                }
+                Progress::Paused(_) => return Err(paused().into()),
             }
         }
         let jump = run.jump.take();
@@ -255,11 +300,27 @@ where
         if want_first {
             first = Some(start.clone());
         }
-        app.invoke_on(thread.clone(), start)?
+        if sink.is_some() {
+            drain(&mut app.stream_on(thread.clone(), start), &mut forward)?
+        } else {
+            app.invoke_on(thread.clone(), start)?
+        }
     } else {
         // Paused (its pause comes back with a fresh token), finished (its final state), or
         // stopped part-way by a failure or a crash (it continues where it stopped).
-        match (app.recover(&thread)?, reply) {
+        let recovered = if sink.is_some() {
+            let (head, bytes) = app.head(&thread)?;
+            match app.recovery(&thread, head, bytes)? {
+                Recovery::Over(outcome) => outcome,
+                Recovery::Run(mut run) => {
+                    run.record_steps();
+                    drain(&mut Stream::new(Ok(run)), &mut forward)?
+                }
+            }
+        } else {
+            app.recover(&thread)?
+        };
+        match (recovered, reply) {
             (Outcome::Interrupted { resume, .. }, Some(reply)) => {
                 let mut resume = resume;
                 for pair in reply.as_array().into_iter().flatten() {
@@ -267,7 +328,11 @@ where
                         resume = resume.answer_to(id, value);
                     }
                 }
-                app.resume(resume)?
+                if sink.is_some() {
+                    drain(&mut app.stream_resume(resume), &mut forward)?
+                } else {
+                    app.resume(resume)?
+                }
             }
             (outcome, _) => outcome,
         }

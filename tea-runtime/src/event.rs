@@ -10,11 +10,15 @@ use std::time::Duration;
 pub enum Event<S: GraphState> {
     /// A node ran and its update was applied.
     Step {
-        /// The node that ran.
+        /// The node that ran. Inside a subgraph node's child graph, its path: `review/check`
+        /// (the subgraph node, then the child's node; `outer/inner/check` two levels deep).
         node: NodeName,
-        /// Inside a parallel branch, the head of that branch; `None` on the main line.
+        /// Inside a parallel branch, the head of that branch (with its path inside a child
+        /// graph: `review/web`); `None` on the main line.
         branch: Option<NodeName>,
-        /// The state after the node's update (the branch's own state inside a branch).
+        /// The state after the node's update (the branch's own state inside a branch; inside a
+        /// child graph over the parent's state, the child's state; inside a child graph over a
+        /// state of its own, the parent's state before the subgraph node).
         state: S,
         /// How long the node took: its function and the application of its update (not the
         /// checkpoint written after it).

@@ -474,6 +474,9 @@ impl<'g, G: Graph> Run<'g, G> {
         let nested = persist.as_ref().is_some_and(|p| p.nested);
         let mut ctx = Ctx::new(START, thread.clone());
         ctx.host = persist.as_ref().and_then(|p| p.host.clone());
+        if record {
+            ctx.child_steps = Some(std::sync::Arc::new(crate::compose::ChildSteps::<G::State>::default()));
+        }
         #[cfg(feature = "tracing")]
         let span = tracing::info_span!(
             target: "tea",
@@ -568,6 +571,27 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn start_at(&mut self, node: G::Node) {
         self.cursor = Cursor::At(node);
         self.resuming = true;
+    }
+
+    /// Makes a run made without recording record its steps (a child's `recover` while its
+    /// parent streams).
+    pub(crate) fn record_steps(&mut self) {
+        if !self.record {
+            self.record = true;
+            self.ctx.child_steps = Some(std::sync::Arc::new(crate::compose::ChildSteps::<G::State>::default()));
+        }
+    }
+
+    /// Queues the steps of the child graph a subgraph node just ran (while streaming), ahead of
+    /// the node's own step; whether there were any.
+    pub(crate) fn queue_child_steps(&mut self) -> bool {
+        let Some(sink) = crate::compose::child_steps(&self.ctx) else { return false };
+        let mut steps = sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if steps.is_empty() {
+            return false;
+        }
+        self.branch_events.extend(steps.drain(..));
+        true
     }
 
     /// The node that ran last (`start` before any).
@@ -1133,13 +1157,15 @@ pub(crate) fn apply_update<G: Graph>(
 pub struct Stream<'g, G: Graph> {
     run: Option<Run<'g, G>>,
     error: Option<Error>,
+    /// Where a child graph's run, once over, routes its parent (`Command::parent`).
+    pub(crate) jump: Option<crate::compose::ParentJump>,
 }
 
 impl<'g, G: Graph> Stream<'g, G> {
     pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
         match run {
-            Ok(run) => Stream { run: Some(run), error: None },
-            Err(error) => Stream { run: None, error: Some(error) },
+            Ok(run) => Stream { run: Some(run), error: None, jump: None },
+            Err(error) => Stream { run: None, error: Some(error), jump: None },
         }
     }
 }
@@ -1162,12 +1188,18 @@ impl<G: Graph> Iterator for Stream<'_, G> {
         let event = loop {
             match run.advance() {
                 Ok(Progress::Stepped) => {
-                    return Some(Ok(Event::Step {
+                    let step = Event::Step {
                         node: run.last_node().clone(),
                         branch: None,
                         state: run.state.clone(),
                         duration: run.last_duration,
-                    }))
+                    };
+                    if run.queue_child_steps() {
+                        // A subgraph node: its child's steps come first.
+                        run.branch_events.push_back(step);
+                        return run.branch_events.pop_front().map(Ok);
+                    }
+                    return Some(Ok(step));
                 }
                 Ok(Progress::Forked) => {
                     if let Some(event) = run.branch_events.pop_front() {
@@ -1175,6 +1207,8 @@ impl<G: Graph> Iterator for Stream<'_, G> {
                     }
                 }
                 Ok(Progress::Paused(resume)) => {
+                    // A subgraph node paused inside its child: the child's steps so far first.
+                    run.queue_child_steps();
                     if let Some(event) = run.branch_events.pop_front() {
                         // Branch steps before the pause come first; the pause follows them.
                         run.branch_events.push_back(Event::Interrupted { state: run.state.clone(), resume });
@@ -1187,6 +1221,7 @@ impl<G: Graph> Iterator for Stream<'_, G> {
             }
         };
         if run.branch_events.is_empty() {
+            self.jump = run.jump.take();
             self.run = None;
         }
         Some(event)

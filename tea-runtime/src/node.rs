@@ -237,11 +237,14 @@ pub struct Ctx<S> {
     pub(crate) branches: Vec<BranchState<S>>,
     /// The store and options of the run, for subgraph nodes to run their child on.
     pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
+    /// While streaming: where subgraph nodes put their child graph's steps (a
+    /// [`ChildSteps<S>`](crate::compose::ChildSteps), erased because `Ctx` has no `S` bound).
+    pub(crate) child_steps: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<S> Ctx<S> {
     pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
-        Ctx { node, step: 0, thread, branch: None, branches: Vec::new(), host: None }
+        Ctx { node, step: 0, thread, branch: None, branches: Vec::new(), host: None, child_steps: None }
     }
 
     /// A copy for a task that runs the node elsewhere (the async driver's blocking pool).
@@ -257,6 +260,7 @@ impl<S> Ctx<S> {
             branch: self.branch.clone(),
             branches: self.branches.clone(),
             host: self.host.clone(),
+            child_steps: self.child_steps.clone(),
         }
     }
 

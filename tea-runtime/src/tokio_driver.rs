@@ -165,12 +165,18 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         loop {
             match self.step().await {
                 Ok(Progress::Stepped) => {
-                    return Some(Ok(Event::Step {
+                    let step = Event::Step {
                         node: self.run.last_node().clone(),
                         branch: None,
                         state: self.run.state.clone(),
                         duration: self.run.last_duration,
-                    }))
+                    };
+                    if self.run.queue_child_steps() {
+                        // A subgraph node: its child's steps come first.
+                        self.run.branch_events.push_back(step);
+                        return self.run.branch_events.pop_front().map(Ok);
+                    }
+                    return Some(Ok(step));
                 }
                 Ok(Progress::Forked) => {
                     if let Some(event) = self.run.branch_events.pop_front() {
@@ -178,6 +184,8 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
                     }
                 }
                 Ok(Progress::Paused(resume)) => {
+                    // A subgraph node paused inside its child: the child's steps so far first.
+                    self.run.queue_child_steps();
                     let paused = Event::Interrupted { state: self.run.state.clone(), resume };
                     // Branch steps before the pause come first; the pause follows them.
                     self.run.branch_events.push_back(paused);
