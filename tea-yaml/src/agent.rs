@@ -220,6 +220,7 @@ impl Engine {
             secrets: &self.secrets,
             has_checkpointer: self.checkpointer.is_some(),
             limits: self.limits,
+            parents: Vec::new(),
         };
         let loaded = load::load(text, &env)?;
         let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
@@ -267,7 +268,7 @@ impl Engine {
 }
 
 /// An agent file's text, its name for messages, and the directory its relative paths start at.
-fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
+pub(crate) fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
@@ -356,11 +357,7 @@ impl Agent {
     /// Whether a run of the agent can pause: it has an interrupt node, or a node in
     /// `interrupt_before`/`interrupt_after` (such an agent needs a checkpointer).
     pub fn can_pause(&self) -> bool {
-        self.graph
-            .inner()
-            .nodes
-            .iter()
-            .any(|n| n.interrupt_before || n.interrupt_after || matches!(n.exec, crate::graph::Exec::Interrupt { .. }))
+        self.graph.can_pause()
     }
 
     /// The checkpoint file the file's `config.checkpoint` names: [`invoke`](Self::invoke)

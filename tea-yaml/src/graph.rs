@@ -97,6 +97,24 @@ pub(crate) enum Exec {
         item_var: String,
         index_var: String,
     },
+    /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
+    /// output mappings (`None`: the whole state each way).
+    Subgraph {
+        child: YamlGraph,
+        input: Option<Vec<(String, Tree)>>,
+        output: Option<Vec<(String, Tree)>>,
+    },
+}
+
+impl Exec {
+    /// Whether running it can pause the run: an interrupt node, or a child agent that can.
+    pub(crate) fn can_pause(&self) -> bool {
+        match self {
+            Exec::Interrupt { .. } => true,
+            Exec::Subgraph { child, .. } => child.can_pause(),
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Debug for Exec {
@@ -108,6 +126,7 @@ impl fmt::Debug for Exec {
             Exec::Action { name, .. } => write!(f, "Action({name})"),
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
             Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
+            Exec::Subgraph { child, .. } => write!(f, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
         }
     }
 }
@@ -328,6 +347,75 @@ impl YamlGraph {
         }
     }
 
+    /// Whether a run can pause: a breakpoint, an interrupt node, or a child agent that can.
+    pub(crate) fn can_pause(&self) -> bool {
+        self.0.nodes.iter().any(|n| n.interrupt_before || n.interrupt_after || n.exec.can_pause())
+    }
+
+    /// A `type: subgraph` node: the child runs on the engine's subgraph hook (its own thread
+    /// in the parent's store, a pause inside it pausing this run), from `input` rendered over
+    /// `state`; `output` rendered over its final state is the node's update.
+    fn run_subgraph(
+        &self,
+        def: &NodeDef,
+        state: &State,
+        ctx: &Ctx<State>,
+        hitl: &mut Hitl,
+    ) -> Result<NodeStep<State, NodeIx>, BoxError> {
+        let Exec::Subgraph { child, input, output } = &def.exec else {
+            return Err(format!("node `{}` is not a subgraph", def.name).into());
+        };
+        let start = match input {
+            None => state.clone(),
+            Some(entries) => {
+                let ctx = self.context(state, None);
+                let mut map = Map::new();
+                for (key, tree) in entries {
+                    let value =
+                        self.render(tree, &ctx).map_err(|e| format!("`input.{key}` of node `{}`: {e}", def.name))?;
+                    map.insert(key.clone(), value);
+                }
+                State::from_map(map)
+            }
+        };
+        let failed: Mutex<Option<String>> = Mutex::new(None);
+        let out = |parent: &State, last: State| -> Update {
+            let result = match output {
+                None => Ok(Update::from_map(last.as_map().clone())),
+                Some(entries) => {
+                    let ctx = self.context(parent, Some(&last.to_json()));
+                    entries
+                        .iter()
+                        .map(|(key, tree)| {
+                            self.render(tree, &ctx)
+                                .map(|v| (key.clone(), v))
+                                .map_err(|e| format!("`output.{key}` of node `{}`: {e}", def.name))
+                        })
+                        .collect::<Result<Map<_, _>, String>>()
+                        .map(Update::from_map)
+                }
+            };
+            result.unwrap_or_else(|e| {
+                if let Ok(mut slot) = failed.lock() {
+                    *slot = Some(e);
+                }
+                Update::new()
+            })
+        };
+        let step = tea_runtime::__private::run_subgraph_mapped(
+            child.clone(),
+            &|_: &State| start.clone(),
+            &out,
+            state,
+            ctx,
+            hitl,
+        )?;
+        if let Some(e) = failed.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(e.into());
+        }
+        Ok(step)
+    }
+
     fn node(&self, node: NodeIx) -> &NodeDef {
         &self.0.nodes[node.index()]
     }
@@ -474,7 +562,7 @@ impl YamlGraph {
     fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
         let inner = &self.0;
         Ok(match &def.exec {
-            Exec::Noop | Exec::Send { .. } => None,
+            Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
                 let ctx = self.context(state, None);
@@ -565,6 +653,9 @@ impl Graph for YamlGraph {
             let mut step = NodeStep::new(None, None);
             step.sends = self.sends(node, state).map_err(|e| self.redact(e))?;
             return Ok(step);
+        }
+        if matches!(self.node(node).exec, Exec::Subgraph { .. }) {
+            return self.run_subgraph(self.node(node), state, ctx, hitl).map_err(|e| self.redact(e));
         }
         let update = self.run_node(node, state, ctx, hitl).map_err(|e| self.redact(e))?;
         Ok(NodeStep::new(update, None))

@@ -27,6 +27,9 @@ pub(crate) struct Env<'a> {
     pub(crate) secrets: &'a Map<String, Value>,
     pub(crate) has_checkpointer: bool,
     pub(crate) limits: Limits,
+    /// The files of the `type: subgraph` nodes this file is loaded for, outermost first (a
+    /// file among them is a cycle).
+    pub(crate) parents: Vec<PathBuf>,
 }
 
 /// The store a file's `config:` names.
@@ -86,6 +89,8 @@ const NODE_KEYS: &[&str] = &[
     "steps",
     "max_concurrency",
     "fail_fast",
+    "file",
+    "input",
 ];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
@@ -387,13 +392,10 @@ impl<'a> Loader<'a> {
                 self.problem(r.pos, "`config.raise_exceptions` must be true or false");
             }
         }
-        let can_pause =
-            drafts.iter().any(|d| d.interrupt_before || d.interrupt_after || matches!(d.exec, Exec::Interrupt { .. }));
+        let pauses = |d: &Draft<'_>| d.interrupt_before || d.interrupt_after || d.exec.can_pause();
+        let can_pause = drafts.iter().any(pauses);
         if can_pause && store.is_none() && checkpoint_dir.is_none() && !self.env.has_checkpointer {
-            let first = drafts
-                .iter()
-                .find(|d| d.interrupt_before || d.interrupt_after || matches!(d.exec, Exec::Interrupt { .. }))
-                .map_or(root.pos, |d| d.pos);
+            let first = drafts.iter().find(|d| pauses(d)).map_or(root.pos, |d| d.pos);
             self.problem(
                 first,
                 "a checkpointer is required: this agent can pause (an interrupt), and a pause is resumed from a \
@@ -614,6 +616,36 @@ impl<'a> Loader<'a> {
         // The execution form: one of run, uses/action, type: interrupt.
         let run = fields.get("run").or_else(|| fields.get("script")).copied();
         let uses = fields.get("uses").or_else(|| fields.get("action")).copied();
+        if fields.get("type").and_then(|t| t.as_str()) == Some("subgraph") {
+            let exec = self.subgraph(&fields, &name, pos);
+            let dynamic = None;
+            let (mut interrupt_before, mut interrupt_after) = (false, false);
+            if let Some(i) = fields.get("interrupt") {
+                match i.as_str() {
+                    Some("before") => interrupt_before = true,
+                    Some("after") => interrupt_after = true,
+                    _ => self.problem(i.pos, format!("{} must be `before` or `after`", what("interrupt"))),
+                }
+            }
+            let goto = fields.get("goto").map(|g| self.goto(g, &name));
+            let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+            return Some(Draft {
+                name,
+                pos,
+                exec,
+                goto,
+                interrupt_before,
+                interrupt_after,
+                marked_fan_in,
+                dynamic,
+                after: None,
+            });
+        }
+        for key in ["file", "input"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(n.pos, format!("`{key}` belongs to `type: subgraph` nodes; node `{name}` is not one"));
+            }
+        }
         if is_dynamic {
             let (exec, dynamic) = self.dynamic(&fields, &name, pos);
             let marked_fan_in = None;
@@ -713,6 +745,105 @@ impl<'a> Loader<'a> {
         let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
         let dynamic = None;
         Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after, marked_fan_in, dynamic, after: None })
+    }
+
+    /// A `type: subgraph` node: `file:` (a YAML agent, relative to this file), `input:` (the
+    /// child's keys, templates over this state; absent: the child starts on a copy of this
+    /// state) and `output:` (this state's keys, templates over the child's final state as
+    /// `result`; absent: the child's final state is written key by key).
+    fn subgraph(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
+        for key in
+            ["run", "script", "uses", "action", "with", "message", "state_key", "resume_key", "timeout", "language"]
+        {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` does not go on a `type: subgraph` node (`{name}`): the child file runs"),
+                );
+            }
+        }
+        let mapping = |this: &mut Self, key: &str| -> Option<Vec<(String, Tree)>> {
+            let node = fields.get(key)?;
+            match &node.kind {
+                Kind::Map(entries) => {
+                    Some(entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), this.tree(v))).collect())
+                }
+                _ => {
+                    this.problem(
+                        node.pos,
+                        format!("`{key}` of node `{name}` must be a mapping of keys to templates, not {}", node.what()),
+                    );
+                    None
+                }
+            }
+        };
+        let input = mapping(self, "input");
+        let output = mapping(self, "output");
+        let Some(file) = fields.get("file") else {
+            self.problem(pos, format!("`type: subgraph` node `{name}` needs `file:` (the child agent's YAML file)"));
+            return Exec::Noop;
+        };
+        let Some(path) = self.string(file, &format!("`file` of node `{name}`")) else { return Exec::Noop };
+        let path = crate::actions::resolve(&self.env.base_dir, path);
+        let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if self.env.parents.contains(&canonical) {
+            self.problem(
+                file.pos,
+                format!("node `{name}`: `{}` is a subgraph of itself (a cycle of files)", path.display()),
+            );
+            return Exec::Noop;
+        }
+        let (text, shown, base_dir) = match crate::agent::read_agent_file(&path) {
+            Ok(read) => read,
+            Err(e) => {
+                let why = e.problems().first().map(|p| p.message().to_owned()).unwrap_or_default();
+                self.problem(file.pos, format!("node `{name}`: `{}`: {why}", path.display()));
+                return Exec::Noop;
+            }
+        };
+        let mut parents = self.env.parents.clone();
+        parents.push(canonical);
+        let env = Env {
+            file: shown,
+            base_dir,
+            actions: self.env.actions,
+            secrets: self.env.secrets,
+            has_checkpointer: true,
+            limits: self.env.limits,
+            parents,
+        };
+        let loaded = match load(&text, &env) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                for p in e.problems() {
+                    self.problem(
+                        file.pos,
+                        format!("subgraph `{name}`: {}:{}:{}: {}", e.file(), p.line(), p.column(), p.message()),
+                    );
+                }
+                return Exec::Noop;
+            }
+        };
+        if loaded.store.is_some() || loaded.checkpoint_dir.is_some() || loaded.checkpoint.is_some() {
+            self.problem(
+                file.pos,
+                format!(
+                    "subgraph `{name}`: `{}` names a store or checkpoint in `config`; a subgraph runs on its parent's store",
+                    env.file
+                ),
+            );
+            return Exec::Noop;
+        }
+        if loaded.recursion_limit.is_some() {
+            self.problem(
+                file.pos,
+                format!(
+                    "subgraph `{name}`: `{}` sets `config.recursion_limit`; a subgraph runs under its parent's",
+                    env.file
+                ),
+            );
+        }
+        Exec::Subgraph { child: loaded.graph, input, output }
     }
 
     /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
@@ -1592,9 +1723,7 @@ impl Loader<'_> {
                         },
                         None => tea_check::Routing::Edges(edges(&node.rules)),
                     },
-                    can_pause: node.interrupt_before
-                        || node.interrupt_after
-                        || matches!(node.exec, Exec::Interrupt { .. }),
+                    can_pause: node.interrupt_before || node.interrupt_after || node.exec.can_pause(),
                 })
                 .collect(),
             start: edges(start),
