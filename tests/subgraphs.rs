@@ -296,8 +296,27 @@ fn a_pause_free_child_runs_without_a_store() {
 
 #[test]
 fn drawings_show_the_child() {
-    assert!(Desk::MERMAID.contains("review[[\"review: Reviewer\"]]"), "{}", Desk::MERMAID);
-    assert!(Desk::DOT.contains("\"review\" [label=\"review: Reviewer\", shape=box3d];"), "{}", Desk::DOT);
+    // Mermaid: a `subgraph` block holding the child's nodes and edges, ids prefixed by the node.
+    let mermaid = Desk::MERMAID;
+    let block =
+        "    subgraph review [\"review: Reviewer\"]\n    review____start__([start])\n    review__check[check]\n";
+    assert!(mermaid.contains(block), "{mermaid}");
+    assert!(mermaid.contains("    review__polish --> review__judge\n"), "{mermaid}");
+    assert!(mermaid.contains("    review__judge --> review____end__\n    end\n"), "{mermaid}");
+    assert!(mermaid.contains("    write --> review\n"), "the parent's edges reach the block: {mermaid}");
+    assert!(!mermaid.contains('\u{1}'), "no marks left: {mermaid:?}");
+    // DOT: a cluster with the subgraph node and the child inside.
+    let dot = Desk::DOT;
+    assert!(dot.starts_with("digraph Desk {\n") && dot.ends_with("}\n"), "{dot}");
+    assert!(dot.contains("    subgraph \"cluster_review\" {\n    label=\"review: Reviewer\";\n"), "{dot}");
+    assert!(dot.contains("\"review\" [label=\"review: Reviewer\", shape=box3d];"), "{dot}");
+    assert!(dot.contains("    \"review__check\" -> \"review__polish\";\n"), "{dot}");
+    // Two levels: the grandchild's ids carry the whole path, inside nested blocks.
+    assert!(Top::MERMAID.contains("    subgraph outer__inner [\"inner: Reviewer\"]\n"), "{}", Top::MERMAID);
+    assert!(Top::MERMAID.contains("    outer__inner__check --> outer__inner__polish\n"), "{}", Top::MERMAID);
+    assert!(Top::DOT.contains("subgraph \"cluster_outer__inner\""), "{}", Top::DOT);
+    // A graph without children draws as before, and a child's drawing is its own.
+    assert!(Reviewer::MERMAID.starts_with("flowchart TD\n    __start__([start])\n    check[check]\n"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@
 mod app;
 mod checkpoint;
 mod compose;
+mod draw;
 mod drive;
 mod error;
 mod event;
@@ -104,6 +105,10 @@ pub use store::{PostgresStore, PostgresStoreBuilder};
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]
 pub mod __private {
+    /// Compile-time drawings of graphs with subgraph nodes.
+    pub mod draw {
+        pub use crate::draw::{as_str, build, len, unmark, unmarked_len, Piece, MARK};
+    }
     pub use crate::compose::{run_subgraph_mapped, run_subgraph_shared, subgraph_input, subgraph_output};
     pub use crate::error::BoxError;
     pub use crate::hitl::check_field_answer;

@@ -205,10 +205,10 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         }
     });
     let fingerprint = fingerprint_text(def, model);
-    let mermaid = mermaid(model);
-    let dot = dot(&name_str, model);
-    let mermaid_doc = format!("The graph drawn as a Mermaid flowchart:\n\n```text\n{mermaid}```");
-    let dot_doc = format!("The graph in Graphviz DOT:\n\n```text\n{dot}```");
+    let mermaid =
+        drawing(name, "MERMAID", &mermaid(model), "flowchart TD\n", "", "The graph drawn as a Mermaid flowchart:");
+    let dot_head = format!("digraph {name_str} {{\n");
+    let dot = drawing(name, "DOT", &dot(model), &dot_head, "}\n", "The graph in Graphviz DOT:");
     // A graph with subgraph nodes can pause if a child can: the bounds on its children decide
     // (`for<'a>` keeps a bound on a concrete type from being checked where it is written, so
     // the impl simply does not apply when a child can pause).
@@ -329,10 +329,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             impl #name {
                 /// The graph's name.
                 pub const NAME: &'static str = #name_str;
-                #[doc = #mermaid_doc]
-                pub const MERMAID: &'static str = #mermaid;
-                #[doc = #dot_doc]
-                pub const DOT: &'static str = #dot;
+                #mermaid
+                #dot
 
                 /// Starts building an app that runs this graph.
                 pub fn builder() -> ::tea::__private::Builder<#name> {
@@ -678,33 +676,59 @@ fn drawn_edges<'m>(model: &'m Model) -> Vec<Drawn<'m>> {
     edges
 }
 
-fn mermaid(model: &Model) -> String {
-    let mut out = String::from("flowchart TD\n    __start__([start])\n");
+/// A part of a drawing's template (ids marked with `\u{1}`): text, or the template of the child
+/// graph of a subgraph node, inserted with its ids prefixed by `{node}__`.
+enum Part<'m> {
+    Text(String),
+    Child(&'m syn::Path, String),
+}
+
+fn push_text(parts: &mut Vec<Part>, text: String) {
+    match parts.last_mut() {
+        Some(Part::Text(last)) => last.push_str(&text),
+        _ => parts.push(Part::Text(text)),
+    }
+}
+
+/// The Mermaid template (without its `flowchart TD` line): a child is a `subgraph` block.
+fn mermaid<'m>(model: &'m Model<'_>) -> Vec<Part<'m>> {
+    let mut parts = vec![Part::Text(String::from("    \u{1}__start__([start])\n"))];
     for node in &model.nodes {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => format!("{{{{{}}}}}", node.name),
-            NodeKind::Subgraph(sub) => format!("[[\"{}: {}\"]]", node.name, path_string(&sub.child)),
+            NodeKind::Subgraph(sub) => {
+                let child = path_string(&sub.child);
+                push_text(&mut parts, format!("    subgraph \u{1}{} [\"{0}: {child}\"]\n", node.name));
+                parts.push(Part::Child(&sub.child, format!("{}__", node.name)));
+                push_text(&mut parts, String::from("    end\n"));
+                continue;
+            }
             // An async node is drawn as a parallelogram: it awaits I/O.
             NodeKind::Function if node.is_async => format!("[/{}/]", node.name),
             NodeKind::Function => format!("[{}]", node.name),
         };
-        out.push_str(&format!("    {}{}\n", node.name, shape));
+        push_text(&mut parts, format!("    \u{1}{}{}\n", node.name, shape));
     }
-    out.push_str("    __end__([end])\n");
+    push_text(&mut parts, String::from("    \u{1}__end__([end])\n"));
     for Drawn { from, to, kind } in drawn_edges(model) {
-        out.push_str(&match kind {
-            EdgeKind::Plain => format!("    {from} --> {to}\n"),
-            EdgeKind::Guarded(label) => format!("    {from} -->|\"{label}\"| {to}\n"),
-            EdgeKind::Router => format!("    {from} -.-> {to}\n"),
-            EdgeKind::Branch => format!("    {from} ==> {to}\n"),
-            EdgeKind::Sends => format!("    {from} ==>|\"send *\"| {to}\n"),
-        });
+        push_text(
+            &mut parts,
+            match kind {
+                EdgeKind::Plain => format!("    \u{1}{from} --> \u{1}{to}\n"),
+                EdgeKind::Guarded(label) => format!("    \u{1}{from} -->|\"{label}\"| \u{1}{to}\n"),
+                EdgeKind::Router => format!("    \u{1}{from} -.-> \u{1}{to}\n"),
+                EdgeKind::Branch => format!("    \u{1}{from} ==> \u{1}{to}\n"),
+                EdgeKind::Sends => format!("    \u{1}{from} ==>|\"send *\"| \u{1}{to}\n"),
+            },
+        );
     }
-    out
+    parts
 }
 
-fn dot(name: &str, model: &Model) -> String {
-    let mut out = format!("digraph {name} {{\n    \"__start__\" [label=\"start\", shape=circle];\n");
+/// The DOT template (without the `digraph` lines): a child is a `cluster_` subgraph holding
+/// the subgraph node and the child's nodes and edges.
+fn dot<'m>(model: &'m Model<'_>) -> Vec<Part<'m>> {
+    let mut parts = vec![Part::Text(String::from("    \"\u{1}__start__\" [label=\"start\", shape=circle];\n"))];
     for node in &model.nodes {
         let shape = match node.kind {
             NodeKind::Interrupt { .. } => ", shape=hexagon",
@@ -714,12 +738,21 @@ fn dot(name: &str, model: &Model) -> String {
         };
         match &node.kind {
             NodeKind::Subgraph(sub) => {
-                out.push_str(&format!("    \"{0}\" [label=\"{0}: {1}\"{shape}];\n", node.name, path_string(&sub.child)))
+                let child = path_string(&sub.child);
+                push_text(
+                    &mut parts,
+                    format!(
+                        "    subgraph \"cluster_\u{1}{0}\" {{\n    label=\"{0}: {child}\";\n    \"\u{1}{0}\" [label=\"{0}: {child}\"{shape}];\n",
+                        node.name
+                    ),
+                );
+                parts.push(Part::Child(&sub.child, format!("{}__", node.name)));
+                push_text(&mut parts, String::from("    }\n"));
             }
-            _ => out.push_str(&format!("    \"{0}\" [label=\"{0}\"{shape}];\n", node.name)),
+            _ => push_text(&mut parts, format!("    \"\u{1}{0}\" [label=\"{0}\"{shape}];\n", node.name)),
         }
     }
-    out.push_str("    \"__end__\" [label=\"end\", shape=doublecircle];\n");
+    push_text(&mut parts, String::from("    \"\u{1}__end__\" [label=\"end\", shape=doublecircle];\n"));
     for Drawn { from, to, kind } in drawn_edges(model) {
         let attributes = match kind {
             EdgeKind::Plain => String::new(),
@@ -728,10 +761,59 @@ fn dot(name: &str, model: &Model) -> String {
             EdgeKind::Branch => String::from(" [style=bold]"),
             EdgeKind::Sends => String::from(" [style=bold, label=\"send *\"]"),
         };
-        out.push_str(&format!("    \"{from}\" -> \"{to}\"{attributes};\n"));
+        push_text(&mut parts, format!("    \"\u{1}{from}\" -> \"\u{1}{to}\"{attributes};\n"));
     }
-    out.push_str("}\n");
-    out
+    parts
+}
+
+/// The constants of one drawing: the template `__TEA_{KIND}` (what a parent inserts) and
+/// `{KIND}` (the drawing: `head`, the template without its marks, `tail`), with its rustdoc
+/// (children shown by name). A graph without subgraph nodes gets literals; one with them
+/// builds both at compile time with `::tea::__private::draw`.
+fn drawing(name: &Ident, kind: &str, parts: &[Part], head: &str, tail: &str, doc_title: &str) -> TokenStream {
+    let public = format_ident!("{kind}");
+    let template = format_ident!("__TEA_{kind}");
+    let pieces = format_ident!("__TEA_{kind}_PIECES");
+    let len = format_ident!("__TEA_{kind}_LEN");
+    let buf = format_ident!("__TEA_{kind}_BUF");
+    let out = format_ident!("__TEA_{kind}_OUT");
+    let mut shown = String::from(head);
+    for part in parts {
+        match part {
+            Part::Text(text) => shown.push_str(&text.replace('\u{1}', "")),
+            Part::Child(child, _) => shown.push_str(&format!("    %% the nodes of {}\n", path_string(child))),
+        }
+    }
+    shown.push_str(tail);
+    let doc = format!("{doc_title}\n\n```text\n{shown}```");
+    if let [Part::Text(text)] = parts {
+        let plain = format!("{head}{}{tail}", text.replace('\u{1}', ""));
+        return quote! {
+            #[doc(hidden)]
+            pub const #template: &'static str = #text;
+            #[doc = #doc]
+            pub const #public: &'static str = #plain;
+        };
+    }
+    let pieces_tokens = parts.iter().map(|part| match part {
+        Part::Text(text) => quote!(::tea::__private::draw::Piece::Text(#text)),
+        Part::Child(child, prefix) => quote!(::tea::__private::draw::Piece::Child(<#child>::#template, #prefix)),
+    });
+    quote! {
+        #[doc(hidden)]
+        pub const #pieces: &'static [::tea::__private::draw::Piece] = &[#(#pieces_tokens),*];
+        #[doc(hidden)]
+        pub const #len: usize = ::tea::__private::draw::len(#name::#pieces);
+        #[doc(hidden)]
+        pub const #buf: [u8; #name::#len] = ::tea::__private::draw::build(#name::#pieces);
+        #[doc(hidden)]
+        pub const #template: &'static str = ::tea::__private::draw::as_str(&#name::#buf);
+        #[doc(hidden)]
+        pub const #out: [u8; ::tea::__private::draw::unmarked_len(#head, #name::#template, #tail)] =
+            ::tea::__private::draw::unmark(#head, #name::#template, #tail);
+        #[doc = #doc]
+        pub const #public: &'static str = ::tea::__private::draw::as_str(&#name::#out);
+    }
 }
 
 /// What a graph that failed its checks expands to: the errors, the two names it would have
