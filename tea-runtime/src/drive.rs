@@ -20,7 +20,7 @@ use crate::name::ThreadId;
 use crate::node::Ctx;
 use crate::store::{Append, CheckpointId, Checkpointer};
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll, Waker};
 
 /// What the executor asks of the code that drives it.
@@ -118,7 +118,7 @@ impl<G: Graph> Driver<G> for ThreadDriver {
         Fut: Future<Output = T> + Send + 'a,
     {
         async move {
-            let run_job = |job: J| now_or_never(run(job));
+            let run_job = |job: J| now_or_never(pin!(run(job)));
             crate::share::run_shared(jobs, &run_job, rayon::current_num_threads(), max)
         }
     }
@@ -126,8 +126,10 @@ impl<G: Graph> Driver<G> for ThreadDriver {
 
 /// Polls `future` once and returns its output: the thread driver's executor futures complete
 /// on their first poll, because every future the [`ThreadDriver`] hands them is ready.
-pub(crate) fn now_or_never<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
+///
+/// Takes the future pinned where it was made, so that it is not moved (a step's future is
+/// hundreds of bytes, made once per step).
+pub(crate) fn now_or_never<F: Future>(mut future: Pin<&mut F>) -> F::Output {
     match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(output) => output,
         Poll::Pending => unreachable!("the thread driver's futures are all ready, so the executor never waits"),

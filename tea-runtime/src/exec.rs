@@ -34,7 +34,9 @@ use crate::trace;
 use crate::trace::traced;
 use std::any::Any;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::{pin, Pin};
 use std::time::{Duration, Instant};
 
 pub(crate) const START: NodeName = NodeName::from_static("start");
@@ -268,6 +270,16 @@ pub(crate) fn node_named<G: Graph>(graph: &G, name: &NodeName, thread: &ThreadId
         checkpoint: 0,
         reason: format!("it names node `{name}`, which graph `{}` does not have", graph.name()),
     })
+}
+
+/// A future of the executor that only some steps await (a checkpoint write, a pause, a fan-out,
+/// an abandon), boxed: a step's own future stays small, and the thread driver moves it once per
+/// step. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
+/// awaits none of them, so the main line allocates nothing.
+type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+fn boxed<'a, T>(future: impl Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
+    Box::pin(future)
 }
 
 /// The largest step count a checkpoint may record: far more node runs than any thread makes,
@@ -603,15 +615,28 @@ impl<'g, G: Graph> Run<'g, G> {
     /// run then puts its pause back.
     pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
         traced! { let _run = self.span.clone().entered(); }
-        now_or_never(self.step(&ThreadDriver))
+        let result = {
+            let step = pin!(self.step_inner(&ThreadDriver));
+            now_or_never(step)
+        };
+        if result.is_err() {
+            self.abandon();
+        }
+        traced! { self.trace_progress(&result); }
+        result
     }
 
     /// [`advance`](Self::advance) through driver `driver` (the async driver instruments the
     /// returned future with the run's span).
+    #[cfg(feature = "tokio")]
     pub(crate) async fn step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
         let result = self.step_inner(driver).await;
         if result.is_err() {
-            self.abandon_with(driver).await;
+            {
+                let future = boxed(self.abandon_with(driver));
+                future
+            }
+            .await;
         }
         traced! { self.trace_progress(&result); }
         result
@@ -647,14 +672,22 @@ impl<'g, G: Graph> Run<'g, G> {
 
     async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
         if self.persist.as_ref().is_some_and(|p| p.claim) {
-            self.save(driver, false).await?;
+            {
+                let future = boxed(self.save(driver, false));
+                future
+            }
+            .await?;
             if let Some(persist) = &mut self.persist {
                 persist.claim = false;
             }
         } else if self.persist.as_ref().is_some_and(|p| !self.finished && p.lease_until < now_ms() + p.lease_ms / 2) {
             // Half the lease is gone: renew it before the next node, so that `recover`
             // elsewhere does not take a live run over.
-            self.save(driver, false).await?;
+            {
+                let future = boxed(self.save(driver, false));
+                future
+            }
+            .await?;
         }
         let graph = self.graph;
         loop {
@@ -664,7 +697,13 @@ impl<'g, G: Graph> Run<'g, G> {
                         // What `invoke`/`resume` report must survive a crash: the final
                         // checkpoint is flushed before they return. (Marked finished only
                         // once written: a failed final write still releases the lease.)
-                        self.save(driver, true).await?;
+                        if self.persist.is_some() {
+                            {
+                                let future = boxed(self.save(driver, true));
+                                future
+                            }
+                            .await?;
+                        }
                         self.finished = true;
                     }
                     if let Some(persist) = &mut self.persist {
@@ -674,11 +713,21 @@ impl<'g, G: Graph> Run<'g, G> {
                     return Ok(Progress::Done);
                 }
                 Cursor::At(node) => node,
-                Cursor::Fork(source) => return self.fork(driver, source).await,
+                Cursor::Fork(source) => {
+                    return {
+                        let future = boxed(self.fork(driver, source));
+                        future
+                    }
+                    .await
+                }
                 Cursor::After(node, goto) => {
                     if std::mem::take(&mut self.pause_after) {
                         let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
-                        return self.pause(driver, vec![interrupt]).await;
+                        return {
+                            let future = boxed(self.pause(driver, vec![interrupt]));
+                            future
+                        }
+                        .await;
                     }
                     let name = graph.node_name(node);
                     self.resuming = false;
@@ -702,7 +751,11 @@ impl<'g, G: Graph> Run<'g, G> {
             let pausable = self.persist.is_some();
             if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
                 let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
-                return self.pause(driver, vec![interrupt]).await;
+                return {
+                    let future = boxed(self.pause(driver, vec![interrupt]));
+                    future
+                }
+                .await;
             }
             if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
@@ -742,7 +795,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 Executed::Ran(_) => {
                     // A node that fans out by sends and sent nothing: straight to the join.
                     self.cursor = self.send(node, Vec::new())?;
-                    self.save_step(driver).await?;
+                    if self.persist.is_some() {
+                        {
+                            let future = boxed(self.save_step(driver));
+                            future
+                        }
+                        .await?;
+                    }
                     return Ok(Progress::Stepped);
                 }
                 Executed::Parent(jump) => {
@@ -753,14 +812,26 @@ impl<'g, G: Graph> Run<'g, G> {
                     // The child ends here; its final checkpoint records where the parent goes.
                     self.jump = Some(jump);
                     self.cursor = Cursor::Done;
-                    self.save_step(driver).await?;
+                    if self.persist.is_some() {
+                        {
+                            let future = boxed(self.save_step(driver));
+                            future
+                        }
+                        .await?;
+                    }
                     return Ok(Progress::Stepped);
                 }
                 Executed::Sent(sends) => {
                     // The sends become the branches of the node's fan-out, checkpointed before
                     // any of them runs: a recover or resume runs each exactly once.
                     self.cursor = self.send(node, sends)?;
-                    self.save_step(driver).await?;
+                    if self.persist.is_some() {
+                        {
+                            let future = boxed(self.save_step(driver));
+                            future
+                        }
+                        .await?;
+                    }
                     return Ok(Progress::Stepped);
                 }
                 Executed::Paused { payload, answers, nested } => {
@@ -769,7 +840,11 @@ impl<'g, G: Graph> Run<'g, G> {
                     let pending =
                         if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
                     self.answers = answers;
-                    return self.pause(driver, pending).await;
+                    return {
+                        let future = boxed(self.pause(driver, pending));
+                        future
+                    }
+                    .await;
                 }
             };
             if pausable && graph.interrupt_after(node) {
@@ -778,7 +853,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 return Ok(Progress::Stepped);
             }
             self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
-            self.save_step(driver).await?;
+            if self.persist.is_some() {
+                {
+                    let future = boxed(self.save_step(driver));
+                    future
+                }
+                .await?;
+            }
             return Ok(Progress::Stepped);
         }
     }
@@ -1040,7 +1121,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// its last checkpoint again without its lease, so that `recover` may continue it at once.
     /// A run that has not claimed its thread yet wrote nothing, and writes nothing.
     pub(crate) fn abandon(&mut self) {
-        now_or_never(self.abandon_with(&ThreadDriver));
+        now_or_never(pin!(self.abandon_with(&ThreadDriver)));
     }
 
     /// [`abandon`](Self::abandon) through driver `driver`.

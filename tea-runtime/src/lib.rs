@@ -89,7 +89,7 @@ pub use hitl::{Hitl, Pause};
 pub use name::{NodeName, ThreadId};
 pub use node::{
     AsyncInterruptibleFn, AsyncNodeFn, Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput,
-    RouterOutput,
+    ParentCommand, RouterOutput,
 };
 pub use outcome::{Durability, Outcome, Snapshot, SubgraphSnapshot};
 pub use parallel::BranchState;

@@ -454,9 +454,11 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                         let Some(inner) = graph.fork(source) else {
                             return Err(Error::NoRoute { node: name, goto: None });
                         };
-                        let (taken, states) =
-                            nested_fork(driver, graph, inner, &mut local, &mut events, steps - first, &ctx, env)
-                                .await?;
+                        // Boxed, so a branch's own future stays small (nested fan-outs allocate anyway).
+                        let nested =
+                            nested_fork(driver, graph, inner, &mut local, &mut events, steps - first, &ctx, env);
+                        let nested: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(nested);
+                        let (taken, states) = nested.await?;
                         steps += taken;
                         // The nested join reads its branches like any join.
                         ctx.branches = states;

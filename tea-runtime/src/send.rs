@@ -81,7 +81,7 @@ pub(crate) fn validate<G: Graph>(
 }
 
 /// One run of a node with its own input, sent by a node that fans out to a node many times
-/// (`parallel plan => worker* -> join;`): see [`Command::send`].
+/// (`parallel plan => worker* -> join;`): see [`Command::send`](crate::Command::send).
 ///
 /// Not in the prelude (its name would hide the `Send` marker trait): write `tea::Send`.
 pub struct Send<N: NodeId> {
