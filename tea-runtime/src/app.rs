@@ -845,7 +845,7 @@ fn drive<G: Graph>(mut run: Run<'_, G>) -> Result<Outcome<G::State>, Error> {
     loop {
         match run.advance()? {
             Progress::Stepped | Progress::Forked => {}
-            Progress::Paused(resume) => return Ok(Outcome::Interrupted { state: run.state, resume }),
+            Progress::Paused(resume) => return Ok(Outcome::Interrupted { state: run.state, resume: *resume }),
             Progress::Done => return Ok(Outcome::Done(run.state)),
         }
     }

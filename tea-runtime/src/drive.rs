@@ -6,8 +6,10 @@
 //! things that can wait: running a node, writing to the store, and running a fan-out's branches.
 //!
 //! - [`ThreadDriver`] answers each at once, on the calling thread (branches on the calling thread
-//!   and the pool, see `share`): its futures are always ready, so the blocking API
-//!   (`invoke`, `resume`, `recover`, `stream`) polls the executor once per step with
+//!   and the pool, see `share`): its futures are always ready. The blocking API (`invoke`,
+//!   `resume`, `recover`, `stream`) takes each step through the same parts as the async step
+//!   (`Run::next`, the node, `Run::finish`) without making a future for a node's step, and polls
+//!   the executor's futures for the rest — checkpoint writes, pauses, fan-outs — once, with
 //!   [`now_or_never`], which allocates nothing.
 //! - The tokio driver (feature `tokio`, `tokio_driver`) awaits async nodes on the runtime, sends
 //!   sync nodes to tokio's blocking pool, awaits the store's async calls, and polls a fan-out's
@@ -66,6 +68,25 @@ pub(crate) trait Driver<G: Graph>: Sync {
 /// Drives the executor on the calling thread: every future it returns is ready.
 pub(crate) struct ThreadDriver;
 
+impl ThreadDriver {
+    /// Runs `node` at once: [`Driver::produce`] without the future, which the executor's
+    /// thread-driven step ([`Run::step_now`](crate::exec::Run)) calls directly.
+    #[inline]
+    pub(crate) fn produce_now<G: Graph>(
+        graph: &G,
+        node: G::Node,
+        state: &G::State,
+        ctx: &Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+    ) -> Result<Produced<G::State, G::Node>, Error> {
+        if graph.is_async(node) {
+            Err(Error::NeedsAsync { graph: graph.name().to_owned(), node: ctx.node.clone() })
+        } else {
+            produce(graph, node, state, ctx, answers)
+        }
+    }
+}
+
 // Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for
 // `'a` only, which the blocks state as the trait does.
 #[allow(clippy::manual_async_fn)]
@@ -79,13 +100,7 @@ impl<G: Graph> Driver<G> for ThreadDriver {
         answers: Vec<serde_json::Value>,
     ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
         // Lazy (run when polled), so that a span the executor puts on the future is entered.
-        async move {
-            if graph.is_async(node) {
-                Err(Error::NeedsAsync { graph: graph.name().to_owned(), node: ctx.node.clone() })
-            } else {
-                produce(graph, node, state, ctx, answers)
-            }
-        }
+        async move { ThreadDriver::produce_now(graph, node, state, ctx, answers) }
     }
 
     fn append<'a>(

@@ -23,7 +23,7 @@ use crate::event::Event;
 use crate::graph::Graph;
 use crate::hitl::{Asked, Hitl};
 use crate::name::{NodeName, ThreadId};
-use crate::node::{Ctx, Goto};
+use crate::node::{Ctx, Goto, More};
 use crate::outcome::Durability;
 use crate::parallel::{self, Env, ForkOutcome};
 use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
@@ -34,9 +34,8 @@ use crate::trace;
 use crate::trace::traced;
 use std::any::Any;
 use std::collections::VecDeque;
-use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::time::{Duration, Instant};
 
 pub(crate) const START: NodeName = NodeName::from_static("start");
@@ -63,8 +62,9 @@ pub(crate) enum Progress<S: GraphState> {
     Stepped,
     /// The branches of a fan-out ran and were merged.
     Forked,
-    /// The run paused; its checkpoint is durable.
-    Paused(Resume<S>),
+    /// The run paused; its checkpoint is durable. (Boxed: a pause is rare and a token is big,
+    /// and every step returns a `Progress`.)
+    Paused(Box<Resume<S>>),
     /// The run reached `end`.
     Done,
 }
@@ -75,37 +75,59 @@ pub(crate) enum After<N> {
     Fork(N),
 }
 
-/// What running a node did.
-pub(crate) enum Executed<N, U> {
-    /// The node ran and its update was applied; a router's choice, if any.
-    Ran(Option<Goto<N>>),
-    /// The node ran, its update was applied, and it sent these nodes with their inputs.
-    Sent(Vec<(N, U)>),
-    /// The node ran, its update was applied, and it routes the parent graph of this one.
-    Parent(crate::compose::ParentJump),
-    /// The node paused through its `Hitl` (its update was discarded); `answers` are the ones it
-    /// was given, to give it again on resume. `nested`: a subgraph node's child pauses.
-    Paused { payload: serde_json::Value, answers: Vec<serde_json::Value>, nested: Vec<Interrupt> },
+/// What the run does next, as [`Run::next`] decides it.
+enum Next<N> {
+    /// Runs this node (its step is counted and its name is in the context).
+    Run(N),
+    /// The run reached `end`.
+    Done,
+    /// The fan-out after this node runs.
+    Fork(N),
+    /// The run pauses at a breakpoint.
+    Pause(Vec<Interrupt>),
 }
 
-/// What running a node produced, before anything is applied.
+/// What is left of a step once the node's result is applied ([`Run::finish`]).
+enum Then {
+    /// Nothing: the next advance goes on (an `interrupt_after` pauses there).
+    Stepped,
+    /// The step is checkpointed (when the run has a store).
+    Save,
+    /// The run pauses on these.
+    Pause(Vec<Interrupt>),
+}
+
+/// What running a node did, once its update is applied.
+pub(crate) enum Executed<S: GraphState, N> {
+    /// The node ran; a router's choice, if any.
+    Ran(Option<Goto<N>>),
+    /// The node ran and sent nodes, or routes the parent graph of this one.
+    More(Box<More<S, N>>),
+    /// The node paused through its `Hitl` (its update was discarded but for what it keeps).
+    Paused(Box<Paused<S>>),
+}
+
+/// What running a node produced, before anything is applied. Small, because every step moves
+/// one: what few steps do (send, route a parent, pause) is boxed.
 pub(crate) enum Produced<S: GraphState, N> {
-    /// The node ran: its update, a router's choice and what it sent.
-    Ran {
-        update: Option<S::Update>,
-        goto: Option<Goto<N>>,
-        sends: Vec<(N, S::Update)>,
-        parent: Option<crate::compose::ParentJump>,
-    },
-    /// The node paused through its `Hitl`; `kept`: the update it keeps anyway
-    /// ([`Graph::keeps_update_on_pause`]). `nested`: the pauses of a subgraph node's child, as
-    /// the parent lists them (empty for a node's own pause).
-    Paused {
-        payload: serde_json::Value,
-        answers: Vec<serde_json::Value>,
-        kept: Option<S::Update>,
-        nested: Vec<Interrupt>,
-    },
+    /// The node ran: its update, a router's choice, and what it sent or where it routes its
+    /// parent graph.
+    Ran { update: Option<S::Update>, goto: Option<Goto<N>>, more: Option<Box<More<S, N>>> },
+    /// The node paused through its `Hitl`.
+    Paused(Box<Paused<S>>),
+}
+
+/// A node's pause through its `Hitl`.
+pub(crate) struct Paused<S: GraphState> {
+    /// What the node asked with.
+    pub(crate) payload: serde_json::Value,
+    /// The answers it was given, to give it again on resume.
+    pub(crate) answers: Vec<serde_json::Value>,
+    /// The update it keeps anyway ([`Graph::keeps_update_on_pause`]).
+    pub(crate) kept: Option<S::Update>,
+    /// The pauses of a subgraph node's child, as the parent lists them (empty for a node's own
+    /// pause).
+    pub(crate) nested: Vec<Interrupt>,
 }
 
 /// Runs `node` on `state` with the answers to its earlier pauses. Panics are caught.
@@ -142,11 +164,13 @@ pub(crate) fn produced<G: Graph>(
                     Ok(step) if graph.keeps_update_on_pause(node) => step.update,
                     _ => None,
                 };
-                return Ok(Produced::Paused { payload, answers: hitl.into_answers(), kept, nested: Vec::new() });
+                let answers = hitl.into_answers();
+                return Ok(Produced::Paused(Box::new(Paused { payload, answers, kept, nested: Vec::new() })));
             }
             Some(Asked::Child(nested)) => {
                 let payload = serde_json::Value::Null;
-                return Ok(Produced::Paused { payload, answers: hitl.into_answers(), kept: None, nested });
+                let answers = hitl.into_answers();
+                return Ok(Produced::Paused(Box::new(Paused { payload, answers, kept: None, nested })));
             }
             Some(Asked::BadAnswer { expected, reason }) => {
                 return Err(Error::BadResumeValue { node: ctx.node.clone(), expected: expected.to_owned(), reason })
@@ -159,7 +183,7 @@ pub(crate) fn produced<G: Graph>(
             }
         }
         let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
-        Ok(Produced::Ran { update: step.update, goto: step.goto, sends: step.sends, parent: step.parent })
+        Ok(Produced::Ran { update: step.update, goto: step.goto, more: step.more })
     }
 }
 
@@ -169,22 +193,21 @@ fn apply_produced<G: Graph>(
     state: &mut G::State,
     ctx: &Ctx<G::State>,
     produced: Produced<G::State, G::Node>,
-) -> Result<Executed<G::Node, <G::State as GraphState>::Update>, Error> {
+) -> Result<Executed<G::State, G::Node>, Error> {
     match produced {
-        Produced::Paused { payload, answers, kept, nested } => {
-            if let Some(update) = kept {
+        Produced::Paused(mut paused) => {
+            if let Some(update) = paused.kept.take() {
                 apply_update(graph, state, update, &ctx.node)?;
             }
-            Ok(Executed::Paused { payload, answers, nested })
+            Ok(Executed::Paused(paused))
         }
-        Produced::Ran { update, goto, sends, parent } => {
+        Produced::Ran { update, goto, more } => {
             if let Some(update) = update {
                 apply_update(graph, state, update, &ctx.node)?;
             }
-            Ok(match parent {
-                Some(jump) => Executed::Parent(jump),
-                None if sends.is_empty() => Executed::Ran(goto),
-                None => Executed::Sent(sends),
+            Ok(match more {
+                None => Executed::Ran(goto),
+                Some(more) => Executed::More(more),
             })
         }
     }
@@ -276,9 +299,11 @@ pub(crate) fn node_named<G: Graph>(graph: &G, name: &NodeName, thread: &ThreadId
 /// an abandon), boxed: a step's own future stays small, and the thread driver moves it once per
 /// step. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
 /// awaits none of them, so the main line allocates nothing.
-type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+#[cfg(feature = "tokio")]
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-fn boxed<'a, T>(future: impl Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
+#[cfg(feature = "tokio")]
+fn boxed<'a, T>(future: impl std::future::Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
     Box::pin(future)
 }
 
@@ -615,10 +640,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// run then puts its pause back.
     pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
         traced! { let _run = self.span.clone().entered(); }
-        let result = {
-            let step = pin!(self.step_inner(&ThreadDriver));
-            now_or_never(step)
-        };
+        let result = self.step_now();
         if result.is_err() {
             self.abandon();
         }
@@ -670,64 +692,164 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
+    /// One step: a node on the main line (or a fan-out, a pause, the end). What can wait —
+    /// the node, the store, the branches — goes through `driver`; the decisions around it are
+    /// [`next`](Self::next) and [`finish`](Self::finish), which do not wait.
+    #[cfg(feature = "tokio")]
     async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
-        if self.persist.as_ref().is_some_and(|p| p.claim) {
-            {
-                let future = boxed(self.save(driver, false));
-                future
-            }
-            .await?;
-            if let Some(persist) = &mut self.persist {
-                persist.claim = false;
-            }
-        } else if self.persist.as_ref().is_some_and(|p| !self.finished && p.lease_until < now_ms() + p.lease_ms / 2) {
-            // Half the lease is gone: renew it before the next node, so that `recover`
-            // elsewhere does not take a live run over.
-            {
-                let future = boxed(self.save(driver, false));
-                future
-            }
-            .await?;
+        if self.lease_due() {
+            boxed(self.save_lease(driver)).await?;
         }
+        let node = match self.next()? {
+            Next::Run(node) => node,
+            next => return boxed(self.settle(driver, next)).await,
+        };
+        let answers = std::mem::take(&mut self.answers);
+        traced! { let span = self.node_span(); }
+        let started = self.clock();
+        let produced = {
+            let future = driver.produce(self.graph, node, &self.state, &self.ctx, answers);
+            #[cfg(feature = "tracing")]
+            let future = tracing::Instrument::instrument(future, span.clone());
+            future.await
+        };
+        self.timed(
+            started,
+            #[cfg(feature = "tracing")]
+            &span,
+        );
+        match self.finish(node, produced)? {
+            Then::Stepped => Ok(Progress::Stepped),
+            Then::Save if self.persist.is_none() => Ok(Progress::Stepped),
+            then => boxed(self.then(driver, then)).await,
+        }
+    }
+
+    /// [`step_inner`](Self::step_inner) on the [`ThreadDriver`], in the same order through the
+    /// same parts, without making a future for the common step: a node that runs and routes is
+    /// a few calls, and only the store, pauses and fan-outs go through the driver's (ready)
+    /// futures.
+    fn step_now(&mut self) -> Result<Progress<G::State>, Error> {
+        let driver = &ThreadDriver;
+        if self.lease_due() {
+            now_or_never(pin!(self.save_lease(driver)))?;
+        }
+        let node = match self.next()? {
+            Next::Run(node) => node,
+            next => return now_or_never(pin!(self.settle(driver, next))),
+        };
+        let answers = std::mem::take(&mut self.answers);
+        traced! { let span = self.node_span(); }
+        let started = self.clock();
+        let produced = {
+            traced! { let _node = span.enter(); }
+            ThreadDriver::produce_now(self.graph, node, &self.state, &self.ctx, answers)
+        };
+        self.timed(
+            started,
+            #[cfg(feature = "tracing")]
+            &span,
+        );
+        match self.finish(node, produced)? {
+            Then::Stepped => Ok(Progress::Stepped),
+            Then::Save if self.persist.is_none() => Ok(Progress::Stepped),
+            then => now_or_never(pin!(self.then(driver, then))),
+        }
+    }
+
+    /// Whether the run writes its lease before the next node: it has not claimed its thread
+    /// yet, or half its lease is gone (renewed, so that `recover` elsewhere does not take a live
+    /// run over).
+    fn lease_due(&self) -> bool {
+        self.persist.as_ref().is_some_and(|p| p.claim || (!self.finished && p.lease_until < now_ms() + p.lease_ms / 2))
+    }
+
+    /// Writes the run's lease ([`lease_due`](Self::lease_due)).
+    async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+        self.save(driver, false).await?;
+        if let Some(persist) = &mut self.persist {
+            persist.claim = false;
+        }
+        Ok(())
+    }
+
+    /// A step that runs no node: the end, a fan-out, or a breakpoint's pause.
+    async fn settle<D: Driver<G>>(&mut self, driver: &D, next: Next<G::Node>) -> Result<Progress<G::State>, Error> {
+        match next {
+            Next::Run(_) => unreachable!("a node's step runs it"),
+            Next::Done => {
+                if !self.finished {
+                    // What `invoke`/`resume` report must survive a crash: the final
+                    // checkpoint is flushed before they return. (Marked finished only once
+                    // written: a failed final write still releases the lease.)
+                    self.save(driver, true).await?;
+                    self.finished = true;
+                }
+                if let Some(persist) = &mut self.persist {
+                    // The resume is complete: nothing is left to roll back to.
+                    persist.rollback = None;
+                }
+                Ok(Progress::Done)
+            }
+            Next::Fork(source) => self.fork(driver, source).await,
+            Next::Pause(pending) => self.pause(driver, pending).await,
+        }
+    }
+
+    /// What is left of a node's step once it is applied ([`Then`]).
+    async fn then<D: Driver<G>>(&mut self, driver: &D, then: Then) -> Result<Progress<G::State>, Error> {
+        match then {
+            Then::Stepped => Ok(Progress::Stepped),
+            Then::Save => {
+                self.save_step(driver).await?;
+                Ok(Progress::Stepped)
+            }
+            Then::Pause(pending) => self.pause(driver, pending).await,
+        }
+    }
+
+    /// The `node` span of the node about to run.
+    #[cfg(feature = "tracing")]
+    fn node_span(&self) -> tracing::Span {
+        tracing::debug_span!(
+            target: "tea",
+            "node",
+            node = %self.ctx.node,
+            step = self.ctx.step,
+            duration_us = tracing::field::Empty,
+        )
+    }
+
+    /// When the node about to run started, when its duration is reported (streaming, tracing).
+    fn clock(&self) -> Option<Instant> {
+        if self.record || cfg!(feature = "tracing") {
+            Some(Instant::now())
+        } else {
+            None
+        }
+    }
+
+    /// Records how long the node that started at `started` took.
+    fn timed(&mut self, started: Option<Instant>, #[cfg(feature = "tracing")] span: &tracing::Span) {
+        if let Some(started) = started {
+            self.last_duration = started.elapsed();
+            traced! { span.record("duration_us", trace::micros(self.last_duration)); }
+        }
+    }
+
+    /// Moves the cursor to the next node to run and counts its step; or says that the run is
+    /// over, forks, or pauses at a breakpoint.
+    fn next(&mut self) -> Result<Next<G::Node>, Error> {
         let graph = self.graph;
         loop {
             let node = match self.cursor {
-                Cursor::Done => {
-                    if !self.finished {
-                        // What `invoke`/`resume` report must survive a crash: the final
-                        // checkpoint is flushed before they return. (Marked finished only
-                        // once written: a failed final write still releases the lease.)
-                        if self.persist.is_some() {
-                            {
-                                let future = boxed(self.save(driver, true));
-                                future
-                            }
-                            .await?;
-                        }
-                        self.finished = true;
-                    }
-                    if let Some(persist) = &mut self.persist {
-                        // The resume is complete: nothing is left to roll back to.
-                        persist.rollback = None;
-                    }
-                    return Ok(Progress::Done);
-                }
+                Cursor::Done => return Ok(Next::Done),
                 Cursor::At(node) => node,
-                Cursor::Fork(source) => {
-                    return {
-                        let future = boxed(self.fork(driver, source));
-                        future
-                    }
-                    .await
-                }
+                Cursor::Fork(source) => return Ok(Next::Fork(source)),
                 Cursor::After(node, goto) => {
                     if std::mem::take(&mut self.pause_after) {
                         let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
-                        return {
-                            let future = boxed(self.pause(driver, vec![interrupt]));
-                            future
-                        }
-                        .await;
+                        return Ok(Next::Pause(vec![interrupt]));
                     }
                     let name = graph.node_name(node);
                     self.resuming = false;
@@ -751,60 +873,35 @@ impl<'g, G: Graph> Run<'g, G> {
             let pausable = self.persist.is_some();
             if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
                 let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
-                return {
-                    let future = boxed(self.pause(driver, vec![interrupt]));
-                    future
-                }
-                .await;
+                return Ok(Next::Pause(vec![interrupt]));
             }
             if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
             }
             self.ctx.step = self.ctx.step.saturating_add(1);
             self.ctx.node = graph.node_name(node);
-            let answers = std::mem::take(&mut self.answers);
-            traced! {
-                let span = tracing::debug_span!(
-                    target: "tea",
-                    "node",
-                    node = %self.ctx.node,
-                    step = self.ctx.step,
-                    duration_us = tracing::field::Empty,
-                );
+            return Ok(Next::Run(node));
+        }
+    }
+
+    /// Applies what `node` produced and moves the cursor past it: to where it routes, its
+    /// fan-out, its sends' fan-out, or the end of a child graph; or to its pause.
+    fn finish(&mut self, node: G::Node, produced: Result<Produced<G::State, G::Node>, Error>) -> Result<Then, Error> {
+        let graph = self.graph;
+        let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
+        if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::More(_))) {
+            // The join has seen its branches (a join that paused or failed sees them again).
+            self.ctx.branches.clear();
+        }
+        let goto = match executed? {
+            Executed::Ran(goto) if !graph.sends(node) => goto,
+            Executed::Ran(_) => {
+                // A node that fans out by sends and sent nothing: straight to the join.
+                self.cursor = self.send(node, Vec::new())?;
+                return Ok(Then::Save);
             }
-            let started = if self.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
-            let produced = {
-                let future = driver.produce(graph, node, &self.state, &self.ctx, answers);
-                #[cfg(feature = "tracing")]
-                let future = tracing::Instrument::instrument(future, span.clone());
-                future.await
-            };
-            let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
-            if let Some(started) = started {
-                self.last_duration = started.elapsed();
-                traced! { span.record("duration_us", trace::micros(self.last_duration)); }
-            }
-            if !self.ctx.branches.is_empty()
-                && matches!(executed, Ok(Executed::Ran(_) | Executed::Sent(_) | Executed::Parent(_)))
-            {
-                // The join has seen its branches (a join that paused or failed sees them again).
-                self.ctx.branches.clear();
-            }
-            let goto = match executed? {
-                Executed::Ran(goto) if !graph.sends(node) => goto,
-                Executed::Ran(_) => {
-                    // A node that fans out by sends and sent nothing: straight to the join.
-                    self.cursor = self.send(node, Vec::new())?;
-                    if self.persist.is_some() {
-                        {
-                            let future = boxed(self.save_step(driver));
-                            future
-                        }
-                        .await?;
-                    }
-                    return Ok(Progress::Stepped);
-                }
-                Executed::Parent(jump) => {
+            Executed::More(more) => match *more {
+                More::Parent(jump) => {
                     if !self.nested {
                         let target = NodeName::from(jump.target);
                         return Err(Error::NoRoute { node: self.ctx.node.clone(), goto: Some(target) });
@@ -812,56 +909,32 @@ impl<'g, G: Graph> Run<'g, G> {
                     // The child ends here; its final checkpoint records where the parent goes.
                     self.jump = Some(jump);
                     self.cursor = Cursor::Done;
-                    if self.persist.is_some() {
-                        {
-                            let future = boxed(self.save_step(driver));
-                            future
-                        }
-                        .await?;
-                    }
-                    return Ok(Progress::Stepped);
+                    return Ok(Then::Save);
                 }
-                Executed::Sent(sends) => {
+                More::Sends(sends) => {
                     // The sends become the branches of the node's fan-out, checkpointed before
                     // any of them runs: a recover or resume runs each exactly once.
                     self.cursor = self.send(node, sends)?;
-                    if self.persist.is_some() {
-                        {
-                            let future = boxed(self.save_step(driver));
-                            future
-                        }
-                        .await?;
-                    }
-                    return Ok(Progress::Stepped);
+                    return Ok(Then::Save);
                 }
-                Executed::Paused { payload, answers, nested } => {
-                    // The node runs again from its start on resume: this run does not count.
-                    self.ctx.step -= 1;
-                    let pending =
-                        if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
-                    self.answers = answers;
-                    return {
-                        let future = boxed(self.pause(driver, pending));
-                        future
-                    }
-                    .await;
-                }
-            };
-            if pausable && graph.interrupt_after(node) {
-                self.cursor = Cursor::After(node, goto);
-                self.pause_after = true;
-                return Ok(Progress::Stepped);
+            },
+            Executed::Paused(paused) => {
+                // The node runs again from its start on resume: this run does not count.
+                self.ctx.step -= 1;
+                let Paused { payload, answers, nested, .. } = *paused;
+                let pending =
+                    if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
+                self.answers = answers;
+                return Ok(Then::Pause(pending));
             }
-            self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
-            if self.persist.is_some() {
-                {
-                    let future = boxed(self.save_step(driver));
-                    future
-                }
-                .await?;
-            }
-            return Ok(Progress::Stepped);
+        };
+        if self.persist.is_some() && graph.interrupt_after(node) {
+            self.cursor = Cursor::After(node, goto);
+            self.pause_after = true;
+            return Ok(Then::Stepped);
         }
+        self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
+        Ok(Then::Save)
     }
 
     /// Where the run goes after `node` sent `sends`: its fan-out, whose branches they become,
@@ -1113,7 +1186,7 @@ impl<'g, G: Graph> Run<'g, G> {
         // The pause is durable: nothing is left to roll back to.
         persist.rollback = None;
         let resume = issue(graph, &persist.thread, &ckpt, persist.key)?;
-        Ok(Progress::Paused(resume))
+        Ok(Progress::Paused(Box::new(resume)))
     }
 
     /// After a failure, or when a stream is dropped part-way: a resumed run writes its pause
@@ -1292,10 +1365,10 @@ impl<G: Graph> Iterator for Stream<'_, G> {
                     run.queue_child_steps();
                     if let Some(event) = run.branch_events.pop_front() {
                         // Branch steps before the pause come first; the pause follows them.
-                        run.branch_events.push_back(Event::Interrupted { state: run.state.clone(), resume });
+                        run.branch_events.push_back(Event::Interrupted { state: run.state.clone(), resume: *resume });
                         return Some(Ok(event));
                     }
-                    break Ok(Event::Interrupted { state: run.state.clone(), resume });
+                    break Ok(Event::Interrupted { state: run.state.clone(), resume: *resume });
                 }
                 Ok(Progress::Done) => break Ok(Event::Done(run.state.clone())),
                 Err(error) => break Err(error),

@@ -200,16 +200,30 @@ pub struct NodeStep<S: GraphState, N> {
     pub update: Option<S::Update>,
     /// A router's choice of the next node; `None` for plain nodes.
     pub goto: Option<Goto<N>>,
+    /// What few steps do besides (sends, a jump in the parent graph): boxed, so that the step of
+    /// a plain node stays small as it moves through the executor.
+    pub(crate) more: Option<Box<More<S, N>>>,
+}
+
+/// The rare part of a [`NodeStep`].
+#[derive(Debug)]
+pub(crate) enum More<S: GraphState, N> {
     /// What a node that fans out by sends sent: each target node with its input.
-    pub sends: Vec<(N, S::Update)>,
+    Sends(Vec<(N, S::Update)>),
     /// A node of a child graph routing its parent ([`Command::parent`]).
-    pub(crate) parent: Option<crate::compose::ParentJump>,
+    Parent(crate::compose::ParentJump),
 }
 
 impl<S: GraphState, N> NodeStep<S, N> {
     /// A step with `update` and `goto`, sending nothing.
     pub fn new(update: Option<S::Update>, goto: Option<Goto<N>>) -> Self {
-        NodeStep { update, goto, sends: Vec::new(), parent: None }
+        NodeStep { update, goto, more: None }
+    }
+
+    /// A step with `update` that sends `sends`: each target node with its input (the node's
+    /// fan-out by sends; no sends go straight to its join).
+    pub fn with_sends(update: Option<S::Update>, sends: Vec<(N, S::Update)>) -> Self {
+        NodeStep { update, goto: None, more: Some(Box::new(More::Sends(sends))) }
     }
 }
 
@@ -517,12 +531,12 @@ where
 /// A router's command as a step: its goto, or its sends (which go to the node's fan-out).
 fn command_step<S: GraphState, N: NodeId<State = S>>(command: Command<N>) -> NodeStep<S, N> {
     if let Some(jump) = command.parent {
-        NodeStep { update: command.update, goto: None, sends: Vec::new(), parent: Some(jump) }
+        NodeStep { update: command.update, goto: None, more: Some(Box::new(More::Parent(jump))) }
     } else if command.sends.is_empty() {
         NodeStep::new(command.update, Some(command.goto))
     } else {
         let sends = command.sends.into_iter().map(crate::send::Send::into_parts).collect();
-        NodeStep { update: command.update, goto: None, sends, parent: None }
+        NodeStep::with_sends(command.update, sends)
     }
 }
 

@@ -19,10 +19,10 @@ use crate::checkpoint::{BranchAt, BranchProgress};
 use crate::drive::Driver;
 use crate::error::Error;
 use crate::event::Event;
-use crate::exec::{apply_update, asked, goto_of, node_named, route_from, target_of, After, Produced};
+use crate::exec::{apply_update, asked, goto_of, node_named, route_from, target_of, After, Paused, Produced};
 use crate::graph::{Fork, Graph};
 use crate::name::{NodeName, ThreadId};
-use crate::node::{Ctx, Goto};
+use crate::node::{Ctx, Goto, More};
 use crate::resume::{Interrupt, PauseKind};
 use crate::state::{GraphState, StateUpdate};
 use crate::trace::traced;
@@ -501,25 +501,27 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             ctx.branches.clear();
         }
         let goto = match produced {
-            Produced::Ran { parent: Some(_), .. } => {
-                return Err(Error::NodeFailed {
-                    node: ctx.node.clone(),
-                    source: "`Command::parent` routes the parent from a child graph's main line, not from inside a parallel branch".into(),
-                });
+            Produced::Ran { more: Some(more), .. } => {
+                let source = match *more {
+                    More::Parent(_) => "`Command::parent` routes the parent from a child graph's main line, not from inside a parallel branch",
+                    More::Sends(_) => "a node that fans out by sends runs on the main line, not inside a parallel branch",
+                };
+                return Err(Error::NodeFailed { node: ctx.node.clone(), source: source.into() });
             }
-            Produced::Ran { sends, .. } if !sends.is_empty() || graph.sends(node) => {
+            Produced::Ran { .. } if graph.sends(node) => {
                 return Err(Error::NodeFailed {
                     node: ctx.node.clone(),
                     source: "a node that fans out by sends runs on the main line, not inside a parallel branch".into(),
                 });
             }
-            Produced::Ran { update, goto, .. } => {
+            Produced::Ran { update, goto, more: None } => {
                 if let Some(update) = update {
                     local.push(&ctx.node, update);
                 }
                 goto
             }
-            Produced::Paused { payload, answers: given, kept, mut nested } => {
+            Produced::Paused(paused) => {
+                let Paused { payload, answers: given, kept, mut nested } = *paused;
                 if !env.pausable {
                     return Err(Error::NodeFailed {
                         node: ctx.node.clone(),

@@ -148,7 +148,9 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         loop {
             match self.step().await? {
                 Progress::Stepped | Progress::Forked => {}
-                Progress::Paused(resume) => return Ok(Outcome::Interrupted { state: self.run.state.clone(), resume }),
+                Progress::Paused(resume) => {
+                    return Ok(Outcome::Interrupted { state: self.run.state.clone(), resume: *resume })
+                }
                 Progress::Done => return Ok(Outcome::Done(self.run.state.clone())),
             }
         }
@@ -186,7 +188,7 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
                 Ok(Progress::Paused(resume)) => {
                     // A subgraph node paused inside its child: the child's steps so far first.
                     self.run.queue_child_steps();
-                    let paused = Event::Interrupted { state: self.run.state.clone(), resume };
+                    let paused = Event::Interrupted { state: self.run.state.clone(), resume: *resume };
                     // Branch steps before the pause come first; the pause follows them.
                     self.run.branch_events.push_back(paused);
                     return self.run.branch_events.pop_front().map(Ok);

@@ -650,9 +650,8 @@ impl Graph for YamlGraph {
         hitl: &mut Hitl,
     ) -> Result<NodeStep<State, NodeIx>, BoxError> {
         if matches!(self.node(node).exec, Exec::Send { .. }) {
-            let mut step = NodeStep::new(None, None);
-            step.sends = self.sends(node, state).map_err(|e| self.redact(e))?;
-            return Ok(step);
+            let sends = self.sends(node, state).map_err(|e| self.redact(e))?;
+            return Ok(NodeStep::with_sends(None, sends));
         }
         if matches!(self.node(node).exec, Exec::Subgraph { .. }) {
             return self.run_subgraph(self.node(node), state, ctx, hitl).map_err(|e| self.redact(e));
