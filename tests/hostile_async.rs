@@ -1,6 +1,6 @@
 //! The async API under hostile use: many concurrent `resume_async`s of one token, and runs
 //! cancelled over and over by dropping their future. Every scenario runs on `MemoryStore` and on
-//! `SledStore`.
+//! `SledStore`; the race also on `DirStore`.
 //!
 //! The graph pauses in `ask`, then runs the async node `work`, which waits on a tokio timer as
 //! long as its thread's delay says (an LLM call stands in). Every node counts its runs per thread,
@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tea::prelude::*;
-use tea::{Hitl, Pause, ThreadId};
 
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ticket {
@@ -89,7 +88,7 @@ use desk::Desk;
 
 const FULL_LOG: [&str; 4] = ["prepare", "ask", "work", "finish"];
 
-/// A fresh sled database under the temp directory, removed when dropped.
+/// A fresh directory for a store under the temp directory, removed when dropped.
 struct TempDb(std::path::PathBuf);
 
 impl TempDb {
@@ -100,6 +99,9 @@ impl TempDb {
     }
     fn store(&self) -> SledStore {
         SledStore::open(&self.0).unwrap()
+    }
+    fn dir_store(&self) -> DirStore {
+        DirStore::open(&self.0).unwrap()
     }
 }
 
@@ -174,6 +176,12 @@ async fn of_sixty_four_concurrent_async_resumes_of_one_token_exactly_one_proceed
 async fn of_sixty_four_concurrent_async_resumes_of_one_token_exactly_one_proceeds_sled() {
     let db = TempDb::new("race");
     sixty_four_resumes_of_one_token(db.store(), "race-sled").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_sixty_four_concurrent_async_resumes_of_one_token_exactly_one_proceeds_dir() {
+    let db = TempDb::new("race-dir");
+    sixty_four_resumes_of_one_token(db.dir_store(), "race-dir").await;
 }
 
 /// A small xorshift generator: the storm's delays differ from run to run, and a failure prints
