@@ -20,9 +20,12 @@ pub struct Ticket {
     answer: String,
 }
 
+/// Counters by (thread, node).
+type Counters = HashMap<(String, String), Arc<AtomicUsize>>;
+
 /// Per thread and node: how many times the node started (`work` also counts `work done`, when
 /// its wait is over).
-static RUNS: Mutex<Option<HashMap<(String, String), Arc<AtomicUsize>>>> = Mutex::new(None);
+static RUNS: Mutex<Option<Counters>> = Mutex::new(None);
 /// Per thread: how long `work` waits, in milliseconds (0 if unset).
 static DELAYS: Mutex<Option<HashMap<String, Arc<AtomicU64>>>> = Mutex::new(None);
 
