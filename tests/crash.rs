@@ -6,11 +6,15 @@
 //! environment variables selecting the role. Each node appends its name to a log file as it
 //! starts (a `write` that is complete survives the kill of its process), so the test counts how
 //! often each node ran across processes.
+//!
+//! A second test kills a process while a node *inside a child graph* (a `subgraph` node) runs,
+//! and recovers the parent thread in the test's own process.
 
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tea::prelude::*;
 use tea::ThreadId;
@@ -33,10 +37,14 @@ pub struct Job {
     approved: bool,
 }
 
+/// The log file of nodes run by the test's own process (a child process gets its path in `LOG`).
+static LOG_HERE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
 /// Logs the node's start in this process's log file; stops for good if it is the node the test
 /// kills the process in.
 fn enter(node: &str) -> JobUpdate {
-    if let Ok(path) = std::env::var(LOG) {
+    let log = std::env::var(LOG).map(PathBuf::from).ok().or_else(|| LOG_HERE.lock().unwrap().clone());
+    if let Some(path) = log {
         let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
         file.write_all(format!("{node}\n").as_bytes()).unwrap();
     }
@@ -74,6 +82,46 @@ graph! {
     }
 }
 
+fn lint(_: &Job) -> JobUpdate {
+    enter("lint")
+}
+fn proof(_: &Job) -> JobUpdate {
+    enter("proof")
+}
+fn sign(_: &Job) -> JobUpdate {
+    enter("sign")
+}
+
+graph! {
+    /// The child graph: three checks in a row.
+    pub Checks for Job {
+        start -> lint;
+        lint -> proof;
+        proof -> sign;
+        sign -> end;
+    }
+}
+
+graph! {
+    /// The parent: prepares, runs `Checks` as its node `review`, archives.
+    pub Reviewed for Job {
+        start -> prepare;
+        prepare -> review;
+        review -> archive;
+        archive -> end;
+        subgraph review = Checks;
+    }
+}
+
+/// The parent graph's app: every step checkpointed, the same short lease.
+fn reviewed_app(db: &Path) -> App<Reviewed, SledStore> {
+    Reviewed::builder()
+        .checkpointer(SledStore::open(db).unwrap())
+        .durability(Durability::EveryStep)
+        .lease(LEASE)
+        .build()
+}
+
 fn durability(name: &str) -> Durability {
     match name {
         "buffered" => Durability::Buffered,
@@ -97,6 +145,11 @@ fn child_main(role: &str) {
     let db = PathBuf::from(std::env::var(DB).unwrap());
     let mode = std::env::var(MODE).unwrap();
     let thread = ThreadId::from(std::env::var(THREAD).unwrap());
+    if role == "invoke_reviewed" {
+        // Runs into the node the test kills this process in (inside the child graph).
+        let result = reviewed_app(&db).invoke_on(thread, Job::default());
+        return report("ERROR", format!("the run did not stop where it was told to: {result:?}"));
+    }
     let app = app(&db, &mode);
     let result = match role {
         "invoke" => app.invoke_on(thread, Job::default()),
@@ -261,4 +314,59 @@ fn processes_killed_at_chosen_moments_lose_nothing_acknowledged() {
     }
     let _ = std::fs::remove_dir_all(&root);
     eprintln!("{cycles} kill cycles in {:?}", started.elapsed());
+}
+
+/// Killed while `proof`, a node of the child graph `Checks` run by the parent's `review` node,
+/// runs (EveryStep): the test's own process recovers the parent thread once the dead run's
+/// leases have expired; the run completes, `lint` (completed inside the child before the kill)
+/// and `prepare` do not run again, and only `proof` runs twice.
+#[test]
+fn a_process_killed_inside_a_child_graph_is_recovered_without_rerunning_completed_nodes() {
+    if std::env::var(ROLE).is_ok() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tea-crash-child-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (child, report) = spawn("invoke_reviewed", &dir, "every_step", &[(STOP_AT, "proof")]);
+    assert_eq!(report, ("IN".to_owned(), "proof".to_owned()));
+    kill(child);
+    let killed = Instant::now();
+    *LOG_HERE.lock().unwrap() = Some(dir.join("nodes.log"));
+    let app = reviewed_app(&dir.join("db"));
+    let thread = ThreadId::from("job-1");
+    // The parent's head is `prepare`'s checkpoint and the child's (`job-1/review@2`) is
+    // `lint`'s, both flushed with the dead run's lease, which holds for a moment (unless this
+    // machine took half the lease to get here).
+    let first = app.recover(&thread);
+    let first_at = killed.elapsed();
+    match &first {
+        Err(Error::ThreadBusy { thread: busy, expires_in }) => {
+            assert_eq!(busy, &thread, "the parent's lease is what holds");
+            assert!(*expires_in <= LEASE, "{expires_in:?}");
+        }
+        other => assert!(first_at >= LEASE / 2, "recovered {first_at:?} after the kill, under its lease: {other:?}"),
+    }
+    let out = match first {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            // The documented way on: wait until the dead run's leases (the parent's and the
+            // child's, both written before the kill) have expired, then recover. Both, not only
+            // the parent's that `ThreadBusy` reports: the child's was written later (with
+            // `lint`'s checkpoint), and a recover between the two expiries fails with
+            // `NodeFailed { node: "review", source: ThreadBusy { thread: "job-1/review@2", .. } }`.
+            std::thread::sleep((LEASE + Duration::from_millis(100)).saturating_sub(killed.elapsed()));
+            app.recover(&thread).expect("the parent recovers once the dead run's leases expired")
+        }
+    };
+    let done = out.done().expect("the recovered run completes");
+    assert_eq!(done.trail, ["prepare", "lint", "proof", "sign", "archive"]);
+    for (node, expected) in [("prepare", 1), ("lint", 1), ("proof", 2), ("sign", 1), ("archive", 1)] {
+        assert_eq!(starts(&dir, node), expected, "killed inside the child's `proof`: node {node}");
+    }
+    // The end is durable: another recover returns it without running anything.
+    assert_eq!(app.recover(&thread).unwrap().done().unwrap(), done);
+    assert_eq!(starts(&dir, "archive"), 1);
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
 }

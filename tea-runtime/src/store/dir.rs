@@ -542,27 +542,7 @@ impl Checkpointer for DirStore {
         Ok(gone)
     }
 
-    fn append_async<'a>(
-        &'a self,
-        graph: &'a str,
-        thread: &'a ThreadId,
-        expected: Option<CheckpointId>,
-        id: CheckpointId,
-        bytes: &'a [u8],
-        durable: bool,
-    ) -> super::StoreFuture<'a, Append> {
-        // A durable write waits on the disk: hand the runtime's thread over while it does.
-        let written = super::blocking(|| self.append(graph, thread, expected, id, bytes, durable));
-        Box::pin(std::future::ready(written))
-    }
-
-    fn head_async<'a>(
-        &'a self,
-        graph: &'a str,
-        thread: &'a ThreadId,
-    ) -> super::StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
-        Box::pin(std::future::ready(super::blocking(|| self.head(graph, thread))))
-    }
+    disk_async_methods!();
 }
 
 impl fmt::Debug for DirStore {

@@ -8,6 +8,38 @@
 use crate::error::Error;
 use crate::name::ThreadId;
 
+/// The async methods of a [`Checkpointer`] that writes and reads a local disk (`SledStore`,
+/// `DirStore`): [`append_async`](Checkpointer::append_async) and
+/// [`head_async`](Checkpointer::head_async) call the blocking [`append`](Checkpointer::append)
+/// and [`head`](Checkpointer::head) through [`blocking`], so a durable write that waits on the
+/// disk hands the runtime's thread over while it does, and return their result as a ready future.
+/// Used inside an `impl Checkpointer for …` block; defined before the store modules so they see it.
+macro_rules! disk_async_methods {
+    () => {
+        fn append_async<'a>(
+            &'a self,
+            graph: &'a str,
+            thread: &'a $crate::name::ThreadId,
+            expected: Option<$crate::store::CheckpointId>,
+            id: $crate::store::CheckpointId,
+            bytes: &'a [u8],
+            durable: bool,
+        ) -> $crate::store::StoreFuture<'a, $crate::store::Append> {
+            // A durable write waits on the disk: hand the runtime's thread over while it does.
+            let written = $crate::store::blocking(|| self.append(graph, thread, expected, id, bytes, durable));
+            Box::pin(std::future::ready(written))
+        }
+
+        fn head_async<'a>(
+            &'a self,
+            graph: &'a str,
+            thread: &'a $crate::name::ThreadId,
+        ) -> $crate::store::StoreFuture<'a, Option<($crate::store::CheckpointId, Vec<u8>)>> {
+            Box::pin(std::future::ready($crate::store::blocking(|| self.head(graph, thread))))
+        }
+    };
+}
+
 mod dir;
 mod memory;
 #[cfg(feature = "postgres")]

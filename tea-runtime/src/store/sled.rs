@@ -429,27 +429,7 @@ impl Checkpointer for SledStore {
         Ok(gone.len())
     }
 
-    fn append_async<'a>(
-        &'a self,
-        graph: &'a str,
-        thread: &'a ThreadId,
-        expected: Option<CheckpointId>,
-        id: CheckpointId,
-        bytes: &'a [u8],
-        durable: bool,
-    ) -> super::StoreFuture<'a, Append> {
-        // A durable write waits on the disk: hand the runtime's thread over while it does.
-        let written = super::blocking(|| self.append(graph, thread, expected, id, bytes, durable));
-        Box::pin(std::future::ready(written))
-    }
-
-    fn head_async<'a>(
-        &'a self,
-        graph: &'a str,
-        thread: &'a ThreadId,
-    ) -> super::StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
-        Box::pin(std::future::ready(super::blocking(|| self.head(graph, thread))))
-    }
+    disk_async_methods!();
 }
 
 /// Splits a record's key into the thread id and what follows it (the tag and, for a
