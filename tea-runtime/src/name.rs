@@ -42,6 +42,37 @@ impl NodeName {
     }
 }
 
+impl NodeName {
+    /// `{base}#{index}`, the name of a send's branch (`worker#3`), made with one allocation
+    /// (a fan-out by sends names each of its branches).
+    pub(crate) fn numbered(base: &str, index: usize) -> NodeName {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = index;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let digits = &digits[at..];
+        let mut buf = [0u8; 128];
+        let len = base.len() + 1 + digits.len();
+        if len > buf.len() {
+            return NodeName::from(format!("{base}#{index}"));
+        }
+        buf[..base.len()].copy_from_slice(base.as_bytes());
+        buf[base.len()] = b'#';
+        buf[base.len() + 1..len].copy_from_slice(digits);
+        match std::str::from_utf8(&buf[..len]) {
+            Ok(name) => NodeName(Repr::Shared(Arc::from(name))),
+            Err(_) => NodeName::from(format!("{base}#{index}")),
+        }
+    }
+}
+
 impl From<&'static str> for NodeName {
     fn from(name: &'static str) -> Self {
         NodeName::from_static(name)
@@ -187,5 +218,19 @@ impl Serialize for ThreadId {
 impl<'de> Deserialize<'de> for ThreadId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(ThreadId::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeName;
+
+    #[test]
+    fn numbered_names_read_like_formatted_ones() {
+        for (base, index) in [("worker", 0), ("worker", 7), ("w", 10), ("ünïcode", 123_456), ("x", usize::MAX)] {
+            assert_eq!(NodeName::numbered(base, index).as_str(), format!("{base}#{index}"));
+        }
+        let long = "n".repeat(200);
+        assert_eq!(NodeName::numbered(&long, 42).as_str(), format!("{long}#42"));
     }
 }

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// What the branches of a fan-out share.
@@ -130,7 +131,8 @@ pub(crate) struct Branch<S: GraphState> {
     at: BranchAt,
     /// The answers to the earlier pauses of the node the branch stopped at.
     answers: Vec<serde_json::Value>,
-    interrupt: Option<Interrupt>,
+    /// Boxed: a branch result moves a few times on its way to the join, and few stop.
+    interrupt: Option<Box<Interrupt>>,
     /// The further pauses of a subgraph node's child, after `interrupt`.
     more: Vec<Interrupt>,
 }
@@ -182,10 +184,13 @@ pub(crate) enum ForkOutcome<S: GraphState> {
     Failed { error: Error, branches: Vec<BranchProgress<S>> },
 }
 
-/// A branch to run: from its head, or from checkpointed progress.
-enum Job<S: GraphState, N> {
+/// A branch to run: from its head, or from the checkpointed progress at this index of the
+/// fan-out's saved branches. Small, so that handing jobs out moves little (a fan-out by sends has
+/// a saved branch per send).
+#[derive(Clone, Copy)]
+enum Job<N> {
     Fresh(N),
-    Saved(Box<BranchProgress<S>>),
+    Saved(usize),
 }
 
 /// Where a branch starts (or continues).
@@ -232,7 +237,18 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
             branches = fork.heads.len(),
         );
     }
-    let run_job = |job: Job<G::State, G::Node>| {
+    // With a store, where each branch started, for a checkpoint if one fails.
+    let restart: Vec<BranchProgress<G::State>> =
+        if env.pausable { saved.iter().map(clone_progress).collect() } else { Vec::new() };
+    let jobs: Vec<Job<G::Node>> = if saved.is_empty() {
+        fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
+    } else {
+        (0..saved.len()).map(Job::Saved).collect()
+    };
+    // Each saved branch is taken by the one job of its index.
+    let saved: Vec<Mutex<Option<BranchProgress<G::State>>>> = saved.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    let saved = &saved;
+    let run_job = |job: Job<G::Node>| {
         let branch = async move {
             match job {
                 Job::Fresh(head) => {
@@ -241,8 +257,14 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
                     let local = Local::new(base);
                     run_branch(driver, graph, name, fork.join, local, 0, Vec::new(), start, env, keep_states).await
                 }
-                Job::Saved(progress) => {
-                    continue_branch(driver, graph, fork.join, base, *progress, env, keep_states).await
+                Job::Saved(index) => {
+                    let progress =
+                        saved.get(index).and_then(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner).take());
+                    let Some(progress) = progress else {
+                        // Unreachable: each index is one job, run once.
+                        return Err(Error::NoRoute { node: graph.node_name(fork.join), goto: None });
+                    };
+                    continue_branch(driver, graph, fork.join, base, progress, env, keep_states).await
                 }
             }
         };
@@ -250,14 +272,6 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
         #[cfg(feature = "tracing")]
         let branch = tracing::Instrument::instrument(branch, fork_span.clone());
         branch
-    };
-    // With a store, where each branch started, for a checkpoint if one fails.
-    let restart: Vec<BranchProgress<G::State>> =
-        if env.pausable { saved.iter().map(clone_progress).collect() } else { Vec::new() };
-    let jobs: Vec<Job<G::State, G::Node>> = if saved.is_empty() {
-        fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
-    } else {
-        saved.into_iter().map(|progress| Job::Saved(Box::new(progress))).collect()
     };
     let results = driver.branches(jobs, run_job, env.max_branches).await;
     if results.iter().any(Result::is_err) {
@@ -283,7 +297,8 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     }
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
     if branches.iter().any(|b| b.interrupt.is_some()) {
-        let interrupts = branches.iter().flat_map(|b| b.interrupt.iter().chain(&b.more).cloned()).collect();
+        let interrupts =
+            branches.iter().flat_map(|b| b.interrupt.as_deref().into_iter().chain(&b.more).cloned()).collect();
         let mut events = Vec::new();
         let mut progress = Vec::with_capacity(branches.len());
         for mut branch in branches {
@@ -320,7 +335,7 @@ fn progress_of<G: Graph>(
         steps: branch.steps,
         at: branch.at,
         answers: branch.answers,
-        pending: branch.interrupt,
+        pending: branch.interrupt.map(|pending| *pending),
         more_pending: branch.more,
         resume: false,
     })
@@ -376,7 +391,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
     if matches!(at, BranchAt::Joined) || !resume {
         let events = Vec::new();
         let state = Some(state);
-        let (interrupt, more) = (pending, more_pending);
+        let (interrupt, more) = (pending.map(Box::new), more_pending);
         return Ok(Branch { head, state, updates, origins, steps, taken: 0, events, at, answers, interrupt, more });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
@@ -419,7 +434,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             stop!($at, $interrupt, Vec::new())
         }};
         ($at:expr, $interrupt:expr, $more:expr) => {{
-            let (at, interrupt, more) = ($at, Some($interrupt), $more);
+            let (at, interrupt, more) = ($at, Some(Box::new($interrupt)), $more);
             let (state, updates, origins) = local.finish(graph, true)?;
             let taken = steps - first;
             return Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt, more });
@@ -627,18 +642,29 @@ pub(crate) fn merge<G: Graph>(
 
 /// Keeps of each branch's updates what the graph lets reach the main state at `join`
 /// ([`Graph::join_update`]).
+///
+/// In place: the kept updates and their origins stay in the branch's own vectors (a fan-out of
+/// many small branches would otherwise allocate twice per branch here).
 fn keep_join_updates<G: Graph>(graph: &G, branches: &mut [Branch<G::State>], join: G::Node) {
     for branch in branches.iter_mut() {
-        let updates = std::mem::take(&mut branch.updates);
-        let origins = std::mem::take(&mut branch.origins);
-        let mut origins = origins.into_iter();
-        for update in updates {
-            let origin = origins.next();
-            if let Some(update) = graph.join_update(join, update) {
-                branch.updates.push(update);
-                branch.origins.extend(origin);
-            }
-        }
+        let origins = &mut branch.origins;
+        let mut index = 0;
+        let mut kept = 0;
+        // `collect` of `into_iter` reuses the vector's allocation (same element type).
+        branch.updates = std::mem::take(&mut branch.updates)
+            .into_iter()
+            .filter_map(|update| {
+                let update = graph.join_update(join, update);
+                if update.is_some() && index < origins.len() {
+                    // Order is kept: `kept <= index`.
+                    origins.swap(kept, index);
+                    kept += 1;
+                }
+                index += 1;
+                update
+            })
+            .collect();
+        origins.truncate(kept);
     }
 }
 

@@ -46,7 +46,7 @@ pub(crate) fn branches<G: Graph>(
         let mut own = state.clone();
         apply_update(graph, &mut own, input, &name)?;
         branches.push(BranchProgress {
-            head: NodeName::from(format!("{target_name}#{i}")),
+            head: NodeName::numbered(target_name.as_str(), i),
             state: own,
             updates: Vec::new(),
             origins: Vec::new(),
