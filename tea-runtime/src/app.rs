@@ -152,6 +152,13 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// Make the lease longer than the slowest node: a node that runs longer than the lease
     /// cannot renew it, and its thread may be recovered meanwhile (the running one then fails
     /// with [`Error::StaleResume`] at its next checkpoint).
+    ///
+    /// A subgraph node is not such a node: while it runs, its child graph's run renews the
+    /// parent's lease (and each ancestor's, for a child of a child) as it renews its own, once
+    /// half of it is gone, so a parent whose child runs longer than the lease in total stays
+    /// owned as long as each node of the child is shorter than the lease. A child that finds
+    /// its parent taken over meanwhile stops with [`Error::LeaseLost`]; a `recover` of a parent
+    /// whose child's thread a live run owns is [`Error::ThreadBusy`] naming the child's thread.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -344,7 +351,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ///
     /// # Errors
     /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::ThreadBusy`]
-    /// while another run owns the thread, [`Error::StaleResume`] when a resume moved the thread
+    /// while another run owns the thread (or the thread of the child graph a subgraph node
+    /// continues: the error names that thread, and this recover releases its claim on
+    /// `thread`), [`Error::StaleResume`] when a resume moved the thread
     /// on while this recover ran, [`Error::CorruptCheckpoint`] for a checkpoint that does not
     /// decode or records what this graph cannot do, and the errors of a run.
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error>
