@@ -221,7 +221,9 @@ impl Host {
         };
         let until = now.saturating_add(self.lease_ms);
         let bytes = (self.relet)(last, &identity, &self.thread, head, Some(Lease { owner: self.owner, until }))?;
-        let id = head + 1;
+        let Some(id) = head.checked_add(1) else {
+            return Err(Error::store(format!("thread `{}` has no checkpoint id after {head}", self.thread)));
+        };
         let appended = crate::trace::store_call("append", &self.graph, Some(&self.thread), || {
             self.store.append(&self.graph, &self.thread, Some(head), id, &bytes, false)
         })?;
