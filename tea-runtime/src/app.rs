@@ -90,6 +90,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             max_branches: self.max_branches,
             key: self.key,
             nested: false,
+            parent: None,
         }
     }
 }
@@ -151,6 +152,13 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// Make the lease longer than the slowest node: a node that runs longer than the lease
     /// cannot renew it, and its thread may be recovered meanwhile (the running one then fails
     /// with [`Error::StaleResume`] at its next checkpoint).
+    ///
+    /// A subgraph node is not such a node: while it runs, its child graph's run renews the
+    /// parent's lease (and each ancestor's, for a child of a child) as it renews its own, once
+    /// half of it is gone, so a parent whose child runs longer than the lease in total stays
+    /// owned as long as each node of the child is shorter than the lease. A child that finds
+    /// its parent taken over meanwhile stops with [`Error::LeaseLost`]; a `recover` of a parent
+    /// whose child's thread a live run owns is [`Error::ThreadBusy`] naming the child's thread.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -174,6 +182,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             max_branches: self.max_branches,
             key: self.key,
             nested: false,
+            parent: None,
         }
     }
 }
@@ -216,20 +225,24 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) key: Option<SigningKey>,
     /// A subgraph node's child app: `Command::parent` may end its runs.
     pub(crate) nested: bool,
+    /// A child app's link to the run of its parent graph (the [`Host`](crate::compose::Host)
+    /// of the run whose subgraph node made it): its runs keep that run's lease alive.
+    pub(crate) parent: Option<Arc<crate::compose::Host>>,
 }
 
 impl<G: Graph, C> App<G, C> {
     /// An app running `graph`, a subgraph node's child, on its parent's store and options
-    /// (`host`; `None`: the parent has no store). Its tokens are never handed out: the parent
-    /// lists its pauses in its own.
-    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&crate::compose::Host>) -> Self {
+    /// (`host`, the parent's run; `None`: the parent has no store). Its runs keep the parent's
+    /// lease alive. Its tokens are never handed out: the parent lists its pauses in its own.
+    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&Arc<crate::compose::Host>>) -> Self {
         let (recursion_limit, durability, lease, max_branches) = match host {
             Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
             None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
         };
         let checkpointer = Arc::new(checkpointer);
         let graph = Arc::new(graph);
-        App { graph, checkpointer, recursion_limit, durability, lease, max_branches, key: None, nested: true }
+        let parent = host.cloned();
+        App { graph, checkpointer, recursion_limit, durability, lease, max_branches, key: None, nested: true, parent }
     }
 
     /// The graph this app runs.
@@ -338,7 +351,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ///
     /// # Errors
     /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::ThreadBusy`]
-    /// while another run owns the thread, [`Error::StaleResume`] when a resume moved the thread
+    /// while another run owns the thread (or the thread of the child graph a subgraph node
+    /// continues: the error names that thread, and this recover releases its claim on
+    /// `thread`), [`Error::StaleResume`] when a resume moved the thread
     /// on while this recover ran, [`Error::CorruptCheckpoint`] for a checkpoint that does not
     /// decode or records what this graph cannot do, and the errors of a run.
     pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error>
@@ -502,28 +517,36 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         claim: bool,
     ) -> Persist<'_> {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
-        let host = crate::compose::Host {
-            store,
-            durability: self.durability,
-            lease: self.lease,
-            limit: self.recursion_limit,
-            max_branches: self.max_branches,
+        let graph = &*self.graph;
+        let tenancy = crate::compose::Tenancy {
+            thread: thread.clone(),
+            graph: graph.name().to_owned(),
+            graph_fingerprint: graph.fingerprint(),
+            schema_fingerprint: graph.schema_fingerprint(),
+            relet: crate::checkpoint::relet::<G::State>,
+            owner: crate::exec::random_u64(),
+            lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
+            head,
+            parent: self.parent.clone(),
         };
+        let host = crate::compose::Host::new(
+            store,
+            self.durability,
+            self.lease,
+            self.recursion_limit,
+            self.max_branches,
+            tenancy,
+        );
         Persist {
             nested: self.nested,
-            host: Some(Arc::new(host)),
+            host: Arc::new(host),
             store: &*self.checkpointer,
             thread,
-            head,
             durability: self.durability,
             key: self.key.as_ref(),
             rollback,
             claim,
-            owner: crate::exec::random_u64(),
-            lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
-            lease_until: 0,
             recovering: false,
-            last: None,
         }
     }
 

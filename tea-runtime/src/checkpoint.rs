@@ -237,6 +237,21 @@ pub(crate) fn decode<S: GraphState>(
         .map_err(|e| corrupt(format!("the payload does not decode: {e}")))
 }
 
+/// Checkpoint `id` of `thread` (`bytes`, written by this graph) again with `lease` instead of the
+/// one it carries: how a run's lease is renewed, or released, without the run at hand (a child's
+/// run keeping its parent's lease alive, see `compose::Host`).
+pub(crate) fn relet<S: GraphState>(
+    bytes: &[u8],
+    identity: &Identity,
+    thread: &ThreadId,
+    id: CheckpointId,
+    lease: Option<Lease>,
+) -> Result<Vec<u8>, Error> {
+    let mut ckpt = decode::<S>(bytes, identity, thread, id)?;
+    ckpt.lease = lease;
+    encode(identity, &ckpt)
+}
+
 /// Whether the payload of `envelope` (just encoded) reads back as a checkpoint of `S`:
 /// `Err((path, reason))` naming where it does not. JSON has no NaN or infinity, so serde_json
 /// writes such a float as `null`, which an `f64` field then refuses to read: the only values

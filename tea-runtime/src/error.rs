@@ -84,6 +84,16 @@ pub enum Error {
         expires_in: std::time::Duration,
     },
 
+    /// A subgraph node's child run found that the run of its parent graph (or of an ancestor)
+    /// no longer owns its thread: the parent's lease expired and another run recovered the
+    /// thread meanwhile. The child's run stops rather than go on for a parent that is gone; its
+    /// completed nodes are checkpointed, and the run that took the thread over finds them.
+    #[error("thread `{thread}` was taken over by another run while a subgraph node of it ran (its lease had expired); this run stopped")]
+    LeaseLost {
+        /// The thread that was taken over.
+        thread: ThreadId,
+    },
+
     /// The state cannot be stored faithfully: it would not read back from its checkpoint (a
     /// float that is NaN or infinite, which JSON cannot hold, or a `Serialize` impl that its
     /// `Deserialize` does not accept). Refused before anything was written, so no token is

@@ -182,7 +182,12 @@ pub(crate) fn produced<G: Graph>(
                 })
             }
         }
-        let step = result.map_err(|source| Error::NodeFailed { node: ctx.node.clone(), source })?;
+        let step = result.map_err(|source| match source.downcast::<crate::compose::Passthrough>() {
+            // A subgraph node's child found its thread owned by a live run, or an ancestor's
+            // thread taken over: the run reports that, not the node's failure.
+            Ok(through) => through.0,
+            Err(source) => Error::NodeFailed { node: ctx.node.clone(), source },
+        })?;
         Ok(Produced::Ran { update: step.update, goto: step.goto, more: step.more })
     }
 }
@@ -438,28 +443,28 @@ pub(crate) fn identity<G: Graph>(graph: &G) -> Identity<'_> {
 pub(crate) struct Persist<'g> {
     pub(crate) store: &'g dyn Checkpointer,
     pub(crate) thread: ThreadId,
-    /// The thread's head as this run last saw it.
-    pub(crate) head: Option<CheckpointId>,
     pub(crate) durability: Durability,
     pub(crate) key: Option<&'g SigningKey>,
     /// The paused checkpoint this run resumed from, written back if the run fails.
     pub(crate) rollback: Option<Vec<u8>>,
     /// Whether the run's first checkpoint (claiming the thread) is still to be written.
     pub(crate) claim: bool,
-    /// This run's lease on the thread: its owner id, its length in milliseconds, and until
-    /// when the last checkpoint written holds it.
-    pub(crate) owner: u64,
-    pub(crate) lease_ms: u64,
-    pub(crate) lease_until: u64,
     /// The run recovers a thread: losing the race for its claim means another run owns it.
     pub(crate) recovering: bool,
-    /// The bytes of the last checkpoint this run wrote: written again without the lease if
-    /// the run fails.
-    pub(crate) last: Option<Vec<u8>>,
-    /// What subgraph nodes run their child graphs on: this store and the app's options.
-    pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
+    /// What subgraph nodes run their child graphs on (this store and the app's options), and
+    /// this run's hold on its thread, shared with their child runs, which keep it alive: the
+    /// thread's head as this run last saw it, the bytes of its last checkpoint (written again
+    /// without the lease if the run fails), and this run's lease (its owner, its length, until
+    /// when the last checkpoint holds it). See [`Host`](crate::compose::Host).
+    pub(crate) host: std::sync::Arc<crate::compose::Host>,
     /// The run is a child graph's (an app made by `App::for_child`).
     pub(crate) nested: bool,
+}
+
+/// Whether half of a run's own lease is gone (or it holds none yet).
+fn own_lease_due(persist: &Persist<'_>) -> bool {
+    let host = &persist.host;
+    host.until() < now_ms().saturating_add(host.lease_ms / 2)
 }
 
 /// A random 64-bit number: a run's lease owner, a pause's nonce.
@@ -510,7 +515,7 @@ impl<'g, G: Graph> Run<'g, G> {
         let thread = persist.as_ref().map(|p| p.thread.clone());
         let nested = persist.as_ref().is_some_and(|p| p.nested);
         let mut ctx = Ctx::new(START, thread.clone());
-        ctx.host = persist.as_ref().and_then(|p| p.host.clone());
+        ctx.host = persist.as_ref().map(|p| p.host.clone());
         if record {
             ctx.child_steps = Some(std::sync::Arc::new(crate::compose::ChildSteps::<G::State>::default()));
         }
@@ -586,7 +591,7 @@ impl<'g, G: Graph> Run<'g, G> {
         .map_err(|error| match error {
             // `node_named` does not know which checkpoint it reads: this one.
             Error::CorruptCheckpoint { thread, reason, .. } => {
-                Error::CorruptCheckpoint { thread, checkpoint: persist.head.unwrap_or_default(), reason }
+                Error::CorruptCheckpoint { thread, checkpoint: persist.host.head().unwrap_or_default(), reason }
             }
             other => other,
         })?;
@@ -760,12 +765,28 @@ impl<'g, G: Graph> Run<'g, G> {
     /// Whether the run writes its lease before the next node: it has not claimed its thread
     /// yet, or half its lease is gone (renewed, so that `recover` elsewhere does not take a live
     /// run over).
+    ///
+    /// A child graph's run (a subgraph node's) also renews its ancestors' leases before a node
+    /// once half of one is gone: while the node runs, its run writes nothing, and a child that
+    /// outlasts the lease must not let it expire.
     fn lease_due(&self) -> bool {
-        self.persist.as_ref().is_some_and(|p| p.claim || (!self.finished && p.lease_until < now_ms() + p.lease_ms / 2))
+        self.persist.as_ref().is_some_and(|p| {
+            p.claim
+                || (!self.finished
+                    && (own_lease_due(p) || p.host.parent.as_deref().is_some_and(crate::compose::Host::due)))
+        })
     }
 
-    /// Writes the run's lease ([`lease_due`](Self::lease_due)).
+    /// Writes the run's lease ([`lease_due`](Self::lease_due)), or only renews its ancestors'
+    /// when its own is not due.
     async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+        let Some(persist) = &self.persist else { return Ok(()) };
+        if !persist.claim && !own_lease_due(persist) {
+            if let Some(parent) = &persist.host.parent {
+                parent.keep_alive()?;
+            }
+            return Ok(());
+        }
         self.save(driver, false).await?;
         if let Some(persist) = &mut self.persist {
             persist.claim = false;
@@ -1072,12 +1093,12 @@ impl<'g, G: Graph> Run<'g, G> {
     /// Writes a checkpoint of where the run stands (no pause): with this run's lease, renewed,
     /// unless the run is over.
     async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
-        let Some(persist) = &mut self.persist else { return Ok(()) };
+        let Some(persist) = &self.persist else { return Ok(()) };
         let lease = if matches!(self.cursor, Cursor::Done) {
             None
         } else {
-            persist.lease_until = now_ms().saturating_add(persist.lease_ms);
-            Some(Lease { owner: persist.owner, until: persist.lease_until })
+            let host = &persist.host;
+            Some(Lease { owner: host.owner, until: now_ms().saturating_add(host.lease_ms) })
         };
         let ckpt = Checkpoint {
             step: self.ctx.step,
@@ -1130,9 +1151,12 @@ impl<'g, G: Graph> Run<'g, G> {
                 reason,
             });
         }
-        let id = persist.head.map_or(1, |h| h + 1);
+        // Read, not held: the lock is never held across an await. While this run writes, no
+        // node of it runs, so no child of it renews its lease.
+        let head = persist.host.head();
+        let id = head.map_or(1, |h| h + 1);
         let appended = {
-            let future = driver.append(persist.store, graph.name(), &persist.thread, persist.head, id, &bytes, durable);
+            let future = driver.append(persist.store, graph.name(), &persist.thread, head, id, &bytes, durable);
             #[cfg(feature = "tracing")]
             let future = tracing::Instrument::instrument(future, span.clone());
             future.await?
@@ -1140,21 +1164,25 @@ impl<'g, G: Graph> Run<'g, G> {
         traced! {
             span.record("duration_us", trace::micros(started.elapsed()));
             if let Append::Conflict { head: found } = &appended {
-                tracing::info!(target: "tea", thread = %persist.thread, expected = ?persist.head, found = ?found, "conflict");
+                tracing::info!(target: "tea", thread = %persist.thread, expected = ?head, found = ?found, "conflict");
             }
         }
         match appended {
             Append::Written => {
-                persist.head = Some(id);
-                persist.last = Some(bytes);
+                let host = &persist.host;
+                host.wrote(&mut host.held(), id, bytes, ckpt.lease.map_or(0, |lease| lease.until));
+                if ckpt.lease.is_some() {
+                    // A child graph's run keeps its ancestors' leases alive as it renews its own.
+                    if let Some(parent) = &host.parent {
+                        parent.keep_alive()?;
+                    }
+                }
                 Ok(id)
             }
-            Append::Conflict { .. } if persist.head.is_none() => {
-                Err(Error::ThreadExists { thread: persist.thread.clone() })
-            }
+            Append::Conflict { .. } if head.is_none() => Err(Error::ThreadExists { thread: persist.thread.clone() }),
             Append::Conflict { .. } if persist.recovering && persist.claim => Err(Error::ThreadBusy {
                 thread: persist.thread.clone(),
-                expires_in: std::time::Duration::from_millis(persist.lease_ms),
+                expires_in: std::time::Duration::from_millis(persist.host.lease_ms),
             }),
             Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
         }
@@ -1166,7 +1194,7 @@ impl<'g, G: Graph> Run<'g, G> {
         let Some(persist) = &self.persist else {
             return Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", graph.name())));
         };
-        let id = persist.head.map_or(1, |h| h + 1);
+        let id = persist.host.head().map_or(1, |h| h + 1);
         let ckpt = Checkpoint {
             step: self.ctx.step,
             state: self.state.clone(),
@@ -1202,7 +1230,12 @@ impl<'g, G: Graph> Run<'g, G> {
         let graph = self.graph;
         let Some(persist) = &mut self.persist else { return };
         let rollback = persist.rollback.take();
-        let last = persist.last.take();
+        let (head, last) = {
+            let mut held = persist.host.held();
+            (held.head, held.last.take())
+        };
+        // The run is over: its children (if any still run) no longer renew its lease.
+        persist.host.released();
         if persist.claim || self.finished {
             return;
         }
@@ -1211,7 +1244,7 @@ impl<'g, G: Graph> Run<'g, G> {
             Some(bytes) => bytes,
             None => {
                 let Some(last) = last else { return };
-                let id = persist.head.unwrap_or_default();
+                let id = head.unwrap_or_default();
                 let Ok(mut ckpt) = checkpoint::decode::<G::State>(&last, &identity(graph), &persist.thread, id) else {
                     return;
                 };
@@ -1223,14 +1256,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 bytes
             }
         };
-        let id = persist.head.map_or(1, |h| h + 1);
+        let id = head.map_or(1, |h| h + 1);
         traced! {
             tracing::info!(target: "tea", thread = %persist.thread, put_back_pause = rollback_pause, "abandoned");
         }
-        let appended =
-            driver.append(persist.store, graph.name(), &persist.thread, persist.head, id, &bytes, true).await;
+        let appended = driver.append(persist.store, graph.name(), &persist.thread, head, id, &bytes, true).await;
         if let Ok(Append::Written) = appended {
-            persist.head = Some(id);
+            persist.host.held().head = Some(id);
         }
     }
 }

@@ -119,6 +119,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::NeedsAsync { .. } => "NeedsAsync",
         Error::NoRuntime { .. } => "NoRuntime",
         Error::ThreadBusy { .. } => "ThreadBusy",
+        Error::LeaseLost { .. } => "LeaseLost",
         Error::StateNotStorable { .. } => "StateNotStorable",
         Error::ConflictingWrites { .. } => "ConflictingWrites",
         Error::ThreadExists { .. } => "ThreadExists",
