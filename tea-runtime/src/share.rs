@@ -1,12 +1,15 @@
 //! Running a fan-out's branches: the calling thread takes them in order, workers of the rayon
 //! pool help, and when branches block, threads of their own join in.
 //!
-//! The calling thread claims branches one by one from a shared counter and runs them. Before it
-//! starts, it posts helper jobs to the pool; a helper that gets a worker claims branches the
-//! same way. Cheap branches are all done by the calling thread before a worker has even woken
-//! (waking one costs tens of microseconds), so they pay nothing for it; long branches are
-//! shared out and run in parallel; and branches that wait for each other (a barrier, a channel)
-//! still run at the same time, since a helper takes the ones the calling thread cannot get to.
+//! The calling thread claims branches one by one from a shared counter and runs them. Once the
+//! fan-out has run for `HELP_AFTER` with branches still unclaimed, it posts helper jobs to the
+//! pool; a helper that gets a worker claims branches the same way. Cheap fan-outs are done by
+//! the calling thread alone and wake nobody (waking a worker costs microseconds of system time
+//! and, on a small machine, the core the run is on: a graph that loops over a small fan-out
+//! would spend most of its time waking workers); long branches are shared out and run in
+//! parallel; and branches that wait for each other (a barrier, a channel) still run at the same
+//! time, since the supervisor (below) starts threads for the ones the calling thread cannot get
+//! to.
 //!
 //! Branches that *block* (a synchronous LLM or HTTP call, a barrier between more branches than
 //! the pool has threads) would otherwise wait for a free worker: a fan-out with 100 branches
@@ -18,13 +21,31 @@
 //! the machine's throughput.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 /// How long a fan-out's unclaimed branches wait for a worker before threads of their own start.
 const STALL: Duration = Duration::from_millis(1);
+
+/// How long the calling thread runs a fan-out's branches alone before it asks the pool for
+/// help: a few wake-ups' worth, so that waking workers costs a cheap fan-out nothing and a long
+/// one a few percent.
+const HELP_AFTER: Duration = Duration::from_micros(100);
+
+/// Branches that took this long, on average, in the process's recent fan-outs (the
+/// calling thread's share of them) make the next fan-out ask the pool for help at once: waking
+/// a worker is then cheap next to the work it takes over.
+const LONG_JOB: Duration = Duration::from_micros(20);
+
+/// The calling threads' recent time per job, in nanoseconds (a moving average over fan-outs,
+/// process-wide; updated without ordering, as a hint).
+static RECENT_JOB_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// How long the supervisor keeps ticking after the last fan-out it watched, so that a run that
+/// fans out again and again does not wake it each time.
+const LINGER: Duration = Duration::from_millis(200);
 
 /// The jobs, their results, and who has claimed and finished what.
 struct Shared<J: 'static, T: 'static> {
@@ -49,17 +70,25 @@ impl<J: 'static, T: 'static> Shared<J, T> {
     /// Claims and runs jobs until none is left to claim, as a worker counted in `active` when it
     /// was set to work (so that `max` holds even for workers that have not started yet).
     fn work(&self, run: &(dyn Fn(J) -> T + Sync)) {
-        self.claim_and_run(run);
+        self.claim_and_run(run, &mut || {});
         self.active.fetch_sub(1, Ordering::AcqRel);
     }
 
-    fn claim_and_run(&self, run: &(dyn Fn(J) -> T + Sync)) {
+    /// Claims and runs jobs until none is left; `between` runs before each claim after the
+    /// first (the calling thread posts its pool helpers there).
+    /// Returns how many jobs this thread ran.
+    fn claim_and_run(&self, run: &(dyn Fn(J) -> T + Sync), between: &mut dyn FnMut()) -> usize {
         let count = self.jobs.len();
+        let mut ran = 0;
         loop {
+            if ran > 0 {
+                between();
+            }
             let index = self.next.fetch_add(1, Ordering::AcqRel);
             if index >= count {
-                return;
+                return ran;
             }
+            ran += 1;
             let job = self.jobs[index].lock().unwrap_or_else(PoisonError::into_inner).take();
             let result = match job {
                 Some(job) => catch_unwind(AssertUnwindSafe(|| run(job))),
@@ -108,60 +137,79 @@ impl<J: Send + 'static, T: Send + 'static> Stalled for Shared<J, T> {
 
 /// The process-wide supervisor: fan-outs with unclaimed jobs, checked every `STALL`.
 struct Supervisor {
-    watched: Mutex<Vec<Weak<dyn Stalled>>>,
+    watched: Mutex<Watched>,
     wake: Condvar,
+}
+
+/// What the supervisor watches, and whether it waits to be woken (`parked`) or ticks.
+struct Watched {
+    list: Vec<Weak<dyn Stalled>>,
+    parked: bool,
 }
 
 fn supervisor() -> &'static Supervisor {
     static SUPERVISOR: OnceLock<&'static Supervisor> = OnceLock::new();
     SUPERVISOR.get_or_init(|| {
-        let supervisor: &'static Supervisor =
-            Box::leak(Box::new(Supervisor { watched: Mutex::new(Vec::new()), wake: Condvar::new() }));
+        let supervisor: &'static Supervisor = Box::leak(Box::new(Supervisor {
+            watched: Mutex::new(Watched { list: Vec::new(), parked: false }),
+            wake: Condvar::new(),
+        }));
         let started = thread::Builder::new().name("tea-supervisor".into()).spawn(move || supervisor.watch());
         if started.is_err() {
             // Without a supervisor, fan-outs run as before: on this thread and the pool.
-            supervisor.watched.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            supervisor.watched.lock().unwrap_or_else(PoisonError::into_inner).list.clear();
         }
         supervisor
     })
 }
 
 impl Supervisor {
-    /// Every `STALL` while fan-outs are watched: asks each to assist, keeps those still
-    /// claiming. Allocation-free once its two lists have grown (the list and a scratch list
-    /// swap), so a process that counts its allocations sees none from here per fan-out.
+    /// Every `STALL` while fan-outs are watched (and for `LINGER` after the last): asks each
+    /// to assist, keeps those still claiming. Allocation-free once its two lists have grown
+    /// (the list and a scratch list swap), so a process that counts its allocations sees none
+    /// from here per fan-out.
     fn watch(&self) {
         let mut scratch: Vec<Weak<dyn Stalled>> = Vec::new();
+        let mut last_watched = Instant::now();
         loop {
             {
                 let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
-                while watched.is_empty() {
-                    watched = self.wake.wait(watched).unwrap_or_else(PoisonError::into_inner);
+                if watched.list.is_empty() && last_watched.elapsed() >= LINGER {
+                    watched.parked = true;
+                    while watched.list.is_empty() {
+                        watched = self.wake.wait(watched).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    watched.parked = false;
                 }
             }
             thread::sleep(STALL);
-            std::mem::swap(&mut *self.watched.lock().unwrap_or_else(PoisonError::into_inner), &mut scratch);
+            std::mem::swap(&mut self.watched.lock().unwrap_or_else(PoisonError::into_inner).list, &mut scratch);
+            if !scratch.is_empty() {
+                last_watched = Instant::now();
+            }
             for weak in scratch.drain(..) {
                 let Some(fan_out) = weak.upgrade() else { continue };
                 if fan_out.assist() {
-                    self.watched.lock().unwrap_or_else(PoisonError::into_inner).push(weak);
+                    self.watched.lock().unwrap_or_else(PoisonError::into_inner).list.push(weak);
                 }
             }
         }
     }
 
+    /// Watches `fan_out`; wakes the supervisor only if it is parked (a run that fans out often
+    /// finds it ticking).
     fn register(&self, fan_out: Weak<dyn Stalled>) {
         let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
-        watched.push(fan_out);
-        if watched.len() == 1 {
+        watched.list.push(fan_out);
+        if watched.parked {
             self.wake.notify_one();
         }
     }
 }
 
-/// Runs every job through `run`, on this thread and up to `helpers` pool workers (and, for jobs
-/// left unclaimed for `STALL`, threads of their own, up to `max` jobs running at once), and
-/// returns the results in the jobs' order. A panic in `run` is raised again here once every job
+/// Runs every job through `run`, on this thread and (once the jobs have run for `HELP_AFTER`)
+/// up to `helpers` pool workers (and, for jobs left unclaimed for `STALL`, threads of their own,
+/// up to `max` jobs running at once), and returns the results in the jobs' order. A panic in `run` is raised again here once every job
 /// is done.
 pub(crate) fn run_shared<J, T>(jobs: Vec<J>, run: &(dyn Fn(J) -> T + Sync), helpers: usize, max: usize) -> Vec<T>
 where
@@ -185,18 +233,13 @@ where
         done: AtomicUsize::new(0),
         finished: Mutex::new(()),
         all_done: Condvar::new(),
-        // The calling thread, and the pool helpers posted below.
+        // The calling thread; pool helpers count when they are posted.
         active: AtomicUsize::new(1),
         max,
         started: Instant::now(),
         run: run_anywhere,
     });
-    let helpers = helpers.min(count.saturating_sub(1)).min(max - 1);
-    shared.active.fetch_add(helpers, Ordering::AcqRel);
-    for _ in 0..helpers {
-        let shared = Arc::clone(&shared);
-        rayon::spawn(move || shared.work(run_anywhere));
-    }
+    let mut helpers = helpers.min(count.saturating_sub(1)).min(max - 1);
     // Even when the pool has a helper for every job, those helpers may never get a worker (the
     // workers are all blocked in branches of other fan-outs): the supervisor watches every
     // fan-out of more than one job.
@@ -204,7 +247,34 @@ where
         let weak: Weak<dyn Stalled> = Arc::downgrade(&shared) as Weak<dyn Stalled>;
         supervisor().register(weak);
     }
-    shared.work(run);
+    // The calling thread works; once the fan-out has run for `HELP_AFTER` with jobs left to
+    // claim — or at once, when recent fan-outs' jobs were long — it posts the pool helpers
+    // (counted in `active` so that `max` holds).
+    let long_jobs = RECENT_JOB_NANOS.load(Ordering::Relaxed) >= LONG_JOB.as_nanos() as u64;
+    let mut post_helpers = || {
+        if helpers == 0
+            || shared.next.load(Ordering::Acquire) >= count
+            || (!long_jobs && shared.started.elapsed() < HELP_AFTER)
+        {
+            return;
+        }
+        let room = max.saturating_sub(shared.active.load(Ordering::Acquire));
+        for _ in 0..std::mem::take(&mut helpers).min(room) {
+            shared.active.fetch_add(1, Ordering::AcqRel);
+            let shared = Arc::clone(&shared);
+            rayon::spawn(move || shared.work(run_anywhere));
+        }
+    };
+    if long_jobs {
+        post_helpers();
+    }
+    let ran = shared.claim_and_run(run, &mut post_helpers);
+    if ran > 0 {
+        let per_job = u64::try_from(shared.started.elapsed().as_nanos() / ran as u128).unwrap_or(u64::MAX);
+        let recent = RECENT_JOB_NANOS.load(Ordering::Relaxed);
+        RECENT_JOB_NANOS.store(recent / 2 + per_job / 2, Ordering::Relaxed);
+    }
+    shared.active.fetch_sub(1, Ordering::AcqRel);
     let mut finished = shared.finished.lock().unwrap_or_else(PoisonError::into_inner);
     while shared.done.load(Ordering::Acquire) < count {
         finished = shared.all_done.wait(finished).unwrap_or_else(PoisonError::into_inner);
