@@ -97,6 +97,28 @@ enum Then {
     Pause(Vec<Interrupt>),
 }
 
+/// A checkpoint encoded for the store: its bytes, the head it replaces, and its id.
+struct Encoded {
+    bytes: Vec<u8>,
+    head: Option<CheckpointId>,
+    id: CheckpointId,
+}
+
+/// The `checkpoint` span of a write of `ckpt`, and when the write started.
+#[cfg(feature = "tracing")]
+fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
+    let span = tracing::debug_span!(
+        target: "tea",
+        "checkpoint",
+        step = ckpt.step,
+        pause = ckpt.pause.is_some(),
+        durable,
+        bytes = tracing::field::Empty,
+        duration_us = tracing::field::Empty,
+    );
+    (span, Instant::now())
+}
+
 /// What running a node did, once its update is applied.
 pub(crate) enum Executed<S: GraphState, N> {
     /// The node ran; a router's choice, if any.
@@ -757,7 +779,10 @@ impl<'g, G: Graph> Run<'g, G> {
         );
         match self.finish(node, produced)? {
             Then::Stepped => Ok(Progress::Stepped),
-            Then::Save if self.persist.is_none() => Ok(Progress::Stepped),
+            Then::Save => {
+                self.save_step_now()?;
+                Ok(Progress::Stepped)
+            }
             then => now_or_never(pin!(self.then(driver, then))),
         }
     }
@@ -1077,12 +1102,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
-        let Some(persist) = &self.persist else { return Ok(()) };
-        let durable = match persist.durability {
-            Durability::OnPause => return Ok(()),
-            Durability::Buffered => false,
-            Durability::EveryStep => true,
-        };
+        let Some(durable) = self.step_durability() else { return Ok(()) };
         // A step that routed to `end` writes the final checkpoint, which is always flushed.
         let done = matches!(self.cursor, Cursor::Done);
         self.save(driver, durable || done).await?;
@@ -1090,17 +1110,55 @@ impl<'g, G: Graph> Run<'g, G> {
         Ok(())
     }
 
-    /// Writes a checkpoint of where the run stands (no pause): with this run's lease, renewed,
-    /// unless the run is over.
-    async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
-        let Some(persist) = &self.persist else { return Ok(()) };
-        let lease = if matches!(self.cursor, Cursor::Done) {
-            None
-        } else {
-            let host = &persist.host;
-            Some(Lease { owner: host.owner, until: now_ms().saturating_add(host.lease_ms) })
+    /// [`save_step`](Self::save_step) on the calling thread, without a future: the same
+    /// parts ([`checkpoint`](Self::checkpoint), [`encode_write`](Self::encode_write), the
+    /// store's `append`, [`wrote`](Self::wrote)), for the thread driver's common step.
+    fn save_step_now(&mut self) -> Result<(), Error> {
+        let Some(durable) = self.step_durability() else { return Ok(()) };
+        let done = matches!(self.cursor, Cursor::Done);
+        let ckpt = self.checkpoint();
+        let durable = durable || done;
+        let graph = self.graph;
+        traced! { let (span, started) = checkpoint_span(&ckpt, durable); }
+        let encoded = {
+            traced! { let _checkpoint = span.enter(); }
+            self.encode_write(&ckpt)?
         };
-        let ckpt = Checkpoint {
+        traced! { span.record("bytes", encoded.bytes.len()); }
+        let Some(persist) = &self.persist else { return Ok(()) };
+        let appended = {
+            traced! { let _checkpoint = span.enter(); }
+            crate::trace::store_call("append", graph.name(), Some(&persist.thread), || {
+                persist.store.append(graph.name(), &persist.thread, encoded.head, encoded.id, &encoded.bytes, durable)
+            })?
+        };
+        traced! { self.traced_write(&span, started, &encoded, &appended); }
+        self.wrote(&ckpt, encoded, appended)?;
+        self.finished = done;
+        Ok(())
+    }
+
+    /// Whether a node's step is checkpointed, and flushed: `None` without a store or with
+    /// [`Durability::OnPause`].
+    fn step_durability(&self) -> Option<bool> {
+        match self.persist.as_ref()?.durability {
+            Durability::OnPause => None,
+            Durability::Buffered => Some(false),
+            Durability::EveryStep => Some(true),
+        }
+    }
+
+    /// A checkpoint of where the run stands (no pause): with this run's lease, renewed, unless
+    /// the run is over.
+    fn checkpoint(&self) -> Checkpoint<G::State> {
+        let lease = match &self.persist {
+            Some(persist) if !matches!(self.cursor, Cursor::Done) => {
+                let host = &persist.host;
+                Some(Lease { owner: host.owner, until: now_ms().saturating_add(host.lease_ms) })
+            }
+            _ => None,
+        };
+        Checkpoint {
             step: self.ctx.step,
             state: self.state.clone(),
             at: self.position(),
@@ -1113,7 +1171,15 @@ impl<'g, G: Graph> Run<'g, G> {
             joined: self.ctx.branches.clone(),
             lease,
             parent: self.jump.clone(),
-        };
+        }
+    }
+
+    /// Writes a checkpoint of where the run stands ([`checkpoint`](Self::checkpoint)).
+    async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
+        if self.persist.is_none() {
+            return Ok(());
+        }
+        let ckpt = self.checkpoint();
         self.write(driver, &ckpt, durable).await.map(|_| ())
     }
 
@@ -1125,24 +1191,39 @@ impl<'g, G: Graph> Run<'g, G> {
         durable: bool,
     ) -> Result<CheckpointId, Error> {
         let graph = self.graph;
-        let Some(persist) = &mut self.persist else { return Ok(0) };
-        traced! {
-            let span = tracing::debug_span!(
-                target: "tea",
-                "checkpoint",
-                step = ckpt.step,
-                pause = ckpt.pause.is_some(),
-                durable,
-                bytes = tracing::field::Empty,
-                duration_us = tracing::field::Empty,
-            );
-            let started = Instant::now();
+        if self.persist.is_none() {
+            return Ok(0);
         }
-        let bytes = {
+        traced! { let (span, started) = checkpoint_span(ckpt, durable); }
+        let encoded = {
             traced! { let _checkpoint = span.enter(); }
-            checkpoint::encode(&identity(graph), ckpt)?
+            self.encode_write(ckpt)?
         };
-        traced! { span.record("bytes", bytes.len()); }
+        traced! { span.record("bytes", encoded.bytes.len()); }
+        let Some(persist) = &self.persist else { unreachable_store() };
+        let appended = {
+            let future = driver.append(
+                persist.store,
+                graph.name(),
+                &persist.thread,
+                encoded.head,
+                encoded.id,
+                &encoded.bytes,
+                durable,
+            );
+            #[cfg(feature = "tracing")]
+            let future = tracing::Instrument::instrument(future, span.clone());
+            future.await?
+        };
+        traced! { self.traced_write(&span, started, &encoded, &appended); }
+        self.wrote(ckpt, encoded, appended)
+    }
+
+    /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
+    /// replace and its id.
+    fn encode_write(&self, ckpt: &Checkpoint<G::State>) -> Result<Encoded, Error> {
+        let Some(persist) = &self.persist else { unreachable_store() };
+        let bytes = checkpoint::encode(&identity(self.graph), ckpt)?;
         if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
             return Err(Error::StateNotStorable {
                 node: self.ctx.node.clone(),
@@ -1154,37 +1235,48 @@ impl<'g, G: Graph> Run<'g, G> {
         // Read, not held: the lock is never held across an await. While this run writes, no
         // node of it runs, so no child of it renews its lease.
         let head = persist.host.head();
-        let id = head.map_or(1, |h| h + 1);
-        let appended = {
-            let future = driver.append(persist.store, graph.name(), &persist.thread, head, id, &bytes, durable);
-            #[cfg(feature = "tracing")]
-            let future = tracing::Instrument::instrument(future, span.clone());
-            future.await?
-        };
-        traced! {
-            span.record("duration_us", trace::micros(started.elapsed()));
-            if let Append::Conflict { head: found } = &appended {
-                tracing::info!(target: "tea", thread = %persist.thread, expected = ?head, found = ?found, "conflict");
-            }
-        }
+        Ok(Encoded { bytes, head, id: head.map_or(1, |h| h + 1) })
+    }
+
+    /// What the store's answer to writing `encoded` (of `ckpt`) means: the run's new head, or
+    /// the error of a lost compare-and-swap.
+    fn wrote(
+        &mut self,
+        ckpt: &Checkpoint<G::State>,
+        encoded: Encoded,
+        appended: Append,
+    ) -> Result<CheckpointId, Error> {
+        let Some(persist) = &mut self.persist else { unreachable_store() };
         match appended {
             Append::Written => {
                 let host = &persist.host;
-                host.wrote(&mut host.held(), id, bytes, ckpt.lease.map_or(0, |lease| lease.until));
+                host.wrote(&mut host.held(), encoded.id, encoded.bytes, ckpt.lease.map_or(0, |lease| lease.until));
                 if ckpt.lease.is_some() {
                     // A child graph's run keeps its ancestors' leases alive as it renews its own.
                     if let Some(parent) = &host.parent {
                         parent.keep_alive()?;
                     }
                 }
-                Ok(id)
+                Ok(encoded.id)
             }
-            Append::Conflict { .. } if head.is_none() => Err(Error::ThreadExists { thread: persist.thread.clone() }),
+            Append::Conflict { .. } if encoded.head.is_none() => {
+                Err(Error::ThreadExists { thread: persist.thread.clone() })
+            }
             Append::Conflict { .. } if persist.recovering && persist.claim => Err(Error::ThreadBusy {
                 thread: persist.thread.clone(),
                 expires_in: std::time::Duration::from_millis(persist.host.lease_ms),
             }),
             Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
+        }
+    }
+
+    /// Records a write's duration and a lost compare-and-swap in its `checkpoint` span.
+    #[cfg(feature = "tracing")]
+    fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
+        span.record("duration_us", trace::micros(started.elapsed()));
+        if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
+            let expected = encoded.head;
+            tracing::info!(target: "tea", thread = %persist.thread, expected = ?expected, found = ?found, "conflict");
         }
     }
 

@@ -134,14 +134,31 @@ impl SledStore {
     /// # std::fs::remove_dir_all(&dir).ok();
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    ///
+    /// A store of the same path dropped a moment ago in this process may still be closing
+    /// (sled's background threads finish their writes first): `open` waits up to
+    /// [`OPEN_WAIT`](Self::OPEN_WAIT) for its lock before it fails.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let db = ::sled::open(path).map_err(Error::store)?;
+        let started = std::time::Instant::now();
+        let db = loop {
+            match ::sled::open(path) {
+                Ok(db) => break db,
+                Err(error) if is_locked(&error) && started.elapsed() < Self::OPEN_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(error) => return Err(Error::store(error)),
+            }
+        };
         if db.tree_names().iter().any(|name| name.starts_with(LAYOUT_1_PREFIX)) {
             return Err(Error::store(Fault::Layout1 { path: path.display().to_string() }));
         }
         Ok(Self::with_db(db, Some(path.into())))
     }
+
+    /// How long [`open`](Self::open) waits for a database whose lock is held (a store of the
+    /// same path being closed in this process, or open in another) before it fails.
+    pub const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
     fn with_db(db: ::sled::Db, path: Option<Arc<Path>>) -> Self {
         SledStore { db, removal: Arc::default(), flushes: Arc::default(), path }
@@ -180,6 +197,17 @@ impl SledStore {
 }
 
 /// The first bytes of every key of `thread`, followed by `tag`, with room for `extra` more bytes.
+/// Whether sled refused to open a database because its lock is held (sled reports it only as
+/// an I/O error whose message says so, over the OS's `WouldBlock`).
+fn is_locked(error: &::sled::Error) -> bool {
+    match error {
+        ::sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock || io.to_string().contains("could not acquire lock")
+        }
+        _ => false,
+    }
+}
+
 fn thread_key(thread: &ThreadId, tag: u8, extra: usize) -> Vec<u8> {
     let id = thread.as_str().as_bytes();
     let mut key = Vec::with_capacity(ID_LEN + id.len() + 1 + extra);
@@ -451,6 +479,33 @@ impl fmt::Debug for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_reopens_right_after_it_is_dropped() {
+        let dir = std::env::temp_dir().join(format!("tea-sled-reopen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let thread = ThreadId::from("t");
+        for id in 1..=20u64 {
+            let store = SledStore::open(&dir).expect("the previous store released its lock");
+            let head = store.head("g", &thread).unwrap().map(|(id, _)| id);
+            assert_eq!(head, (id > 1).then(|| id - 1), "every earlier write is there");
+            store.append("g", &thread, head, id, b"{}", true).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_store_open_elsewhere_is_refused_after_the_wait() {
+        let dir = std::env::temp_dir().join(format!("tea-sled-locked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let held = SledStore::open(&dir).unwrap();
+        let started = std::time::Instant::now();
+        let message = store_error_message(SledStore::open(&dir));
+        assert!(message.contains("lock"), "{message}");
+        assert!(started.elapsed() >= SledStore::OPEN_WAIT);
+        drop(held);
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     fn temporary() -> SledStore {
         let db = ::sled::Config::new().temporary(true).open().unwrap();
