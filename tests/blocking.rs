@@ -198,3 +198,48 @@ fn nested_fan_outs_whose_branches_wait_for_each_other_complete() {
     let out = app.invoke(Calls::default()).unwrap();
     assert_eq!(out.log.len(), 4 + 4 * 2 + 3, "{:?}", out.log);
 }
+
+mod rounds {
+    use super::*;
+
+    /// `x` and `y` meet here in every round (a `Barrier` is reusable).
+    static MEET: Barrier = Barrier::new(2);
+    pub const ROUNDS: usize = 30;
+
+    pub fn fan(_: &Calls) -> CallsUpdate {
+        Calls::update()
+    }
+    pub fn x(_: &Calls) -> CallsUpdate {
+        MEET.wait();
+        Calls::update().log(vec![1])
+    }
+    pub fn y(_: &Calls) -> CallsUpdate {
+        MEET.wait();
+        Calls::update().log(vec![2])
+    }
+    pub fn join(_: &Calls) -> CallsUpdate {
+        Calls::update()
+    }
+    fn done(s: &Calls) -> bool {
+        s.log.len() >= 2 * ROUNDS
+    }
+
+    graph! {
+        pub Rounds for Calls {
+            start -> fan;
+            parallel fan => [x, y] -> join;
+            join -> end if done;
+            join -> fan;
+        }
+    }
+}
+
+#[test]
+fn a_graph_looping_over_a_fan_out_whose_branches_meet_completes_every_round() {
+    // A small fan-out in a loop: the calling thread does not ask the pool for help at once
+    // (cheap fan-outs wake no thread), so in every round the branch it cannot get to is handed
+    // to a thread of its own; no round may hang.
+    let app = rounds::Rounds::builder().build();
+    let out = app.invoke(Calls::default()).unwrap();
+    assert_eq!(out.log, [1, 2].repeat(rounds::ROUNDS), "every round merges x then y");
+}
