@@ -478,7 +478,14 @@ impl YamlGraph {
                     return Ok(NodeStep::new(Some(with(record)), None));
                 }
             }
-            self.run_plain(node, state, ctx, hitl)
+            let result = self.run_plain(node, state, ctx, hitl);
+            // Cancel before the permit goes, so that no item it lets start misses the failure.
+            if let (Err(e), true, Some(shared)) = (&result, fail_fast, &shared) {
+                if hitl.paused_with().is_none() && items::is_item_failure(e.as_ref()) {
+                    shared.cancel();
+                }
+            }
+            result
         };
         let ms = record.get("ms").and_then(Value::as_u64).unwrap_or(0) + began.elapsed().as_millis() as u64;
         record.insert("ms".to_owned(), Value::from(ms));
@@ -491,9 +498,6 @@ impl YamlGraph {
                 Ok(step)
             }
             Err(e) if hitl.paused_with().is_none() && items::is_item_failure(e.as_ref()) => {
-                if let (true, Some(shared)) = (fail_fast, &shared) {
-                    shared.cancel();
-                }
                 let message = format!("node `{}`: {}", self.node(node).name, items::describe(e.as_ref()));
                 record.insert("error".to_owned(), Value::from(message));
                 Ok(NodeStep::new(Some(with(record)), None))

@@ -1032,7 +1032,11 @@ impl<'a> Loader<'a> {
                 if let Some(input) = fields.get("input") {
                     child.insert("input", *input);
                 }
-                let exec = self.subgraph(&child, name, file.pos);
+                let mut exec = self.subgraph(&child, name, file.pos);
+                // The Edge Agent starts the child on `input` alone: without it, on nothing.
+                if let Exec::Subgraph { input: input @ None, .. } = &mut exec {
+                    *input = Some(Vec::new());
+                }
                 steps.push(Draft {
                     name: format!("{name}.subgraph"),
                     pos: file.pos,

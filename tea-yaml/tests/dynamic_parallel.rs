@@ -614,6 +614,18 @@ fn subgraph_mode_runs_the_child_file_per_item_from_its_input_mapping() {
         successes(&done, "analysis"),
         vec![json!("Wikipedia: https://wikipedia.org"), json!("Google: https://google.com")]
     );
+    // Without `input:` the child starts on an empty state (The Edge Agent's `input` defaults
+    // to `{}`), not on the item's.
+    std::fs::write(
+        dir.join("blank.yaml"),
+        "nodes:\n  - name: look\n    run: return { had_item = state.item ~= nil }\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("blank_main.yaml"), tea_case("    items: \"{{ state.xs }}\"\n    subgraph: blank.yaml\n"))
+        .unwrap();
+    let blank = Engine::new().load_file(dir.join("blank_main.yaml")).unwrap();
+    let done = blank.invoke(json!({ "xs": [1, 2] })).unwrap().done().unwrap();
+    assert_eq!(successes(&done, "had_item"), vec![json!(false), json!(false)]);
     // A child that fails is its item's failure.
     let err = agent.invoke(json!({ "sources": [{ "url": "x" }] })).unwrap().done().unwrap();
     assert_eq!(results(&err)[0]["success"], json!(false), "{err:?}");
