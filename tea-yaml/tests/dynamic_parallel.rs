@@ -631,3 +631,23 @@ fn subgraph_mode_runs_the_child_file_per_item_from_its_input_mapping() {
     assert_eq!(results(&err)[0]["success"], json!(false), "{err:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_failed_item_stays_failed_across_a_pause_of_another_item() {
+    let agent = Engine::new()
+        .checkpointer(MemoryStore::new())
+        .load_str(&tea_case(
+            "    items: \"{{ state.qs }}\"\n    steps:\n      - name: check\n        run: |\n          if state.item == 'bad' then error('refused ' .. state.item) end\n          return {}\n      - name: ask\n        type: interrupt\n        message: \"{{ state.item }}?\"\n        resume_key: reply\n",
+        ))
+        .unwrap();
+    let (_, resume) =
+        agent.invoke_on(ThreadId::from("t"), json!({ "qs": ["good", "bad"] })).unwrap().interrupted().unwrap();
+    // The failed item skipped its question: only the good one asks.
+    let asked: Vec<Value> = resume.interrupts().iter().map(|i| i.value().clone()).collect();
+    assert_eq!(asked, [json!("good?")]);
+    let done = agent.resume(resume.answer("yes")).unwrap().done().unwrap();
+    let r = results(&done);
+    assert_eq!(r[0]["state"]["reply"], json!("yes"));
+    assert_eq!(r[1]["success"], json!(false));
+    assert!(r[1]["error"].as_str().unwrap().contains("refused bad"), "{done:?}");
+}
