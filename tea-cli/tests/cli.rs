@@ -420,6 +420,28 @@ fn draw_prints_mermaid_or_dot() {
     assert!(mermaid.contains("publish"));
     let dot = s.tea(&["draw", "review.yaml", "--format", "dot"]).expect(DONE).stdout();
     assert!(dot.starts_with("digraph"), "{dot}");
+
+    // A subgraph node is drawn with its child agent inside it, ids prefixed.
+    s.write("child.yaml", "name: child\nnodes:\n  - name: inner_step\n    run: return {}\n");
+    s.write("nest.yaml", "nodes:\n  - name: outer\n    type: subgraph\n    file: child.yaml\n");
+    let mermaid = s.tea(&["draw", "nest.yaml"]).expect(DONE).stdout();
+    assert!(
+        mermaid
+            .contains("    subgraph n0 [\"outer: child\"]\n    n0____start__([start])\n    n0__n0[\"inner_step\"]\n"),
+        "{mermaid}"
+    );
+    assert!(mermaid.contains("    n0__n0 --> n0____end__\n    end\n"), "{mermaid}");
+    let dot = s.tea(&["draw", "nest.yaml", "--format", "dot"]).expect(DONE).stdout();
+    assert!(dot.contains("    subgraph \"cluster_n0\" {\n    label=\"outer: child\";\n"), "{dot}");
+    assert!(dot.contains("    \"n0__n0\" [label=\"inner_step\"];\n"), "{dot}");
+    // A child file that cannot be read: the error names the parent file and the `file:` line.
+    s.write("lost.yaml", "nodes:\n  - name: outer\n    type: subgraph\n    file: nowhere.yaml\n");
+    let lost = s.tea(&["draw", "lost.yaml"]).expect(ERROR);
+    assert_eq!(lost.stdout(), "", "{lost:?}");
+    assert!(
+        lost.stderr().contains("lost.yaml:4:11: node `outer`: ") && lost.stderr().contains("nowhere.yaml"),
+        "{lost:?}"
+    );
 }
 
 #[test]

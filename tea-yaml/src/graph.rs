@@ -91,11 +91,14 @@ pub(crate) enum Exec {
         timeout: Option<u64>,
     },
     /// `type: dynamic_parallel`: one send per item of `items` to the node's fan-out, with the
-    /// item under `item_var` and its position under `index_var`.
+    /// item under `item_var` and its position under `index_var`; `fail_fast` and `limit`
+    /// (`max_concurrency`) as The Edge Agent's.
     Send {
         items: ExprId,
         item_var: String,
         index_var: String,
+        fail_fast: bool,
+        limit: Option<Limit>,
     },
     /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
     /// output mappings (`None`: the whole state each way).
@@ -104,6 +107,14 @@ pub(crate) enum Exec {
         input: Option<Vec<(String, Tree)>>,
         output: Option<Vec<(String, Tree)>>,
     },
+}
+
+/// A `dynamic_parallel` node's `max_concurrency`: a number, or an expression evaluated when
+/// the node runs.
+#[derive(Clone, Debug)]
+pub(crate) enum Limit {
+    Fixed(usize),
+    Expr(ExprId),
 }
 
 impl Exec {
@@ -145,6 +156,8 @@ pub(crate) struct NodeDef {
     /// The node is the fan-in of a `dynamic_parallel` node: reached with no branches (no
     /// items), it sees `parallel_results` empty.
     pub(crate) sends_fan_in: bool,
+    /// A step of a `dynamic_parallel` node: that node, and whether this is the item's first step.
+    pub(crate) item_of: Option<(NodeIx, bool)>,
 }
 
 /// Everything a loaded agent is made of.
@@ -416,6 +429,83 @@ impl YamlGraph {
         Ok(step)
     }
 
+    /// A node that is neither a `dynamic_parallel` node nor one of its steps.
+    fn run_plain(
+        &self,
+        node: NodeIx,
+        state: &State,
+        ctx: &Ctx<State>,
+        hitl: &mut Hitl,
+    ) -> Result<NodeStep<State, NodeIx>, BoxError> {
+        if matches!(self.node(node).exec, Exec::Subgraph { .. }) {
+            return self.run_subgraph(self.node(node), state, ctx, hitl).map_err(|e| self.redact(e));
+        }
+        let update = self.run_node(node, state, ctx, hitl).map_err(|e| self.redact(e))?;
+        Ok(NodeStep::new(update, None))
+    }
+
+    /// A step of an item of `dynamic_parallel` node `of` (`head`: its first), as The Edge
+    /// Agent runs items: skipped once the item failed; with `fail_fast`, an item that has not
+    /// started when another failed is cancelled; with `max_concurrency`, it waits for a permit;
+    /// its own failure (not a pause, not the run's store or lease) is written into the item's
+    /// record, which the fan-in turns into a failed result, instead of failing the run.
+    fn run_item_step(
+        &self,
+        node: NodeIx,
+        of: NodeIx,
+        head: bool,
+        state: &State,
+        ctx: &Ctx<State>,
+        hitl: &mut Hitl,
+    ) -> Result<NodeStep<State, NodeIx>, BoxError> {
+        use crate::items;
+        let mut record = items::record(state.as_map());
+        if record.contains_key("error") {
+            return Ok(NodeStep::new(None, None));
+        }
+        let fail_fast = matches!(self.node(of).exec, Exec::Send { fail_fast: true, .. });
+        let shared = record.get("fan_out").and_then(Value::as_u64).map(items::fan_out);
+        let with = |record: Map<String, Value>| Update::new().set(items::ITEM_KEY, Value::Object(record));
+        let limit = record.get("limit").and_then(Value::as_u64).map(|n| n.max(1) as usize);
+        let began = std::time::Instant::now();
+        let result = {
+            // The permit first: an item waiting for one has not started, as an item waiting for
+            // a worker of The Edge Agent's pool has not.
+            let _permit = shared.as_ref().zip(limit).map(|(shared, limit)| shared.acquire(limit));
+            if let (true, true, Some(shared)) = (head, fail_fast, &shared) {
+                if shared.is_cancelled() {
+                    record.insert("error".to_owned(), Value::from(items::CANCELLED));
+                    return Ok(NodeStep::new(Some(with(record)), None));
+                }
+            }
+            let result = self.run_plain(node, state, ctx, hitl);
+            // Cancel before the permit goes, so that no item it lets start misses the failure.
+            if let (Err(e), true, Some(shared)) = (&result, fail_fast, &shared) {
+                if hitl.paused_with().is_none() && items::is_item_failure(e.as_ref()) {
+                    shared.cancel();
+                }
+            }
+            result
+        };
+        let ms = record.get("ms").and_then(Value::as_u64).unwrap_or(0) + began.elapsed().as_millis() as u64;
+        record.insert("ms".to_owned(), Value::from(ms));
+        match result {
+            Ok(mut step) => {
+                if hitl.paused_with().is_none() {
+                    let update = step.update.take().unwrap_or_default();
+                    step.update = Some(update.set(items::ITEM_KEY, Value::Object(record)));
+                }
+                Ok(step)
+            }
+            Err(e) if hitl.paused_with().is_none() && items::is_item_failure(e.as_ref()) => {
+                let message = format!("node `{}`: {}", self.node(node).name, items::describe(e.as_ref()));
+                record.insert("error".to_owned(), Value::from(message));
+                Ok(NodeStep::new(Some(with(record)), None))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn node(&self, node: NodeIx) -> &NodeDef {
         &self.0.nodes[node.index()]
     }
@@ -492,7 +582,17 @@ impl YamlGraph {
         if !def.fan_in || (ctx.branches().is_empty() && !def.sends_fan_in) {
             return None;
         }
-        let results = Value::Array(ctx.branches().iter().map(|b| b.state().to_json()).collect());
+        let states = ctx.branches().iter().map(|b| b.state().to_json());
+        let results = if def.sends_fan_in {
+            // The items of `dynamic_parallel` nodes: The Edge Agent's results.
+            let vars = |node: &str| match self.0.nodes.iter().find(|n| n.name == *node).map(|n| &n.exec) {
+                Some(Exec::Send { item_var, index_var, .. }) => Some((item_var.clone(), index_var.clone())),
+                _ => None,
+            };
+            crate::items::results(states.collect(), &vars)
+        } else {
+            Value::Array(states.collect())
+        };
         let mut seen = state.clone();
         seen.map_mut().insert("parallel_results".to_owned(), results.clone());
         Some((seen, results))
@@ -534,7 +634,7 @@ impl YamlGraph {
     /// head of its fan-out with the item and its index as the branch's input.
     fn sends(&self, node: NodeIx, state: &State) -> Result<Vec<(NodeIx, Update)>, BoxError> {
         let def = self.node(node);
-        let Exec::Send { items, item_var, index_var } = &def.exec else { return Ok(Vec::new()) };
+        let Exec::Send { items, item_var, index_var, limit, .. } = &def.exec else { return Ok(Vec::new()) };
         let Some(&head) = def.fork.as_ref().and_then(|(heads, _)| heads.first()) else {
             return Err(format!("`dynamic_parallel` node `{}` has no per-item node", def.name).into());
         };
@@ -552,10 +652,41 @@ impl YamlGraph {
                 .into())
             }
         };
+        let limit = match limit {
+            None => None,
+            Some(Limit::Fixed(n)) => Some(*n),
+            Some(Limit::Expr(expr)) => {
+                let value = self
+                    .0
+                    .templates
+                    .eval(*expr, &ctx)
+                    .map_err(|e| format!("`max_concurrency` of node `{}`: {e}", def.name))?;
+                match template::to_json(&value)? {
+                    Value::Null => None,
+                    Value::Number(n) if n.as_u64().is_some_and(|n| n >= 1) => n.as_u64().map(|n| n as usize),
+                    Value::String(s) if s.trim().parse::<usize>().is_ok_and(|n| n >= 1) => s.trim().parse().ok(),
+                    other => {
+                        return Err(format!(
+                            "`max_concurrency` of node `{}` must give a positive integer, not {other}",
+                            def.name
+                        )
+                        .into())
+                    }
+                }
+            }
+        };
+        let id = crate::items::new_id();
+        let node = def.name.as_str();
         Ok(list
             .into_iter()
             .enumerate()
-            .map(|(i, item)| (head, Update::new().set(item_var.clone(), item).set(index_var.clone(), i as u64)))
+            .map(|(i, item)| {
+                let update = Update::new()
+                    .set(item_var.clone(), item)
+                    .set(index_var.clone(), i as u64)
+                    .set(crate::items::ITEM_KEY, crate::items::start(id, node, i, limit));
+                (head, update)
+            })
             .collect())
     }
 
@@ -653,15 +784,16 @@ impl Graph for YamlGraph {
             let sends = self.sends(node, state).map_err(|e| self.redact(e))?;
             return Ok(NodeStep::with_sends(None, sends));
         }
-        if matches!(self.node(node).exec, Exec::Subgraph { .. }) {
-            return self.run_subgraph(self.node(node), state, ctx, hitl).map_err(|e| self.redact(e));
+        if let Some((of, head)) = self.node(node).item_of {
+            return self.run_item_step(node, of, head, state, ctx, hitl);
         }
-        let update = self.run_node(node, state, ctx, hitl).map_err(|e| self.redact(e))?;
-        Ok(NodeStep::new(update, None))
+        self.run_plain(node, state, ctx, hitl)
     }
 
     fn is_async(&self, node: NodeIx) -> bool {
-        self.1 && self.is_net(node)
+        // A step of a `dynamic_parallel` node runs through `run` (which waits for a network
+        // action on tea-yaml's runtime), where its item's failures and permits are handled.
+        self.1 && self.is_net(node) && self.node(node).item_of.is_none()
     }
 
     fn run_async<'a>(

@@ -52,6 +52,7 @@ mod agent;
 mod draw;
 mod error;
 mod graph;
+mod items;
 mod load;
 mod lua;
 #[cfg(feature = "net")]

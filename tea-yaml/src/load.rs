@@ -8,7 +8,7 @@
 
 use crate::actions::{self, Action, BUILT_IN_NAMES};
 use crate::error::{LoadError, Problem};
-use crate::graph::{Cond, Exec, Inner, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+use crate::graph::{Cond, Exec, Inner, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
 use crate::lua::{Chunks, Limits};
 use crate::state::{Decl, Reducer, Schema, Type};
 use crate::template::{self, Builder as Templates};
@@ -91,7 +91,11 @@ const NODE_KEYS: &[&str] = &[
     "fail_fast",
     "file",
     "input",
+    "parallel_config",
+    "subgraph",
 ];
+/// The keys of a `dynamic_parallel` node's `parallel_config:` (The Edge Agent's nested form).
+const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
 const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
@@ -121,6 +125,9 @@ struct Draft<'n> {
     dynamic: Option<Dynamic<'n>>,
     /// A node a `dynamic_parallel` node runs per item: where it goes next.
     after: Option<After>,
+    /// A node a `dynamic_parallel` node runs per item: that node (by index among the drafts),
+    /// and whether this is the item's first step.
+    item_of: Option<(usize, bool)>,
 }
 
 /// What a `type: dynamic_parallel` node runs per item, and where the items meet.
@@ -321,6 +328,7 @@ impl<'a> Loader<'a> {
             let count = dynamic.steps.len();
             for (k, mut step) in dynamic.steps.into_iter().enumerate() {
                 step.after = Some(if k + 1 < count { After::Node(head + k + 1) } else { After::Join(d) });
+                step.item_of = Some((d, k == 0));
                 if let Some(&first) = index.get(&step.name) {
                     let line = drafts[first].pos.line;
                     self.problem(step.pos, format!("duplicate node name `{}` (first at line {line})", step.name));
@@ -576,8 +584,15 @@ impl<'a> Loader<'a> {
     }
 
     fn node<'n>(&mut self, item: &'n Node) -> Option<Draft<'n>> {
+        self.node_or(item, None)
+    }
+
+    /// A node; `unnamed`: the name of a node written without one (a step of a
+    /// `dynamic_parallel` node, `step_{k}` as in The Edge Agent), else that is a problem.
+    fn node_or<'n>(&mut self, item: &'n Node, unnamed: Option<String>) -> Option<Draft<'n>> {
         let fields = self.fields(item, "a node", NODE_KEYS)?;
         let name = match fields.get("name") {
+            None if unnamed.is_some() => unnamed.unwrap_or_default(),
             None => {
                 self.problem(item.pos, "a node without a `name`");
                 return None;
@@ -639,12 +654,8 @@ impl<'a> Loader<'a> {
                 marked_fan_in,
                 dynamic,
                 after: None,
+                item_of: None,
             });
-        }
-        for key in ["file", "input"] {
-            if let Some(n) = fields.get(key) {
-                self.problem(n.pos, format!("`{key}` belongs to `type: subgraph` nodes; node `{name}` is not one"));
-            }
         }
         if is_dynamic {
             let (exec, dynamic) = self.dynamic(&fields, &name, pos);
@@ -659,9 +670,17 @@ impl<'a> Loader<'a> {
                 marked_fan_in,
                 dynamic,
                 after: None,
+                item_of: None,
             });
         }
-        for key in ["items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast"] {
+        for key in ["file", "input"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(n.pos, format!("`{key}` belongs to `type: subgraph` nodes; node `{name}` is not one"));
+            }
+        }
+        for key in
+            ["items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast", "parallel_config", "subgraph"]
+        {
             if let Some(n) = fields.get(key) {
                 self.problem(
                     n.pos,
@@ -744,7 +763,18 @@ impl<'a> Loader<'a> {
         let goto = fields.get("goto").map(|g| self.goto(g, &name));
         let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
         let dynamic = None;
-        Some(Draft { name, pos, exec, goto, interrupt_before, interrupt_after, marked_fan_in, dynamic, after: None })
+        Some(Draft {
+            name,
+            pos,
+            exec,
+            goto,
+            interrupt_before,
+            interrupt_after,
+            marked_fan_in,
+            dynamic,
+            after: None,
+            item_of: None,
+        })
     }
 
     /// A `type: subgraph` node: `file:` (a YAML agent, relative to this file), `input:` (the
@@ -851,19 +881,45 @@ impl<'a> Loader<'a> {
     /// (nodes, run in order) or `action:` (`uses`/`with`/`output`).
     fn dynamic<'n>(&mut self, fields: &HashMap<&str, &'n Node>, name: &str, pos: Pos) -> (Exec, Option<Dynamic<'n>>) {
         let what = |key: &str| format!("`{key}` of node `{name}`");
-        for key in ["max_concurrency", "fail_fast"] {
-            if let Some(n) = fields.get(key) {
+        // `max_concurrency` and `fail_fast`, on the node or in `parallel_config:` (the node's
+        // own win, as in The Edge Agent).
+        let nested = match fields.get("parallel_config") {
+            Some(c) => self.fields(c, &what("parallel_config"), PARALLEL_CONFIG_KEYS).unwrap_or_default(),
+            None => HashMap::new(),
+        };
+        let setting = |key: &str| fields.get(key).or_else(|| nested.get(key)).copied();
+        let limit = setting("max_concurrency").and_then(|n| match &n.kind {
+            Kind::Int(v) if *v >= 1 => Some(Limit::Fixed(*v as usize)),
+            Kind::Str { text, .. } if text.contains("{{") => match self.templates.expr(strip_braces(text.trim())) {
+                Ok(id) => Some(Limit::Expr(id)),
+                Err(e) => {
+                    self.problem(n.pos, format!("{}: `{text}` does not parse: {e}", what("max_concurrency")));
+                    None
+                }
+            },
+            _ => {
                 self.problem(
                     n.pos,
                     format!(
-                        "{}: tea runs every item's branch at once and fails the node on the first failing item; \
-                         it takes no per-node `{key}` (limit branches for the whole app with `max_parallel_branches`)",
-                        what(key)
+                        "{} must be a positive integer (or a `{{{{ expression }}}}` giving one), not {}",
+                        what("max_concurrency"),
+                        n.scalar_text().map_or_else(|| n.what().to_owned(), |t| format!("`{t}`"))
                     ),
                 );
+                None
             }
-        }
-        for key in ["run", "script", "uses", "with", "message", "state_key", "resume_key", "timeout", "goto"] {
+        });
+        let fail_fast = match setting("fail_fast") {
+            None => false,
+            Some(n) => match n.kind {
+                Kind::Bool(b) => b,
+                _ => {
+                    self.problem(n.pos, format!("{} must be true or false, not {}", what("fail_fast"), n.what()));
+                    false
+                }
+            },
+        };
+        for key in ["run", "script", "uses", "with", "message", "state_key", "resume_key", "timeout", "goto", "file"] {
             if let Some(n) = fields.get(key) {
                 self.problem(
                     n.pos,
@@ -951,21 +1007,54 @@ impl<'a> Loader<'a> {
             }
         };
         let mut steps = Vec::new();
-        match (fields.get("steps"), fields.get("action")) {
-            (Some(_), Some(a)) => {
-                self.problem(a.pos, format!("node `{name}` has both `steps` and `action`; keep one"));
-            }
-            (None, None) => {
+        let modes: Vec<(&str, &Node)> =
+            ["steps", "action", "subgraph"].into_iter().filter_map(|k| fields.get(k).map(|n| (k, *n))).collect();
+        if let (Some(i), false) = (fields.get("input"), modes.iter().any(|(k, _)| *k == "subgraph")) {
+            self.problem(i.pos, format!("{} goes with `subgraph:` (the child's starting keys)", what("input")));
+        }
+        match modes.as_slice() {
+            [] => {
                 self.problem(
                     pos,
-                    format!("`dynamic_parallel` node `{name}` needs `steps:` or `action:` (what each item runs)"),
+                    format!("`dynamic_parallel` node `{name}` needs one of `steps:`, `action:` or `subgraph:` (what each item runs)"),
                 );
             }
-            (Some(list), None) => match list.as_seq() {
+            [_, second, ..] => {
+                let keys: Vec<String> = modes.iter().map(|(k, _)| format!("`{k}`")).collect();
+                self.problem(
+                    second.1.pos,
+                    format!("node `{name}` has {}: what each item runs is one of them; keep one", keys.join(" and ")),
+                );
+            }
+            [("subgraph", file)] => {
+                let mut child = HashMap::new();
+                child.insert("file", *file);
+                if let Some(input) = fields.get("input") {
+                    child.insert("input", *input);
+                }
+                let mut exec = self.subgraph(&child, name, file.pos);
+                // The Edge Agent starts the child on `input` alone: without it, on nothing.
+                if let Exec::Subgraph { input: input @ None, .. } = &mut exec {
+                    *input = Some(Vec::new());
+                }
+                steps.push(Draft {
+                    name: format!("{name}.subgraph"),
+                    pos: file.pos,
+                    exec,
+                    goto: None,
+                    interrupt_before: false,
+                    interrupt_after: false,
+                    marked_fan_in: None,
+                    dynamic: None,
+                    after: None,
+                    item_of: None,
+                });
+            }
+            [("steps", list)] => match list.as_seq() {
                 Some([]) => self.problem(list.pos, format!("{} is empty", what("steps"))),
                 Some(items) => {
-                    for item in items {
-                        if let Some(mut step) = self.node(item) {
+                    for (k, item) in items.iter().enumerate() {
+                        if let Some(mut step) = self.node_or(item, Some(format!("step_{k}"))) {
                             if step.goto.is_some() || step.dynamic.is_some() {
                                 self.problem(step.pos, format!("step `{}` of node `{name}` runs in order: no `goto`, no nested `dynamic_parallel`", step.name));
                                 step.goto = None;
@@ -983,7 +1072,7 @@ impl<'a> Loader<'a> {
                     self.problem(list.pos, format!("{} must be a list of nodes, not {}", what("steps"), list.what()))
                 }
             },
-            (None, Some(action)) => {
+            [(_, action)] => {
                 if let Some(f) = self.fields(action, &what("action"), ITEM_ACTION_KEYS) {
                     match f.get("uses") {
                         Some(uses) => {
@@ -998,6 +1087,7 @@ impl<'a> Loader<'a> {
                                 marked_fan_in: None,
                                 dynamic: None,
                                 after: None,
+                                item_of: None,
                             });
                         }
                         None => self.problem(action.pos, format!("{} needs `uses`", what("action"))),
@@ -1006,7 +1096,7 @@ impl<'a> Loader<'a> {
             }
         }
         let exec = match items {
-            Some(items) => Exec::Send { items, item_var, index_var },
+            Some(items) => Exec::Send { items, item_var, index_var, fail_fast, limit },
             None => Exec::Noop,
         };
         let dynamic = fan_in.filter(|_| !steps.is_empty()).map(|fan_in| Dynamic { fan_in, steps });
@@ -1642,6 +1732,7 @@ impl<'a> Loader<'a> {
                 interrupt_after: draft.interrupt_after,
                 fan_in: false,
                 sends_fan_in: false,
+                item_of: draft.item_of.map(|(d, head)| (NodeIx(d as u32), head)),
             });
         }
         let joins: Vec<(usize, bool)> = nodes

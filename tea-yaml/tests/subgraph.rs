@@ -212,3 +212,63 @@ fn bad_fields_and_a_bad_child_are_load_errors_naming_the_child_file_line_and_col
     assert!(err.to_string().contains("a checkpointer is required"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn drawings_nest_the_child_agent_inside_its_node_recursively() {
+    let dir = dir("draw");
+    std::fs::write(
+        dir.join("agents/leaf.yaml"),
+        "name: leaf\nnodes:\n  - name: look\n    run: return {}\n  - name: \"say \\\"hi\\\"\"\n    run: return {}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agents/mid.yaml"),
+        "name: mid\nnodes:\n  - name: prep\n    run: return {}\n  - name: deep\n    type: subgraph\n    file: leaf.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.yaml"),
+        "name: top\nnodes:\n  - name: before\n    run: return {}\n  - name: research\n    type: subgraph\n    file: agents/mid.yaml\n  - name: after\n    run: return {}\n",
+    )
+    .unwrap();
+    let agent = Engine::new().load_file(dir.join("main.yaml")).unwrap();
+
+    let m = agent.mermaid();
+    // The parent's own nodes keep their ids; the subgraph node is a block holding the child.
+    assert!(m.starts_with("flowchart TD\n    __start__([start])\n    n0[\"before\"]\n"), "{m}");
+    let block = "    subgraph n1 [\"research: mid\"]\n    n1____start__([start])\n    n1__n0[\"prep\"]\n";
+    assert!(m.contains(block), "{m}");
+    // The grandchild, inside the child's block, with the whole path as prefix.
+    let inner = "    subgraph n1__n1 [\"deep: leaf\"]\n    n1__n1____start__([start])\n    n1__n1__n0[\"look\"]\n    n1__n1__n1[\"say #quot;hi#quot;\"]\n";
+    assert!(m.contains(inner), "{m}");
+    assert!(m.contains("    n1__n1__n0 --> n1__n1__n1\n    n1__n1__n1 --> n1__n1____end__\n    end\n"), "{m}");
+    assert!(m.contains("    n1__n0 --> n1__n1\n    n1__n1 --> n1____end__\n    end\n"), "{m}");
+    // The parent's edges reach the block; the parent's own end is not the child's.
+    assert!(m.contains("    n0 --> n1\n    n1 --> n2\n    n2 --> __end__\n"), "{m}");
+    assert_eq!(m.matches("subgraph ").count(), 2, "{m}");
+    assert_eq!(m.matches("    end\n").count(), 2, "{m}");
+
+    let d = agent.dot();
+    assert!(d.starts_with("digraph \"top\" {\n") && d.ends_with("}\n"), "{d}");
+    let cluster = "    subgraph \"cluster_n1\" {\n    label=\"research: mid\";\n    \"n1\" [label=\"research: mid\", shape=box3d];\n    \"n1____start__\" [label=\"start\", shape=circle];\n";
+    assert!(d.contains(cluster), "{d}");
+    assert!(d.contains("    subgraph \"cluster_n1__n1\" {\n    label=\"deep: leaf\";\n"), "{d}");
+    assert!(d.contains("    \"n1__n1__n1\" [label=\"say \\\"hi\\\"\"];\n"), "{d}");
+    assert!(d.contains("    \"n1__n1__n0\" -> \"n1__n1__n1\";\n"), "{d}");
+    assert!(d.contains("    \"n0\" -> \"n1\";\n    \"n1\" -> \"n2\";\n"), "{d}");
+    assert_eq!(d.matches('{').count(), d.matches('}').count(), "balanced braces: {d}");
+
+    // A child that cannot be read is a load error naming the `file:` key's line and column, so
+    // nothing is drawn.
+    std::fs::write(
+        dir.join("agents/mid.yaml"),
+        "name: mid\nnodes:\n  - name: deep\n    type: subgraph\n    file: gone.yaml\n",
+    )
+    .unwrap();
+    let lines = problems(&dir.join("main.yaml"));
+    assert!(
+        lines.iter().any(|l| l.contains("main.yaml:7:11: subgraph `research`: ") && l.contains("mid.yaml:5:11")),
+        "{lines:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
