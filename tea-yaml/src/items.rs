@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The key of an item's record in its branch's state.
 pub(crate) const ITEM_KEY: &str = "__tea_item";
@@ -27,11 +28,20 @@ pub(crate) struct FanOut {
     freed: Condvar,
 }
 
-/// The fan-outs of this process, by id. A fan-out's entry goes at its fan-in; one whose run
-/// failed or stopped before the fan-in leaves a few bytes behind until the process ends (a
-/// resume elsewhere makes a fresh entry).
-fn registry() -> &'static Mutex<HashMap<u64, Arc<FanOut>>> {
-    static FAN_OUTS: OnceLock<Mutex<HashMap<u64, Arc<FanOut>>>> = OnceLock::new();
+/// A fan-out's entry, and when an item last asked for it.
+struct Entry {
+    fan_out: Arc<FanOut>,
+    used: Instant,
+}
+
+/// How long an entry no item asked for is kept: a fan-out whose run failed or stopped before
+/// its fan-in (which removes the entry) is forgotten after this (a resume later makes a fresh
+/// entry, as a resume in another process does).
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// The fan-outs of this process, by id.
+fn registry() -> &'static Mutex<HashMap<u64, Entry>> {
+    static FAN_OUTS: OnceLock<Mutex<HashMap<u64, Entry>>> = OnceLock::new();
     FAN_OUTS.get_or_init(Default::default)
 }
 
@@ -44,10 +54,22 @@ pub(crate) fn new_id() -> u64 {
     hasher.finish()
 }
 
-/// The shared part of fan-out `id` (made on first use).
+/// The shared part of fan-out `id` (made on first use; making one forgets the entries idle for
+/// [`IDLE`]).
 pub(crate) fn fan_out(id: u64) -> Arc<FanOut> {
+    fan_out_at(id, Instant::now(), IDLE)
+}
+
+fn fan_out_at(id: u64, now: Instant, idle: Duration) -> Arc<FanOut> {
     let mut map = registry().lock().unwrap_or_else(|e| e.into_inner());
-    map.entry(id).or_default().clone()
+    if let Some(entry) = map.get_mut(&id) {
+        entry.used = now;
+        return entry.fan_out.clone();
+    }
+    map.retain(|_, entry| now.saturating_duration_since(entry.used) < idle);
+    let fan_out = Arc::<FanOut>::default();
+    map.insert(id, Entry { fan_out: fan_out.clone(), used: now });
+    fan_out
 }
 
 /// Forgets fan-out `id` (its items have met at the fan-in).
@@ -186,4 +208,32 @@ pub(crate) fn results(states: Vec<Value>, vars: &dyn Fn(&str) -> Option<(String,
         forget(id);
     }
     Value::Array(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(id: u64) -> bool {
+        registry().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&id)
+    }
+
+    #[test]
+    fn fan_outs_left_idle_are_forgotten_when_a_new_one_starts() {
+        let hour = Duration::from_secs(3600);
+        let t0 = Instant::now();
+        let (left, busy, fresh) = (new_id(), new_id(), new_id());
+        fan_out_at(left, t0, hour).cancel();
+        fan_out_at(busy, t0, hour);
+        // `busy`'s items keep asking for it; `left`'s run failed before its fan-in. (The times
+        // are ahead of the clock: no other unit test of this crate runs a fan-out to be pruned.)
+        assert!(fan_out_at(left, t0, hour).is_cancelled(), "the same fan-out while it is known");
+        fan_out_at(busy, t0 + hour / 2, hour);
+        fan_out_at(fresh, t0 + hour + hour / 4, hour);
+        assert!(!known(left), "idle for over an hour: forgotten");
+        assert!(known(busy) && known(fresh), "asked for within the hour: kept");
+        forget(busy);
+        forget(fresh);
+        assert!(!known(busy) && !known(fresh));
+    }
 }
