@@ -79,6 +79,12 @@ pub(crate) enum After<N> {
 enum Next<N> {
     /// Runs this node (its step is counted and its name is in the context).
     Run(N),
+    /// A step that runs no node ([`Run::settle`]).
+    Settle(Settle<N>),
+}
+
+/// A step that runs no node.
+enum Settle<N> {
     /// The run reached `end`.
     Done,
     /// The fan-out after this node runs.
@@ -729,7 +735,7 @@ impl<'g, G: Graph> Run<'g, G> {
         }
         let node = match self.next()? {
             Next::Run(node) => node,
-            next => return boxed(self.settle(driver, next)).await,
+            Next::Settle(settle) => return boxed(self.settle(driver, settle)).await,
         };
         let answers = std::mem::take(&mut self.answers);
         traced! { let span = self.node_span(); }
@@ -763,7 +769,7 @@ impl<'g, G: Graph> Run<'g, G> {
         }
         let node = match self.next()? {
             Next::Run(node) => node,
-            next => return now_or_never(pin!(self.settle(driver, next))),
+            Next::Settle(settle) => return now_or_never(pin!(self.settle(driver, settle))),
         };
         let answers = std::mem::take(&mut self.answers);
         traced! { let span = self.node_span(); }
@@ -820,10 +826,9 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// A step that runs no node: the end, a fan-out, or a breakpoint's pause.
-    async fn settle<D: Driver<G>>(&mut self, driver: &D, next: Next<G::Node>) -> Result<Progress<G::State>, Error> {
-        match next {
-            Next::Run(_) => unreachable!("a node's step runs it"),
-            Next::Done => {
+    async fn settle<D: Driver<G>>(&mut self, driver: &D, settle: Settle<G::Node>) -> Result<Progress<G::State>, Error> {
+        match settle {
+            Settle::Done => {
                 if !self.finished {
                     // What `invoke`/`resume` report must survive a crash: the final
                     // checkpoint is flushed before they return. (Marked finished only once
@@ -837,8 +842,8 @@ impl<'g, G: Graph> Run<'g, G> {
                 }
                 Ok(Progress::Done)
             }
-            Next::Fork(source) => self.fork(driver, source).await,
-            Next::Pause(pending) => self.pause(driver, pending).await,
+            Settle::Fork(source) => self.fork(driver, source).await,
+            Settle::Pause(pending) => self.pause(driver, pending).await,
         }
     }
 
@@ -889,13 +894,13 @@ impl<'g, G: Graph> Run<'g, G> {
         let graph = self.graph;
         loop {
             let node = match self.cursor {
-                Cursor::Done => return Ok(Next::Done),
+                Cursor::Done => return Ok(Next::Settle(Settle::Done)),
                 Cursor::At(node) => node,
-                Cursor::Fork(source) => return Ok(Next::Fork(source)),
+                Cursor::Fork(source) => return Ok(Next::Settle(Settle::Fork(source))),
                 Cursor::After(node, goto) => {
                     if std::mem::take(&mut self.pause_after) {
                         let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
-                        return Ok(Next::Pause(vec![interrupt]));
+                        return Ok(Next::Settle(Settle::Pause(vec![interrupt])));
                     }
                     let name = graph.node_name(node);
                     self.resuming = false;
@@ -919,7 +924,7 @@ impl<'g, G: Graph> Run<'g, G> {
             let pausable = self.persist.is_some();
             if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
                 let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
-                return Ok(Next::Pause(vec![interrupt]));
+                return Ok(Next::Settle(Settle::Pause(vec![interrupt])));
             }
             if self.steps_taken() >= self.limit as u64 {
                 return Err(Error::RecursionLimit { limit: self.limit });
@@ -1200,7 +1205,7 @@ impl<'g, G: Graph> Run<'g, G> {
             self.encode_write(ckpt)?
         };
         traced! { span.record("bytes", encoded.bytes.len()); }
-        let Some(persist) = &self.persist else { unreachable_store() };
+        let Some(persist) = &self.persist else { return Err(no_store(self.graph)) };
         let appended = {
             let future = driver.append(
                 persist.store,
@@ -1222,7 +1227,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
     /// replace and its id.
     fn encode_write(&self, ckpt: &Checkpoint<G::State>) -> Result<Encoded, Error> {
-        let Some(persist) = &self.persist else { unreachable_store() };
+        let Some(persist) = &self.persist else { return Err(no_store(self.graph)) };
         let bytes = checkpoint::encode(&identity(self.graph), ckpt)?;
         if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
             return Err(Error::StateNotStorable {
@@ -1246,7 +1251,7 @@ impl<'g, G: Graph> Run<'g, G> {
         encoded: Encoded,
         appended: Append,
     ) -> Result<CheckpointId, Error> {
-        let Some(persist) = &mut self.persist else { unreachable_store() };
+        let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };
         match appended {
             Append::Written => {
                 let host = &persist.host;
@@ -1302,7 +1307,7 @@ impl<'g, G: Graph> Run<'g, G> {
             parent: None,
         };
         self.write(driver, &ckpt, true).await?;
-        let Some(persist) = &mut self.persist else { unreachable_store() };
+        let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };
         // The pause is durable: nothing is left to roll back to.
         persist.rollback = None;
         let resume = issue(graph, &persist.thread, &ckpt, persist.key)?;
@@ -1359,8 +1364,10 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 }
 
-fn unreachable_store() -> ! {
-    unreachable!("the run wrote through its store a moment ago")
+/// The error of a run that would write or pause without a checkpointer (the executor checks
+/// for one first: this is the error, not a panic, should that ever not hold).
+fn no_store<G: Graph>(graph: &G) -> Error {
+    Error::store(format!("graph `{}` has no checkpointer to write to", graph.name()))
 }
 
 /// The token of a paused checkpoint.
