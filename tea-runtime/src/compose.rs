@@ -357,7 +357,7 @@ where
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
-    let done = run_child(child, state, ctx, hitl, &|s| input(s), &|_| None, false)?;
+    let done = run_child(child, state, ctx, hitl, &|s| input(s), &|_| None, false).map_err(pass_through)?;
     if let Some(jump) = done.jump {
         return jump.step(&done.graph);
     }
@@ -392,7 +392,8 @@ where
     N: NodeId,
     C: Graph<State = S> + SyncGraph,
 {
-    let done = run_child(child, state, ctx, hitl, &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)?;
+    let done =
+        run_child(child, state, ctx, hitl, &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true).map_err(pass_through)?;
     if let Some(jump) = done.jump {
         return jump.step(&done.graph);
     }
@@ -462,30 +463,13 @@ fn pass_through(error: BoxError) -> BoxError {
     }
 }
 
-/// Runs, resumes or recovers the child of a subgraph node ([`run_child_inner`]); the child's
-/// `ThreadBusy` and `LeaseLost` pass through to the parent's run ([`Passthrough`]).
-fn run_child<S, C>(
-    child: C,
-    state: &S,
-    ctx: &Ctx<S>,
-    hitl: &mut Hitl,
-    input: &dyn Fn(&S) -> C::State,
-    as_parent: &dyn Fn(&C::State) -> Option<S>,
-    want_first: bool,
-) -> Result<Finished<C::State>, BoxError>
-where
-    S: GraphState,
-    C: Graph + SyncGraph,
-{
-    run_child_inner(child, state, ctx, hitl, input, as_parent, want_first).map_err(pass_through)
-}
-
 /// Runs, resumes or recovers the child of a subgraph node; a pause of the child pauses the node
 /// (an `Err` the engine reads as a pause through `hitl`). While the parent streams, the child
 /// streams too and its steps go to the parent's stream, named by their path (`review/judge`),
 /// with the child's state where `as_parent` makes it the parent's (a child with the parent's
-/// state) and the parent's state before the node otherwise.
-fn run_child_inner<S, C>(
+/// state) and the parent's state before the node otherwise. Callers hand its errors through
+/// [`pass_through`], so that a busy child or a lost lease is the parent run's own error.
+fn run_child<S, C>(
     child: C,
     state: &S,
     ctx: &Ctx<S>,

@@ -112,6 +112,14 @@ struct Loader<'a> {
 }
 
 /// A node as read, before routing is resolved.
+/// How a node hands over: its breakpoints, its `goto:`, its `fan_in: true` marker.
+struct Flow<'n> {
+    interrupt_before: bool,
+    interrupt_after: bool,
+    goto: Option<Vec<(Cond, &'n Node)>>,
+    marked_fan_in: Option<Pos>,
+}
+
 struct Draft<'n> {
     name: String,
     pos: Pos,
@@ -634,16 +642,7 @@ impl<'a> Loader<'a> {
         if fields.get("type").and_then(|t| t.as_str()) == Some("subgraph") {
             let exec = self.subgraph(&fields, &name, pos);
             let dynamic = None;
-            let (mut interrupt_before, mut interrupt_after) = (false, false);
-            if let Some(i) = fields.get("interrupt") {
-                match i.as_str() {
-                    Some("before") => interrupt_before = true,
-                    Some("after") => interrupt_after = true,
-                    _ => self.problem(i.pos, format!("{} must be `before` or `after`", what("interrupt"))),
-                }
-            }
-            let goto = fields.get("goto").map(|g| self.goto(g, &name));
-            let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+            let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
             return Some(Draft {
                 name,
                 pos,
@@ -752,16 +751,7 @@ impl<'a> Loader<'a> {
             Exec::Noop
         };
 
-        let (mut interrupt_before, mut interrupt_after) = (false, false);
-        if let Some(i) = fields.get("interrupt") {
-            match i.as_str() {
-                Some("before") => interrupt_before = true,
-                Some("after") => interrupt_after = true,
-                _ => self.problem(i.pos, format!("{} must be `before` or `after`", what("interrupt"))),
-            }
-        }
-        let goto = fields.get("goto").map(|g| self.goto(g, &name));
-        let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+        let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
         let dynamic = None;
         Some(Draft {
             name,
@@ -1367,6 +1357,21 @@ impl<'a> Loader<'a> {
                 Cond::Const(false)
             }
         }
+    }
+
+    /// A node's `interrupt:`, `goto:` and `fan_in: true` marker.
+    fn flow<'n>(&mut self, fields: &HashMap<&str, &'n Node>, name: &str) -> Flow<'n> {
+        let (mut interrupt_before, mut interrupt_after) = (false, false);
+        if let Some(i) = fields.get("interrupt") {
+            match i.as_str() {
+                Some("before") => interrupt_before = true,
+                Some("after") => interrupt_after = true,
+                _ => self.problem(i.pos, format!("`interrupt` of node `{name}` must be `before` or `after`")),
+            }
+        }
+        let goto = fields.get("goto").map(|g| self.goto(g, name));
+        let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+        Flow { interrupt_before, interrupt_after, goto, marked_fan_in }
     }
 
     fn goto<'n>(&mut self, node: &'n Node, name: &str) -> Vec<(Cond, &'n Node)> {
