@@ -1,0 +1,145 @@
+//! The Edge Agent's own agents (`../shared/edge-agent-corpus`, copied from its repository at a
+//! pinned commit): how many load in tea, per folder, and what stops the others.
+//!
+//! The counts only go up: each folder's floor below is what loads today, so a change that makes
+//! a real agent stop loading fails here. The whole list — every file with its first problem — is
+//! written to `target/edge-agent-corpus.txt`, and the most common problems are printed, ranked.
+//! On a machine without the corpus (set `TEA_EDGE_AGENT_CORPUS` to its folder, or keep the
+//! repository's `shared/` beside the clone) the test says it skipped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tea::MemoryStore;
+use tea_yaml::Engine;
+
+/// The folders of the corpus, and how many of their agent files must load (a floor: raise it
+/// when more load). The file counts are those with a top-level `nodes:` key.
+const FOLDERS: &[(&str, usize)] = &[
+    ("examples", FLOOR_EXAMPLES),
+    ("tests", FLOOR_TESTS),
+    ("python", FLOOR_PYTHON),
+    ("rust", FLOOR_RUST),
+    ("rust-tests-inline", FLOOR_RUST_INLINE),
+];
+
+// Measured with every feature of tea-yaml (CI's workspace run: `cargo test --workspace
+// --all-features`) on 2026-11-26: 33 of the 276 files load. Without `net` the agents that call
+// `llm.call` or `http.*` do not load, so there the test only reports.
+#[cfg(feature = "net")]
+const FLOOR_EXAMPLES: usize = 1;
+#[cfg(feature = "net")]
+const FLOOR_TESTS: usize = 0;
+#[cfg(feature = "net")]
+const FLOOR_PYTHON: usize = 2;
+#[cfg(feature = "net")]
+const FLOOR_RUST: usize = 4;
+#[cfg(feature = "net")]
+const FLOOR_RUST_INLINE: usize = 26;
+#[cfg(not(feature = "net"))]
+const FLOOR_EXAMPLES: usize = 0;
+#[cfg(not(feature = "net"))]
+const FLOOR_TESTS: usize = 0;
+#[cfg(not(feature = "net"))]
+const FLOOR_PYTHON: usize = 0;
+#[cfg(not(feature = "net"))]
+const FLOOR_RUST: usize = 0;
+#[cfg(not(feature = "net"))]
+const FLOOR_RUST_INLINE: usize = 0;
+
+fn corpus() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TEA_EDGE_AGENT_CORPUS") {
+        return Some(PathBuf::from(dir));
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let beside = here.join("../../shared/edge-agent-corpus");
+    beside.is_dir().then_some(beside)
+}
+
+fn agent_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            agent_files(&path, out);
+        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+            let is_agent = std::fs::read_to_string(&path)
+                .map(|text| text.lines().any(|line| line.starts_with("nodes:")))
+                .unwrap_or(false);
+            if is_agent {
+                out.push(path);
+            }
+        }
+    }
+}
+
+/// A problem's message without what is particular to one file (names in backquotes), so that
+/// the same cause in many files counts once.
+fn cause(message: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    for c in message.chars() {
+        if c == '`' {
+            quoted = !quoted;
+            out.push_str(if quoted { "`…" } else { "`" });
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out.split(';').next().unwrap_or_default().trim().to_owned()
+}
+
+#[test]
+fn the_edge_agents_own_agents_load() {
+    let Some(root) = corpus() else {
+        eprintln!(
+            "skipped: The Edge Agent's corpus is not here (set TEA_EDGE_AGENT_CORPUS or keep shared/ beside the clone)"
+        );
+        return;
+    };
+    let engine = Engine::new();
+    let mut report = String::new();
+    let mut causes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut short = Vec::new();
+    for &(folder, floor) in FOLDERS {
+        let mut files = Vec::new();
+        agent_files(&root.join(folder), &mut files);
+        let mut loaded = 0;
+        for file in &files {
+            let shown = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+            match engine.load_file_on(file, MemoryStore::new()) {
+                Ok(_) => {
+                    loaded += 1;
+                    report.push_str(&format!("ok    {shown}\n"));
+                }
+                Err(error) => {
+                    let first = error.problems().first().map(|p| p.message().to_owned()).unwrap_or_default();
+                    report.push_str(&format!("error {shown}: {first}\n"));
+                    let mut seen = std::collections::BTreeSet::new();
+                    for problem in error.problems() {
+                        let cause = cause(problem.message());
+                        if seen.insert(cause.clone()) {
+                            *causes.entry(cause).or_default() += 1;
+                        }
+                    }
+                }
+            }
+        }
+        println!("{folder}: {loaded} of {} agent files load (floor {floor})", files.len());
+        if loaded < floor {
+            short.push(format!("{folder}: {loaded} load, fewer than the {floor} that loaded before"));
+        }
+    }
+    let mut ranked: Vec<_> = causes.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    println!("what stops the others (files per cause):");
+    for (cause, files) in ranked.iter().take(25) {
+        println!("{files:5}  {cause}");
+    }
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
+    if std::fs::create_dir_all(&target).is_ok() {
+        std::fs::write(target.join("edge-agent-corpus.txt"), &report).ok();
+    }
+    assert!(short.is_empty(), "agents of The Edge Agent stopped loading:\n{}", short.join("\n"));
+}
