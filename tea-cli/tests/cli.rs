@@ -248,8 +248,8 @@ fn bad_input_is_one_line_naming_the_thing_and_writes_nothing() {
         (&["run", "ask.yaml", "--input", "@missing.json"], "missing.json"),
         (&["run", "ask.yaml", "--input", "[1]"], "must be a JSON object"),
         (&["resume", "ask.yaml", "--token", "not-a-token"], "--token"),
-        (&["resume", "ask.yaml", "--token", "x", "--answer", "yes please"], "--answer is not JSON"),
-        (&["resume", "ask.yaml", "--token", "x", "--answer-to", "noequals"], "ID=JSON"),
+        (&["resume", "ask.yaml", "--token", "x", "--answer", "@missing.json"], "missing.json"),
+        (&["resume", "ask.yaml", "--token", "x", "--answer-to", "noequals"], "ID=ANSWER"),
         (&["resume", "ask.yaml", "--token", "x", "--update", "[1]"], "--update must be a JSON object"),
         (&["run", "ask.yaml", "--store", "sled:ask.yaml"], "cannot open the store `sled:ask.yaml`"),
     ];
@@ -366,9 +366,14 @@ fn threads_and_state_read_the_store() {
     let exists = s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(ERROR);
     assert!(exists.stderr().contains("`t1` already exists"), "{exists:?}");
 
-    let mut threads: Vec<String> = serde_json::from_value(s.tea(&["threads", "ask.yaml"]).expect(DONE).json()).unwrap();
-    threads.sort();
+    let listed = s.tea(&["threads", "ask.yaml"]).expect(DONE).json();
+    let threads: Vec<&str> = listed.as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
     assert_eq!(threads, ["t1", "t2"]);
+    // Each with its status, the node next, the pause's message and where it stands.
+    assert_eq!(listed[0]["status"], "paused", "{listed}");
+    assert_eq!(listed[0]["next"], serde_json::json!(["ask_name"]), "{listed}");
+    assert_eq!(listed[0]["message"], "What is your name?", "{listed}");
+    assert!(listed[0]["step"].as_u64().is_some() && listed[0]["checkpoint"].as_u64().is_some(), "{listed}");
 
     let state = s.tea(&["state", "ask.yaml", "t1"]).expect(DONE).json();
     assert_eq!(state["thread"], "t1");
@@ -397,7 +402,9 @@ fn store_flags_choose_the_store() {
         s.tea(&["resume", "ask.yaml", "--store", "dir:ckpt", "--checkpoint", file, "--answer", "\"Bo\""]).expect(DONE);
     assert_eq!(done.json()["reply"], "hello, Bo");
     let threads = s.tea(&["threads", "ask.yaml", "--store", "dir:ckpt"]).expect(DONE).json();
-    assert_eq!(threads, serde_json::json!([pause["thread"]]));
+    assert_eq!(threads.as_array().unwrap().len(), 1, "{threads}");
+    assert_eq!(threads[0]["thread"], pause["thread"]);
+    assert_eq!(threads[0]["status"], "done");
 
     // sled: elsewhere than the default.
     let pause = s.tea(&["run", "ask.yaml", "--store", "sled:other"]).expect(PAUSED).json();
@@ -449,7 +456,7 @@ fn several_pauses_are_answered_by_id() {
     let s = Scratch::new();
     s.write("two.yaml", TWO);
     let pause = s.tea(&["run", "two.yaml"]).expect(PAUSED);
-    assert!(pause.stderr().contains("--answer-to ID=JSON"), "{pause:?}");
+    assert!(pause.stderr().contains("--answer-to ID=ANSWER"), "{pause:?}");
     let pause = pause.json();
     let ids: Vec<&str> = pause["interrupts"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 2);
@@ -492,7 +499,9 @@ fn a_spinner_shows_on_a_terminal_and_nowhere_else() {
         return;
     };
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("running `slow`"), "{shown}");
+    // The agent, the node running and for how long, the step, the run's time.
+    assert!(shown.contains("slow: `a` ") || shown.contains("slow: `b` "), "{shown}");
+    assert!(shown.contains("(step "), "{shown}");
     assert!(shown.contains("\r\x1b[2K"), "the spinner's line is cleared: {shown:?}");
     assert!(shown.contains("\"c\": 30000000"), "{shown}");
 }
