@@ -250,7 +250,9 @@ fn a_run_failed_by_a_killed_connection_releases_its_lease() {
     let mut stranded = Vec::new();
     for thread in &failed {
         match app.recover(thread) {
-            Err(Error::ThreadBusy { expires_in, .. }) => stranded.push(format!("{thread}: ThreadBusy for {expires_in:?}")),
+            Err(Error::ThreadBusy { expires_in, .. }) => {
+                stranded.push(format!("{thread}: ThreadBusy for {expires_in:?}"))
+            }
             Ok(Outcome::Done(state)) => assert_eq!(state.log.last().map(String::as_str), Some("f"), "{thread}"),
             // Never written: nothing to recover.
             Err(Error::CheckpointNotFound { .. }) => {}

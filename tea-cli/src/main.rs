@@ -114,7 +114,10 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Prints an agent's graph as a Mermaid flowchart or Graphviz DOT.
-    #[command(after_help = "Examples:\n  \
+    #[command(after_help = "Interrupt nodes are hexagons, filled; breakpoints (`interrupt_before`, \
+        `interrupt_after`) have a thick red border (dashed: after); each is named in a comment \
+        (Mermaid) or an `xlabel` (DOT).\n\n\
+        Examples:\n  \
         tea draw examples/agents/review.yaml\n  \
         tea draw examples/agents/research.yaml --format dot | dot -Tsvg > research.svg")]
     Draw {

@@ -182,7 +182,8 @@ fn stopped_run(file: &Path, store: &str, thread: Option<&str>) -> u8 {
 }
 
 /// A `tea` command line: `args`, then the `--store` and secrets flags this command was given
-/// (as given), each word quoted for a POSIX shell where it needs it.
+/// (as given, but `--secrets JSON` for secrets given inline), each word quoted for a POSIX
+/// shell where it needs it.
 fn command_line(args: &[String]) -> String {
     let mut words = vec!["tea".to_owned()];
     words.extend(args.iter().cloned());
@@ -191,12 +192,17 @@ fn command_line(args: &[String]) -> String {
     while i < given.len() {
         let word = &given[i];
         for flag in ["--store", "--secrets", "--secrets-env"] {
-            if word == flag && i + 1 < given.len() {
-                words.extend([flag.to_owned(), given[i + 1].clone()]);
+            let value = if word == flag && i + 1 < given.len() {
                 i += 1;
-            } else if word.starts_with(&format!("{flag}=")) {
-                words.push(word.clone());
-            }
+                given[i].clone()
+            } else if let Some(value) = word.strip_prefix(&format!("{flag}=")) {
+                value.to_owned()
+            } else {
+                continue;
+            };
+            // Secrets given inline are never shown: the command names them only.
+            let value = if flag == "--secrets" && !value.starts_with('@') { "JSON".to_owned() } else { value };
+            words.extend([flag.to_owned(), value]);
         }
         i += 1;
     }
@@ -205,8 +211,7 @@ fn command_line(args: &[String]) -> String {
 
 /// `word` as a POSIX shell reads it back.
 fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
     if plain {
         word.to_owned()
     } else {

@@ -77,11 +77,16 @@ fn render(spans: &[Span]) -> String {
     let total = (last - origin).max(f64::EPSILON);
     let label_width = spans.iter().map(|s| s.label.chars().count()).max().unwrap_or(0).clamp(4, 40);
     let mut out = String::new();
-    let _ = writeln!(out, "{:>10}  {:>10}  {:<10}  {:<label_width$}  timeline ({:.1} ms)", "start ms", "ms", "event", "what", total);
+    let _ = writeln!(
+        out,
+        "{:>10}  {:>10}  {:<10}  {:<label_width$}  timeline ({:.1} ms)",
+        "start ms", "ms", "event", "what", total
+    );
     for span in spans {
         let label: String = span.label.chars().take(label_width).collect();
         let duration = span.end_ms - span.start_ms;
-        let shown = if matches!(span.kind.as_str(), "node" | "checkpoint") { format!("{duration:.1}") } else { String::new() };
+        let shown =
+            if matches!(span.kind.as_str(), "node" | "checkpoint") { format!("{duration:.1}") } else { String::new() };
         let _ = writeln!(
             out,
             "{:>10.1}  {:>10}  {:<10}  {:<label_width$}  |{}|",

@@ -74,11 +74,8 @@ pub fn handle_ctrl_c(runtime: &tokio::runtime::Runtime) {
         runtime.spawn(async {
             while tokio::signal::ctrl_c().await.is_ok() {
                 if INTERRUPTS.fetch_add(1, Ordering::SeqCst) == 0 {
-                    let how = if STEPPED.load(Ordering::Relaxed) {
-                        "stopping at the next step boundary"
-                    } else {
-                        "stopping"
-                    };
+                    let how =
+                        if STEPPED.load(Ordering::Relaxed) { "stopping at the next step boundary" } else { "stopping" };
                     eprintln!("\r\x1b[2Ktea: Ctrl-C: {how} (Ctrl-C again to exit at once)");
                 } else {
                     eprintln!("\r\x1b[2Ktea: Ctrl-C again: exiting now; the thread keeps its lease until it expires");
@@ -112,8 +109,8 @@ static TRACE: Mutex<Option<TraceFile>> = Mutex::new(None);
 
 /// Opens (truncates) the `--trace` file and writes its first record.
 pub fn open_trace(path: &Path, command: &str, agent: &str) -> Result<(), String> {
-    let file = std::fs::File::create(path)
-        .map_err(|e| format!("cannot write the --trace file `{}`: {e}", path.display()))?;
+    let file =
+        std::fs::File::create(path).map_err(|e| format!("cannot write the --trace file `{}`: {e}", path.display()))?;
     let mut trace = TraceFile { file: std::io::BufWriter::new(file), opened: Instant::now() };
     let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let first = json!({ "event": "start", "at_ms": 0.0, "command": command, "agent": agent, "unix_ms": unix_ms });
@@ -318,7 +315,12 @@ pub fn first_node(graph: &YamlGraph, input: &Value) -> String {
 
 /// The progress line on stderr: the agent, the running node and for how long, the steps and
 /// the run's time. Quiet for short runs: it shows after half a second.
-fn spinner(agent: String, status: Arc<Mutex<Status>>, done: Arc<AtomicBool>, started: Instant) -> std::thread::JoinHandle<()> {
+fn spinner(
+    agent: String,
+    status: Arc<Mutex<Status>>,
+    done: Arc<AtomicBool>,
+    started: Instant,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
         let mut frame = 0;

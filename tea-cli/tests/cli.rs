@@ -580,7 +580,11 @@ fn interrupt(child: &std::process::Child) {
 
 /// Starts `tea -v ARGS` in `s` and reads its stderr until a line containing `until`; returns
 /// the child and the lines read so far.
-fn spawn_until(s: &Scratch, args: &[&str], until: &str) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>, String) {
+fn spawn_until(
+    s: &Scratch,
+    args: &[&str],
+    until: &str,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>, String) {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
         .arg("-v")
@@ -630,7 +634,10 @@ fn ctrl_c_stops_at_the_next_step_and_recover_continues_the_thread() {
     let latest = s.tea(&["state", "slow.yaml", "c1", "--store", "dir:st"]).expect(DONE).json();
     assert_eq!(latest["step"], 3, "`a` and `b` did not run again: {latest}");
     // Recovering a finished thread reports its final state; an unknown one is an error naming it.
-    assert_eq!(s.tea(&["recover", "slow.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE).json()["a"], 30_000_000);
+    assert_eq!(
+        s.tea(&["recover", "slow.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE).json()["a"],
+        30_000_000
+    );
     let unknown = s.tea(&["recover", "slow.yaml", "--thread", "nope", "--store", "dir:st"]).expect(ERROR);
     assert!(unknown.stderr().contains("nope"), "{unknown:?}");
 }
@@ -662,6 +669,10 @@ fn resume_by_thread_with_a_plain_text_answer() {
     assert_eq!(done.json()["reply"], "hello, Ada");
     let finished = s.tea(&["resume", "ask.yaml", "--thread", "t1", "--answer", "Bo"]).expect(ERROR);
     assert!(finished.stderr().contains("thread `t1` is not paused: it has finished"), "{finished:?}");
+    // The hint repeats the store and secrets flags, never an inline secret.
+    let hinted = s.tea(&["run", "ask.yaml", "--store", "dir:st", "--secrets", r#"{"k": "s3cret"}"#]).expect(PAUSED);
+    assert!(hinted.stderr().contains("--store dir:st --secrets JSON --answer ANSWER`"), "{hinted:?}");
+    assert!(!hinted.stderr().contains("s3cret"), "{hinted:?}");
     let missing = s.tea(&["resume", "ask.yaml", "--thread", "t9", "--answer", "Bo"]).expect(ERROR);
     assert!(missing.stderr().contains("thread `t9`"), "{missing:?}");
     // A pause that wants a boolean refuses text with its own error.
@@ -681,7 +692,10 @@ fn a_trace_file_records_the_timeline_and_tea_trace_shows_it() {
     let events: Vec<&str> = records.iter().map(|r| r["event"].as_str().unwrap()).collect();
     assert_eq!(events.first(), Some(&"start"), "{text}");
     let greet = records.iter().find(|r| r["event"] == "node" && r["node"] == "greet").expect(&text);
-    assert!(greet["end_ms"].as_f64() >= greet["start_ms"].as_f64() && greet["duration_ms"].as_f64().is_some(), "{text}");
+    assert!(
+        greet["end_ms"].as_f64() >= greet["start_ms"].as_f64() && greet["duration_ms"].as_f64().is_some(),
+        "{text}"
+    );
     let paused = records.iter().find(|r| r["event"] == "pause").expect(&text);
     assert_eq!(paused["thread"], pause["thread"]);
     assert_eq!(paused["interrupts"][0]["value"], "What is your name?");

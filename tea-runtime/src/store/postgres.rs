@@ -62,8 +62,8 @@ use crate::name::ThreadId;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use std::fmt;
 use std::future::Future;
-use std::str::FromStr;
 use std::pin::Pin;
+use std::str::FromStr;
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -804,7 +804,8 @@ impl Future for Landing {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let stopped = |inner: &Inner| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Stopped });
+        let stopped =
+            |inner: &Inner| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Stopped });
         let Some(task) = this.task.as_mut() else { return Poll::Ready(Err(stopped(&this.inner))) };
         match Pin::new(task).poll(cx) {
             Poll::Pending => Poll::Pending,
