@@ -579,7 +579,8 @@ fn interrupt(child: &std::process::Child) {
 }
 
 /// Starts `tea -v ARGS` in `s` and reads its stderr until a line containing `until`; returns
-/// the child and the lines read so far.
+/// the child (which the caller waits for) and the lines read so far.
+#[allow(clippy::zombie_processes)] // the child is handed to the caller, which waits for it
 fn spawn_until(
     s: &Scratch,
     args: &[&str],
@@ -600,7 +601,11 @@ fn spawn_until(
     let mut seen = String::new();
     loop {
         let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "tea ended before `{until}`: {seen}");
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tea ended before `{until}`: {seen}");
+        }
         seen.push_str(&line);
         if line.contains(until) {
             return (child, err, seen);
