@@ -741,3 +741,32 @@ fn quiet_says_nothing_but_errors_and_completions_are_generated() {
     }
     s.tea(&["completions", "tcsh"]).expect(USAGE);
 }
+
+/// A question, then two slow nodes.
+const SLOW_ASK: &str = r#"
+name: slow_ask
+nodes:
+  - { name: ask, type: interrupt, message: "go?", resume_key: go }
+  - { name: a, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { a = n }" }
+  - { name: b, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { b = n }" }
+"#;
+
+#[test]
+fn ctrl_c_in_a_resume_puts_the_pause_back() {
+    use std::io::Read;
+    let s = Scratch::new();
+    s.write("slow_ask.yaml", SLOW_ASK);
+    s.tea(&["run", "slow_ask.yaml", "--thread", "r1"]).expect(PAUSED);
+    let (child, mut err, mut seen) =
+        spawn_until(&s, &["resume", "slow_ask.yaml", "--thread", "r1", "--answer", "yes"], "step 1: `ask`");
+    interrupt(&child);
+    err.read_to_string(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{seen}");
+    assert!(seen.contains("thread `r1` is back at its pause at `ask`"), "{seen}");
+    assert!(seen.contains("continue it with `tea resume slow_ask.yaml --token "), "{seen}");
+    let listed = s.tea(&["threads", "slow_ask.yaml"]).expect(DONE).json();
+    assert_eq!(listed[0]["status"], "paused", "{listed}");
+    let done = s.tea(&["resume", "slow_ask.yaml", "--thread", "r1", "--answer", "again"]).expect(DONE).json();
+    assert_eq!((done["go"].as_str(), done["b"].as_u64()), (Some("again"), Some(30_000_000)), "{done}");
+}
