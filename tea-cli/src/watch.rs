@@ -293,10 +293,16 @@ impl Drop for Watch<'_> {
     }
 }
 
-/// What runs after `node`, as the progress line names it: the node its routing picks for
-/// `state` (the run is idle between events, so routing is asked here without racing it).
+/// What runs after `node`, as the progress line names it: the branches' first nodes after a
+/// fan-out, else the node its routing picks for `state` (the run is idle between events, so
+/// routing is asked here without racing it).
 fn next_of(graph: &YamlGraph, node: &NodeName, state: &State) -> String {
     let Some(ix) = graph.node_named(node.as_str()) else { return format!("after `{node}`") };
+    if let Some(fork) = graph.fork(ix) {
+        // A fan-out: its branches run together.
+        let heads: Vec<String> = fork.heads.iter().map(|&head| format!("`{}`", graph.node_name(head))).collect();
+        return heads.join(", ");
+    }
     match graph.try_route(ix, state) {
         Ok(Some(Goto::Node(next))) => format!("`{}`", graph.node_name(next)),
         Ok(Some(Goto::End)) => "finishing".to_owned(),
@@ -347,4 +353,35 @@ fn spinner(
             eprint!("\r\x1b[2K");
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_names_the_node_next_or_the_branches() {
+        let text = r#"
+name: fan
+nodes:
+  - { name: plan, run: "return { x = 1 }" }
+  - { name: left, run: "return { l = 1 }" }
+  - { name: right, run: "return { r = 1 }" }
+  - { name: merge, run: "return { m = 1 }" }
+  - { name: last, run: "return { z = 1 }" }
+edges:
+  - { from: plan, to: left, type: parallel, fan_in: merge }
+  - { from: plan, to: right, type: parallel, fan_in: merge }
+  - { from: merge, to: last }
+  - { from: last, to: __end__ }
+"#;
+        let agent = tea_yaml::Engine::new().load_str(text).unwrap();
+        let graph = agent.graph();
+        let state = State::new();
+        assert_eq!(next_of(graph, &NodeName::from("plan"), &state), "`left`, `right`");
+        assert_eq!(next_of(graph, &NodeName::from("merge"), &state), "`last`");
+        assert_eq!(next_of(graph, &NodeName::from("last"), &state), "finishing");
+        assert_eq!(next_of(graph, &NodeName::from("child_node"), &state), "after `child_node`");
+        assert_eq!(first_node(graph, &serde_json::json!({})), "`plan`");
+    }
 }
