@@ -3,7 +3,8 @@
 //!
 //! stdout is machine-readable JSON (the final state, a pause, or one event per line with
 //! `--stream`); messages and progress go to stderr. Exit statuses: 0 done, 1 error, 2 usage
-//! error, 3 paused (the thread waits in its store; `tea resume` continues it).
+//! error, 3 paused (the thread waits in its store; `tea resume` continues it), 130 stopped by
+//! Ctrl-C at a step boundary (`tea recover` or `tea resume` continues it, as stderr says).
 //!
 //! ```text
 //! cargo install --path tea-cli
