@@ -632,8 +632,9 @@ fn is_lost(e: &tokio_postgres::Error) -> bool {
 }
 
 /// Runs `once` on a connection of `pool` (its argument: the connection and the attempt, from 1);
-/// while the connection is lost or cannot be opened, again on a fresh one, up to [`ATTEMPTS`]
-/// times, waiting [`FIRST_RETRY`] and then twice as long each time.
+/// while the connection is lost, or opening one is refused at once (a server restarting), again
+/// on a fresh one, up to [`ATTEMPTS`] times, waiting [`FIRST_RETRY`] and then twice as long
+/// each time.
 async fn retrying<T, F, Fut>(inner: &Inner, pool: &Pool, mut once: F) -> Result<T, Error>
 where
     F: FnMut(deadpool_postgres::Object, u32) -> Fut,
@@ -643,12 +644,17 @@ where
     let mut attempt = 0;
     loop {
         attempt += 1;
+        let asked = std::time::Instant::now();
         let failed = match pool.get().await {
             Ok(client) => match once(client, attempt).await {
                 Ok(value) => return Ok(value),
                 Err(failed) => failed,
             },
-            Err(e @ PoolError::Backend(_)) => Failed { error: connect_error(inner, e), lost: true },
+            // A server restarting refuses at once: worth another try. One that does not answer
+            // took the whole connect timeout, which is not tried again.
+            Err(e @ PoolError::Backend(_)) => {
+                Failed { error: connect_error(inner, e), lost: asked.elapsed() < Duration::from_secs(1) }
+            }
             Err(e) => Failed::other(connect_error(inner, e)),
         };
         if !failed.lost || attempt >= ATTEMPTS {
