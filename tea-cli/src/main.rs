@@ -3,7 +3,8 @@
 //!
 //! stdout is machine-readable JSON (the final state, a pause, or one event per line with
 //! `--stream`); messages and progress go to stderr. Exit statuses: 0 done, 1 error, 2 usage
-//! error, 3 paused (the thread waits in its store; `tea resume` continues it).
+//! error, 3 paused (the thread waits in its store; `tea resume` continues it), 130 stopped by
+//! Ctrl-C at a step boundary (`tea recover` or `tea resume` continues it, as stderr says).
 //!
 //! ```text
 //! cargo install --path tea-cli
@@ -23,8 +24,10 @@
 mod output;
 mod run;
 mod store;
+mod trace;
+mod watch;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use store::StoreSpec;
@@ -37,6 +40,9 @@ pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// The run paused: the pause (thread, token, interrupts) is on stdout.
 pub const EXIT_PAUSED: u8 = 3;
+/// Ctrl-C stopped the run at a step boundary (128 + SIGINT, as shells report it); stderr says
+/// how to continue the thread.
+pub const EXIT_STOPPED: u8 = 130;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -45,7 +51,8 @@ pub const EXIT_PAUSED: u8 = 3;
     about = "Runs agents written as YAML state graphs on tea's engine",
     long_about = "Runs agents written as YAML state graphs on tea's engine.\n\n\
         stdout is machine-readable JSON; messages and progress go to stderr.",
-    after_help = "Exit status: 0 done, 1 error, 2 usage error, 3 paused (resume with `tea resume`).\n\n\
+    after_help = "Exit status: 0 done, 1 error, 2 usage error, 3 paused (resume with `tea resume`), \
+        130 stopped by Ctrl-C (continue as stderr says).\n\n\
         Examples:\n  \
         tea validate examples/agents/*.yaml\n  \
         tea run examples/agents/review.yaml\n  \
@@ -53,6 +60,13 @@ pub const EXIT_PAUSED: u8 = 3;
         tea run examples/agents/review.yaml --interactive"
 )]
 struct Cli {
+    /// More on stderr: `-v` a line per node as it ends; `-vv` also the engine's events, `-vvv`
+    /// its debug spans (when RUST_LOG is unset).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Nothing on stderr but errors: no progress line, no notes or hints.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -77,8 +91,18 @@ enum Command {
         tea resume examples/agents/review.yaml --token TOKEN --answer true\n  \
         tea resume examples/agents/review.yaml --token TOKEN --answer-to ID='\"yes\"'\n  \
         tea resume examples/agents/review.yaml --token TOKEN --update '{\"draft\": \"Edited\"}'\n  \
+        tea resume examples/agents/review.yaml --thread release-42 --answer Ada\n  \
         tea resume examples/agents/review.yaml --checkpoint examples/agents/checkpoints/review/THREAD/review_THREAD_000002.ckpt --answer true")]
     Resume(ResumeArgs),
+    /// Continues a thread whose run was stopped part-way (Ctrl-C, a crash, a failure).
+    #[command(after_help = "A thread stopped at a step boundary (Ctrl-C, or a run that failed) continues \
+        at once; one whose process died continues once its lease expires (until then: \
+        `ThreadBusy`, naming how long). A paused thread reports its pause, a finished one its \
+        final state. Outputs and exit statuses as for `tea run`.\n\n\
+        Examples:\n  \
+        tea recover examples/agents/research.yaml --thread release-42\n  \
+        tea recover examples/agents/research.yaml --thread release-42 --store postgres://localhost/tea")]
+    Recover(RecoverArgs),
     /// Checks agent files: every problem as `file:line:column: message`.
     #[command(after_help = "Prints `ok: FILE (N nodes)` for a file that loads, else each problem as \
         `file:line:column: message`; exit 1 when any file has a problem.\n\n\
@@ -91,7 +115,10 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Prints an agent's graph as a Mermaid flowchart or Graphviz DOT.
-    #[command(after_help = "Examples:\n  \
+    #[command(after_help = "Interrupt nodes are hexagons, filled; breakpoints (`interrupt_before`, \
+        `interrupt_after`) have a thick red border (dashed: after); each is named in a comment \
+        (Mermaid) or an `xlabel` (DOT).\n\n\
+        Examples:\n  \
         tea draw examples/agents/review.yaml\n  \
         tea draw examples/agents/research.yaml --format dot | dot -Tsvg > research.svg")]
     Draw {
@@ -101,8 +128,12 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Mermaid)]
         format: Format,
     },
-    /// Lists the threads a store holds for an agent, as a JSON array.
-    #[command(after_help = "Examples:\n  \
+    /// Lists the threads a store holds for an agent: status, next nodes, pause message, step.
+    #[command(after_help = "A JSON array of {\"thread\", \"status\" (paused, done or stopped: \
+        running now, or stopped part-way — `tea recover` continues it), \"next\", \"message\" (the \
+        pause's), \"step\" (node runs so far), \"checkpoint\"}. Checkpoints carry no wall-clock time: \
+        `tea run --trace FILE` records when each node ran.\n\n\
+        Examples:\n  \
         tea threads examples/agents/review.yaml --store sled:.tea/store\n  \
         tea threads examples/agents/review.yaml   # the file's config: checkpoint_dir")]
     Threads {
@@ -112,7 +143,9 @@ enum Command {
         store: StoreArg,
     },
     /// Prints a thread's latest checkpoint (or every one, newest first) as JSON.
-    #[command(after_help = "Examples:\n  \
+    #[command(after_help = "Checkpoints carry no wall-clock time: each shows its number (`checkpoint`) \
+        and the node runs before it (`step`); `tea run --trace FILE` records when each node ran.\n\n\
+        Examples:\n  \
         tea state examples/agents/review.yaml THREAD\n  \
         tea state examples/agents/review.yaml THREAD --history --store sled:.tea/store")]
     State {
@@ -126,6 +159,24 @@ enum Command {
         #[command(flatten)]
         store: StoreArg,
     },
+    /// Prints a `--trace` file: a table of what ran when, and a chart of the timeline.
+    #[command(after_help = "Examples:\n  \
+        tea run examples/agents/research.yaml --trace run.jsonl\n  \
+        tea trace run.jsonl")]
+    Trace {
+        /// The file `tea run --trace` (or `resume`, `recover`) wrote.
+        file: PathBuf,
+    },
+    /// Prints a shell completion script for `tea`.
+    #[command(after_help = "Examples:\n  \
+        tea completions bash > ~/.local/share/bash-completion/completions/tea\n  \
+        tea completions zsh > ~/.zfunc/_tea\n  \
+        tea completions fish > ~/.config/fish/completions/tea.fish")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `--store`, shared by the commands that keep threads.
@@ -133,7 +184,7 @@ enum Command {
 pub struct StoreArg {
     /// Where threads are kept: `memory`, `sled:PATH`, `dir:PATH` or `postgres://…[?schema=NAME]`
     /// [default: the file's `config`, else `sled:.tea/store` when the agent can pause].
-    #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse)]
+    #[arg(long, value_name = "STORE", value_parser = store::parse)]
     pub store: Option<StoreSpec>,
 }
 
@@ -171,24 +222,32 @@ pub struct RunArgs {
     /// At each pause, asks on stderr and reads the answer from stdin, then resumes.
     #[arg(long)]
     pub interactive: bool,
+    /// Writes the run's timeline to FILE as JSON lines (nodes with start, end and duration,
+    /// checkpoint writes, pauses); `tea trace FILE` shows it.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
-#[command(group = clap::ArgGroup::new("from").required(true).args(["token", "checkpoint"]))]
+#[command(group = clap::ArgGroup::new("from").required(true).args(["token", "checkpoint", "thread"]))]
 pub struct ResumeArgs {
     /// The agent file.
     pub file: PathBuf,
     /// The token a pause printed.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// The thread whose latest pause to resume (in the store; no token needed).
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
     /// A pause's checkpoint file (`checkpoint_path`), or a file `checkpoint.save` wrote.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["answer_to", "stream"])]
     pub checkpoint: Option<PathBuf>,
-    /// The answer to the one pending question, as JSON (`true`, `'"text"'`, `'{"a": 1}'`).
-    #[arg(long, value_name = "JSON")]
+    /// The answer to the one pending question: JSON (`true`, `3`, `'{"a": 1}'`), else the text
+    /// itself as a string (`--answer Ada`); `@FILE` reads JSON from a file.
+    #[arg(long, value_name = "ANSWER")]
     pub answer: Option<String>,
-    /// The answer to the pause with id ID, as JSON; repeat for several pauses.
-    #[arg(long, value_name = "ID=JSON", conflicts_with = "answer")]
+    /// The answer to the pause with id ID (JSON, else text); repeat for several pauses.
+    #[arg(long, value_name = "ID=ANSWER", conflicts_with = "answer")]
     pub answer_to: Vec<String>,
     /// A JSON object of state keys to write (through the reducers) before the run continues.
     #[arg(long, value_name = "JSON")]
@@ -203,6 +262,28 @@ pub struct ResumeArgs {
     /// At each further pause, asks on stderr and reads the answer from stdin.
     #[arg(long)]
     pub interactive: bool,
+    /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct RecoverArgs {
+    /// The agent file.
+    pub file: PathBuf,
+    /// The thread to continue.
+    #[arg(long, value_name = "ID")]
+    pub thread: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+    /// At each pause it reaches, asks on stderr and reads the answer from stdin.
+    #[arg(long)]
+    pub interactive: bool,
+    /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// `draw --format`.
@@ -217,10 +298,16 @@ enum Format {
 /// Logs to stderr through `tracing-subscriber`, filtered by `RUST_LOG` (`EnvFilter` syntax;
 /// nothing when it is unset): `RUST_LOG=tea=debug` shows each run's nodes, fan-outs and
 /// checkpoints, `tea=trace` adds the store calls. Without the feature `tracing`, nothing.
+/// With `-vv` (`-vvv`) and RUST_LOG unset, the filter is `tea=info` (`tea=debug`).
 #[cfg(feature = "tracing")]
-fn install_logging() {
+fn install_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
-    let Ok(directives) = std::env::var("RUST_LOG") else { return };
+    let directives = match std::env::var("RUST_LOG") {
+        Ok(directives) => directives,
+        Err(_) if verbose >= 3 => "tea=debug".to_owned(),
+        Err(_) if verbose == 2 => "tea=info".to_owned(),
+        Err(_) => return,
+    };
     let filter = match EnvFilter::try_new(&directives) {
         Ok(filter) => filter,
         Err(error) => {
@@ -240,23 +327,30 @@ fn install_logging() {
 }
 
 fn main() -> ExitCode {
-    #[cfg(feature = "tracing")]
-    install_logging();
     let cli = Cli::parse();
+    #[cfg(feature = "tracing")]
+    install_logging(cli.verbose);
+    watch::set_verbosity(if cli.quiet { watch::Verbosity::Quiet } else { watch::Verbosity::from_count(cli.verbose) });
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
+        Command::Recover(args) => run::recover(&args),
         Command::Validate { files } => Ok(run::validate(&files)),
         Command::Draw { file, format } => run::load(&file).map(|agent| {
             let text = match format {
-                Format::Mermaid => agent.mermaid(),
-                Format::Dot => agent.dot(),
+                Format::Mermaid => output::mermaid_marked(&agent),
+                Format::Dot => output::dot_marked(&agent),
             };
             output::line(text.trim_end());
             EXIT_DONE
         }),
         Command::Threads { file, store } => run::threads(&file, &store),
         Command::State { file, thread, history, store } => run::state(&file, &thread, history, &store),
+        Command::Trace { file } => trace::show(&file),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "tea", &mut std::io::stdout());
+            Ok(EXIT_DONE)
+        }
     };
     match result {
         Ok(status) => ExitCode::from(status),
@@ -270,7 +364,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_consistent() {

@@ -71,3 +71,91 @@ pub fn snapshot(thread: &ThreadId, snapshot: &Snapshot<State>) -> Value {
         "state": snapshot.state.to_json(),
     })
 }
+
+/// A thread as `tea threads` lists it: its status (`paused`, `done`, or `stopped` — running now,
+/// or stopped part-way), the nodes next, the pause's message, and where its latest checkpoint
+/// stands. Checkpoints carry no wall-clock time.
+pub fn thread_summary(thread: &ThreadId, latest: Option<&Snapshot<State>>) -> Value {
+    let Some(latest) = latest else { return json!({ "thread": thread.as_str(), "status": "empty" }) };
+    let status = if !latest.interrupts.is_empty() {
+        "paused"
+    } else if latest.next.is_empty() {
+        "done"
+    } else {
+        "stopped"
+    };
+    let message = latest.interrupts.first().map(|i| match i.value() {
+        Value::Null => Value::String(format!("`{}` waits", i.node())),
+        value => value.clone(),
+    });
+    json!({
+        "thread": thread.as_str(),
+        "status": status,
+        "next": latest.next.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+        "message": message,
+        "step": latest.step,
+        "checkpoint": latest.checkpoint,
+    })
+}
+
+/// The nodes `tea draw` marks: (id, name, what) for each breakpoint (`interrupt_before`,
+/// `interrupt_after`) and interrupt node. Node ids are `n{index}` in file order, as the
+/// drawings name them.
+fn marked(agent: &Agent) -> Vec<(String, String, &'static str)> {
+    use tea_runtime::Graph;
+    let graph = agent.graph();
+    let mut marks = Vec::new();
+    for (i, name) in agent.nodes().into_iter().enumerate() {
+        let Some(node) = graph.node_named(name) else { continue };
+        let mut push = |what| marks.push((format!("n{i}"), name.to_owned(), what));
+        if graph.interrupt_before(node) {
+            push("breakpoint before");
+        }
+        if graph.interrupt_after(node) {
+            push("breakpoint after");
+        }
+        if agent.resume_key(name).is_some() {
+            push("interrupt");
+        }
+    }
+    marks
+}
+
+/// The agent's Mermaid flowchart, with its breakpoints drawn with a thick red border (dashed
+/// for `interrupt_after`) and its interrupt nodes filled, each listed in a comment.
+pub fn mermaid_marked(agent: &Agent) -> String {
+    let mut text = agent.mermaid().trim_end().to_owned();
+    let marks = marked(agent);
+    if marks.is_empty() {
+        return text;
+    }
+    text.push_str("\n    classDef breakpoint_before stroke:#d33,stroke-width:4px");
+    text.push_str("\n    classDef breakpoint_after stroke:#d33,stroke-width:4px,stroke-dasharray:6 3");
+    text.push_str("\n    classDef interrupt fill:#fff3cd,stroke:#b58900");
+    for (id, name, what) in &marks {
+        text.push_str(&format!("\n    %% {what}: {name}\n    class {id} {}", what.replace(' ', "_")));
+    }
+    text
+}
+
+/// The agent's Graphviz DOT, with its breakpoints drawn red (dashed for `interrupt_after`) and
+/// its interrupt nodes filled, each with an `xlabel` saying so.
+pub fn dot_marked(agent: &Agent) -> String {
+    let text = agent.dot();
+    let marks = marked(agent);
+    let Some(close) = text.trim_end().strip_suffix('}') else { return text };
+    if marks.is_empty() {
+        return text;
+    }
+    let mut out = close.to_owned();
+    for (id, _, what) in &marks {
+        let style = match *what {
+            "breakpoint before" => "color=\"#dd3333\", penwidth=3",
+            "breakpoint after" => "color=\"#dd3333\", penwidth=3, style=dashed",
+            _ => "style=filled, fillcolor=\"#fff3cd\"",
+        };
+        out.push_str(&format!("    {id} [{style}, xlabel=\"{what}\"];\n"));
+    }
+    out.push_str("}\n");
+    out
+}

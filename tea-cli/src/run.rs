@@ -2,15 +2,14 @@
 //! interactively until done), and reading what a store holds.
 
 use crate::output;
-use crate::store::{StoreSpec, DEFAULT_STORE};
-use crate::{ResumeArgs, RunArgs, SecretArgs, StoreArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED};
+use crate::store::{self, StoreSpec, DEFAULT_STORE};
+use crate::watch::{self, Watch};
+use crate::{RecoverArgs, ResumeArgs, RunArgs, SecretArgs, StoreArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED};
 use serde_json::{Map, Value};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tea_runtime::{Error, MemoryStore, Outcome, Resume, ThreadId};
+use std::time::Duration;
+use tea_runtime::{Error, Event, MemoryStore, Outcome, Resume, ThreadId};
 use tea_yaml::{Agent, Engine, State, Update};
 
 /// Loads an agent file on a `MemoryStore`, without opening or connecting to the store its
@@ -61,14 +60,14 @@ fn open(file: &Path, store: &StoreArg) -> Result<(Agent, String), String> {
 fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, String), String> {
     let agent = engine.load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))?;
     match &store.store {
-        Some(spec) => Ok((spec.attach(agent)?, spec.to_string())),
+        Some(spec) => Ok((store::attach(spec, agent)?, store::shown(spec))),
         None if agent.names_store() => {
             let agent = engine.load_file(file).map_err(|e| describe(&e))?;
             Ok((agent, "the file's `config` store".to_owned()))
         }
         None if agent.can_pause() => {
-            let spec = StoreSpec::parse(DEFAULT_STORE)?;
-            Ok((spec.attach(agent)?, spec.to_string()))
+            let spec = store::parse(DEFAULT_STORE)?;
+            Ok((store::attach(&spec, agent)?, store::shown(&spec)))
         }
         None => Ok((agent, String::new())),
     }
@@ -81,6 +80,16 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, String> {
         return serde_json::from_str(&body).map_err(|e| format!("the {flag} file `{path}` is not JSON: {e}"));
     }
     serde_json::from_str(text).map_err(|e| format!("{flag} is not JSON ({e}): `{text}`"))
+}
+
+/// `--answer`: JSON when it parses (`true`, `3`, `{"a": 1}`, `"text"`), `@FILE` for JSON from
+/// a file, else the text itself as a string (`--answer Ada`), as the interactive prompt takes
+/// it. A pause that wants something else than a string refuses the text with its own error.
+fn answer_arg(flag: &str, text: &str) -> Result<Value, String> {
+    if text.starts_with('@') {
+        return json_arg(flag, text);
+    }
+    Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned())))
 }
 
 /// `--update`: a JSON object of keys to write.
@@ -96,6 +105,14 @@ enum Start {
     New { thread: Option<String>, input: Value },
     Token(Box<Resume<State>>),
     Checkpoint { path: PathBuf, update: Option<Value> },
+    Recover(ThreadId),
+}
+
+/// How an advance ended: where the run got to, or stopped by Ctrl-C.
+#[allow(clippy::large_enum_variant)] // one per run, returned once
+enum Ended {
+    Outcome(Outcome<State>),
+    Stopped,
 }
 
 /// `tea run`.
@@ -121,44 +138,131 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
         }
     }
     warn_if_memory(&agent, &args.store);
-    let outcome = advance(&agent, Start::New { thread: args.thread.clone(), input }, args.stream)?;
-    finish(&agent, &args.file, &store, outcome, args.stream, args.interactive)
+    if let Some(path) = &args.trace {
+        watch::open_trace(path, "run", agent.name())?;
+    }
+    // A thread kept in a store gets its id here, so that a run stopped by Ctrl-C can say which
+    // thread `tea recover` continues.
+    let thread = match &args.thread {
+        None if !store.is_empty() && agent.continues_from().is_none() => Some(ThreadId::random().to_string()),
+        thread => thread.clone(),
+    };
+    match advance(&agent, Start::New { thread: thread.clone(), input }, args.stream)? {
+        Ended::Outcome(outcome) => finish(&agent, &args.file, &store, outcome, args.stream, args.interactive),
+        Ended::Stopped => Ok(stopped_run(&args.file, &store, thread.as_deref())),
+    }
+}
+
+/// `tea recover`.
+pub fn recover(args: &RecoverArgs) -> Result<u8, String> {
+    let engine = engine(&args.secrets)?;
+    let (agent, store) = open_with(&args.file, &args.store, &engine)?;
+    if store.is_empty() {
+        return Err(no_threads(&agent));
+    }
+    if let Some(path) = &args.trace {
+        watch::open_trace(path, "recover", agent.name())?;
+    }
+    match advance(&agent, Start::Recover(ThreadId::from(args.thread.as_str())), false)? {
+        Ended::Outcome(outcome) => finish(&agent, &args.file, &store, outcome, false, args.interactive),
+        Ended::Stopped => Ok(stopped_run(&args.file, &store, Some(&args.thread))),
+    }
+}
+
+/// After Ctrl-C stopped a new run (or a recover): how to continue its thread.
+fn stopped_run(file: &Path, store: &str, thread: Option<&str>) -> u8 {
+    match thread {
+        Some(thread) if !store.is_empty() => watch::note(&format!(
+            "stopped; thread `{thread}` is kept in {store}: continue it with `{}`",
+            command_line(&["recover".to_owned(), file.display().to_string(), "--thread".to_owned(), thread.to_owned()])
+        )),
+        _ => watch::note("stopped; the agent keeps no threads, so nothing is left to continue"),
+    }
+    EXIT_STOPPED
+}
+
+/// A `tea` command line: `args`, then the `--store` and secrets flags this command was given
+/// (as given, but `--secrets JSON` for secrets given inline), each word quoted for a POSIX
+/// shell where it needs it.
+fn command_line(args: &[String]) -> String {
+    let mut words = vec!["tea".to_owned()];
+    words.extend(args.iter().cloned());
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < given.len() {
+        let word = &given[i];
+        for flag in ["--store", "--secrets", "--secrets-env"] {
+            let value = if word == flag && i + 1 < given.len() {
+                i += 1;
+                given[i].clone()
+            } else if let Some(value) = word.strip_prefix(&format!("{flag}=")) {
+                value.to_owned()
+            } else {
+                continue;
+            };
+            // Secrets given inline are never shown: the command names them only.
+            let value = if flag == "--secrets" && !value.starts_with('@') { "JSON".to_owned() } else { value };
+            words.extend([flag.to_owned(), value]);
+        }
+        i += 1;
+    }
+    words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// `word` as a POSIX shell reads it back.
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// `tea resume`.
 pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     // Every argument is checked before the store is opened or anything runs.
-    let answer = args.answer.as_deref().map(|a| json_arg("--answer", a)).transpose()?;
+    let answer = args.answer.as_deref().map(|a| answer_arg("--answer", a)).transpose()?;
     let mut answers_to = Vec::new();
     for pair in &args.answer_to {
         let (id, value) = pair
             .split_once('=')
-            .ok_or_else(|| format!("--answer-to `{pair}` is not ID=JSON (as in `--answer-to a1=true`)"))?;
-        answers_to.push((id.to_owned(), json_arg(&format!("--answer-to {id}"), value)?));
+            .ok_or_else(|| format!("--answer-to `{pair}` is not ID=ANSWER (as in `--answer-to a1=true`)"))?;
+        answers_to.push((id.to_owned(), answer_arg(&format!("--answer-to {id}"), value)?));
     }
     let update = args.update.as_deref().map(update_arg).transpose()?;
     let token =
         args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
     let engine = engine(&args.secrets)?;
-    if let Some(pending) = token.as_ref().filter(|_| answer.is_none() && answers_to.is_empty()) {
-        if let Some(question) = pending.interrupts().iter().find(|i| i.needs_answer()) {
-            if !args.interactive {
-                return Err(format!(
-                    "--token: the pause at `{}` waits for an answer; give --answer JSON (or --answer-to {}=JSON), or use --interactive",
-                    question.node(),
-                    question.id()
-                ));
+    let unanswered = answer.is_none() && answers_to.is_empty();
+    if let Some(pending) = token.as_ref().filter(|_| unanswered && !args.interactive) {
+        // Refused before the store is opened.
+        needs_no_answer(pending, "--token")?;
+    }
+    let (agent, store) = open_with(&args.file, &args.store, &engine)?;
+    if let Some(path) = &args.trace {
+        watch::open_trace(path, "resume", agent.name())?;
+    }
+    let token = match (token, &args.thread) {
+        (None, Some(thread)) => {
+            let pending = latest_pause(&agent, &store, thread)?;
+            if unanswered && !args.interactive {
+                needs_no_answer(&pending, &format!("--thread {thread}"))?;
             }
+            Some(pending)
+        }
+        (token, _) => token,
+    };
+    if let Some(pending) = token.as_ref().filter(|_| unanswered && args.interactive) {
+        if pending.interrupts().iter().any(|i| i.needs_answer()) {
             // Interactive: the question is asked first.
             let mut pending = pending.clone();
             if let Some(update) = update {
                 pending = pending.update(Update::from(update));
             }
-            let (agent, store) = open_with(&args.file, &args.store, &engine)?;
             return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
         }
     }
-    let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     let start = match (token, &args.checkpoint) {
         (Some(mut resume), _) => {
             if let Some(answer) = answer {
@@ -180,10 +284,80 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
             }
             Start::Checkpoint { path: path.clone(), update: update.map(Value::Object) }
         }
-        (None, None) => return Err("give --token TOKEN or --checkpoint PATH".to_owned()),
+        (None, None) => return Err("give --token TOKEN, --thread ID or --checkpoint PATH".to_owned()),
     };
-    let outcome = advance(&agent, start, args.stream)?;
-    finish(&agent, &args.file, &store, outcome, args.stream, args.interactive)
+    let token = match &start {
+        Start::Token(resume) => Some((**resume).clone()),
+        _ => None,
+    };
+    match advance(&agent, start, args.stream)? {
+        Ended::Outcome(outcome) => finish(&agent, &args.file, &store, outcome, args.stream, args.interactive),
+        Ended::Stopped => Ok(stopped_resume(&args.file, token.as_ref())),
+    }
+}
+
+/// The error of resuming `pending` (from `flag`) without an answer when it waits for one.
+fn needs_no_answer(pending: &Resume<State>, flag: &str) -> Result<(), String> {
+    match pending.interrupts().iter().find(|i| i.needs_answer()) {
+        Some(question) => Err(format!(
+            "{flag}: the pause at `{}` waits for an answer; give --answer ANSWER (or --answer-to {}=ANSWER), or use --interactive",
+            question.node(),
+            question.id()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The token of the pause thread `thread` waits on (`tea resume --thread`).
+fn latest_pause(agent: &Agent, store: &str, thread: &str) -> Result<Resume<State>, String> {
+    if store.is_empty() {
+        return Err(no_threads(agent));
+    }
+    let id = ThreadId::from(thread);
+    let snapshot = agent.state(&id).map_err(|e| describe(&e))?.ok_or_else(|| {
+        format!("--thread: thread `{thread}` of agent `{}` has no checkpoints in {store}", agent.name())
+    })?;
+    if snapshot.interrupts.is_empty() {
+        let at = if snapshot.next.is_empty() {
+            "it has finished".to_owned()
+        } else {
+            let next: Vec<String> = snapshot.next.iter().map(|n| format!("`{n}`")).collect();
+            format!("it stopped before {} (`tea recover` continues it)", next.join(", "))
+        };
+        return Err(format!("--thread: thread `{thread}` is not paused: {at}"));
+    }
+    // A paused thread's recover runs nothing: it reports the pause, with its token.
+    match runtime().map_err(|e| describe(&e))?.block_on(agent.recover_async(&id)) {
+        Ok(Outcome::Interrupted { resume, .. }) => Ok(resume),
+        Ok(Outcome::Done(_)) => Err(format!("--thread: thread `{thread}` is not paused: it has finished")),
+        Err(error) => Err(format!("--thread: {}", describe(&error))),
+    }
+}
+
+/// After Ctrl-C stopped a resumed run: its pause is back, and its token works again.
+fn stopped_resume(file: &Path, resumed: Option<&Resume<State>>) -> u8 {
+    match resumed {
+        Some(resume) => watch::note(&format!(
+            "stopped; thread `{}` is back at its pause at `{}`: continue it with `{}`",
+            resume.thread(),
+            resume.node(),
+            continue_command(file, resume)
+        )),
+        None => watch::note("stopped"),
+    }
+    EXIT_STOPPED
+}
+
+/// The command that resumes pause `resume`.
+fn continue_command(file: &Path, resume: &Resume<State>) -> String {
+    let mut line =
+        command_line(&["resume".to_owned(), file.display().to_string(), "--token".to_owned(), resume.to_string()]);
+    match resume.interrupts().iter().filter(|i| i.needs_answer()).count() {
+        0 => {}
+        1 => line.push_str(" --answer ANSWER"),
+        _ => line.push_str(" --answer-to ID=ANSWER (one for each pause)"),
+    }
+    line
 }
 
 /// The state key an answer to the pause in checkpoint file `path` goes to.
@@ -201,16 +375,16 @@ fn checkpoint_answer_key(agent: &Agent, path: &Path) -> Result<String, String> {
 
 fn warn_if_memory(agent: &Agent, store: &StoreArg) {
     if store.store == Some(StoreSpec::Memory) && agent.can_pause() {
-        eprintln!("tea: note: with --store memory a pause cannot be resumed by another `tea` process");
+        watch::note("note: with --store memory a pause cannot be resumed by another `tea` process");
     }
 }
 
-/// Runs from `start` to the next pause or the end; with `stream`, prints each event as it
-/// happens.
-fn advance(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<State>, String> {
+/// Runs from `start` to the next pause or the end (or until Ctrl-C); with `stream`, prints
+/// each event as it happens.
+fn advance(agent: &Agent, start: Start, stream: bool) -> Result<Ended, String> {
     // Errors that say the token or file does not fit name the flag they came from.
     let context = match &start {
-        Start::New { .. } => None,
+        Start::New { .. } | Start::Recover(_) => None,
         Start::Token(_) => Some("--token".to_owned()),
         Start::Checkpoint { path, .. } => Some(format!("--checkpoint `{}`", path.display())),
     };
@@ -262,50 +436,94 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
         .map_err(|e| Error::store(e.clone()))
 }
 
-fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Outcome<State>, Error> {
-    let _progress = Progress::start(agent.name());
-    let start = match start {
+fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Ended, Error> {
+    let (call, first) = match &start {
+        Start::New { input, .. } => ("run", watch::first_node(agent.graph(), input)),
+        Start::Token(resume) => ("resume", format!("`{}`", resume.node())),
+        Start::Checkpoint { .. } => ("resume", "from the checkpoint".to_owned()),
+        Start::Recover(thread) => ("recover", format!("thread `{thread}`")),
+    };
+    let mut watch = Watch::start(agent.graph(), agent.name(), call, &first);
+    let ended = drive(agent, start, stream, &mut watch);
+    match &ended {
+        Ok(Ended::Outcome(Outcome::Done(_))) => watch.done(),
+        Ok(Ended::Outcome(Outcome::Interrupted { resume, .. })) => watch.paused(resume),
+        Ok(Ended::Stopped) => watch.stopped(),
+        Err(error) => watch.failed(&describe(error)),
+    }
+    if watch::verbose() {
+        eprintln!("tea: {call} of `{}` took {:.1} ms", agent.name(), watch.elapsed().as_secs_f64() * 1000.0);
+    }
+    ended
+}
+
+/// [`advance_from`] under `watch`.
+fn drive(agent: &Agent, start: Start, stream: bool, watch: &mut Watch<'_>) -> Result<Ended, Error> {
+    let (thread, input) = match start {
         // A checkpoint file (`--checkpoint`, `config.checkpoint`) may start a new thread at the
         // node that saved it, which only the blocking API does; it waits for network nodes
-        // itself. (clap refuses `--checkpoint` with `--stream`.)
-        Start::Checkpoint { path, update } => return agent.resume_from(path, update),
-        Start::New { thread: None, input } if agent.continues_from().is_some() => return agent.invoke(input),
-        start => start,
-    };
-    // Everything else runs on the async driver: the network nodes of a fan-out are awaited
-    // together, without a thread each.
-    runtime()?.block_on(async move {
-        if stream {
-            use futures_util::StreamExt;
-            let mut events = match start {
-                Start::New { thread: Some(thread), input } => agent.stream_on_async(thread, input).boxed(),
-                Start::New { thread: None, input } => agent.stream_async(input).boxed(),
-                Start::Token(resume) => agent.stream_resume_async(*resume).boxed(),
-                Start::Checkpoint { path, update } => return agent.resume_from(path, update),
-            };
-            while let Some(event) = events.next().await {
-                let event = event?;
-                output::line(&output::event(agent, &event).to_string());
-                match event {
-                    tea_runtime::Event::Step { .. } => {}
-                    tea_runtime::Event::Interrupted { state, resume } => {
-                        return Ok(Outcome::Interrupted { state, resume })
-                    }
-                    tea_runtime::Event::Done(state) => return Ok(Outcome::Done(state)),
+        // itself, and Ctrl-C ends the process as usual. (clap refuses `--checkpoint` with
+        // `--stream`.)
+        Start::Checkpoint { path, update } => return agent.resume_from(path, update).map(Ended::Outcome),
+        Start::New { thread: None, input } if agent.continues_from().is_some() => {
+            return agent.invoke(input).map(Ended::Outcome)
+        }
+        Start::Recover(thread) => {
+            // No stream continues a thread: Ctrl-C cancels the recover, which leaves the thread
+            // at its last checkpoint, released.
+            let runtime = runtime()?;
+            watch::handle_ctrl_c(runtime);
+            watch::stops_at_steps(false);
+            return runtime.block_on(async {
+                tokio::select! {
+                    outcome = agent.recover_async(&thread) => outcome.map(Ended::Outcome),
+                    () = stop() => Ok(Ended::Stopped),
                 }
+            });
+        }
+        Start::Token(resume) => (None, Err(*resume)),
+        Start::New { thread, input } => (thread, Ok(input)),
+    };
+    // Everything else runs as a stream on the async driver: the network nodes of a fan-out are
+    // awaited together, without a thread each, and each step is seen as it ends.
+    let runtime = runtime()?;
+    watch::handle_ctrl_c(runtime);
+    watch::stops_at_steps(true);
+    runtime.block_on(async move {
+        use futures_util::StreamExt;
+        let mut events = match (thread, input) {
+            (Some(thread), Ok(input)) => agent.stream_on_async(thread, input).boxed(),
+            (None, Ok(input)) => agent.stream_async(input).boxed(),
+            (_, Err(resume)) => agent.stream_resume_async(resume).boxed(),
+        };
+        while let Some(event) = events.next().await {
+            let event = event?;
+            if stream {
+                output::line(&output::event(agent, &event).to_string());
             }
-            return Err(Error::store(format!(
-                "the run of agent `{}` stopped without finishing or pausing",
-                agent.name()
-            )));
+            match event {
+                Event::Step { node, branch, state, duration } => watch.step(&node, branch.as_ref(), duration, &state),
+                Event::Interrupted { state, resume } => {
+                    return Ok(Ended::Outcome(Outcome::Interrupted { state, resume }))
+                }
+                Event::Done(state) => return Ok(Ended::Outcome(Outcome::Done(state))),
+            }
+            if watch::stop_requested() {
+                // Dropping the stream abandons the run at this step boundary: a new run's
+                // checkpoint is released for `tea recover`, a resumed run's pause is put back.
+                drop(events);
+                return Ok(Ended::Stopped);
+            }
         }
-        match start {
-            Start::New { thread: Some(thread), input } => agent.invoke_on_async(thread, input).await,
-            Start::New { thread: None, input } => agent.invoke_async(input).await,
-            Start::Token(resume) => agent.resume_async(*resume).await,
-            Start::Checkpoint { path, update } => agent.resume_from(path, update),
-        }
+        Err(Error::store(format!("the run of agent `{}` stopped without finishing or pausing", agent.name())))
     })
+}
+
+/// Resolves once Ctrl-C asked the run to stop.
+async fn stop() {
+    while !watch::stop_requested() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Reports how a run ended; interactively, answers each pause from stdin and goes on.
@@ -337,8 +555,9 @@ fn keep_answering(
         let answered = if interactive { ask(&mut stdin, &pending)? } else { None };
         let Some(answered) = answered else { return Ok(paused(agent, file, store, &pending, stream)) };
         match advance_from(agent, Start::Token(Box::new(answered)), stream) {
-            Ok(Outcome::Done(state)) => return Ok(done(&state, stream)),
-            Ok(Outcome::Interrupted { resume, .. }) => pending = resume,
+            Ok(Ended::Outcome(Outcome::Done(state))) => return Ok(done(&state, stream)),
+            Ok(Ended::Outcome(Outcome::Interrupted { resume, .. })) => pending = resume,
+            Ok(Ended::Stopped) => return Ok(stopped_resume(file, Some(&pending))),
             // The thread stays at the same pause: ask again.
             Err(error @ Error::BadResumeValue { .. }) => eprintln!("tea: {}; answer again", describe(&error)),
             Err(error) => return Err(describe(&error)),
@@ -360,18 +579,12 @@ fn paused(agent: &Agent, file: &Path, store: &str, resume: &Resume<State>, strea
         output::pretty(&pause);
     }
     let kept = if store.is_empty() { String::new() } else { format!(" in {store}") };
-    eprintln!(
-        "tea: thread `{}` paused at `{}`{kept}; continue it with `tea resume {} --token {}{}`",
+    watch::note(&format!(
+        "thread `{}` paused at `{}`{kept}; continue it with `{}`",
         resume.thread(),
         resume.node(),
-        file.display(),
-        pause["token"].as_str().unwrap_or_default(),
-        match resume.interrupts().iter().filter(|i| i.needs_answer()).count() {
-            0 => "",
-            1 => " --answer JSON",
-            _ => " --answer-to ID=JSON (one for each pause)",
-        },
-    );
+        continue_command(file, resume)
+    ));
     EXIT_PAUSED
 }
 
@@ -387,6 +600,9 @@ fn ask(stdin: &mut impl BufRead, resume: &Resume<State>) -> Result<Option<Resume
                 resume.node()
             ));
             let Some(line) = read_line(stdin)? else { return Ok(None) };
+            if watch::stop_requested() {
+                return Ok(None);
+            }
             match line.as_str() {
                 "" | "y" | "yes" => return Ok(Some(answered)),
                 "n" | "no" | "q" | "quit" => return Ok(None),
@@ -406,6 +622,9 @@ fn ask(stdin: &mut impl BufRead, resume: &Resume<State>) -> Result<Option<Resume
         };
         prompt(&format!("[{}] {shown}\n> ", question.node()));
         let Some(line) = read_line(stdin)? else { return Ok(None) };
+        if watch::stop_requested() {
+            return Ok(None);
+        }
         // JSON when it parses (`true`, `3`, `{"a": 1}`), else the line as text.
         let answer = serde_json::from_str::<Value>(&line).unwrap_or(Value::String(line));
         answered = if several { answered.answer_to(question.id(), answer) } else { answered.answer(answer) };
@@ -453,7 +672,12 @@ pub fn threads(file: &Path, store: &StoreArg) -> Result<u8, String> {
         return Err(no_threads(&agent));
     }
     let threads = agent.threads().map_err(|e| describe(&e))?;
-    output::pretty(&Value::Array(threads.iter().map(|t| Value::String(t.as_str().to_owned())).collect()));
+    let mut listed = Vec::with_capacity(threads.len());
+    for thread in &threads {
+        let latest = agent.state(thread).map_err(|e| describe(&e))?;
+        listed.push(output::thread_summary(thread, latest.as_ref()));
+    }
+    output::pretty(&Value::Array(listed));
     Ok(EXIT_DONE)
 }
 
@@ -483,48 +707,4 @@ fn no_threads(agent: &Agent) -> String {
         "agent `{}` names no store in its `config` and cannot pause, so it keeps no threads; name one with --store",
         agent.name()
     )
-}
-
-/// A spinner on stderr while a run goes, when stderr is a terminal; nothing otherwise.
-struct Progress {
-    done: Arc<AtomicBool>,
-    ticker: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Progress {
-    fn start(agent: &str) -> Progress {
-        let done = Arc::new(AtomicBool::new(false));
-        if !std::io::stderr().is_terminal() {
-            return Progress { done, ticker: None };
-        }
-        let (flag, agent) = (done.clone(), agent.to_owned());
-        let ticker = std::thread::spawn(move || {
-            const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
-            let started = Instant::now();
-            let mut frame = 0;
-            // Quiet for short runs: the spinner shows after half a second.
-            while !flag.load(Ordering::Relaxed) {
-                let elapsed = started.elapsed();
-                if elapsed > Duration::from_millis(500) {
-                    eprint!("\r{} running `{agent}` ({:.1}s)", FRAMES[frame % 4], elapsed.as_secs_f32());
-                    frame += 1;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            if frame > 0 {
-                // Clears the spinner's line.
-                eprint!("\r\x1b[2K");
-            }
-        });
-        Progress { done, ticker: Some(ticker) }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(ticker) = self.ticker.take() {
-            let _ = ticker.join();
-        }
-    }
 }

@@ -248,8 +248,8 @@ fn bad_input_is_one_line_naming_the_thing_and_writes_nothing() {
         (&["run", "ask.yaml", "--input", "@missing.json"], "missing.json"),
         (&["run", "ask.yaml", "--input", "[1]"], "must be a JSON object"),
         (&["resume", "ask.yaml", "--token", "not-a-token"], "--token"),
-        (&["resume", "ask.yaml", "--token", "x", "--answer", "yes please"], "--answer is not JSON"),
-        (&["resume", "ask.yaml", "--token", "x", "--answer-to", "noequals"], "ID=JSON"),
+        (&["resume", "ask.yaml", "--token", "x", "--answer", "@missing.json"], "missing.json"),
+        (&["resume", "ask.yaml", "--token", "x", "--answer-to", "noequals"], "ID=ANSWER"),
         (&["resume", "ask.yaml", "--token", "x", "--update", "[1]"], "--update must be a JSON object"),
         (&["run", "ask.yaml", "--store", "sled:ask.yaml"], "cannot open the store `sled:ask.yaml`"),
     ];
@@ -366,9 +366,14 @@ fn threads_and_state_read_the_store() {
     let exists = s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(ERROR);
     assert!(exists.stderr().contains("`t1` already exists"), "{exists:?}");
 
-    let mut threads: Vec<String> = serde_json::from_value(s.tea(&["threads", "ask.yaml"]).expect(DONE).json()).unwrap();
-    threads.sort();
+    let listed = s.tea(&["threads", "ask.yaml"]).expect(DONE).json();
+    let threads: Vec<&str> = listed.as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
     assert_eq!(threads, ["t1", "t2"]);
+    // Each with its status, the node next, the pause's message and where it stands.
+    assert_eq!(listed[0]["status"], "paused", "{listed}");
+    assert_eq!(listed[0]["next"], serde_json::json!(["ask_name"]), "{listed}");
+    assert_eq!(listed[0]["message"], "What is your name?", "{listed}");
+    assert!(listed[0]["step"].as_u64().is_some() && listed[0]["checkpoint"].as_u64().is_some(), "{listed}");
 
     let state = s.tea(&["state", "ask.yaml", "t1"]).expect(DONE).json();
     assert_eq!(state["thread"], "t1");
@@ -397,7 +402,9 @@ fn store_flags_choose_the_store() {
         s.tea(&["resume", "ask.yaml", "--store", "dir:ckpt", "--checkpoint", file, "--answer", "\"Bo\""]).expect(DONE);
     assert_eq!(done.json()["reply"], "hello, Bo");
     let threads = s.tea(&["threads", "ask.yaml", "--store", "dir:ckpt"]).expect(DONE).json();
-    assert_eq!(threads, serde_json::json!([pause["thread"]]));
+    assert_eq!(threads.as_array().unwrap().len(), 1, "{threads}");
+    assert_eq!(threads[0]["thread"], pause["thread"]);
+    assert_eq!(threads[0]["status"], "done");
 
     // sled: elsewhere than the default.
     let pause = s.tea(&["run", "ask.yaml", "--store", "sled:other"]).expect(PAUSED).json();
@@ -449,7 +456,7 @@ fn several_pauses_are_answered_by_id() {
     let s = Scratch::new();
     s.write("two.yaml", TWO);
     let pause = s.tea(&["run", "two.yaml"]).expect(PAUSED);
-    assert!(pause.stderr().contains("--answer-to ID=JSON"), "{pause:?}");
+    assert!(pause.stderr().contains("--answer-to ID=ANSWER"), "{pause:?}");
     let pause = pause.json();
     let ids: Vec<&str> = pause["interrupts"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 2);
@@ -492,7 +499,9 @@ fn a_spinner_shows_on_a_terminal_and_nowhere_else() {
         return;
     };
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("running `slow`"), "{shown}");
+    // The agent, the node running and for how long, the step, the run's time.
+    assert!(shown.contains("slow: `a` ") || shown.contains("slow: `b` "), "{shown}");
+    assert!(shown.contains("(step "), "{shown}");
     assert!(shown.contains("\r\x1b[2K"), "the spinner's line is cleared: {shown:?}");
     assert!(shown.contains("\"c\": 30000000"), "{shown}");
 }
@@ -561,4 +570,203 @@ fn a_file_checkpoint_save_wrote_starts_new_runs() {
     assert!(answer.stderr().contains("not an interrupt node"), "{answer:?}");
     let missing = s.tea(&["resume", "checkpoints.yaml", "--checkpoint", "nope.ckpt"]).expect(ERROR);
     assert!(missing.stderr().contains("nope.ckpt"), "{missing:?}");
+}
+
+/// Sends SIGINT to `child`, as Ctrl-C in a terminal does.
+fn interrupt(child: &std::process::Child) {
+    let sent = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
+}
+
+/// Starts `tea -v ARGS` in `s` and reads its stderr until a line containing `until`; returns
+/// the child (which the caller waits for) and the lines read so far.
+#[allow(clippy::zombie_processes)] // the child is handed to the caller, which waits for it
+fn spawn_until(
+    s: &Scratch,
+    args: &[&str],
+    until: &str,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .arg("-v")
+        .args(args)
+        .current_dir(&s.0)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tea ended before `{until}`: {seen}");
+        }
+        seen.push_str(&line);
+        if line.contains(until) {
+            return (child, err, seen);
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_stops_at_the_next_step_and_recover_continues_the_thread() {
+    use std::io::Read;
+    let s = Scratch::new();
+    s.write("slow.yaml", SLOW);
+    let (child, mut err, mut seen) =
+        spawn_until(&s, &["run", "slow.yaml", "--thread", "c1", "--store", "dir:st"], "step 1: `a`");
+    // `b` is running: the first Ctrl-C lets it finish, then the run stops.
+    interrupt(&child);
+    err.read_to_string(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{seen}");
+    assert!(seen.contains("stopping at the next step boundary"), "{seen}");
+    assert!(seen.contains("step 2: `b`") && !seen.contains("step 3"), "`b` finished, `c` never ran: {seen}");
+    assert!(seen.contains("continue it with `tea recover slow.yaml --thread c1 --store dir:st`"), "{seen}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "no final state");
+
+    // The thread stands before `c`, and recover runs `c` alone.
+    let listed = s.tea(&["threads", "slow.yaml", "--store", "dir:st"]).expect(DONE).json();
+    assert_eq!(listed[0]["status"], "stopped", "{listed}");
+    assert_eq!(listed[0]["next"], serde_json::json!(["c"]), "{listed}");
+    let recovered = s.tea(&["recover", "slow.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE);
+    assert_eq!(recovered.json()["c"], 30_000_000);
+    let latest = s.tea(&["state", "slow.yaml", "c1", "--store", "dir:st"]).expect(DONE).json();
+    assert_eq!(latest["step"], 3, "`a` and `b` did not run again: {latest}");
+    // Recovering a finished thread reports its final state; an unknown one is an error naming it.
+    assert_eq!(
+        s.tea(&["recover", "slow.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE).json()["a"],
+        30_000_000
+    );
+    let unknown = s.tea(&["recover", "slow.yaml", "--thread", "nope", "--store", "dir:st"]).expect(ERROR);
+    assert!(unknown.stderr().contains("nope"), "{unknown:?}");
+}
+
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    use std::io::Read;
+    let s = Scratch::new();
+    s.write("slow.yaml", SLOW);
+    let (child, mut err, mut seen) =
+        spawn_until(&s, &["run", "slow.yaml", "--thread", "c2", "--store", "dir:st"], "step 1: `a`");
+    interrupt(&child);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    interrupt(&child);
+    err.read_to_string(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{seen}");
+    assert!(seen.contains("exiting now") && !seen.contains("step 2"), "`b` was not waited for: {seen}");
+}
+
+#[test]
+fn resume_by_thread_with_a_plain_text_answer() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(PAUSED);
+    let unanswered = s.tea(&["resume", "ask.yaml", "--thread", "t1"]).expect(ERROR);
+    assert!(unanswered.stderr().contains("--thread t1: the pause at `ask_name` waits for an answer"), "{unanswered:?}");
+    let done = s.tea(&["resume", "ask.yaml", "--thread", "t1", "--answer", "Ada"]).expect(DONE);
+    assert_eq!(done.json()["reply"], "hello, Ada");
+    let finished = s.tea(&["resume", "ask.yaml", "--thread", "t1", "--answer", "Bo"]).expect(ERROR);
+    assert!(finished.stderr().contains("thread `t1` is not paused: it has finished"), "{finished:?}");
+    // The hint repeats the store and secrets flags, never an inline secret.
+    let hinted = s.tea(&["run", "ask.yaml", "--store", "dir:st", "--secrets", r#"{"k": "s3cret"}"#]).expect(PAUSED);
+    assert!(hinted.stderr().contains("--store dir:st --secrets JSON --answer ANSWER`"), "{hinted:?}");
+    assert!(!hinted.stderr().contains("s3cret"), "{hinted:?}");
+    let missing = s.tea(&["resume", "ask.yaml", "--thread", "t9", "--answer", "Bo"]).expect(ERROR);
+    assert!(missing.stderr().contains("thread `t9`"), "{missing:?}");
+    // A pause that wants a boolean refuses text with its own error.
+    let pause = s.tea(&["run", "review.yaml"]).expect(PAUSED).json();
+    let thread = pause["thread"].as_str().unwrap();
+    let refused = s.tea(&["resume", "review.yaml", "--thread", thread, "--answer", "maybe"]).expect(ERROR);
+    assert!(refused.stderr().contains("review"), "{refused:?}");
+}
+
+#[test]
+fn a_trace_file_records_the_timeline_and_tea_trace_shows_it() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    let pause = s.tea(&["run", "ask.yaml", "--trace", "run.jsonl"]).expect(PAUSED).json();
+    let text = std::fs::read_to_string(s.0.join("run.jsonl")).unwrap();
+    let records: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<&str> = records.iter().map(|r| r["event"].as_str().unwrap()).collect();
+    assert_eq!(events.first(), Some(&"start"), "{text}");
+    let greet = records.iter().find(|r| r["event"] == "node" && r["node"] == "greet").expect(&text);
+    assert!(
+        greet["end_ms"].as_f64() >= greet["start_ms"].as_f64() && greet["duration_ms"].as_f64().is_some(),
+        "{text}"
+    );
+    let paused = records.iter().find(|r| r["event"] == "pause").expect(&text);
+    assert_eq!(paused["thread"], pause["thread"]);
+    assert_eq!(paused["interrupts"][0]["value"], "What is your name?");
+    assert!(events.contains(&"checkpoint"), "{text}");
+
+    let shown = s.tea(&["trace", "run.jsonl"]).expect(DONE).stdout();
+    assert!(shown.contains("greet") && shown.contains("pause") && shown.contains("ms in nodes"), "{shown}");
+    assert!(shown.lines().any(|l| l.contains("greet") && l.contains('#')), "a bar for `greet`: {shown}");
+    let bad = s.tea(&["trace", "ask.yaml"]).expect(ERROR);
+    assert!(bad.stderr().contains("ask.yaml:"), "{bad:?}");
+}
+
+#[test]
+fn draw_marks_breakpoints_and_interrupt_nodes() {
+    let s = Scratch::new();
+    // review.yaml: `review` is an interrupt node (n1), `publish` (n3) has a breakpoint before it.
+    let mermaid = s.tea(&["draw", "review.yaml"]).expect(DONE).stdout();
+    assert!(mermaid.contains("    %% breakpoint before: publish\n    class n3 breakpoint_before"), "{mermaid}");
+    assert!(mermaid.contains("    %% interrupt: review\n    class n1 interrupt"), "{mermaid}");
+    let dot = s.tea(&["draw", "review.yaml", "--format", "dot"]).expect(DONE).stdout();
+    assert!(dot.contains("n3 [color=\"#dd3333\", penwidth=3, xlabel=\"breakpoint before\"];"), "{dot}");
+    assert!(dot.trim_end().ends_with('}'), "{dot}");
+}
+
+#[test]
+fn quiet_says_nothing_but_errors_and_completions_are_generated() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    let quiet = s.tea(&["-q", "run", "ask.yaml"]).expect(PAUSED);
+    assert_eq!(quiet.stderr(), "", "{quiet:?}");
+    let loud = s.tea(&["run", "ask.yaml", "-v"]).expect(PAUSED);
+    assert!(loud.stderr().contains("step 1: `greet`") && loud.stderr().contains("continue it with"), "{loud:?}");
+    let error = s.tea(&["-q", "run", "nope.yaml"]).expect(ERROR);
+    assert!(error.stderr().contains("nope.yaml"), "{error:?}");
+    for (shell, mark) in [("bash", "_tea()"), ("zsh", "#compdef tea"), ("fish", "complete -c tea")] {
+        let script = s.tea(&["completions", shell]).expect(DONE).stdout();
+        assert!(script.contains(mark) && script.contains("recover"), "{shell}: {script}");
+    }
+    s.tea(&["completions", "tcsh"]).expect(USAGE);
+}
+
+/// A question, then two slow nodes.
+const SLOW_ASK: &str = r#"
+name: slow_ask
+nodes:
+  - { name: ask, type: interrupt, message: "go?", resume_key: go }
+  - { name: a, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { a = n }" }
+  - { name: b, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { b = n }" }
+"#;
+
+#[test]
+fn ctrl_c_in_a_resume_puts_the_pause_back() {
+    use std::io::Read;
+    let s = Scratch::new();
+    s.write("slow_ask.yaml", SLOW_ASK);
+    s.tea(&["run", "slow_ask.yaml", "--thread", "r1"]).expect(PAUSED);
+    let (child, mut err, mut seen) =
+        spawn_until(&s, &["resume", "slow_ask.yaml", "--thread", "r1", "--answer", "yes"], "step 1: `ask`");
+    interrupt(&child);
+    err.read_to_string(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{seen}");
+    assert!(seen.contains("thread `r1` is back at its pause at `ask`"), "{seen}");
+    assert!(seen.contains("continue it with `tea resume slow_ask.yaml --token "), "{seen}");
+    let listed = s.tea(&["threads", "slow_ask.yaml"]).expect(DONE).json();
+    assert_eq!(listed[0]["status"], "paused", "{listed}");
+    let done = s.tea(&["resume", "slow_ask.yaml", "--thread", "r1", "--answer", "again"]).expect(DONE).json();
+    assert_eq!((done["go"].as_str(), done["b"].as_u64()), (Some("again"), Some(30_000_000)), "{done}");
 }

@@ -184,7 +184,8 @@ fn a_failing_call_is_one_line_naming_the_endpoint_and_status_without_the_key() {
     assert!(err.contains(&format!("POST {}/chat/completions answered 401 Unauthorized", mock.v1())), "{err}");
     assert!(err.contains("Bearer ***"), "{err}");
     assert!(err.contains("tea: failed error=\"NodeFailed\""), "the trace is on stderr too: {err}");
-    assert!(err.contains("call=\"invoke_async\""), "tea run drives the async API: {err}");
+    // `tea run` drives the async API's event stream (each step seen as it ends).
+    assert!(err.contains("call=\"stream"), "tea run drives the async stream: {err}");
 }
 
 #[test]

@@ -33,7 +33,7 @@ fn a_pause_kept_in_postgres_resumes_in_another_process() {
     assert_eq!(status, 3, "{err}");
     let token = pause["token"].as_str().unwrap();
     let (status, threads, err) = tea(&dir, &["threads", "ask.yaml", "--store", &store]);
-    assert_eq!((status, threads), (0, serde_json::json!(["pg-1"])), "{err}");
+    assert_eq!((status, &threads[0]["thread"], &threads[0]["status"]), (0, &"pg-1".into(), &"paused".into()), "{err}");
     let (status, done, err) =
         tea(&dir, &["resume", "ask.yaml", "--store", &store, "--token", token, "--answer", "\"Ada\""]);
     assert_eq!(status, 0, "{err}");

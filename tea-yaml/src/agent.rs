@@ -246,7 +246,7 @@ impl Engine {
             )),
             #[cfg(not(feature = "postgres"))]
             (Some(StoreSpec::Postgres(_)), _) => None,
-            (None, Some(path)) => {
+            (Some(StoreSpec::Dir(path)), _) | (None, Some(path)) => {
                 let store = DirStore::open(path).map_err(|e| {
                     LoadError::one(
                         &file,

@@ -65,4 +65,5 @@ pub use actions::ActionFn;
 pub use agent::{Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT};
 pub use error::{LoadError, Problem};
 pub use graph::{NodeIx, YamlGraph};
+pub use load::StoreSpec;
 pub use state::{State, Update};

@@ -32,12 +32,71 @@ pub(crate) struct Env<'a> {
     pub(crate) parents: Vec<PathBuf>,
 }
 
-/// The store a file's `config:` names.
+/// A checkpoint store by name: what a file's `config.checkpointer` names, and what `tea --store`
+/// takes (`memory`, `sled:PATH`, `dir:PATH`, `postgres://…`).
+///
+/// ```
+/// use tea_yaml::StoreSpec;
+///
+/// assert_eq!(StoreSpec::parse("sled:.tea/store"), Ok(StoreSpec::Sled(".tea/store".into())));
+/// assert_eq!(StoreSpec::parse("memory").unwrap().to_string(), "memory");
+/// // A PostgreSQL URL is shown without its password.
+/// let spec = StoreSpec::parse("postgres://me:secret@db.example/tea").unwrap();
+/// assert_eq!(spec.to_string(), "postgres://…@db.example/tea");
+/// assert!(StoreSpec::parse("redis://x").is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum StoreSpec {
+pub enum StoreSpec {
+    /// `memory`: threads live as long as the process.
     Memory,
+    /// `sled:PATH` (`{ sled: PATH }` in a `config`): the embedded on-disk store.
     Sled(PathBuf),
+    /// `dir:PATH`: one file per checkpoint (a `config` names it as `checkpoint_dir`).
+    Dir(PathBuf),
+    /// `postgres://…` or `postgresql://…` (`{ postgres: URL }` in a `config`): PostgreSQL. The
+    /// URL as given; a `tea --store` URL may end in `?schema=NAME`.
     Postgres(String),
+}
+
+impl StoreSpec {
+    /// Parses a store name: `memory`, `sled:PATH`, `dir:PATH`, `postgres://…` or
+    /// `postgresql://…`. The error says what is wrong and what is accepted.
+    pub fn parse(text: &str) -> Result<StoreSpec, String> {
+        let path = |rest: &str, kind: &str| {
+            if rest.is_empty() {
+                Err(format!("`{kind}:` needs a path, as in `{kind}:.tea/store`"))
+            } else {
+                Ok(PathBuf::from(rest))
+            }
+        };
+        if text == "memory" {
+            Ok(StoreSpec::Memory)
+        } else if let Some(rest) = text.strip_prefix("sled:") {
+            path(rest, "sled").map(StoreSpec::Sled)
+        } else if let Some(rest) = text.strip_prefix("dir:") {
+            path(rest, "dir").map(StoreSpec::Dir)
+        } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Ok(StoreSpec::Postgres(text.to_owned()))
+        } else {
+            Err(format!("unknown store `{text}`: use `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`"))
+        }
+    }
+}
+
+impl std::fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("memory"),
+            StoreSpec::Sled(path) => write!(f, "sled:{}", path.display()),
+            StoreSpec::Dir(path) => write!(f, "dir:{}", path.display()),
+            // The URL may carry a password: show only where it points.
+            StoreSpec::Postgres(url) => {
+                let rest = url.split_once("://").map_or(url.as_str(), |p| p.1);
+                let host = rest.rsplit_once('@').map_or(rest, |p| p.1);
+                write!(f, "postgres://…@{}", host.split_once('?').map_or(host, |p| p.0))
+            }
+        }
+    }
 }
 
 /// A loaded file: its graph and the `config:` the agent applies.

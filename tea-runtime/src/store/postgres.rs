@@ -40,6 +40,21 @@
 //! plain threads and from inside any other async runtime alike (it blocks the calling thread, as
 //! any synchronous call does). The `*_async` methods hand over the same work and await it
 //! without blocking.
+//!
+//! # Lost connections and cancellation
+//!
+//! A statement whose connection is lost (the server restarted, or an administrator killed the
+//! backend) is tried again on a fresh connection from the pool, a few times, a little later each
+//! time. An append that may have committed before its connection went is idempotent on the
+//! retry: a conflict whose checkpoint `id` holds exactly the bytes being written is the write
+//! itself, so it is `Written`. So a run that fails still releases its lease at once, as on the
+//! other stores.
+//!
+//! The future of [`append_async`](PostgresStore::append_async) can be dropped part-way (a run
+//! whose future is dropped): the append goes on in the store's runtime regardless, so the drop
+//! waits for it and, if it moved the head, moves the head back and deletes the checkpoint (only
+//! if nothing moved the head since). The thread is then exactly as its writer last knew it, and
+//! what the writer does next (an abandoned run puts back its pause or releases its lease) lands.
 
 use super::{Append, CheckpointId, Checkpointer};
 use crate::error::Error;
@@ -47,10 +62,13 @@ use crate::name::ThreadId;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::{mpsc, Arc};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio_postgres::config::Host;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
 /// The connections a store opens at most, unless its builder says otherwise.
@@ -59,6 +77,10 @@ const DEFAULT_MAX_CONNECTIONS: usize = 16;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The schema of the tables, unless the builder names another.
 const DEFAULT_SCHEMA: &str = "public";
+/// How many times a statement is tried when its connection is lost.
+const ATTEMPTS: u32 = 5;
+/// The wait before the first retry on a fresh connection; it doubles for each next one.
+const FIRST_RETRY: Duration = Duration::from_millis(10);
 
 /// The migrations, in order: migration `i` (from 0) brings the tables to version `i + 1`. Each
 /// runs in the transaction that records it. `{schema}` stands for the quoted schema name.
@@ -297,14 +319,7 @@ impl PostgresStore {
         &self,
         work: impl Future<Output = Result<T, Error>> + Send + 'static,
     ) -> Result<T, Error> {
-        let (sender, receiver) = mpsc::sync_channel(1);
-        self.runtime().spawn(async move {
-            // `work` (and the store handle it holds) is dropped before the caller wakes up, so
-            // the last handle never goes on the store's own runtime.
-            let result = work.await;
-            let _ = sender.send(result);
-        });
-        receiver.recv().unwrap_or_else(|_| Err(self.fault(Fault::Stopped)))
+        block(&self.inner, work)
     }
 
     /// Runs `work` on the store's runtime; the returned future awaits it on any executor.
@@ -322,12 +337,12 @@ impl PostgresStore {
         }
     }
 
-    fn fault(&self, fault: Fault) -> Error {
-        Error::store(Located { target: Arc::clone(&self.inner.target), fault })
-    }
-
     /// [`Checkpointer::append`] for async code.
-    pub async fn append_async(
+    ///
+    /// Dropping the future before it completes leaves the thread as it was: the drop waits for
+    /// the append (which runs on regardless) and takes it back if it landed, unless the head
+    /// has moved on since.
+    pub fn append_async(
         &self,
         graph: &str,
         thread: &ThreadId,
@@ -335,10 +350,15 @@ impl PostgresStore {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> impl Future<Output = Result<Append, Error>> + Send + 'static {
+        let (graph, thread) = (graph.to_owned(), thread.clone());
         let work =
-            append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec(), durable);
-        self.spawn(work).await
+            append(Arc::clone(&self.inner), graph.clone(), thread.clone(), expected, id, bytes.to_vec(), durable);
+        Landing {
+            task: Some(self.runtime().spawn(work)),
+            inner: Arc::clone(&self.inner),
+            undo: Some(Undo { graph, thread, expected, id }),
+        }
     }
 
     /// [`Checkpointer::head`] for async code.
@@ -467,6 +487,12 @@ struct Sql {
     delete_thread: String,
     delete_checkpoints: String,
     prune: String,
+    /// Moves the head of `$1`/`$2` back to `$3` if it is `$4` (taking back a cancelled append).
+    head_back: String,
+    /// Removes thread `$1`/`$2` if its head is its first checkpoint (taking back a first append).
+    unstart: String,
+    /// Deletes checkpoint `$3` of `$1`/`$2`.
+    delete_checkpoint: String,
 }
 
 impl Sql {
@@ -514,6 +540,9 @@ impl Sql {
             lock_thread: format!("SELECT head FROM {threads} WHERE graph = $1 AND thread = $2 FOR UPDATE"),
             delete_thread: format!("DELETE FROM {threads} WHERE graph = $1 AND thread = $2"),
             delete_checkpoints: format!("DELETE FROM {checkpoints} WHERE graph = $1 AND thread = $2"),
+            head_back: format!("UPDATE {threads} SET head = $3 WHERE graph = $1 AND thread = $2 AND head = $4"),
+            unstart: format!("DELETE FROM {threads} WHERE graph = $1 AND thread = $2 AND head = 1"),
+            delete_checkpoint: format!("DELETE FROM {checkpoints} WHERE graph = $1 AND thread = $2 AND id = $3"),
             prune: format!(
                 "DELETE FROM {checkpoints} c USING {threads} t
                  WHERE t.graph = $1 AND t.thread = $2
@@ -523,6 +552,24 @@ impl Sql {
     }
 }
 
+/// Runs `work` on the store's runtime and waits for it, blocking this thread (which may be a
+/// plain thread or one of another runtime's).
+fn block<T: Send + 'static>(
+    inner: &Inner,
+    work: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> Result<T, Error> {
+    let stopped = || Err(Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Stopped }));
+    let Some(runtime) = inner.runtime.as_ref() else { return stopped() };
+    let (sender, receiver) = mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        // `work` (and the store handle it holds) is dropped before the caller wakes up, so the
+        // last handle never goes on the store's own runtime.
+        let result = work.await;
+        let _ = sender.send(result);
+    });
+    receiver.recv().unwrap_or_else(|_| stopped())
+}
+
 /// A pooled connection, or the error of getting one.
 async fn connection(inner: &Inner) -> Result<deadpool_postgres::Object, Error> {
     pooled(inner, &inner.pool).await
@@ -530,21 +577,92 @@ async fn connection(inner: &Inner) -> Result<deadpool_postgres::Object, Error> {
 
 /// A connection of `pool`, or the error of getting one.
 async fn pooled(inner: &Inner, pool: &Pool) -> Result<deadpool_postgres::Object, Error> {
-    pool.get().await.map_err(|e| {
-        let message = match e {
-            PoolError::Backend(e) => describe(&e),
-            PoolError::Timeout(_) => "timed out waiting for a connection".to_owned(),
-            PoolError::Closed => "the store is closed".to_owned(),
-            PoolError::NoRuntimeSpecified => "the connection pool has no runtime".to_owned(),
-            PoolError::PostCreateHook(e) => e.to_string(),
-        };
-        Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Connect { message } })
-    })
+    pool.get().await.map_err(|e| connect_error(inner, e))
+}
+
+fn connect_error(inner: &Inner, e: PoolError) -> Error {
+    let message = match e {
+        PoolError::Backend(e) => describe(&e),
+        PoolError::Timeout(_) => "timed out waiting for a connection".to_owned(),
+        PoolError::Closed => "the store is closed".to_owned(),
+        PoolError::NoRuntimeSpecified => "the connection pool has no runtime".to_owned(),
+        PoolError::PostCreateHook(e) => e.to_string(),
+    };
+    Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Connect { message } })
 }
 
 /// The error of statement `what`.
 fn query_error(inner: &Inner, what: &'static str, e: tokio_postgres::Error) -> Error {
     Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Query { what, message: describe(&e) } })
+}
+
+/// A statement's failure, and whether its connection was lost (so it is worth trying again on a
+/// fresh one).
+struct Failed {
+    error: Error,
+    lost: bool,
+}
+
+impl Failed {
+    /// The failure of statement `what` on `client`.
+    fn query(inner: &Inner, what: &'static str, client: &tokio_postgres::Client, e: tokio_postgres::Error) -> Failed {
+        let lost = client.is_closed() || is_lost(&e);
+        Failed { error: query_error(inner, what, e), lost }
+    }
+
+    /// The failure of statement `what` in a transaction (the connection is checked by the error).
+    fn in_transaction(inner: &Inner, what: &'static str, e: tokio_postgres::Error) -> Failed {
+        let lost = is_lost(&e);
+        Failed { error: query_error(inner, what, e), lost }
+    }
+
+    /// A failure that another connection would not mend.
+    fn other(error: Error) -> Failed {
+        Failed { error, lost: false }
+    }
+}
+
+/// Whether `e` says the connection is gone: closed, killed by an administrator, or the server
+/// shutting down or starting.
+fn is_lost(e: &tokio_postgres::Error) -> bool {
+    const GONE: [SqlState; 3] = [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW];
+    e.is_closed()
+        || e.code().is_some_and(|code| GONE.contains(code))
+        || std::error::Error::source(e).is_some_and(|source| source.is::<std::io::Error>())
+}
+
+/// Runs `once` on a connection of `pool` (its argument: the connection and the attempt, from 1);
+/// while the connection is lost, or opening one is refused at once (a server restarting), again
+/// on a fresh one, up to [`ATTEMPTS`] times, waiting [`FIRST_RETRY`] and then twice as long
+/// each time.
+async fn retrying<T, F, Fut>(inner: &Inner, pool: &Pool, mut once: F) -> Result<T, Error>
+where
+    F: FnMut(deadpool_postgres::Object, u32) -> Fut,
+    Fut: Future<Output = Result<T, Failed>>,
+{
+    let mut wait = FIRST_RETRY;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let asked = std::time::Instant::now();
+        let failed = match pool.get().await {
+            Ok(client) => match once(client, attempt).await {
+                Ok(value) => return Ok(value),
+                Err(failed) => failed,
+            },
+            // A server restarting refuses at once: worth another try. One that does not answer
+            // took the whole connect timeout, which is not tried again.
+            Err(e @ PoolError::Backend(_)) => {
+                Failed { error: connect_error(inner, e), lost: asked.elapsed() < Duration::from_secs(1) }
+            }
+            Err(e) => Failed::other(connect_error(inner, e)),
+        };
+        if !failed.lost || attempt >= ATTEMPTS {
+            return Err(failed.error);
+        }
+        tokio::time::sleep(wait).await;
+        wait *= 2;
+    }
 }
 
 /// Runs the migrations the schema lacks, under the schema's advisory lock.
@@ -602,45 +720,139 @@ async fn append(
         }));
     }
     let sql_id = to_sql_id(&inner, id)?;
-    let client = pooled(&inner, if durable { &inner.pool } else { &inner.fast_pool }).await?;
-    let failed = |e| query_error(&inner, "append a checkpoint", e);
-    let written = match expected {
-        None => {
-            let statement = client.prepare_cached(&inner.sql.append_first).await.map_err(failed)?;
-            client.execute(&statement, &[&graph, &thread.as_str(), &sql_id, &bytes]).await.map_err(failed)?
+    let expected = expected.map(|head| to_sql_id(&inner, head)).transpose()?;
+    let (inner, graph, thread, bytes) = (&*inner, &graph, thread.as_str(), &bytes);
+    let pool = if durable { &inner.pool } else { &inner.fast_pool };
+    retrying(inner, pool, move |client, attempt| async move {
+        let failed = |e| Failed::query(inner, "append a checkpoint", &client, e);
+        let written = match expected {
+            None => {
+                let statement = client.prepare_cached(&inner.sql.append_first).await.map_err(failed)?;
+                client.execute(&statement, &[graph, &thread, &sql_id, bytes]).await.map_err(failed)?
+            }
+            Some(expected) => {
+                let statement = client.prepare_cached(&inner.sql.append_next).await.map_err(failed)?;
+                client.execute(&statement, &[graph, &thread, &sql_id, &expected, bytes]).await.map_err(failed)?
+            }
+        };
+        if written == 1 {
+            return Ok(Append::Written);
         }
-        Some(expected) => {
-            let expected = to_sql_id(&inner, expected)?;
-            let statement = client.prepare_cached(&inner.sql.append_next).await.map_err(failed)?;
-            client.execute(&statement, &[&graph, &thread.as_str(), &sql_id, &expected, &bytes]).await.map_err(failed)?
+        // The statement's snapshot predates the writer it lost to; a new statement sees its head.
+        let statement = client.prepare_cached(&inner.sql.head_id).await.map_err(failed)?;
+        let row = client.query_opt(&statement, &[graph, &thread]).await.map_err(failed)?;
+        let head = match row {
+            Some(row) => Some(from_sql_id(inner, row.get(0)).map_err(Failed::other)?),
+            None => None,
+        };
+        if attempt > 1 && head.is_some_and(|head| head >= id) {
+            // An earlier attempt lost its connection, perhaps after its commit: if checkpoint
+            // `id` holds these very bytes, the head moved for this append.
+            let statement = client.prepare_cached(&inner.sql.get).await.map_err(failed)?;
+            let row = client.query_opt(&statement, &[graph, &thread, &sql_id]).await.map_err(failed)?;
+            if row.is_some_and(|row| row.get::<_, &[u8]>(0) == bytes.as_slice()) {
+                return Ok(Append::Written);
+            }
         }
-    };
-    if written == 1 {
-        return Ok(Append::Written);
+        Ok(Append::Conflict { head })
+    })
+    .await
+}
+
+/// What taking back an append needs: which one it was.
+struct Undo {
+    graph: String,
+    thread: ThreadId,
+    expected: Option<CheckpointId>,
+    id: CheckpointId,
+}
+
+/// Takes back append `undo` that landed after its writer stopped waiting for it: moves the head
+/// back to `expected` (removes the thread for a first checkpoint) and deletes checkpoint `id` —
+/// only if the head is still `id`, so a writer that has moved on since keeps its checkpoints.
+async fn take_back(inner: Arc<Inner>, undo: Undo) -> Result<(), Error> {
+    let id = to_sql_id(&inner, undo.id)?;
+    let expected = undo.expected.map(|head| to_sql_id(&inner, head)).transpose()?;
+    let (inner, graph, thread) = (&*inner, &undo.graph, undo.thread.as_str());
+    retrying(inner, &inner.pool, move |mut client, _| async move {
+        let failed = |e| Failed::in_transaction(inner, "take back a cancelled append", e);
+        let tx = client.transaction().await.map_err(failed)?;
+        let moved = match expected {
+            Some(expected) => {
+                let statement = tx.prepare_cached(&inner.sql.head_back).await.map_err(failed)?;
+                tx.execute(&statement, &[graph, &thread, &expected, &id]).await.map_err(failed)?
+            }
+            None => {
+                let statement = tx.prepare_cached(&inner.sql.unstart).await.map_err(failed)?;
+                tx.execute(&statement, &[graph, &thread]).await.map_err(failed)?
+            }
+        };
+        if moved == 1 {
+            let statement = tx.prepare_cached(&inner.sql.delete_checkpoint).await.map_err(failed)?;
+            tx.execute(&statement, &[graph, &thread, &id]).await.map_err(failed)?;
+        }
+        tx.commit().await.map_err(failed)
+    })
+    .await
+}
+
+/// The future of [`PostgresStore::append_async`]: the append runs as a task of the store's
+/// runtime. Dropped before it has the task's answer, it waits for the append and takes it back
+/// if it landed, so the thread is as its writer last knew it.
+struct Landing {
+    task: Option<tokio::task::JoinHandle<Result<Append, Error>>>,
+    inner: Arc<Inner>,
+    undo: Option<Undo>,
+}
+
+impl Future for Landing {
+    type Output = Result<Append, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let stopped =
+            |inner: &Inner| Error::store(Located { target: Arc::clone(&inner.target), fault: Fault::Stopped });
+        let Some(task) = this.task.as_mut() else { return Poll::Ready(Err(stopped(&this.inner))) };
+        match Pin::new(task).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(joined) => {
+                this.task = None;
+                Poll::Ready(joined.unwrap_or_else(|_| Err(stopped(&this.inner))))
+            }
+        }
     }
-    // The statement's snapshot predates the writer it lost to; a new statement sees its head.
-    let statement = client.prepare_cached(&inner.sql.head_id).await.map_err(failed)?;
-    let row = client.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
-    let head = match row {
-        Some(row) => Some(from_sql_id(&inner, row.get(0))?),
-        None => None,
-    };
-    Ok(Append::Conflict { head })
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let (Some(task), Some(undo)) = (self.task.take(), self.undo.take()) else { return };
+        let inner = Arc::clone(&self.inner);
+        // Nothing is left to report an error to: a take-back that fails leaves the append, as
+        // a crash of the writer would (its lease then expires).
+        let _ = block(&self.inner, async move {
+            match task.await {
+                Ok(Ok(Append::Written)) => take_back(inner, undo).await,
+                _ => Ok(()),
+            }
+        });
+    }
 }
 
 async fn head(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
-    let client = connection(&inner).await?;
-    let failed = |e| query_error(&inner, "read a head", e);
-    let statement = client.prepare_cached(&inner.sql.head).await.map_err(failed)?;
-    let Some(row) = client.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)? else {
-        return Ok(None);
-    };
-    let id = from_sql_id(&inner, row.get(0))?;
+    let (inner, graph, thread) = (&*inner, &graph, &thread);
+    let row = retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "read a head", &client, e);
+        let statement = client.prepare_cached(&inner.sql.head).await.map_err(failed)?;
+        client.query_opt(&statement, &[graph, &thread.as_str()]).await.map_err(failed)
+    })
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let id = from_sql_id(inner, row.get(0))?;
     match row.get::<_, Option<Vec<u8>>>(1) {
         Some(bytes) => Ok(Some((id, bytes))),
         None => Err(Error::store(Located {
             target: Arc::clone(&inner.target),
-            fault: Fault::MissingHead { graph, thread, id },
+            fault: Fault::MissingHead { graph: graph.clone(), thread: thread.clone(), id },
         })),
     }
 }
@@ -648,26 +860,35 @@ async fn head(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<Opti
 async fn get(inner: Arc<Inner>, graph: String, thread: ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
     // No stored id is beyond `bigint`.
     let Ok(id) = i64::try_from(id) else { return Ok(None) };
-    let client = connection(&inner).await?;
-    let failed = |e| query_error(&inner, "read a checkpoint", e);
-    let statement = client.prepare_cached(&inner.sql.get).await.map_err(failed)?;
-    let row = client.query_opt(&statement, &[&graph, &thread.as_str(), &id]).await.map_err(failed)?;
-    Ok(row.map(|row| row.get(0)))
+    let (inner, graph, thread) = (&*inner, &graph, thread.as_str());
+    retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "read a checkpoint", &client, e);
+        let statement = client.prepare_cached(&inner.sql.get).await.map_err(failed)?;
+        let row = client.query_opt(&statement, &[graph, &thread, &id]).await.map_err(failed)?;
+        Ok(row.map(|row| row.get(0)))
+    })
+    .await
 }
 
 async fn history(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-    let client = connection(&inner).await?;
-    let failed = |e| query_error(&inner, "read a history", e);
-    let statement = client.prepare_cached(&inner.sql.history).await.map_err(failed)?;
-    let rows = client.query(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
-    rows.iter().map(|row| Ok((from_sql_id(&inner, row.get(0))?, row.get(1)))).collect()
+    let (inner, graph, thread) = (&*inner, &graph, thread.as_str());
+    let rows = retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "read a history", &client, e);
+        let statement = client.prepare_cached(&inner.sql.history).await.map_err(failed)?;
+        client.query(&statement, &[graph, &thread]).await.map_err(failed)
+    })
+    .await?;
+    rows.iter().map(|row| Ok((from_sql_id(inner, row.get(0))?, row.get(1)))).collect()
 }
 
 async fn threads(inner: Arc<Inner>, graph: String) -> Result<Vec<ThreadId>, Error> {
-    let client = connection(&inner).await?;
-    let failed = |e| query_error(&inner, "list threads", e);
-    let statement = client.prepare_cached(&inner.sql.threads).await.map_err(failed)?;
-    let rows = client.query(&statement, &[&graph]).await.map_err(failed)?;
+    let (inner, graph) = (&*inner, &graph);
+    let rows = retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "list threads", &client, e);
+        let statement = client.prepare_cached(&inner.sql.threads).await.map_err(failed)?;
+        client.query(&statement, &[graph]).await.map_err(failed)
+    })
+    .await?;
     // Sorted here, not by the server, whose order depends on the database's collation.
     let mut threads: Vec<ThreadId> = rows.iter().map(|row| ThreadId::from(row.get::<_, String>(0))).collect();
     threads.sort();
@@ -675,32 +896,39 @@ async fn threads(inner: Arc<Inner>, graph: String) -> Result<Vec<ThreadId>, Erro
 }
 
 async fn delete(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<bool, Error> {
-    let mut client = connection(&inner).await?;
-    let failed = |e| query_error(&inner, "delete a thread", e);
-    let tx = client.transaction().await.map_err(failed)?;
-    // Lock the head row first: that waits for an append in flight, and no append can move the
-    // head or start the thread again until this commits, so the checkpoints deleted next (by a
-    // later statement, which sees what that append stored) are exactly this thread's. A thread
-    // created by an append not yet committed is not seen: that append comes after the delete.
-    let statement = tx.prepare_cached(&inner.sql.lock_thread).await.map_err(failed)?;
-    if tx.query_opt(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?.is_none() {
-        return Ok(false);
-    }
-    let statement = tx.prepare_cached(&inner.sql.delete_checkpoints).await.map_err(failed)?;
-    tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
-    let statement = tx.prepare_cached(&inner.sql.delete_thread).await.map_err(failed)?;
-    let deleted = tx.execute(&statement, &[&graph, &thread.as_str()]).await.map_err(failed)?;
-    tx.commit().await.map_err(failed)?;
-    Ok(deleted > 0)
+    let (inner, graph, thread) = (&*inner, &graph, thread.as_str());
+    retrying(inner, &inner.pool, move |mut client, _| async move {
+        let failed = |e| Failed::in_transaction(inner, "delete a thread", e);
+        let tx = client.transaction().await.map_err(failed)?;
+        // Lock the head row first: that waits for an append in flight, and no append can move
+        // the head or start the thread again until this commits, so the checkpoints deleted next
+        // (by a later statement, which sees what that append stored) are exactly this thread's.
+        // A thread created by an append not yet committed is not seen: that append comes after
+        // the delete.
+        let statement = tx.prepare_cached(&inner.sql.lock_thread).await.map_err(failed)?;
+        if tx.query_opt(&statement, &[graph, &thread]).await.map_err(failed)?.is_none() {
+            return Ok(false);
+        }
+        let statement = tx.prepare_cached(&inner.sql.delete_checkpoints).await.map_err(failed)?;
+        tx.execute(&statement, &[graph, &thread]).await.map_err(failed)?;
+        let statement = tx.prepare_cached(&inner.sql.delete_thread).await.map_err(failed)?;
+        let deleted = tx.execute(&statement, &[graph, &thread]).await.map_err(failed)?;
+        tx.commit().await.map_err(failed)?;
+        Ok(deleted > 0)
+    })
+    .await
 }
 
 async fn prune(inner: Arc<Inner>, graph: String, thread: ThreadId, keep_last: usize) -> Result<usize, Error> {
     let keep = i64::try_from(keep_last.max(1)).unwrap_or(i64::MAX);
-    let client = connection(&inner).await?;
-    let failed = |e| query_error(&inner, "prune a thread", e);
-    let statement = client.prepare_cached(&inner.sql.prune).await.map_err(failed)?;
-    let deleted = client.execute(&statement, &[&graph, &thread.as_str(), &keep]).await.map_err(failed)?;
-    Ok(deleted as usize)
+    let (inner, graph, thread) = (&*inner, &graph, thread.as_str());
+    retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "prune a thread", &client, e);
+        let statement = client.prepare_cached(&inner.sql.prune).await.map_err(failed)?;
+        let deleted = client.execute(&statement, &[graph, &thread, &keep]).await.map_err(failed)?;
+        Ok(deleted as usize)
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
