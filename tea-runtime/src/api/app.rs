@@ -4,31 +4,29 @@
 //! app with one ([`Checkpointer`]) runs each invocation as a *thread* whose checkpoints live in
 //! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
-use crate::checkpoint::{BranchAt, Checkpoint, Position, Target};
-use crate::error::Error;
-use crate::exec::{apply_update, decode_for, issue, now_ms, Persist, Progress, Run, Stream};
-use crate::graph::{Graph, PauseFree, SyncGraph};
-use crate::name::{NodeName, ThreadId};
-use crate::node::Goto;
-use crate::outcome::{Durability, Outcome, Snapshot};
-use crate::resume::{graph_id, Interrupt, Resume, SigningKey};
-use crate::store::{CheckpointId, Checkpointer};
-use crate::trace::{self, traced};
+use crate::api::stream::Stream;
+use crate::format::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
+use crate::format::memo::{reply, MEMO};
+use crate::format::token::{graph_id, issue, Interrupt, Resume, SigningKey};
+use crate::lease::{Host, Tenancy};
+use crate::machine::run::{Persist, Progress, Run};
+use crate::machine::step::apply_update;
+use crate::machine::validate::{decode_for, identity};
+use crate::model::graph::{Graph, PauseFree, SyncGraph};
+use crate::model::node::Goto;
+use crate::model::outcome::{Outcome, Snapshot, SubgraphSnapshot};
+use crate::store::Checkpointer;
+use crate::vocab::clock::{now, now_ms, random_u64};
+use crate::vocab::error::{drop_payload, Error};
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
+use crate::vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
+use crate::vocab::state::GraphState;
+use crate::vocab::trace::{self, traced};
+use serde_json::Value;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How many branches of one fan-out run at once by default: see
-/// [`Builder::max_parallel_branches`].
-pub const DEFAULT_MAX_PARALLEL_BRANCHES: usize = 128;
-
-/// How long a running thread's lease lasts unless renewed: see [`Builder::lease`].
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-
-/// The default recursion limit: the number of node runs after which a run fails with
-/// [`Error::RecursionLimit`].
-pub const DEFAULT_RECURSION_LIMIT: usize = 10_000;
 
 /// The "no checkpointer" state of a [`Builder`] and [`App`]: runs return their final state
 /// directly and cannot pause.
@@ -225,16 +223,16 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) key: Option<SigningKey>,
     /// A subgraph node's child app: `Command::parent` may end its runs.
     pub(crate) nested: bool,
-    /// A child app's link to the run of its parent graph (the [`Host`](crate::compose::Host)
+    /// A child app's link to the run of its parent graph (the [`Host`](Host)
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
-    pub(crate) parent: Option<Arc<crate::compose::Host>>,
+    pub(crate) parent: Option<Arc<Host>>,
 }
 
 impl<G: Graph, C> App<G, C> {
     /// An app running `graph`, a subgraph node's child, on its parent's store and options
     /// (`host`, the parent's run; `None`: the parent has no store). Its runs keep the parent's
     /// lease alive. Its tokens are never handed out: the parent lists its pauses in its own.
-    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&Arc<crate::compose::Host>>) -> Self {
+    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&Arc<Host>>) -> Self {
         let (recursion_limit, durability, lease, max_branches) = match host {
             Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
             None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
@@ -377,7 +375,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Result<Recovery<'_, G>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
-            let resume = issue(&*self.graph, thread, &ckpt, self.key.as_ref())?;
+            let resume = issue(&identity(&*self.graph), thread, &ckpt, self.key.as_ref())?;
             return Ok(Recovery::Over(Outcome::Interrupted { state: ckpt.state, resume }));
         }
         if matches!(ckpt.at, Position::Done) {
@@ -420,7 +418,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         G: SyncGraph,
     {
         let Some(at) = self.graph.node_named(node) else {
-            return Err(Error::NoRoute { node: crate::exec::START, goto: Some(NodeName::from(node.to_owned())) });
+            return Err(Error::NoRoute { node: START, goto: Some(NodeName::from(node.to_owned())) });
         };
         let mut run = self.new_run(thread.into(), state, false)?;
         traced! { run.call("invoke_at"); }
@@ -518,25 +516,18 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Persist<'_> {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
-        let tenancy = crate::compose::Tenancy {
+        let tenancy = Tenancy {
             thread: thread.clone(),
             graph: graph.name().to_owned(),
             graph_fingerprint: graph.fingerprint(),
             schema_fingerprint: graph.schema_fingerprint(),
-            relet: crate::checkpoint::relet::<G::State>,
-            owner: crate::exec::random_u64(),
+            relet: checkpoint::relet::<G::State>,
+            owner: random_u64(),
             lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
             head,
             parent: self.parent.clone(),
         };
-        let host = crate::compose::Host::new(
-            store,
-            self.durability,
-            self.lease,
-            self.recursion_limit,
-            self.max_branches,
-            tenancy,
-        );
+        let host = Host::new(store, self.durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
         Persist {
             nested: self.nested,
             host: Arc::new(host),
@@ -623,7 +614,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::StaleResume { thread });
         }
         let continuing = match_answers(graph, &mut ckpt, &resume)?;
-        let now = crate::exec::now();
+        let now = now();
         if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
             return Err(Error::Expired { thread, node: expired.node().clone() });
         }
@@ -668,7 +659,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Result<Snapshot<G::State>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
         let next = next_nodes(&*self.graph, &ckpt);
-        let subgraphs = crate::compose::paused_children(&ckpt);
+        let subgraphs = paused_children(&ckpt);
         Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
     }
 }
@@ -694,7 +685,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         lease: None,
         parent: None,
     };
-    crate::checkpoint::encode(&crate::exec::identity(graph), &ckpt)
+    checkpoint::encode(&identity(graph), &ckpt)
 }
 
 /// Reads a checkpoint of `graph` (a file written by [`encode_checkpoint`], or a checkpoint a
@@ -806,7 +797,7 @@ fn match_answers<G: Graph>(
                     // A subgraph node's child paused in this branch: what continues is the
                     // child's, which the node hands over when it runs again.
                     let pauses: Vec<Interrupt> = std::iter::once(pause).chain(&branch.more_pending).cloned().collect();
-                    if let Some(reply) = crate::compose::reply(&pauses, &answer_of, &mut continuing) {
+                    if let Some(reply) = reply(&pauses, &answer_of, &mut continuing) {
                         branch.answers.push(reply);
                         branch.resume = true;
                     }
@@ -832,7 +823,7 @@ fn match_answers<G: Graph>(
         _ => {
             let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
             if pause.child.is_some() {
-                let Some(reply) = crate::compose::reply(&ckpt.pending, &answer_of, &mut continuing) else {
+                let Some(reply) = reply(&ckpt.pending, &answer_of, &mut continuing) else {
                     return Err(bad(
                         "an answer",
                         format!("every pending pause waits for an answer ({}); answer at least one", ids()),
@@ -891,7 +882,7 @@ fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName>
             Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
             Ok(_) => Vec::new(),
             Err(payload) => {
-                crate::exec::drop_payload(payload);
+                drop_payload(payload);
                 Vec::new()
             }
         }
@@ -901,7 +892,7 @@ fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName>
             Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
             Ok(_) => Vec::new(),
             Err(payload) => {
-                crate::exec::drop_payload(payload);
+                drop_payload(payload);
                 Vec::new()
             }
         },
@@ -931,4 +922,33 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("signs_tokens", &self.key.is_some())
             .finish()
     }
+}
+
+/// The subgraph nodes a checkpoint waits on inside their child graph, from the memos they keep
+/// among their answers (on the main line and in each stopped branch).
+pub(crate) fn paused_children<S: GraphState>(ckpt: &Checkpoint<S>) -> Vec<SubgraphSnapshot> {
+    let mut found = Vec::new();
+    let mut read = |answers: &[Value], pending: Option<&Interrupt>, branch: Option<&NodeName>| {
+        let (Some(memo), Some(pause)) = (answers.first().and_then(|v| v.get(MEMO)), pending) else { return };
+        if pause.child.is_none() {
+            return;
+        }
+        let text = |key: &str| memo.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        found.push(SubgraphSnapshot {
+            node: pause.node().clone(),
+            branch: branch.cloned(),
+            graph: text("graph"),
+            thread: ThreadId::from(text("thread")),
+            state: memo.get("state").cloned().unwrap_or(Value::Null),
+        });
+    };
+    match &ckpt.at {
+        Position::Fork { branches, .. } => {
+            for branch in branches {
+                read(&branch.answers, branch.pending.as_ref(), Some(&branch.head));
+            }
+        }
+        _ => read(&ckpt.answers, ckpt.pending.first(), None),
+    }
+    found
 }

@@ -6,10 +6,10 @@
 //! read as another thread's), followed by an HMAC-SHA256 signature when the app signs tokens.
 //! The checksum catches accidents; only a signature resists deliberate forgery.
 
-use crate::error::Error;
-use crate::name::{NodeName, ThreadId};
-use crate::state::{fingerprint, GraphState};
-use crate::store::CheckpointId;
+use crate::format::checkpoint::{Checkpoint, Identity};
+use crate::vocab::error::Error;
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
+use crate::vocab::state::{fingerprint, GraphState};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
@@ -425,4 +425,40 @@ impl<S: GraphState> fmt::Debug for Resume<S> {
             .field("answers", &self.answers)
             .finish()
     }
+}
+
+/// The token of a paused checkpoint of the graph `identity` names.
+pub(crate) fn issue<S: GraphState>(
+    identity: &Identity<'_>,
+    thread: &ThreadId,
+    ckpt: &Checkpoint<S>,
+    key: Option<&SigningKey>,
+) -> Result<Resume<S>, Error> {
+    let token = Token {
+        graph: graph_id(identity.graph),
+        graph_fingerprint: identity.graph_fingerprint,
+        schema_fingerprint: identity.schema_fingerprint,
+        pause: ckpt.pause.unwrap_or_default(),
+        nonce: ckpt.nonce.unwrap_or_default(),
+        thread: thread.clone(),
+        node: ckpt.pending.first().map(|i| i.node().clone()).unwrap_or(START),
+        interrupts: ckpt.pending.clone(),
+    };
+    Resume::issue(token, key)
+}
+
+/// The ids and kinds of pending pauses, for `paused` events.
+#[cfg(feature = "tracing")]
+pub(crate) fn pauses(interrupts: &[Interrupt]) -> (Vec<&str>, Vec<&'static str>) {
+    use PauseKind;
+    let ids = interrupts.iter().map(|i| i.id()).collect();
+    let kinds = interrupts
+        .iter()
+        .map(|i| match i.kind {
+            PauseKind::Before => "before",
+            PauseKind::After => "after",
+            PauseKind::Ask => "ask",
+        })
+        .collect();
+    (ids, kinds)
 }

@@ -16,34 +16,34 @@
 //! again; any other run that fails writes its last checkpoint again without its lease, so
 //! `recover` can continue it at once.
 
-use crate::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Lease, Position, Target};
-use crate::drive::{now_or_never, Driver, ThreadDriver};
-use crate::error::Error;
-use crate::event::Event;
-use crate::graph::Graph;
-use crate::hitl::{Asked, Hitl};
-use crate::name::{NodeName, ThreadId};
-use crate::node::{Ctx, Goto, More};
-use crate::outcome::Durability;
-use crate::parallel::{self, Env, ForkOutcome};
-use crate::resume::{graph_id, Interrupt, PauseKind, Resume, SigningKey, Token};
-use crate::state::GraphState;
-use crate::store::{Append, CheckpointId, Checkpointer};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Lease, Position};
+use crate::format::token::{issue, Interrupt, PauseKind, Resume, SigningKey};
+use crate::lease::Host;
+use crate::machine::driver::Driver;
+use crate::machine::fork::{self as parallel, Env, ForkOutcome};
+use crate::machine::step::{apply_produced, asked, goto_of, node_named, route_from, target_of, After, Executed};
+use crate::machine::validate::identity;
+use crate::model::event::Event;
+use crate::model::graph::Graph;
+use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
+use crate::model::produce::{Paused, Produced};
+use crate::store::{Append, Checkpointer};
+use crate::vocab::clock::{now, now_ms, random_u64};
+use crate::vocab::error::{panic_message, Error};
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
+use crate::vocab::options::{Durability, DEFAULT_MAX_PARALLEL_BRANCHES};
+use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
-use crate::trace;
-use crate::trace::traced;
-use std::any::Any;
+use crate::vocab::trace;
+use crate::vocab::trace::traced;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub(crate) const START: NodeName = NodeName::from_static("start");
-pub(crate) const END: NodeName = NodeName::from_static("end");
 
 /// Where a run stands.
 #[derive(Clone, Copy, Debug)]
-enum Cursor<N> {
+pub(crate) enum Cursor<N> {
     /// Nothing has run; the start edges are still to be evaluated.
     Start,
     /// `N` runs next.
@@ -69,14 +69,8 @@ pub(crate) enum Progress<S: GraphState> {
     Done,
 }
 
-/// What follows a node.
-pub(crate) enum After<N> {
-    Goto(Goto<N>),
-    Fork(N),
-}
-
 /// What the run does next, as [`Run::next`] decides it.
-enum Next<N> {
+pub(crate) enum Next<N> {
     /// Runs this node (its step is counted and its name is in the context).
     Run(N),
     /// A step that runs no node ([`Run::settle`]).
@@ -84,7 +78,7 @@ enum Next<N> {
 }
 
 /// A step that runs no node.
-enum Settle<N> {
+pub(crate) enum Settle<N> {
     /// The run reached `end`.
     Done,
     /// The fan-out after this node runs.
@@ -94,7 +88,7 @@ enum Settle<N> {
 }
 
 /// What is left of a step once the node's result is applied ([`Run::finish`]).
-enum Then {
+pub(crate) enum Then {
     /// Nothing: the next advance goes on (an `interrupt_after` pauses there).
     Stepped,
     /// The step is checkpointed (when the run has a store).
@@ -104,15 +98,15 @@ enum Then {
 }
 
 /// A checkpoint encoded for the store: its bytes, the head it replaces, and its id.
-struct Encoded {
-    bytes: Vec<u8>,
-    head: Option<CheckpointId>,
-    id: CheckpointId,
+pub(crate) struct Encoded {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) head: Option<CheckpointId>,
+    pub(crate) id: CheckpointId,
 }
 
 /// The `checkpoint` span of a write of `ckpt`, and when the write started.
 #[cfg(feature = "tracing")]
-fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
+pub(crate) fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
     let span = tracing::debug_span!(
         target: "tea",
         "checkpoint",
@@ -125,209 +119,6 @@ fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (traci
     (span, Instant::now())
 }
 
-/// What running a node did, once its update is applied.
-pub(crate) enum Executed<S: GraphState, N> {
-    /// The node ran; a router's choice, if any.
-    Ran(Option<Goto<N>>),
-    /// The node ran and sent nodes, or routes the parent graph of this one.
-    More(Box<More<S, N>>),
-    /// The node paused through its `Hitl` (its update was discarded but for what it keeps).
-    Paused(Box<Paused<S>>),
-}
-
-/// What running a node produced, before anything is applied. Small, because every step moves
-/// one: what few steps do (send, route a parent, pause) is boxed.
-pub(crate) enum Produced<S: GraphState, N> {
-    /// The node ran: its update, a router's choice, and what it sent or where it routes its
-    /// parent graph.
-    Ran { update: Option<S::Update>, goto: Option<Goto<N>>, more: Option<Box<More<S, N>>> },
-    /// The node paused through its `Hitl`.
-    Paused(Box<Paused<S>>),
-}
-
-/// A node's pause through its `Hitl`.
-pub(crate) struct Paused<S: GraphState> {
-    /// What the node asked with.
-    pub(crate) payload: serde_json::Value,
-    /// The answers it was given, to give it again on resume.
-    pub(crate) answers: Vec<serde_json::Value>,
-    /// The update it keeps anyway ([`Graph::keeps_update_on_pause`]).
-    pub(crate) kept: Option<S::Update>,
-    /// The pauses of a subgraph node's child, as the parent lists them (empty for a node's own
-    /// pause).
-    pub(crate) nested: Vec<Interrupt>,
-}
-
-/// Runs `node` on `state` with the answers to its earlier pauses. Panics are caught.
-pub(crate) fn produce<G: Graph>(
-    graph: &G,
-    node: G::Node,
-    state: &G::State,
-    ctx: &Ctx<G::State>,
-    answers: Vec<serde_json::Value>,
-) -> Result<Produced<G::State, G::Node>, Error> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<Produced<G::State, G::Node>, Error> {
-        let mut hitl = Hitl::with_answers(answers);
-        let result = graph.run(node, state, ctx, &mut hitl);
-        produced(graph, node, ctx, result, hitl)
-    }));
-    outcome
-        .unwrap_or_else(|payload| Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) }))
-}
-
-/// What a node run that returned `result` produced, given what it asked of its `hitl`: a pause,
-/// a bad answer, or its update and routing.
-pub(crate) fn produced<G: Graph>(
-    graph: &G,
-    node: G::Node,
-    ctx: &Ctx<G::State>,
-    result: Result<crate::node::NodeStep<G::State, G::Node>, crate::error::BoxError>,
-    mut hitl: Hitl,
-) -> Result<Produced<G::State, G::Node>, Error> {
-    {
-        match hitl.asked.take() {
-            None => {}
-            Some(Asked::Pause(payload)) => {
-                let kept = match result {
-                    Ok(step) if graph.keeps_update_on_pause(node) => step.update,
-                    _ => None,
-                };
-                let answers = hitl.into_answers();
-                return Ok(Produced::Paused(Box::new(Paused { payload, answers, kept, nested: Vec::new() })));
-            }
-            Some(Asked::Child(nested)) => {
-                let payload = serde_json::Value::Null;
-                let answers = hitl.into_answers();
-                return Ok(Produced::Paused(Box::new(Paused { payload, answers, kept: None, nested })));
-            }
-            Some(Asked::BadAnswer { expected, reason }) => {
-                return Err(Error::BadResumeValue { node: ctx.node.clone(), expected: expected.to_owned(), reason })
-            }
-            Some(Asked::BadPayload(reason)) => {
-                return Err(Error::NodeFailed {
-                    node: ctx.node.clone(),
-                    source: format!("the pause's payload does not serialize: {reason}").into(),
-                })
-            }
-        }
-        let step = result.map_err(|source| match source.downcast::<crate::compose::Passthrough>() {
-            // A subgraph node's child found its thread owned by a live run, or an ancestor's
-            // thread taken over: the run reports that, not the node's failure.
-            Ok(through) => through.0,
-            Err(source) => Error::NodeFailed { node: ctx.node.clone(), source },
-        })?;
-        Ok(Produced::Ran { update: step.update, goto: step.goto, more: step.more })
-    }
-}
-
-/// Applies what `node` produced to `state` through the reducers.
-fn apply_produced<G: Graph>(
-    graph: &G,
-    state: &mut G::State,
-    ctx: &Ctx<G::State>,
-    produced: Produced<G::State, G::Node>,
-) -> Result<Executed<G::State, G::Node>, Error> {
-    match produced {
-        Produced::Paused(mut paused) => {
-            if let Some(update) = paused.kept.take() {
-                apply_update(graph, state, update, &ctx.node)?;
-            }
-            Ok(Executed::Paused(paused))
-        }
-        Produced::Ran { update, goto, more } => {
-            if let Some(update) = update {
-                apply_update(graph, state, update, &ctx.node)?;
-            }
-            Ok(match more {
-                None => Executed::Ran(goto),
-                Some(more) => Executed::More(more),
-            })
-        }
-    }
-}
-
-/// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`
-/// inside a branch), and an interrupt node's timeout sets when it expires.
-pub(crate) fn asked<G: Graph>(
-    graph: &G,
-    node: G::Node,
-    payload: serde_json::Value,
-    index: usize,
-    branch: Option<&NodeName>,
-) -> Interrupt {
-    let name = graph.node_name(node);
-    let id = match branch {
-        Some(head) => format!("{name}#{index}@{head}"),
-        None => format!("{name}#{index}"),
-    };
-    let mut interrupt = Interrupt::new(id, name, payload);
-    interrupt.kind = PauseKind::Ask;
-    interrupt.expires_at = graph.pause_timeout(node).map(|secs| now().saturating_add(secs));
-    interrupt
-}
-
-/// Where the run goes after `node` (named `name`): a router's choice if it made one (checked
-/// against its declaration), else its fan-out, else its edges. Guards' panics are caught.
-pub(crate) fn route_from<G: Graph>(
-    graph: &G,
-    node: G::Node,
-    goto: Option<Goto<G::Node>>,
-    state: &G::State,
-    name: &NodeName,
-) -> Result<After<G::Node>, Error> {
-    if let Some(target) = goto {
-        return if graph.can_goto(node, target) {
-            Ok(After::Goto(target))
-        } else {
-            Err(Error::NoRoute { node: name.clone(), goto: Some(goto_name(graph, target)) })
-        };
-    }
-    if graph.fork(node).is_some() {
-        return Ok(After::Fork(node));
-    }
-    match catch_unwind(AssertUnwindSafe(|| graph.try_route(node, state))) {
-        Ok(Ok(Some(target))) => Ok(After::Goto(target)),
-        Ok(Ok(None)) => Err(Error::NoRoute { node: name.clone(), goto: None }),
-        Ok(Err(source)) => Err(Error::NodeFailed { node: name.clone(), source }),
-        Err(payload) => Err(Error::NodePanicked { node: name.clone(), message: panic_message(payload) }),
-    }
-}
-
-pub(crate) fn goto_name<G: Graph>(graph: &G, target: Goto<G::Node>) -> NodeName {
-    match target {
-        Goto::Node(n) => graph.node_name(n),
-        Goto::End => END,
-    }
-}
-
-pub(crate) fn target_of<G: Graph>(graph: &G, goto: Option<Goto<G::Node>>) -> Option<Target> {
-    goto.map(|g| match g {
-        Goto::Node(n) => Target::Node(graph.node_name(n)),
-        Goto::End => Target::End,
-    })
-}
-
-pub(crate) fn goto_of<G: Graph>(
-    graph: &G,
-    target: &Option<Target>,
-    thread: &ThreadId,
-) -> Result<Option<Goto<G::Node>>, Error> {
-    match target {
-        None => Ok(None),
-        Some(Target::End) => Ok(Some(Goto::End)),
-        Some(Target::Node(name)) => node_named(graph, name, thread).map(|n| Some(Goto::Node(n))),
-    }
-}
-
-/// A node named in a checkpoint; the fingerprint check makes a miss a corrupt checkpoint.
-pub(crate) fn node_named<G: Graph>(graph: &G, name: &NodeName, thread: &ThreadId) -> Result<G::Node, Error> {
-    graph.node_named(name.as_str()).ok_or_else(|| Error::CorruptCheckpoint {
-        thread: thread.clone(),
-        checkpoint: 0,
-        reason: format!("it names node `{name}`, which graph `{}` does not have", graph.name()),
-    })
-}
-
 /// A future of the executor that only some steps await (a checkpoint write, a pause, a fan-out,
 /// an abandon), boxed: a step's own future stays small, and the thread driver moves it once per
 /// step. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
@@ -338,133 +129,6 @@ type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send
 #[cfg(feature = "tokio")]
 fn boxed<'a, T>(future: impl std::future::Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
     Box::pin(future)
-}
-
-/// The largest step count a checkpoint may record: far more node runs than any thread makes,
-/// and far from overflowing the arithmetic on it.
-pub(crate) const MAX_STEP: u64 = 1 << 48;
-
-/// Decodes checkpoint `id` of `thread` for `graph`, then checks that what it records is
-/// possible for this graph (`validate`): every read of a checkpoint goes through here.
-pub(crate) fn decode_for<G: Graph>(
-    graph: &G,
-    bytes: &[u8],
-    thread: &ThreadId,
-    id: CheckpointId,
-) -> Result<Checkpoint<G::State>, Error> {
-    let ckpt = checkpoint::decode(bytes, &identity(graph), thread, id)?;
-    validate(graph, &ckpt).map_err(|reason| Error::CorruptCheckpoint {
-        thread: thread.clone(),
-        checkpoint: id,
-        reason,
-    })?;
-    Ok(ckpt)
-}
-
-/// What a checkpoint with a valid envelope may still get wrong: an impossible step count, a
-/// node the graph lacks, a fan-out where the graph has none or with other branches, a finished
-/// run with pending pauses, a pause record without pauses.
-fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), String> {
-    let known = |name: &NodeName| -> Result<G::Node, String> {
-        graph
-            .node_named(name.as_str())
-            .ok_or_else(|| format!("it names node `{name}`, which graph `{}` does not have", graph.name()))
-    };
-    let target = |goto: &Option<Target>| -> Result<(), String> {
-        match goto {
-            Some(Target::Node(name)) => known(name).map(|_| ()),
-            _ => Ok(()),
-        }
-    };
-    if ckpt.step > MAX_STEP {
-        return Err(format!("its step count {} is impossible", ckpt.step));
-    }
-    match &ckpt.at {
-        Position::Start | Position::Done => {}
-        Position::Before(node) => {
-            known(node)?;
-        }
-        Position::After { node, goto } => {
-            known(node)?;
-            target(goto)?;
-        }
-        Position::Fork { source, branches } => {
-            let source_node = known(source)?;
-            let Some(fork) = graph.fork(source_node) else {
-                return Err(format!("it records a fan-out after node `{source}`, which has none"));
-            };
-            let sends = graph.sends(source_node);
-            if sends {
-                crate::send::validate(graph, fork, branches)?;
-            } else if !branches.is_empty() && branches.len() != fork.heads.len() {
-                return Err(format!(
-                    "it records {} branches after node `{source}`, whose fan-out has {}",
-                    branches.len(),
-                    fork.heads.len()
-                ));
-            }
-            for (i, branch) in branches.iter().enumerate() {
-                if let (false, Some(&head)) = (sends, fork.heads.get(i)) {
-                    if branch.head != graph.node_name(head) {
-                        return Err(format!(
-                            "it records branch `{}` where the fan-out has `{}`",
-                            branch.head,
-                            graph.node_name(head)
-                        ));
-                    }
-                }
-                if branch.steps > MAX_STEP {
-                    return Err(format!("branch `{}` records an impossible step count {}", branch.head, branch.steps));
-                }
-                match &branch.at {
-                    BranchAt::Joined => {}
-                    BranchAt::Before(node) | BranchAt::Start(node) => {
-                        known(node)?;
-                    }
-                    BranchAt::After { node, goto } => {
-                        known(node)?;
-                        target(goto)?;
-                    }
-                }
-                for pending in branch.pending.iter().chain(&branch.more_pending) {
-                    known(pending.node())?;
-                }
-            }
-        }
-    }
-    if matches!(ckpt.at, Position::Done) && !ckpt.pending.is_empty() {
-        return Err("it records a finished run that still waits on pauses".into());
-    }
-    if ckpt.pending.is_empty() != ckpt.pause.is_none() {
-        return Err("its pause record and its pending pauses disagree".into());
-    }
-    for pending in &ckpt.pending {
-        known(pending.node())?;
-    }
-    for branch in &ckpt.joined {
-        // A send's branch is named `{target}#{i}`.
-        let head = branch.head().as_str();
-        let node = match head.rsplit_once('#') {
-            Some((target, i)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => target,
-            _ => head,
-        };
-        known(&NodeName::from(node.to_owned()))?;
-    }
-    Ok(())
-}
-
-/// Milliseconds since the Unix epoch (lease times).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The identity of `graph`'s checkpoints.
-pub(crate) fn identity<G: Graph>(graph: &G) -> Identity<'_> {
-    Identity {
-        graph: graph.name(),
-        graph_fingerprint: graph.fingerprint(),
-        schema_fingerprint: graph.schema_fingerprint(),
-    }
 }
 
 /// A run's link to its checkpoint store.
@@ -483,54 +147,49 @@ pub(crate) struct Persist<'g> {
     /// this run's hold on its thread, shared with their child runs, which keep it alive: the
     /// thread's head as this run last saw it, the bytes of its last checkpoint (written again
     /// without the lease if the run fails), and this run's lease (its owner, its length, until
-    /// when the last checkpoint holds it). See [`Host`](crate::compose::Host).
-    pub(crate) host: std::sync::Arc<crate::compose::Host>,
+    /// when the last checkpoint holds it). See [`Host`](crate::lease::Host).
+    pub(crate) host: Arc<Host>,
     /// The run is a child graph's (an app made by `App::for_child`).
     pub(crate) nested: bool,
 }
 
 /// Whether half of a run's own lease is gone (or it holds none yet).
-fn own_lease_due(persist: &Persist<'_>) -> bool {
+pub(crate) fn own_lease_due(persist: &Persist<'_>) -> bool {
     let host = &persist.host;
     host.until() < now_ms().saturating_add(host.lease_ms / 2)
-}
-
-/// A random 64-bit number: a run's lease owner, a pause's nonce.
-pub(crate) fn random_u64() -> u64 {
-    uuid::Uuid::new_v4().as_u64_pair().0
 }
 
 /// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
 /// the next pause.
 pub(crate) struct Run<'g, G: Graph> {
-    graph: &'g G,
+    pub(crate) graph: &'g G,
     pub(crate) state: G::State,
-    ctx: Ctx<G::State>,
-    cursor: Cursor<G::Node>,
-    limit: usize,
+    pub(crate) ctx: Ctx<G::State>,
+    pub(crate) cursor: Cursor<G::Node>,
+    pub(crate) limit: usize,
     /// The most branches of one fan-out that run at once (`Builder::max_parallel_branches`).
     pub(crate) max_branches: usize,
     /// Whether branch steps are recorded as events (streaming).
-    record: bool,
+    pub(crate) record: bool,
     /// Events of the last fan-out's branches, in branch order, while streaming.
     pub(crate) branch_events: VecDeque<Event<G::State>>,
-    persist: Option<Persist<'g>>,
+    pub(crate) persist: Option<Persist<'g>>,
     /// The run resumes past a pause: the breakpoints where it paused do not stop it again.
-    resuming: bool,
+    pub(crate) resuming: bool,
     /// An `interrupt_after` node just ran: the next advance pauses.
-    pause_after: bool,
+    pub(crate) pause_after: bool,
     /// The branches of a fan-out resumed from a checkpoint.
-    saved_branches: Vec<BranchProgress<G::State>>,
+    pub(crate) saved_branches: Vec<BranchProgress<G::State>>,
     /// The answers to the earlier pauses of the node at the cursor.
-    answers: Vec<serde_json::Value>,
+    pub(crate) answers: Vec<serde_json::Value>,
     /// The thread's step count when this invocation began: the recursion limit counts the node
     /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
-    first_step: u64,
-    finished: bool,
+    pub(crate) first_step: u64,
+    pub(crate) finished: bool,
     /// The run is a child graph's, run by a subgraph node: `Command::parent` may end it.
     pub(crate) nested: bool,
     /// Where a child's run routes its parent (`Command::parent`), once it did.
-    pub(crate) jump: Option<crate::compose::ParentJump>,
+    pub(crate) jump: Option<crate::format::checkpoint::ParentJump>,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
     /// The run's `run` span, entered by every advance.
@@ -545,7 +204,7 @@ impl<'g, G: Graph> Run<'g, G> {
         let mut ctx = Ctx::new(START, thread.clone());
         ctx.host = persist.as_ref().map(|p| p.host.clone());
         if record {
-            ctx.child_steps = Some(std::sync::Arc::new(crate::compose::ChildSteps::<G::State>::default()));
+            ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
         }
         #[cfg(feature = "tracing")]
         let span = tracing::info_span!(
@@ -561,7 +220,7 @@ impl<'g, G: Graph> Run<'g, G> {
             ctx,
             cursor: Cursor::Start,
             limit,
-            max_branches: crate::app::DEFAULT_MAX_PARALLEL_BRANCHES,
+            max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             record,
             branch_events: VecDeque::new(),
             persist,
@@ -648,14 +307,14 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn record_steps(&mut self) {
         if !self.record {
             self.record = true;
-            self.ctx.child_steps = Some(std::sync::Arc::new(crate::compose::ChildSteps::<G::State>::default()));
+            self.ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
         }
     }
 
     /// Queues the steps of the child graph a subgraph node just ran (while streaming), ahead of
     /// the node's own step; whether there were any.
     pub(crate) fn queue_child_steps(&mut self) -> bool {
-        let Some(sink) = crate::compose::child_steps(&self.ctx) else { return false };
+        let Some(sink) = child_steps(&self.ctx) else { return false };
         let mut steps = sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if steps.is_empty() {
             return false;
@@ -667,18 +326,6 @@ impl<'g, G: Graph> Run<'g, G> {
     /// The node that ran last (`start` before any).
     pub(crate) fn last_node(&self) -> &NodeName {
         &self.ctx.node
-    }
-
-    /// Runs the next node (or fan-out), or pauses. After an error the run is over; a resumed
-    /// run then puts its pause back.
-    pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
-        traced! { let _run = self.span.clone().entered(); }
-        let result = self.step_now();
-        if result.is_err() {
-            self.abandon();
-        }
-        traced! { self.trace_progress(&result); }
-        result
     }
 
     /// [`advance`](Self::advance) through driver `driver` (the async driver instruments the
@@ -706,10 +353,10 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// The `paused`, `done` and `failed` events of an advance.
     #[cfg(feature = "tracing")]
-    fn trace_progress(&self, result: &Result<Progress<G::State>, Error>) {
+    pub(crate) fn trace_progress(&self, result: &Result<Progress<G::State>, Error>) {
         match result {
             Ok(Progress::Paused(resume)) => {
-                let (ids, kinds) = trace::pauses(resume.interrupts());
+                let (ids, kinds) = crate::format::token::pauses(resume.interrupts());
                 tracing::info!(target: "tea", step = self.ctx.step, ids = ?ids, kinds = ?kinds, "paused");
             }
             Ok(Progress::Done) => tracing::info!(target: "tea", step = self.ctx.step, "done"),
@@ -729,7 +376,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// the node, the store, the branches — goes through `driver`; the decisions around it are
     /// [`next`](Self::next) and [`finish`](Self::finish), which do not wait.
     #[cfg(feature = "tokio")]
-    async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
         if self.lease_due() {
             boxed(self.save_lease(driver)).await?;
         }
@@ -758,41 +405,6 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
-    /// [`step_inner`](Self::step_inner) on the [`ThreadDriver`], in the same order through the
-    /// same parts, without making a future for the common step: a node that runs and routes is
-    /// a few calls, and only the store, pauses and fan-outs go through the driver's (ready)
-    /// futures.
-    fn step_now(&mut self) -> Result<Progress<G::State>, Error> {
-        let driver = &ThreadDriver;
-        if self.lease_due() {
-            now_or_never(pin!(self.save_lease(driver)))?;
-        }
-        let node = match self.next()? {
-            Next::Run(node) => node,
-            Next::Settle(settle) => return now_or_never(pin!(self.settle(driver, settle))),
-        };
-        let answers = std::mem::take(&mut self.answers);
-        traced! { let span = self.node_span(); }
-        let started = self.clock();
-        let produced = {
-            traced! { let _node = span.enter(); }
-            ThreadDriver::produce_now(self.graph, node, &self.state, &self.ctx, answers)
-        };
-        self.timed(
-            started,
-            #[cfg(feature = "tracing")]
-            &span,
-        );
-        match self.finish(node, produced)? {
-            Then::Stepped => Ok(Progress::Stepped),
-            Then::Save => {
-                self.save_step_now()?;
-                Ok(Progress::Stepped)
-            }
-            then => now_or_never(pin!(self.then(driver, then))),
-        }
-    }
-
     /// Whether the run writes its lease before the next node: it has not claimed its thread
     /// yet, or half its lease is gone (renewed, so that `recover` elsewhere does not take a live
     /// run over).
@@ -800,17 +412,15 @@ impl<'g, G: Graph> Run<'g, G> {
     /// A child graph's run (a subgraph node's) also renews its ancestors' leases before a node
     /// once half of one is gone: while the node runs, its run writes nothing, and a child that
     /// outlasts the lease must not let it expire.
-    fn lease_due(&self) -> bool {
+    pub(crate) fn lease_due(&self) -> bool {
         self.persist.as_ref().is_some_and(|p| {
-            p.claim
-                || (!self.finished
-                    && (own_lease_due(p) || p.host.parent.as_deref().is_some_and(crate::compose::Host::due)))
+            p.claim || (!self.finished && (own_lease_due(p) || p.host.parent.as_deref().is_some_and(Host::due)))
         })
     }
 
     /// Writes the run's lease ([`lease_due`](Self::lease_due)), or only renews its ancestors'
     /// when its own is not due.
-    async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+    pub(crate) async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
         let Some(persist) = &self.persist else { return Ok(()) };
         if !persist.claim && !own_lease_due(persist) {
             if let Some(parent) = &persist.host.parent {
@@ -826,7 +436,11 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// A step that runs no node: the end, a fan-out, or a breakpoint's pause.
-    async fn settle<D: Driver<G>>(&mut self, driver: &D, settle: Settle<G::Node>) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn settle<D: Driver<G>>(
+        &mut self,
+        driver: &D,
+        settle: Settle<G::Node>,
+    ) -> Result<Progress<G::State>, Error> {
         match settle {
             Settle::Done => {
                 if !self.finished {
@@ -848,7 +462,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// What is left of a node's step once it is applied ([`Then`]).
-    async fn then<D: Driver<G>>(&mut self, driver: &D, then: Then) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn then<D: Driver<G>>(&mut self, driver: &D, then: Then) -> Result<Progress<G::State>, Error> {
         match then {
             Then::Stepped => Ok(Progress::Stepped),
             Then::Save => {
@@ -861,7 +475,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// The `node` span of the node about to run.
     #[cfg(feature = "tracing")]
-    fn node_span(&self) -> tracing::Span {
+    pub(crate) fn node_span(&self) -> tracing::Span {
         tracing::debug_span!(
             target: "tea",
             "node",
@@ -872,7 +486,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// When the node about to run started, when its duration is reported (streaming, tracing).
-    fn clock(&self) -> Option<Instant> {
+    pub(crate) fn clock(&self) -> Option<Instant> {
         if self.record || cfg!(feature = "tracing") {
             Some(Instant::now())
         } else {
@@ -881,7 +495,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Records how long the node that started at `started` took.
-    fn timed(&mut self, started: Option<Instant>, #[cfg(feature = "tracing")] span: &tracing::Span) {
+    pub(crate) fn timed(&mut self, started: Option<Instant>, #[cfg(feature = "tracing")] span: &tracing::Span) {
         if let Some(started) = started {
             self.last_duration = started.elapsed();
             traced! { span.record("duration_us", trace::micros(self.last_duration)); }
@@ -890,7 +504,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Moves the cursor to the next node to run and counts its step; or says that the run is
     /// over, forks, or pauses at a breakpoint.
-    fn next(&mut self) -> Result<Next<G::Node>, Error> {
+    pub(crate) fn next(&mut self) -> Result<Next<G::Node>, Error> {
         let graph = self.graph;
         loop {
             let node = match self.cursor {
@@ -937,7 +551,11 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Applies what `node` produced and moves the cursor past it: to where it routes, its
     /// fan-out, its sends' fan-out, or the end of a child graph; or to its pause.
-    fn finish(&mut self, node: G::Node, produced: Result<Produced<G::State, G::Node>, Error>) -> Result<Then, Error> {
+    pub(crate) fn finish(
+        &mut self,
+        node: G::Node,
+        produced: Result<Produced<G::State, G::Node>, Error>,
+    ) -> Result<Then, Error> {
         let graph = self.graph;
         let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
         if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::More(_))) {
@@ -990,13 +608,13 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Where the run goes after `node` sent `sends`: its fan-out, whose branches they become,
     /// or its join when it sent nothing.
-    fn send(
+    pub(crate) fn send(
         &mut self,
         node: G::Node,
         sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
     ) -> Result<Cursor<G::Node>, Error> {
         let graph = self.graph;
-        let (branches, join) = crate::send::branches(graph, node, sends, &self.state)?;
+        let (branches, join) = crate::machine::send::branches(graph, node, sends, &self.state)?;
         if branches.is_empty() {
             return Ok(Cursor::At(join));
         }
@@ -1005,11 +623,11 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Node runs in this invocation.
-    fn steps_taken(&self) -> u64 {
+    pub(crate) fn steps_taken(&self) -> u64 {
         self.ctx.step.saturating_sub(self.first_step)
     }
 
-    fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
+    pub(crate) fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
         match after {
             After::Goto(Goto::Node(next)) => Cursor::At(next),
             After::Goto(Goto::End) => Cursor::Done,
@@ -1019,7 +637,11 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Runs the branches of the fan-out after `source` and merges them in declared order, or
     /// pauses if a branch paused.
-    async fn fork<D: Driver<G>>(&mut self, driver: &D, source: G::Node) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn fork<D: Driver<G>>(
+        &mut self,
+        driver: &D,
+        source: G::Node,
+    ) -> Result<Progress<G::State>, Error> {
         let graph = self.graph;
         let Some(fork) = graph.fork(source) else {
             return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
@@ -1077,7 +699,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Where the run stands, as a checkpoint records it.
-    fn position(&self) -> Position<G::State> {
+    pub(crate) fn position(&self) -> Position<G::State> {
         let graph = self.graph;
         match self.cursor {
             Cursor::Start => Position::Start,
@@ -1106,7 +728,7 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
-    async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+    pub(crate) async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
         let Some(durable) = self.step_durability() else { return Ok(()) };
         // A step that routed to `end` writes the final checkpoint, which is always flushed.
         let done = matches!(self.cursor, Cursor::Done);
@@ -1115,37 +737,9 @@ impl<'g, G: Graph> Run<'g, G> {
         Ok(())
     }
 
-    /// [`save_step`](Self::save_step) on the calling thread, without a future: the same
-    /// parts ([`checkpoint`](Self::checkpoint), [`encode_write`](Self::encode_write), the
-    /// store's `append`, [`wrote`](Self::wrote)), for the thread driver's common step.
-    fn save_step_now(&mut self) -> Result<(), Error> {
-        let Some(durable) = self.step_durability() else { return Ok(()) };
-        let done = matches!(self.cursor, Cursor::Done);
-        let ckpt = self.checkpoint();
-        let durable = durable || done;
-        let graph = self.graph;
-        traced! { let (span, started) = checkpoint_span(&ckpt, durable); }
-        let encoded = {
-            traced! { let _checkpoint = span.enter(); }
-            self.encode_write(&ckpt)?
-        };
-        traced! { span.record("bytes", encoded.bytes.len()); }
-        let Some(persist) = &self.persist else { return Ok(()) };
-        let appended = {
-            traced! { let _checkpoint = span.enter(); }
-            crate::trace::store_call("append", graph.name(), Some(&persist.thread), || {
-                persist.store.append(graph.name(), &persist.thread, encoded.head, encoded.id, &encoded.bytes, durable)
-            })?
-        };
-        traced! { self.traced_write(&span, started, &encoded, &appended); }
-        self.wrote(&ckpt, encoded, appended)?;
-        self.finished = done;
-        Ok(())
-    }
-
     /// Whether a node's step is checkpointed, and flushed: `None` without a store or with
     /// [`Durability::OnPause`].
-    fn step_durability(&self) -> Option<bool> {
+    pub(crate) fn step_durability(&self) -> Option<bool> {
         match self.persist.as_ref()?.durability {
             Durability::OnPause => None,
             Durability::Buffered => Some(false),
@@ -1155,7 +749,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// A checkpoint of where the run stands (no pause): with this run's lease, renewed, unless
     /// the run is over.
-    fn checkpoint(&self) -> Checkpoint<G::State> {
+    pub(crate) fn checkpoint(&self) -> Checkpoint<G::State> {
         let lease = match &self.persist {
             Some(persist) if !matches!(self.cursor, Cursor::Done) => {
                 let host = &persist.host;
@@ -1180,7 +774,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Writes a checkpoint of where the run stands ([`checkpoint`](Self::checkpoint)).
-    async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
+    pub(crate) async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
         if self.persist.is_none() {
             return Ok(());
         }
@@ -1189,7 +783,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last saw.
-    async fn write<D: Driver<G>>(
+    pub(crate) async fn write<D: Driver<G>>(
         &mut self,
         driver: &D,
         ckpt: &Checkpoint<G::State>,
@@ -1226,7 +820,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
     /// replace and its id.
-    fn encode_write(&self, ckpt: &Checkpoint<G::State>) -> Result<Encoded, Error> {
+    pub(crate) fn encode_write(&self, ckpt: &Checkpoint<G::State>) -> Result<Encoded, Error> {
         let Some(persist) = &self.persist else { return Err(no_store(self.graph)) };
         let bytes = checkpoint::encode(&identity(self.graph), ckpt)?;
         if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
@@ -1245,7 +839,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// What the store's answer to writing `encoded` (of `ckpt`) means: the run's new head, or
     /// the error of a lost compare-and-swap.
-    fn wrote(
+    pub(crate) fn wrote(
         &mut self,
         ckpt: &Checkpoint<G::State>,
         encoded: Encoded,
@@ -1277,7 +871,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Records a write's duration and a lost compare-and-swap in its `checkpoint` span.
     #[cfg(feature = "tracing")]
-    fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
+    pub(crate) fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
         span.record("duration_us", trace::micros(started.elapsed()));
         if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
             let expected = encoded.head;
@@ -1286,7 +880,11 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Pauses on `pending`: writes the paused checkpoint durably, then issues its token.
-    async fn pause<D: Driver<G>>(&mut self, driver: &D, pending: Vec<Interrupt>) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn pause<D: Driver<G>>(
+        &mut self,
+        driver: &D,
+        pending: Vec<Interrupt>,
+    ) -> Result<Progress<G::State>, Error> {
         let graph = self.graph;
         let Some(persist) = &self.persist else {
             return Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", graph.name())));
@@ -1310,16 +908,8 @@ impl<'g, G: Graph> Run<'g, G> {
         let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };
         // The pause is durable: nothing is left to roll back to.
         persist.rollback = None;
-        let resume = issue(graph, &persist.thread, &ckpt, persist.key)?;
+        let resume = issue(&identity(graph), &persist.thread, &ckpt, persist.key)?;
         Ok(Progress::Paused(Box::new(resume)))
-    }
-
-    /// After a failure, or when a stream is dropped part-way: a resumed run writes its pause
-    /// back as the head, so that the token that resumed it works again; any other run writes
-    /// its last checkpoint again without its lease, so that `recover` may continue it at once.
-    /// A run that has not claimed its thread yet wrote nothing, and writes nothing.
-    pub(crate) fn abandon(&mut self) {
-        now_or_never(pin!(self.abandon_with(&ThreadDriver)));
     }
 
     /// [`abandon`](Self::abandon) through driver `driver`.
@@ -1366,170 +956,6 @@ impl<'g, G: Graph> Run<'g, G> {
 
 /// The error of a run that would write or pause without a checkpointer (the executor checks
 /// for one first: this is the error, not a panic, should that ever not hold).
-fn no_store<G: Graph>(graph: &G) -> Error {
+pub(crate) fn no_store<G: Graph>(graph: &G) -> Error {
     Error::store(format!("graph `{}` has no checkpointer to write to", graph.name()))
-}
-
-/// The token of a paused checkpoint.
-pub(crate) fn issue<G: Graph>(
-    graph: &G,
-    thread: &ThreadId,
-    ckpt: &Checkpoint<G::State>,
-    key: Option<&SigningKey>,
-) -> Result<Resume<G::State>, Error> {
-    let token = Token {
-        graph: graph_id(graph.name()),
-        graph_fingerprint: graph.fingerprint(),
-        schema_fingerprint: graph.schema_fingerprint(),
-        pause: ckpt.pause.unwrap_or_default(),
-        nonce: ckpt.nonce.unwrap_or_default(),
-        thread: thread.clone(),
-        node: ckpt.pending.first().map(|i| i.node().clone()).unwrap_or(START),
-        interrupts: ckpt.pending.clone(),
-    };
-    Resume::issue(token, key)
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
-///
-/// The payload is user data: its `Drop` may panic in turn (`panic_any(Bomb)`), so it is
-/// dropped under `catch_unwind` too, and a payload whose drop panics again is leaked rather
-/// than let unwind through tea.
-pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    let message = if let Some(message) = payload.downcast_ref::<String>() {
-        message.clone()
-    } else if let Some(message) = payload.downcast_ref::<&'static str>() {
-        (*message).to_owned()
-    } else {
-        String::from("(a panic without a message)")
-    };
-    drop_payload(payload);
-    message
-}
-
-/// Drops a caught panic's payload without letting a panicking `Drop` escape.
-pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        // The drop panicked and left another payload: dropping that could panic forever.
-        std::mem::forget(again);
-    }
-}
-
-/// Applies an update through the graph's reducers (user code: a panicking reducer is reported
-/// on `node`, a refused write is `node`'s failure).
-#[inline]
-pub(crate) fn apply_update<G: Graph>(
-    graph: &G,
-    state: &mut G::State,
-    update: <G::State as GraphState>::Update,
-    node: &NodeName,
-) -> Result<(), Error> {
-    match catch_unwind(AssertUnwindSafe(|| graph.apply(state, update))) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(source)) => Err(Error::NodeFailed { node: node.clone(), source }),
-        Err(payload) => Err(Error::NodePanicked { node: node.clone(), message: panic_message(payload) }),
-    }
-}
-
-/// The events of a run: [`Event::Step`] per node (branch nodes after their fan-out, in branch
-/// order), then [`Event::Done`] or, with a checkpointer, [`Event::Interrupted`]; see
-/// [`App::stream`](crate::App::stream). A run that fails yields its error and ends.
-pub struct Stream<'g, G: Graph> {
-    run: Option<Run<'g, G>>,
-    error: Option<Error>,
-    /// Where a child graph's run, once over, routes its parent (`Command::parent`).
-    pub(crate) jump: Option<crate::compose::ParentJump>,
-}
-
-impl<'g, G: Graph> Stream<'g, G> {
-    pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
-        match run {
-            Ok(run) => Stream { run: Some(run), error: None, jump: None },
-            Err(error) => Stream { run: None, error: Some(error), jump: None },
-        }
-    }
-}
-
-impl<G: Graph> Iterator for Stream<'_, G> {
-    type Item = Result<Event<G::State>, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(error) = self.error.take() {
-            return Some(Err(error));
-        }
-        let run = self.run.as_mut()?;
-        if let Some(event) = run.branch_events.pop_front() {
-            if matches!(event, Event::Interrupted { .. }) {
-                // A pause queued behind its fan-out's branch steps ends the stream.
-                self.run = None;
-            }
-            return Some(Ok(event));
-        }
-        let event = loop {
-            match run.advance() {
-                Ok(Progress::Stepped) => {
-                    let step = Event::Step {
-                        node: run.last_node().clone(),
-                        branch: None,
-                        state: run.state.clone(),
-                        duration: run.last_duration,
-                    };
-                    if run.queue_child_steps() {
-                        // A subgraph node: its child's steps come first.
-                        run.branch_events.push_back(step);
-                        return run.branch_events.pop_front().map(Ok);
-                    }
-                    return Some(Ok(step));
-                }
-                Ok(Progress::Forked) => {
-                    if let Some(event) = run.branch_events.pop_front() {
-                        return Some(Ok(event));
-                    }
-                }
-                Ok(Progress::Paused(resume)) => {
-                    // A subgraph node paused inside its child: the child's steps so far first.
-                    run.queue_child_steps();
-                    if let Some(event) = run.branch_events.pop_front() {
-                        // Branch steps before the pause come first; the pause follows them.
-                        run.branch_events.push_back(Event::Interrupted { state: run.state.clone(), resume: *resume });
-                        return Some(Ok(event));
-                    }
-                    break Ok(Event::Interrupted { state: run.state.clone(), resume: *resume });
-                }
-                Ok(Progress::Done) => break Ok(Event::Done(run.state.clone())),
-                Err(error) => break Err(error),
-            }
-        };
-        if run.branch_events.is_empty() {
-            self.jump = run.jump.take();
-            self.run = None;
-        }
-        Some(event)
-    }
-}
-
-/// A stream dropped before its run paused again or finished abandons the run: a resumed run's
-/// pause is put back, so the token that resumed it works again; another run releases its lease,
-/// so `recover` may continue it. A stream that was never polled wrote nothing and writes nothing.
-impl<G: Graph> Drop for Stream<'_, G> {
-    fn drop(&mut self) {
-        if let Some(run) = &mut self.run {
-            run.abandon();
-        }
-    }
-}
-
-impl<G: Graph> std::fmt::Debug for Stream<'_, G> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut s = f.debug_struct("Stream");
-        if let Some(run) = &self.run {
-            s.field("graph", &run.graph.name()).field("last_node", run.last_node());
-        }
-        s.field("over", &self.run.is_none()).finish()
-    }
 }

@@ -14,19 +14,17 @@
 //! checkpoint. A sync node already running on the blocking pool finishes there, and its result
 //! is dropped.
 
-use crate::app::{App, NoCheckpointer, Recovery};
-use crate::drive::{lost, Driver};
-use crate::error::Error;
-use crate::event::Event;
-use crate::exec::{panic_message, produce, produced, Produced, Progress, Run};
-use crate::graph::Graph;
-use crate::hitl::Hitl;
-use crate::name::ThreadId;
-use crate::node::Ctx;
-use crate::outcome::{Outcome, Snapshot};
-use crate::resume::Resume;
-use crate::store::{Append, CheckpointId, Checkpointer};
-use crate::trace::traced;
+use crate::machine::driver::Driver;
+use crate::machine::run::{Progress, Run};
+use crate::model::event::Event;
+use crate::model::graph::Graph;
+use crate::model::hitl::Hitl;
+use crate::model::node::Ctx;
+use crate::model::outcome::Outcome;
+use crate::model::produce::{produce, produced, Produced};
+use crate::store::{Append, Checkpointer};
+use crate::vocab::error::{panic_message, Error};
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use futures::{FutureExt, Stream, StreamExt};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -88,7 +86,7 @@ impl<G: Graph> Driver<G> for TokioDriver<G> {
         bytes: &'a [u8],
         durable: bool,
     ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
-        crate::trace::store_call_async(
+        crate::vocab::trace::store_call_async(
             "append",
             graph,
             Some(thread),
@@ -112,21 +110,16 @@ impl<G: Graph> Driver<G> for TokioDriver<G> {
     }
 }
 
-/// Fails unless polled inside a tokio runtime (the driver spawns onto it).
-fn runtime(call: &'static str) -> Result<(), Error> {
-    tokio::runtime::Handle::try_current().map(|_| ()).map_err(|_| Error::NoRuntime { call })
-}
-
 /// A run the async driver carries. Dropped before it paused or finished (its future or stream
 /// was dropped), it abandons the run, as a dropped blocking `Stream` does.
-struct AsyncRun<'g, G: Graph> {
+pub(crate) struct AsyncRun<'g, G: Graph> {
     run: Run<'g, G>,
     driver: TokioDriver<G>,
     over: bool,
 }
 
 impl<'g, G: Graph> AsyncRun<'g, G> {
-    fn new(run: Run<'g, G>, graph: &Arc<G>) -> Self {
+    pub(crate) fn new(run: Run<'g, G>, graph: &Arc<G>) -> Self {
         AsyncRun { run, driver: TokioDriver { graph: Arc::clone(graph) }, over: false }
     }
 
@@ -144,7 +137,7 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
     }
 
     /// Runs to the next pause or the end.
-    async fn outcome(mut self) -> Result<Outcome<G::State>, Error> {
+    pub(crate) async fn outcome(mut self) -> Result<Outcome<G::State>, Error> {
         loop {
             match self.step().await? {
                 Progress::Stepped | Progress::Forked => {}
@@ -212,7 +205,7 @@ impl<G: Graph> Drop for AsyncRun<'_, G> {
 }
 
 /// The events of a run as a `Send` stream.
-fn events<'g, G: Graph>(
+pub(crate) fn events<'g, G: Graph>(
     run: Result<AsyncRun<'g, G>, Error>,
 ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + 'g {
     enum At<R> {
@@ -237,149 +230,8 @@ fn events<'g, G: Graph>(
     })
 }
 
-impl<G: Graph> App<G, NoCheckpointer> {
-    /// Runs the graph from `start` to `end` on `input` on the current tokio runtime and returns
-    /// the final state: async nodes are awaited, sync nodes run on tokio's blocking pool, the
-    /// branches of a fan-out run concurrently.
-    ///
-    /// # Errors
-    /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
-        runtime("invoke_async")?;
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, false);
-        run.max_branches = self.max_branches;
-        traced! { run.call("invoke_async"); }
-        match AsyncRun::new(run, &self.graph).outcome().await? {
-            Outcome::Done(state) => Ok(state),
-            Outcome::Interrupted { .. } => {
-                Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", self.graph.name())))
-            }
-        }
-    }
-
-    /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the run's events.
-    pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        let run = runtime("stream_async").map(|()| {
-            let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, true);
-            run.max_branches = self.max_branches;
-            traced! { run.call("stream_async"); }
-            AsyncRun::new(run, &self.graph)
-        });
-        events(run)
-    }
-}
-
-impl<G: Graph, C: Checkpointer> App<G, C> {
-    /// [`invoke`](Self::invoke) on the current tokio runtime: starts a new thread (with a random
-    /// id) and runs it until it finishes or pauses. Async nodes are awaited, sync nodes run on
-    /// tokio's blocking pool, branches run concurrently, checkpoints are written with the
-    /// store's async calls. Dropping the future part-way cancels the run: see
-    /// [`resume_async`](Self::resume_async).
-    ///
-    /// # Errors
-    /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn invoke_async(&self, input: G::State) -> Result<Outcome<G::State>, Error> {
-        self.invoke_on_async(ThreadId::random(), input).await
-    }
-
-    /// [`invoke_on`](Self::invoke_on) on the current tokio runtime.
-    pub async fn invoke_on_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-    ) -> Result<Outcome<G::State>, Error> {
-        runtime("invoke_on_async")?;
-        let run = self.new_run(thread.into(), input, false)?;
-        traced! { run.call("invoke_async"); }
-        AsyncRun::new(run, &self.graph).outcome().await
-    }
-
-    /// [`resume`](Self::resume) on the current tokio runtime.
-    ///
-    /// Dropping the future before it completes cancels the run and leaves the thread resumable:
-    /// the pause it resumed from is put back, so the same token works again (a run that was not
-    /// resuming releases its lease, so [`recover_async`](Self::recover_async) continues it from
-    /// its last checkpoint).
-    ///
-    /// # Errors
-    /// Those of [`resume`](Self::resume), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn resume_async(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
-        runtime("resume_async")?;
-        let thread = self.resumed_thread(&resume)?;
-        let (head, bytes) = self.head_async(&thread).await?;
-        let run = self.resume_at(resume, head, bytes, false)?;
-        traced! { run.call("resume_async"); }
-        AsyncRun::new(run, &self.graph).outcome().await
-    }
-
-    /// [`recover`](Self::recover) on the current tokio runtime.
-    ///
-    /// # Errors
-    /// Those of [`recover`](Self::recover), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn recover_async(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
-        runtime("recover_async")?;
-        let (head, bytes) = self.head_async(thread).await?;
-        match self.recovery(thread, head, bytes)? {
-            Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(run) => {
-                traced! { run.call("recover_async"); }
-                AsyncRun::new(run, &self.graph).outcome().await
-            }
-        }
-    }
-
-    /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the events of a
-    /// new thread. Dropping it part-way cancels the run, as dropping a blocking `Stream` does.
-    pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        self.stream_on_async(ThreadId::random(), input)
-    }
-
-    /// [`stream_on`](Self::stream_on) on the current tokio runtime.
-    pub fn stream_on_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        let thread = thread.into();
-        let run = runtime("stream_async").and_then(|()| self.new_run(thread, input, true));
-        events(run.map(|run| AsyncRun::new(run, &self.graph)))
-    }
-
-    /// [`stream_resume`](Self::stream_resume) on the current tokio runtime.
-    pub fn stream_resume_async(
-        &self,
-        resume: Resume<G::State>,
-    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        let start = async move {
-            runtime("stream_resume_async")?;
-            let thread = self.resumed_thread(&resume)?;
-            let (head, bytes) = self.head_async(&thread).await?;
-            let run = self.resume_at(resume, head, bytes, true)?;
-            traced! { run.call("stream_resume_async"); }
-            Ok(AsyncRun::new(run, &self.graph))
-        };
-        futures::stream::once(start).flat_map(events)
-    }
-
-    /// [`state`](Self::state) for async code: the store is read with its async call.
-    ///
-    /// # Errors
-    /// Those of [`state`](Self::state).
-    pub async fn state_async(&self, thread: &ThreadId) -> Result<Option<Snapshot<G::State>>, Error> {
-        let graph = self.graph.name();
-        let head =
-            crate::trace::store_call_async("head", graph, Some(thread), self.checkpointer.head_async(graph, thread))
-                .await?;
-        match head {
-            None => Ok(None),
-            Some((id, bytes)) => self.snapshot(thread, id, &bytes).map(Some),
-        }
-    }
-
-    async fn head_async(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
-        let graph = self.graph.name();
-        crate::trace::store_call_async("head", graph, Some(thread), self.checkpointer.head_async(graph, thread))
-            .await?
-            .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
-    }
+/// The error of a node the async driver could not run to its end because its task was lost
+/// (the runtime shut down under it).
+fn lost(node: &NodeName, why: impl std::fmt::Display) -> Error {
+    Error::NodeFailed { node: node.clone(), source: format!("the task running the node was lost: {why}").into() }
 }

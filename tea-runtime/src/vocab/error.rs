@@ -1,8 +1,10 @@
 //! `tea::Error`: every way a run can fail, each variant naming the node, field or limit it
 //! concerns.
 
-use crate::name::{NodeName, ThreadId};
-use crate::store::CheckpointId;
+use crate::vocab::name::CheckpointId;
+use crate::vocab::name::{NodeName, ThreadId};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The error type a node may return, boxed: anything that converts into it works
 /// (`String`, `&'static str`, any `std::error::Error + Send + Sync`, `anyhow::Error`).
@@ -233,4 +235,47 @@ impl Error {
 fn join_names(names: &[NodeName]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     quoted.join(", ")
+}
+
+/// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
+///
+/// The payload is user data: its `Drop` may panic in turn (`panic_any(Bomb)`), so it is
+/// dropped under `catch_unwind` too, and a payload whose drop panics again is leaked rather
+/// than let unwind through tea.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let message = if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else if let Some(message) = payload.downcast_ref::<&'static str>() {
+        (*message).to_owned()
+    } else {
+        String::from("(a panic without a message)")
+    };
+    drop_payload(payload);
+    message
+}
+
+/// Drops a caught panic's payload without letting a panicking `Drop` escape.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        // The drop panicked and left another payload: dropping that could panic forever.
+        std::mem::forget(again);
+    }
+}
+
+/// An error of a subgraph node's child that the parent's run reports as its own rather than as
+/// the node's failure: the child's thread is owned by a live run ([`Error::ThreadBusy`]), or an
+/// ancestor's thread was taken over ([`Error::LeaseLost`]). `exec::produced` unwraps it.
+#[derive(Debug)]
+pub(crate) struct Passthrough(pub(crate) Error);
+
+impl std::fmt::Display for Passthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Passthrough {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
