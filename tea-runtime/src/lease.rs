@@ -23,7 +23,8 @@ use std::time::Duration;
 /// run writes its checkpoints through [`Held`]; while a subgraph node runs, the run writes
 /// nothing, so its lease would expire after `lease` however short each node of the child is.
 /// The child's run (whose app carries this host as its `parent`) therefore renews it whenever
-/// it writes its own lease and half of this one is gone ([`keep_alive`](Host::keep_alive)): it
+/// it writes its own lease and half of this one is gone ([`Host::plan_renewal`], written by the
+/// child run's driver): it
 /// writes this run's last checkpoint again with a new expiry, by compare-and-swap on the head
 /// this run last saw, and updates [`Held`] so that this run's next write follows on from it.
 pub(crate) struct Host {
@@ -35,7 +36,7 @@ pub(crate) struct Host {
     /// The run's thread.
     pub(crate) thread: ThreadId,
     /// The identity of the run's graph, which its checkpoints carry.
-    graph: String,
+    pub(crate) graph: String,
     graph_fingerprint: u64,
     schema_fingerprint: u64,
     /// Writes a checkpoint of the run's graph again with another lease
@@ -67,6 +68,17 @@ pub(crate) struct Held {
     pub(crate) last: Option<Vec<u8>>,
     /// A renewal lost its compare-and-swap: another run took the thread over.
     lost: bool,
+    /// A renewal is being written (the lock is not held across the store call).
+    renewing: bool,
+}
+
+/// A renewal of a run's lease, planned by [`Host::plan_renewal`]: checkpoint `id` (`bytes`,
+/// the run's last checkpoint with a lease until `until`) to append after `head`.
+pub(crate) struct Renewal {
+    pub(crate) head: CheckpointId,
+    pub(crate) id: CheckpointId,
+    pub(crate) bytes: Vec<u8>,
+    until: u64,
 }
 
 /// What a run's [`Host`] is made of, besides its app's options.
@@ -109,7 +121,7 @@ impl Host {
             owner,
             lease_ms,
             until: AtomicU64::new(0),
-            held: Mutex::new(Held { head, last: None, lost: false }),
+            held: Mutex::new(Held { head, last: None, lost: false, renewing: false }),
             parent,
         }
     }
@@ -151,7 +163,7 @@ impl Host {
     }
 
     /// Whether this run's lease, or an ancestor's, is half gone: a child's run then renews
-    /// them before its next node ([`keep_alive`](Self::keep_alive)).
+    /// them before its next node ([`plan_renewal`](Self::plan_renewal)).
     pub(crate) fn due(&self) -> bool {
         let now = now_ms();
         let mut at = Some(self);
@@ -164,24 +176,18 @@ impl Host {
         false
     }
 
-    /// Renews the lease of this run and of each of its ancestors where half of it is gone.
+    /// The renewal of this run's lease, if half of it is gone and no other renewal of it is
+    /// under way: its last checkpoint again with a new expiry, to be appended by
+    /// compare-and-swap on the head the run last saw (by the driver of the run that renews it,
+    /// through its own `append`: a child run on tokio never makes a blocking store call), then
+    /// handed to [`renewed`](Self::renewed).
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] when one of them was taken over (its renewal lost the
-    /// compare-and-swap on its head), and the store's errors.
-    pub(crate) fn keep_alive(&self) -> Result<(), Error> {
-        let mut at = Some(self);
-        while let Some(host) = at {
-            host.renew()?;
-            at = host.parent.as_deref();
-        }
-        Ok(())
-    }
-
-    /// Writes the run's last checkpoint again with a renewed lease, if half of it is gone.
-    fn renew(&self) -> Result<(), Error> {
+    /// [`Error::LeaseLost`] when an earlier renewal found the thread taken over, and the
+    /// errors of re-encoding the checkpoint.
+    pub(crate) fn plan_renewal(&self) -> Result<Option<Renewal>, Error> {
         if !self.half_gone(now_ms()) {
-            return Ok(());
+            return Ok(None);
         }
         let mut held = self.held();
         let now = now_ms();
@@ -189,11 +195,11 @@ impl Host {
             return Err(Error::LeaseLost { thread: self.thread.clone() });
         }
         // Checked again under the lock: a sibling branch's child may have renewed it meanwhile,
-        // or the run released it.
-        if !self.half_gone(now) {
-            return Ok(());
+        // may be renewing it now, or the run released it.
+        if held.renewing || !self.half_gone(now) {
+            return Ok(None);
         }
-        let (Some(head), Some(last)) = (held.head, held.last.as_deref()) else { return Ok(()) };
+        let (Some(head), Some(last)) = (held.head, held.last.as_deref()) else { return Ok(None) };
         let identity = Identity {
             graph: &self.graph,
             graph_fingerprint: self.graph_fingerprint,
@@ -204,15 +210,24 @@ impl Host {
         let Some(id) = head.checked_add(1) else {
             return Err(Error::store(format!("thread `{}` has no checkpoint id after {head}", self.thread)));
         };
-        let appended = crate::vocab::trace::store_call("append", &self.graph, Some(&self.thread), || {
-            self.store.append(&self.graph, &self.thread, Some(head), id, &bytes, false)
-        })?;
-        match appended {
+        held.renewing = true;
+        Ok(Some(Renewal { head, id, bytes, until }))
+    }
+
+    /// Records what the store answered to `renewal` ([`plan_renewal`](Self::plan_renewal)).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the compare-and-swap was lost (another run took the thread
+    /// over), and the store's own error.
+    pub(crate) fn renewed(&self, renewal: Renewal, appended: Result<Append, Error>) -> Result<(), Error> {
+        let mut held = self.held();
+        held.renewing = false;
+        match appended? {
             Append::Written => {
                 traced! {
-                    tracing::debug!(target: "tea", thread = %self.thread, checkpoint = id, "lease renewed by a child");
+                    tracing::debug!(target: "tea", thread = %self.thread, checkpoint = renewal.id, "lease renewed by a child");
                 }
-                self.wrote(&mut held, id, bytes, until);
+                self.wrote(&mut held, renewal.id, renewal.bytes, renewal.until);
                 Ok(())
             }
             Append::Conflict { .. } => {

@@ -19,7 +19,9 @@ use crate::store::Checkpointer;
 use crate::vocab::clock::{now, now_ms, random_u64};
 use crate::vocab::error::{drop_payload, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
-use crate::vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
+use crate::vocab::options::{
+    Durability, Limits, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+};
 use crate::vocab::state::GraphState;
 use crate::vocab::trace::{self, traced};
 use serde_json::Value;
@@ -87,7 +89,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
-            nested: false,
+            parent_node: None,
             parent: None,
         }
     }
@@ -179,7 +181,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
-            nested: false,
+            parent_node: None,
             parent: None,
         }
     }
@@ -221,8 +223,9 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) lease: Duration,
     pub(crate) max_branches: usize,
     pub(crate) key: Option<SigningKey>,
-    /// A subgraph node's child app: `Command::parent` may end its runs.
-    pub(crate) nested: bool,
+    /// A subgraph node's child app: the node type of the parent graph, which `Command::parent`
+    /// may route to.
+    pub(crate) parent_node: Option<std::any::TypeId>,
     /// A child app's link to the run of its parent graph (the [`Host`](Host)
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
     pub(crate) parent: Option<Arc<Host>>,
@@ -232,7 +235,12 @@ impl<G: Graph, C> App<G, C> {
     /// An app running `graph`, a subgraph node's child, on its parent's store and options
     /// (`host`, the parent's run; `None`: the parent has no store). Its runs keep the parent's
     /// lease alive. Its tokens are never handed out: the parent lists its pauses in its own.
-    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&Arc<Host>>) -> Self {
+    pub(crate) fn for_child(
+        graph: G,
+        checkpointer: C,
+        host: Option<&Arc<Host>>,
+        parent_node: std::any::TypeId,
+    ) -> Self {
         let (recursion_limit, durability, lease, max_branches) = match host {
             Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
             None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
@@ -240,7 +248,17 @@ impl<G: Graph, C> App<G, C> {
         let checkpointer = Arc::new(checkpointer);
         let graph = Arc::new(graph);
         let parent = host.cloned();
-        App { graph, checkpointer, recursion_limit, durability, lease, max_branches, key: None, nested: true, parent }
+        App {
+            graph,
+            checkpointer,
+            recursion_limit,
+            durability,
+            lease,
+            max_branches,
+            key: None,
+            parent_node: Some(parent_node),
+            parent,
+        }
     }
 
     /// The graph this app runs.
@@ -251,6 +269,11 @@ impl<G: Graph, C> App<G, C> {
     /// The recursion limit in force.
     pub fn recursion_limit(&self) -> usize {
         self.recursion_limit
+    }
+
+    /// The limits its runs work within.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits { recursion: self.recursion_limit, max_branches: self.max_branches }
     }
 }
 
@@ -265,18 +288,15 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, false);
-        run.max_branches = self.max_branches;
+        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
         traced! { run.call("invoke"); }
         loop {
             match run.advance()? {
                 Progress::Stepped | Progress::Forked => {}
                 Progress::Done => return Ok(run.state),
-                Progress::Paused(_) => {
-                    return Err(Error::store(format!(
-                        "graph `{}` paused in an app without a checkpointer",
-                        self.graph.name()
-                    )))
+                Progress::Paused(resume) => {
+                    let (graph, node) = (self.graph.name().to_owned(), resume.node().clone());
+                    return Err(Error::PausedWithoutCheckpointer { graph, node });
                 }
             }
         }
@@ -290,8 +310,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, true);
-        run.max_branches = self.max_branches;
+        let run = Run::new(&*self.graph, input, self.limits(), None, true);
         traced! { run.call("stream"); }
         Stream::new(Ok(run))
     }
@@ -395,8 +414,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
-        run.max_branches = self.max_branches;
+        let run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?;
         traced! { run.call("recover"); }
         Ok(Recovery::Run(run))
     }
@@ -507,7 +525,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self.checkpointer
     }
 
-    fn persist(
+    pub(crate) fn persist(
         &self,
         thread: ThreadId,
         head: Option<CheckpointId>,
@@ -529,7 +547,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         };
         let host = Host::new(store, self.durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
         Persist {
-            nested: self.nested,
+            parent_node: self.parent_node,
             host: Arc::new(host),
             store: &*self.checkpointer,
             thread,
@@ -550,8 +568,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
         }
         let persist = self.persist(thread, None, None, true);
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, Some(persist), record);
-        run.max_branches = self.max_branches;
+        let run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
     }
@@ -642,8 +659,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.nonce = None;
         traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
         let persist = self.persist(thread, Some(head), Some(bytes), true);
-        let mut run = Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)?;
-        run.max_branches = self.max_branches;
+        let run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
         traced! {
             run.call(if record { "stream_resume" } else { "resume" });
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));

@@ -28,13 +28,13 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
     pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
         runtime("invoke_async")?;
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, false);
-        run.max_branches = self.max_branches;
+        let run = Run::new(&*self.graph, input, self.limits(), None, false);
         traced! { run.call("invoke_async"); }
         match AsyncRun::new(run, &self.graph).outcome().await? {
             Outcome::Done(state) => Ok(state),
-            Outcome::Interrupted { .. } => {
-                Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", self.graph.name())))
+            Outcome::Interrupted { resume, .. } => {
+                let (graph, node) = (self.graph.name().to_owned(), resume.node().clone());
+                Err(Error::PausedWithoutCheckpointer { graph, node })
             }
         }
     }
@@ -42,8 +42,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the run's events.
     pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let run = runtime("stream_async").map(|()| {
-            let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, true);
-            run.max_branches = self.max_branches;
+            let run = Run::new(&*self.graph, input, self.limits(), None, true);
             traced! { run.call("stream_async"); }
             AsyncRun::new(run, &self.graph)
         });

@@ -16,7 +16,7 @@
 use crate::machine::driver::Driver;
 #[cfg(feature = "tracing")]
 use crate::machine::run::checkpoint_span;
-use crate::machine::run::{Cursor, Next, Progress, Run, Then};
+use crate::machine::run::{keep_alive, Cursor, Next, Progress, Run, Then};
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, Produced};
@@ -186,6 +186,9 @@ impl<G: Graph> Run<'_, G> {
         };
         traced! { self.traced_write(&span, started, &encoded, &appended); }
         self.wrote(&ckpt, encoded, appended)?;
+        if let Some(parent) = self.renews_ancestors(&ckpt) {
+            now_or_never(pin!(keep_alive::<G, ThreadDriver>(&ThreadDriver, &parent)))?;
+        }
         self.finished = done;
         Ok(())
     }

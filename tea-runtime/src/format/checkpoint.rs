@@ -239,7 +239,7 @@ pub(crate) fn decode<S: GraphState>(
 
 /// Checkpoint `id` of `thread` (`bytes`, written by this graph) again with `lease` instead of the
 /// one it carries: how a run's lease is renewed, or released, without the run at hand (a child's
-/// run keeping its parent's lease alive, see `compose::Host`).
+/// run keeping its parent's lease alive, see `lease::Host`).
 pub(crate) fn relet<S: GraphState>(
     bytes: &[u8],
     identity: &Identity,
@@ -284,7 +284,20 @@ pub(crate) fn check_reads_back<S: GraphState>(envelope: &[u8]) -> Result<(), (St
 /// finds the child finished and routes the same way).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct ParentJump {
-    pub(crate) graph: String,
+    /// The declared name of the parent graph ([`Graph::name`](crate::Graph::name)) whose
+    /// subgraph node ran the child, recorded by the child's run as it takes the jump: stable
+    /// across builds, compilers, renamed modules and refactors. `None` in memory until then (a
+    /// jump of a child run without a store is never stored).
+    #[serde(default, rename = "parent_graph", skip_serializing_if = "Option::is_none")]
+    pub(crate) parent: Option<String>,
+    /// What checkpoints of earlier versions of tea recorded instead: the parent's node type by
+    /// `std::any::type_name`, which no compiler keeps stable. Read, never written: such a
+    /// record is accepted only where the running parent's node type has that very name.
+    #[serde(default, rename = "graph", skip_serializing)]
+    pub(crate) legacy_type: Option<String>,
+    /// The parent's node type the jump was made for, while it is in memory (never stored).
+    #[serde(skip)]
+    pub(crate) node_type: Option<std::any::TypeId>,
     pub(crate) target: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) update: Option<serde_json::Value>,

@@ -26,6 +26,7 @@ use crate::model::node::{Ctx, Goto, More};
 use crate::model::produce::{Paused, Produced};
 use crate::vocab::error::Error;
 use crate::vocab::name::{NodeName, ThreadId, START};
+use crate::vocab::options::Limits;
 use crate::vocab::state::{GraphState, StateUpdate};
 use crate::vocab::trace::traced;
 use std::future::Future;
@@ -395,6 +396,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     keep_states: bool,
 ) -> Result<Branch<G::State>, Error> {
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
+    ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
     ctx.host = env.host.clone();
     let mut events = Vec::new();

@@ -8,4 +8,6 @@ pub(crate) mod fork;
 pub(crate) mod run;
 pub(crate) mod send;
 pub(crate) mod step;
+#[cfg(test)]
+mod tests;
 pub(crate) mod validate;

@@ -31,11 +31,12 @@ use crate::store::{Append, Checkpointer};
 use crate::vocab::clock::{now, now_ms, random_u64};
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
-use crate::vocab::options::{Durability, DEFAULT_MAX_PARALLEL_BRANCHES};
+use crate::vocab::options::{Durability, Limits};
 use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
 use crate::vocab::trace;
 use crate::vocab::trace::traced;
+use std::any::TypeId;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -123,10 +124,10 @@ pub(crate) fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool
 /// an abandon), boxed: a step's own future stays small, and the thread driver moves it once per
 /// step. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
 /// awaits none of them, so the main line allocates nothing.
-#[cfg(feature = "tokio")]
+#[cfg(any(test, feature = "tokio"))]
 type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-#[cfg(feature = "tokio")]
+#[cfg(any(test, feature = "tokio"))]
 fn boxed<'a, T>(future: impl std::future::Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
     Box::pin(future)
 }
@@ -149,8 +150,9 @@ pub(crate) struct Persist<'g> {
     /// without the lease if the run fails), and this run's lease (its owner, its length, until
     /// when the last checkpoint holds it). See [`Host`](crate::lease::Host).
     pub(crate) host: Arc<Host>,
-    /// The run is a child graph's (an app made by `App::for_child`).
-    pub(crate) nested: bool,
+    /// The run is a child graph's (an app made by `App::for_child`): the node type of the
+    /// parent graph whose subgraph node runs it.
+    pub(crate) parent_node: Option<TypeId>,
 }
 
 /// Whether half of a run's own lease is gone (or it holds none yet).
@@ -186,8 +188,9 @@ pub(crate) struct Run<'g, G: Graph> {
     /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
     pub(crate) first_step: u64,
     pub(crate) finished: bool,
-    /// The run is a child graph's, run by a subgraph node: `Command::parent` may end it.
-    pub(crate) nested: bool,
+    /// The run is a child graph's, run by a subgraph node of a parent graph with this node
+    /// type: `Command::parent` to a node of that type may end it.
+    pub(crate) parent_node: Option<TypeId>,
     /// Where a child's run routes its parent (`Command::parent`), once it did.
     pub(crate) jump: Option<crate::format::checkpoint::ParentJump>,
     /// How long the last node on the main line took (measured while streaming or tracing).
@@ -198,10 +201,17 @@ pub(crate) struct Run<'g, G: Graph> {
 }
 
 impl<'g, G: Graph> Run<'g, G> {
-    pub(crate) fn new(graph: &'g G, input: G::State, limit: usize, persist: Option<Persist<'g>>, record: bool) -> Self {
+    pub(crate) fn new(
+        graph: &'g G,
+        input: G::State,
+        limits: Limits,
+        persist: Option<Persist<'g>>,
+        record: bool,
+    ) -> Self {
         let thread = persist.as_ref().map(|p| p.thread.clone());
-        let nested = persist.as_ref().is_some_and(|p| p.nested);
+        let parent_node = persist.as_ref().and_then(|p| p.parent_node);
         let mut ctx = Ctx::new(START, thread.clone());
+        ctx.limits = limits;
         ctx.host = persist.as_ref().map(|p| p.host.clone());
         if record {
             ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
@@ -219,8 +229,8 @@ impl<'g, G: Graph> Run<'g, G> {
             state: input,
             ctx,
             cursor: Cursor::Start,
-            limit,
-            max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
+            limit: limits.recursion,
+            max_branches: limits.max_branches,
             record,
             branch_events: VecDeque::new(),
             persist,
@@ -230,7 +240,7 @@ impl<'g, G: Graph> Run<'g, G> {
             answers: Vec::new(),
             first_step: 0,
             finished: false,
-            nested,
+            parent_node,
             jump: None,
             last_duration: Duration::ZERO,
             #[cfg(feature = "tracing")]
@@ -244,7 +254,7 @@ impl<'g, G: Graph> Run<'g, G> {
         graph: &'g G,
         ckpt: Checkpoint<G::State>,
         resuming: bool,
-        limit: usize,
+        limits: Limits,
         persist: Persist<'g>,
         record: bool,
     ) -> Result<Self, Error> {
@@ -282,7 +292,7 @@ impl<'g, G: Graph> Run<'g, G> {
             }
             other => other,
         })?;
-        let mut run = Run::new(graph, ckpt.state, limit, Some(persist), record);
+        let mut run = Run::new(graph, ckpt.state, limits, Some(persist), record);
         run.ctx.branches = ckpt.joined;
         run.ctx.step = ckpt.step;
         run.first_step = ckpt.step;
@@ -330,7 +340,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// [`advance`](Self::advance) through driver `driver` (the async driver instruments the
     /// returned future with the run's span).
-    #[cfg(feature = "tokio")]
+    #[cfg(any(test, feature = "tokio"))]
     pub(crate) async fn step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
         let result = self.step_inner(driver).await;
         if result.is_err() {
@@ -375,7 +385,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// One step: a node on the main line (or a fan-out, a pause, the end). What can wait —
     /// the node, the store, the branches — goes through `driver`; the decisions around it are
     /// [`next`](Self::next) and [`finish`](Self::finish), which do not wait.
-    #[cfg(feature = "tokio")]
+    #[cfg(any(test, feature = "tokio"))]
     pub(crate) async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
         if self.lease_due() {
             boxed(self.save_lease(driver)).await?;
@@ -423,8 +433,8 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
         let Some(persist) = &self.persist else { return Ok(()) };
         if !persist.claim && !own_lease_due(persist) {
-            if let Some(parent) = &persist.host.parent {
-                parent.keep_alive()?;
+            if let Some(parent) = persist.host.parent.clone() {
+                keep_alive::<G, D>(driver, &parent).await?;
             }
             return Ok(());
         }
@@ -570,11 +580,16 @@ impl<'g, G: Graph> Run<'g, G> {
                 return Ok(Then::Save);
             }
             Executed::More(more) => match *more {
-                More::Parent(jump) => {
-                    if !self.nested {
+                More::Parent(mut jump) => {
+                    // Only a child graph's run ends by routing its parent, and only the parent
+                    // whose node type the jump was made for.
+                    if self.parent_node.is_none() || jump.node_type.is_some_and(|t| Some(t) != self.parent_node) {
                         let target = NodeName::from(jump.target);
                         return Err(Error::NoRoute { node: self.ctx.node.clone(), goto: Some(target) });
                     }
+                    // Stored by the parent's declared name, which the parent checks on reading
+                    // it back (`subgraph`), never by a Rust type name.
+                    jump.parent = self.persist.as_ref().and_then(|p| p.host.parent.as_ref()).map(|h| h.graph.clone());
                     // The child ends here; its final checkpoint records where the parent goes.
                     self.jump = Some(jump);
                     self.cursor = Cursor::Done;
@@ -815,7 +830,19 @@ impl<'g, G: Graph> Run<'g, G> {
             future.await?
         };
         traced! { self.traced_write(&span, started, &encoded, &appended); }
-        self.wrote(ckpt, encoded, appended)
+        let id = self.wrote(ckpt, encoded, appended)?;
+        if let Some(parent) = self.renews_ancestors(ckpt) {
+            keep_alive::<G, D>(driver, &parent).await?;
+        }
+        Ok(id)
+    }
+
+    /// A child graph's run keeps its ancestors' leases alive as it renews its own: after a
+    /// checkpoint `ckpt` with a lease, the host of the parent's run, whose lease (and its
+    /// ancestors') [`keep_alive`] then renews where half of one is gone.
+    pub(crate) fn renews_ancestors(&self, ckpt: &Checkpoint<G::State>) -> Option<Arc<Host>> {
+        ckpt.lease?;
+        self.persist.as_ref().and_then(|p| p.host.parent.clone())
     }
 
     /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
@@ -850,12 +877,6 @@ impl<'g, G: Graph> Run<'g, G> {
             Append::Written => {
                 let host = &persist.host;
                 host.wrote(&mut host.held(), encoded.id, encoded.bytes, ckpt.lease.map_or(0, |lease| lease.until));
-                if ckpt.lease.is_some() {
-                    // A child graph's run keeps its ancestors' leases alive as it renews its own.
-                    if let Some(parent) = &host.parent {
-                        parent.keep_alive()?;
-                    }
-                }
                 Ok(encoded.id)
             }
             Append::Conflict { .. } if encoded.head.is_none() => {
@@ -887,7 +908,8 @@ impl<'g, G: Graph> Run<'g, G> {
     ) -> Result<Progress<G::State>, Error> {
         let graph = self.graph;
         let Some(persist) = &self.persist else {
-            return Err(Error::store(format!("graph `{}` paused in an app without a checkpointer", graph.name())));
+            let node = pending.first().map_or_else(|| self.ctx.node.clone(), |p| p.node().clone());
+            return Err(Error::PausedWithoutCheckpointer { graph: graph.name().to_owned(), node });
         };
         let id = persist.host.head().map_or(1, |h| h + 1);
         let ckpt = Checkpoint {
@@ -958,4 +980,24 @@ impl<'g, G: Graph> Run<'g, G> {
 /// for one first: this is the error, not a panic, should that ever not hold).
 pub(crate) fn no_store<G: Graph>(graph: &G) -> Error {
     Error::store(format!("graph `{}` has no checkpointer to write to", graph.name()))
+}
+
+/// Renews the lease of `parent`'s run and of each of its ancestors where half of it is gone:
+/// each renewal planned by its [`Host`], appended by compare-and-swap through `driver` (so a
+/// run on tokio awaits the store's async call), and recorded by the host.
+///
+/// # Errors
+/// [`Error::LeaseLost`] when one of them was taken over, and the store's errors.
+pub(crate) async fn keep_alive<G: Graph, D: Driver<G>>(driver: &D, parent: &Host) -> Result<(), Error> {
+    let mut at = Some(parent);
+    while let Some(host) = at {
+        if let Some(renewal) = host.plan_renewal()? {
+            let appended = driver
+                .append(&*host.store, &host.graph, &host.thread, Some(renewal.head), renewal.id, &renewal.bytes, false)
+                .await;
+            host.renewed(renewal, appended)?;
+        }
+        at = host.parent.as_deref();
+    }
+    Ok(())
 }

@@ -4,6 +4,8 @@
 
 pub(crate) mod draw;
 pub(crate) mod event;
+#[cfg(test)]
+pub(crate) mod fixture;
 pub(crate) mod graph;
 pub(crate) mod hitl;
 pub(crate) mod node;

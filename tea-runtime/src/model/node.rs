@@ -13,6 +13,7 @@ use crate::model::graph::NodeFuture;
 use crate::model::hitl::Hitl;
 use crate::vocab::error::BoxError;
 use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::options::Limits;
 use crate::vocab::state::GraphState;
 use std::fmt;
 use std::future::Future;
@@ -257,11 +258,22 @@ pub struct Ctx<S> {
     /// While streaming: where subgraph nodes put their child graph's steps (a
     /// [`ChildSteps<S>`](crate::model::node::ChildSteps), erased because `Ctx` has no `S` bound).
     pub(crate) child_steps: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// The run's limits, which a subgraph node's child run honours too.
+    pub(crate) limits: Limits,
 }
 
 impl<S> Ctx<S> {
     pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
-        Ctx { node, step: 0, thread, branch: None, branches: Vec::new(), host: None, child_steps: None }
+        Ctx {
+            node,
+            step: 0,
+            thread,
+            branch: None,
+            branches: Vec::new(),
+            host: None,
+            child_steps: None,
+            limits: Limits::default(),
+        }
     }
 
     /// A copy for a task that runs the node elsewhere (the async driver's blocking pool).
@@ -278,6 +290,7 @@ impl<S> Ctx<S> {
             branches: self.branches.clone(),
             host: self.host.clone(),
             child_steps: self.child_steps.clone(),
+            limits: self.limits,
         }
     }
 
@@ -830,14 +843,17 @@ pub fn async_interruptible_takes_ctx<'a, S: 'a, F: AsyncInterruptibleFn<'a, S, F
 }
 
 impl ParentJump {
+    /// A jump to `target`, a node of the parent graph (whose node type is `P`), applying
+    /// `update` there first.
     pub(crate) fn new<P: NodeId>(target: P, update: Option<<P::State as GraphState>::Update>) -> Self {
         let (update, error) = match update.map(serde_json::to_value) {
             None => (None, None),
             Some(Ok(value)) => (Some(value), None),
             Some(Err(e)) => (None, Some(format!("the parent update does not serialize: {e}"))),
         };
-        let name = target.node_str().map_or_else(|| format!("{target:?}"), str::to_owned);
-        ParentJump { graph: std::any::type_name::<P>().to_owned(), target: name, update, error }
+        let target = target.node_str().map_or_else(|| format!("{target:?}"), str::to_owned);
+        let node_type = Some(std::any::TypeId::of::<P>());
+        ParentJump { parent: None, legacy_type: None, node_type, target, update, error }
     }
 }
 

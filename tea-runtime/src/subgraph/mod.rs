@@ -29,9 +29,9 @@ use crate::model::outcome::Outcome;
 use crate::store::Checkpointer;
 use crate::vocab::error::{BoxError, Error, Passthrough};
 use crate::vocab::name::{NodeName, ThreadId};
-use crate::vocab::options::DEFAULT_RECURSION_LIMIT;
 use crate::vocab::state::{GraphState, Reducer};
 use serde_json::{json, Value};
+use std::any::TypeId;
 use std::sync::{Arc, PoisonError};
 
 /// The child's thread of a subgraph node: `{parent thread}/{node}@{step}`, and `@{head}` inside
@@ -62,9 +62,11 @@ where
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
-    let done = run_child(child, state, ctx, hitl, &|s| input(s), &|_| None, false).map_err(pass_through)?;
+    let parent_node = TypeId::of::<N>();
+    let done =
+        run_child(child, state, ctx, hitl, parent_node, &|s| input(s), &|_| None, false).map_err(pass_through)?;
     if let Some(jump) = done.jump {
-        return jump.step(&done.graph);
+        return jump.step(&done.graph, done.thread.as_ref(), parent_graph(ctx));
     }
     Ok(NodeStep::new(Some(output(state, done.last)), None))
 }
@@ -98,9 +100,10 @@ where
     C: Graph<State = S> + SyncGraph,
 {
     let done =
-        run_child(child, state, ctx, hitl, &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true).map_err(pass_through)?;
+        run_child(child, state, ctx, hitl, TypeId::of::<N>(), &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)
+            .map_err(pass_through)?;
     if let Some(jump) = done.jump {
-        return jump.step(&done.graph);
+        return jump.step(&done.graph, done.thread.as_ref(), parent_graph(ctx));
     }
     let first = done.first.as_ref().unwrap_or(state);
     Ok(NodeStep::new(Some(delta(first, &done.last)?), None))
@@ -113,6 +116,13 @@ struct Finished<T> {
     last: T,
     jump: Option<ParentJump>,
     graph: String,
+    /// The child's thread (`None`: it ran without a store).
+    thread: Option<ThreadId>,
+}
+
+/// The declared name of the graph whose run runs this subgraph node (`None` without a store).
+fn parent_graph<S>(ctx: &Ctx<S>) -> Option<&str> {
+    ctx.host.as_deref().map(|host| host.graph.as_str())
 }
 
 /// Drives a child's stream to its end or pause, handing `forward` each step.
@@ -133,7 +143,12 @@ fn drain<C: Graph>(
 /// Marks the child's errors that the parent's run reports as its own ([`Passthrough`]).
 fn pass_through(error: BoxError) -> BoxError {
     match error.downcast::<Error>() {
-        Ok(error) if matches!(*error, Error::ThreadBusy { .. } | Error::LeaseLost { .. }) => {
+        Ok(error)
+            if matches!(
+                *error,
+                Error::ThreadBusy { .. } | Error::LeaseLost { .. } | Error::PausedWithoutCheckpointer { .. }
+            ) =>
+        {
             Box::new(Passthrough(*error))
         }
         Ok(error) => error,
@@ -147,11 +162,13 @@ fn pass_through(error: BoxError) -> BoxError {
 /// with the child's state where `as_parent` makes it the parent's (a child with the parent's
 /// state) and the parent's state before the node otherwise. Callers hand its errors through
 /// [`pass_through`], so that a busy child or a lost lease is the parent run's own error.
+#[allow(clippy::too_many_arguments)] // the two generic subgraph forms differ only in these
 fn run_child<S, C>(
     child: C,
     state: &S,
     ctx: &Ctx<S>,
     hitl: &mut Hitl,
+    parent_node: TypeId,
     input: &dyn Fn(&S) -> C::State,
     as_parent: &dyn Fn(&C::State) -> Option<S>,
     want_first: bool,
@@ -173,27 +190,28 @@ where
         let graph = child.name().to_owned();
         let first = input(state);
         let kept = want_first.then(|| first.clone());
-        let mut run = Run::new(&child, first, DEFAULT_RECURSION_LIMIT, None, sink.is_some());
-        run.nested = true;
-        let paused = || Error::store(format!("graph `{graph}` paused without a checkpointer"));
+        // It works within its parent's limits, as a child with a store does (`App::for_child`).
+        let mut run = Run::new(&child, first, ctx.limits, None, sink.is_some());
+        run.parent_node = Some(parent_node);
+        let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
         if sink.is_some() {
             let mut stream = Stream::new(Ok(run));
             let last = match drain(&mut stream, &mut forward)? {
                 Outcome::Done(last) => last,
-                Outcome::Interrupted { .. } => return Err(paused().into()),
+                Outcome::Interrupted { resume, .. } => return Err(paused(resume.node()).into()),
             };
             let jump = stream.jump.take();
-            return Ok(Finished { first: kept, last, jump, graph });
+            return Ok(Finished { first: kept, last, jump, graph, thread: None });
         }
         loop {
             match run.advance()? {
                 Progress::Stepped | Progress::Forked => {}
                 Progress::Done => break,
-                Progress::Paused(_) => return Err(paused().into()),
+                Progress::Paused(resume) => return Err(paused(resume.node()).into()),
             }
         }
         let jump = run.jump.take();
-        return Ok(Finished { first: kept, last: run.state, jump, graph });
+        return Ok(Finished { first: kept, last: run.state, jump, graph, thread: None });
     };
     let given = hitl.given();
     let memo = given.first().and_then(|v| v.get(MEMO));
@@ -202,7 +220,7 @@ where
         Some(thread) => ThreadId::from(thread.to_owned()),
         None => child_thread(ctx, parent),
     };
-    let app = App::for_child(child, host.store.clone(), Some(host));
+    let app = App::for_child(child, host.store.clone(), Some(host), parent_node);
     let mut first = None;
     let outcome = if app.state(&thread)?.is_none() {
         let start = input(state);
@@ -257,7 +275,7 @@ where
                 Some((id, bytes)) => decode_for(app.graph(), &bytes, &thread, id)?.parent,
                 None => None,
             };
-            Ok(Finished { first, last, jump, graph })
+            Ok(Finished { first, last, jump, graph, thread: Some(thread) })
         }
         Outcome::Interrupted { state: child_state, resume } => {
             let pauses: Vec<Interrupt> = resume
@@ -359,16 +377,45 @@ fn reduced(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
 }
 
 impl ParentJump {
-    /// The step of a subgraph node (of a parent whose nodes are `N`) whose child made this jump.
-    fn step<S: GraphState, N: NodeId>(self, child: &str) -> Result<NodeStep<S, N>, BoxError> {
-        if self.graph != std::any::type_name::<N>() {
-            return Err(format!(
-                "child graph `{child}` routes to node `{}` of `{}` with `Command::parent`, but runs inside `{}`",
+    /// The step of a subgraph node (of a parent graph `parent` whose nodes are `N`) whose child,
+    /// graph `child` on thread `thread`, made this jump.
+    ///
+    /// The jump must be the running parent's: in memory, by its node type; read back from the
+    /// child's final checkpoint, by the parent graph's declared name it records. A record of an
+    /// earlier tea (by Rust type name) is accepted where that name is the running parent's node
+    /// type's, and refused with [`Error::SchemaMismatch`] otherwise.
+    fn step<S: GraphState, N: NodeId>(
+        self,
+        child: &str,
+        thread: Option<&ThreadId>,
+        parent: Option<&str>,
+    ) -> Result<NodeStep<S, N>, BoxError> {
+        let parent_name = || parent.map_or_else(|| std::any::type_name::<N>().to_owned(), str::to_owned);
+        let other = |made_for: &str| -> BoxError {
+            format!(
+                "child graph `{child}` routes to node `{}` of `{made_for}` with `Command::parent`, but runs inside `{}`",
                 self.target,
-                self.graph,
-                std::any::type_name::<N>()
+                parent_name()
             )
-            .into());
+            .into()
+        };
+        if let Some(made_for) = self.node_type {
+            if made_for != std::any::TypeId::of::<N>() {
+                return Err(other("another graph"));
+            }
+        } else if let Some(recorded) = &self.parent {
+            if Some(recorded.as_str()) != parent {
+                return Err(other(recorded));
+            }
+        } else if let Some(legacy) = &self.legacy_type {
+            if legacy != std::any::type_name::<N>() {
+                let error = Error::SchemaMismatch {
+                    graph: child.to_owned(),
+                    thread: thread.cloned().unwrap_or_else(|| ThreadId::from(child.to_owned())),
+                    what: "record of its `Command::parent` jump (written by an earlier tea, naming the parent by a Rust type name this build does not have)",
+                };
+                return Err(Box::new(Passthrough(error)));
+            }
         }
         let Some(target) = N::from_node_str(&self.target) else {
             return Err(format!(
@@ -389,3 +436,6 @@ impl ParentJump {
         Ok(NodeStep::new(update, Some(Goto::Node(target))))
     }
 }
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests;

@@ -75,6 +75,19 @@ pub enum Error {
         call: &'static str,
     },
 
+    /// A run paused where its app has no checkpointer to keep the pause in. A graph known at
+    /// compile time that can pause does not build without one ([`PauseFree`](crate::PauseFree));
+    /// a graph built at run time that pauses anyway (a node that asks through its `Hitl`
+    /// although the graph claimed it cannot pause, or a subgraph node's child that pauses
+    /// inside a parent run without a store) stops with this error, and nothing was written.
+    #[error("graph `{graph}` paused at node `{node}`, but its app has no checkpointer to keep the pause in (build it with `.checkpointer(…)`)")]
+    PausedWithoutCheckpointer {
+        /// The graph that paused.
+        graph: String,
+        /// The node it paused at.
+        node: NodeName,
+    },
+
     /// `recover` found the thread owned by a live run: its lease (renewed as that run advances)
     /// has not expired. A run that crashed is taken over once its lease expires
     /// ([`Builder::lease`](crate::Builder::lease)); one that failed releases its lease at once.
@@ -264,7 +277,7 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
 
 /// An error of a subgraph node's child that the parent's run reports as its own rather than as
 /// the node's failure: the child's thread is owned by a live run ([`Error::ThreadBusy`]), or an
-/// ancestor's thread was taken over ([`Error::LeaseLost`]). `exec::produced` unwraps it.
+/// ancestor's thread was taken over ([`Error::LeaseLost`]). `model::produce::produced` unwraps it. (Also a pause under a store-less parent, [`Error::PausedWithoutCheckpointer`].)
 #[derive(Debug)]
 pub(crate) struct Passthrough(pub(crate) Error);
 

@@ -15,6 +15,23 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// [`Error::RecursionLimit`](crate::Error::RecursionLimit).
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_000;
 
+/// The limits a run works within ([`Builder::recursion_limit`](crate::Builder::recursion_limit),
+/// [`Builder::max_parallel_branches`](crate::Builder::max_parallel_branches)): carried by the
+/// run and by each node's `Ctx`, so that a subgraph node's child run honours its parent's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The most node runs one invocation may take.
+    pub(crate) recursion: usize,
+    /// The most branches of one fan-out that run at once.
+    pub(crate) max_branches: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { recursion: DEFAULT_RECURSION_LIMIT, max_branches: DEFAULT_MAX_PARALLEL_BRANCHES }
+    }
+}
+
 /// When a run with a checkpointer writes checkpoints, and which writes are flushed (made to
 /// survive a crash of the process) before the run goes on.
 ///

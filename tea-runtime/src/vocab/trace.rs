@@ -118,6 +118,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::RecursionLimit { .. } => "RecursionLimit",
         Error::NeedsAsync { .. } => "NeedsAsync",
         Error::NoRuntime { .. } => "NoRuntime",
+        Error::PausedWithoutCheckpointer { .. } => "PausedWithoutCheckpointer",
         Error::ThreadBusy { .. } => "ThreadBusy",
         Error::LeaseLost { .. } => "LeaseLost",
         Error::StateNotStorable { .. } => "StateNotStorable",
