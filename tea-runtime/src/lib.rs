@@ -86,7 +86,7 @@ pub use store::SledStore;
 pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
-pub use vocab::error::{BoxError, Error};
+pub use vocab::error::{error_chain, BoxError, Error};
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
 pub use vocab::reducers;

@@ -5,11 +5,13 @@
 //! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
 use crate::api::stream::Stream;
+use crate::api::token;
 use crate::format::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
 use crate::format::memo::{reply, MEMO};
-use crate::format::token::{graph_id, issue, Interrupt, Resume, SigningKey};
+use crate::format::token::{graph_id, issue, Interrupt, PauseRecord, Resume, SigningKey};
 use crate::lease::{Host, Tenancy};
-use crate::machine::run::{Persist, Progress, Run};
+use crate::machine::persist::Persist;
+use crate::machine::run::{Over, Run};
 use crate::machine::step::apply_update;
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
@@ -290,15 +292,9 @@ impl<G: Graph> App<G, NoCheckpointer> {
     {
         let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
         traced! { run.call("invoke"); }
-        loop {
-            match run.advance()? {
-                Progress::Stepped | Progress::Forked => {}
-                Progress::Done => return Ok(run.state),
-                Progress::Paused(resume) => {
-                    let (graph, node) = (self.graph.name().to_owned(), resume.node().clone());
-                    return Err(Error::PausedWithoutCheckpointer { graph, node });
-                }
-            }
+        match run.run_to_end()? {
+            Over::Done => Ok(run.state),
+            Over::Paused(record) => Err(token::without_store(&run, &record)),
         }
     }
 
@@ -336,7 +332,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        drive(self.new_run(thread.into(), input, false)?)
+        let mut run = self.new_run(thread.into(), input, false)?;
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
     }
 
     /// Continues the paused thread `resume` names, with its answers and update.
@@ -351,7 +350,16 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        drive(self.resume_run(resume, false)?)
+        // Top-down: the token is checked against this app and graph, the thread's head is read
+        // and checked against the token (answers, timeouts, the update), the run claims the
+        // thread by compare-and-swap on that head, the machine runs on the thread driver until
+        // it pauses or ends, and the outcome (a new token at a pause) is made here.
+        let thread = self.verify(&resume)?;
+        let (head, bytes) = self.head(&thread)?;
+        let mut run = self.resume_at(resume, head, bytes, false)?;
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
     }
 
     /// Continues thread `thread` from its last checkpoint after a run that stopped without
@@ -380,7 +388,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let (head, bytes) = self.head(thread)?;
         match self.recovery(thread, head, bytes)? {
             Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(run) => drive(run),
+            Recovery::Run(mut run) => {
+                run.claim_now()?;
+                let over = run.run_to_end()?;
+                token::outcome(run, over)
+            }
         }
     }
 
@@ -394,7 +406,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Result<Recovery<'_, G>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
-            let resume = issue(&identity(&*self.graph), thread, &ckpt, self.key.as_ref())?;
+            let resume = issue(&identity(&*self.graph), thread, &PauseRecord::of(&ckpt), self.key.as_ref())?;
             return Ok(Recovery::Over(Outcome::Interrupted { state: ckpt.state, resume }));
         }
         if matches!(ckpt.at, Position::Done) {
@@ -441,7 +453,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let mut run = self.new_run(thread.into(), state, false)?;
         traced! { run.call("invoke_at"); }
         run.start_at(at);
-        drive(run)
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
     }
 
     /// Like [`invoke`](Self::invoke), as a stream of events ending with
@@ -590,13 +604,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
-        let thread = self.resumed_thread(&resume)?;
+        let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
         self.resume_at(resume, head, bytes, record)
     }
 
     /// The thread `resume` continues, once the token is checked against this app and graph.
-    pub(crate) fn resumed_thread(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
+    pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
         self.check_key()?;
         resume.verify(self.key.as_ref())?;
         let graph = &*self.graph;
@@ -863,22 +877,11 @@ fn match_answers<G: Graph>(
     Ok(continuing)
 }
 
-/// Runs until the run finishes or pauses.
 /// What `recover` found: a thread that is over (paused or finished), or a run that continues it.
 #[allow(clippy::large_enum_variant)] // made once per `recover`, and moved at once
 pub(crate) enum Recovery<'a, G: Graph> {
     Over(Outcome<G::State>),
     Run(Run<'a, G>),
-}
-
-fn drive<G: Graph>(mut run: Run<'_, G>) -> Result<Outcome<G::State>, Error> {
-    loop {
-        match run.advance()? {
-            Progress::Stepped | Progress::Forked => {}
-            Progress::Paused(resume) => return Ok(Outcome::Interrupted { state: run.state, resume: *resume }),
-            Progress::Done => return Ok(Outcome::Done(run.state)),
-        }
-    }
 }
 
 /// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node

@@ -2,9 +2,11 @@
 //! `stream_async` and their kin, carried by the tokio driver (`drive::tokio`).
 
 use crate::api::app::{App, NoCheckpointer, Recovery};
-use crate::drive::tokio::{events, AsyncRun};
+use crate::api::stream::event_after;
+use crate::api::token;
+use crate::drive::tokio::AsyncRun;
 use crate::format::token::Resume;
-use crate::machine::run::Run;
+use crate::machine::run::{Over, Run};
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::outcome::{Outcome, Snapshot};
@@ -13,6 +15,64 @@ use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::trace::traced;
 use futures::{Stream, StreamExt};
+
+/// Claims the thread of a run the async driver carries, advances it to a pause or the end, and
+/// makes its outcome (a pause's token is made here).
+async fn outcome<G: Graph>(mut run: AsyncRun<'_, G>) -> Result<Outcome<G::State>, Error> {
+    run.claim().await?;
+    let over = run.run_to_end().await?;
+    let run = run.run();
+    match over {
+        Over::Done => Ok(Outcome::Done(run.state.clone())),
+        Over::Paused(record) => {
+            let resume = token::token(run, &record)?;
+            Ok(Outcome::Interrupted { state: run.state.clone(), resume })
+        }
+    }
+}
+
+/// The next event of a run the async driver carries, as the blocking `Stream` yields them
+/// ([`event_after`], the one event pump); `None` once it is over.
+async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Result<Event<G::State>, Error>> {
+    if let Some(event) = run.run().branch_events.pop_front() {
+        return Some(Ok(event));
+    }
+    if run.is_over() {
+        return None;
+    }
+    loop {
+        let progress = run.step().await;
+        if let Some(event) = event_after(run.run(), progress) {
+            return Some(event);
+        }
+    }
+}
+
+/// The events of a run as a `Send` stream.
+fn events<'g, G: Graph>(
+    run: Result<AsyncRun<'g, G>, Error>,
+) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + 'g {
+    enum At<R> {
+        Failed(Error),
+        Running(R),
+        Over,
+    }
+    let at = match run {
+        Ok(run) => At::Running(run),
+        Err(error) => At::Failed(error),
+    };
+    futures::stream::unfold(at, |at| async move {
+        match at {
+            At::Over => None,
+            At::Failed(error) => Some((Err(error), At::Over)),
+            At::Running(mut run) => match next_event(&mut run).await {
+                Some(Ok(event)) => Some((Ok(event), At::Running(run))),
+                Some(Err(error)) => Some((Err(error), At::Over)),
+                None => None,
+            },
+        }
+    })
+}
 
 /// Fails unless polled inside a tokio runtime (the driver spawns onto it).
 fn runtime(call: &'static str) -> Result<(), Error> {
@@ -30,7 +90,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         runtime("invoke_async")?;
         let run = Run::new(&*self.graph, input, self.limits(), None, false);
         traced! { run.call("invoke_async"); }
-        match AsyncRun::new(run, &self.graph).outcome().await? {
+        match outcome(AsyncRun::new(run, &self.graph)).await? {
             Outcome::Done(state) => Ok(state),
             Outcome::Interrupted { resume, .. } => {
                 let (graph, node) = (self.graph.name().to_owned(), resume.node().clone());
@@ -72,7 +132,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         runtime("invoke_on_async")?;
         let run = self.new_run(thread.into(), input, false)?;
         traced! { run.call("invoke_async"); }
-        AsyncRun::new(run, &self.graph).outcome().await
+        outcome(AsyncRun::new(run, &self.graph)).await
     }
 
     /// [`resume`](Self::resume) on the current tokio runtime.
@@ -86,11 +146,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// Those of [`resume`](Self::resume), and [`Error::NoRuntime`] outside a tokio runtime.
     pub async fn resume_async(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
         runtime("resume_async")?;
-        let thread = self.resumed_thread(&resume)?;
+        let thread = self.verify(&resume)?;
         let (head, bytes) = self.head_async(&thread).await?;
         let run = self.resume_at(resume, head, bytes, false)?;
         traced! { run.call("resume_async"); }
-        AsyncRun::new(run, &self.graph).outcome().await
+        outcome(AsyncRun::new(run, &self.graph)).await
     }
 
     /// [`recover`](Self::recover) on the current tokio runtime.
@@ -104,7 +164,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             Recovery::Over(outcome) => Ok(outcome),
             Recovery::Run(run) => {
                 traced! { run.call("recover_async"); }
-                AsyncRun::new(run, &self.graph).outcome().await
+                outcome(AsyncRun::new(run, &self.graph)).await
             }
         }
     }
@@ -133,7 +193,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let start = async move {
             runtime("stream_resume_async")?;
-            let thread = self.resumed_thread(&resume)?;
+            let thread = self.verify(&resume)?;
             let (head, bytes) = self.head_async(&thread).await?;
             let run = self.resume_at(resume, head, bytes, true)?;
             traced! { run.call("stream_resume_async"); }

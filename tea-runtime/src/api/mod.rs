@@ -5,3 +5,4 @@ pub(crate) mod app;
 #[cfg(feature = "tokio")]
 pub(crate) mod async_app;
 pub(crate) mod stream;
+pub(crate) mod token;

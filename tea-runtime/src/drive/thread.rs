@@ -15,8 +15,9 @@
 
 use crate::machine::driver::Driver;
 #[cfg(feature = "tracing")]
-use crate::machine::run::checkpoint_span;
-use crate::machine::run::{keep_alive, Cursor, Next, Progress, Run, Then};
+use crate::machine::persist::checkpoint_span;
+use crate::machine::persist::keep_alive;
+use crate::machine::run::{Cursor, Over, Progress, Request, Run, Then};
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, Produced};
@@ -119,7 +120,7 @@ pub(crate) fn now_or_never<F: Future>(mut future: Pin<&mut F>) -> F::Output {
 impl<G: Graph> Run<'_, G> {
     /// Runs the next node (or fan-out), or pauses. After an error the run is over; a resumed
     /// run then puts its pause back.
-    pub(crate) fn advance(&mut self) -> Result<Progress<G::State>, Error> {
+    pub(crate) fn advance(&mut self) -> Result<Progress, Error> {
         traced! { let _run = self.span.clone().entered(); }
         let result = self.step_now();
         if result.is_err() {
@@ -128,20 +129,22 @@ impl<G: Graph> Run<'_, G> {
         traced! { self.trace_progress(&result); }
         result
     }
-    /// [`step_inner`](Self::step_inner) on the [`ThreadDriver`], in the same order through the
-    /// same parts, without making a future for the common step: a node that runs and routes is
-    /// a few calls, and only the store, pauses and fan-outs go through the driver's (ready)
-    /// futures.
-    fn step_now(&mut self) -> Result<Progress<G::State>, Error> {
+    /// The machine's step ([`Run::begin`], the node, [`Run::end`]) fulfilled on the calling
+    /// thread, as `Run::step_inner` fulfils it on any driver, without making a future for the
+    /// common step: a node that runs and routes is a few calls, and only the store, pauses and
+    /// fan-outs go through the driver's (ready) futures.
+    fn step_now(&mut self) -> Result<Progress, Error> {
         let driver = &ThreadDriver;
-        if self.lease_due() {
-            now_or_never(pin!(self.save_lease(driver)))?;
-        }
-        let node = match self.next()? {
-            Next::Run(node) => node,
-            Next::Settle(settle) => return now_or_never(pin!(self.settle(driver, settle))),
+        let mut prelude_done = false;
+        let (node, answers) = loop {
+            match self.begin(prelude_done)? {
+                Request::Claim => now_or_never(pin!(self.claim(driver)))?,
+                Request::Lease => now_or_never(pin!(self.save_lease(driver)))?,
+                Request::Settle(settle) => return now_or_never(pin!(self.settle(driver, settle))),
+                Request::Node(node, answers) => break (node, answers),
+            }
+            prelude_done = true;
         };
-        let answers = std::mem::take(&mut self.answers);
         traced! { let span = self.node_span(); }
         let started = self.clock();
         let produced = {
@@ -153,7 +156,7 @@ impl<G: Graph> Run<'_, G> {
             #[cfg(feature = "tracing")]
             &span,
         );
-        match self.finish(node, produced)? {
+        match self.end(node, produced)? {
             Then::Stepped => Ok(Progress::Stepped),
             Then::Save => {
                 self.save_step_now()?;
@@ -192,6 +195,24 @@ impl<G: Graph> Run<'_, G> {
         self.finished = done;
         Ok(())
     }
+    /// Claims the run's thread on the calling thread ([`Run::claim`]): what the blocking API
+    /// does after it checked a token or a checkpoint and before the run's first step.
+    pub(crate) fn claim_now(&mut self) -> Result<(), Error> {
+        traced! { let _run = self.span.clone().entered(); }
+        now_or_never(pin!(self.claim_step(&ThreadDriver)))
+    }
+
+    /// Advances the run until it pauses or reaches `end`: the blocking API's one run loop.
+    pub(crate) fn run_to_end(&mut self) -> Result<Over, Error> {
+        loop {
+            match self.advance()? {
+                Progress::Stepped | Progress::Forked => {}
+                Progress::Paused(record) => return Ok(Over::Paused(record)),
+                Progress::Done => return Ok(Over::Done),
+            }
+        }
+    }
+
     /// After a failure, or when a stream is dropped part-way: a resumed run writes its pause
     /// back as the head, so that the token that resumed it works again; any other run writes
     /// its last checkpoint again without its lease, so that `recover` may continue it at once.

@@ -15,17 +15,15 @@
 //! is dropped.
 
 use crate::machine::driver::Driver;
-use crate::machine::run::{Progress, Run};
-use crate::model::event::Event;
+use crate::machine::run::{Over, Progress, Run};
 use crate::model::graph::Graph;
 use crate::model::hitl::Hitl;
 use crate::model::node::Ctx;
-use crate::model::outcome::Outcome;
 use crate::model::produce::{produce, produced, Produced};
 use crate::store::{Append, Checkpointer};
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, StreamExt};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -123,8 +121,18 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         AsyncRun { run, driver: TokioDriver { graph: Arc::clone(graph) }, over: false }
     }
 
+    /// The run it carries.
+    pub(crate) fn run(&mut self) -> &mut Run<'g, G> {
+        &mut self.run
+    }
+
+    /// Whether the run paused, finished or failed: nothing more comes of it.
+    pub(crate) fn is_over(&self) -> bool {
+        self.over
+    }
+
     /// One advance of the run, inside its `run` span.
-    async fn step(&mut self) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn step(&mut self) -> Result<Progress, Error> {
         #[cfg(feature = "tracing")]
         let span = self.run.span.clone();
         let step = self.run.step(&self.driver);
@@ -136,61 +144,25 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         progress
     }
 
-    /// Runs to the next pause or the end.
-    pub(crate) async fn outcome(mut self) -> Result<Outcome<G::State>, Error> {
+    /// Claims the run's thread ([`Run::claim`]), inside its `run` span; a lost claim is over.
+    pub(crate) async fn claim(&mut self) -> Result<(), Error> {
+        #[cfg(feature = "tracing")]
+        let span = self.run.span.clone();
+        let claim = self.run.claim_step(&self.driver);
+        #[cfg(feature = "tracing")]
+        let claim = tracing::Instrument::instrument(claim, span);
+        let claimed = claim.await;
+        self.over = claimed.is_err();
+        claimed
+    }
+
+    /// Advances the run until it pauses or reaches `end`: the async API's run loop.
+    pub(crate) async fn run_to_end(&mut self) -> Result<Over, Error> {
         loop {
             match self.step().await? {
                 Progress::Stepped | Progress::Forked => {}
-                Progress::Paused(resume) => {
-                    return Ok(Outcome::Interrupted { state: self.run.state.clone(), resume: *resume })
-                }
-                Progress::Done => return Ok(Outcome::Done(self.run.state.clone())),
-            }
-        }
-    }
-
-    /// The next event of the run, as the blocking `Stream` yields them; `None` once it is over.
-    async fn next_event(&mut self) -> Option<Result<Event<G::State>, Error>> {
-        if let Some(event) = self.run.branch_events.pop_front() {
-            return Some(Ok(event));
-        }
-        if self.over {
-            return None;
-        }
-        loop {
-            match self.step().await {
-                Ok(Progress::Stepped) => {
-                    let step = Event::Step {
-                        node: self.run.last_node().clone(),
-                        branch: None,
-                        state: self.run.state.clone(),
-                        duration: self.run.last_duration,
-                    };
-                    if self.run.queue_child_steps() {
-                        // A subgraph node: its child's steps come first.
-                        self.run.branch_events.push_back(step);
-                        return self.run.branch_events.pop_front().map(Ok);
-                    }
-                    return Some(Ok(step));
-                }
-                Ok(Progress::Forked) => {
-                    if let Some(event) = self.run.branch_events.pop_front() {
-                        return Some(Ok(event));
-                    }
-                }
-                Ok(Progress::Paused(resume)) => {
-                    // A subgraph node paused inside its child: the child's steps so far first.
-                    self.run.queue_child_steps();
-                    let paused = Event::Interrupted { state: self.run.state.clone(), resume: *resume };
-                    // Branch steps before the pause come first; the pause follows them.
-                    self.run.branch_events.push_back(paused);
-                    return self.run.branch_events.pop_front().map(Ok);
-                }
-                Ok(Progress::Done) => {
-                    self.run.branch_events.push_back(Event::Done(self.run.state.clone()));
-                    return self.run.branch_events.pop_front().map(Ok);
-                }
-                Err(error) => return Some(Err(error)),
+                Progress::Paused(record) => return Ok(Over::Paused(record)),
+                Progress::Done => return Ok(Over::Done),
             }
         }
     }
@@ -202,32 +174,6 @@ impl<G: Graph> Drop for AsyncRun<'_, G> {
             self.run.abandon();
         }
     }
-}
-
-/// The events of a run as a `Send` stream.
-pub(crate) fn events<'g, G: Graph>(
-    run: Result<AsyncRun<'g, G>, Error>,
-) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + 'g {
-    enum At<R> {
-        Failed(Error),
-        Running(R),
-        Over,
-    }
-    let at = match run {
-        Ok(run) => At::Running(run),
-        Err(error) => At::Failed(error),
-    };
-    futures::stream::unfold(at, |at| async move {
-        match at {
-            At::Over => None,
-            At::Failed(error) => Some((Err(error), At::Over)),
-            At::Running(mut run) => match run.next_event().await {
-                Some(Ok(event)) => Some((Ok(event), At::Running(run))),
-                Some(Err(error)) => Some((Err(error), At::Over)),
-                None => None,
-            },
-        }
-    })
 }
 
 /// The error of a node the async driver could not run to its end because its task was lost

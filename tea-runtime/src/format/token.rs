@@ -427,22 +427,43 @@ impl<S: GraphState> fmt::Debug for Resume<S> {
     }
 }
 
-/// The token of a paused checkpoint of the graph `identity` names.
+/// What a token is made of besides the graph and the thread: the pause (the id of the
+/// checkpoint where it was first written, and its nonce) and the pauses it waits on. The machine
+/// records it when a run pauses, the API turns it into a [`Resume`] ([`issue`]).
+#[derive(Debug)]
+pub(crate) struct PauseRecord {
+    pub(crate) pause: CheckpointId,
+    pub(crate) nonce: u64,
+    pub(crate) pending: Vec<Interrupt>,
+}
+
+impl PauseRecord {
+    /// The pause `ckpt` records (a paused checkpoint read back).
+    pub(crate) fn of<S: GraphState>(ckpt: &Checkpoint<S>) -> Self {
+        PauseRecord {
+            pause: ckpt.pause.unwrap_or_default(),
+            nonce: ckpt.nonce.unwrap_or_default(),
+            pending: ckpt.pending.clone(),
+        }
+    }
+}
+
+/// The token of pause `record` of `thread`, of the graph `identity` names, signed with `key`.
 pub(crate) fn issue<S: GraphState>(
     identity: &Identity<'_>,
     thread: &ThreadId,
-    ckpt: &Checkpoint<S>,
+    record: &PauseRecord,
     key: Option<&SigningKey>,
 ) -> Result<Resume<S>, Error> {
     let token = Token {
         graph: graph_id(identity.graph),
         graph_fingerprint: identity.graph_fingerprint,
         schema_fingerprint: identity.schema_fingerprint,
-        pause: ckpt.pause.unwrap_or_default(),
-        nonce: ckpt.nonce.unwrap_or_default(),
+        pause: record.pause,
+        nonce: record.nonce,
         thread: thread.clone(),
-        node: ckpt.pending.first().map(|i| i.node().clone()).unwrap_or(START),
-        interrupts: ckpt.pending.clone(),
+        node: record.pending.first().map(|i| i.node().clone()).unwrap_or(START),
+        interrupts: record.pending.clone(),
     };
     Resume::issue(token, key)
 }

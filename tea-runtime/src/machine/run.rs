@@ -1,36 +1,27 @@
-//! The executor: runs a [`Graph`] one node at a time.
+//! The run state machine: runs a [`Graph`] one node at a time.
 //!
-//! [`Run::advance`] is the whole engine for the main line: run the node (panics caught), apply
-//! its update through the reducers, route. A fan-out is one more advance that runs the branches
-//! (see `parallel`) and merges them. `invoke` loops over `advance`; `stream` turns each advance
-//! into [`Event`]s. Nothing here allocates per step on the main line without a store: node names
-//! are `Clone` without allocating and the state is updated in place.
-//!
-//! With a store (`Persist`), a run writes checkpoints by compare-and-swap on the thread's head:
-//! one when it starts (which claims a new thread, or claims an existing one on resume or
-//! recover), one per step unless `Durability::OnPause` (flushed with `EveryStep`), one durable
-//! checkpoint when it pauses (before the token exists) and one durable checkpoint when it
-//! finishes (before `invoke`/`resume`/`recover` returns). While it runs, its checkpoints carry a
-//! *lease* (an owner and an expiry, renewed as it advances), so `recover` can tell a live run
-//! from a crashed one. A resumed run that fails writes its pause back, so the same token works
-//! again; any other run that fails writes its last checkpoint again without its lease, so
-//! `recover` can continue it at once.
+//! A step is [`Run::begin`] (claim or lease first if due, then [`Run::next`]: where the run
+//! goes, breakpoints, the step count), the node (run by the driver), and [`Run::end`]
+//! ([`Run::finish`]: apply its update through the reducers, route, sends, parent jumps, pauses);
+//! what is left — a checkpoint, a pause, a fan-out (`fork`), the end — the driver fulfils
+//! through the machine's async parts. `Run::step_inner` strings them together on any
+//! [`Driver`]; the thread driver's `Run::advance` does the same without a future for the common
+//! step. Nothing here allocates per step on the main line without a store: node names are
+//! `Clone` without allocating and the state is updated in place. The run's writes (claim,
+//! leases, checkpoints, pauses, abandons) are in `persist`.
 
-use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Lease, Position};
-use crate::format::token::{issue, Interrupt, PauseKind, Resume, SigningKey};
-use crate::lease::Host;
+use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, Position};
+use crate::format::token::{Interrupt, PauseKind, PauseRecord};
 use crate::machine::driver::Driver;
 use crate::machine::fork::{self as parallel, Env, ForkOutcome};
+use crate::machine::persist::Persist;
 use crate::machine::step::{apply_produced, asked, goto_of, node_named, route_from, target_of, After, Executed};
-use crate::machine::validate::identity;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
 use crate::model::produce::{Paused, Produced};
-use crate::store::{Append, Checkpointer};
-use crate::vocab::clock::{now, now_ms, random_u64};
 use crate::vocab::error::{panic_message, Error};
-use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
+use crate::vocab::name::{NodeName, START};
 use crate::vocab::options::{Durability, Limits};
 use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
@@ -58,16 +49,37 @@ pub(crate) enum Cursor<N> {
 }
 
 /// What one call to [`Run::advance`] did.
-pub(crate) enum Progress<S: GraphState> {
+pub(crate) enum Progress {
     /// A node ran on the main line.
     Stepped,
     /// The branches of a fan-out ran and were merged.
     Forked,
-    /// The run paused; its checkpoint is durable. (Boxed: a pause is rare and a token is big,
-    /// and every step returns a `Progress`.)
-    Paused(Box<Resume<S>>),
+    /// The run paused; its checkpoint is durable, and the API makes its token from this record.
+    /// (Boxed: a pause is rare, and every step returns a `Progress`.)
+    Paused(Box<PauseRecord>),
     /// The run reached `end`.
     Done,
+}
+
+/// How a run that was advanced to its end stopped.
+pub(crate) enum Over {
+    /// It reached `end`.
+    Done,
+    /// It paused (see [`Progress::Paused`]).
+    Paused(Box<PauseRecord>),
+}
+
+/// What the first half of a step asks of its driver ([`Run::begin`]).
+pub(crate) enum Request<N> {
+    /// Claim the thread ([`Run::claim`]), then begin again.
+    Claim,
+    /// Renew the run's lease, or its ancestors' ([`Run::save_lease`]), then begin again.
+    Lease,
+    /// Settle a step that runs no node ([`Run::settle`]): the end, a fan-out, a breakpoint.
+    Settle(Settle<N>),
+    /// Run this node with the answers to its earlier pauses, and hand what it produced to
+    /// [`Run::end`].
+    Node(N, Vec<serde_json::Value>),
 }
 
 /// What the run does next, as [`Run::next`] decides it.
@@ -98,28 +110,6 @@ pub(crate) enum Then {
     Pause(Vec<Interrupt>),
 }
 
-/// A checkpoint encoded for the store: its bytes, the head it replaces, and its id.
-pub(crate) struct Encoded {
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) head: Option<CheckpointId>,
-    pub(crate) id: CheckpointId,
-}
-
-/// The `checkpoint` span of a write of `ckpt`, and when the write started.
-#[cfg(feature = "tracing")]
-pub(crate) fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
-    let span = tracing::debug_span!(
-        target: "tea",
-        "checkpoint",
-        step = ckpt.step,
-        pause = ckpt.pause.is_some(),
-        durable,
-        bytes = tracing::field::Empty,
-        duration_us = tracing::field::Empty,
-    );
-    (span, Instant::now())
-}
-
 /// A future of the executor that only some steps await (a checkpoint write, a pause, a fan-out,
 /// an abandon), boxed: a step's own future stays small, and the thread driver moves it once per
 /// step. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
@@ -130,35 +120,6 @@ type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send
 #[cfg(any(test, feature = "tokio"))]
 fn boxed<'a, T>(future: impl std::future::Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
     Box::pin(future)
-}
-
-/// A run's link to its checkpoint store.
-pub(crate) struct Persist<'g> {
-    pub(crate) store: &'g dyn Checkpointer,
-    pub(crate) thread: ThreadId,
-    pub(crate) durability: Durability,
-    pub(crate) key: Option<&'g SigningKey>,
-    /// The paused checkpoint this run resumed from, written back if the run fails.
-    pub(crate) rollback: Option<Vec<u8>>,
-    /// Whether the run's first checkpoint (claiming the thread) is still to be written.
-    pub(crate) claim: bool,
-    /// The run recovers a thread: losing the race for its claim means another run owns it.
-    pub(crate) recovering: bool,
-    /// What subgraph nodes run their child graphs on (this store and the app's options), and
-    /// this run's hold on its thread, shared with their child runs, which keep it alive: the
-    /// thread's head as this run last saw it, the bytes of its last checkpoint (written again
-    /// without the lease if the run fails), and this run's lease (its owner, its length, until
-    /// when the last checkpoint holds it). See [`Host`](crate::lease::Host).
-    pub(crate) host: Arc<Host>,
-    /// The run is a child graph's (an app made by `App::for_child`): the node type of the
-    /// parent graph whose subgraph node runs it.
-    pub(crate) parent_node: Option<TypeId>,
-}
-
-/// Whether half of a run's own lease is gone (or it holds none yet).
-pub(crate) fn own_lease_due(persist: &Persist<'_>) -> bool {
-    let host = &persist.host;
-    host.until() < now_ms().saturating_add(host.lease_ms / 2)
 }
 
 /// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
@@ -221,7 +182,7 @@ impl<'g, G: Graph> Run<'g, G> {
             target: "tea",
             "run",
             graph = graph.name(),
-            thread = thread.as_ref().map(ThreadId::as_str),
+            thread = thread.as_ref().map(crate::vocab::name::ThreadId::as_str),
             call = tracing::field::Empty,
         );
         Run {
@@ -341,7 +302,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// [`advance`](Self::advance) through driver `driver` (the async driver instruments the
     /// returned future with the run's span).
     #[cfg(any(test, feature = "tokio"))]
-    pub(crate) async fn step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress, Error> {
         let result = self.step_inner(driver).await;
         if result.is_err() {
             {
@@ -363,10 +324,10 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// The `paused`, `done` and `failed` events of an advance.
     #[cfg(feature = "tracing")]
-    pub(crate) fn trace_progress(&self, result: &Result<Progress<G::State>, Error>) {
+    pub(crate) fn trace_progress(&self, result: &Result<Progress, Error>) {
         match result {
-            Ok(Progress::Paused(resume)) => {
-                let (ids, kinds) = crate::format::token::pauses(resume.interrupts());
+            Ok(Progress::Paused(record)) => {
+                let (ids, kinds) = crate::format::token::pauses(&record.pending);
                 tracing::info!(target: "tea", step = self.ctx.step, ids = ?ids, kinds = ?kinds, "paused");
             }
             Ok(Progress::Done) => tracing::info!(target: "tea", step = self.ctx.step, "done"),
@@ -386,15 +347,17 @@ impl<'g, G: Graph> Run<'g, G> {
     /// the node, the store, the branches — goes through `driver`; the decisions around it are
     /// [`next`](Self::next) and [`finish`](Self::finish), which do not wait.
     #[cfg(any(test, feature = "tokio"))]
-    pub(crate) async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress<G::State>, Error> {
-        if self.lease_due() {
-            boxed(self.save_lease(driver)).await?;
-        }
-        let node = match self.next()? {
-            Next::Run(node) => node,
-            Next::Settle(settle) => return boxed(self.settle(driver, settle)).await,
+    pub(crate) async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress, Error> {
+        let mut prelude_done = false;
+        let (node, answers) = loop {
+            match self.begin(prelude_done)? {
+                Request::Claim => boxed(self.claim(driver)).await?,
+                Request::Lease => boxed(self.save_lease(driver)).await?,
+                Request::Settle(settle) => return boxed(self.settle(driver, settle)).await,
+                Request::Node(node, answers) => break (node, answers),
+            }
+            prelude_done = true;
         };
-        let answers = std::mem::take(&mut self.answers);
         traced! { let span = self.node_span(); }
         let started = self.clock();
         let produced = {
@@ -408,41 +371,43 @@ impl<'g, G: Graph> Run<'g, G> {
             #[cfg(feature = "tracing")]
             &span,
         );
-        match self.finish(node, produced)? {
+        match self.end(node, produced)? {
             Then::Stepped => Ok(Progress::Stepped),
-            Then::Save if self.persist.is_none() => Ok(Progress::Stepped),
             then => boxed(self.then(driver, then)).await,
         }
     }
 
-    /// Whether the run writes its lease before the next node: it has not claimed its thread
-    /// yet, or half its lease is gone (renewed, so that `recover` elsewhere does not take a live
-    /// run over).
-    ///
-    /// A child graph's run (a subgraph node's) also renews its ancestors' leases before a node
-    /// once half of one is gone: while the node runs, its run writes nothing, and a child that
-    /// outlasts the lease must not let it expire.
-    pub(crate) fn lease_due(&self) -> bool {
-        self.persist.as_ref().is_some_and(|p| {
-            p.claim || (!self.finished && (own_lease_due(p) || p.host.parent.as_deref().is_some_and(Host::due)))
+    /// The first half of every step, for both drivers: what the driver must do before the
+    /// step's node — claim the thread or renew the lease (then call again with
+    /// `prelude_done`), settle a step that runs no node, or run the node, whose step is now
+    /// counted. Waits for nothing: the driver fulfils the request its own way.
+    pub(crate) fn begin(&mut self, prelude_done: bool) -> Result<Request<G::Node>, Error> {
+        if !prelude_done {
+            if self.claim_pending() {
+                return Ok(Request::Claim);
+            }
+            if self.lease_due() {
+                return Ok(Request::Lease);
+            }
+        }
+        Ok(match self.next()? {
+            Next::Run(node) => Request::Node(node, std::mem::take(&mut self.answers)),
+            Next::Settle(settle) => Request::Settle(settle),
         })
     }
 
-    /// Writes the run's lease ([`lease_due`](Self::lease_due)), or only renews its ancestors'
-    /// when its own is not due.
-    pub(crate) async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
-        let Some(persist) = &self.persist else { return Ok(()) };
-        if !persist.claim && !own_lease_due(persist) {
-            if let Some(parent) = persist.host.parent.clone() {
-                keep_alive::<G, D>(driver, &parent).await?;
-            }
-            return Ok(());
+    /// The second half of every step, for both drivers: applies what the step's node produced
+    /// and says what is left ([`Then`]; a step of a run without a store saves nothing).
+    #[inline]
+    pub(crate) fn end(
+        &mut self,
+        node: G::Node,
+        produced: Result<Produced<G::State, G::Node>, Error>,
+    ) -> Result<Then, Error> {
+        match self.finish(node, produced)? {
+            Then::Save if self.persist.is_none() => Ok(Then::Stepped),
+            then => Ok(then),
         }
-        self.save(driver, false).await?;
-        if let Some(persist) = &mut self.persist {
-            persist.claim = false;
-        }
-        Ok(())
     }
 
     /// A step that runs no node: the end, a fan-out, or a breakpoint's pause.
@@ -450,7 +415,7 @@ impl<'g, G: Graph> Run<'g, G> {
         &mut self,
         driver: &D,
         settle: Settle<G::Node>,
-    ) -> Result<Progress<G::State>, Error> {
+    ) -> Result<Progress, Error> {
         match settle {
             Settle::Done => {
                 if !self.finished {
@@ -472,7 +437,7 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// What is left of a node's step once it is applied ([`Then`]).
-    pub(crate) async fn then<D: Driver<G>>(&mut self, driver: &D, then: Then) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn then<D: Driver<G>>(&mut self, driver: &D, then: Then) -> Result<Progress, Error> {
         match then {
             Then::Stepped => Ok(Progress::Stepped),
             Then::Save => {
@@ -652,11 +617,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Runs the branches of the fan-out after `source` and merges them in declared order, or
     /// pauses if a branch paused.
-    pub(crate) async fn fork<D: Driver<G>>(
-        &mut self,
-        driver: &D,
-        source: G::Node,
-    ) -> Result<Progress<G::State>, Error> {
+    pub(crate) async fn fork<D: Driver<G>>(&mut self, driver: &D, source: G::Node) -> Result<Progress, Error> {
         let graph = self.graph;
         let Some(fork) = graph.fork(source) else {
             return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
@@ -742,262 +703,4 @@ impl<'g, G: Graph> Run<'g, G> {
             Cursor::Done => Position::Done,
         }
     }
-
-    pub(crate) async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
-        let Some(durable) = self.step_durability() else { return Ok(()) };
-        // A step that routed to `end` writes the final checkpoint, which is always flushed.
-        let done = matches!(self.cursor, Cursor::Done);
-        self.save(driver, durable || done).await?;
-        self.finished = done;
-        Ok(())
-    }
-
-    /// Whether a node's step is checkpointed, and flushed: `None` without a store or with
-    /// [`Durability::OnPause`].
-    pub(crate) fn step_durability(&self) -> Option<bool> {
-        match self.persist.as_ref()?.durability {
-            Durability::OnPause => None,
-            Durability::Buffered => Some(false),
-            Durability::EveryStep => Some(true),
-        }
-    }
-
-    /// A checkpoint of where the run stands (no pause): with this run's lease, renewed, unless
-    /// the run is over.
-    pub(crate) fn checkpoint(&self) -> Checkpoint<G::State> {
-        let lease = match &self.persist {
-            Some(persist) if !matches!(self.cursor, Cursor::Done) => {
-                let host = &persist.host;
-                Some(Lease { owner: host.owner, until: now_ms().saturating_add(host.lease_ms) })
-            }
-            _ => None,
-        };
-        Checkpoint {
-            step: self.ctx.step,
-            state: self.state.clone(),
-            at: self.position(),
-            pending: Vec::new(),
-            pause: None,
-            paused_at: None,
-            nonce: None,
-            resumed: self.resuming,
-            answers: self.answers.clone(),
-            joined: self.ctx.branches.clone(),
-            lease,
-            parent: self.jump.clone(),
-        }
-    }
-
-    /// Writes a checkpoint of where the run stands ([`checkpoint`](Self::checkpoint)).
-    pub(crate) async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
-        if self.persist.is_none() {
-            return Ok(());
-        }
-        let ckpt = self.checkpoint();
-        self.write(driver, &ckpt, durable).await.map(|_| ())
-    }
-
-    /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last saw.
-    pub(crate) async fn write<D: Driver<G>>(
-        &mut self,
-        driver: &D,
-        ckpt: &Checkpoint<G::State>,
-        durable: bool,
-    ) -> Result<CheckpointId, Error> {
-        let graph = self.graph;
-        if self.persist.is_none() {
-            return Ok(0);
-        }
-        traced! { let (span, started) = checkpoint_span(ckpt, durable); }
-        let encoded = {
-            traced! { let _checkpoint = span.enter(); }
-            self.encode_write(ckpt)?
-        };
-        traced! { span.record("bytes", encoded.bytes.len()); }
-        let Some(persist) = &self.persist else { return Err(no_store(self.graph)) };
-        let appended = {
-            let future = driver.append(
-                persist.store,
-                graph.name(),
-                &persist.thread,
-                encoded.head,
-                encoded.id,
-                &encoded.bytes,
-                durable,
-            );
-            #[cfg(feature = "tracing")]
-            let future = tracing::Instrument::instrument(future, span.clone());
-            future.await?
-        };
-        traced! { self.traced_write(&span, started, &encoded, &appended); }
-        let id = self.wrote(ckpt, encoded, appended)?;
-        if let Some(parent) = self.renews_ancestors(ckpt) {
-            keep_alive::<G, D>(driver, &parent).await?;
-        }
-        Ok(id)
-    }
-
-    /// A child graph's run keeps its ancestors' leases alive as it renews its own: after a
-    /// checkpoint `ckpt` with a lease, the host of the parent's run, whose lease (and its
-    /// ancestors') [`keep_alive`] then renews where half of one is gone.
-    pub(crate) fn renews_ancestors(&self, ckpt: &Checkpoint<G::State>) -> Option<Arc<Host>> {
-        ckpt.lease?;
-        self.persist.as_ref().and_then(|p| p.host.parent.clone())
-    }
-
-    /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
-    /// replace and its id.
-    pub(crate) fn encode_write(&self, ckpt: &Checkpoint<G::State>) -> Result<Encoded, Error> {
-        let Some(persist) = &self.persist else { return Err(no_store(self.graph)) };
-        let bytes = checkpoint::encode(&identity(self.graph), ckpt)?;
-        if let Err((path, reason)) = checkpoint::check_reads_back::<G::State>(&bytes) {
-            return Err(Error::StateNotStorable {
-                node: self.ctx.node.clone(),
-                thread: persist.thread.clone(),
-                path,
-                reason,
-            });
-        }
-        // Read, not held: the lock is never held across an await. While this run writes, no
-        // node of it runs, so no child of it renews its lease.
-        let head = persist.host.head();
-        Ok(Encoded { bytes, head, id: head.map_or(1, |h| h + 1) })
-    }
-
-    /// What the store's answer to writing `encoded` (of `ckpt`) means: the run's new head, or
-    /// the error of a lost compare-and-swap.
-    pub(crate) fn wrote(
-        &mut self,
-        ckpt: &Checkpoint<G::State>,
-        encoded: Encoded,
-        appended: Append,
-    ) -> Result<CheckpointId, Error> {
-        let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };
-        match appended {
-            Append::Written => {
-                let host = &persist.host;
-                host.wrote(&mut host.held(), encoded.id, encoded.bytes, ckpt.lease.map_or(0, |lease| lease.until));
-                Ok(encoded.id)
-            }
-            Append::Conflict { .. } if encoded.head.is_none() => {
-                Err(Error::ThreadExists { thread: persist.thread.clone() })
-            }
-            Append::Conflict { .. } if persist.recovering && persist.claim => Err(Error::ThreadBusy {
-                thread: persist.thread.clone(),
-                expires_in: std::time::Duration::from_millis(persist.host.lease_ms),
-            }),
-            Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
-        }
-    }
-
-    /// Records a write's duration and a lost compare-and-swap in its `checkpoint` span.
-    #[cfg(feature = "tracing")]
-    pub(crate) fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
-        span.record("duration_us", trace::micros(started.elapsed()));
-        if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
-            let expected = encoded.head;
-            tracing::info!(target: "tea", thread = %persist.thread, expected = ?expected, found = ?found, "conflict");
-        }
-    }
-
-    /// Pauses on `pending`: writes the paused checkpoint durably, then issues its token.
-    pub(crate) async fn pause<D: Driver<G>>(
-        &mut self,
-        driver: &D,
-        pending: Vec<Interrupt>,
-    ) -> Result<Progress<G::State>, Error> {
-        let graph = self.graph;
-        let Some(persist) = &self.persist else {
-            let node = pending.first().map_or_else(|| self.ctx.node.clone(), |p| p.node().clone());
-            return Err(Error::PausedWithoutCheckpointer { graph: graph.name().to_owned(), node });
-        };
-        let id = persist.host.head().map_or(1, |h| h + 1);
-        let ckpt = Checkpoint {
-            step: self.ctx.step,
-            state: self.state.clone(),
-            at: self.position(),
-            pending,
-            pause: Some(id),
-            paused_at: Some(now()),
-            nonce: Some(random_u64()),
-            resumed: false,
-            answers: self.answers.clone(),
-            joined: self.ctx.branches.clone(),
-            lease: None,
-            parent: None,
-        };
-        self.write(driver, &ckpt, true).await?;
-        let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };
-        // The pause is durable: nothing is left to roll back to.
-        persist.rollback = None;
-        let resume = issue(&identity(graph), &persist.thread, &ckpt, persist.key)?;
-        Ok(Progress::Paused(Box::new(resume)))
-    }
-
-    /// [`abandon`](Self::abandon) through driver `driver`.
-    pub(crate) async fn abandon_with<D: Driver<G>>(&mut self, driver: &D) {
-        let graph = self.graph;
-        let Some(persist) = &mut self.persist else { return };
-        let rollback = persist.rollback.take();
-        let (head, last) = {
-            let mut held = persist.host.held();
-            (held.head, held.last.take())
-        };
-        // The run is over: its children (if any still run) no longer renew its lease.
-        persist.host.released();
-        if persist.claim || self.finished {
-            return;
-        }
-        traced! { let rollback_pause = rollback.is_some(); }
-        let bytes = match rollback {
-            Some(bytes) => bytes,
-            None => {
-                let Some(last) = last else { return };
-                let id = head.unwrap_or_default();
-                let Ok(mut ckpt) = checkpoint::decode::<G::State>(&last, &identity(graph), &persist.thread, id) else {
-                    return;
-                };
-                if ckpt.lease.is_none() {
-                    return;
-                }
-                ckpt.lease = None;
-                let Ok(bytes) = checkpoint::encode(&identity(graph), &ckpt) else { return };
-                bytes
-            }
-        };
-        let id = head.map_or(1, |h| h + 1);
-        traced! {
-            tracing::info!(target: "tea", thread = %persist.thread, put_back_pause = rollback_pause, "abandoned");
-        }
-        let appended = driver.append(persist.store, graph.name(), &persist.thread, head, id, &bytes, true).await;
-        if let Ok(Append::Written) = appended {
-            persist.host.held().head = Some(id);
-        }
-    }
-}
-
-/// The error of a run that would write or pause without a checkpointer (the executor checks
-/// for one first: this is the error, not a panic, should that ever not hold).
-pub(crate) fn no_store<G: Graph>(graph: &G) -> Error {
-    Error::store(format!("graph `{}` has no checkpointer to write to", graph.name()))
-}
-
-/// Renews the lease of `parent`'s run and of each of its ancestors where half of it is gone:
-/// each renewal planned by its [`Host`], appended by compare-and-swap through `driver` (so a
-/// run on tokio awaits the store's async call), and recorded by the host.
-///
-/// # Errors
-/// [`Error::LeaseLost`] when one of them was taken over, and the store's errors.
-pub(crate) async fn keep_alive<G: Graph, D: Driver<G>>(driver: &D, parent: &Host) -> Result<(), Error> {
-    let mut at = Some(parent);
-    while let Some(host) = at {
-        if let Some(renewal) = host.plan_renewal()? {
-            let appended = driver
-                .append(&*host.store, &host.graph, &host.thread, Some(renewal.head), renewal.id, &renewal.bytes, false)
-                .await;
-            host.renewed(renewal, appended)?;
-        }
-        at = host.parent.as_deref();
-    }
-    Ok(())
 }

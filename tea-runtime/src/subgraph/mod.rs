@@ -16,10 +16,11 @@
 
 use crate::api::app::{App, Recovery};
 use crate::api::stream::Stream;
+use crate::api::token::without_store;
 use crate::format::checkpoint::ParentJump;
 use crate::format::memo::{MEMO, REPLY};
 use crate::format::token::Interrupt;
-use crate::machine::run::{Progress, Run};
+use crate::machine::run::{Over, Run};
 use crate::machine::validate::decode_for;
 use crate::model::event::Event;
 use crate::model::graph::{Graph, SyncGraph};
@@ -200,15 +201,11 @@ where
                 Outcome::Done(last) => last,
                 Outcome::Interrupted { resume, .. } => return Err(paused(resume.node()).into()),
             };
-            let jump = stream.jump.take();
+            let jump = stream.take_jump();
             return Ok(Finished { first: kept, last, jump, graph, thread: None });
         }
-        loop {
-            match run.advance()? {
-                Progress::Stepped | Progress::Forked => {}
-                Progress::Done => break,
-                Progress::Paused(resume) => return Err(paused(resume.node()).into()),
-            }
+        if let Over::Paused(record) = run.run_to_end()? {
+            return Err(Box::new(without_store(&run, &record)));
         }
         let jump = run.jump.take();
         return Ok(Finished { first: kept, last: run.state, jump, graph, thread: None });

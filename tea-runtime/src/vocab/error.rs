@@ -250,6 +250,31 @@ fn join_names(names: &[NodeName]) -> String {
     quoted.join(", ")
 }
 
+/// An error and its sources as one line — `error: cause: cause of the cause` — leaving out a
+/// cause whose text the line already holds (many errors repeat their source in their message).
+/// What the front ends print for an error; tea's own messages keep sources out of their text
+/// (`#[source]`), so this is where they are joined.
+///
+/// ```
+/// let error = tea::Error::NodeFailed { node: "fetch".into(), source: "timed out".into() };
+/// assert_eq!(tea::error_chain(&error), "node `fetch` failed: timed out");
+/// let store = tea::Error::store("disk full");
+/// assert_eq!(tea::error_chain(&store), "the checkpoint store failed: disk full");
+/// ```
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let shown = cause.to_string();
+        if !text.contains(&shown) {
+            text.push_str(": ");
+            text.push_str(&shown);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
 ///
 /// The payload is user data: its `Drop` may panic in turn (`panic_any(Bomb)`), so it is
