@@ -68,7 +68,8 @@ mod vocab; // 0: names, ids, errors, state traits, reducers, options, clocks, tr
 // The stores (layer 2) name the vocabulary by these paths.
 use vocab::{error, name};
 
-pub use api::app::{decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer};
+pub use api::app::{App, Builder, NoCheckpointer};
+pub use api::snapshot::{decode_checkpoint, encode_checkpoint};
 pub use api::stream::Stream;
 pub use format::checkpoint::BranchState;
 pub use format::token::{Interrupt, Resume};

@@ -6,29 +6,23 @@
 
 use crate::api::stream::Stream;
 use crate::api::token;
-use crate::format::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
-use crate::format::memo::{reply, MEMO};
-use crate::format::token::{graph_id, issue, Interrupt, PauseRecord, Resume, SigningKey};
+use crate::format::checkpoint::{self, Checkpoint, Position};
+use crate::format::token::{issue, PauseRecord, Resume, SigningKey};
 use crate::lease::{Host, Tenancy};
 use crate::machine::persist::Persist;
 use crate::machine::run::{Over, Run};
-use crate::machine::step::apply_update;
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
-use crate::model::node::Goto;
-use crate::model::outcome::{Outcome, Snapshot, SubgraphSnapshot};
+use crate::model::outcome::{Outcome, Snapshot};
 use crate::store::Checkpointer;
-use crate::vocab::clock::{now, now_ms, random_u64};
-use crate::vocab::error::{drop_payload, Error};
+use crate::vocab::clock::{now_ms, random_u64};
+use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::options::{
     Durability, Limits, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
-use crate::vocab::state::GraphState;
 use crate::vocab::trace::{self, traced};
-use serde_json::Value;
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -588,7 +582,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     /// A run must not start (and write anything) when it could not sign its token at a pause.
-    fn check_key(&self) -> Result<(), Error> {
+    pub(crate) fn check_key(&self) -> Result<(), Error> {
         match &self.key {
             Some(key) if key.0.is_empty() => Err(Error::InvalidToken {
                 reason: "the app's token signing key is empty; give `.sign_tokens` a non-empty key",
@@ -602,279 +596,6 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
     }
-
-    fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
-        let thread = self.verify(&resume)?;
-        let (head, bytes) = self.head(&thread)?;
-        self.resume_at(resume, head, bytes, record)
-    }
-
-    /// The thread `resume` continues, once the token is checked against this app and graph.
-    pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
-        self.check_key()?;
-        resume.verify(self.key.as_ref())?;
-        let graph = &*self.graph;
-        let token = &resume.token;
-        if token.graph != graph_id(graph.name()) {
-            return Err(Error::GraphMismatch { expected: graph.name().to_owned(), found: None });
-        }
-        let schema_changed = token.schema_fingerprint != graph.schema_fingerprint();
-        if schema_changed || token.graph_fingerprint != graph.fingerprint() {
-            return Err(Error::SchemaMismatch {
-                graph: graph.name().to_owned(),
-                thread: token.thread.clone(),
-                what: if schema_changed { "state struct" } else { "graph" },
-            });
-        }
-        Ok(token.thread.clone())
-    }
-
-    /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`).
-    pub(crate) fn resume_at(
-        &self,
-        resume: Resume<G::State>,
-        head: CheckpointId,
-        bytes: Vec<u8>,
-        record: bool,
-    ) -> Result<Run<'_, G>, Error> {
-        let graph = &*self.graph;
-        let token = &resume.token;
-        let thread = token.thread.clone();
-        let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
-        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
-            return Err(Error::StaleResume { thread });
-        }
-        let continuing = match_answers(graph, &mut ckpt, &resume)?;
-        let now = now();
-        if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
-            return Err(Error::Expired { thread, node: expired.node().clone() });
-        }
-        traced! { let resume_updated = resume.update.is_some(); }
-        if let Some(update) = resume.update {
-            // A refused update changes nothing: the token stays good.
-            let refused = |error| match error {
-                Error::NodeFailed { node, source } => Error::BadResumeValue {
-                    node,
-                    expected: "an update that fits the state".to_owned(),
-                    reason: source.to_string(),
-                },
-                other => other,
-            };
-            if let Position::Fork { branches, .. } = &mut ckpt.at {
-                for branch in branches.iter_mut().filter(|b| !matches!(b.at, BranchAt::Joined)) {
-                    apply_update(graph, &mut branch.state, update.clone(), &token.node).map_err(refused)?;
-                }
-            }
-            apply_update(graph, &mut ckpt.state, update, &token.node).map_err(refused)?;
-        }
-        ckpt.pending.clear();
-        ckpt.pause = None;
-        ckpt.paused_at = None;
-        ckpt.nonce = None;
-        traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
-        let persist = self.persist(thread, Some(head), Some(bytes), true);
-        let run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
-        traced! {
-            run.call(if record { "stream_resume" } else { "resume" });
-            run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));
-        }
-        Ok(run)
-    }
-
-    pub(crate) fn snapshot(
-        &self,
-        thread: &ThreadId,
-        id: CheckpointId,
-        bytes: &[u8],
-    ) -> Result<Snapshot<G::State>, Error> {
-        let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
-        let next = next_nodes(&*self.graph, &ckpt);
-        let subgraphs = paused_children(&ckpt);
-        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
-    }
-}
-
-/// A checkpoint of `graph` standing before `node` with `state`, in the envelope format of the
-/// stores (magic, version, graph name, fingerprints, checksum): what a front end writes as a
-/// checkpoint file (a YAML agent's `checkpoint.save`). [`decode_checkpoint`] reads it back.
-///
-/// # Errors
-/// [`Error::Store`] when the state does not serialize or is over the size limit.
-pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State) -> Result<Vec<u8>, Error> {
-    let ckpt = Checkpoint {
-        step: 0,
-        state: state.clone(),
-        at: Position::Before(node.clone()),
-        pending: Vec::new(),
-        pause: None,
-        paused_at: None,
-        nonce: None,
-        resumed: false,
-        answers: Vec::new(),
-        joined: Vec::new(),
-        lease: None,
-        parent: None,
-    };
-    checkpoint::encode(&identity(graph), &ckpt)
-}
-
-/// Reads a checkpoint of `graph` (a file written by [`encode_checkpoint`], or a checkpoint a
-/// store wrote): the node it stands at and its state. A checkpoint after a node (an
-/// `interrupt_after` pause) names that node. `source` names where the bytes came from in
-/// errors (a path).
-///
-/// # Errors
-/// [`Error::CorruptCheckpoint`] for bytes that are not a checkpoint or one that stands at no
-/// node (before the start, at the end, inside a fan-out), [`Error::GraphMismatch`] for another
-/// graph's, [`Error::SchemaMismatch`] for another shape of this graph's.
-pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Result<(NodeName, G::State), Error> {
-    let label = ThreadId::from(source.to_owned());
-    let ckpt: Checkpoint<G::State> = decode_for(graph, bytes, &label, 0)?;
-    let node = match ckpt.at {
-        Position::Before(node) | Position::After { node, .. } => node,
-        Position::Start | Position::Done | Position::Fork { .. } => {
-            return Err(Error::CorruptCheckpoint {
-                thread: label,
-                checkpoint: 0,
-                reason: "it does not stand at a node (it is before the start, at the end or inside a fan-out)"
-                    .to_owned(),
-            })
-        }
-    };
-    if graph.node_named(node.as_str()).is_none() {
-        return Err(Error::CorruptCheckpoint {
-            thread: label,
-            checkpoint: 0,
-            reason: format!("it names node `{node}`, which graph `{}` does not have", graph.name()),
-        });
-    }
-    Ok((node, ckpt.state))
-}
-
-/// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
-/// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
-/// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
-fn match_answers<G: Graph>(
-    graph: &G,
-    ckpt: &mut Checkpoint<G::State>,
-    resume: &Resume<G::State>,
-) -> Result<Vec<Interrupt>, Error> {
-    let bad = |expected: &str, reason: String| Error::BadResumeValue {
-        node: resume.node().clone(),
-        expected: expected.to_owned(),
-        reason,
-    };
-    let ids = || ckpt.pending.iter().map(|p| format!("`{}`", p.id())).collect::<Vec<_>>().join(", ");
-    if let Some(reason) = &resume.answer_error {
-        return Err(bad("a value that serializes", reason.clone()));
-    }
-    let mut answered: Vec<(String, serde_json::Value)> = Vec::new();
-    for (id, value) in &resume.answers {
-        let id = match id {
-            Some(id) => id.clone(),
-            None => {
-                let asks: Vec<&Interrupt> = ckpt.pending.iter().filter(|p| p.needs_answer()).collect();
-                match asks.as_slice() {
-                    [one] => one.id().to_owned(),
-                    [] => {
-                        return Err(bad(
-                            "no answer",
-                            format!("the pending pauses ({}) are breakpoints, which take no answer; continue with `.update(…)` or nothing", ids()),
-                        ))
-                    }
-                    _ => {
-                        return Err(bad(
-                            "answers by id",
-                            format!("several pauses wait for answers ({}); answer each with `.answer_to(id, value)`", ids()),
-                        ))
-                    }
-                }
-            }
-        };
-        let Some(pause) = ckpt.pending.iter().find(|p| p.id() == id) else {
-            return Err(bad(
-                "an answer to a pending pause",
-                format!("no pending pause has id `{id}`; pending: {}", ids()),
-            ));
-        };
-        if !pause.needs_answer() {
-            return Err(bad(
-                "no answer",
-                format!("pause `{id}` is a breakpoint, which takes no answer; continue with `.update(…)` or nothing"),
-            ));
-        }
-        if answered.iter().any(|(a, _)| *a == id) {
-            return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
-        }
-        if let Some(node) = graph.node_named(pause.node().as_str()) {
-            if let Err((expected, reason)) = graph.check_answer(node, value) {
-                return Err(Error::BadResumeValue {
-                    node: pause.node().clone(),
-                    expected: expected.to_owned(),
-                    reason,
-                });
-            }
-        }
-        answered.push((id, value.clone()));
-    }
-    let answer_of = |pause: &Interrupt| answered.iter().find(|(id, _)| id == pause.id()).map(|(_, v)| v.clone());
-    let mut continuing = Vec::new();
-    match &mut ckpt.at {
-        Position::Fork { branches, .. } => {
-            for branch in branches.iter_mut() {
-                let Some(pause) = &branch.pending else { continue };
-                if pause.child.is_some() {
-                    // A subgraph node's child paused in this branch: what continues is the
-                    // child's, which the node hands over when it runs again.
-                    let pauses: Vec<Interrupt> = std::iter::once(pause).chain(&branch.more_pending).cloned().collect();
-                    if let Some(reply) = reply(&pauses, &answer_of, &mut continuing) {
-                        branch.answers.push(reply);
-                        branch.resume = true;
-                    }
-                    continue;
-                }
-                if !pause.needs_answer() {
-                    branch.resume = true;
-                } else if let Some(value) = answer_of(pause) {
-                    branch.answers.push(value);
-                    branch.resume = true;
-                }
-                if branch.resume {
-                    continuing.push(pause.clone());
-                }
-            }
-            if continuing.is_empty() {
-                return Err(bad(
-                    "an answer",
-                    format!("every pending pause waits for an answer ({}); answer at least one", ids()),
-                ));
-            }
-        }
-        _ => {
-            let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
-            if pause.child.is_some() {
-                let Some(reply) = reply(&ckpt.pending, &answer_of, &mut continuing) else {
-                    return Err(bad(
-                        "an answer",
-                        format!("every pending pause waits for an answer ({}); answer at least one", ids()),
-                    ));
-                };
-                ckpt.answers.push(reply);
-                return Ok(continuing);
-            }
-            if pause.needs_answer() {
-                let Some(value) = answer_of(pause) else {
-                    return Err(bad(
-                        "an answer",
-                        format!("pause `{}` waits for an answer: resume with `.answer(value)`", pause.id()),
-                    ));
-                };
-                ckpt.answers.push(value);
-            }
-            continuing.push(pause.clone());
-        }
-    }
-    Ok(continuing)
 }
 
 /// What `recover` found: a thread that is over (paused or finished), or a run that continues it.
@@ -882,52 +603,6 @@ fn match_answers<G: Graph>(
 pub(crate) enum Recovery<'a, G: Graph> {
     Over(Outcome<G::State>),
     Run(Run<'a, G>),
-}
-
-/// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node
-/// that ran and has not been routed from).
-fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName> {
-    let route = |node: &NodeName, goto: &Option<Target>, state: &G::State| -> Vec<NodeName> {
-        match goto {
-            Some(Target::Node(next)) => return vec![next.clone()],
-            Some(Target::End) => return Vec::new(),
-            None => {}
-        }
-        let Some(node) = graph.node_named(node.as_str()) else { return Vec::new() };
-        if let Some(fork) = graph.fork(node) {
-            return fork.heads.iter().map(|&h| graph.node_name(h)).collect();
-        }
-        match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
-            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            Ok(_) => Vec::new(),
-            Err(payload) => {
-                drop_payload(payload);
-                Vec::new()
-            }
-        }
-    };
-    match &ckpt.at {
-        Position::Start => match catch_unwind(AssertUnwindSafe(|| graph.start(&ckpt.state))) {
-            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            Ok(_) => Vec::new(),
-            Err(payload) => {
-                drop_payload(payload);
-                Vec::new()
-            }
-        },
-        Position::Before(node) => vec![node.clone()],
-        Position::After { node, goto } => route(node, goto, &ckpt.state),
-        Position::Fork { source, branches } if branches.is_empty() => route(source, &None, &ckpt.state),
-        Position::Fork { branches, .. } => branches
-            .iter()
-            .flat_map(|b| match &b.at {
-                BranchAt::Joined => Vec::new(),
-                BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
-                BranchAt::After { node, goto } => route(node, goto, &b.state),
-            })
-            .collect(),
-        Position::Done => Vec::new(),
-    }
 }
 
 impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
@@ -941,33 +616,4 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("signs_tokens", &self.key.is_some())
             .finish()
     }
-}
-
-/// The subgraph nodes a checkpoint waits on inside their child graph, from the memos they keep
-/// among their answers (on the main line and in each stopped branch).
-pub(crate) fn paused_children<S: GraphState>(ckpt: &Checkpoint<S>) -> Vec<SubgraphSnapshot> {
-    let mut found = Vec::new();
-    let mut read = |answers: &[Value], pending: Option<&Interrupt>, branch: Option<&NodeName>| {
-        let (Some(memo), Some(pause)) = (answers.first().and_then(|v| v.get(MEMO)), pending) else { return };
-        if pause.child.is_none() {
-            return;
-        }
-        let text = |key: &str| memo.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-        found.push(SubgraphSnapshot {
-            node: pause.node().clone(),
-            branch: branch.cloned(),
-            graph: text("graph"),
-            thread: ThreadId::from(text("thread")),
-            state: memo.get("state").cloned().unwrap_or(Value::Null),
-        });
-    };
-    match &ckpt.at {
-        Position::Fork { branches, .. } => {
-            for branch in branches {
-                read(&branch.answers, branch.pending.as_ref(), Some(&branch.head));
-            }
-        }
-        _ => read(&ckpt.answers, ckpt.pending.first(), None),
-    }
-    found
 }
