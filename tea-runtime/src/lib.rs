@@ -53,72 +53,63 @@
 //! YAML agents (the `tea` facade's feature `yaml`) live in the `tea-yaml` crate, on this engine.
 #![deny(missing_docs, missing_debug_implementations)]
 
-mod app;
-mod checkpoint;
-mod compose;
-mod draw;
-mod drive;
-mod error;
-mod event;
-mod exec;
-mod graph;
-mod hitl;
-mod name;
-mod node;
-mod outcome;
-mod parallel;
-pub mod reducers;
-mod resume;
-mod send;
-mod share;
-mod state;
-mod store;
-#[cfg(feature = "tokio")]
-mod tokio_driver;
-mod trace;
+// The layers, bottom to top: a module imports only from layers below its own (ARCHITECTURE.md,
+// "Layers"; `tests/layers.rs` at the workspace root holds the code to it).
+mod api; // 7: Builder, App, resume/recover, streams, snapshots, tokens handed out
+mod drive; // 6: the thread driver, the branch pool, the tokio driver
+mod format; // 1: checkpoint envelope and payload, tokens, memos (data + encode/decode)
+mod lease; // 3: a run's hold on its thread, lent to its subgraph nodes
+mod machine; // 5: the run state machine, fan-outs, checkpoint validation, the Driver trait
+mod model; // 4: Graph, node forms, Command/Send/Ctx, Hitl, events, outcomes, running a node
+mod store; // 2: Checkpointer and its stores (bytes + compare-and-swap)
+mod subgraph;
+mod vocab; // 0: names, ids, errors, state traits, reducers, options, clocks, tracing // 8: running a child graph (an App of its own) as a node
 
-pub use app::{
-    decode_checkpoint, encode_checkpoint, App, Builder, NoCheckpointer, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,
-    DEFAULT_RECURSION_LIMIT,
-};
-pub use error::{BoxError, Error};
-pub use event::Event;
-pub use exec::Stream;
-pub use graph::{Fork, Graph, NodeFuture, PauseFree, SyncGraph};
-pub use hitl::{Hitl, Pause};
-pub use name::{NodeName, ThreadId};
-pub use node::{
+// The stores (layer 2) name the vocabulary by these paths.
+use vocab::{error, name};
+
+pub use api::app::{App, Builder, NoCheckpointer};
+pub use api::snapshot::{decode_checkpoint, encode_checkpoint};
+pub use api::stream::Stream;
+pub use format::checkpoint::BranchState;
+pub use format::token::{Interrupt, Resume};
+pub use model::event::Event;
+pub use model::graph::{Fork, Graph, NodeFuture, PauseFree, SyncGraph};
+pub use model::hitl::{Hitl, Pause};
+pub use model::node::{
     AsyncInterruptibleFn, AsyncNodeFn, Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput,
     ParentCommand, RouterOutput,
 };
-pub use outcome::{Durability, Outcome, Snapshot, SubgraphSnapshot};
-pub use parallel::BranchState;
-pub use resume::{Interrupt, Resume};
-pub use send::Send;
-pub use state::{Field, GraphState, Reducer, StateUpdate, Write};
+pub use model::outcome::{Outcome, Snapshot, SubgraphSnapshot};
+pub use model::send::Send;
 #[cfg(feature = "sled")]
 pub use store::SledStore;
 pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
+pub use vocab::error::{error_chain, BoxError, Error};
+pub use vocab::name::{NodeName, ThreadId};
+pub use vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
+pub use vocab::reducers;
+pub use vocab::state::{Field, GraphState, Reducer, StateUpdate, Write};
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]
 pub mod __private {
     /// Compile-time drawings of graphs with subgraph nodes.
     pub mod draw {
-        pub use crate::draw::{as_str, build, len, unmark, unmarked_len, Piece, MARK};
+        pub use crate::model::draw::{as_str, build, len, unmark, unmarked_len, Piece, MARK};
     }
-    pub use crate::compose::{run_subgraph_mapped, run_subgraph_shared, subgraph_input, subgraph_output};
-    pub use crate::error::BoxError;
-    pub use crate::hitl::check_field_answer;
-    pub use crate::node::{
+    pub use crate::model::hitl::check_field_answer;
+    pub use crate::model::node::{
         async_interruptible_takes_ctx, async_node_run_sync, async_takes_ctx, guard, interruptible_takes_ctx,
         ready_step, run_interrupt_node, run_interruptible, run_interruptible_async, run_interruptible_router,
         run_interruptible_router_async, run_node, run_node_async, run_router, run_router_async, takes_ctx, NodeStep,
     };
-    pub use crate::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
-    pub use crate::state::{deserialize_some, fingerprint, Slot};
+    pub use crate::subgraph::{run_subgraph_mapped, run_subgraph_shared, subgraph_input, subgraph_output};
+    pub use crate::vocab::error::BoxError;
+    pub use crate::vocab::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
+    pub use crate::vocab::state::{deserialize_some, fingerprint, Slot};
     pub use crate::{
         App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeFuture, NodeId, NodeName,
         NodeOutput, PauseFree, Reducer, RouterOutput, StateUpdate, SyncGraph, Write,

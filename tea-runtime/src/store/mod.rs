@@ -54,8 +54,8 @@ pub use self::sled::SledStore;
 pub use dir::DirStore;
 pub use memory::MemoryStore;
 
-/// The number of a checkpoint in its thread's history: 1 for the first, then 2, 3, ….
-pub type CheckpointId = u64;
+/// Defined with the names and ids (`vocab`), which every layer reads.
+pub use crate::name::CheckpointId;
 
 /// The result of [`Checkpointer::append`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

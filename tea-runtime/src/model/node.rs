@@ -6,14 +6,18 @@
 //! their `on_unimplemented` messages are what a user sees, on the node's name, when a node has
 //! the wrong shape.
 
-use crate::error::BoxError;
-use crate::graph::NodeFuture;
-use crate::hitl::Hitl;
-use crate::name::{NodeName, ThreadId};
-use crate::parallel::BranchState;
-use crate::state::GraphState;
+use crate::format::checkpoint::{BranchState, ParentJump};
+use crate::lease::Host;
+use crate::model::event::Event;
+use crate::model::graph::NodeFuture;
+use crate::model::hitl::Hitl;
+use crate::vocab::error::BoxError;
+use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::options::Limits;
+use crate::vocab::state::GraphState;
 use std::fmt;
 use std::future::Future;
+use std::sync::Mutex;
 
 /// The node type of a graph: `graph!` generates an enum (`ReviewFlowNode`) with one variant per
 /// node, so a [`Command::goto`] to a node that does not exist does not compile.
@@ -62,8 +66,8 @@ pub enum Goto<N> {
 pub struct Command<N: NodeId> {
     goto: Goto<N>,
     update: Option<<N::State as GraphState>::Update>,
-    sends: Vec<crate::send::Send<N>>,
-    parent: Option<crate::compose::ParentJump>,
+    sends: Vec<crate::model::send::Send<N>>,
+    parent: Option<ParentJump>,
 }
 
 /// A route out of a child graph to a node of its parent, made by [`Command::parent`]; its
@@ -76,13 +80,13 @@ pub struct ParentCommand<N: NodeId, P: NodeId> {
 impl<N: NodeId, P: NodeId> ParentCommand<N, P> {
     /// Applies `update` to the parent's state (through its reducers) before the parent goes on.
     pub fn update(self, update: <P::State as GraphState>::Update) -> Command<N> {
-        Command::with_parent(crate::compose::ParentJump::new(self.target, Some(update)))
+        Command::with_parent(ParentJump::new(self.target, Some(update)))
     }
 }
 
 impl<N: NodeId, P: NodeId> From<ParentCommand<N, P>> for Command<N> {
     fn from(command: ParentCommand<N, P>) -> Self {
-        Command::with_parent(crate::compose::ParentJump::new::<P>(command.target, None))
+        Command::with_parent(ParentJump::new::<P>(command.target, None))
     }
 }
 
@@ -99,7 +103,7 @@ impl<N: NodeId> Command<N> {
         Command { goto: Goto::Node(node), update: None, sends: Vec::new(), parent: None }
     }
 
-    fn with_parent(jump: crate::compose::ParentJump) -> Self {
+    fn with_parent(jump: ParentJump) -> Self {
         Command { goto: Goto::End, update: None, sends: Vec::new(), parent: Some(jump) }
     }
 
@@ -149,12 +153,12 @@ impl<N: NodeId> Command<N> {
     /// assert_eq!(out.done, ["did a", "did b"]);
     /// # Ok::<(), tea::Error>(())
     /// ```
-    pub fn send(sends: impl IntoIterator<Item = crate::send::Send<N>>) -> Self {
+    pub fn send(sends: impl IntoIterator<Item = crate::model::send::Send<N>>) -> Self {
         Command { goto: Goto::End, update: None, sends: sends.into_iter().collect(), parent: None }
     }
 
     /// The sends of this command ([`Command::send`]).
-    pub fn sends(&self) -> &[crate::send::Send<N>] {
+    pub fn sends(&self) -> &[crate::model::send::Send<N>] {
         &self.sends
     }
 
@@ -211,7 +215,7 @@ pub(crate) enum More<S: GraphState, N> {
     /// What a node that fans out by sends sent: each target node with its input.
     Sends(Vec<(N, S::Update)>),
     /// A node of a child graph routing its parent ([`Command::parent`]).
-    Parent(crate::compose::ParentJump),
+    Parent(ParentJump),
 }
 
 impl<S: GraphState, N> NodeStep<S, N> {
@@ -250,15 +254,26 @@ pub struct Ctx<S> {
     pub(crate) branch: Option<NodeName>,
     pub(crate) branches: Vec<BranchState<S>>,
     /// The store and options of the run, for subgraph nodes to run their child on.
-    pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
+    pub(crate) host: Option<std::sync::Arc<Host>>,
     /// While streaming: where subgraph nodes put their child graph's steps (a
-    /// [`ChildSteps<S>`](crate::compose::ChildSteps), erased because `Ctx` has no `S` bound).
+    /// [`ChildSteps<S>`](crate::model::node::ChildSteps), erased because `Ctx` has no `S` bound).
     pub(crate) child_steps: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+    /// The run's limits, which a subgraph node's child run honours too.
+    pub(crate) limits: Limits,
 }
 
 impl<S> Ctx<S> {
     pub(crate) fn new(node: NodeName, thread: Option<ThreadId>) -> Self {
-        Ctx { node, step: 0, thread, branch: None, branches: Vec::new(), host: None, child_steps: None }
+        Ctx {
+            node,
+            step: 0,
+            thread,
+            branch: None,
+            branches: Vec::new(),
+            host: None,
+            child_steps: None,
+            limits: Limits::default(),
+        }
     }
 
     /// A copy for a task that runs the node elsewhere (the async driver's blocking pool).
@@ -275,6 +290,7 @@ impl<S> Ctx<S> {
             branches: self.branches.clone(),
             host: self.host.clone(),
             child_steps: self.child_steps.clone(),
+            limits: self.limits,
         }
     }
 
@@ -535,7 +551,7 @@ fn command_step<S: GraphState, N: NodeId<State = S>>(command: Command<N>) -> Nod
     } else if command.sends.is_empty() {
         NodeStep::new(command.update, Some(command.goto))
     } else {
-        let sends = command.sends.into_iter().map(crate::send::Send::into_parts).collect();
+        let sends = command.sends.into_iter().map(crate::model::send::Send::into_parts).collect();
         NodeStep::with_sends(command.update, sends)
     }
 }
@@ -824,4 +840,28 @@ pub fn async_takes_ctx<'a, S: 'a, F: AsyncNodeFn<'a, S, Form>, Form>(_: &F) -> b
 #[doc(hidden)]
 pub fn async_interruptible_takes_ctx<'a, S: 'a, F: AsyncInterruptibleFn<'a, S, Form>, Form>(_: &F) -> bool {
     F::TAKES_CTX
+}
+
+impl ParentJump {
+    /// A jump to `target`, a node of the parent graph (whose node type is `P`), applying
+    /// `update` there first.
+    pub(crate) fn new<P: NodeId>(target: P, update: Option<<P::State as GraphState>::Update>) -> Self {
+        let (update, error) = match update.map(serde_json::to_value) {
+            None => (None, None),
+            Some(Ok(value)) => (Some(value), None),
+            Some(Err(e)) => (None, Some(format!("the parent update does not serialize: {e}"))),
+        };
+        let target = target.node_str().map_or_else(|| format!("{target:?}"), str::to_owned);
+        let node_type = Some(std::any::TypeId::of::<P>());
+        ParentJump { parent: None, legacy_type: None, node_type, target, update, error }
+    }
+}
+
+/// Where a streaming run's subgraph nodes put their child's steps (held by `Ctx::child_steps`,
+/// drained by the run after the node, ahead of the node's own step).
+pub(crate) type ChildSteps<S> = Mutex<Vec<Event<S>>>;
+
+/// The sink for child steps of a streaming run (`None` when the run does not stream).
+pub(crate) fn child_steps<S: GraphState>(ctx: &Ctx<S>) -> Option<&ChildSteps<S>> {
+    ctx.child_steps.as_deref().and_then(|sink| sink.downcast_ref::<ChildSteps<S>>())
 }

@@ -7,6 +7,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::sync::Arc;
 
+/// The number of a checkpoint in its thread's history: 1 for the first, then 2, 3, ….
+pub type CheckpointId = u64;
+
+/// The graph's entry, as events, errors and tokens name it.
+pub(crate) const START: NodeName = NodeName::from_static("start");
+/// The graph's exit.
+pub(crate) const END: NodeName = NodeName::from_static("end");
+
 /// The name of a node, as written in the graph.
 ///
 /// Events, errors and snapshots are generic over the state only, so they name nodes with this

@@ -1,8 +1,8 @@
 //! The events a streamed run yields.
 
-use crate::name::NodeName;
-use crate::resume::Resume;
-use crate::state::GraphState;
+use crate::format::token::Resume;
+use crate::vocab::name::NodeName;
+use crate::vocab::state::GraphState;
 use std::fmt;
 use std::time::Duration;
 

@@ -6,10 +6,10 @@
 //! read as another thread's), followed by an HMAC-SHA256 signature when the app signs tokens.
 //! The checksum catches accidents; only a signature resists deliberate forgery.
 
-use crate::error::Error;
-use crate::name::{NodeName, ThreadId};
-use crate::state::{fingerprint, GraphState};
-use crate::store::CheckpointId;
+use crate::format::checkpoint::{Checkpoint, Identity};
+use crate::vocab::error::Error;
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
+use crate::vocab::state::{fingerprint, GraphState};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
@@ -425,4 +425,61 @@ impl<S: GraphState> fmt::Debug for Resume<S> {
             .field("answers", &self.answers)
             .finish()
     }
+}
+
+/// What a token is made of besides the graph and the thread: the pause (the id of the
+/// checkpoint where it was first written, and its nonce) and the pauses it waits on. The machine
+/// records it when a run pauses, the API turns it into a [`Resume`] ([`issue`]).
+#[derive(Debug)]
+pub(crate) struct PauseRecord {
+    pub(crate) pause: CheckpointId,
+    pub(crate) nonce: u64,
+    pub(crate) pending: Vec<Interrupt>,
+}
+
+impl PauseRecord {
+    /// The pause `ckpt` records (a paused checkpoint read back).
+    pub(crate) fn of<S: GraphState>(ckpt: &Checkpoint<S>) -> Self {
+        PauseRecord {
+            pause: ckpt.pause.unwrap_or_default(),
+            nonce: ckpt.nonce.unwrap_or_default(),
+            pending: ckpt.pending.clone(),
+        }
+    }
+}
+
+/// The token of pause `record` of `thread`, of the graph `identity` names, signed with `key`.
+pub(crate) fn issue<S: GraphState>(
+    identity: &Identity<'_>,
+    thread: &ThreadId,
+    record: &PauseRecord,
+    key: Option<&SigningKey>,
+) -> Result<Resume<S>, Error> {
+    let token = Token {
+        graph: graph_id(identity.graph),
+        graph_fingerprint: identity.graph_fingerprint,
+        schema_fingerprint: identity.schema_fingerprint,
+        pause: record.pause,
+        nonce: record.nonce,
+        thread: thread.clone(),
+        node: record.pending.first().map(|i| i.node().clone()).unwrap_or(START),
+        interrupts: record.pending.clone(),
+    };
+    Resume::issue(token, key)
+}
+
+/// The ids and kinds of pending pauses, for `paused` events.
+#[cfg(feature = "tracing")]
+pub(crate) fn pauses(interrupts: &[Interrupt]) -> (Vec<&str>, Vec<&'static str>) {
+    use PauseKind;
+    let ids = interrupts.iter().map(|i| i.id()).collect();
+    let kinds = interrupts
+        .iter()
+        .map(|i| match i.kind {
+            PauseKind::Before => "before",
+            PauseKind::After => "after",
+            PauseKind::Ask => "ask",
+        })
+        .collect();
+    (ids, kinds)
 }

@@ -44,7 +44,7 @@ pub(crate) enum Asked {
     /// The payload did not serialize.
     BadPayload(String),
     /// A subgraph node's child graph paused on these pauses (listed as the parent sees them).
-    Child(Vec<crate::resume::Interrupt>),
+    Child(Vec<crate::format::token::Interrupt>),
 }
 
 impl Hitl {
@@ -64,7 +64,11 @@ impl Hitl {
 
     /// Pauses a subgraph node on its child's `pauses`; `memo` is what the node is given back
     /// (first among its answers) when it runs again on resume.
-    pub(crate) fn pause_child(&mut self, memo: serde_json::Value, pauses: Vec<crate::resume::Interrupt>) -> Pause {
+    pub(crate) fn pause_child(
+        &mut self,
+        memo: serde_json::Value,
+        pauses: Vec<crate::format::token::Interrupt>,
+    ) -> Pause {
         self.answers = vec![memo];
         self.asked = Some(Asked::Child(pauses));
         Pause { _private: () }

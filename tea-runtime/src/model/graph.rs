@@ -4,11 +4,11 @@
 //! look-ups); a front end that loads graphs at run time implements it over its own tables. The
 //! engine in `exec` knows nothing else about a graph.
 
-use crate::error::BoxError;
-use crate::hitl::Hitl;
-use crate::name::NodeName;
-use crate::node::{Ctx, Goto, NodeId, NodeStep};
-use crate::state::GraphState;
+use crate::model::hitl::Hitl;
+use crate::model::node::{Ctx, Goto, NodeId, NodeStep};
+use crate::vocab::error::BoxError;
+use crate::vocab::name::NodeName;
+use crate::vocab::state::GraphState;
 use std::future::Future;
 use std::pin::Pin;
 

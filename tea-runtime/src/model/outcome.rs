@@ -1,9 +1,9 @@
 //! What a run with a checkpointer returns, and what a thread's checkpoints show.
 
-use crate::name::{NodeName, ThreadId};
-use crate::resume::{Interrupt, Resume};
-use crate::state::GraphState;
-use crate::store::CheckpointId;
+use crate::format::token::{Interrupt, Resume};
+use crate::vocab::name::CheckpointId;
+use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::state::GraphState;
 use std::fmt;
 
 /// How a run with a checkpointer ended: finished, or paused with a token to continue it.
@@ -108,36 +108,4 @@ impl<S: fmt::Debug> fmt::Debug for Snapshot<S> {
             .field("subgraphs", &self.subgraphs)
             .finish()
     }
-}
-
-/// When a run with a checkpointer writes checkpoints, and which writes are flushed (made to
-/// survive a crash of the process) before the run goes on.
-///
-/// In every mode, a pause is flushed before its token exists, and a finished run's final
-/// checkpoint is flushed before `invoke`/`resume`/`recover` returns: what a call reported
-/// survives a crash, and a token whose resume returned can never be resumed again. The modes
-/// differ in what a crash *during* a run loses:
-///
-/// | mode | written | flushed | after a crash, `recover` continues from |
-/// |---|---|---|---|
-/// | `EveryStep` (default) | after every node | every write | the last node that completed |
-/// | `Buffered` | after every node | pauses and the end | the last write the store had flushed on its own (at worst the start or the last pause) |
-/// | `OnPause` | at the start, pauses and the end | pauses and the end | the start of the run or its last pause |
-///
-/// After a failed run (a node error or panic; the process still there), `recover` continues
-/// from the run's last checkpoint: with `EveryStep` and `Buffered` the node that failed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Durability {
-    /// A checkpoint after every node, flushed before the next node starts: `app.recover(thread)`
-    /// continues a run that crashed without running again the nodes that completed. One flush
-    /// per node on a disk store.
-    #[default]
-    EveryStep,
-    /// A checkpoint after every node, flushed only at pauses and at the end (LangGraph's
-    /// "async" durability): as cheap as `OnPause` in flushes, as precise as `EveryStep` after
-    /// a failure, but a crash may lose the last nodes' checkpoints.
-    Buffered,
-    /// Checkpoints only when the run starts, pauses and finishes: the fewest writes; a crashed
-    /// or failed run restarts from its start or its last pause.
-    OnPause,
 }

@@ -1,8 +1,10 @@
 //! `tea::Error`: every way a run can fail, each variant naming the node, field or limit it
 //! concerns.
 
-use crate::name::{NodeName, ThreadId};
-use crate::store::CheckpointId;
+use crate::vocab::name::CheckpointId;
+use crate::vocab::name::{NodeName, ThreadId};
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The error type a node may return, boxed: anything that converts into it works
 /// (`String`, `&'static str`, any `std::error::Error + Send + Sync`, `anyhow::Error`).
@@ -71,6 +73,19 @@ pub enum Error {
     NoRuntime {
         /// The async call.
         call: &'static str,
+    },
+
+    /// A run paused where its app has no checkpointer to keep the pause in. A graph known at
+    /// compile time that can pause does not build without one ([`PauseFree`](crate::PauseFree));
+    /// a graph built at run time that pauses anyway (a node that asks through its `Hitl`
+    /// although the graph claimed it cannot pause, or a subgraph node's child that pauses
+    /// inside a parent run without a store) stops with this error, and nothing was written.
+    #[error("graph `{graph}` paused at node `{node}`, but its app has no checkpointer to keep the pause in (build it with `.checkpointer(…)`)")]
+    PausedWithoutCheckpointer {
+        /// The graph that paused.
+        graph: String,
+        /// The node it paused at.
+        node: NodeName,
     },
 
     /// `recover` found the thread owned by a live run: its lease (renewed as that run advances)
@@ -233,4 +248,72 @@ impl Error {
 fn join_names(names: &[NodeName]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     quoted.join(", ")
+}
+
+/// An error and its sources as one line — `error: cause: cause of the cause` — leaving out a
+/// cause whose text the line already holds (many errors repeat their source in their message).
+/// What the front ends print for an error; tea's own messages keep sources out of their text
+/// (`#[source]`), so this is where they are joined.
+///
+/// ```
+/// let error = tea::Error::NodeFailed { node: "fetch".into(), source: "timed out".into() };
+/// assert_eq!(tea::error_chain(&error), "node `fetch` failed: timed out");
+/// let store = tea::Error::store("disk full");
+/// assert_eq!(tea::error_chain(&store), "the checkpoint store failed: disk full");
+/// ```
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let shown = cause.to_string();
+        if !text.contains(&shown) {
+            text.push_str(": ");
+            text.push_str(&shown);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
+///
+/// The payload is user data: its `Drop` may panic in turn (`panic_any(Bomb)`), so it is
+/// dropped under `catch_unwind` too, and a payload whose drop panics again is leaked rather
+/// than let unwind through tea.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    let message = if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else if let Some(message) = payload.downcast_ref::<&'static str>() {
+        (*message).to_owned()
+    } else {
+        String::from("(a panic without a message)")
+    };
+    drop_payload(payload);
+    message
+}
+
+/// Drops a caught panic's payload without letting a panicking `Drop` escape.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        // The drop panicked and left another payload: dropping that could panic forever.
+        std::mem::forget(again);
+    }
+}
+
+/// An error of a subgraph node's child that the parent's run reports as its own rather than as
+/// the node's failure: the child's thread is owned by a live run ([`Error::ThreadBusy`]), or an
+/// ancestor's thread was taken over ([`Error::LeaseLost`]). `model::produce::produced` unwraps it. (Also a pause under a store-less parent, [`Error::PausedWithoutCheckpointer`].)
+#[derive(Debug)]
+pub(crate) struct Passthrough(pub(crate) Error);
+
+impl std::fmt::Display for Passthrough {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Passthrough {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }

@@ -4,31 +4,27 @@
 //! app with one ([`Checkpointer`]) runs each invocation as a *thread* whose checkpoints live in
 //! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
-use crate::checkpoint::{BranchAt, Checkpoint, Position, Target};
-use crate::error::Error;
-use crate::exec::{apply_update, decode_for, issue, now_ms, Persist, Progress, Run, Stream};
-use crate::graph::{Graph, PauseFree, SyncGraph};
-use crate::name::{NodeName, ThreadId};
-use crate::node::Goto;
-use crate::outcome::{Durability, Outcome, Snapshot};
-use crate::resume::{graph_id, Interrupt, Resume, SigningKey};
-use crate::store::{CheckpointId, Checkpointer};
-use crate::trace::{self, traced};
+use crate::api::stream::Stream;
+use crate::api::token;
+use crate::format::checkpoint::{self, Checkpoint, Position};
+use crate::format::token::{issue, PauseRecord, Resume, SigningKey};
+use crate::lease::{Host, Tenancy};
+use crate::machine::persist::Persist;
+use crate::machine::run::{Over, Run};
+use crate::machine::validate::{decode_for, identity};
+use crate::model::graph::{Graph, PauseFree, SyncGraph};
+use crate::model::outcome::{Outcome, Snapshot};
+use crate::store::Checkpointer;
+use crate::vocab::clock::{now_ms, random_u64};
+use crate::vocab::error::Error;
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
+use crate::vocab::options::{
+    Durability, Limits, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+};
+use crate::vocab::trace::{self, traced};
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How many branches of one fan-out run at once by default: see
-/// [`Builder::max_parallel_branches`].
-pub const DEFAULT_MAX_PARALLEL_BRANCHES: usize = 128;
-
-/// How long a running thread's lease lasts unless renewed: see [`Builder::lease`].
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-
-/// The default recursion limit: the number of node runs after which a run fails with
-/// [`Error::RecursionLimit`].
-pub const DEFAULT_RECURSION_LIMIT: usize = 10_000;
 
 /// The "no checkpointer" state of a [`Builder`] and [`App`]: runs return their final state
 /// directly and cannot pause.
@@ -89,7 +85,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
-            nested: false,
+            parent_node: None,
             parent: None,
         }
     }
@@ -181,7 +177,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
-            nested: false,
+            parent_node: None,
             parent: None,
         }
     }
@@ -223,18 +219,24 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) lease: Duration,
     pub(crate) max_branches: usize,
     pub(crate) key: Option<SigningKey>,
-    /// A subgraph node's child app: `Command::parent` may end its runs.
-    pub(crate) nested: bool,
-    /// A child app's link to the run of its parent graph (the [`Host`](crate::compose::Host)
+    /// A subgraph node's child app: the node type of the parent graph, which `Command::parent`
+    /// may route to.
+    pub(crate) parent_node: Option<std::any::TypeId>,
+    /// A child app's link to the run of its parent graph (the [`Host`](Host)
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
-    pub(crate) parent: Option<Arc<crate::compose::Host>>,
+    pub(crate) parent: Option<Arc<Host>>,
 }
 
 impl<G: Graph, C> App<G, C> {
     /// An app running `graph`, a subgraph node's child, on its parent's store and options
     /// (`host`, the parent's run; `None`: the parent has no store). Its runs keep the parent's
     /// lease alive. Its tokens are never handed out: the parent lists its pauses in its own.
-    pub(crate) fn for_child(graph: G, checkpointer: C, host: Option<&Arc<crate::compose::Host>>) -> Self {
+    pub(crate) fn for_child(
+        graph: G,
+        checkpointer: C,
+        host: Option<&Arc<Host>>,
+        parent_node: std::any::TypeId,
+    ) -> Self {
         let (recursion_limit, durability, lease, max_branches) = match host {
             Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
             None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
@@ -242,7 +244,17 @@ impl<G: Graph, C> App<G, C> {
         let checkpointer = Arc::new(checkpointer);
         let graph = Arc::new(graph);
         let parent = host.cloned();
-        App { graph, checkpointer, recursion_limit, durability, lease, max_branches, key: None, nested: true, parent }
+        App {
+            graph,
+            checkpointer,
+            recursion_limit,
+            durability,
+            lease,
+            max_branches,
+            key: None,
+            parent_node: Some(parent_node),
+            parent,
+        }
     }
 
     /// The graph this app runs.
@@ -253,6 +265,11 @@ impl<G: Graph, C> App<G, C> {
     /// The recursion limit in force.
     pub fn recursion_limit(&self) -> usize {
         self.recursion_limit
+    }
+
+    /// The limits its runs work within.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits { recursion: self.recursion_limit, max_branches: self.max_branches }
     }
 }
 
@@ -267,20 +284,11 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, false);
-        run.max_branches = self.max_branches;
+        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
         traced! { run.call("invoke"); }
-        loop {
-            match run.advance()? {
-                Progress::Stepped | Progress::Forked => {}
-                Progress::Done => return Ok(run.state),
-                Progress::Paused(_) => {
-                    return Err(Error::store(format!(
-                        "graph `{}` paused in an app without a checkpointer",
-                        self.graph.name()
-                    )))
-                }
-            }
+        match run.run_to_end()? {
+            Over::Done => Ok(run.state),
+            Over::Paused(record) => Err(token::without_store(&run, &record)),
         }
     }
 
@@ -292,8 +300,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, None, true);
-        run.max_branches = self.max_branches;
+        let run = Run::new(&*self.graph, input, self.limits(), None, true);
         traced! { run.call("stream"); }
         Stream::new(Ok(run))
     }
@@ -319,7 +326,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        drive(self.new_run(thread.into(), input, false)?)
+        let mut run = self.new_run(thread.into(), input, false)?;
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
     }
 
     /// Continues the paused thread `resume` names, with its answers and update.
@@ -334,7 +344,16 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        drive(self.resume_run(resume, false)?)
+        // Top-down: the token is checked against this app and graph, the thread's head is read
+        // and checked against the token (answers, timeouts, the update), the run claims the
+        // thread by compare-and-swap on that head, the machine runs on the thread driver until
+        // it pauses or ends, and the outcome (a new token at a pause) is made here.
+        let thread = self.verify(&resume)?;
+        let (head, bytes) = self.head(&thread)?;
+        let mut run = self.resume_at(resume, head, bytes, false)?;
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
     }
 
     /// Continues thread `thread` from its last checkpoint after a run that stopped without
@@ -363,7 +382,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let (head, bytes) = self.head(thread)?;
         match self.recovery(thread, head, bytes)? {
             Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(run) => drive(run),
+            Recovery::Run(mut run) => {
+                run.claim_now()?;
+                let over = run.run_to_end()?;
+                token::outcome(run, over)
+            }
         }
     }
 
@@ -377,7 +400,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Result<Recovery<'_, G>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
-            let resume = issue(&*self.graph, thread, &ckpt, self.key.as_ref())?;
+            let resume = issue(&identity(&*self.graph), thread, &PauseRecord::of(&ckpt), self.key.as_ref())?;
             return Ok(Recovery::Over(Outcome::Interrupted { state: ckpt.state, resume }));
         }
         if matches!(ckpt.at, Position::Done) {
@@ -397,8 +420,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.recursion_limit, persist, false)?;
-        run.max_branches = self.max_branches;
+        let run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?;
         traced! { run.call("recover"); }
         Ok(Recovery::Run(run))
     }
@@ -420,12 +442,14 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         G: SyncGraph,
     {
         let Some(at) = self.graph.node_named(node) else {
-            return Err(Error::NoRoute { node: crate::exec::START, goto: Some(NodeName::from(node.to_owned())) });
+            return Err(Error::NoRoute { node: START, goto: Some(NodeName::from(node.to_owned())) });
         };
         let mut run = self.new_run(thread.into(), state, false)?;
         traced! { run.call("invoke_at"); }
         run.start_at(at);
-        drive(run)
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
     }
 
     /// Like [`invoke`](Self::invoke), as a stream of events ending with
@@ -509,7 +533,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self.checkpointer
     }
 
-    fn persist(
+    pub(crate) fn persist(
         &self,
         thread: ThreadId,
         head: Option<CheckpointId>,
@@ -518,27 +542,20 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Persist<'_> {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
-        let tenancy = crate::compose::Tenancy {
+        let tenancy = Tenancy {
             thread: thread.clone(),
             graph: graph.name().to_owned(),
             graph_fingerprint: graph.fingerprint(),
             schema_fingerprint: graph.schema_fingerprint(),
-            relet: crate::checkpoint::relet::<G::State>,
-            owner: crate::exec::random_u64(),
+            relet: checkpoint::relet::<G::State>,
+            owner: random_u64(),
             lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
             head,
             parent: self.parent.clone(),
         };
-        let host = crate::compose::Host::new(
-            store,
-            self.durability,
-            self.lease,
-            self.recursion_limit,
-            self.max_branches,
-            tenancy,
-        );
+        let host = Host::new(store, self.durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
         Persist {
-            nested: self.nested,
+            parent_node: self.parent_node,
             host: Arc::new(host),
             store: &*self.checkpointer,
             thread,
@@ -559,14 +576,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
         }
         let persist = self.persist(thread, None, None, true);
-        let mut run = Run::new(&*self.graph, input, self.recursion_limit, Some(persist), record);
-        run.max_branches = self.max_branches;
+        let run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
     }
 
     /// A run must not start (and write anything) when it could not sign its token at a pause.
-    fn check_key(&self) -> Result<(), Error> {
+    pub(crate) fn check_key(&self) -> Result<(), Error> {
         match &self.key {
             Some(key) if key.0.is_empty() => Err(Error::InvalidToken {
                 reason: "the app's token signing key is empty; give `.sign_tokens` a non-empty key",
@@ -580,344 +596,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
     }
-
-    fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
-        let thread = self.resumed_thread(&resume)?;
-        let (head, bytes) = self.head(&thread)?;
-        self.resume_at(resume, head, bytes, record)
-    }
-
-    /// The thread `resume` continues, once the token is checked against this app and graph.
-    pub(crate) fn resumed_thread(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
-        self.check_key()?;
-        resume.verify(self.key.as_ref())?;
-        let graph = &*self.graph;
-        let token = &resume.token;
-        if token.graph != graph_id(graph.name()) {
-            return Err(Error::GraphMismatch { expected: graph.name().to_owned(), found: None });
-        }
-        let schema_changed = token.schema_fingerprint != graph.schema_fingerprint();
-        if schema_changed || token.graph_fingerprint != graph.fingerprint() {
-            return Err(Error::SchemaMismatch {
-                graph: graph.name().to_owned(),
-                thread: token.thread.clone(),
-                what: if schema_changed { "state struct" } else { "graph" },
-            });
-        }
-        Ok(token.thread.clone())
-    }
-
-    /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`).
-    pub(crate) fn resume_at(
-        &self,
-        resume: Resume<G::State>,
-        head: CheckpointId,
-        bytes: Vec<u8>,
-        record: bool,
-    ) -> Result<Run<'_, G>, Error> {
-        let graph = &*self.graph;
-        let token = &resume.token;
-        let thread = token.thread.clone();
-        let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
-        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
-            return Err(Error::StaleResume { thread });
-        }
-        let continuing = match_answers(graph, &mut ckpt, &resume)?;
-        let now = crate::exec::now();
-        if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
-            return Err(Error::Expired { thread, node: expired.node().clone() });
-        }
-        traced! { let resume_updated = resume.update.is_some(); }
-        if let Some(update) = resume.update {
-            // A refused update changes nothing: the token stays good.
-            let refused = |error| match error {
-                Error::NodeFailed { node, source } => Error::BadResumeValue {
-                    node,
-                    expected: "an update that fits the state".to_owned(),
-                    reason: source.to_string(),
-                },
-                other => other,
-            };
-            if let Position::Fork { branches, .. } = &mut ckpt.at {
-                for branch in branches.iter_mut().filter(|b| !matches!(b.at, BranchAt::Joined)) {
-                    apply_update(graph, &mut branch.state, update.clone(), &token.node).map_err(refused)?;
-                }
-            }
-            apply_update(graph, &mut ckpt.state, update, &token.node).map_err(refused)?;
-        }
-        ckpt.pending.clear();
-        ckpt.pause = None;
-        ckpt.paused_at = None;
-        ckpt.nonce = None;
-        traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
-        let persist = self.persist(thread, Some(head), Some(bytes), true);
-        let mut run = Run::from_checkpoint(graph, ckpt, true, self.recursion_limit, persist, record)?;
-        run.max_branches = self.max_branches;
-        traced! {
-            run.call(if record { "stream_resume" } else { "resume" });
-            run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));
-        }
-        Ok(run)
-    }
-
-    pub(crate) fn snapshot(
-        &self,
-        thread: &ThreadId,
-        id: CheckpointId,
-        bytes: &[u8],
-    ) -> Result<Snapshot<G::State>, Error> {
-        let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
-        let next = next_nodes(&*self.graph, &ckpt);
-        let subgraphs = crate::compose::paused_children(&ckpt);
-        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
-    }
 }
 
-/// A checkpoint of `graph` standing before `node` with `state`, in the envelope format of the
-/// stores (magic, version, graph name, fingerprints, checksum): what a front end writes as a
-/// checkpoint file (a YAML agent's `checkpoint.save`). [`decode_checkpoint`] reads it back.
-///
-/// # Errors
-/// [`Error::Store`] when the state does not serialize or is over the size limit.
-pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State) -> Result<Vec<u8>, Error> {
-    let ckpt = Checkpoint {
-        step: 0,
-        state: state.clone(),
-        at: Position::Before(node.clone()),
-        pending: Vec::new(),
-        pause: None,
-        paused_at: None,
-        nonce: None,
-        resumed: false,
-        answers: Vec::new(),
-        joined: Vec::new(),
-        lease: None,
-        parent: None,
-    };
-    crate::checkpoint::encode(&crate::exec::identity(graph), &ckpt)
-}
-
-/// Reads a checkpoint of `graph` (a file written by [`encode_checkpoint`], or a checkpoint a
-/// store wrote): the node it stands at and its state. A checkpoint after a node (an
-/// `interrupt_after` pause) names that node. `source` names where the bytes came from in
-/// errors (a path).
-///
-/// # Errors
-/// [`Error::CorruptCheckpoint`] for bytes that are not a checkpoint or one that stands at no
-/// node (before the start, at the end, inside a fan-out), [`Error::GraphMismatch`] for another
-/// graph's, [`Error::SchemaMismatch`] for another shape of this graph's.
-pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Result<(NodeName, G::State), Error> {
-    let label = ThreadId::from(source.to_owned());
-    let ckpt: Checkpoint<G::State> = decode_for(graph, bytes, &label, 0)?;
-    let node = match ckpt.at {
-        Position::Before(node) | Position::After { node, .. } => node,
-        Position::Start | Position::Done | Position::Fork { .. } => {
-            return Err(Error::CorruptCheckpoint {
-                thread: label,
-                checkpoint: 0,
-                reason: "it does not stand at a node (it is before the start, at the end or inside a fan-out)"
-                    .to_owned(),
-            })
-        }
-    };
-    if graph.node_named(node.as_str()).is_none() {
-        return Err(Error::CorruptCheckpoint {
-            thread: label,
-            checkpoint: 0,
-            reason: format!("it names node `{node}`, which graph `{}` does not have", graph.name()),
-        });
-    }
-    Ok((node, ckpt.state))
-}
-
-/// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
-/// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
-/// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
-fn match_answers<G: Graph>(
-    graph: &G,
-    ckpt: &mut Checkpoint<G::State>,
-    resume: &Resume<G::State>,
-) -> Result<Vec<Interrupt>, Error> {
-    let bad = |expected: &str, reason: String| Error::BadResumeValue {
-        node: resume.node().clone(),
-        expected: expected.to_owned(),
-        reason,
-    };
-    let ids = || ckpt.pending.iter().map(|p| format!("`{}`", p.id())).collect::<Vec<_>>().join(", ");
-    if let Some(reason) = &resume.answer_error {
-        return Err(bad("a value that serializes", reason.clone()));
-    }
-    let mut answered: Vec<(String, serde_json::Value)> = Vec::new();
-    for (id, value) in &resume.answers {
-        let id = match id {
-            Some(id) => id.clone(),
-            None => {
-                let asks: Vec<&Interrupt> = ckpt.pending.iter().filter(|p| p.needs_answer()).collect();
-                match asks.as_slice() {
-                    [one] => one.id().to_owned(),
-                    [] => {
-                        return Err(bad(
-                            "no answer",
-                            format!("the pending pauses ({}) are breakpoints, which take no answer; continue with `.update(…)` or nothing", ids()),
-                        ))
-                    }
-                    _ => {
-                        return Err(bad(
-                            "answers by id",
-                            format!("several pauses wait for answers ({}); answer each with `.answer_to(id, value)`", ids()),
-                        ))
-                    }
-                }
-            }
-        };
-        let Some(pause) = ckpt.pending.iter().find(|p| p.id() == id) else {
-            return Err(bad(
-                "an answer to a pending pause",
-                format!("no pending pause has id `{id}`; pending: {}", ids()),
-            ));
-        };
-        if !pause.needs_answer() {
-            return Err(bad(
-                "no answer",
-                format!("pause `{id}` is a breakpoint, which takes no answer; continue with `.update(…)` or nothing"),
-            ));
-        }
-        if answered.iter().any(|(a, _)| *a == id) {
-            return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
-        }
-        if let Some(node) = graph.node_named(pause.node().as_str()) {
-            if let Err((expected, reason)) = graph.check_answer(node, value) {
-                return Err(Error::BadResumeValue {
-                    node: pause.node().clone(),
-                    expected: expected.to_owned(),
-                    reason,
-                });
-            }
-        }
-        answered.push((id, value.clone()));
-    }
-    let answer_of = |pause: &Interrupt| answered.iter().find(|(id, _)| id == pause.id()).map(|(_, v)| v.clone());
-    let mut continuing = Vec::new();
-    match &mut ckpt.at {
-        Position::Fork { branches, .. } => {
-            for branch in branches.iter_mut() {
-                let Some(pause) = &branch.pending else { continue };
-                if pause.child.is_some() {
-                    // A subgraph node's child paused in this branch: what continues is the
-                    // child's, which the node hands over when it runs again.
-                    let pauses: Vec<Interrupt> = std::iter::once(pause).chain(&branch.more_pending).cloned().collect();
-                    if let Some(reply) = crate::compose::reply(&pauses, &answer_of, &mut continuing) {
-                        branch.answers.push(reply);
-                        branch.resume = true;
-                    }
-                    continue;
-                }
-                if !pause.needs_answer() {
-                    branch.resume = true;
-                } else if let Some(value) = answer_of(pause) {
-                    branch.answers.push(value);
-                    branch.resume = true;
-                }
-                if branch.resume {
-                    continuing.push(pause.clone());
-                }
-            }
-            if continuing.is_empty() {
-                return Err(bad(
-                    "an answer",
-                    format!("every pending pause waits for an answer ({}); answer at least one", ids()),
-                ));
-            }
-        }
-        _ => {
-            let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
-            if pause.child.is_some() {
-                let Some(reply) = crate::compose::reply(&ckpt.pending, &answer_of, &mut continuing) else {
-                    return Err(bad(
-                        "an answer",
-                        format!("every pending pause waits for an answer ({}); answer at least one", ids()),
-                    ));
-                };
-                ckpt.answers.push(reply);
-                return Ok(continuing);
-            }
-            if pause.needs_answer() {
-                let Some(value) = answer_of(pause) else {
-                    return Err(bad(
-                        "an answer",
-                        format!("pause `{}` waits for an answer: resume with `.answer(value)`", pause.id()),
-                    ));
-                };
-                ckpt.answers.push(value);
-            }
-            continuing.push(pause.clone());
-        }
-    }
-    Ok(continuing)
-}
-
-/// Runs until the run finishes or pauses.
 /// What `recover` found: a thread that is over (paused or finished), or a run that continues it.
 #[allow(clippy::large_enum_variant)] // made once per `recover`, and moved at once
 pub(crate) enum Recovery<'a, G: Graph> {
     Over(Outcome<G::State>),
     Run(Run<'a, G>),
-}
-
-fn drive<G: Graph>(mut run: Run<'_, G>) -> Result<Outcome<G::State>, Error> {
-    loop {
-        match run.advance()? {
-            Progress::Stepped | Progress::Forked => {}
-            Progress::Paused(resume) => return Ok(Outcome::Interrupted { state: run.state, resume: *resume }),
-            Progress::Done => return Ok(Outcome::Done(run.state)),
-        }
-    }
-}
-
-/// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node
-/// that ran and has not been routed from).
-fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName> {
-    let route = |node: &NodeName, goto: &Option<Target>, state: &G::State| -> Vec<NodeName> {
-        match goto {
-            Some(Target::Node(next)) => return vec![next.clone()],
-            Some(Target::End) => return Vec::new(),
-            None => {}
-        }
-        let Some(node) = graph.node_named(node.as_str()) else { return Vec::new() };
-        if let Some(fork) = graph.fork(node) {
-            return fork.heads.iter().map(|&h| graph.node_name(h)).collect();
-        }
-        match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
-            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            Ok(_) => Vec::new(),
-            Err(payload) => {
-                crate::exec::drop_payload(payload);
-                Vec::new()
-            }
-        }
-    };
-    match &ckpt.at {
-        Position::Start => match catch_unwind(AssertUnwindSafe(|| graph.start(&ckpt.state))) {
-            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            Ok(_) => Vec::new(),
-            Err(payload) => {
-                crate::exec::drop_payload(payload);
-                Vec::new()
-            }
-        },
-        Position::Before(node) => vec![node.clone()],
-        Position::After { node, goto } => route(node, goto, &ckpt.state),
-        Position::Fork { source, branches } if branches.is_empty() => route(source, &None, &ckpt.state),
-        Position::Fork { branches, .. } => branches
-            .iter()
-            .flat_map(|b| match &b.at {
-                BranchAt::Joined => Vec::new(),
-                BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
-                BranchAt::After { node, goto } => route(node, goto, &b.state),
-            })
-            .collect(),
-        Position::Done => Vec::new(),
-    }
 }
 
 impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {

@@ -15,19 +15,20 @@
 //! updates, position), like LangGraph's pending writes: on resume only the stopped branches
 //! continue.
 
-use crate::checkpoint::{BranchAt, BranchProgress};
-use crate::drive::Driver;
-use crate::error::Error;
-use crate::event::Event;
-use crate::exec::{apply_update, asked, goto_of, node_named, route_from, target_of, After, Paused, Produced};
-use crate::graph::{Fork, Graph};
-use crate::name::{NodeName, ThreadId};
-use crate::node::{Ctx, Goto, More};
-use crate::resume::{Interrupt, PauseKind};
-use crate::state::{GraphState, StateUpdate};
-use crate::trace::traced;
-use serde::{Deserialize, Serialize};
-use std::fmt;
+use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState};
+use crate::format::token::{Interrupt, PauseKind};
+use crate::lease::Host;
+use crate::machine::driver::Driver;
+use crate::machine::step::{apply_update, asked, goto_of, node_named, route_from, target_of, After};
+use crate::model::event::Event;
+use crate::model::graph::{Fork, Graph};
+use crate::model::node::{Ctx, Goto, More};
+use crate::model::produce::{Paused, Produced};
+use crate::vocab::error::Error;
+use crate::vocab::name::{NodeName, ThreadId, START};
+use crate::vocab::options::Limits;
+use crate::vocab::state::{GraphState, StateUpdate};
+use crate::vocab::trace::traced;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
@@ -47,7 +48,7 @@ pub(crate) struct Env {
     /// Whether breakpoints stop branches (only with a checkpointer).
     pub(crate) pausable: bool,
     /// What subgraph nodes in the branches run their child graphs on.
-    pub(crate) host: Option<std::sync::Arc<crate::compose::Host>>,
+    pub(crate) host: Option<std::sync::Arc<Host>>,
 }
 
 /// A branch's view of the state: the state at the fan-out, plus the branch's updates, applied
@@ -111,7 +112,7 @@ impl<'b, S: GraphState> Local<'b, S> {
 /// The node that wrote update `i` (checkpoints of older versions do not record it: the branch
 /// head then stands for its nodes).
 fn origin(origins: &[NodeName], i: usize) -> &NodeName {
-    static UNKNOWN: NodeName = crate::exec::START;
+    static UNKNOWN: NodeName = START;
     origins.get(i).or(origins.last()).unwrap_or(&UNKNOWN)
 }
 
@@ -141,33 +142,6 @@ impl<S: GraphState> Branch<S> {
     /// The branch as the join sees it (its state was built if the join reads it).
     pub(crate) fn into_state(self) -> Option<BranchState<S>> {
         Some(BranchState { head: self.head, state: self.state? })
-    }
-}
-
-/// The final state of one parallel branch, as the join sees it through
-/// [`Ctx::branches`](crate::Ctx::branches).
-#[derive(Clone, Serialize, Deserialize)]
-pub struct BranchState<S> {
-    head: NodeName,
-    state: S,
-}
-
-impl<S> BranchState<S> {
-    /// The branch's first node, which names the branch.
-    pub fn head(&self) -> &NodeName {
-        &self.head
-    }
-
-    /// The branch's own copy of the state when it reached the join: the state at the fan-out
-    /// plus this branch's updates only.
-    pub fn state(&self) -> &S {
-        &self.state
-    }
-}
-
-impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BranchState").field("head", &self.head).field("state", &self.state).finish()
     }
 }
 
@@ -422,6 +396,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     keep_states: bool,
 ) -> Result<Branch<G::State>, Error> {
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
+    ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
     ctx.host = env.host.clone();
     let mut events = Vec::new();
@@ -508,7 +483,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
         };
         let duration = started.map_or(Duration::ZERO, |started| started.elapsed());
         traced! {
-            span.record("duration_us", crate::trace::micros(duration));
+            span.record("duration_us", crate::vocab::trace::micros(duration));
         }
         let produced = produced?;
         if !ctx.branches.is_empty() {

@@ -21,8 +21,8 @@ macro_rules! traced {
 
 pub(crate) use traced;
 
-use crate::error::Error;
-use crate::name::ThreadId;
+use crate::vocab::error::Error;
+use crate::vocab::name::ThreadId;
 
 /// Calls the store (`op` on `thread` of `graph`) inside a `store` span.
 #[cfg(feature = "tracing")]
@@ -118,6 +118,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::RecursionLimit { .. } => "RecursionLimit",
         Error::NeedsAsync { .. } => "NeedsAsync",
         Error::NoRuntime { .. } => "NoRuntime",
+        Error::PausedWithoutCheckpointer { .. } => "PausedWithoutCheckpointer",
         Error::ThreadBusy { .. } => "ThreadBusy",
         Error::LeaseLost { .. } => "LeaseLost",
         Error::StateNotStorable { .. } => "StateNotStorable",
@@ -134,20 +135,4 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::CorruptCheckpoint { .. } => "CorruptCheckpoint",
         Error::Store { .. } => "Store",
     }
-}
-
-/// The ids and kinds of pending pauses, for `paused` events.
-#[cfg(feature = "tracing")]
-pub(crate) fn pauses(interrupts: &[crate::resume::Interrupt]) -> (Vec<&str>, Vec<&'static str>) {
-    use crate::resume::PauseKind;
-    let ids = interrupts.iter().map(|i| i.id()).collect();
-    let kinds = interrupts
-        .iter()
-        .map(|i| match i.kind {
-            PauseKind::Before => "before",
-            PauseKind::After => "after",
-            PauseKind::Ask => "ask",
-        })
-        .collect();
-    (ids, kinds)
 }

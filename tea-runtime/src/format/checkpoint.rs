@@ -6,13 +6,13 @@
 //! and every length in it is bounded, so stored bytes can never cause a panic or an unbounded
 //! allocation.
 
-use crate::error::Error;
-use crate::name::{NodeName, ThreadId};
-use crate::parallel::BranchState;
-use crate::resume::Interrupt;
-use crate::state::GraphState;
-use crate::store::CheckpointId;
+use crate::format::token::Interrupt;
+use crate::vocab::error::Error;
+use crate::vocab::name::CheckpointId;
+use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::state::GraphState;
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 const MAGIC: [u8; 4] = *b"TEAc";
 const FORMAT_VERSION: u16 = 1;
@@ -122,7 +122,7 @@ pub(crate) struct Checkpoint<S: GraphState> {
     pub(crate) joined: Vec<BranchState<S>>,
     /// A child graph's run that ended with `Command::parent`: where it routes its parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) parent: Option<crate::compose::ParentJump>,
+    pub(crate) parent: Option<ParentJump>,
     /// The run that owns the thread while it runs, and until when: see [`Lease`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) lease: Option<Lease>,
@@ -239,7 +239,7 @@ pub(crate) fn decode<S: GraphState>(
 
 /// Checkpoint `id` of `thread` (`bytes`, written by this graph) again with `lease` instead of the
 /// one it carries: how a run's lease is renewed, or released, without the run at hand (a child's
-/// run keeping its parent's lease alive, see `compose::Host`).
+/// run keeping its parent's lease alive, see `lease::Host`).
 pub(crate) fn relet<S: GraphState>(
     bytes: &[u8],
     identity: &Identity,
@@ -275,5 +275,59 @@ pub(crate) fn check_reads_back<S: GraphState>(envelope: &[u8]) -> Result<(), (St
             }
             Err((path, reason))
         }
+    }
+}
+
+/// A node of a child graph routing its parent (`Command::parent`): the parent's node type (to
+/// check it is the parent running the child), the target node's name and the parent's update,
+/// by name and as JSON so that the child's final checkpoint records it (a recover of the parent
+/// finds the child finished and routes the same way).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct ParentJump {
+    /// The declared name of the parent graph ([`Graph::name`](crate::Graph::name)) whose
+    /// subgraph node ran the child, recorded by the child's run as it takes the jump: stable
+    /// across builds, compilers, renamed modules and refactors. `None` in memory until then (a
+    /// jump of a child run without a store is never stored).
+    #[serde(default, rename = "parent_graph", skip_serializing_if = "Option::is_none")]
+    pub(crate) parent: Option<String>,
+    /// What checkpoints of earlier versions of tea recorded instead: the parent's node type by
+    /// `std::any::type_name`, which no compiler keeps stable. Read, never written: such a
+    /// record is accepted only where the running parent's node type has that very name.
+    #[serde(default, rename = "graph", skip_serializing)]
+    pub(crate) legacy_type: Option<String>,
+    /// The parent's node type the jump was made for, while it is in memory (never stored).
+    #[serde(skip)]
+    pub(crate) node_type: Option<std::any::TypeId>,
+    pub(crate) target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) update: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+}
+
+/// The final state of one parallel branch, as the join sees it through
+/// [`Ctx::branches`](crate::Ctx::branches).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct BranchState<S> {
+    pub(crate) head: NodeName,
+    pub(crate) state: S,
+}
+
+impl<S> BranchState<S> {
+    /// The branch's first node, which names the branch.
+    pub fn head(&self) -> &NodeName {
+        &self.head
+    }
+
+    /// The branch's own copy of the state when it reached the join: the state at the fan-out
+    /// plus this branch's updates only.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BranchState").field("head", &self.head).field("state", &self.state).finish()
     }
 }

@@ -1,0 +1,10 @@
+//! Layer 7, the API: the typestate `Builder`, `App` (blocking and async), resume and recover,
+//! the event stream and snapshots. Issues and verifies tokens; drives runs through `drive`.
+
+pub(crate) mod app;
+#[cfg(feature = "tokio")]
+pub(crate) mod async_app;
+pub(crate) mod resume;
+pub(crate) mod snapshot;
+pub(crate) mod stream;
+pub(crate) mod token;

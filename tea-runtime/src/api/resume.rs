@@ -1,0 +1,221 @@
+//! The resume path's check: a token verified against the app and graph, then the thread's head
+//! checked against the token and answered (`resume_at`), before anything is claimed or run.
+//! `App::resume` (`app.rs`) strings the steps together; ARCHITECTURE.md, "Following a resume".
+
+use crate::api::app::App;
+use crate::format::checkpoint::{BranchAt, Checkpoint, Position};
+use crate::format::memo::reply;
+use crate::format::token::{graph_id, Interrupt, Resume};
+use crate::machine::run::Run;
+use crate::machine::step::apply_update;
+use crate::machine::validate::decode_for;
+use crate::model::graph::Graph;
+use crate::store::Checkpointer;
+use crate::vocab::clock::now;
+use crate::vocab::error::Error;
+use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::trace::traced;
+
+impl<G: Graph, C: Checkpointer> App<G, C> {
+    pub(crate) fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
+        let thread = self.verify(&resume)?;
+        let (head, bytes) = self.head(&thread)?;
+        self.resume_at(resume, head, bytes, record)
+    }
+    /// The thread `resume` continues, once the token is checked against this app and graph.
+    pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
+        self.check_key()?;
+        resume.verify(self.key.as_ref())?;
+        let graph = &*self.graph;
+        let token = &resume.token;
+        if token.graph != graph_id(graph.name()) {
+            return Err(Error::GraphMismatch { expected: graph.name().to_owned(), found: None });
+        }
+        let schema_changed = token.schema_fingerprint != graph.schema_fingerprint();
+        if schema_changed || token.graph_fingerprint != graph.fingerprint() {
+            return Err(Error::SchemaMismatch {
+                graph: graph.name().to_owned(),
+                thread: token.thread.clone(),
+                what: if schema_changed { "state struct" } else { "graph" },
+            });
+        }
+        Ok(token.thread.clone())
+    }
+    /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`).
+    pub(crate) fn resume_at(
+        &self,
+        resume: Resume<G::State>,
+        head: CheckpointId,
+        bytes: Vec<u8>,
+        record: bool,
+    ) -> Result<Run<'_, G>, Error> {
+        let graph = &*self.graph;
+        let token = &resume.token;
+        let thread = token.thread.clone();
+        let mut ckpt: Checkpoint<G::State> = decode_for(graph, &bytes, &thread, head)?;
+        if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
+            return Err(Error::StaleResume { thread });
+        }
+        let continuing = match_answers(graph, &mut ckpt, &resume)?;
+        let now = now();
+        if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
+            return Err(Error::Expired { thread, node: expired.node().clone() });
+        }
+        traced! { let resume_updated = resume.update.is_some(); }
+        if let Some(update) = resume.update {
+            // A refused update changes nothing: the token stays good.
+            let refused = |error| match error {
+                Error::NodeFailed { node, source } => Error::BadResumeValue {
+                    node,
+                    expected: "an update that fits the state".to_owned(),
+                    reason: source.to_string(),
+                },
+                other => other,
+            };
+            if let Position::Fork { branches, .. } = &mut ckpt.at {
+                for branch in branches.iter_mut().filter(|b| !matches!(b.at, BranchAt::Joined)) {
+                    apply_update(graph, &mut branch.state, update.clone(), &token.node).map_err(refused)?;
+                }
+            }
+            apply_update(graph, &mut ckpt.state, update, &token.node).map_err(refused)?;
+        }
+        ckpt.pending.clear();
+        ckpt.pause = None;
+        ckpt.paused_at = None;
+        ckpt.nonce = None;
+        traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
+        let persist = self.persist(thread, Some(head), Some(bytes), true);
+        let run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
+        traced! {
+            run.call(if record { "stream_resume" } else { "resume" });
+            run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));
+        }
+        Ok(run)
+    }
+}
+
+/// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
+/// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
+/// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
+fn match_answers<G: Graph>(
+    graph: &G,
+    ckpt: &mut Checkpoint<G::State>,
+    resume: &Resume<G::State>,
+) -> Result<Vec<Interrupt>, Error> {
+    let bad = |expected: &str, reason: String| Error::BadResumeValue {
+        node: resume.node().clone(),
+        expected: expected.to_owned(),
+        reason,
+    };
+    let ids = || ckpt.pending.iter().map(|p| format!("`{}`", p.id())).collect::<Vec<_>>().join(", ");
+    if let Some(reason) = &resume.answer_error {
+        return Err(bad("a value that serializes", reason.clone()));
+    }
+    let mut answered: Vec<(String, serde_json::Value)> = Vec::new();
+    for (id, value) in &resume.answers {
+        let id = match id {
+            Some(id) => id.clone(),
+            None => {
+                let asks: Vec<&Interrupt> = ckpt.pending.iter().filter(|p| p.needs_answer()).collect();
+                match asks.as_slice() {
+                    [one] => one.id().to_owned(),
+                    [] => {
+                        return Err(bad(
+                            "no answer",
+                            format!("the pending pauses ({}) are breakpoints, which take no answer; continue with `.update(…)` or nothing", ids()),
+                        ))
+                    }
+                    _ => {
+                        return Err(bad(
+                            "answers by id",
+                            format!("several pauses wait for answers ({}); answer each with `.answer_to(id, value)`", ids()),
+                        ))
+                    }
+                }
+            }
+        };
+        let Some(pause) = ckpt.pending.iter().find(|p| p.id() == id) else {
+            return Err(bad(
+                "an answer to a pending pause",
+                format!("no pending pause has id `{id}`; pending: {}", ids()),
+            ));
+        };
+        if !pause.needs_answer() {
+            return Err(bad(
+                "no answer",
+                format!("pause `{id}` is a breakpoint, which takes no answer; continue with `.update(…)` or nothing"),
+            ));
+        }
+        if answered.iter().any(|(a, _)| *a == id) {
+            return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
+        }
+        if let Some(node) = graph.node_named(pause.node().as_str()) {
+            if let Err((expected, reason)) = graph.check_answer(node, value) {
+                return Err(Error::BadResumeValue {
+                    node: pause.node().clone(),
+                    expected: expected.to_owned(),
+                    reason,
+                });
+            }
+        }
+        answered.push((id, value.clone()));
+    }
+    let answer_of = |pause: &Interrupt| answered.iter().find(|(id, _)| id == pause.id()).map(|(_, v)| v.clone());
+    let mut continuing = Vec::new();
+    match &mut ckpt.at {
+        Position::Fork { branches, .. } => {
+            for branch in branches.iter_mut() {
+                let Some(pause) = &branch.pending else { continue };
+                if pause.child.is_some() {
+                    // A subgraph node's child paused in this branch: what continues is the
+                    // child's, which the node hands over when it runs again.
+                    let pauses: Vec<Interrupt> = std::iter::once(pause).chain(&branch.more_pending).cloned().collect();
+                    if let Some(reply) = reply(&pauses, &answer_of, &mut continuing) {
+                        branch.answers.push(reply);
+                        branch.resume = true;
+                    }
+                    continue;
+                }
+                if !pause.needs_answer() {
+                    branch.resume = true;
+                } else if let Some(value) = answer_of(pause) {
+                    branch.answers.push(value);
+                    branch.resume = true;
+                }
+                if branch.resume {
+                    continuing.push(pause.clone());
+                }
+            }
+            if continuing.is_empty() {
+                return Err(bad(
+                    "an answer",
+                    format!("every pending pause waits for an answer ({}); answer at least one", ids()),
+                ));
+            }
+        }
+        _ => {
+            let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
+            if pause.child.is_some() {
+                let Some(reply) = reply(&ckpt.pending, &answer_of, &mut continuing) else {
+                    return Err(bad(
+                        "an answer",
+                        format!("every pending pause waits for an answer ({}); answer at least one", ids()),
+                    ));
+                };
+                ckpt.answers.push(reply);
+                return Ok(continuing);
+            }
+            if pause.needs_answer() {
+                let Some(value) = answer_of(pause) else {
+                    return Err(bad(
+                        "an answer",
+                        format!("pause `{}` waits for an answer: resume with `.answer(value)`", pause.id()),
+                    ));
+                };
+                ckpt.answers.push(value);
+            }
+            continuing.push(pause.clone());
+        }
+    }
+    Ok(continuing)
+}

@@ -1,0 +1,164 @@
+//! What a thread's checkpoints show ([`Snapshot`]: the state, the nodes that run next, the
+//! pauses, the subgraph nodes paused inside their child), and checkpoint files a front end
+//! writes and reads back ([`encode_checkpoint`], [`decode_checkpoint`]).
+
+use crate::api::app::App;
+use crate::format::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
+use crate::format::memo::MEMO;
+use crate::format::token::Interrupt;
+use crate::machine::validate::{decode_for, identity};
+use crate::model::graph::Graph;
+use crate::model::node::Goto;
+use crate::model::outcome::{Snapshot, SubgraphSnapshot};
+use crate::store::Checkpointer;
+use crate::vocab::error::{drop_payload, Error};
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
+use crate::vocab::state::GraphState;
+use serde_json::Value;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+impl<G: Graph, C: Checkpointer> App<G, C> {
+    pub(crate) fn snapshot(
+        &self,
+        thread: &ThreadId,
+        id: CheckpointId,
+        bytes: &[u8],
+    ) -> Result<Snapshot<G::State>, Error> {
+        let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
+        let next = next_nodes(&*self.graph, &ckpt);
+        let subgraphs = paused_children(&ckpt);
+        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
+    }
+}
+
+/// A checkpoint of `graph` standing before `node` with `state`, in the envelope format of the
+/// stores (magic, version, graph name, fingerprints, checksum): what a front end writes as a
+/// checkpoint file (a YAML agent's `checkpoint.save`). [`decode_checkpoint`] reads it back.
+///
+/// # Errors
+/// [`Error::Store`] when the state does not serialize or is over the size limit.
+pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State) -> Result<Vec<u8>, Error> {
+    let ckpt = Checkpoint {
+        step: 0,
+        state: state.clone(),
+        at: Position::Before(node.clone()),
+        pending: Vec::new(),
+        pause: None,
+        paused_at: None,
+        nonce: None,
+        resumed: false,
+        answers: Vec::new(),
+        joined: Vec::new(),
+        lease: None,
+        parent: None,
+    };
+    checkpoint::encode(&identity(graph), &ckpt)
+}
+
+/// Reads a checkpoint of `graph` (a file written by [`encode_checkpoint`], or a checkpoint a
+/// store wrote): the node it stands at and its state. A checkpoint after a node (an
+/// `interrupt_after` pause) names that node. `source` names where the bytes came from in
+/// errors (a path).
+///
+/// # Errors
+/// [`Error::CorruptCheckpoint`] for bytes that are not a checkpoint or one that stands at no
+/// node (before the start, at the end, inside a fan-out), [`Error::GraphMismatch`] for another
+/// graph's, [`Error::SchemaMismatch`] for another shape of this graph's.
+pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Result<(NodeName, G::State), Error> {
+    let label = ThreadId::from(source.to_owned());
+    let ckpt: Checkpoint<G::State> = decode_for(graph, bytes, &label, 0)?;
+    let node = match ckpt.at {
+        Position::Before(node) | Position::After { node, .. } => node,
+        Position::Start | Position::Done | Position::Fork { .. } => {
+            return Err(Error::CorruptCheckpoint {
+                thread: label,
+                checkpoint: 0,
+                reason: "it does not stand at a node (it is before the start, at the end or inside a fan-out)"
+                    .to_owned(),
+            })
+        }
+    };
+    if graph.node_named(node.as_str()).is_none() {
+        return Err(Error::CorruptCheckpoint {
+            thread: label,
+            checkpoint: 0,
+            reason: format!("it names node `{node}`, which graph `{}` does not have", graph.name()),
+        });
+    }
+    Ok((node, ckpt.state))
+}
+
+/// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node
+/// that ran and has not been routed from).
+fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName> {
+    let route = |node: &NodeName, goto: &Option<Target>, state: &G::State| -> Vec<NodeName> {
+        match goto {
+            Some(Target::Node(next)) => return vec![next.clone()],
+            Some(Target::End) => return Vec::new(),
+            None => {}
+        }
+        let Some(node) = graph.node_named(node.as_str()) else { return Vec::new() };
+        if let Some(fork) = graph.fork(node) {
+            return fork.heads.iter().map(|&h| graph.node_name(h)).collect();
+        }
+        match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
+            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
+            Ok(_) => Vec::new(),
+            Err(payload) => {
+                drop_payload(payload);
+                Vec::new()
+            }
+        }
+    };
+    match &ckpt.at {
+        Position::Start => match catch_unwind(AssertUnwindSafe(|| graph.start(&ckpt.state))) {
+            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
+            Ok(_) => Vec::new(),
+            Err(payload) => {
+                drop_payload(payload);
+                Vec::new()
+            }
+        },
+        Position::Before(node) => vec![node.clone()],
+        Position::After { node, goto } => route(node, goto, &ckpt.state),
+        Position::Fork { source, branches } if branches.is_empty() => route(source, &None, &ckpt.state),
+        Position::Fork { branches, .. } => branches
+            .iter()
+            .flat_map(|b| match &b.at {
+                BranchAt::Joined => Vec::new(),
+                BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
+                BranchAt::After { node, goto } => route(node, goto, &b.state),
+            })
+            .collect(),
+        Position::Done => Vec::new(),
+    }
+}
+
+/// The subgraph nodes a checkpoint waits on inside their child graph, from the memos they keep
+/// among their answers (on the main line and in each stopped branch).
+pub(crate) fn paused_children<S: GraphState>(ckpt: &Checkpoint<S>) -> Vec<SubgraphSnapshot> {
+    let mut found = Vec::new();
+    let mut read = |answers: &[Value], pending: Option<&Interrupt>, branch: Option<&NodeName>| {
+        let (Some(memo), Some(pause)) = (answers.first().and_then(|v| v.get(MEMO)), pending) else { return };
+        if pause.child.is_none() {
+            return;
+        }
+        let text = |key: &str| memo.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        found.push(SubgraphSnapshot {
+            node: pause.node().clone(),
+            branch: branch.cloned(),
+            graph: text("graph"),
+            thread: ThreadId::from(text("thread")),
+            state: memo.get("state").cloned().unwrap_or(Value::Null),
+        });
+    };
+    match &ckpt.at {
+        Position::Fork { branches, .. } => {
+            for branch in branches {
+                read(&branch.answers, branch.pending.as_ref(), Some(&branch.head));
+            }
+        }
+        _ => read(&ckpt.answers, ckpt.pending.first(), None),
+    }
+    found
+}

@@ -1,0 +1,121 @@
+//! The event pump: what each advance of a run yields as [`Event`]s, for the blocking
+//! [`Stream`] and the async stream (`api::async_app`) alike ([`event_after`]).
+
+use crate::api::token::token;
+use crate::format::checkpoint::ParentJump;
+use crate::machine::run::{Progress, Run};
+use crate::model::event::Event;
+use crate::model::graph::Graph;
+use crate::vocab::error::Error;
+
+/// The next event of `run` after an advance that made `progress`, queueing what follows it in
+/// `run.branch_events`; `None` when the advance yielded none (a fan-out whose branches were not
+/// recorded): advance again. A subgraph node's child steps come before the node's own step, a
+/// fan-out's branch steps (recorded while streaming) before what follows the fan-out, and a
+/// pause's token is made here, by the API.
+pub(crate) fn event_after<G: Graph>(
+    run: &mut Run<'_, G>,
+    progress: Result<Progress, Error>,
+) -> Option<Result<Event<G::State>, Error>> {
+    let last = match progress {
+        Ok(Progress::Stepped) => {
+            let step = Event::Step {
+                node: run.last_node().clone(),
+                branch: None,
+                state: run.state.clone(),
+                duration: run.last_duration,
+            };
+            if !run.queue_child_steps() {
+                return Some(Ok(step));
+            }
+            step
+        }
+        Ok(Progress::Forked) => return run.branch_events.pop_front().map(Ok),
+        Ok(Progress::Paused(record)) => {
+            // A subgraph node paused inside its child: the child's steps so far first.
+            run.queue_child_steps();
+            match token(run, &record) {
+                Ok(resume) => Event::Interrupted { state: run.state.clone(), resume },
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        Ok(Progress::Done) => Event::Done(run.state.clone()),
+        Err(error) => return Some(Err(error)),
+    };
+    if run.branch_events.is_empty() {
+        return Some(Ok(last));
+    }
+    // Branch and child steps before it come first; it follows them.
+    run.branch_events.push_back(last);
+    run.branch_events.pop_front().map(Ok)
+}
+
+/// The events of a run: [`Event::Step`] per node (branch nodes after their fan-out, in branch
+/// order), then [`Event::Done`] or, with a checkpointer, [`Event::Interrupted`]; see
+/// [`App::stream`](crate::App::stream). A run that fails yields its error and ends.
+pub struct Stream<'g, G: Graph> {
+    run: Option<Run<'g, G>>,
+    error: Option<Error>,
+    /// The run paused, finished or failed: what it queued is all that is left.
+    over: bool,
+}
+
+impl<'g, G: Graph> Stream<'g, G> {
+    pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
+        match run {
+            Ok(run) => Stream { run: Some(run), error: None, over: false },
+            Err(error) => Stream { run: None, error: Some(error), over: true },
+        }
+    }
+
+    /// Where a child graph's run, once over, routes its parent (`Command::parent`).
+    pub(crate) fn take_jump(&mut self) -> Option<ParentJump> {
+        self.run.as_mut()?.jump.take()
+    }
+}
+
+impl<G: Graph> Iterator for Stream<'_, G> {
+    type Item = Result<Event<G::State>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(error) = self.error.take() {
+            return Some(Err(error));
+        }
+        let run = self.run.as_mut()?;
+        if let Some(event) = run.branch_events.pop_front() {
+            return Some(Ok(event));
+        }
+        if self.over {
+            return None;
+        }
+        loop {
+            let progress = run.advance();
+            self.over = !matches!(progress, Ok(Progress::Stepped | Progress::Forked));
+            if let Some(event) = event_after(run, progress) {
+                return Some(event);
+            }
+        }
+    }
+}
+
+/// A stream dropped before its run paused again or finished abandons the run: a resumed run's
+/// pause is put back, so the token that resumed it works again; another run releases its lease,
+/// so `recover` may continue it. A stream that was never polled wrote nothing and writes nothing.
+impl<G: Graph> Drop for Stream<'_, G> {
+    fn drop(&mut self) {
+        if let (Some(run), false) = (&mut self.run, self.over) {
+            run.abandon();
+        }
+    }
+}
+
+impl<G: Graph> std::fmt::Debug for Stream<'_, G> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = f.debug_struct("Stream");
+        if let Some(run) = &self.run {
+            s.field("graph", &run.graph.name()).field("last_node", run.last_node());
+        }
+        let over = self.over && self.run.as_ref().is_none_or(|run| run.branch_events.is_empty());
+        s.field("over", &over).finish()
+    }
+}

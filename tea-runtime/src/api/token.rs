@@ -1,0 +1,37 @@
+//! The API hands out tokens: a paused run's [`PauseRecord`] (what its durable checkpoint
+//! records) becomes a [`Resume`] here, for the run's thread, signed with its app's key. The
+//! machine only records pauses; every token the API hands out is made here, after the pause's
+//! checkpoint was written.
+
+use crate::format::token::{issue, PauseRecord, Resume};
+use crate::machine::run::{Over, Run};
+use crate::machine::validate::identity;
+use crate::model::graph::Graph;
+use crate::model::outcome::Outcome;
+use crate::vocab::error::Error;
+use crate::vocab::name::START;
+
+/// The token of `run`'s pause `record`: [`Error::PausedWithoutCheckpointer`] for a run without
+/// a store (which has nowhere to resume from).
+pub(crate) fn token<G: Graph>(run: &Run<'_, G>, record: &PauseRecord) -> Result<Resume<G::State>, Error> {
+    let Some(persist) = &run.persist else { return Err(without_store(run, record)) };
+    issue(&identity(run.graph), &persist.thread, record, persist.key)
+}
+
+/// The error of `run`, which has no store, pausing as `record` says.
+pub(crate) fn without_store<G: Graph>(run: &Run<'_, G>, record: &PauseRecord) -> Error {
+    let node = record.pending.first().map_or(START, |p| p.node().clone());
+    Error::PausedWithoutCheckpointer { graph: run.graph.name().to_owned(), node }
+}
+
+/// What a run advanced to its end (`over`) reports: its final state, or its state at the pause
+/// with the pause's token.
+pub(crate) fn outcome<G: Graph>(run: Run<'_, G>, over: Over) -> Result<Outcome<G::State>, Error> {
+    match over {
+        Over::Done => Ok(Outcome::Done(run.state)),
+        Over::Paused(record) => {
+            let resume = token(&run, &record)?;
+            Ok(Outcome::Interrupted { state: run.state, resume })
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The thread driver: what carries the machine through a blocking run.
+//!
+//! The machine (`machine::run::Run` on the main line, `machine::fork` for fan-outs) is written
+//! once, as async code generic over a [`Driver`] (whose trait it defines). It decides what runs
+//! next, applies what nodes produced (declared-order merges, conflicts, checkpoints, claims),
+//! and asks its driver for the three things that can wait: running a node, writing to the
+//! store, and running a fan-out's branches.
+//!
+//! [`ThreadDriver`] answers each at once, on the calling thread (branches on the calling thread
+//! and the pool, see `share`): its futures are always ready. The blocking API (`invoke`,
+//! `resume`, `recover`, `stream`) takes each step ([`Run::advance`]) through the same parts as
+//! the async step (`Run::next`, the node, `Run::finish`) without making a future for a node's
+//! step, and polls the machine's futures for the rest — checkpoint writes, pauses, fan-outs —
+//! once, with [`now_or_never`], which allocates nothing. The tokio driver is `drive::tokio`.
+
+use crate::machine::driver::Driver;
+#[cfg(feature = "tracing")]
+use crate::machine::persist::checkpoint_span;
+use crate::machine::persist::keep_alive;
+use crate::machine::run::{Cursor, Over, Progress, Request, Run, Then};
+use crate::model::graph::Graph;
+use crate::model::node::Ctx;
+use crate::model::produce::{produce, Produced};
+use crate::store::{Append, Checkpointer};
+use crate::vocab::error::Error;
+use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::trace::traced;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll, Waker};
+
+/// Drives the executor on the calling thread: every future it returns is ready.
+pub(crate) struct ThreadDriver;
+
+impl ThreadDriver {
+    /// Runs `node` at once: [`Driver::produce`] without the future, which the executor's
+    /// thread-driven step ([`Run::step_now`](crate::machine::run::Run)) calls directly.
+    #[inline]
+    pub(crate) fn produce_now<G: Graph>(
+        graph: &G,
+        node: G::Node,
+        state: &G::State,
+        ctx: &Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+    ) -> Result<Produced<G::State, G::Node>, Error> {
+        if graph.is_async(node) {
+            Err(Error::NeedsAsync { graph: graph.name().to_owned(), node: ctx.node.clone() })
+        } else {
+            produce(graph, node, state, ctx, answers)
+        }
+    }
+}
+
+// Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for
+// `'a` only, which the blocks state as the trait does.
+#[allow(clippy::manual_async_fn)]
+impl<G: Graph> Driver<G> for ThreadDriver {
+    fn produce<'a>(
+        &'a self,
+        graph: &'a G,
+        node: G::Node,
+        state: &'a G::State,
+        ctx: &'a Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+    ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
+        // Lazy (run when polled), so that a span the executor puts on the future is entered.
+        async move { ThreadDriver::produce_now(graph, node, state, ctx, answers) }
+    }
+
+    fn append<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
+        async move {
+            crate::vocab::trace::store_call("append", graph, Some(thread), || {
+                store.append(graph, thread, expected, id, bytes, durable)
+            })
+        }
+    }
+
+    fn branches<'a, J, T, F, Fut>(
+        &'a self,
+        jobs: Vec<J>,
+        run: F,
+        max: usize,
+    ) -> impl Future<Output = Vec<T>> + Send + 'a
+    where
+        J: Send + 'static,
+        T: Send + 'static,
+        F: Fn(J) -> Fut + Send + Sync + 'a,
+        Fut: Future<Output = T> + Send + 'a,
+    {
+        async move {
+            let run_job = |job: J| now_or_never(pin!(run(job)));
+            crate::drive::share::run_shared(jobs, &run_job, rayon::current_num_threads(), max)
+        }
+    }
+}
+
+/// Polls `future` once and returns its output: the thread driver's executor futures complete
+/// on their first poll, because every future the [`ThreadDriver`] hands them is ready.
+///
+/// Takes the future pinned where it was made, so that it is not moved (a step's future is
+/// hundreds of bytes, made once per step).
+pub(crate) fn now_or_never<F: Future>(mut future: Pin<&mut F>) -> F::Output {
+    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("the thread driver's futures are all ready, so the executor never waits"),
+    }
+}
+
+/// The thread driver's own step: [`Run::step`](crate::machine::run::Run) taken on the calling
+/// thread without a future for the common step.
+impl<G: Graph> Run<'_, G> {
+    /// Runs the next node (or fan-out), or pauses. After an error the run is over; a resumed
+    /// run then puts its pause back.
+    pub(crate) fn advance(&mut self) -> Result<Progress, Error> {
+        traced! { let _run = self.span.clone().entered(); }
+        let result = self.step_now();
+        if result.is_err() {
+            self.abandon();
+        }
+        traced! { self.trace_progress(&result); }
+        result
+    }
+    /// The machine's step ([`Run::begin`], the node, [`Run::end`]) fulfilled on the calling
+    /// thread, as `Run::step_inner` fulfils it on any driver, without making a future for the
+    /// common step: a node that runs and routes is a few calls, and only the store, pauses and
+    /// fan-outs go through the driver's (ready) futures.
+    fn step_now(&mut self) -> Result<Progress, Error> {
+        let driver = &ThreadDriver;
+        let mut prelude_done = false;
+        let (node, answers) = loop {
+            match self.begin(prelude_done)? {
+                Request::Claim => now_or_never(pin!(self.claim(driver)))?,
+                Request::Lease => now_or_never(pin!(self.save_lease(driver)))?,
+                Request::Settle(settle) => return now_or_never(pin!(self.settle(driver, settle))),
+                Request::Node(node, answers) => break (node, answers),
+            }
+            prelude_done = true;
+        };
+        traced! { let span = self.node_span(); }
+        let started = self.clock();
+        let produced = {
+            traced! { let _node = span.enter(); }
+            ThreadDriver::produce_now(self.graph, node, &self.state, &self.ctx, answers)
+        };
+        self.timed(
+            started,
+            #[cfg(feature = "tracing")]
+            &span,
+        );
+        match self.end(node, produced)? {
+            Then::Stepped => Ok(Progress::Stepped),
+            Then::Save => {
+                self.save_step_now()?;
+                Ok(Progress::Stepped)
+            }
+            then => now_or_never(pin!(self.then(driver, then))),
+        }
+    }
+    /// [`save_step`](Self::save_step) on the calling thread, without a future: the same
+    /// parts ([`checkpoint`](Self::checkpoint), [`encode_write`](Self::encode_write), the
+    /// store's `append`, [`wrote`](Self::wrote)), for the thread driver's common step.
+    fn save_step_now(&mut self) -> Result<(), Error> {
+        let Some(durable) = self.step_durability() else { return Ok(()) };
+        let done = matches!(self.cursor, Cursor::Done);
+        let ckpt = self.checkpoint();
+        let durable = durable || done;
+        let graph = self.graph;
+        traced! { let (span, started) = checkpoint_span(&ckpt, durable); }
+        let encoded = {
+            traced! { let _checkpoint = span.enter(); }
+            self.encode_write(&ckpt)?
+        };
+        traced! { span.record("bytes", encoded.bytes.len()); }
+        let Some(persist) = &self.persist else { return Ok(()) };
+        let appended = {
+            traced! { let _checkpoint = span.enter(); }
+            crate::vocab::trace::store_call("append", graph.name(), Some(&persist.thread), || {
+                persist.store.append(graph.name(), &persist.thread, encoded.head, encoded.id, &encoded.bytes, durable)
+            })?
+        };
+        traced! { self.traced_write(&span, started, &encoded, &appended); }
+        self.wrote(&ckpt, encoded, appended)?;
+        if let Some(parent) = self.renews_ancestors(&ckpt) {
+            now_or_never(pin!(keep_alive::<G, ThreadDriver>(&ThreadDriver, &parent)))?;
+        }
+        self.finished = done;
+        Ok(())
+    }
+    /// Claims the run's thread on the calling thread ([`Run::claim`]): what the blocking API
+    /// does after it checked a token or a checkpoint and before the run's first step.
+    pub(crate) fn claim_now(&mut self) -> Result<(), Error> {
+        traced! { let _run = self.span.clone().entered(); }
+        now_or_never(pin!(self.claim_step(&ThreadDriver)))
+    }
+
+    /// Advances the run until it pauses or reaches `end`: the blocking API's one run loop.
+    pub(crate) fn run_to_end(&mut self) -> Result<Over, Error> {
+        loop {
+            match self.advance()? {
+                Progress::Stepped | Progress::Forked => {}
+                Progress::Paused(record) => return Ok(Over::Paused(record)),
+                Progress::Done => return Ok(Over::Done),
+            }
+        }
+    }
+
+    /// After a failure, or when a stream is dropped part-way: a resumed run writes its pause
+    /// back as the head, so that the token that resumed it works again; any other run writes
+    /// its last checkpoint again without its lease, so that `recover` may continue it at once.
+    /// A run that has not claimed its thread yet wrote nothing, and writes nothing.
+    pub(crate) fn abandon(&mut self) {
+        now_or_never(pin!(self.abandon_with(&ThreadDriver)));
+    }
+}

@@ -1,0 +1,38 @@
+//! What a paused subgraph node keeps among its answers (its *memo*: the child's graph, thread
+//! and state) and what a resume hands it (its *reply*: the answers meant for the child), as JSON
+//! in the parent's checkpoint. `subgraph` writes and reads them; the API reads them for
+//! snapshots and resumes.
+
+use crate::format::token::Interrupt;
+use serde_json::{json, Value};
+
+/// The key of the memo a paused subgraph node keeps among its answers.
+pub(crate) const MEMO: &str = "subgraph";
+
+/// The key of the reply a resume hands a paused subgraph node.
+pub(crate) const REPLY: &str = "subgraph_answers";
+
+/// The reply to a subgraph node whose child paused on `pauses` (as the parent lists them): the
+/// answers meant for the child, by the child's own ids. `None` when nothing of the child
+/// continues (every pause waits for an answer and none was given). The pauses that continue are
+/// added to `continuing`.
+pub(crate) fn reply(
+    pauses: &[Interrupt],
+    answer_of: &dyn Fn(&Interrupt) -> Option<Value>,
+    continuing: &mut Vec<Interrupt>,
+) -> Option<Value> {
+    let mut answers = Vec::new();
+    let mut any = false;
+    for pause in pauses {
+        let Some(child_id) = &pause.child else { continue };
+        if !pause.needs_answer() {
+            any = true;
+            continuing.push(pause.clone());
+        } else if let Some(value) = answer_of(pause) {
+            answers.push(json!([child_id, value]));
+            any = true;
+            continuing.push(pause.clone());
+        }
+    }
+    any.then(|| json!({ REPLY: answers }))
+}

@@ -1,0 +1,706 @@
+//! The run state machine: runs a [`Graph`] one node at a time.
+//!
+//! A step is [`Run::begin`] (claim or lease first if due, then [`Run::next`]: where the run
+//! goes, breakpoints, the step count), the node (run by the driver), and [`Run::end`]
+//! ([`Run::finish`]: apply its update through the reducers, route, sends, parent jumps, pauses);
+//! what is left — a checkpoint, a pause, a fan-out (`fork`), the end — the driver fulfils
+//! through the machine's async parts. `Run::step_inner` strings them together on any
+//! [`Driver`]; the thread driver's `Run::advance` does the same without a future for the common
+//! step. Nothing here allocates per step on the main line without a store: node names are
+//! `Clone` without allocating and the state is updated in place. The run's writes (claim,
+//! leases, checkpoints, pauses, abandons) are in `persist`.
+
+use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, Position};
+use crate::format::token::{Interrupt, PauseKind, PauseRecord};
+use crate::machine::driver::Driver;
+use crate::machine::fork::{self as parallel, Env, ForkOutcome};
+use crate::machine::persist::Persist;
+use crate::machine::step::{apply_produced, asked, goto_of, node_named, route_from, target_of, After, Executed};
+use crate::model::event::Event;
+use crate::model::graph::Graph;
+use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
+use crate::model::produce::{Paused, Produced};
+use crate::vocab::error::{panic_message, Error};
+use crate::vocab::name::{NodeName, START};
+use crate::vocab::options::{Durability, Limits};
+use crate::vocab::state::GraphState;
+#[cfg(feature = "tracing")]
+use crate::vocab::trace;
+use crate::vocab::trace::traced;
+use std::any::TypeId;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where a run stands.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Cursor<N> {
+    /// Nothing has run; the start edges are still to be evaluated.
+    Start,
+    /// `N` runs next.
+    At(N),
+    /// `N` ran; routing from it (with a router's choice) comes next.
+    After(N, Option<Goto<N>>),
+    /// The fan-out after `N` runs next.
+    Fork(N),
+    /// The run reached `end`.
+    Done,
+}
+
+/// What one call to [`Run::advance`] did.
+pub(crate) enum Progress {
+    /// A node ran on the main line.
+    Stepped,
+    /// The branches of a fan-out ran and were merged.
+    Forked,
+    /// The run paused; its checkpoint is durable, and the API makes its token from this record.
+    /// (Boxed: a pause is rare, and every step returns a `Progress`.)
+    Paused(Box<PauseRecord>),
+    /// The run reached `end`.
+    Done,
+}
+
+/// How a run that was advanced to its end stopped.
+pub(crate) enum Over {
+    /// It reached `end`.
+    Done,
+    /// It paused (see [`Progress::Paused`]).
+    Paused(Box<PauseRecord>),
+}
+
+/// What the first half of a step asks of its driver ([`Run::begin`]).
+pub(crate) enum Request<N> {
+    /// Claim the thread ([`Run::claim`]), then begin again.
+    Claim,
+    /// Renew the run's lease, or its ancestors' ([`Run::save_lease`]), then begin again.
+    Lease,
+    /// Settle a step that runs no node ([`Run::settle`]): the end, a fan-out, a breakpoint.
+    Settle(Settle<N>),
+    /// Run this node with the answers to its earlier pauses, and hand what it produced to
+    /// [`Run::end`].
+    Node(N, Vec<serde_json::Value>),
+}
+
+/// What the run does next, as [`Run::next`] decides it.
+pub(crate) enum Next<N> {
+    /// Runs this node (its step is counted and its name is in the context).
+    Run(N),
+    /// A step that runs no node ([`Run::settle`]).
+    Settle(Settle<N>),
+}
+
+/// A step that runs no node.
+pub(crate) enum Settle<N> {
+    /// The run reached `end`.
+    Done,
+    /// The fan-out after this node runs.
+    Fork(N),
+    /// The run pauses at a breakpoint.
+    Pause(Vec<Interrupt>),
+}
+
+/// What is left of a step once the node's result is applied ([`Run::finish`]).
+pub(crate) enum Then {
+    /// Nothing: the next advance goes on (an `interrupt_after` pauses there).
+    Stepped,
+    /// The step is checkpointed (when the run has a store).
+    Save,
+    /// The run pauses on these.
+    Pause(Vec<Interrupt>),
+}
+
+/// A future of the executor that only some steps await (a checkpoint write, a pause, a fan-out,
+/// an abandon), boxed: a step's own future stays small, and the thread driver moves it once per
+/// step. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
+/// awaits none of them, so the main line allocates nothing.
+#[cfg(any(test, feature = "tokio"))]
+type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+#[cfg(any(test, feature = "tokio"))]
+fn boxed<'a, T>(future: impl std::future::Future<Output = T> + Send + 'a) -> Boxed<'a, T> {
+    Box::pin(future)
+}
+
+/// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
+/// the next pause.
+pub(crate) struct Run<'g, G: Graph> {
+    pub(crate) graph: &'g G,
+    pub(crate) state: G::State,
+    pub(crate) ctx: Ctx<G::State>,
+    pub(crate) cursor: Cursor<G::Node>,
+    pub(crate) limit: usize,
+    /// The most branches of one fan-out that run at once (`Builder::max_parallel_branches`).
+    pub(crate) max_branches: usize,
+    /// Whether branch steps are recorded as events (streaming).
+    pub(crate) record: bool,
+    /// Events of the last fan-out's branches, in branch order, while streaming.
+    pub(crate) branch_events: VecDeque<Event<G::State>>,
+    pub(crate) persist: Option<Persist<'g>>,
+    /// The run resumes past a pause: the breakpoints where it paused do not stop it again.
+    pub(crate) resuming: bool,
+    /// An `interrupt_after` node just ran: the next advance pauses.
+    pub(crate) pause_after: bool,
+    /// The branches of a fan-out resumed from a checkpoint.
+    pub(crate) saved_branches: Vec<BranchProgress<G::State>>,
+    /// The answers to the earlier pauses of the node at the cursor.
+    pub(crate) answers: Vec<serde_json::Value>,
+    /// The thread's step count when this invocation began: the recursion limit counts the node
+    /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
+    pub(crate) first_step: u64,
+    pub(crate) finished: bool,
+    /// The run is a child graph's, run by a subgraph node of a parent graph with this node
+    /// type: `Command::parent` to a node of that type may end it.
+    pub(crate) parent_node: Option<TypeId>,
+    /// Where a child's run routes its parent (`Command::parent`), once it did.
+    pub(crate) jump: Option<crate::format::checkpoint::ParentJump>,
+    /// How long the last node on the main line took (measured while streaming or tracing).
+    pub(crate) last_duration: Duration,
+    /// The run's `run` span, entered by every advance.
+    #[cfg(feature = "tracing")]
+    pub(crate) span: tracing::Span,
+}
+
+impl<'g, G: Graph> Run<'g, G> {
+    pub(crate) fn new(
+        graph: &'g G,
+        input: G::State,
+        limits: Limits,
+        persist: Option<Persist<'g>>,
+        record: bool,
+    ) -> Self {
+        let thread = persist.as_ref().map(|p| p.thread.clone());
+        let parent_node = persist.as_ref().and_then(|p| p.parent_node);
+        let mut ctx = Ctx::new(START, thread.clone());
+        ctx.limits = limits;
+        ctx.host = persist.as_ref().map(|p| p.host.clone());
+        if record {
+            ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
+        }
+        #[cfg(feature = "tracing")]
+        let span = tracing::info_span!(
+            target: "tea",
+            "run",
+            graph = graph.name(),
+            thread = thread.as_ref().map(crate::vocab::name::ThreadId::as_str),
+            call = tracing::field::Empty,
+        );
+        Run {
+            graph,
+            state: input,
+            ctx,
+            cursor: Cursor::Start,
+            limit: limits.recursion,
+            max_branches: limits.max_branches,
+            record,
+            branch_events: VecDeque::new(),
+            persist,
+            resuming: false,
+            pause_after: false,
+            saved_branches: Vec::new(),
+            answers: Vec::new(),
+            first_step: 0,
+            finished: false,
+            parent_node,
+            jump: None,
+            last_duration: Duration::ZERO,
+            #[cfg(feature = "tracing")]
+            span,
+        }
+    }
+
+    /// A run that continues from checkpoint `ckpt` (the thread's head, in `persist.head`).
+    /// `resuming`: it resumes past the pause the checkpoint records.
+    pub(crate) fn from_checkpoint(
+        graph: &'g G,
+        ckpt: Checkpoint<G::State>,
+        resuming: bool,
+        limits: Limits,
+        persist: Persist<'g>,
+        record: bool,
+    ) -> Result<Self, Error> {
+        let thread = persist.thread.clone();
+        let mut saved_branches = Vec::new();
+        let cursor = (|| -> Result<Cursor<G::Node>, Error> {
+            Ok(match ckpt.at {
+                Position::Start => Cursor::Start,
+                Position::Before(name) => Cursor::At(node_named(graph, &name, &thread)?),
+                Position::After { node, goto } => {
+                    Cursor::After(node_named(graph, &node, &thread)?, goto_of(graph, &goto, &thread)?)
+                }
+                Position::Fork { source, branches } => {
+                    // The branches' nodes too, before the run claims the thread.
+                    for branch in &branches {
+                        if let BranchAt::Before(node) | BranchAt::Start(node) | BranchAt::After { node, .. } =
+                            &branch.at
+                        {
+                            node_named(graph, node, &thread)?;
+                        }
+                        if let BranchAt::After { goto, .. } = &branch.at {
+                            goto_of(graph, goto, &thread)?;
+                        }
+                    }
+                    saved_branches = branches;
+                    Cursor::Fork(node_named(graph, &source, &thread)?)
+                }
+                Position::Done => Cursor::Done,
+            })
+        })()
+        .map_err(|error| match error {
+            // `node_named` does not know which checkpoint it reads: this one.
+            Error::CorruptCheckpoint { thread, reason, .. } => {
+                Error::CorruptCheckpoint { thread, checkpoint: persist.host.head().unwrap_or_default(), reason }
+            }
+            other => other,
+        })?;
+        let mut run = Run::new(graph, ckpt.state, limits, Some(persist), record);
+        run.ctx.branches = ckpt.joined;
+        run.ctx.step = ckpt.step;
+        run.first_step = ckpt.step;
+        run.cursor = cursor;
+        run.resuming = resuming;
+        run.saved_branches = saved_branches;
+        run.answers = ckpt.answers;
+        run.finished = matches!(cursor, Cursor::Done);
+        run.jump = ckpt.parent;
+        Ok(run)
+    }
+
+    /// Makes a fresh run start at `node` rather than at `start`; `node`'s own breakpoint
+    /// before it does not stop it.
+    pub(crate) fn start_at(&mut self, node: G::Node) {
+        self.cursor = Cursor::At(node);
+        self.resuming = true;
+    }
+
+    /// Makes a run made without recording record its steps (a child's `recover` while its
+    /// parent streams).
+    pub(crate) fn record_steps(&mut self) {
+        if !self.record {
+            self.record = true;
+            self.ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
+        }
+    }
+
+    /// Queues the steps of the child graph a subgraph node just ran (while streaming), ahead of
+    /// the node's own step; whether there were any.
+    pub(crate) fn queue_child_steps(&mut self) -> bool {
+        let Some(sink) = child_steps(&self.ctx) else { return false };
+        let mut steps = sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if steps.is_empty() {
+            return false;
+        }
+        self.branch_events.extend(steps.drain(..));
+        true
+    }
+
+    /// The node that ran last (`start` before any).
+    pub(crate) fn last_node(&self) -> &NodeName {
+        &self.ctx.node
+    }
+
+    /// [`advance`](Self::advance) through driver `driver` (the async driver instruments the
+    /// returned future with the run's span).
+    #[cfg(any(test, feature = "tokio"))]
+    pub(crate) async fn step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress, Error> {
+        let result = self.step_inner(driver).await;
+        if result.is_err() {
+            {
+                let future = boxed(self.abandon_with(driver));
+                future
+            }
+            .await;
+        }
+        traced! { self.trace_progress(&result); }
+        result
+    }
+
+    /// Names the call that started this run (`invoke`, `resume`, `recover`, `stream`, …) in its
+    /// `run` span.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn call(&self, call: &'static str) {
+        self.span.record("call", call);
+    }
+
+    /// The `paused`, `done` and `failed` events of an advance.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn trace_progress(&self, result: &Result<Progress, Error>) {
+        match result {
+            Ok(Progress::Paused(record)) => {
+                let (ids, kinds) = crate::format::token::pauses(&record.pending);
+                tracing::info!(target: "tea", step = self.ctx.step, ids = ?ids, kinds = ?kinds, "paused");
+            }
+            Ok(Progress::Done) => tracing::info!(target: "tea", step = self.ctx.step, "done"),
+            Ok(Progress::Stepped | Progress::Forked) => {}
+            Err(error) => tracing::error!(
+                target: "tea",
+                error = trace::error_kind(error),
+                node = %self.ctx.node,
+                step = self.ctx.step,
+                reason = %error,
+                "failed"
+            ),
+        }
+    }
+
+    /// One step: a node on the main line (or a fan-out, a pause, the end). What can wait —
+    /// the node, the store, the branches — goes through `driver`; the decisions around it are
+    /// [`next`](Self::next) and [`finish`](Self::finish), which do not wait.
+    #[cfg(any(test, feature = "tokio"))]
+    pub(crate) async fn step_inner<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress, Error> {
+        let mut prelude_done = false;
+        let (node, answers) = loop {
+            match self.begin(prelude_done)? {
+                Request::Claim => boxed(self.claim(driver)).await?,
+                Request::Lease => boxed(self.save_lease(driver)).await?,
+                Request::Settle(settle) => return boxed(self.settle(driver, settle)).await,
+                Request::Node(node, answers) => break (node, answers),
+            }
+            prelude_done = true;
+        };
+        traced! { let span = self.node_span(); }
+        let started = self.clock();
+        let produced = {
+            let future = driver.produce(self.graph, node, &self.state, &self.ctx, answers);
+            #[cfg(feature = "tracing")]
+            let future = tracing::Instrument::instrument(future, span.clone());
+            future.await
+        };
+        self.timed(
+            started,
+            #[cfg(feature = "tracing")]
+            &span,
+        );
+        match self.end(node, produced)? {
+            Then::Stepped => Ok(Progress::Stepped),
+            then => boxed(self.then(driver, then)).await,
+        }
+    }
+
+    /// The first half of every step, for both drivers: what the driver must do before the
+    /// step's node — claim the thread or renew the lease (then call again with
+    /// `prelude_done`), settle a step that runs no node, or run the node, whose step is now
+    /// counted. Waits for nothing: the driver fulfils the request its own way.
+    pub(crate) fn begin(&mut self, prelude_done: bool) -> Result<Request<G::Node>, Error> {
+        if !prelude_done {
+            if self.claim_pending() {
+                return Ok(Request::Claim);
+            }
+            if self.lease_due() {
+                return Ok(Request::Lease);
+            }
+        }
+        Ok(match self.next()? {
+            Next::Run(node) => Request::Node(node, std::mem::take(&mut self.answers)),
+            Next::Settle(settle) => Request::Settle(settle),
+        })
+    }
+
+    /// The second half of every step, for both drivers: applies what the step's node produced
+    /// and says what is left ([`Then`]; a step of a run without a store saves nothing).
+    #[inline]
+    pub(crate) fn end(
+        &mut self,
+        node: G::Node,
+        produced: Result<Produced<G::State, G::Node>, Error>,
+    ) -> Result<Then, Error> {
+        match self.finish(node, produced)? {
+            Then::Save if self.persist.is_none() => Ok(Then::Stepped),
+            then => Ok(then),
+        }
+    }
+
+    /// A step that runs no node: the end, a fan-out, or a breakpoint's pause.
+    pub(crate) async fn settle<D: Driver<G>>(
+        &mut self,
+        driver: &D,
+        settle: Settle<G::Node>,
+    ) -> Result<Progress, Error> {
+        match settle {
+            Settle::Done => {
+                if !self.finished {
+                    // What `invoke`/`resume` report must survive a crash: the final
+                    // checkpoint is flushed before they return. (Marked finished only once
+                    // written: a failed final write still releases the lease.)
+                    self.save(driver, true).await?;
+                    self.finished = true;
+                }
+                if let Some(persist) = &mut self.persist {
+                    // The resume is complete: nothing is left to roll back to.
+                    persist.rollback = None;
+                }
+                Ok(Progress::Done)
+            }
+            Settle::Fork(source) => self.fork(driver, source).await,
+            Settle::Pause(pending) => self.pause(driver, pending).await,
+        }
+    }
+
+    /// What is left of a node's step once it is applied ([`Then`]).
+    pub(crate) async fn then<D: Driver<G>>(&mut self, driver: &D, then: Then) -> Result<Progress, Error> {
+        match then {
+            Then::Stepped => Ok(Progress::Stepped),
+            Then::Save => {
+                self.save_step(driver).await?;
+                Ok(Progress::Stepped)
+            }
+            Then::Pause(pending) => self.pause(driver, pending).await,
+        }
+    }
+
+    /// The `node` span of the node about to run.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn node_span(&self) -> tracing::Span {
+        tracing::debug_span!(
+            target: "tea",
+            "node",
+            node = %self.ctx.node,
+            step = self.ctx.step,
+            duration_us = tracing::field::Empty,
+        )
+    }
+
+    /// When the node about to run started, when its duration is reported (streaming, tracing).
+    pub(crate) fn clock(&self) -> Option<Instant> {
+        if self.record || cfg!(feature = "tracing") {
+            Some(Instant::now())
+        } else {
+            None
+        }
+    }
+
+    /// Records how long the node that started at `started` took.
+    pub(crate) fn timed(&mut self, started: Option<Instant>, #[cfg(feature = "tracing")] span: &tracing::Span) {
+        if let Some(started) = started {
+            self.last_duration = started.elapsed();
+            traced! { span.record("duration_us", trace::micros(self.last_duration)); }
+        }
+    }
+
+    /// Moves the cursor to the next node to run and counts its step; or says that the run is
+    /// over, forks, or pauses at a breakpoint.
+    pub(crate) fn next(&mut self) -> Result<Next<G::Node>, Error> {
+        let graph = self.graph;
+        loop {
+            let node = match self.cursor {
+                Cursor::Done => return Ok(Next::Settle(Settle::Done)),
+                Cursor::At(node) => node,
+                Cursor::Fork(source) => return Ok(Next::Settle(Settle::Fork(source))),
+                Cursor::After(node, goto) => {
+                    if std::mem::take(&mut self.pause_after) {
+                        let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
+                        return Ok(Next::Settle(Settle::Pause(vec![interrupt])));
+                    }
+                    let name = graph.node_name(node);
+                    self.resuming = false;
+                    self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &name)?);
+                    continue;
+                }
+                Cursor::Start => {
+                    let state = &self.state;
+                    self.cursor = match catch_unwind(AssertUnwindSafe(|| graph.try_start(state))) {
+                        Ok(Ok(Some(Goto::Node(node)))) => Cursor::At(node),
+                        Ok(Ok(Some(Goto::End))) => Cursor::Done,
+                        Ok(Ok(None)) => return Err(Error::NoRoute { node: START, goto: None }),
+                        Ok(Err(source)) => return Err(Error::NodeFailed { node: START, source }),
+                        Err(payload) => {
+                            return Err(Error::NodePanicked { node: START, message: panic_message(payload) })
+                        }
+                    };
+                    continue;
+                }
+            };
+            let pausable = self.persist.is_some();
+            if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
+                let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
+                return Ok(Next::Settle(Settle::Pause(vec![interrupt])));
+            }
+            if self.steps_taken() >= self.limit as u64 {
+                return Err(Error::RecursionLimit { limit: self.limit });
+            }
+            self.ctx.step = self.ctx.step.saturating_add(1);
+            self.ctx.node = graph.node_name(node);
+            return Ok(Next::Run(node));
+        }
+    }
+
+    /// Applies what `node` produced and moves the cursor past it: to where it routes, its
+    /// fan-out, its sends' fan-out, or the end of a child graph; or to its pause.
+    pub(crate) fn finish(
+        &mut self,
+        node: G::Node,
+        produced: Result<Produced<G::State, G::Node>, Error>,
+    ) -> Result<Then, Error> {
+        let graph = self.graph;
+        let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
+        if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::More(_))) {
+            // The join has seen its branches (a join that paused or failed sees them again).
+            self.ctx.branches.clear();
+        }
+        let goto = match executed? {
+            Executed::Ran(goto) if !graph.sends(node) => goto,
+            Executed::Ran(_) => {
+                // A node that fans out by sends and sent nothing: straight to the join.
+                self.cursor = self.send(node, Vec::new())?;
+                return Ok(Then::Save);
+            }
+            Executed::More(more) => match *more {
+                More::Parent(mut jump) => {
+                    // Only a child graph's run ends by routing its parent, and only the parent
+                    // whose node type the jump was made for.
+                    if self.parent_node.is_none() || jump.node_type.is_some_and(|t| Some(t) != self.parent_node) {
+                        let target = NodeName::from(jump.target);
+                        return Err(Error::NoRoute { node: self.ctx.node.clone(), goto: Some(target) });
+                    }
+                    // Stored by the parent's declared name, which the parent checks on reading
+                    // it back (`subgraph`), never by a Rust type name.
+                    jump.parent = self.persist.as_ref().and_then(|p| p.host.parent.as_ref()).map(|h| h.graph.clone());
+                    // The child ends here; its final checkpoint records where the parent goes.
+                    self.jump = Some(jump);
+                    self.cursor = Cursor::Done;
+                    return Ok(Then::Save);
+                }
+                More::Sends(sends) => {
+                    // The sends become the branches of the node's fan-out, checkpointed before
+                    // any of them runs: a recover or resume runs each exactly once.
+                    self.cursor = self.send(node, sends)?;
+                    return Ok(Then::Save);
+                }
+            },
+            Executed::Paused(paused) => {
+                // The node runs again from its start on resume: this run does not count.
+                self.ctx.step -= 1;
+                let Paused { payload, answers, nested, .. } = *paused;
+                let pending =
+                    if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
+                self.answers = answers;
+                return Ok(Then::Pause(pending));
+            }
+        };
+        if self.persist.is_some() && graph.interrupt_after(node) {
+            self.cursor = Cursor::After(node, goto);
+            self.pause_after = true;
+            return Ok(Then::Stepped);
+        }
+        self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
+        Ok(Then::Save)
+    }
+
+    /// Where the run goes after `node` sent `sends`: its fan-out, whose branches they become,
+    /// or its join when it sent nothing.
+    pub(crate) fn send(
+        &mut self,
+        node: G::Node,
+        sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
+    ) -> Result<Cursor<G::Node>, Error> {
+        let graph = self.graph;
+        let (branches, join) = crate::machine::send::branches(graph, node, sends, &self.state)?;
+        if branches.is_empty() {
+            return Ok(Cursor::At(join));
+        }
+        self.saved_branches = branches;
+        Ok(Cursor::Fork(node))
+    }
+
+    /// Node runs in this invocation.
+    pub(crate) fn steps_taken(&self) -> u64 {
+        self.ctx.step.saturating_sub(self.first_step)
+    }
+
+    pub(crate) fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
+        match after {
+            After::Goto(Goto::Node(next)) => Cursor::At(next),
+            After::Goto(Goto::End) => Cursor::Done,
+            After::Fork(source) => Cursor::Fork(source),
+        }
+    }
+
+    /// Runs the branches of the fan-out after `source` and merges them in declared order, or
+    /// pauses if a branch paused.
+    pub(crate) async fn fork<D: Driver<G>>(&mut self, driver: &D, source: G::Node) -> Result<Progress, Error> {
+        let graph = self.graph;
+        let Some(fork) = graph.fork(source) else {
+            return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
+        };
+        let env = Env {
+            thread: self.ctx.thread.clone(),
+            base_step: self.ctx.step,
+            budget: (self.limit as u64).saturating_sub(self.steps_taken()),
+            limit: self.limit,
+            max_branches: self.max_branches,
+            record: self.record,
+            pausable: self.persist.is_some(),
+            host: self.ctx.host.clone(),
+        };
+        self.resuming = false;
+        let saved = std::mem::take(&mut self.saved_branches);
+        let keep_states = graph.reads_branches(fork.join);
+        match parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states).await? {
+            ForkOutcome::Paused { branches, interrupts, mut events } => {
+                if self.record {
+                    self.branch_events.extend(events.drain(..));
+                }
+                self.saved_branches = branches;
+                self.pause(driver, interrupts).await
+            }
+            ForkOutcome::Failed { error, branches } => {
+                // The branches that finished are kept: `recover` runs only the others.
+                if !branches.is_empty() && self.persist.as_ref().is_some_and(|p| p.durability != Durability::OnPause) {
+                    self.saved_branches = branches;
+                    // The branch's failure is what the run reports, even if this write fails.
+                    let _ = self.save(driver, false).await;
+                }
+                Err(error)
+            }
+            ForkOutcome::Joined { mut branches, steps, taken } => {
+                if self.steps_taken().saturating_add(taken) > self.limit as u64 {
+                    return Err(Error::RecursionLimit { limit: self.limit });
+                }
+                self.ctx.step = self.ctx.step.saturating_add(steps);
+                // Branch steps of earlier invocations count in the thread's step, not in this
+                // invocation's recursion limit.
+                self.first_step = self.first_step.saturating_add(steps.saturating_sub(taken));
+                parallel::merge(graph, &mut self.state, &mut branches, fork.join)?;
+                if self.record {
+                    for branch in &mut branches {
+                        self.branch_events.extend(branch.events.drain(..));
+                    }
+                }
+                self.ctx.branches = branches.into_iter().filter_map(parallel::Branch::into_state).collect();
+                self.cursor = Cursor::At(fork.join);
+                self.save_step(driver).await?;
+                Ok(Progress::Forked)
+            }
+        }
+    }
+
+    /// Where the run stands, as a checkpoint records it.
+    pub(crate) fn position(&self) -> Position<G::State> {
+        let graph = self.graph;
+        match self.cursor {
+            Cursor::Start => Position::Start,
+            Cursor::At(node) => Position::Before(graph.node_name(node)),
+            Cursor::After(node, goto) => Position::After { node: graph.node_name(node), goto: target_of(graph, goto) },
+            Cursor::Fork(source) => Position::Fork {
+                source: graph.node_name(source),
+                branches: self
+                    .saved_branches
+                    .iter()
+                    .map(|b| BranchProgress {
+                        head: b.head.clone(),
+                        state: b.state.clone(),
+                        updates: b.updates.clone(),
+                        origins: b.origins.clone(),
+                        steps: b.steps,
+                        at: b.at.clone(),
+                        answers: b.answers.clone(),
+                        pending: b.pending.clone(),
+                        more_pending: b.more_pending.clone(),
+                        resume: b.resume,
+                    })
+                    .collect(),
+            },
+            Cursor::Done => Position::Done,
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Planning a fan-out by sends (`parallel plan => worker* -> join;`): the sends a node made
+//! become the branches of its fan-out, checkpointed before any runs; a checkpoint's sends are
+//! checked against the graph.
+
+use crate::format::checkpoint::{BranchAt, BranchProgress};
+use crate::machine::step::apply_update;
+use crate::model::graph::{Fork, Graph};
+use crate::vocab::error::Error;
+use crate::vocab::name::NodeName;
+use crate::vocab::state::GraphState;
+
+/// The branches of `source`'s fan-out for `sends`, and its join. Every send must go to the
+/// fan-out's target; an input the state refuses is `source`'s failure.
+#[allow(clippy::type_complexity)]
+pub(crate) fn branches<G: Graph>(
+    graph: &G,
+    source: G::Node,
+    sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
+    state: &G::State,
+) -> Result<(Vec<BranchProgress<G::State>>, G::Node), Error> {
+    let name = graph.node_name(source);
+    let Some(fork) = graph.fork(source) else {
+        return Err(Error::NoRoute { node: name, goto: None });
+    };
+    let Some(&target) = fork.heads.first() else {
+        return Err(Error::NoRoute { node: name, goto: None });
+    };
+    let target_name = graph.node_name(target);
+    let mut branches = Vec::with_capacity(sends.len());
+    for (i, (node, input)) in sends.into_iter().enumerate() {
+        if node != target {
+            return Err(Error::NoRoute { node: name, goto: Some(graph.node_name(node)) });
+        }
+        let mut own = state.clone();
+        apply_update(graph, &mut own, input, &name)?;
+        branches.push(BranchProgress {
+            head: NodeName::numbered(target_name.as_str(), i),
+            state: own,
+            updates: Vec::new(),
+            origins: Vec::new(),
+            steps: 0,
+            at: BranchAt::Start(target_name.clone()),
+            answers: Vec::new(),
+            pending: None,
+            more_pending: Vec::new(),
+            resume: true,
+        });
+    }
+    Ok((branches, fork.join))
+}
+
+/// What a checkpoint of a fan-out by sends must hold: branches named `{target}#{i}`, in order.
+pub(crate) fn validate<G: Graph>(
+    graph: &G,
+    fork: Fork<'_, G::Node>,
+    branches: &[BranchProgress<G::State>],
+) -> Result<(), String> {
+    let Some(&target) = fork.heads.first() else {
+        return Err("it records sends to a fan-out without a target".into());
+    };
+    let target = graph.node_name(target);
+    for (i, branch) in branches.iter().enumerate() {
+        let expected = format!("{target}#{i}");
+        if branch.head.as_str() != expected {
+            return Err(format!("it records send `{}` where the fan-out's send {i} is `{expected}`", branch.head));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! The decisions of one step that do not depend on where the run stands: applying what a node
+//! produced through the reducers, naming a node's pause, routing out of a node, and reading
+//! node names back from a checkpoint. The main line (`run`) and the branches (`fork`) share them.
+
+use crate::format::checkpoint::Target;
+use crate::format::token::{Interrupt, PauseKind};
+use crate::model::graph::Graph;
+use crate::model::node::{Ctx, Goto, More};
+use crate::model::produce::{Paused, Produced};
+use crate::vocab::clock::now;
+use crate::vocab::error::{panic_message, Error};
+use crate::vocab::name::{NodeName, ThreadId, END};
+use crate::vocab::state::GraphState;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What follows a node.
+pub(crate) enum After<N> {
+    Goto(Goto<N>),
+    Fork(N),
+}
+
+/// What running a node did, once its update is applied.
+pub(crate) enum Executed<S: GraphState, N> {
+    /// The node ran; a router's choice, if any.
+    Ran(Option<Goto<N>>),
+    /// The node ran and sent nodes, or routes the parent graph of this one.
+    More(Box<More<S, N>>),
+    /// The node paused through its `Hitl` (its update was discarded but for what it keeps).
+    Paused(Box<Paused<S>>),
+}
+
+/// Applies what `node` produced to `state` through the reducers.
+pub(crate) fn apply_produced<G: Graph>(
+    graph: &G,
+    state: &mut G::State,
+    ctx: &Ctx<G::State>,
+    produced: Produced<G::State, G::Node>,
+) -> Result<Executed<G::State, G::Node>, Error> {
+    match produced {
+        Produced::Paused(mut paused) => {
+            if let Some(update) = paused.kept.take() {
+                apply_update(graph, state, update, &ctx.node)?;
+            }
+            Ok(Executed::Paused(paused))
+        }
+        Produced::Ran { update, goto, more } => {
+            if let Some(update) = update {
+                apply_update(graph, state, update, &ctx.node)?;
+            }
+            Ok(match more {
+                None => Executed::Ran(goto),
+                Some(more) => Executed::More(more),
+            })
+        }
+    }
+}
+
+/// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`
+/// inside a branch), and an interrupt node's timeout sets when it expires.
+pub(crate) fn asked<G: Graph>(
+    graph: &G,
+    node: G::Node,
+    payload: serde_json::Value,
+    index: usize,
+    branch: Option<&NodeName>,
+) -> Interrupt {
+    let name = graph.node_name(node);
+    let id = match branch {
+        Some(head) => format!("{name}#{index}@{head}"),
+        None => format!("{name}#{index}"),
+    };
+    let mut interrupt = Interrupt::new(id, name, payload);
+    interrupt.kind = PauseKind::Ask;
+    interrupt.expires_at = graph.pause_timeout(node).map(|secs| now().saturating_add(secs));
+    interrupt
+}
+
+/// Where the run goes after `node` (named `name`): a router's choice if it made one (checked
+/// against its declaration), else its fan-out, else its edges. Guards' panics are caught.
+pub(crate) fn route_from<G: Graph>(
+    graph: &G,
+    node: G::Node,
+    goto: Option<Goto<G::Node>>,
+    state: &G::State,
+    name: &NodeName,
+) -> Result<After<G::Node>, Error> {
+    if let Some(target) = goto {
+        return if graph.can_goto(node, target) {
+            Ok(After::Goto(target))
+        } else {
+            Err(Error::NoRoute { node: name.clone(), goto: Some(goto_name(graph, target)) })
+        };
+    }
+    if graph.fork(node).is_some() {
+        return Ok(After::Fork(node));
+    }
+    match catch_unwind(AssertUnwindSafe(|| graph.try_route(node, state))) {
+        Ok(Ok(Some(target))) => Ok(After::Goto(target)),
+        Ok(Ok(None)) => Err(Error::NoRoute { node: name.clone(), goto: None }),
+        Ok(Err(source)) => Err(Error::NodeFailed { node: name.clone(), source }),
+        Err(payload) => Err(Error::NodePanicked { node: name.clone(), message: panic_message(payload) }),
+    }
+}
+
+pub(crate) fn goto_name<G: Graph>(graph: &G, target: Goto<G::Node>) -> NodeName {
+    match target {
+        Goto::Node(n) => graph.node_name(n),
+        Goto::End => END,
+    }
+}
+
+pub(crate) fn target_of<G: Graph>(graph: &G, goto: Option<Goto<G::Node>>) -> Option<Target> {
+    goto.map(|g| match g {
+        Goto::Node(n) => Target::Node(graph.node_name(n)),
+        Goto::End => Target::End,
+    })
+}
+
+pub(crate) fn goto_of<G: Graph>(
+    graph: &G,
+    target: &Option<Target>,
+    thread: &ThreadId,
+) -> Result<Option<Goto<G::Node>>, Error> {
+    match target {
+        None => Ok(None),
+        Some(Target::End) => Ok(Some(Goto::End)),
+        Some(Target::Node(name)) => node_named(graph, name, thread).map(|n| Some(Goto::Node(n))),
+    }
+}
+
+/// A node named in a checkpoint; the fingerprint check makes a miss a corrupt checkpoint.
+pub(crate) fn node_named<G: Graph>(graph: &G, name: &NodeName, thread: &ThreadId) -> Result<G::Node, Error> {
+    graph.node_named(name.as_str()).ok_or_else(|| Error::CorruptCheckpoint {
+        thread: thread.clone(),
+        checkpoint: 0,
+        reason: format!("it names node `{name}`, which graph `{}` does not have", graph.name()),
+    })
+}
+
+/// Applies an update through the graph's reducers (user code: a panicking reducer is reported
+/// on `node`, a refused write is `node`'s failure).
+#[inline]
+pub(crate) fn apply_update<G: Graph>(
+    graph: &G,
+    state: &mut G::State,
+    update: <G::State as GraphState>::Update,
+    node: &NodeName,
+) -> Result<(), Error> {
+    match catch_unwind(AssertUnwindSafe(|| graph.apply(state, update))) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(Error::NodeFailed { node: node.clone(), source }),
+        Err(payload) => Err(Error::NodePanicked { node: node.clone(), message: panic_message(payload) }),
+    }
+}

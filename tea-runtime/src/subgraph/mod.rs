@@ -1,0 +1,438 @@
+//! Graphs inside graphs: subgraph nodes (`subgraph research = Researcher;`).
+//!
+//! A subgraph node runs a whole child graph through the same engine: an [`App`] of the child on
+//! the parent's store and options ([`Host`], carried by the parent's `Ctx`). The child's
+//! checkpoints are a thread of their own in that store, under the child graph's name, with an
+//! id derived from where the parent stands — `{parent thread}/{node}@{step}`, with `@{head}`
+//! inside a parallel branch — so that a recover of the parent, which runs the node again at the
+//! same step, finds the child where it stopped instead of starting it again.
+//!
+//! When the child pauses, the node pauses the parent through its `Hitl` on the child's pauses,
+//! listed under ids that name the path (`research/ask#0`), and keeps a *memo* (the child's
+//! thread and state) among its answers. A resume of the parent hands the node a *reply* (the
+//! answers meant for the child, by the child's own ids); the node then resumes the child's
+//! thread with them, so the child continues where it paused and its completed nodes do not run
+//! again.
+
+use crate::api::app::{App, Recovery};
+use crate::api::stream::Stream;
+use crate::api::token::without_store;
+use crate::format::checkpoint::ParentJump;
+use crate::format::memo::{MEMO, REPLY};
+use crate::format::token::Interrupt;
+use crate::machine::run::{Over, Run};
+use crate::machine::validate::decode_for;
+use crate::model::event::Event;
+use crate::model::graph::{Graph, SyncGraph};
+use crate::model::hitl::Hitl;
+use crate::model::node::{child_steps, Ctx, Goto, NodeId, NodeStep};
+use crate::model::outcome::Outcome;
+use crate::store::Checkpointer;
+use crate::vocab::error::{BoxError, Error, Passthrough};
+use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::state::{GraphState, Reducer};
+use serde_json::{json, Value};
+use std::any::TypeId;
+use std::sync::{Arc, PoisonError};
+
+/// The child's thread of a subgraph node: `{parent thread}/{node}@{step}`, and `@{head}` inside
+/// a parallel branch. Deterministic: the node run again at the same place finds it.
+fn child_thread<S>(ctx: &Ctx<S>, parent: &ThreadId) -> ThreadId {
+    match &ctx.branch {
+        Some(head) => ThreadId::from(format!("{parent}/{}@{}@{head}", ctx.node, ctx.step)),
+        None => ThreadId::from(format!("{parent}/{}@{}", ctx.node, ctx.step)),
+    }
+}
+
+/// Runs a subgraph node whose child graph has its own state: `input` maps the parent's state to
+/// the child's input, `output` the child's final state to the parent's update. Generated code
+/// calls it for `subgraph node = Child(input => output);`.
+#[doc(hidden)]
+pub fn run_subgraph_mapped<S, N, C, I, O>(
+    child: C,
+    input: &I,
+    output: &O,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    N: NodeId,
+    C: Graph + SyncGraph,
+    I: Fn(&S) -> C::State,
+    O: Fn(&S, C::State) -> S::Update,
+{
+    let parent_node = TypeId::of::<N>();
+    let done =
+        run_child(child, state, ctx, hitl, parent_node, &|s| input(s), &|_| None, false).map_err(pass_through)?;
+    if let Some(jump) = done.jump {
+        return jump.step(&done.graph, done.thread.as_ref(), parent_graph(ctx));
+    }
+    Ok(NodeStep::new(Some(output(state, done.last)), None))
+}
+
+/// Checks a subgraph's input mapping where the graph names it: `fn(&State) -> ChildState`.
+#[doc(hidden)]
+pub fn subgraph_input<S, C: Graph, F: Fn(&S) -> C::State>(f: &F) -> &F {
+    f
+}
+
+/// Checks a subgraph's output mapping where the graph names it:
+/// `fn(&State, ChildState) -> StateUpdate`.
+#[doc(hidden)]
+pub fn subgraph_output<S: GraphState, C: Graph, F: Fn(&S, C::State) -> S::Update>(f: &F) -> &F {
+    f
+}
+
+/// Runs a subgraph node whose child graph has the parent's state: the child starts on a copy
+/// of the parent's state, and what it changed is the node's update (see [`delta`]). Generated
+/// code calls it for `subgraph node = Child;`.
+#[doc(hidden)]
+pub fn run_subgraph_shared<S, N, C>(
+    child: C,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    N: NodeId,
+    C: Graph<State = S> + SyncGraph,
+{
+    let done =
+        run_child(child, state, ctx, hitl, TypeId::of::<N>(), &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)
+            .map_err(pass_through)?;
+    if let Some(jump) = done.jump {
+        return jump.step(&done.graph, done.thread.as_ref(), parent_graph(ctx));
+    }
+    let first = done.first.as_ref().unwrap_or(state);
+    Ok(NodeStep::new(Some(delta(first, &done.last)?), None))
+}
+
+/// A child run that finished: its final state, when asked for its input, and where it routes
+/// its parent if it ended with `Command::parent`.
+struct Finished<T> {
+    first: Option<T>,
+    last: T,
+    jump: Option<ParentJump>,
+    graph: String,
+    /// The child's thread (`None`: it ran without a store).
+    thread: Option<ThreadId>,
+}
+
+/// The declared name of the graph whose run runs this subgraph node (`None` without a store).
+fn parent_graph<S>(ctx: &Ctx<S>) -> Option<&str> {
+    ctx.host.as_deref().map(|host| host.graph.as_str())
+}
+
+/// Drives a child's stream to its end or pause, handing `forward` each step.
+fn drain<C: Graph>(
+    stream: &mut Stream<'_, C>,
+    forward: &mut dyn FnMut(Event<C::State>),
+) -> Result<Outcome<C::State>, BoxError> {
+    for event in stream.by_ref() {
+        match event? {
+            Event::Done(last) => return Ok(Outcome::Done(last)),
+            Event::Interrupted { state, resume } => return Ok(Outcome::Interrupted { state, resume }),
+            step => forward(step),
+        }
+    }
+    Err("the child graph's run ended without finishing or pausing".into())
+}
+
+/// Marks the child's errors that the parent's run reports as its own ([`Passthrough`]).
+fn pass_through(error: BoxError) -> BoxError {
+    match error.downcast::<Error>() {
+        Ok(error)
+            if matches!(
+                *error,
+                Error::ThreadBusy { .. } | Error::LeaseLost { .. } | Error::PausedWithoutCheckpointer { .. }
+            ) =>
+        {
+            Box::new(Passthrough(*error))
+        }
+        Ok(error) => error,
+        Err(other) => other,
+    }
+}
+
+/// Runs, resumes or recovers the child of a subgraph node; a pause of the child pauses the node
+/// (an `Err` the engine reads as a pause through `hitl`). While the parent streams, the child
+/// streams too and its steps go to the parent's stream, named by their path (`review/judge`),
+/// with the child's state where `as_parent` makes it the parent's (a child with the parent's
+/// state) and the parent's state before the node otherwise. Callers hand its errors through
+/// [`pass_through`], so that a busy child or a lost lease is the parent run's own error.
+#[allow(clippy::too_many_arguments)] // the two generic subgraph forms differ only in these
+fn run_child<S, C>(
+    child: C,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+    parent_node: TypeId,
+    input: &dyn Fn(&S) -> C::State,
+    as_parent: &dyn Fn(&C::State) -> Option<S>,
+    want_first: bool,
+) -> Result<Finished<C::State>, BoxError>
+where
+    S: GraphState,
+    C: Graph + SyncGraph,
+{
+    let sink = child_steps(ctx);
+    let mut forward = |event: Event<C::State>| {
+        let (Some(sink), Event::Step { node, branch, state: child_state, duration }) = (sink, event) else { return };
+        let node = NodeName::from(format!("{}/{node}", ctx.node));
+        let branch = branch.map(|head| NodeName::from(format!("{}/{head}", ctx.node)));
+        let state = as_parent(&child_state).unwrap_or_else(|| state.clone());
+        sink.lock().unwrap_or_else(PoisonError::into_inner).push(Event::Step { node, branch, state, duration });
+    };
+    let (Some(host), Some(parent)) = (ctx.host.as_ref(), ctx.thread.as_ref()) else {
+        // No store: the child runs to its end (a child that can pause needs one, like any graph).
+        let graph = child.name().to_owned();
+        let first = input(state);
+        let kept = want_first.then(|| first.clone());
+        // It works within its parent's limits, as a child with a store does (`App::for_child`).
+        let mut run = Run::new(&child, first, ctx.limits, None, sink.is_some());
+        run.parent_node = Some(parent_node);
+        let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
+        if sink.is_some() {
+            let mut stream = Stream::new(Ok(run));
+            let last = match drain(&mut stream, &mut forward)? {
+                Outcome::Done(last) => last,
+                Outcome::Interrupted { resume, .. } => return Err(paused(resume.node()).into()),
+            };
+            let jump = stream.take_jump();
+            return Ok(Finished { first: kept, last, jump, graph, thread: None });
+        }
+        if let Over::Paused(record) = run.run_to_end()? {
+            return Err(Box::new(without_store(&run, &record)));
+        }
+        let jump = run.jump.take();
+        return Ok(Finished { first: kept, last: run.state, jump, graph, thread: None });
+    };
+    let given = hitl.given();
+    let memo = given.first().and_then(|v| v.get(MEMO));
+    let reply = given.last().and_then(|v| v.get(REPLY));
+    let thread = match memo.and_then(|m| m.get("thread")).and_then(Value::as_str) {
+        Some(thread) => ThreadId::from(thread.to_owned()),
+        None => child_thread(ctx, parent),
+    };
+    let app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    let mut first = None;
+    let outcome = if app.state(&thread)?.is_none() {
+        let start = input(state);
+        if want_first {
+            first = Some(start.clone());
+        }
+        if sink.is_some() {
+            drain(&mut app.stream_on(thread.clone(), start), &mut forward)?
+        } else {
+            app.invoke_on(thread.clone(), start)?
+        }
+    } else {
+        // Paused (its pause comes back with a fresh token), finished (its final state), or
+        // stopped part-way by a failure or a crash (it continues where it stopped).
+        let recovered = if sink.is_some() {
+            let (head, bytes) = app.head(&thread)?;
+            match app.recovery(&thread, head, bytes)? {
+                Recovery::Over(outcome) => outcome,
+                Recovery::Run(mut run) => {
+                    run.record_steps();
+                    drain(&mut Stream::new(Ok(run)), &mut forward)?
+                }
+            }
+        } else {
+            app.recover(&thread)?
+        };
+        match (recovered, reply) {
+            (Outcome::Interrupted { resume, .. }, Some(reply)) => {
+                let mut resume = resume;
+                for pair in reply.as_array().into_iter().flatten() {
+                    if let (Some(id), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1)) {
+                        resume = resume.answer_to(id, value);
+                    }
+                }
+                if sink.is_some() {
+                    drain(&mut app.stream_resume(resume), &mut forward)?
+                } else {
+                    app.resume(resume)?
+                }
+            }
+            (outcome, _) => outcome,
+        }
+    };
+    match outcome {
+        Outcome::Done(last) => {
+            if want_first && first.is_none() {
+                first = Some(first_state(&app, &thread)?);
+            }
+            // Did the child end by routing its parent? Its final checkpoint says.
+            let graph = app.graph().name().to_owned();
+            let jump = match app.checkpointer().head(&graph, &thread)? {
+                Some((id, bytes)) => decode_for(app.graph(), &bytes, &thread, id)?.parent,
+                None => None,
+            };
+            Ok(Finished { first, last, jump, graph, thread: Some(thread) })
+        }
+        Outcome::Interrupted { state: child_state, resume } => {
+            let pauses: Vec<Interrupt> = resume
+                .interrupts()
+                .iter()
+                .map(|pause| {
+                    let id = match &ctx.branch {
+                        Some(head) => format!("{}/{}@{head}", ctx.node, pause.id()),
+                        None => format!("{}/{}", ctx.node, pause.id()),
+                    };
+                    pause.nested(id, ctx.node.clone())
+                })
+                .collect();
+            let child_state = serde_json::to_value(&child_state).unwrap_or(Value::Null);
+            let memo =
+                json!({ MEMO: { "graph": app.graph().name(), "thread": thread.as_str(), "state": child_state } });
+            Err(Box::new(hitl.pause_child(memo, pauses)))
+        }
+    }
+}
+
+/// The state a child thread started with (its first checkpoint).
+fn first_state<C: Graph>(app: &App<C, Arc<dyn Checkpointer>>, thread: &ThreadId) -> Result<C::State, Error> {
+    let history = app.history(thread)?;
+    history
+        .into_iter()
+        .last()
+        .map(|snapshot| snapshot.state)
+        .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
+}
+
+/// What a child graph with its parent's state changed, as an update of that state: each field
+/// whose value differs is written so that applying the update to `before` gives `after`. A field
+/// with a reducer is written through it where that is exact — an `append` field by the items
+/// added, a `sum` field by the difference, a `max`/`min`/`union`/`merge` field by its new value
+/// when that only grew — so that sibling parallel branches still merge with it; otherwise the
+/// field is overwritten.
+pub(crate) fn delta<S: GraphState>(before: &S, after: &S) -> Result<S::Update, BoxError> {
+    let encode = |state: &S| match serde_json::to_value(state) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("a subgraph over its parent's state needs a state that serializes as a map of its fields"),
+        Err(_) => Err("the state does not serialize"),
+    };
+    let (before, after) = (encode(before)?, encode(after)?);
+    let mut update = serde_json::Map::new();
+    for field in S::FIELDS {
+        let (Some(old), Some(new)) = (before.get(field.name), after.get(field.name)) else {
+            return Err(format!(
+                "field `{}` is not serialized under its name, so a subgraph over this state cannot tell what it changed",
+                field.name
+            )
+            .into());
+        };
+        if old == new {
+            continue;
+        }
+        let written = match field.reducer {
+            Reducer::Replace => new.clone(),
+            reducer => match reduced(reducer, old, new) {
+                Some(value) => json!({ "reduce": value }),
+                None => json!({ "overwrite": new }),
+            },
+        };
+        update.insert(field.name.to_owned(), written);
+    }
+    serde_json::from_value(Value::Object(update))
+        .map_err(|e| format!("the child's changes do not form an update: {e}").into())
+}
+
+/// The value that, merged into `old` by `reducer`, gives `new`; `None` when there is none that
+/// is sure to (the field is then overwritten).
+fn reduced(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
+    match (reducer, old, new) {
+        (Reducer::Append, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
+            Some(Value::Array(new[old.len()..].to_vec()))
+        }
+        (Reducer::Append, Value::String(old), Value::String(new)) => new.strip_prefix(old.as_str()).map(|s| json!(s)),
+        (Reducer::Sum, Value::Number(old), Value::Number(new)) => {
+            if let (Some(o), Some(n)) = (old.as_i64(), new.as_i64()) {
+                n.checked_sub(o).map(|d| json!(d))
+            } else if let (Some(o), Some(n)) = (old.as_u64(), new.as_u64()) {
+                n.checked_sub(o).map(|d| json!(d))
+            } else {
+                let (o, n) = (old.as_f64()?, new.as_f64()?);
+                let d = n - o;
+                (o + d == n).then(|| json!(d))
+            }
+        }
+        (Reducer::Max, Value::Number(old), Value::Number(new)) => (new.as_f64()? >= old.as_f64()?).then(|| json!(new)),
+        (Reducer::Min, Value::Number(old), Value::Number(new)) => (new.as_f64()? <= old.as_f64()?).then(|| json!(new)),
+        (Reducer::Union, Value::Array(old), Value::Array(new)) => {
+            old.iter().all(|item| new.contains(item)).then(|| Value::Array(new.clone()))
+        }
+        (Reducer::Merge, Value::Object(old), Value::Object(new)) => {
+            old.keys().all(|key| new.contains_key(key)).then(|| Value::Object(new.clone()))
+        }
+        _ => None,
+    }
+}
+
+impl ParentJump {
+    /// The step of a subgraph node (of a parent graph `parent` whose nodes are `N`) whose child,
+    /// graph `child` on thread `thread`, made this jump.
+    ///
+    /// The jump must be the running parent's: in memory, by its node type; read back from the
+    /// child's final checkpoint, by the parent graph's declared name it records. A record of an
+    /// earlier tea (by Rust type name) is accepted where that name is the running parent's node
+    /// type's, and refused with [`Error::SchemaMismatch`] otherwise.
+    fn step<S: GraphState, N: NodeId>(
+        self,
+        child: &str,
+        thread: Option<&ThreadId>,
+        parent: Option<&str>,
+    ) -> Result<NodeStep<S, N>, BoxError> {
+        let parent_name = || parent.map_or_else(|| std::any::type_name::<N>().to_owned(), str::to_owned);
+        let other = |made_for: &str| -> BoxError {
+            format!(
+                "child graph `{child}` routes to node `{}` of `{made_for}` with `Command::parent`, but runs inside `{}`",
+                self.target,
+                parent_name()
+            )
+            .into()
+        };
+        if let Some(made_for) = self.node_type {
+            if made_for != std::any::TypeId::of::<N>() {
+                return Err(other("another graph"));
+            }
+        } else if let Some(recorded) = &self.parent {
+            if Some(recorded.as_str()) != parent {
+                return Err(other(recorded));
+            }
+        } else if let Some(legacy) = &self.legacy_type {
+            if legacy != std::any::type_name::<N>() {
+                let error = Error::SchemaMismatch {
+                    graph: child.to_owned(),
+                    thread: thread.cloned().unwrap_or_else(|| ThreadId::from(child.to_owned())),
+                    what: "record of its `Command::parent` jump (written by an earlier tea, naming the parent by a Rust type name this build does not have)",
+                };
+                return Err(Box::new(Passthrough(error)));
+            }
+        }
+        let Some(target) = N::from_node_str(&self.target) else {
+            return Err(format!(
+                "child graph `{child}` routes to node `{}`, which its parent does not have",
+                self.target
+            )
+            .into());
+        };
+        if let Some(error) = self.error {
+            return Err(error.into());
+        }
+        let update = match self.update {
+            None => None,
+            Some(value) => {
+                Some(serde_json::from_value(value).map_err(|e| format!("the parent update does not read back: {e}"))?)
+            }
+        };
+        Ok(NodeStep::new(update, Some(Goto::Node(target))))
+    }
+}
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests;

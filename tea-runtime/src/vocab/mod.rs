@@ -1,0 +1,10 @@
+//! Layer 0, the vocabulary: names and ids, errors, the state traits and reducers, the options
+//! every layer reads, clocks, and tracing helpers. Imports nothing else of the crate.
+
+pub(crate) mod clock;
+pub(crate) mod error;
+pub(crate) mod name;
+pub(crate) mod options;
+pub mod reducers;
+pub(crate) mod state;
+pub(crate) mod trace;

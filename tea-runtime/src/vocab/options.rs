@@ -1,0 +1,65 @@
+//! The options of a run that every layer may read: when checkpoints are written, and the
+//! defaults of the builder's limits. Defined here, at the bottom, so that the executor and the
+//! drivers never read them from the API layer above them.
+
+use std::time::Duration;
+
+/// How many branches of one fan-out run at once by default: see
+/// [`Builder::max_parallel_branches`](crate::Builder::max_parallel_branches).
+pub const DEFAULT_MAX_PARALLEL_BRANCHES: usize = 128;
+
+/// How long a running thread's lease lasts unless renewed: see [`Builder::lease`](crate::Builder::lease).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+/// The default recursion limit: the number of node runs after which a run fails with
+/// [`Error::RecursionLimit`](crate::Error::RecursionLimit).
+pub const DEFAULT_RECURSION_LIMIT: usize = 10_000;
+
+/// The limits a run works within ([`Builder::recursion_limit`](crate::Builder::recursion_limit),
+/// [`Builder::max_parallel_branches`](crate::Builder::max_parallel_branches)): carried by the
+/// run and by each node's `Ctx`, so that a subgraph node's child run honours its parent's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The most node runs one invocation may take.
+    pub(crate) recursion: usize,
+    /// The most branches of one fan-out that run at once.
+    pub(crate) max_branches: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { recursion: DEFAULT_RECURSION_LIMIT, max_branches: DEFAULT_MAX_PARALLEL_BRANCHES }
+    }
+}
+
+/// When a run with a checkpointer writes checkpoints, and which writes are flushed (made to
+/// survive a crash of the process) before the run goes on.
+///
+/// In every mode, a pause is flushed before its token exists, and a finished run's final
+/// checkpoint is flushed before `invoke`/`resume`/`recover` returns: what a call reported
+/// survives a crash, and a token whose resume returned can never be resumed again. The modes
+/// differ in what a crash *during* a run loses:
+///
+/// | mode | written | flushed | after a crash, `recover` continues from |
+/// |---|---|---|---|
+/// | `EveryStep` (default) | after every node | every write | the last node that completed |
+/// | `Buffered` | after every node | pauses and the end | the last write the store had flushed on its own (at worst the start or the last pause) |
+/// | `OnPause` | at the start, pauses and the end | pauses and the end | the start of the run or its last pause |
+///
+/// After a failed run (a node error or panic; the process still there), `recover` continues
+/// from the run's last checkpoint: with `EveryStep` and `Buffered` the node that failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// A checkpoint after every node, flushed before the next node starts: `app.recover(thread)`
+    /// continues a run that crashed without running again the nodes that completed. One flush
+    /// per node on a disk store.
+    #[default]
+    EveryStep,
+    /// A checkpoint after every node, flushed only at pauses and at the end (LangGraph's
+    /// "async" durability): as cheap as `OnPause` in flushes, as precise as `EveryStep` after
+    /// a failure, but a crash may lose the last nodes' checkpoints.
+    Buffered,
+    /// Checkpoints only when the run starts, pauses and finishes: the fewest writes; a crashed
+    /// or failed run restarts from its start or its last pause.
+    OnPause,
+}
