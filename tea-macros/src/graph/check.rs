@@ -10,10 +10,10 @@
 //! `tea_check::Graph` and puts each problem on the identifier it is about.
 
 use super::parse::{GraphDef, GuardRef, Stmt, SubgraphDef, When};
-use crate::suggest::suggest;
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::{Ident, LitInt};
+use tea_check::suggest;
 pub use tea_check::Target;
 use tea_check::{At, Kind, Source, Spelling};
 
@@ -512,7 +512,7 @@ struct Located {
 }
 
 /// The graph's shape, as `tea_check` reads it.
-fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
+pub fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
     let edges = |routes: &[Route]| -> Vec<tea_check::Edge> {
         routes.iter().map(|r| tea_check::Edge { to: r.to, guard: r.guard.map(GuardRef::label) }).collect()
     };

@@ -4,11 +4,12 @@
 //! allocation per step. Calls to user functions are spanned on the user's identifiers so that a
 //! missing or ill-typed node or guard is reported there. Execution logic stays in the runtime.
 
-use super::check::{Model, Node, NodeKind, Route, Routing, Target};
+use super::check::{lower, Model, Node, NodeKind, Route, Routing, Target};
 use super::parse::{path_string, GraphDef, Stmt};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
+use tea_check::draw::{self, Format, Ids, Look, Part, Shape};
 
 pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let GraphDef { attrs, vis, name, state, .. } = def;
@@ -205,10 +206,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         }
     });
     let fingerprint = fingerprint_text(def, model);
-    let mermaid =
-        drawing(name, "MERMAID", &mermaid(model), "flowchart TD\n", "", "The graph drawn as a Mermaid flowchart:");
-    let dot_head = format!("digraph {name_str} {{\n");
-    let dot = drawing(name, "DOT", &dot(model), &dot_head, "}\n", "The graph in Graphviz DOT:");
+    let mermaid = drawing(def, model, Format::Mermaid);
+    let dot = drawing(def, model, Format::Dot);
     // A graph with subgraph nodes can pause if a child can: the bounds on its children decide
     // (`for<'a>` keeps a bound on a concrete type from being checked where it is written, so
     // the impl simply does not apply when a child can pause).
@@ -630,164 +629,61 @@ fn target_name<'m>(target: Target, model: &'m Model) -> &'m str {
     }
 }
 
-/// One edge of a drawing: from, to (`__start__` / `__end__` for the ends), and what kind.
-struct Drawn<'m> {
-    from: &'m str,
-    to: &'m str,
-    kind: EdgeKind,
-}
-
-enum EdgeKind {
-    Plain,
-    Guarded(String),
-    Router,
-    Branch,
-    /// `parallel a => b* -> j;`: `a` runs `b` once per send.
-    Sends,
-}
-
-/// Every edge of the graph, in declaration order, for `MERMAID` and `DOT`.
-fn drawn_edges<'m>(model: &'m Model) -> Vec<Drawn<'m>> {
-    let id = |t: Target| match t {
-        Target::End => "__end__",
-        Target::Node(i) => model.nodes[i].name.as_str(),
-    };
-    let routes = |from: &'m str, routes: &'m [Route]| {
-        routes.iter().map(move |route| Drawn {
-            from,
-            to: id(route.to),
-            kind: route.guard.map_or(EdgeKind::Plain, |guard| EdgeKind::Guarded(guard.label())),
-        })
-    };
-    let mut edges: Vec<Drawn> = routes("__start__", &model.start).collect();
-    for node in &model.nodes {
-        match &node.routing {
-            Routing::Edges { routes: list, .. } => edges.extend(routes(&node.name, list)),
-            Routing::Router(targets) => {
-                edges.extend(targets.iter().map(|&t| Drawn { from: &node.name, to: id(t), kind: EdgeKind::Router }))
-            }
-            Routing::Fork { heads, each, .. } => edges.extend(heads.iter().map(|&h| Drawn {
-                from: &node.name,
-                to: &model.nodes[h].name,
-                kind: if *each { EdgeKind::Sends } else { EdgeKind::Branch },
-            })),
-        }
-    }
-    edges
-}
-
-/// A part of a drawing's template (ids marked with `\u{1}`): text, or the template of the child
-/// graph of a subgraph node, inserted with its ids prefixed by `{node}__`.
-enum Part<'m> {
-    Text(String),
-    Child(&'m syn::Path, String),
-}
-
-fn push_text(parts: &mut Vec<Part>, text: String) {
-    match parts.last_mut() {
-        Some(Part::Text(last)) => last.push_str(&text),
-        _ => parts.push(Part::Text(text)),
-    }
-}
-
-/// The Mermaid template (without its `flowchart TD` line): a child is a `subgraph` block.
-fn mermaid<'m>(model: &'m Model<'_>) -> Vec<Part<'m>> {
-    let mut parts = vec![Part::Text(String::from("    \u{1}__start__([start])\n"))];
-    for node in &model.nodes {
-        let shape = match node.kind {
-            NodeKind::Interrupt { .. } => format!("{{{{{}}}}}", node.name),
-            NodeKind::Subgraph(sub) => {
-                let child = path_string(&sub.child);
-                push_text(&mut parts, format!("    subgraph \u{1}{} [\"{0}: {child}\"]\n", node.name));
-                parts.push(Part::Child(&sub.child, format!("{}__", node.name)));
-                push_text(&mut parts, String::from("    end\n"));
-                continue;
-            }
+/// What `tea_check::draw` needs besides the graph's shape: names as ids, each node's shape,
+/// the fan-outs that send.
+fn look(model: &Model) -> Look {
+    let shapes = model
+        .nodes
+        .iter()
+        .map(|node| match &node.kind {
+            NodeKind::Interrupt { .. } => Shape::Interrupt,
+            NodeKind::Subgraph(sub) => Shape::Subgraph { child: path_string(&sub.child) },
             // An async node is drawn as a parallelogram: it awaits I/O.
-            NodeKind::Function if node.is_async => format!("[/{}/]", node.name),
-            NodeKind::Function => format!("[{}]", node.name),
-        };
-        push_text(&mut parts, format!("    \u{1}{}{}\n", node.name, shape));
-    }
-    push_text(&mut parts, String::from("    \u{1}__end__([end])\n"));
-    for Drawn { from, to, kind } in drawn_edges(model) {
-        push_text(
-            &mut parts,
-            match kind {
-                EdgeKind::Plain => format!("    \u{1}{from} --> \u{1}{to}\n"),
-                EdgeKind::Guarded(label) => format!("    \u{1}{from} -->|\"{label}\"| \u{1}{to}\n"),
-                EdgeKind::Router => format!("    \u{1}{from} -.-> \u{1}{to}\n"),
-                EdgeKind::Branch => format!("    \u{1}{from} ==> \u{1}{to}\n"),
-                EdgeKind::Sends => format!("    \u{1}{from} ==>|\"send *\"| \u{1}{to}\n"),
-            },
-        );
-    }
-    parts
+            NodeKind::Function if node.is_async => Shape::Async,
+            NodeKind::Function => Shape::Step,
+        })
+        .collect();
+    let mut look = Look::new(Ids::Names, shapes);
+    look.sends = model
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| matches!(n.routing, Routing::Fork { each: true, .. }))
+        .map(|(i, _)| i)
+        .collect();
+    look
 }
 
-/// The DOT template (without the `digraph` lines): a child is a `cluster_` subgraph holding
-/// the subgraph node and the child's nodes and edges.
-fn dot<'m>(model: &'m Model<'_>) -> Vec<Part<'m>> {
-    let mut parts = vec![Part::Text(String::from("    \"\u{1}__start__\" [label=\"start\", shape=circle];\n"))];
-    for node in &model.nodes {
-        let shape = match node.kind {
-            NodeKind::Interrupt { .. } => ", shape=hexagon",
-            NodeKind::Subgraph(_) => ", shape=box3d",
-            NodeKind::Function if node.is_async => ", shape=parallelogram",
-            NodeKind::Function => "",
-        };
-        match &node.kind {
-            NodeKind::Subgraph(sub) => {
-                let child = path_string(&sub.child);
-                push_text(
-                    &mut parts,
-                    format!(
-                        "    subgraph \"cluster_\u{1}{0}\" {{\n    label=\"{0}: {child}\";\n    \"\u{1}{0}\" [label=\"{0}: {child}\"{shape}];\n",
-                        node.name
-                    ),
-                );
-                parts.push(Part::Child(&sub.child, format!("{}__", node.name)));
-                push_text(&mut parts, String::from("    }\n"));
-            }
-            _ => push_text(&mut parts, format!("    \"\u{1}{0}\" [label=\"{0}\"{shape}];\n", node.name)),
-        }
-    }
-    push_text(&mut parts, String::from("    \"\u{1}__end__\" [label=\"end\", shape=doublecircle];\n"));
-    for Drawn { from, to, kind } in drawn_edges(model) {
-        let attributes = match kind {
-            EdgeKind::Plain => String::new(),
-            EdgeKind::Guarded(label) => format!(" [label=\"{label}\"]"),
-            EdgeKind::Router => String::from(" [style=dashed]"),
-            EdgeKind::Branch => String::from(" [style=bold]"),
-            EdgeKind::Sends => String::from(" [style=bold, label=\"send *\"]"),
-        };
-        push_text(&mut parts, format!("    \"\u{1}{from}\" -> \"\u{1}{to}\"{attributes};\n"));
-    }
-    parts
-}
-
-/// The constants of one drawing: the template `__TEA_{KIND}` (what a parent inserts) and
-/// `{KIND}` (the drawing: `head`, the template without its marks, `tail`), with its rustdoc
-/// (children shown by name). A graph without subgraph nodes gets literals; one with them
-/// builds both at compile time with `::tea::__private::draw`.
-fn drawing(name: &Ident, kind: &str, parts: &[Part], head: &str, tail: &str, doc_title: &str) -> TokenStream {
+/// The constants of one drawing, computed here by `tea_check::draw`: the template
+/// `__TEA_{KIND}` (what a parent inserts) and `{KIND}` (the drawing: head, the template
+/// without its marks, tail), with its rustdoc (children shown by name). A graph without
+/// subgraph nodes gets literals; one with them gets its children's templates spliced in by
+/// `::tea::__private::draw` at compile time, as the macro cannot see a child's nodes.
+fn drawing(def: &GraphDef, model: &Model, format: Format) -> TokenStream {
+    let name = &def.name;
+    let (kind, doc_title) = match format {
+        Format::Mermaid => ("MERMAID", "The graph drawn as a Mermaid flowchart:"),
+        Format::Dot => ("DOT", "The graph in Graphviz DOT:"),
+    };
+    let parts = draw::template(&lower(&model.nodes, &model.start), &look(model), format);
+    let head = draw::head(format, Ids::Names, &name.to_string());
+    let tail = draw::tail(format);
+    let child_of = |node: usize| match &model.nodes[node].kind {
+        NodeKind::Subgraph(sub) => Some(&sub.child),
+        _ => None,
+    };
     let public = format_ident!("{kind}");
     let template = format_ident!("__TEA_{kind}");
     let pieces = format_ident!("__TEA_{kind}_PIECES");
     let len = format_ident!("__TEA_{kind}_LEN");
     let buf = format_ident!("__TEA_{kind}_BUF");
     let out = format_ident!("__TEA_{kind}_OUT");
-    let mut shown = String::from(head);
-    for part in parts {
-        match part {
-            Part::Text(text) => shown.push_str(&text.replace('\u{1}', "")),
-            Part::Child(child, _) => shown.push_str(&format!("    %% the nodes of {}\n", path_string(child))),
-        }
-    }
-    shown.push_str(tail);
-    let doc = format!("{doc_title}\n\n```text\n{shown}```");
-    if let [Part::Text(text)] = parts {
-        let plain = format!("{head}{}{tail}", text.replace('\u{1}', ""));
+    let shown = draw::splice(&parts, |node| {
+        child_of(node).map(|child| format!("    %% the nodes of {}\n", path_string(child))).unwrap_or_default()
+    });
+    let doc = format!("{doc_title}\n\n```text\n{head}{}{tail}```", draw::unmark(&shown));
+    if let [Part::Text(text)] = parts.as_slice() {
+        let plain = format!("{head}{}{tail}", draw::unmark(text));
         return quote! {
             #[doc(hidden)]
             pub const #template: &'static str = #text;
@@ -797,7 +693,10 @@ fn drawing(name: &Ident, kind: &str, parts: &[Part], head: &str, tail: &str, doc
     }
     let pieces_tokens = parts.iter().map(|part| match part {
         Part::Text(text) => quote!(::tea::__private::draw::Piece::Text(#text)),
-        Part::Child(child, prefix) => quote!(::tea::__private::draw::Piece::Child(<#child>::#template, #prefix)),
+        Part::Child { node, prefix } => {
+            let child = child_of(*node);
+            quote!(::tea::__private::draw::Piece::Child(<#child>::#template, #prefix))
+        }
     });
     quote! {
         #[doc(hidden)]
