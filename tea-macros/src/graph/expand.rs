@@ -247,6 +247,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             }
         }
     });
+    let typed_routes = typed_routes(def, &node_enum);
     let pause_free = (!model.can_pause).then(|| {
         let bounds = children
             .iter()
@@ -337,6 +338,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 }
             }
 
+            #typed_routes
+
             #pause_free
             #sync_graph
 
@@ -417,6 +420,95 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             }
         };
     }
+}
+
+/// Typed gotos: for each router (`triage -> publish | end;`) a constant on the graph type,
+/// `Flow::TRIAGE`, whose methods are its declared targets — `Flow::TRIAGE.publish()` is
+/// `Command::goto(FlowNode::Publish)`, `Flow::TRIAGE.end()` is `Command::end()` — so a goto to
+/// a node the router does not declare does not compile: the method does not exist, and rustc
+/// points at the router's statement ("method not found for this struct"). Each constant's type
+/// is declared inside the expansion's `const _`, so the graph still adds two names only. A
+/// router whose constant would collide with the graph type's own (`NAME`, `MERMAID`, `DOT`) or
+/// with another router's gets none; `Command::goto` works for every router, checked at run time.
+///
+/// Made from the statements alone, so that the fallback expansion of a graph with errors
+/// declares the same constants (code using them does not cascade into more errors).
+fn typed_routes(def: &GraphDef, node_enum: &Ident) -> TokenStream {
+    const TAKEN: &[&str] = &["NAME", "MERMAID", "DOT"];
+    const RESERVED: &[&str] =
+        &["start", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
+    let name = &def.name;
+    let mut consts: Vec<String> = Vec::new();
+    let mut out = TokenStream::new();
+    for stmt in &def.stmts {
+        let Stmt::Router { from, targets } = stmt else { continue };
+        let router = syn::ext::IdentExt::unraw(from).to_string();
+        let constant = router.to_uppercase();
+        if RESERVED.contains(&router.as_str())
+            || router == "end"
+            || TAKEN.contains(&constant.as_str())
+            || constant.starts_with("__")
+            || consts.contains(&constant)
+        {
+            continue;
+        }
+        consts.push(constant.clone());
+        // Spanned on the router's name in its statement: `triage -> publish | end;`.
+        let span = from.span();
+        let constant = Ident::new(&constant, span);
+        let ty = format_ident!("{}{}Targets", name, super::check::upper_camel(&from.to_string()), span = span);
+        let mut listed: Vec<String> = Vec::new();
+        let mut methods = Vec::new();
+        for target in targets {
+            let target_name = syn::ext::IdentExt::unraw(target).to_string();
+            if RESERVED.contains(&target_name.as_str()) || listed.contains(&target_name) {
+                continue;
+            }
+            let (doc, body) = if target_name == "end" {
+                (String::from("Finish the run: `Command::end()`."), quote!(::tea::__private::Command::end()))
+            } else {
+                let variant = Ident::new(&super::check::upper_camel(&target.to_string()), target.span());
+                (
+                    format!("Go to `{target_name}` next: `Command::goto({node_enum}::{variant})`."),
+                    quote!(::tea::__private::Command::goto(#node_enum::#variant)),
+                )
+            };
+            listed.push(target_name);
+            methods.push(quote! {
+                #[doc = #doc]
+                #[must_use]
+                pub fn #target(self) -> ::tea::__private::Command<#node_enum> {
+                    #body
+                }
+            });
+        }
+        let declared = format!("{router} -> {};", listed.join(" | "));
+        let type_doc = format!("The targets router `{router}` declares (`{declared}`), as methods.");
+        let const_doc = format!(
+            "Typed gotos of router `{router}` (`{declared}`): `{name}::{constant}.{}()` is a `Command` to that \
+             target, and a node `{router}` does not declare has no method, so a goto to it does not compile.",
+            listed.first().map_or("end", String::as_str)
+        );
+        out.extend(quote_spanned! {span=>
+            #[doc = #type_doc]
+            #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug)]
+            #[allow(non_camel_case_types)]
+            pub struct #ty;
+        });
+        out.extend(quote! {
+            #[automatically_derived]
+            impl #ty {
+                #(#methods)*
+            }
+
+            #[automatically_derived]
+            impl #name {
+                #[doc = #const_doc]
+                pub const #constant: #ty = #ty;
+            }
+        });
+    }
+    out
 }
 
 fn node_enum_ident(name: &Ident) -> Ident {
@@ -715,15 +807,20 @@ fn drawing(def: &GraphDef, model: &Model, format: Format) -> TokenStream {
     }
 }
 
-/// What a graph that failed its checks expands to: the errors, the two names it would have
-/// declared (so code using them does not cascade into more errors), and calls to the node
-/// functions and guards, type-checked like the real expansion's (so that a missing or ill-typed
-/// one is reported in the same build as the graph's own problems).
-pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
+/// What a graph that failed its checks expands to: the errors, and everything the graph would
+/// have declared, so that code using it does not cascade into more errors — the graph type with
+/// `NAME`, `MERMAID`, `DOT` and `builder()`, the node enum with its names, and a `Graph`
+/// implementation that compiles whatever the graph's problems (it never runs: the build fails).
+/// Calls to the node functions and guards are type-checked like the real expansion's, so that a
+/// missing or ill-typed one is reported in the same build as the graph's own problems — except
+/// for the names already reported as unknown nodes (`unknown`), whose missing function would
+/// only say the same thing again.
+pub fn fallback(def: &GraphDef, error: Option<syn::Error>, unknown: &[String]) -> TokenStream {
     const RESERVED: &[&str] =
         &["start", "end", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
-    let GraphDef { vis, name, state, .. } = def;
+    let GraphDef { attrs, vis, name, state, .. } = def;
     let node_enum = node_enum_ident(name);
+    let name_str = name.to_string();
     // Inside a `const` item, `compile_error!` does not stop rustc from resolving the rest.
     let error = error.map(|e| {
         let error = e.into_compile_error();
@@ -736,6 +833,7 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
     let mut interruptible: Vec<&Ident> = Vec::new();
     let mut asynchronous: Vec<&Ident> = Vec::new();
     let mut guards: Vec<&syn::Path> = Vec::new();
+    let mut can_pause = false;
     for stmt in &def.stmts {
         match stmt {
             Stmt::Edge(edge) => {
@@ -755,71 +853,219 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
             Stmt::Interrupt { node, .. } => {
                 nodes.push(node);
                 without_function.push(node);
+                can_pause = true;
             }
             Stmt::Subgraph(sub) => {
                 nodes.push(&sub.node);
                 without_function.push(&sub.node);
             }
-            Stmt::Interruptible { nodes: listed } => interruptible.extend(listed),
+            Stmt::Interruptible { nodes: listed } => {
+                interruptible.extend(listed);
+                can_pause = true;
+            }
             Stmt::Async { nodes: listed } => asynchronous.extend(listed),
-            Stmt::Breakpoint { .. } => {}
+            Stmt::Breakpoint { .. } => can_pause = true,
         }
     }
     let mut seen = std::collections::BTreeSet::new();
     nodes.retain(|n| !RESERVED.contains(&n.to_string().as_str()) && seen.insert(n.to_string()));
     let mut variant_names = std::collections::BTreeSet::new();
-    let variants: Vec<Ident> = nodes
+    let (nodes, variants): (Vec<&Ident>, Vec<Ident>) = nodes
         .iter()
-        .map(|n| Ident::new(&super::check::upper_camel(&n.to_string()), n.span()))
-        .filter(|v| variant_names.insert(v.to_string()))
-        .collect();
+        .map(|n| (*n, Ident::new(&super::check::upper_camel(&n.to_string()), n.span())))
+        .filter(|(_, v)| variant_names.insert(v.to_string()))
+        .unzip();
+    let node_names: Vec<String> = nodes.iter().map(|n| syn::ext::IdentExt::unraw(*n).to_string()).collect();
     let mut seen_guards = std::collections::BTreeSet::new();
     let guards: Vec<&syn::Path> = guards.into_iter().filter(|g| seen_guards.insert(path_string(g))).collect();
+    let checked: Vec<&&Ident> =
+        nodes.iter().filter(|n| !without_function.contains(n) && !unknown.contains(&n.to_string())).collect();
 
-    // Without a state type (`Flow { … }` with no `for`), only name the functions.
-    let checks = if matches!(state, syn::Type::Infer(_)) {
-        let functions = nodes.iter().filter(|n| !without_function.contains(n));
-        quote! {
-            fn __tea_referenced_functions() {
-                #( let _ = &#functions; )*
-                #( let _ = &#guards; )*
+    let enum_item = quote_spanned! {name.span()=>
+        #[allow(dead_code)]
+        #[derive(
+            ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq,
+            ::core::cmp::Eq, ::core::hash::Hash, ::core::cmp::PartialOrd, ::core::cmp::Ord
+        )]
+        #vis enum #node_enum { #(#variants,)* }
+    };
+    let names = quote! {
+        #[automatically_derived]
+        impl #node_enum {
+            /// Every node, in order of first appearance in the graph.
+            pub const ALL: &'static [#node_enum] = &[#(#node_enum::#variants),*];
+
+            /// The node's name as written in the graph.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    #(#node_enum::#variants => #node_names,)*
+                }
             }
         }
-    } else {
-        let calls = nodes.iter().filter(|n| !without_function.contains(n)).map(|f| {
-            if asynchronous.contains(f) {
-                let (runner, args) = async_runner(routers.contains(f), interruptible.contains(f));
-                return quote_spanned! {at(f.span())=>
-                    let _ = ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#f, #args);
-                };
+
+        #[automatically_derived]
+        impl ::core::fmt::Display for #node_enum {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(self.name())
             }
-            let runner = match (routers.contains(f), interruptible.contains(f)) {
-                (true, true) => quote!(run_interruptible_router),
-                (false, true) => quote!(run_interruptible),
-                (true, false) => quote!(run_router),
-                (false, false) => quote!(run_node),
+        }
+    };
+    let drawings = quote! {
+        #[doc(hidden)]
+        pub const __TEA_MERMAID: &'static str = "";
+        #[doc(hidden)]
+        pub const __TEA_DOT: &'static str = "";
+        /// Not drawn: the graph does not compile.
+        pub const MERMAID: &'static str = "flowchart TD\n";
+        /// Not drawn: the graph does not compile.
+        pub const DOT: &'static str = ::core::concat!("digraph ", #name_str, " {\n}\n");
+    };
+
+    // Without a state type (`Flow { … }` with no `for`), only the names and the functions.
+    if matches!(state, syn::Type::Infer(_)) {
+        return quote! {
+            #error
+            #(#attrs)*
+            #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
+            #vis struct #name;
+            #enum_item
+            #[allow(dead_code, clippy::all)]
+            const _: () = {
+                #names
+                #[automatically_derived]
+                impl #name {
+                    /// The graph's name.
+                    pub const NAME: &'static str = #name_str;
+                    #drawings
+                }
+                fn __tea_referenced_functions() {
+                    #( let _ = &#checked; )*
+                    #( let _ = &#guards; )*
+                }
             };
-            let args = if interruptible.contains(f) {
-                quote!(__tea_state, __tea_ctx, __tea_hitl)
-            } else {
-                quote!(__tea_state, __tea_ctx)
+        };
+    }
+
+    let calls = checked.iter().map(|f| {
+        if asynchronous.contains(f) {
+            let (runner, args) = async_runner(routers.contains(f), interruptible.contains(f));
+            return quote_spanned! {at(f.span())=>
+                let _ = ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#f, #args);
             };
-            quote_spanned! {at(f.span())=>
-                let _ = ::tea::__private::#runner::<#state, #node_enum, _, _>(&#f, #args);
-            }
-        });
-        let guard_calls = guards.iter().map(|g| {
-            quote_spanned! {at(span_of_path(g))=>
-                let _ = ::tea::__private::guard::<#state, _>(&#g, __tea_state);
-            }
-        });
+        }
+        let runner = match (routers.contains(f), interruptible.contains(f)) {
+            (true, true) => quote!(run_interruptible_router),
+            (false, true) => quote!(run_interruptible),
+            (true, false) => quote!(run_router),
+            (false, false) => quote!(run_node),
+        };
+        let args = if interruptible.contains(f) {
+            quote!(__tea_state, __tea_ctx, __tea_hitl)
+        } else {
+            quote!(__tea_state, __tea_ctx)
+        };
+        quote_spanned! {at(f.span())=>
+            let _ = ::tea::__private::#runner::<#state, #node_enum, _, _>(&#f, #args);
+        }
+    });
+    let guard_calls = guards.iter().map(|g| {
+        quote_spanned! {at(span_of_path(g))=>
+            let _ = ::tea::__private::guard::<#state, _>(&#g, __tea_state);
+        }
+    });
+    let pause_free = (!can_pause).then(|| {
         quote! {
+            #[automatically_derived]
+            impl ::tea::__private::PauseFree for #name {}
+        }
+    });
+    let sync_graph = asynchronous.is_empty().then(|| {
+        quote! {
+            #[automatically_derived]
+            impl ::tea::__private::SyncGraph for #name {}
+        }
+    });
+    let failed = format!("graph `{name_str}` did not compile");
+    let typed_routes = typed_routes(def, &node_enum);
+    quote! {
+        #error
+        #(#attrs)*
+        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
+        #vis struct #name;
+        #enum_item
+        #[allow(dead_code, unreachable_code, unused_variables, clippy::all, unused_qualifications)]
+        const _: () = {
+            #names
+
             #[automatically_derived]
             impl ::tea::__private::NodeId for #node_enum {
                 type State = #state;
+
+                fn node_str(self) -> ::core::option::Option<&'static str> {
+                    ::core::option::Option::Some(self.name())
+                }
             }
 
-            #[allow(unreachable_code, unused_variables, clippy::all)]
+            #[automatically_derived]
+            impl #name {
+                /// The graph's name.
+                pub const NAME: &'static str = #name_str;
+                #drawings
+
+                /// Starts building an app that runs this graph.
+                pub fn builder() -> ::tea::__private::Builder<#name> {
+                    ::tea::__private::Builder::new(#name)
+                }
+            }
+
+            #pause_free
+            #sync_graph
+            #typed_routes
+
+            #[automatically_derived]
+            impl ::tea::__private::Graph for #name {
+                type State = #state;
+                type Node = #node_enum;
+
+                fn name(&self) -> &str {
+                    #name_str
+                }
+
+                fn fingerprint(&self) -> u64 {
+                    0
+                }
+
+                fn node_name(&self, node: #node_enum) -> ::tea::__private::NodeName {
+                    ::tea::__private::NodeName::from_static(node.name())
+                }
+
+                fn node_named(&self, name: &str) -> ::core::option::Option<#node_enum> {
+                    #node_enum::ALL.iter().copied().find(|node| node.name() == name)
+                }
+
+                fn start(&self, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    ::core::option::Option::None
+                }
+
+                fn run(
+                    &self,
+                    __tea_node: #node_enum,
+                    __tea_state: &#state,
+                    __tea_ctx: &::tea::__private::Ctx<#state>,
+                    __tea_hitl: &mut ::tea::__private::Hitl,
+                ) -> ::core::result::Result<::tea::__private::NodeStep<#state, #node_enum>, ::tea::__private::BoxError> {
+                    ::core::result::Result::Err(::core::convert::From::from(#failed))
+                }
+
+                fn route(&self, __tea_node: #node_enum, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    ::core::option::Option::None
+                }
+
+                fn can_goto(&self, __tea_from: #node_enum, __tea_to: ::tea::__private::Goto<#node_enum>) -> bool {
+                    false
+                }
+            }
+
             fn __tea_checked_functions(
                 __tea_state: &#state,
                 __tea_ctx: &::tea::__private::Ctx<#state>,
@@ -828,22 +1074,6 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 #(#calls)*
                 #(#guard_calls)*
             }
-        }
-    };
-    let enum_item = quote_spanned! {name.span()=>
-        #[allow(dead_code)]
-        #[derive(
-            ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq, ::core::cmp::Eq
-        )]
-        #vis enum #node_enum { #(#variants,)* }
-    };
-    quote! {
-        #error
-        #vis struct #name;
-        #enum_item
-        #[allow(dead_code, clippy::all)]
-        const _: () = {
-            #checks
         };
     }
 }
