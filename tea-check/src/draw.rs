@@ -80,12 +80,16 @@ pub struct Look {
     /// The nodes whose fan-out sends its branch once per item (`parallel a => b* -> j;`): the
     /// branch is drawn `send *`. By index in [`Graph::nodes`].
     pub sends: Vec<usize>,
+    /// The nodes with a breakpoint before them (`interrupt_before`), by index.
+    pub interrupt_before: Vec<usize>,
+    /// The nodes with a breakpoint after them (`interrupt_after`), by index.
+    pub interrupt_after: Vec<usize>,
 }
 
 impl Look {
-    /// A look with these ids and shapes, and no fan-out that sends.
+    /// A look with these ids and shapes, no fan-out that sends and no breakpoint.
     pub fn new(ids: Ids, shapes: Vec<Shape>) -> Look {
-        Look { ids, shapes, sends: Vec::new() }
+        Look { ids, shapes, sends: Vec::new(), interrupt_before: Vec::new(), interrupt_after: Vec::new() }
     }
 
     fn shape(&self, node: usize) -> &Shape {
@@ -140,10 +144,16 @@ pub fn tail(format: Format) -> &'static str {
 /// Edges are drawn in order: the entry's, then each node's — plain (`-->`), guarded with their
 /// guard as label, routers' targets dashed (`-.->`), fan-outs' branches bold (`==>`, `send *`
 /// for a fan-out that sends). A fan-out's join is reached by its branches' own edges.
+///
+/// Breakpoints come last, in lines of their own (the lines above stay as they are): in Mermaid
+/// a class per kind (`class review interrupt_before`, drawn with a thick border, dashed for
+/// `interrupt_after`), in DOT the node's attributes again with an outside label
+/// (`"review" [xlabel="interrupt_before", penwidth=3];`).
 pub fn template(graph: &Graph, look: &Look, format: Format) -> Vec<Part> {
     let mut parts = Vec::new();
     let m = MARK;
     let text = |parts: &mut Vec<Part>, text: String| match parts.last_mut() {
+        _ if text.is_empty() => {}
         Some(Part::Text(last)) => last.push_str(&text),
         _ => parts.push(Part::Text(text)),
     };
@@ -236,7 +246,49 @@ pub fn template(graph: &Graph, look: &Look, format: Format) -> Vec<Part> {
             },
         );
     }
+    text(&mut parts, breakpoints(graph, look, format));
     parts
+}
+
+/// The lines that mark the breakpoints (nothing without any).
+fn breakpoints(graph: &Graph, look: &Look, format: Format) -> String {
+    let m = MARK;
+    let mut out = String::new();
+    match format {
+        Format::Mermaid => {
+            for (kind, nodes, style) in [
+                ("interrupt_before", &look.interrupt_before, "stroke-width:4px"),
+                ("interrupt_after", &look.interrupt_after, "stroke-width:4px,stroke-dasharray:6 3"),
+            ] {
+                let ids: Vec<String> = nodes
+                    .iter()
+                    .filter(|&&i| i < graph.nodes.len())
+                    .map(|&i| format!("{m}{}", look.id(graph, i)))
+                    .collect();
+                if !ids.is_empty() {
+                    out.push_str(&format!("    classDef {kind} {style}\n    class {} {kind}\n", ids.join(",")));
+                }
+            }
+        }
+        Format::Dot => {
+            for i in 0..graph.nodes.len() {
+                let kinds: Vec<&str> =
+                    [("interrupt_before", &look.interrupt_before), ("interrupt_after", &look.interrupt_after)]
+                        .into_iter()
+                        .filter(|(_, nodes)| nodes.contains(&i))
+                        .map(|(kind, _)| kind)
+                        .collect();
+                if !kinds.is_empty() {
+                    out.push_str(&format!(
+                        "    \"{m}{}\" [xlabel=\"{}\", penwidth=3];\n",
+                        look.id(graph, i),
+                        kinds.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How an edge is drawn.
@@ -317,4 +369,78 @@ fn mermaid_escape(label: &str) -> String {
 /// A DOT string's text inside `"…"`.
 fn dot_escape(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Spelling;
+
+    /// start -> ask; ask -> review | end; review -> end (review: a subgraph node).
+    fn graph() -> Graph {
+        Graph::builder(Spelling::GraphMacro)
+            .edge("start", "ask", None)
+            .router("ask", ["review", "end"])
+            .edge("review", "end", None)
+            .build()
+    }
+
+    #[test]
+    fn a_child_goes_inside_its_node_with_its_ids_prefixed() {
+        let look = Look::new(Ids::Names, vec![Shape::Interrupt, Shape::Subgraph { child: "Reviewer".into() }]);
+        let parts = template(&graph(), &look, Format::Mermaid);
+        assert!(matches!(&parts[1], Part::Child { node: 1, prefix } if prefix == "review__"), "{parts:?}");
+        let child = splice(&template(&graph(), &Look::new(Ids::Names, Vec::new()), Format::Mermaid), |_| String::new());
+        let drawn = drawing(&graph(), &look, "Desk", Format::Mermaid, |_| child.clone());
+        assert!(
+            drawn.contains(
+                "    ask{{ask}}\n    subgraph review [\"review: Reviewer\"]\n    review____start__([start])\n"
+            ),
+            "{drawn}"
+        );
+        assert!(drawn.contains("    review__ask -.-> review____end__\n"), "{drawn}");
+        assert!(drawn.contains("    ask -.-> review\n"), "{drawn}");
+        assert!(!drawn.contains(MARK), "{drawn:?}");
+    }
+
+    #[test]
+    fn numbered_ids_quote_and_escape_names() {
+        let graph = Graph::builder(Spelling::Yaml)
+            .edge("__start__", "say \"hi\"", None)
+            .edge("say \"hi\"", "__end__", Some("state.x == \"a\""))
+            .build();
+        let look = Look::new(Ids::Numbered, vec![Shape::Step]);
+        let mermaid = drawing(&graph, &look, "my \"agent\"", Format::Mermaid, |_| String::new());
+        assert!(mermaid.contains("    n0[\"say #quot;hi#quot;\"]\n"), "{mermaid}");
+        assert!(mermaid.contains("    n0 -->|\"state.x == #quot;a#quot;\"| __end__\n"), "{mermaid}");
+        let dot = drawing(&graph, &look, "my \"agent\"", Format::Dot, |_| String::new());
+        assert!(dot.starts_with("digraph \"my \\\"agent\\\"\" {\n") && dot.ends_with("}\n"), "{dot}");
+        assert!(dot.contains("    \"n0\" [label=\"say \\\"hi\\\"\"];\n"), "{dot}");
+    }
+
+    #[test]
+    fn breakpoints_are_marked_in_lines_of_their_own() {
+        let mut look = Look::new(Ids::Names, vec![Shape::Step, Shape::Step]);
+        let plain = drawing(&graph(), &look, "Desk", Format::Mermaid, |_| String::new());
+        assert!(!plain.contains("class"), "no breakpoint, no class: {plain}");
+        look.interrupt_before = vec![0, 1];
+        look.interrupt_after = vec![1];
+        let mermaid = drawing(&graph(), &look, "Desk", Format::Mermaid, |_| String::new());
+        assert!(mermaid.starts_with(&plain), "the drawing without marks comes first, unchanged:\n{mermaid}");
+        assert!(
+            mermaid.ends_with(
+                "    classDef interrupt_before stroke-width:4px\n    class ask,review interrupt_before\n    \
+             classDef interrupt_after stroke-width:4px,stroke-dasharray:6 3\n    class review interrupt_after\n"
+            ),
+            "{mermaid}"
+        );
+        let dot = drawing(&graph(), &look, "Desk", Format::Dot, |_| String::new());
+        assert!(
+            dot.ends_with(
+                "    \"ask\" [xlabel=\"interrupt_before\", penwidth=3];\n    \
+             \"review\" [xlabel=\"interrupt_before, interrupt_after\", penwidth=3];\n}\n"
+            ),
+            "{dot}"
+        );
+    }
 }

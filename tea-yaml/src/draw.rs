@@ -1,6 +1,7 @@
 //! An agent's graph drawn as Mermaid and Graphviz DOT by `tea_check::draw`, the drawing code
 //! `graph!` uses too: plain edges, guarded edges with their condition as label, fan-out branches
-//! in bold, interrupt nodes as hexagons. YAML node names may be any string, so nodes get ids
+//! in bold, interrupt nodes as hexagons, breakpoints (`interrupt: before|after`) marked in lines
+//! of their own after the edges. YAML node names may be any string, so nodes get ids
 //! (`n0`, …) and their names as labels (`Ids::Numbered`). A `type: subgraph` node is drawn with
 //! its child agent inside it, the child's ids prefixed by the node's (`n2__n0`,
 //! `n2____start__`), so they cannot collide, however deep children nest.
@@ -60,7 +61,13 @@ fn template(graph: &YamlGraph, format: Format) -> String {
             _ => Shape::Step,
         })
         .collect();
-    let parts = draw::template(&shape(&inner.nodes, &inner.start), &Look::new(Ids::Numbered, shapes), format);
+    let mut look = Look::new(Ids::Numbered, shapes);
+    let indices = |keep: fn(&NodeDef) -> bool| -> Vec<usize> {
+        inner.nodes.iter().enumerate().filter(|(_, n)| keep(n)).map(|(i, _)| i).collect()
+    };
+    look.interrupt_before = indices(|n| n.interrupt_before);
+    look.interrupt_after = indices(|n| n.interrupt_after);
+    let parts = draw::template(&shape(&inner.nodes, &inner.start), &look, format);
     draw::splice(&parts, |i| match &inner.nodes[i].exec {
         Exec::Subgraph { child, .. } => template(child, format),
         _ => String::new(),
@@ -78,4 +85,23 @@ pub(crate) fn mermaid(graph: &YamlGraph) -> String {
 
 pub(crate) fn dot(graph: &YamlGraph) -> String {
     drawing(graph, Format::Dot)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn breakpoints_are_marked_after_the_edges() {
+        let yaml = "config: { checkpointer: memory }\nnodes:\n  - name: draft\n    run: return {}\n  - name: publish\n    run: return {}\n    interrupt: before\n";
+        let agent = crate::Engine::new().load_str(yaml).unwrap();
+        let mermaid = agent.mermaid();
+        assert!(
+            mermaid.ends_with(
+                "    n1 --> __end__\n    classDef interrupt_before stroke-width:4px\n    class n1 interrupt_before\n"
+            ),
+            "{mermaid}"
+        );
+        let dot = agent.dot();
+        assert!(dot.contains("    \"n1\" [label=\"publish\"];\n"), "{dot}");
+        assert!(dot.ends_with("    \"n1\" [xlabel=\"interrupt_before\", penwidth=3];\n}\n"), "{dot}");
+    }
 }

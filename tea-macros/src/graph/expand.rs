@@ -722,7 +722,7 @@ fn target_name<'m>(target: Target, model: &'m Model) -> &'m str {
 }
 
 /// What `tea_check::draw` needs besides the graph's shape: names as ids, each node's shape,
-/// the fan-outs that send.
+/// the fan-outs that send, the breakpoints.
 fn look(model: &Model) -> Look {
     let shapes = model
         .nodes
@@ -735,14 +735,13 @@ fn look(model: &Model) -> Look {
             NodeKind::Function => Shape::Step,
         })
         .collect();
+    let indices = |keep: fn(&Node) -> bool| -> Vec<usize> {
+        model.nodes.iter().enumerate().filter(|(_, n)| keep(n)).map(|(i, _)| i).collect()
+    };
     let mut look = Look::new(Ids::Names, shapes);
-    look.sends = model
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| matches!(n.routing, Routing::Fork { each: true, .. }))
-        .map(|(i, _)| i)
-        .collect();
+    look.sends = indices(|n| matches!(n.routing, Routing::Fork { each: true, .. }));
+    look.interrupt_before = indices(|n| n.interrupt_before);
+    look.interrupt_after = indices(|n| n.interrupt_after);
     look
 }
 
