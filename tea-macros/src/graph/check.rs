@@ -448,16 +448,17 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
     // path checks, which would report both halves of the typo as two misleading problems.
     let mut unknown: Vec<String> = Vec::new();
     let mut led_to = vec![false; nodes.len()];
+    let mut targets: Vec<Target> = start.iter().map(|r| r.to).collect();
     for node in &nodes {
-        let targets: Vec<Target> = match &node.routing {
-            Routing::Edges { routes, .. } => routes.iter().map(|r| r.to).collect(),
-            Routing::Router(targets) => targets.clone(),
-            Routing::Fork { heads, join, .. } => heads.iter().chain([join]).map(|&i| Target::Node(i)).collect(),
-        };
-        for target in targets.into_iter().chain(start.iter().map(|r| r.to)) {
-            if let Target::Node(i) = target {
-                led_to[i] = true;
-            }
+        match &node.routing {
+            Routing::Edges { routes, .. } => targets.extend(routes.iter().map(|r| r.to)),
+            Routing::Router(listed) => targets.extend(listed),
+            Routing::Fork { heads, join, .. } => targets.extend(heads.iter().chain([join]).map(|&i| Target::Node(i))),
+        }
+    }
+    for target in targets {
+        if let Target::Node(i) = target {
+            led_to[i] = true;
         }
     }
     let routes_out = |node: &Node| match (&node.kind, &node.routing) {

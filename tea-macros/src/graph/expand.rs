@@ -496,7 +496,9 @@ fn typed_routes(def: &GraphDef, node_enum: &Ident) -> TokenStream {
             pub struct #ty;
         });
         out.extend(quote! {
+            // The methods are named as the nodes are, whatever their case.
             #[automatically_derived]
+            #[allow(non_snake_case)]
             impl #ty {
                 #(#methods)*
             }
