@@ -437,7 +437,7 @@ fn typed_routes(def: &GraphDef, node_enum: &Ident) -> TokenStream {
     const TAKEN: &[&str] = &["NAME", "MERMAID", "DOT"];
     const RESERVED: &[&str] =
         &["start", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
-    let name = &def.name;
+    let GraphDef { vis, name, .. } = def;
     let mut consts: Vec<String> = Vec::new();
     let mut out = TokenStream::new();
     for stmt in &def.stmts {
@@ -477,7 +477,7 @@ fn typed_routes(def: &GraphDef, node_enum: &Ident) -> TokenStream {
             methods.push(quote! {
                 #[doc = #doc]
                 #[must_use]
-                pub fn #target(self) -> ::tea::__private::Command<#node_enum> {
+                #vis fn #target(self) -> ::tea::__private::Command<#node_enum> {
                     #body
                 }
             });
@@ -489,24 +489,27 @@ fn typed_routes(def: &GraphDef, node_enum: &Ident) -> TokenStream {
              target, and a node `{router}` does not declare has no method, so a goto to it does not compile.",
             listed.first().map_or("end", String::as_str)
         );
+        // As visible as the graph: a private graph's typed gotos are private too (and may go
+        // unused without a warning).
         out.extend(quote_spanned! {span=>
             #[doc = #type_doc]
             #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug)]
-            #[allow(non_camel_case_types)]
-            pub struct #ty;
+            #[allow(non_camel_case_types, dead_code)]
+            #vis struct #ty;
         });
         out.extend(quote! {
             // The methods are named as the nodes are, whatever their case.
             #[automatically_derived]
-            #[allow(non_snake_case)]
+            #[allow(non_snake_case, dead_code)]
             impl #ty {
                 #(#methods)*
             }
 
             #[automatically_derived]
+            #[allow(dead_code)]
             impl #name {
                 #[doc = #const_doc]
-                pub const #constant: #ty = #ty;
+                #vis const #constant: #ty = #ty;
             }
         });
     }
