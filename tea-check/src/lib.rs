@@ -14,6 +14,10 @@
 //! twice, …) stay in the front ends. This crate knows nothing of syntax or of the engine: it
 //! depends on `std` only.
 //!
+//! Two more things both front ends do the same way live here: [`suggest`] picks the known name a
+//! misspelled one most likely means (their "did you mean …?"), and [`draw`] draws a graph as
+//! Mermaid or Graphviz DOT (`graph!`'s `MERMAID`/`DOT` constants, the YAML agents' drawings).
+//!
 //! ```
 //! use tea_check::{check, At, Edge, Graph, Node, Routing, Spelling, Target};
 //!
@@ -84,13 +88,16 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod builder;
+pub mod draw;
 mod edges;
 mod forks;
 mod paths;
 mod spelling;
+mod suggest;
 
 pub use builder::Builder;
 pub use spelling::Spelling;
+pub use suggest::{jaro_winkler, suggest};
 
 /// Where an edge leads: a node (by its index in [`Graph::nodes`]) or the exit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -41,7 +41,6 @@
 
 mod graph;
 mod state;
-mod suggest;
 
 use proc_macro::TokenStream;
 

@@ -264,17 +264,10 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     }
 }
 
-/// "did you mean `x`?" for `word` among `known`.
+/// "; did you mean `x`?" for `word` among `known` (`tea_check::suggest`, as `graph!` picks), or
+/// nothing.
 pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> String {
-    let best = known
-        .into_iter()
-        .map(|k| (strsim::jaro_winkler(word, k), k))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((_, k)) => format!("; did you mean `{k}`?"),
-        None => String::new(),
-    }
+    tea_check::suggest(word, known).map(|k| format!("; did you mean `{k}`?")).unwrap_or_default()
 }
 
 impl<'a> Loader<'a> {

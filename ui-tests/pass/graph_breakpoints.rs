@@ -35,5 +35,10 @@ fn main() -> Result<(), tea::Error> {
     let done = app.resume(resume.update(Ticket::update().approved(true)))?;
     let state = done.done().expect("the run finishes");
     assert_eq!(state.log, ["triage", "approve true"]);
+
+    // Drawings mark breakpoints in lines of their own, after the edges.
+    assert!(Approval::MERMAID.ends_with("    approve --> __end__\n    classDef interrupt_before stroke-width:4px\n    class approve interrupt_before\n"), "{}", Approval::MERMAID);
+    assert!(Approval::DOT.contains("    \"approve\" [label=\"approve\"];\n"), "{}", Approval::DOT);
+    assert!(Approval::DOT.ends_with("    \"approve\" [xlabel=\"interrupt_before\", penwidth=3];\n}\n"), "{}", Approval::DOT);
     Ok(())
 }

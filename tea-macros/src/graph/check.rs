@@ -10,10 +10,10 @@
 //! `tea_check::Graph` and puts each problem on the identifier it is about.
 
 use super::parse::{GraphDef, GuardRef, Stmt, SubgraphDef, When};
-use crate::suggest::suggest;
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::{Ident, LitInt};
+use tea_check::suggest;
 pub use tea_check::Target;
 use tea_check::{At, Kind, Source, Spelling};
 
@@ -105,7 +105,7 @@ pub struct Route<'a> {
     pub to: Target,
 }
 
-pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
+pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
     let mut errors = Errors::default();
     let mut table = Table::default();
 
@@ -443,6 +443,41 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         }
     }
 
+    // A node that nothing routes out of, named like a node that nothing leads to, is most likely
+    // that node misspelled (`search -> bok;` … `book -> end;`): one error on the name, and no
+    // path checks, which would report both halves of the typo as two misleading problems.
+    let mut unknown: Vec<String> = Vec::new();
+    let mut led_to = vec![false; nodes.len()];
+    let mut targets: Vec<Target> = start.iter().map(|r| r.to).collect();
+    for node in &nodes {
+        match &node.routing {
+            Routing::Edges { routes, .. } => targets.extend(routes.iter().map(|r| r.to)),
+            Routing::Router(listed) => targets.extend(listed),
+            Routing::Fork { heads, join, .. } => targets.extend(heads.iter().chain([join]).map(|&i| Target::Node(i))),
+        }
+    }
+    for target in targets {
+        if let Target::Node(i) = target {
+            led_to[i] = true;
+        }
+    }
+    let routes_out = |node: &Node| match (&node.kind, &node.routing) {
+        (NodeKind::Function, Routing::Edges { routes, implicit }) => !routes.is_empty() && !implicit,
+        _ => true,
+    };
+    let cut_off: Vec<&str> =
+        nodes.iter().zip(&led_to).filter(|(n, led)| !**led && routes_out(n)).map(|(n, _)| n.name.as_str()).collect();
+    for node in nodes.iter().filter(|n| !routes_out(n)) {
+        if let Some(meant) = suggest(&node.name, cut_off.iter().copied()) {
+            errors.push(
+                node.ident.span(),
+                format!("unknown node `{}`: no statement routes out of it; did you mean `{meant}`?", node.name),
+            );
+            unknown.push(node.ident.to_string());
+            shape_known = false;
+        }
+    }
+
     // The graph's shape, checked by `tea_check`. Its problems about one statement (an edge of a
     // list, a fan-out) go back among the errors of the statements, where that statement stands.
     let shape = lower(&nodes, &start);
@@ -496,9 +531,18 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, syn::Error> {
         n.interruptible || n.interrupt_before || n.interrupt_after || matches!(n.kind, NodeKind::Interrupt { .. })
     });
     match errors.into_error() {
-        Some(error) => Err(error),
+        Some(error) => Err(Rejected { error, unknown }),
         None => Ok(Model { nodes, start, can_pause }),
     }
+}
+
+/// A graph that did not pass its checks: every problem, and the names reported as unknown
+/// nodes (the fallback expansion does not look for their functions: that would report the same
+/// typo again).
+#[cfg_attr(test, derive(Debug))]
+pub struct Rejected {
+    pub error: syn::Error,
+    pub unknown: Vec<String>,
 }
 
 /// A part of a statement that `tea_check` may report on (an edge of a list, a fan-out, one of its
@@ -512,7 +556,7 @@ struct Located {
 }
 
 /// The graph's shape, as `tea_check` reads it.
-fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
+pub fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
     let edges = |routes: &[Route]| -> Vec<tea_check::Edge> {
         routes.iter().map(|r| tea_check::Edge { to: r.to, guard: r.guard.map(GuardRef::label) }).collect()
     };
@@ -718,7 +762,7 @@ mod tests {
     fn problems(def: GraphDef) -> Vec<String> {
         match check(&def) {
             Ok(_) => Vec::new(),
-            Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
+            Err(rejected) => rejected.error.into_iter().map(|e| e.to_string()).collect(),
         }
     }
 
@@ -885,6 +929,27 @@ mod tests {
                 "a `parallel` statement needs at least one branch: `parallel a => [x, y] -> join;`",
             ]
         );
+    }
+
+    #[test]
+    fn a_misspelled_node_is_one_error_with_the_name_it_means() {
+        let def: GraphDef = parse_quote! {
+            Flow for S { start -> search; search -> bok; book -> end; }
+        };
+        let Err(rejected) = check(&def) else { panic!("a misspelled node passed") };
+        let found: Vec<String> = rejected.error.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(found, ["unknown node `bok`: no statement routes out of it; did you mean `book`?"]);
+        assert_eq!(rejected.unknown, ["bok"]);
+    }
+
+    #[test]
+    fn a_dead_end_like_no_cut_off_node_is_still_a_dead_end() {
+        // `boo` resembles `book`, but something leads to `book`: the graph is not a typo of it.
+        let found = problems(parse_quote! {
+            Flow for S { start -> book; book -> boo; }
+        });
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("node `boo` has no outgoing edge"), "{found:?}");
     }
 
     #[test]

@@ -4,11 +4,12 @@
 //! allocation per step. Calls to user functions are spanned on the user's identifiers so that a
 //! missing or ill-typed node or guard is reported there. Execution logic stays in the runtime.
 
-use super::check::{Model, Node, NodeKind, Route, Routing, Target};
+use super::check::{lower, Model, Node, NodeKind, Route, Routing, Target};
 use super::parse::{path_string, GraphDef, Stmt};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
+use tea_check::draw::{self, Format, Ids, Look, Part, Shape};
 
 pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     let GraphDef { attrs, vis, name, state, .. } = def;
@@ -205,10 +206,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         }
     });
     let fingerprint = fingerprint_text(def, model);
-    let mermaid =
-        drawing(name, "MERMAID", &mermaid(model), "flowchart TD\n", "", "The graph drawn as a Mermaid flowchart:");
-    let dot_head = format!("digraph {name_str} {{\n");
-    let dot = drawing(name, "DOT", &dot(model), &dot_head, "}\n", "The graph in Graphviz DOT:");
+    let mermaid = drawing(def, model, Format::Mermaid);
+    let dot = drawing(def, model, Format::Dot);
     // A graph with subgraph nodes can pause if a child can: the bounds on its children decide
     // (`for<'a>` keeps a bound on a concrete type from being checked where it is written, so
     // the impl simply does not apply when a child can pause).
@@ -248,6 +247,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             }
         }
     });
+    let typed_routes = typed_routes(def, &node_enum);
     let pause_free = (!model.can_pause).then(|| {
         let bounds = children
             .iter()
@@ -338,6 +338,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 }
             }
 
+            #typed_routes
+
             #pause_free
             #sync_graph
 
@@ -418,6 +420,100 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             }
         };
     }
+}
+
+/// Typed gotos: for each router (`triage -> publish | end;`) a constant on the graph type,
+/// `Flow::TRIAGE`, whose methods are its declared targets — `Flow::TRIAGE.publish()` is
+/// `Command::goto(FlowNode::Publish)`, `Flow::TRIAGE.end()` is `Command::end()` — so a goto to
+/// a node the router does not declare does not compile: the method does not exist, and rustc
+/// points at the router's statement ("method not found for this struct"). Each constant's type
+/// is declared inside the expansion's `const _`, so the graph still adds two names only. A
+/// router whose constant would collide with the graph type's own (`NAME`, `MERMAID`, `DOT`) or
+/// with another router's gets none; `Command::goto` works for every router, checked at run time.
+///
+/// Made from the statements alone, so that the fallback expansion of a graph with errors
+/// declares the same constants (code using them does not cascade into more errors).
+fn typed_routes(def: &GraphDef, node_enum: &Ident) -> TokenStream {
+    const TAKEN: &[&str] = &["NAME", "MERMAID", "DOT"];
+    const RESERVED: &[&str] =
+        &["start", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
+    let GraphDef { vis, name, .. } = def;
+    let mut consts: Vec<String> = Vec::new();
+    let mut out = TokenStream::new();
+    for stmt in &def.stmts {
+        let Stmt::Router { from, targets } = stmt else { continue };
+        let router = syn::ext::IdentExt::unraw(from).to_string();
+        let constant = router.to_uppercase();
+        if RESERVED.contains(&router.as_str())
+            || router == "end"
+            || TAKEN.contains(&constant.as_str())
+            || constant.starts_with("__")
+            || consts.contains(&constant)
+        {
+            continue;
+        }
+        consts.push(constant.clone());
+        // Spanned on the router's name in its statement: `triage -> publish | end;`.
+        let span = from.span();
+        let constant = Ident::new(&constant, span);
+        let ty = format_ident!("{}{}Targets", name, super::check::upper_camel(&from.to_string()), span = span);
+        let mut listed: Vec<String> = Vec::new();
+        let mut methods = Vec::new();
+        for target in targets {
+            let target_name = syn::ext::IdentExt::unraw(target).to_string();
+            if RESERVED.contains(&target_name.as_str()) || listed.contains(&target_name) {
+                continue;
+            }
+            let (doc, body) = if target_name == "end" {
+                (String::from("Finish the run: `Command::end()`."), quote!(::tea::__private::Command::end()))
+            } else {
+                let variant = Ident::new(&super::check::upper_camel(&target.to_string()), target.span());
+                (
+                    format!("Go to `{target_name}` next: `Command::goto({node_enum}::{variant})`."),
+                    quote!(::tea::__private::Command::goto(#node_enum::#variant)),
+                )
+            };
+            listed.push(target_name);
+            methods.push(quote! {
+                #[doc = #doc]
+                #[must_use]
+                #vis fn #target(self) -> ::tea::__private::Command<#node_enum> {
+                    #body
+                }
+            });
+        }
+        let declared = format!("{router} -> {};", listed.join(" | "));
+        let type_doc = format!("The targets router `{router}` declares (`{declared}`), as methods.");
+        let const_doc = format!(
+            "Typed gotos of router `{router}` (`{declared}`): `{name}::{constant}.{}()` is a `Command` to that \
+             target, and a node `{router}` does not declare has no method, so a goto to it does not compile.",
+            listed.first().map_or("end", String::as_str)
+        );
+        // As visible as the graph: a private graph's typed gotos are private too (and may go
+        // unused without a warning).
+        out.extend(quote_spanned! {span=>
+            #[doc = #type_doc]
+            #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug)]
+            #[allow(non_camel_case_types, dead_code)]
+            #vis struct #ty;
+        });
+        out.extend(quote! {
+            // The methods are named as the nodes are, whatever their case.
+            #[automatically_derived]
+            #[allow(non_snake_case, dead_code)]
+            impl #ty {
+                #(#methods)*
+            }
+
+            #[automatically_derived]
+            #[allow(dead_code)]
+            impl #name {
+                #[doc = #const_doc]
+                #vis const #constant: #ty = #ty;
+            }
+        });
+    }
+    out
 }
 
 fn node_enum_ident(name: &Ident) -> Ident {
@@ -630,164 +726,60 @@ fn target_name<'m>(target: Target, model: &'m Model) -> &'m str {
     }
 }
 
-/// One edge of a drawing: from, to (`__start__` / `__end__` for the ends), and what kind.
-struct Drawn<'m> {
-    from: &'m str,
-    to: &'m str,
-    kind: EdgeKind,
-}
-
-enum EdgeKind {
-    Plain,
-    Guarded(String),
-    Router,
-    Branch,
-    /// `parallel a => b* -> j;`: `a` runs `b` once per send.
-    Sends,
-}
-
-/// Every edge of the graph, in declaration order, for `MERMAID` and `DOT`.
-fn drawn_edges<'m>(model: &'m Model) -> Vec<Drawn<'m>> {
-    let id = |t: Target| match t {
-        Target::End => "__end__",
-        Target::Node(i) => model.nodes[i].name.as_str(),
-    };
-    let routes = |from: &'m str, routes: &'m [Route]| {
-        routes.iter().map(move |route| Drawn {
-            from,
-            to: id(route.to),
-            kind: route.guard.map_or(EdgeKind::Plain, |guard| EdgeKind::Guarded(guard.label())),
-        })
-    };
-    let mut edges: Vec<Drawn> = routes("__start__", &model.start).collect();
-    for node in &model.nodes {
-        match &node.routing {
-            Routing::Edges { routes: list, .. } => edges.extend(routes(&node.name, list)),
-            Routing::Router(targets) => {
-                edges.extend(targets.iter().map(|&t| Drawn { from: &node.name, to: id(t), kind: EdgeKind::Router }))
-            }
-            Routing::Fork { heads, each, .. } => edges.extend(heads.iter().map(|&h| Drawn {
-                from: &node.name,
-                to: &model.nodes[h].name,
-                kind: if *each { EdgeKind::Sends } else { EdgeKind::Branch },
-            })),
-        }
-    }
-    edges
-}
-
-/// A part of a drawing's template (ids marked with `\u{1}`): text, or the template of the child
-/// graph of a subgraph node, inserted with its ids prefixed by `{node}__`.
-enum Part<'m> {
-    Text(String),
-    Child(&'m syn::Path, String),
-}
-
-fn push_text(parts: &mut Vec<Part>, text: String) {
-    match parts.last_mut() {
-        Some(Part::Text(last)) => last.push_str(&text),
-        _ => parts.push(Part::Text(text)),
-    }
-}
-
-/// The Mermaid template (without its `flowchart TD` line): a child is a `subgraph` block.
-fn mermaid<'m>(model: &'m Model<'_>) -> Vec<Part<'m>> {
-    let mut parts = vec![Part::Text(String::from("    \u{1}__start__([start])\n"))];
-    for node in &model.nodes {
-        let shape = match node.kind {
-            NodeKind::Interrupt { .. } => format!("{{{{{}}}}}", node.name),
-            NodeKind::Subgraph(sub) => {
-                let child = path_string(&sub.child);
-                push_text(&mut parts, format!("    subgraph \u{1}{} [\"{0}: {child}\"]\n", node.name));
-                parts.push(Part::Child(&sub.child, format!("{}__", node.name)));
-                push_text(&mut parts, String::from("    end\n"));
-                continue;
-            }
+/// What `tea_check::draw` needs besides the graph's shape: names as ids, each node's shape,
+/// the fan-outs that send, the breakpoints.
+fn look(model: &Model) -> Look {
+    let shapes = model
+        .nodes
+        .iter()
+        .map(|node| match &node.kind {
+            NodeKind::Interrupt { .. } => Shape::Interrupt,
+            NodeKind::Subgraph(sub) => Shape::Subgraph { child: path_string(&sub.child) },
             // An async node is drawn as a parallelogram: it awaits I/O.
-            NodeKind::Function if node.is_async => format!("[/{}/]", node.name),
-            NodeKind::Function => format!("[{}]", node.name),
-        };
-        push_text(&mut parts, format!("    \u{1}{}{}\n", node.name, shape));
-    }
-    push_text(&mut parts, String::from("    \u{1}__end__([end])\n"));
-    for Drawn { from, to, kind } in drawn_edges(model) {
-        push_text(
-            &mut parts,
-            match kind {
-                EdgeKind::Plain => format!("    \u{1}{from} --> \u{1}{to}\n"),
-                EdgeKind::Guarded(label) => format!("    \u{1}{from} -->|\"{label}\"| \u{1}{to}\n"),
-                EdgeKind::Router => format!("    \u{1}{from} -.-> \u{1}{to}\n"),
-                EdgeKind::Branch => format!("    \u{1}{from} ==> \u{1}{to}\n"),
-                EdgeKind::Sends => format!("    \u{1}{from} ==>|\"send *\"| \u{1}{to}\n"),
-            },
-        );
-    }
-    parts
+            NodeKind::Function if node.is_async => Shape::Async,
+            NodeKind::Function => Shape::Step,
+        })
+        .collect();
+    let indices = |keep: fn(&Node) -> bool| -> Vec<usize> {
+        model.nodes.iter().enumerate().filter(|(_, n)| keep(n)).map(|(i, _)| i).collect()
+    };
+    let mut look = Look::new(Ids::Names, shapes);
+    look.sends = indices(|n| matches!(n.routing, Routing::Fork { each: true, .. }));
+    look.interrupt_before = indices(|n| n.interrupt_before);
+    look.interrupt_after = indices(|n| n.interrupt_after);
+    look
 }
 
-/// The DOT template (without the `digraph` lines): a child is a `cluster_` subgraph holding
-/// the subgraph node and the child's nodes and edges.
-fn dot<'m>(model: &'m Model<'_>) -> Vec<Part<'m>> {
-    let mut parts = vec![Part::Text(String::from("    \"\u{1}__start__\" [label=\"start\", shape=circle];\n"))];
-    for node in &model.nodes {
-        let shape = match node.kind {
-            NodeKind::Interrupt { .. } => ", shape=hexagon",
-            NodeKind::Subgraph(_) => ", shape=box3d",
-            NodeKind::Function if node.is_async => ", shape=parallelogram",
-            NodeKind::Function => "",
-        };
-        match &node.kind {
-            NodeKind::Subgraph(sub) => {
-                let child = path_string(&sub.child);
-                push_text(
-                    &mut parts,
-                    format!(
-                        "    subgraph \"cluster_\u{1}{0}\" {{\n    label=\"{0}: {child}\";\n    \"\u{1}{0}\" [label=\"{0}: {child}\"{shape}];\n",
-                        node.name
-                    ),
-                );
-                parts.push(Part::Child(&sub.child, format!("{}__", node.name)));
-                push_text(&mut parts, String::from("    }\n"));
-            }
-            _ => push_text(&mut parts, format!("    \"\u{1}{0}\" [label=\"{0}\"{shape}];\n", node.name)),
-        }
-    }
-    push_text(&mut parts, String::from("    \"\u{1}__end__\" [label=\"end\", shape=doublecircle];\n"));
-    for Drawn { from, to, kind } in drawn_edges(model) {
-        let attributes = match kind {
-            EdgeKind::Plain => String::new(),
-            EdgeKind::Guarded(label) => format!(" [label=\"{label}\"]"),
-            EdgeKind::Router => String::from(" [style=dashed]"),
-            EdgeKind::Branch => String::from(" [style=bold]"),
-            EdgeKind::Sends => String::from(" [style=bold, label=\"send *\"]"),
-        };
-        push_text(&mut parts, format!("    \"\u{1}{from}\" -> \"\u{1}{to}\"{attributes};\n"));
-    }
-    parts
-}
-
-/// The constants of one drawing: the template `__TEA_{KIND}` (what a parent inserts) and
-/// `{KIND}` (the drawing: `head`, the template without its marks, `tail`), with its rustdoc
-/// (children shown by name). A graph without subgraph nodes gets literals; one with them
-/// builds both at compile time with `::tea::__private::draw`.
-fn drawing(name: &Ident, kind: &str, parts: &[Part], head: &str, tail: &str, doc_title: &str) -> TokenStream {
+/// The constants of one drawing, computed here by `tea_check::draw`: the template
+/// `__TEA_{KIND}` (what a parent inserts) and `{KIND}` (the drawing: head, the template
+/// without its marks, tail), with its rustdoc (children shown by name). A graph without
+/// subgraph nodes gets literals; one with them gets its children's templates spliced in by
+/// `::tea::__private::draw` at compile time, as the macro cannot see a child's nodes.
+fn drawing(def: &GraphDef, model: &Model, format: Format) -> TokenStream {
+    let name = &def.name;
+    let (kind, doc_title) = match format {
+        Format::Mermaid => ("MERMAID", "The graph drawn as a Mermaid flowchart:"),
+        Format::Dot => ("DOT", "The graph in Graphviz DOT:"),
+    };
+    let parts = draw::template(&lower(&model.nodes, &model.start), &look(model), format);
+    let head = draw::head(format, Ids::Names, &name.to_string());
+    let tail = draw::tail(format);
+    let child_of = |node: usize| match &model.nodes[node].kind {
+        NodeKind::Subgraph(sub) => Some(&sub.child),
+        _ => None,
+    };
     let public = format_ident!("{kind}");
     let template = format_ident!("__TEA_{kind}");
     let pieces = format_ident!("__TEA_{kind}_PIECES");
     let len = format_ident!("__TEA_{kind}_LEN");
     let buf = format_ident!("__TEA_{kind}_BUF");
     let out = format_ident!("__TEA_{kind}_OUT");
-    let mut shown = String::from(head);
-    for part in parts {
-        match part {
-            Part::Text(text) => shown.push_str(&text.replace('\u{1}', "")),
-            Part::Child(child, _) => shown.push_str(&format!("    %% the nodes of {}\n", path_string(child))),
-        }
-    }
-    shown.push_str(tail);
-    let doc = format!("{doc_title}\n\n```text\n{shown}```");
-    if let [Part::Text(text)] = parts {
-        let plain = format!("{head}{}{tail}", text.replace('\u{1}', ""));
+    let shown = draw::splice(&parts, |node| {
+        child_of(node).map(|child| format!("    %% the nodes of {}\n", path_string(child))).unwrap_or_default()
+    });
+    let doc = format!("{doc_title}\n\n```text\n{head}{}{tail}```", draw::unmark(&shown));
+    if let [Part::Text(text)] = parts.as_slice() {
+        let plain = format!("{head}{}{tail}", draw::unmark(text));
         return quote! {
             #[doc(hidden)]
             pub const #template: &'static str = #text;
@@ -797,7 +789,10 @@ fn drawing(name: &Ident, kind: &str, parts: &[Part], head: &str, tail: &str, doc
     }
     let pieces_tokens = parts.iter().map(|part| match part {
         Part::Text(text) => quote!(::tea::__private::draw::Piece::Text(#text)),
-        Part::Child(child, prefix) => quote!(::tea::__private::draw::Piece::Child(<#child>::#template, #prefix)),
+        Part::Child { node, prefix } => {
+            let child = child_of(*node);
+            quote!(::tea::__private::draw::Piece::Child(<#child>::#template, #prefix))
+        }
     });
     quote! {
         #[doc(hidden)]
@@ -816,15 +811,20 @@ fn drawing(name: &Ident, kind: &str, parts: &[Part], head: &str, tail: &str, doc
     }
 }
 
-/// What a graph that failed its checks expands to: the errors, the two names it would have
-/// declared (so code using them does not cascade into more errors), and calls to the node
-/// functions and guards, type-checked like the real expansion's (so that a missing or ill-typed
-/// one is reported in the same build as the graph's own problems).
-pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
+/// What a graph that failed its checks expands to: the errors, and everything the graph would
+/// have declared, so that code using it does not cascade into more errors — the graph type with
+/// `NAME`, `MERMAID`, `DOT` and `builder()`, the node enum with its names, and a `Graph`
+/// implementation that compiles whatever the graph's problems (it never runs: the build fails).
+/// Calls to the node functions and guards are type-checked like the real expansion's, so that a
+/// missing or ill-typed one is reported in the same build as the graph's own problems — except
+/// for the names already reported as unknown nodes (`unknown`), whose missing function would
+/// only say the same thing again.
+pub fn fallback(def: &GraphDef, error: Option<syn::Error>, unknown: &[String]) -> TokenStream {
     const RESERVED: &[&str] =
         &["start", "end", "parallel", "interrupt", "interrupt_before", "interrupt_after", "interruptible", "subgraph"];
-    let GraphDef { vis, name, state, .. } = def;
+    let GraphDef { attrs, vis, name, state, .. } = def;
     let node_enum = node_enum_ident(name);
+    let name_str = name.to_string();
     // Inside a `const` item, `compile_error!` does not stop rustc from resolving the rest.
     let error = error.map(|e| {
         let error = e.into_compile_error();
@@ -837,6 +837,7 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
     let mut interruptible: Vec<&Ident> = Vec::new();
     let mut asynchronous: Vec<&Ident> = Vec::new();
     let mut guards: Vec<&syn::Path> = Vec::new();
+    let mut can_pause = false;
     for stmt in &def.stmts {
         match stmt {
             Stmt::Edge(edge) => {
@@ -856,71 +857,219 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
             Stmt::Interrupt { node, .. } => {
                 nodes.push(node);
                 without_function.push(node);
+                can_pause = true;
             }
             Stmt::Subgraph(sub) => {
                 nodes.push(&sub.node);
                 without_function.push(&sub.node);
             }
-            Stmt::Interruptible { nodes: listed } => interruptible.extend(listed),
+            Stmt::Interruptible { nodes: listed } => {
+                interruptible.extend(listed);
+                can_pause = true;
+            }
             Stmt::Async { nodes: listed } => asynchronous.extend(listed),
-            Stmt::Breakpoint { .. } => {}
+            Stmt::Breakpoint { .. } => can_pause = true,
         }
     }
     let mut seen = std::collections::BTreeSet::new();
     nodes.retain(|n| !RESERVED.contains(&n.to_string().as_str()) && seen.insert(n.to_string()));
     let mut variant_names = std::collections::BTreeSet::new();
-    let variants: Vec<Ident> = nodes
+    let (nodes, variants): (Vec<&Ident>, Vec<Ident>) = nodes
         .iter()
-        .map(|n| Ident::new(&super::check::upper_camel(&n.to_string()), n.span()))
-        .filter(|v| variant_names.insert(v.to_string()))
-        .collect();
+        .map(|n| (*n, Ident::new(&super::check::upper_camel(&n.to_string()), n.span())))
+        .filter(|(_, v)| variant_names.insert(v.to_string()))
+        .unzip();
+    let node_names: Vec<String> = nodes.iter().map(|n| syn::ext::IdentExt::unraw(*n).to_string()).collect();
     let mut seen_guards = std::collections::BTreeSet::new();
     let guards: Vec<&syn::Path> = guards.into_iter().filter(|g| seen_guards.insert(path_string(g))).collect();
+    let checked: Vec<&&Ident> =
+        nodes.iter().filter(|n| !without_function.contains(n) && !unknown.contains(&n.to_string())).collect();
 
-    // Without a state type (`Flow { … }` with no `for`), only name the functions.
-    let checks = if matches!(state, syn::Type::Infer(_)) {
-        let functions = nodes.iter().filter(|n| !without_function.contains(n));
-        quote! {
-            fn __tea_referenced_functions() {
-                #( let _ = &#functions; )*
-                #( let _ = &#guards; )*
+    let enum_item = quote_spanned! {name.span()=>
+        #[allow(dead_code)]
+        #[derive(
+            ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq,
+            ::core::cmp::Eq, ::core::hash::Hash, ::core::cmp::PartialOrd, ::core::cmp::Ord
+        )]
+        #vis enum #node_enum { #(#variants,)* }
+    };
+    let names = quote! {
+        #[automatically_derived]
+        impl #node_enum {
+            /// Every node, in order of first appearance in the graph.
+            pub const ALL: &'static [#node_enum] = &[#(#node_enum::#variants),*];
+
+            /// The node's name as written in the graph.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    #(#node_enum::#variants => #node_names,)*
+                }
             }
         }
-    } else {
-        let calls = nodes.iter().filter(|n| !without_function.contains(n)).map(|f| {
-            if asynchronous.contains(f) {
-                let (runner, args) = async_runner(routers.contains(f), interruptible.contains(f));
-                return quote_spanned! {at(f.span())=>
-                    let _ = ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#f, #args);
-                };
+
+        #[automatically_derived]
+        impl ::core::fmt::Display for #node_enum {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(self.name())
             }
-            let runner = match (routers.contains(f), interruptible.contains(f)) {
-                (true, true) => quote!(run_interruptible_router),
-                (false, true) => quote!(run_interruptible),
-                (true, false) => quote!(run_router),
-                (false, false) => quote!(run_node),
+        }
+    };
+    let drawings = quote! {
+        #[doc(hidden)]
+        pub const __TEA_MERMAID: &'static str = "";
+        #[doc(hidden)]
+        pub const __TEA_DOT: &'static str = "";
+        /// Not drawn: the graph does not compile.
+        pub const MERMAID: &'static str = "flowchart TD\n";
+        /// Not drawn: the graph does not compile.
+        pub const DOT: &'static str = ::core::concat!("digraph ", #name_str, " {\n}\n");
+    };
+
+    // Without a state type (`Flow { … }` with no `for`), only the names and the functions.
+    if matches!(state, syn::Type::Infer(_)) {
+        return quote! {
+            #error
+            #(#attrs)*
+            #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
+            #vis struct #name;
+            #enum_item
+            #[allow(dead_code, clippy::all)]
+            const _: () = {
+                #names
+                #[automatically_derived]
+                impl #name {
+                    /// The graph's name.
+                    pub const NAME: &'static str = #name_str;
+                    #drawings
+                }
+                fn __tea_referenced_functions() {
+                    #( let _ = &#checked; )*
+                    #( let _ = &#guards; )*
+                }
             };
-            let args = if interruptible.contains(f) {
-                quote!(__tea_state, __tea_ctx, __tea_hitl)
-            } else {
-                quote!(__tea_state, __tea_ctx)
+        };
+    }
+
+    let calls = checked.iter().map(|f| {
+        if asynchronous.contains(f) {
+            let (runner, args) = async_runner(routers.contains(f), interruptible.contains(f));
+            return quote_spanned! {at(f.span())=>
+                let _ = ::tea::__private::#runner::<#state, #node_enum, _, _, _>(&#f, #args);
             };
-            quote_spanned! {at(f.span())=>
-                let _ = ::tea::__private::#runner::<#state, #node_enum, _, _>(&#f, #args);
-            }
-        });
-        let guard_calls = guards.iter().map(|g| {
-            quote_spanned! {at(span_of_path(g))=>
-                let _ = ::tea::__private::guard::<#state, _>(&#g, __tea_state);
-            }
-        });
+        }
+        let runner = match (routers.contains(f), interruptible.contains(f)) {
+            (true, true) => quote!(run_interruptible_router),
+            (false, true) => quote!(run_interruptible),
+            (true, false) => quote!(run_router),
+            (false, false) => quote!(run_node),
+        };
+        let args = if interruptible.contains(f) {
+            quote!(__tea_state, __tea_ctx, __tea_hitl)
+        } else {
+            quote!(__tea_state, __tea_ctx)
+        };
+        quote_spanned! {at(f.span())=>
+            let _ = ::tea::__private::#runner::<#state, #node_enum, _, _>(&#f, #args);
+        }
+    });
+    let guard_calls = guards.iter().map(|g| {
+        quote_spanned! {at(span_of_path(g))=>
+            let _ = ::tea::__private::guard::<#state, _>(&#g, __tea_state);
+        }
+    });
+    let pause_free = (!can_pause).then(|| {
         quote! {
+            #[automatically_derived]
+            impl ::tea::__private::PauseFree for #name {}
+        }
+    });
+    let sync_graph = asynchronous.is_empty().then(|| {
+        quote! {
+            #[automatically_derived]
+            impl ::tea::__private::SyncGraph for #name {}
+        }
+    });
+    let failed = format!("graph `{name_str}` did not compile");
+    let typed_routes = typed_routes(def, &node_enum);
+    quote! {
+        #error
+        #(#attrs)*
+        #[derive(::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::default::Default)]
+        #vis struct #name;
+        #enum_item
+        #[allow(dead_code, unreachable_code, unused_variables, clippy::all, unused_qualifications)]
+        const _: () = {
+            #names
+
             #[automatically_derived]
             impl ::tea::__private::NodeId for #node_enum {
                 type State = #state;
+
+                fn node_str(self) -> ::core::option::Option<&'static str> {
+                    ::core::option::Option::Some(self.name())
+                }
             }
 
-            #[allow(unreachable_code, unused_variables, clippy::all)]
+            #[automatically_derived]
+            impl #name {
+                /// The graph's name.
+                pub const NAME: &'static str = #name_str;
+                #drawings
+
+                /// Starts building an app that runs this graph.
+                pub fn builder() -> ::tea::__private::Builder<#name> {
+                    ::tea::__private::Builder::new(#name)
+                }
+            }
+
+            #pause_free
+            #sync_graph
+            #typed_routes
+
+            #[automatically_derived]
+            impl ::tea::__private::Graph for #name {
+                type State = #state;
+                type Node = #node_enum;
+
+                fn name(&self) -> &str {
+                    #name_str
+                }
+
+                fn fingerprint(&self) -> u64 {
+                    0
+                }
+
+                fn node_name(&self, node: #node_enum) -> ::tea::__private::NodeName {
+                    ::tea::__private::NodeName::from_static(node.name())
+                }
+
+                fn node_named(&self, name: &str) -> ::core::option::Option<#node_enum> {
+                    #node_enum::ALL.iter().copied().find(|node| node.name() == name)
+                }
+
+                fn start(&self, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    ::core::option::Option::None
+                }
+
+                fn run(
+                    &self,
+                    __tea_node: #node_enum,
+                    __tea_state: &#state,
+                    __tea_ctx: &::tea::__private::Ctx<#state>,
+                    __tea_hitl: &mut ::tea::__private::Hitl,
+                ) -> ::core::result::Result<::tea::__private::NodeStep<#state, #node_enum>, ::tea::__private::BoxError> {
+                    ::core::result::Result::Err(::core::convert::From::from(#failed))
+                }
+
+                fn route(&self, __tea_node: #node_enum, __tea_state: &#state) -> ::core::option::Option<::tea::__private::Goto<#node_enum>> {
+                    ::core::option::Option::None
+                }
+
+                fn can_goto(&self, __tea_from: #node_enum, __tea_to: ::tea::__private::Goto<#node_enum>) -> bool {
+                    false
+                }
+            }
+
             fn __tea_checked_functions(
                 __tea_state: &#state,
                 __tea_ctx: &::tea::__private::Ctx<#state>,
@@ -929,22 +1078,6 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>) -> TokenStream {
                 #(#calls)*
                 #(#guard_calls)*
             }
-        }
-    };
-    let enum_item = quote_spanned! {name.span()=>
-        #[allow(dead_code)]
-        #[derive(
-            ::core::clone::Clone, ::core::marker::Copy, ::core::fmt::Debug, ::core::cmp::PartialEq, ::core::cmp::Eq
-        )]
-        #vis enum #node_enum { #(#variants,)* }
-    };
-    quote! {
-        #error
-        #vis struct #name;
-        #enum_item
-        #[allow(dead_code, clippy::all)]
-        const _: () = {
-            #checks
         };
     }
 }

@@ -14,15 +14,15 @@ pub fn expand(input: TokenStream) -> TokenStream {
     let parse_errors = std::mem::take(&mut def.errors);
     let mut errors = check::Errors::default();
     errors.extend(parse_errors);
-    let model = match check::check(&def) {
-        Ok(model) => Some(model),
-        Err(error) => {
-            errors.extend([error]);
-            None
+    let (model, unknown) = match check::check(&def) {
+        Ok(model) => (Some(model), Vec::new()),
+        Err(rejected) => {
+            errors.extend([rejected.error]);
+            (None, rejected.unknown)
         }
     };
     match (errors.into_error(), model) {
         (None, Some(model)) => expand::graph(&def, &model),
-        (error, _) => expand::fallback(&def, error),
+        (error, _) => expand::fallback(&def, error, &unknown),
     }
 }

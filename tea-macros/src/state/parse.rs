@@ -319,7 +319,7 @@ fn resolve(item: Item, errors: &mut Errors) -> Option<Reducer> {
 
 /// The known reducer closest to a misspelled `name`, if one is close.
 fn suggest(name: &str) -> Option<&'static str> {
-    crate::suggest::suggest(name, ["replace", "append", "sum", "max", "min", "union", "merge", "with"])
+    tea_check::suggest(name, ["replace", "append", "sum", "max", "min", "union", "merge", "with"])
 }
 
 #[cfg(test)]
