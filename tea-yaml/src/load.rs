@@ -806,17 +806,20 @@ impl<'a> Loader<'a> {
                 self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
             }
         }
-        let mut python = None;
+        let (mut python, mut prolog) = (None, false);
         if let Some(l) = fields.get("language") {
             match l.as_str() {
                 Some("lua") => python = Some(false),
                 Some("python") => python = Some(true),
-                Some(lang @ "prolog") => self.problem(
-                    l.pos,
-                    format!(
-                        "`language: {lang}`: only Lua and Python run here; port node `{name}`'s block to Lua (`language: lua`)"
-                    ),
-                ),
+                Some(lang @ "prolog") => {
+                    prolog = true;
+                    self.problem(
+                        l.pos,
+                        format!(
+                            "`language: {lang}`: only Lua and Python run here; port node `{name}`'s block to Lua (`language: lua`)"
+                        ),
+                    )
+                }
                 Some(other) => self.problem(l.pos, format!("unknown language `{other}`; `lua` and `python` run here")),
                 None => self.problem(l.pos, format!("{} must be a string", what("language"))),
             }
@@ -824,7 +827,7 @@ impl<'a> Loader<'a> {
 
         let exec = if is_interrupt {
             self.interrupt(&fields, &name)
-        } else if let Some(run) = run {
+        } else if let Some(run) = run.filter(|_| !prolog) {
             self.run(run, &name, fields.get("output").copied(), python)
         } else if let Some(uses) = uses {
             self.action(uses, &fields, &name)

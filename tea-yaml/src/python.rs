@@ -214,7 +214,22 @@ mod imp {
             };
             let text = CString::new(text).map_err(|_| failed("the Python block contains a NUL byte".to_owned()))?;
             let file = CString::new(loader.file.clone()).unwrap_or_else(|_| c"<agent>".to_owned());
-            let code = PyCode::compile(py, &text, &file, PyCodeInput::File).map_err(|error| {
+            // Compiled quietly: a `SyntaxWarning` (as for Prolog's `X is 1`, which parses as
+            // Python) is no load problem, and a load prints nothing.
+            let quiet = py
+                .import("warnings")
+                .and_then(|w| {
+                    let guard = w.call_method0("catch_warnings")?;
+                    guard.call_method0("__enter__")?;
+                    w.call_method1("simplefilter", ("ignore",))?;
+                    Ok(guard)
+                })
+                .ok();
+            let compiled = PyCode::compile(py, &text, &file, PyCodeInput::File);
+            if let Some(guard) = quiet {
+                let _ = guard.call_method1("__exit__", (py.None(), py.None(), py.None()));
+            }
+            let code = compiled.map_err(|error| {
                 if error.is_instance_of::<PySyntaxError>(py) {
                     let value = error.value(py);
                     let line = value.getattr("lineno").ok().and_then(|l| l.extract::<usize>().ok());
