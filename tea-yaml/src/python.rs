@@ -155,14 +155,16 @@ mod imp {
 
     struct Compiled {
         code: Py<PyCode>,
+        /// What every call's globals start from (copied per call): `__builtins__`, `print`,
+        /// `node`, and the modules `json` and (when named) `datetime`.
+        base: Py<PyDict>,
         /// The block is the body of `__run_func__` (its text contains `return`).
         wrapped: bool,
         node: String,
         /// The file name the code object carries (Python's tracebacks name it).
         file: String,
         variables: Arc<Map<String, Value>>,
-        /// The names the text mentions, for the modules put in scope only when used.
-        uses_datetime: bool,
+        /// The text names `requests` (imported when the block runs, as The Edge Agent does).
         uses_requests: bool,
     }
 
@@ -244,13 +246,14 @@ mod imp {
                     failed(format!("Python could not compile the block: {error}"))
                 }
             })?;
+            let base = base_globals(py, node, source.contains("datetime")).map_err(|e| failed(e.to_string()))?;
             Ok(Block(Arc::new(Compiled {
                 code: code.unbind(),
+                base: base.unbind(),
                 wrapped,
                 node: node.to_owned(),
                 file: loader.file.clone(),
                 variables: loader.variables.clone(),
-                uses_datetime: source.contains("datetime"),
                 uses_requests: source.contains("requests"),
             })))
         })
@@ -274,28 +277,12 @@ mod imp {
             py: Python<'_>,
             state: &Map<String, Value>,
         ) -> PyResult<Result<Option<Map<String, Value>>, String>> {
-            let globals = PyDict::new(py);
-            let builtins = py.import("builtins")?;
-            globals.set_item("__builtins__", &builtins)?;
-            globals.set_item("__name__", "__tea__")?;
-            // `print` writes to standard error (standard output is the CLI's result).
-            let stderr = py.import("sys")?.getattr("stderr")?;
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("file", stderr)?;
-            let print =
-                py.import("functools")?.getattr("partial")?.call((builtins.getattr("print")?,), Some(&kwargs))?;
-            globals.set_item("print", print)?;
-            let state_dict = map_to_py(py, state)?;
-            globals.set_item("state", &state_dict)?;
+            let globals = self.base.bind(py).copy()?;
+            globals.set_item("state", map_to_py(py, state)?)?;
             globals.set_item("variables", map_to_py(py, &self.variables)?)?;
             globals.set_item("config", PyDict::new(py))?;
-            globals.set_item("node", &self.node)?;
             if let Some(results) = state.get("parallel_results") {
                 globals.set_item("parallel_results", to_py(py, results)?)?;
-            }
-            globals.set_item("json", py.import("json")?)?;
-            if self.uses_datetime {
-                globals.set_item("datetime", py.import("datetime")?)?;
             }
             if self.uses_requests {
                 globals.set_item("requests", py.import("requests")?)?;
@@ -369,6 +356,25 @@ mod imp {
                 None => format!("Python error: {what}"),
             }
         }
+    }
+
+    /// The globals every call of a block starts from.
+    fn base_globals<'py>(py: Python<'py>, node: &str, datetime: bool) -> PyResult<Bound<'py, PyDict>> {
+        let globals = PyDict::new(py);
+        let builtins = py.import("builtins")?;
+        globals.set_item("__builtins__", &builtins)?;
+        globals.set_item("__name__", "__tea__")?;
+        // `print` writes to standard error (standard output is the CLI's result), as Lua's.
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("file", py.import("sys")?.getattr("stderr")?)?;
+        let print = py.import("functools")?.getattr("partial")?.call((builtins.getattr("print")?,), Some(&kwargs))?;
+        globals.set_item("print", print)?;
+        globals.set_item("node", node)?;
+        globals.set_item("json", py.import("json")?)?;
+        if datetime {
+            globals.set_item("datetime", py.import("datetime")?)?;
+        }
+        Ok(globals)
     }
 
     fn map_to_py<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
