@@ -199,6 +199,12 @@ nodes:
         failure("nodes:\n  - name: missing\n    run: |\n      return {\"x\": state[\"nope\"]}\n", json!({}));
     assert_eq!(node, "missing");
     assert!(reason.contains("KeyError: 'nope'") && reason.contains("<string>:4"), "{reason}");
+
+    // `sys.exit` is an exception like any other: it fails the node, not the process.
+    let (node, reason) =
+        failure("nodes:\n  - name: quit\n    run: |\n      import sys\n      sys.exit(3)\n", json!({}));
+    assert_eq!(node, "quit");
+    assert!(reason.contains("SystemExit: 3"), "{reason}");
 }
 
 #[test]
@@ -344,4 +350,21 @@ fn a_ten_node_python_pipeline_costs_this_much_per_run() {
     let per_run = start.elapsed() / runs;
     println!("a 10-node Python pipeline: {per_run:?} per run ({:?} per node)", per_run / 10);
     assert!(per_run < std::time::Duration::from_millis(200), "{per_run:?} per run");
+}
+
+#[test]
+fn a_subgraph_with_python_is_trusted_with_its_parent_and_only_then() {
+    let dir = std::env::temp_dir().join(format!("tea-yaml-python-subgraph-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = "nodes:\n  - name: double\n    run: |\n      return {\"n\": state[\"n\"] * 2}\n";
+    std::fs::write(dir.join("child.yaml"), child).unwrap();
+    let parent = dir.join("parent.yaml");
+    std::fs::write(&parent, "nodes:\n  - name: sub\n    type: subgraph\n    file: child.yaml\n").unwrap();
+
+    let out = trusted().load_file(&parent).unwrap().invoke(json!({ "n": 21 })).unwrap().done().unwrap();
+    assert_eq!(out["n"], 42);
+    let err = Engine::new().load_file(&parent).expect_err("an untrusted parent");
+    let message = err.problems()[0].message();
+    assert!(message.contains("child.yaml") && message.contains("Engine::trust_code(true)"), "{message}");
+    std::fs::remove_dir_all(&dir).ok();
 }
