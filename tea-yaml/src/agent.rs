@@ -48,6 +48,7 @@ pub struct Engine {
     secrets: Map<String, Value>,
     checkpointer: Option<Arc<dyn Checkpointer>>,
     limits: Limits,
+    trust_code: bool,
 }
 
 impl Default for Engine {
@@ -65,6 +66,7 @@ impl fmt::Debug for Engine {
             .field("secrets", &self.secrets.len())
             .field("checkpointer", &self.checkpointer.is_some())
             .field("limits", &self.limits)
+            .field("trust_code", &self.trust_code)
             .finish()
     }
 }
@@ -78,7 +80,20 @@ impl Engine {
             secrets: Map::new(),
             checkpointer: None,
             limits: Limits { memory: DEFAULT_LUA_MEMORY_LIMIT, instructions: DEFAULT_LUA_INSTRUCTION_LIMIT },
+            trust_code: false,
         }
+    }
+
+    /// Whether files may run code tea cannot sandbox: `run:` blocks in Python (feature
+    /// `python`). Off by default: a file with a Python block then does not load, and its error
+    /// names the file, the node's line and this method (the CLI's `tea run --trust`).
+    ///
+    /// Python runs with the rights of the process — files, network, other processes — and no
+    /// memory or time limit, so trust only files you would run as a program. Lua blocks stay
+    /// sandboxed either way. Python blocks never see `secrets`.
+    pub fn trust_code(mut self, trust: bool) -> Self {
+        self.trust_code = trust;
+        self
     }
 
     /// Registers action `name` for `uses: name`: it gets the state and the node's rendered
@@ -221,6 +236,7 @@ impl Engine {
             has_checkpointer: self.checkpointer.is_some(),
             limits: self.limits,
             parents: Vec::new(),
+            trust_code: self.trust_code,
         };
         let loaded = load::load(text, &env)?;
         let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
@@ -768,12 +784,13 @@ impl Agent {
     /// The input as a state: a JSON object whose declared keys fit their types.
     fn input(&self, input: Value) -> Result<State, Error> {
         let start = || NodeName::from_static("__start__");
-        let Value::Object(map) = input else {
+        let Value::Object(mut map) = input else {
             return Err(Error::NodeFailed {
                 node: start(),
                 source: format!("the input must be a JSON object of state keys, not `{input}`").into(),
             });
         };
+        crate::initial::merge(&self.graph.inner().initial_state, &mut map);
         // Secrets first: a type error would show the value.
         self.graph.refuse_secrets(&map).map_err(|reason| Error::NodeFailed {
             node: start(),

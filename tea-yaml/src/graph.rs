@@ -74,6 +74,8 @@ pub(crate) enum Output {
 pub(crate) enum Exec {
     Noop,
     Lua(ChunkId),
+    /// A `run:` block in Python (feature `python`; uninhabited without it).
+    Python(crate::python::Block),
     Expr {
         expr: ExprId,
         key: String,
@@ -133,6 +135,7 @@ impl fmt::Debug for Exec {
         match self {
             Exec::Noop => f.write_str("Noop"),
             Exec::Lua(id) => write!(f, "Lua({id:?})"),
+            Exec::Python(block) => write!(f, "{block:?}"),
             Exec::Expr { key, .. } => write!(f, "Expr(-> {key})"),
             Exec::Action { name, .. } => write!(f, "Action({name})"),
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
@@ -185,6 +188,8 @@ pub(crate) struct Inner {
     pub(crate) last_checkpoint: Mutex<String>,
     pub(crate) fingerprint: u64,
     pub(crate) schema_fingerprint: u64,
+    /// `initial_state:`: the keys a new run starts with where its input has none.
+    pub(crate) initial_state: Map<String, Value>,
 }
 
 /// What templates and conditions see: `state`, `variables`, `secrets`, `checkpoint` (`dir`,
@@ -695,6 +700,7 @@ impl YamlGraph {
         Ok(match &def.exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
+            Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
                 let ctx = self.context(state, None);
                 let value = template::to_json(&inner.templates.eval(*expr, &ctx)?)?;

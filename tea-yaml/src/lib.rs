@@ -43,6 +43,7 @@
 //! | `net` | off | `llm.call`, `http.get`, `http.post`, `actions.notify`: async requests with retries and timeouts (reqwest with rustls, on tokio) |
 //! | `tokio` | off | `Agent::invoke_async` and its kin on the engine's tokio driver, which awaits network nodes without a thread each |
 //! | `tracing` | off | the engine's spans and events (target `tea`) for agents' runs |
+//! | `python` | off | `run:` blocks in Python, run by embedded CPython (PyO3) in files the engine trusts ([`Engine::trust_code`]) |
 //!
 //! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
 #![deny(missing_docs, missing_debug_implementations)]
@@ -52,11 +53,13 @@ mod agent;
 mod draw;
 mod error;
 mod graph;
+mod initial;
 mod items;
 mod load;
 mod lua;
 #[cfg(feature = "net")]
 mod net;
+mod python;
 mod state;
 mod template;
 mod yaml;

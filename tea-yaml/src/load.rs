@@ -30,6 +30,8 @@ pub(crate) struct Env<'a> {
     /// The files of the `type: subgraph` nodes this file is loaded for, outermost first (a
     /// file among them is a cycle).
     pub(crate) parents: Vec<PathBuf>,
+    /// Python blocks may load (`Engine::trust_code`).
+    pub(crate) trust_code: bool,
 }
 
 /// A checkpoint store by name: what a file's `config.checkpointer` names, and what `tea --store`
@@ -108,8 +110,19 @@ pub(crate) struct Loaded {
     pub(crate) recursion_limit: Option<usize>,
 }
 
-const TOP_KEYS: &[&str] =
-    &["name", "description", "state", "state_schema", "variables", "settings", "config", "nodes", "edges"];
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "state",
+    "state_schema",
+    "variables",
+    "settings",
+    "config",
+    "nodes",
+    "edges",
+    "initial_state",
+    "version",
+];
 /// `settings:` sections, and the keys of each (defaults of the network actions).
 const SETTINGS: [(&str, &[&str]); 2] = [
     ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
@@ -166,6 +179,7 @@ struct Loader<'a> {
     problems: Vec<Problem>,
     templates: Templates,
     lua: Chunks,
+    python: crate::python::Loader,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
     settings_keys: [Vec<String>; 2],
 }
@@ -249,6 +263,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         problems: Vec::new(),
         templates: Templates::new(),
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
+        python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
         settings_keys: [Vec::new(), Vec::new()],
     };
     for d in duplicates {
@@ -339,6 +354,10 @@ impl<'a> Loader<'a> {
             (None, None) => Schema::default(),
         };
         // Settings come before the nodes: their keys are the network actions' defaults.
+        let (initial_state, found) = crate::initial::read(top.get("initial_state"), top.get("version"), &schema);
+        for (pos, message) in found {
+            self.problem(pos, message);
+        }
         let [settings_llm, settings_notify] = match top.get("settings") {
             Some(node) => self.settings(node),
             None => [None, None],
@@ -507,6 +526,7 @@ impl<'a> Loader<'a> {
             last_checkpoint: Mutex::new(String::new()),
             fingerprint,
             schema_fingerprint,
+            initial_state,
         };
         Some(Loaded { graph: YamlGraph(Arc::new(inner), false), store, checkpoint_dir, checkpoint, recursion_limit })
     }
@@ -779,24 +799,29 @@ impl<'a> Loader<'a> {
                 self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
             }
         }
+        let (mut python, mut prolog) = (None, false);
         if let Some(l) = fields.get("language") {
             match l.as_str() {
-                Some("lua") => {}
-                Some(lang @ ("python" | "prolog")) => self.problem(
-                    l.pos,
-                    format!(
-                        "`language: {lang}`: only Lua runs here; port node `{name}`'s block to Lua (`language: lua`)"
-                    ),
-                ),
-                Some(other) => self.problem(l.pos, format!("unknown language `{other}`; only `lua` runs here")),
+                Some("lua") => python = Some(false),
+                Some("python") => python = Some(true),
+                Some(lang @ "prolog") => {
+                    prolog = true;
+                    self.problem(
+                        l.pos,
+                        format!(
+                            "`language: {lang}`: only Lua and Python run here; port node `{name}`'s block to Lua (`language: lua`)"
+                        ),
+                    )
+                }
+                Some(other) => self.problem(l.pos, format!("unknown language `{other}`; `lua` and `python` run here")),
                 None => self.problem(l.pos, format!("{} must be a string", what("language"))),
             }
         }
 
         let exec = if is_interrupt {
             self.interrupt(&fields, &name)
-        } else if let Some(run) = run {
-            self.run(run, &name, fields.get("output").copied())
+        } else if let Some(run) = run.filter(|_| !prolog) {
+            self.run(run, &name, fields.get("output").copied(), python)
         } else if let Some(uses) = uses {
             self.action(uses, &fields, &name)
         } else {
@@ -883,6 +908,7 @@ impl<'a> Loader<'a> {
             has_checkpointer: true,
             limits: self.env.limits,
             parents,
+            trust_code: self.env.trust_code,
         };
         let loaded = match load(&text, &env) {
             Ok(loaded) => loaded,
@@ -1145,7 +1171,8 @@ impl<'a> Loader<'a> {
         (exec, dynamic)
     }
 
-    fn run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
+    /// `python`: the node's `language:` (`Some(true)` for Python, `Some(false)` for Lua).
+    fn run(&mut self, run: &Node, name: &str, output: Option<&Node>, python: Option<bool>) -> Exec {
         match &run.kind {
             Kind::Str { text, block } => {
                 if let Some(o) = output {
@@ -1154,10 +1181,24 @@ impl<'a> Loader<'a> {
                 // A block scalar's position is its first content line, like a plain one's.
                 let _ = block;
                 let first_line = run.pos.line;
-                match self.lua.add(&self.env.file, first_line, text) {
-                    Ok(id) => Exec::Lua(id),
-                    Err((line, message)) => {
-                        self.problem(Pos { line, column: 1 }, format!("node `{name}`: {message}"));
+                let block = match python {
+                    Some(true) => self.python.block(name, first_line, text),
+                    _ => match self.lua.add(&self.env.file, first_line, text) {
+                        Ok(id) => return Exec::Lua(id),
+                        Err((line, message)) if python.is_some() => {
+                            Err(vec![(line, format!("node `{name}`: {message}"))])
+                        }
+                        Err((line, message)) => {
+                            self.python.guess(name, first_line, text, line, format!("node `{name}`: {message}"))
+                        }
+                    },
+                };
+                match block {
+                    Ok(block) => Exec::Python(block),
+                    Err(problems) => {
+                        for (line, message) in problems {
+                            self.problem(Pos { line, column: 1 }, message);
+                        }
                         Exec::Noop
                     }
                 }

@@ -121,7 +121,7 @@ nodes:
     let p = problems(yaml);
     has(&p, 2, "`config.interrupt_after` names `ghost`, which is not a node");
     has(&p, 6, "`message` belongs to `type: interrupt` nodes");
-    has(&p, 8, "only Lua runs here");
+    has(&p, 9, "node `b` is Python");
     has(&p, 11, "node type `while_loop` is not supported");
     has(&p, 14, "unknown key `interupt` in a node; did you mean `interrupt`?");
     has(&p, 15, "`__end__` is reserved");
