@@ -258,8 +258,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tea-serve-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("tokens");
-        std::fs::write(&file, "# reviewers\nanswer 0123456789abcdef0123\nread fedcba9876543210fedc\nplainplainplainplain\n")
-            .unwrap();
+        std::fs::write(
+            &file,
+            "# reviewers\nanswer 0123456789abcdef0123\nread fedcba9876543210fedc\nplainplainplainplain\n",
+        )
+        .unwrap();
         let access = Access::from_file(&file).unwrap();
         assert_eq!(access.right_of("0123456789abcdef0123"), Some(Right::Answer));
         assert_eq!(access.right_of("fedcba9876543210fedc"), Some(Right::Read));
@@ -267,7 +270,10 @@ mod tests {
         assert_eq!(access.right_of("0123456789abcdef012"), None);
         std::fs::write(&file, "\nwrite 0123456789abcdef0123\n").unwrap();
         let error = Access::from_file(&file).unwrap_err().to_string();
-        assert!(error.ends_with(":2: unknown right `write` (write `read TOKEN`, `answer TOKEN` or just `TOKEN`)"), "{error}");
+        assert!(
+            error.ends_with(":2: unknown right `write` (write `read TOKEN`, `answer TOKEN` or just `TOKEN`)"),
+            "{error}"
+        );
         std::fs::write(&file, "short\n").unwrap();
         assert!(Access::from_file(&file).unwrap_err().to_string().contains(":1: a token must be one word"));
         std::fs::remove_dir_all(&dir).unwrap();

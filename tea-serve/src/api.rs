@@ -94,7 +94,12 @@ fn locate_now(shared: &Shared, thread: &ThreadId) -> ApiResult<Option<Located>> 
     }
     for agent in &shared.agents {
         if let Some(snapshot) = agent.state(thread)? {
-            return Ok(Some(Located { thread: thread.clone(), agent: Some(agent.clone()), record, snapshot: Some(snapshot) }));
+            return Ok(Some(Located {
+                thread: thread.clone(),
+                agent: Some(agent.clone()),
+                record,
+                snapshot: Some(snapshot),
+            }));
         }
     }
     Ok(record.map(|record| Located { thread: thread.clone(), agent: None, record: Some(record), snapshot: None }))
@@ -134,7 +139,9 @@ pub(crate) fn pause_message(interrupt: &Interrupt) -> String {
     match (value, field) {
         (Value::String(s), _) => s.clone(),
         (_, Some(s)) => s.to_owned(),
-        (Value::Null, _) if interrupt.id().starts_with("after:") => format!("Paused after `{}`: continue?", interrupt.node()),
+        (Value::Null, _) if interrupt.id().starts_with("after:") => {
+            format!("Paused after `{}`: continue?", interrupt.node())
+        }
         (Value::Null, _) => format!("Paused before `{}`: continue?", interrupt.node()),
         (other, _) => other.to_string(),
     }
@@ -281,7 +288,10 @@ fn valid_thread_id(id: &str) -> ApiResult<ThreadId> {
     if id.is_empty() || id.len() > ThreadId::MAX_LEN || id.chars().any(char::is_control) {
         return Err(ApiError::unprocessable(
             "invalid_thread_id",
-            format!("thread id {id:?} cannot be used: it must be 1 to {} bytes without control characters", ThreadId::MAX_LEN),
+            format!(
+                "thread id {id:?} cannot be used: it must be 1 to {} bytes without control characters",
+                ThreadId::MAX_LEN
+            ),
         ));
     }
     Ok(ThreadId::from(id))
@@ -292,7 +302,10 @@ async fn create_thread(State(shared): Shd, Body(create): Body<ThreadCreate>) -> 
         None | Some("raise") => false,
         Some("do_nothing") => true,
         Some(other) => {
-            return Err(ApiError::unprocessable("bad_request", format!("`if_exists` must be `raise` or `do_nothing`, not `{other}`")))
+            return Err(ApiError::unprocessable(
+                "bad_request",
+                format!("`if_exists` must be `raise` or `do_nothing`, not `{other}`"),
+            ))
         }
     };
     let thread = match &create.thread_id {
@@ -314,7 +327,8 @@ async fn create_thread(State(shared): Shd, Body(create): Body<ThreadCreate>) -> 
             Some(_) => Err(ApiError::conflict("thread_exists", format!("thread `{thread}` exists already"))),
             None => Ok(Some(ThreadRecord::new(None, metadata.clone()))),
         })?;
-        locate_now(&s, &thread)?.ok_or_else(|| ApiError::internal(format!("thread `{thread}` vanished as it was created")))
+        locate_now(&s, &thread)?
+            .ok_or_else(|| ApiError::internal(format!("thread `{thread}` vanished as it was created")))
     })
     .await?;
     Ok(Json(thread_json(&shared, &located)))
@@ -375,7 +389,10 @@ async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) ->
         .filter(|t| search.values.as_ref().is_none_or(|v| matches(v, &t["values"])))
         .collect();
     threads.sort_by(|a, b| {
-        b["updated_at"].as_str().cmp(&a["updated_at"].as_str()).then_with(|| a["thread_id"].as_str().cmp(&b["thread_id"].as_str()))
+        b["updated_at"]
+            .as_str()
+            .cmp(&a["updated_at"].as_str())
+            .then_with(|| a["thread_id"].as_str().cmp(&b["thread_id"].as_str()))
     });
     Ok(Json(threads.into_iter().skip(offset).take(limit).collect()))
 }
@@ -392,7 +409,11 @@ struct ThreadPatch {
     messages: Option<Value>,
 }
 
-async fn patch_thread(State(shared): Shd, Path(id): Path<String>, Body(patch): Body<ThreadPatch>) -> ApiResult<Json<Value>> {
+async fn patch_thread(
+    State(shared): Shd,
+    Path(id): Path<String>,
+    Body(patch): Body<ThreadPatch>,
+) -> ApiResult<Json<Value>> {
     if patch.values.is_some() || patch.messages.is_some() {
         return Err(ApiError::unprocessable(
             "unsupported",
@@ -443,12 +464,19 @@ struct HistoryQuery {
     before: Option<String>,
 }
 
-async fn thread_history(State(shared): Shd, Path(id): Path<String>, Query(query): Query<HistoryQuery>) -> ApiResult<Json<Value>> {
+async fn thread_history(
+    State(shared): Shd,
+    Path(id): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> ApiResult<Json<Value>> {
     let (limit, _) = page(query.limit, None)?;
-    let before = match &query.before {
-        None => None,
-        Some(b) => Some(checkpoint_number(b).ok_or_else(|| ApiError::unprocessable("bad_request", format!("`before` is not a checkpoint id: {b}")))?),
-    };
+    let before =
+        match &query.before {
+            None => None,
+            Some(b) => Some(checkpoint_number(b).ok_or_else(|| {
+                ApiError::unprocessable("bad_request", format!("`before` is not a checkpoint id: {b}"))
+            })?),
+        };
     let located = locate(&shared, &id).await?;
     let Some(agent) = located.agent.clone() else { return Ok(Json(json!([]))) };
     let thread = located.thread.clone();
@@ -540,9 +568,10 @@ pub(crate) struct RunRequest {
 
 fn one_of(field: &str, value: &Option<String>, allowed: &[&str]) -> ApiResult<()> {
     match value {
-        Some(v) if !allowed.contains(&v.as_str()) => {
-            Err(ApiError::unprocessable("bad_request", format!("`{field}` must be one of {}, not `{v}`", allowed.join(", "))))
-        }
+        Some(v) if !allowed.contains(&v.as_str()) => Err(ApiError::unprocessable(
+            "bad_request",
+            format!("`{field}` must be one of {}, not `{v}`", allowed.join(", ")),
+        )),
         _ => Ok(()),
     }
 }
@@ -600,7 +629,11 @@ impl Prepared {
 }
 
 /// Checks a run request against the thread it names and decides what the run does.
-pub(crate) async fn prepare(shared: &Arc<Shared>, path_thread: Option<String>, request: RunRequest) -> ApiResult<Prepared> {
+pub(crate) async fn prepare(
+    shared: &Arc<Shared>,
+    path_thread: Option<String>,
+    request: RunRequest,
+) -> ApiResult<Prepared> {
     one_of("on_completion", &request.on_completion, &["delete", "keep"])?;
     one_of("on_disconnect", &request.on_disconnect, &["cancel", "continue"])?;
     one_of("if_not_exists", &request.if_not_exists, &["create", "reject"])?;
@@ -609,7 +642,10 @@ pub(crate) async fn prepare(shared: &Arc<Shared>, path_thread: Option<String>, r
         return Err(ApiError::unprocessable("unsupported", "webhooks are not supported by this server"));
     }
     if request.command.as_ref().is_some_and(|c| c.goto.is_some()) {
-        return Err(ApiError::unprocessable("unsupported", "`command.goto` is not supported: a node routes with its graph's edges"));
+        return Err(ApiError::unprocessable(
+            "unsupported",
+            "`command.goto` is not supported: a node routes with its graph's edges",
+        ));
     }
     let mut echo = Map::new();
     for (key, value) in [
@@ -640,7 +676,9 @@ pub(crate) async fn prepare(shared: &Arc<Shared>, path_thread: Option<String>, r
         blocking(move || locate_now(&s, &t)).await?
     };
     if located.is_none() && !stateless && request.if_not_exists.as_deref() != Some("create") {
-        return Err(ApiError::not_found(format!("thread `{thread}` not found (create it, or send `if_not_exists: create`)")));
+        return Err(ApiError::not_found(format!(
+            "thread `{thread}` not found (create it, or send `if_not_exists: create`)"
+        )));
     }
     let owner = located.as_ref().and_then(|l| l.agent.clone());
     let agent = match (owner, wanted) {
@@ -654,11 +692,17 @@ pub(crate) async fn prepare(shared: &Arc<Shared>, path_thread: Option<String>, r
         (None, None) if shared.agents.len() == 1 => shared.agents[0].clone(),
         (None, None) if shared.agents.is_empty() => return Err(ApiError::not_found("this server serves no agent")),
         (None, None) => {
-            return Err(ApiError::unprocessable("agent_missing", "this server serves several agents: name one with `agent_id`"))
+            return Err(ApiError::unprocessable(
+                "agent_missing",
+                "this server serves several agents: name one with `agent_id`",
+            ))
         }
     };
     if shared.runs.running(&thread) {
-        return Err(ApiError::conflict("thread_busy", format!("thread `{thread}` is running; a thread takes one run at a time")));
+        return Err(ApiError::conflict(
+            "thread_busy",
+            format!("thread `{thread}` is running; a thread takes one run at a time"),
+        ));
     }
     let cancel_on_disconnect = request.on_disconnect.as_deref() != Some("continue");
     let delete_after = match request.on_completion.as_deref() {
@@ -670,14 +714,18 @@ pub(crate) async fn prepare(shared: &Arc<Shared>, path_thread: Option<String>, r
     let status = located.as_ref().map_or("idle", |l| status(shared, l));
     let plan = if let Some(command) = request.command {
         let Some(snapshot) = snapshot.filter(JsonSnapshot::paused) else {
-            return Err(ApiError::conflict("not_paused", format!("thread `{thread}` is not paused (it is {status}): there is nothing to answer")));
+            return Err(ApiError::conflict(
+                "not_paused",
+                format!("thread `{thread}` is not paused (it is {status}): there is nothing to answer"),
+            ));
         };
         let pinned = request.checkpoint_id.clone().or_else(|| {
             request.checkpoint.as_ref().and_then(|c| c.get("checkpoint_id")).and_then(Value::as_str).map(str::to_owned)
         });
         if let Some(pinned) = pinned {
-            let number = checkpoint_number(&pinned)
-                .ok_or_else(|| ApiError::unprocessable("bad_request", format!("`checkpoint_id` is not a checkpoint id: {pinned}")))?;
+            let number = checkpoint_number(&pinned).ok_or_else(|| {
+                ApiError::unprocessable("bad_request", format!("`checkpoint_id` is not a checkpoint id: {pinned}"))
+            })?;
             if number != snapshot.checkpoint {
                 return Err(ApiError::conflict(
                     "stale_resume",
@@ -716,7 +764,10 @@ pub(crate) async fn prepare(shared: &Arc<Shared>, path_thread: Option<String>, r
                 ))
             }
             Some(_) => {
-                return Err(ApiError::conflict("thread_busy", format!("thread `{thread}` is {status}: a thread takes one run at a time")))
+                return Err(ApiError::conflict(
+                    "thread_busy",
+                    format!("thread `{thread}` is {status}: a thread takes one run at a time"),
+                ))
             }
         }
         Plan::Start { input: request.input.clone().unwrap_or_else(|| json!({})) }
@@ -765,7 +816,11 @@ async fn run_wait(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiRes
     wait_for(shared, None, request).await
 }
 
-async fn thread_run_wait(State(shared): Shd, Path(id): Path<String>, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
+async fn thread_run_wait(
+    State(shared): Shd,
+    Path(id): Path<String>,
+    Body(request): Body<RunRequest>,
+) -> ApiResult<Json<Value>> {
     wait_for(shared, Some(id), request).await
 }
 
@@ -773,7 +828,11 @@ async fn run_stream(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiR
     stream_for(shared, None, request).await
 }
 
-async fn thread_run_stream(State(shared): Shd, Path(id): Path<String>, Body(request): Body<RunRequest>) -> ApiResult<Response> {
+async fn thread_run_stream(
+    State(shared): Shd,
+    Path(id): Path<String>,
+    Body(request): Body<RunRequest>,
+) -> ApiResult<Response> {
     stream_for(shared, Some(id), request).await
 }
 
@@ -781,7 +840,11 @@ async fn run_background(State(shared): Shd, Body(request): Body<RunRequest>) -> 
     background(shared, None, request).await
 }
 
-async fn thread_run_background(State(shared): Shd, Path(id): Path<String>, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
+async fn thread_run_background(
+    State(shared): Shd,
+    Path(id): Path<String>,
+    Body(request): Body<RunRequest>,
+) -> ApiResult<Json<Value>> {
     background(shared, Some(id), request).await
 }
 

@@ -35,7 +35,8 @@ fn node(line: &str) -> Option<Node> {
 }
 
 fn edge(line: &str) -> Option<Edge> {
-    let (at, pattern, arrow) = ARROWS.iter().filter_map(|(p, a)| line.find(p).map(|at| (at, *p, *a))).min_by_key(|x| x.0)?;
+    let (at, pattern, arrow) =
+        ARROWS.iter().filter_map(|(p, a)| line.find(p).map(|at| (at, *p, *a))).min_by_key(|x| x.0)?;
     let from = line[..at].trim();
     let mut rest = line[at + pattern.len()..].trim_start();
     let mut label = None;
@@ -106,9 +107,15 @@ mod tests {
     fn reads_both_front_ends_drawings() {
         let graph = "flowchart TD\n    __start__([start])\n    write[write]\n    ask{{ask}}\n    fetch[/fetch/]\n    __end__([end])\n    __start__ --> write\n    write --> ask\n    ask -->|\"approved\"| __end__\n    ask -.-> fetch\n";
         let (nodes, edges) = parse(graph);
-        assert_eq!(nodes.iter().map(|n| n.label.as_str()).collect::<Vec<_>>(), ["start", "write", "ask", "fetch", "end"]);
+        assert_eq!(
+            nodes.iter().map(|n| n.label.as_str()).collect::<Vec<_>>(),
+            ["start", "write", "ask", "fetch", "end"]
+        );
         assert_eq!(edges.len(), 4);
-        assert_eq!(edges[2], Edge { from: "ask".into(), to: "__end__".into(), arrow: "→", label: Some("approved".into()) });
+        assert_eq!(
+            edges[2],
+            Edge { from: "ask".into(), to: "__end__".into(), arrow: "→", label: Some("approved".into()) }
+        );
         assert_eq!(edges[3].arrow, "⇢");
         let yaml = "flowchart TD\n    __start__([start])\n    n0[\"prepare\"]\n    n1{{\"ask\"}}\n    __end__([end])\n    __start__ --> n0\n    n0 -->|\"state.count > 10\"| n1\n";
         let (nodes, edges) = parse(yaml);

@@ -36,7 +36,10 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/inbox/login", get(login_page).post(login))
         .route("/inbox/logout", post(logout))
         .route("/inbox/assets/inbox.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }))
-        .route("/inbox/assets/inbox.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS) }))
+        .route(
+            "/inbox/assets/inbox.js",
+            get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS) }),
+        )
 }
 
 /// `text` with HTML's special characters escaped.
@@ -78,7 +81,9 @@ fn page(title: &str, body: &str, set_cookie: Option<HeaderValue>, status: Status
     );
     let mut response = (status, Html(html)).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response.headers_mut().insert("content-security-policy", HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"));
+    response
+        .headers_mut()
+        .insert("content-security-policy", HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"));
     if let Some(cookie) = set_cookie {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
@@ -142,15 +147,21 @@ fn answer_form(located: &Located, csrf: &str) -> String {
     )
 }
 
-async fn inbox(State(shared): State<Arc<Shared>>, Extension(Granted(right)): Extension<Granted>, headers: HeaderMap) -> Response {
+async fn inbox(
+    State(shared): State<Arc<Shared>>,
+    Extension(Granted(right)): Extension<Granted>,
+    headers: HeaderMap,
+) -> Response {
     let (token, cookie) = csrf(&headers);
     let threads = match api::all_threads(&shared).await {
         Ok(threads) => threads,
         Err(e) => return error_page(&e, "/inbox"),
     };
-    let mut paused: Vec<&Located> = threads.iter().filter(|l| l.snapshot.as_ref().is_some_and(|s| s.paused())).collect();
+    let mut paused: Vec<&Located> =
+        threads.iter().filter(|l| l.snapshot.as_ref().is_some_and(|s| s.paused())).collect();
     paused.sort_by_key(|l| std::cmp::Reverse(l.record.as_ref().map_or(0, |r| r.updated_at)));
-    let mut body = format!("<h1>Waiting for you <span class=\"count\" id=\"paused-count\">{}</span></h1>", paused.len());
+    let mut body =
+        format!("<h1>Waiting for you <span class=\"count\" id=\"paused-count\">{}</span></h1>", paused.len());
     if paused.is_empty() {
         body.push_str("<p class=\"empty\" id=\"empty\">No thread is waiting for an answer.</p>");
     }
@@ -159,7 +170,11 @@ async fn inbox(State(shared): State<Arc<Shared>>, Extension(Granted(right)): Ext
         let id = escape(located.thread.as_str());
         let agent = located.agent.as_ref().map_or(String::new(), |a| escape(a.name()));
         let since = located.record.as_ref().map_or(String::new(), |r| rfc3339(r.updated_at));
-        let form = if right >= Right::Answer { answer_form(located, &token) } else { String::from("<p class=\"readonly\">Read-only access: you cannot answer.</p>") };
+        let form = if right >= Right::Answer {
+            answer_form(located, &token)
+        } else {
+            String::from("<p class=\"readonly\">Read-only access: you cannot answer.</p>")
+        };
         body.push_str(&format!(
             "<li class=\"thread\" data-thread=\"{id}\"><div class=\"meta\"><a href=\"/inbox/threads/{id}\">{id}</a> · {agent} · <time>{since}</time></div>{form}</li>"
         ));
@@ -170,13 +185,15 @@ async fn inbox(State(shared): State<Arc<Shared>>, Extension(Granted(right)): Ext
         body.push_str("<h2>Other threads</h2><ul class=\"others\">");
         for located in others.iter().take(50) {
             let id = escape(located.thread.as_str());
-            body.push_str(&format!("<li><a href=\"/inbox/threads/{id}\">{id}</a> {}</li>", status_badge(api::status(&shared, located))));
+            body.push_str(&format!(
+                "<li><a href=\"/inbox/threads/{id}\">{id}</a> {}</li>",
+                status_badge(api::status(&shared, located))
+            ));
         }
         body.push_str("</ul>");
     }
     if right >= Right::Answer {
-        let options: String =
-            shared.agents.iter().map(|a| format!("<option>{}</option>", escape(a.name()))).collect();
+        let options: String = shared.agents.iter().map(|a| format!("<option>{}</option>", escape(a.name()))).collect();
         body.push_str(&format!(
             "<h2>Start a run</h2><form method=\"post\" action=\"/inbox/start\" class=\"start\"><label>Agent <select name=\"agent\">{options}</select></label>\
              <label>Input (JSON) <textarea name=\"input\" rows=\"3\" class=\"json\">{{}}</textarea></label>\
@@ -193,7 +210,9 @@ async fn inbox_live(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Ap
     let threads = api::all_threads(&shared).await?;
     let version: Vec<String> = threads
         .iter()
-        .map(|l| format!("{}:{}:{}", l.thread, api::status(&shared, l), l.snapshot.as_ref().map_or(0, |s| s.checkpoint)))
+        .map(|l| {
+            format!("{}:{}:{}", l.thread, api::status(&shared, l), l.snapshot.as_ref().map_or(0, |s| s.checkpoint))
+        })
         .collect();
     Ok(Json(json!({ "version": version.join(",") })))
 }
@@ -229,13 +248,18 @@ async fn thread_page(
     let status = api::status(&shared, &located);
     let escaped = escape(&id);
     let agent = located.agent.as_ref().map_or(String::from("(no run yet)"), |a| escape(a.name()));
-    let mut body = format!("<h1>Thread <code>{escaped}</code> {}</h1><p class=\"agent\">agent {agent}</p>", status_badge(status));
+    let mut body =
+        format!("<h1>Thread <code>{escaped}</code> {}</h1><p class=\"agent\">agent {agent}</p>", status_badge(status));
     if let Some(error) = located.record.as_ref().and_then(|r| r.error.as_ref()) {
         body.push_str(&format!("<p class=\"run-error\">Last run failed: {}</p>", escape(error)));
     }
     if located.snapshot.as_ref().is_some_and(|s| s.paused()) {
         body.push_str("<h2>Waiting for an answer</h2>");
-        body.push_str(&if right >= Right::Answer { answer_form(&located, &token) } else { String::from("<p class=\"readonly\">Read-only access.</p>") });
+        body.push_str(&if right >= Right::Answer {
+            answer_form(&located, &token)
+        } else {
+            String::from("<p class=\"readonly\">Read-only access.</p>")
+        });
     }
     let mut current = HashSet::new();
     match &located.snapshot {
@@ -258,7 +282,10 @@ async fn thread_page(
     }
     body.push_str("</section><section><h2>State</h2>");
     let state = located.snapshot.as_ref().map_or(json!({}), |s| s.state.clone());
-    body.push_str(&format!("<pre class=\"state\" id=\"state\">{}</pre></section></div>", escape(&serde_json::to_string_pretty(&state).unwrap_or_default())));
+    body.push_str(&format!(
+        "<pre class=\"state\" id=\"state\">{}</pre></section></div>",
+        escape(&serde_json::to_string_pretty(&state).unwrap_or_default())
+    ));
     body.push_str("<h2>Timeline</h2>");
     body.push_str(&timeline_html(located.record.as_ref().map_or(&[][..], |r| &r.timeline)));
     body.push_str(&format!("<div id=\"live\" data-live=\"/inbox/threads/{escaped}/live\" hidden></div>"));
@@ -278,7 +305,9 @@ async fn thread_live(State(shared): State<Arc<Shared>>, Path(id): Path<String>) 
 
 /// One field of a form as the answer its kind expects.
 fn typed(kind: &str, text: &str, id: &str) -> Result<Option<Value>, ApiError> {
-    let bad = |what: &str| ApiError::unprocessable("bad_resume_value", format!("the answer to `{id}` must be {what}, not {text:?}"));
+    let bad = |what: &str| {
+        ApiError::unprocessable("bad_resume_value", format!("the answer to `{id}` must be {what}, not {text:?}"))
+    };
     Ok(Some(match kind {
         "continue" => return Ok(None),
         "yes_no" => match text {
@@ -304,7 +333,9 @@ async fn answer(
         check_form(&headers, form.get("csrf").map_or("", String::as_str))?;
         let mut keyed = serde_json::Map::new();
         for i in 0.. {
-            let (Some(pause), Some(kind)) = (form.get(&format!("id.{i}")), form.get(&format!("kind.{i}"))) else { break };
+            let (Some(pause), Some(kind)) = (form.get(&format!("id.{i}")), form.get(&format!("kind.{i}"))) else {
+                break;
+            };
             let text = form.get(&format!("answer.{i}")).map_or("", String::as_str);
             if let Some(value) = typed(kind, text, pause)? {
                 keyed.insert(pause.clone(), value);
@@ -312,7 +343,10 @@ async fn answer(
         }
         let update = match form.get("update").map(|u| u.trim()).filter(|u| !u.is_empty()) {
             None => None,
-            Some(text) => Some(serde_json::from_str(text).map_err(|e| ApiError::unprocessable("bad_update", format!("the state update is not JSON: {e}")))?),
+            Some(text) => Some(
+                serde_json::from_str(text)
+                    .map_err(|e| ApiError::unprocessable("bad_update", format!("the state update is not JSON: {e}")))?,
+            ),
         };
         let resume = if keyed.is_empty() { None } else { Some(Value::Object(keyed)) };
         let request = RunRequest {
@@ -337,7 +371,11 @@ async fn answer(
     }
 }
 
-async fn start(State(shared): State<Arc<Shared>>, headers: HeaderMap, Form(form): Form<HashMap<String, String>>) -> Response {
+async fn start(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     let result = async {
         check_form(&headers, form.get("csrf").map_or("", String::as_str))?;
         let input: Value = serde_json::from_str(form.get("input").map_or("{}", String::as_str))
@@ -370,16 +408,25 @@ async fn login_page(headers: HeaderMap) -> Response {
     page("Sign in", &body, cookie, StatusCode::OK)
 }
 
-async fn login(State(shared): State<Arc<Shared>>, headers: HeaderMap, Form(form): Form<HashMap<String, String>>) -> Response {
+async fn login(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     if let Err(error) = check_form(&headers, form.get("csrf").map_or("", String::as_str)) {
         return error_page(&error, "/inbox/login");
     }
     let token = form.get("token").map_or("", |t| t.trim());
     if !shared.access.knows(token) {
-        return error_page(&ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this token is not known here"), "/inbox/login");
+        return error_page(
+            &ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this token is not known here"),
+            "/inbox/login",
+        );
     }
     let mut response = Redirect::to("/inbox").into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&format!("{SESSION_COOKIE}={token}; Path=/inbox; SameSite=Strict; HttpOnly")) {
+    if let Ok(cookie) =
+        HeaderValue::from_str(&format!("{SESSION_COOKIE}={token}; Path=/inbox; SameSite=Strict; HttpOnly"))
+    {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response

@@ -90,7 +90,8 @@ pub(crate) fn read(store: &dyn Checkpointer, thread: &ThreadId) -> Result<Option
 }
 
 fn decode(thread: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::internal(format!("the record of thread `{thread}` is damaged: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::internal(format!("the record of thread `{thread}` is damaged: {e}")))
 }
 
 /// Reads, changes and writes back the record of `thread` as one compare-and-swap, retried
@@ -121,7 +122,10 @@ pub(crate) fn update(
             Append::Conflict { .. } => continue,
         }
     }
-    Err(ApiError::conflict("busy", format!("the record of thread `{thread}` changed {ATTEMPTS} times while it was being written")))
+    Err(ApiError::conflict(
+        "busy",
+        format!("the record of thread `{thread}` changed {ATTEMPTS} times while it was being written"),
+    ))
 }
 
 /// Deletes the record of `thread`; whether it had one.

@@ -126,7 +126,7 @@ impl RunEntry {
 
     /// Asks the run to stop: its stream is dropped, which leaves the thread resumable.
     pub(crate) fn cancel(&self) {
-        let _ = self.cancel.send(true);
+        self.cancel.send_replace(true);
     }
 
     /// The events so far and a receiver of the rest (ending with an `end` event).
@@ -243,7 +243,9 @@ pub(crate) fn launch(
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
     let (first, events) = match plan {
-        Plan::Start { input } => (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input)),
+        Plan::Start { input } => {
+            (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input))
+        }
         Plan::Resume { token, answer, update, entry } => (entry, agent.clone().resume(token, answer, update)),
     };
     let shared = shared.clone();
@@ -286,7 +288,8 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
                 return Outcome::Failed(error);
             }
             Ok(JsonEvent::Step { node, branch, state, duration_ms }) => {
-                let mut entry = Entry::new("step", Some(node.clone()), branch.map_or(Value::Null, |b| json!({ "branch": b })));
+                let mut entry =
+                    Entry::new("step", Some(node.clone()), branch.map_or(Value::Null, |b| json!({ "branch": b })));
                 entry.duration_ms = Some(duration_ms);
                 timeline.push(entry);
                 run.emit(&mut progress, "updates", json!({ node: state.clone() }));
@@ -296,7 +299,11 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
             Ok(JsonEvent::Interrupted { state, token, checkpoint, interrupts }) => {
                 let listed: Vec<Value> = interrupts.iter().map(crate::api::interrupt_json_plain).collect();
                 for interrupt in &interrupts {
-                    timeline.push(Entry::new("pause", Some(interrupt.node().as_str().to_owned()), json!({ "id": interrupt.id(), "value": interrupt.value() })));
+                    timeline.push(Entry::new(
+                        "pause",
+                        Some(interrupt.node().as_str().to_owned()),
+                        json!({ "id": interrupt.id(), "value": interrupt.value() }),
+                    ));
                 }
                 let mut values = state.clone();
                 if let Value::Object(map) = &mut values {
@@ -402,5 +409,5 @@ async fn finish(
         run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": run_json_status }));
     }
     shared.runs.done(run);
-    let _ = run.finished.send(true);
+    run.finished.send_replace(true);
 }

@@ -71,7 +71,9 @@ pub(crate) enum AnswerKind {
     Continue,
     YesNo,
     Text,
-    Number { integer: bool },
+    Number {
+        integer: bool,
+    },
     Json,
 }
 
@@ -112,7 +114,10 @@ pub(crate) trait Served: Send + Sync + 'static {
     /// Resumes with the token `token`, the answers and an optional state update.
     fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events;
     /// A token for paused `thread` (the engine's `recover`, which runs nothing on a paused thread).
-    fn token(self: Arc<Self>, thread: ThreadId) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>>;
+    fn token(
+        self: Arc<Self>,
+        thread: ThreadId,
+    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>>;
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ApiError> {
@@ -291,7 +296,10 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
         forward(self, move |me| me.app.stream_resume_async(resume).map(json_event).boxed())
     }
 
-    fn token(self: Arc<Self>, thread: ThreadId) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
+    fn token(
+        self: Arc<Self>,
+        thread: ThreadId,
+    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
         Box::pin(async move {
             match self.app.recover_async(&thread).await? {
                 Outcome::Interrupted { resume, .. } => Ok(Some(resume.to_string())),
@@ -363,7 +371,10 @@ impl Served for YamlServed {
         forward(self, move |me| me.agent.stream_resume_async(resume).map(json_event).boxed())
     }
 
-    fn token(self: Arc<Self>, thread: ThreadId) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
+    fn token(
+        self: Arc<Self>,
+        thread: ThreadId,
+    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
         Box::pin(async move {
             match self.agent.recover_async(&thread).await? {
                 Outcome::Interrupted { resume, .. } => Ok(Some(resume.to_string())),
