@@ -22,6 +22,7 @@
 
 mod output;
 mod run;
+mod serve;
 mod store;
 
 use clap::{Args, Parser, Subcommand};
@@ -126,6 +127,11 @@ enum Command {
         #[command(flatten)]
         store: StoreArg,
     },
+    /// Serves agents over HTTP: the Agent Protocol's routes and an inbox page for pauses.
+    #[command(after_help = "Examples:\n  \
+        tea serve examples/agents/review.yaml --insecure-local\n  \
+        tea serve a.yaml b.yaml --store postgres://db/agents --bind 0.0.0.0:8080 --token-file tokens.txt")]
+    Serve(serve::ServeArgs),
 }
 
 /// `--store`, shared by the commands that keep threads.
@@ -257,6 +263,7 @@ fn main() -> ExitCode {
         }),
         Command::Threads { file, store } => run::threads(&file, &store),
         Command::State { file, thread, history, store } => run::state(&file, &thread, history, &store),
+        Command::Serve(args) => serve::serve(&args),
     };
     match result {
         Ok(status) => ExitCode::from(status),
