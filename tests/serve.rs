@@ -629,3 +629,194 @@ async fn yaml_agents_and_the_inbox_page() {
         api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": 40 } }))).await;
     assert_eq!(out["values"]["result"], "refunded 40");
 }
+
+// ---- the inbox in a real browser ----
+
+/// A WebDriver session with chromedriver (headless Chromium), spoken as plain HTTP + JSON.
+struct Browser {
+    http: Client,
+    session: String,
+    driver: std::process::Child,
+}
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+fn on_path(names: &[&str]) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).flat_map(|dir| names.iter().map(move |n| dir.join(n))).find(|p| p.is_file())
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium, or says why it cannot (`None`).
+    async fn start() -> Option<Browser> {
+        let Some(driver) = on_path(&["chromedriver"]) else {
+            eprintln!("skipped: no chromedriver on PATH (Debian: apt-get install -y chromium chromium-driver)");
+            return None;
+        };
+        let Some(chromium) = on_path(&["chromium", "chromium-browser", "google-chrome"]) else {
+            eprintln!("skipped: no Chromium on PATH (Debian: apt-get install -y chromium chromium-driver)");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let driver = std::process::Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let http = Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        for _ in 0..100 {
+            if http.get(format!("{base}/status")).send().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let capabilities = json!({ "capabilities": { "alwaysMatch": { "browserName": "chrome", "goog:chromeOptions": {
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"],
+        } } } });
+        let created: Value =
+            http.post(format!("{base}/session")).json(&capabilities).send().await.unwrap().json().await.unwrap();
+        let session =
+            created["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no WebDriver session: {created}"));
+        Some(Browser { http, session: format!("{base}/session/{session}"), driver })
+    }
+
+    async fn command(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.session));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        answer["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.command(Method::POST, "/url", Some(json!({ "url": url }))).await;
+    }
+
+    /// The element `css` selects, waiting up to 10 s for it.
+    async fn find(&self, css: &str) -> String {
+        let mut found = Value::Null;
+        for _ in 0..100 {
+            found =
+                self.command(Method::POST, "/element", Some(json!({ "using": "css selector", "value": css }))).await;
+            if let Some(id) = found[ELEMENT].as_str() {
+                return id.to_owned();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let source = self.command(Method::GET, "/source", None).await;
+        panic!("no element `{css}` ({found}) on the page:\n{}", source.as_str().unwrap_or(""));
+    }
+
+    async fn click(&self, css: &str) {
+        let id = self.find(css).await;
+        self.command(Method::POST, &format!("/element/{id}/click"), Some(json!({}))).await;
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css).await;
+        self.command(Method::POST, &format!("/element/{id}/value"), Some(json!({ "text": text }))).await;
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let id = self.find(css).await;
+        self.command(Method::GET, &format!("/element/{id}/text"), None).await.as_str().unwrap_or("").to_owned()
+    }
+
+    /// Waits until `css`'s text is `want`.
+    async fn wait_text(&self, css: &str, want: &str) {
+        let mut last = String::new();
+        for _ in 0..100 {
+            last = self.text(css).await;
+            if last == want {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("`{css}` says {last:?}, not {want:?}");
+    }
+
+    /// Saves a screenshot as `target/serve-browser/NAME.png`.
+    async fn screenshot(&self, name: &str) {
+        let data = self.command(Method::GET, "/screenshot", None).await;
+        let png = base64_decode(data.as_str().unwrap());
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/serve-browser");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
+    async fn quit(mut self) {
+        let _ = self.http.delete(&self.session).send().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, v)| n | u32::from(*v) << (18 - 6 * i));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_in_a_browser() {
+    let Some(browser) = Browser::start().await else { return };
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/review.yaml");
+    let agent = tea::yaml::Engine::new().load_file_on(&file, MemoryStore::new()).unwrap();
+    let token = "inbox-browser-token-0123456789";
+    let router = Serve::new()
+        .access(Access::tokens([(token, Right::Answer)]))
+        .yaml(agent, Arc::new(MemoryStore::new()))
+        .router();
+    let base = spawn(router).await;
+    let api = Api::new(base.clone()).with_token(token);
+    let out = api.ok(Method::POST, "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" }))).await;
+    let id = out["run"]["thread_id"].as_str().unwrap().to_owned();
+
+    // Signed out: the inbox sends to the sign-in page.
+    browser.goto(&format!("{base}/inbox")).await;
+    browser.find("form.login").await;
+    browser.screenshot("1-sign-in").await;
+    browser.type_into("input[name=token]", token).await;
+    browser.click("form.login button[type=submit]").await;
+
+    // The inbox lists the paused thread with its question and a yes/no form.
+    let item = format!("li.thread[data-thread=\"{id}\"]");
+    assert_eq!(browser.text(&format!("{item} .message")).await, "Approve \"Release notes, take 1\"? (true/false)");
+    browser.screenshot("2-inbox").await;
+    browser.click(&format!("{item} input[value=true]")).await;
+    browser.click(&format!("{item} button[type=submit]")).await;
+
+    // The thread page: paused again before `publish`, with a Continue button and the graph marked.
+    browser.wait_text("h1 .status", "interrupted").await;
+    assert_eq!(browser.text("ol.graph li.current .name").await, "publish");
+    assert_eq!(browser.text("form.answer button[type=submit]").await, "Continue");
+    browser.screenshot("3-thread-paused").await;
+    browser.click("form.answer button[type=submit]").await;
+
+    // It finishes: the status, the timeline and the state say so.
+    browser.wait_text("h1 .status", "idle").await;
+    browser.find("table.timeline tr.done").await;
+    assert!(browser.text("#state").await.contains("\"published\": \"Release notes, take 1\""));
+    browser.screenshot("4-thread-done").await;
+    browser.quit().await;
+
+    let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["status"], "idle");
+    assert_eq!(thread["values"]["published"], "Release notes, take 1");
+}
