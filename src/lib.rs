@@ -9,6 +9,11 @@ pub use tea_runtime::*;
 #[cfg(feature = "yaml")]
 pub use tea_yaml as yaml;
 
+/// Agents as an HTTP service (cargo feature `serve`): the Agent Protocol's routes and an inbox
+/// page for pauses; see the README's "Serving agents".
+#[cfg(feature = "serve")]
+pub use tea_serve as serve;
+
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
     #[cfg(feature = "postgres")]

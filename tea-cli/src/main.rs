@@ -23,6 +23,7 @@
 
 mod output;
 mod run;
+mod serve;
 mod store;
 mod trace;
 mod watch;
@@ -177,6 +178,11 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Serves agents over HTTP: the Agent Protocol's routes and an inbox page for pauses.
+    #[command(after_help = "Examples:\n  \
+        tea serve examples/agents/review.yaml --insecure-local\n  \
+        tea serve a.yaml b.yaml --store postgres://db/agents --bind 0.0.0.0:8080 --token-file tokens.txt")]
+    Serve(serve::ServeArgs),
 }
 
 /// `--store`, shared by the commands that keep threads.
@@ -351,6 +357,7 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "tea", &mut std::io::stdout());
             Ok(EXIT_DONE)
         }
+        Command::Serve(args) => serve::serve(&args),
     };
     match result {
         Ok(status) => ExitCode::from(status),

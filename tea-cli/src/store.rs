@@ -69,7 +69,7 @@ pub fn attach(spec: &StoreSpec, agent: Agent) -> Result<Agent, String> {
 }
 
 /// `schema=NAME` taken out of a PostgreSQL URL's query string (the driver does not know it).
-fn split_schema(text: &str) -> (String, Option<String>) {
+pub(crate) fn split_schema(text: &str) -> (String, Option<String>) {
     let Some((base, query)) = text.split_once('?') else { return (text.to_owned(), None) };
     let mut schema = None;
     let kept: Vec<&str> = query

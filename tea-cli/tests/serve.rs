@@ -1,0 +1,111 @@
+//! `tea serve`: the review agent served over HTTP; SIGTERM stops the server cleanly and the
+//! paused thread is answered by the next server on the same store.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents/review.yaml")
+}
+
+/// `tea serve` on `store`, listening on a free loopback port; returns it and its address once it
+/// says it listens.
+fn start(store: &str, extra: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["serve", agent().to_str().unwrap(), "--store", store, "--bind", "127.0.0.1:0"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address =
+        line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("{line}"));
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, address.to_owned())
+}
+
+/// A request over a fresh connection; the status and the body as JSON.
+fn call(address: &str, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response[9..12].parse().unwrap();
+    let (_, payload) = response.split_once("\r\n\r\n").unwrap();
+    (status, serde_json::from_str(payload).unwrap_or(Value::Null))
+}
+
+fn stop(mut child: Child) {
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "tea serve exits cleanly on SIGTERM: {status}");
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "tea serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_pause_outlives_the_server_that_took_it() {
+    let dir = std::env::temp_dir().join(format!("tea-cli-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = format!("sled:{}", dir.join("store").display());
+
+    let (server, address) = start(&store, &["--insecure-local"]);
+    let (status, out) =
+        call(&address, "POST", "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" })), None);
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["run"]["status"], "interrupted");
+    let thread = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    assert_eq!(out["interrupts"][0]["id"], "review#0");
+    stop(server);
+
+    // The next server, on the same store and with a token, answers it.
+    std::fs::write(dir.join("tokens"), "answer reviewer-token-0123456789\n").unwrap();
+    let tokens = dir.join("tokens");
+    let (server, address) = start(&store, &["--token-file", tokens.to_str().unwrap()]);
+    let (status, _) = call(&address, "GET", &format!("/threads/{thread}"), None, None);
+    assert_eq!(status, 401);
+    let token = Some("reviewer-token-0123456789");
+    let (status, seen) = call(&address, "GET", &format!("/threads/{thread}"), None, token);
+    assert_eq!((status, seen["status"].as_str()), (200, Some("interrupted")), "{seen}");
+    let path = format!("/threads/{thread}/runs/wait");
+    let (status, out) = call(&address, "POST", &path, Some(json!({ "command": { "resume": true } })), token);
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["interrupts"][0]["id"], "before:publish", "the breakpoint before publishing: {out}");
+    let (status, out) = call(&address, "POST", &path, Some(json!({ "command": {} })), token);
+    assert_eq!((status, out["run"]["status"].as_str()), (200, Some("success")), "{out}");
+    assert_eq!(out["values"]["published"], "Release notes, take 1");
+    stop(server);
+
+    // Usage errors: no access given; --insecure-local off loopback.
+    let refused = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["serve", agent().to_str().unwrap(), "--store", "memory"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs `--token-file FILE`"));
+    let refused = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["serve", agent().to_str().unwrap(), "--store", "memory", "--insecure-local", "--bind", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a loopback `--bind`"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,281 @@
+//! Who may call the router: bearer tokens with read or answer rights, or loopback peers when
+//! the access is `insecure_local`; the inbox's sign-in cookie and its forms' CSRF checks.
+
+use crate::error::ApiError;
+use crate::Shared;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a token allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Right {
+    /// Reading agents, threads, runs and the inbox.
+    Read,
+    /// Reading, and starting runs, answering pauses, creating, changing and deleting threads.
+    Answer,
+}
+
+/// The tokens a router accepts, and whether loopback peers need one.
+#[derive(Clone, Default)]
+pub struct Access {
+    tokens: Vec<(String, Right)>,
+    insecure_local: bool,
+}
+
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the tokens themselves.
+        f.debug_struct("Access")
+            .field("tokens", &self.tokens.len())
+            .field("insecure_local", &self.insecure_local)
+            .finish()
+    }
+}
+
+/// A token file that cannot be used.
+#[derive(Debug)]
+pub struct AccessError {
+    message: String,
+}
+
+impl fmt::Display for AccessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AccessError {}
+
+impl Access {
+    /// Loopback peers (127.0.0.0/8, ::1) need no token and have every right; other peers
+    /// need one of the tokens added with [`token`](Self::token). The router sees the peer only
+    /// when served with connect info ([`serve`](crate::serve)); without it, every request
+    /// needs a token.
+    pub fn insecure_local() -> Self {
+        Access { tokens: Vec::new(), insecure_local: true }
+    }
+
+    /// Only these tokens, for every peer.
+    pub fn tokens<T: Into<String>>(tokens: impl IntoIterator<Item = (T, Right)>) -> Self {
+        Access { tokens: tokens.into_iter().map(|(t, r)| (t.into(), r)).collect(), insecure_local: false }
+    }
+
+    /// Adds a token.
+    pub fn token(mut self, token: impl Into<String>, right: Right) -> Self {
+        self.tokens.push((token.into(), right));
+        self
+    }
+
+    /// Tokens from a file, one per line: `TOKEN` or `answer TOKEN` (answer rights), `read
+    /// TOKEN` (read rights); blank lines and lines starting with `#` are skipped.
+    ///
+    /// # Errors
+    /// The file cannot be read, a line has an unknown right or a token shorter than 16
+    /// characters, or the file has no token; the error names the file and line.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, AccessError> {
+        let path = path.as_ref();
+        let shown = path.display();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| AccessError { message: format!("cannot read token file `{shown}`: {e}") })?;
+        let mut access = Access::default();
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (right, token) = match line.split_once(char::is_whitespace) {
+                None => (Right::Answer, line),
+                Some(("answer", token)) => (Right::Answer, token.trim()),
+                Some(("read", token)) => (Right::Read, token.trim()),
+                Some((other, _)) => {
+                    return Err(AccessError {
+                        message: format!(
+                            "{shown}:{}: unknown right `{other}` (write `read TOKEN`, `answer TOKEN` or just `TOKEN`)",
+                            number + 1
+                        ),
+                    })
+                }
+            };
+            if token.chars().count() < 16 || token.contains(char::is_whitespace) {
+                return Err(AccessError {
+                    message: format!("{shown}:{}: a token must be one word of at least 16 characters", number + 1),
+                });
+            }
+            access.tokens.push((token.to_owned(), right));
+        }
+        if access.tokens.is_empty() {
+            return Err(AccessError { message: format!("token file `{shown}` holds no token") });
+        }
+        Ok(access)
+    }
+
+    /// The same access, with loopback peers allowed without a token.
+    pub fn allow_local(mut self) -> Self {
+        self.insecure_local = true;
+        self
+    }
+
+    /// Whether loopback peers need no token.
+    pub fn is_insecure_local(&self) -> bool {
+        self.insecure_local
+    }
+
+    /// Whether `presented` is one of the tokens.
+    pub(crate) fn knows(&self, presented: &str) -> bool {
+        self.right_of(presented).is_some()
+    }
+
+    /// The right `presented` carries, comparing in constant time against every token.
+    fn right_of(&self, presented: &str) -> Option<Right> {
+        let mut found = None;
+        for (token, right) in &self.tokens {
+            if constant_time_eq(token.as_bytes(), presented.as_bytes()) {
+                found = found.max(Some(*right));
+            }
+        }
+        found
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The inbox's sign-in cookie (holds the token), and its CSRF cookie.
+pub(crate) const SESSION_COOKIE: &str = "tea_session";
+pub(crate) const CSRF_COOKIE: &str = "tea_csrf";
+
+/// The value of cookie `name`.
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The rights of a request, as the middleware found them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Granted(pub(crate) Right);
+
+/// Whether an inbox path is open without rights (the sign-in page and the assets).
+fn open_path(path: &str) -> bool {
+    path == "/inbox/login" || path.starts_with("/inbox/assets/")
+}
+
+/// Whether a request only reads: `GET`/`HEAD`, and the protocol's searches.
+fn reads(method: &Method, path: &str) -> bool {
+    method == Method::GET
+        || method == Method::HEAD
+        || (method == Method::POST && matches!(path, "/agents/search" | "/threads/search" | "/runs/search"))
+}
+
+/// The middleware: finds the request's rights before any route runs. Without the right
+/// token, an API request gets `401` (`403` for a read-only token that writes) whatever the
+/// path, so it learns nothing about which threads exist; an inbox page sends to the sign-in.
+pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let inbox = path == "/" || path == "/inbox" || path.starts_with("/inbox/");
+    if open_path(&path) {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim);
+    let mut right = bearer.and_then(|t| shared.access.right_of(t));
+    if right.is_none() && inbox {
+        right = cookie(headers, SESSION_COOKIE).and_then(|t| shared.access.right_of(t));
+    }
+    if right.is_none() && shared.access.insecure_local {
+        let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+        if peer.is_some_and(|p| p.ip().is_loopback()) {
+            right = Some(Right::Answer);
+        }
+    }
+    let Some(right) = right else {
+        if inbox && request.method() == Method::GET {
+            return Redirect::to("/inbox/login").into_response();
+        }
+        let mut response = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this server wants `Authorization: Bearer TOKEN` with a token it knows",
+        )
+        .into_response();
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return response;
+    };
+    if right < Right::Answer && !reads(request.method(), &path) && !(inbox && path == "/inbox/logout") {
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", "this token has read rights only").into_response();
+    }
+    request.extensions_mut().insert(Granted(right));
+    next.run(request).await
+}
+
+/// Refuses a form post that comes from another site: its `Origin` (or `Sec-Fetch-Site`) must
+/// be this server's, and its `csrf` field must match the session's CSRF cookie.
+pub(crate) fn check_form(headers: &HeaderMap, csrf: &str) -> Result<(), ApiError> {
+    let refused = |why: &str| ApiError::new(StatusCode::FORBIDDEN, "csrf", format!("form refused: {why}"));
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if site != "same-origin" && site != "none" {
+            return Err(refused("it was sent from another site"));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let bare = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")).unwrap_or("");
+        if bare != host {
+            return Err(refused("it was sent from another origin"));
+        }
+    }
+    match cookie(headers, CSRF_COOKIE) {
+        Some(expected) if !csrf.is_empty() && constant_time_eq(expected.as_bytes(), csrf.as_bytes()) => Ok(()),
+        _ => Err(refused("its CSRF token does not match this session; reload the page")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_files_name_the_bad_line() {
+        let dir = std::env::temp_dir().join(format!("tea-serve-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        std::fs::write(
+            &file,
+            "# reviewers\nanswer 0123456789abcdef0123\nread fedcba9876543210fedc\nplainplainplainplain\n",
+        )
+        .unwrap();
+        let access = Access::from_file(&file).unwrap();
+        assert_eq!(access.right_of("0123456789abcdef0123"), Some(Right::Answer));
+        assert_eq!(access.right_of("fedcba9876543210fedc"), Some(Right::Read));
+        assert_eq!(access.right_of("plainplainplainplain"), Some(Right::Answer));
+        assert_eq!(access.right_of("0123456789abcdef012"), None);
+        std::fs::write(&file, "\nwrite 0123456789abcdef0123\n").unwrap();
+        let error = Access::from_file(&file).unwrap_err().to_string();
+        assert!(
+            error.ends_with(":2: unknown right `write` (write `read TOKEN`, `answer TOKEN` or just `TOKEN`)"),
+            "{error}"
+        );
+        std::fs::write(&file, "short\n").unwrap();
+        assert!(Access::from_file(&file).unwrap_err().to_string().contains(":1: a token must be one word"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,228 @@
+//! tea's HTTP service: agents behind LangChain's [Agent Protocol], with an inbox page where a
+//! person answers their pauses in the browser. Re-exported by the `tea` crate as `tea::serve`
+//! (feature `serve`).
+//!
+//! [`router`] serves a `graph!` app, [`router_for`] YAML agents (feature `yaml`), [`Serve`]
+//! several of either with options (tokens, body limit, a drawing of the graph). The router
+//! answers the protocol's agents, threads and runs endpoints:
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /agents/search`, `GET /agents/{id}`, `GET /agents/{id}/schemas` | the served graphs |
+//! | `POST /threads`, `POST /threads/search`, `GET/PATCH/DELETE /threads/{id}` | threads: status `idle`, `busy`, `interrupted`, `error`; search by status, metadata and values |
+//! | `GET /threads/{id}/history`, `POST /threads/{id}/copy` | a thread's checkpoints; a copy under a new id |
+//! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
+//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs of this process |
+//! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
+//!
+//! A pause is answered by a run with `command: {resume: ANSWER}` (LangGraph Server's
+//! convention), `{resume: {INTERRUPT_ID: ANSWER, …}}` when several pauses are pending, and an
+//! optional `command.update` merged into the state first. Of several answers to one pause —
+//! from one process or several on one database — exactly one runs; the others get `409` with
+//! the engine's reason. A run on a thread that is running gets `409` (the protocol's `reject`
+//! multitask strategy). Errors are the protocol's `ErrorResponse` (`{code, message}`).
+//!
+//! ```no_run
+//! # use tea_runtime as tea;
+//! # fn app() -> tea::App<impl tea::Graph, tea::MemoryStore> { unimplemented!() }
+//! # async fn run() -> std::io::Result<()> {
+//! let router = tea_serve::router(app());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! tea_serve::serve(listener, router, tea_serve::shutdown_signal()).await
+//! # }
+//! ```
+//!
+//! **Access.** Every route wants `Authorization: Bearer TOKEN` with a token of [`Access`]
+//! (read rights for reads, answer rights for runs and changes), except from a loopback peer
+//! when the access is [`Access::insecure_local`] (what [`router`] and [`router_for`] use). A
+//! request without the right token gets `401` (or `403` for a read-only token that writes)
+//! before any thread is looked at, so it learns nothing about which threads exist. The inbox
+//! signs in with a token once (a `SameSite=Strict` cookie) and its forms carry a per-session
+//! CSRF token and are refused from other origins.
+//!
+//! [Agent Protocol]: https://github.com/langchain-ai/agent-protocol
+#![deny(missing_docs, missing_debug_implementations)]
+
+mod access;
+mod api;
+mod draw;
+mod error;
+mod inbox;
+mod records;
+mod runs;
+mod served;
+mod time;
+
+pub use access::{Access, AccessError, Right};
+
+use axum::Router;
+use served::Served;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tea_runtime::{App, Checkpointer, Graph};
+
+/// The default largest request body: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+
+/// The router for one app: the protocol's routes and the inbox, open to loopback peers without
+/// a token ([`Access::insecure_local`]). Serve it with [`serve`] (or with axum's
+/// `into_make_service_with_connect_info::<SocketAddr>()`, so the router sees the peer).
+pub fn router<G: Graph, C: Checkpointer>(app: App<G, C>) -> Router {
+    Serve::new().app(app).router()
+}
+
+/// The router for YAML agents, all running on `store` (which also keeps the threads'
+/// records): each agent is put on it with `with_checkpointer`. Open to loopback peers without
+/// a token, as [`router`].
+#[cfg(feature = "yaml")]
+pub fn router_for(agents: impl IntoIterator<Item = tea_yaml::Agent>, store: impl Checkpointer) -> Router {
+    let store: Arc<dyn Checkpointer> = Arc::new(store);
+    agents.into_iter().fold(Serve::new(), |serve, agent| serve.yaml(agent, store.clone())).router()
+}
+
+/// A router with options: which agents, who may call it, how large a body may be.
+///
+/// ```no_run
+/// # use tea_runtime as tea;
+/// # fn app() -> tea::App<impl tea::Graph, tea::MemoryStore> { unimplemented!() }
+/// use tea_serve::{Access, Right, Serve};
+/// let access = Access::tokens([("s3cret-reviewer", Right::Answer), ("s3cret-auditor", Right::Read)]);
+/// let router = Serve::new().access(access).body_limit(64 * 1024).app_drawn(app(), "flowchart TD\n  start --> ask").router();
+/// ```
+pub struct Serve {
+    agents: Vec<Arc<dyn Served>>,
+    access: Access,
+    body_limit: usize,
+}
+
+impl fmt::Debug for Serve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serve")
+            .field("agents", &self.agents.iter().map(|a| a.name().to_owned()).collect::<Vec<_>>())
+            .field("access", &self.access)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+impl Default for Serve {
+    fn default() -> Self {
+        Serve::new()
+    }
+}
+
+impl Serve {
+    /// No agents yet; [`Access::insecure_local`]; bodies up to [`DEFAULT_BODY_LIMIT`].
+    pub fn new() -> Self {
+        Serve { agents: Vec::new(), access: Access::insecure_local(), body_limit: DEFAULT_BODY_LIMIT }
+    }
+
+    /// Serves `app` (agent id: its graph's name). The first agent's store also keeps the
+    /// threads' records (metadata, timeline), so replicas share them when it is shared.
+    pub fn app<G: Graph, C: Checkpointer>(mut self, app: App<G, C>) -> Self {
+        self.agents.push(Arc::new(served::GraphServed { app, drawing: None }));
+        self
+    }
+
+    /// Serves `app` with its drawing (`Flow::MERMAID`), which the thread page shows with the
+    /// current node marked.
+    pub fn app_drawn<G: Graph, C: Checkpointer>(mut self, app: App<G, C>, mermaid: &str) -> Self {
+        self.agents.push(Arc::new(served::GraphServed { app, drawing: Some(mermaid.to_owned()) }));
+        self
+    }
+
+    /// Serves the YAML agent `agent`, put on `store` (see [`router_for`]).
+    #[cfg(feature = "yaml")]
+    pub fn yaml(mut self, agent: tea_yaml::Agent, store: Arc<dyn Checkpointer>) -> Self {
+        let agent = agent.with_checkpointer(store.clone());
+        let drawing = agent.mermaid();
+        self.agents.push(Arc::new(served::YamlServed { agent, store, drawing }));
+        self
+    }
+
+    /// Who may call the router.
+    pub fn access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The largest request body accepted, in bytes; a larger one gets `413`.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// The router. With no agent, every protocol route answers `404`.
+    pub fn router(self) -> Router {
+        let shared = Arc::new(Shared {
+            agents: self.agents,
+            access: self.access,
+            runs: runs::Runs::default(),
+            body_limit: self.body_limit,
+        });
+        api::routes()
+            .merge(inbox::routes())
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), access::authorize))
+            .layer(axum::extract::DefaultBodyLimit::max(shared.body_limit))
+            .with_state(shared)
+    }
+}
+
+/// What every handler shares.
+pub(crate) struct Shared {
+    pub(crate) agents: Vec<Arc<dyn Served>>,
+    pub(crate) access: Access,
+    pub(crate) runs: runs::Runs,
+    pub(crate) body_limit: usize,
+}
+
+impl Shared {
+    /// The agent named `name`.
+    pub(crate) fn agent(&self, name: &str) -> Option<Arc<dyn Served>> {
+        self.agents.iter().find(|a| a.name() == name).cloned()
+    }
+
+    /// The store the threads' records are kept in: the first agent's.
+    pub(crate) fn records(&self) -> Option<&dyn Checkpointer> {
+        self.agents.first().map(|a| a.store())
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then lets the requests in flight
+/// finish (axum's graceful shutdown). Runs still going when the process ends stop where they
+/// are: a paused thread stays resumable, a running one can be recovered.
+///
+/// # Errors
+/// The listener's I/O errors.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Completes on SIGTERM or Ctrl-C (SIGINT): the usual `shutdown` for [`serve`].
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

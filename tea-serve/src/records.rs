@@ -1,0 +1,139 @@
+//! What the protocol keeps about a thread beyond its checkpoints — metadata, timestamps, the
+//! timeline of steps, pauses and answers, the last pause's token, the last run's error — kept
+//! as a record in the agents' own store, under a graph name of its own ([`NAMESPACE`]). Every
+//! write is the store's compare-and-swap on the record's head, so replicas on one database
+//! share the records and never lose each other's writes.
+
+use crate::error::ApiError;
+use crate::time::now_ms;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tea_runtime::{Append, Checkpointer, ThreadId};
+
+/// The graph name the records are stored under.
+pub(crate) const NAMESPACE: &str = "tea-serve#threads";
+/// The most timeline entries a record keeps (the oldest go first).
+const TIMELINE_MAX: usize = 500;
+/// Compare-and-swap attempts before a write gives up.
+const ATTEMPTS: usize = 64;
+
+/// One thing that happened on a thread.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub(crate) struct Entry {
+    /// Milliseconds since the epoch.
+    pub(crate) at: u64,
+    /// `start`, `step`, `pause`, `answer`, `done`, `error`, `cancelled`.
+    pub(crate) kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) duration_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub(crate) detail: Value,
+}
+
+impl Entry {
+    pub(crate) fn new(kind: &str, node: Option<String>, detail: Value) -> Self {
+        Entry { at: now_ms(), kind: kind.to_owned(), node, duration_ms: None, detail }
+    }
+}
+
+/// The token of the thread's pending pause, as the run that paused handed it out.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub(crate) struct PauseToken {
+    pub(crate) checkpoint: u64,
+    pub(crate) token: String,
+}
+
+/// A thread as the protocol knows it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub(crate) struct ThreadRecord {
+    /// The agent the thread runs, once a run started it.
+    #[serde(default)]
+    pub(crate) agent: Option<String>,
+    #[serde(default)]
+    pub(crate) metadata: Map<String, Value>,
+    pub(crate) created_at: u64,
+    pub(crate) updated_at: u64,
+    /// The last run's error, when it failed.
+    #[serde(default)]
+    pub(crate) error: Option<String>,
+    #[serde(default)]
+    pub(crate) pause: Option<PauseToken>,
+    #[serde(default)]
+    pub(crate) timeline: Vec<Entry>,
+}
+
+impl ThreadRecord {
+    pub(crate) fn new(agent: Option<String>, metadata: Map<String, Value>) -> Self {
+        let now = now_ms();
+        ThreadRecord { agent, metadata, created_at: now, updated_at: now, ..ThreadRecord::default() }
+    }
+
+    /// Appends `entries` to the timeline, dropping the oldest past the limit.
+    pub(crate) fn record(&mut self, entries: impl IntoIterator<Item = Entry>) {
+        self.timeline.extend(entries);
+        if self.timeline.len() > TIMELINE_MAX {
+            let extra = self.timeline.len() - TIMELINE_MAX;
+            self.timeline.drain(..extra);
+        }
+        self.updated_at = now_ms();
+    }
+}
+
+/// The record of `thread`, if it has one.
+pub(crate) fn read(store: &dyn Checkpointer, thread: &ThreadId) -> Result<Option<ThreadRecord>, ApiError> {
+    match store.head(NAMESPACE, thread)? {
+        None => Ok(None),
+        Some((_, bytes)) => decode(thread, &bytes).map(Some),
+    }
+}
+
+fn decode(thread: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::internal(format!("the record of thread `{thread}` is damaged: {e}")))
+}
+
+/// Reads, changes and writes back the record of `thread` as one compare-and-swap, retried
+/// while another writer gets there first. `change` sees the current record (`None`: there is
+/// none) and returns the new one (`None`: leave it as it is). Returns the record as written
+/// (or as it is).
+pub(crate) fn update(
+    store: &dyn Checkpointer,
+    thread: &ThreadId,
+    mut change: impl FnMut(Option<ThreadRecord>) -> Result<Option<ThreadRecord>, ApiError>,
+) -> Result<Option<ThreadRecord>, ApiError> {
+    for _ in 0..ATTEMPTS {
+        let head = store.head(NAMESPACE, thread)?;
+        let (expected, current) = match &head {
+            None => (None, None),
+            Some((id, bytes)) => (Some(*id), Some(decode(thread, bytes)?)),
+        };
+        let Some(new) = change(current.clone())? else { return Ok(current) };
+        let bytes = serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
+        let id = expected.map_or(1, |id| id + 1);
+        match store.append(NAMESPACE, thread, expected, id, &bytes, true)? {
+            Append::Written => {
+                if id % 16 == 0 {
+                    store.prune(NAMESPACE, thread, 1)?;
+                }
+                return Ok(Some(new));
+            }
+            Append::Conflict { .. } => continue,
+        }
+    }
+    Err(ApiError::conflict(
+        "busy",
+        format!("the record of thread `{thread}` changed {ATTEMPTS} times while it was being written"),
+    ))
+}
+
+/// Deletes the record of `thread`; whether it had one.
+pub(crate) fn delete(store: &dyn Checkpointer, thread: &ThreadId) -> Result<bool, ApiError> {
+    Ok(store.delete(NAMESPACE, thread)?)
+}
+
+/// The threads with a record.
+pub(crate) fn threads(store: &dyn Checkpointer) -> Result<Vec<ThreadId>, ApiError> {
+    Ok(store.threads(NAMESPACE)?)
+}

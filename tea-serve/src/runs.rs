@@ -1,0 +1,413 @@
+//! Runs: each one a task that drives the engine's stream of a thread, keeps its events for
+//! whoever streams or waits on it, and writes the thread's record when it ends. The registry is
+//! this process's: a run is read, streamed and cancelled on the replica that runs it, while the
+//! threads (checkpoints and records) are shared through the store.
+
+use crate::error::ApiError;
+use crate::records::{self, Entry, PauseToken, ThreadRecord};
+use crate::served::{Answer, Events, JsonEvent, Served};
+use crate::time::{now_ms, rfc3339};
+use crate::Shared;
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tea_runtime::ThreadId;
+use tokio::sync::{broadcast, watch};
+
+/// How many finished runs the registry remembers.
+const FINISHED_KEPT: usize = 1000;
+
+/// What a run does.
+pub(crate) enum Plan {
+    Start { input: Value },
+    Resume { token: String, answer: Answer, update: Option<Value>, entry: Entry },
+}
+
+/// One server-sent event: its name and its data.
+#[derive(Clone, Debug)]
+pub(crate) struct SseItem {
+    pub(crate) event: &'static str,
+    pub(crate) data: Value,
+}
+
+/// How a run ended (or that it has not).
+#[derive(Clone, Debug)]
+pub(crate) enum End {
+    Running,
+    Paused,
+    Done,
+    /// Refused before it ran anything (a stale answer, a busy thread, a bad input).
+    Refused(ApiError),
+    Failed(ApiError),
+    Cancelled,
+}
+
+pub(crate) struct Progress {
+    pub(crate) end: End,
+    pub(crate) updated_at: u64,
+    pub(crate) values: Value,
+    pub(crate) interrupts: Value,
+    log: Vec<SseItem>,
+}
+
+/// A run of this process.
+pub(crate) struct RunEntry {
+    pub(crate) id: String,
+    pub(crate) thread: ThreadId,
+    pub(crate) agent: String,
+    pub(crate) created_at: u64,
+    /// The request's fields echoed in the protocol's `Run` (input, metadata, config, …).
+    pub(crate) request: Map<String, Value>,
+    progress: Mutex<Progress>,
+    events: broadcast::Sender<SseItem>,
+    finished: watch::Sender<bool>,
+    cancel: watch::Sender<bool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl RunEntry {
+    pub(crate) fn progress(&self) -> MutexGuard<'_, Progress> {
+        lock(&self.progress)
+    }
+
+    /// The protocol's `RunStatus`.
+    pub(crate) fn status(&self) -> &'static str {
+        match self.progress().end {
+            End::Running => "pending",
+            End::Paused => "interrupted",
+            End::Done => "success",
+            End::Refused(_) | End::Failed(_) | End::Cancelled => "error",
+        }
+    }
+
+    /// The protocol's `Run`.
+    pub(crate) fn json(&self) -> Value {
+        let mut run = self.request.clone();
+        let status = self.status();
+        let progress = self.progress();
+        run.insert("run_id".into(), json!(self.id));
+        run.insert("thread_id".into(), json!(self.thread.as_str()));
+        run.insert("agent_id".into(), json!(self.agent));
+        run.insert("created_at".into(), json!(rfc3339(self.created_at)));
+        run.insert("updated_at".into(), json!(rfc3339(progress.updated_at)));
+        run.insert("status".into(), json!(status));
+        run.entry("metadata").or_insert_with(|| json!({}));
+        if let End::Refused(e) | End::Failed(e) = &progress.end {
+            run.insert("error".into(), e.body());
+        }
+        if matches!(progress.end, End::Cancelled) {
+            run.insert("error".into(), json!({"code": "cancelled", "message": "the run was cancelled"}));
+        }
+        Value::Object(run)
+    }
+
+    /// The protocol's `RunWaitResponse`.
+    pub(crate) fn wait_json(&self) -> Value {
+        let run = self.json();
+        let progress = self.progress();
+        let mut out = json!({ "run": run, "values": progress.values });
+        if progress.interrupts.as_array().is_some_and(|i| !i.is_empty()) {
+            out["interrupts"] = progress.interrupts.clone();
+        }
+        if let Some(error) = run.get("error") {
+            out["error"] = error.clone();
+        }
+        out
+    }
+
+    /// Waits until the run ends.
+    pub(crate) async fn finished(&self) {
+        let mut rx = self.finished.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
+    }
+
+    /// Asks the run to stop: its stream is dropped, which leaves the thread resumable.
+    pub(crate) fn cancel(&self) {
+        self.cancel.send_replace(true);
+    }
+
+    /// The events so far and a receiver of the rest (ending with an `end` event).
+    pub(crate) fn subscribe(&self) -> (Vec<SseItem>, broadcast::Receiver<SseItem>) {
+        let progress = self.progress();
+        (progress.log.clone(), self.events.subscribe())
+    }
+
+    fn emit(&self, progress: &mut Progress, event: &'static str, data: Value) {
+        let item = SseItem { event, data };
+        progress.log.push(item.clone());
+        let _ = self.events.send(item);
+    }
+}
+
+/// Cancels a run when dropped before it finished: a client that disconnects from a run it
+/// waits on or streams (the protocol's `on_disconnect: cancel`).
+pub(crate) struct CancelOnDrop(pub(crate) Option<Arc<RunEntry>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(run) = self.0.take() {
+            if matches!(run.progress().end, End::Running) {
+                run.cancel();
+            }
+        }
+    }
+}
+
+/// This process's runs, and which thread each running one holds.
+#[derive(Default)]
+pub(crate) struct Runs {
+    runs: Mutex<HashMap<String, Arc<RunEntry>>>,
+    finished: Mutex<VecDeque<String>>,
+    busy: Mutex<HashMap<ThreadId, String>>,
+}
+
+impl Runs {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<RunEntry>> {
+        lock(&self.runs).get(id).cloned()
+    }
+
+    pub(crate) fn all(&self) -> Vec<Arc<RunEntry>> {
+        let mut runs: Vec<_> = lock(&self.runs).values().cloned().collect();
+        runs.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
+        runs
+    }
+
+    pub(crate) fn remove(&self, id: &str) -> Option<Arc<RunEntry>> {
+        lock(&self.runs).remove(id)
+    }
+
+    /// Whether a run of this process holds `thread`.
+    pub(crate) fn running(&self, thread: &ThreadId) -> bool {
+        lock(&self.busy).contains_key(thread)
+    }
+
+    fn done(&self, run: &RunEntry) {
+        lock(&self.busy).remove(&run.thread);
+        let mut finished = lock(&self.finished);
+        finished.push_back(run.id.clone());
+        while finished.len() > FINISHED_KEPT {
+            if let Some(old) = finished.pop_front() {
+                lock(&self.runs).remove(&old);
+            }
+        }
+    }
+}
+
+/// Starts a run of `agent` on `thread`: the protocol's `reject` multitask strategy refuses it
+/// with `409` while a run of this process holds the thread (the engine's own claim on the
+/// thread refuses it when a run of another process does). `delete_after`: the thread is
+/// deleted when the run finishes (a stateless run's `on_completion: delete`).
+pub(crate) fn launch(
+    shared: &Arc<Shared>,
+    agent: Arc<dyn Served>,
+    thread: ThreadId,
+    plan: Plan,
+    request: Map<String, Value>,
+    delete_after: bool,
+) -> Result<Arc<RunEntry>, ApiError> {
+    let id = uuid::Uuid::new_v4().to_string();
+    {
+        let mut busy = lock(&shared.runs.busy);
+        if let Some(other) = busy.get(&thread) {
+            return Err(ApiError::conflict(
+                "thread_busy",
+                format!("thread `{thread}` is running (run `{other}`); a thread takes one run at a time"),
+            ));
+        }
+        busy.insert(thread.clone(), id.clone());
+    }
+    let now = now_ms();
+    let run = Arc::new(RunEntry {
+        id: id.clone(),
+        thread: thread.clone(),
+        agent: agent.name().to_owned(),
+        created_at: now,
+        request,
+        progress: Mutex::new(Progress {
+            end: End::Running,
+            updated_at: now,
+            values: json!({}),
+            interrupts: json!([]),
+            log: Vec::new(),
+        }),
+        events: broadcast::channel(1024).0,
+        finished: watch::channel(false).0,
+        cancel: watch::channel(false).0,
+    });
+    lock(&shared.runs.runs).insert(id, run.clone());
+    {
+        let mut progress = run.progress();
+        run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
+    }
+    let (first, events) = match plan {
+        Plan::Start { input } => {
+            (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input))
+        }
+        Plan::Resume { token, answer, update, entry } => (entry, agent.clone().resume(token, answer, update)),
+    };
+    let shared = shared.clone();
+    let task_run = run.clone();
+    tokio::spawn(async move {
+        let run = task_run;
+        let mut cancel = run.cancel.subscribe();
+        let mut timeline = vec![first];
+        let outcome = tokio::select! {
+            outcome = drive(&run, events, &mut timeline) => outcome,
+            _ = cancel.wait_for(|c| *c) => Outcome::Cancelled,
+        };
+        finish(&shared, agent, &run, outcome, timeline, delete_after).await;
+    });
+    Ok(run)
+}
+
+enum Outcome {
+    Paused(PauseToken),
+    Done,
+    Refused(ApiError),
+    Failed(ApiError),
+    Cancelled,
+}
+
+/// Follows the run's events until it ends, publishing each and noting the timeline.
+async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) -> Outcome {
+    let mut first = true;
+    loop {
+        let Some(event) = events.recv().await else {
+            return Outcome::Failed(ApiError::internal("the run stopped without finishing or pausing"));
+        };
+        let mut progress = run.progress();
+        progress.updated_at = now_ms();
+        match event {
+            Err(error) if first && error.refuses_request() => return Outcome::Refused(error),
+            Err(error) => {
+                timeline.push(Entry::new("error", None, json!({ "message": error.message })));
+                run.emit(&mut progress, "error", error.body());
+                return Outcome::Failed(error);
+            }
+            Ok(JsonEvent::Step { node, branch, state, duration_ms }) => {
+                let mut entry =
+                    Entry::new("step", Some(node.clone()), branch.map_or(Value::Null, |b| json!({ "branch": b })));
+                entry.duration_ms = Some(duration_ms);
+                timeline.push(entry);
+                run.emit(&mut progress, "updates", json!({ node: state.clone() }));
+                run.emit(&mut progress, "values", state.clone());
+                progress.values = state;
+            }
+            Ok(JsonEvent::Interrupted { state, token, checkpoint, interrupts }) => {
+                let listed: Vec<Value> = interrupts.iter().map(crate::api::interrupt_json_plain).collect();
+                for interrupt in &interrupts {
+                    timeline.push(Entry::new(
+                        "pause",
+                        Some(interrupt.node().as_str().to_owned()),
+                        json!({ "id": interrupt.id(), "value": interrupt.value() }),
+                    ));
+                }
+                let mut values = state.clone();
+                if let Value::Object(map) = &mut values {
+                    map.insert("__interrupt__".into(), Value::Array(listed.clone()));
+                }
+                run.emit(&mut progress, "values", values);
+                progress.values = state;
+                progress.interrupts = Value::Array(listed);
+                return Outcome::Paused(PauseToken { checkpoint, token });
+            }
+            Ok(JsonEvent::Done { state }) => {
+                timeline.push(Entry::new("done", None, Value::Null));
+                run.emit(&mut progress, "values", state.clone());
+                progress.values = state;
+                return Outcome::Done;
+            }
+        }
+        first = false;
+    }
+}
+
+/// Ends the run: writes the thread's record (unless the run was refused before it ran), then
+/// wakes whoever waits on it.
+async fn finish(
+    shared: &Arc<Shared>,
+    agent: Arc<dyn Served>,
+    run: &Arc<RunEntry>,
+    outcome: Outcome,
+    mut timeline: Vec<Entry>,
+    delete_after: bool,
+) {
+    let end = match &outcome {
+        Outcome::Paused(_) => End::Paused,
+        Outcome::Done => End::Done,
+        Outcome::Refused(e) => End::Refused(e.clone()),
+        Outcome::Failed(e) => End::Failed(e.clone()),
+        Outcome::Cancelled => End::Cancelled,
+    };
+    if matches!(outcome, Outcome::Cancelled) {
+        timeline.push(Entry::new("cancelled", None, Value::Null));
+    }
+    let written = if matches!(outcome, Outcome::Refused(_)) {
+        Ok(())
+    } else {
+        let shared = shared.clone();
+        let thread = run.thread.clone();
+        let name = run.agent.clone();
+        tokio::task::spawn_blocking(move || {
+            let Some(store) = shared.records() else { return Ok(()) };
+            if delete_after && matches!(outcome, Outcome::Done) {
+                agent.delete(&thread)?;
+                records::delete(store, &thread)?;
+                return Ok(());
+            }
+            records::update(store, &thread, |record| {
+                let mut record = record.unwrap_or_else(|| ThreadRecord::new(None, Map::new()));
+                record.agent = Some(name.clone());
+                record.record(timeline.clone());
+                match &outcome {
+                    Outcome::Paused(pause) => {
+                        record.pause = Some(pause.clone());
+                        record.error = None;
+                    }
+                    Outcome::Done => {
+                        record.pause = None;
+                        record.error = None;
+                    }
+                    Outcome::Failed(e) => record.error = Some(e.message.clone()),
+                    // A cancelled resume put its pause back: its token still works.
+                    Outcome::Cancelled => {
+                        if record.pause.is_none() {
+                            record.error = Some("the run was cancelled".into());
+                        }
+                    }
+                    Outcome::Refused(_) => {}
+                }
+                Ok(Some(record))
+            })
+            .map(drop)
+        })
+        .await
+        .unwrap_or_else(|e| Err(ApiError::internal(format!("writing the thread's record failed: {e}"))))
+    };
+    {
+        let mut progress = run.progress();
+        progress.updated_at = now_ms();
+        progress.end = match (end, written) {
+            (end, Ok(())) => end,
+            (End::Refused(e), _) => End::Refused(e),
+            (_, Err(e)) => End::Failed(e),
+        };
+        let run_json_status = match &progress.end {
+            End::Paused => "interrupted",
+            End::Done => "success",
+            _ => "error",
+        };
+        if let End::Refused(e) | End::Failed(e) = &progress.end {
+            let body = e.body();
+            if !progress.log.iter().any(|i| i.event == "error") {
+                run.emit(&mut progress, "error", body);
+            }
+        }
+        run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": run_json_status }));
+    }
+    shared.runs.done(run);
+    run.finished.send_replace(true);
+}

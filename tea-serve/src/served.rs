@@ -1,0 +1,385 @@
+//! The agents a router serves, seen as JSON: `graph!` apps and YAML agents behind one trait,
+//! so the protocol's handlers and the inbox are written once.
+//!
+//! Reads (`state`, `history`, `threads`) are the engine's blocking calls, made from the
+//! blocking pool; runs are the engine's async streams, driven by a task of their own that
+//! forwards each event over a channel and stops (cancelling the run, which leaves the thread
+//! resumable) as soon as nobody listens.
+
+use crate::error::ApiError;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tea_runtime::{App, Checkpointer, Error, Event, Graph, GraphState, Interrupt, Outcome, Resume, Snapshot, ThreadId};
+use tokio::sync::mpsc;
+
+/// A checkpoint of a thread, with the state as JSON.
+#[derive(Clone, Debug)]
+pub(crate) struct JsonSnapshot {
+    pub(crate) state: Value,
+    pub(crate) next: Vec<String>,
+    pub(crate) interrupts: Vec<Interrupt>,
+    pub(crate) checkpoint: u64,
+    pub(crate) step: u64,
+}
+
+impl JsonSnapshot {
+    fn of<S: serde::Serialize>(snapshot: Snapshot<S>) -> Result<Self, ApiError> {
+        Ok(JsonSnapshot {
+            state: to_json(&snapshot.state)?,
+            next: snapshot.next.iter().map(|n| n.as_str().to_owned()).collect(),
+            interrupts: snapshot.interrupts,
+            checkpoint: snapshot.checkpoint,
+            step: snapshot.step,
+        })
+    }
+
+    /// Whether the thread waits on a pause.
+    pub(crate) fn paused(&self) -> bool {
+        !self.interrupts.is_empty()
+    }
+
+    /// Whether the thread reached the end of its graph.
+    pub(crate) fn finished(&self) -> bool {
+        self.interrupts.is_empty() && self.next.is_empty()
+    }
+}
+
+/// One event of a run, with the state as JSON.
+#[derive(Clone, Debug)]
+pub(crate) enum JsonEvent {
+    Step { node: String, branch: Option<String>, state: Value, duration_ms: f64 },
+    Interrupted { state: Value, token: String, checkpoint: u64, interrupts: Vec<Interrupt> },
+    Done { state: Value },
+}
+
+/// The answers a resume carries.
+#[derive(Clone, Debug)]
+pub(crate) enum Answer {
+    /// A breakpoint: the run just continues.
+    None,
+    /// The one pending pause's answer.
+    One(Value),
+    /// Answers keyed by interrupt id.
+    Keyed(Vec<(String, Value)>),
+}
+
+/// What form the inbox shows for a pause: what its node expects as the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AnswerKind {
+    /// A breakpoint: a "continue" button.
+    Continue,
+    YesNo,
+    Text,
+    Number {
+        integer: bool,
+    },
+    Json,
+}
+
+impl AnswerKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AnswerKind::Continue => "continue",
+            AnswerKind::YesNo => "yes_no",
+            AnswerKind::Text => "text",
+            AnswerKind::Number { integer: true } => "integer",
+            AnswerKind::Number { integer: false } => "number",
+            AnswerKind::Json => "json",
+        }
+    }
+}
+
+/// The events of a run, as its driving task forwards them.
+pub(crate) type Events = mpsc::Receiver<Result<JsonEvent, ApiError>>;
+
+/// A served agent. Object-safe: the router keeps `Arc<dyn Served>`s.
+pub(crate) trait Served: Send + Sync + 'static {
+    /// The agent's id in the protocol: its graph's name.
+    fn name(&self) -> &str;
+    /// The graph as a Mermaid flowchart, when known.
+    fn drawing(&self) -> Option<&str>;
+    /// The state's fields and their types, when known at compile time.
+    fn fields(&self) -> Vec<(String, String)>;
+    /// The store the agent's checkpoints are in.
+    fn store(&self) -> &dyn Checkpointer;
+    /// What `interrupt`'s node expects as its answer.
+    fn answer_kind(&self, interrupt: &Interrupt) -> AnswerKind;
+    fn state(&self, thread: &ThreadId) -> Result<Option<JsonSnapshot>, ApiError>;
+    fn history(&self, thread: &ThreadId) -> Result<Vec<JsonSnapshot>, ApiError>;
+    fn threads(&self) -> Result<Vec<ThreadId>, ApiError>;
+    fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError>;
+    /// Starts `thread` on `input`.
+    fn start(self: Arc<Self>, thread: ThreadId, input: Value) -> Events;
+    /// Resumes with the token `token`, the answers and an optional state update.
+    fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events;
+    /// A token for paused `thread` (the engine's `recover`, which runs nothing on a paused thread).
+    fn token(
+        self: Arc<Self>,
+        thread: ThreadId,
+    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>>;
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ApiError> {
+    serde_json::to_value(value).map_err(|e| ApiError::internal(format!("the state does not serialize as JSON: {e}")))
+}
+
+fn json_event<S: GraphState>(event: Result<Event<S>, Error>) -> Result<JsonEvent, ApiError> {
+    match event? {
+        Event::Step { node, branch, state, duration } => Ok(JsonEvent::Step {
+            node: node.as_str().to_owned(),
+            branch: branch.map(|b| b.as_str().to_owned()),
+            state: to_json(&state)?,
+            duration_ms: duration.as_secs_f64() * 1000.0,
+        }),
+        Event::Interrupted { state, resume } => Ok(JsonEvent::Interrupted {
+            state: to_json(&state)?,
+            token: resume.to_string(),
+            checkpoint: resume.checkpoint(),
+            interrupts: resume.interrupts().to_vec(),
+        }),
+        Event::Done(state) => Ok(JsonEvent::Done { state: to_json(&state)? }),
+    }
+}
+
+/// Drives `events` on a task of its own, forwarding them until the run ends or the receiver
+/// is dropped (then the stream is dropped, which cancels the run).
+fn forward<T, F>(owner: T, events: F) -> Events
+where
+    T: Send + 'static,
+    F: for<'a> FnOnce(&'a T) -> futures_util::stream::BoxStream<'a, Result<JsonEvent, ApiError>> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut stream = events(&owner);
+        loop {
+            tokio::select! {
+                () = tx.closed() => break,
+                item = stream.next() => match item {
+                    Some(item) => {
+                        if tx.send(item).await.is_err() {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+    });
+    rx
+}
+
+fn failed(error: ApiError) -> Events {
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(Err(error));
+    rx
+}
+
+/// What the graph's node `node` accepts as an answer, probed with its own check (interrupt
+/// nodes check the answer field's type), else hinted by the pause's payload.
+fn probe<G: Graph>(graph: &G, interrupt: &Interrupt) -> AnswerKind {
+    if !interrupt.needs_answer() {
+        return AnswerKind::Continue;
+    }
+    let Some(node) = graph.node_named(interrupt.node().as_str()) else { return hinted(interrupt.value()) };
+    let accepts = |v: Value| graph.check_answer(node, &v).is_ok();
+    let (b, i, f, s, o) =
+        (accepts(json!(true)), accepts(json!(1)), accepts(json!(1.5)), accepts(json!("x")), accepts(json!({"k": 1})));
+    match (b, i, f, s, o) {
+        (true, true, true, true, true) => hinted(interrupt.value()),
+        (true, false, false, false, false) => AnswerKind::YesNo,
+        (false, true, float, false, false) => AnswerKind::Number { integer: !float },
+        (false, false, false, true, false) => AnswerKind::Text,
+        _ => AnswerKind::Json,
+    }
+}
+
+/// The answer kind a pause's payload asks for: `{"expects": "yes_no" | "text" | "number" |
+/// "integer" | "json", …}` (also under `answer`); text otherwise.
+pub(crate) fn hinted(payload: &Value) -> AnswerKind {
+    let hint = payload.get("expects").or_else(|| payload.get("answer")).and_then(Value::as_str);
+    match hint.map(str::to_ascii_lowercase).as_deref() {
+        Some("yes_no" | "yes/no" | "bool" | "boolean") => AnswerKind::YesNo,
+        Some("number" | "float") => AnswerKind::Number { integer: false },
+        Some("integer" | "int") => AnswerKind::Number { integer: true },
+        Some("json" | "object") => AnswerKind::Json,
+        _ => AnswerKind::Text,
+    }
+}
+
+fn with_answers<S: GraphState>(mut resume: Resume<S>, answer: Answer) -> Resume<S> {
+    match answer {
+        Answer::None => resume,
+        Answer::One(value) => resume.answer(value),
+        Answer::Keyed(answers) => {
+            for (id, value) in answers {
+                resume = resume.answer_to(id, value);
+            }
+            resume
+        }
+    }
+}
+
+/// A `graph!` app (or any [`Graph`]) served as JSON.
+pub(crate) struct GraphServed<G: Graph, C: Checkpointer> {
+    pub(crate) app: App<G, C>,
+    pub(crate) drawing: Option<String>,
+}
+
+impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
+    fn name(&self) -> &str {
+        self.app.graph().name()
+    }
+
+    fn drawing(&self) -> Option<&str> {
+        self.drawing.as_deref()
+    }
+
+    fn fields(&self) -> Vec<(String, String)> {
+        G::State::FIELDS.iter().map(|f| (f.name.to_owned(), f.ty.to_owned())).collect()
+    }
+
+    fn store(&self) -> &dyn Checkpointer {
+        self.app.checkpointer()
+    }
+
+    fn answer_kind(&self, interrupt: &Interrupt) -> AnswerKind {
+        probe(self.app.graph(), interrupt)
+    }
+
+    fn state(&self, thread: &ThreadId) -> Result<Option<JsonSnapshot>, ApiError> {
+        self.app.state(thread)?.map(JsonSnapshot::of).transpose()
+    }
+
+    fn history(&self, thread: &ThreadId) -> Result<Vec<JsonSnapshot>, ApiError> {
+        self.app.history(thread)?.into_iter().map(JsonSnapshot::of).collect()
+    }
+
+    fn threads(&self) -> Result<Vec<ThreadId>, ApiError> {
+        Ok(self.app.threads()?)
+    }
+
+    fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError> {
+        Ok(self.app.delete(thread)?)
+    }
+
+    fn start(self: Arc<Self>, thread: ThreadId, input: Value) -> Events {
+        let state: G::State = match serde_json::from_value(input) {
+            Ok(state) => state,
+            Err(e) => {
+                return failed(ApiError::unprocessable(
+                    "bad_input",
+                    format!("the input does not fit the state of graph `{}`: {e}", self.name()),
+                ))
+            }
+        };
+        forward(self, move |me| me.app.stream_on_async(thread, state).map(json_event).boxed())
+    }
+
+    fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events {
+        let resume: Resume<G::State> = match token.parse() {
+            Ok(resume) => resume,
+            Err(e) => return failed(ApiError::from(e)),
+        };
+        let mut resume = with_answers(resume, answer);
+        if let Some(update) = update {
+            match serde_json::from_value::<<G::State as GraphState>::Update>(update) {
+                Ok(update) => resume = resume.update(update),
+                Err(e) => {
+                    return failed(ApiError::unprocessable(
+                        "bad_update",
+                        format!("the state update does not fit the state of graph `{}`: {e}", self.name()),
+                    ))
+                }
+            }
+        }
+        forward(self, move |me| me.app.stream_resume_async(resume).map(json_event).boxed())
+    }
+
+    fn token(
+        self: Arc<Self>,
+        thread: ThreadId,
+    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
+        Box::pin(async move {
+            match self.app.recover_async(&thread).await? {
+                Outcome::Interrupted { resume, .. } => Ok(Some(resume.to_string())),
+                Outcome::Done(_) => Ok(None),
+            }
+        })
+    }
+}
+
+/// A YAML agent served as JSON, with the store it runs on.
+#[cfg(feature = "yaml")]
+pub(crate) struct YamlServed {
+    pub(crate) agent: tea_yaml::Agent,
+    pub(crate) store: Arc<dyn Checkpointer>,
+    pub(crate) drawing: String,
+}
+
+#[cfg(feature = "yaml")]
+impl Served for YamlServed {
+    fn name(&self) -> &str {
+        self.agent.name()
+    }
+
+    fn drawing(&self) -> Option<&str> {
+        Some(&self.drawing)
+    }
+
+    fn fields(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn store(&self) -> &dyn Checkpointer {
+        &*self.store
+    }
+
+    fn answer_kind(&self, interrupt: &Interrupt) -> AnswerKind {
+        probe(self.agent.graph(), interrupt)
+    }
+
+    fn state(&self, thread: &ThreadId) -> Result<Option<JsonSnapshot>, ApiError> {
+        self.agent.state(thread)?.map(JsonSnapshot::of).transpose()
+    }
+
+    fn history(&self, thread: &ThreadId) -> Result<Vec<JsonSnapshot>, ApiError> {
+        self.agent.history(thread)?.into_iter().map(JsonSnapshot::of).collect()
+    }
+
+    fn threads(&self) -> Result<Vec<ThreadId>, ApiError> {
+        Ok(self.agent.threads()?)
+    }
+
+    fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError> {
+        Ok(self.agent.delete(thread)?)
+    }
+
+    fn start(self: Arc<Self>, thread: ThreadId, input: Value) -> Events {
+        forward(self, move |me| me.agent.stream_on_async(thread, input).map(json_event).boxed())
+    }
+
+    fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events {
+        let resume: Resume<tea_yaml::State> = match token.parse() {
+            Ok(resume) => resume,
+            Err(e) => return failed(ApiError::from(e)),
+        };
+        let mut resume = with_answers(resume, answer);
+        if let Some(update) = update {
+            resume = resume.update(tea_yaml::Update::from(update));
+        }
+        forward(self, move |me| me.agent.stream_resume_async(resume).map(json_event).boxed())
+    }
+
+    fn token(
+        self: Arc<Self>,
+        thread: ThreadId,
+    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
+        Box::pin(async move {
+            match self.agent.recover_async(&thread).await? {
+                Outcome::Interrupted { resume, .. } => Ok(Some(resume.to_string())),
+                Outcome::Done(_) => Ok(None),
+            }
+        })
+    }
+}

@@ -1,0 +1,822 @@
+//! `tea::serve` over loopback with a real HTTP client: the Agent Protocol's agents, threads and
+//! runs on MemoryStore, SledStore and PostgreSQL (two replicas on one database), answers to
+//! pauses exactly once, access by token, and every response checked against the protocol's
+//! schemas (`tea-serve/openapi.json`). The browser test drives the inbox in headless Chromium.
+
+mod postgres_support;
+
+use futures::future::join_all;
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tea::prelude::*;
+use tea::serve::{Access, Right, Serve};
+
+// ---- the protocol's schemas ----
+
+/// The vendored `openapi.json`: each response is checked against its operation's schema.
+struct Spec {
+    doc: Value,
+}
+
+impl Spec {
+    fn load() -> Spec {
+        Spec { doc: serde_json::from_str(include_str!("../tea-serve/openapi.json")).unwrap() }
+    }
+
+    /// The operation of the spec a request path stands for (`/threads/ab12…` → `/threads/{thread_id}`;
+    /// LangGraph's `/threads/{id}/runs/wait` → the protocol's `/runs/wait`).
+    fn operation(path: &str) -> String {
+        let parts: Vec<&str> = path.split('?').next().unwrap().trim_start_matches('/').split('/').collect();
+        let templated: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match (i, parts[0]) {
+                (1, "threads") if !matches!(*p, "search") => "{thread_id}".to_owned(),
+                (1, "runs") if !matches!(*p, "wait" | "stream" | "search") => "{run_id}".to_owned(),
+                (1, "agents") if *p != "search" => "{agent_id}".to_owned(),
+                _ => (*p).to_owned(),
+            })
+            .collect();
+        let joined = format!("/{}", templated.join("/"));
+        match joined.strip_prefix("/threads/{thread_id}/runs") {
+            Some(rest) => format!("/runs{rest}"),
+            None => joined,
+        }
+    }
+
+    /// Checks `body`, the answer `status` to `method path`, against the spec's schema for it.
+    fn check(&self, method: &Method, path: &str, status: StatusCode, body: &Value) {
+        let operation = Spec::operation(path);
+        let responses = &self.doc["paths"][&operation][method.as_str().to_ascii_lowercase()]["responses"];
+        assert!(responses.is_object(), "{method} {operation} is not in the spec");
+        let response = &responses[status.as_str()];
+        assert!(response.is_object(), "{method} {path}: the spec lists no {status} for {operation}: {body}");
+        let Some(schema) = response.pointer("/content/application~1json/schema") else { return };
+        let mut schema = schema.clone();
+        schema["components"] = self.doc["components"].clone();
+        let validator = jsonschema::options().should_validate_formats(true).build(&schema).unwrap();
+        let errors: Vec<String> =
+            validator.iter_errors(body).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        assert!(
+            errors.is_empty(),
+            "{method} {path} -> {status}: {body:#}\ndoes not fit {operation}'s schema: {errors:#?}"
+        );
+    }
+}
+
+/// An HTTP client of one server, which checks every JSON answer against the spec.
+#[derive(Clone)]
+struct Api {
+    base: String,
+    http: Client,
+    spec: Arc<Spec>,
+    token: Option<String>,
+}
+
+impl Api {
+    fn new(base: String) -> Api {
+        Api { base, http: Client::new(), spec: Arc::new(Spec::load()), token: None }
+    }
+
+    fn with_token(&self, token: &str) -> Api {
+        Api { token: Some(token.to_owned()), ..self.clone() }
+    }
+
+    async fn raw(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> (StatusCode, String) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        if std::env::var_os("TEA_SERVE_TEST_TRACE").is_some() {
+            eprintln!("{path}: {status}");
+        }
+        (status, response.text().await.unwrap())
+    }
+
+    /// `method path` with `body`: the status and the JSON answer (`null` for none), checked.
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let (status, text) = self.raw(method.clone(), path, body.map(|b| b.to_string().into_bytes())).await;
+        assert_ne!(status, StatusCode::INTERNAL_SERVER_ERROR, "{method} {path}: {text}");
+        let value: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {text}"))
+        };
+        if status.is_client_error() {
+            assert!(value["message"].as_str().is_some_and(|m| !m.is_empty()), "{method} {path}: no message: {value}");
+            assert!(value["code"].is_string(), "{method} {path}: no code: {value}");
+        }
+        if status != StatusCode::UNAUTHORIZED
+            && status != StatusCode::FORBIDDEN
+            && status != StatusCode::PAYLOAD_TOO_LARGE
+            && status != StatusCode::BAD_REQUEST
+        {
+            self.spec.check(&method, path, status, &value);
+        }
+        (status, value)
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    async fn ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let (status, value) = self.call(method.clone(), path, body).await;
+        assert!(status.is_success(), "{method} {path}: {status} {value}");
+        value
+    }
+}
+
+async fn spawn(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(tea::serve::serve(listener, router, std::future::pending()));
+    format!("http://{address}")
+}
+
+// ---- the graphs served ----
+
+#[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct Review {
+    draft: String,
+    approved: bool,
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+fn write(_: &Review) -> ReviewUpdate {
+    Review::update().draft("Tea is served.".into()).log(vec!["write".into()])
+}
+fn publish(_: &Review) -> ReviewUpdate {
+    Review::update().log(vec!["publish".into()])
+}
+fn approved(s: &Review) -> bool {
+    s.approved
+}
+
+graph! {
+    Approval for Review {
+        start -> write;
+        write -> ask;
+        ask -> publish if approved;
+        ask -> end;
+        publish -> end;
+        interrupt ask(draft => approved);
+    }
+}
+
+#[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct Panel {
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+fn split(_: &Panel) -> PanelUpdate {
+    Panel::update()
+}
+fn left(_: &Panel, hitl: &mut Hitl) -> Result<PanelUpdate, Pause> {
+    let v: String = hitl.interrupt("left?")?;
+    Ok(Panel::update().log(vec![format!("left:{v}")]))
+}
+fn right(_: &Panel, hitl: &mut Hitl) -> Result<PanelUpdate, Pause> {
+    let v: String = hitl.interrupt("right?")?;
+    Ok(Panel::update().log(vec![format!("right:{v}")]))
+}
+fn join(_: &Panel) -> PanelUpdate {
+    Panel::update().log(vec!["join".into()])
+}
+fn nap(_: &Panel) -> PanelUpdate {
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    Panel::update().log(vec!["nap".into()])
+}
+
+graph! {
+    Pair for Panel {
+        start -> split;
+        parallel split => [left, right] -> join;
+        join -> end;
+        interruptible left, right;
+    }
+}
+
+graph! {
+    Sleepy for Panel {
+        start -> nap;
+        nap -> end;
+        interrupt_before nap;
+    }
+}
+
+fn serve_on<C: Checkpointer + Clone>(store: C) -> Serve {
+    Serve::new()
+        .app_drawn(Approval::builder().checkpointer(store.clone()).build(), Approval::MERMAID)
+        .app(Pair::builder().checkpointer(store.clone()).build())
+        .app(Sleepy::builder().checkpointer(store).build())
+}
+
+// ---- the scenarios ----
+
+/// Starts an Approval thread (created with `metadata`) and returns its id, paused at `ask`.
+async fn paused_approval(api: &Api, metadata: Value) -> String {
+    let thread = api.ok(Method::POST, "/threads", Some(json!({ "metadata": metadata }))).await;
+    let id = thread["thread_id"].as_str().unwrap().to_owned();
+    assert_eq!(thread["status"], "idle");
+    let out = api
+        .ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "agent_id": "Approval", "input": {} })))
+        .await;
+    assert_eq!(out["run"]["status"], "interrupted", "{out}");
+    assert_eq!(out["values"]["draft"], "Tea is served.");
+    assert_eq!(out["interrupts"][0]["id"], "ask#0");
+    id
+}
+
+async fn protocol(api: &Api) {
+    // Agents.
+    let agents = api.ok(Method::POST, "/agents/search", Some(json!({}))).await;
+    let names: Vec<&str> = agents.as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Approval", "Pair", "Sleepy"]);
+    api.ok(Method::GET, "/agents/Approval", None).await;
+    let schemas = api.ok(Method::GET, "/agents/Approval/schemas", None).await;
+    assert_eq!(schemas["state_schema"]["properties"]["approved"]["description"], "bool");
+    let (status, error) = api.get("/agents/Nope").await;
+    assert_eq!((status, error["message"].as_str().unwrap()), (StatusCode::NOT_FOUND, "agent `Nope` not found"));
+
+    // A thread pauses at the interrupt node; its status, pause and answer kind show.
+    let id = paused_approval(api, json!({ "owner": "ada" })).await;
+    let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["status"], "interrupted");
+    assert_eq!(thread["metadata"]["owner"], "ada");
+    assert_eq!(thread["interrupts"][0]["answer_kind"], "yes_no", "probed from the answer field's type: {thread}");
+    assert_eq!(thread["interrupts"][0]["message"], "Tea is served.");
+
+    // Search by status and metadata.
+    let found = api
+        .ok(Method::POST, "/threads/search", Some(json!({ "status": "interrupted", "metadata": { "owner": "ada" } })))
+        .await;
+    assert!(found.as_array().unwrap().iter().any(|t| t["thread_id"] == id.as_str()), "{found}");
+    let found = api
+        .ok(Method::POST, "/threads/search", Some(json!({ "status": "idle", "metadata": { "owner": "ada" } })))
+        .await;
+    assert!(!found.as_array().unwrap().iter().any(|t| t["thread_id"] == id.as_str()));
+
+    // A wrong answer type is the engine's BadResumeValue, and the pause stays.
+    let (status, error) =
+        api.post(&format!("/threads/{id}/runs/wait"), json!({ "command": { "resume": "maybe" } })).await;
+    assert_eq!(
+        (status, error["code"].as_str().unwrap()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "bad_resume_value"),
+        "{error}"
+    );
+    assert!(error["message"].as_str().unwrap().contains("node `ask`"), "{error}");
+    // A run with an input on a paused thread is refused: the pause wants an answer.
+    let (status, error) = api.post(&format!("/threads/{id}/runs/wait"), json!({ "input": {} })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::CONFLICT, "thread_paused"));
+    // An answer pinned to another checkpoint is stale.
+    let (status, error) = api
+        .post(&format!("/threads/{id}/runs/wait"), json!({ "command": { "resume": true }, "checkpoint_id": "1" }))
+        .await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::CONFLICT, "stale_resume"), "{error}");
+
+    // The answer, with the protocol's body (`thread_id` in it), pinned to the pause's checkpoint.
+    let history = api.ok(Method::GET, &format!("/threads/{id}/history"), None).await;
+    let pause = history[0]["checkpoint"]["checkpoint_id"].as_str().unwrap().to_owned();
+    let out = api
+        .ok(
+            Method::POST,
+            "/runs/wait",
+            Some(json!({ "thread_id": id, "command": { "resume": true }, "checkpoint": { "checkpoint_id": pause } })),
+        )
+        .await;
+    assert_eq!(out["run"]["status"], "success", "{out}");
+    assert_eq!(out["values"]["log"], json!(["write", "publish"]));
+    // A second answer finds nothing to answer.
+    let (status, error) = api.post(&format!("/threads/{id}/runs/wait"), json!({ "command": { "resume": true } })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::CONFLICT, "not_paused"), "{error}");
+    let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["status"], "idle");
+
+    // History newest first, with the pause listed at its checkpoint.
+    let history = api.ok(Method::GET, &format!("/threads/{id}/history?limit=100"), None).await;
+    assert!(history.as_array().unwrap().len() >= 3, "{history}");
+    assert_eq!(history[0]["values"]["log"], json!(["write", "publish"]));
+    assert!(history.as_array().unwrap().iter().any(|s| s["metadata"]["interrupts"][0]["id"] == "ask#0"));
+
+    // Copy and delete.
+    let copy = api.ok(Method::POST, &format!("/threads/{id}/copy"), None).await;
+    let copy_id = copy["thread_id"].as_str().unwrap().to_owned();
+    assert_ne!(copy_id, id);
+    assert_eq!(copy["values"]["log"], json!(["write", "publish"]));
+    assert_eq!(copy["metadata"]["owner"], "ada");
+    let (status, _) = api.call(Method::DELETE, &format!("/threads/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, error) = api.get(&format!("/threads/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    api.ok(Method::GET, &format!("/threads/{copy_id}"), None).await;
+
+    // Creating an existing thread: raise or do nothing.
+    let (status, _) = api.post("/threads", json!({ "thread_id": copy_id })).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    api.ok(Method::POST, "/threads", Some(json!({ "thread_id": copy_id, "if_exists": "do_nothing" }))).await;
+    let patched =
+        api.ok(Method::PATCH, &format!("/threads/{copy_id}"), Some(json!({ "metadata": { "stage": "done" } }))).await;
+    assert_eq!(
+        (patched["metadata"]["owner"].as_str(), patched["metadata"]["stage"].as_str()),
+        (Some("ada"), Some("done"))
+    );
+
+    // Several pauses at once: answers keyed by interrupt id.
+    let out = api
+        .ok(Method::POST, "/runs/wait", Some(json!({ "agent_id": "Pair", "input": {}, "on_completion": "keep" })))
+        .await;
+    let pair = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    let ids: Vec<&str> = out["interrupts"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["left#0@left", "right#0@right"]);
+    let (status, error) =
+        api.post(&format!("/threads/{pair}/runs/wait"), json!({ "command": { "resume": "both?" } })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "answer_ambiguous"));
+    let out = api
+        .ok(
+            Method::POST,
+            &format!("/threads/{pair}/runs/wait"),
+            Some(json!({ "command": { "resume": { "left#0@left": "L", "right#0@right": "R" } } })),
+        )
+        .await;
+    assert_eq!(out["values"]["log"], json!(["left:L", "right:R", "join"]), "{out}");
+
+    // Streamed as server-sent events.
+    let (status, text) = api
+        .raw(
+            Method::POST,
+            "/runs/stream",
+            Some(json!({ "agent_id": "Approval", "input": {}, "on_completion": "keep" }).to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let events: Vec<(&str, Value)> = text
+        .split("\n\n")
+        .filter(|block| !block.trim().is_empty() && !block.starts_with(':'))
+        .map(|block| {
+            let event = block.lines().find_map(|l| l.strip_prefix("event: ")).unwrap();
+            let data = block.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+            (event, serde_json::from_str(data).unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(e, _)| *e).collect();
+    assert_eq!(names, ["metadata", "updates", "values", "values", "end"], "{text}");
+    assert_eq!(events[3].1["__interrupt__"][0]["id"], "ask#0");
+    assert_eq!(events[4].1["status"], "interrupted");
+    let streamed = events[0].1["thread_id"].as_str().unwrap().to_owned();
+    assert_eq!(api.ok(Method::GET, &format!("/threads/{streamed}"), None).await["status"], "interrupted");
+
+    // In the background: the run, its wait, the search; a thread that is running refuses a second run.
+    let run = api
+        .ok(
+            Method::POST,
+            "/runs",
+            Some(json!({ "agent_id": "Sleepy", "input": {}, "on_completion": "keep", "metadata": { "batch": 7 } })),
+        )
+        .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let out = api.ok(Method::GET, &format!("/runs/{run_id}/wait"), None).await;
+    assert_eq!(out["run"]["status"], "interrupted");
+    let sleepy = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    let found = api.ok(Method::POST, "/runs/search", Some(json!({ "metadata": { "batch": 7 } }))).await;
+    assert_eq!(found.as_array().unwrap().len(), 1);
+    let run =
+        api.ok(Method::POST, &format!("/threads/{sleepy}/runs"), Some(json!({ "command": { "resume": null } }))).await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(run["status"], "pending");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(api.ok(Method::GET, &format!("/threads/{sleepy}"), None).await["status"], "busy");
+    let (status, error) = api.post(&format!("/threads/{sleepy}/runs/wait"), json!({ "command": {} })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::CONFLICT, "thread_busy"), "{error}");
+    // Cancelled: the pause is put back, and answering it again works.
+    let (status, _) = api.call(Method::POST, &format!("/runs/{run_id}/cancel"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(api.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
+    assert_eq!(api.ok(Method::GET, &format!("/threads/{sleepy}"), None).await["status"], "interrupted");
+    let out = api.ok(Method::POST, &format!("/threads/{sleepy}/runs/wait"), Some(json!({ "command": {} }))).await;
+    assert_eq!(out["values"]["log"], json!(["nap"]));
+
+    // Bad requests: never a 500.
+    let (status, text) = api.raw(Method::POST, "/threads/search", Some(b"{not json".to_vec())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    let (status, error) = api.post("/threads/search", json!({ "limit": "ten" })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let (status, error) = api.post("/threads/search", json!({ "limit": 0 })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let (status, error) = api.post("/threads/search", json!({ "status": "sleeping" })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let (status, text) = api.raw(Method::POST, "/threads/search", Some(vec![b' '; 64 * 1024])).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    let (status, error) = api.post("/runs/wait", json!({ "thread_id": uuid(), "command": { "resume": true } })).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    let (status, error) =
+        api.post("/runs/wait", json!({ "agent_id": "Approval", "input": { "approved": "yes" } })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "bad_input"), "{error}");
+    let (status, error) = api.post("/runs/wait", json!({ "input": {} })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "agent_missing"));
+    let (status, error) = api.post("/runs/wait", json!({ "agent_id": "Approval", "on_disconnect": "shrug" })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let (status, _) = api.get(&format!("/runs/{}", uuid())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+fn uuid() -> String {
+    tea::ThreadId::random().to_string()
+}
+
+/// `n` answers to one pause at once, spread over `apis`: exactly one runs.
+async fn race(apis: &[Api], id: &str, n: usize) {
+    let answers = (0..n).map(|i| {
+        let api = apis[i % apis.len()].clone();
+        let id = id.to_owned();
+        async move { api.post(&format!("/threads/{id}/runs/wait"), json!({ "command": { "resume": true } })).await }
+    });
+    let results = join_all(answers).await;
+    let won: Vec<&(StatusCode, Value)> = results.iter().filter(|(s, _)| *s == StatusCode::OK).collect();
+    assert_eq!(won.len(), 1, "exactly one answer runs: {results:#?}");
+    for (status, body) in &results {
+        assert!(*status == StatusCode::OK || *status == StatusCode::CONFLICT, "{status} {body}");
+        if *status == StatusCode::CONFLICT {
+            let code = body["code"].as_str().unwrap();
+            assert!(["stale_resume", "not_paused", "thread_busy"].contains(&code), "{body}");
+        }
+    }
+    for api in apis {
+        let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+        assert_eq!(thread["status"], "idle");
+        assert_eq!(thread["values"]["log"], json!(["write", "publish"]), "published once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_store() {
+    let api = Api::new(spawn(serve_on(MemoryStore::new()).body_limit(16 * 1024).router()).await);
+    protocol(&api).await;
+    let id = paused_approval(&api, json!({})).await;
+    race(&[api], &id, 32).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sled_store() {
+    let dir = std::env::temp_dir().join(format!("tea-serve-sled-{}", std::process::id()));
+    let store = SledStore::open(&dir).unwrap();
+    let api = Api::new(spawn(serve_on(store).body_limit(16 * 1024).router()).await);
+    protocol(&api).await;
+    let id = paused_approval(&api, json!({})).await;
+    race(&[api], &id, 32).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_two_replicas() {
+    // The schema is made and dropped outside the runtime (its helper blocks on its own).
+    let Some(schema) = postgres_support::TestSchema::new("serve_replicas") else { return };
+    let stores = (schema.store(), schema.store());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(replicas(stores));
+}
+
+async fn replicas((one, two): (PostgresStore, PostgresStore)) {
+    let one = Api::new(spawn(serve_on(one).body_limit(16 * 1024).router()).await);
+    let two = Api::new(spawn(serve_on(two).body_limit(16 * 1024).router()).await);
+    protocol(&one).await;
+    // A pause taken on one replica is seen, with its metadata, and answered on the other.
+    let id = paused_approval(&one, json!({ "team": "pg" })).await;
+    let seen = two.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!((seen["status"].as_str(), seen["metadata"]["team"].as_str()), (Some("interrupted"), Some("pg")));
+    race(&[one.clone(), two.clone()], &id, 32).await;
+    // And one replica's answer to a pause the other took.
+    let id = paused_approval(&two, json!({})).await;
+    let out = one
+        .ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": false } })))
+        .await;
+    assert_eq!(out["values"]["log"], json!(["write"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_guard_every_route_and_say_nothing_of_threads() {
+    let access = Access::tokens([("answer-token-0123456789", Right::Answer), ("read-token-0123456789ab", Right::Read)]);
+    let base = spawn(serve_on(MemoryStore::new()).access(access).router()).await;
+    let anonymous = Api::new(base.clone());
+    let writer = anonymous.with_token("answer-token-0123456789");
+    let reader = anonymous.with_token("read-token-0123456789ab");
+    let id = paused_approval(&writer, json!({})).await;
+
+    // Without a token, a thread that exists and one that does not look the same.
+    let known = anonymous.raw(Method::GET, &format!("/threads/{id}"), None).await;
+    let unknown = anonymous.raw(Method::GET, &format!("/threads/{}", uuid()), None).await;
+    assert_eq!(known.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(known, unknown);
+    let wrong = anonymous.with_token("answer-token-0123456788");
+    assert_eq!(wrong.raw(Method::GET, &format!("/threads/{id}"), None).await, unknown);
+    assert_eq!(anonymous.raw(Method::POST, "/agents/search", Some(b"{}".to_vec())).await.0, StatusCode::UNAUTHORIZED);
+
+    // Read rights read, and cannot answer (before the thread is looked at).
+    assert_eq!(reader.ok(Method::GET, &format!("/threads/{id}"), None).await["status"], "interrupted");
+    reader.ok(Method::POST, "/threads/search", Some(json!({}))).await;
+    let answer = json!({ "command": { "resume": true } }).to_string().into_bytes();
+    let refused = reader.raw(Method::POST, &format!("/threads/{id}/runs/wait"), Some(answer.clone())).await;
+    let refused_unknown = reader.raw(Method::POST, &format!("/threads/{}/runs/wait", uuid()), Some(answer)).await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN);
+    assert_eq!(refused, refused_unknown);
+    let out = writer
+        .ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": true } })))
+        .await;
+    assert_eq!(out["run"]["status"], "success");
+
+    // The inbox sends a browser without a session to the sign-in page.
+    let no_redirects = Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let response = no_redirects.get(format!("{base}/inbox")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()["location"], "/inbox/login");
+    // A form post from another origin is refused even with a session.
+    let response = no_redirects
+        .post(format!("{base}/inbox/threads/{id}/answer"))
+        .header("cookie", "tea_session=answer-token-0123456789; tea_csrf=0123456789abcdef0123456789abcdef")
+        .header("origin", "http://evil.example")
+        .form(&[("csrf", "0123456789abcdef0123456789abcdef"), ("checkpoint", "1")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    // And one without the session's CSRF token.
+    let response = no_redirects
+        .post(format!("{base}/inbox/threads/{id}/answer"))
+        .header("cookie", "tea_session=answer-token-0123456789; tea_csrf=0123456789abcdef0123456789abcdef")
+        .form(&[("csrf", "ffffffffffffffffffffffffffffffff"), ("checkpoint", "1")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+}
+
+const YAML_AGENT: &str = r#"
+name: review
+state:
+  approved: bool
+  amount: int
+nodes:
+  - name: draft
+    run: |
+      return { draft = "Refund order 1234?" }
+  - name: approve
+    type: interrupt
+    message: "{{ state.draft }}"
+    resume_key: approved
+  - name: how_much
+    type: interrupt
+    message: "How much (in euros)?"
+    resume_key: amount
+  - name: done
+    run: |
+      return { result = "refunded " .. tostring(state.amount) }
+config:
+  checkpointer: memory
+"#;
+
+fn yaml_router() -> axum::Router {
+    let agent = tea::yaml::Engine::new().load_str(YAML_AGENT).unwrap();
+    tea::serve::router_for([agent], MemoryStore::new())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yaml_agents_and_the_inbox_page() {
+    let base = spawn(yaml_router()).await;
+    let api = Api::new(base.clone());
+    let out = api.ok(Method::POST, "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" }))).await;
+    let id = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["interrupts"][0]["answer_kind"], "yes_no", "from the declared type of `approved`");
+    assert_eq!(thread["interrupts"][0]["message"], "Refund order 1234?");
+
+    // The inbox lists the pause with a yes/no form; the thread page draws the graph.
+    let http = Client::new();
+    let inbox = http.get(format!("{base}/inbox")).send().await.unwrap().text().await.unwrap();
+    assert!(inbox.contains(&format!("data-thread=\"{id}\"")), "{inbox}");
+    assert!(inbox.contains("Refund order 1234?"));
+    assert!(inbox.contains("type=\"radio\" name=\"answer.0\" value=\"true\""), "{inbox}");
+    let page = http.get(format!("{base}/inbox/threads/{id}")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("<li class=\"node current\" data-node=\"approve\">"), "{page}");
+    assert!(page.contains("<tr class=\"pause\">"), "{page}");
+
+    let (status, error) =
+        api.post(&format!("/threads/{id}/runs/wait"), json!({ "command": { "resume": "yes" } })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let out =
+        api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": true } }))).await;
+    assert_eq!(out["interrupts"][0]["id"], "how_much#0");
+    let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["interrupts"][0]["answer_kind"], "integer");
+    let out =
+        api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": 40 } }))).await;
+    assert_eq!(out["values"]["result"], "refunded 40");
+}
+
+// ---- the inbox in a real browser ----
+
+/// A WebDriver session with chromedriver (headless Chromium), spoken as plain HTTP + JSON.
+struct Browser {
+    http: Client,
+    session: String,
+    driver: std::process::Child,
+}
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+fn on_path(names: &[&str]) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).flat_map(|dir| names.iter().map(move |n| dir.join(n))).find(|p| p.is_file())
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium, or says why it cannot (`None`).
+    async fn start() -> Option<Browser> {
+        let Some(driver) = on_path(&["chromedriver"]) else {
+            eprintln!("skipped: no chromedriver on PATH (Debian: apt-get install -y chromium chromium-driver)");
+            return None;
+        };
+        let Some(chromium) = on_path(&["chromium", "chromium-browser", "google-chrome"]) else {
+            eprintln!("skipped: no Chromium on PATH (Debian: apt-get install -y chromium chromium-driver)");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let driver = std::process::Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let http = Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        for _ in 0..100 {
+            if http.get(format!("{base}/status")).send().await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let capabilities = json!({ "capabilities": { "alwaysMatch": { "browserName": "chrome", "goog:chromeOptions": {
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"],
+        } } } });
+        let created: Value =
+            http.post(format!("{base}/session")).json(&capabilities).send().await.unwrap().json().await.unwrap();
+        let session =
+            created["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no WebDriver session: {created}"));
+        Some(Browser { http, session: format!("{base}/session/{session}"), driver })
+    }
+
+    async fn command(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, format!("{}{path}", self.session));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer: Value = request.send().await.unwrap().json().await.unwrap();
+        answer["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.command(Method::POST, "/url", Some(json!({ "url": url }))).await;
+    }
+
+    /// The element `css` selects, waiting up to 10 s for it.
+    async fn find(&self, css: &str) -> String {
+        let mut found = Value::Null;
+        for _ in 0..100 {
+            found =
+                self.command(Method::POST, "/element", Some(json!({ "using": "css selector", "value": css }))).await;
+            if let Some(id) = found[ELEMENT].as_str() {
+                return id.to_owned();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let source = self.command(Method::GET, "/source", None).await;
+        panic!("no element `{css}` ({found}) on the page:\n{}", source.as_str().unwrap_or(""));
+    }
+
+    async fn click(&self, css: &str) {
+        let id = self.find(css).await;
+        self.command(Method::POST, &format!("/element/{id}/click"), Some(json!({}))).await;
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css).await;
+        self.command(Method::POST, &format!("/element/{id}/value"), Some(json!({ "text": text }))).await;
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let id = self.find(css).await;
+        self.command(Method::GET, &format!("/element/{id}/text"), None).await.as_str().unwrap_or("").to_owned()
+    }
+
+    /// Waits until `css`'s text is `want`.
+    async fn wait_text(&self, css: &str, want: &str) {
+        let mut last = String::new();
+        for _ in 0..100 {
+            last = self.text(css).await;
+            if last == want {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("`{css}` says {last:?}, not {want:?}");
+    }
+
+    /// Saves a screenshot as `target/serve-browser/NAME.png`.
+    async fn screenshot(&self, name: &str) {
+        let data = self.command(Method::GET, "/screenshot", None).await;
+        let png = base64_decode(data.as_str().unwrap());
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/serve-browser");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
+    async fn quit(mut self) {
+        let _ = self.http.delete(&self.session).send().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, v)| n | u32::from(*v) << (18 - 6 * i));
+        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_in_a_browser() {
+    let Some(browser) = Browser::start().await else { return };
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/review.yaml");
+    let agent = tea::yaml::Engine::new().load_file_on(&file, MemoryStore::new()).unwrap();
+    let token = "inbox-browser-token-0123456789";
+    let router = Serve::new()
+        .access(Access::tokens([(token, Right::Answer)]))
+        .yaml(agent, Arc::new(MemoryStore::new()))
+        .router();
+    let base = spawn(router).await;
+    let api = Api::new(base.clone()).with_token(token);
+    let out = api.ok(Method::POST, "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" }))).await;
+    let id = out["run"]["thread_id"].as_str().unwrap().to_owned();
+
+    // Signed out: the inbox sends to the sign-in page.
+    browser.goto(&format!("{base}/inbox")).await;
+    browser.find("form.login").await;
+    browser.screenshot("1-sign-in").await;
+    browser.type_into("input[name=token]", token).await;
+    browser.click("form.login button[type=submit]").await;
+
+    // The inbox lists the paused thread with its question and a yes/no form.
+    let item = format!("li.thread[data-thread=\"{id}\"]");
+    assert_eq!(browser.text(&format!("{item} .message")).await, "Approve \"Release notes, take 1\"? (true/false)");
+    browser.screenshot("2-inbox").await;
+    browser.click(&format!("{item} input[value=true]")).await;
+    browser.click(&format!("{item} button[type=submit]")).await;
+
+    // The thread page: paused again before `publish`, with a Continue button and the graph marked.
+    browser.wait_text("h1 .status", "interrupted").await;
+    assert_eq!(browser.text("ol.graph li.current .name").await, "publish");
+    assert_eq!(browser.text("form.answer button[type=submit]").await, "Continue");
+    browser.screenshot("3-thread-paused").await;
+    browser.click("form.answer button[type=submit]").await;
+
+    // It finishes: the status, the timeline and the state say so.
+    browser.wait_text("h1 .status", "idle").await;
+    browser.find("table.timeline tr.done").await;
+    assert!(browser.text("#state").await.contains("\"published\": \"Release notes, take 1\""));
+    browser.screenshot("4-thread-done").await;
+    browser.quit().await;
+
+    let thread = api.ok(Method::GET, &format!("/threads/{id}"), None).await;
+    assert_eq!(thread["status"], "idle");
+    assert_eq!(thread["values"]["published"], "Release notes, take 1");
+}
