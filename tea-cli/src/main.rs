@@ -21,6 +21,8 @@
 //! `sled:` and `dir:` stores and tea-yaml's network actions (`llm.call`, `http.get`,
 //! `http.post`, `actions.notify`; feature `net`) are always built in.
 
+mod diagnostics;
+mod inspect;
 mod output;
 mod run;
 mod serve;
@@ -93,7 +95,8 @@ enum Command {
         tea resume examples/agents/review.yaml --token TOKEN --answer-to ID='\"yes\"'\n  \
         tea resume examples/agents/review.yaml --token TOKEN --update '{\"draft\": \"Edited\"}'\n  \
         tea resume examples/agents/review.yaml --thread release-42 --answer Ada\n  \
-        tea resume examples/agents/review.yaml --checkpoint examples/agents/checkpoints/review/THREAD/review_THREAD_000002.ckpt --answer true")]
+        tea resume examples/agents/review.yaml --checkpoint examples/agents/checkpoints/review/THREAD/review_THREAD_000002.ckpt --answer true\n  \
+        tea resume CHECKPOINT.ckpt --workflow examples/agents/review.yaml --input '{\"approved\": true}'   # The Edge Agent's form")]
     Resume(ResumeArgs),
     /// Continues a thread whose run was stopped part-way (Ctrl-C, a crash, a failure).
     #[command(after_help = "A thread stopped at a step boundary (Ctrl-C, or a run that failed) continues \
@@ -104,16 +107,42 @@ enum Command {
         tea recover examples/agents/research.yaml --thread release-42\n  \
         tea recover examples/agents/research.yaml --thread release-42 --store postgres://localhost/tea")]
     Recover(RecoverArgs),
-    /// Checks agent files: every problem as `file:line:column: message`.
+    /// Checks agent files: every problem as `file:line:column: message` and its source line.
     #[command(after_help = "Prints `ok: FILE (N nodes)` for a file that loads, else each problem as \
-        `file:line:column: message`; exit 1 when any file has a problem.\n\n\
+        `file:line:column: message` followed by the source line with a caret under the place \
+        (in colour on a terminal, unless NO_COLOR is set); exit 1 when any file has a problem.\n\n\
         Examples:\n  \
         tea validate examples/agents/review.yaml\n  \
-        tea validate examples/agents/*.yaml")]
+        tea validate examples/agents/*.yaml\n  \
+        tea validate --detailed examples/agents/review.yaml")]
     Validate {
         /// The agent files.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Before `ok:`, what `tea inspect` prints of each file that loads.
+        #[arg(long)]
+        detailed: bool,
+        #[command(flatten)]
+        trust: TrustArg,
+    },
+    /// Describes an agent: its nodes, edges, state schema, settings and breakpoints.
+    #[command(after_help = "`text`: a summary for reading (The Edge Agent's layout: `Workflow:`, \
+        `Nodes (N):`, `Edges (N):`, then the state schema, variables, settings and breakpoints); \
+        `json`: the file's own structure as JSON (`name`, `nodes`, `edges`, `state_schema`, \
+        `settings`, …); `dot`: the graph in Graphviz DOT. The file is loaded first: a file with \
+        problems prints them as `tea validate` does and exits 1.\n\n\
+        Examples:\n  \
+        tea inspect examples/agents/review.yaml\n  \
+        tea inspect examples/agents/review.yaml --format json | jq '.nodes[].name'\n  \
+        tea inspect examples/agents/research.yaml -f dot | dot -Tsvg > research.svg")]
+    Inspect {
+        /// The agent file.
+        file: PathBuf,
+        /// The output format.
+        #[arg(short, long, value_enum, default_value_t = InspectFormat::Text)]
+        format: InspectFormat,
+        #[command(flatten)]
+        trust: TrustArg,
     },
     /// Prints an agent's graph as a Mermaid flowchart or Graphviz DOT.
     #[command(after_help = "Interrupt nodes are hexagons, filled; breakpoints (`interrupt_before`, \
@@ -128,6 +157,8 @@ enum Command {
         /// The output format.
         #[arg(long, value_enum, default_value_t = Format::Mermaid)]
         format: Format,
+        #[command(flatten)]
+        trust: TrustArg,
     },
     /// Lists the threads a store holds for an agent: status, next nodes, pause message, step.
     #[command(after_help = "A JSON array of {\"thread\", \"status\" (paused, done or stopped: \
@@ -142,6 +173,8 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         store: StoreArg,
+        #[command(flatten)]
+        trust: TrustArg,
     },
     /// Prints a thread's latest checkpoint (or every one, newest first) as JSON.
     #[command(after_help = "Checkpoints carry no wall-clock time: each shows its number (`checkpoint`) \
@@ -159,6 +192,8 @@ enum Command {
         history: bool,
         #[command(flatten)]
         store: StoreArg,
+        #[command(flatten)]
+        trust: TrustArg,
     },
     /// Prints a `--trace` file: a table of what ran when, and a chart of the timeline.
     #[command(after_help = "Examples:\n  \
@@ -192,6 +227,41 @@ pub struct StoreArg {
     /// [default: the file's `config`, else `sled:.tea/store` when the agent can pause].
     #[arg(long, value_name = "STORE", value_parser = store::parse)]
     pub store: Option<StoreSpec>,
+    /// Keeps threads as files in DIR: `--store dir:DIR` (The Edge Agent's flag).
+    #[arg(short = 'c', long, value_name = "DIR", conflicts_with = "store")]
+    pub checkpoint_dir: Option<PathBuf>,
+}
+
+impl StoreArg {
+    /// The store the flags name, if any: `--store`, or `--checkpoint-dir DIR` as `dir:DIR`.
+    pub fn spec(&self) -> Option<StoreSpec> {
+        match (&self.store, &self.checkpoint_dir) {
+            (Some(spec), _) => Some(spec.clone()),
+            (None, Some(dir)) => Some(StoreSpec::Dir(dir.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// `--trust`, shared by the commands that load an agent.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct TrustArg {
+    /// Runs inline code that cannot be sandboxed (Python) in this file. Without it such a file
+    /// does not load; Lua needs no trust (it runs sandboxed).
+    #[arg(long)]
+    pub trust: bool,
+}
+
+/// `--interrupt-before` and `--interrupt-after`, shared by the commands that run nodes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct BreakArgs {
+    /// Pauses before these nodes, beside the file's `config.interrupt_before`: comma-separated
+    /// names, or the flag repeated. A setting of this run: the thread resumes with or without it.
+    #[arg(long, value_name = "NODES", value_delimiter = ',')]
+    pub interrupt_before: Vec<String>,
+    /// Pauses after these nodes have run, beside the file's `config.interrupt_after`.
+    #[arg(long, value_name = "NODES", value_delimiter = ',')]
+    pub interrupt_after: Vec<String>,
 }
 
 /// `--secrets` and `--secrets-env`, shared by the commands that run nodes.
@@ -213,7 +283,7 @@ pub struct RunArgs {
     /// The agent file.
     pub file: PathBuf,
     /// The input state: a JSON object, or `@FILE` to read it from a file.
-    #[arg(long, value_name = "JSON|@FILE")]
+    #[arg(short, long, value_name = "JSON|@FILE")]
     pub input: Option<String>,
     /// The new thread's id [default: a random one].
     #[arg(long, value_name = "ID")]
@@ -222,11 +292,15 @@ pub struct RunArgs {
     pub store: StoreArg,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub breaks: BreakArgs,
+    #[command(flatten)]
+    pub trust: TrustArg,
     /// One JSON event per line on stdout as the run goes (`step`, `interrupted`, `done`).
     #[arg(long)]
     pub stream: bool,
     /// At each pause, asks on stderr and reads the answer from stdin, then resumes.
-    #[arg(long)]
+    #[arg(short = 'I', long)]
     pub interactive: bool,
     /// Writes the run's timeline to FILE as JSON lines (nodes with start, end and duration,
     /// checkpoint writes, pauses); `tea trace FILE` shows it.
@@ -235,10 +309,15 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(group = clap::ArgGroup::new("from").required(true).args(["token", "checkpoint", "thread"]))]
+#[command(group = clap::ArgGroup::new("from").required(true).args(["token", "checkpoint", "thread", "workflow"]))]
 pub struct ResumeArgs {
-    /// The agent file.
+    /// The agent file; with --workflow, the checkpoint file to resume (The Edge Agent's form).
+    #[arg(value_name = "FILE|CHECKPOINT")]
     pub file: PathBuf,
+    /// The agent file, when FILE is a checkpoint file (`tea resume CHECKPOINT --workflow FILE`):
+    /// the same as `tea resume FILE --checkpoint CHECKPOINT`.
+    #[arg(short, long, value_name = "FILE", conflicts_with_all = ["token", "thread", "checkpoint", "answer_to", "stream"])]
+    pub workflow: Option<PathBuf>,
     /// The token a pause printed.
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
@@ -255,18 +334,23 @@ pub struct ResumeArgs {
     /// The answer to the pause with id ID (JSON, else text); repeat for several pauses.
     #[arg(long, value_name = "ID=ANSWER", conflicts_with = "answer")]
     pub answer_to: Vec<String>,
-    /// A JSON object of state keys to write (through the reducers) before the run continues.
-    #[arg(long, value_name = "JSON")]
+    /// A JSON object of state keys to write (through the reducers) before the run continues, or
+    /// `@FILE`; `--input`/`-i` is The Edge Agent's name for it.
+    #[arg(short = 'i', long, visible_alias = "input", value_name = "JSON|@FILE")]
     pub update: Option<String>,
     #[command(flatten)]
     pub store: StoreArg,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub breaks: BreakArgs,
+    #[command(flatten)]
+    pub trust: TrustArg,
     /// One JSON event per line on stdout as the run goes.
     #[arg(long)]
     pub stream: bool,
     /// At each further pause, asks on stderr and reads the answer from stdin.
-    #[arg(long)]
+    #[arg(short = 'I', long)]
     pub interactive: bool,
     /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
     #[arg(long, value_name = "FILE")]
@@ -284,8 +368,12 @@ pub struct RecoverArgs {
     pub store: StoreArg,
     #[command(flatten)]
     pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub breaks: BreakArgs,
+    #[command(flatten)]
+    pub trust: TrustArg,
     /// At each pause it reaches, asks on stderr and reads the answer from stdin.
-    #[arg(long)]
+    #[arg(short = 'I', long)]
     pub interactive: bool,
     /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
     #[arg(long, value_name = "FILE")]
@@ -297,6 +385,17 @@ pub struct RecoverArgs {
 enum Format {
     /// A Mermaid flowchart.
     Mermaid,
+    /// Graphviz DOT.
+    Dot,
+}
+
+/// `inspect --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InspectFormat {
+    /// A summary for reading.
+    Text,
+    /// The file's structure as JSON.
+    Json,
     /// Graphviz DOT.
     Dot,
 }
@@ -341,8 +440,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
         Command::Recover(args) => run::recover(&args),
-        Command::Validate { files } => Ok(run::validate(&files)),
-        Command::Draw { file, format } => run::load(&file).map(|agent| {
+        Command::Validate { files, detailed, trust } => Ok(run::validate(&files, detailed, trust)),
+        Command::Inspect { file, format, trust } => inspect::inspect(&file, format, trust),
+        Command::Draw { file, format, trust } => run::load(&file, trust).map(|agent| {
             let text = match format {
                 Format::Mermaid => output::mermaid_marked(&agent),
                 Format::Dot => output::dot_marked(&agent),
@@ -350,8 +450,8 @@ fn main() -> ExitCode {
             output::line(text.trim_end());
             EXIT_DONE
         }),
-        Command::Threads { file, store } => run::threads(&file, &store),
-        Command::State { file, thread, history, store } => run::state(&file, &thread, history, &store),
+        Command::Threads { file, store, trust } => run::threads(&file, &store, trust),
+        Command::State { file, thread, history, store, trust } => run::state(&file, &thread, history, &store, trust),
         Command::Trace { file } => trace::show(&file),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tea", &mut std::io::stdout());

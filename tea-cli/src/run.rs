@@ -4,24 +4,52 @@
 use crate::output;
 use crate::store::{self, StoreSpec, DEFAULT_STORE};
 use crate::watch::{self, Watch};
-use crate::{RecoverArgs, ResumeArgs, RunArgs, SecretArgs, StoreArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED, EXIT_STOPPED};
+use crate::{
+    BreakArgs, RecoverArgs, ResumeArgs, RunArgs, SecretArgs, StoreArg, TrustArg, EXIT_DONE, EXIT_ERROR, EXIT_PAUSED,
+    EXIT_STOPPED,
+};
 use serde_json::{Map, Value};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tea_runtime::{Error, Event, MemoryStore, Outcome, Resume, ThreadId};
-use tea_yaml::{Agent, Engine, State, Update};
+use tea_yaml::{Agent, Engine, LoadError, State, Update};
 
 /// Loads an agent file on a `MemoryStore`, without opening or connecting to the store its
 /// `config` names: checking a file has no effect on disk or elsewhere.
-pub fn load(file: &Path) -> Result<Agent, String> {
-    Engine::new().load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))
+pub fn load(file: &Path, trust: TrustArg) -> Result<Agent, String> {
+    checked(file, trust).map_err(|e| describe(&e))
 }
 
-/// The engine the run commands load with: the secrets of `--secrets-env`, then `--secrets`.
-/// Messages name the secrets, never their values.
-fn engine(args: &SecretArgs) -> Result<Engine, String> {
-    let mut engine = Engine::new();
+/// [`load`], keeping the problems apart (for `tea validate` and `tea inspect`).
+pub fn checked(file: &Path, trust: TrustArg) -> Result<Agent, LoadError> {
+    base_engine(trust, &BreakArgs::default()).load_file_on(file, MemoryStore::new())
+}
+
+/// The engine every command loads agents with, before secrets: the breakpoints of
+/// `--interrupt-before`/`--interrupt-after`, and `--trust`. The one place an `Engine` is made.
+pub fn base_engine(trust: TrustArg, breaks: &BreakArgs) -> Engine {
+    let names = |list: &[String]| -> Vec<String> {
+        list.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(str::to_owned).collect()
+    };
+    let engine =
+        Engine::new().interrupt_before(names(&breaks.interrupt_before)).interrupt_after(names(&breaks.interrupt_after));
+    // `--trust` reaches the engine here, and only here.
+    #[cfg(feature = "python")]
+    let engine = engine.trust_code(trust.trust);
+    #[cfg(not(feature = "python"))]
+    if trust.trust && watch::verbose() {
+        eprintln!(
+            "tea: --trust: this tea runs no inline code that needs trust (inline Python is not built in), so it changes nothing"
+        );
+    }
+    engine
+}
+
+/// The engine the run commands load with: [`base_engine`], then the secrets of
+/// `--secrets-env`, then `--secrets`. Messages name the secrets, never their values.
+fn engine(args: &SecretArgs, trust: TrustArg, breaks: &BreakArgs) -> Result<Engine, String> {
+    let mut engine = base_engine(trust, breaks);
     for prefix in &args.secrets_env {
         if prefix.is_empty() {
             return Err("--secrets-env needs a prefix (as in `--secrets-env TEA_SECRET_`)".to_owned());
@@ -52,14 +80,14 @@ fn engine(args: &SecretArgs) -> Result<Engine, String> {
 
 /// The agent on the store the command runs it on, and that store's name for messages (empty
 /// for an agent that keeps no threads). The file is checked before any store is opened.
-fn open(file: &Path, store: &StoreArg) -> Result<(Agent, String), String> {
-    open_with(file, store, &Engine::new())
+fn open(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<(Agent, String), String> {
+    open_with(file, store, &base_engine(trust, &BreakArgs::default()))
 }
 
 /// [`open`], loading with `engine` (its secrets).
 fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, String), String> {
     let agent = engine.load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))?;
-    match &store.store {
+    match &store.spec() {
         Some(spec) => Ok((store::attach(spec, agent)?, store::shown(spec))),
         None if agent.names_store() => {
             let agent = engine.load_file(file).map_err(|e| describe(&e))?;
@@ -124,7 +152,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
     if !input.is_object() {
         return Err(format!("--input must be a JSON object of state keys, not `{input}`"));
     }
-    let engine = engine(&args.secrets)?;
+    let engine = engine(&args.secrets, args.trust, &args.breaks)?;
     let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     if let Some(saved) = agent.continues_from() {
         // `invoke` continues from the file; a named thread or a stream would start afresh.
@@ -155,7 +183,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
 
 /// `tea recover`.
 pub fn recover(args: &RecoverArgs) -> Result<u8, String> {
-    let engine = engine(&args.secrets)?;
+    let engine = engine(&args.secrets, args.trust, &args.breaks)?;
     let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     if store.is_empty() {
         return Err(no_threads(&agent));
@@ -191,7 +219,18 @@ fn command_line(args: &[String]) -> String {
     let mut i = 0;
     while i < given.len() {
         let word = &given[i];
-        for flag in ["--store", "--secrets", "--secrets-env"] {
+        if word == "--trust" {
+            words.push(word.clone());
+        }
+        for flag in [
+            "--store",
+            "--checkpoint-dir",
+            "-c",
+            "--secrets",
+            "--secrets-env",
+            "--interrupt-before",
+            "--interrupt-after",
+        ] {
             let value = if word == flag && i + 1 < given.len() {
                 i += 1;
                 given[i].clone()
@@ -221,6 +260,11 @@ fn shell_quote(word: &str) -> String {
 
 /// `tea resume`.
 pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
+    // `tea resume CHECKPOINT --workflow FILE` is `tea resume FILE --checkpoint CHECKPOINT`.
+    let (file, checkpoint) = match &args.workflow {
+        Some(workflow) => (workflow.as_path(), Some(args.file.as_path())),
+        None => (args.file.as_path(), args.checkpoint.as_deref()),
+    };
     // Every argument is checked before the store is opened or anything runs.
     let answer = args.answer.as_deref().map(|a| answer_arg("--answer", a)).transpose()?;
     let mut answers_to = Vec::new();
@@ -233,13 +277,13 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     let update = args.update.as_deref().map(update_arg).transpose()?;
     let token =
         args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
-    let engine = engine(&args.secrets)?;
+    let engine = engine(&args.secrets, args.trust, &args.breaks)?;
     let unanswered = answer.is_none() && answers_to.is_empty();
     if let Some(pending) = token.as_ref().filter(|_| unanswered && !args.interactive) {
         // Refused before the store is opened.
         needs_no_answer(pending, "--token")?;
     }
-    let (agent, store) = open_with(&args.file, &args.store, &engine)?;
+    let (agent, store) = open_with(file, &args.store, &engine)?;
     if let Some(path) = &args.trace {
         watch::open_trace(path, "resume", agent.name())?;
     }
@@ -260,10 +304,10 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
             if let Some(update) = update {
                 pending = pending.update(Update::from(update));
             }
-            return keep_answering(&agent, &args.file, &store, pending, args.stream, true);
+            return keep_answering(&agent, file, &store, pending, args.stream, true);
         }
     }
-    let start = match (token, &args.checkpoint) {
+    let start = match (token, checkpoint) {
         (Some(mut resume), _) => {
             if let Some(answer) = answer {
                 resume = resume.answer(answer);
@@ -282,7 +326,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
                 let key = checkpoint_answer_key(&agent, path)?;
                 update.get_or_insert_with(Map::new).insert(key, answer);
             }
-            Start::Checkpoint { path: path.clone(), update: update.map(Value::Object) }
+            Start::Checkpoint { path: path.to_path_buf(), update: update.map(Value::Object) }
         }
         (None, None) => return Err("give --token TOKEN, --thread ID or --checkpoint PATH".to_owned()),
     };
@@ -291,8 +335,8 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
         _ => None,
     };
     match advance(&agent, start, args.stream)? {
-        Ended::Outcome(outcome) => finish(&agent, &args.file, &store, outcome, args.stream, args.interactive),
-        Ended::Stopped => Ok(stopped_resume(&args.file, token.as_ref())),
+        Ended::Outcome(outcome) => finish(&agent, file, &store, outcome, args.stream, args.interactive),
+        Ended::Stopped => Ok(stopped_resume(file, token.as_ref())),
     }
 }
 
@@ -374,7 +418,7 @@ fn checkpoint_answer_key(agent: &Agent, path: &Path) -> Result<String, String> {
 }
 
 fn warn_if_memory(agent: &Agent, store: &StoreArg) {
-    if store.store == Some(StoreSpec::Memory) && agent.can_pause() {
+    if store.spec() == Some(StoreSpec::Memory) && agent.can_pause() {
         watch::note("note: with --store memory a pause cannot be resumed by another `tea` process");
     }
 }
@@ -650,14 +694,23 @@ fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, String> {
     }
 }
 
-/// `tea validate`: prints `ok: FILE (N nodes)` or every problem; 1 when any file has one.
-pub fn validate(files: &[PathBuf]) -> u8 {
+/// `tea validate`: prints `ok: FILE (N nodes)` (after the file's `tea inspect` text when
+/// `detailed`) or every problem with its source line; 1 when any file has one.
+pub fn validate(files: &[PathBuf], detailed: bool, trust: TrustArg) -> u8 {
     let mut status = EXIT_DONE;
     for file in files {
-        match load(file) {
-            Ok(agent) => output::line(&format!("ok: {} ({} nodes)", file.display(), agent.nodes().len())),
+        match checked(file, trust) {
+            Ok(agent) => {
+                if detailed {
+                    match crate::inspect::text(file, &agent) {
+                        Ok(text) => output::line(&text),
+                        Err(message) => eprintln!("tea: {message}"),
+                    }
+                }
+                output::line(&format!("ok: {} ({} nodes)", file.display(), agent.nodes().len()));
+            }
             Err(problems) => {
-                output::line(&problems);
+                output::line(crate::diagnostics::render(&problems).trim_end());
                 status = EXIT_ERROR;
             }
         }
@@ -666,8 +719,8 @@ pub fn validate(files: &[PathBuf]) -> u8 {
 }
 
 /// `tea threads`: the threads the store holds for the agent.
-pub fn threads(file: &Path, store: &StoreArg) -> Result<u8, String> {
-    let (agent, name) = open(file, store)?;
+pub fn threads(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<u8, String> {
+    let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {
         return Err(no_threads(&agent));
     }
@@ -682,8 +735,8 @@ pub fn threads(file: &Path, store: &StoreArg) -> Result<u8, String> {
 }
 
 /// `tea state`: the thread's latest checkpoint, or its history.
-pub fn state(file: &Path, thread: &str, history: bool, store: &StoreArg) -> Result<u8, String> {
-    let (agent, name) = open(file, store)?;
+pub fn state(file: &Path, thread: &str, history: bool, store: &StoreArg, trust: TrustArg) -> Result<u8, String> {
+    let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {
         return Err(no_threads(&agent));
     }

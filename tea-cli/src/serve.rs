@@ -17,6 +17,8 @@ pub struct ServeArgs {
     /// The agent files; each is served under its name.
     #[arg(required = true, value_name = "AGENT.yaml")]
     pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub trust: crate::TrustArg,
     /// Where all the agents keep their threads (and the server its thread records):
     /// `memory`, `sled:PATH`, `dir:PATH` or `postgres://…` (several servers on one PostgreSQL
     /// database serve the same threads).
@@ -87,7 +89,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
     let mut server = Serve::new().access(access).body_limit(args.body_limit);
     let mut names = Vec::new();
     for file in &args.files {
-        let agent = run::load(file)?;
+        let agent = run::load(file, args.trust)?;
         if names.iter().any(|n| n == agent.name()) {
             return Err(format!(
                 "{}: a second agent named `{}`: agent names must differ",

@@ -49,6 +49,9 @@ pub struct Engine {
     checkpointer: Option<Arc<dyn Checkpointer>>,
     limits: Limits,
     trust_code: bool,
+    /// Breakpoints added at load ([`Engine::interrupt_before`], [`Engine::interrupt_after`]):
+    /// node name, and whether the run stops after it (else before).
+    breakpoints: Vec<(String, bool)>,
 }
 
 impl Default for Engine {
@@ -67,6 +70,7 @@ impl fmt::Debug for Engine {
             .field("checkpointer", &self.checkpointer.is_some())
             .field("limits", &self.limits)
             .field("trust_code", &self.trust_code)
+            .field("breakpoints", &self.breakpoints)
             .finish()
     }
 }
@@ -81,6 +85,7 @@ impl Engine {
             checkpointer: None,
             limits: Limits { memory: DEFAULT_LUA_MEMORY_LIMIT, instructions: DEFAULT_LUA_INSTRUCTION_LIMIT },
             trust_code: false,
+            breakpoints: Vec::new(),
         }
     }
 
@@ -166,6 +171,86 @@ impl Engine {
         self
     }
 
+    /// Breakpoints before `nodes`, added to every agent this engine loads beside the file's
+    /// `config.interrupt_before`: the run pauses before each of them (the `tea` command line's
+    /// `--interrupt-before`). They are a setting of the run, not part of the graph's shape: a
+    /// thread paused at one resumes on an agent loaded with or without them.
+    ///
+    /// ```
+    /// use tea::MemoryStore;
+    /// let agent = tea_yaml::Engine::new()
+    ///     .interrupt_before(["b"])
+    ///     .checkpointer(MemoryStore::new())
+    ///     .load_str("nodes:\n  - { name: a, run: 'return { x = 1 }' }\n  - { name: b, run: 'return { x = 2 }' }\n")?;
+    /// let (state, paused) = agent.invoke(serde_json::json!({}))?.interrupted().unwrap();
+    /// assert_eq!((paused.node().as_str(), &state["x"]), ("b", &serde_json::json!(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A name that is not a node of the file is a [`LoadError`] of that file, and so is a
+    /// breakpoint on an agent with no checkpointer (a pause is resumed from a checkpoint).
+    pub fn interrupt_before<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.breakpoints.extend(nodes.into_iter().map(|n| (n.into(), false)));
+        self
+    }
+
+    /// Breakpoints after `nodes`, as [`Engine::interrupt_before`] adds them before: the run
+    /// pauses after each of them has run (`config.interrupt_after`, `--interrupt-after`).
+    pub fn interrupt_after<I, S>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.breakpoints.extend(nodes.into_iter().map(|n| (n.into(), true)));
+        self
+    }
+
+    /// Sets the engine's breakpoints on the graph just loaded, after its fingerprint was taken.
+    fn add_breakpoints(&self, loaded: &mut load::Loaded, file: &str) -> Result<(), LoadError> {
+        if self.breakpoints.is_empty() {
+            return Ok(());
+        }
+        let stored = loaded.store.is_some() || loaded.checkpoint_dir.is_some() || self.checkpointer.is_some();
+        let Some(inner) = Arc::get_mut(&mut loaded.graph.0) else {
+            return Err(LoadError::one(file, 1, 1, "breakpoints cannot be added: the graph is already shared"));
+        };
+        let mut problems = Vec::new();
+        for (name, after) in &self.breakpoints {
+            let key = if *after { "interrupt_after" } else { "interrupt_before" };
+            match inner.nodes.iter_mut().find(|n| n.name.as_str() == name) {
+                Some(node) if *after => node.interrupt_after = true,
+                Some(node) => node.interrupt_before = true,
+                None => {
+                    let hint = load::suggest(name, inner.nodes.iter().map(|n| n.name.as_str()));
+                    problems.push(crate::error::Problem {
+                        message: format!("breakpoint `{key}` names `{name}`, which is not a node of this file{hint}"),
+                        line: 1,
+                        column: 1,
+                    });
+                }
+            }
+        }
+        if problems.is_empty() && !stored {
+            problems.push(crate::error::Problem {
+                message: "a checkpointer is required: breakpoints pause the run, and a pause is resumed from a \
+                          checkpoint; add `config.checkpoint_dir: DIR` or `config.checkpointer: memory` (or give the \
+                          Engine a checkpointer)"
+                    .to_owned(),
+                line: 1,
+                column: 1,
+            });
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(LoadError { file: file.to_owned(), problems })
+        }
+    }
+
     /// Loads an agent from YAML text; relative paths in it start at the current directory.
     ///
     /// # Errors
@@ -238,7 +323,8 @@ impl Engine {
             parents: Vec::new(),
             trust_code: self.trust_code,
         };
-        let loaded = load::load(text, &env)?;
+        let mut loaded = load::load(text, &env)?;
+        self.add_breakpoints(&mut loaded, &file)?;
         let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
         if let Some(dir) = on {
             let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
