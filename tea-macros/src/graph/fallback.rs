@@ -278,3 +278,56 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>, unknown: &[String]) -
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::GraphDef;
+    use syn::parse_quote;
+
+    /// The fallback expansion of `def`, as text with single spaces.
+    fn expanded(def: &GraphDef, unknown: &[&str]) -> String {
+        let error = syn::Error::new(def.name.span(), "the graph's problem");
+        let unknown: Vec<String> = unknown.iter().map(|u| (*u).to_owned()).collect();
+        super::fallback(def, Some(error), &unknown).to_string()
+    }
+
+    #[test]
+    fn a_graph_with_errors_still_declares_what_it_would() {
+        let def: GraphDef = parse_quote! {
+            pub Flow for Review { start -> triage; triage -> publish | end; publish -> end; publish -> end; }
+        };
+        let out = expanded(&def, &[]);
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        for declared in [
+            "pub struct Flow",
+            "pub enum FlowNode { Triage , Publish , }",
+            "pub const ALL",
+            "pub const fn name (self)",
+            "pub const NAME",
+            "pub const MERMAID",
+            "pub const DOT",
+            "pub fn builder ()",
+            "impl :: tea :: __private :: Graph for Flow",
+            "impl :: tea :: __private :: PauseFree for Flow",
+            "pub const TRIAGE : FlowTriageTargets",
+            "pub fn publish (self)",
+        ] {
+            assert!(out.contains(declared), "{declared:?} missing from {out}");
+        }
+        // The node functions are still type-checked.
+        assert!(out.contains("run_router :: < Review , FlowNode , _ , _ > (& triage"), "{out}");
+        assert!(out.contains("run_node :: < Review , FlowNode , _ , _ > (& publish"), "{out}");
+    }
+
+    #[test]
+    fn an_unknown_node_s_function_is_not_looked_for() {
+        let def: GraphDef = parse_quote! {
+            Flow for S { start -> search; search -> bok; book -> end; interrupt_before search; }
+        };
+        let out = expanded(&def, &["bok"]);
+        assert!(!out.contains("(& bok"), "{out}");
+        assert!(out.contains("(& book"), "{out}");
+        assert!(out.contains("Bok"), "the variant stays, for code that names it: {out}");
+        assert!(!out.contains("PauseFree"), "a graph that pauses needs a checkpointer, as the real one: {out}");
+    }
+}
