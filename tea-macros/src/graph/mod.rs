@@ -1,7 +1,9 @@
-//! `graph! { [pub] Name for State { … } }`: parse → check → expand.
+//! `graph! { [pub] Name for State { … } }`: parse → check → expand, or on errors the fallback
+//! expansion (the errors, and every name the graph declares).
 
 mod check;
 mod expand;
+mod fallback;
 mod parse;
 
 use proc_macro2::TokenStream;
@@ -23,6 +25,6 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     match (errors.into_error(), model) {
         (None, Some(model)) => expand::graph(&def, &model),
-        (error, _) => expand::fallback(&def, error, &unknown),
+        (error, _) => fallback::fallback(&def, error, &unknown),
     }
 }
