@@ -1,7 +1,14 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-pub use tea_macros::{graph, GraphState};
+/// The `graph!` language: the guide's chapter *Graphs* follows.
+#[doc(inline)]
+#[cfg_attr(not(doctest), doc = include_str!("../docs/src/graphs.md"))]
+pub use tea_macros::graph;
+/// The `#[derive(GraphState)]` reference: the guide's chapter *State* follows.
+#[doc(inline)]
+#[cfg_attr(not(doctest), doc = include_str!("../docs/src/state.md"))]
+pub use tea_macros::GraphState;
 pub use tea_runtime::*;
 
 /// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the README's
@@ -24,4 +31,47 @@ pub mod prelude {
         graph, App, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
         MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
     };
+}
+
+/// The guide's chapters (`docs/src`), whose Rust examples run as doctests of this crate.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../docs/src/concepts.md")]
+    struct Concepts;
+    #[doc = include_str!("../docs/src/graphs.md")]
+    struct Graphs;
+    #[doc = include_str!("../docs/src/state.md")]
+    struct State;
+    #[doc = include_str!("../docs/src/parallel.md")]
+    struct Parallel;
+    #[doc = include_str!("../docs/src/async.md")]
+    struct Async;
+    #[doc = include_str!("../docs/src/pauses.md")]
+    struct Pauses;
+    #[doc = include_str!("../docs/src/postgres.md")]
+    struct Postgres;
+    #[doc = include_str!("../docs/src/hitl.md")]
+    struct Hitl;
+    #[doc = include_str!("../docs/src/subgraphs.md")]
+    struct Subgraphs;
+    #[doc = include_str!("../docs/src/tracing.md")]
+    struct Tracing;
+    #[doc = include_str!("../docs/src/web.md")]
+    struct Web;
+    #[doc = include_str!("../docs/src/yaml.md")]
+    struct Yaml;
+    #[doc = include_str!("../docs/src/yaml-net.md")]
+    struct YamlNet;
+    #[doc = include_str!("../docs/src/yaml-python.md")]
+    struct YamlPython;
+    #[doc = include_str!("../docs/src/cli.md")]
+    struct Cli;
+    #[doc = include_str!("../docs/src/errors.md")]
+    struct Errors;
+    #[doc = include_str!("../docs/src/from-langgraph.md")]
+    struct FromLanggraph;
+    #[doc = include_str!("../docs/src/from-the-edge-agent.md")]
+    struct FromTheEdgeAgent;
+    #[doc = include_str!("../docs/src/introduction.md")]
+    struct Introduction;
 }
