@@ -820,3 +820,82 @@ async fn the_inbox_in_a_browser() {
     assert_eq!(thread["status"], "idle");
     assert_eq!(thread["values"]["published"], "Release notes, take 1");
 }
+
+// ---- load: start → pause → answer on two replicas ----
+
+/// The load figure of `bench/README.md`: `TEA_SERVE_LOAD_WORKERS` clients (default 8) each run
+/// `TEA_SERVE_LOAD_CYCLES` cycles (default 25) of start → pause (on one replica) → answer (on
+/// the other), on PostgreSQL; then every thread is checked: published once, nothing lost.
+/// `cargo test --features serve,sled,postgres,yaml --test serve -- --ignored --nocapture load`
+#[test]
+#[ignore = "a measurement, not a check: run it by name"]
+fn load_two_replicas_postgres() {
+    let Some(schema) = postgres_support::TestSchema::new("serve_load") else { return };
+    let stores = (schema.store(), schema.store());
+    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap().block_on(load(stores));
+}
+
+async fn load((one, two): (PostgresStore, PostgresStore)) {
+    let number = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (workers, cycles) = (number("TEA_SERVE_LOAD_WORKERS", 8), number("TEA_SERVE_LOAD_CYCLES", 25));
+    let replicas = [Api::new(spawn(serve_on(one).router()).await), Api::new(spawn(serve_on(two).router()).await)];
+    let started = std::time::Instant::now();
+    let tasks = (0..workers).map(|w| {
+        let replicas = replicas.clone();
+        tokio::spawn(async move {
+            let mut timings = Vec::new();
+            for c in 0..cycles {
+                let (first, second) = (&replicas[(w + c) % 2], &replicas[(w + c + 1) % 2]);
+                let t0 = std::time::Instant::now();
+                let out = first
+                    .ok(
+                        Method::POST,
+                        "/runs/wait",
+                        Some(json!({ "agent_id": "Approval", "input": {}, "on_completion": "keep" })),
+                    )
+                    .await;
+                let t1 = std::time::Instant::now();
+                let id = out["run"]["thread_id"].as_str().unwrap().to_owned();
+                let done = second
+                    .ok(
+                        Method::POST,
+                        &format!("/threads/{id}/runs/wait"),
+                        Some(json!({ "command": { "resume": true } })),
+                    )
+                    .await;
+                assert_eq!(done["run"]["status"], "success");
+                let t2 = std::time::Instant::now();
+                timings.push((id, t1 - t0, t2 - t1, t2 - t0));
+            }
+            timings
+        })
+    });
+    let timings: Vec<_> = join_all(tasks).await.into_iter().flat_map(Result::unwrap).collect();
+    let elapsed = started.elapsed();
+    for (id, ..) in &timings {
+        let thread = replicas[0].ok(Method::GET, &format!("/threads/{id}"), None).await;
+        assert_eq!((thread["status"].as_str(), &thread["values"]["log"]), (Some("idle"), &json!(["write", "publish"])));
+    }
+    let percentile = |mut v: Vec<std::time::Duration>, p: f64| {
+        v.sort();
+        v[((v.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
+    };
+    let requests: Vec<_> = timings.iter().flat_map(|t| [t.1, t.2]).collect();
+    let cycles_done = timings.len();
+    eprintln!(
+        "load: {workers} clients x {cycles} cycles, 2 replicas on PostgreSQL: {cycles_done} threads in {:.2} s = {:.1} requests/s ({:.1} cycles/s); \
+         request p50 {:.1} ms p99 {:.1} ms; start->pause p50 {:.1} ms p99 {:.1} ms; answer p50 {:.1} ms p99 {:.1} ms; cycle p50 {:.1} ms p99 {:.1} ms; \
+         every thread published once",
+        elapsed.as_secs_f64(),
+        (2 * cycles_done) as f64 / elapsed.as_secs_f64(),
+        cycles_done as f64 / elapsed.as_secs_f64(),
+        percentile(requests.clone(), 0.5),
+        percentile(requests, 0.99),
+        percentile(timings.iter().map(|t| t.1).collect(), 0.5),
+        percentile(timings.iter().map(|t| t.1).collect(), 0.99),
+        percentile(timings.iter().map(|t| t.2).collect(), 0.5),
+        percentile(timings.iter().map(|t| t.2).collect(), 0.99),
+        percentile(timings.iter().map(|t| t.3).collect(), 0.5),
+        percentile(timings.iter().map(|t| t.3).collect(), 0.99),
+    );
+}

@@ -24,12 +24,11 @@
 //!
 //! ```no_run
 //! # use tea_runtime as tea;
-//! # fn app() -> tea::App<impl tea::Graph, tea::MemoryStore> { unimplemented!() }
-//! # async fn run() -> std::io::Result<()> {
-//! let router = tea_serve::router(app());
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! tea_serve::serve(listener, router, tea_serve::shutdown_signal()).await
-//! # }
+//! async fn serve_app<G: tea::Graph>(app: tea::App<G, tea::MemoryStore>) -> std::io::Result<()> {
+//!     let router = tea_serve::router(app);
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//!     tea_serve::serve(listener, router, tea_serve::shutdown_signal()).await
+//! }
 //! ```
 //!
 //! **Access.** Every route wants `Authorization: Bearer TOKEN` with a token of [`Access`]
@@ -85,10 +84,11 @@ pub fn router_for(agents: impl IntoIterator<Item = tea_yaml::Agent>, store: impl
 ///
 /// ```no_run
 /// # use tea_runtime as tea;
-/// # fn app() -> tea::App<impl tea::Graph, tea::MemoryStore> { unimplemented!() }
 /// use tea_serve::{Access, Right, Serve};
-/// let access = Access::tokens([("s3cret-reviewer", Right::Answer), ("s3cret-auditor", Right::Read)]);
-/// let router = Serve::new().access(access).body_limit(64 * 1024).app_drawn(app(), "flowchart TD\n  start --> ask").router();
+/// fn router<G: tea::Graph>(app: tea::App<G, tea::MemoryStore>, drawing: &str) -> axum::Router {
+///     let access = Access::tokens([("s3cret-reviewer-1234", Right::Answer), ("s3cret-auditor-1234", Right::Read)]);
+///     Serve::new().access(access).body_limit(64 * 1024).app_drawn(app, drawing).router()
+/// }
 /// ```
 pub struct Serve {
     agents: Vec<Arc<dyn Served>>,
