@@ -427,7 +427,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Starts thread `thread` at `node`, with `state` as the state: `node` runs first (its
     /// `interrupt_before` breakpoint does not stop it), then the run goes on as usual. This is
-    /// how a front end continues from a checkpoint file ([`decode_checkpoint`]) in a new thread.
+    /// how a front end continues from a checkpoint file ([`decode_checkpoint`](crate::decode_checkpoint)) in a new thread.
     ///
     /// # Errors
     /// [`Error::NoRoute`] (from `start`) when the graph has no node `node`, and those of

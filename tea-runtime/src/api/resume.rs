@@ -4,8 +4,9 @@
 
 use crate::api::app::App;
 use crate::format::checkpoint::{BranchAt, Checkpoint, Position};
+use crate::format::interrupt::Interrupt;
 use crate::format::memo::reply;
-use crate::format::token::{graph_id, Interrupt, Resume};
+use crate::format::token::{graph_id, Resume};
 use crate::machine::run::Run;
 use crate::machine::step::apply_update;
 use crate::machine::validate::decode_for;

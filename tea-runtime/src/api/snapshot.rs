@@ -4,8 +4,8 @@
 
 use crate::api::app::App;
 use crate::format::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
+use crate::format::interrupt::Interrupt;
 use crate::format::memo::MEMO;
-use crate::format::token::Interrupt;
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::Graph;
 use crate::model::node::Goto;

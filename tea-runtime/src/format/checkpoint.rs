@@ -6,7 +6,7 @@
 //! and every length in it is bounded, so stored bytes can never cause a panic or an unbounded
 //! allocation.
 
-use crate::format::token::Interrupt;
+use crate::format::interrupt::Interrupt;
 use crate::vocab::error::Error;
 use crate::vocab::name::CheckpointId;
 use crate::vocab::name::{NodeName, ThreadId};

@@ -3,7 +3,7 @@
 //! in the parent's checkpoint. `subgraph` writes and reads them; the API reads them for
 //! snapshots and resumes.
 
-use crate::format::token::Interrupt;
+use crate::format::interrupt::Interrupt;
 use serde_json::{json, Value};
 
 /// The key of the memo a paused subgraph node keeps among its answers.

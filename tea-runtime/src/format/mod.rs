@@ -3,5 +3,6 @@
 //! and the memo a paused subgraph node keeps. Data and encode/decode, no behaviour.
 
 pub(crate) mod checkpoint;
+pub(crate) mod interrupt;
 pub(crate) mod memo;
 pub(crate) mod token;

@@ -7,13 +7,14 @@
 //! The checksum catches accidents; only a signature resists deliberate forgery.
 
 use crate::format::checkpoint::{Checkpoint, Identity};
+use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::state::{fingerprint, GraphState};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::Sha256;
 use std::fmt;
 use std::str::FromStr;
@@ -26,90 +27,6 @@ const SIGNATURE_LEN: usize = 32;
 /// The longest token string accepted.
 const MAX_TOKEN_LEN: usize = 64 * 1024;
 const MAX_INTERRUPTS: usize = 4096;
-
-/// One pause a paused thread waits on.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Interrupt {
-    id: String,
-    node: NodeName,
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    value: serde_json::Value,
-    #[serde(default)]
-    pub(crate) kind: PauseKind,
-    /// When the pause expires, in seconds since the Unix epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) expires_at: Option<u64>,
-    /// For a pause inside a subgraph node, the pause's id in the child graph (`ask#0` for the
-    /// parent's `research/ask#0`): what the child's own resume answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) child: Option<String>,
-}
-
-/// What kind of pause an [`Interrupt`] is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum PauseKind {
-    /// `interrupt_before`: continues without an answer.
-    #[default]
-    Before,
-    /// `interrupt_after`: continues without an answer.
-    After,
-    /// `hitl.interrupt(…)` or an interrupt node: needs an answer.
-    Ask,
-}
-
-impl Interrupt {
-    pub(crate) fn new(id: String, node: NodeName, value: serde_json::Value) -> Self {
-        Interrupt { id, node, value, kind: PauseKind::Ask, expires_at: None, child: None }
-    }
-
-    /// This pause of a child graph as its parent lists it: under id `id` at the parent's
-    /// subgraph node `node`, remembering its own id for the child's resume.
-    pub(crate) fn nested(&self, id: String, node: NodeName) -> Self {
-        Interrupt {
-            id,
-            node,
-            value: self.value.clone(),
-            kind: self.kind,
-            expires_at: self.expires_at,
-            child: Some(self.id.clone()),
-        }
-    }
-
-    /// A breakpoint's pause (`before:node`, `after:node`, with `@head` inside a branch).
-    pub(crate) fn breakpoint(kind: PauseKind, node: NodeName, branch: Option<&NodeName>) -> Self {
-        let word = if kind == PauseKind::After { "after" } else { "before" };
-        let id = match branch {
-            Some(head) => format!("{word}:{node}@{head}"),
-            None => format!("{word}:{node}"),
-        };
-        Interrupt { id, node, value: serde_json::Value::Null, kind, expires_at: None, child: None }
-    }
-
-    /// A stable id, unique among the pauses of one token: `ask#0` for the first pause of node
-    /// `ask` (`ask#1` for its second), `before:review` / `after:review` for breakpoints; inside a
-    /// parallel branch, followed by `@head`.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The node that paused.
-    pub fn node(&self) -> &NodeName {
-        &self.node
-    }
-
-    /// Whether the pause waits for an answer (`hitl.interrupt` or an interrupt node), rather than
-    /// being a breakpoint.
-    pub fn needs_answer(&self) -> bool {
-        self.kind == PauseKind::Ask
-    }
-
-    /// The pause's payload: what the node asks (`null` for a breakpoint). A token parsed from a
-    /// string carries ids only, so there it is `null` too; read payloads from `app.state(thread)`.
-    pub fn value(&self) -> &serde_json::Value {
-        &self.value
-    }
-}
 
 /// The token that continues a paused thread: hand it to `app.resume(…)`.
 ///
@@ -466,20 +383,4 @@ pub(crate) fn issue<S: GraphState>(
         interrupts: record.pending.clone(),
     };
     Resume::issue(token, key)
-}
-
-/// The ids and kinds of pending pauses, for `paused` events.
-#[cfg(feature = "tracing")]
-pub(crate) fn pauses(interrupts: &[Interrupt]) -> (Vec<&str>, Vec<&'static str>) {
-    use PauseKind;
-    let ids = interrupts.iter().map(|i| i.id()).collect();
-    let kinds = interrupts
-        .iter()
-        .map(|i| match i.kind {
-            PauseKind::Before => "before",
-            PauseKind::After => "after",
-            PauseKind::Ask => "ask",
-        })
-        .collect();
-    (ids, kinds)
 }

@@ -16,7 +16,7 @@
 //! continue.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState};
-use crate::format::token::{Interrupt, PauseKind};
+use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::lease::Host;
 use crate::machine::driver::Driver;
 use crate::machine::step::{apply_update, asked, goto_of, node_named, route_from, target_of, After};

@@ -14,7 +14,8 @@
 //! at once.
 
 use crate::format::checkpoint::{self, Checkpoint, Lease};
-use crate::format::token::{Interrupt, PauseRecord, SigningKey};
+use crate::format::interrupt::Interrupt;
+use crate::format::token::{PauseRecord, SigningKey};
 use crate::lease::Host;
 use crate::machine::driver::Driver;
 use crate::machine::run::{Cursor, Progress, Run};

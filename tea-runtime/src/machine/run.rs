@@ -11,7 +11,8 @@
 //! leases, checkpoints, pauses, abandons) are in `persist`.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, Position};
-use crate::format::token::{Interrupt, PauseKind, PauseRecord};
+use crate::format::interrupt::{Interrupt, PauseKind};
+use crate::format::token::PauseRecord;
 use crate::machine::driver::Driver;
 use crate::machine::fork::{self as parallel, Env, ForkOutcome};
 use crate::machine::persist::Persist;
@@ -327,7 +328,7 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn trace_progress(&self, result: &Result<Progress, Error>) {
         match result {
             Ok(Progress::Paused(record)) => {
-                let (ids, kinds) = crate::format::token::pauses(&record.pending);
+                let (ids, kinds) = crate::format::interrupt::pauses(&record.pending);
                 tracing::info!(target: "tea", step = self.ctx.step, ids = ?ids, kinds = ?kinds, "paused");
             }
             Ok(Progress::Done) => tracing::info!(target: "tea", step = self.ctx.step, "done"),

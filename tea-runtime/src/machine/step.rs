@@ -3,7 +3,7 @@
 //! node names back from a checkpoint. The main line (`run`) and the branches (`fork`) share them.
 
 use crate::format::checkpoint::Target;
-use crate::format::token::{Interrupt, PauseKind};
+use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::model::graph::Graph;
 use crate::model::node::{Ctx, Goto, More};
 use crate::model::produce::{Paused, Produced};

@@ -4,7 +4,7 @@
 //! store writes it is asked for.
 
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Position};
-use crate::format::token::Interrupt;
+use crate::format::interrupt::Interrupt;
 use crate::machine::driver::Driver;
 use crate::machine::run::{Cursor, Next, Progress, Run, Then};
 use crate::machine::validate::{decode_for, identity, MAX_STEP};

@@ -44,7 +44,7 @@ pub(crate) enum Asked {
     /// The payload did not serialize.
     BadPayload(String),
     /// A subgraph node's child graph paused on these pauses (listed as the parent sees them).
-    Child(Vec<crate::format::token::Interrupt>),
+    Child(Vec<crate::format::interrupt::Interrupt>),
 }
 
 impl Hitl {
@@ -67,7 +67,7 @@ impl Hitl {
     pub(crate) fn pause_child(
         &mut self,
         memo: serde_json::Value,
-        pauses: Vec<crate::format::token::Interrupt>,
+        pauses: Vec<crate::format::interrupt::Interrupt>,
     ) -> Pause {
         self.answers = vec![memo];
         self.asked = Some(Asked::Child(pauses));

@@ -1,6 +1,7 @@
 //! What a run with a checkpointer returns, and what a thread's checkpoints show.
 
-use crate::format::token::{Interrupt, Resume};
+use crate::format::interrupt::Interrupt;
+use crate::format::token::Resume;
 use crate::vocab::name::CheckpointId;
 use crate::vocab::name::{NodeName, ThreadId};
 use crate::vocab::state::GraphState;

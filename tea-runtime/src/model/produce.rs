@@ -2,7 +2,7 @@
 //! its panics caught, and what it asked of its [`Hitl`] read back — a pause, a bad answer, or
 //! its update and routing. Both drivers run nodes through here; nothing here applies or routes.
 
-use crate::format::token::Interrupt;
+use crate::format::interrupt::Interrupt;
 use crate::model::graph::Graph;
 use crate::model::hitl::{Asked, Hitl};
 use crate::model::node::{Ctx, Goto, More};
