@@ -9,7 +9,9 @@
 //! ```text
 //! cargo install --path tea-cli
 //! tea validate examples/agents/review.yaml
+//! tea inspect examples/agents/review.yaml --format json
 //! tea run examples/agents/review.yaml --interactive
+//! tea run examples/agents/research.yaml -i '{"topic": "tea"}' -c checkpoints --interrupt-before merge
 //! RUST_LOG=tea=debug tea run examples/agents/research.yaml --input '{"topic": "tea"}'
 //! ```
 //!
@@ -17,6 +19,7 @@
 //! |---|---|---|
 //! | `postgres` | on | `--store postgres://…` and `config.checkpointer: { postgres: URL }` |
 //! | `tracing` | on | `RUST_LOG=tea=debug`: the engine's spans and events on stderr |
+//! | `python` | off | inline Python in files run with `--trust` (tea-yaml's feature `python`) |
 //!
 //! `sled:` and `dir:` stores and tea-yaml's network actions (`llm.call`, `http.get`,
 //! `http.post`, `actions.notify`; feature `net`) are always built in.
@@ -57,6 +60,7 @@ pub const EXIT_STOPPED: u8 = 130;
         130 stopped by Ctrl-C (continue as stderr says).\n\n\
         Examples:\n  \
         tea validate examples/agents/*.yaml\n  \
+        tea inspect examples/agents/review.yaml\n  \
         tea run examples/agents/review.yaml\n  \
         tea resume examples/agents/review.yaml --token TOKEN --answer true\n  \
         tea run examples/agents/review.yaml --interactive"
