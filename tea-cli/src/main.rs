@@ -300,6 +300,10 @@ pub struct RunArgs {
     /// At each pause, asks on stderr and reads the answer from stdin, then resumes.
     #[arg(short = 'I', long)]
     pub interactive: bool,
+    /// Goes on past each breakpoint without stopping (The Edge Agent's flag); a pause that
+    /// waits for an answer still stops the run (exit 3).
+    #[arg(long, conflicts_with = "interactive")]
+    pub auto_continue: bool,
     /// Writes the run's timeline to FILE as JSON lines (nodes with start, end and duration,
     /// checkpoint writes, pauses); `tea trace FILE` shows it.
     #[arg(long, value_name = "FILE")]
@@ -350,6 +354,9 @@ pub struct ResumeArgs {
     /// At each further pause, asks on stderr and reads the answer from stdin.
     #[arg(short = 'I', long)]
     pub interactive: bool,
+    /// Goes on past each further breakpoint without stopping; see `tea run --auto-continue`.
+    #[arg(long, conflicts_with = "interactive")]
+    pub auto_continue: bool,
     /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -373,6 +380,9 @@ pub struct RecoverArgs {
     /// At each pause it reaches, asks on stderr and reads the answer from stdin.
     #[arg(short = 'I', long)]
     pub interactive: bool,
+    /// Goes on past each breakpoint it reaches without stopping; see `tea run --auto-continue`.
+    #[arg(long, conflicts_with = "interactive")]
+    pub auto_continue: bool,
     /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

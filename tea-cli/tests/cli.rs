@@ -864,6 +864,17 @@ fn the_edge_agent_s_run_flags_pause_at_run_time_breakpoints_in_a_checkpoint_dir(
     assert_eq!(done.json()["summary"], "3 pages and 2 papers about state graphs", "{done:?}");
     assert_eq!(done.stderr().matches("a breakpoint").count(), 2, "{done:?}");
 
+    // `--auto-continue` goes on past breakpoints; a question still pauses.
+    let args = ["run", "research.yaml", "--interrupt-before", "web,merge", "--store", "memory", "--auto-continue"];
+    let done = s.tea(&args).expect(DONE);
+    assert_eq!(done.json()["summary"], "3 pages and 2 papers about state graphs", "{done:?}");
+    assert!(done.stderr().contains("past the breakpoint at `merge`"), "{done:?}");
+    let pause = s.tea(&["run", "review.yaml", "--thread", "a1", "--auto-continue"]).expect(PAUSED).json();
+    let token = pause["token"].as_str().unwrap();
+    let done = s.tea(&["resume", "review.yaml", "--token", token, "--answer", "true", "--auto-continue"]).expect(DONE);
+    assert_eq!(done.json()["approved"], true, "past the breakpoint before `publish`: {done:?}");
+    s.tea(&["run", "review.yaml", "--auto-continue", "--interactive"]).expect(USAGE);
+
     // A name that is not a node is a load error naming it, with a suggestion; nothing runs.
     let bad = s.tea(&["run", "research.yaml", "--interrupt-before", "mrege", "-c", "other"]).expect(ERROR);
     assert!(bad.stderr().contains("`mrege`") && bad.stderr().contains("did you mean `merge`"), "{bad:?}");
@@ -945,10 +956,10 @@ fn trust_is_accepted_and_says_at_v_that_it_changes_nothing_here() {
 
 /// The Edge Agent's own CLI parity tests (its `rust/tests/test_cli_parity.rs`), on the agents
 /// they write, copied into the corpus as `rust-tests-inline/test_cli_parity__<test>.yaml`.
-/// Ported: those tea honours. Not ported: `--impl` and `--auto-continue` (tea has neither),
-/// `--actions-module`/`--actions-file` (Python only there too), `validate --detailed` and
-/// `inspect --format dot` on agents whose `llm.call` has no model (tea needs one at load;
-/// the dot half is kept: inspect describes such a file as written).
+/// Ported: those tea honours (12 of 17). Not ported: `--impl` (tea has one implementation),
+/// `--actions-module`/`--actions-file` (Python only there too: three tests), and
+/// `validate --detailed` on an agent whose `llm.call` has no model (tea needs one at load;
+/// `inspect` describes such a file as written, so `test_inspect_dot` is kept).
 #[test]
 fn the_edge_agent_s_cli_parity_tests() {
     let Some(corpus) = corpus() else {
@@ -974,9 +985,13 @@ fn the_edge_agent_s_cli_parity_tests() {
         "--interrupt-after",
         "--verbose",
         "--quiet",
+        "--auto-continue",
     ] {
         assert!(help.contains(flag), "{flag} in {help}");
     }
+    // test_resume_help_shows_auto_continue, test_version_flag.
+    assert!(s.tea(&["resume", "--help"]).expect(DONE).stdout().contains("--auto-continue"));
+    assert!(s.tea(&["--version"]).expect(DONE).stdout().starts_with("tea "));
     // test_validate_command: it loads.
     let ok = s.tea(&["validate", &file("test_validate_command")]).expect(DONE);
     assert!(ok.stdout().starts_with("ok: "), "{ok:?}");
