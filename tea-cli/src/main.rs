@@ -9,7 +9,9 @@
 //! ```text
 //! cargo install --path tea-cli
 //! tea validate examples/agents/review.yaml
+//! tea inspect examples/agents/review.yaml --format json
 //! tea run examples/agents/review.yaml --interactive
+//! tea run examples/agents/research.yaml -i '{"topic": "tea"}' -c checkpoints --interrupt-before merge
 //! RUST_LOG=tea=debug tea run examples/agents/research.yaml --input '{"topic": "tea"}'
 //! ```
 //!
@@ -17,6 +19,7 @@
 //! |---|---|---|
 //! | `postgres` | on | `--store postgres://…` and `config.checkpointer: { postgres: URL }` |
 //! | `tracing` | on | `RUST_LOG=tea=debug`: the engine's spans and events on stderr |
+//! | `python` | off | inline Python in files run with `--trust` (tea-yaml's feature `python`) |
 //!
 //! `sled:` and `dir:` stores and tea-yaml's network actions (`llm.call`, `http.get`,
 //! `http.post`, `actions.notify`; feature `net`) are always built in.
@@ -58,6 +61,7 @@ pub const EXIT_STOPPED: u8 = 130;
         130 stopped by Ctrl-C (continue as stderr says).\n\n\
         Examples:\n  \
         tea validate examples/agents/*.yaml\n  \
+        tea inspect examples/agents/review.yaml\n  \
         tea run examples/agents/review.yaml\n  \
         tea resume examples/agents/review.yaml --token TOKEN --answer true\n  \
         tea run examples/agents/review.yaml --interactive"
@@ -302,6 +306,10 @@ pub struct RunArgs {
     /// At each pause, asks on stderr and reads the answer from stdin, then resumes.
     #[arg(short = 'I', long)]
     pub interactive: bool,
+    /// Goes on past each breakpoint without stopping (The Edge Agent's flag); a pause that
+    /// waits for an answer still stops the run (exit 3).
+    #[arg(long, conflicts_with = "interactive")]
+    pub auto_continue: bool,
     /// Writes the run's timeline to FILE as JSON lines (nodes with start, end and duration,
     /// checkpoint writes, pauses); `tea trace FILE` shows it.
     #[arg(long, value_name = "FILE")]
@@ -352,6 +360,9 @@ pub struct ResumeArgs {
     /// At each further pause, asks on stderr and reads the answer from stdin.
     #[arg(short = 'I', long)]
     pub interactive: bool,
+    /// Goes on past each further breakpoint without stopping; see `tea run --auto-continue`.
+    #[arg(long, conflicts_with = "interactive")]
+    pub auto_continue: bool,
     /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -375,6 +386,9 @@ pub struct RecoverArgs {
     /// At each pause it reaches, asks on stderr and reads the answer from stdin.
     #[arg(short = 'I', long)]
     pub interactive: bool,
+    /// Goes on past each breakpoint it reaches without stopping; see `tea run --auto-continue`.
+    #[arg(long, conflicts_with = "interactive")]
+    pub auto_continue: bool,
     /// Writes the run's timeline to FILE as JSON lines; see `tea run --trace`.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

@@ -176,7 +176,14 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
         thread => thread.clone(),
     };
     match advance(&agent, Start::New { thread: thread.clone(), input }, args.stream)? {
-        Ended::Outcome(outcome) => finish(&agent, &args.file, &store, outcome, args.stream, args.interactive),
+        Ended::Outcome(outcome) => finish(
+            &agent,
+            &args.file,
+            &store,
+            outcome,
+            args.stream,
+            Answering::of(args.interactive, args.auto_continue),
+        ),
         Ended::Stopped => Ok(stopped_run(&args.file, &store, thread.as_deref())),
     }
 }
@@ -192,7 +199,9 @@ pub fn recover(args: &RecoverArgs) -> Result<u8, String> {
         watch::open_trace(path, "recover", agent.name())?;
     }
     match advance(&agent, Start::Recover(ThreadId::from(args.thread.as_str())), false)? {
-        Ended::Outcome(outcome) => finish(&agent, &args.file, &store, outcome, false, args.interactive),
+        Ended::Outcome(outcome) => {
+            finish(&agent, &args.file, &store, outcome, false, Answering::of(args.interactive, args.auto_continue))
+        }
         Ended::Stopped => Ok(stopped_run(&args.file, &store, Some(&args.thread))),
     }
 }
@@ -304,7 +313,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
             if let Some(update) = update {
                 pending = pending.update(Update::from(update));
             }
-            return keep_answering(&agent, file, &store, pending, args.stream, true);
+            return keep_answering(&agent, file, &store, pending, args.stream, Answering::Ask);
         }
     }
     let start = match (token, checkpoint) {
@@ -335,7 +344,9 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
         _ => None,
     };
     match advance(&agent, start, args.stream)? {
-        Ended::Outcome(outcome) => finish(&agent, file, &store, outcome, args.stream, args.interactive),
+        Ended::Outcome(outcome) => {
+            finish(&agent, file, &store, outcome, args.stream, Answering::of(args.interactive, args.auto_continue))
+        }
         Ended::Stopped => Ok(stopped_resume(file, token.as_ref())),
     }
 }
@@ -570,6 +581,25 @@ async fn stop() {
     }
 }
 
+/// What happens at a pause: report it (and exit 3), ask on stderr (`--interactive`), or go on
+/// past a breakpoint by itself (`--auto-continue`; a pause that waits for an answer is reported).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answering {
+    Report,
+    Ask,
+    Auto,
+}
+
+impl Answering {
+    fn of(interactive: bool, auto_continue: bool) -> Answering {
+        match (interactive, auto_continue) {
+            (true, _) => Answering::Ask,
+            (false, true) => Answering::Auto,
+            (false, false) => Answering::Report,
+        }
+    }
+}
+
 /// Reports how a run ended; interactively, answers each pause from stdin and goes on.
 fn finish(
     agent: &Agent,
@@ -577,26 +607,34 @@ fn finish(
     store: &str,
     outcome: Outcome<State>,
     stream: bool,
-    interactive: bool,
+    answering: Answering,
 ) -> Result<u8, String> {
     match outcome {
         Outcome::Done(state) => Ok(done(&state, stream)),
-        Outcome::Interrupted { resume, .. } => keep_answering(agent, file, store, resume, stream, interactive),
+        Outcome::Interrupted { resume, .. } => keep_answering(agent, file, store, resume, stream, answering),
     }
 }
 
-/// Reports the pause `pending`; interactively, answers it and every later one from stdin.
+/// Reports the pause `pending`; interactively, answers it and every later one from stdin; with
+/// `--auto-continue`, resumes each breakpoint as it comes.
 fn keep_answering(
     agent: &Agent,
     file: &Path,
     store: &str,
     mut pending: Resume<State>,
     stream: bool,
-    interactive: bool,
+    answering: Answering,
 ) -> Result<u8, String> {
     let mut stdin = std::io::stdin().lock();
     loop {
-        let answered = if interactive { ask(&mut stdin, &pending)? } else { None };
+        let answered = match answering {
+            Answering::Ask => ask(&mut stdin, &pending)?,
+            Answering::Auto if !pending.interrupts().iter().any(|i| i.needs_answer()) => {
+                watch::note(&format!("continuing past the breakpoint at `{}` (--auto-continue)", pending.node()));
+                Some(pending.clone())
+            }
+            Answering::Auto | Answering::Report => None,
+        };
         let Some(answered) = answered else { return Ok(paused(agent, file, store, &pending, stream)) };
         match advance_from(agent, Start::Token(Box::new(answered)), stream) {
             Ok(Ended::Outcome(Outcome::Done(state))) => return Ok(done(&state, stream)),

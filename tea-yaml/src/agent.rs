@@ -200,6 +200,19 @@ impl Engine {
 
     /// Breakpoints after `nodes`, as [`Engine::interrupt_before`] adds them before: the run
     /// pauses after each of them has run (`config.interrupt_after`, `--interrupt-after`).
+    ///
+    /// ```
+    /// use tea::MemoryStore;
+    /// let file = "nodes:\n  - { name: a, run: 'return {}' }\n  - { name: b, run: 'return {}' }\n";
+    /// let paused = tea_yaml::Engine::new().interrupt_after(["a"]).checkpointer(MemoryStore::new()).load_str(file)?;
+    /// assert_eq!(paused.invoke(serde_json::json!({}))?.interrupted().unwrap().1.node().as_str(), "a");
+    /// // A name that is not a node, and a breakpoint with no checkpointer, are load errors.
+    /// let typo = tea_yaml::Engine::new().interrupt_after(["bb"]).checkpointer(MemoryStore::new()).load_str(file);
+    /// assert!(typo.unwrap_err().to_string().contains("`bb`, which is not a node of this file; did you mean `b`?"));
+    /// let unkept = tea_yaml::Engine::new().interrupt_after(["a"]).load_str(file);
+    /// assert!(unkept.unwrap_err().to_string().contains("a checkpointer is required"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn interrupt_after<I, S>(mut self, nodes: I) -> Self
     where
         I: IntoIterator<Item = S>,
