@@ -426,6 +426,10 @@ async fn protocol(api: &Api) {
     let (status, error) =
         api.post("/runs/wait", json!({ "agent_id": "Approval", "input": { "approved": "yes" } })).await;
     assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "bad_input"), "{error}");
+    let (status, error) = api.post("/runs/wait", json!({ "agent_id": "Approval", "input": [1, 2] })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "bad_input"), "{error}");
+    let (status, error) = api.get(&format!("/threads/{pair}/history?limit=lots")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     let (status, error) = api.post("/runs/wait", json!({ "input": {} })).await;
     assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "agent_missing"));
     let (status, error) = api.post("/runs/wait", json!({ "agent_id": "Approval", "on_disconnect": "shrug" })).await;
