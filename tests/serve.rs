@@ -434,6 +434,9 @@ async fn protocol(api: &Api) {
     assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "agent_missing"));
     let (status, error) = api.post("/runs/wait", json!({ "agent_id": "Approval", "on_disconnect": "shrug" })).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let (status, text) = api.raw(Method::PUT, "/threads/search", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["code"], "method_not_allowed");
     let (status, _) = api.get(&format!("/runs/{}", uuid())).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -46,6 +46,9 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/runs/{run_id}/stream", get(stream_run))
         .route("/runs/{run_id}/cancel", post(cancel_run))
         .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+        })
 }
 
 /// A JSON body: `413` past the body limit, `400` for bytes that are not JSON, `422` for JSON
