@@ -426,10 +426,17 @@ async fn protocol(api: &Api) {
     let (status, error) =
         api.post("/runs/wait", json!({ "agent_id": "Approval", "input": { "approved": "yes" } })).await;
     assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "bad_input"), "{error}");
+    let (status, error) = api.post("/runs/wait", json!({ "agent_id": "Approval", "input": [1, 2] })).await;
+    assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "bad_input"), "{error}");
+    let (status, error) = api.get(&format!("/threads/{pair}/history?limit=lots")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     let (status, error) = api.post("/runs/wait", json!({ "input": {} })).await;
     assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::UNPROCESSABLE_ENTITY, "agent_missing"));
     let (status, error) = api.post("/runs/wait", json!({ "agent_id": "Approval", "on_disconnect": "shrug" })).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    let (status, text) = api.raw(Method::PUT, "/threads/search", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["code"], "method_not_allowed");
     let (status, _) = api.get(&format!("/runs/{}", uuid())).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
@@ -898,4 +905,32 @@ async fn load((one, two): (PostgresStore, PostgresStore)) {
         percentile(timings.iter().map(|t| t.3).collect(), 0.5),
         percentile(timings.iter().map(|t| t.3).collect(), 0.99),
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_the_requests_in_flight_finish() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(tea::serve::serve(listener, serve_on(MemoryStore::new()).router(), async {
+        let _ = stopped.await;
+    }));
+    let api = Api::new(base);
+    let out = api
+        .ok(Method::POST, "/runs/wait", Some(json!({ "agent_id": "Sleepy", "input": {}, "on_completion": "keep" })))
+        .await;
+    let id = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    // The answer runs `nap` (3 s); the server is told to stop while it does.
+    let answering = {
+        let api = api.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": {} }))).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    stop.send(()).unwrap();
+    let out = answering.await.unwrap();
+    assert_eq!((out["run"]["status"].as_str(), &out["values"]["log"]), (Some("success"), &json!(["nap"])));
+    server.await.unwrap().unwrap();
 }

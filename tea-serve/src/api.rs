@@ -46,6 +46,9 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/runs/{run_id}/stream", get(stream_run))
         .route("/runs/{run_id}/cancel", post(cancel_run))
         .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+        })
 }
 
 /// A JSON body: `413` past the body limit, `400` for bytes that are not JSON, `422` for JSON
@@ -467,8 +470,9 @@ struct HistoryQuery {
 async fn thread_history(
     State(shared): Shd,
     Path(id): Path<String>,
-    Query(query): Query<HistoryQuery>,
+    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
+    let Query(query) = query.map_err(|e| ApiError::unprocessable("bad_request", e.body_text()))?;
     let (limit, _) = page(query.limit, None)?;
     let before =
         match &query.before {
@@ -770,7 +774,14 @@ pub(crate) async fn prepare(
                 ))
             }
         }
-        Plan::Start { input: request.input.clone().unwrap_or_else(|| json!({})) }
+        let input = request.input.clone().unwrap_or_else(|| json!({}));
+        if !input.is_object() {
+            return Err(ApiError::unprocessable(
+                "bad_input",
+                format!("the input of agent `{}` must be a JSON object of state keys, not {input}", agent.name()),
+            ));
+        }
+        Plan::Start { input }
     };
     Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect })
 }

@@ -242,6 +242,7 @@ pub(crate) fn launch(
         let mut progress = run.progress();
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
+    let resuming = matches!(plan, Plan::Resume { .. });
     let (first, events) = match plan {
         Plan::Start { input } => {
             (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input))
@@ -258,6 +259,9 @@ pub(crate) fn launch(
             outcome = drive(&run, events, &mut timeline) => outcome,
             _ = cancel.wait_for(|c| *c) => Outcome::Cancelled,
         };
+        if resuming && matches!(outcome, Outcome::Cancelled) {
+            settle(&agent, &run.thread).await;
+        }
         finish(&shared, agent, &run, outcome, timeline, delete_after).await;
     });
     Ok(run)
@@ -322,6 +326,23 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
             }
         }
         first = false;
+    }
+}
+
+/// After a cancelled resume, waits (up to 10 s) until the engine has put the pause back, which
+/// it does as the dropped run's stream unwinds: the cancel returns once the thread is
+/// resumable again.
+async fn settle(agent: &Arc<dyn Served>, thread: &ThreadId) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        let (agent, thread) = (agent.clone(), thread.clone());
+        let paused = tokio::task::spawn_blocking(move || agent.state(&thread))
+            .await
+            .is_ok_and(|state| state.is_ok_and(|s| s.is_some_and(|s| s.paused())));
+        if paused {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
