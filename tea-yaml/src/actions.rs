@@ -121,10 +121,17 @@ fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
         }
-        // Write beside, then rename: a reader never sees half a checkpoint.
-        let tmp = path.with_extension("tmp-tea");
-        std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename to `{shown}`: {e}"))
+        // Write beside, then rename: a reader never sees half a checkpoint. The temporary
+        // name is the file's whole name and a number of its own, so saves to `ck.0` and `ck.1`
+        // (or two saves to one path at once) never share one.
+        let tmp = temporary(&path);
+        let written = std::fs::write(&tmp, &bytes)
+            .map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))
+            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename to `{shown}`: {e}")));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     })();
     // An absolute path: `{{ checkpoint.last }}` is used again from other directories.
     let shown = path.canonicalize().map_or(shown, |p| p.display().to_string());
@@ -139,6 +146,14 @@ fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
     }
 }
 
+/// A temporary path beside `path` that no other save (of this process) uses: `.NAME.tmp-PID-N`.
+fn temporary(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}
+
 /// Reads a checkpoint file of this agent: its state and node, or an error in the result.
 fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     let path = match path_arg(call, args, "checkpoint.load") {
@@ -146,7 +161,7 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
         Err(e) => return json!({ "error": e.to_string() }),
     };
     let shown = path.display().to_string();
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::files::read_regular(&path, crate::files::MAX_CHECKPOINT_FILE) {
         Ok(bytes) => bytes,
         Err(e) => return json!({ "error": format!("cannot read `{shown}`: {e}") }),
     };

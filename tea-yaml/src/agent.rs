@@ -221,6 +221,7 @@ impl Engine {
             has_checkpointer: self.checkpointer.is_some(),
             limits: self.limits,
             parents: Vec::new(),
+            children: Default::default(),
         };
         let loaded = load::load(text, &env)?;
         let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
@@ -270,8 +271,10 @@ impl Engine {
 /// An agent file's text, its name for messages, and the directory its relative paths start at.
 pub(crate) fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let bytes = crate::files::read_regular(path, crate::files::MAX_AGENT_FILE)
         .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: it is not UTF-8: {e}")))?;
     let base =
         path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok((text, shown, base))
@@ -495,8 +498,8 @@ impl Agent {
     pub fn resume_from(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Outcome<State>, Error> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
+        let bytes = crate::files::read_regular(path, crate::files::MAX_CHECKPOINT_FILE)
+            .map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
         if let Some(thread) = self.pause_thread(path)? {
             return self.resume_pause_file(&thread, path, &shown, update);
         }

@@ -51,6 +51,7 @@ mod actions;
 mod agent;
 mod draw;
 mod error;
+mod files;
 mod graph;
 mod items;
 mod load;

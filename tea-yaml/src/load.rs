@@ -14,8 +14,10 @@ use crate::state::{Decl, Reducer, Schema, Type};
 use crate::template::{self, Builder as Templates};
 use crate::yaml::{self, Kind, Node, Pos};
 use serde_json::{Map, Value};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use tea_runtime::{Goto, NodeName};
 
@@ -30,7 +32,20 @@ pub(crate) struct Env<'a> {
     /// The files of the `type: subgraph` nodes this file is loaded for, outermost first (a
     /// file among them is a cycle).
     pub(crate) parents: Vec<PathBuf>,
+    /// The subgraph files loaded so far in this load, by canonical path: a file named many
+    /// times is read and loaded once.
+    pub(crate) children: Children,
 }
+
+/// The subgraph files of one load, by canonical path.
+pub(crate) type Children = Rc<RefCell<HashMap<PathBuf, Result<Loaded, LoadError>>>>;
+
+/// How deep `type: subgraph` files may nest (a file, its child, the child's child …).
+pub(crate) const MAX_SUBGRAPH_DEPTH: usize = 16;
+/// How many candidate names "did you mean" compares, over a whole file: beyond it, problems
+/// come without a suggestion (so a file of thousands of misspelled targets loads in linear
+/// time).
+const MAX_SUGGESTION_WORK: usize = 200_000;
 
 /// The store a file's `config:` names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +56,7 @@ pub(crate) enum StoreSpec {
 }
 
 /// A loaded file: its graph and the `config:` the agent applies.
+#[derive(Clone)]
 pub(crate) struct Loaded {
     pub(crate) graph: YamlGraph,
     pub(crate) store: Option<StoreSpec>,
@@ -100,6 +116,8 @@ const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
 const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
 const START: [&str; 2] = ["__start__", "START"];
+/// The file name of the cached load of a subgraph file that could not be read.
+const READ_FAILED: &str = "\0unreadable";
 const END: [&str; 2] = ["__end__", "END"];
 
 struct Loader<'a> {
@@ -109,6 +127,8 @@ struct Loader<'a> {
     lua: Chunks,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
     settings_keys: [Vec<String>; 2],
+    /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
+    suggestion_work: usize,
 }
 
 /// A node as read, before routing is resolved.
@@ -191,6 +211,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         templates: Templates::new(),
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
         settings_keys: [Vec::new(), Vec::new()],
+        suggestion_work: MAX_SUGGESTION_WORK,
     };
     for d in duplicates {
         loader.problem(d.pos, d.message);
@@ -219,6 +240,16 @@ pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) 
 }
 
 impl<'a> Loader<'a> {
+    /// "did you mean" among the file's node names: within the file's budget of comparisons.
+    fn hint_node(&mut self, word: &str, index: &HashMap<String, usize>) -> String {
+        if index.len() > self.suggestion_work {
+            self.suggestion_work = 0;
+            return String::new();
+        }
+        self.suggestion_work -= index.len();
+        suggest(word, index.keys().map(String::as_str))
+    }
+
     fn problem(&mut self, pos: Pos, message: impl Into<String>) {
         self.problems.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
     }
@@ -365,7 +396,7 @@ impl<'a> Loader<'a> {
                     Some(&i) if after => drafts[i].interrupt_after = true,
                     Some(&i) => drafts[i].interrupt_before = true,
                     None => {
-                        let hint = suggest(name, index.keys().map(String::as_str));
+                        let hint = self.hint_node(name, &index);
                         self.problem(n.pos, format!("`config.{key}` names `{name}`, which is not a node{hint}"));
                     }
                 }
@@ -493,6 +524,10 @@ impl<'a> Loader<'a> {
                 self.problem(key.pos, "a state key must be a name");
                 continue;
             };
+            if is_reserved(&name) {
+                self.problem(key.pos, format!("state key `{name}`: {RESERVED}"));
+                continue;
+            }
             let decl = match &value.kind {
                 Kind::Str { text, .. } => self.type_name(value, text).map(|ty| Decl { ty, reducer: Reducer::Replace }),
                 Kind::Null => Some(Decl { ty: Type::Any, reducer: Reducer::Replace }),
@@ -813,27 +848,37 @@ impl<'a> Loader<'a> {
             );
             return Exec::Noop;
         }
-        let (text, shown, base_dir) = match crate::agent::read_agent_file(&path) {
-            Ok(read) => read,
-            Err(e) => {
+        if self.env.parents.len() >= MAX_SUBGRAPH_DEPTH {
+            self.problem(
+                file.pos,
+                format!(
+                    "node `{name}`: `{}` would nest subgraph files more than {MAX_SUBGRAPH_DEPTH} deep (the limit)",
+                    path.display()
+                ),
+            );
+            return Exec::Noop;
+        }
+        // A file named again (by this file or another of the load) is loaded once.
+        let cached = self.env.children.borrow().get(&canonical).cloned();
+        let loaded = match cached {
+            Some(loaded) => loaded,
+            None => {
+                let loaded = self.load_child(&path, canonical.clone());
+                self.env.children.borrow_mut().insert(canonical, loaded.clone());
+                loaded
+            }
+        };
+        let shown = match &loaded {
+            Ok(_) => path.display().to_string(),
+            Err(e) => e.file().to_owned(),
+        };
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) if e.file() == READ_FAILED => {
                 let why = e.problems().first().map(|p| p.message().to_owned()).unwrap_or_default();
                 self.problem(file.pos, format!("node `{name}`: `{}`: {why}", path.display()));
                 return Exec::Noop;
             }
-        };
-        let mut parents = self.env.parents.clone();
-        parents.push(canonical);
-        let env = Env {
-            file: shown,
-            base_dir,
-            actions: self.env.actions,
-            secrets: self.env.secrets,
-            has_checkpointer: true,
-            limits: self.env.limits,
-            parents,
-        };
-        let loaded = match load(&text, &env) {
-            Ok(loaded) => loaded,
             Err(e) => {
                 for p in e.problems() {
                     self.problem(
@@ -848,8 +893,7 @@ impl<'a> Loader<'a> {
             self.problem(
                 file.pos,
                 format!(
-                    "subgraph `{name}`: `{}` names a store or checkpoint in `config`; a subgraph runs on its parent's store",
-                    env.file
+                    "subgraph `{name}`: `{shown}` names a store or checkpoint in `config`; a subgraph runs on its parent's store"
                 ),
             );
             return Exec::Noop;
@@ -858,12 +902,31 @@ impl<'a> Loader<'a> {
             self.problem(
                 file.pos,
                 format!(
-                    "subgraph `{name}`: `{}` sets `config.recursion_limit`; a subgraph runs under its parent's",
-                    env.file
+                    "subgraph `{name}`: `{shown}` sets `config.recursion_limit`; a subgraph runs under its parent's"
                 ),
             );
         }
         Exec::Subgraph { child: loaded.graph, input, output }
+    }
+
+    /// Reads and loads subgraph file `path` (`canonical`: its canonical path). A file that
+    /// cannot be read is an error whose file is [`READ_FAILED`].
+    fn load_child(&self, path: &std::path::Path, canonical: PathBuf) -> Result<Loaded, LoadError> {
+        let (text, shown, base_dir) = crate::agent::read_agent_file(path)
+            .map_err(|e| LoadError { file: READ_FAILED.to_owned(), problems: e.problems })?;
+        let mut parents = self.env.parents.clone();
+        parents.push(canonical);
+        let env = Env {
+            file: shown,
+            base_dir,
+            actions: self.env.actions,
+            secrets: self.env.secrets,
+            has_checkpointer: true,
+            limits: self.env.limits,
+            parents,
+            children: self.env.children.clone(),
+        };
+        load(&text, &env)
     }
 
     /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
@@ -962,6 +1025,10 @@ impl<'a> Loader<'a> {
         let var = |this: &mut Self, key: &str, default: &str| match fields.get(key) {
             None => default.to_owned(),
             Some(n) => match n.as_str() {
+                Some(v) if is_reserved(v) => {
+                    this.problem(n.pos, format!("{} names `{v}`, {RESERVED}", what(key)));
+                    default.to_owned()
+                }
                 Some(v) if is_identifier(v) => v.to_owned(),
                 Some(v) => {
                     this.problem(n.pos, format!("{} must be a name (letters, digits, `_`), not `{v}`", what(key)));
@@ -1137,6 +1204,10 @@ impl<'a> Loader<'a> {
                     Some(k) => self.string(k, "`output_key`").unwrap_or("result").to_owned(),
                     None => "result".to_owned(),
                 };
+                if is_reserved(&key) {
+                    let at = f.get("output_key").map_or(run.pos, |k| k.pos);
+                    self.problem(at, format!("`output_key` of node `{name}` names `{key}`, {RESERVED}"));
+                }
                 let Some(value) = f.get("value") else {
                     self.problem(run.pos, format!("`run` of node `{name}` needs `value: EXPR`"));
                     return Exec::Noop;
@@ -1198,6 +1269,10 @@ impl<'a> Loader<'a> {
         let output = match fields.get("output") {
             None => Output::Spread,
             Some(o) => match &o.kind {
+                Kind::Str { text, .. } if is_reserved(text) => {
+                    self.problem(o.pos, format!("`output` of node `{name}` names `{text}`, {RESERVED}"));
+                    Output::Spread
+                }
                 Kind::Str { text, .. } => Output::Key(text.clone()),
                 Kind::Map(entries) => Output::Map(
                     entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), self.tree(v))).collect(),
@@ -1282,6 +1357,12 @@ impl<'a> Loader<'a> {
         };
         let state_key = key(self, "state_key", "interrupt_message");
         let resume_key = key(self, "resume_key", "user_input");
+        for (k, v) in [("state_key", &state_key), ("resume_key", &resume_key)] {
+            if is_reserved(v) {
+                let at = fields.get(k).map_or(Pos::default(), |n| n.pos);
+                self.problem(at, format!("`{k}` of node `{name}` names `{v}`, {RESERVED}"));
+            }
+        }
         let timeout = match fields.get("timeout") {
             None => None,
             Some(t) => match t.kind {
@@ -1522,7 +1603,7 @@ impl<'a> Loader<'a> {
         match index.get(&name) {
             Some(&i) => Some(Goto::Node(NodeIx(i as u32))),
             None => {
-                let hint = suggest(&name, index.keys().map(String::as_str));
+                let hint = self.hint_node(&name, index);
                 self.problem(node.pos, format!("{what} names `{name}`, which is not a node{hint}"));
                 None
             }
@@ -1574,7 +1655,7 @@ impl<'a> Loader<'a> {
                 match index.get(&from_name) {
                     Some(&i) => Some(i),
                     None => {
-                        let hint = suggest(&from_name, index.keys().map(String::as_str));
+                        let hint = self.hint_node(&from_name, index);
                         self.problem(edge.from.pos, format!("an edge leaves `{from_name}`, which is not a node{hint}"));
                         continue;
                     }
@@ -1914,6 +1995,15 @@ fn single_expression(text: &str) -> Option<&str> {
         return None;
     }
     Some(inner.trim())
+}
+
+/// What a problem says of a reserved name.
+const RESERVED: &str = "a name the engine keeps for itself (names starting with `__tea`, `__start__`, `__end__`)";
+
+/// A state key the engine uses itself: `__tea…` (a `dynamic_parallel` item's record), the
+/// entry and the exit.
+fn is_reserved(name: &str) -> bool {
+    name.starts_with("__tea") || name == START[0] || name == END[0]
 }
 
 fn is_identifier(s: &str) -> bool {
