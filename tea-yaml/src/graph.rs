@@ -10,6 +10,7 @@ use minijinja::value::Value as Mj;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tea_runtime::__private::NodeStep;
 use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeId, NodeName, PauseFree, SyncGraph};
@@ -37,6 +38,9 @@ pub(crate) enum Tree {
     Template(TplId),
     List(Vec<Tree>),
     Map(Vec<(String, Tree)>),
+    /// An argument that sends a secret out (an API key, request headers): rendered with
+    /// `secrets` in its context. Nowhere else do templates see them.
+    Sending(Box<Tree>),
 }
 
 /// A condition: `when`, `condition`, a goto rule's `if`.
@@ -187,13 +191,16 @@ pub(crate) struct Inner {
     pub(crate) schema_fingerprint: u64,
 }
 
-/// What templates and conditions see: `state`, `variables`, `secrets`, `checkpoint` (`dir`,
+/// What templates and conditions see: `state`, `variables`, `secrets` (in [`Tree::Sending`]
+/// arguments only), `checkpoint` (`dir`,
 /// `last`) and, in an `output:` mapping, `result`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Scope {
     graph: YamlGraph,
     state: Mj,
     result: Option<Mj>,
+    /// Rendering an argument that sends secrets out ([`Tree::Sending`]): `secrets` is there.
+    secrets: bool,
 }
 
 impl minijinja::value::Object for Scope {
@@ -206,7 +213,7 @@ impl minijinja::value::Object for Scope {
         Some(match key.as_str()? {
             "state" => self.state.clone(),
             "variables" => inner.variables.clone(),
-            "secrets" => inner.secrets.clone(),
+            "secrets" if self.secrets => inner.secrets.clone(),
             "checkpoint" => {
                 let last = inner.last_checkpoint.lock().map(|l| l.clone()).unwrap_or_default();
                 let dir = inner.checkpoint_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
@@ -218,7 +225,10 @@ impl minijinja::value::Object for Scope {
     }
 
     fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
-        minijinja::value::Enumerator::Str(&["state", "variables", "secrets", "checkpoint", "result"])
+        if self.secrets {
+            return minijinja::value::Enumerator::Str(&["state", "variables", "secrets", "checkpoint", "result"]);
+        }
+        minijinja::value::Enumerator::Str(&["state", "variables", "checkpoint", "result"])
     }
 }
 
@@ -234,8 +244,11 @@ pub(crate) const MIN_SECRET_LEN: usize = 4;
 /// renders its arguments, then awaits the request without holding a thread); the graph the
 /// blocking API runs runs it with [`run`](Graph::run), which waits for the request on
 /// tea-yaml's own runtime.
+///
+/// A graph made for one async run also carries that run's cancel flag: when the caller drops
+/// the run, a `run:` block under way stops at its next instruction count.
 #[derive(Clone)]
-pub struct YamlGraph(pub(crate) Arc<Inner>, pub(crate) bool);
+pub struct YamlGraph(pub(crate) Arc<Inner>, pub(crate) bool, pub(crate) Option<Arc<AtomicBool>>);
 
 impl fmt::Debug for YamlGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -252,7 +265,13 @@ impl YamlGraph {
     /// for the blocking API.
     #[cfg(feature = "tokio")]
     pub(crate) fn driven(&self, asynchronous: bool) -> YamlGraph {
-        YamlGraph(self.0.clone(), asynchronous)
+        YamlGraph(self.0.clone(), asynchronous, None)
+    }
+
+    /// The same graph, whose `run:` blocks stop when `cancel` is set.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cancelled_by(&self, cancel: Arc<AtomicBool>) -> YamlGraph {
+        YamlGraph(self.0.clone(), self.1, Some(cancel))
     }
 
     /// The name of the first secret whose value `value` holds somewhere.
@@ -415,8 +434,10 @@ impl YamlGraph {
                 Update::new()
             })
         };
+        // The child's blocks stop with this run's.
+        let child = YamlGraph(child.0.clone(), child.1, self.2.clone());
         let step = tea_runtime::__private::run_subgraph_mapped(
-            child.clone(),
+            child,
             &|_: &State| start.clone(),
             &out,
             state,
@@ -517,6 +538,7 @@ impl YamlGraph {
             graph: self.clone(),
             state: Mj::from_object(StateObject(state.shared().clone())),
             result: result.map(template::to_mj),
+            secrets: false,
         })
     }
 
@@ -525,6 +547,10 @@ impl YamlGraph {
         let templates = &self.0.templates;
         Ok(match tree {
             Tree::Literal(value) => value.clone(),
+            Tree::Sending(tree) => match ctx.downcast_object_ref::<Scope>() {
+                Some(scope) => self.render(tree, &Mj::from_object(Scope { secrets: true, ..scope.clone() }))?,
+                None => self.render(tree, ctx)?,
+            },
             Tree::Expr(id) => template::to_json(&templates.eval(*id, ctx)?)?,
             Tree::Template(id) => Value::String(templates.render(*id, ctx)?),
             Tree::List(items) => Value::Array(items.iter().map(|t| self.render(t, ctx)).collect::<Result<_, _>>()?),
@@ -694,7 +720,7 @@ impl YamlGraph {
         let inner = &self.0;
         Ok(match &def.exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
-            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
+            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
                 let ctx = self.context(state, None);
                 let value = template::to_json(&inner.templates.eval(*expr, &ctx)?)?;

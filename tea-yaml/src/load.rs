@@ -110,6 +110,19 @@ const NODE_KEYS: &[&str] = &[
     "parallel_config",
     "subgraph",
 ];
+/// The keys of `settings.llm` and `settings.notify` whose values may read `secrets` (they are
+/// sent out: an API key, a webhook's address and headers).
+const SETTINGS_SENDING: [&[&str]; 2] = [&["api_key"], &["url", "headers"]];
+
+/// The arguments of `action` whose values may read `secrets`: those it sends out.
+fn sending_keys(action: &Action) -> &'static [&'static str] {
+    match action {
+        #[cfg(feature = "net")]
+        Action::Net(net) => net.sending_keys(),
+        _ => &[],
+    }
+}
+
 /// The keys of a `dynamic_parallel` node's `parallel_config:` (The Edge Agent's nested form).
 const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
@@ -129,6 +142,8 @@ struct Loader<'a> {
     settings_keys: [Vec<String>; 2],
     /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
     suggestion_work: usize,
+    /// Templates read now are arguments that send secrets out: they may read `secrets`.
+    sending: bool,
 }
 
 /// A node as read, before routing is resolved.
@@ -212,6 +227,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
         settings_keys: [Vec::new(), Vec::new()],
         suggestion_work: MAX_SUGGESTION_WORK,
+        sending: false,
     };
     for d in duplicates {
         loader.problem(d.pos, d.message);
@@ -248,6 +264,55 @@ impl<'a> Loader<'a> {
         }
         self.suggestion_work -= index.len();
         suggest(word, index.keys().map(String::as_str))
+    }
+
+    /// Compiles expression `source` (written at `pos`); one that reads `secrets` where they
+    /// are not sent out is a problem.
+    fn expr_at(&mut self, pos: Pos, source: &str) -> Result<template::ExprId, String> {
+        let id = self.templates.expr(source)?;
+        self.secrets_at(pos, source);
+        Ok(id)
+    }
+
+    /// Compiles template `source` (written at `pos`), as [`expr_at`](Self::expr_at).
+    fn template_at(&mut self, pos: Pos, source: &str) -> Result<template::TplId, String> {
+        let id = self.templates.template(source)?;
+        self.secrets_at(pos, source);
+        Ok(id)
+    }
+
+    fn secrets_at(&mut self, pos: Pos, source: &str) {
+        if self.templates.take_reads_secrets() && !self.sending {
+            self.problem(
+                pos,
+                format!(
+                    "`{}` reads `secrets`, which only the arguments that send them out may read: the `headers` \
+                     and `query` of `http.get`/`http.post`, the `api_key` of `llm.call`, the `url` and `headers` \
+                     of `actions.notify`, and the same keys of `settings.llm`/`settings.notify`; nothing made \
+                     from a secret may reach the state, a message or a log",
+                    source.trim()
+                ),
+            );
+        }
+    }
+
+    /// `with:` (or a `settings:` section) as a tree: the values of `sending` keys, the
+    /// arguments that carry secrets out, may read `secrets` (rendered with them); nothing else.
+    fn sending_tree(&mut self, node: &Node, sending: &[&str]) -> Tree {
+        let Kind::Map(entries) = &node.kind else { return self.tree(node) };
+        let mut out = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let key = k.scalar_text().unwrap_or_default();
+            if sending.contains(&key.as_str()) {
+                self.sending = true;
+                let tree = self.tree(v);
+                self.sending = false;
+                out.push((key, Tree::Sending(Box::new(tree))));
+            } else {
+                out.push((key, self.tree(v)));
+            }
+        }
+        Tree::Map(out)
     }
 
     fn problem(&mut self, pos: Pos, message: impl Into<String>) {
@@ -487,7 +552,7 @@ impl<'a> Loader<'a> {
             fingerprint,
             schema_fingerprint,
         };
-        Some(Loaded { graph: YamlGraph(Arc::new(inner), false), store, checkpoint_dir, checkpoint, recursion_limit })
+        Some(Loaded { graph: YamlGraph(Arc::new(inner), false, None), store, checkpoint_dir, checkpoint, recursion_limit })
     }
 
     /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates.
@@ -505,7 +570,7 @@ impl<'a> Loader<'a> {
             }
             let Some(fields) = self.fields(value, &format!("`settings.{section}`"), keys) else { continue };
             self.settings_keys[i] = fields.keys().map(|k| (*k).to_owned()).collect();
-            out[i] = Some(self.tree(value));
+            out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
         }
         out
     }
@@ -943,7 +1008,7 @@ impl<'a> Loader<'a> {
         let setting = |key: &str| fields.get(key).or_else(|| nested.get(key)).copied();
         let limit = setting("max_concurrency").and_then(|n| match &n.kind {
             Kind::Int(v) if *v >= 1 => Some(Limit::Fixed(*v as usize)),
-            Kind::Str { text, .. } if text.contains("{{") => match self.templates.expr(strip_braces(text.trim())) {
+            Kind::Str { text, .. } if text.contains("{{") => match self.expr_at(n.pos, strip_braces(text.trim())) {
                 Ok(id) => Some(Limit::Expr(id)),
                 Err(e) => {
                     self.problem(n.pos, format!("{}: `{text}` does not parse: {e}", what("max_concurrency")));
@@ -1001,7 +1066,7 @@ impl<'a> Loader<'a> {
             Some(n) => match n.as_str() {
                 Some(text) => {
                     let source = strip_braces(text.trim());
-                    match self.templates.expr(source) {
+                    match self.expr_at(n.pos, source) {
                         Ok(id) => Some(id),
                         Err(e) => {
                             self.problem(n.pos, format!("{}: `{text}` does not parse: {e}", what("items")));
@@ -1216,7 +1281,7 @@ impl<'a> Loader<'a> {
                     self.problem(value.pos, "`value` must be an expression");
                     return Exec::Noop;
                 };
-                match self.templates.expr(strip_braces(&source)) {
+                match self.expr_at(value.pos, strip_braces(&source)) {
                     Ok(expr) => Exec::Expr { expr, key },
                     Err(e) => {
                         self.problem(value.pos, format!("the expression `{source}` does not parse: {e}"));
@@ -1259,7 +1324,7 @@ impl<'a> Loader<'a> {
             },
         };
         let with = match fields.get("with") {
-            Some(w) => self.tree(w),
+            Some(w) => self.sending_tree(w, sending_keys(&action)),
             None => Tree::Literal(Value::Object(Map::new())),
         };
         #[cfg(feature = "net")]
@@ -1395,7 +1460,7 @@ impl<'a> Loader<'a> {
         }
         let trimmed = text.trim();
         if let Some(inner) = single_expression(trimmed) {
-            return match self.templates.expr(inner) {
+            return match self.expr_at(pos, inner) {
                 Ok(id) => Tree::Expr(id),
                 Err(e) => {
                     self.problem(pos, format!("the template `{text}` does not parse: {e}"));
@@ -1403,7 +1468,7 @@ impl<'a> Loader<'a> {
                 }
             };
         }
-        match self.templates.template(text) {
+        match self.template_at(pos, text) {
             Ok(id) => Tree::Template(id),
             Err(e) => {
                 self.problem(pos, format!("the template `{text}` does not parse: {e}"));
@@ -1425,7 +1490,7 @@ impl<'a> Loader<'a> {
                     s if s.starts_with('!') && is_identifier(s[1..].trim()) => format!("not state.{}", s[1..].trim()),
                     s => s.to_owned(),
                 };
-                match self.templates.expr(&expr) {
+                match self.expr_at(node.pos, &expr) {
                     Ok(id) => Cond::Expr { expr: id, expect, source: Arc::from(text.as_str()) },
                     Err(e) => {
                         self.problem(node.pos, format!("the condition `{text}` does not parse: {e}"));

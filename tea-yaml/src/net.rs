@@ -82,6 +82,16 @@ impl NetAction {
         }
     }
 
+    /// The arguments that send a secret out, so the only ones whose templates may read
+    /// `secrets`: an API key, request headers and query, a webhook's address and headers.
+    pub(crate) fn sending_keys(self) -> &'static [&'static str] {
+        match self {
+            NetAction::LlmCall => &["api_key"],
+            NetAction::HttpGet | NetAction::HttpPost => &["headers", "query"],
+            NetAction::Notify => &["url", "headers"],
+        }
+    }
+
     /// The `settings:` section whose keys are its defaults.
     pub(crate) fn section(self) -> Option<Section> {
         match self {
