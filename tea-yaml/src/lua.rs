@@ -137,6 +137,13 @@ struct Chunk {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChunkId(usize);
 
+impl ChunkId {
+    /// Its index among the agent's chunks.
+    pub(crate) fn index(self) -> usize {
+        self.0
+    }
+}
+
 static NEXT_AGENT: AtomicU64 = AtomicU64::new(1);
 
 impl Chunks {
