@@ -701,8 +701,8 @@ impl Agent {
     #[cfg(feature = "tokio")]
     fn cancellable(&self) -> (Runner, CancelOnDrop) {
         let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let builder = Builder::new(self.graph.driven(true).cancelled_by(flag.clone()))
-            .recursion_limit(self.recursion_limit);
+        let builder =
+            Builder::new(self.graph.driven(true).cancelled_by(flag.clone())).recursion_limit(self.recursion_limit);
         let runner = match &self.store {
             Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
             None => Runner::Free(builder.build()),

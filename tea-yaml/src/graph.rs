@@ -436,14 +436,8 @@ impl YamlGraph {
         };
         // The child's blocks stop with this run's.
         let child = YamlGraph(child.0.clone(), child.1, self.2.clone());
-        let step = tea_runtime::__private::run_subgraph_mapped(
-            child,
-            &|_: &State| start.clone(),
-            &out,
-            state,
-            ctx,
-            hitl,
-        )?;
+        let step =
+            tea_runtime::__private::run_subgraph_mapped(child, &|_: &State| start.clone(), &out, state, ctx, hitl)?;
         if let Some(e) = failed.lock().ok().and_then(|mut slot| slot.take()) {
             return Err(e.into());
         }

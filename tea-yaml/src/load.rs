@@ -552,7 +552,13 @@ impl<'a> Loader<'a> {
             fingerprint,
             schema_fingerprint,
         };
-        Some(Loaded { graph: YamlGraph(Arc::new(inner), false, None), store, checkpoint_dir, checkpoint, recursion_limit })
+        Some(Loaded {
+            graph: YamlGraph(Arc::new(inner), false, None),
+            store,
+            checkpoint_dir,
+            checkpoint,
+            recursion_limit,
+        })
     }
 
     /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates.

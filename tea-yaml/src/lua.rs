@@ -164,7 +164,8 @@ impl Chunks {
         let checker = Lua::new_with(StdLib::NONE, LuaOptions::default())
             .map_err(|e| (first_line, format!("Lua could not start: {e}")))?;
         // Text only: a block that starts like precompiled bytecode (ESC `Lua`) is refused.
-        let compiled = checker.load(&padded).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function();
+        let compiled =
+            checker.load(&padded).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function();
         if let Some(line) = close_attribute(&padded) {
             return Err((
                 line,
@@ -585,13 +586,13 @@ fn bound(lua: &Lua, globals: &Table, base: &Table, watch: &Rc<Watch>) -> mlua::R
 
     // The pattern functions: refused when the worst case of the pattern on the subject is
     // beyond the instructions left; the subject's length is paid for.
-    for (name, pattern_at, anchors) in
-        [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, false)]
+    for (name, pattern_at, anchors) in [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, false)]
     {
         let original: Function = string.get(name)?;
         let w = watch.clone();
         let bounded = lua.create_function(move |_, args: MultiValue| {
-            let plain = name == "find" && args.get(3).is_some_and(|p| !matches!(p, LuaValue::Nil | LuaValue::Boolean(false)));
+            let plain =
+                name == "find" && args.get(3).is_some_and(|p| !matches!(p, LuaValue::Nil | LuaValue::Boolean(false)));
             if let (Some(LuaValue::String(subject)), Some(LuaValue::String(pattern)), false) =
                 (args.front(), args.get(pattern_at), plain)
             {
@@ -1030,13 +1031,11 @@ mod tests {
         let mut c = chunks();
         let (_, message) = c.add("a.yaml", 1, "\x1bLua\x54\x00return {}").unwrap_err();
         assert!(message.contains("binary") || message.contains("text"), "{message}");
-        let (line, message) =
-            c.add("a.yaml", 4, "local a = 1\nlocal x < close > = setmetatable({}, {})").unwrap_err();
+        let (line, message) = c.add("a.yaml", 4, "local a = 1\nlocal x < close > = setmetatable({}, {})").unwrap_err();
         assert!(message.contains("`<close>`") && line == 5, "{line}: {message}");
         let (result, _) = quick(&mut c, "setmetatable({}, { __gc = function() end })");
         assert!(result.unwrap_err().contains("`__gc`"));
         let (ok, _) = quick(&mut c, "return { n = getmetatable(setmetatable({}, { __index = {} })) ~= nil }");
         assert_eq!(Value::Object(ok.unwrap().unwrap()), json!({ "n": true }));
     }
-
 }

@@ -58,7 +58,10 @@ fn a_lua_block_cannot_catch_its_limits_or_outrun_them_in_library_functions() {
     let err = engine.load_str("nodes:\n  - { name: evil, run: \"\\eLuaT\\0return {}\" }\n").unwrap_err();
     assert!(err.to_string().contains("evil"), "{err}");
     // And Lua never sees the secrets.
-    let agent = Engine::new().secret("token", "s3cret-token").load_str("nodes:\n  - { name: a, run: 'return { t = type(secrets) }' }\n").unwrap();
+    let agent = Engine::new()
+        .secret("token", "s3cret-token")
+        .load_str("nodes:\n  - { name: a, run: 'return { t = type(secrets) }' }\n")
+        .unwrap();
     assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["t"], "nil");
 }
 
@@ -149,7 +152,9 @@ fn parallel_saves_to_paths_of_one_stem_never_share_a_temporary_file() {
     let handles: Vec<_> = (0..64)
         .map(|n| {
             let agent = agent.clone();
-            std::thread::spawn(move || agent.invoke(json!({ "n": n, "tag": format!("state {n}") })).unwrap().done().unwrap())
+            std::thread::spawn(move || {
+                agent.invoke(json!({ "n": n, "tag": format!("state {n}") })).unwrap().done().unwrap()
+            })
         })
         .collect();
     for h in handles {
@@ -172,7 +177,11 @@ fn parallel_saves_to_paths_of_one_stem_never_share_a_temporary_file() {
         };
         assert!(text.contains("no checkpointer"), "{n}: {text}");
     }
-    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains("tmp")).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("tmp"))
+        .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -199,7 +208,11 @@ fn a_pause_file_resumes_once_wherever_its_copies_sit_and_no_temporary_file_is_le
     // Asked twice for the same pause's file: no orphan temporary file.
     assert_eq!(agent.checkpoint_path(&resume).unwrap(), original);
     let thread_dir = original.parent().unwrap().to_path_buf();
-    let tmp: Vec<_> = std::fs::read_dir(&thread_dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-")).collect();
+    let tmp: Vec<_> = std::fs::read_dir(&thread_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+        .collect();
     assert!(tmp.is_empty(), "{tmp:?}");
     let copies: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("copy-{i}.ckpt"))).collect();
     for copy in &copies {
