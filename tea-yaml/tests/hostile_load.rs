@@ -19,7 +19,7 @@ fn dir(name: &str) -> PathBuf {
 
 fn load_err(text: &str) -> (LoadError, Duration) {
     let began = Instant::now();
-    let err = Engine::new().load_str(text).err().expect("the file must not load");
+    let err = Engine::new().load_str(text).expect_err("the file must not load");
     (err, began.elapsed())
 }
 
