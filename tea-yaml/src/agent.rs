@@ -180,7 +180,7 @@ impl Engine {
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
-        let (text, shown, base) = read_agent_file(path.as_ref())?;
+        let (text, shown, base) = crate::files::read_agent_file(path.as_ref())?;
         self.load(&text, shown, base)
     }
 
@@ -212,7 +212,7 @@ impl Engine {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
         let path = path.as_ref();
-        let (text, shown, base) = read_agent_file(path)?;
+        let (text, shown, base) = crate::files::read_agent_file(path)?;
         engine.load_as(&text, shown, base, Some(dir))
     }
 
@@ -282,18 +282,6 @@ impl Engine {
         agent.names_store = names_store;
         Ok(agent)
     }
-}
-
-/// An agent file's text, its name for messages, and the directory its relative paths start at.
-pub(crate) fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
-    let shown = path.display().to_string();
-    let bytes = crate::files::read_regular(path, crate::files::MAX_AGENT_FILE)
-        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: it is not UTF-8: {e}")))?;
-    let base =
-        path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    Ok((text, shown, base))
 }
 
 enum Runner {

@@ -65,3 +65,16 @@ impl fmt::Display for LoadError {
 }
 
 impl std::error::Error for LoadError {}
+
+/// "did you mean `x`?" for `word` among `known`.
+pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> String {
+    let best = known
+        .into_iter()
+        .map(|k| (strsim::jaro_winkler(word, k), k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((_, k)) => format!("; did you mean `{k}`?"),
+        None => String::new(),
+    }
+}

@@ -1,8 +1,9 @@
 //! Reading the files an agent names (its own file, subgraph files, checkpoint files): regular
 //! files only, and no more than a limit, checked before anything is read.
 
+use crate::error::LoadError;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest agent file read: 8 MiB.
 pub(crate) const MAX_AGENT_FILE: u64 = 8 << 20;
@@ -37,4 +38,16 @@ fn check(meta: &std::fs::Metadata, max: u64) -> Result<(), String> {
         return Err(format!("it is {} bytes, larger than {max} bytes (the limit)", meta.len()));
     }
     Ok(())
+}
+
+/// An agent file's text, its name for messages, and the directory its relative paths start at.
+pub(crate) fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
+    let shown = path.display().to_string();
+    let bytes = read_regular(path, MAX_AGENT_FILE)
+        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: it is not UTF-8: {e}")))?;
+    let base =
+        path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok((text, shown, base))
 }

@@ -723,7 +723,7 @@ impl YamlGraph {
             Exec::Action { name, action, with, output } => {
                 let args =
                     self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
-                let call = Call { graph: self, node: &def.name, state };
+                let call = Call { host: self, node: &def.name, state };
                 let result = actions::call(action, &call, &args)?;
                 Some(self.output(output, result, state)?)
             }
@@ -929,6 +929,36 @@ impl Graph for YamlGraph {
 
     fn keeps_update_on_pause(&self, node: NodeIx) -> bool {
         matches!(self.node(node).exec, Exec::Interrupt { .. })
+    }
+}
+
+impl actions::Host for YamlGraph {
+    fn base_dir(&self) -> &std::path::Path {
+        &self.0.base_dir
+    }
+
+    fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, tea_runtime::Error> {
+        tea_runtime::encode_checkpoint(self, node, state)
+    }
+
+    fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), tea_runtime::Error> {
+        tea_runtime::decode_checkpoint(self, bytes, source)
+    }
+
+    fn saved(&self, path: &str) {
+        if let Ok(mut last) = self.0.last_checkpoint.lock() {
+            *last = path.to_owned();
+        }
+    }
+
+    #[cfg(feature = "net")]
+    fn prepare_net(
+        &self,
+        action: crate::net::NetAction,
+        args: Value,
+        state: &State,
+    ) -> Result<crate::net::Call, BoxError> {
+        YamlGraph::prepare_net(self, action, args, state)
     }
 }
 

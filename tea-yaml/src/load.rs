@@ -7,7 +7,7 @@
 //! not compile, unknown actions, interrupts without a checkpointer.
 
 use crate::actions::{self, Action, BUILT_IN_NAMES};
-use crate::error::{LoadError, Problem};
+use crate::error::{suggest, LoadError, Problem};
 use crate::graph::{Cond, Exec, Inner, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
 use crate::lua::{Chunks, Limits};
 use crate::state::{Decl, Reducer, Schema, Type};
@@ -239,19 +239,6 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     match loaded {
         Some(loaded) if problems.is_empty() => Ok(loaded),
         _ => Err(LoadError { file: env.file.clone(), problems }),
-    }
-}
-
-/// "did you mean `x`?" for `word` among `known`.
-pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> String {
-    let best = known
-        .into_iter()
-        .map(|k| (strsim::jaro_winkler(word, k), k))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((_, k)) => format!("; did you mean `{k}`?"),
-        None => String::new(),
     }
 }
 
@@ -983,7 +970,7 @@ impl<'a> Loader<'a> {
     /// Reads and loads subgraph file `path` (`canonical`: its canonical path). A file that
     /// cannot be read is an error whose file is [`READ_FAILED`].
     fn load_child(&self, path: &std::path::Path, canonical: PathBuf) -> Result<Loaded, LoadError> {
-        let (text, shown, base_dir) = crate::agent::read_agent_file(path)
+        let (text, shown, base_dir) = crate::files::read_agent_file(path)
             .map_err(|e| LoadError { file: READ_FAILED.to_owned(), problems: e.problems })?;
         let mut parents = self.env.parents.clone();
         parents.push(canonical);

@@ -135,7 +135,7 @@ pub(crate) fn prepare(action: NetAction, args: Value, key: Option<String>) -> Re
         return Err(format!("{what}: `with:` must be a mapping of arguments, not {}", crate::state::describe(&args)));
     };
     if let Some(unknown) = args.keys().find(|k| !action.keys().contains(&k.as_str())) {
-        let hint = crate::load::suggest(unknown, action.keys().iter().copied());
+        let hint = crate::error::suggest(unknown, action.keys().iter().copied());
         return Err(format!("{what}: unknown argument `{unknown}`{hint}; it takes {}", action.keys().join(", ")));
     }
     let retry = retry_arg(what, &args)?;
