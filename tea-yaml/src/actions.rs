@@ -2,12 +2,11 @@
 //! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, and with the feature `net`
 //! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`).
 
-use crate::graph::YamlGraph;
 use crate::state::State;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tea_runtime::{BoxError, NodeName};
+use tea_runtime::{BoxError, Error, NodeName};
 
 /// An action registered with [`Engine::action`](crate::Engine::action): it gets the state and
 /// the node's rendered `with:` arguments, and returns its result.
@@ -55,9 +54,30 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
     })
 }
 
+/// What the built-in actions need of the agent they run in (the graph implements it, so this
+/// module does not depend on the graph's).
+pub(crate) trait Host {
+    /// Where the agent file's relative paths start.
+    fn base_dir(&self) -> &Path;
+    /// The state at `node` as a checkpoint file of this agent.
+    fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, Error>;
+    /// A checkpoint file of this agent (`source` names it in errors): its node and state.
+    fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), Error>;
+    /// Records the path `checkpoint.save` last wrote (`{{ checkpoint.last }}`).
+    fn saved(&self, path: &str);
+    /// A network action's call, from its rendered arguments.
+    #[cfg(feature = "net")]
+    fn prepare_net(
+        &self,
+        action: crate::net::NetAction,
+        args: Value,
+        state: &State,
+    ) -> Result<crate::net::Call, BoxError>;
+}
+
 /// What an action call knows of its run.
 pub(crate) struct Call<'a> {
-    pub(crate) graph: &'a YamlGraph,
+    pub(crate) host: &'a dyn Host,
     pub(crate) node: &'a NodeName,
     pub(crate) state: &'a State,
 }
@@ -90,14 +110,14 @@ pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Val
         }
         // The blocking API: the request runs on tea-yaml's runtime while this thread waits.
         #[cfg(feature = "net")]
-        Action::Net(action) => crate::net::block_on(call.graph.prepare_net(*action, args.clone(), call.state)?),
+        Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
     }
 }
 
 /// `with.path`, relative to the agent file's directory.
 fn path_arg(call: &Call<'_>, args: &Value, action: &str) -> Result<PathBuf, BoxError> {
     match args.get("path") {
-        Some(Value::String(path)) if !path.is_empty() => Ok(resolve(&call.graph.inner().base_dir, path)),
+        Some(Value::String(path)) if !path.is_empty() => Ok(resolve(call.host.base_dir(), path)),
         _ => Err(format!("{action} needs `with: {{ path: … }}`, a non-empty string").into()),
     }
 }
@@ -117,26 +137,39 @@ fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
     };
     let shown = path.display().to_string();
     let written = (|| -> Result<(), String> {
-        let bytes = tea_runtime::encode_checkpoint(call.graph, call.node, call.state).map_err(|e| e.to_string())?;
+        let bytes = call.host.encode(call.node, call.state).map_err(|e| e.to_string())?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
         }
-        // Write beside, then rename: a reader never sees half a checkpoint.
-        let tmp = path.with_extension("tmp-tea");
-        std::fs::write(&tmp, &bytes).map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename to `{shown}`: {e}"))
+        // Write beside, then rename: a reader never sees half a checkpoint. The temporary
+        // name is the file's whole name and a number of its own, so saves to `ck.0` and `ck.1`
+        // (or two saves to one path at once) never share one.
+        let tmp = temporary(&path);
+        let written = std::fs::write(&tmp, &bytes)
+            .map_err(|e| format!("cannot write `{}`: {e}", tmp.display()))
+            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| format!("cannot rename to `{shown}`: {e}")));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     })();
     // An absolute path: `{{ checkpoint.last }}` is used again from other directories.
     let shown = path.canonicalize().map_or(shown, |p| p.display().to_string());
     match written {
         Ok(()) => {
-            if let Ok(mut last) = call.graph.inner().last_checkpoint.lock() {
-                *last = shown.clone();
-            }
+            call.host.saved(&shown);
             json!({ "checkpoint_path": shown, "saved": true })
         }
         Err(error) => json!({ "checkpoint_path": shown, "saved": false, "error": error }),
     }
+}
+
+/// A temporary path beside `path` that no other save (of this process) uses: `.NAME.tmp-PID-N`.
+fn temporary(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().map_or_else(|| "checkpoint".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }
 
 /// Reads a checkpoint file of this agent: its state and node, or an error in the result.
@@ -146,11 +179,11 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
         Err(e) => return json!({ "error": e.to_string() }),
     };
     let shown = path.display().to_string();
-    let bytes = match std::fs::read(&path) {
+    let bytes = match crate::files::read_regular(&path, crate::files::MAX_CHECKPOINT_FILE) {
         Ok(bytes) => bytes,
         Err(e) => return json!({ "error": format!("cannot read `{shown}`: {e}") }),
     };
-    match tea_runtime::decode_checkpoint(call.graph, &bytes, &shown) {
+    match call.host.decode(&bytes, &shown) {
         Ok((node, state)) => json!({ "checkpoint_state": state.to_json(), "checkpoint_node": node.as_str() }),
         Err(e) => json!({ "error": e.to_string() }),
     }

@@ -21,6 +21,8 @@ use tea_runtime::{
 pub const DEFAULT_LUA_MEMORY_LIMIT: usize = 64 << 20;
 /// The default instruction limit of one `run:` block: 100 million.
 pub const DEFAULT_LUA_INSTRUCTION_LIMIT: u64 = 100_000_000;
+/// The default time limit of one `run:` block: 10 seconds.
+pub const DEFAULT_LUA_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Loads YAML agents: holds the actions they may use, the secrets their templates see, a
 /// checkpointer for files that name none, and the Lua limits.
@@ -83,7 +85,11 @@ impl Engine {
             actions: HashMap::new(),
             secrets: Map::new(),
             checkpointer: None,
-            limits: Limits { memory: DEFAULT_LUA_MEMORY_LIMIT, instructions: DEFAULT_LUA_INSTRUCTION_LIMIT },
+            limits: Limits {
+                memory: DEFAULT_LUA_MEMORY_LIMIT,
+                instructions: DEFAULT_LUA_INSTRUCTION_LIMIT,
+                time: DEFAULT_LUA_TIME_LIMIT,
+            },
             trust_code: false,
             breakpoints: Vec::new(),
         }
@@ -112,25 +118,27 @@ impl Engine {
         self
     }
 
-    /// A secret templates read as `{{ secrets.name }}`.
+    /// A secret, read as `{{ secrets.name }}` by the arguments that send it out, and nowhere
+    /// else: the `headers` and `query` of `http.get`/`http.post`, the `api_key` of `llm.call`,
+    /// the `url` and `headers` of `actions.notify`, and those keys of `settings.llm` and
+    /// `settings.notify`. Any other template or condition that reads `secrets` is a load error
+    /// naming its line, so no value computed from a secret (reversed, upper-cased, sliced, as
+    /// JSON…) reaches the state, a pause's message, a stream or a log; `run:` blocks do not see
+    /// secrets at all.
     ///
-    /// A secret never reaches the state, so no checkpoint, token, stream or trace holds it: a
-    /// write whose value contains a secret's value fails its node (and an input or a resume's
-    /// update holding one is refused), and a secret's value in an error message is replaced by
-    /// `***`. Values shorter than 4 bytes are not looked for (they cannot be told apart from
-    /// ordinary text). `llm.call` uses secret `llm_api_key` as its API key when neither its
-    /// `with:` nor `settings.llm` gives one.
+    /// As a second guard, a write whose value contains a secret's value fails its node (and an
+    /// input or a resume's update holding one is refused), and a secret's value in an error
+    /// message (a server that quotes the key back) is replaced by `***`. Values shorter than 4
+    /// bytes are not looked for (they cannot be told apart from ordinary text). `llm.call` uses
+    /// secret `llm_api_key` as its API key when neither its `with:` nor `settings.llm` gives one.
     ///
     /// ```
-    /// use serde_json::json;
-    /// let agent = tea_yaml::Engine::new().secret("token", "s3cret-token").load_str(r#"
+    /// let error = tea_yaml::Engine::new().secret("token", "s3cret-token").load_str(r#"
     /// nodes:
-    ///   - { name: leak, run: { type: expression, value: "secrets.token", output_key: copied } }
-    /// "#)?;
-    /// let error = agent.invoke(json!({})).unwrap_err(); // NodeFailed, naming node `leak`
-    /// let reason = std::error::Error::source(&error).unwrap().to_string();
-    /// assert!(reason.contains("secret `token`") && !reason.contains("s3cret-token"), "{reason}");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    ///   - { name: leak, run: { type: expression, value: "secrets.token | reverse", output_key: copied } }
+    /// "#).unwrap_err();
+    /// assert_eq!(error.problems()[0].line(), 3);
+    /// assert!(error.to_string().contains("reads `secrets`"), "{error}");
     /// ```
     pub fn secret(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.secrets.insert(name.into(), Value::String(value.into()));
@@ -238,7 +246,7 @@ impl Engine {
                 Some(node) if *after => node.interrupt_after = true,
                 Some(node) => node.interrupt_before = true,
                 None => {
-                    let hint = load::suggest(name, inner.nodes.iter().map(|n| n.name.as_str()));
+                    let hint = crate::error::suggest(name, inner.nodes.iter().map(|n| n.name.as_str()));
                     problems.push(crate::error::Problem {
                         message: format!("breakpoint `{key}` names `{name}`, which is not a node of this file{hint}"),
                         line: 1,
@@ -264,6 +272,14 @@ impl Engine {
         }
     }
 
+    /// How long one `run:` block may run, by the wall clock (default
+    /// [`DEFAULT_LUA_TIME_LIMIT`]): a block still running then fails its node, whatever
+    /// instructions it has left (a block waiting in a library function, say).
+    pub fn lua_time_limit(mut self, limit: std::time::Duration) -> Self {
+        self.limits.time = limit;
+        self
+    }
+
     /// Loads an agent from YAML text; relative paths in it start at the current directory.
     ///
     /// # Errors
@@ -277,7 +293,7 @@ impl Engine {
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
-        let (text, shown, base) = read_agent_file(path.as_ref())?;
+        let (text, shown, base) = crate::files::read_agent_file(path.as_ref())?;
         self.load(&text, shown, base)
     }
 
@@ -309,7 +325,7 @@ impl Engine {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
         let path = path.as_ref();
-        let (text, shown, base) = read_agent_file(path)?;
+        let (text, shown, base) = crate::files::read_agent_file(path)?;
         engine.load_as(&text, shown, base, Some(dir))
     }
 
@@ -335,6 +351,7 @@ impl Engine {
             limits: self.limits,
             parents: Vec::new(),
             trust_code: self.trust_code,
+            children: Default::default(),
         };
         let mut loaded = load::load(text, &env)?;
         self.add_breakpoints(&mut loaded, &file)?;
@@ -382,16 +399,6 @@ impl Engine {
     }
 }
 
-/// An agent file's text, its name for messages, and the directory its relative paths start at.
-pub(crate) fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), LoadError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| LoadError::one(&shown, 1, 1, format!("cannot read the agent file: {e}")))?;
-    let base =
-        path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    Ok((text, shown, base))
-}
-
 enum Runner {
     /// No store: runs return their final state; nothing pauses (checked at load).
     Free(App<YamlGraph, NoCheckpointer>),
@@ -406,6 +413,9 @@ pub struct Agent {
     /// The same agent for the async driver: its network nodes are async nodes.
     #[cfg(feature = "tokio")]
     async_runner: Runner,
+    /// The store: for the runner each async call makes with its own cancel flag, and to find
+    /// the thread whose pending pause a checkpoint file is.
+    store: Option<Arc<dyn Checkpointer>>,
     /// The store, when it is a directory: each pause gets a file named after its node.
     dir: Option<DirStore>,
     recursion_limit: usize,
@@ -444,6 +454,7 @@ impl Agent {
             runner: runner_for(graph.clone()),
             #[cfg(feature = "tokio")]
             async_runner: runner_for(graph.driven(true)),
+            store: store.clone(),
             graph,
             dir,
             recursion_limit: limit,
@@ -610,12 +621,24 @@ impl Agent {
     pub fn resume_from(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Outcome<State>, Error> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let bytes =
-            std::fs::read(path).map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
-        if let Some(thread) = self.pause_thread(path)? {
-            return self.resume_pause_file(&thread, path, &shown, update);
-        }
+        let bytes = crate::files::read_regular(path, crate::files::MAX_CHECKPOINT_FILE)
+            .map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
         let (node, mut state) = tea_runtime::decode_checkpoint(&self.graph, &bytes, &shown)?;
+        // A pause resumes once, wherever its file sits (a copy included): it is the pending
+        // pause of the thread whose head it is, or it was resumed already.
+        if let Some((thread, id)) = self.pending_pause(&bytes)? {
+            return self.resume_pause_file(&thread, id, &shown, update);
+        }
+        if is_pause(&bytes) {
+            return Err(match self.pause_thread(path)?.or(self.thread_holding(&bytes)) {
+                Some(thread) => Error::StaleResume { thread },
+                None => Error::store(format!(
+                    "checkpoint file `{shown}` holds a pause that is no thread's pending pause in agent `{}`'s \
+                     store: it was resumed already, or belongs to another store (a pause resumes once)",
+                    self.name()
+                )),
+            });
+        }
         if let Some(update) = update {
             self.graph.apply(&mut state, Update::from(update)).map_err(|e| Error::BadResumeValue {
                 node: node.clone(),
@@ -632,6 +655,34 @@ impl Agent {
         }
     }
 
+    /// The thread whose head checkpoint is `bytes` (a pending pause), and the head's id.
+    fn pending_pause(&self, bytes: &[u8]) -> Result<Option<(ThreadId, tea_runtime::CheckpointId)>, Error> {
+        let Some(store) = &self.store else { return Ok(None) };
+        for thread in store.threads(self.graph.name())? {
+            if let Some((id, head)) = store.head(self.graph.name(), &thread)? {
+                if head == bytes {
+                    return Ok(Some((thread, id)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// With a directory store: the thread one of whose checkpoint files holds `bytes`.
+    fn thread_holding(&self, bytes: &[u8]) -> Option<ThreadId> {
+        let (Some(dir), Some(store)) = (&self.dir, &self.store) else { return None };
+        for thread in store.threads(self.graph.name()).ok()? {
+            let Ok(entries) = std::fs::read_dir(dir.thread_dir(self.graph.name(), &thread)) else { continue };
+            for entry in entries.flatten() {
+                let same_len = entry.metadata().is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64);
+                if same_len && std::fs::read(entry.path()).is_ok_and(|b| b == bytes) {
+                    return Some(thread);
+                }
+            }
+        }
+        None
+    }
+
     /// The thread whose directory holds pause file `path`, if it is one of this agent's.
     fn pause_thread(&self, path: &Path) -> Result<Option<ThreadId>, Error> {
         let (Some(dir), Runner::Stored(app)) = (&self.dir, &self.runner) else { return Ok(None) };
@@ -646,21 +697,16 @@ impl Agent {
         Ok(None)
     }
 
-    /// Resumes the pause whose file is `path` in `thread`'s directory, if it is still pending.
+    /// Resumes the pause of `thread` at checkpoint `id` (a file `shown` holds), if it is still
+    /// pending.
     fn resume_pause_file(
         &self,
         thread: &ThreadId,
-        path: &Path,
+        id: tea_runtime::CheckpointId,
         shown: &str,
         update: Option<Value>,
     ) -> Result<Outcome<State>, Error> {
         let app = self.stored(thread)?;
-        // The file's checkpoint number: `…_000007.ckpt`.
-        let id = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.rsplit('_').next())
-            .and_then(|n| n.parse::<u64>().ok());
         let pending = app.state(thread)?.is_some_and(|snapshot| !snapshot.interrupts.is_empty());
         if !pending {
             return Err(Error::StaleResume { thread: thread.clone() });
@@ -668,7 +714,7 @@ impl Agent {
         let Outcome::Interrupted { resume, .. } = app.recover(thread)? else {
             return Err(Error::StaleResume { thread: thread.clone() });
         };
-        if id.is_some_and(|id| id != resume.checkpoint()) {
+        if id != resume.checkpoint() {
             // A later pause of the thread: this file's pause was resumed already.
             return Err(Error::StaleResume { thread: thread.clone() });
         }
@@ -723,7 +769,8 @@ impl Agent {
     #[cfg(feature = "tokio")]
     pub async fn invoke_on_async(&self, thread: impl Into<ThreadId>, input: Value) -> Result<Outcome<State>, Error> {
         let state = self.input(input)?;
-        match &self.async_runner {
+        let (runner, _cancel) = self.cancellable();
+        match &runner {
             Runner::Free(app) => app.invoke_async(state).await.map(Outcome::Done),
             Runner::Stored(app) => self.linked(app.invoke_on_async(thread, state).await),
         }
@@ -733,7 +780,8 @@ impl Agent {
     /// leaves the pause in place: the same token works again.
     #[cfg(feature = "tokio")]
     pub async fn resume_async(&self, resume: Resume<State>) -> Result<Outcome<State>, Error> {
-        let app = match &self.async_runner {
+        let (runner, _cancel) = self.cancellable();
+        let app = match &runner {
             Runner::Stored(app) => app,
             Runner::Free(_) => return Err(no_store(self.name(), resume.thread())),
         };
@@ -743,11 +791,26 @@ impl Agent {
     /// [`recover`](Self::recover) on the current tokio runtime.
     #[cfg(feature = "tokio")]
     pub async fn recover_async(&self, thread: &ThreadId) -> Result<Outcome<State>, Error> {
-        let app = match &self.async_runner {
+        let (runner, _cancel) = self.cancellable();
+        let app = match &runner {
             Runner::Stored(app) => app,
             Runner::Free(_) => return Err(no_store(self.name(), thread)),
         };
         self.linked(app.recover_async(thread).await)
+    }
+
+    /// A runner for one async call, whose `run:` blocks stop when the returned guard is
+    /// dropped: with the call's future, if the caller drops it part-way.
+    #[cfg(feature = "tokio")]
+    fn cancellable(&self) -> (Runner, CancelOnDrop) {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let builder =
+            Builder::new(self.graph.driven(true).cancelled_by(flag.clone())).recursion_limit(self.recursion_limit);
+        let runner = match &self.store {
+            Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
+            None => Runner::Free(builder.build()),
+        };
+        (runner, CancelOnDrop(flag))
     }
 
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of events.
@@ -903,6 +966,31 @@ impl Agent {
         }
         Ok(State::from_map(map))
     }
+}
+
+/// Sets its flag when dropped: the `run:` blocks of the call it belongs to stop (a block still
+/// running when the call is done or dropped is not wanted any more).
+#[cfg(feature = "tokio")]
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(feature = "tokio")]
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Whether checkpoint `bytes` (an envelope that decoded) holds a pause: pending interrupts, as
+/// a store writes at a pause, where a `checkpoint.save` file holds none.
+fn is_pause(bytes: &[u8]) -> bool {
+    // The envelope: a 32-byte header whose bytes 6..8 are the graph name's length, the name,
+    // then the JSON payload.
+    let Some(name_len) = bytes.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize) else { return false };
+    let Some(payload) = bytes.get(32 + name_len..) else { return false };
+    let Ok(Value::Object(payload)) = serde_json::from_slice::<Value>(payload) else { return false };
+    payload.get("pending").and_then(Value::as_array).is_some_and(|p| !p.is_empty())
+        || payload.get("pause").is_some_and(|p| !p.is_null())
+        || payload.get("nonce").is_some_and(|n| !n.is_null())
 }
 
 fn no_store(agent: &str, thread: &ThreadId) -> Error {

@@ -65,3 +65,9 @@ impl fmt::Display for LoadError {
 }
 
 impl std::error::Error for LoadError {}
+
+/// "; did you mean `x`?" for `word` among `known` (`tea_check::suggest`, as `graph!` picks), or
+/// nothing.
+pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> String {
+    tea_check::suggest(word, known).map(|k| format!("; did you mean `{k}`?")).unwrap_or_default()
+}

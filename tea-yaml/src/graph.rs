@@ -10,6 +10,7 @@ use minijinja::value::Value as Mj;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tea_runtime::__private::NodeStep;
 use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeId, NodeName, PauseFree, SyncGraph};
@@ -37,6 +38,9 @@ pub(crate) enum Tree {
     Template(TplId),
     List(Vec<Tree>),
     Map(Vec<(String, Tree)>),
+    /// An argument that sends a secret out (an API key, request headers): rendered with
+    /// `secrets` in its context. Nowhere else do templates see them.
+    Sending(Box<Tree>),
 }
 
 /// A condition: `when`, `condition`, a goto rule's `if`.
@@ -192,13 +196,16 @@ pub(crate) struct Inner {
     pub(crate) initial_state: Map<String, Value>,
 }
 
-/// What templates and conditions see: `state`, `variables`, `secrets`, `checkpoint` (`dir`,
+/// What templates and conditions see: `state`, `variables`, `secrets` (in [`Tree::Sending`]
+/// arguments only), `checkpoint` (`dir`,
 /// `last`) and, in an `output:` mapping, `result`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Scope {
     graph: YamlGraph,
     state: Mj,
     result: Option<Mj>,
+    /// Rendering an argument that sends secrets out ([`Tree::Sending`]): `secrets` is there.
+    secrets: bool,
 }
 
 impl minijinja::value::Object for Scope {
@@ -211,7 +218,7 @@ impl minijinja::value::Object for Scope {
         Some(match key.as_str()? {
             "state" => self.state.clone(),
             "variables" => inner.variables.clone(),
-            "secrets" => inner.secrets.clone(),
+            "secrets" if self.secrets => inner.secrets.clone(),
             "checkpoint" => {
                 let last = inner.last_checkpoint.lock().map(|l| l.clone()).unwrap_or_default();
                 let dir = inner.checkpoint_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
@@ -223,7 +230,10 @@ impl minijinja::value::Object for Scope {
     }
 
     fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
-        minijinja::value::Enumerator::Str(&["state", "variables", "secrets", "checkpoint", "result"])
+        if self.secrets {
+            return minijinja::value::Enumerator::Str(&["state", "variables", "secrets", "checkpoint", "result"]);
+        }
+        minijinja::value::Enumerator::Str(&["state", "variables", "checkpoint", "result"])
     }
 }
 
@@ -239,8 +249,11 @@ pub(crate) const MIN_SECRET_LEN: usize = 4;
 /// renders its arguments, then awaits the request without holding a thread); the graph the
 /// blocking API runs runs it with [`run`](Graph::run), which waits for the request on
 /// tea-yaml's own runtime.
+///
+/// A graph made for one async run also carries that run's cancel flag: when the caller drops
+/// the run, a `run:` block under way stops at its next instruction count.
 #[derive(Clone)]
-pub struct YamlGraph(pub(crate) Arc<Inner>, pub(crate) bool);
+pub struct YamlGraph(pub(crate) Arc<Inner>, pub(crate) bool, pub(crate) Option<Arc<AtomicBool>>);
 
 impl fmt::Debug for YamlGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -257,7 +270,13 @@ impl YamlGraph {
     /// for the blocking API.
     #[cfg(feature = "tokio")]
     pub(crate) fn driven(&self, asynchronous: bool) -> YamlGraph {
-        YamlGraph(self.0.clone(), asynchronous)
+        YamlGraph(self.0.clone(), asynchronous, None)
+    }
+
+    /// The same graph, whose `run:` blocks stop when `cancel` is set.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn cancelled_by(&self, cancel: Arc<AtomicBool>) -> YamlGraph {
+        YamlGraph(self.0.clone(), self.1, Some(cancel))
     }
 
     /// The name of the first secret whose value `value` holds somewhere.
@@ -420,14 +439,10 @@ impl YamlGraph {
                 Update::new()
             })
         };
-        let step = tea_runtime::__private::run_subgraph_mapped(
-            child.clone(),
-            &|_: &State| start.clone(),
-            &out,
-            state,
-            ctx,
-            hitl,
-        )?;
+        // The child's blocks stop with this run's.
+        let child = YamlGraph(child.0.clone(), child.1, self.2.clone());
+        let step =
+            tea_runtime::__private::run_subgraph_mapped(child, &|_: &State| start.clone(), &out, state, ctx, hitl)?;
         if let Some(e) = failed.lock().ok().and_then(|mut slot| slot.take()) {
             return Err(e.into());
         }
@@ -522,6 +537,7 @@ impl YamlGraph {
             graph: self.clone(),
             state: Mj::from_object(StateObject(state.shared().clone())),
             result: result.map(template::to_mj),
+            secrets: false,
         })
     }
 
@@ -530,6 +546,10 @@ impl YamlGraph {
         let templates = &self.0.templates;
         Ok(match tree {
             Tree::Literal(value) => value.clone(),
+            Tree::Sending(tree) => match ctx.downcast_object_ref::<Scope>() {
+                Some(scope) => self.render(tree, &Mj::from_object(Scope { secrets: true, ..scope.clone() }))?,
+                None => self.render(tree, ctx)?,
+            },
             Tree::Expr(id) => template::to_json(&templates.eval(*id, ctx)?)?,
             Tree::Template(id) => Value::String(templates.render(*id, ctx)?),
             Tree::List(items) => Value::Array(items.iter().map(|t| self.render(t, ctx)).collect::<Result<_, _>>()?),
@@ -699,7 +719,7 @@ impl YamlGraph {
         let inner = &self.0;
         Ok(match &def.exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
-            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared())?.map(Update::from_map),
+            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
             Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
                 let ctx = self.context(state, None);
@@ -709,7 +729,7 @@ impl YamlGraph {
             Exec::Action { name, action, with, output } => {
                 let args =
                     self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
-                let call = Call { graph: self, node: &def.name, state };
+                let call = Call { host: self, node: &def.name, state };
                 let result = actions::call(action, &call, &args)?;
                 Some(self.output(output, result, state)?)
             }
@@ -915,6 +935,36 @@ impl Graph for YamlGraph {
 
     fn keeps_update_on_pause(&self, node: NodeIx) -> bool {
         matches!(self.node(node).exec, Exec::Interrupt { .. })
+    }
+}
+
+impl actions::Host for YamlGraph {
+    fn base_dir(&self) -> &std::path::Path {
+        &self.0.base_dir
+    }
+
+    fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, tea_runtime::Error> {
+        tea_runtime::encode_checkpoint(self, node, state)
+    }
+
+    fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), tea_runtime::Error> {
+        tea_runtime::decode_checkpoint(self, bytes, source)
+    }
+
+    fn saved(&self, path: &str) {
+        if let Ok(mut last) = self.0.last_checkpoint.lock() {
+            *last = path.to_owned();
+        }
+    }
+
+    #[cfg(feature = "net")]
+    fn prepare_net(
+        &self,
+        action: crate::net::NetAction,
+        args: Value,
+        state: &State,
+    ) -> Result<crate::net::Call, BoxError> {
+        YamlGraph::prepare_net(self, action, args, state)
     }
 }
 

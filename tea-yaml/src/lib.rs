@@ -52,6 +52,7 @@ mod actions;
 mod agent;
 mod draw;
 mod error;
+mod files;
 mod graph;
 mod initial;
 mod items;
@@ -65,7 +66,9 @@ mod template;
 mod yaml;
 
 pub use actions::ActionFn;
-pub use agent::{Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT};
+pub use agent::{
+    Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT, DEFAULT_LUA_TIME_LIMIT,
+};
 pub use error::{LoadError, Problem};
 pub use graph::{NodeIx, YamlGraph};
 pub use load::StoreSpec;

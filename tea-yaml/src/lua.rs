@@ -15,20 +15,26 @@
 //! node with a message that says which limit it hit.
 
 use mlua::{
-    AnyUserData, Function, HookTriggers, Lua, LuaOptions, MetaMethod, StdLib, Table, UserData, UserDataMethods,
-    Value as LuaValue, VmState,
+    AnyUserData, Function, HookTriggers, Lua, LuaOptions, MetaMethod, MultiValue, StdLib, Table, UserData,
+    UserDataMethods, Value as LuaValue, VmState,
 };
 use serde_json::{Map, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 /// How often the instruction hook runs (instructions between two counts).
 const HOOK_EVERY: u32 = 1000;
 /// How deep a value returned from Lua may nest (a table that contains itself would not end).
 const MAX_DEPTH: usize = 64;
+
+/// How many steps of Lua's pattern matcher one instruction of the budget pays for: a pattern
+/// whose worst case on its subject is more than this many times the instructions left is
+/// refused before it runs (see [`pattern_cost`]).
+const PATTERN_STEPS_PER_INSTRUCTION: f64 = 16.0;
 
 /// The limits a block runs under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +43,75 @@ pub(crate) struct Limits {
     pub(crate) memory: usize,
     /// Instructions one block may run.
     pub(crate) instructions: u64,
+    /// How long one block may run.
+    pub(crate) time: Duration,
+}
+
+/// Why a block was stopped. Once set, every later count of the hook stops the block again, and
+/// the functions that catch errors (`pcall`, `xpcall`, `coroutine.resume`, `coroutine.close`)
+/// raise it again: no block can catch a limit and carry on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Instructions,
+    Memory,
+    Time,
+    Cancelled,
+}
+
+impl Stop {
+    /// The text of the Lua error that carries it.
+    fn marker(self) -> &'static str {
+        match self {
+            Stop::Instructions => "tea: instruction limit reached",
+            Stop::Memory => "tea: memory limit reached",
+            Stop::Time => "tea: time limit reached",
+            Stop::Cancelled => "tea: the run was cancelled",
+        }
+    }
+
+    fn error(self) -> mlua::Error {
+        mlua::Error::runtime(self.marker())
+    }
+}
+
+/// What the hook and the bounded library functions of a VM share with the call under way.
+#[derive(Default)]
+struct Watch {
+    /// Instructions left to the block under way.
+    budget: Cell<i64>,
+    /// When the block must stop.
+    deadline: Cell<Option<Instant>>,
+    /// Set by the caller to stop the block (a run that was dropped).
+    cancel: RefCell<Option<Arc<AtomicBool>>>,
+    stopped: Cell<Option<Stop>>,
+    /// The VM's memory limit, for the functions that size their result.
+    memory: Cell<usize>,
+}
+
+impl Watch {
+    fn stop(&self, why: Stop) -> mlua::Error {
+        self.stopped.set(Some(why));
+        why.error()
+    }
+
+    /// The check the hook makes every [`HOOK_EVERY`] instructions.
+    fn tick(&self, instructions: i64) -> mlua::Result<()> {
+        if let Some(why) = self.stopped.get() {
+            return Err(why.error());
+        }
+        let left = self.budget.get().saturating_sub(instructions);
+        self.budget.set(left);
+        if left < 0 {
+            return Err(self.stop(Stop::Instructions));
+        }
+        if self.deadline.get().is_some_and(|d| Instant::now() >= d) {
+            return Err(self.stop(Stop::Time));
+        }
+        if self.cancel.borrow().as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(self.stop(Stop::Cancelled));
+        }
+        Ok(())
+    }
 }
 
 /// The Lua blocks of one loaded agent.
@@ -62,6 +137,13 @@ struct Chunk {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChunkId(usize);
 
+impl ChunkId {
+    /// Its index among the agent's chunks.
+    pub(crate) fn index(self) -> usize {
+        self.0
+    }
+}
+
 static NEXT_AGENT: AtomicU64 = AtomicU64::new(1);
 
 impl Chunks {
@@ -81,7 +163,18 @@ impl Chunks {
         let padded = format!("{}{source}", "\n".repeat(first_line.saturating_sub(1)));
         let checker = Lua::new_with(StdLib::NONE, LuaOptions::default())
             .map_err(|e| (first_line, format!("Lua could not start: {e}")))?;
-        if let Err(error) = checker.load(&padded).set_name(format!("={file}")).into_function() {
+        // Text only: a block that starts like precompiled bytecode (ESC `Lua`) is refused.
+        let compiled =
+            checker.load(&padded).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function();
+        if let Some(line) = close_attribute(&padded) {
+            return Err((
+                line,
+                "Lua: to-be-closed variables (`<close>`) are not supported in `run:` blocks: their `__close` \
+                 can run where the block's limits do not reach"
+                    .to_owned(),
+            ));
+        }
+        if let Err(error) = compiled {
             let message = match &error {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
                 other => other.to_string(),
@@ -95,11 +188,12 @@ impl Chunks {
     }
 
     /// Runs chunk `id` on `state`: `Ok(None)` when it returns nothing (or an empty table),
-    /// `Ok(Some(keys))` for a table of keys to write.
+    /// `Ok(Some(keys))` for a table of keys to write. `cancel`: set, it stops the block.
     pub(crate) fn run(
         &self,
         id: ChunkId,
         state: &Arc<Map<String, Value>>,
+        cancel: Option<&Arc<AtomicBool>>,
     ) -> Result<Option<Map<String, Value>>, String> {
         VM.with(|cell| {
             let mut slot = cell.borrow_mut();
@@ -107,9 +201,29 @@ impl Chunks {
                 *slot = Some(Vm::new().map_err(|e| format!("Lua could not start: {e}"))?);
             }
             let Some(vm) = slot.as_mut() else { return Err("Lua could not start".to_owned()) };
-            vm.run(self, id, state)
+            *vm.watch.cancel.borrow_mut() = cancel.cloned();
+            let result = vm.run(self, id, state);
+            *vm.watch.cancel.borrow_mut() = None;
+            result
         })
     }
+}
+
+/// The line of the first `<close>` attribute (`local x <close> = …`) in `source`, if any.
+fn close_attribute(source: &str) -> Option<usize> {
+    let bytes = source.as_bytes();
+    let mut at = 0;
+    while let Some(found) = source[at..].find('<') {
+        let start = at + found;
+        let rest = source[start + 1..].trim_start();
+        if let Some(after) = rest.strip_prefix("close") {
+            if after.trim_start().starts_with('>') {
+                return Some(1 + bytes[..start].iter().filter(|b| **b == b'\n').count());
+            }
+        }
+        at = start + 1;
+    }
+    None
 }
 
 /// The file line a Lua message points at (`file:12: …`).
@@ -129,8 +243,8 @@ struct Vm {
     base: Table,
     /// The `state` userdata, pointed at the state of the call under way.
     state: AnyUserData,
-    /// Instructions left to the block under way.
-    budget: Rc<Cell<i64>>,
+    /// The limits of the block under way, shared with the hook.
+    watch: Rc<Watch>,
     limits: Option<Limits>,
     agents: HashMap<u64, AgentVm>,
 }
@@ -201,9 +315,6 @@ impl Vm {
         ] {
             base.set(name, globals.get::<LuaValue>(name)?)?;
         }
-        for library in ["string", "table", "math", "utf8", "coroutine"] {
-            base.set(library, read_only(&lua, globals.get::<Table>(library)?)?)?;
-        }
         let print = lua.create_function(|_, args: mlua::MultiValue| {
             let parts: Vec<String> = args.iter().map(|v| v.to_string().unwrap_or_else(|_| "?".into())).collect();
             eprintln!("{}", parts.join("\t"));
@@ -214,17 +325,18 @@ impl Vm {
         base.set("state", &state)?;
         // The string metatable's `__index` is the real string library: hide it.
         lua.load("getmetatable('').__metatable = false").set_name("=tea").exec()?;
-        let budget = Rc::new(Cell::new(i64::MAX));
-        let counter = budget.clone();
+        let watch = Rc::new(Watch::default());
+        watch.budget.set(i64::MAX);
+        let hook = watch.clone();
         lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), move |_, _| {
-            let left = counter.get() - i64::from(HOOK_EVERY);
-            counter.set(left);
-            if left < 0 {
-                return Err(mlua::Error::runtime(INSTRUCTION_LIMIT));
-            }
+            hook.tick(i64::from(HOOK_EVERY))?;
             Ok(VmState::Continue)
         })?;
-        Ok(Vm { lua, base, state, budget, limits: None, agents: HashMap::new() })
+        bound(&lua, &globals, &base, &watch)?;
+        for library in ["string", "table", "math", "utf8", "coroutine"] {
+            base.set(library, read_only(&lua, globals.get::<Table>(library)?)?)?;
+        }
+        Ok(Vm { lua, base, state, watch, limits: None, agents: HashMap::new() })
     }
 
     fn run(
@@ -244,7 +356,10 @@ impl Vm {
         };
         let outcome = (|| -> mlua::Result<LuaValue> {
             self.state.borrow_mut::<MapView>()?.0 = Some(state.clone());
-            self.budget.set(i64::try_from(chunks.limits.instructions).unwrap_or(i64::MAX));
+            self.watch.budget.set(i64::try_from(chunks.limits.instructions).unwrap_or(i64::MAX));
+            self.watch.deadline.set(Instant::now().checked_add(chunks.limits.time));
+            self.watch.memory.set(chunks.limits.memory);
+            self.watch.stopped.set(None);
             let result = function.call::<LuaValue>(());
             // The state's map is shared again only with its owner (so applying the update
             // copies nothing).
@@ -259,10 +374,18 @@ impl Vm {
             }
             result
         })();
-        match outcome {
-            Ok(value) => from_result(value),
+        let result = match outcome {
+            Ok(value) => match self.watch.stopped.get() {
+                // Stopped, though the block returned (a limit hit inside a finalizer, say).
+                Some(why) => Err(self.explain(why.error(), chunks)),
+                None => from_result(value, chunks.limits.memory),
+            },
             Err(error) => Err(self.explain(error, chunks)),
-        }
+        };
+        // Nothing runs on the budget of a finished block (a finalizer the collector runs later
+        // starts stopped), until the next block resets it.
+        self.watch.stopped.set(Some(self.watch.stopped.get().unwrap_or(Stop::Instructions)));
+        result
     }
 
     /// Makes sure chunk `id` of `chunks` is compiled in this VM, with its agent's environment.
@@ -298,6 +421,7 @@ impl Vm {
                 .lua
                 .load(&chunk.source)
                 .set_name(format!("={}", chunk.file))
+                .set_mode(mlua::chunk::ChunkMode::Text)
                 .set_environment(agent.env.clone())
                 .into_function()?;
             agent.functions[id.0] = Some(function);
@@ -307,13 +431,27 @@ impl Vm {
 
     fn explain(&self, error: mlua::Error, chunks: &Chunks) -> String {
         let text = root_message(&error);
-        if text.contains(INSTRUCTION_LIMIT) {
+        let stopped = self.watch.stopped.get();
+        if stopped == Some(Stop::Instructions) || text.contains(Stop::Instructions.marker()) {
             return format!(
                 "the Lua block ran over its instruction limit of {} instructions (Engine::lua_instruction_limit)",
                 chunks.limits.instructions
             );
         }
-        if matches!(root(&error), mlua::Error::MemoryError(_)) || text.contains("not enough memory") {
+        if stopped == Some(Stop::Time) || text.contains(Stop::Time.marker()) {
+            return format!(
+                "the Lua block ran over its time limit of {:?} (Engine::lua_time_limit)",
+                chunks.limits.time
+            );
+        }
+        if stopped == Some(Stop::Cancelled) || text.contains(Stop::Cancelled.marker()) {
+            return "the Lua block was stopped: its run was cancelled (the caller dropped it)".to_owned();
+        }
+        if stopped == Some(Stop::Memory)
+            || matches!(root(&error), mlua::Error::MemoryError(_))
+            || text.contains("not enough memory")
+            || text.contains(Stop::Memory.marker())
+        {
             // Free what the failed block left behind before the next one runs.
             let _ = self.lua.gc_collect();
             return format!(
@@ -335,7 +473,222 @@ impl Vm {
     }
 }
 
-const INSTRUCTION_LIMIT: &str = "tea: instruction limit reached";
+/// Makes the VM's catchers and looping library functions keep to the block's limits:
+/// `pcall`, `xpcall`, `coroutine.resume` and `coroutine.close` raise a stopped block's error
+/// again; `string.rep` and `table.move` size their work first; the pattern functions refuse a
+/// pattern whose backtracking could outrun the instructions left.
+fn bound(lua: &Lua, globals: &Table, base: &Table, watch: &Rc<Watch>) -> mlua::Result<()> {
+    // After a protected call: a stopped block, or a memory error (which the VM's allocator
+    // raises), is raised again, so no catcher can swallow it.
+    let w = watch.clone();
+    let check = lua.create_function(move |_, results: MultiValue| {
+        if let Some(why) = w.stopped.get() {
+            return Err(why.error());
+        }
+        if let (Some(LuaValue::Boolean(false)), Some(error)) = (results.front(), results.get(1)) {
+            let memory = match error {
+                LuaValue::String(s) => s.to_str().is_ok_and(|s| s.contains("not enough memory")),
+                LuaValue::Error(e) => matches!(root(e), mlua::Error::MemoryError(_)),
+                _ => false,
+            };
+            if memory {
+                return Err(w.stop(Stop::Memory));
+            }
+        }
+        Ok(results)
+    })?;
+    let coroutine: Table = globals.get("coroutine")?;
+    let wrap: (Function, Function, Function, Function) = lua
+        .load(
+            "local check, pcall, xpcall, resume, close = ...
+             return function(...) return check(pcall(...)) end,
+                    function(...) return check(xpcall(...)) end,
+                    function(...) return check(resume(...)) end,
+                    function(...) return check(close(...)) end",
+        )
+        .set_name("=tea")
+        .call((
+            check,
+            globals.get::<Function>("pcall")?,
+            globals.get::<Function>("xpcall")?,
+            coroutine.get::<Function>("resume")?,
+            coroutine.get::<Function>("close")?,
+        ))?;
+    // `__gc` finalizers run with the VM's hooks off, where no limit reaches them: a metatable
+    // with one is refused (an object is marked for finalization only when its metatable has
+    // `__gc` as it is set).
+    let guarded: Function = lua
+        .load(
+            "local setmetatable, rawget, type, error = ...
+             return function(t, mt)
+                 if type(mt) == 'table' and rawget(mt, '__gc') ~= nil then
+                     error('`__gc` finalizers are not run in `run:` blocks', 2)
+                 end
+                 return setmetatable(t, mt)
+             end",
+        )
+        .set_name("=tea")
+        .call((
+            globals.get::<Function>("setmetatable")?,
+            globals.get::<Function>("rawget")?,
+            globals.get::<Function>("type")?,
+            globals.get::<Function>("error")?,
+        ))?;
+    base.set("setmetatable", guarded)?;
+    base.set("pcall", wrap.0)?;
+    base.set("xpcall", wrap.1)?;
+    coroutine.set("resume", wrap.2)?;
+    coroutine.set("close", wrap.3)?;
+
+    // `string.rep`: its result sized against the memory limit before it is built, and paid
+    // for; an empty result returned at once (the C loop would run `n` times for nothing).
+    let string: Table = globals.get("string")?;
+    let rep: Function = string.get("rep")?;
+    let w = watch.clone();
+    let bounded_rep =
+        lua.create_function(move |lua, (s, n, sep): (mlua::LuaString, mlua::Integer, Option<mlua::LuaString>)| {
+            let unit = s.as_bytes().len() as i128;
+            let sep_len = sep.as_ref().map_or(0, |sep| sep.as_bytes().len()) as i128;
+            let total = if n <= 0 { 0 } else { i128::from(n) * (unit + sep_len) - sep_len };
+            if total <= 0 {
+                return lua.create_string("");
+            }
+            let memory = w.memory.get() as i128;
+            if total > memory {
+                return Err(mlua::Error::runtime(format!(
+                    "string.rep: the result would be {total} bytes, over the Lua memory limit of {memory} bytes"
+                )));
+            }
+            w.tick((total / 64) as i64)?;
+            rep.call::<mlua::LuaString>((s, n, sep))
+        })?;
+    string.set("rep", bounded_rep)?;
+
+    // `table.move`: one instruction of the budget per element, paid before it moves.
+    let table: Table = globals.get("table")?;
+    let move_: Function = table.get("move")?;
+    let w = watch.clone();
+    let bounded_move = lua.create_function(move |_, args: MultiValue| {
+        let int = |i: usize| match args.get(i) {
+            Some(LuaValue::Integer(n)) => Some(*n),
+            Some(LuaValue::Number(f)) if f.fract() == 0.0 => Some(*f as i64),
+            _ => None,
+        };
+        if let (Some(f), Some(e)) = (int(1), int(2)) {
+            let count = i128::from(e) - i128::from(f) + 1;
+            if count > 0 {
+                w.tick(i64::try_from(count).unwrap_or(i64::MAX))?;
+            }
+        }
+        move_.call::<MultiValue>(args)
+    })?;
+    table.set("move", bounded_move)?;
+
+    // The pattern functions: refused when the worst case of the pattern on the subject is
+    // beyond the instructions left; the subject's length is paid for.
+    for (name, pattern_at, anchors) in [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, false)]
+    {
+        let original: Function = string.get(name)?;
+        let w = watch.clone();
+        let bounded = lua.create_function(move |_, args: MultiValue| {
+            let plain =
+                name == "find" && args.get(3).is_some_and(|p| !matches!(p, LuaValue::Nil | LuaValue::Boolean(false)));
+            if let (Some(LuaValue::String(subject)), Some(LuaValue::String(pattern)), false) =
+                (args.front(), args.get(pattern_at), plain)
+            {
+                let len = subject.as_bytes().len();
+                let cost = pattern_cost(&pattern.as_bytes(), len, anchors);
+                let left = w.budget.get().max(0) as f64 * PATTERN_STEPS_PER_INSTRUCTION;
+                if cost > left {
+                    return Err(mlua::Error::runtime(format!(
+                        "string.{name}: the pattern `{}` could take about {cost:.0e} steps on a subject of {len} \
+                         bytes (it backtracks), more than the instruction budget left allows; match a shorter \
+                         subject or use fewer `*`, `+`, `-` in the pattern",
+                        String::from_utf8_lossy(&pattern.as_bytes())
+                    )));
+                }
+                w.tick((len / 16) as i64)?;
+            }
+            original.call::<MultiValue>(args)
+        })?;
+        string.set(name, bounded)?;
+    }
+    Ok(())
+}
+
+/// The worst-case steps of Lua's backtracking matcher for `pattern` on a subject of `len`
+/// bytes: each `*`, `+` or `-` that something follows can try every length (a factor `len + 1`
+/// each), each `?` two ways, and an unanchored search every start (`anchors`: the function
+/// honours a leading `^`). A quantifier at the pattern's end tries one length and succeeds.
+pub(crate) fn pattern_cost(pattern: &[u8], len: usize, anchors: bool) -> f64 {
+    let mut i = 0;
+    let anchored = anchors && pattern.first() == Some(&b'^');
+    if anchored {
+        i = 1;
+    }
+    // Per item: its quantifier, if any.
+    let mut items: Vec<Option<u8>> = Vec::new();
+    while i < pattern.len() {
+        match pattern[i] {
+            b'(' | b')' => {
+                i += 1;
+                continue;
+            }
+            b'$' if i + 1 == pattern.len() => break,
+            b'%' => match pattern.get(i + 1) {
+                Some(b'b') => {
+                    i += 4;
+                    items.push(None);
+                    continue;
+                }
+                Some(b'f') => {
+                    i = skip_set(pattern, i + 2);
+                    continue;
+                }
+                _ => i += 2,
+            },
+            b'[' => i = skip_set(pattern, i),
+            _ => i += 1,
+        }
+        match pattern.get(i) {
+            Some(&q @ (b'*' | b'+' | b'-' | b'?')) => {
+                items.push(Some(q));
+                i += 1;
+            }
+            _ => items.push(None),
+        }
+    }
+    let last = items.len().saturating_sub(1);
+    let mut cost = if anchored { 1.0 } else { len as f64 + 1.0 };
+    for (k, item) in items.iter().enumerate() {
+        match item {
+            Some(b'?') => cost *= 2.0,
+            Some(_) if k < last => cost *= len as f64 + 1.0,
+            _ => {}
+        }
+    }
+    cost
+}
+
+/// The index just past the set `[…]` that starts at `start` (or past the end).
+fn skip_set(pattern: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    if pattern.get(i) == Some(&b'^') {
+        i += 1;
+    }
+    // A `]` first is a member, not the end.
+    if pattern.get(i) == Some(&b']') {
+        i += 1;
+    }
+    while i < pattern.len() {
+        match pattern[i] {
+            b'%' => i += 2,
+            b']' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    i
+}
 
 fn root(error: &mlua::Error) -> &mlua::Error {
     match error {
@@ -397,7 +750,10 @@ fn to_lua(lua: &Lua, value: &Value) -> mlua::Result<LuaValue> {
 }
 
 /// What a block returned: nil or `{}` writes nothing; a table with string keys writes them.
-fn from_result(value: LuaValue) -> Result<Option<Map<String, Value>>, String> {
+/// The conversion counts what it builds against `memory` bytes (a table referenced twice is
+/// counted twice, as it is copied twice).
+fn from_result(value: LuaValue, memory: usize) -> Result<Option<Map<String, Value>>, String> {
+    let mut budget = memory;
     match value {
         LuaValue::Nil => Ok(None),
         LuaValue::Table(table) => {
@@ -412,7 +768,7 @@ fn from_result(value: LuaValue) -> Result<Option<Map<String, Value>>, String> {
                     ));
                 };
                 let key = key.to_str().map_err(|e| e.to_string())?.to_owned();
-                let value = to_json(&value, 0).map_err(|e| format!("key `{key}`: {e}"))?;
+                let value = to_json(&value, 0, &mut budget).map_err(|e| format!("key `{key}`: {e}"))?;
                 out.insert(key, value);
             }
             Ok(if out.is_empty() { None } else { Some(out) })
@@ -425,12 +781,24 @@ fn from_result(value: LuaValue) -> Result<Option<Map<String, Value>>, String> {
     }
 }
 
+/// About what one JSON value costs besides its text, for the conversion's budget.
+const JSON_VALUE_COST: usize = 32;
+
 /// Lua to JSON: a table whose keys are exactly 1..n is a list, any other table an object (an
-/// empty table is an empty object).
-fn to_json(value: &LuaValue, depth: usize) -> Result<Value, String> {
+/// empty table is an empty object). Each value built is paid from `budget` (bytes).
+fn to_json(value: &LuaValue, depth: usize, budget: &mut usize) -> Result<Value, String> {
     if depth > MAX_DEPTH {
         return Err(format!("the value nests deeper than {MAX_DEPTH} tables (does a table contain itself?)"));
     }
+    let text = match value {
+        LuaValue::String(s) => s.as_bytes().len(),
+        _ => 0,
+    };
+    *budget = budget.checked_sub(JSON_VALUE_COST + text).ok_or_else(|| {
+        "the value is larger than the Lua memory limit once converted (a table or string used many times \
+         counts each time; Engine::lua_memory_limit)"
+            .to_owned()
+    })?;
     Ok(match value {
         LuaValue::Nil => Value::Null,
         LuaValue::Boolean(b) => Value::Bool(*b),
@@ -453,7 +821,7 @@ fn to_json(value: &LuaValue, depth: usize) -> Result<Value, String> {
                 let mut items = vec![Value::Null; len];
                 for (key, item) in &pairs {
                     if let LuaValue::Integer(i) = key {
-                        items[*i as usize - 1] = to_json(item, depth + 1)?;
+                        items[*i as usize - 1] = to_json(item, depth + 1, budget)?;
                     }
                 }
                 Value::Array(items)
@@ -465,7 +833,8 @@ fn to_json(value: &LuaValue, depth: usize) -> Result<Value, String> {
                         LuaValue::Integer(i) => i.to_string(),
                         other => return Err(format!("a table key of type {} has no JSON form", other.type_name())),
                     };
-                    map.insert(key, to_json(item, depth + 1)?);
+                    *budget = budget.checked_sub(key.len()).ok_or("the value is larger than the Lua memory limit")?;
+                    map.insert(key, to_json(item, depth + 1, budget)?);
                 }
                 Value::Object(map)
             }
@@ -482,7 +851,7 @@ mod tests {
     fn chunks() -> Chunks {
         let vars = json!({"threshold": 10});
         let Value::Object(vars) = vars else { unreachable!() };
-        Chunks::new(Arc::new(vars), Limits { memory: 16 << 20, instructions: 1_000_000 })
+        Chunks::new(Arc::new(vars), Limits { memory: 16 << 20, instructions: 1_000_000, time: Duration::from_secs(10) })
     }
 
     fn state(v: Value) -> Arc<Map<String, Value>> {
@@ -496,10 +865,10 @@ mod tests {
         let id = c
             .add("a.yaml", 1, "return { n = (state.n or 0) + variables.threshold, l = {1, 2}, o = {a = true} }")
             .unwrap();
-        let out = c.run(id, &state(json!({"n": 1}))).unwrap().unwrap();
+        let out = c.run(id, &state(json!({"n": 1})), None).unwrap().unwrap();
         assert_eq!(Value::Object(out), json!({"n": 11, "l": [1, 2], "o": {"a": true}}));
         let none = c.add("a.yaml", 1, "return {}").unwrap();
-        assert_eq!(c.run(none, &state(json!({}))).unwrap(), None);
+        assert_eq!(c.run(none, &state(json!({})), None).unwrap(), None);
     }
 
     #[test]
@@ -514,13 +883,13 @@ mod tests {
             "return debug.traceback()",
         ] {
             let id = c.add("a.yaml", 1, code).unwrap();
-            let err = c.run(id, &state(json!({}))).unwrap_err();
+            let err = c.run(id, &state(json!({})), None).unwrap_err();
             assert!(err.contains("nil"), "{code}: {err}");
         }
         let id = c.add("a.yaml", 1, "state.x = 1").unwrap();
-        assert!(c.run(id, &state(json!({}))).unwrap_err().contains("read-only"));
+        assert!(c.run(id, &state(json!({})), None).unwrap_err().contains("read-only"));
         let id = c.add("a.yaml", 1, "string.upper = nil").unwrap();
-        assert!(c.run(id, &state(json!({}))).unwrap_err().contains("read-only"));
+        assert!(c.run(id, &state(json!({})), None).unwrap_err().contains("read-only"));
         // No way around the proxies to the tables other blocks share.
         for escape in [
             "rawset(string, 'upper', nil)",
@@ -529,29 +898,29 @@ mod tests {
             "setmetatable(string, {})",
         ] {
             let id = c.add("a.yaml", 1, escape).unwrap();
-            assert!(c.run(id, &state(json!({}))).is_err(), "{escape}");
+            assert!(c.run(id, &state(json!({})), None).is_err(), "{escape}");
         }
         let upper = c.add("a.yaml", 1, "return { u = string.upper('x'), m = ('y'):upper() }").unwrap();
-        assert_eq!(Value::Object(c.run(upper, &state(json!({}))).unwrap().unwrap()), json!({"u": "X", "m": "Y"}));
+        assert_eq!(Value::Object(c.run(upper, &state(json!({})), None).unwrap().unwrap()), json!({"u": "X", "m": "Y"}));
         // Globals do not outlive a call.
         let set = c.add("a.yaml", 1, "leak = 1 return {}").unwrap();
         let get = c.add("a.yaml", 1, "return { seen = leak }").unwrap();
-        c.run(set, &state(json!({}))).unwrap();
-        assert_eq!(c.run(get, &state(json!({}))).unwrap(), None);
+        c.run(set, &state(json!({})), None).unwrap();
+        assert_eq!(c.run(get, &state(json!({})), None).unwrap(), None);
     }
 
     #[test]
     fn limits_fail_the_block_with_a_message_that_says_which() {
         let mut c = chunks();
         let spin = c.add("a.yaml", 1, "while true do end").unwrap();
-        assert!(c.run(spin, &state(json!({}))).unwrap_err().contains("instruction limit of 1000000"));
+        assert!(c.run(spin, &state(json!({})), None).unwrap_err().contains("instruction limit of 1000000"));
         let hog =
             c.add("a.yaml", 1, "local t = {} for i = 1, 10000000 do t[i] = string.rep('x', 100) .. i end").unwrap();
-        let err = c.run(hog, &state(json!({}))).unwrap_err();
+        let err = c.run(hog, &state(json!({})), None).unwrap_err();
         assert!(err.contains("out of memory") || err.contains("instruction limit"), "{err}");
         // The VM still works afterwards.
         let ok = c.add("a.yaml", 1, "return { ok = true }").unwrap();
-        assert!(c.run(ok, &state(json!({}))).unwrap().is_some());
+        assert!(c.run(ok, &state(json!({})), None).unwrap().is_some());
     }
 
     #[test]
@@ -560,9 +929,113 @@ mod tests {
         let (line, message) = c.add("agent.yaml", 7, "local x = 1\nreturn {x = }").unwrap_err();
         assert_eq!(line, 8, "{message}");
         let id = c.add("agent.yaml", 3, "local t = nil\nreturn t.x").unwrap();
-        let err = c.run(id, &state(json!({}))).unwrap_err();
+        let err = c.run(id, &state(json!({})), None).unwrap_err();
         assert!(err.contains("agent.yaml:4:"), "{err}");
         let bad = c.add("agent.yaml", 1, "return 5").unwrap();
-        assert!(c.run(bad, &state(json!({}))).unwrap_err().contains("must return a table"));
+        assert!(c.run(bad, &state(json!({})), None).unwrap_err().contains("must return a table"));
+    }
+
+    fn quick(c: &mut Chunks, code: &str) -> (Result<Option<Map<String, Value>>, String>, std::time::Duration) {
+        let id = c.add("a.yaml", 1, code).unwrap();
+        let began = Instant::now();
+        let result = c.run(id, &state(json!({})), None);
+        (result, began.elapsed())
+    }
+
+    #[test]
+    fn a_limit_cannot_be_caught_and_the_vm_works_afterwards() {
+        let mut c = chunks();
+        for code in [
+            "while true do pcall(function() while true do end end) end",
+            "while true do xpcall(function() while true do end end, function(e) return e end) end",
+            "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+            "while true do pcall(tostring, setmetatable({}, { __tostring = function() while true do end end })) end",
+            "while true do pcall(function() setmetatable({}, { __gc = function() while true do end end }) end) end",
+            "local ok = pcall(function() while true do end end) return { caught = ok }",
+        ] {
+            eprintln!("{code}");
+            let (result, took) = quick(&mut c, code);
+            let err = result.unwrap_err();
+            assert!(err.contains("instruction limit of 1000000"), "{code}: {err}");
+            assert!(took < std::time::Duration::from_secs(5), "{code}: {took:?}");
+        }
+        let (result, _) =
+            quick(&mut c, "while true do pcall(function() local t = {} for i = 1, 1e9 do t[i] = {} end end) end");
+        assert!(result.unwrap_err().contains("out of memory"));
+        let (ok, _) = quick(&mut c, "return { ok = pcall(error, 'x') == false }");
+        assert_eq!(Value::Object(ok.unwrap().unwrap()), json!({ "ok": true }));
+    }
+
+    #[test]
+    fn a_wall_clock_deadline_stops_a_block_with_instructions_left() {
+        let mut c = Chunks::new(
+            Arc::new(Map::new()),
+            Limits { memory: 16 << 20, instructions: u64::MAX, time: Duration::from_millis(200) },
+        );
+        let (result, took) = quick(&mut c, "while true do pcall(function() while true do end end) end");
+        assert!(result.unwrap_err().contains("time limit of 200ms"));
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        let cancel = Arc::new(AtomicBool::new(true));
+        let id = c.add("a.yaml", 1, "while true do end").unwrap();
+        let err = c.run(id, &state(json!({})), Some(&cancel)).unwrap_err();
+        assert!(err.contains("cancelled"), "{err}");
+    }
+
+    #[test]
+    fn library_functions_that_loop_or_allocate_keep_to_the_limits() {
+        let mut c = chunks();
+        let (ok, took) = quick(&mut c, "return { n = #string.rep('', math.maxinteger) + #('x'):rep(3, ',') }");
+        assert_eq!(Value::Object(ok.unwrap().unwrap()), json!({ "n": 5 }));
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        for (code, says) in [
+            ("return { s = string.rep('x', math.maxinteger) }", "over the Lua memory limit"),
+            ("return { s = ('x'):rep(1 << 40, 'yy') }", "over the Lua memory limit"),
+            ("table.move({}, 1, math.maxinteger, 2)", "instruction limit"),
+            ("return { r = string.rep('a', 40):find(string.rep('.-', 12) .. 'b') }", "backtracks"),
+            ("return { r = (string.rep('a', 40)):match(string.rep('(.-)', 12) .. 'b') }", "backtracks"),
+            ("for w in string.rep('a', 5000):gmatch('a*a*a*b') do end", "backtracks"),
+            ("return { r = string.rep('a ', 50000):gsub('%s*(.-)%s*x', '') }", "backtracks"),
+        ] {
+            let (result, took) = quick(&mut c, code);
+            let err = result.unwrap_err();
+            assert!(err.contains(says), "{code}: {err}");
+            assert!(took < Duration::from_secs(5), "{code}: {took:?}");
+        }
+        // Ordinary patterns on ordinary text run.
+        let text = "  the quick brown fox  ".repeat(50);
+        let code = format!(
+            "local s = '{text}' return {{ t = #(s:match('^%s*(.-)%s*$')), n = select(2, s:gsub('%s+', ' ')), \
+             w = s:find('brown', 1, true) > 0, k = s:match('(%w+) fox') }}"
+        );
+        let (ok, _) = quick(&mut c, &code);
+        let ok = Value::Object(ok.unwrap().unwrap());
+        assert_eq!(ok["k"], "brown", "{ok}");
+    }
+
+    #[test]
+    fn a_returned_value_is_converted_within_the_memory_limit() {
+        let mut c = chunks();
+        for code in [
+            "local t = {} for i = 1, 60 do t = { t, t } end return { t = t }",
+            "local s = string.rep('x', 8 << 20 >> 2) local l = {} for i = 1, 2000 do l[i] = s end return { l = l }",
+        ] {
+            let (result, took) = quick(&mut c, code);
+            let err = result.unwrap_err();
+            assert!(err.contains("larger than the Lua memory limit"), "{code}: {err}");
+            assert!(took < Duration::from_secs(5), "{code}: {took:?}");
+        }
+    }
+
+    #[test]
+    fn precompiled_chunks_and_code_that_runs_where_no_limit_reaches_are_refused() {
+        let mut c = chunks();
+        let (_, message) = c.add("a.yaml", 1, "\x1bLua\x54\x00return {}").unwrap_err();
+        assert!(message.contains("binary") || message.contains("text"), "{message}");
+        let (line, message) = c.add("a.yaml", 4, "local a = 1\nlocal x < close > = setmetatable({}, {})").unwrap_err();
+        assert!(message.contains("`<close>`") && line == 5, "{line}: {message}");
+        let (result, _) = quick(&mut c, "setmetatable({}, { __gc = function() end })");
+        assert!(result.unwrap_err().contains("`__gc`"));
+        let (ok, _) = quick(&mut c, "return { n = getmetatable(setmetatable({}, { __index = {} })) ~= nil }");
+        assert_eq!(Value::Object(ok.unwrap().unwrap()), json!({ "n": true }));
     }
 }

@@ -82,6 +82,16 @@ impl NetAction {
         }
     }
 
+    /// The arguments that send a secret out, so the only ones whose templates may read
+    /// `secrets`: an API key, request headers and query, a webhook's address and headers.
+    pub(crate) fn sending_keys(self) -> &'static [&'static str] {
+        match self {
+            NetAction::LlmCall => &["api_key"],
+            NetAction::HttpGet | NetAction::HttpPost => &["headers", "query"],
+            NetAction::Notify => &["url", "headers"],
+        }
+    }
+
     /// The `settings:` section whose keys are its defaults.
     pub(crate) fn section(self) -> Option<Section> {
         match self {
@@ -125,7 +135,7 @@ pub(crate) fn prepare(action: NetAction, args: Value, key: Option<String>) -> Re
         return Err(format!("{what}: `with:` must be a mapping of arguments, not {}", crate::state::describe(&args)));
     };
     if let Some(unknown) = args.keys().find(|k| !action.keys().contains(&k.as_str())) {
-        let hint = crate::load::suggest(unknown, action.keys().iter().copied());
+        let hint = crate::error::suggest(unknown, action.keys().iter().copied());
         return Err(format!("{what}: unknown argument `{unknown}`{hint}; it takes {}", action.keys().join(", ")));
     }
     let retry = retry_arg(what, &args)?;

@@ -15,6 +15,13 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// The fuel of one evaluation or rendering: minijinja spends one per instruction and one per
+/// 64 bytes it allocates or writes, so a loop that does not end, or one that builds a huge
+/// string, stops with an error.
+pub(crate) const FUEL: u64 = 1_000_000;
+/// The most text one template renders: 8 MiB.
+pub(crate) const MAX_OUTPUT: usize = 8 << 20;
+
 /// A compiled expression, by index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ExprId(usize);
@@ -41,12 +48,15 @@ pub(crate) struct Builder {
     env: Environment<'static>,
     exprs: Vec<String>,
     templates: usize,
+    /// The last expression or template compiled reads the variable `secrets`.
+    reads_secrets: bool,
 }
 
 impl Builder {
     pub(crate) fn new() -> Self {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Lenient);
+        env.set_fuel(Some(FUEL));
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
         env.add_filter("json", |value: &Mj| -> Result<String, minijinja::Error> {
             serde_json::to_string(value).map_err(|e| {
@@ -59,12 +69,13 @@ impl Builder {
             })?;
             Ok(to_mj(&value))
         });
-        Builder { env, exprs: Vec::new(), templates: 0 }
+        Builder { env, exprs: Vec::new(), templates: 0, reads_secrets: false }
     }
 
     /// Compiles `source` as an expression; `Err(message)` if it does not parse.
     pub(crate) fn expr(&mut self, source: &str) -> Result<ExprId, String> {
-        self.env.compile_expression(source).map_err(|e| describe(&e))?;
+        let compiled = self.env.compile_expression(source).map_err(|e| describe(&e))?;
+        self.reads_secrets = compiled.undeclared_variables(false).contains("secrets") || names_secrets(source);
         self.exprs.push(source.to_owned());
         Ok(ExprId(self.exprs.len() - 1))
     }
@@ -73,12 +84,20 @@ impl Builder {
     pub(crate) fn template(&mut self, source: &str) -> Result<TplId, String> {
         let id = self.templates;
         self.env.add_template_owned(format!("#{id}"), source.to_owned()).map_err(|e| describe(&e))?;
+        self.reads_secrets =
+            self.env.get_template(&format!("#{id}")).is_ok_and(|t| t.undeclared_variables(false).contains("secrets"))
+                || names_secrets(source);
         self.templates += 1;
         Ok(TplId(id))
     }
 
+    /// Whether the last expression or template compiled reads `secrets`.
+    pub(crate) fn take_reads_secrets(&mut self) -> bool {
+        std::mem::take(&mut self.reads_secrets)
+    }
+
     pub(crate) fn finish(self) -> Result<Templates, String> {
-        let Builder { env, exprs, templates } = self;
+        let Builder { env, exprs, templates, .. } = self;
         let cell = Cell::try_new(env, |env| -> Result<Compiled<'_>, String> {
             let exprs = exprs
                 .into_iter()
@@ -110,14 +129,52 @@ impl Templates {
         self.cell.with_dependent(|_, compiled| compiled.exprs[id.0].eval(ctx.clone()).map_err(|e| describe(&e)))
     }
 
-    /// Renders template `id` in `ctx`.
+    /// Renders template `id` in `ctx`, at most [`MAX_OUTPUT`] bytes of it.
     pub(crate) fn render(&self, id: TplId, ctx: &Mj) -> Result<String, String> {
-        self.cell.with_dependent(|_, compiled| compiled.templates[id.0].render(ctx.clone()).map_err(|e| describe(&e)))
+        self.cell.with_dependent(|_, compiled| {
+            let mut out = Bounded(Vec::new());
+            compiled.templates[id.0].render_captured_to(ctx.clone(), &mut out).map_err(|e| describe(&e))?;
+            String::from_utf8(out.0).map_err(|e| format!("the template wrote text that is not UTF-8: {e}"))
+        })
+    }
+}
+
+/// Whether `source` has the word `secrets` (not inside a longer name): what minijinja's own
+/// analysis of the variables read might miss (a slice, say), the text does not.
+fn names_secrets(source: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    source.match_indices("secrets").any(|(at, _)| {
+        !source[..at].chars().next_back().is_some_and(word) && !source[at + 7..].chars().next().is_some_and(word)
+    })
+}
+
+/// A writer that refuses to hold more than [`MAX_OUTPUT`] bytes.
+struct Bounded(Vec<u8>);
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_OUTPUT {
+            return Err(std::io::Error::other(format!(
+                "the template renders more than {MAX_OUTPUT} bytes (the limit)"
+            )));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
 /// A minijinja error with its detail and the causes it chains.
 fn describe(error: &minijinja::Error) -> String {
+    if error.kind() == minijinja::ErrorKind::OutOfFuel {
+        return format!(
+            "the template ran over its limit of {FUEL} steps (each instruction and each 64 bytes it builds or \
+             writes is one): does a loop run too long, or build too much text?"
+        );
+    }
     let mut out = match error.detail() {
         Some(detail) => format!("{}: {detail}", error.kind()),
         None => error.kind().to_string(),

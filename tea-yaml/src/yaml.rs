@@ -8,6 +8,15 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde_json::Value;
 use std::collections::HashMap;
 
+/// How deep collections may nest in an agent file (a list in a mapping in a list …).
+pub(crate) const MAX_DEPTH: usize = 128;
+/// How many values (scalars, lists, mappings) a file may hold once its aliases are expanded.
+pub(crate) const MAX_VALUES: usize = 1_000_000;
+/// How many bytes of scalar text a file may hold once its aliases are expanded.
+pub(crate) const MAX_TEXT: usize = 64 << 20;
+/// How many keys one mapping may have.
+pub(crate) const MAX_KEYS: usize = 100_000;
+
 /// A position in the file: 1-based line and column.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Pos {
@@ -109,7 +118,8 @@ pub(crate) struct SyntaxError {
 /// Parses `text` (one document; an empty text is null). Duplicate mapping keys are returned as
 /// problems beside the tree.
 pub(crate) fn parse(text: &str) -> Result<(Node, Vec<SyntaxError>), SyntaxError> {
-    let mut builder = Builder { stack: Vec::new(), anchors: HashMap::new(), root: None, duplicates: Vec::new() };
+    let mut builder =
+        Builder { stack: Vec::new(), anchors: HashMap::new(), root: None, duplicates: Vec::new(), values: 0, text: 0 };
     let mut documents = 0;
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| SyntaxError {
@@ -128,24 +138,34 @@ pub(crate) fn parse(text: &str) -> Result<(Node, Vec<SyntaxError>), SyntaxError>
                 }
             }
             Event::Scalar(value, style, anchor, _tag) => {
+                builder.count(pos, 1, value.len())?;
                 let kind = resolve(&value, style);
-                builder.push(Node { pos, kind }, anchor);
+                builder.push(Node { pos, kind }, anchor, Size { values: 1, text: value.len() })?;
             }
-            Event::SequenceStart(anchor, _) => builder.stack.push(Open::Seq(pos, anchor, Vec::new())),
-            Event::MappingStart(anchor, _) => builder.stack.push(Open::Map(pos, anchor, Vec::new(), None)),
-            Event::SequenceEnd => {
-                if let Some(Open::Seq(pos, anchor, items)) = builder.stack.pop() {
-                    builder.push(Node { pos, kind: Kind::Seq(items) }, anchor);
-                }
+            Event::SequenceStart(anchor, _) => builder.open(pos, anchor, Collection::Seq(Vec::new()))?,
+            Event::MappingStart(anchor, _) => {
+                builder.open(pos, anchor, Collection::Map(Vec::new(), HashMap::new(), None))?;
             }
-            Event::MappingEnd => {
-                if let Some(Open::Map(pos, anchor, entries, _)) = builder.stack.pop() {
-                    builder.push(Node { pos, kind: Kind::Map(entries) }, anchor);
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some(open) = builder.stack.pop() {
+                    let size = Size { values: builder.values - open.values, text: builder.text - open.text };
+                    let kind = match open.items {
+                        Collection::Seq(items) => Kind::Seq(items),
+                        Collection::Map(entries, _, _) => Kind::Map(entries),
+                    };
+                    builder.push(Node { pos: open.pos, kind }, open.anchor, size)?;
                 }
             }
             Event::Alias(id) => {
-                let node = builder.anchors.get(&id).cloned().unwrap_or(Node { pos, kind: Kind::Null });
-                builder.push(Node { pos, ..node }, 0);
+                let size = builder.anchors.get(&id).map_or(Size { values: 1, text: 0 }, |(_, size)| *size);
+                // Counted before the copy: an alias of an alias of … ("billion laughs") is
+                // refused before it takes memory.
+                builder.count(pos, size.values, size.text)?;
+                let node = match builder.anchors.get(&id) {
+                    Some((node, _)) => node.clone(),
+                    None => Node { pos, kind: Kind::Null },
+                };
+                builder.push(Node { pos, ..node }, 0, size)?;
             }
             Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
         }
@@ -158,48 +178,111 @@ fn pos_of(span: &Span) -> Pos {
     Pos { line: span.start.line(), column: span.start.col() + 1 }
 }
 
-enum Open {
-    Seq(Pos, usize, Vec<Node>),
-    /// Entries so far and a key waiting for its value.
-    Map(Pos, usize, Vec<(Node, Node)>, Option<Node>),
+/// A list or mapping being read.
+struct Open {
+    pos: Pos,
+    anchor: usize,
+    /// The builder's counts when it opened: what it holds is the difference when it closes.
+    values: usize,
+    text: usize,
+    items: Collection,
+}
+
+enum Collection {
+    Seq(Vec<Node>),
+    /// Entries so far, the line of each key's first use (by its text), and a key waiting for
+    /// its value.
+    Map(Vec<(Node, Node)>, HashMap<String, usize>, Option<Node>),
+}
+
+/// What a value holds once expanded: values (itself included) and bytes of scalar text.
+#[derive(Clone, Copy)]
+struct Size {
+    values: usize,
+    text: usize,
 }
 
 struct Builder {
     stack: Vec<Open>,
-    anchors: HashMap<usize, Node>,
+    anchors: HashMap<usize, (Node, Size)>,
     root: Option<Node>,
     duplicates: Vec<SyntaxError>,
+    /// Values and bytes of text read so far, aliases expanded.
+    values: usize,
+    text: usize,
 }
 
 impl Builder {
-    fn push(&mut self, node: Node, anchor: usize) {
+    /// Counts `values` more values and `text` more bytes against the file's budgets.
+    fn count(&mut self, pos: Pos, values: usize, text: usize) -> Result<(), SyntaxError> {
+        self.values = self.values.saturating_add(values);
+        self.text = self.text.saturating_add(text);
+        if self.values > MAX_VALUES {
+            return Err(SyntaxError {
+                pos,
+                message: format!(
+                    "the file holds more than {MAX_VALUES} values once its aliases are expanded (the limit); \
+                     does an alias repeat a large value?"
+                ),
+            });
+        }
+        if self.text > MAX_TEXT {
+            return Err(SyntaxError {
+                pos,
+                message: format!(
+                    "the file holds more than {MAX_TEXT} bytes of text once its aliases are expanded (the limit); \
+                     does an alias repeat a large value?"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, pos: Pos, anchor: usize, items: Collection) -> Result<(), SyntaxError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(SyntaxError {
+                pos,
+                message: format!("lists and mappings nest more than {MAX_DEPTH} deep here (the limit)"),
+            });
+        }
+        self.count(pos, 1, 0)?;
+        self.stack.push(Open { pos, anchor, values: self.values - 1, text: self.text, items });
+        Ok(())
+    }
+
+    fn push(&mut self, node: Node, anchor: usize, size: Size) -> Result<(), SyntaxError> {
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.stack.last_mut() {
             None => self.root = Some(node),
-            Some(Open::Seq(_, _, items)) => items.push(node),
-            Some(Open::Map(_, _, entries, pending)) => match pending.take() {
+            Some(Open { items: Collection::Seq(items), .. }) => items.push(node),
+            Some(Open { items: Collection::Map(entries, keys, pending), .. }) => match pending.take() {
                 None => *pending = Some(node),
                 Some(key) => {
                     if let Some(text) = key.scalar_text() {
-                        if let Some((first, _)) =
-                            entries.iter().find(|(k, _)| k.scalar_text().as_deref() == Some(&text))
-                        {
+                        if let Some(first) = keys.get(&text) {
                             self.duplicates.push(SyntaxError {
                                 pos: key.pos,
                                 message: format!(
-                                    "duplicate key `{text}` (first at line {}); a mapping names each key once",
-                                    first.pos.line
+                                    "duplicate key `{text}` (first at line {first}); a mapping names each key once"
                                 ),
                             });
-                            return;
+                            return Ok(());
                         }
+                        if keys.len() >= MAX_KEYS {
+                            return Err(SyntaxError {
+                                pos: key.pos,
+                                message: format!("a mapping has more than {MAX_KEYS} keys (the limit)"),
+                            });
+                        }
+                        keys.insert(text, key.pos.line);
                     }
                     entries.push((key, node));
                 }
             },
         }
+        Ok(())
     }
 }
 

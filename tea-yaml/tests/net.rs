@@ -241,7 +241,7 @@ nodes:
   - name: copy
     uses: http.get
     with: { url: "http://127.0.0.1:9/unused" }
-    output: { stolen: "{{ secrets.key }}" }
+    output: { status: "{{ result.status }}" }
 "#;
     let agent = load(&engine(), text);
     let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();

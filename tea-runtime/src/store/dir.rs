@@ -221,6 +221,9 @@ impl DirStore {
             fs::copy(&target, &tmp).map_err(|e| io_fault("copy", &target, e))?;
         }
         fs::rename(&tmp, &link).map_err(|e| io_fault("rename a temporary file to", &link, e))?;
+        // Renaming a hard link over another link of the same file does nothing (POSIX): the
+        // temporary name is still there when the pause's file existed already.
+        let _ = fs::remove_file(&tmp);
         self.sync_dir(&dir)?;
         Ok(link)
     }

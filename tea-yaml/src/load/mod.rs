@@ -1,0 +1,799 @@
+//! The loader: YAML text to a [`YamlGraph`], reporting every problem at once with its line and
+//! column.
+//!
+//! It walks the position-carrying tree of `yaml.rs` by hand (not through serde), so one
+//! mistake does not hide the next: unknown keys (with "did you mean"), missing or duplicate
+//! names, targets that name no node, conditions and templates that do not parse, Lua that does
+//! not compile, unknown actions, interrupts without a checkpointer.
+
+use crate::actions::{self, Action, BUILT_IN_NAMES};
+use crate::error::{suggest, LoadError, Problem};
+use crate::graph::{Cond, Exec, Inner, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+use crate::lua::{Chunks, Limits};
+use crate::state::{Decl, Reducer, Schema, Type};
+use crate::template::{self, Builder as Templates};
+use crate::yaml::{self, Kind, Node, Pos};
+use serde_json::{Map, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use tea_runtime::{Goto, NodeName};
+
+mod fingerprint;
+mod node;
+mod routing;
+
+/// What the engine brings to a load.
+pub(crate) struct Env<'a> {
+    pub(crate) file: String,
+    pub(crate) base_dir: PathBuf,
+    pub(crate) actions: &'a HashMap<String, Action>,
+    pub(crate) secrets: &'a Map<String, Value>,
+    pub(crate) has_checkpointer: bool,
+    pub(crate) limits: Limits,
+    /// The files of the `type: subgraph` nodes this file is loaded for, outermost first (a
+    /// file among them is a cycle).
+    pub(crate) parents: Vec<PathBuf>,
+    /// The subgraph files loaded so far in this load, by canonical path: a file named many
+    /// times is read and loaded once.
+    pub(crate) children: Children,
+    /// Python blocks may load (`Engine::trust_code`).
+    pub(crate) trust_code: bool,
+}
+
+/// The subgraph files of one load, by canonical path.
+pub(crate) type Children = Rc<RefCell<HashMap<PathBuf, Result<Loaded, LoadError>>>>;
+
+/// How deep `type: subgraph` files may nest (a file, its child, the child's child …).
+pub(crate) const MAX_SUBGRAPH_DEPTH: usize = 16;
+/// How many candidate names "did you mean" compares, over a whole file: beyond it, problems
+/// come without a suggestion (so a file of thousands of misspelled targets loads in linear
+/// time).
+const MAX_SUGGESTION_WORK: usize = 200_000;
+
+/// A checkpoint store by name: what a file's `config.checkpointer` names, and what `tea --store`
+/// takes (`memory`, `sled:PATH`, `dir:PATH`, `postgres://…`).
+///
+/// ```
+/// use tea_yaml::StoreSpec;
+///
+/// assert_eq!(StoreSpec::parse("sled:.tea/store"), Ok(StoreSpec::Sled(".tea/store".into())));
+/// assert_eq!(StoreSpec::parse("memory").unwrap().to_string(), "memory");
+/// // A PostgreSQL URL is shown without its password.
+/// let spec = StoreSpec::parse("postgres://me:secret@db.example/tea").unwrap();
+/// assert_eq!(spec.to_string(), "postgres://…@db.example/tea");
+/// assert!(StoreSpec::parse("redis://x").is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// `memory`: threads live as long as the process.
+    Memory,
+    /// `sled:PATH` (`{ sled: PATH }` in a `config`): the embedded on-disk store.
+    Sled(PathBuf),
+    /// `dir:PATH`: one file per checkpoint (a `config` names it as `checkpoint_dir`).
+    Dir(PathBuf),
+    /// `postgres://…` or `postgresql://…` (`{ postgres: URL }` in a `config`): PostgreSQL. The
+    /// URL as given; a `tea --store` URL may end in `?schema=NAME`.
+    Postgres(String),
+}
+
+impl StoreSpec {
+    /// Parses a store name: `memory`, `sled:PATH`, `dir:PATH`, `postgres://…` or
+    /// `postgresql://…`. The error says what is wrong and what is accepted.
+    pub fn parse(text: &str) -> Result<StoreSpec, String> {
+        let path = |rest: &str, kind: &str| {
+            if rest.is_empty() {
+                Err(format!("`{kind}:` needs a path, as in `{kind}:.tea/store`"))
+            } else {
+                Ok(PathBuf::from(rest))
+            }
+        };
+        if text == "memory" {
+            Ok(StoreSpec::Memory)
+        } else if let Some(rest) = text.strip_prefix("sled:") {
+            path(rest, "sled").map(StoreSpec::Sled)
+        } else if let Some(rest) = text.strip_prefix("dir:") {
+            path(rest, "dir").map(StoreSpec::Dir)
+        } else if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Ok(StoreSpec::Postgres(text.to_owned()))
+        } else {
+            Err(format!("unknown store `{text}`: use `memory`, `sled:PATH`, `dir:PATH` or `postgres://…`"))
+        }
+    }
+}
+
+impl std::fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Memory => f.write_str("memory"),
+            StoreSpec::Sled(path) => write!(f, "sled:{}", path.display()),
+            StoreSpec::Dir(path) => write!(f, "dir:{}", path.display()),
+            // The URL may carry a password: show only where it points.
+            StoreSpec::Postgres(url) => {
+                let rest = url.split_once("://").map_or(url.as_str(), |p| p.1);
+                let host = rest.rsplit_once('@').map_or(rest, |p| p.1);
+                write!(f, "postgres://…@{}", host.split_once('?').map_or(host, |p| p.0))
+            }
+        }
+    }
+}
+
+/// A loaded file: its graph and the `config:` the agent applies.
+#[derive(Clone)]
+pub(crate) struct Loaded {
+    pub(crate) graph: YamlGraph,
+    pub(crate) store: Option<StoreSpec>,
+    pub(crate) checkpoint_dir: Option<PathBuf>,
+    pub(crate) checkpoint: Option<PathBuf>,
+    pub(crate) recursion_limit: Option<usize>,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "state",
+    "state_schema",
+    "variables",
+    "settings",
+    "config",
+    "nodes",
+    "edges",
+    "initial_state",
+    "version",
+];
+/// `settings:` sections, and the keys of each (defaults of the network actions).
+const SETTINGS: [(&str, &[&str]); 2] = [
+    ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
+    ("notify", &["url", "headers", "timeout", "retry"]),
+];
+const CONFIG_KEYS: &[&str] = &[
+    "interrupt_before",
+    "interrupt_after",
+    "checkpoint_dir",
+    "checkpointer",
+    "checkpoint",
+    "recursion_limit",
+    "raise_exceptions",
+];
+const NODE_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "run",
+    "script",
+    "language",
+    "uses",
+    "action",
+    "with",
+    "output",
+    "type",
+    "message",
+    "state_key",
+    "resume_key",
+    "timeout",
+    "goto",
+    "interrupt",
+    "fan_in",
+    "items",
+    "item_var",
+    "index_var",
+    "steps",
+    "max_concurrency",
+    "fail_fast",
+    "file",
+    "input",
+    "parallel_config",
+    "subgraph",
+];
+/// The keys of `settings.llm` and `settings.notify` whose values may read `secrets` (they are
+/// sent out: an API key, a webhook's address and headers).
+const SETTINGS_SENDING: [&[&str]; 2] = [&["api_key"], &["url", "headers"]];
+
+/// The arguments of `action` whose values may read `secrets`: those it sends out.
+fn sending_keys(action: &Action) -> &'static [&'static str] {
+    match action {
+        #[cfg(feature = "net")]
+        Action::Net(net) => net.sending_keys(),
+        _ => &[],
+    }
+}
+
+/// The keys of a `dynamic_parallel` node's `parallel_config:` (The Edge Agent's nested form).
+const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
+/// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
+const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
+const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
+const START: [&str; 2] = ["__start__", "START"];
+/// The file name of the cached load of a subgraph file that could not be read.
+const READ_FAILED: &str = "\0unreadable";
+const END: [&str; 2] = ["__end__", "END"];
+
+struct Loader<'a> {
+    env: &'a Env<'a>,
+    problems: Vec<Problem>,
+    templates: Templates,
+    lua: Chunks,
+    python: crate::python::Loader,
+    /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
+    settings_keys: [Vec<String>; 2],
+    /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
+    suggestion_work: usize,
+    /// Templates read now are arguments that send secrets out: they may read `secrets`.
+    sending: bool,
+}
+
+/// A node as read, before routing is resolved.
+/// How a node hands over: its breakpoints, its `goto:`, its `fan_in: true` marker.
+struct Flow<'n> {
+    interrupt_before: bool,
+    interrupt_after: bool,
+    goto: Option<Vec<(Cond, &'n Node)>>,
+    marked_fan_in: Option<Pos>,
+}
+
+struct Draft<'n> {
+    name: String,
+    pos: Pos,
+    exec: Exec,
+    goto: Option<Vec<(Cond, &'n Node)>>,
+    interrupt_before: bool,
+    interrupt_after: bool,
+    /// `fan_in: true` (The Edge Agent's marker): where it is written.
+    marked_fan_in: Option<Pos>,
+    /// A `type: dynamic_parallel` node: its `fan_in` and the nodes each item runs.
+    dynamic: Option<Dynamic<'n>>,
+    /// A node a `dynamic_parallel` node runs per item: where it goes next.
+    after: Option<After>,
+    /// A node a `dynamic_parallel` node runs per item: that node (by index among the drafts),
+    /// and whether this is the item's first step.
+    item_of: Option<(usize, bool)>,
+}
+
+/// What a `type: dynamic_parallel` node runs per item, and where the items meet.
+struct Dynamic<'n> {
+    fan_in: &'n Node,
+    /// The item's nodes in order (`steps:`, or the one node of `action:`).
+    steps: Vec<Draft<'n>>,
+}
+
+/// Where a per-item node of a `dynamic_parallel` node goes: its next step (by index among the
+/// drafts), or the fan-in of the `dynamic_parallel` node (by index).
+#[derive(Clone, Copy)]
+enum After {
+    Node(usize),
+    Join(usize),
+}
+
+/// A fan-out as read: its heads, its fan-in if named, where it is declared.
+type ForkDraft = (Vec<NodeIx>, Option<NodeIx>, Pos);
+
+/// An edge as read.
+struct EdgeDraft<'n> {
+    from: &'n Node,
+    /// Where the edge is written.
+    pos: Pos,
+    kind: EdgeKind<'n>,
+}
+
+enum EdgeKind<'n> {
+    Plain {
+        to: &'n Node,
+        cond: Cond,
+    },
+    /// One branch of a fan-out (`type: parallel` / `parallel: true`), or a list of them.
+    Parallel {
+        heads: Vec<&'n Node>,
+        fan_in: Option<&'n Node>,
+    },
+}
+
+pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
+    let (root, duplicates) =
+        yaml::parse(text).map_err(|e| LoadError::one(&env.file, e.pos.line, e.pos.column, e.message))?;
+    let variables =
+        root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("variables"))).map(|(_, v)| v.to_json());
+    let variables = match variables {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let mut loader = Loader {
+        env,
+        problems: Vec::new(),
+        templates: Templates::new(),
+        lua: Chunks::new(Arc::new(variables.clone()), env.limits),
+        python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
+        settings_keys: [Vec::new(), Vec::new()],
+        suggestion_work: MAX_SUGGESTION_WORK,
+        sending: false,
+    };
+    for d in duplicates {
+        loader.problem(d.pos, d.message);
+    }
+    let loaded = loader.file(&root, variables);
+    let mut problems = loader.problems;
+    problems.sort_by_key(|p| (p.line, p.column));
+    problems.dedup();
+    match loaded {
+        Some(loaded) if problems.is_empty() => Ok(loaded),
+        _ => Err(LoadError { file: env.file.clone(), problems }),
+    }
+}
+
+impl<'a> Loader<'a> {
+    /// "did you mean" among the file's node names: within the file's budget of comparisons.
+    fn hint_node(&mut self, word: &str, index: &HashMap<String, usize>) -> String {
+        if index.len() > self.suggestion_work {
+            self.suggestion_work = 0;
+            return String::new();
+        }
+        self.suggestion_work -= index.len();
+        suggest(word, index.keys().map(String::as_str))
+    }
+
+    /// Compiles expression `source` (written at `pos`); one that reads `secrets` where they
+    /// are not sent out is a problem.
+    fn expr_at(&mut self, pos: Pos, source: &str) -> Result<template::ExprId, String> {
+        let id = self.templates.expr(source)?;
+        self.secrets_at(pos, source);
+        Ok(id)
+    }
+
+    /// Compiles template `source` (written at `pos`), as [`expr_at`](Self::expr_at).
+    fn template_at(&mut self, pos: Pos, source: &str) -> Result<template::TplId, String> {
+        let id = self.templates.template(source)?;
+        self.secrets_at(pos, source);
+        Ok(id)
+    }
+
+    fn secrets_at(&mut self, pos: Pos, source: &str) {
+        if self.templates.take_reads_secrets() && !self.sending {
+            self.problem(
+                pos,
+                format!(
+                    "`{}` reads `secrets`, which only the arguments that send them out may read: the `headers` \
+                     and `query` of `http.get`/`http.post`, the `api_key` of `llm.call`, the `url` and `headers` \
+                     of `actions.notify`, and the same keys of `settings.llm`/`settings.notify`; nothing made \
+                     from a secret may reach the state, a message or a log",
+                    source.trim()
+                ),
+            );
+        }
+    }
+
+    /// `with:` (or a `settings:` section) as a tree: the values of `sending` keys, the
+    /// arguments that carry secrets out, may read `secrets` (rendered with them); nothing else.
+    fn sending_tree(&mut self, node: &Node, sending: &[&str]) -> Tree {
+        let Kind::Map(entries) = &node.kind else { return self.tree(node) };
+        let mut out = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let key = k.scalar_text().unwrap_or_default();
+            if sending.contains(&key.as_str()) {
+                self.sending = true;
+                let tree = self.tree(v);
+                self.sending = false;
+                out.push((key, Tree::Sending(Box::new(tree))));
+            } else {
+                out.push((key, self.tree(v)));
+            }
+        }
+        Tree::Map(out)
+    }
+
+    fn problem(&mut self, pos: Pos, message: impl Into<String>) {
+        self.problems.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
+    }
+
+    /// The entries of mapping `node` (`what` names it in messages), each key checked against
+    /// `allowed`. `None` if `node` is not a mapping.
+    fn fields<'n>(&mut self, node: &'n Node, what: &str, allowed: &[&str]) -> Option<HashMap<&'n str, &'n Node>> {
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("{what} must be a mapping, not {}", node.what()));
+            return None;
+        };
+        let mut out = HashMap::new();
+        for (key, value) in entries {
+            let Some(name) = key.as_str() else {
+                self.problem(key.pos, format!("the keys of {what} are names, not {}", key.what()));
+                continue;
+            };
+            if !allowed.contains(&name) {
+                let hint = suggest(name, allowed.iter().copied());
+                self.problem(key.pos, format!("unknown key `{name}` in {what}{hint}"));
+                continue;
+            }
+            out.insert(name, value);
+        }
+        Some(out)
+    }
+
+    fn string<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+        match node.as_str() {
+            Some(s) => Some(s),
+            None => {
+                self.problem(node.pos, format!("{what} must be a string, not {}", node.what()));
+                None
+            }
+        }
+    }
+
+    fn file(&mut self, root: &Node, variables: Map<String, Value>) -> Option<Loaded> {
+        let top = self.fields(root, "the agent file", TOP_KEYS)?;
+        let name = match top.get("name") {
+            Some(n) => self.string(n, "`name`").map(str::to_owned),
+            None => None,
+        };
+        let name = name.unwrap_or_else(|| {
+            let stem = std::path::Path::new(&self.env.file).file_stem().and_then(|s| s.to_str()).unwrap_or("agent");
+            if stem.starts_with('<') {
+                "agent".to_owned()
+            } else {
+                stem.to_owned()
+            }
+        });
+        if let Some(d) = top.get("description") {
+            self.string(d, "`description`");
+        }
+        if let Some(v) = top.get("variables") {
+            if v.as_map().is_none() && !matches!(v.kind, Kind::Null) {
+                self.problem(v.pos, format!("`variables` must be a mapping, not {}", v.what()));
+            }
+        }
+        let schema = match (top.get("state"), top.get("state_schema")) {
+            (Some(a), Some(_)) => {
+                self.problem(a.pos, "`state` and `state_schema` declare the same thing; keep one");
+                self.schema(a)
+            }
+            (Some(s), None) | (None, Some(s)) => self.schema(s),
+            (None, None) => Schema::default(),
+        };
+        // Settings come before the nodes: their keys are the network actions' defaults.
+        let (initial_state, found) = crate::initial::read(top.get("initial_state"), top.get("version"), &schema);
+        for (pos, message) in found {
+            self.problem(pos, message);
+        }
+        let [settings_llm, settings_notify] = match top.get("settings") {
+            Some(node) => self.settings(node),
+            None => [None, None],
+        };
+        let config = match top.get("config") {
+            Some(c) if !matches!(c.kind, Kind::Null) => self.fields(c, "`config`", CONFIG_KEYS).unwrap_or_default(),
+            _ => HashMap::new(),
+        };
+
+        // Nodes.
+        let Some(nodes_node) = top.get("nodes") else {
+            self.problem(root.pos, "the agent has no `nodes:` list");
+            return None;
+        };
+        let Some(items) = nodes_node.as_seq() else {
+            self.problem(nodes_node.pos, format!("`nodes` must be a list of nodes, not {}", nodes_node.what()));
+            return None;
+        };
+        if items.is_empty() {
+            self.problem(nodes_node.pos, "`nodes` is empty; an agent needs at least one node");
+            return None;
+        }
+        let mut drafts: Vec<Draft<'_>> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for item in items {
+            if let Some(draft) = self.node(item) {
+                if let Some(&first) = index.get(&draft.name) {
+                    let line = drafts[first].pos.line;
+                    self.problem(draft.pos, format!("duplicate node name `{}` (first at line {line})", draft.name));
+                    continue;
+                }
+                index.insert(draft.name.clone(), drafts.len());
+                drafts.push(draft);
+            }
+        }
+        if drafts.is_empty() {
+            return None;
+        }
+        // The nodes `dynamic_parallel` nodes run per item come after the file's own nodes
+        // (which keep their order for the implicit "next node" routing), each chain ending at
+        // its fan-in.
+        let declared = drafts.len();
+        let mut dynamic_forks: Vec<(usize, usize, &Node)> = Vec::new();
+        for d in 0..declared {
+            let Some(dynamic) = drafts[d].dynamic.take() else { continue };
+            let head = drafts.len();
+            let count = dynamic.steps.len();
+            for (k, mut step) in dynamic.steps.into_iter().enumerate() {
+                step.after = Some(if k + 1 < count { After::Node(head + k + 1) } else { After::Join(d) });
+                step.item_of = Some((d, k == 0));
+                if let Some(&first) = index.get(&step.name) {
+                    let line = drafts[first].pos.line;
+                    self.problem(step.pos, format!("duplicate node name `{}` (first at line {line})", step.name));
+                }
+                index.insert(step.name.clone(), drafts.len());
+                drafts.push(step);
+            }
+            dynamic_forks.push((d, head, dynamic.fan_in));
+        }
+
+        // Breakpoints from `config`.
+        for (key, after) in [("interrupt_before", false), ("interrupt_after", true)] {
+            let Some(list) = config.get(key) else { continue };
+            let names: Vec<&Node> = match &list.kind {
+                Kind::Seq(items) => items.iter().collect(),
+                Kind::Str { .. } => vec![list],
+                Kind::Null => Vec::new(),
+                _ => {
+                    self.problem(list.pos, format!("`config.{key}` must be a list of node names"));
+                    continue;
+                }
+            };
+            for n in names {
+                let Some(name) = self.string(n, &format!("an entry of `config.{key}`")) else { continue };
+                match index.get(name) {
+                    Some(&i) if after => drafts[i].interrupt_after = true,
+                    Some(&i) => drafts[i].interrupt_before = true,
+                    None => {
+                        let hint = self.hint_node(name, &index);
+                        self.problem(n.pos, format!("`config.{key}` names `{name}`, which is not a node{hint}"));
+                    }
+                }
+            }
+        }
+
+        // Edges.
+        let edges = match top.get("edges") {
+            Some(e) => self.edges(e),
+            None => Vec::new(),
+        };
+        let (start, nodes) = self.routing(&drafts, declared, &index, &edges, &dynamic_forks);
+
+        // Config: stores and limits.
+        let mut store = None;
+        let mut checkpoint_dir = None;
+        let mut checkpoint = None;
+        let mut recursion_limit = None;
+        if let Some(dir) = config.get("checkpoint_dir") {
+            if let Some(d) = self.string(dir, "`config.checkpoint_dir`") {
+                checkpoint_dir = Some(crate::actions::resolve(&self.env.base_dir, d));
+            }
+        }
+        if let Some(c) = config.get("checkpointer") {
+            store = self.store(c);
+        }
+        if let Some(c) = config.get("checkpoint") {
+            if let Some(p) = self.string(c, "`config.checkpoint`") {
+                checkpoint = Some(crate::actions::resolve(&self.env.base_dir, p));
+            }
+        }
+        if let Some(r) = config.get("recursion_limit") {
+            match r.kind {
+                Kind::Int(n) if n > 0 => recursion_limit = Some(n as usize),
+                _ => self.problem(r.pos, "`config.recursion_limit` must be a positive integer"),
+            }
+        }
+        if let Some(r) = config.get("raise_exceptions") {
+            if !matches!(r.kind, Kind::Bool(_)) {
+                self.problem(r.pos, "`config.raise_exceptions` must be true or false");
+            }
+        }
+        let pauses = |d: &Draft<'_>| d.interrupt_before || d.interrupt_after || d.exec.can_pause();
+        let can_pause = drafts.iter().any(pauses);
+        if can_pause && store.is_none() && checkpoint_dir.is_none() && !self.env.has_checkpointer {
+            let first = drafts.iter().find(|d| pauses(d)).map_or(root.pos, |d| d.pos);
+            self.problem(
+                first,
+                "a checkpointer is required: this agent can pause (an interrupt), and a pause is resumed from a \
+                 checkpoint; add `config.checkpoint_dir: DIR` or `config.checkpointer: memory` (or give the \
+                 Engine a checkpointer)",
+            );
+        }
+
+        let nodes = nodes?;
+        let start = start?;
+        let templates = match std::mem::replace(&mut self.templates, Templates::new()).finish() {
+            Ok(t) => t,
+            Err(e) => {
+                self.problem(root.pos, format!("templates: {e}"));
+                return None;
+            }
+        };
+        let lua = std::mem::replace(&mut self.lua, Chunks::new(Arc::new(Map::new()), self.env.limits));
+        let fingerprint = tea_runtime::__private::fingerprint(fingerprint::describe(&name, &nodes, &start).as_bytes());
+        let schema_fingerprint = tea_runtime::__private::fingerprint(schema.describe().as_bytes());
+        let inner = Inner {
+            name,
+            base_dir: self.env.base_dir.clone(),
+            nodes,
+            start,
+            schema,
+            templates,
+            lua,
+            variables: template::to_mj(&Value::Object(variables)),
+            secrets: template::to_mj(&Value::Object(self.env.secrets.clone())),
+            secret_values: self
+                .env
+                .secrets
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .filter(|(_, v)| v.len() >= crate::graph::MIN_SECRET_LEN)
+                .collect(),
+            settings_llm,
+            settings_notify,
+            checkpoint_dir: checkpoint_dir.clone(),
+            last_checkpoint: Mutex::new(String::new()),
+            fingerprint,
+            schema_fingerprint,
+            initial_state,
+        };
+        Some(Loaded {
+            graph: YamlGraph(Arc::new(inner), false, None),
+            store,
+            checkpoint_dir,
+            checkpoint,
+            recursion_limit,
+        })
+    }
+
+    /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates.
+    fn settings(&mut self, node: &Node) -> [Option<Tree>; 2] {
+        let mut out = [None, None];
+        if matches!(node.kind, Kind::Null) {
+            return out;
+        }
+        let names: Vec<&str> = SETTINGS.iter().map(|(n, _)| *n).collect();
+        let Some(sections) = self.fields(node, "`settings`", &names) else { return out };
+        for (i, (section, keys)) in SETTINGS.iter().enumerate() {
+            let Some(value) = sections.get(section) else { continue };
+            if matches!(value.kind, Kind::Null) {
+                continue;
+            }
+            let Some(fields) = self.fields(value, &format!("`settings.{section}`"), keys) else { continue };
+            self.settings_keys[i] = fields.keys().map(|k| (*k).to_owned()).collect();
+            out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
+        }
+        out
+    }
+
+    fn schema(&mut self, node: &Node) -> Schema {
+        if matches!(node.kind, Kind::Null) {
+            return Schema::default();
+        }
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("`state` must be a mapping of keys to types, not {}", node.what()));
+            return Schema::default();
+        };
+        let mut decls = Vec::new();
+        for (key, value) in entries {
+            let Some(name) = key.scalar_text() else {
+                self.problem(key.pos, "a state key must be a name");
+                continue;
+            };
+            if is_reserved(&name) {
+                self.problem(key.pos, format!("state key `{name}`: {RESERVED}"));
+                continue;
+            }
+            let decl = match &value.kind {
+                Kind::Str { text, .. } => self.type_name(value, text).map(|ty| Decl { ty, reducer: Reducer::Replace }),
+                Kind::Null => Some(Decl { ty: Type::Any, reducer: Reducer::Replace }),
+                Kind::Map(_) => {
+                    let fields =
+                        self.fields(value, &format!("the declaration of state key `{name}`"), &["type", "reducer"]);
+                    fields.and_then(|f| {
+                        let ty = match f.get("type") {
+                            Some(t) => self.string(t, "`type`").and_then(|s| self.type_name(t, s))?,
+                            None => Type::Any,
+                        };
+                        let reducer = match f.get("reducer") {
+                            Some(r) => {
+                                let text = self.string(r, "`reducer`")?;
+                                match Reducer::parse(text) {
+                                    Some(reducer) => {
+                                        if !reducer.fits(ty) {
+                                            self.problem(
+                                                r.pos,
+                                                format!(
+                                                    "reducer `{text}` does not work on type `{}` (state key `{name}`)",
+                                                    ty.name()
+                                                ),
+                                            );
+                                        }
+                                        reducer
+                                    }
+                                    None => {
+                                        let hint = suggest(text, Reducer::NAMES);
+                                        self.problem(
+                                            r.pos,
+                                            format!(
+                                                "unknown reducer `{text}`; reducers are {}{hint}",
+                                                Reducer::NAMES.join(", ")
+                                            ),
+                                        );
+                                        return None;
+                                    }
+                                }
+                            }
+                            None => Reducer::Replace,
+                        };
+                        Some(Decl { ty, reducer })
+                    })
+                }
+                _ => {
+                    self.problem(value.pos, format!("state key `{name}`: write a type name or `{{ type, reducer }}`"));
+                    None
+                }
+            };
+            if let Some(decl) = decl {
+                decls.push((name, decl));
+            }
+        }
+        Schema::new(decls)
+    }
+
+    fn type_name(&mut self, node: &Node, text: &str) -> Option<Type> {
+        match Type::parse(text) {
+            Some(ty) => Some(ty),
+            None => {
+                let hint = suggest(text, Type::NAMES);
+                self.problem(node.pos, format!("unknown type `{text}`; types are {}{hint}", Type::NAMES.join(", ")));
+                None
+            }
+        }
+    }
+
+    fn store(&mut self, node: &Node) -> Option<StoreSpec> {
+        if node.as_str() == Some("memory") {
+            return Some(StoreSpec::Memory);
+        }
+        if let Some([(key, value)]) = node.as_map() {
+            match key.as_str() {
+                Some("memory") => return Some(StoreSpec::Memory),
+                Some("sled") => {
+                    let path = self.string(value, "`checkpointer.sled`")?;
+                    if cfg!(feature = "sled") {
+                        return Some(StoreSpec::Sled(crate::actions::resolve(&self.env.base_dir, path)));
+                    }
+                    self.problem(key.pos, "`sled` stores are not built in (cargo feature `sled` of tea-yaml)");
+                    return None;
+                }
+                Some("postgres") => {
+                    let url = self.string(value, "`checkpointer.postgres`")?;
+                    if cfg!(feature = "postgres") {
+                        return Some(StoreSpec::Postgres(url.to_owned()));
+                    }
+                    self.problem(key.pos, "`postgres` stores are not built in (cargo feature `postgres` of tea)");
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        self.problem(node.pos, "`config.checkpointer` must be `memory`, `{ sled: PATH }` or `{ postgres: URL }`");
+        None
+    }
+}
+
+/// `{{ expr }}` → `expr`; anything else unchanged.
+fn strip_braces(text: &str) -> &str {
+    single_expression(text.trim()).unwrap_or(text)
+}
+
+/// The expression of a string that is exactly one `{{ expr }}`.
+fn single_expression(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?;
+    if inner.contains("{{") || inner.contains("}}") || inner.contains("{%") {
+        return None;
+    }
+    Some(inner.trim())
+}
+
+/// What a problem says of a reserved name.
+const RESERVED: &str = "a name the engine keeps for itself (names starting with `__tea`, `__start__`, `__end__`)";
+
+/// A state key the engine uses itself: `__tea…` (a `dynamic_parallel` item's record), the
+/// entry and the exit.
+fn is_reserved(name: &str) -> bool {
+    name.starts_with("__tea") || name == START[0] || name == END[0]
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !matches!(s, "not" | "and" | "or" | "none" | "None")
+}

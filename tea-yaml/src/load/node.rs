@@ -1,0 +1,893 @@
+//! The loader's nodes: each kind (`run:`, `uses:`, interrupt, `type: subgraph`,
+//! `type: dynamic_parallel`), their templates and conditions, and how each hands over (`goto`,
+//! breakpoints).
+
+use super::*;
+
+impl Loader<'_> {
+    pub(super) fn node<'n>(&mut self, item: &'n Node) -> Option<Draft<'n>> {
+        self.node_or(item, None)
+    }
+
+    /// A node; `unnamed`: the name of a node written without one (a step of a
+    /// `dynamic_parallel` node, `step_{k}` as in The Edge Agent), else that is a problem.
+    pub(super) fn node_or<'n>(&mut self, item: &'n Node, unnamed: Option<String>) -> Option<Draft<'n>> {
+        let fields = self.fields(item, "a node", NODE_KEYS)?;
+        let name = match fields.get("name") {
+            None if unnamed.is_some() => unnamed.unwrap_or_default(),
+            None => {
+                self.problem(item.pos, "a node without a `name`");
+                return None;
+            }
+            Some(n) => match n.scalar_text() {
+                Some(name) if name.is_empty() => {
+                    self.problem(n.pos, "a node's name must not be empty");
+                    return None;
+                }
+                Some(name) if START.contains(&name.as_str()) || END.contains(&name.as_str()) => {
+                    self.problem(
+                        n.pos,
+                        format!("`{name}` is reserved for the entry and the exit; name the node otherwise"),
+                    );
+                    return None;
+                }
+                Some(name) => name,
+                None => {
+                    self.problem(n.pos, format!("a node's name must be a string, not {}", n.what()));
+                    return None;
+                }
+            },
+        };
+        let pos = fields.get("name").map_or(item.pos, |n| n.pos);
+        let what = |key: &str| format!("`{key}` of node `{name}`");
+        if let Some(d) = fields.get("description") {
+            self.string(d, &what("description"));
+        }
+        let is_dynamic = fields.get("type").and_then(|t| t.as_str()) == Some("dynamic_parallel");
+        if let (Some(f), false) = (fields.get("fan_in"), is_dynamic) {
+            if !matches!(f.kind, Kind::Bool(_)) {
+                self.problem(f.pos, format!("{} must be true or false", what("fan_in")));
+            }
+        }
+
+        // The execution form: one of run, uses/action, type: interrupt.
+        let run = fields.get("run").or_else(|| fields.get("script")).copied();
+        let uses = fields.get("uses").or_else(|| fields.get("action")).copied();
+        if fields.get("type").and_then(|t| t.as_str()) == Some("subgraph") {
+            let exec = self.subgraph(&fields, &name, pos);
+            let dynamic = None;
+            let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
+            return Some(Draft {
+                name,
+                pos,
+                exec,
+                goto,
+                interrupt_before,
+                interrupt_after,
+                marked_fan_in,
+                dynamic,
+                after: None,
+                item_of: None,
+            });
+        }
+        if is_dynamic {
+            let (exec, dynamic) = self.dynamic(&fields, &name, pos);
+            let marked_fan_in = None;
+            return Some(Draft {
+                name,
+                pos,
+                exec,
+                goto: None,
+                interrupt_before: false,
+                interrupt_after: false,
+                marked_fan_in,
+                dynamic,
+                after: None,
+                item_of: None,
+            });
+        }
+        for key in ["file", "input"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(n.pos, format!("`{key}` belongs to `type: subgraph` nodes; node `{name}` is not one"));
+            }
+        }
+        for key in
+            ["items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast", "parallel_config", "subgraph"]
+        {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` belongs to `type: dynamic_parallel` nodes; node `{name}` is not one"),
+                );
+            }
+        }
+        let is_interrupt = match fields.get("type") {
+            None => false,
+            Some(t) => match t.as_str() {
+                Some("interrupt") => true,
+                Some(other) => {
+                    self.problem(
+                        t.pos,
+                        format!("node type `{other}` is not supported here; tea runs `type: interrupt` and `type: dynamic_parallel` nodes, `run:` Lua blocks and `uses:` actions"),
+                    );
+                    false
+                }
+                None => {
+                    self.problem(t.pos, format!("{} must be a string", what("type")));
+                    false
+                }
+            },
+        };
+        let forms: Vec<&str> = [
+            (fields.contains_key("run"), "run"),
+            (fields.contains_key("script"), "script"),
+            (fields.contains_key("uses"), "uses"),
+            (fields.contains_key("action"), "action"),
+            (is_interrupt, "type: interrupt"),
+        ]
+        .into_iter()
+        .filter_map(|(on, f)| on.then_some(f))
+        .collect();
+        if forms.len() > 1 {
+            self.problem(pos, format!("node `{name}` has two ways to run ({}); keep one", forms.join(", ")));
+        }
+        for key in ["message", "state_key", "resume_key", "timeout"] {
+            if let (Some(n), false) = (fields.get(key), is_interrupt) {
+                self.problem(n.pos, format!("`{key}` belongs to `type: interrupt` nodes; node `{name}` is not one"));
+            }
+        }
+        for key in ["with", "output"] {
+            if let (Some(n), None, false) = (fields.get(key), uses, key == "output" && run.is_some()) {
+                self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
+            }
+        }
+        let (mut python, mut prolog) = (None, false);
+        if let Some(l) = fields.get("language") {
+            match l.as_str() {
+                Some("lua") => python = Some(false),
+                Some("python") => python = Some(true),
+                Some(lang @ "prolog") => {
+                    prolog = true;
+                    self.problem(
+                        l.pos,
+                        format!(
+                            "`language: {lang}`: only Lua and Python run here; port node `{name}`'s block to Lua (`language: lua`)"
+                        ),
+                    )
+                }
+                Some(other) => self.problem(l.pos, format!("unknown language `{other}`; `lua` and `python` run here")),
+                None => self.problem(l.pos, format!("{} must be a string", what("language"))),
+            }
+        }
+
+        let exec = if is_interrupt {
+            self.interrupt(&fields, &name)
+        } else if let Some(run) = run.filter(|_| !prolog) {
+            self.run(run, &name, fields.get("output").copied(), python)
+        } else if let Some(uses) = uses {
+            self.action(uses, &fields, &name)
+        } else {
+            Exec::Noop
+        };
+
+        let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
+        let dynamic = None;
+        Some(Draft {
+            name,
+            pos,
+            exec,
+            goto,
+            interrupt_before,
+            interrupt_after,
+            marked_fan_in,
+            dynamic,
+            after: None,
+            item_of: None,
+        })
+    }
+
+    /// A `type: subgraph` node: `file:` (a YAML agent, relative to this file), `input:` (the
+    /// child's keys, templates over this state; absent: the child starts on a copy of this
+    /// state) and `output:` (this state's keys, templates over the child's final state as
+    /// `result`; absent: the child's final state is written key by key).
+    pub(super) fn subgraph(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
+        for key in
+            ["run", "script", "uses", "action", "with", "message", "state_key", "resume_key", "timeout", "language"]
+        {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` does not go on a `type: subgraph` node (`{name}`): the child file runs"),
+                );
+            }
+        }
+        let mapping = |this: &mut Self, key: &str| -> Option<Vec<(String, Tree)>> {
+            let node = fields.get(key)?;
+            match &node.kind {
+                Kind::Map(entries) => {
+                    Some(entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), this.tree(v))).collect())
+                }
+                _ => {
+                    this.problem(
+                        node.pos,
+                        format!("`{key}` of node `{name}` must be a mapping of keys to templates, not {}", node.what()),
+                    );
+                    None
+                }
+            }
+        };
+        let input = mapping(self, "input");
+        let output = mapping(self, "output");
+        let Some(file) = fields.get("file") else {
+            self.problem(pos, format!("`type: subgraph` node `{name}` needs `file:` (the child agent's YAML file)"));
+            return Exec::Noop;
+        };
+        let Some(path) = self.string(file, &format!("`file` of node `{name}`")) else { return Exec::Noop };
+        let path = crate::actions::resolve(&self.env.base_dir, path);
+        let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if self.env.parents.contains(&canonical) {
+            self.problem(
+                file.pos,
+                format!("node `{name}`: `{}` is a subgraph of itself (a cycle of files)", path.display()),
+            );
+            return Exec::Noop;
+        }
+        if self.env.parents.len() >= MAX_SUBGRAPH_DEPTH {
+            self.problem(
+                file.pos,
+                format!(
+                    "node `{name}`: `{}` would nest subgraph files more than {MAX_SUBGRAPH_DEPTH} deep (the limit)",
+                    path.display()
+                ),
+            );
+            return Exec::Noop;
+        }
+        // A file named again (by this file or another of the load) is loaded once.
+        let cached = self.env.children.borrow().get(&canonical).cloned();
+        let loaded = match cached {
+            Some(loaded) => loaded,
+            None => {
+                let loaded = self.load_child(&path, canonical.clone());
+                self.env.children.borrow_mut().insert(canonical, loaded.clone());
+                loaded
+            }
+        };
+        let shown = match &loaded {
+            Ok(_) => path.display().to_string(),
+            Err(e) => e.file().to_owned(),
+        };
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) if e.file() == READ_FAILED => {
+                let why = e.problems().first().map(|p| p.message().to_owned()).unwrap_or_default();
+                self.problem(file.pos, format!("node `{name}`: `{}`: {why}", path.display()));
+                return Exec::Noop;
+            }
+            Err(e) => {
+                for p in e.problems() {
+                    self.problem(
+                        file.pos,
+                        format!("subgraph `{name}`: {}:{}:{}: {}", e.file(), p.line(), p.column(), p.message()),
+                    );
+                }
+                return Exec::Noop;
+            }
+        };
+        if loaded.store.is_some() || loaded.checkpoint_dir.is_some() || loaded.checkpoint.is_some() {
+            self.problem(
+                file.pos,
+                format!(
+                    "subgraph `{name}`: `{shown}` names a store or checkpoint in `config`; a subgraph runs on its parent's store"
+                ),
+            );
+            return Exec::Noop;
+        }
+        if loaded.recursion_limit.is_some() {
+            self.problem(
+                file.pos,
+                format!(
+                    "subgraph `{name}`: `{shown}` sets `config.recursion_limit`; a subgraph runs under its parent's"
+                ),
+            );
+        }
+        Exec::Subgraph { child: loaded.graph, input, output }
+    }
+
+    /// Reads and loads subgraph file `path` (`canonical`: its canonical path). A file that
+    /// cannot be read is an error whose file is [`READ_FAILED`].
+    pub(super) fn load_child(&self, path: &std::path::Path, canonical: PathBuf) -> Result<Loaded, LoadError> {
+        let (text, shown, base_dir) = crate::files::read_agent_file(path)
+            .map_err(|e| LoadError { file: READ_FAILED.to_owned(), problems: e.problems })?;
+        let mut parents = self.env.parents.clone();
+        parents.push(canonical);
+        let env = Env {
+            file: shown,
+            base_dir,
+            actions: self.env.actions,
+            secrets: self.env.secrets,
+            has_checkpointer: true,
+            limits: self.env.limits,
+            parents,
+            children: self.env.children.clone(),
+            trust_code: self.env.trust_code,
+        };
+        load(&text, &env)
+    }
+
+    /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
+    /// time): `items`, `item_var`, `index_var`, `fan_in: NODE`, and per item either `steps:`
+    /// (nodes, run in order) or `action:` (`uses`/`with`/`output`).
+    pub(super) fn dynamic<'n>(
+        &mut self,
+        fields: &HashMap<&str, &'n Node>,
+        name: &str,
+        pos: Pos,
+    ) -> (Exec, Option<Dynamic<'n>>) {
+        let what = |key: &str| format!("`{key}` of node `{name}`");
+        // `max_concurrency` and `fail_fast`, on the node or in `parallel_config:` (the node's
+        // own win, as in The Edge Agent).
+        let nested = match fields.get("parallel_config") {
+            Some(c) => self.fields(c, &what("parallel_config"), PARALLEL_CONFIG_KEYS).unwrap_or_default(),
+            None => HashMap::new(),
+        };
+        let setting = |key: &str| fields.get(key).or_else(|| nested.get(key)).copied();
+        let limit = setting("max_concurrency").and_then(|n| match &n.kind {
+            Kind::Int(v) if *v >= 1 => Some(Limit::Fixed(*v as usize)),
+            Kind::Str { text, .. } if text.contains("{{") => match self.expr_at(n.pos, strip_braces(text.trim())) {
+                Ok(id) => Some(Limit::Expr(id)),
+                Err(e) => {
+                    self.problem(n.pos, format!("{}: `{text}` does not parse: {e}", what("max_concurrency")));
+                    None
+                }
+            },
+            _ => {
+                self.problem(
+                    n.pos,
+                    format!(
+                        "{} must be a positive integer (or a `{{{{ expression }}}}` giving one), not {}",
+                        what("max_concurrency"),
+                        n.scalar_text().map_or_else(|| n.what().to_owned(), |t| format!("`{t}`"))
+                    ),
+                );
+                None
+            }
+        });
+        let fail_fast = match setting("fail_fast") {
+            None => false,
+            Some(n) => match n.kind {
+                Kind::Bool(b) => b,
+                _ => {
+                    self.problem(n.pos, format!("{} must be true or false, not {}", what("fail_fast"), n.what()));
+                    false
+                }
+            },
+        };
+        for key in ["run", "script", "uses", "with", "message", "state_key", "resume_key", "timeout", "goto", "file"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` does not go on a `dynamic_parallel` node (`{name}`): each item runs its `steps:` or `action:`"),
+                );
+            }
+        }
+        if let Some(o) = fields.get("output") {
+            self.problem(
+                o.pos,
+                format!(
+                    "{}: the items' final states reach the `fan_in` node as `parallel_results` (in item order); \
+                     write them to a key there",
+                    what("output")
+                ),
+            );
+        }
+        let items = match fields.get("items") {
+            None => {
+                self.problem(
+                    pos,
+                    format!("`dynamic_parallel` node `{name}` needs `items` (an expression giving a list)"),
+                );
+                None
+            }
+            Some(n) => match n.as_str() {
+                Some(text) => {
+                    let source = strip_braces(text.trim());
+                    match self.expr_at(n.pos, source) {
+                        Ok(id) => Some(id),
+                        Err(e) => {
+                            self.problem(n.pos, format!("{}: `{text}` does not parse: {e}", what("items")));
+                            None
+                        }
+                    }
+                }
+                None => {
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "{} must be an expression such as `{{{{ state.list }}}}`, not {}",
+                            what("items"),
+                            n.what()
+                        ),
+                    );
+                    None
+                }
+            },
+        };
+        let var = |this: &mut Self, key: &str, default: &str| match fields.get(key) {
+            None => default.to_owned(),
+            Some(n) => match n.as_str() {
+                Some(v) if is_reserved(v) => {
+                    this.problem(n.pos, format!("{} names `{v}`, {RESERVED}", what(key)));
+                    default.to_owned()
+                }
+                Some(v) if is_identifier(v) => v.to_owned(),
+                Some(v) => {
+                    this.problem(n.pos, format!("{} must be a name (letters, digits, `_`), not `{v}`", what(key)));
+                    default.to_owned()
+                }
+                None => {
+                    this.problem(n.pos, format!("{} must be a name, not {}", what(key), n.what()));
+                    default.to_owned()
+                }
+            },
+        };
+        let item_var = var(self, "item_var", "item");
+        let index_var = var(self, "index_var", "index");
+        if item_var == index_var {
+            let at = fields.get("index_var").or(fields.get("item_var")).map_or(pos, |n| n.pos);
+            self.problem(at, format!("node `{name}`: `item_var` and `index_var` are both `{item_var}`"));
+        }
+        let fan_in = match fields.get("fan_in") {
+            Some(f) if f.as_str().is_some() => Some(*f),
+            Some(f) => {
+                self.problem(
+                    f.pos,
+                    format!("{} names the node where the items meet, not {}", what("fan_in"), f.what()),
+                );
+                None
+            }
+            None => {
+                self.problem(
+                    pos,
+                    format!("`dynamic_parallel` node `{name}` needs `fan_in: NODE` (where the items meet)"),
+                );
+                None
+            }
+        };
+        let mut steps = Vec::new();
+        let modes: Vec<(&str, &Node)> =
+            ["steps", "action", "subgraph"].into_iter().filter_map(|k| fields.get(k).map(|n| (k, *n))).collect();
+        if let (Some(i), false) = (fields.get("input"), modes.iter().any(|(k, _)| *k == "subgraph")) {
+            self.problem(i.pos, format!("{} goes with `subgraph:` (the child's starting keys)", what("input")));
+        }
+        match modes.as_slice() {
+            [] => {
+                self.problem(
+                    pos,
+                    format!("`dynamic_parallel` node `{name}` needs one of `steps:`, `action:` or `subgraph:` (what each item runs)"),
+                );
+            }
+            [_, second, ..] => {
+                let keys: Vec<String> = modes.iter().map(|(k, _)| format!("`{k}`")).collect();
+                self.problem(
+                    second.1.pos,
+                    format!("node `{name}` has {}: what each item runs is one of them; keep one", keys.join(" and ")),
+                );
+            }
+            [("subgraph", file)] => {
+                let mut child = HashMap::new();
+                child.insert("file", *file);
+                if let Some(input) = fields.get("input") {
+                    child.insert("input", *input);
+                }
+                let mut exec = self.subgraph(&child, name, file.pos);
+                // The Edge Agent starts the child on `input` alone: without it, on nothing.
+                if let Exec::Subgraph { input: input @ None, .. } = &mut exec {
+                    *input = Some(Vec::new());
+                }
+                steps.push(Draft {
+                    name: format!("{name}.subgraph"),
+                    pos: file.pos,
+                    exec,
+                    goto: None,
+                    interrupt_before: false,
+                    interrupt_after: false,
+                    marked_fan_in: None,
+                    dynamic: None,
+                    after: None,
+                    item_of: None,
+                });
+            }
+            [("steps", list)] => match list.as_seq() {
+                Some([]) => self.problem(list.pos, format!("{} is empty", what("steps"))),
+                Some(items) => {
+                    for (k, item) in items.iter().enumerate() {
+                        if let Some(mut step) = self.node_or(item, Some(format!("step_{k}"))) {
+                            if step.goto.is_some() || step.dynamic.is_some() {
+                                self.problem(step.pos, format!("step `{}` of node `{name}` runs in order: no `goto`, no nested `dynamic_parallel`", step.name));
+                                step.goto = None;
+                                step.dynamic = None;
+                            }
+                            if let Some(at) = step.marked_fan_in {
+                                self.problem(at, format!("step `{}` of node `{name}` cannot be a fan-in", step.name));
+                            }
+                            step.name = format!("{name}.{}", step.name);
+                            steps.push(step);
+                        }
+                    }
+                }
+                None => {
+                    self.problem(list.pos, format!("{} must be a list of nodes, not {}", what("steps"), list.what()))
+                }
+            },
+            [(_, action)] => {
+                if let Some(f) = self.fields(action, &what("action"), ITEM_ACTION_KEYS) {
+                    match f.get("uses") {
+                        Some(uses) => {
+                            let exec = self.action(uses, &f, name);
+                            steps.push(Draft {
+                                name: format!("{name}.action"),
+                                pos: action.pos,
+                                exec,
+                                goto: None,
+                                interrupt_before: false,
+                                interrupt_after: false,
+                                marked_fan_in: None,
+                                dynamic: None,
+                                after: None,
+                                item_of: None,
+                            });
+                        }
+                        None => self.problem(action.pos, format!("{} needs `uses`", what("action"))),
+                    }
+                }
+            }
+        }
+        let exec = match items {
+            Some(items) => Exec::Send { items, item_var, index_var, fail_fast, limit },
+            None => Exec::Noop,
+        };
+        let dynamic = fan_in.filter(|_| !steps.is_empty()).map(|fan_in| Dynamic { fan_in, steps });
+        (exec, dynamic)
+    }
+
+    /// `python`: the node's `language:` (`Some(true)` for Python, `Some(false)` for Lua).
+    pub(super) fn run(&mut self, run: &Node, name: &str, output: Option<&Node>, python: Option<bool>) -> Exec {
+        match &run.kind {
+            Kind::Str { text, block } => {
+                if let Some(o) = output {
+                    self.problem(o.pos, format!("node `{name}`: a Lua block writes the keys of the table it returns; `output` is for actions"));
+                }
+                // A block scalar's position is its first content line, like a plain one's.
+                let _ = block;
+                let first_line = run.pos.line;
+                let block = match python {
+                    Some(true) => self.python.block(name, first_line, text),
+                    _ => match self.lua.add(&self.env.file, first_line, text) {
+                        Ok(id) => return Exec::Lua(id),
+                        Err((line, message)) if python.is_some() => {
+                            Err(vec![(line, format!("node `{name}`: {message}"))])
+                        }
+                        Err((line, message)) => {
+                            self.python.guess(name, first_line, text, line, format!("node `{name}`: {message}"))
+                        }
+                    },
+                };
+                match block {
+                    Ok(block) => Exec::Python(block),
+                    Err(problems) => {
+                        for (line, message) in problems {
+                            self.problem(Pos { line, column: 1 }, message);
+                        }
+                        Exec::Noop
+                    }
+                }
+            }
+            Kind::Map(_) => {
+                if let Some(o) = output {
+                    self.problem(
+                        o.pos,
+                        format!(
+                            "node `{name}`: an expression names its key with `output_key`; `output` is for actions"
+                        ),
+                    );
+                }
+                let Some(f) = self.fields(run, &format!("`run` of node `{name}`"), &["type", "value", "output_key"])
+                else {
+                    return Exec::Noop;
+                };
+                match f.get("type").and_then(|t| t.as_str()) {
+                    Some("expression") => {}
+                    _ => {
+                        self.problem(
+                            run.pos,
+                            format!("`run` of node `{name}` as a mapping is `{{ type: expression, value: EXPR }}`"),
+                        );
+                        return Exec::Noop;
+                    }
+                }
+                let key = match f.get("output_key") {
+                    Some(k) => self.string(k, "`output_key`").unwrap_or("result").to_owned(),
+                    None => "result".to_owned(),
+                };
+                if is_reserved(&key) {
+                    let at = f.get("output_key").map_or(run.pos, |k| k.pos);
+                    self.problem(at, format!("`output_key` of node `{name}` names `{key}`, {RESERVED}"));
+                }
+                let Some(value) = f.get("value") else {
+                    self.problem(run.pos, format!("`run` of node `{name}` needs `value: EXPR`"));
+                    return Exec::Noop;
+                };
+                let Some(source) = value.scalar_text() else {
+                    self.problem(value.pos, "`value` must be an expression");
+                    return Exec::Noop;
+                };
+                match self.expr_at(value.pos, strip_braces(&source)) {
+                    Ok(expr) => Exec::Expr { expr, key },
+                    Err(e) => {
+                        self.problem(value.pos, format!("the expression `{source}` does not parse: {e}"));
+                        Exec::Noop
+                    }
+                }
+            }
+            _ => {
+                self.problem(
+                    run.pos,
+                    format!("`run` of node `{name}` must be a Lua block or `{{ type: expression, value: EXPR }}`"),
+                );
+                Exec::Noop
+            }
+        }
+    }
+
+    pub(super) fn action(&mut self, uses: &Node, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
+        let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
+        let action = match self.env.actions.get(action_name) {
+            Some(a) => a.clone(),
+            None => match actions::built_in(action_name) {
+                Some(action) => action,
+                None if actions::NET_NAMES.contains(&action_name) => {
+                    self.problem(
+                        uses.pos,
+                        format!(
+                            "action `{action_name}` (node `{name}`) reaches the network, which this build leaves \
+                             out: it needs tea-yaml's cargo feature `net` (the `tea` command has it)"
+                        ),
+                    );
+                    return Exec::Noop;
+                }
+                None => {
+                    let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
+                    let hint = suggest(action_name, known.iter().copied());
+                    self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}"));
+                    return Exec::Noop;
+                }
+            },
+        };
+        let with = match fields.get("with") {
+            Some(w) => self.sending_tree(w, sending_keys(&action)),
+            None => Tree::Literal(Value::Object(Map::new())),
+        };
+        #[cfg(feature = "net")]
+        if let Action::Net(net) = &action {
+            self.net_with(*net, fields.get("with").copied(), uses, name);
+        }
+        let output = match fields.get("output") {
+            None => Output::Spread,
+            Some(o) => match &o.kind {
+                Kind::Str { text, .. } if is_reserved(text) => {
+                    self.problem(o.pos, format!("`output` of node `{name}` names `{text}`, {RESERVED}"));
+                    Output::Spread
+                }
+                Kind::Str { text, .. } => Output::Key(text.clone()),
+                Kind::Map(entries) => Output::Map(
+                    entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), self.tree(v))).collect(),
+                ),
+                _ => {
+                    self.problem(o.pos, "`output` must be a key name or a mapping of keys to templates");
+                    Output::Spread
+                }
+            },
+        };
+        Exec::Action { name: action_name.to_owned(), action, with, output }
+    }
+
+    /// A network action's `with:`, when written as a mapping: its keys, and the ones it needs
+    /// that neither it nor the file's `settings` give. (Rendered arguments are checked again
+    /// when the node runs.)
+    #[cfg(feature = "net")]
+    pub(super) fn net_with(&mut self, action: crate::net::NetAction, with: Option<&Node>, uses: &Node, name: &str) {
+        use crate::net::{NetAction, Section};
+        let what = action.name();
+        let keys: Vec<String> = match with {
+            Some(w) => match w.as_map() {
+                Some(entries) => {
+                    let mut keys = Vec::new();
+                    for (key, _) in entries {
+                        let Some(k) = key.as_str() else { continue };
+                        if !action.keys().contains(&k) {
+                            let hint = suggest(k, action.keys().iter().copied());
+                            self.problem(
+                                key.pos,
+                                format!(
+                                    "unknown argument `{k}` of `{what}` (node `{name}`){hint}; it takes {}",
+                                    action.keys().join(", ")
+                                ),
+                            );
+                        }
+                        keys.push(k.to_owned());
+                    }
+                    keys
+                }
+                // A whole `with:` from one expression: checked when it runs.
+                None => return,
+            },
+            None => Vec::new(),
+        };
+        let defaults: Vec<String> = match action.section() {
+            Some(Section::Llm) => self.settings_keys[0].clone(),
+            Some(Section::Notify) => self.settings_keys[1].clone(),
+            None => Vec::new(),
+        };
+        let given = |k: &str| keys.iter().any(|g| g == k) || defaults.iter().any(|g| g == k);
+        let at = with.map_or(uses.pos, |w| w.pos);
+        match action {
+            NetAction::LlmCall => {
+                if !given("model") {
+                    self.problem(
+                        at,
+                        format!("`llm.call` (node `{name}`) needs a `model`: in `with:`, or `settings.llm.model`"),
+                    );
+                }
+                if !given("messages") && !given("prompt") {
+                    self.problem(
+                        at,
+                        format!("`llm.call` (node `{name}`) needs `messages: [{{role, content}}]` (or a `prompt`)"),
+                    );
+                }
+            }
+            NetAction::HttpGet | NetAction::HttpPost => {
+                if !given("url") {
+                    self.problem(at, format!("`{what}` (node `{name}`) needs a `url`"));
+                }
+            }
+            NetAction::Notify => {}
+        }
+    }
+
+    pub(super) fn interrupt(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
+        let message = fields.get("message").map(|m| self.tree(m));
+        let key = |this: &mut Self, k: &str, default: &str| match fields.get(k) {
+            Some(n) => this.string(n, &format!("`{k}` of node `{name}`")).unwrap_or(default).to_owned(),
+            None => default.to_owned(),
+        };
+        let state_key = key(self, "state_key", "interrupt_message");
+        let resume_key = key(self, "resume_key", "user_input");
+        for (k, v) in [("state_key", &state_key), ("resume_key", &resume_key)] {
+            if is_reserved(v) {
+                let at = fields.get(k).map_or(Pos::default(), |n| n.pos);
+                self.problem(at, format!("`{k}` of node `{name}` names `{v}`, {RESERVED}"));
+            }
+        }
+        let timeout = match fields.get("timeout") {
+            None => None,
+            Some(t) => match t.kind {
+                Kind::Int(n) if n > 0 => Some(n as u64),
+                _ => {
+                    self.problem(t.pos, format!("`timeout` of node `{name}` must be a positive number of seconds"));
+                    None
+                }
+            },
+        };
+        Exec::Interrupt { message, state_key, resume_key, timeout }
+    }
+
+    /// A value with templates in it.
+    pub(super) fn tree(&mut self, node: &Node) -> Tree {
+        match &node.kind {
+            Kind::Str { text, .. } => self.text(node.pos, text),
+            Kind::Seq(items) => Tree::List(items.iter().map(|i| self.tree(i)).collect()),
+            Kind::Map(entries) => {
+                Tree::Map(entries.iter().map(|(k, v)| (k.scalar_text().unwrap_or_default(), self.tree(v))).collect())
+            }
+            _ => Tree::Literal(node.to_json()),
+        }
+    }
+
+    /// A string: literal, a single `{{ expr }}` (keeps its type), or a template.
+    pub(super) fn text(&mut self, pos: Pos, text: &str) -> Tree {
+        if !text.contains("{{") && !text.contains("{%") {
+            return Tree::Literal(Value::String(text.to_owned()));
+        }
+        let trimmed = text.trim();
+        if let Some(inner) = single_expression(trimmed) {
+            return match self.expr_at(pos, inner) {
+                Ok(id) => Tree::Expr(id),
+                Err(e) => {
+                    self.problem(pos, format!("the template `{text}` does not parse: {e}"));
+                    Tree::Literal(Value::Null)
+                }
+            };
+        }
+        match self.template_at(pos, text) {
+            Ok(id) => Tree::Template(id),
+            Err(e) => {
+                self.problem(pos, format!("the template `{text}` does not parse: {e}"));
+                Tree::Literal(Value::Null)
+            }
+        }
+    }
+
+    /// A condition: an expression, a bare state key, `!key`, or a literal.
+    pub(super) fn cond(&mut self, node: &Node, expect: bool) -> Cond {
+        match &node.kind {
+            Kind::Bool(b) => Cond::Const(*b == expect),
+            Kind::Str { text, .. } => {
+                let source = strip_braces(text.trim());
+                let expr = match source {
+                    "true" | "True" => return Cond::Const(expect),
+                    "false" | "False" => return Cond::Const(!expect),
+                    s if is_identifier(s) => format!("state.{s}"),
+                    s if s.starts_with('!') && is_identifier(s[1..].trim()) => format!("not state.{}", s[1..].trim()),
+                    s => s.to_owned(),
+                };
+                match self.expr_at(node.pos, &expr) {
+                    Ok(id) => Cond::Expr { expr: id, expect, source: Arc::from(text.as_str()) },
+                    Err(e) => {
+                        self.problem(node.pos, format!("the condition `{text}` does not parse: {e}"));
+                        Cond::Const(false)
+                    }
+                }
+            }
+            _ => {
+                self.problem(node.pos, format!("a condition must be an expression or true/false, not {}", node.what()));
+                Cond::Const(false)
+            }
+        }
+    }
+
+    /// A node's `interrupt:`, `goto:` and `fan_in: true` marker.
+    pub(super) fn flow<'n>(&mut self, fields: &HashMap<&str, &'n Node>, name: &str) -> Flow<'n> {
+        let (mut interrupt_before, mut interrupt_after) = (false, false);
+        if let Some(i) = fields.get("interrupt") {
+            match i.as_str() {
+                Some("before") => interrupt_before = true,
+                Some("after") => interrupt_after = true,
+                _ => self.problem(i.pos, format!("`interrupt` of node `{name}` must be `before` or `after`")),
+            }
+        }
+        let goto = fields.get("goto").map(|g| self.goto(g, name));
+        let marked_fan_in = fields.get("fan_in").filter(|f| matches!(f.kind, Kind::Bool(true))).map(|f| f.pos);
+        Flow { interrupt_before, interrupt_after, goto, marked_fan_in }
+    }
+
+    pub(super) fn goto<'n>(&mut self, node: &'n Node, name: &str) -> Vec<(Cond, &'n Node)> {
+        match &node.kind {
+            Kind::Str { .. } => vec![(Cond::Always, node)],
+            Kind::Seq(rules) => {
+                let mut out = Vec::new();
+                for rule in rules {
+                    let Some(f) = self.fields(rule, &format!("a `goto` rule of node `{name}`"), &["if", "to"]) else {
+                        continue;
+                    };
+                    let Some(to) = f.get("to") else {
+                        self.problem(rule.pos, format!("a `goto` rule of node `{name}` without `to`"));
+                        continue;
+                    };
+                    let cond = match f.get("if") {
+                        Some(c) => self.cond(c, true),
+                        None => Cond::Always,
+                    };
+                    out.push((cond, *to));
+                }
+                out
+            }
+            _ => {
+                self.problem(
+                    node.pos,
+                    format!("`goto` of node `{name}` must be a node name or a list of `{{ if, to }}` rules"),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
