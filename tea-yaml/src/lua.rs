@@ -586,7 +586,7 @@ fn bound(lua: &Lua, globals: &Table, base: &Table, watch: &Rc<Watch>) -> mlua::R
 
     // The pattern functions: refused when the worst case of the pattern on the subject is
     // beyond the instructions left; the subject's length is paid for.
-    for (name, pattern_at, anchors) in [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, false)]
+    for (name, pattern_at, anchors) in [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, true)]
     {
         let original: Function = string.get(name)?;
         let w = watch.clone();
