@@ -89,8 +89,10 @@ pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Val
         Action::CheckpointLoad => Ok(checkpoint_load(call, args)),
         Action::FileRead => {
             let path = path_arg(call, args, "file.read")?;
-            let content = std::fs::read_to_string(&path)
+            let bytes = crate::files::read_regular(&path, crate::files::MAX_READ_FILE)
                 .map_err(|e| format!("file.read: cannot read `{}`: {e}", path.display()))?;
+            let content = String::from_utf8(bytes)
+                .map_err(|e| format!("file.read: cannot read `{}`: it is not UTF-8: {e}", path.display()))?;
             Ok(json!({ "content": content }))
         }
         Action::FileWrite => {

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 /// The largest agent file read: 8 MiB.
 pub(crate) const MAX_AGENT_FILE: u64 = 8 << 20;
+/// The largest file `file.read` reads: 64 MiB.
+pub(crate) const MAX_READ_FILE: u64 = 64 << 20;
 /// The largest checkpoint file read (`checkpoint.load`, `resume_from`, `config.checkpoint`):
 /// 256 MiB.
 pub(crate) const MAX_CHECKPOINT_FILE: u64 = 256 << 20;

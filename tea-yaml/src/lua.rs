@@ -127,10 +127,14 @@ pub(crate) struct Chunks {
 
 #[derive(Debug)]
 struct Chunk {
-    /// The source, preceded by blank lines so that Lua's line numbers are the file's.
+    /// The source, as written (Lua numbers its lines from 1).
     source: String,
     /// The file name Lua reports in messages.
     file: String,
+    /// The file's line the source starts on: Lua's line numbers in messages are moved by it
+    /// (rather than padding the source with blank lines, which would make a file of many
+    /// blocks quadratic in memory).
+    first_line: usize,
 }
 
 /// A chunk of [`Chunks`], by index.
@@ -160,15 +164,14 @@ impl Chunks {
     /// Compiles `source` (which starts on line `first_line` of `file`) to check it, and keeps
     /// it. `Err((line, message))` for a syntax error.
     pub(crate) fn add(&mut self, file: &str, first_line: usize, source: &str) -> Result<ChunkId, (usize, String)> {
-        let padded = format!("{}{source}", "\n".repeat(first_line.saturating_sub(1)));
-        let checker = Lua::new_with(StdLib::NONE, LuaOptions::default())
-            .map_err(|e| (first_line, format!("Lua could not start: {e}")))?;
+        let offset = first_line.saturating_sub(1);
         // Text only: a block that starts like precompiled bytecode (ESC `Lua`) is refused.
-        let compiled =
-            checker.load(&padded).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function();
-        if let Some(line) = close_attribute(&padded) {
+        let compiled = CHECKER.with(|checker| {
+            checker.load(source).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function()
+        });
+        if let Some(line) = close_attribute(source) {
             return Err((
-                line,
+                line + offset,
                 "Lua: to-be-closed variables (`<close>`) are not supported in `run:` blocks: their `__close` \
                  can run where the block's limits do not reach"
                     .to_owned(),
@@ -179,11 +182,11 @@ impl Chunks {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
                 other => other.to_string(),
             };
-            let line = line_of(&message, file).unwrap_or(first_line);
+            let line = line_of(&message, file).unwrap_or(1);
             let message = message.strip_prefix(&format!("{file}:{line}: ")).unwrap_or(&message).to_owned();
-            return Err((line, format!("Lua syntax error: {message}")));
+            return Err((line + offset, format!("Lua syntax error: {}", relines(&message, file, offset))));
         }
-        self.sources.push(Chunk { source: padded, file: file.to_owned() });
+        self.sources.push(Chunk { source: source.to_owned(), file: file.to_owned(), first_line });
         Ok(ChunkId(self.sources.len() - 1))
     }
 
@@ -226,6 +229,28 @@ fn close_attribute(source: &str) -> Option<usize> {
     None
 }
 
+/// `text` with every `file:N:` Lua wrote moved down by `offset` lines (to the agent file's).
+fn relines(text: &str, file: &str, offset: usize) -> String {
+    if offset == 0 || file.is_empty() {
+        return text.to_owned();
+    }
+    let marker = format!("{file}:");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&marker) {
+        let after = &rest[at + marker.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        out.push_str(&rest[..at + marker.len()]);
+        match after[..digits].parse::<usize>() {
+            Ok(n) if after[digits..].starts_with(':') => out.push_str(&(n + offset).to_string()),
+            _ => out.push_str(&after[..digits]),
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The file line a Lua message points at (`file:12: …`).
 fn line_of(message: &str, file: &str) -> Option<usize> {
     let rest = message.strip_prefix(file)?.strip_prefix(':')?;
@@ -234,6 +259,8 @@ fn line_of(message: &str, file: &str) -> Option<usize> {
 
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+    /// A bare VM that compiles blocks at load, to check them.
+    static CHECKER: Lua = Lua::new_with(StdLib::NONE, LuaOptions::default()).unwrap_or_else(|_| Lua::new());
 }
 
 /// One thread's Lua VM.
@@ -380,7 +407,10 @@ impl Vm {
                 Some(why) => Err(self.explain(why.error(), chunks)),
                 None => from_result(value, chunks.limits.memory),
             },
-            Err(error) => Err(self.explain(error, chunks)),
+            Err(error) => {
+                let chunk = &chunks.sources[id.0];
+                Err(relines(&self.explain(error, chunks), &chunk.file, chunk.first_line.saturating_sub(1)))
+            }
         };
         // Nothing runs on the budget of a finished block (a finalizer the collector runs later
         // starts stopped), until the next block resets it.
@@ -586,7 +616,7 @@ fn bound(lua: &Lua, globals: &Table, base: &Table, watch: &Rc<Watch>) -> mlua::R
 
     // The pattern functions: refused when the worst case of the pattern on the subject is
     // beyond the instructions left; the subject's length is paid for.
-    for (name, pattern_at, anchors) in [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, false)]
+    for (name, pattern_at, anchors) in [("find", 1, true), ("match", 1, true), ("gmatch", 1, false), ("gsub", 1, true)]
     {
         let original: Function = string.get(name)?;
         let w = watch.clone();

@@ -216,3 +216,26 @@ nodes:
         assert!(mentions(&err, &[what, "keeps for itself"]), "{err}");
     }
 }
+
+#[test]
+fn many_lua_blocks_load_in_linear_time_and_keep_their_lines() {
+    let block = |i: usize| format!("  - {{ name: n{i}, run: 'return {{ n = {i} }}' }}\n");
+    let mut text = String::from("nodes:\n");
+    for i in 0..4_000 {
+        text.push_str(&block(i));
+    }
+    text.push_str("  - name: last\n    run: |\n      local x = 1\n      return { x = }\n");
+    let (err, took) = load_err(&text);
+    assert!(took < QUICK, "{took:?}");
+    assert_eq!(err.problems().len(), 1, "{err}");
+    assert_eq!(err.problems()[0].line(), 4_005, "{err}");
+    // Over the node limit: refused at the first node past it.
+    let mut text = String::from("nodes:\n");
+    for i in 0..20_000 {
+        text.push_str(&block(i));
+    }
+    let (err, took) = load_err(&text);
+    assert!(took < QUICK, "{took:?}");
+    assert!(mentions(&err, &["more than 4096 nodes", "limit"]), "{err}");
+    assert_eq!(err.problems()[0].line(), 4_098, "{err}");
+}

@@ -235,6 +235,14 @@ fn a_pause_file_resumes_once_wherever_its_copies_sit_and_no_temporary_file_is_le
         let began = Instant::now();
         let error = chain(&agent.resume_from(&zero, None).unwrap_err());
         assert!(error.contains("not a regular file"), "{error}");
+        let reader = Engine::new()
+            .load_str(&format!(
+                "nodes:\n  - {{ name: r, uses: file.read, with: {{ path: \"{}\" }} }}\n",
+                zero.display()
+            ))
+            .unwrap();
+        let error = chain(&reader.invoke(json!({})).unwrap_err());
+        assert!(error.contains("not a regular file"), "{error}");
         assert!(began.elapsed() < QUICK);
     }
     std::fs::remove_dir_all(&dir).ok();

@@ -46,6 +46,8 @@ pub(crate) struct Env<'a> {
 /// The subgraph files of one load, by canonical path.
 pub(crate) type Children = Rc<RefCell<HashMap<PathBuf, Result<Loaded, LoadError>>>>;
 
+/// How many nodes one file may declare.
+pub(crate) const MAX_NODES: usize = 4_096;
 /// How deep `type: subgraph` files may nest (a file, its child, the child's child …).
 pub(crate) const MAX_SUBGRAPH_DEPTH: usize = 16;
 /// How many candidate names "did you mean" compares, over a whole file: beyond it, problems
@@ -472,6 +474,13 @@ impl<'a> Loader<'a> {
         };
         if items.is_empty() {
             self.problem(nodes_node.pos, "`nodes` is empty; an agent needs at least one node");
+            return None;
+        }
+        if items.len() > MAX_NODES {
+            self.problem(
+                items[MAX_NODES].pos,
+                format!("the agent has more than {MAX_NODES} nodes (the limit); split it into subgraph files"),
+            );
             return None;
         }
         let mut drafts: Vec<Draft<'_>> = Vec::new();

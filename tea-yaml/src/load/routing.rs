@@ -360,7 +360,9 @@ impl Loader<'_> {
         }
         places.start = start_rules.iter().map(|(_, p)| *p).collect();
         let start_rules: Vec<Rule> = start_rules.into_iter().map(|(r, _)| r).collect();
-        if self.problems.len() != before {
+        // The shape checks look at the whole graph: only for a file without other problems (they
+        // would be reported again once those are fixed).
+        if !self.problems.is_empty() {
             return (None, None);
         }
         self.shape(&nodes, &start_rules, drafts, &places);
