@@ -639,14 +639,25 @@ async fn yaml_agents_and_the_inbox_page() {
 
 // ---- the inbox in a real browser ----
 
-/// A WebDriver session with chromedriver (headless Chromium), spoken as plain HTTP + JSON.
-struct Browser {
-    http: Client,
-    session: String,
-    driver: std::process::Child,
+/// chromedriver's process, killed when dropped: at the end of the test, and also when it fails.
+struct Driver(std::process::Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
-const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+/// A WebDriver session (fantoccini) with chromedriver driving a headless Chromium.
+struct Browser {
+    client: fantoccini::Client,
+    _driver: Driver,
+}
+
+/// How long the browser waits for an element or a text to appear.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 fn on_path(names: &[&str]) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -665,119 +676,92 @@ impl Browser {
             return None;
         };
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let driver = std::process::Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let driver = Driver(
+            std::process::Command::new(driver)
+                .arg(format!("--port={port}"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         let http = Client::new();
         let base = format!("http://127.0.0.1:{port}");
         for _ in 0..100 {
             if http.get(format!("{base}/status")).send().await.is_ok() {
                 break;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(POLL).await;
         }
-        let capabilities = json!({ "capabilities": { "alwaysMatch": { "browserName": "chrome", "goog:chromeOptions": {
-            "binary": chromium,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"],
-        } } } });
-        let created: Value =
-            http.post(format!("{base}/session")).json(&capabilities).send().await.unwrap().json().await.unwrap();
-        let session =
-            created["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no WebDriver session: {created}"));
-        Some(Browser { http, session: format!("{base}/session/{session}"), driver })
-    }
-
-    async fn command(&self, method: Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self.http.request(method, format!("{}{path}", self.session));
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let answer: Value = request.send().await.unwrap().json().await.unwrap();
-        answer["value"].clone()
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("browserName".into(), json!("chrome"));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"],
+            }),
+        );
+        // chromedriver is on loopback and speaks plain HTTP: no TLS connector.
+        let client = fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&base)
+            .await
+            .unwrap_or_else(|e| panic!("no WebDriver session with chromedriver at {base}: {e}"));
+        Some(Browser { client, _driver: driver })
     }
 
     async fn goto(&self, url: &str) {
-        self.command(Method::POST, "/url", Some(json!({ "url": url }))).await;
+        self.client.goto(url).await.unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
     }
 
     /// The element `css` selects, waiting up to 10 s for it.
-    async fn find(&self, css: &str) -> String {
-        let mut found = Value::Null;
-        for _ in 0..100 {
-            found =
-                self.command(Method::POST, "/element", Some(json!({ "using": "css selector", "value": css }))).await;
-            if let Some(id) = found[ELEMENT].as_str() {
-                return id.to_owned();
+    async fn find(&self, css: &str) -> fantoccini::elements::Element {
+        match self.client.wait().at_most(PATIENCE).every(POLL).for_element(fantoccini::Locator::Css(css)).await {
+            Ok(element) => element,
+            Err(e) => {
+                let source = self.client.source().await.unwrap_or_default();
+                panic!("no element `{css}` ({e}) on the page:\n{source}");
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        let source = self.command(Method::GET, "/source", None).await;
-        panic!("no element `{css}` ({found}) on the page:\n{}", source.as_str().unwrap_or(""));
     }
 
     async fn click(&self, css: &str) {
-        let id = self.find(css).await;
-        self.command(Method::POST, &format!("/element/{id}/click"), Some(json!({}))).await;
+        self.find(css).await.click().await.unwrap_or_else(|e| panic!("cannot click `{css}`: {e}"));
     }
 
     async fn type_into(&self, css: &str, text: &str) {
-        let id = self.find(css).await;
-        self.command(Method::POST, &format!("/element/{id}/value"), Some(json!({ "text": text }))).await;
+        self.find(css).await.send_keys(text).await.unwrap_or_else(|e| panic!("cannot type into `{css}`: {e}"));
     }
 
     async fn text(&self, css: &str) -> String {
-        let id = self.find(css).await;
-        self.command(Method::GET, &format!("/element/{id}/text"), None).await.as_str().unwrap_or("").to_owned()
+        self.find(css).await.text().await.unwrap_or_else(|e| panic!("no text of `{css}`: {e}"))
     }
 
     /// Waits until `css`'s text is `want`.
     async fn wait_text(&self, css: &str, want: &str) {
         let mut last = String::new();
-        for _ in 0..100 {
+        for _ in 0..PATIENCE.as_millis() / POLL.as_millis() {
             last = self.text(css).await;
             if last == want {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(POLL).await;
         }
         panic!("`{css}` says {last:?}, not {want:?}");
     }
 
     /// Saves a screenshot as `target/serve-browser/NAME.png`.
     async fn screenshot(&self, name: &str) {
-        let data = self.command(Method::GET, "/screenshot", None).await;
-        let png = base64_decode(data.as_str().unwrap());
+        let png = self.client.screenshot().await.unwrap_or_else(|e| panic!("no screenshot {name}: {e}"));
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/serve-browser");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
 
-    async fn quit(mut self) {
-        let _ = self.http.delete(&self.session).send().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+    /// Ends the WebDriver session (Chromium quits); dropping `_driver` then kills chromedriver.
+    async fn quit(self) {
+        let _ = self.client.close().await;
     }
-}
-
-fn base64_decode(text: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        b'/' => 63,
-        _ => panic!("not base64: {c}"),
-    };
-    let bytes: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=').map(value).collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, v)| n | u32::from(*v) << (18 - 6 * i));
-        out.extend_from_slice(&n.to_be_bytes()[1..chunk.len()]);
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

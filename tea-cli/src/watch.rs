@@ -71,8 +71,22 @@ static STEPPED: AtomicBool = AtomicBool::new(true);
 pub fn handle_ctrl_c(runtime: &tokio::runtime::Runtime) {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        runtime.spawn(async {
-            while tokio::signal::ctrl_c().await.is_ok() {
+        // Listening starts here, before the run begins: a Ctrl-C from now on is seen however
+        // late the task below first runs (`tokio::signal::ctrl_c()` listens only from its first
+        // poll, and a Ctrl-C before that would end the process with no step boundary).
+        let listening = {
+            let _context = runtime.enter();
+            listen_for_ctrl_c()
+        };
+        let mut ctrl_c = match listening {
+            Ok(ctrl_c) => ctrl_c,
+            Err(error) => {
+                note(&format!("cannot listen for Ctrl-C ({error}): Ctrl-C ends the run at once"));
+                return;
+            }
+        };
+        runtime.spawn(async move {
+            while ctrl_c.recv().await.is_some() {
                 if INTERRUPTS.fetch_add(1, Ordering::SeqCst) == 0 {
                     let how =
                         if STEPPED.load(Ordering::Relaxed) { "stopping at the next step boundary" } else { "stopping" };
@@ -84,6 +98,18 @@ pub fn handle_ctrl_c(runtime: &tokio::runtime::Runtime) {
             }
         });
     });
+}
+
+/// Starts listening for Ctrl-C (SIGINT); must be called inside the runtime's context.
+#[cfg(unix)]
+fn listen_for_ctrl_c() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+}
+
+/// Starts listening for Ctrl-C; must be called inside the runtime's context.
+#[cfg(windows)]
+fn listen_for_ctrl_c() -> std::io::Result<tokio::signal::windows::CtrlC> {
+    tokio::signal::windows::ctrl_c()
 }
 
 /// Whether Ctrl-C asked the run to stop.

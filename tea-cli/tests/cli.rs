@@ -581,88 +581,185 @@ fn interrupt(child: &std::process::Child) {
     assert!(sent.success());
 }
 
-/// Starts `tea -v ARGS` in `s` and reads its stderr until a line containing `until`; returns
-/// the child (which the caller waits for) and the lines read so far.
-#[allow(clippy::zombie_processes)] // the child is handed to the caller, which waits for it
-fn spawn_until(
-    s: &Scratch,
-    args: &[&str],
-    until: &str,
-) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
-        .arg("-v")
-        .args(args)
-        .current_dir(&s.0)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tea ended before `{until}`: {seen}");
-        }
-        seen.push_str(&line);
-        if line.contains(until) {
-            return (child, err, seen);
+/// How long a Ctrl-C test waits for something it expects before failing (not a pace: every
+/// wait ends as soon as what it waits for happens).
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// A `tea -v` process whose stderr the test reads line by line, to act when a line shows.
+struct Watched {
+    child: std::process::Child,
+    err: std::io::BufReader<std::process::ChildStderr>,
+    /// The stderr read so far.
+    seen: String,
+}
+
+impl Watched {
+    /// Starts `tea -v ARGS` in `s`.
+    fn spawn(s: &Scratch, args: &[&str]) -> Watched {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+            .arg("-v")
+            .args(args)
+            .current_dir(&s.0)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = std::io::BufReader::new(child.stderr.take().unwrap());
+        Watched { child, err, seen: String::new() }
+    }
+
+    /// Reads stderr up to a line containing `until`.
+    fn read_until(&mut self, until: &str) {
+        use std::io::BufRead;
+        loop {
+            let mut line = String::new();
+            if self.err.read_line(&mut line).unwrap_or(0) == 0 {
+                panic!("tea's stderr ended before `{until}`: {}", self.seen);
+            }
+            self.seen.push_str(&line);
+            if line.contains(until) {
+                return;
+            }
         }
     }
+
+    /// Reads the rest of stderr and waits for the exit; returns the status code and stdout.
+    fn finish(mut self) -> (Option<i32>, String, String) {
+        use std::io::Read;
+        self.err.read_to_string(&mut self.seen).unwrap();
+        let mut stdout = String::new();
+        self.child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+        let status = self.child.wait().unwrap();
+        (status.code(), stdout, std::mem::take(&mut self.seen))
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        // A failed assertion must not leave tea running.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A node the test holds in progress: an HTTP server on loopback that tells the test when a
+/// request arrives and answers it only when the test says (`http.get` nodes wait for it), so a
+/// Ctrl-C lands while that node runs, however slow the machine is.
+struct Gate {
+    url: String,
+    arrived: std::sync::mpsc::Receiver<std::net::TcpStream>,
+}
+
+/// A request that arrived at a [`Gate`], unanswered until [`Held::release`].
+struct Held(std::net::TcpStream);
+
+impl Gate {
+    fn open() -> Gate {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/gate", listener.local_addr().unwrap());
+        let (send, arrived) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                // The request's head, read whole: the node is waiting for its answer now.
+                let mut reader = std::io::BufReader::new(&stream);
+                let mut line = String::new();
+                while std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                if send.send(stream).is_err() {
+                    return;
+                }
+            }
+        });
+        Gate { url, arrived }
+    }
+
+    /// Waits for the next request: its node is in progress.
+    fn next(&self) -> Held {
+        Held(self.arrived.recv_timeout(PATIENCE).expect("no request reached the gate"))
+    }
+}
+
+impl Held {
+    /// Answers the request with `{"open": true}`: its node finishes.
+    fn release(mut self) {
+        let body = r#"{"open": true}"#;
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        self.0.write_all(head.as_bytes()).unwrap();
+        self.0.write_all(body.as_bytes()).unwrap();
+    }
+}
+
+/// Three nodes; `b` waits for `gate` (one attempt, no timeout that a slow machine could reach).
+fn gated(gate: &Gate) -> String {
+    format!(
+        r#"
+name: gated
+nodes:
+  - {{ name: a, run: "return {{ a = 1 }}" }}
+  - {{ name: b, uses: http.get, with: {{ url: "{}", timeout: 3600, retry: {{ max: 0 }} }}, output: b }}
+  - {{ name: c, run: "return {{ c = 3 }}" }}
+"#,
+        gate.url
+    )
 }
 
 #[test]
 fn ctrl_c_stops_at_the_next_step_and_recover_continues_the_thread() {
-    use std::io::Read;
     let s = Scratch::new();
-    s.write("slow.yaml", SLOW);
-    let (child, mut err, mut seen) =
-        spawn_until(&s, &["run", "slow.yaml", "--thread", "c1", "--store", "dir:st"], "step 1: `a`");
+    let gate = Gate::open();
+    s.write("gated.yaml", &gated(&gate));
+    let mut tea = Watched::spawn(&s, &["run", "gated.yaml", "--thread", "c1", "--store", "dir:st"]);
     // `b` is running: the first Ctrl-C lets it finish, then the run stops.
-    interrupt(&child);
-    err.read_to_string(&mut seen).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{seen}");
-    assert!(seen.contains("stopping at the next step boundary"), "{seen}");
+    let b = gate.next();
+    interrupt(&tea.child);
+    tea.read_until("stopping at the next step boundary");
+    assert!(tea.seen.contains("step 1: `a`") && !tea.seen.contains("step 2"), "{}", tea.seen);
+    b.release();
+    let (status, stdout, seen) = tea.finish();
+    assert_eq!(status, Some(130), "{seen}");
     assert!(seen.contains("step 2: `b`") && !seen.contains("step 3"), "`b` finished, `c` never ran: {seen}");
-    assert!(seen.contains("continue it with `tea recover slow.yaml --thread c1 --store dir:st`"), "{seen}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "no final state");
+    assert!(seen.contains("continue it with `tea recover gated.yaml --thread c1 --store dir:st`"), "{seen}");
+    assert_eq!(stdout, "", "no final state");
 
-    // The thread stands before `c`, and recover runs `c` alone.
-    let listed = s.tea(&["threads", "slow.yaml", "--store", "dir:st"]).expect(DONE).json();
+    // The thread stands before `c`, and recover runs `c` alone (no request reaches the gate).
+    let listed = s.tea(&["threads", "gated.yaml", "--store", "dir:st"]).expect(DONE).json();
     assert_eq!(listed[0]["status"], "stopped", "{listed}");
     assert_eq!(listed[0]["next"], serde_json::json!(["c"]), "{listed}");
-    let recovered = s.tea(&["recover", "slow.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE);
-    assert_eq!(recovered.json()["c"], 30_000_000);
-    let latest = s.tea(&["state", "slow.yaml", "c1", "--store", "dir:st"]).expect(DONE).json();
+    let recovered = s.tea(&["recover", "gated.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE).json();
+    assert_eq!(
+        (recovered["c"].as_u64(), recovered["b"]["json"]["open"].as_bool()),
+        (Some(3), Some(true)),
+        "{recovered}"
+    );
+    assert!(gate.arrived.try_recv().is_err(), "`b` ran again");
+    let latest = s.tea(&["state", "gated.yaml", "c1", "--store", "dir:st"]).expect(DONE).json();
     assert_eq!(latest["step"], 3, "`a` and `b` did not run again: {latest}");
     // Recovering a finished thread reports its final state; an unknown one is an error naming it.
-    assert_eq!(
-        s.tea(&["recover", "slow.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE).json()["a"],
-        30_000_000
-    );
-    let unknown = s.tea(&["recover", "slow.yaml", "--thread", "nope", "--store", "dir:st"]).expect(ERROR);
+    assert_eq!(s.tea(&["recover", "gated.yaml", "--thread", "c1", "--store", "dir:st"]).expect(DONE).json()["c"], 3);
+    let unknown = s.tea(&["recover", "gated.yaml", "--thread", "nope", "--store", "dir:st"]).expect(ERROR);
     assert!(unknown.stderr().contains("nope"), "{unknown:?}");
 }
 
 #[test]
 fn a_second_ctrl_c_exits_at_once() {
-    use std::io::Read;
     let s = Scratch::new();
-    s.write("slow.yaml", SLOW);
-    let (child, mut err, mut seen) =
-        spawn_until(&s, &["run", "slow.yaml", "--thread", "c2", "--store", "dir:st"], "step 1: `a`");
-    interrupt(&child);
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    interrupt(&child);
-    err.read_to_string(&mut seen).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{seen}");
+    let gate = Gate::open();
+    s.write("gated.yaml", &gated(&gate));
+    let mut tea = Watched::spawn(&s, &["run", "gated.yaml", "--thread", "c2", "--store", "dir:st"]);
+    let _b = gate.next();
+    interrupt(&tea.child);
+    // The first is taken (the run would stop after `b`); `b` is still waiting when the second comes.
+    tea.read_until("stopping at the next step boundary");
+    interrupt(&tea.child);
+    let (status, _, seen) = tea.finish();
+    assert_eq!(status, Some(130), "{seen}");
     assert!(seen.contains("exiting now") && !seen.contains("step 2"), "`b` was not waited for: {seen}");
 }
 
@@ -745,33 +842,44 @@ fn quiet_says_nothing_but_errors_and_completions_are_generated() {
     s.tea(&["completions", "tcsh"]).expect(USAGE);
 }
 
-/// A question, then two slow nodes.
-const SLOW_ASK: &str = r#"
-name: slow_ask
+/// A question, then a node that waits for `gate`, then another.
+fn gated_ask(gate: &Gate) -> String {
+    format!(
+        r#"
+name: gated_ask
 nodes:
-  - { name: ask, type: interrupt, message: "go?", resume_key: go }
-  - { name: a, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { a = n }" }
-  - { name: b, run: "local n = 0; for i = 1, 30000000 do n = n + 1 end; return { b = n }" }
-"#;
+  - {{ name: ask, type: interrupt, message: "go?", resume_key: go }}
+  - {{ name: a, uses: http.get, with: {{ url: "{}", timeout: 3600, retry: {{ max: 0 }} }}, output: a }}
+  - {{ name: b, run: "return {{ b = 2 }}" }}
+"#,
+        gate.url
+    )
+}
 
 #[test]
 fn ctrl_c_in_a_resume_puts_the_pause_back() {
-    use std::io::Read;
     let s = Scratch::new();
-    s.write("slow_ask.yaml", SLOW_ASK);
-    s.tea(&["run", "slow_ask.yaml", "--thread", "r1"]).expect(PAUSED);
-    let (child, mut err, mut seen) =
-        spawn_until(&s, &["resume", "slow_ask.yaml", "--thread", "r1", "--answer", "yes"], "step 1: `ask`");
-    interrupt(&child);
-    err.read_to_string(&mut seen).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{seen}");
+    let gate = Gate::open();
+    s.write("gated_ask.yaml", &gated_ask(&gate));
+    s.tea(&["run", "gated_ask.yaml", "--thread", "r1"]).expect(PAUSED);
+    let mut tea = Watched::spawn(&s, &["resume", "gated_ask.yaml", "--thread", "r1", "--answer", "yes"]);
+    // `a` is running: the run stops after it, and the resumed pause is put back.
+    let a = gate.next();
+    interrupt(&tea.child);
+    tea.read_until("stopping at the next step boundary");
+    a.release();
+    let (status, _, seen) = tea.finish();
+    assert_eq!(status, Some(130), "{seen}");
+    assert!(seen.contains("step 2: `a`") && !seen.contains("step 3"), "`a` finished, `b` never ran: {seen}");
     assert!(seen.contains("thread `r1` is back at its pause at `ask`"), "{seen}");
-    assert!(seen.contains("continue it with `tea resume slow_ask.yaml --token "), "{seen}");
-    let listed = s.tea(&["threads", "slow_ask.yaml"]).expect(DONE).json();
+    assert!(seen.contains("continue it with `tea resume gated_ask.yaml --token "), "{seen}");
+    let listed = s.tea(&["threads", "gated_ask.yaml"]).expect(DONE).json();
     assert_eq!(listed[0]["status"], "paused", "{listed}");
-    let done = s.tea(&["resume", "slow_ask.yaml", "--thread", "r1", "--answer", "again"]).expect(DONE).json();
-    assert_eq!((done["go"].as_str(), done["b"].as_u64()), (Some("again"), Some(30_000_000)), "{done}");
+    // Answered again, it runs on to the end (`a` once more, released as it asks).
+    let releaser = std::thread::spawn(move || gate.next().release());
+    let done = s.tea(&["resume", "gated_ask.yaml", "--thread", "r1", "--answer", "again"]).expect(DONE).json();
+    releaser.join().unwrap();
+    assert_eq!((done["go"].as_str(), done["b"].as_u64()), (Some("again"), Some(2)), "{done}");
 }
 
 #[test]
