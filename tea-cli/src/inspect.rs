@@ -6,9 +6,8 @@
 //! stderr as `tea validate` shows them; only a file that is not YAML fails.
 
 use crate::output;
-use crate::run;
 use crate::watch;
-use crate::{InspectFormat, TrustArg, EXIT_DONE};
+use crate::{InspectFormat, EXIT_DONE};
 use saphyr_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -17,10 +16,14 @@ use std::io::IsTerminal;
 use std::path::Path;
 use tea_yaml::Agent;
 
-/// `tea inspect FILE --format FORMAT`.
-pub fn inspect(file: &Path, format: InspectFormat, trust: TrustArg) -> Result<u8, String> {
+/// `tea inspect FILE --format FORMAT`; `loaded` is the file loaded as `tea validate` loads it.
+pub fn inspect(
+    file: &Path,
+    format: InspectFormat,
+    loaded: impl FnOnce() -> Result<Agent, tea_yaml::LoadError>,
+) -> Result<u8, String> {
     let config = structure(file)?;
-    let agent = match run::checked(file, trust) {
+    let agent = match loaded() {
         Ok(agent) => Some(agent),
         Err(problems) => {
             watch::note(&format!("note: `{}` does not load here; described as written:", file.display()));

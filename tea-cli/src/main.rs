@@ -455,7 +455,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => run::resume(&args),
         Command::Recover(args) => run::recover(&args),
         Command::Validate { files, detailed, trust } => Ok(run::validate(&files, detailed, trust)),
-        Command::Inspect { file, format, trust } => inspect::inspect(&file, format, trust),
+        Command::Inspect { file, format, trust } => inspect::inspect(&file, format, || run::checked(&file, trust)),
         Command::Draw { file, format, trust } => run::load(&file, trust).map(|agent| {
             let text = match format {
                 Format::Mermaid => output::mermaid_marked(&agent),

@@ -2,7 +2,7 @@
 
 use crate::error::ApiError;
 use crate::records::{self, Entry, ThreadRecord};
-use crate::runs::{self, CancelOnDrop, End, Plan, RunEntry};
+use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, Plan, RunEntry};
 use crate::served::{Answer, JsonSnapshot, Served};
 use crate::time::rfc3339;
 use crate::Shared;
@@ -133,32 +133,6 @@ pub(crate) fn status(shared: &Shared, located: &Located) -> &'static str {
         Some(_) if failed => "error",
         Some(_) => "busy",
     }
-}
-
-/// What a pause asks, as a line of text.
-pub(crate) fn pause_message(interrupt: &Interrupt) -> String {
-    let value = interrupt.value();
-    let field = ["question", "message", "prompt", "text"].iter().find_map(|k| value.get(k).and_then(Value::as_str));
-    match (value, field) {
-        (Value::String(s), _) => s.clone(),
-        (_, Some(s)) => s.to_owned(),
-        (Value::Null, _) if interrupt.id().starts_with("after:") => {
-            format!("Paused after `{}`: continue?", interrupt.node())
-        }
-        (Value::Null, _) => format!("Paused before `{}`: continue?", interrupt.node()),
-        (other, _) => other.to_string(),
-    }
-}
-
-/// A pause as the protocol's responses list it.
-pub(crate) fn interrupt_json_plain(interrupt: &Interrupt) -> Value {
-    json!({
-        "id": interrupt.id(),
-        "node": interrupt.node().as_str(),
-        "value": interrupt.value(),
-        "needs_answer": interrupt.needs_answer(),
-        "message": pause_message(interrupt),
-    })
 }
 
 fn interrupt_json(agent: &dyn Served, interrupt: &Interrupt) -> Value {

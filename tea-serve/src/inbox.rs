@@ -5,6 +5,7 @@
 
 use crate::access::{self, check_form, Granted, Right, CSRF_COOKIE, SESSION_COOKIE};
 use crate::api::{self, checkpoint_uuid, Located, RunCommand, RunRequest};
+use crate::draw::escape;
 use crate::error::ApiError;
 use crate::records::Entry;
 use crate::runs::End;
@@ -40,22 +41,6 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
             "/inbox/assets/inbox.js",
             get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS) }),
         )
-}
-
-/// `text` with HTML's special characters escaped.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The session's CSRF token: the cookie's, or a new one the response sets.
@@ -114,7 +99,7 @@ fn answer_form(located: &Located, csrf: &str) -> String {
     for (i, interrupt) in snapshot.interrupts.iter().enumerate() {
         let kind = agent.answer_kind(interrupt);
         only_continue &= kind == AnswerKind::Continue;
-        let message = escape(&api::pause_message(interrupt));
+        let message = escape(&crate::runs::pause_message(interrupt));
         let input = match kind {
             AnswerKind::Continue => String::new(),
             AnswerKind::YesNo => format!(

@@ -11,7 +11,7 @@ use crate::Shared;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tea_runtime::ThreadId;
+use tea_runtime::{Interrupt, ThreadId};
 use tokio::sync::{broadcast, watch};
 
 /// How many finished runs the registry remembers.
@@ -301,7 +301,7 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
                 progress.values = state;
             }
             Ok(JsonEvent::Interrupted { state, token, checkpoint, interrupts }) => {
-                let listed: Vec<Value> = interrupts.iter().map(crate::api::interrupt_json_plain).collect();
+                let listed: Vec<Value> = interrupts.iter().map(interrupt_json_plain).collect();
                 for interrupt in &interrupts {
                     timeline.push(Entry::new(
                         "pause",
@@ -431,4 +431,30 @@ async fn finish(
     }
     shared.runs.done(run);
     run.finished.send_replace(true);
+}
+
+/// What a pause asks, as a line of text.
+pub(crate) fn pause_message(interrupt: &Interrupt) -> String {
+    let value = interrupt.value();
+    let field = ["question", "message", "prompt", "text"].iter().find_map(|k| value.get(k).and_then(Value::as_str));
+    match (value, field) {
+        (Value::String(s), _) => s.clone(),
+        (_, Some(s)) => s.to_owned(),
+        (Value::Null, _) if interrupt.id().starts_with("after:") => {
+            format!("Paused after `{}`: continue?", interrupt.node())
+        }
+        (Value::Null, _) => format!("Paused before `{}`: continue?", interrupt.node()),
+        (other, _) => other.to_string(),
+    }
+}
+
+/// A pause as the protocol's responses list it.
+pub(crate) fn interrupt_json_plain(interrupt: &Interrupt) -> Value {
+    json!({
+        "id": interrupt.id(),
+        "node": interrupt.node().as_str(),
+        "value": interrupt.value(),
+        "needs_answer": interrupt.needs_answer(),
+        "message": pause_message(interrupt),
+    })
 }
