@@ -461,18 +461,10 @@ fn advance(agent: &Agent, start: Start, stream: bool) -> Result<Ended, String> {
     })
 }
 
-/// An error and its sources, as one line (a source whose text the message repeats is left out).
+/// An error and its sources, as one line (a source whose text the message repeats is left out):
+/// the engine's [`tea_runtime::error_chain`].
 pub fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let shown = cause.to_string();
-        if !text.contains(&shown) {
-            text = format!("{text}: {shown}");
-        }
-        source = cause.source();
-    }
-    text
+    tea_runtime::error_chain(error)
 }
 
 /// The runtime `tea` drives the engine's async API on: multi-threaded, because the stores that

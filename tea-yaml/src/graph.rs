@@ -319,15 +319,7 @@ impl YamlGraph {
         if secrets.is_empty() {
             return error;
         }
-        let mut text = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            let more = cause.to_string();
-            if !text.contains(&more) {
-                text = format!("{text}: {more}");
-            }
-            source = cause.source();
-        }
+        let mut text = tea_runtime::error_chain(&*error);
         if !secrets.iter().any(|(_, v)| text.contains(v.as_str())) {
             return error;
         }

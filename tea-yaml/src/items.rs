@@ -122,19 +122,9 @@ pub(crate) fn start(id: u64, node: &str, index: usize, limit: Option<usize>) -> 
     json!({ "fan_out": id, "node": node, "index": index, "limit": limit, "ms": 0 })
 }
 
-/// An error and its causes, as one line.
+/// An error and its causes, as one line ([`tea_runtime::error_chain`]).
 pub(crate) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
+    tea_runtime::error_chain(error)
 }
 
 /// Whether an item's error is the item's own failure (a node, an action, a child agent that

@@ -431,18 +431,9 @@ fn seconds(d: Duration) -> String {
     }
 }
 
-/// An error and its causes on one line.
+/// An error and its causes on one line ([`tea_runtime::error_chain`]).
 fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        source = cause.source();
-    }
-    text
+    tea_runtime::error_chain(error)
 }
 
 /// The start of a body, for an error message.
