@@ -1047,19 +1047,33 @@ fn validate_detailed_prints_the_inspect_text_first() {
 }
 
 #[test]
-fn trust_is_accepted_and_says_at_v_that_it_changes_nothing_here() {
+fn trust_is_accepted_and_kept_in_the_printed_commands() {
     let s = Scratch::new();
+    // A `tea` built without inline Python says at `-v` that `--trust` changes nothing for it.
+    let nothing = |out: &str| out.contains("--trust: this tea runs no inline code that needs trust");
     let pause = s.tea(&["run", "review.yaml", "--trust", "--thread", "t1"]).expect(PAUSED);
-    assert!(!pause.stderr().contains("changes nothing"), "said at -v only: {pause:?}");
+    assert!(!nothing(&pause.stderr()), "said at -v only: {pause:?}");
     assert!(pause.stderr().contains(" --trust --answer ANSWER`"), "the command to continue keeps --trust: {pause:?}");
     let token = pause.json()["token"].as_str().unwrap().to_owned();
     let resumed =
         s.tea(&["-v", "resume", "review.yaml", "--token", &token, "--answer", "true", "--trust"]).expect(PAUSED);
-    assert!(resumed.stderr().contains("--trust: this tea runs no inline code that needs trust"), "{resumed:?}");
+    assert_eq!(nothing(&resumed.stderr()), cfg!(not(feature = "python")), "{resumed:?}");
     s.tea(&["recover", "review.yaml", "--thread", "t1", "--trust"]).expect(PAUSED);
     s.tea(&["validate", "review.yaml", "--trust"]).expect(DONE);
     let inspect = s.tea(&["-v", "inspect", "review.yaml", "--trust"]).expect(DONE);
-    assert!(inspect.stderr().contains("changes nothing"), "{inspect:?}");
+    assert_eq!(nothing(&inspect.stderr()), cfg!(not(feature = "python")), "{inspect:?}");
+}
+
+/// With the feature `python`, `--trust` is what lets a file's Python blocks run.
+#[cfg(feature = "python")]
+#[test]
+fn trust_lets_python_blocks_run() {
+    let s = Scratch::new();
+    s.write("py.yaml", "name: py\nnodes:\n  - name: double\n    language: python\n    run: |\n      return {\"n\": state.get(\"n\", 0) * 2}\n");
+    let refused = s.tea(&["run", "py.yaml", "-i", r#"{"n": 21}"#]).expect(ERROR);
+    assert!(refused.stderr().contains("--trust"), "the error says how to trust the file: {refused:?}");
+    let done = s.tea(&["run", "py.yaml", "-i", r#"{"n": 21}"#, "--trust"]).expect(DONE);
+    assert_eq!(done.json()["n"], 42, "{done:?}");
 }
 
 /// The Edge Agent's own CLI parity tests (its `rust/tests/test_cli_parity.rs`), on the agents

@@ -623,9 +623,9 @@ impl Agent {
         let shown = path.display().to_string();
         let bytes = crate::files::read_regular(path, crate::files::MAX_CHECKPOINT_FILE)
             .map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
-        let (node, mut state) = tea_runtime::decode_checkpoint(&self.graph, &bytes, &shown)?;
         // A pause resumes once, wherever its file sits (a copy included): it is the pending
-        // pause of the thread whose head it is, or it was resumed already.
+        // pause of the thread whose head it is, or it was resumed already. (A pause inside a
+        // fan-out stands at no single node: it is continued in its thread, never decoded here.)
         if let Some((thread, id)) = self.pending_pause(&bytes)? {
             return self.resume_pause_file(&thread, id, &shown, update);
         }
@@ -639,6 +639,7 @@ impl Agent {
                 )),
             });
         }
+        let (node, mut state) = tea_runtime::decode_checkpoint(&self.graph, &bytes, &shown)?;
         if let Some(update) = update {
             self.graph.apply(&mut state, Update::from(update)).map_err(|e| Error::BadResumeValue {
                 node: node.clone(),
