@@ -98,6 +98,22 @@ pub(crate) fn html(mermaid: &str, current: &HashSet<String>) -> String {
     out
 }
 
+/// `text` with HTML's special characters escaped.
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,20 +140,4 @@ mod tests {
         assert!(drawn.contains("<li class=\"node current\" data-node=\"ask\">"), "{drawn}");
         assert!(drawn.contains("→ <b>ask</b> <i>if state.count &gt; 10</i>"), "{drawn}");
     }
-}
-
-/// `text` with HTML's special characters escaped.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
