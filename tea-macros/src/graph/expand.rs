@@ -357,6 +357,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                     FINGERPRINT
                 }
 
+                #[inline]
                 fn node_name(&self, node: #node_enum) -> ::tea::__private::NodeName {
                     ::tea::__private::NodeName::from_static(node.name())
                 }

@@ -30,6 +30,7 @@ pub(crate) enum Executed<S: GraphState, N> {
 }
 
 /// Applies what `node` produced to `state` through the reducers.
+#[inline]
 pub(crate) fn apply_produced<G: Graph>(
     graph: &G,
     state: &mut G::State,
