@@ -5,7 +5,7 @@
 //! the same executor, stores and tokens as a `graph!` graph. The dialect is The Edge Agent's
 //! (Lua `run:` blocks, `uses:` actions with minijinja templates, `goto`, `edges`, parallel
 //! edges, `config:` interrupts and checkpoints) plus YamlGraph's `type: interrupt` nodes. The
-//! README's "Agents in YAML" section describes the file format.
+//! guide's chapter "The YAML language" (`docs/src/yaml.md`) describes the file format.
 //!
 //! ```
 //! use serde_json::json;

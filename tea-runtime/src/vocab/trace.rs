@@ -1,7 +1,7 @@
 //! Instrumentation with [`tracing`](https://docs.rs/tracing) (feature `tracing`).
 //!
 //! Every span and event has the target `tea`, so `RUST_LOG=tea=debug` selects them. Their names
-//! and fields are an interface (the README lists them): `run`, `fork`, `node`, `checkpoint` and
+//! and fields are an interface (the guide's chapter "Progress and tracing" lists them): `run`, `fork`, `node`, `checkpoint` and
 //! `store` spans; `paused`, `resumed`, `done`, `conflict` and `failed` events.
 //!
 //! Without the feature, `traced! { … }` expands to nothing and `store_call` is the call it
