@@ -161,7 +161,16 @@ fn apply(text: &str, edits: &[Edit]) -> String {
 }
 
 /// Loads `text` and, if it loads, runs it once: every answer is fine but a panic.
+/// Runs a mutated file. Its relative paths (`checkpoint.save` writes `checkpoints/….ckpt` in the
+/// seed) resolve in a scratch directory of this test process, never in the source tree.
 fn load_and_run(text: &str) {
+    static SCRATCH: std::sync::LazyLock<std::path::PathBuf> = std::sync::LazyLock::new(|| {
+        let dir = std::env::temp_dir().join(format!("tea-yaml-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::env::set_current_dir(&dir).unwrap();
+        dir
+    });
+    std::sync::LazyLock::force(&SCRATCH);
     let Ok(agent) = engine().load_str(text) else { return };
     let _ = agent.invoke(json!({ "items": [1, 2], "n": 2 }));
 }
