@@ -214,6 +214,57 @@ impl Host {
         Ok(Some(Renewal { head, id, bytes, until }))
     }
 
+    /// Starts a write of the run's own while a fan-out's branches run (their progress, see
+    /// `machine::journal`): the head to write after, or `None` when a renewal (or another such
+    /// write) is under way — the caller then writes later. Until [`end_write`](Self::end_write),
+    /// no renewal is planned: both would race for the same head.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when an earlier write found the thread taken over.
+    pub(crate) fn begin_write(&self) -> Result<Option<Option<CheckpointId>>, Error> {
+        let mut held = self.held();
+        if held.lost {
+            return Err(Error::LeaseLost { thread: self.thread.clone() });
+        }
+        if held.renewing {
+            return Ok(None);
+        }
+        held.renewing = true;
+        Ok(Some(held.head))
+    }
+
+    /// Ends a write begun with [`begin_write`](Self::begin_write) that was not made.
+    pub(crate) fn cancel_write(&self) {
+        self.held().renewing = false;
+    }
+
+    /// Records what the store answered to a write begun with [`begin_write`](Self::begin_write):
+    /// checkpoint `id` (`bytes`, holding the lease until `until`).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the compare-and-swap was lost (another run took the thread
+    /// over), and the store's own error.
+    pub(crate) fn end_write(
+        &self,
+        id: CheckpointId,
+        bytes: Vec<u8>,
+        until: u64,
+        appended: Result<Append, Error>,
+    ) -> Result<(), Error> {
+        let mut held = self.held();
+        held.renewing = false;
+        match appended? {
+            Append::Written => {
+                self.wrote(&mut held, id, bytes, until);
+                Ok(())
+            }
+            Append::Conflict { .. } => {
+                held.lost = true;
+                Err(Error::LeaseLost { thread: self.thread.clone() })
+            }
+        }
+    }
+
     /// Records what the store answered to `renewal` ([`plan_renewal`](Self::plan_renewal)).
     ///
     /// # Errors

@@ -81,7 +81,7 @@ pub use model::node::{
     AsyncInterruptibleFn, AsyncNodeFn, Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput,
     ParentCommand, RouterOutput,
 };
-pub use model::outcome::{Outcome, Snapshot, SubgraphSnapshot};
+pub use model::outcome::{BranchSnapshot, Outcome, Snapshot, SubgraphSnapshot};
 pub use model::send::Send;
 #[cfg(feature = "sled")]
 pub use store::SledStore;

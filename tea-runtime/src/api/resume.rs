@@ -74,8 +74,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 other => other,
             };
             if let Position::Fork { branches, .. } = &mut ckpt.at {
+                // Branches without a state of their own build it from the fan-out's, which
+                // gets the update below; those read from older checkpoints get it here.
                 for branch in branches.iter_mut().filter(|b| !matches!(b.at, BranchAt::Joined)) {
-                    apply_update(graph, &mut branch.state, update.clone(), &token.node).map_err(refused)?;
+                    if let Some(state) = &mut branch.state {
+                        apply_update(graph, state, update.clone(), &token.node).map_err(refused)?;
+                    }
                 }
             }
             apply_update(graph, &mut ckpt.state, update, &token.node).map_err(refused)?;

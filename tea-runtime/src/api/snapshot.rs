@@ -3,13 +3,14 @@
 //! writes and reads back ([`encode_checkpoint`], [`decode_checkpoint`]).
 
 use crate::api::app::App;
-use crate::format::checkpoint::{self, BranchAt, Checkpoint, Position, Target};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Position, Target};
 use crate::format::interrupt::Interrupt;
 use crate::format::memo::MEMO;
+use crate::machine::fork::branch_state;
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::Graph;
 use crate::model::node::Goto;
-use crate::model::outcome::{Snapshot, SubgraphSnapshot};
+use crate::model::outcome::{BranchSnapshot, Snapshot, SubgraphSnapshot};
 use crate::store::Checkpointer;
 use crate::vocab::error::{drop_payload, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
@@ -25,9 +26,35 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         bytes: &[u8],
     ) -> Result<Snapshot<G::State>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, bytes, thread, id)?;
-        let next = next_nodes(&*self.graph, &ckpt);
+        let graph = &*self.graph;
+        let branches = match &ckpt.at {
+            Position::Fork { branches, .. } => branch_snapshots(graph, &ckpt.state, branches)?,
+            _ => Vec::new(),
+        };
+        let next = match &ckpt.at {
+            Position::Fork { branches: saved, .. } if !saved.is_empty() => {
+                fn all<S>(branches: &[BranchSnapshot<S>], into: &mut Vec<NodeName>) {
+                    for branch in branches {
+                        into.extend(branch.next.iter().cloned());
+                        all(&branch.branches, into);
+                    }
+                }
+                let mut next = Vec::new();
+                all(&branches, &mut next);
+                next
+            }
+            _ => next_nodes(graph, &ckpt),
+        };
         let subgraphs = paused_children(&ckpt);
-        Ok(Snapshot { state: ckpt.state, next, interrupts: ckpt.pending, checkpoint: id, step: ckpt.step, subgraphs })
+        Ok(Snapshot {
+            state: ckpt.state,
+            next,
+            interrupts: ckpt.pending,
+            checkpoint: id,
+            step: ckpt.step,
+            subgraphs,
+            branches,
+        })
     }
 }
 
@@ -88,10 +115,37 @@ pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Res
     Ok((node, ckpt.state))
 }
 
-/// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node
-/// that ran and has not been routed from).
-fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName> {
-    let route = |node: &NodeName, goto: &Option<Target>, state: &G::State| -> Vec<NodeName> {
+/// What the branches of a fan-out under way show, their states built from the fan-out's
+/// (`base`).
+fn branch_snapshots<G: Graph>(
+    graph: &G,
+    base: &G::State,
+    branches: &[BranchProgress<G::State>],
+) -> Result<Vec<BranchSnapshot<G::State>>, Error> {
+    branches
+        .iter()
+        .map(|progress| {
+            let state = branch_state(graph, base, progress)?;
+            let next = match &progress.at {
+                BranchAt::Joined | BranchAt::Fork { .. } => Vec::new(),
+                BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
+                BranchAt::After { node, goto } => route(graph, node, goto, &state),
+            };
+            let nested = branch_snapshots(graph, &state, &progress.branches)?;
+            Ok(BranchSnapshot {
+                head: progress.head.clone(),
+                done: matches!(progress.at, BranchAt::Joined),
+                steps: progress.steps,
+                next,
+                branches: nested,
+                state,
+            })
+        })
+        .collect()
+}
+
+/// Where routing from `node` (which ran, with a router's choice `goto`) leads on `state`.
+fn route<G: Graph>(graph: &G, node: &NodeName, goto: &Option<Target>, state: &G::State) -> Vec<NodeName> {
         match goto {
             Some(Target::Node(next)) => return vec![next.clone()],
             Some(Target::End) => return Vec::new(),
@@ -109,7 +163,12 @@ fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName>
                 Vec::new()
             }
         }
-    };
+}
+
+/// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node
+/// that ran and has not been routed from).
+fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName> {
+    let route = |node: &NodeName, goto: &Option<Target>, state: &G::State| route(graph, node, goto, state);
     match &ckpt.at {
         Position::Start => match catch_unwind(AssertUnwindSafe(|| graph.start(&ckpt.state))) {
             Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
@@ -122,14 +181,8 @@ fn next_nodes<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Vec<NodeName>
         Position::Before(node) => vec![node.clone()],
         Position::After { node, goto } => route(node, goto, &ckpt.state),
         Position::Fork { source, branches } if branches.is_empty() => route(source, &None, &ckpt.state),
-        Position::Fork { branches, .. } => branches
-            .iter()
-            .flat_map(|b| match &b.at {
-                BranchAt::Joined => Vec::new(),
-                BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
-                BranchAt::After { node, goto } => route(node, goto, &b.state),
-            })
-            .collect(),
+        // Handled with the branches' states (`branch_snapshots`).
+        Position::Fork { .. } => Vec::new(),
         Position::Done => Vec::new(),
     }
 }

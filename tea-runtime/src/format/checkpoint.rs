@@ -46,12 +46,22 @@ pub(crate) enum Target {
     End,
 }
 
-/// One branch of a fan-out that has paused or finished while a sibling paused.
+/// One branch of a fan-out under way: where it stands, and what it wrote so far.
+///
+/// Its own state is the fan-out's state (the checkpoint's `state`, or the outer branch's at a
+/// nested fan-out) with `input` and then `updates` applied, so checkpoints do not store it: a
+/// fan-out of many branches writes each branch's updates, not a copy of the state per branch.
 #[derive(Serialize, Deserialize)]
 #[serde(bound = "")]
 pub(crate) struct BranchProgress<S: GraphState> {
     pub(crate) head: NodeName,
-    pub(crate) state: S,
+    /// The branch's own state, when it is at hand (in memory, or read from a checkpoint of an
+    /// earlier version of tea, which stored it): never written.
+    #[serde(default, skip_serializing)]
+    pub(crate) state: Option<S>,
+    /// A send's input, applied to the fan-out's state before the branch's first node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) input: Option<S::Update>,
     pub(crate) updates: Vec<S::Update>,
     /// The node that wrote each of `updates` (a panicking reducer is reported on it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -70,6 +80,47 @@ pub(crate) struct BranchProgress<S: GraphState> {
     /// The branch continues on this resume (its pause was answered, or is a breakpoint).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) resume: bool,
+    /// At a fan-out inside the branch (`at` is [`BranchAt::Fork`]): its branches' progress.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) branches: Vec<BranchProgress<S>>,
+}
+
+impl<S: GraphState> BranchProgress<S> {
+    /// A branch that has not started: it runs from `head` (its breakpoints still stop it).
+    pub(crate) fn fresh(head: NodeName) -> Self {
+        BranchProgress {
+            at: BranchAt::Start(head.clone()),
+            head,
+            state: None,
+            input: None,
+            updates: Vec::new(),
+            origins: Vec::new(),
+            steps: 0,
+            answers: Vec::new(),
+            pending: None,
+            more_pending: Vec::new(),
+            resume: true,
+            branches: Vec::new(),
+        }
+    }
+
+    /// A copy, with its own state only if `with_state`.
+    pub(crate) fn copy(&self, with_state: bool) -> Self {
+        BranchProgress {
+            head: self.head.clone(),
+            state: if with_state { self.state.clone() } else { None },
+            input: self.input.clone(),
+            updates: self.updates.clone(),
+            origins: self.origins.clone(),
+            steps: self.steps,
+            at: self.at.clone(),
+            answers: self.answers.clone(),
+            pending: self.pending.clone(),
+            more_pending: self.more_pending.clone(),
+            resume: self.resume,
+            branches: self.branches.iter().map(|b| b.copy(with_state)).collect(),
+        }
+    }
 }
 
 /// Where a branch stands.
@@ -84,6 +135,9 @@ pub(crate) enum BranchAt {
     Before(NodeName),
     /// The branch stopped after `node` ran.
     After { node: NodeName, goto: Option<Target> },
+    /// The fan-out after `source`, inside the branch, is under way (its branches are the
+    /// progress's `branches`).
+    Fork { source: NodeName },
 }
 
 /// A checkpoint's payload.
@@ -147,8 +201,36 @@ pub(crate) struct Identity<'a> {
     pub(crate) schema_fingerprint: u64,
 }
 
+/// A checkpoint of a fan-out under way, as its branches' progress is written while they run
+/// (`machine::journal`): a [`Checkpoint`] at [`Position::Fork`] by reference, so that writing it
+/// copies neither the state nor the branches.
+#[derive(Serialize)]
+#[serde(bound = "")]
+pub(crate) struct ForkCheckpoint<'a, S: GraphState> {
+    pub(crate) step: u64,
+    pub(crate) state: &'a S,
+    pub(crate) at: ForkAt<'a, S>,
+    pub(crate) lease: Option<Lease>,
+}
+
+/// [`Position::Fork`] by reference.
+#[derive(Serialize)]
+#[serde(bound = "", rename_all = "snake_case")]
+pub(crate) enum ForkAt<'a, S: GraphState> {
+    Fork { source: &'a NodeName, branches: &'a [BranchProgress<S>] },
+}
+
 /// Frames `payload` in an envelope, serializing it straight into the output buffer.
 pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>) -> Result<Vec<u8>, Error> {
+    encode_payload(identity, payload)
+}
+
+/// Frames a fan-out's checkpoint in an envelope.
+pub(crate) fn encode_fork<S: GraphState>(identity: &Identity, payload: &ForkCheckpoint<'_, S>) -> Result<Vec<u8>, Error> {
+    encode_payload(identity, payload)
+}
+
+fn encode_payload<P: Serialize>(identity: &Identity, payload: &P) -> Result<Vec<u8>, Error> {
     let name = identity.graph.as_bytes();
     let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256);
     out.extend_from_slice(&MAGIC);

@@ -11,14 +11,16 @@
 //! branches replacing the same field is [`Error::ConflictingWrites`].
 //!
 //! A branch may stop at a breakpoint or ask a question. Its siblings still run to the join;
-//! then the fan-out as a whole pauses, and its checkpoint keeps every branch's progress (state,
-//! updates, position), like LangGraph's pending writes: on resume only the stopped branches
-//! continue.
+//! then the fan-out as a whole pauses, and its checkpoint keeps every branch's progress
+//! (updates, position): on resume only the stopped branches continue. With a store, every
+//! branch's progress is also written as it runs (`journal`: pending writes), so a crash, a
+//! dropped future or a failed branch loses none of the nodes that completed.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState};
 use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::lease::Host;
 use crate::machine::driver::Driver;
+use crate::machine::journal::{Journal, Record};
 use crate::machine::step::{apply_update, asked, goto_of, node_named, route_from, target_of, After};
 use crate::model::event::Event;
 use crate::model::graph::{Fork, Graph};
@@ -55,6 +57,8 @@ pub(crate) struct Env {
 /// to a copy of its own only when something reads them.
 struct Local<'b, S: GraphState> {
     base: &'b S,
+    /// A send's input, applied before `updates` (with the branch's head as its origin).
+    input: Option<(NodeName, S::Update)>,
     own: Option<S>,
     updates: Vec<S::Update>,
     /// The node that wrote each of `updates`: a reducer that panics on an update is reported on
@@ -66,7 +70,7 @@ struct Local<'b, S: GraphState> {
 
 impl<'b, S: GraphState> Local<'b, S> {
     fn new(base: &'b S) -> Self {
-        Local { base, own: None, updates: Vec::new(), origins: Vec::new(), applied: 0 }
+        Local { base, input: None, own: None, updates: Vec::new(), origins: Vec::new(), applied: 0 }
     }
 
     /// Keeps `node`'s update.
@@ -79,11 +83,18 @@ impl<'b, S: GraphState> Local<'b, S> {
     /// (made, and brought up to date, here). A panicking reducer is reported on the node whose
     /// update it was.
     fn current<G: Graph<State = S>>(&mut self, graph: &G) -> Result<&S, Error> {
-        if self.own.is_none() && self.updates.is_empty() {
+        if self.own.is_none() && self.updates.is_empty() && self.input.is_none() {
             return Ok(self.base);
         }
-        let base = self.base;
-        let own = self.own.get_or_insert_with(|| base.clone());
+        if self.own.is_none() {
+            let mut own = self.base.clone();
+            if let Some((head, input)) = &self.input {
+                apply_update(graph, &mut own, input.clone(), head)?;
+            }
+            self.own = Some(own);
+            self.applied = 0;
+        }
+        let Some(own) = self.own.as_mut() else { return Ok(self.base) };
         for (i, update) in self.updates.iter().enumerate().skip(self.applied) {
             apply_update(graph, own, update.clone(), origin(&self.origins, i))?;
         }
@@ -101,7 +112,10 @@ impl<'b, S: GraphState> Local<'b, S> {
     ) -> Result<(Option<S>, Vec<S::Update>, Vec<NodeName>), Error> {
         let state = if with_state {
             self.current(graph)?;
-            Some(self.own.take().unwrap_or_else(|| self.base.clone()))
+            Some(match self.own.take() {
+                Some(own) => own,
+                None => self.base.clone(),
+            })
         } else {
             None
         };
@@ -129,6 +143,8 @@ pub(crate) struct Branch<S: GraphState> {
     /// Node runs of the branch in this invocation (the recursion limit counts these).
     pub(crate) taken: u64,
     pub(crate) events: Vec<Event<S>>,
+    /// A send's input.
+    input: Option<S::Update>,
     at: BranchAt,
     /// The answers to the earlier pauses of the node the branch stopped at.
     answers: Vec<serde_json::Value>,
@@ -174,14 +190,21 @@ enum Start<N> {
     Before(N, bool),
     /// `N` ran; route from it.
     After(N, Option<Goto<N>>),
+    /// The fan-out after `N`, inside the branch, runs next.
+    Fork(N),
 }
+
+/// Where a fan-out's branches record their progress: the journal and the path of the branch
+/// the fan-out is inside (empty for a fan-out on the main line).
+pub(crate) type Jot<'j, S> = Option<(&'j Journal<'j, S>, &'j [usize])>;
 
 /// Runs every branch of `fork` from `base` (or, resuming, continues the stopped ones in
 /// `saved`), concurrently; the results come back in declared order. Every branch runs to its
 /// end; the first error in declared order wins. `keep_states`: build each branch's own state
-/// for the join to read.
+/// for the join to read. With a `journal`, each branch records its progress there as it runs.
 ///
 /// Boxed: a branch may hold a fan-out of its own, which runs through here again.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_fork<'a, G: Graph, D: Driver<G>>(
     driver: &'a D,
     graph: &'a G,
@@ -190,10 +213,12 @@ pub(crate) fn run_fork<'a, G: Graph, D: Driver<G>>(
     env: &'a Env,
     saved: Vec<BranchProgress<G::State>>,
     keep_states: bool,
+    journal: Jot<'a, G::State>,
 ) -> ForkFuture<'a, G::State> {
-    Box::pin(fork_branches(driver, graph, fork, base, env, saved, keep_states))
+    Box::pin(fork_branches(driver, graph, fork, base, env, saved, keep_states, journal))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn fork_branches<G: Graph, D: Driver<G>>(
     driver: &D,
     graph: &G,
@@ -202,6 +227,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     env: &Env,
     saved: Vec<BranchProgress<G::State>>,
     keep_states: bool,
+    journal: Jot<'_, G::State>,
 ) -> Result<ForkOutcome<G::State>, Error> {
     traced! {
         let fork_span = tracing::debug_span!(
@@ -211,9 +237,6 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
             branches = fork.heads.len(),
         );
     }
-    // With a store, where each branch started, for a checkpoint if one fails.
-    let restart: Vec<BranchProgress<G::State>> =
-        if env.pausable { saved.iter().map(clone_progress).collect() } else { Vec::new() };
     let jobs: Vec<Job<G::Node>> = if saved.is_empty() {
         fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
     } else {
@@ -222,14 +245,22 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     // Each saved branch is taken by the one job of its index.
     let saved: Vec<Mutex<Option<BranchProgress<G::State>>>> = saved.into_iter().map(|p| Mutex::new(Some(p))).collect();
     let saved = &saved;
-    let run_job = |job: Job<G::Node>| {
+    // The branches' paths in the journal: the fan-out's own, then each branch's index.
+    let paths: Vec<Vec<usize>> = match journal {
+        Some((_, prefix)) => (0..jobs.len()).map(|i| prefix.iter().copied().chain([i]).collect()).collect(),
+        None => Vec::new(),
+    };
+    let paths = &paths;
+    let run_job = |(index, job): (usize, Job<G::Node>)| {
+        let jot = journal.and_then(|(journal, _)| paths.get(index).map(|path| (journal, path.as_slice())));
         let branch = async move {
             match job {
                 Job::Fresh(head) => {
                     let name = graph.node_name(head);
                     let start = Start::Before(head, false);
                     let local = Local::new(base);
-                    run_branch(driver, graph, name, fork.join, local, 0, Vec::new(), start, env, keep_states).await
+                    let run = Resumed { steps: 0, answers: Vec::new(), nested: Vec::new() };
+                    run_branch(driver, graph, name, fork.join, local, run, start, env, keep_states, jot).await
                 }
                 Job::Saved(index) => {
                     let progress =
@@ -238,7 +269,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
                         // Unreachable: each index is one job, run once.
                         return Err(Error::NoRoute { node: graph.node_name(fork.join), goto: None });
                     };
-                    continue_branch(driver, graph, fork.join, base, progress, env, keep_states).await
+                    continue_branch(driver, graph, fork.join, base, progress, env, keep_states, jot).await
                 }
             }
         };
@@ -247,26 +278,27 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
         let branch = tracing::Instrument::instrument(branch, fork_span.clone());
         branch
     };
+    let jobs: Vec<(usize, Job<G::Node>)> = jobs.into_iter().enumerate().collect();
     let results = driver.branches(jobs, run_job, env.max_branches).await;
     if results.iter().any(Result::is_err) {
         let mut error = None;
         let mut progress = Vec::with_capacity(results.len());
         for (i, result) in results.into_iter().enumerate() {
             match result {
-                Ok(branch) => progress.push(progress_of(graph, base, branch)?),
+                Ok(branch) => progress.push(progress_of(branch)),
                 Err(failed) => {
                     error.get_or_insert(failed);
-                    if env.pausable {
-                        progress.push(match restart.get(i) {
-                            Some(saved) => clone_progress(saved),
-                            None => fresh_progress(graph, base, fork.heads[i]),
-                        });
+                    // What the failed branch completed, as it recorded it: `recover` runs only
+                    // what is left of it.
+                    if let Some(recorded) = journal.and_then(|(journal, _)| journal.progress(&paths[i])) {
+                        progress.push(recorded);
                     }
                 }
             }
         }
         let error = error.unwrap_or_else(|| Error::NoRoute { node: graph.node_name(fork.join), goto: None });
-        let branches = if env.pausable { progress } else { Vec::new() };
+        let complete = journal.is_some() && progress.len() == paths.len();
+        let branches = if complete { progress } else { Vec::new() };
         return Ok(ForkOutcome::Failed { error, branches });
     }
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
@@ -277,7 +309,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
         let mut progress = Vec::with_capacity(branches.len());
         for mut branch in branches {
             events.append(&mut branch.events);
-            progress.push(progress_of(graph, base, branch)?);
+            progress.push(progress_of(branch));
         }
         return Ok(ForkOutcome::Paused { branches: progress, interrupts, events });
     }
@@ -286,24 +318,13 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     Ok(ForkOutcome::Joined { branches, steps, taken })
 }
 
-/// A branch's progress as a checkpoint keeps it, with its state (built now if it was not).
-fn progress_of<G: Graph>(
-    graph: &G,
-    base: &G::State,
-    branch: Branch<G::State>,
-) -> Result<BranchProgress<G::State>, Error> {
-    let state = match branch.state {
-        Some(state) => state,
-        None => {
-            let mut local = Local::new(base);
-            local.updates = branch.updates.clone();
-            local.origins = branch.origins.clone();
-            local.finish(graph, true)?.0.unwrap_or_else(|| base.clone())
-        }
-    };
-    Ok(BranchProgress {
+/// A branch's progress as a checkpoint keeps it (its own state, when it was built, kept in
+/// memory only).
+fn progress_of<S: GraphState>(branch: Branch<S>) -> BranchProgress<S> {
+    BranchProgress {
         head: branch.head,
-        state,
+        state: branch.state,
+        input: branch.input,
         updates: branch.updates,
         origins: branch.origins,
         steps: branch.steps,
@@ -312,46 +333,49 @@ fn progress_of<G: Graph>(
         pending: branch.interrupt.map(|pending| *pending),
         more_pending: branch.more,
         resume: false,
-    })
-}
-
-/// A branch that has not started: it runs from `head` (its breakpoints still stop it).
-fn fresh_progress<G: Graph>(graph: &G, base: &G::State, head: G::Node) -> BranchProgress<G::State> {
-    let name = graph.node_name(head);
-    BranchProgress {
-        head: name.clone(),
-        state: base.clone(),
-        updates: Vec::new(),
-        origins: Vec::new(),
-        steps: 0,
-        at: BranchAt::Start(name),
-        answers: Vec::new(),
-        pending: None,
-        more_pending: Vec::new(),
-        resume: true,
+        branches: Vec::new(),
     }
 }
 
-fn clone_progress<S: GraphState>(p: &BranchProgress<S>) -> BranchProgress<S> {
-    BranchProgress {
-        head: p.head.clone(),
-        state: p.state.clone(),
-        updates: p.updates.clone(),
-        origins: p.origins.clone(),
-        steps: p.steps,
-        at: p.at.clone(),
-        answers: p.answers.clone(),
-        pending: p.pending.clone(),
-        more_pending: p.more_pending.clone(),
-        resume: p.resume,
+/// The own state of a branch whose progress is `progress`, in a fan-out whose state is `base`:
+/// `base` with the branch's input and updates applied.
+///
+/// # Errors
+/// A reducer's panic on one of the updates, reported on the node that wrote it.
+pub(crate) fn branch_state<G: Graph>(
+    graph: &G,
+    base: &G::State,
+    progress: &BranchProgress<G::State>,
+) -> Result<G::State, Error> {
+    if let Some(state) = &progress.state {
+        return Ok(state.clone());
     }
+    let mut state = base.clone();
+    if let Some(input) = &progress.input {
+        apply_update(graph, &mut state, input.clone(), &progress.head)?;
+    }
+    for (i, update) in progress.updates.iter().enumerate() {
+        apply_update(graph, &mut state, update.clone(), origin(&progress.origins, i))?;
+    }
+    Ok(state)
 }
 
 /// The future of a fan-out's run.
 pub(crate) type ForkFuture<'a, S> = Pin<Box<dyn Future<Output = Result<ForkOutcome<S>, Error>> + Send + 'a>>;
 
+/// What a branch brings from earlier runs of it.
+struct Resumed<S: GraphState> {
+    /// Its node runs so far.
+    steps: u64,
+    /// The answers to the earlier pauses of the node it continues at.
+    answers: Vec<serde_json::Value>,
+    /// At a fan-out inside it: that fan-out's branches' progress.
+    nested: Vec<BranchProgress<S>>,
+}
+
 /// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
 /// was not answered, stays as it is.
+#[allow(clippy::too_many_arguments)]
 async fn continue_branch<G: Graph, D: Driver<G>>(
     driver: &D,
     graph: &G,
@@ -360,13 +384,35 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
     progress: BranchProgress<G::State>,
     env: &Env,
     keep_states: bool,
+    journal: Jot<'_, G::State>,
 ) -> Result<Branch<G::State>, Error> {
-    let BranchProgress { head, state, updates, origins, steps, at, answers, pending, more_pending, resume } = progress;
+    let BranchProgress {
+        head,
+        state,
+        input,
+        updates,
+        origins,
+        steps,
+        at,
+        answers,
+        pending,
+        more_pending,
+        resume,
+        branches: nested,
+    } = progress;
     if matches!(at, BranchAt::Joined) || !resume {
+        let mut local =
+            Local { base, input: input.clone().map(|i| (head.clone(), i)), own: None, updates, origins, applied: 0 };
+        if let Some(state) = state {
+            local.applied = local.updates.len();
+            local.own = Some(state);
+        }
+        // The join reads the branch's state, or the branch stays stopped: build it now.
+        let with_state = keep_states || !resume;
+        let (state, updates, origins) = local.finish(graph, with_state)?;
         let events = Vec::new();
-        let state = Some(state);
         let (interrupt, more) = (pending.map(Box::new), more_pending);
-        return Ok(Branch { head, state, updates, origins, steps, taken: 0, events, at, answers, interrupt, more });
+        return Ok(Branch { head, state, input, updates, origins, steps, taken: 0, events, at, answers, interrupt, more });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
@@ -376,10 +422,16 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         BranchAt::After { node, goto } => {
             Start::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?)
         }
+        BranchAt::Fork { source } => Start::Fork(node_named(graph, source, &thread)?),
     };
-    let applied = updates.len();
-    let local = Local { base, own: Some(state), updates, origins, applied };
-    run_branch(driver, graph, head, join, local, steps, answers, start, env, keep_states).await
+    let mut local =
+        Local { base, input: input.map(|i| (head.clone(), i)), own: None, updates, origins, applied: 0 };
+    if let Some(state) = state {
+        local.applied = local.updates.len();
+        local.own = Some(state);
+    }
+    let run = Resumed { steps, answers, nested };
+    run_branch(driver, graph, head, join, local, run, start, env, keep_states, journal).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -389,12 +441,13 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     head: NodeName,
     join: G::Node,
     mut local: Local<'_, G::State>,
-    mut steps: u64,
-    mut answers: Vec<serde_json::Value>,
+    resumed: Resumed<G::State>,
     start: Start<G::Node>,
     env: &Env,
     keep_states: bool,
+    journal: Jot<'_, G::State>,
 ) -> Result<Branch<G::State>, Error> {
+    let Resumed { mut steps, mut answers, nested: mut saved_nested } = resumed;
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
@@ -402,19 +455,43 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     let mut events = Vec::new();
     let mut at = start;
     // The recursion limit counts this invocation's node runs, not the branch's earlier ones.
-    let first = steps;
+    let mut first = steps;
+    // A send's input, kept for the branch's progress.
+    let local_input = local.input.as_ref().map(|(_, input)| input.clone());
+    // Records where the branch stands in the journal, and writes it (with a store).
+    macro_rules! jot {
+        ($at:expr, $pending:expr, $more:expr) => {{
+            if let Some((journal, path)) = journal {
+                let record = Record {
+                    updates: &local.updates,
+                    origins: &local.origins,
+                    steps,
+                    at: $at,
+                    answers: &answers,
+                    pending: $pending,
+                    more_pending: $more,
+                };
+                journal.record(path, record);
+                journal.flush(driver).await?;
+            }
+        }};
+    }
     // Stops the branch at a pause, with its state built for the checkpoint.
     macro_rules! stop {
         ($at:expr, $interrupt:expr) => {{
             stop!($at, $interrupt, Vec::new())
         }};
         ($at:expr, $interrupt:expr, $more:expr) => {{
-            let (at, interrupt, more) = ($at, Some(Box::new($interrupt)), $more);
+            let (at, interrupt, more): (BranchAt, Interrupt, Vec<Interrupt>) = ($at, $interrupt, $more);
+            jot!(at.clone(), Some(&interrupt), &more);
+            let interrupt = Some(Box::new(interrupt));
             let (state, updates, origins) = local.finish(graph, true)?;
             let taken = steps - first;
-            return Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt, more });
+            let input = local_input;
+            return Ok(Branch { head, state, input, updates, origins, steps, taken, events, at, answers, interrupt, more });
         }};
     }
+
     loop {
         let node = match at {
             Start::Before(node, resumed) => {
@@ -440,21 +517,44 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     After::Goto(Goto::Node(next)) => Start::Before(next, false),
                     // A branch that finishes the run early simply ends; its updates still merge.
                     After::Goto(Goto::End) => break,
-                    After::Fork(source) => {
-                        let Some(inner) = graph.fork(source) else {
-                            return Err(Error::NoRoute { node: name, goto: None });
-                        };
-                        // Boxed, so a branch's own future stays small (nested fan-outs allocate anyway).
-                        let nested =
-                            nested_fork(driver, graph, inner, &mut local, &mut events, steps - first, &ctx, env);
-                        let nested: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(nested);
-                        let (taken, states) = nested.await?;
-                        steps += taken;
-                        // The nested join reads its branches like any join.
-                        ctx.branches = states;
-                        Start::Before(inner.join, false)
-                    }
+                    After::Fork(source) => Start::Fork(source),
                 };
+                continue;
+            }
+            Start::Fork(source) => {
+                let Some(inner) = graph.fork(source) else {
+                    return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
+                };
+                let saved = std::mem::take(&mut saved_nested);
+                if saved.is_empty() {
+                    if let Some((journal, path)) = journal {
+                        // Where the nested fan-out's branches will record theirs.
+                        let heads = inner.heads.iter().map(|&h| BranchProgress::fresh(graph.node_name(h))).collect();
+                        journal.nested(path, graph.node_name(source), steps, &local.updates, &local.origins, heads);
+                    }
+                }
+                // Boxed, so a branch's own future stays small (nested fan-outs allocate anyway).
+                let nested = nested_fork(
+                    driver,
+                    graph,
+                    inner,
+                    &mut local,
+                    &mut events,
+                    steps - first,
+                    &ctx,
+                    env,
+                    saved,
+                    journal,
+                );
+                let nested: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(nested);
+                let (life, taken, states) = nested.await?;
+                steps += life;
+                // Nested runs of earlier invocations count in the branch's steps, not in this
+                // invocation's recursion limit.
+                first += life.saturating_sub(taken);
+                // The nested join reads its branches like any join.
+                ctx.branches = states;
+                at = Start::Before(inner.join, false);
                 continue;
             }
         };
@@ -541,18 +641,23 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             let interrupt = Interrupt::breakpoint(PauseKind::After, name.clone(), Some(&head));
             stop!(BranchAt::After { node: name, goto: target_of(graph, goto) }, interrupt);
         }
+        jot!(BranchAt::After { node: ctx.node.clone(), goto: target_of(graph, goto) }, None, &[]);
         at = Start::After(node, goto);
     }
+    jot!(BranchAt::Joined, None, &[]);
     let (state, updates, origins) = local.finish(graph, keep_states)?;
     let taken = steps - first;
     let (at, interrupt, more) = (BranchAt::Joined, None, Vec::new());
-    Ok(Branch { head, state, updates, origins, steps, taken, events, at, answers, interrupt, more })
+    let input = local_input;
+    Ok(Branch { head, state, input, updates, origins, steps, taken, events, at, answers, interrupt, more })
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
 /// the branch's), returning the node runs it took and, when its join reads them, the branches'
 /// own states. Nothing in it can pause (`graph!` refuses pauses there). `steps`: the node runs
-/// the outer branch took so far in this invocation.
+/// the outer branch took so far in this invocation; `saved`: the nested fan-out's branches'
+/// progress, when the outer branch continues there. Returns the node runs of its branches over
+/// the thread's life, those of this invocation, and the branches' states the join reads.
 #[allow(clippy::type_complexity)]
 #[allow(clippy::too_many_arguments)]
 async fn nested_fork<G: Graph, D: Driver<G>>(
@@ -564,7 +669,9 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
     steps: u64,
     ctx: &Ctx<G::State>,
     env: &Env,
-) -> Result<(u64, Vec<BranchState<G::State>>), Error> {
+    saved: Vec<BranchProgress<G::State>>,
+    journal: Jot<'_, G::State>,
+) -> Result<(u64, u64, Vec<BranchState<G::State>>), Error> {
     let inner_env = Env {
         thread: env.thread.clone(),
         base_step: ctx.step,
@@ -577,8 +684,9 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
     };
     let keep_states = graph.reads_branches(fork.join);
     let base = local.current(graph)?.clone();
-    let (mut branches, taken) = match run_fork(driver, graph, fork, &base, &inner_env, Vec::new(), keep_states).await? {
-        ForkOutcome::Joined { branches, taken, .. } => (branches, taken),
+    let outcome = run_fork(driver, graph, fork, &base, &inner_env, saved, keep_states, journal).await?;
+    let (mut branches, life, taken) = match outcome {
+        ForkOutcome::Joined { branches, steps, taken } => (branches, steps, taken),
         ForkOutcome::Failed { error, .. } => return Err(error),
         ForkOutcome::Paused { .. } => return Err(Error::NoRoute { node: ctx.node.clone(), goto: None }),
     };
@@ -592,7 +700,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         local.updates.append(&mut branch.updates);
         local.origins.append(&mut branch.origins);
     }
-    Ok((taken, branches.into_iter().filter_map(Branch::into_state).collect()))
+    Ok((life, taken, branches.into_iter().filter_map(Branch::into_state).collect()))
 }
 
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no

@@ -15,7 +15,9 @@ use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::format::token::PauseRecord;
 use crate::machine::driver::Driver;
 use crate::machine::fork::{self as parallel, Env, ForkOutcome};
+use crate::machine::journal::Journal;
 use crate::machine::persist::Persist;
+use crate::machine::validate::identity;
 use crate::machine::step::{apply_produced, asked, goto_of, node_named, route_from, target_of, After, Executed};
 use crate::model::event::Event;
 use crate::model::graph::Graph;
@@ -636,7 +638,34 @@ impl<'g, G: Graph> Run<'g, G> {
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
         let keep_states = graph.reads_branches(fork.join);
-        match parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states).await? {
+        let outcome = {
+            // With a store (and unless only pauses are written), the branches' progress is
+            // written as they run: the journal of pending writes.
+            let journal = match &self.persist {
+                Some(persist) if persist.durability != Durability::OnPause => {
+                    let branches = if saved.is_empty() {
+                        fork.heads.iter().map(|&head| BranchProgress::fresh(graph.node_name(head))).collect()
+                    } else {
+                        saved.iter().map(|branch| branch.copy(false)).collect()
+                    };
+                    Some(Journal::new(
+                        &persist.host,
+                        persist.store,
+                        identity(graph),
+                        &persist.thread,
+                        persist.durability == Durability::EveryStep,
+                        self.ctx.step,
+                        &self.state,
+                        graph.node_name(source),
+                        branches,
+                    ))
+                }
+                _ => None,
+            };
+            let jot = journal.as_ref().map(|journal| (journal, &[][..]));
+            parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states, jot).await?
+        };
+        match outcome {
             ForkOutcome::Paused { branches, interrupts, mut events } => {
                 if self.record {
                     self.branch_events.extend(events.drain(..));
@@ -687,18 +716,7 @@ impl<'g, G: Graph> Run<'g, G> {
                 branches: self
                     .saved_branches
                     .iter()
-                    .map(|b| BranchProgress {
-                        head: b.head.clone(),
-                        state: b.state.clone(),
-                        updates: b.updates.clone(),
-                        origins: b.origins.clone(),
-                        steps: b.steps,
-                        at: b.at.clone(),
-                        answers: b.answers.clone(),
-                        pending: b.pending.clone(),
-                        more_pending: b.more_pending.clone(),
-                        resume: b.resume,
-                    })
+                    .map(|b| b.copy(false))
                     .collect(),
             },
             Cursor::Done => Position::Done,

@@ -32,19 +32,14 @@ pub(crate) fn branches<G: Graph>(
             return Err(Error::NoRoute { node: name, goto: Some(graph.node_name(node)) });
         }
         let mut own = state.clone();
-        apply_update(graph, &mut own, input, &name)?;
-        branches.push(BranchProgress {
-            head: NodeName::numbered(target_name.as_str(), i),
-            state: own,
-            updates: Vec::new(),
-            origins: Vec::new(),
-            steps: 0,
-            at: BranchAt::Start(target_name.clone()),
-            answers: Vec::new(),
-            pending: None,
-            more_pending: Vec::new(),
-            resume: true,
-        });
+        apply_update(graph, &mut own, input.clone(), &name)?;
+        let mut branch = BranchProgress::fresh(NodeName::numbered(target_name.as_str(), i));
+        branch.at = BranchAt::Start(target_name.clone());
+        // Checkpoints keep the input; the branch's state, built here to check the input, is
+        // kept in memory for its first node.
+        branch.state = Some(own);
+        branch.input = Some(input);
+        branches.push(branch);
     }
     Ok((branches, fork.join))
 }

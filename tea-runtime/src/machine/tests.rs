@@ -235,18 +235,11 @@ fn read_back(ckpt: &Checkpoint<Tally>) -> Result<(), String> {
 }
 
 fn branch(head: &str, at: BranchAt) -> BranchProgress<Tally> {
-    BranchProgress {
-        head: NodeName::from(head.to_owned()),
-        state: Tally::default(),
-        updates: Vec::new(),
-        origins: Vec::new(),
-        steps: 1,
-        at,
-        answers: Vec::new(),
-        pending: None,
-        more_pending: Vec::new(),
-        resume: false,
-    }
+    let mut branch = BranchProgress::fresh(NodeName::from(head.to_owned()));
+    branch.steps = 1;
+    branch.at = at;
+    branch.resume = false;
+    branch
 }
 
 #[test]
@@ -270,6 +263,15 @@ fn decoded_checkpoints_are_checked_against_the_graph() {
     assert!(read_back(&checkpoint_at(fork(swapped)))
         .unwrap_err()
         .contains("records branch `right` where the fan-out has `left`"));
+    // A fan-out inside a branch is checked like one on the main line.
+    let mut inside = branch("left", BranchAt::Fork { source: name("count") });
+    inside.branches = vec![branch("count", BranchAt::Joined)];
+    let nested = read_back(&checkpoint_at(fork(vec![inside, branch("right", BranchAt::Joined)]))).unwrap_err();
+    assert!(nested.contains("fan-out after node `count`, which has none"), "{nested}");
+    let mut stray = branch("left", BranchAt::Joined);
+    stray.branches = vec![branch("left", BranchAt::Joined)];
+    let stray = read_back(&checkpoint_at(fork(vec![stray, branch("right", BranchAt::Joined)]))).unwrap_err();
+    assert!(stray.contains("nested fan-out's branches outside one"), "{stray}");
     let mut unbooked = checkpoint_at(Position::Before(name("ask")));
     unbooked.pending = vec![Interrupt::new("ask#0".into(), name("ask"), serde_json::Value::Null)];
     assert!(read_back(&unbooked).unwrap_err().contains("disagree"));

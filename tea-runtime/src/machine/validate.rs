@@ -2,7 +2,7 @@
 //! it records is checked against the graph (`validate`), so a run never starts from a position
 //! the graph cannot be in. Every read of a checkpoint goes through [`decode_for`].
 
-use crate::format::checkpoint::{self, BranchAt, Checkpoint, Identity, Position, Target};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Identity, Position, Target};
 use crate::model::graph::Graph;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
@@ -55,49 +55,7 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
             known(node)?;
             target(goto)?;
         }
-        Position::Fork { source, branches } => {
-            let source_node = known(source)?;
-            let Some(fork) = graph.fork(source_node) else {
-                return Err(format!("it records a fan-out after node `{source}`, which has none"));
-            };
-            let sends = graph.sends(source_node);
-            if sends {
-                crate::machine::send::validate(graph, fork, branches)?;
-            } else if !branches.is_empty() && branches.len() != fork.heads.len() {
-                return Err(format!(
-                    "it records {} branches after node `{source}`, whose fan-out has {}",
-                    branches.len(),
-                    fork.heads.len()
-                ));
-            }
-            for (i, branch) in branches.iter().enumerate() {
-                if let (false, Some(&head)) = (sends, fork.heads.get(i)) {
-                    if branch.head != graph.node_name(head) {
-                        return Err(format!(
-                            "it records branch `{}` where the fan-out has `{}`",
-                            branch.head,
-                            graph.node_name(head)
-                        ));
-                    }
-                }
-                if branch.steps > MAX_STEP {
-                    return Err(format!("branch `{}` records an impossible step count {}", branch.head, branch.steps));
-                }
-                match &branch.at {
-                    BranchAt::Joined => {}
-                    BranchAt::Before(node) | BranchAt::Start(node) => {
-                        known(node)?;
-                    }
-                    BranchAt::After { node, goto } => {
-                        known(node)?;
-                        target(goto)?;
-                    }
-                }
-                for pending in branch.pending.iter().chain(&branch.more_pending) {
-                    known(pending.node())?;
-                }
-            }
-        }
+        Position::Fork { source, branches } => fan_out(graph, source, branches, true)?,
     }
     if matches!(ckpt.at, Position::Done) && !ckpt.pending.is_empty() {
         return Err("it records a finished run that still waits on pauses".into());
@@ -116,6 +74,80 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
             _ => head,
         };
         known(&NodeName::from(node.to_owned()))?;
+    }
+    Ok(())
+}
+
+/// Checks a fan-out's progress: the fan-out after `source` exists, its branches are the
+/// graph's (or its sends'), and each is at a node the graph has; a fan-out inside a branch
+/// (`top`: false) has no sends and no pauses.
+fn fan_out<G: Graph>(
+    graph: &G,
+    source: &NodeName,
+    branches: &[BranchProgress<G::State>],
+    top: bool,
+) -> Result<(), String> {
+    let known = |name: &NodeName| -> Result<G::Node, String> {
+        graph
+            .node_named(name.as_str())
+            .ok_or_else(|| format!("it names node `{name}`, which graph `{}` does not have", graph.name()))
+    };
+    let target = |goto: &Option<Target>| -> Result<(), String> {
+        match goto {
+            Some(Target::Node(name)) => known(name).map(|_| ()),
+            _ => Ok(()),
+        }
+    };
+    let source_node = known(source)?;
+    let Some(fork) = graph.fork(source_node) else {
+        return Err(format!("it records a fan-out after node `{source}`, which has none"));
+    };
+    let sends = graph.sends(source_node);
+    if sends && !top {
+        return Err(format!("it records sends of node `{source}` inside a parallel branch"));
+    }
+    if sends {
+        crate::machine::send::validate(graph, fork, branches)?;
+    } else if !branches.is_empty() && branches.len() != fork.heads.len() {
+        return Err(format!(
+            "it records {} branches after node `{source}`, whose fan-out has {}",
+            branches.len(),
+            fork.heads.len()
+        ));
+    }
+    for (i, branch) in branches.iter().enumerate() {
+        if let (false, Some(&head)) = (sends, fork.heads.get(i)) {
+            if branch.head != graph.node_name(head) {
+                return Err(format!(
+                    "it records branch `{}` where the fan-out has `{}`",
+                    branch.head,
+                    graph.node_name(head)
+                ));
+            }
+        }
+        if branch.steps > MAX_STEP {
+            return Err(format!("branch `{}` records an impossible step count {}", branch.head, branch.steps));
+        }
+        if !top && (branch.pending.is_some() || !branch.more_pending.is_empty()) {
+            return Err(format!("branch `{}` records a pause inside a nested fan-out", branch.head));
+        }
+        match &branch.at {
+            BranchAt::Joined => {}
+            BranchAt::Before(node) | BranchAt::Start(node) => {
+                known(node)?;
+            }
+            BranchAt::After { node, goto } => {
+                known(node)?;
+                target(goto)?;
+            }
+            BranchAt::Fork { source } => fan_out(graph, source, &branch.branches, false)?,
+        }
+        if !branch.branches.is_empty() && !matches!(branch.at, BranchAt::Fork { .. }) {
+            return Err(format!("branch `{}` records a nested fan-out's branches outside one", branch.head));
+        }
+        for pending in branch.pending.iter().chain(&branch.more_pending) {
+            known(pending.node())?;
+        }
     }
     Ok(())
 }

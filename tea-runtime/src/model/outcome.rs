@@ -80,6 +80,40 @@ pub struct Snapshot<S> {
     /// The subgraph nodes paused inside their child graph at this checkpoint, with the child's
     /// state; empty unless the thread waits on a pause inside a child.
     pub subgraphs: Vec<SubgraphSnapshot>,
+    /// At a fan-out under way (paused, or written while its branches ran), every branch and
+    /// how far it got; empty elsewhere.
+    pub branches: Vec<BranchSnapshot<S>>,
+}
+
+/// A branch of a fan-out under way at a checkpoint, as [`Snapshot::branches`] lists it: what
+/// the branch completed is kept, and runs no more on `recover` or `resume`.
+#[derive(Clone, PartialEq)]
+pub struct BranchSnapshot<S> {
+    /// The branch's first node, which names it (`{node}#{i}` for a send).
+    pub head: NodeName,
+    /// The branch's own state: the state at the fan-out plus this branch's updates only.
+    pub state: S,
+    /// The nodes of the branch that completed.
+    pub steps: u64,
+    /// The branch reached its join.
+    pub done: bool,
+    /// The nodes the branch runs next (empty once done).
+    pub next: Vec<NodeName>,
+    /// At a fan-out inside the branch, its branches.
+    pub branches: Vec<BranchSnapshot<S>>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for BranchSnapshot<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BranchSnapshot")
+            .field("head", &self.head)
+            .field("state", &self.state)
+            .field("steps", &self.steps)
+            .field("done", &self.done)
+            .field("next", &self.next)
+            .field("branches", &self.branches)
+            .finish()
+    }
 }
 
 /// A subgraph node paused inside its child graph, as [`Snapshot::subgraphs`] lists it.
@@ -107,6 +141,7 @@ impl<S: fmt::Debug> fmt::Debug for Snapshot<S> {
             .field("checkpoint", &self.checkpoint)
             .field("step", &self.step)
             .field("subgraphs", &self.subgraphs)
+            .field("branches", &self.branches)
             .finish()
     }
 }

@@ -1,0 +1,232 @@
+//! Pending writes: a fan-out's branches made durable as they run.
+//!
+//! While the branches of a fan-out run, the run writes no checkpoint of its own; without more, a
+//! crash, a dropped future or a failed branch would lose what the other branches finished, and
+//! `recover` would run it again. So each branch, as a node of it completes (and as it stops at a
+//! pause or reaches its join), records its progress here — where it stands and the updates it
+//! wrote — and the progress of every branch is written as the thread's next checkpoint, at
+//! [`Position::Fork`](crate::format::checkpoint::Position::Fork): the fan-out's state once, and
+//! per branch only its updates. `recover` and `resume` continue each branch from there, so only
+//! work that had not completed runs again. Fan-outs inside branches record theirs in their outer
+//! branch's progress, at any depth.
+//!
+//! Writes are grouped: one branch at a time writes (by compare-and-swap on the run's head, with
+//! the run's lease renewed), and progress recorded while a write is under way goes into the
+//! next one, so a fan-out of many short branches on a slow disk writes far fewer checkpoints
+//! than it runs nodes. With [`Durability::EveryStep`](crate::Durability::EveryStep) each write
+//! is flushed; with `Buffered` it is not; with `OnPause` the journal is not kept.
+//!
+//! Order is what makes this safe where LangGraph's `put_writes` is not: a branch's progress is
+//! part of the one checkpoint chain of its thread, written after the fan-out's own checkpoint
+//! and before the join's, so no write can land against a checkpoint it does not belong to, and
+//! a stale writer loses its compare-and-swap.
+
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, Identity, Lease};
+use crate::format::interrupt::Interrupt;
+use crate::lease::Host;
+use crate::machine::driver::Driver;
+use crate::model::graph::Graph;
+use crate::store::Checkpointer;
+use crate::vocab::clock::now_ms;
+use crate::vocab::error::Error;
+use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::state::GraphState;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The progress of a fan-out's branches, written as they run.
+pub(crate) struct Journal<'a, S: GraphState> {
+    host: &'a Host,
+    store: &'a dyn Checkpointer,
+    identity: Identity<'a>,
+    thread: &'a ThreadId,
+    node: NodeName,
+    /// Flushed writes (`Durability::EveryStep`).
+    durable: bool,
+    /// The run's step when the fan-out began.
+    step: u64,
+    /// The state at the fan-out.
+    base: &'a S,
+    /// The node the fan-out follows.
+    source: NodeName,
+    inner: Mutex<Inner<S>>,
+}
+
+struct Inner<S: GraphState> {
+    /// Every branch's progress, without its state.
+    branches: Vec<BranchProgress<S>>,
+    /// Progress was recorded since the last write began.
+    dirty: bool,
+}
+
+/// What a branch records of itself.
+pub(crate) struct Record<'r, S: GraphState> {
+    pub(crate) updates: &'r [S::Update],
+    pub(crate) origins: &'r [NodeName],
+    pub(crate) steps: u64,
+    pub(crate) at: BranchAt,
+    pub(crate) answers: &'r [serde_json::Value],
+    pub(crate) pending: Option<&'r Interrupt>,
+    pub(crate) more_pending: &'r [Interrupt],
+}
+
+impl<'a, S: GraphState> Journal<'a, S> {
+    /// The journal of the fan-out after `source`, from `branches` (each branch where it starts
+    /// or continues), for a run on `host` at `step` whose state is `base`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        host: &'a Host,
+        store: &'a dyn Checkpointer,
+        identity: Identity<'a>,
+        thread: &'a ThreadId,
+        durable: bool,
+        step: u64,
+        base: &'a S,
+        source: NodeName,
+        branches: Vec<BranchProgress<S>>,
+    ) -> Self {
+        Journal {
+            host,
+            store,
+            identity,
+            thread,
+            node: source.clone(),
+            durable,
+            step,
+            base,
+            source,
+            inner: Mutex::new(Inner { branches, dirty: false }),
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner<S>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The progress of the branch at `path` (its index among the fan-out's branches, then
+    /// among those of each nested fan-out on the way), as last recorded (`None` for a path the journal
+    /// does not hold).
+    pub(crate) fn progress(&self, path: &[usize]) -> Option<BranchProgress<S>> {
+        let inner = self.inner();
+        slot(&inner.branches, path).map(|b| b.copy(false))
+    }
+
+    /// Records where the branch at `path` stands.
+    pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) {
+        let mut inner = self.inner();
+        let Some(branch) = slot_mut(&mut inner.branches, path) else { return };
+        // Updates only grow while a branch runs: copy the new ones.
+        if branch.updates.len() <= record.updates.len() {
+            branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
+        } else {
+            branch.updates = record.updates.to_vec();
+        }
+        if branch.origins.len() <= record.origins.len() {
+            branch.origins.extend(record.origins[branch.origins.len()..].iter().cloned());
+        } else {
+            branch.origins = record.origins.to_vec();
+        }
+        branch.steps = record.steps;
+        branch.at = record.at;
+        branch.answers = record.answers.to_vec();
+        branch.resume = record.pending.is_none();
+        branch.pending = record.pending.cloned();
+        branch.more_pending = record.more_pending.to_vec();
+        if !matches!(branch.at, BranchAt::Fork { .. }) {
+            branch.branches.clear();
+        }
+        inner.dirty = true;
+    }
+
+    /// Records that the branch at `path` reached the fan-out after `source` inside it, whose
+    /// branches start from `heads`.
+    pub(crate) fn nested(&self, path: &[usize], source: NodeName, steps: u64, updates: &[S::Update], origins: &[NodeName], heads: Vec<BranchProgress<S>>) {
+        self.record(
+            path,
+            Record {
+                updates,
+                origins,
+                steps,
+                at: BranchAt::Fork { source },
+                answers: &[],
+                pending: None,
+                more_pending: &[],
+            },
+        );
+        let mut inner = self.inner();
+        if let Some(branch) = slot_mut(&mut inner.branches, path) {
+            branch.branches = heads;
+        }
+    }
+
+    /// Writes what was recorded, unless another branch is writing (it then writes it next).
+    ///
+    /// # Errors
+    /// The store's, [`Error::LeaseLost`] when another run took the thread over, and
+    /// [`Error::StateNotStorable`] when a branch's update does not read back.
+    pub(crate) async fn flush<G: Graph<State = S>, D: Driver<G>>(&self, driver: &D) -> Result<(), Error> {
+        loop {
+            let (head, bytes, until) = {
+                let mut inner = self.inner();
+                if !inner.dirty {
+                    return Ok(());
+                }
+                let Some(head) = self.host.begin_write()? else { return Ok(()) };
+                inner.dirty = false;
+                let until = now_ms().saturating_add(self.host.lease_ms);
+                let ckpt = ForkCheckpoint {
+                    step: self.step,
+                    state: self.base,
+                    at: ForkAt::Fork { source: &self.source, branches: &inner.branches },
+                    lease: Some(Lease { owner: self.host.owner, until }),
+                };
+                let encoded = checkpoint::encode_fork(&self.identity, &ckpt).and_then(|bytes| {
+                    match checkpoint::check_reads_back::<S>(&bytes) {
+                        Ok(()) => Ok(bytes),
+                        Err((path, reason)) => Err(Error::StateNotStorable {
+                            node: self.node.clone(),
+                            thread: self.thread.clone(),
+                            path,
+                            reason,
+                        }),
+                    }
+                });
+                match encoded {
+                    Ok(bytes) => (head, bytes, until),
+                    Err(error) => {
+                        self.host.cancel_write();
+                        return Err(error);
+                    }
+                }
+            };
+            let id = head.map_or(1, |h| h + 1);
+            let appended = driver
+                .append(self.store, self.identity.graph, self.thread, head, id, &bytes, self.durable)
+                .await;
+            self.host.end_write(id, bytes, until, appended)?;
+        }
+    }
+}
+
+/// The branch at `path` among `branches`.
+fn slot<'b, S: GraphState>(branches: &'b [BranchProgress<S>], path: &[usize]) -> Option<&'b BranchProgress<S>> {
+    let (&first, rest) = path.split_first()?;
+    let branch = branches.get(first)?;
+    if rest.is_empty() {
+        Some(branch)
+    } else {
+        slot(&branch.branches, rest)
+    }
+}
+
+fn slot_mut<'b, S: GraphState>(
+    branches: &'b mut [BranchProgress<S>],
+    path: &[usize],
+) -> Option<&'b mut BranchProgress<S>> {
+    let (&first, rest) = path.split_first()?;
+    let branch = branches.get_mut(first)?;
+    if rest.is_empty() {
+        Some(branch)
+    } else {
+        slot_mut(&mut branch.branches, rest)
+    }
+}
