@@ -1,0 +1,289 @@
+//! Pending writes: with `Durability::EveryStep`, what a fan-out's branches completed is durable
+//! as they complete, so a dropped future, a failed branch or a failed step inside a branch
+//! re-runs only what had not completed — in sends and static fan-outs, blocking and async, and
+//! in a fan-out nested inside a branch. On `MemoryStore` and `SledStore`.
+//!
+//! Each node counts its runs by a key of its own (`RUNS`); a test sets which key fails (once)
+//! and checks, after `recover`, that every node that completed ran exactly once.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+use tea::prelude::*;
+use tea::{Checkpointer, ThreadId};
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    /// The test that runs (keys of `RUNS` are prefixed with it: tests run at once).
+    test: String,
+    items: Vec<String>,
+    item: String,
+    #[reducer(append)]
+    done: Vec<String>,
+}
+
+/// How often each node ran, by `{test}/{node}/{item}`.
+static RUNS: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
+/// Keys that fail the first time they run (removed as they fail).
+static FAIL_ONCE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn count(w: &Work, node: &str) -> Result<WorkUpdate, String> {
+    let key = format!("{}/{node}/{}", w.test, w.item);
+    *RUNS.lock().unwrap().entry(key.clone()).or_default() += 1;
+    let mut fail = FAIL_ONCE.lock().unwrap();
+    if let Some(i) = fail.iter().position(|k| *k == key) {
+        fail.remove(i);
+        return Err(format!("{key} fails this once"));
+    }
+    Ok(Work::update().done(vec![format!("{node}:{}", w.item)]))
+}
+
+fn runs(test: &str) -> BTreeMap<String, usize> {
+    let prefix = format!("{test}/");
+    RUNS.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|k| (k.to_owned(), *v)))
+        .collect()
+}
+
+fn fail_once(key: &str) {
+    FAIL_ONCE.lock().unwrap().push(key.to_owned());
+}
+
+fn work(test: &str, items: &[&str]) -> Work {
+    Work { test: test.to_owned(), items: items.iter().map(|s| (*s).to_owned()).collect(), ..Work::default() }
+}
+
+/// A directory of its own for one test, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("tea-pending-{name}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+fn sorted(mut done: Vec<String>) -> Vec<String> {
+    done.sort();
+    done
+}
+
+// Sends that each run `probe` then `check` (blocking).
+
+fn plan(w: &Work) -> Command<SendsNode> {
+    Command::send(w.items.iter().map(|i| tea::Send::new(SendsNode::Probe, Work::update().item(i.clone()))))
+}
+fn probe(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "probe")
+}
+fn check(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "check")
+}
+fn gather(_: &Work) -> WorkUpdate {
+    Work::update()
+}
+
+graph! {
+    pub Sends for Work {
+        start -> plan;
+        parallel plan => probe* -> gather;
+        probe -> check;
+        check -> gather;
+        gather -> end;
+    }
+}
+
+fn a_failed_send_reruns_only_its_failed_step<C: Checkpointer>(store: C, test: &str) {
+    let app = Sends::builder().checkpointer(store).durability(Durability::EveryStep).build();
+    fail_once(&format!("{test}/check/b"));
+    let err = app.invoke_on(test, work(test, &["a", "b", "c"])).unwrap_err();
+    assert!(matches!(&err, Error::NodeFailed { node, .. } if node.as_str() == "check"), "{err:?}");
+    // What is durable: sends `a` and `c` at their join, `b` past `probe`.
+    let snapshot = app.state(&ThreadId::from(test)).unwrap().unwrap();
+    let progress: Vec<(String, u64, bool)> =
+        snapshot.branches.iter().map(|b| (b.head.to_string(), b.steps, b.done)).collect();
+    assert_eq!(progress, [("probe#0".into(), 2, true), ("probe#1".into(), 1, false), ("probe#2".into(), 2, true)]);
+    assert_eq!(snapshot.next, ["check"]);
+    assert_eq!(snapshot.branches[1].state.done, ["probe:b"], "a branch's own state: its updates only");
+
+    let out = app.recover(&ThreadId::from(test)).unwrap().done().unwrap();
+    assert_eq!(sorted(out.done), ["check:a", "check:b", "check:c", "probe:a", "probe:b", "probe:c"]);
+    let expected: BTreeMap<String, usize> = [
+        ("check/a", 1),
+        ("check/b", 2), // failed once, then ran
+        ("check/c", 1),
+        ("probe/a", 1),
+        ("probe/b", 1), // completed before its send failed: not run again
+        ("probe/c", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(runs(test), expected);
+}
+
+#[test]
+fn a_failed_send_reruns_only_its_failed_step_on_memory() {
+    a_failed_send_reruns_only_its_failed_step(MemoryStore::new(), "send-memory");
+}
+
+#[test]
+fn a_failed_send_reruns_only_its_failed_step_on_sled() {
+    let dir = Scratch::new("send-sled");
+    a_failed_send_reruns_only_its_failed_step(SledStore::open(dir.0.join("db")).unwrap(), "send-sled");
+}
+
+// A static fan-out with a nested one inside a branch.
+
+fn entry(_: &Work) -> WorkUpdate {
+    Work::update()
+}
+fn left(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "left")
+}
+fn left_more(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "left_more")
+}
+fn outer(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "outer")
+}
+fn inner_a(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "inner_a")
+}
+fn inner_b(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "inner_b")
+}
+fn inner_join(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "inner_join")
+}
+fn join(w: &Work) -> Result<WorkUpdate, String> {
+    count(w, "join")
+}
+
+graph! {
+    pub Nested for Work {
+        start -> entry;
+        parallel entry => [left, outer] -> join;
+        left -> left_more;
+        left_more -> join;
+        parallel outer => [inner_a, inner_b] -> inner_join;
+        inner_join -> join;
+        join -> end;
+    }
+}
+
+fn nested_app<C: Checkpointer>(store: C) -> App<Nested, C> {
+    Nested::builder().checkpointer(store).durability(Durability::EveryStep).build()
+}
+
+fn a_failure_inside_a_nested_fan_out_reruns_only_what_failed<C: Checkpointer>(store: C, test: &str) {
+    let app = nested_app(store);
+    fail_once(&format!("{test}/inner_b/"));
+    fail_once(&format!("{test}/left_more/"));
+    assert!(app.invoke_on(test, work(test, &[])).is_err());
+    let snapshot = app.state(&ThreadId::from(test)).unwrap().unwrap();
+    let outer = &snapshot.branches[1];
+    assert_eq!((outer.head.as_str(), outer.steps, outer.done), ("outer", 1, false));
+    let inner: Vec<(&str, u64, bool)> = outer.branches.iter().map(|b| (b.head.as_str(), b.steps, b.done)).collect();
+    assert_eq!(inner, [("inner_a", 1, true), ("inner_b", 0, false)]);
+
+    let out = app.recover(&ThreadId::from(test)).unwrap().done().unwrap();
+    // The same result as a run that never failed.
+    let clean = Nested::builder().build().invoke(work(&format!("{test}-clean"), &[])).unwrap();
+    assert_eq!(out.done, clean.done);
+    let expected: BTreeMap<String, usize> = [
+        ("inner_a/", 1),
+        ("inner_b/", 2),
+        ("inner_join/", 1),
+        ("join/", 1),
+        ("left/", 1),
+        ("left_more/", 2),
+        ("outer/", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(runs(test), expected);
+}
+
+#[test]
+fn a_failure_inside_a_nested_fan_out_reruns_only_what_failed_on_memory() {
+    a_failure_inside_a_nested_fan_out_reruns_only_what_failed(MemoryStore::new(), "nested-memory");
+}
+
+#[test]
+fn a_failure_inside_a_nested_fan_out_reruns_only_what_failed_on_sled() {
+    let dir = Scratch::new("nested-sled");
+    let store = SledStore::open(dir.0.join("db")).unwrap();
+    a_failure_inside_a_nested_fan_out_reruns_only_what_failed(store, "nested-sled");
+}
+
+#[test]
+fn with_on_pause_durability_nothing_of_a_fan_out_is_written_while_it_runs() {
+    let test = "on-pause";
+    let app = Nested::builder().checkpointer(MemoryStore::new()).durability(Durability::OnPause).build();
+    fail_once(&format!("{test}/left_more/"));
+    assert!(app.invoke_on(test, work(test, &[])).is_err());
+    // The run wrote only its claim: nothing of the fan-out is kept, as documented.
+    let history = app.history(&ThreadId::from(test)).unwrap();
+    assert!(history.iter().all(|s| s.branches.is_empty()), "{history:?}");
+}
+
+// Async sends: the caller drops the future while one send still waits.
+
+/// While set, `slow` sends wait (for good: the test drops the run).
+static HOLD: AtomicBool = AtomicBool::new(true);
+
+fn plan_async(w: &Work) -> Command<AsyncSendsNode> {
+    Command::send(w.items.iter().map(|i| tea::Send::new(AsyncSendsNode::Fetch, Work::update().item(i.clone()))))
+}
+async fn fetch(w: &Work) -> Result<WorkUpdate, String> {
+    let update = count(w, "fetch")?;
+    if w.item == "slow" && HOLD.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    Ok(update)
+}
+
+graph! {
+    pub AsyncSends for Work {
+        start -> plan_async;
+        parallel plan_async => fetch* -> gather;
+        gather -> end;
+        async fetch;
+    }
+}
+
+async fn a_dropped_fan_out_keeps_the_sends_that_finished<C: Checkpointer>(store: C, test: &str) {
+    let app = AsyncSends::builder().checkpointer(store).durability(Durability::EveryStep).build();
+    let run = app.invoke_on_async(test, work(test, &["a", "b", "slow"]));
+    // `a` and `b` finish at once; the caller gives up 200 ms later, dropping the run.
+    assert!(tokio::time::timeout(Duration::from_millis(200), run).await.is_err());
+    HOLD.store(false, Ordering::SeqCst);
+    let out = app.recover_async(&ThreadId::from(test)).await.unwrap().done().unwrap();
+    assert_eq!(out.done, ["fetch:a", "fetch:b", "fetch:slow"]);
+    let expected: BTreeMap<String, usize> =
+        [("fetch/a", 1), ("fetch/b", 1), ("fetch/slow", 2)].into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    // `slow` was cancelled mid-way: it runs again; `a` and `b` completed and do not.
+    assert_eq!(runs(test), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_fan_out_keeps_the_sends_that_finished_on_memory_and_sled() {
+    a_dropped_fan_out_keeps_the_sends_that_finished(MemoryStore::new(), "drop-memory").await;
+    HOLD.store(true, Ordering::SeqCst);
+    let dir = Scratch::new("drop-sled");
+    let store = SledStore::open(dir.0.join("db")).unwrap();
+    a_dropped_fan_out_keeps_the_sends_that_finished(store, "drop-sled").await;
+}
