@@ -42,11 +42,7 @@ fn count(w: &Work, node: &str) -> Result<WorkUpdate, String> {
 
 fn runs(test: &str) -> BTreeMap<String, usize> {
     let prefix = format!("{test}/");
-    RUNS.lock()
-        .unwrap()
-        .iter()
-        .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|k| (k.to_owned(), *v)))
-        .collect()
+    RUNS.lock().unwrap().iter().filter_map(|(k, v)| k.strip_prefix(&prefix).map(|k| (k.to_owned(), *v))).collect()
 }
 
 fn fail_once(key: &str) {

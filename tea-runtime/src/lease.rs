@@ -70,6 +70,16 @@ pub(crate) struct Held {
     lost: bool,
     /// A renewal is being written (the lock is not held across the store call).
     renewing: bool,
+    /// Writes of a fan-out's progress under way (`machine::journal`).
+    writing: usize,
+}
+
+/// What the store answered to a write of a fan-out's progress ([`Host::end_write`]).
+pub(crate) enum Wrote {
+    /// It is the thread's head.
+    Head,
+    /// Another write of this run moved the head first: write again after it.
+    Again,
 }
 
 /// A renewal of a run's lease, planned by [`Host::plan_renewal`]: checkpoint `id` (`bytes`,
@@ -121,7 +131,7 @@ impl Host {
             owner,
             lease_ms,
             until: AtomicU64::new(0),
-            held: Mutex::new(Held { head, last: None, lost: false, renewing: false }),
+            held: Mutex::new(Held { head, last: None, lost: false, renewing: false, writing: 0 }),
             parent,
         }
     }
@@ -196,7 +206,7 @@ impl Host {
         }
         // Checked again under the lock: a sibling branch's child may have renewed it meanwhile,
         // may be renewing it now, or the run released it.
-        if held.renewing || !self.half_gone(now) {
+        if held.renewing || held.writing > 0 || !self.half_gone(now) {
             return Ok(None);
         }
         let (Some(head), Some(last)) = (held.head, held.last.as_deref()) else { return Ok(None) };
@@ -215,49 +225,49 @@ impl Host {
     }
 
     /// Starts a write of the run's own while a fan-out's branches run (their progress, see
-    /// `machine::journal`): the head to write after, or `None` when a renewal (or another such
-    /// write) is under way — the caller then writes later. Until [`end_write`](Self::end_write),
-    /// no renewal is planned: both would race for the same head.
+    /// `machine::journal`; several may be under way): the head to write after. Until
+    /// [`end_write`](Self::end_write), no renewal is planned (the writes renew the lease).
     ///
     /// # Errors
     /// [`Error::LeaseLost`] when an earlier write found the thread taken over.
-    pub(crate) fn begin_write(&self) -> Result<Option<Option<CheckpointId>>, Error> {
+    pub(crate) fn begin_write(&self) -> Result<Option<CheckpointId>, Error> {
         let mut held = self.held();
         if held.lost {
             return Err(Error::LeaseLost { thread: self.thread.clone() });
         }
-        if held.renewing {
-            return Ok(None);
-        }
-        held.renewing = true;
-        Ok(Some(held.head))
+        held.writing += 1;
+        Ok(held.head)
     }
 
     /// Ends a write begun with [`begin_write`](Self::begin_write) that was not made.
     pub(crate) fn cancel_write(&self) {
-        self.held().renewing = false;
+        let mut held = self.held();
+        held.writing = held.writing.saturating_sub(1);
     }
 
-    /// Records what the store answered to a write begun with [`begin_write`](Self::begin_write):
-    /// checkpoint `id` (`bytes`, holding the lease until `until`).
+    /// Records what the store answered to a write begun with [`begin_write`](Self::begin_write)
+    /// after head `expected`: checkpoint `id` (`bytes`, holding the lease until `until`). A
+    /// compare-and-swap lost to another write of this run (a sibling branch's, a renewal) is
+    /// [`Wrote::Again`]; lost to anyone else, the thread was taken over.
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] when the compare-and-swap was lost (another run took the thread
-    /// over), and the store's own error.
+    /// [`Error::LeaseLost`] when another run took the thread over, and the store's own error.
     pub(crate) fn end_write(
         &self,
+        expected: Option<CheckpointId>,
         id: CheckpointId,
         bytes: Vec<u8>,
         until: u64,
         appended: Result<Append, Error>,
-    ) -> Result<(), Error> {
+    ) -> Result<Wrote, Error> {
         let mut held = self.held();
-        held.renewing = false;
+        held.writing = held.writing.saturating_sub(1);
         match appended? {
             Append::Written => {
                 self.wrote(&mut held, id, bytes, until);
-                Ok(())
+                Ok(Wrote::Head)
             }
+            Append::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => Ok(Wrote::Again),
             Append::Conflict { .. } => {
                 held.lost = true;
                 Err(Error::LeaseLost { thread: self.thread.clone() })
@@ -281,6 +291,8 @@ impl Host {
                 self.wrote(&mut held, renewal.id, renewal.bytes, renewal.until);
                 Ok(())
             }
+            // This run wrote its fan-out's progress meanwhile (which renewed the lease).
+            Append::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
             Append::Conflict { .. } => {
                 held.lost = true;
                 Err(Error::LeaseLost { thread: self.thread.clone() })

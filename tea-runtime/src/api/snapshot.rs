@@ -146,23 +146,23 @@ fn branch_snapshots<G: Graph>(
 
 /// Where routing from `node` (which ran, with a router's choice `goto`) leads on `state`.
 fn route<G: Graph>(graph: &G, node: &NodeName, goto: &Option<Target>, state: &G::State) -> Vec<NodeName> {
-        match goto {
-            Some(Target::Node(next)) => return vec![next.clone()],
-            Some(Target::End) => return Vec::new(),
-            None => {}
+    match goto {
+        Some(Target::Node(next)) => return vec![next.clone()],
+        Some(Target::End) => return Vec::new(),
+        None => {}
+    }
+    let Some(node) = graph.node_named(node.as_str()) else { return Vec::new() };
+    if let Some(fork) = graph.fork(node) {
+        return fork.heads.iter().map(|&h| graph.node_name(h)).collect();
+    }
+    match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
+        Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
+        Ok(_) => Vec::new(),
+        Err(payload) => {
+            drop_payload(payload);
+            Vec::new()
         }
-        let Some(node) = graph.node_named(node.as_str()) else { return Vec::new() };
-        if let Some(fork) = graph.fork(node) {
-            return fork.heads.iter().map(|&h| graph.node_name(h)).collect();
-        }
-        match catch_unwind(AssertUnwindSafe(|| graph.route(node, state))) {
-            Ok(Some(Goto::Node(next))) => vec![graph.node_name(next)],
-            Ok(_) => Vec::new(),
-            Err(payload) => {
-                drop_payload(payload);
-                Vec::new()
-            }
-        }
+    }
 }
 
 /// The nodes that run next from a checkpoint (by the graph's routing on its state, for a node

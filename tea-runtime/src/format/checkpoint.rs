@@ -226,7 +226,10 @@ pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>
 }
 
 /// Frames a fan-out's checkpoint in an envelope.
-pub(crate) fn encode_fork<S: GraphState>(identity: &Identity, payload: &ForkCheckpoint<'_, S>) -> Result<Vec<u8>, Error> {
+pub(crate) fn encode_fork<S: GraphState>(
+    identity: &Identity,
+    payload: &ForkCheckpoint<'_, S>,
+) -> Result<Vec<u8>, Error> {
     encode_payload(identity, payload)
 }
 

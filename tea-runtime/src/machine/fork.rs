@@ -412,7 +412,20 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         let (state, updates, origins) = local.finish(graph, with_state)?;
         let events = Vec::new();
         let (interrupt, more) = (pending.map(Box::new), more_pending);
-        return Ok(Branch { head, state, input, updates, origins, steps, taken: 0, events, at, answers, interrupt, more });
+        return Ok(Branch {
+            head,
+            state,
+            input,
+            updates,
+            origins,
+            steps,
+            taken: 0,
+            events,
+            at,
+            answers,
+            interrupt,
+            more,
+        });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
@@ -424,8 +437,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         }
         BranchAt::Fork { source } => Start::Fork(node_named(graph, source, &thread)?),
     };
-    let mut local =
-        Local { base, input: input.map(|i| (head.clone(), i)), own: None, updates, origins, applied: 0 };
+    let mut local = Local { base, input: input.map(|i| (head.clone(), i)), own: None, updates, origins, applied: 0 };
     if let Some(state) = state {
         local.applied = local.updates.len();
         local.own = Some(state);
@@ -471,8 +483,8 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     pending: $pending,
                     more_pending: $more,
                 };
-                journal.record(path, record);
-                journal.flush(driver).await?;
+                let generation = journal.record(path, record);
+                journal.flush(driver, generation).await?;
             }
         }};
     }
@@ -488,7 +500,20 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             let (state, updates, origins) = local.finish(graph, true)?;
             let taken = steps - first;
             let input = local_input;
-            return Ok(Branch { head, state, input, updates, origins, steps, taken, events, at, answers, interrupt, more });
+            return Ok(Branch {
+                head,
+                state,
+                input,
+                updates,
+                origins,
+                steps,
+                taken,
+                events,
+                at,
+                answers,
+                interrupt,
+                more,
+            });
         }};
     }
 

@@ -10,11 +10,13 @@
 //! work that had not completed runs again. Fan-outs inside branches record theirs in their outer
 //! branch's progress, at any depth.
 //!
-//! Writes are grouped: one branch at a time writes (by compare-and-swap on the run's head, with
-//! the run's lease renewed), and progress recorded while a write is under way goes into the
-//! next one, so a fan-out of many short branches on a slow disk writes far fewer checkpoints
-//! than it runs nodes. With [`Durability::EveryStep`](crate::Durability::EveryStep) each write
-//! is flushed; with `Buffered` it is not; with `OnPause` the journal is not kept.
+//! A branch goes on to its next node only once its progress is in the store, as the main line
+//! does. Writes are grouped: each write holds every branch's progress as recorded when it began
+//! (by compare-and-swap on the run's head, with the run's lease renewed), so a branch whose
+//! record a sibling's write already carried does not write again, and a fan-out of many short
+//! branches writes fewer checkpoints than it runs nodes. With
+//! [`Durability::EveryStep`](crate::Durability::EveryStep) each write is flushed; with
+//! `Buffered` it is not; with `OnPause` the journal is not kept.
 //!
 //! Order is what makes this safe where LangGraph's `put_writes` is not: a branch's progress is
 //! part of the one checkpoint chain of its thread, written after the fan-out's own checkpoint
@@ -23,7 +25,7 @@
 
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, Identity, Lease};
 use crate::format::interrupt::Interrupt;
-use crate::lease::Host;
+use crate::lease::{Host, Wrote};
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
 use crate::store::Checkpointer;
@@ -54,8 +56,10 @@ pub(crate) struct Journal<'a, S: GraphState> {
 struct Inner<S: GraphState> {
     /// Every branch's progress, without its state.
     branches: Vec<BranchProgress<S>>,
-    /// Progress was recorded since the last write began.
-    dirty: bool,
+    /// How many records were made.
+    generation: u64,
+    /// How many of them the store holds.
+    written: u64,
 }
 
 /// What a branch records of itself.
@@ -94,7 +98,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
             step,
             base,
             source,
-            inner: Mutex::new(Inner { branches, dirty: false }),
+            inner: Mutex::new(Inner { branches, generation: 0, written: 0 }),
         }
     }
 
@@ -110,10 +114,13 @@ impl<'a, S: GraphState> Journal<'a, S> {
         slot(&inner.branches, path).map(|b| b.copy(false))
     }
 
-    /// Records where the branch at `path` stands.
-    pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) {
+    /// Records where the branch at `path` stands; the record's generation, for
+    /// [`flush`](Self::flush).
+    pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) -> u64 {
         let mut inner = self.inner();
-        let Some(branch) = slot_mut(&mut inner.branches, path) else { return };
+        inner.generation += 1;
+        let generation = inner.generation;
+        let Some(branch) = slot_mut(&mut inner.branches, path) else { return generation };
         // Updates only grow while a branch runs: copy the new ones.
         if branch.updates.len() <= record.updates.len() {
             branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
@@ -134,12 +141,21 @@ impl<'a, S: GraphState> Journal<'a, S> {
         if !matches!(branch.at, BranchAt::Fork { .. }) {
             branch.branches.clear();
         }
-        inner.dirty = true;
+        generation
     }
 
     /// Records that the branch at `path` reached the fan-out after `source` inside it, whose
     /// branches start from `heads`.
-    pub(crate) fn nested(&self, path: &[usize], source: NodeName, steps: u64, updates: &[S::Update], origins: &[NodeName], heads: Vec<BranchProgress<S>>) {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn nested(
+        &self,
+        path: &[usize],
+        source: NodeName,
+        steps: u64,
+        updates: &[S::Update],
+        origins: &[NodeName],
+        heads: Vec<BranchProgress<S>>,
+    ) {
         self.record(
             path,
             Record {
@@ -158,20 +174,26 @@ impl<'a, S: GraphState> Journal<'a, S> {
         }
     }
 
-    /// Writes what was recorded, unless another branch is writing (it then writes it next).
+    /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned),
+    /// and returns once it is in the store: the branch's next node starts only then, as a node
+    /// on the main line starts only once the step before it is written. A write of a sibling
+    /// that began after the record counts.
     ///
     /// # Errors
     /// The store's, [`Error::LeaseLost`] when another run took the thread over, and
     /// [`Error::StateNotStorable`] when a branch's update does not read back.
-    pub(crate) async fn flush<G: Graph<State = S>, D: Driver<G>>(&self, driver: &D) -> Result<(), Error> {
+    pub(crate) async fn flush<G: Graph<State = S>, D: Driver<G>>(
+        &self,
+        driver: &D,
+        generation: u64,
+    ) -> Result<(), Error> {
         loop {
-            let (head, bytes, until) = {
-                let mut inner = self.inner();
-                if !inner.dirty {
+            let (head, bytes, until, covers) = {
+                let inner = self.inner();
+                if inner.written >= generation {
                     return Ok(());
                 }
-                let Some(head) = self.host.begin_write()? else { return Ok(()) };
-                inner.dirty = false;
+                let head = self.host.begin_write()?;
                 let until = now_ms().saturating_add(self.host.lease_ms);
                 let ckpt = ForkCheckpoint {
                     step: self.step,
@@ -179,19 +201,20 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     at: ForkAt::Fork { source: &self.source, branches: &inner.branches },
                     lease: Some(Lease { owner: self.host.owner, until }),
                 };
-                let encoded = checkpoint::encode_fork(&self.identity, &ckpt).and_then(|bytes| {
-                    match checkpoint::check_reads_back::<S>(&bytes) {
-                        Ok(()) => Ok(bytes),
-                        Err((path, reason)) => Err(Error::StateNotStorable {
-                            node: self.node.clone(),
-                            thread: self.thread.clone(),
-                            path,
-                            reason,
-                        }),
-                    }
-                });
+                let encoded =
+                    checkpoint::encode_fork(&self.identity, &ckpt).and_then(
+                        |bytes| match checkpoint::check_reads_back::<S>(&bytes) {
+                            Ok(()) => Ok(bytes),
+                            Err((path, reason)) => Err(Error::StateNotStorable {
+                                node: self.node.clone(),
+                                thread: self.thread.clone(),
+                                path,
+                                reason,
+                            }),
+                        },
+                    );
                 match encoded {
-                    Ok(bytes) => (head, bytes, until),
+                    Ok(bytes) => (head, bytes, until, inner.generation),
                     Err(error) => {
                         self.host.cancel_write();
                         return Err(error);
@@ -199,10 +222,12 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 }
             };
             let id = head.map_or(1, |h| h + 1);
-            let appended = driver
-                .append(self.store, self.identity.graph, self.thread, head, id, &bytes, self.durable)
-                .await;
-            self.host.end_write(id, bytes, until, appended)?;
+            let appended =
+                driver.append(self.store, self.identity.graph, self.thread, head, id, &bytes, self.durable).await;
+            if let Wrote::Head = self.host.end_write(head, id, bytes, until, appended)? {
+                let mut inner = self.inner();
+                inner.written = inner.written.max(covers);
+            }
         }
     }
 }

@@ -17,8 +17,8 @@ use crate::machine::driver::Driver;
 use crate::machine::fork::{self as parallel, Env, ForkOutcome};
 use crate::machine::journal::Journal;
 use crate::machine::persist::Persist;
-use crate::machine::validate::identity;
 use crate::machine::step::{apply_produced, asked, goto_of, node_named, route_from, target_of, After, Executed};
+use crate::machine::validate::identity;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
@@ -713,11 +713,7 @@ impl<'g, G: Graph> Run<'g, G> {
             Cursor::After(node, goto) => Position::After { node: graph.node_name(node), goto: target_of(graph, goto) },
             Cursor::Fork(source) => Position::Fork {
                 source: graph.node_name(source),
-                branches: self
-                    .saved_branches
-                    .iter()
-                    .map(|b| b.copy(false))
-                    .collect(),
+                branches: self.saved_branches.iter().map(|b| b.copy(false)).collect(),
             },
             Cursor::Done => Position::Done,
         }
