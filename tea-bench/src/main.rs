@@ -80,6 +80,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store()),
         w("fanout_100", r, seq::fanout_100()),
         w("send_100", r, seq::send_100()),
+        extra("fanout_100_memory_store", r, seq::fanout_100_memory_store()),
+        extra("send_100_memory_store", r, seq::send_100_memory_store()),
         w("fanout_io_100", 5, seq::fanout_io_100()),
         w("fanout_io_100_async", 5, seq::fanout_io_100_async()),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu()),

@@ -1,4 +1,4 @@
-//! `sequential_*`, `fanout_100`, `send_100`, `fanout_io_100`, `fanout_io_100_async` and `fanout_8_cpu`:
+//! `sequential_*`, `fanout_100`, `send_100` (with and without a store), `fanout_io_100`, `fanout_io_100_async` and `fanout_8_cpu`:
 //! chains and fan-outs over a counter state.
 
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,16 @@ pub fn fanout_100() -> impl FnMut() {
     move || check_fanout(&app.invoke(black_box(Seq::default())).expect("fanout_100 runs"), 100)
 }
 
+/// `fanout_100` with a checkpoint store (`Durability::EveryStep`, each run a new thread): every
+/// branch's progress is written as it completes (pending writes), and the join's step.
+pub fn fanout_100_memory_store() -> impl FnMut() {
+    let app = fan100::Fan100::builder().checkpointer(MemoryStore::new()).build();
+    move || {
+        let outcome = app.invoke(black_box(Seq::default())).expect("fanout_100_memory_store runs");
+        check_fanout(&outcome.done().expect("a graph without breakpoints finishes"), 100);
+    }
+}
+
 /// `send_100`'s state: the script's `Seq` plus each send's own input `i`.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Items {
@@ -92,6 +102,16 @@ pub fn send_100() -> impl FnMut() {
         let out = app.invoke(black_box(Items::default())).expect("send_100 runs");
         assert_eq!(out.count, 100, "the join counts every send's entry");
         assert!(out.log.iter().enumerate().all(|(i, entry)| *entry == i.to_string()), "send order: {:?}", out.log);
+    }
+}
+
+/// `send_100` with a checkpoint store (`Durability::EveryStep`, each run a new thread).
+pub fn send_100_memory_store() -> impl FnMut() {
+    let app = send100::Send100::builder().checkpointer(MemoryStore::new()).build();
+    move || {
+        let outcome = app.invoke(black_box(Items::default())).expect("send_100_memory_store runs");
+        let out = outcome.done().expect("a graph without breakpoints finishes");
+        assert_eq!(out.count, 100, "the join counts every send's entry");
     }
 }
 
