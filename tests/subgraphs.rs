@@ -577,6 +577,52 @@ fn a_store_less_stream_shows_the_childs_steps() {
     assert_eq!(names, ["first/count", "first", "second/count", "second", "Done"]);
 }
 
+fn aside(_: &Doc) -> DocUpdate {
+    Doc::update()
+}
+fn fork_counter(_: &Doc) {}
+fn after_fork(_: &Doc) {}
+
+graph! {
+    /// A subgraph node as one branch of a fan-out.
+    pub Branching for Doc {
+        start -> fork_counter;
+        parallel fork_counter => [aside, counted] -> after_fork;
+        after_fork -> end;
+        subgraph counted = Counter;
+    }
+}
+
+#[test]
+fn a_subgraph_in_a_branch_streams_its_childs_steps_in_the_branch() {
+    for store in [None, Some(MemoryStore::new())] {
+        let events: Vec<Event<Doc>> = match store {
+            None => Branching::builder().build().stream(Doc::default()).map(Result::unwrap).collect(),
+            Some(store) => {
+                Branching::builder().checkpointer(store).build().stream(Doc::default()).map(Result::unwrap).collect()
+            }
+        };
+        let seen: Vec<(String, Option<String>)> = events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Step { node, branch, .. } => Some((node.to_string(), branch.as_ref().map(|b| b.to_string()))),
+                _ => None,
+            })
+            .collect();
+        let step = |node: &str, branch: Option<&str>| (node.to_owned(), branch.map(str::to_owned));
+        assert_eq!(
+            seen,
+            [
+                step("fork_counter", None),
+                step("aside", Some("aside")),
+                step("counted/count", Some("counted")),
+                step("counted", Some("counted")),
+                step("after_fork", None),
+            ]
+        );
+    }
+}
+
 #[test]
 fn a_mapped_childs_steps_carry_the_parents_state() {
     // `triage` maps `Ticket` to its own `Triage`: its steps show the parent's state before it.

@@ -24,7 +24,7 @@ use crate::machine::journal::{Journal, Record};
 use crate::machine::step::{apply_update, asked, goto_of, node_named, route_from, target_of, After};
 use crate::model::event::Event;
 use crate::model::graph::{Fork, Graph};
-use crate::model::node::{Ctx, Goto, More};
+use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
 use crate::model::produce::{Paused, Produced};
 use crate::vocab::error::Error;
 use crate::vocab::name::{NodeName, ThreadId, START};
@@ -464,6 +464,10 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
     ctx.host = env.host.clone();
+    if env.record {
+        // A subgraph node in the branch streams its child's steps through here.
+        ctx.child_steps = Some(std::sync::Arc::new(ChildSteps::<G::State>::default()));
+    }
     let mut events = Vec::new();
     let mut at = start;
     // The recursion limit counts this invocation's node runs, not the branch's earlier ones.
@@ -609,6 +613,19 @@ async fn run_branch<G: Graph, D: Driver<G>>(
         let duration = started.map_or(Duration::ZERO, |started| started.elapsed());
         traced! {
             span.record("duration_us", crate::vocab::trace::micros(duration));
+        }
+        if env.record {
+            // The child steps of a subgraph node come before the node's own, in the branch.
+            if let Some(sink) = child_steps(&ctx) {
+                let mut steps = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                events.extend(steps.drain(..).map(|event| match event {
+                    Event::Step { node, branch, state, duration } => {
+                        let branch = Some(branch.unwrap_or_else(|| head.clone()));
+                        Event::Step { node, branch, state, duration }
+                    }
+                    other => other,
+                }));
+            }
         }
         let produced = produced?;
         if !ctx.branches.is_empty() {
