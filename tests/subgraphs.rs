@@ -478,6 +478,99 @@ fn command_parent_without_a_checkpointer() {
     assert_eq!(out.trail, ["escalated by triage", "human", "close"]);
 }
 
+// `Command::parent` from a parallel branch of the child: the child's fan-out finishes, then the
+// child ends and routes its parent.
+
+fn spread(_: &Triage) {}
+fn scan(t: &Triage) -> Command<ScreenNode> {
+    if t.text.contains("fire") {
+        Command::parent(RoomNode::Alarm).update(Ticket::update().trail(vec!["alarm raised by scan".into()]))
+    } else {
+        Command::goto(ScreenNode::Collect).update(Triage::update().seen(vec!["scanned".into()]))
+    }
+}
+fn watch(_: &Triage) -> TriageUpdate {
+    Triage::update().seen(vec!["watched".into()])
+}
+fn collect(_: &Triage) -> TriageUpdate {
+    Triage::update().seen(vec!["gathered".into()])
+}
+fn rescan(_: &Triage) -> TriageUpdate {
+    Triage::update().seen(vec!["rescanned".into()])
+}
+
+graph! {
+    pub Screen for Triage {
+        start -> spread;
+        parallel spread => [scan, watch] -> collect;
+        scan -> collect | rescan;
+        rescan -> collect;
+        collect -> end;
+    }
+}
+
+fn alarm(_: &Ticket) -> TicketUpdate {
+    Ticket::update().trail(vec!["alarm".into()])
+}
+
+graph! {
+    pub Room for Ticket {
+        start -> alarm if is_urgent;
+        start -> screen;
+        screen -> close;
+        alarm -> close;
+        close -> end;
+        subgraph screen = Screen(to_triage => from_triage);
+    }
+}
+
+#[test]
+fn command_parent_from_a_childs_parallel_branch_routes_the_parent() {
+    let stores: [Option<Box<dyn Fn() -> App<Room, MemoryStore>>>; 2] =
+        [None, Some(Box::new(|| Room::builder().checkpointer(MemoryStore::new()).build()))];
+    for store in stores {
+        let run = |text: &str| {
+            let input = Ticket { text: text.into(), ..Ticket::default() };
+            match &store {
+                None => Room::builder().build().invoke(input).unwrap(),
+                Some(app) => app().invoke(input).unwrap().done().unwrap(),
+            }
+        };
+        let calm = run("typo");
+        assert_eq!(calm.trail, ["scanned", "watched", "gathered", "close"]);
+        // `scan` routes the parent: `watch` still finishes, the child's join does not run, the
+        // jump's update and the parent's `alarm` follow.
+        let hot = run("fire");
+        assert_eq!(hot.trail, ["alarm raised by scan", "alarm", "close"]);
+    }
+}
+
+#[test]
+fn command_parent_from_a_childs_branch_survives_a_recover() {
+    // The child's final checkpoint records the jump its branch made: a parent rewound to before
+    // the subgraph node and recovered routes the same way without running the child again.
+    let store = MemoryStore::new();
+    // A short lease: the rewound checkpoint's run counts as gone a moment later.
+    let app = Room::builder().checkpointer(store.clone()).lease(std::time::Duration::from_millis(1)).build();
+    let hot = app.invoke_on("room-1", Ticket { text: "fire".into(), ..Ticket::default() }).unwrap().done().unwrap();
+    assert_eq!(hot.trail, ["alarm raised by scan", "alarm", "close"]);
+    let thread = tea::ThreadId::from("room-1");
+    let first = store.get(Room::NAME, &thread, 1).unwrap().unwrap();
+    store.delete(Room::NAME, &thread).unwrap();
+    assert_eq!(store.append(Room::NAME, &thread, None, 1, &first, true).unwrap(), tea::Append::Written);
+    let children: Vec<_> = store.threads(Screen::NAME).unwrap();
+    assert_eq!(children.len(), 1, "{children:?}");
+    let child_checkpoints = store.history(Screen::NAME, &children[0]).unwrap().len();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let again = app.recover(&thread).unwrap().done().unwrap();
+    assert_eq!(again.trail, hot.trail);
+    assert_eq!(
+        store.history(Screen::NAME, &children[0]).unwrap().len(),
+        child_checkpoints,
+        "the child did not run again"
+    );
+}
+
 #[test]
 fn command_parent_in_a_graph_run_on_its_own_is_no_route() {
     let error = Triager::builder().build().invoke(Triage { text: "fire".into(), ..Triage::default() }).unwrap_err();

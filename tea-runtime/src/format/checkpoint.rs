@@ -83,6 +83,9 @@ pub(crate) struct BranchProgress<S: GraphState> {
     /// At a fan-out inside the branch (`at` is [`BranchAt::Fork`]): its branches' progress.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) branches: Vec<BranchProgress<S>>,
+    /// The branch (in a child graph) ended with `Command::parent`: where it routes the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) jump: Option<ParentJump>,
 }
 
 impl<S: GraphState> BranchProgress<S> {
@@ -101,6 +104,7 @@ impl<S: GraphState> BranchProgress<S> {
             more_pending: Vec::new(),
             resume: true,
             branches: Vec::new(),
+            jump: None,
         }
     }
 
@@ -119,6 +123,7 @@ impl<S: GraphState> BranchProgress<S> {
             more_pending: self.more_pending.clone(),
             resume: self.resume,
             branches: self.branches.iter().map(|b| b.copy(with_state)).collect(),
+            jump: self.jump.clone(),
         }
     }
 }

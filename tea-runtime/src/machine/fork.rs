@@ -16,7 +16,7 @@
 //! branch's progress is also written as it runs (`journal`: pending writes), so a crash, a
 //! dropped future or a failed branch loses none of the nodes that completed.
 
-use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState};
+use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState, ParentJump};
 use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::lease::Host;
 use crate::machine::driver::Driver;
@@ -51,6 +51,11 @@ pub(crate) struct Env {
     pub(crate) pausable: bool,
     /// What subgraph nodes in the branches run their child graphs on.
     pub(crate) host: Option<std::sync::Arc<Host>>,
+    /// The run is a child graph's, run by a subgraph node of a parent graph with this node
+    /// type: a branch's `Command::parent` to a node of that type ends the child's run.
+    pub(crate) parent_node: Option<std::any::TypeId>,
+    /// The parent graph's declared name, which a parent jump records.
+    pub(crate) parent_graph: Option<String>,
 }
 
 /// A branch's view of the state: the state at the fan-out, plus the branch's updates, applied
@@ -152,6 +157,8 @@ pub(crate) struct Branch<S: GraphState> {
     interrupt: Option<Box<Interrupt>>,
     /// The further pauses of a subgraph node's child, after `interrupt`.
     more: Vec<Interrupt>,
+    /// The branch ended with `Command::parent` (in a child graph).
+    jump: Option<Box<ParentJump>>,
 }
 
 impl<S: GraphState> Branch<S> {
@@ -334,7 +341,33 @@ fn progress_of<S: GraphState>(branch: Branch<S>) -> BranchProgress<S> {
         more_pending: branch.more,
         resume: false,
         branches: Vec::new(),
+        jump: branch.jump.map(|jump| *jump),
     }
+}
+
+/// The parent jump a fan-out's branches made (`Command::parent` in a child graph), taken out of
+/// them: none, or one.
+///
+/// # Errors
+/// [`Error::NodeFailed`] on the second branch when two branches of one fan-out route the
+/// parent.
+pub(crate) fn take_jump<S: GraphState>(branches: &mut [Branch<S>]) -> Result<Option<ParentJump>, Error> {
+    let mut found: Option<(NodeName, ParentJump)> = None;
+    for branch in branches.iter_mut() {
+        let Some(jump) = branch.jump.take() else { continue };
+        if let Some((first, _)) = &found {
+            return Err(Error::NodeFailed {
+                node: branch.head.clone(),
+                source: format!(
+                    "branches `{first}` and `{}` of one fan-out both route the parent graph with `Command::parent`; only one may",
+                    branch.head
+                )
+                .into(),
+            });
+        }
+        found = Some((branch.head.clone(), *jump));
+    }
+    Ok(found.map(|(_, jump)| jump))
 }
 
 /// The own state of a branch whose progress is `progress`, in a fan-out whose state is `base`:
@@ -399,6 +432,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         more_pending,
         resume,
         branches: nested,
+        jump,
     } = progress;
     if matches!(at, BranchAt::Joined) || !resume {
         let mut local =
@@ -425,6 +459,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
             answers,
             interrupt,
             more,
+            jump: jump.map(Box::new),
         });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
@@ -474,6 +509,8 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     let mut first = steps;
     // A send's input, kept for the branch's progress.
     let local_input = local.input.as_ref().map(|(_, input)| input.clone());
+    // A `Command::parent` of the branch (inside a child graph), which ends it.
+    let mut jumped: Option<Box<ParentJump>> = None;
     // Records where the branch stands in the journal, and writes it (with a store).
     macro_rules! jot {
         ($at:expr, $pending:expr, $more:expr) => {{
@@ -486,6 +523,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     answers: &answers,
                     pending: $pending,
                     more_pending: $more,
+                    jump: jumped.as_deref(),
                 };
                 let generation = journal.record(path, record);
                 journal.flush(driver, generation).await?;
@@ -517,6 +555,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 answers,
                 interrupt,
                 more,
+                jump: None,
             });
         }};
     }
@@ -576,11 +615,16 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     journal,
                 );
                 let nested: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(nested);
-                let (life, taken, states) = nested.await?;
+                let (life, taken, states, jump) = nested.await?;
                 steps += life;
                 // Nested runs of earlier invocations count in the branch's steps, not in this
                 // invocation's recursion limit.
                 first += life.saturating_sub(taken);
+                if jump.is_some() {
+                    // A branch of the nested fan-out routed the parent graph: so does this one.
+                    jumped = jump;
+                    break;
+                }
                 // The nested join reads its branches like any join.
                 ctx.branches = states;
                 at = Start::Before(inner.join, false);
@@ -633,13 +677,40 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             ctx.branches.clear();
         }
         let goto = match produced {
-            Produced::Ran { more: Some(more), .. } => {
-                let source = match *more {
-                    More::Parent(_) => "`Command::parent` routes the parent from a child graph's main line, not from inside a parallel branch",
-                    More::Sends(_) => "a node that fans out by sends runs on the main line, not inside a parallel branch",
-                };
-                return Err(Error::NodeFailed { node: ctx.node.clone(), source: source.into() });
-            }
+            Produced::Ran { more: Some(more), update, .. } => match *more {
+                More::Sends(_) => {
+                    return Err(Error::NodeFailed {
+                        node: ctx.node.clone(),
+                        source: "a node that fans out by sends runs on the main line, not inside a parallel branch"
+                            .into(),
+                    });
+                }
+                More::Parent(mut jump) => {
+                    // Only a child graph's run routes its parent, and only the parent whose
+                    // node type the jump was made for.
+                    if env.parent_node.is_none() || jump.node_type.is_some_and(|t| Some(t) != env.parent_node) {
+                        let target = NodeName::from(jump.target);
+                        return Err(Error::NoRoute { node: ctx.node.clone(), goto: Some(target) });
+                    }
+                    jump.parent = env.parent_graph.clone();
+                    if let Some(update) = update {
+                        local.push(&ctx.node, update);
+                    }
+                    steps += 1;
+                    if env.record {
+                        let state = local.current(graph)?.clone();
+                        events.push(Event::Step {
+                            node: ctx.node.clone(),
+                            branch: Some(head.clone()),
+                            state,
+                            duration,
+                        });
+                    }
+                    // The branch ends here; once its siblings have, so does the child's run.
+                    jumped = Some(Box::new(jump));
+                    break;
+                }
+            },
             Produced::Ran { .. } if graph.sends(node) => {
                 return Err(Error::NodeFailed {
                     node: ctx.node.clone(),
@@ -691,7 +762,8 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     let taken = steps - first;
     let (at, interrupt, more) = (BranchAt::Joined, None, Vec::new());
     let input = local_input;
-    Ok(Branch { head, state, input, updates, origins, steps, taken, events, at, answers, interrupt, more })
+    let jump = jumped;
+    Ok(Branch { head, state, input, updates, origins, steps, taken, events, at, answers, interrupt, more, jump })
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
@@ -713,7 +785,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
     env: &Env,
     saved: Vec<BranchProgress<G::State>>,
     journal: Jot<'_, G::State>,
-) -> Result<(u64, u64, Vec<BranchState<G::State>>), Error> {
+) -> Result<(u64, u64, Vec<BranchState<G::State>>, Option<Box<ParentJump>>), Error> {
     let inner_env = Env {
         thread: env.thread.clone(),
         base_step: ctx.step,
@@ -723,6 +795,8 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         record: env.record,
         pausable: false,
         host: env.host.clone(),
+        parent_node: env.parent_node,
+        parent_graph: env.parent_graph.clone(),
     };
     let keep_states = graph.reads_branches(fork.join);
     let base = local.current(graph)?.clone();
@@ -735,6 +809,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
     if steps.saturating_add(taken) > env.budget {
         return Err(Error::RecursionLimit { limit: env.limit });
     }
+    let jump = take_jump(&mut branches)?.map(Box::new);
     keep_join_updates(graph, &mut branches, fork.join);
     check_conflicts(&branches)?;
     for branch in &mut branches {
@@ -742,7 +817,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         local.updates.append(&mut branch.updates);
         local.origins.append(&mut branch.origins);
     }
-    Ok((life, taken, branches.into_iter().filter_map(Branch::into_state).collect()))
+    Ok((life, taken, branches.into_iter().filter_map(Branch::into_state).collect(), jump))
 }
 
 /// Applies every branch's updates to `state`, in declared branch order, after checking that no

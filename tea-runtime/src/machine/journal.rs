@@ -23,7 +23,7 @@
 //! and before the join's, so no write can land against a checkpoint it does not belong to, and
 //! a stale writer loses its compare-and-swap.
 
-use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, Identity, Lease};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, Identity, Lease, ParentJump};
 use crate::format::interrupt::Interrupt;
 use crate::lease::{Host, Wrote};
 use crate::machine::driver::Driver;
@@ -71,6 +71,8 @@ pub(crate) struct Record<'r, S: GraphState> {
     pub(crate) answers: &'r [serde_json::Value],
     pub(crate) pending: Option<&'r Interrupt>,
     pub(crate) more_pending: &'r [Interrupt],
+    /// The branch ended with `Command::parent`.
+    pub(crate) jump: Option<&'r ParentJump>,
 }
 
 impl<'a, S: GraphState> Journal<'a, S> {
@@ -138,6 +140,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
         branch.resume = record.pending.is_none();
         branch.pending = record.pending.cloned();
         branch.more_pending = record.more_pending.to_vec();
+        branch.jump = record.jump.cloned();
         if !matches!(branch.at, BranchAt::Fork { .. }) {
             branch.branches.clear();
         }
@@ -166,6 +169,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 answers: &[],
                 pending: None,
                 more_pending: &[],
+                jump: None,
             },
         );
         let mut inner = self.inner();

@@ -634,6 +634,8 @@ impl<'g, G: Graph> Run<'g, G> {
             record: self.record,
             pausable: self.persist.is_some(),
             host: self.ctx.host.clone(),
+            parent_node: self.parent_node,
+            parent_graph: self.persist.as_ref().and_then(|p| p.host.parent.as_ref()).map(|h| h.graph.clone()),
         };
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
@@ -690,11 +692,20 @@ impl<'g, G: Graph> Run<'g, G> {
                 // Branch steps of earlier invocations count in the thread's step, not in this
                 // invocation's recursion limit.
                 self.first_step = self.first_step.saturating_add(steps.saturating_sub(taken));
+                let jump = parallel::take_jump(&mut branches)?;
                 parallel::merge(graph, &mut self.state, &mut branches, fork.join)?;
                 if self.record {
                     for branch in &mut branches {
                         self.branch_events.extend(branch.events.drain(..));
                     }
+                }
+                if let Some(jump) = jump {
+                    // A branch routed the parent graph: the child's run ends here, its final
+                    // checkpoint recording where the parent goes.
+                    self.jump = Some(jump);
+                    self.cursor = Cursor::Done;
+                    self.save_step(driver).await?;
+                    return Ok(Progress::Forked);
                 }
                 self.ctx.branches = branches.into_iter().filter_map(parallel::Branch::into_state).collect();
                 self.cursor = Cursor::At(fork.join);
