@@ -33,12 +33,19 @@
 //!   nothing else. A node that completed before a `KillAtNode` or `FailNode` never runs again;
 //! - every error a call returns is one the plan caused.
 //!
-//! Two tests: `straight_lines_and_pauses_survive_crashes` puts no fault while a fan-out is under
-//! way (between its first branch node and the next main-line node, branch nodes and the fan-out's
-//! own checkpoints are not counted for the plan); `fanouts_interrupted_midway_rerun_nothing` puts
-//! faults anywhere, in branches too, on graphs with at least one fan-out. The second awaits
-//! pending writes (issue 23, items 1 and 2): until then finished branches of an interrupted
-//! fan-out, and completed steps of a failed branch, run again.
+//! Three tests, each running a few named cases first (the smallest of what it found on main),
+//! then random ones:
+//! - `straight_lines_and_pauses_survive_crashes` puts no fault while a fan-out is under way
+//!   (from its first branch node to the next main-line node, branch nodes and the fan-out's own
+//!   checkpoints are not counted for the plan), and tolerates that a resume which fails in a live
+//!   process re-runs what it ran (it puts its pause back, as documented). It passes on main.
+//! - `failed_resumes_rerun_nothing`: the same faults, without that tolerance. Ignored: on main a
+//!   failed resume puts its pause back even after some of its nodes completed, and they run again
+//!   (`interrupt_before a; a -> b;`, `b` fails on the resume: `a` runs twice).
+//! - `fanouts_interrupted_midway_rerun_nothing` puts faults anywhere, in branches too, on graphs
+//!   with at least one fan-out. Ignored until pending writes (issue 23, items 1 and 2): on main the
+//!   finished branches of an interrupted fan-out, and the completed steps of a failed branch, run
+//!   again.
 //!
 //! `TEA_PROPTEST_CASES` sets the number of cases (default 64); `TEA_PROPTEST_FAULTS` (a comma-separated
 //! list of `KillAtNode`, `FailNode`, `FailWrite`, `StopAtWrite`) plans only those kinds of fault.
@@ -50,7 +57,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tea::__private::NodeStep;
 use tea::prelude::*;
@@ -463,8 +470,11 @@ impl Faults {
         self.lock().fired.len()
     }
 
+    /// A call starts: a write that fails before any node of it ran loses no node's run.
     fn begin_call(&self) {
-        self.lock().call_runs.clear();
+        let mut s = self.lock();
+        s.call_runs.clear();
+        s.last_run = None;
     }
 
     /// The current call was a resume that failed in a live process, which put its pause back:
@@ -790,19 +800,37 @@ fn drive(
 
 static THREADS: AtomicU64 = AtomicU64::new(0);
 
-fn sled_store() -> Arc<dyn Checkpointer> {
-    static SLED: OnceLock<Arc<dyn Checkpointer>> = OnceLock::new();
-    SLED.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("tea-core-property-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        Arc::new(SledStore::open(&dir).expect("a sled store in a temporary directory"))
-    })
-    .clone()
+/// A `SledStore` in a temporary directory, removed when the test ends (its threads are named
+/// apart, so one store serves all the test's cases).
+struct Sled {
+    store: Option<Arc<dyn Checkpointer>>,
+    dir: std::path::PathBuf,
 }
 
-fn run_case(case: &Case, mode: Mode) -> Result<(), String> {
+impl Sled {
+    fn open(test: &str) -> Sled {
+        let dir = std::env::temp_dir().join(format!("tea-core-property-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store: Arc<dyn Checkpointer> =
+            Arc::new(SledStore::open(&dir).expect("a sled store in a temporary directory"));
+        Sled { store: Some(store), dir }
+    }
+
+    fn store(&self) -> Arc<dyn Checkpointer> {
+        self.store.clone().expect("open until dropped")
+    }
+}
+
+impl Drop for Sled {
+    fn drop(&mut self) {
+        self.store = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn run_case(case: &Case, mode: Mode, sled: &Sled) -> Result<(), String> {
     let def = Arc::new(compile(&case.graph));
-    let store: Arc<dyn Checkpointer> = if case.sled { sled_store() } else { Arc::new(MemoryStore::new()) };
+    let store: Arc<dyn Checkpointer> = if case.sled { sled.store() } else { Arc::new(MemoryStore::new()) };
     let thread = |what: &str| ThreadId::from(format!("{what}-{}", THREADS.fetch_add(1, Ordering::Relaxed)));
 
     let straight = !mode.inside_fanouts;
@@ -867,14 +895,17 @@ struct Mode {
 
 /// Runs the `known` cases (the smallest of what the test found on main, named), then random
 /// ones.
-fn check(mode: Mode, known: &[(&str, Case)]) {
-    let failed: Vec<String> =
-        known.iter().filter_map(|(name, case)| run_case(case, mode).err().map(|e| format!("{name}:\n{e}"))).collect();
+fn check(test: &str, mode: Mode, known: &[(&str, Case)]) {
+    let sled = Sled::open(test);
+    let failed: Vec<String> = known
+        .iter()
+        .filter_map(|(name, case)| run_case(case, mode, &sled).err().map(|e| format!("{name}:\n{e}")))
+        .collect();
     assert!(failed.is_empty(), "{} known case(s) failed:\n\n{}", failed.len(), failed.join("\n\n"));
     let cases = std::env::var("TEA_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&case(mode), |case| run_case(&case, mode).map_err(TestCaseError::fail));
+    let result = runner.run(&case(mode), |case| run_case(&case, mode, &sled).map_err(TestCaseError::fail));
     if let Err(error) = result {
         panic!("{error}");
     }
@@ -891,7 +922,7 @@ fn known(graph: Vec<Seg>, kind: CrashKind, at: u8) -> Case {
 
 #[test]
 fn straight_lines_and_pauses_survive_crashes() {
-    check(Mode { inside_fanouts: false, strict_resumes: false }, &[]);
+    check("straight", Mode { inside_fanouts: false, strict_resumes: false }, &[]);
 }
 
 #[test]
@@ -901,6 +932,7 @@ fn failed_resumes_rerun_nothing() {
     // is put back, and `a` runs again.
     let breakpoint = vec![Seg::Step { before: true, after: false }, step()];
     check(
+        "resumes",
         Mode { inside_fanouts: false, strict_resumes: true },
         &[("a node fails after a resumed node completed", known(breakpoint, CrashKind::FailNode, 2))],
     );
@@ -914,6 +946,7 @@ fn fanouts_interrupted_midway_rerun_nothing() {
     let chain = || vec![Seg::Fork { branches: vec![vec![step(), step()]] }];
     let sends = vec![Seg::Sends { count: 2, body: vec![step()] }];
     check(
+        "fanouts",
         Mode { inside_fanouts: true, strict_resumes: false },
         &[
             ("killed in the second branch: the first runs again", known(two(), CrashKind::KillAtNode, 3)),
