@@ -16,10 +16,14 @@
 //!   `FailWrite` (the store refuses one append: a transient failure; the process goes on),
 //!   `StopAtWrite` (the process dies as it makes that append: nothing after it is written or
 //!   runs), `KillAtNode` (the process dies as that node starts), `FailNode` (the node fails
-//!   once, the process goes on). A dead process is replaced by a new app on the same store, which
-//!   `recover`s the thread once the dead run's (short) lease expires; a failed run is recovered
-//!   at once. Stores: `MemoryStore`, and `SledStore` in a temporary directory, behind a
-//!   `Checkpointer` of this file's that fails as planned.
+//!   once, the process goes on), `DropAtNode` (the async call's future is dropped as that node
+//!   starts: item 1's dropped `invoke_async`; on the blocking API, as `KillAtNode`). A dead
+//!   process is replaced by a new app on the same store, which `recover`s the thread once the
+//!   dead run's (short) lease expires; a failed or dropped run is recovered at once. Stores:
+//!   `MemoryStore`, and `SledStore` in a temporary directory, behind a `Checkpointer` of this
+//!   file's that fails as planned. Drivers: the blocking API, or the async one on tokio
+//!   (`invoke_on_async` and kin; odd-numbered nodes are then async, the others run on the
+//!   blocking pool). The uninterrupted run is always the blocking API's.
 //! - how pauses are answered: the uninterrupted run answers every question at each pause; the
 //!   crashed run answers a random non-empty part of them at each pause (the rest wait for a
 //!   later resume), and after a failed resume reuses its token or recovers the thread, at random.
@@ -29,8 +33,9 @@
 //! - the final state equals the uninterrupted run's;
 //! - run counts, per node and send, counted outside the state (so re-runs are seen): no node
 //!   runs less often, and a node runs more often only where a failed write lost its run — each
-//!   `FailWrite` or `StopAtWrite` allows one more run of the node that ran last before it, and
-//!   nothing else. A node that completed before a `KillAtNode` or `FailNode` never runs again;
+//!   `FailWrite` or `StopAtWrite` allows one more run of the node of the same call that ran last
+//!   before it, and nothing else. A node that completed before a `KillAtNode`, `FailNode` or
+//!   `DropAtNode` never runs again (the node the fault hits is not counted: it did not complete);
 //! - every error a call returns is one the plan caused.
 //!
 //! Three tests, each running a few named cases first (the smallest of what it found on main),
@@ -57,12 +62,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 use tea::__private::NodeStep;
 use tea::prelude::*;
 use tea::{
-    Append, BoxError, CheckpointId, Checkpointer, Durability, Fork, Graph, NodeId, SledStore, SyncGraph, ThreadId,
+    Append, BoxError, CheckpointId, Checkpointer, Durability, Fork, Graph, NodeFuture, NodeId, SledStore, SyncGraph,
+    ThreadId,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -360,6 +366,9 @@ enum CrashKind {
     KillAtNode,
     /// The k-th node fails once; the process goes on.
     FailNode,
+    /// The future of the async call is dropped as the k-th node starts (its result is lost);
+    /// the process goes on. With the blocking API, as `KillAtNode`.
+    DropAtNode,
 }
 
 impl CrashKind {
@@ -380,6 +389,8 @@ struct FaultState {
     plan: VecDeque<Crash>,
     /// Only faults outside fan-outs.
     straight: bool,
+    /// The calls are the async API's (`DropAtNode` drops their futures).
+    asynchronous: bool,
     writes: u32,
     attempts: u32,
     dead: bool,
@@ -396,23 +407,54 @@ struct FaultState {
     fired: Vec<String>,
 }
 
-#[derive(Default)]
-struct Faults(Mutex<FaultState>);
+struct Faults {
+    state: Mutex<FaultState>,
+    /// Asks the driver to drop the call's future (`DropAtNode`).
+    cancel: tokio::sync::Notify,
+    /// How many call futures the driver dropped; a sync node whose call is dropped waits for it.
+    drops: Mutex<u64>,
+    dropped: Condvar,
+}
+
+/// Why a node does not run.
+enum Fault {
+    Failed(BoxError),
+    /// The call's future is being dropped: the node never returns to it. Holds the drops seen.
+    Dropped(u64),
+}
 
 impl Faults {
-    fn new(plan: &[Crash], straight: bool) -> Self {
-        Faults(Mutex::new(FaultState { plan: plan.iter().copied().collect(), straight, ..FaultState::default() }))
+    fn new(plan: &[Crash], straight: bool, asynchronous: bool) -> Self {
+        let plan = plan.iter().copied().collect();
+        Faults {
+            state: Mutex::new(FaultState { plan, straight, asynchronous, ..FaultState::default() }),
+            cancel: tokio::sync::Notify::new(),
+            drops: Mutex::new(0),
+            dropped: Condvar::new(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FaultState> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The driver dropped a call's future.
+    fn note_drop(&self) {
+        *self.drops.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.dropped.notify_all();
+    }
+
+    /// Waits (a little) until the call that ran a node was dropped, so its result goes nowhere.
+    fn wait_dropped(&self, seen: u64) {
+        let drops = self.drops.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = self.dropped.wait_timeout_while(drops, Duration::from_secs(5), |d| *d == seen);
     }
 
     /// A node is about to run: fails if the process is dead or the plan says so, else counts it.
-    fn attempt(&self, key: &str, in_branch: bool) -> Result<(), BoxError> {
+    fn attempt(&self, key: &str, in_branch: bool) -> Result<(), Fault> {
         let mut s = self.lock();
         if s.dead {
-            return Err("the process is dead".into());
+            return Err(Fault::Failed("the process is dead".into()));
         }
         // A main-line node starts once the fan-out before it (if any) is written.
         if !(s.straight && in_branch) {
@@ -423,11 +465,18 @@ impl Faults {
                     s.writes = 0;
                     s.attempts = 0;
                     s.fired.push(format!("{:?} at {key}", crash.kind));
-                    if crash.kind == CrashKind::KillAtNode {
-                        s.dead = true;
-                        return Err("killed".into());
-                    }
-                    return Err("a planned failure".into());
+                    return Err(match crash.kind {
+                        CrashKind::DropAtNode if s.asynchronous => {
+                            let seen = *self.drops.lock().unwrap_or_else(PoisonError::into_inner);
+                            self.cancel.notify_one();
+                            Fault::Dropped(seen)
+                        }
+                        CrashKind::KillAtNode | CrashKind::DropAtNode => {
+                            s.dead = true;
+                            Fault::Failed("killed".into())
+                        }
+                        _ => Fault::Failed("a planned failure".into()),
+                    });
                 }
             }
         }
@@ -545,11 +594,36 @@ impl Checkpointer for Crashing {
 struct Prop {
     def: Arc<Def>,
     faults: Arc<Faults>,
+    /// Odd-numbered nodes are async (for the async API's runs).
+    asynchronous: bool,
 }
 
 impl SyncGraph for Prop {}
 
 impl Prop {
+    /// What run counts are kept by: the node and its send's item.
+    fn key(&self, node: N, state: &Trail) -> String {
+        format!("{}#{}", self.def.node(node).name, state.item)
+    }
+
+    /// A node's step, once it runs.
+    fn produce(&self, node: N, state: &Trail, hitl: &mut Hitl) -> Result<NodeStep<Trail, N>, BoxError> {
+        let def = self.def.node(node);
+        let (line, add) = self.line(node, state);
+        match &def.kind {
+            Kind::Ask => {
+                let question = format!("{line}?");
+                let answer: String = hitl.interrupt(&question)?;
+                Ok(NodeStep::new(Some(Trail::update().log(vec![format!("{}={answer}", def.name)]).sum(add)), None))
+            }
+            Kind::Sends { count, heads, .. } => {
+                let sends = (1..=u64::from(*count)).map(|i| (heads[0], Trail::update().item(i))).collect();
+                Ok(NodeStep::with_sends(Some(Trail::update().log(vec![line]).sum(add)), sends))
+            }
+            Kind::Step | Kind::Fork { .. } => Ok(NodeStep::new(Some(Trail::update().log(vec![line]).sum(add)), None)),
+        }
+    }
+
     fn line(&self, node: N, state: &Trail) -> (String, u64) {
         let name = &self.def.node(node).name;
         let lines = state.log.len() as u64;
@@ -579,20 +653,33 @@ impl Graph for Prop {
     }
 
     fn run(&self, node: N, state: &Trail, ctx: &Ctx<Trail>, hitl: &mut Hitl) -> Result<NodeStep<Trail, N>, BoxError> {
-        let def = self.def.node(node);
-        self.faults.attempt(&format!("{}#{}", def.name, state.item), ctx.branch().is_some())?;
-        let (line, add) = self.line(node, state);
-        match &def.kind {
-            Kind::Ask => {
-                let question = format!("{line}?");
-                let answer: String = hitl.interrupt(&question)?;
-                Ok(NodeStep::new(Some(Trail::update().log(vec![format!("{}={answer}", def.name)]).sum(add)), None))
+        match self.faults.attempt(&self.key(node, state), ctx.branch().is_some()) {
+            Ok(()) => self.produce(node, state, hitl),
+            Err(Fault::Failed(error)) => Err(error),
+            Err(Fault::Dropped(seen)) => {
+                // A sync node on the blocking pool: it returns only once its call is gone.
+                self.faults.wait_dropped(seen);
+                Err("the call was dropped".into())
             }
-            Kind::Sends { count, heads, .. } => {
-                let sends = (1..=u64::from(*count)).map(|i| (heads[0], Trail::update().item(i))).collect();
-                Ok(NodeStep::with_sends(Some(Trail::update().log(vec![line]).sum(add)), sends))
-            }
-            Kind::Step | Kind::Fork { .. } => Ok(NodeStep::new(Some(Trail::update().log(vec![line]).sum(add)), None)),
+        }
+    }
+
+    fn is_async(&self, node: N) -> bool {
+        self.asynchronous && node.0 % 2 == 1
+    }
+
+    fn run_async<'a>(
+        &'a self,
+        node: N,
+        state: &'a Trail,
+        ctx: &'a Ctx<Trail>,
+        hitl: &'a mut Hitl,
+    ) -> NodeFuture<'a, Trail, N> {
+        match self.faults.attempt(&self.key(node, state), ctx.branch().is_some()) {
+            Ok(()) => Box::pin(std::future::ready(self.produce(node, state, hitl))),
+            Err(Fault::Failed(error)) => Box::pin(std::future::ready(Err(error))),
+            // Never ready: the call's future is dropped while it waits.
+            Err(Fault::Dropped(_)) => Box::pin(std::future::pending()),
         }
     }
 
@@ -659,6 +746,9 @@ struct Case {
     /// (0: answer all, recover).
     resumes: u64,
     sled: bool,
+    /// The async API (`invoke_on_async` and kin, odd-numbered nodes async) rather than the
+    /// blocking one.
+    asynchronous: bool,
 }
 
 const LEASE: Duration = Duration::from_millis(40);
@@ -666,7 +756,8 @@ const LEASE: Duration = Duration::from_millis(40);
 const MAX_CALLS: usize = 200;
 
 fn app(def: &Arc<Def>, faults: &Arc<Faults>, store: &Arc<dyn Checkpointer>) -> App<Prop, Crashing> {
-    let graph = Prop { def: def.clone(), faults: faults.clone() };
+    let asynchronous = faults.lock().asynchronous;
+    let graph = Prop { def: def.clone(), faults: faults.clone(), asynchronous };
     tea::Builder::new(graph)
         .recursion_limit(10_000)
         // One branch at a time: at any moment at most one node has run without its checkpoint.
@@ -719,6 +810,7 @@ fn answered(resume: Resume<Trail>, choices: &mut Choices) -> Resume<Trail> {
 /// Runs `input` on `thread` to its end through faults, pauses and recovers; the final state.
 fn drive(
     mode: Mode,
+    runtime: &tokio::runtime::Runtime,
     def: &Arc<Def>,
     faults: &Arc<Faults>,
     store: &Arc<dyn Checkpointer>,
@@ -731,6 +823,7 @@ fn drive(
         Resume(Box<Resume<Trail>>, bool),
         Recover,
     }
+    let asynchronous = faults.lock().asynchronous;
     let mut app = app(def, faults, store);
     let mut call = Call::Invoke;
     let mut trail = Vec::new();
@@ -742,10 +835,47 @@ fn drive(
             Call::Resume(token, reused) => ("resume", Some(token.clone()), *reused),
             Call::Recover => ("recover", None, false),
         };
-        let result = match call {
-            Call::Invoke => app.invoke_on(thread.clone(), Trail::default()),
-            Call::Resume(token, _) => app.resume(*token),
-            Call::Recover => app.recover(thread),
+        let result = if asynchronous {
+            runtime.block_on(async {
+                let called = async {
+                    match call {
+                        Call::Invoke => app.invoke_on_async(thread.clone(), Trail::default()).await,
+                        Call::Resume(token, _) => app.resume_async(*token).await,
+                        Call::Recover => app.recover_async(thread).await,
+                    }
+                };
+                // `DropAtNode` drops the call's future.
+                tokio::select! {
+                    biased;
+                    result = called => Some(result),
+                    () = faults.cancel.notified() => None,
+                }
+            })
+        } else {
+            Some(match call {
+                Call::Invoke => app.invoke_on(thread.clone(), Trail::default()),
+                Call::Resume(token, _) => app.resume(*token),
+                Call::Recover => app.recover(thread),
+            })
+        };
+        let Some(result) = result else {
+            faults.note_drop();
+            trail.push(format!("{name}: dropped"));
+            call = if faults.restart() {
+                // The process died as the dropped run was abandoned (`StopAtWrite`).
+                app = self::app(def, faults, store);
+                Call::Recover
+            } else {
+                if name == "resume" && !mode.strict_resumes {
+                    // A dropped resume puts its pause back, as a failed one does.
+                    faults.tolerate_put_back();
+                }
+                match token {
+                    Some(token) if choices.next() % 2 == 1 => Call::Resume(token, true),
+                    _ => Call::Recover,
+                }
+            };
+            continue;
         };
         call = match result {
             Ok(Outcome::Done(state)) => return Ok(state),
@@ -828,17 +958,18 @@ impl Drop for Sled {
     }
 }
 
-fn run_case(case: &Case, mode: Mode, sled: &Sled) -> Result<(), String> {
+fn run_case(case: &Case, mode: Mode, sled: &Sled, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     let def = Arc::new(compile(&case.graph));
     let store: Arc<dyn Checkpointer> = if case.sled { sled.store() } else { Arc::new(MemoryStore::new()) };
     let thread = |what: &str| ThreadId::from(format!("{what}-{}", THREADS.fetch_add(1, Ordering::Relaxed)));
 
     let straight = !mode.inside_fanouts;
-    let calm = Arc::new(Faults::new(&[], straight));
-    let expected = drive(mode, &def, &calm, &store, &thread("calm"), Choices(0))
+    // The uninterrupted run is the blocking API's: the async one must agree with it.
+    let calm = Arc::new(Faults::new(&[], straight, false));
+    let expected = drive(mode, runtime, &def, &calm, &store, &thread("calm"), Choices(0))
         .map_err(|e| format!("the uninterrupted run failed: {e}\ngraph: {}", def.describe()))?;
-    let faults = Arc::new(Faults::new(&case.crashes, straight));
-    let got = drive(mode, &def, &faults, &store, &thread("crashed"), Choices(case.resumes))
+    let faults = Arc::new(Faults::new(&case.crashes, straight, case.asynchronous));
+    let got = drive(mode, runtime, &def, &faults, &store, &thread("crashed"), Choices(case.resumes))
         .map_err(|e| format!("the crashed run failed: {e}\ngraph: {}", def.describe()))?;
 
     let calm = calm.lock();
@@ -865,7 +996,13 @@ fn run_case(case: &Case, mode: Mode, sled: &Sled) -> Result<(), String> {
 }
 
 fn crash() -> impl Strategy<Value = Crash> {
-    let all = [CrashKind::KillAtNode, CrashKind::FailNode, CrashKind::FailWrite, CrashKind::StopAtWrite];
+    let all = [
+        CrashKind::KillAtNode,
+        CrashKind::FailNode,
+        CrashKind::FailWrite,
+        CrashKind::StopAtWrite,
+        CrashKind::DropAtNode,
+    ];
     // `TEA_PROPTEST_FAULTS=FailNode,KillAtNode` plans only those kinds (to study one at a time).
     let chosen: Vec<CrashKind> = match std::env::var("TEA_PROPTEST_FAULTS") {
         Ok(list) => all.into_iter().filter(|k| list.split(',').any(|w| w.trim() == format!("{k:?}"))).collect(),
@@ -878,8 +1015,8 @@ fn crash() -> impl Strategy<Value = Crash> {
 fn case(mode: Mode) -> impl Strategy<Value = Case> {
     let graph = segs(Level::Main, 3, 1)
         .prop_filter("a fan-out, when faults go inside fan-outs", move |g| !mode.inside_fanouts || has_fanout(g));
-    (graph, prop::collection::vec(crash(), 1..=3), any::<u64>(), any::<bool>())
-        .prop_map(|(graph, crashes, resumes, sled)| Case { graph, crashes, resumes, sled })
+    (graph, prop::collection::vec(crash(), 1..=3), any::<u64>(), any::<bool>(), any::<bool>())
+        .prop_map(|(graph, crashes, resumes, sled, asynchronous)| Case { graph, crashes, resumes, sled, asynchronous })
 }
 
 /// Which faults a test plans, and what it tolerates.
@@ -897,15 +1034,17 @@ struct Mode {
 /// ones.
 fn check(test: &str, mode: Mode, known: &[(&str, Case)]) {
     let sled = Sled::open(test);
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
     let failed: Vec<String> = known
         .iter()
-        .filter_map(|(name, case)| run_case(case, mode, &sled).err().map(|e| format!("{name}:\n{e}")))
+        .filter_map(|(name, case)| run_case(case, mode, &sled, &runtime).err().map(|e| format!("{name}:\n{e}")))
         .collect();
     assert!(failed.is_empty(), "{} known case(s) failed:\n\n{}", failed.len(), failed.join("\n\n"));
     let cases = std::env::var("TEA_PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64);
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new(config);
-    let result = runner.run(&case(mode), |case| run_case(&case, mode, &sled).map_err(TestCaseError::fail));
+    let result = runner.run(&case(mode), |case| run_case(&case, mode, &sled, &runtime).map_err(TestCaseError::fail));
     if let Err(error) = result {
         panic!("{error}");
     }
@@ -915,9 +1054,11 @@ fn step() -> Seg {
     Seg::Step { before: false, after: false }
 }
 
-/// A case on `MemoryStore` whose resumes answer everything.
+/// A case on `MemoryStore` whose resumes answer everything, on the blocking API (or the async one
+/// for `DropAtNode`).
 fn known(graph: Vec<Seg>, kind: CrashKind, at: u8) -> Case {
-    Case { graph, crashes: vec![Crash { kind, at }], resumes: 0, sled: false }
+    let asynchronous = kind == CrashKind::DropAtNode;
+    Case { graph, crashes: vec![Crash { kind, at }], resumes: 0, sled: false, asynchronous }
 }
 
 #[test]
@@ -944,13 +1085,15 @@ fn fanouts_interrupted_midway_rerun_nothing() {
     // Node runs are counted from the fan-out's source; writes from the first claim.
     let two = || vec![Seg::Fork { branches: vec![vec![step()], vec![step()]] }];
     let chain = || vec![Seg::Fork { branches: vec![vec![step(), step()]] }];
-    let sends = vec![Seg::Sends { count: 2, body: vec![step()] }];
+    let sends = || vec![Seg::Sends { count: 2, body: vec![step()] }];
     check(
         "fanouts",
         Mode { inside_fanouts: true, strict_resumes: false },
         &[
             ("killed in the second branch: the first runs again", known(two(), CrashKind::KillAtNode, 3)),
-            ("killed in the second send: the first runs again", known(sends, CrashKind::KillAtNode, 3)),
+            ("dropped in the second branch: the first runs again", known(two(), CrashKind::DropAtNode, 3)),
+            ("killed in the second send: the first runs again", known(sends(), CrashKind::KillAtNode, 3)),
+            ("dropped in the second send: the first runs again", known(sends(), CrashKind::DropAtNode, 3)),
             ("killed at a branch's second node: its first runs again", known(chain(), CrashKind::KillAtNode, 3)),
             ("a branch's second node fails: its first runs again", known(chain(), CrashKind::FailNode, 3)),
             ("the fan-out's checkpoint fails: every branch runs again", known(two(), CrashKind::FailWrite, 3)),
