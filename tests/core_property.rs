@@ -41,7 +41,7 @@
 //! Three tests, each running a few named cases first (the smallest of what it found on main),
 //! then random ones:
 //! - `straight_lines_and_pauses_survive_crashes` puts no fault while a fan-out is under way
-//!   (from its first branch node to the next main-line node, branch nodes and the fan-out's own
+//!   (from its first branch node to the next main-line node or the end of the call, branch nodes and the fan-out's own
 //!   checkpoints are not counted for the plan), and tolerates that a resume which fails in a live
 //!   process re-runs what it ran (it puts its pause back, as documented). It passes on main.
 //! - `failed_resumes_rerun_nothing`: the same faults, without that tolerance. Ignored: on main a
@@ -519,11 +519,13 @@ impl Faults {
         self.lock().fired.len()
     }
 
-    /// A call starts: a write that fails before any node of it ran loses no node's run.
+    /// A call starts: a write that fails before any node of it ran loses no node's run, and a
+    /// fan-out that paused is all in its checkpoint.
     fn begin_call(&self) {
         let mut s = self.lock();
         s.call_runs.clear();
         s.last_run = None;
+        s.in_fanout = false;
     }
 
     /// The current call was a resume that failed in a live process, which put its pause back:
