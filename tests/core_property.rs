@@ -38,12 +38,13 @@
 //!   `DropAtNode` never runs again (the node the fault hits is not counted: it did not complete);
 //! - every error a call returns is one the plan caused.
 //!
-//! Three tests, each running a few named cases first (the smallest of what it found on main),
-//! then random ones:
+//! Three tests (the ignored ones first run a few named cases, the smallest of what they found on
+//! main), each on random cases:
 //! - `straight_lines_and_pauses_survive_crashes` puts no fault while a fan-out is under way
-//!   (from its first branch node to the next main-line node or the end of the call, branch nodes and the fan-out's own
-//!   checkpoints are not counted for the plan), and tolerates that a resume which fails in a live
-//!   process re-runs what it ran (it puts its pause back, as documented). It passes on main.
+//!   (from its first branch node to the next main-line node or the end of the call, branch nodes
+//!   and the fan-out's own checkpoints are not counted for the plan), and tolerates that a resume
+//!   which fails in a live process re-runs what it ran (it puts its pause back, as documented).
+//!   It passes on main.
 //! - `failed_resumes_rerun_nothing`: the same faults, without that tolerance. Ignored: on main a
 //!   failed resume puts its pause back even after some of its nodes completed, and they run again
 //!   (`interrupt_before a; a -> b;`, `b` fails on the resume: `a` runs twice).
