@@ -53,8 +53,9 @@
 //!   finished branches of an interrupted fan-out, and the completed steps of a failed branch, run
 //!   again.
 //!
-//! `TEA_PROPTEST_CASES` sets the number of cases (default 64); `TEA_PROPTEST_FAULTS` (a comma-separated
-//! list of `KillAtNode`, `FailNode`, `FailWrite`, `StopAtWrite`) plans only those kinds of fault.
+//! `TEA_PROPTEST_CASES` sets the number of cases (default 64); `TEA_PROPTEST_FAULTS`, a
+//! comma-separated list of `KillAtNode`, `FailNode`, `FailWrite`, `StopAtWrite` and
+//! `DropAtNode`, plans only those kinds of fault.
 
 use proptest::prelude::*;
 use proptest::strategy::Union;
