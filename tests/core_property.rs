@@ -262,7 +262,8 @@ impl Compiler {
                 self.add(Kind::Step, Route::Choice { salt: *salt, then, otherwise })
             }
             Seg::Loop { times, body } => {
-                let tail = self.add(Kind::Step, Route::Fork);
+                // The tail first, so that the body can lead to it; its route is set below.
+                let tail = self.add(Kind::Step, Route::To(Goto::End));
                 let entry = self.seq(body, Goto::Node(tail));
                 let head = self.add(Kind::Step, Route::To(entry));
                 let name = self.nodes[usize::from(tail.0)].name.clone();
