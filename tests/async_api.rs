@@ -328,6 +328,31 @@ async fn a_dropped_resume_leaves_the_token_good() {
     assert_eq!(out.log, ["prepare", "ask", "slow", "finish"]);
 }
 
+#[test]
+fn a_resume_that_fails_after_a_later_node_completed_keeps_that_node() {
+    // `ask` (where the run paused) runs again on any resume; `slow` after it does not: once it
+    // completed, a failure leaves the thread after it for `recover`, and the token is spent.
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let app =
+            tea::Builder::new(Delayed::new(Desk, |n| n == DeskNode::Finish, Wait::Async, Duration::from_secs(30)))
+                .checkpointer(MemoryStore::new())
+                .build();
+        let resume = app.invoke_async(Trip::default()).await.unwrap().interrupted().unwrap().1;
+        let thread = resume.thread().clone();
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(100), app.resume_async(resume.clone().answer("Lisbon")));
+        assert!(cancelled.await.is_err(), "the resume should still be waiting on `finish`");
+        let snapshot = app.state(&thread).unwrap().unwrap();
+        assert!(snapshot.interrupts.is_empty(), "the pause is not put back once `slow` completed");
+        assert_eq!(snapshot.next, ["finish"]);
+        assert!(matches!(app.resume_async(resume.answer("Lisbon")).await, Err(Error::StaleResume { .. })));
+        app.graph().delay_ms.store(1, Ordering::SeqCst);
+        let out = app.recover_async(&thread).await.unwrap().done().unwrap();
+        assert_eq!(out.log, ["prepare", "ask", "slow", "finish"]);
+    });
+}
+
 #[tokio::test]
 async fn a_dropped_run_is_recovered_from_its_last_checkpoint() {
     let graph = Delayed::new(Fan, branch_node, Wait::Async, Duration::from_secs(30));

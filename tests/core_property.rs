@@ -403,6 +403,8 @@ struct FaultState {
     runs: BTreeMap<String, u32>,
     /// Node runs in the current call (`invoke`, `resume`, `recover`).
     call_runs: BTreeMap<String, u32>,
+    /// The first node run of the current call (for a resume: the node it paused at).
+    first_run: Option<String>,
     last_run: Option<String>,
     /// Extra runs a failed write allows, by `node#item`.
     allowed: BTreeMap<String, u32>,
@@ -484,6 +486,9 @@ impl Faults {
             }
         }
         *s.runs.entry(key.to_owned()).or_default() += 1;
+        if s.call_runs.is_empty() {
+            s.first_run = Some(key.to_owned());
+        }
         *s.call_runs.entry(key.to_owned()).or_default() += 1;
         s.last_run = Some(key.to_owned());
         s.in_fanout = in_branch;
@@ -527,15 +532,23 @@ impl Faults {
     fn begin_call(&self) {
         let mut s = self.lock();
         s.call_runs.clear();
+        s.first_run = None;
         s.last_run = None;
         s.in_fanout = false;
     }
 
-    /// The current call was a resume that failed in a live process, which put its pause back:
-    /// every node it ran may run once more (see `Mode::strict_resumes`).
-    fn tolerate_put_back(&self) {
+    /// The current call was a resume that failed in a live process, which may have put its
+    /// pause back: the node it paused at (its first node run) may run once more; with
+    /// `strict: false`, every node it ran may (see `Mode::strict_resumes`).
+    fn tolerate_put_back(&self, strict: bool) {
         let mut s = self.lock();
         let runs = std::mem::take(&mut s.call_runs);
+        if strict {
+            if let Some(first) = s.first_run.take() {
+                *s.allowed.entry(first).or_default() += 1;
+            }
+            return;
+        }
         for (key, n) in runs {
             *s.allowed.entry(key).or_default() += n;
         }
@@ -871,9 +884,9 @@ fn drive(
                 app = self::app(def, faults, store);
                 Call::Recover
             } else {
-                if name == "resume" && !mode.strict_resumes {
-                    // A dropped resume puts its pause back, as a failed one does.
-                    faults.tolerate_put_back();
+                if name == "resume" {
+                    // A dropped resume may put its pause back, as a failed one does.
+                    faults.tolerate_put_back(mode.strict_resumes);
                 }
                 match token {
                     Some(token) if choices.next() % 2 == 1 => Call::Resume(token, true),
@@ -918,8 +931,8 @@ fn drive(
                     app = self::app(def, faults, store);
                     Call::Recover
                 } else {
-                    if name == "resume" && !mode.strict_resumes {
-                        faults.tolerate_put_back();
+                    if name == "resume" {
+                        faults.tolerate_put_back(mode.strict_resumes);
                     }
                     // A failed resume puts its pause back: its token may be used again.
                     match token {
@@ -1072,20 +1085,19 @@ fn straight_lines_and_pauses_survive_crashes() {
 }
 
 #[test]
-#[ignore = "a resume that fails puts its pause back, and the nodes it completed run again"]
-fn failed_resumes_rerun_nothing() {
-    // `interrupt_before a; a -> b;`: the resume runs `a`, then `b` fails; the pause before `a`
-    // is put back, and `a` runs again.
-    let breakpoint = vec![Seg::Step { before: true, after: false }, step()];
+fn failed_resumes_rerun_only_the_node_they_paused_at() {
+    // `interrupt_before a; a -> b -> c;`: the resume runs `a` and `b`, then `c` fails; `b`
+    // completed after the paused node, so the pause is not put back and `b` never runs again
+    // (`a`, the node the pause stood before, runs on any resume of it).
+    let breakpoint = vec![Seg::Step { before: true, after: false }, step(), step()];
     check(
         "resumes",
         Mode { inside_fanouts: false, strict_resumes: true },
-        &[("a node fails after a resumed node completed", known(breakpoint, CrashKind::FailNode, 2))],
+        &[("a node fails after a resumed node completed", known(breakpoint, CrashKind::FailNode, 3))],
     );
 }
 
 #[test]
-#[ignore = "awaits pending writes (issue 23, items 1 and 2)"]
 fn fanouts_interrupted_midway_rerun_nothing() {
     // Node runs are counted from the fan-out's source; writes from the first claim.
     let two = || vec![Seg::Fork { branches: vec![vec![step()], vec![step()]] }];

@@ -339,7 +339,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// under another key), [`Error::GraphMismatch`], [`Error::SchemaMismatch`],
     /// [`Error::StaleResume`] (the thread was resumed already: of two resumes of one token,
     /// exactly one proceeds), [`Error::CheckpointNotFound`], and the errors of a run. A run that
-    /// fails after resuming puts the pause back: the same token can be used again.
+    /// fails after resuming puts the pause back, so the same token can be used again, unless a
+    /// node after the one it paused at had completed: the thread then stays there for
+    /// [`recover`](Self::recover), and the token is spent.
     pub fn resume(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
@@ -471,7 +473,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
     /// one item). Dropping the stream before it pauses again or finishes abandons the resume:
-    /// the pause is put back and the same token works again.
+    /// the pause is put back and the same token works again (unless a node after the one it
+    /// paused at had completed, as for [`resume`](Self::resume)).
     pub fn stream_resume(&self, resume: Resume<G::State>) -> Stream<'_, G>
     where
         G: SyncGraph,
@@ -562,6 +565,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             durability: self.durability,
             key: self.key.as_ref(),
             rollback,
+            paused_node: None,
             claim,
             recovering: false,
         }

@@ -138,7 +138,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// [`resume`](Self::resume) on the current tokio runtime.
     ///
     /// Dropping the future before it completes cancels the run and leaves the thread resumable:
-    /// the pause it resumed from is put back, so the same token works again (a run that was not
+    /// the pause it resumed from is put back, so the same token works again unless a node after
+    /// the one it paused at had completed (a run that was not
     /// resuming releases its lease, so [`recover_async`](Self::recover_async) continues it from
     /// its last checkpoint).
     ///

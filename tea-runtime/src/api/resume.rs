@@ -89,7 +89,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.paused_at = None;
         ckpt.nonce = None;
         traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
-        let persist = self.persist(thread, Some(head), Some(bytes), true);
+        let mut persist = self.persist(thread, Some(head), Some(bytes), true);
+        // The node the pause stands before (a breakpoint, or a node that asked): if the resume
+        // fails once it ran, the pause goes back; once a node after it ran, it does not.
+        if let Position::Before(node) = &ckpt.at {
+            persist.paused_node = Some(node.clone());
+        }
         let run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
         traced! {
             run.call(if record { "stream_resume" } else { "resume" });

@@ -193,6 +193,7 @@ impl<G: Graph> Run<'_, G> {
             now_or_never(pin!(keep_alive::<G, ThreadDriver>(&ThreadDriver, &parent)))?;
         }
         self.finished = done;
+        self.progressed();
         Ok(())
     }
     /// Claims the run's thread on the calling thread ([`Run::claim`]): what the blocking API

@@ -9,9 +9,10 @@
 //! (before the API makes its token) and one durable checkpoint when it finishes (before
 //! `invoke`/`resume`/`recover` returns). While it runs, its checkpoints carry a *lease* (an owner
 //! and an expiry, renewed as it advances), so `recover` can tell a live run from a crashed one.
-//! A resumed run that fails writes its pause back, so the same token works again; any other run
-//! that fails writes its last checkpoint again without its lease, so `recover` can continue it
-//! at once.
+//! A resumed run that fails before any node after the one it paused at completed writes its
+//! pause back, so the same token works again; any other run that fails (a resumed one too, once
+//! a node after its pause completed and was written) writes its last checkpoint again without
+//! its lease, so `recover` can continue it at once without running again what completed.
 
 use crate::format::checkpoint::{self, Checkpoint, Lease};
 use crate::format::interrupt::Interrupt;
@@ -64,8 +65,11 @@ pub(crate) struct Persist<'g> {
     pub(crate) thread: ThreadId,
     pub(crate) durability: Durability,
     pub(crate) key: Option<&'g SigningKey>,
-    /// The paused checkpoint this run resumed from, written back if the run fails.
+    /// The paused checkpoint this run resumed from, written back if the run fails (until a node
+    /// after the one it paused at completed).
     pub(crate) rollback: Option<Vec<u8>>,
+    /// For a resumed run, the node its pause stood before, until it completes.
+    pub(crate) paused_node: Option<crate::vocab::name::NodeName>,
     /// Whether the run's first checkpoint (claiming the thread) is still to be written.
     pub(crate) claim: bool,
     /// The run recovers a thread: losing the race for its claim means another run owns it.
@@ -177,7 +181,24 @@ impl<'g, G: Graph> Run<'g, G> {
         let done = matches!(self.cursor, Cursor::Done);
         self.save(driver, durable || done).await?;
         self.finished = done;
+        self.progressed();
         Ok(())
+    }
+    /// A node of a resumed run completed and is in the store. The node the pause stood before
+    /// runs again on any resume (a breakpoint's node, a node that asked, with its answers), so
+    /// once it completes the pause may still go back if the run fails; once a node after it
+    /// completed, the run is not rolled back to its pause (which would run that node again on
+    /// the next resume) but left where it stands, for `recover`, and its token is spent.
+    pub(crate) fn progressed(&mut self) {
+        let node = &self.ctx.node;
+        if let Some(persist) = &mut self.persist {
+            if persist.rollback.is_some() && persist.paused_node.as_ref() == Some(node) {
+                persist.paused_node = None;
+                return;
+            }
+            persist.paused_node = None;
+            persist.rollback = None;
+        }
     }
     /// Whether a node's step is checkpointed, and flushed: `None` without a store or with
     /// [`Durability::OnPause`].

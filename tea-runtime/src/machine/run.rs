@@ -640,6 +640,7 @@ impl<'g, G: Graph> Run<'g, G> {
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
         let keep_states = graph.reads_branches(fork.join);
+        let head_before = self.persist.as_ref().and_then(|p| p.host.head());
         let outcome = {
             // With a store (and unless only pauses are written), the branches' progress is
             // written as they run: the journal of pending writes.
@@ -665,8 +666,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 _ => None,
             };
             let jot = journal.as_ref().map(|journal| (journal, &[][..]));
-            parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states, jot).await?
+            parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states, jot).await
         };
+        if self.persist.as_ref().is_some_and(|p| p.host.head() != head_before) {
+            // Branch nodes completed and are in the store (pending writes).
+            self.progressed();
+        }
+        let outcome = outcome?;
         match outcome {
             ForkOutcome::Paused { branches, interrupts, mut events } => {
                 if self.record {
