@@ -6,7 +6,8 @@ use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, Plan, RunEntry}
 use crate::served::{Answer, JsonSnapshot, Served};
 use crate::time::rfc3339;
 use crate::Shared;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -71,6 +72,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         serde_json::from_value(value)
             .map(Body)
             .map_err(|e| ApiError::unprocessable("bad_request", format!("the body does not fit: {e}")))
+    }
+}
+
+/// A route's one path parameter (a thread's or a run's id); one that is not UTF-8 once
+/// decoded is `400` as the protocol's `ErrorResponse`, like every other refusal.
+pub(crate) struct Id(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(id)| Id(id))
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_path", e.body_text()))
     }
 }
 
@@ -234,11 +250,11 @@ async fn search_agents(State(shared): Shd, Body(search): Body<AgentSearch>) -> A
     Ok(Json(Value::Array(found)))
 }
 
-async fn get_agent(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn get_agent(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     Ok(Json(agent_json(&*agent_named(&shared, &id)?)))
 }
 
-async fn agent_schemas(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn agent_schemas(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     let agent = agent_named(&shared, &id)?;
     let properties: Map<String, Value> =
         agent.fields().into_iter().map(|(name, ty)| (name, json!({ "description": ty }))).collect();
@@ -374,7 +390,7 @@ async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) ->
     Ok(Json(threads.into_iter().skip(offset).take(limit).collect()))
 }
 
-async fn get_thread(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn get_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     let located = locate(&shared, &id).await?;
     Ok(Json(thread_json(&shared, &located)))
 }
@@ -386,11 +402,7 @@ struct ThreadPatch {
     messages: Option<Value>,
 }
 
-async fn patch_thread(
-    State(shared): Shd,
-    Path(id): Path<String>,
-    Body(patch): Body<ThreadPatch>,
-) -> ApiResult<Json<Value>> {
+async fn patch_thread(State(shared): Shd, Id(id): Id, Body(patch): Body<ThreadPatch>) -> ApiResult<Json<Value>> {
     if patch.values.is_some() || patch.messages.is_some() {
         return Err(ApiError::unprocessable(
             "unsupported",
@@ -413,10 +425,10 @@ async fn patch_thread(
         })
     })
     .await?;
-    get_thread(State(shared), Path(id)).await
+    get_thread(State(shared), Id(id)).await
 }
 
-async fn delete_thread(State(shared): Shd, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn delete_thread(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     let located = locate(&shared, &id).await?;
     if shared.runs.running(&located.thread) {
         return Err(ApiError::conflict("thread_busy", format!("thread `{id}` is running: cancel its run first")));
@@ -443,7 +455,7 @@ struct HistoryQuery {
 
 async fn thread_history(
     State(shared): Shd,
-    Path(id): Path<String>,
+    Id(id): Id,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let Query(query) = query.map_err(|e| ApiError::unprocessable("bad_request", e.body_text()))?;
@@ -478,7 +490,7 @@ async fn thread_history(
     Ok(Json(Value::Array(states)))
 }
 
-async fn copy_thread(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     let located = locate(&shared, &id).await?;
     if shared.runs.running(&located.thread) {
         return Err(ApiError::conflict("thread_busy", format!("thread `{id}` is running: copy it once it stops")));
@@ -801,11 +813,7 @@ async fn run_wait(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiRes
     wait_for(shared, None, request).await
 }
 
-async fn thread_run_wait(
-    State(shared): Shd,
-    Path(id): Path<String>,
-    Body(request): Body<RunRequest>,
-) -> ApiResult<Json<Value>> {
+async fn thread_run_wait(State(shared): Shd, Id(id): Id, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
     wait_for(shared, Some(id), request).await
 }
 
@@ -813,11 +821,7 @@ async fn run_stream(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiR
     stream_for(shared, None, request).await
 }
 
-async fn thread_run_stream(
-    State(shared): Shd,
-    Path(id): Path<String>,
-    Body(request): Body<RunRequest>,
-) -> ApiResult<Response> {
+async fn thread_run_stream(State(shared): Shd, Id(id): Id, Body(request): Body<RunRequest>) -> ApiResult<Response> {
     stream_for(shared, Some(id), request).await
 }
 
@@ -827,7 +831,7 @@ async fn run_background(State(shared): Shd, Body(request): Body<RunRequest>) -> 
 
 async fn thread_run_background(
     State(shared): Shd,
-    Path(id): Path<String>,
+    Id(id): Id,
     Body(request): Body<RunRequest>,
 ) -> ApiResult<Json<Value>> {
     background(shared, Some(id), request).await
@@ -891,29 +895,29 @@ async fn search_runs(State(shared): Shd, Body(search): Body<RunSearch>) -> ApiRe
     Ok(Json(Value::Array(found)))
 }
 
-async fn get_run(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn get_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     Ok(Json(run_named(&shared, &id)?.json()))
 }
 
-async fn wait_run(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+async fn wait_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     let run = run_named(&shared, &id)?;
     run.finished().await;
     Ok(Json(run.wait_json()))
 }
 
-async fn stream_run(State(shared): Shd, Path(id): Path<String>) -> ApiResult<Response> {
+async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Response> {
     let run = run_named(&shared, &id)?;
     Ok(sse(run, CancelOnDrop(None)).into_response())
 }
 
-async fn cancel_run(State(shared): Shd, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn cancel_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     let run = run_named(&shared, &id)?;
     run.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), run.finished()).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn delete_run(State(shared): Shd, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn delete_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     let run = run_named(&shared, &id)?;
     run.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(10), run.finished()).await;

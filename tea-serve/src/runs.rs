@@ -448,13 +448,20 @@ pub(crate) fn pause_message(interrupt: &Interrupt) -> String {
     }
 }
 
-/// A pause as the protocol's responses list it.
+/// A pause as the protocol's responses list it; `expires_at` (RFC 3339) when its node has a
+/// timeout, after which an answer is refused (`409 expired`).
 pub(crate) fn interrupt_json_plain(interrupt: &Interrupt) -> Value {
-    json!({
+    let mut out = json!({
         "id": interrupt.id(),
         "node": interrupt.node().as_str(),
         "value": interrupt.value(),
         "needs_answer": interrupt.needs_answer(),
         "message": pause_message(interrupt),
-    })
+    });
+    // `Interrupt` keeps its deadline to itself; its serialized form carries it (seconds).
+    let expires_at = serde_json::to_value(interrupt).ok().and_then(|v| v.get("expires_at").and_then(Value::as_u64));
+    if let Some(seconds) = expires_at {
+        out["expires_at"] = json!(rfc3339(seconds.saturating_mul(1000)));
+    }
+    out
 }
