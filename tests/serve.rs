@@ -441,6 +441,111 @@ async fn protocol(api: &Api) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// The protocol's store through `api`, read back through `other` (another replica, or the same).
+async fn store(api: &Api, other: &Api) {
+    let put = |namespace: Value, key: &str, value: Value| {
+        let api = api.clone();
+        let body = json!({ "namespace": namespace, "key": key, "value": value });
+        async move { api.call(Method::PUT, "/store/items", Some(body)).await }
+    };
+    for (namespace, key, value) in [
+        (json!(["users", "bob"]), "prefs", json!({ "theme": "light" })),
+        (json!(["users", "ada", "notes"]), "n1", json!({ "text": "hi" })),
+        (json!(["teams"]), "core", json!({ "lead": "ada" })),
+        (json!(["users", "ada"]), "prefs", json!({ "theme": "dark", "lang": "en" })),
+    ] {
+        let (status, body) = put(namespace, key, value).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    }
+
+    // Read back on the other replica, the namespace as the spec's array or LangGraph's dotted string.
+    let item = other.ok(Method::GET, "/store/items?namespace=users&namespace=ada&key=prefs", None).await;
+    assert_eq!((&item["namespace"], &item["key"]), (&json!(["users", "ada"]), &json!("prefs")));
+    assert_eq!(item["value"], json!({ "theme": "dark", "lang": "en" }));
+    assert_eq!(item["created_at"], item["updated_at"]);
+    assert_eq!(other.ok(Method::GET, "/store/items?namespace=users.ada&key=prefs", None).await, item);
+
+    // A put replaces the value and keeps the creation time.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    put(json!(["users", "ada"]), "prefs", json!({ "theme": "light" })).await;
+    let updated = other.ok(Method::GET, "/store/items?namespace=users.ada&key=prefs", None).await;
+    assert_eq!(updated["value"], json!({ "theme": "light" }));
+    assert_eq!(updated["created_at"], item["created_at"]);
+    assert!(updated["updated_at"].as_str() > item["updated_at"].as_str(), "{updated}");
+
+    // Search: under a prefix, by the value's fields, the most recently updated first; paged.
+    let keys = |found: &Value| -> Vec<(Value, String)> {
+        found["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["namespace"].clone(), i["key"].as_str().unwrap().to_owned()))
+            .collect()
+    };
+    let found = other.ok(Method::POST, "/store/items/search", Some(json!({ "namespace_prefix": ["users"] }))).await;
+    assert_eq!(keys(&found).len(), 3, "{found}");
+    assert_eq!(keys(&found)[0], (json!(["users", "ada"]), "prefs".to_owned()), "{found}");
+    let found = other
+        .ok(
+            Method::POST,
+            "/store/items/search",
+            Some(json!({ "namespace_prefix": ["users"], "filter": { "theme": "light" } })),
+        )
+        .await;
+    assert_eq!(
+        keys(&found),
+        [(json!(["users", "ada"]), "prefs".to_owned()), (json!(["users", "bob"]), "prefs".to_owned())]
+    );
+    let found = other.ok(Method::POST, "/store/items/search", Some(json!({ "limit": 2, "offset": 3 }))).await;
+    assert_eq!(keys(&found).len(), 1, "four items in all: {found}");
+
+    // Namespaces: sorted, cut to a depth, by prefix and suffix.
+    let namespaces = other.ok(Method::POST, "/store/namespaces", Some(json!({}))).await;
+    assert_eq!(namespaces, json!([["teams"], ["users", "ada"], ["users", "ada", "notes"], ["users", "bob"]]));
+    let namespaces =
+        other.ok(Method::POST, "/store/namespaces", Some(json!({ "prefix": ["users"], "max_depth": 2 }))).await;
+    assert_eq!(namespaces, json!([["users", "ada"], ["users", "bob"]]));
+    let namespaces = other.ok(Method::POST, "/store/namespaces", Some(json!({ "suffix": ["notes"] }))).await;
+    assert_eq!(namespaces, json!([["users", "ada", "notes"]]));
+
+    // Delete: once; then it is gone on both.
+    let gone = json!({ "namespace": ["users", "bob"], "key": "prefs" });
+    let (status, _) = api.call(Method::DELETE, "/store/items", Some(gone.clone())).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, error) = other.call(Method::DELETE, "/store/items", Some(gone)).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "{error}");
+    let (status, _) = other.get("/store/items?namespace=users.bob&key=prefs").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Bad requests: 4xx with the protocol's ErrorResponse.
+    for (namespace, key, value) in [
+        (json!(["users"]), "k", json!([1, 2])),
+        (json!([]), "k", json!({})),
+        (json!(["a.b"]), "k", json!({})),
+        (json!([""]), "k", json!({})),
+        (json!(["users"]), "", json!({})),
+        (json!(["users"]), &*"k".repeat(2000), json!({})),
+    ] {
+        let (status, error) = put(namespace, key, value).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    }
+    let (status, _) = api.raw(Method::PUT, "/store/items", Some(b"{\"namespace\": [\"x\"]".to_vec())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = api.call(Method::PUT, "/store/items", Some(json!({ "namespace": ["x"], "key": "k" }))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "no value");
+    for query in ["namespace=users", "namespace=users&key=a&key=b", "key=prefs&colour=red", "key=prefs&namespace=a..b"]
+    {
+        let (status, error) = api.get(&format!("/store/items?{query}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {error}");
+    }
+    let (status, _) = api.post("/store/items/search", json!({ "query": "dark themes" })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = api.post("/store/items/search", json!({ "limit": 0 })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = api.post("/store/namespaces", json!({ "max_depth": 0 })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
 fn uuid() -> String {
     tea::ThreadId::random().to_string()
 }
@@ -473,6 +578,7 @@ async fn race(apis: &[Api], id: &str, n: usize) {
 async fn memory_store() {
     let api = Api::new(spawn(serve_on(MemoryStore::new()).body_limit(16 * 1024).router()).await);
     protocol(&api).await;
+    store(&api, &api).await;
     let id = paused_approval(&api, json!({})).await;
     race(&[api], &id, 32).await;
 }
@@ -483,6 +589,7 @@ async fn sled_store() {
     let store = SledStore::open(&dir).unwrap();
     let api = Api::new(spawn(serve_on(store).body_limit(16 * 1024).router()).await);
     protocol(&api).await;
+    self::store(&api, &api).await;
     let id = paused_approval(&api, json!({})).await;
     race(&[api], &id, 32).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -505,6 +612,7 @@ async fn replicas((one, two): (PostgresStore, PostgresStore)) {
     let one = Api::new(spawn(serve_on(one).body_limit(16 * 1024).router()).await);
     let two = Api::new(spawn(serve_on(two).body_limit(16 * 1024).router()).await);
     protocol(&one).await;
+    store(&one, &two).await;
     // A pause taken on one replica is seen, with its metadata, and answered on the other.
     let id = paused_approval(&one, json!({ "team": "pg" })).await;
     let seen = two.ok(Method::GET, &format!("/threads/{id}"), None).await;
@@ -539,6 +647,12 @@ async fn tokens_guard_every_route_and_say_nothing_of_threads() {
     // Read rights read, and cannot answer (before the thread is looked at).
     assert_eq!(reader.ok(Method::GET, &format!("/threads/{id}"), None).await["status"], "interrupted");
     reader.ok(Method::POST, "/threads/search", Some(json!({}))).await;
+    reader.ok(Method::POST, "/store/items/search", Some(json!({}))).await;
+    reader.ok(Method::POST, "/store/namespaces", Some(json!({}))).await;
+    let item = json!({ "namespace": ["n"], "key": "k", "value": {} }).to_string().into_bytes();
+    assert_eq!(reader.raw(Method::PUT, "/store/items", Some(item.clone())).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(anonymous.raw(Method::PUT, "/store/items", Some(item.clone())).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(writer.raw(Method::PUT, "/store/items", Some(item)).await.0, StatusCode::NO_CONTENT);
     let answer = json!({ "command": { "resume": true } }).to_string().into_bytes();
     let refused = reader.raw(Method::POST, &format!("/threads/{id}/runs/wait"), Some(answer.clone())).await;
     let refused_unknown = reader.raw(Method::POST, &format!("/threads/{}/runs/wait", uuid()), Some(answer)).await;

@@ -1,11 +1,12 @@
-//! The Agent Protocol's routes: agents, threads and runs, over the served agents.
+//! The Agent Protocol's routes: agents, threads and runs, over the served agents (and the
+//! store's, whose handlers are in `store.rs`).
 
 use crate::error::ApiError;
 use crate::records::{self, Entry, ThreadRecord};
 use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, Plan, RunEntry};
 use crate::served::{Answer, JsonSnapshot, Served};
 use crate::time::rfc3339;
-use crate::Shared;
+use crate::{store, Shared};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -46,6 +47,9 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/runs/{run_id}/wait", get(wait_run))
         .route("/runs/{run_id}/stream", get(stream_run))
         .route("/runs/{run_id}/cancel", post(cancel_run))
+        .route("/store/items", get(store::get_item).put(store::put_item).delete(store::delete_item))
+        .route("/store/items/search", post(store::search_items))
+        .route("/store/namespaces", post(store::list_namespaces))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
@@ -224,7 +228,7 @@ struct AgentSearch {
     offset: Option<i64>,
 }
 
-fn page(limit: Option<i64>, offset: Option<i64>) -> ApiResult<(usize, usize)> {
+pub(crate) fn page(limit: Option<i64>, offset: Option<i64>) -> ApiResult<(usize, usize)> {
     let limit = limit.unwrap_or(10);
     let offset = offset.unwrap_or(0);
     if !(1..=1000).contains(&limit) {
@@ -337,7 +341,7 @@ struct ThreadSearch {
 }
 
 /// Whether `value` holds every key of `filter` with an equal value.
-fn matches(filter: &Map<String, Value>, value: &Value) -> bool {
+pub(crate) fn matches(filter: &Map<String, Value>, value: &Value) -> bool {
     filter.iter().all(|(k, v)| value.get(k) == Some(v))
 }
 

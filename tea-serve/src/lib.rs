@@ -13,6 +13,7 @@
 //! | `GET /threads/{id}/history`, `POST /threads/{id}/copy` | a thread's checkpoints; a copy under a new id |
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
 //! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs of this process |
+//! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
 //!
 //! A pause is answered by a run with `command: {resume: ANSWER}` (LangGraph Server's
@@ -50,6 +51,7 @@ mod inbox;
 mod records;
 mod runs;
 mod served;
+mod store;
 mod time;
 
 pub use access::{Access, AccessError, Right};
