@@ -219,6 +219,33 @@ graph! {
     }
 }
 
+#[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct Queue {
+    question: String,
+    answer: String,
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+fn slow(_: &Queue) -> QueueUpdate {
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    Queue::update().question("go?".into()).log(vec!["slow".into()])
+}
+fn settle(q: &Queue) -> QueueUpdate {
+    Queue::update().log(vec![format!("answer:{}", q.answer)])
+}
+
+graph! {
+    Queued for Queue {
+        start -> slow;
+        slow -> ask;
+        ask -> settle;
+        settle -> end;
+        interrupt ask(question => answer);
+    }
+}
+
 fn serve_on<C: Checkpointer + Clone>(store: C) -> Serve {
     Serve::new()
         .app_drawn(Approval::builder().checkpointer(store.clone()).build(), Approval::MERMAID)
@@ -749,6 +776,69 @@ async fn yaml_agents_and_the_inbox_page() {
     let out =
         api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": 40 } }))).await;
     assert_eq!(out["values"]["result"], "refunded 40");
+}
+
+/// The protocol's multitask strategies on a thread that is running: `reject` (the default) is
+/// `409`; `enqueue` waits for the run that holds the thread, then runs as if it came then — an
+/// answer queued behind the run that pauses answers that pause; one queued behind the answer
+/// finds nothing left to answer; a queued run that is cancelled never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_on_a_running_thread_are_refused_or_queued() {
+    let router = Serve::new().app(Queued::builder().checkpointer(MemoryStore::new()).build()).router();
+    let api = Api::new(spawn(router).await);
+    let thread = api.ok(Method::POST, "/threads", Some(json!({}))).await["thread_id"].as_str().unwrap().to_owned();
+    let runs = format!("/threads/{thread}/runs");
+
+    // The first run takes 1.5 s to reach its pause.
+    let first = api.ok(Method::POST, &runs, Some(json!({ "input": {} }))).await;
+    let answer = |resume: &str, strategy: Option<&str>| {
+        let mut body = json!({ "command": { "resume": resume } });
+        if let Some(strategy) = strategy {
+            body["multitask_strategy"] = json!(strategy);
+        }
+        body
+    };
+    let (status, error) = api.post(&format!("{runs}/wait"), answer("yes", None)).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
+    let (status, error) = api.post(&format!("{runs}/wait"), answer("yes", Some("reject"))).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
+    let (status, error) = api.post(&format!("{runs}/wait"), answer("yes", Some("rollback"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+
+    // Queued: the answer waits for the pause; a second answer waits behind it.
+    let second = api.ok(Method::POST, &runs, Some(answer("yes", Some("enqueue")))).await;
+    assert_eq!(second["status"], "pending");
+    let third = {
+        let (api, runs) = (api.clone(), runs.clone());
+        tokio::spawn(async move { api.post(&format!("{runs}/wait"), answer("no", Some("enqueue"))).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(api.ok(Method::GET, &format!("/threads/{thread}"), None).await["status"], "busy");
+    let listed = api.ok(Method::POST, "/runs/search", Some(json!({ "thread_id": thread, "status": "pending" }))).await;
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+
+    let out = api.ok(Method::GET, &format!("/runs/{}/wait", first["run_id"].as_str().unwrap()), None).await;
+    assert_eq!(out["run"]["status"], "interrupted", "{out}");
+    let out = api.ok(Method::GET, &format!("/runs/{}/wait", second["run_id"].as_str().unwrap()), None).await;
+    assert_eq!(out["run"]["status"], "success", "{out}");
+    assert_eq!(out["values"]["log"], json!(["slow", "answer:yes"]));
+    let (status, error) = third.await.unwrap();
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("not_paused")), "{error}");
+    let done = api.ok(Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!((done["status"].as_str(), &done["values"]["log"]), (Some("idle"), &json!(["slow", "answer:yes"])));
+
+    // A queued run that is cancelled leaves the queue and never runs; the pause stays.
+    let out = api.ok(Method::POST, "/runs", Some(json!({ "input": {}, "on_completion": "keep" }))).await;
+    let (thread, first) = (out["thread_id"].as_str().unwrap().to_owned(), out["run_id"].as_str().unwrap().to_owned());
+    let queued = api.ok(Method::POST, &format!("/threads/{thread}/runs"), Some(answer("late", Some("enqueue")))).await;
+    let queued = queued["run_id"].as_str().unwrap().to_owned();
+    let (status, _) = api.call(Method::POST, &format!("/runs/{queued}/cancel"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(api.ok(Method::GET, &format!("/runs/{queued}"), None).await["status"], "error");
+    let out = api.ok(Method::GET, &format!("/runs/{first}/wait"), None).await;
+    assert_eq!(out["run"]["status"], "interrupted");
+    let paused = api.ok(Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!((paused["status"].as_str(), &paused["values"]["log"]), (Some("interrupted"), &json!(["slow"])));
 }
 
 // ---- the inbox in a real browser ----

@@ -530,7 +530,7 @@ async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
 
 // ---- runs ----
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Clone)]
 pub(crate) struct RunCommand {
     #[serde(default)]
     pub(crate) resume: Option<Value>,
@@ -542,7 +542,7 @@ pub(crate) struct RunCommand {
 
 /// The body of a run request: the protocol's `RunCreate` / `RunStream`, with LangGraph
 /// Server's `command` (answers to pauses) and `checkpoint_id` (the pause being answered).
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Clone)]
 pub(crate) struct RunRequest {
     pub(crate) thread_id: Option<String>,
     pub(crate) agent_id: Option<String>,
@@ -620,6 +620,11 @@ impl Prepared {
     pub(crate) fn keep(&mut self) {
         self.delete_after = false;
     }
+
+    /// The agent, the plan and whether the thread goes when the run ends.
+    pub(crate) fn parts(self) -> (Arc<dyn Served>, Plan, bool) {
+        (self.agent, self.plan, self.delete_after)
+    }
 }
 
 /// Checks a run request against the thread it names and decides what the run does.
@@ -628,10 +633,26 @@ pub(crate) async fn prepare(
     path_thread: Option<String>,
     request: RunRequest,
 ) -> ApiResult<Prepared> {
+    prepare_run(shared, path_thread, request, false).await
+}
+
+/// [`prepare`] for a queued run whose turn has come: it holds `thread` already.
+pub(crate) async fn prepare_held(shared: &Arc<Shared>, thread: String, request: RunRequest) -> ApiResult<Prepared> {
+    prepare_run(shared, Some(thread), request, true).await
+}
+
+async fn prepare_run(
+    shared: &Arc<Shared>,
+    path_thread: Option<String>,
+    request: RunRequest,
+    holding: bool,
+) -> ApiResult<Prepared> {
     one_of("on_completion", &request.on_completion, &["delete", "keep"])?;
     one_of("on_disconnect", &request.on_disconnect, &["cancel", "continue"])?;
     one_of("if_not_exists", &request.if_not_exists, &["create", "reject"])?;
-    one_of("multitask_strategy", &request.multitask_strategy, &["reject"])?;
+    one_of("multitask_strategy", &request.multitask_strategy, &["reject", "enqueue"])?;
+    // Kept whole for a run that may wait its turn: it is planned again when the turn comes.
+    let queueable = (request.multitask_strategy.as_deref() == Some("enqueue")).then(|| request.clone());
     if request.webhook.is_some() {
         return Err(ApiError::unprocessable("unsupported", "webhooks are not supported by this server"));
     }
@@ -692,18 +713,24 @@ pub(crate) async fn prepare(
             ))
         }
     };
-    if shared.runs.running(&thread) {
-        return Err(ApiError::conflict(
-            "thread_busy",
-            format!("thread `{thread}` is running; a thread takes one run at a time"),
-        ));
-    }
     let cancel_on_disconnect = request.on_disconnect.as_deref() != Some("continue");
     let delete_after = match request.on_completion.as_deref() {
         Some("delete") => true,
         Some(_) => false,
         None => stateless,
     };
+    if !holding && shared.runs.running(&thread) {
+        if let Some(request) = queueable {
+            let plan = Plan::Queued(Box::new(request));
+            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect });
+        }
+        return Err(ApiError::conflict(
+            "thread_busy",
+            format!(
+                "thread `{thread}` is running; a thread takes one run at a time (send `multitask_strategy: enqueue` to wait)"
+            ),
+        ));
+    }
     let snapshot = located.as_ref().and_then(|l| l.snapshot.clone());
     let status = located.as_ref().map_or("idle", |l| status(shared, l));
     let plan = if let Some(command) = request.command {
@@ -914,16 +941,24 @@ async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Response> {
     Ok(sse(run, CancelOnDrop(None)).into_response())
 }
 
+/// Cancels `run`: a queued one leaves its queue at once, a running one stops its stream.
+fn cancel(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
+    run.cancel();
+    if shared.runs.withdraw(run) {
+        runs::end_unstarted(shared, run, End::Cancelled);
+    }
+}
+
 async fn cancel_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     let run = run_named(&shared, &id)?;
-    run.cancel();
+    cancel(&shared, &run);
     let _ = tokio::time::timeout(Duration::from_secs(10), run.finished()).await;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn delete_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     let run = run_named(&shared, &id)?;
-    run.cancel();
+    cancel(&shared, &run);
     let _ = tokio::time::timeout(Duration::from_secs(10), run.finished()).await;
     shared.runs.remove(&id);
     Ok(StatusCode::NO_CONTENT)

@@ -3,6 +3,7 @@
 //! this process's: a run is read, streamed and cancelled on the replica that runs it, while the
 //! threads (checkpoints and records) are shared through the store.
 
+use crate::api::RunRequest;
 use crate::error::ApiError;
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::served::{Answer, Events, JsonEvent, Served};
@@ -19,8 +20,18 @@ const FINISHED_KEPT: usize = 1000;
 
 /// What a run does.
 pub(crate) enum Plan {
-    Start { input: Value },
-    Resume { token: String, answer: Answer, update: Option<Value>, entry: Entry },
+    Start {
+        input: Value,
+    },
+    Resume {
+        token: String,
+        answer: Answer,
+        update: Option<Value>,
+        entry: Entry,
+    },
+    /// Waits for the run that holds the thread (the protocol's `enqueue` multitask strategy),
+    /// then is planned again, from this request, as if it came then.
+    Queued(Box<RunRequest>),
 }
 
 /// One server-sent event: its name and its data.
@@ -156,12 +167,18 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// The run that holds a thread, and the runs queued behind it (`enqueue`), first first.
+struct Holder {
+    run: String,
+    queue: VecDeque<(Arc<RunEntry>, Box<RunRequest>)>,
+}
+
 /// This process's runs, and which thread each running one holds.
 #[derive(Default)]
 pub(crate) struct Runs {
     runs: Mutex<HashMap<String, Arc<RunEntry>>>,
     finished: Mutex<VecDeque<String>>,
-    busy: Mutex<HashMap<ThreadId, String>>,
+    busy: Mutex<HashMap<ThreadId, Holder>>,
 }
 
 impl Runs {
@@ -184,8 +201,34 @@ impl Runs {
         lock(&self.busy).contains_key(thread)
     }
 
-    fn done(&self, run: &RunEntry) {
-        lock(&self.busy).remove(&run.thread);
+    /// Takes `run` out of the queue it waits in; whether it was queued.
+    pub(crate) fn withdraw(&self, run: &RunEntry) -> bool {
+        let mut busy = lock(&self.busy);
+        let Some(holder) = busy.get_mut(&run.thread) else { return false };
+        let before = holder.queue.len();
+        holder.queue.retain(|(queued, _)| queued.id != run.id);
+        holder.queue.len() < before
+    }
+
+    /// Notes that `run` has ended: the thread goes to the first run queued behind it (which is
+    /// returned, to be started) or is free.
+    fn done(&self, run: &RunEntry) -> Option<(Arc<RunEntry>, Box<RunRequest>)> {
+        let next = {
+            let mut busy = lock(&self.busy);
+            match busy.get_mut(&run.thread) {
+                Some(holder) if holder.run == run.id => match holder.queue.pop_front() {
+                    Some((next, request)) => {
+                        holder.run = next.id.clone();
+                        Some((next, request))
+                    }
+                    None => {
+                        busy.remove(&run.thread);
+                        None
+                    }
+                },
+                _ => None,
+            }
+        };
         let mut finished = lock(&self.finished);
         finished.push_back(run.id.clone());
         while finished.len() > FINISHED_KEPT {
@@ -193,13 +236,60 @@ impl Runs {
                 lock(&self.runs).remove(&old);
             }
         }
+        next
     }
 }
 
+/// Ends `run` and hands its thread to the next queued run, if any.
+fn release(shared: &Arc<Shared>, run: &RunEntry) {
+    if let Some((next, request)) = shared.runs.done(run) {
+        tokio::spawn(start_queued(shared.clone(), next, request));
+    }
+}
+
+/// Starts a run that waited in the queue, now that it holds the thread: plans it from its
+/// request against the thread as it is now (a refusal — the pause it answers was answered by
+/// the run before it, say — ends it as that error), unless it was cancelled meanwhile.
+async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunRequest>) {
+    if *run.cancel.borrow() {
+        return end_unstarted(&shared, &run, End::Cancelled);
+    }
+    match crate::api::prepare_held(&shared, run.thread.as_str().to_owned(), *request).await {
+        Ok(prepared) => {
+            let (agent, plan, delete_after) = prepared.parts();
+            match plan {
+                Plan::Queued(_) => end_unstarted(
+                    &shared,
+                    &run,
+                    End::Failed(ApiError::internal("a queued run was queued again while it held its thread")),
+                ),
+                plan => begin(&shared, agent, run, plan, delete_after),
+            }
+        }
+        Err(error) => end_unstarted(&shared, &run, End::Refused(error)),
+    }
+}
+
+/// Ends a queued run that never ran: `end` (refused, cancelled) is what its waiters see.
+pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End) {
+    {
+        let mut progress = run.progress();
+        progress.updated_at = now_ms();
+        if let End::Refused(e) | End::Failed(e) = &end {
+            run.emit(&mut progress, "error", e.body());
+        }
+        progress.end = end;
+        run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": "error" }));
+    }
+    release(shared, run);
+    run.finished.send_replace(true);
+}
+
 /// Starts a run of `agent` on `thread`: the protocol's `reject` multitask strategy refuses it
-/// with `409` while a run of this process holds the thread (the engine's own claim on the
-/// thread refuses it when a run of another process does). `delete_after`: the thread is
-/// deleted when the run finishes (a stateless run's `on_completion: delete`).
+/// with `409` while a run of this process holds the thread, and `enqueue` ([`Plan::Queued`])
+/// queues it behind that run (the engine's own claim on the thread refuses a run while a run
+/// of another process holds it). `delete_after`: the thread is deleted when the run finishes
+/// (a stateless run's `on_completion: delete`).
 pub(crate) fn launch(
     shared: &Arc<Shared>,
     agent: Arc<dyn Served>,
@@ -209,16 +299,6 @@ pub(crate) fn launch(
     delete_after: bool,
 ) -> Result<Arc<RunEntry>, ApiError> {
     let id = uuid::Uuid::new_v4().to_string();
-    {
-        let mut busy = lock(&shared.runs.busy);
-        if let Some(other) = busy.get(&thread) {
-            return Err(ApiError::conflict(
-                "thread_busy",
-                format!("thread `{thread}` is running (run `{other}`); a thread takes one run at a time"),
-            ));
-        }
-        busy.insert(thread.clone(), id.clone());
-    }
     let now = now_ms();
     let run = Arc::new(RunEntry {
         id: id.clone(),
@@ -237,22 +317,55 @@ pub(crate) fn launch(
         finished: watch::channel(false).0,
         cancel: watch::channel(false).0,
     });
+    let plan = {
+        let mut busy = lock(&shared.runs.busy);
+        if let Some(holder) = busy.get_mut(&thread) {
+            let Plan::Queued(request) = plan else {
+                return Err(ApiError::conflict(
+                    "thread_busy",
+                    format!("thread `{thread}` is running (run `{}`); a thread takes one run at a time", holder.run),
+                ));
+            };
+            holder.queue.push_back((run.clone(), request));
+            None
+        } else {
+            busy.insert(thread.clone(), Holder { run: id.clone(), queue: VecDeque::new() });
+            Some(plan)
+        }
+    };
     lock(&shared.runs.runs).insert(id, run.clone());
     {
         let mut progress = run.progress();
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
+    match plan {
+        // Queued behind the run that holds the thread: `release` starts it.
+        None => {}
+        // The thread came free between planning and now: plan it again, holding the thread.
+        Some(Plan::Queued(request)) => {
+            tokio::spawn(start_queued(shared.clone(), run.clone(), request));
+        }
+        Some(plan) => begin(shared, agent, run.clone(), plan, delete_after),
+    }
+    Ok(run)
+}
+
+/// Runs `run` (which holds its thread) on a task of its own until it ends.
+fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan: Plan, delete_after: bool) {
+    let thread = run.thread.clone();
     let resuming = matches!(plan, Plan::Resume { .. });
     let (first, events) = match plan {
         Plan::Start { input } => {
             (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input))
         }
         Plan::Resume { token, answer, update, entry } => (entry, agent.clone().resume(token, answer, update)),
+        Plan::Queued(_) => {
+            let error = ApiError::internal("a queued run was started without being planned");
+            return end_unstarted(shared, &run, End::Failed(error));
+        }
     };
     let shared = shared.clone();
-    let task_run = run.clone();
     tokio::spawn(async move {
-        let run = task_run;
         let mut cancel = run.cancel.subscribe();
         let mut timeline = vec![first];
         let outcome = tokio::select! {
@@ -264,7 +377,6 @@ pub(crate) fn launch(
         }
         finish(&shared, agent, &run, outcome, timeline, delete_after).await;
     });
-    Ok(run)
 }
 
 enum Outcome {
@@ -429,7 +541,7 @@ async fn finish(
         }
         run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": run_json_status }));
     }
-    shared.runs.done(run);
+    release(shared, run);
     run.finished.send_replace(true);
 }
 
