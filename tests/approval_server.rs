@@ -380,10 +380,23 @@ fn a_pause_survives_a_server_restart_on_the_same_database() {
     assert_eq!(view["status"], "interrupted");
     assert_eq!(view["values"]["draft"], "Written before the restart.");
 
+    // So is the run that paused it, with its outcome.
+    let run_id = paused.out["run"]["run_id"].as_str().unwrap();
+    let (status, run) = client.get(&format!("/runs/{run_id}"));
+    assert_eq!(
+        (status, run["status"].as_str(), run["thread_id"].as_str()),
+        (200, Some("interrupted"), Some(&*paused.thread))
+    );
+    let (status, run) = client.get(&format!("/runs/{run_id}/wait"));
+    assert_eq!((status, &run["values"]["draft"]), (200, &json!("Written before the restart.")), "{run}");
+
     let (status, done) = client.review(&paused.thread, Some(&paused.checkpoint), true, None);
     assert_eq!(status, 200, "{done}");
     assert_eq!(done["values"]["published"], true);
     assert_eq!(done["values"]["draft"], "Written before the restart.");
+    let (_, runs) = client.post("/runs/search", &json!({ "thread_id": paused.thread }));
+    let statuses: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["success", "interrupted"], "both runs of the thread, the newest first: {runs}");
     assert_error(client.review(&paused.thread, Some(&paused.checkpoint), true, None), 409, "not_paused");
     server.stop();
 }

@@ -626,7 +626,7 @@ async fn sled_store() {
 fn postgres_two_replicas() {
     // The schema is made and dropped outside the runtime (its helper blocks on its own).
     let Some(schema) = postgres_support::TestSchema::new("serve_replicas") else { return };
-    let stores = (schema.store(), schema.store());
+    let stores = (schema.store(), schema.store(), schema.store());
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -635,7 +635,7 @@ fn postgres_two_replicas() {
         .block_on(replicas(stores));
 }
 
-async fn replicas((one, two): (PostgresStore, PostgresStore)) {
+async fn replicas((one, two, third): (PostgresStore, PostgresStore, PostgresStore)) {
     let one = Api::new(spawn(serve_on(one).body_limit(16 * 1024).router()).await);
     let two = Api::new(spawn(serve_on(two).body_limit(16 * 1024).router()).await);
     protocol(&one).await;
@@ -645,6 +645,50 @@ async fn replicas((one, two): (PostgresStore, PostgresStore)) {
     let seen = two.ok(Method::GET, &format!("/threads/{id}"), None).await;
     assert_eq!((seen["status"].as_str(), seen["metadata"]["team"].as_str()), (Some("interrupted"), Some("pg")));
     race(&[one.clone(), two.clone()], &id, 32).await;
+
+    // A run is known on both replicas through its record: read, waited for, found and streamed
+    // on the one that does not run it.
+    let run = one
+        .ok(
+            Method::POST,
+            "/runs",
+            Some(json!({ "agent_id": "Approval", "input": {}, "on_completion": "keep", "metadata": { "on": "one" } })),
+        )
+        .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let out = two.ok(Method::GET, &format!("/runs/{run_id}/wait"), None).await;
+    assert_eq!(
+        (out["run"]["status"].as_str(), &out["values"]["draft"]),
+        (Some("interrupted"), &json!("Tea is served."))
+    );
+    assert_eq!(out["interrupts"][0]["id"], "ask#0");
+    assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "interrupted");
+    let found = two.ok(Method::POST, "/runs/search", Some(json!({ "metadata": { "on": "one" } }))).await;
+    assert_eq!(found.as_array().unwrap().iter().map(|r| r["run_id"].clone()).collect::<Vec<_>>(), [json!(run_id)]);
+    let (status, text) = two.raw(Method::GET, &format!("/runs/{run_id}/stream"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert_eq!(events, ["metadata", "values", "end"], "{text}");
+    // Cancelled through the other replica: the answer stops, and the pause is back.
+    let out = one
+        .ok(Method::POST, "/runs/wait", Some(json!({ "agent_id": "Sleepy", "input": {}, "on_completion": "keep" })))
+        .await;
+    let sleepy = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    let run = one.ok(Method::POST, &format!("/threads/{sleepy}/runs"), Some(json!({ "command": {} }))).await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "pending");
+    let (status, _) = two.call(Method::POST, &format!("/runs/{run_id}/cancel"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(one.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
+    assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
+    assert_eq!(two.ok(Method::GET, &format!("/threads/{sleepy}"), None).await["status"], "interrupted");
+    // Deleting the thread deletes its runs' records.
+    let (status, _) = two.call(Method::DELETE, &format!("/threads/{sleepy}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let fresh = Api::new(spawn(serve_on(third).router()).await);
+    let (status, _) = fresh.get(&format!("/runs/{run_id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     // And one replica's answer to a pause the other took.
     let id = paused_approval(&two, json!({})).await;
     let out = one

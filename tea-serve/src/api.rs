@@ -3,6 +3,7 @@
 
 use crate::error::ApiError;
 use crate::records::{self, Entry, ThreadRecord};
+use crate::runlog::{self, RunRecord};
 use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, Plan, RunEntry};
 use crate::served::{Answer, JsonSnapshot, Served};
 use crate::time::rfc3339;
@@ -443,6 +444,9 @@ async fn delete_thread(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> 
             agent.delete(&located.thread)?;
         }
         if let Some(store) = s.records() {
+            for id in located.record.as_ref().map_or(&[][..], |r| &r.runs) {
+                runlog::delete(store, id)?;
+            }
             records::delete(store, &located.thread)?;
         }
         Ok(())
@@ -518,6 +522,8 @@ async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
             record.agent = located.agent.as_ref().map(|a| a.name().to_owned());
             // The pause's token names the original thread; the copy gets its own on demand.
             record.pause = None;
+            // The runs are the original's: deleting the copy must not delete their records.
+            record.runs.clear();
             record.created_at = crate::time::now_ms();
             record.updated_at = record.created_at;
             records::update(store, &new, |_| Ok(Some(record.clone())))?;
@@ -837,6 +843,8 @@ async fn stream_for(shared: Arc<Shared>, thread: Option<String>, request: RunReq
 async fn background(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Json<Value>> {
     let prepared = prepare(&shared, thread, request).await?;
     let run = start(&shared, prepared)?;
+    // Answered once the run is in the store, so any replica can be asked about it next.
+    run.recorded().await;
     Ok(Json(run.json()))
 }
 
@@ -894,8 +902,39 @@ fn sse(run: Arc<RunEntry>, guard: CancelOnDrop) -> Sse<impl Stream<Item = Result
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
-fn run_named(shared: &Shared, id: &str) -> ApiResult<Arc<RunEntry>> {
-    shared.runs.get(id).ok_or_else(|| ApiError::not_found(format!("run `{id}` not found on this server")))
+/// A run as this server knows it: its own (with its events), or another replica's (or an
+/// earlier process's) through the run's record in the store.
+enum Found {
+    Here(Arc<RunEntry>),
+    Stored(RunRecord),
+}
+
+/// The run `id`, or `404`.
+async fn find_run(shared: &Arc<Shared>, id: &str) -> ApiResult<Found> {
+    if let Some(run) = shared.runs.get(id) {
+        return Ok(Found::Here(run));
+    }
+    let (s, i) = (shared.clone(), id.to_owned());
+    let stored =
+        blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose().map(Option::flatten)).await?;
+    stored.map(Found::Stored).ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))
+}
+
+/// How long a wait on another replica's run polls its record before it answers with the run
+/// as it stands.
+const STORED_WAIT: Duration = Duration::from_secs(300);
+
+/// The record of run `id` once it is no longer pending (polled), or as it stands after `limit`.
+async fn stored_end(shared: &Arc<Shared>, id: &str, mut record: RunRecord, limit: Duration) -> ApiResult<RunRecord> {
+    let deadline = tokio::time::Instant::now() + limit;
+    while record.pending() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (s, i) = (shared.clone(), id.to_owned());
+        let read =
+            blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose().map(Option::flatten)).await?;
+        record = read.ok_or_else(|| ApiError::not_found(format!("run `{id}` was deleted")))?;
+    }
+    Ok(record)
 }
 
 #[derive(Deserialize)]
@@ -908,37 +947,73 @@ struct RunSearch {
     offset: Option<i64>,
 }
 
+/// `POST /runs/search`: this server's runs and the records of the others' (read through).
 async fn search_runs(State(shared): Shd, Body(search): Body<RunSearch>) -> ApiResult<Json<Value>> {
     let (limit, offset) = page(search.limit, search.offset)?;
     one_of("status", &search.status, &["pending", "error", "success", "timeout", "interrupted"])?;
-    let found: Vec<Value> = shared
-        .runs
-        .all()
-        .iter()
-        .filter(|r| search.thread_id.as_ref().is_none_or(|t| r.thread.as_str() == t))
-        .filter(|r| search.agent_id.as_ref().is_none_or(|a| &r.agent == a))
-        .filter(|r| search.status.as_ref().is_none_or(|s| r.status() == s))
-        .map(|r| r.json())
+    let mut runs: Vec<Value> = shared.runs.all().iter().map(|r| r.json()).collect();
+    let here: std::collections::HashSet<String> =
+        runs.iter().filter_map(|r| r["run_id"].as_str().map(str::to_owned)).collect();
+    let s = shared.clone();
+    let stored = blocking(move || s.records().map(runlog::all).transpose().map(Option::unwrap_or_default)).await?;
+    runs.extend(stored.into_iter().filter(|(id, _)| !here.contains(id)).map(|(_, record)| record.run().clone()));
+    let wanted = |field: &str, want: &Option<String>, run: &Value| want.as_ref().is_none_or(|w| run[field] == **w);
+    let mut found: Vec<Value> = runs
+        .into_iter()
+        .filter(|r| wanted("thread_id", &search.thread_id, r))
+        .filter(|r| wanted("agent_id", &search.agent_id, r))
+        .filter(|r| wanted("status", &search.status, r))
         .filter(|r| search.metadata.as_ref().is_none_or(|m| matches(m, &r["metadata"])))
-        .skip(offset)
-        .take(limit)
         .collect();
-    Ok(Json(Value::Array(found)))
+    found.sort_by(|a, b| {
+        b["created_at"]
+            .as_str()
+            .cmp(&a["created_at"].as_str())
+            .then_with(|| a["run_id"].as_str().cmp(&b["run_id"].as_str()))
+    });
+    Ok(Json(found.into_iter().skip(offset).take(limit).collect()))
 }
 
 async fn get_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
-    Ok(Json(run_named(&shared, &id)?.json()))
+    match find_run(&shared, &id).await? {
+        Found::Here(run) => Ok(Json(run.json())),
+        Found::Stored(record) => Ok(Json(record.run().clone())),
+    }
 }
 
 async fn wait_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
-    let run = run_named(&shared, &id)?;
-    run.finished().await;
-    Ok(Json(run.wait_json()))
+    match find_run(&shared, &id).await? {
+        Found::Here(run) => {
+            run.finished().await;
+            Ok(Json(run.wait_json()))
+        }
+        Found::Stored(record) => Ok(Json(stored_end(&shared, &id, record, STORED_WAIT).await?.wait)),
+    }
 }
 
+/// `GET /runs/{id}/stream`: this server's run as it goes; another's once it has ended, as
+/// its record tells it (`metadata`, the last `values`, `error`, `end`).
 async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Response> {
-    let run = run_named(&shared, &id)?;
-    Ok(sse(run, CancelOnDrop(None)).into_response())
+    let record = match find_run(&shared, &id).await? {
+        Found::Here(run) => return Ok(sse(run, CancelOnDrop(None)).into_response()),
+        Found::Stored(record) => stored_end(&shared, &id, record, STORED_WAIT).await?,
+    };
+    let run = record.run();
+    let mut values = record.wait["values"].clone();
+    if let (Value::Object(map), Some(interrupts)) = (&mut values, record.wait.get("interrupts")) {
+        map.insert("__interrupt__".into(), interrupts.clone());
+    }
+    let mut items = vec![("metadata", json!({ "run_id": id, "thread_id": run["thread_id"] })), ("values", values)];
+    if let Some(error) = record.wait.get("error") {
+        items.push(("error", error.clone()));
+    }
+    items.push(("end", json!({ "run_id": id, "status": run["status"] })));
+    let events = futures_util::stream::iter(
+        items
+            .into_iter()
+            .map(|(event, data)| Ok::<_, Infallible>(SseEvent::default().event(event).data(data.to_string()))),
+    );
+    Ok(Sse::new(events).into_response())
 }
 
 /// Cancels `run`: a queued one leaves its queue at once, a running one stops its stream.
@@ -949,17 +1024,41 @@ fn cancel(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
     }
 }
 
+/// How long a cancel waits for the run to stop.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Cancels run `id` wherever it runs: here, or (through its record, which the replica that runs
+/// it polls) on another replica; waits until it stops.
+async fn cancel_anywhere(shared: &Arc<Shared>, id: &str) -> ApiResult<()> {
+    match find_run(shared, id).await? {
+        Found::Here(run) => {
+            cancel(shared, &run);
+            let _ = tokio::time::timeout(CANCEL_WAIT, run.finished()).await;
+        }
+        Found::Stored(record) if record.pending() => {
+            let (s, i) = (shared.clone(), id.to_owned());
+            let asked = blocking(move || {
+                s.records().map(|store| runlog::ask_cancel(store, &i)).transpose().map(Option::flatten)
+            })
+            .await?;
+            if let Some(record) = asked {
+                stored_end(shared, id, record, CANCEL_WAIT).await?;
+            }
+        }
+        Found::Stored(_) => {}
+    }
+    Ok(())
+}
+
 async fn cancel_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
-    let run = run_named(&shared, &id)?;
-    cancel(&shared, &run);
-    let _ = tokio::time::timeout(Duration::from_secs(10), run.finished()).await;
+    cancel_anywhere(&shared, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn delete_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
-    let run = run_named(&shared, &id)?;
-    cancel(&shared, &run);
-    let _ = tokio::time::timeout(Duration::from_secs(10), run.finished()).await;
+    cancel_anywhere(&shared, &id).await?;
     shared.runs.remove(&id);
+    let s = shared.clone();
+    blocking(move || s.records().map(|store| runlog::delete(store, &id)).transpose().map(drop)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -49,6 +49,7 @@ mod draw;
 mod error;
 mod inbox;
 mod records;
+mod runlog;
 mod runs;
 mod served;
 mod store;

@@ -63,6 +63,9 @@ pub(crate) struct ThreadRecord {
     pub(crate) pause: Option<PauseToken>,
     #[serde(default)]
     pub(crate) timeline: Vec<Entry>,
+    /// The ids of the thread's last runs (whose records `runlog.rs` keeps), oldest first.
+    #[serde(default)]
+    pub(crate) runs: Vec<String>,
 }
 
 impl ThreadRecord {

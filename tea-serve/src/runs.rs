@@ -1,11 +1,13 @@
 //! Runs: each one a task that drives the engine's stream of a thread, keeps its events for
 //! whoever streams or waits on it, and writes the thread's record when it ends. The registry is
-//! this process's: a run is read, streamed and cancelled on the replica that runs it, while the
-//! threads (checkpoints and records) are shared through the store.
+//! this process's (a run's events are streamed by the replica that runs it); each run's record
+//! in the store (`runlog.rs`) makes it known to the other replicas and across restarts, while
+//! the threads (checkpoints and records) are shared through the store.
 
 use crate::api::RunRequest;
 use crate::error::ApiError;
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
+use crate::runlog;
 use crate::served::{Answer, Events, JsonEvent, Served};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
@@ -73,6 +75,9 @@ pub(crate) struct RunEntry {
     events: broadcast::Sender<SseItem>,
     finished: watch::Sender<bool>,
     cancel: watch::Sender<bool>,
+    /// Whether the run's `pending` record has been written (or failed to be): its final record
+    /// waits for it, and a background run's response too (so every replica knows the run).
+    recorded: watch::Sender<bool>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -127,6 +132,12 @@ impl RunEntry {
             out["error"] = error.clone();
         }
         out
+    }
+
+    /// Waits until the run's `pending` record is in the store.
+    pub(crate) async fn recorded(&self) {
+        let mut rx = self.recorded.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
     }
 
     /// Waits until the run ends.
@@ -247,11 +258,43 @@ fn release(shared: &Arc<Shared>, run: &RunEntry) {
     }
 }
 
+/// Whether another replica asked (through the run's record) to cancel run `id`.
+async fn cancelled_elsewhere(shared: &Arc<Shared>, id: &str) -> bool {
+    let (s, id) = (shared.clone(), id.to_owned());
+    let read = tokio::task::spawn_blocking(move || s.records().map(|store| runlog::read(store, &id))).await;
+    matches!(read, Ok(Some(Ok(Some(record)))) if record.cancel)
+}
+
+/// Completes when another replica asks to cancel run `id`: its record is read every
+/// [`runlog::CANCEL_POLL`] while the run lasts (a run that ends sooner never reads it).
+async fn cancel_elsewhere(shared: &Arc<Shared>, id: &str) {
+    loop {
+        tokio::time::sleep(runlog::CANCEL_POLL).await;
+        if cancelled_elsewhere(shared, id).await {
+            return;
+        }
+    }
+}
+
+/// Writes the run's final record (after its `pending` one) — or, for a run that never ran or
+/// whose thread went with it, deletes it.
+async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
+    run.recorded().await;
+    let (s, id, wait) = (shared.clone(), run.id.clone(), run.wait_json());
+    let _ = tokio::task::spawn_blocking(move || {
+        let Some(store) = s.records() else { return };
+        // Best effort, as the `pending` record: the run's own answer does not depend on it.
+        let _ = if keep { runlog::write(store, &id, wait) } else { runlog::delete(store, &id).map(drop) };
+    })
+    .await;
+}
+
 /// Starts a run that waited in the queue, now that it holds the thread: plans it from its
 /// request against the thread as it is now (a refusal — the pause it answers was answered by
-/// the run before it, say — ends it as that error), unless it was cancelled meanwhile.
+/// the run before it, say — ends it as that error), unless it was cancelled meanwhile (here or
+/// through another replica).
 async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunRequest>) {
-    if *run.cancel.borrow() {
+    if *run.cancel.borrow() || cancelled_elsewhere(&shared, &run.id).await {
         return end_unstarted(&shared, &run, End::Cancelled);
     }
     match crate::api::prepare_held(&shared, run.thread.as_str().to_owned(), *request).await {
@@ -270,7 +313,8 @@ async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunR
     }
 }
 
-/// Ends a queued run that never ran: `end` (refused, cancelled) is what its waiters see.
+/// Ends a queued run that never ran: `end` (refused, cancelled) is what its waiters see; its
+/// record goes (it never touched its thread).
 pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End) {
     {
         let mut progress = run.progress();
@@ -282,7 +326,11 @@ pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End)
         run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": "error" }));
     }
     release(shared, run);
-    run.finished.send_replace(true);
+    let (shared, run) = (shared.clone(), run.clone());
+    tokio::spawn(async move {
+        record_end(&shared, &run, false).await;
+        run.finished.send_replace(true);
+    });
 }
 
 /// Starts a run of `agent` on `thread`: the protocol's `reject` multitask strategy refuses it
@@ -316,6 +364,7 @@ pub(crate) fn launch(
         events: broadcast::channel(1024).0,
         finished: watch::channel(false).0,
         cancel: watch::channel(false).0,
+        recorded: watch::channel(false).0,
     });
     let plan = {
         let mut busy = lock(&shared.runs.busy);
@@ -338,6 +387,19 @@ pub(crate) fn launch(
         let mut progress = run.progress();
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
+    let pending = run.wait_json();
+    let (s, run_id) = (shared.clone(), run.id.clone());
+    let written = run.clone();
+    tokio::spawn(async move {
+        // Best effort: a run whose record cannot be written is known to this process only.
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(store) = s.records() {
+                let _ = runlog::write(store, &run_id, pending);
+            }
+        })
+        .await;
+        written.recorded.send_replace(true);
+    });
     match plan {
         // Queued behind the run that holds the thread: `release` starts it.
         None => {}
@@ -371,6 +433,7 @@ fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan:
         let outcome = tokio::select! {
             outcome = drive(&run, events, &mut timeline) => outcome,
             _ = cancel.wait_for(|c| *c) => Outcome::Cancelled,
+            () = cancel_elsewhere(&shared, &run.id) => Outcome::Cancelled,
         };
         if resuming && matches!(outcome, Outcome::Cancelled) {
             settle(&agent, &run.thread).await;
@@ -458,8 +521,8 @@ async fn settle(agent: &Arc<dyn Served>, thread: &ThreadId) {
     }
 }
 
-/// Ends the run: writes the thread's record (unless the run was refused before it ran), then
-/// wakes whoever waits on it.
+/// Ends the run: writes the thread's record (unless the run was refused before it ran) and the
+/// run's, then wakes whoever waits on it.
 async fn finish(
     shared: &Arc<Shared>,
     agent: Arc<dyn Served>,
@@ -478,23 +541,37 @@ async fn finish(
     if matches!(outcome, Outcome::Cancelled) {
         timeline.push(Entry::new("cancelled", None, Value::Null));
     }
+    // A refused run did not happen (the request failed); a deleted thread takes its runs along.
+    let keep_record = !matches!(outcome, Outcome::Refused(_)) && !(delete_after && matches!(outcome, Outcome::Done));
     let written = if matches!(outcome, Outcome::Refused(_)) {
         Ok(())
     } else {
         let shared = shared.clone();
         let thread = run.thread.clone();
         let name = run.agent.clone();
+        let run_id = run.id.clone();
         tokio::task::spawn_blocking(move || {
             let Some(store) = shared.records() else { return Ok(()) };
             if delete_after && matches!(outcome, Outcome::Done) {
                 agent.delete(&thread)?;
+                for id in records::read(store, &thread)?.map(|r| r.runs).unwrap_or_default() {
+                    runlog::delete(store, &id)?;
+                }
                 records::delete(store, &thread)?;
                 return Ok(());
             }
+            let mut dropped = Vec::new();
             records::update(store, &thread, |record| {
                 let mut record = record.unwrap_or_else(|| ThreadRecord::new(None, Map::new()));
                 record.agent = Some(name.clone());
                 record.record(timeline.clone());
+                dropped.clear();
+                if !record.runs.contains(&run_id) {
+                    record.runs.push(run_id.clone());
+                }
+                while record.runs.len() > runlog::KEPT_PER_THREAD {
+                    dropped.push(record.runs.remove(0));
+                }
                 match &outcome {
                     Outcome::Paused(pause) => {
                         record.pause = Some(pause.clone());
@@ -514,8 +591,11 @@ async fn finish(
                     Outcome::Refused(_) => {}
                 }
                 Ok(Some(record))
-            })
-            .map(drop)
+            })?;
+            for id in &dropped {
+                runlog::delete(store, id)?;
+            }
+            Ok(())
         })
         .await
         .unwrap_or_else(|e| Err(ApiError::internal(format!("writing the thread's record failed: {e}"))))
@@ -541,6 +621,7 @@ async fn finish(
         }
         run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": run_json_status }));
     }
+    record_end(shared, run, keep_record).await;
     release(shared, run);
     run.finished.send_replace(true);
 }
