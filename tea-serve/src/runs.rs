@@ -542,7 +542,7 @@ async fn finish(
         timeline.push(Entry::new("cancelled", None, Value::Null));
     }
     // A refused run did not happen (the request failed); a deleted thread takes its runs along.
-    let keep_record = !matches!(outcome, Outcome::Refused(_)) && !(delete_after && matches!(outcome, Outcome::Done));
+    let keep_record = !(matches!(outcome, Outcome::Refused(_)) || delete_after && matches!(outcome, Outcome::Done));
     let written = if matches!(outcome, Outcome::Refused(_)) {
         Ok(())
     } else {

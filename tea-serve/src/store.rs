@@ -280,7 +280,7 @@ pub(crate) async fn list_namespaces(
     let suffix = request.suffix.unwrap_or_default();
     check_namespace(&prefix, false)?;
     check_namespace(&suffix, false)?;
-    let listed = with_store(&shared, |store| listed(store)).await?;
+    let listed = with_store(&shared, listed).await?;
     let namespaces: std::collections::BTreeSet<Vec<String>> = listed
         .into_iter()
         .map(|(_, namespace, _)| namespace)
