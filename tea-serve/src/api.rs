@@ -619,12 +619,20 @@ pub(crate) struct Prepared {
     delete_after: bool,
     echo: Map<String, Value>,
     pub(crate) cancel_on_disconnect: bool,
+    /// Whether the run's record is written when it starts (not only when it ends).
+    announce: bool,
 }
 
 impl Prepared {
     /// Keeps the thread when the run finishes, even for a run that named no thread.
     pub(crate) fn keep(&mut self) {
         self.delete_after = false;
+    }
+
+    /// Writes the run's record only when it ends, for a run whose id nobody learns before
+    /// (one waited for): a store write less per run.
+    pub(crate) fn unannounced(&mut self) {
+        self.announce = false;
     }
 
     /// The agent, the plan and whether the thread goes when the run ends.
@@ -728,7 +736,7 @@ async fn prepare_run(
     if !holding && shared.runs.running(&thread) {
         if let Some(request) = queueable {
             let plan = Plan::Queued(Box::new(request));
-            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect });
+            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true });
         }
         return Err(ApiError::conflict(
             "thread_busy",
@@ -806,16 +814,18 @@ async fn prepare_run(
         }
         Plan::Start { input }
     };
-    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect })
+    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true })
 }
 
 /// Launches a prepared run.
 pub(crate) fn start(shared: &Arc<Shared>, prepared: Prepared) -> ApiResult<Arc<RunEntry>> {
-    runs::launch(shared, prepared.agent, prepared.thread, prepared.plan, prepared.echo, prepared.delete_after)
+    let p = prepared;
+    runs::launch(shared, p.agent, p.thread, p.plan, p.echo, p.delete_after, p.announce)
 }
 
 async fn wait_for(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Json<Value>> {
-    let prepared = prepare(&shared, thread, request).await?;
+    let mut prepared = prepare(&shared, thread, request).await?;
+    prepared.unannounced();
     let cancel = prepared.cancel_on_disconnect;
     let run = start(&shared, prepared)?;
     let guard = CancelOnDrop(cancel.then(|| run.clone()));

@@ -1,8 +1,9 @@
 //! Runs as the store keeps them, so that a run is known beyond the process that runs it: to
 //! the other replicas on one database, and to this server after a restart. Each run's record is
 //! the protocol's `RunWaitResponse` as it last stood (`run`, `values`, `interrupts`, `error`),
-//! written when the run starts (`pending`) and when it ends, in the agents' own `Checkpointer`
-//! under a graph name of its own ([`GRAPH`]), one store thread per run id.
+//! written when the run starts (`pending`; not for a run waited for, whose id nobody learns
+//! before it ends) and when it ends, in the agents' own `Checkpointer` under a graph name of its
+//! own ([`GRAPH`]), one store thread per run id.
 //!
 //! The events of a run (what `/runs/{id}/stream` sends as it goes) stay with the process that
 //! runs it. Another replica answers for a run from its record: its state, its end (waited for by
@@ -18,7 +19,7 @@ use crate::records::{decode_in, swap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-use tea_runtime::{Checkpointer, ThreadId};
+use tea_runtime::{Append, Checkpointer, ThreadId};
 
 /// The graph name the run records are stored under.
 pub(crate) const GRAPH: &str = "tea-serve#runs";
@@ -55,6 +56,17 @@ pub(crate) fn write(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(
         Ok(Some(RunRecord { wait: wait.clone(), cancel: current.is_some_and(|c| c.cancel) }))
     })
     .map(drop)
+}
+
+/// Writes the first record of run `id`: one append where there is none yet (a run that was
+/// not announced), else [`write`].
+pub(crate) fn write_first(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(), ApiError> {
+    let record = RunRecord { wait, cancel: false };
+    let bytes = serde_json::to_vec(&record).map_err(|e| ApiError::internal(e.to_string()))?;
+    match store.append(GRAPH, &ThreadId::from(id), None, 1, &bytes, true)? {
+        Append::Written => Ok(()),
+        Append::Conflict { .. } => write(store, id, record.wait),
+    }
 }
 
 /// The record of run `id`, if there is one.

@@ -78,6 +78,8 @@ pub(crate) struct RunEntry {
     /// Whether the run's `pending` record has been written (or failed to be): its final record
     /// waits for it, and a background run's response too (so every replica knows the run).
     recorded: watch::Sender<bool>,
+    /// Whether a `pending` record is written as the run starts.
+    announced: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -280,11 +282,16 @@ async fn cancel_elsewhere(shared: &Arc<Shared>, id: &str) {
 /// whose thread went with it, deletes it.
 async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
     run.recorded().await;
-    let (s, id, wait) = (shared.clone(), run.id.clone(), run.wait_json());
+    let (s, id, wait, announced) = (shared.clone(), run.id.clone(), run.wait_json(), run.announced);
     let _ = tokio::task::spawn_blocking(move || {
         let Some(store) = s.records() else { return };
         // Best effort, as the `pending` record: the run's own answer does not depend on it.
-        let _ = if keep { runlog::write(store, &id, wait) } else { runlog::delete(store, &id).map(drop) };
+        let _ = match (keep, announced) {
+            (true, true) => runlog::write(store, &id, wait),
+            (true, false) => runlog::write_first(store, &id, wait),
+            (false, true) => runlog::delete(store, &id).map(drop),
+            (false, false) => Ok(()),
+        };
     })
     .await;
 }
@@ -337,7 +344,8 @@ pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End)
 /// with `409` while a run of this process holds the thread, and `enqueue` ([`Plan::Queued`])
 /// queues it behind that run (the engine's own claim on the thread refuses a run while a run
 /// of another process holds it). `delete_after`: the thread is deleted when the run finishes
-/// (a stateless run's `on_completion: delete`).
+/// (a stateless run's `on_completion: delete`). `announce`: the run's record is written as it
+/// starts (else only when it ends).
 pub(crate) fn launch(
     shared: &Arc<Shared>,
     agent: Arc<dyn Served>,
@@ -345,6 +353,7 @@ pub(crate) fn launch(
     plan: Plan,
     request: Map<String, Value>,
     delete_after: bool,
+    announce: bool,
 ) -> Result<Arc<RunEntry>, ApiError> {
     let id = uuid::Uuid::new_v4().to_string();
     let now = now_ms();
@@ -365,6 +374,7 @@ pub(crate) fn launch(
         finished: watch::channel(false).0,
         cancel: watch::channel(false).0,
         recorded: watch::channel(false).0,
+        announced: announce,
     });
     let plan = {
         let mut busy = lock(&shared.runs.busy);
@@ -387,6 +397,10 @@ pub(crate) fn launch(
         let mut progress = run.progress();
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
+    if !announce {
+        run.recorded.send_replace(true);
+        return Ok(start_planned(shared, agent, run, plan, delete_after));
+    }
     let pending = run.wait_json();
     let (s, run_id) = (shared.clone(), run.id.clone());
     let written = run.clone();
@@ -400,6 +414,17 @@ pub(crate) fn launch(
         .await;
         written.recorded.send_replace(true);
     });
+    Ok(start_planned(shared, agent, run, plan, delete_after))
+}
+
+/// Starts `run` as `launch` planned it (`None`: it waits in a queue, which starts it).
+fn start_planned(
+    shared: &Arc<Shared>,
+    agent: Arc<dyn Served>,
+    run: Arc<RunEntry>,
+    plan: Option<Plan>,
+    delete_after: bool,
+) -> Arc<RunEntry> {
     match plan {
         // Queued behind the run that holds the thread: `release` starts it.
         None => {}
@@ -409,7 +434,7 @@ pub(crate) fn launch(
         }
         Some(plan) => begin(shared, agent, run.clone(), plan, delete_after),
     }
-    Ok(run)
+    run
 }
 
 /// Runs `run` (which holds its thread) on a task of its own until it ends.
