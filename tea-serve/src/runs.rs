@@ -4,11 +4,11 @@
 //! in the store (`runlog.rs`) makes it known to the other replicas and across restarts, while
 //! the threads (checkpoints and records) are shared through the store.
 
-use crate::api::RunRequest;
 use crate::error::ApiError;
+use crate::plan::{prepare_held, Plan, RunRequest};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog;
-use crate::served::{Answer, Events, JsonEvent, Served};
+use crate::served::{Events, JsonEvent, Served};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
@@ -19,22 +19,6 @@ use tokio::sync::{broadcast, watch};
 
 /// How many finished runs the registry remembers.
 const FINISHED_KEPT: usize = 1000;
-
-/// What a run does.
-pub(crate) enum Plan {
-    Start {
-        input: Value,
-    },
-    Resume {
-        token: String,
-        answer: Answer,
-        update: Option<Value>,
-        entry: Entry,
-    },
-    /// Waits for the run that holds the thread (the protocol's `enqueue` multitask strategy),
-    /// then is planned again, from this request, as if it came then.
-    Queued(Box<RunRequest>),
-}
 
 /// One server-sent event: its name and its data.
 #[derive(Clone, Debug)]
@@ -304,7 +288,7 @@ async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunR
     if *run.cancel.borrow() || cancelled_elsewhere(&shared, &run.id).await {
         return end_unstarted(&shared, &run, End::Cancelled);
     }
-    match crate::api::prepare_held(&shared, run.thread.as_str().to_owned(), *request).await {
+    match prepare_held(&shared, run.thread.as_str().to_owned(), *request).await {
         Ok(prepared) => {
             let (agent, plan, delete_after) = prepared.parts();
             match plan {

@@ -10,9 +10,9 @@
 //! Search filters are exact matches of top-level fields of the value; the protocol's semantic
 //! `query` is not supported (`422`).
 
-use crate::api::{blocking, matches, page, Body};
 use crate::error::ApiError;
 use crate::records::{decode_in, swap};
+use crate::request::{blocking, matches, page, Body};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use axum::extract::{RawQuery, State};
