@@ -250,7 +250,8 @@ fn serve_on<C: Checkpointer + Clone>(store: C) -> Serve {
     Serve::new()
         .app_drawn(Approval::builder().checkpointer(store.clone()).build(), Approval::MERMAID)
         .app(Pair::builder().checkpointer(store.clone()).build())
-        .app(Sleepy::builder().checkpointer(store).build())
+        .app(Sleepy::builder().checkpointer(store.clone()).build())
+        .app(Queued::builder().checkpointer(store).build())
 }
 
 // ---- the scenarios ----
@@ -273,7 +274,7 @@ async fn protocol(api: &Api) {
     // Agents.
     let agents = api.ok(Method::POST, "/agents/search", Some(json!({}))).await;
     let names: Vec<&str> = agents.as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
-    assert_eq!(names, ["Approval", "Pair", "Sleepy"]);
+    assert_eq!(names, ["Approval", "Pair", "Sleepy", "Queued"]);
     api.ok(Method::GET, "/agents/Approval", None).await;
     let schemas = api.ok(Method::GET, "/agents/Approval/schemas", None).await;
     assert_eq!(schemas["state_schema"]["properties"]["approved"]["description"], "bool");
@@ -683,6 +684,21 @@ async fn replicas((one, two, third): (PostgresStore, PostgresStore, PostgresStor
     assert_eq!(one.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
     assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
     assert_eq!(two.ok(Method::GET, &format!("/threads/{sleepy}"), None).await["status"], "interrupted");
+    // enqueue across replicas: a run of one holds the thread (1.5 s to its pause); an answer sent
+    // to the other is refused, or with `enqueue` waits for it and answers the pause.
+    let thread = one.ok(Method::POST, "/threads", Some(json!({}))).await["thread_id"].as_str().unwrap().to_owned();
+    one.ok(Method::POST, &format!("/threads/{thread}/runs"), Some(json!({ "agent_id": "Queued", "input": {} }))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let answer = json!({ "command": { "resume": "yes" } });
+    let (status, error) = two.post(&format!("/threads/{thread}/runs/wait"), answer.clone()).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
+    let queued = json!({ "command": { "resume": "yes" }, "multitask_strategy": "enqueue" });
+    let out = two.ok(Method::POST, &format!("/threads/{thread}/runs/wait"), Some(queued)).await;
+    assert_eq!(
+        (out["run"]["status"].as_str(), &out["values"]["log"]),
+        (Some("success"), &json!(["slow", "answer:yes"]))
+    );
+
     // Deleting the thread deletes its runs' records.
     let (status, _) = two.call(Method::DELETE, &format!("/threads/{sleepy}"), None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);

@@ -306,6 +306,20 @@ async fn prepare_run(
             ),
         ));
     }
+    // Mid-run without a failed run: a run of another replica (or one that crashed) holds it.
+    let failed = located.as_ref().and_then(|l| l.record.as_ref()).is_some_and(|r| r.error.is_some());
+    let elsewhere =
+        !failed && located.as_ref().and_then(|l| l.snapshot.as_ref()).is_some_and(|s| !s.paused() && !s.finished());
+    if elsewhere {
+        if let (false, Some(request)) = (holding, queueable) {
+            let plan = Plan::Queued(Box::new(request));
+            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true });
+        }
+        return Err(ApiError::conflict(
+            "thread_busy",
+            format!("thread `{thread}` is running on another server; a thread takes one run at a time"),
+        ));
+    }
     let snapshot = located.as_ref().and_then(|l| l.snapshot.clone());
     let status = located.as_ref().map_or("idle", |l| status(shared, l));
     let plan = if let Some(command) = request.command {

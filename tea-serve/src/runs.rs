@@ -17,6 +17,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tea_runtime::{Interrupt, ThreadId};
 use tokio::sync::{broadcast, watch};
 
+/// How long a queued run waits for a run of another replica that holds its thread, and how
+/// often it looks.
+const QUEUE_WAIT_ELSEWHERE: std::time::Duration = std::time::Duration::from_secs(300);
+const QUEUE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How many finished runs the registry remembers.
 const FINISHED_KEPT: usize = 1000;
 
@@ -283,12 +288,23 @@ async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
 /// Starts a run that waited in the queue, now that it holds the thread: plans it from its
 /// request against the thread as it is now (a refusal — the pause it answers was answered by
 /// the run before it, say — ends it as that error), unless it was cancelled meanwhile (here or
-/// through another replica).
+/// through another replica). While a run of another replica holds the thread (it is mid-run in
+/// the store), it looks again every [`QUEUE_POLL`], for up to [`QUEUE_WAIT_ELSEWHERE`].
 async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunRequest>) {
-    if *run.cancel.borrow() || cancelled_elsewhere(&shared, &run.id).await {
-        return end_unstarted(&shared, &run, End::Cancelled);
-    }
-    match prepare_held(&shared, run.thread.as_str().to_owned(), *request).await {
+    let deadline = tokio::time::Instant::now() + QUEUE_WAIT_ELSEWHERE;
+    let planned = loop {
+        if *run.cancel.borrow() || cancelled_elsewhere(&shared, &run.id).await {
+            return end_unstarted(&shared, &run, End::Cancelled);
+        }
+        match prepare_held(&shared, run.thread.as_str().to_owned(), (*request).clone()).await {
+            // A run of another replica holds the thread: wait for it too.
+            Err(error) if error.code == "thread_busy" && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(QUEUE_POLL).await;
+            }
+            planned => break planned,
+        }
+    };
+    match planned {
         Ok(prepared) => {
             let (agent, plan, delete_after) = prepared.parts();
             match plan {
