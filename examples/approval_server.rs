@@ -1,56 +1,43 @@
-//! An approval web service: a graph drafts a document, checks it and pauses for a reviewer; the
-//! `Resume` token travels from one HTTP request to the next, through a restart of the server.
+//! An approval service: a graph drafts a document, checks it and pauses for a reviewer, served
+//! over HTTP by `tea::serve` — LangChain's Agent Protocol for programs, and an inbox page at
+//! `/inbox` where a person reads the draft and answers in the browser.
 //!
 //! ```text
-//! TEA_TOKEN_KEY=some-long-secret cargo run --example approval_server -- --addr 127.0.0.1:3000 --db ./approvals.db
-//! cargo run --example approval_server -- --dev      # a random key: tokens die with the process
-//! RUST_LOG=tea=debug cargo run --example approval_server -- --dev   # each run's spans
+//! cargo run --features serve --example approval_server -- --db ./approvals.db
+//! #   open http://127.0.0.1:3000/inbox (loopback needs no token)
+//! curl -s 127.0.0.1:3000/runs/wait -H 'content-type: application/json' \
+//!      -d '{"input": {"text": "tea ships today"}, "on_completion": "keep"}'
+//! curl -s 127.0.0.1:3000/threads/$THREAD/runs/wait -H 'content-type: application/json' \
+//!      -d '{"command": {"resume": {"approved": true, "comment": "ship it"}}}'
 //!
-//! # Replicas sharing one PostgreSQL database (and one TEA_TOKEN_KEY): a pause taken by one is
-//! # answered by any, and each token is used once across all of them.
-//! TEA_TOKEN_KEY=some-long-secret cargo run --features postgres --example approval_server -- \
-//!     --addr 127.0.0.1:3001 --db postgres://app@db.internal:5432/approvals
+//! # Replicas on one PostgreSQL database, each behind a token: a pause taken by one is
+//! # answered through any, exactly once across all of them.
+//! TEA_SERVE_TOKEN=some-long-secret cargo run --features serve,postgres --example approval_server -- \
+//!     --addr 0.0.0.0:3001 --db postgres://app@db.internal:5432/approvals
 //! ```
 //!
-//! Routes (JSON in, JSON out):
-//!
-//! | route | does |
-//! |---|---|
-//! | `POST /documents` `{"text": …}` | drafts, checks, pauses: `202 {"status": "awaiting_review", "thread", "token", "draft", …}` |
-//! | `GET /threads/{id}` | the thread's state and pending question; `404` if unknown |
-//! | `POST /reviews` `{"token", "approved", "comment"}` | resumes: `200 {"status": "published", …}`, or `202` with a new token after a redraft |
-//!
-//! Errors are `{"error": CODE, "message": …}` with a stable code: see [`classify`].
-//!
-//! `tests/approval_server.rs` includes this file as a module and drives the server over loopback.
+//! The pause's `Resume` token never leaves the server: the run that pauses keeps it in the
+//! thread's record in the store, and the run that answers (on this process, after a restart, or
+//! on another replica) takes it from there; the engine's compare-and-swap on the thread lets
+//! exactly one answer through. `tests/approval_server.rs` includes this file as a module and
+//! drives it over loopback.
 
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tea::prelude::*;
+use tea::serve::{Access, Right, Serve};
 
 /// Drafts longer than this (in words) are flagged by the check.
 pub const MAX_WORDS: usize = 200;
 /// The longest reviewer comment taken.
 pub const MAX_COMMENT_CHARS: usize = 2_000;
 
-// ---------------------------------------------------------------------------------------------
-// The graph
-// ---------------------------------------------------------------------------------------------
-
-/// One document on its way to publication.
+/// One document on its way to publication. A run's `input` names only `text`.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Document {
     /// The text the author submitted.
     pub text: String,
@@ -87,7 +74,7 @@ pub struct ReviewRequest {
 }
 
 /// A reviewer's answer. It deserializes only from a valid answer (see [`DecisionForm`]), so a
-/// bad one is refused by the engine as `Error::BadResumeValue` and the token stays usable.
+/// bad one is refused by the engine as `Error::BadResumeValue` (`422`) and the pause stays.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "DecisionForm")]
 pub struct Decision {
@@ -195,15 +182,15 @@ graph! {
         review -> redraft;
         redraft -> check;
         publish -> end;
-        // A review that comes more than a week later is refused: `410 expired`.
+        // A review that comes more than a week later is refused: `409 expired`.
         interrupt review(request => decision, timeout = 604800);
     }
 }
 
-/// The app the server shares between its handlers. The store is chosen at start-up (`--db`).
+/// The app the server runs. The store is chosen at start-up (`--db`).
 pub type ApprovalApp = App<Approval, Arc<dyn Checkpointer>>;
 
-/// Where the checkpoints live.
+/// Where the checkpoints (and the threads' records) live.
 #[derive(Clone, Debug)]
 pub enum Db {
     /// A sled database directory: one server process at a time.
@@ -227,14 +214,6 @@ impl Db {
             Db::Sled(PathBuf::from(arg))
         }
     }
-
-    /// What to call the database in messages: never the URL, which may hold a password.
-    fn describe(&self) -> String {
-        match self {
-            Db::Sled(path) => format!("the sled database {}", path.display()),
-            Db::Postgres { .. } => "the PostgreSQL database".to_owned(),
-        }
-    }
 }
 
 impl From<&Path> for Db {
@@ -243,387 +222,109 @@ impl From<&Path> for Db {
     }
 }
 
-/// Opens (or creates) the checkpoint database `db` and builds the app, signing tokens with
-/// `key`. The error says which database and why.
-pub fn open(db: impl Into<Db>, key: &[u8]) -> Result<ApprovalApp, String> {
-    let db = db.into();
-    let store: Result<Arc<dyn Checkpointer>, tea::Error> = match &db {
-        Db::Sled(path) => SledStore::open(path).map(|store| Arc::new(store) as Arc<dyn Checkpointer>),
+/// Opens (or creates) the database and builds the app on it. The error says which database
+/// and why (never the URL, which may hold a password).
+pub fn open(db: impl Into<Db>) -> Result<ApprovalApp, String> {
+    let store: Arc<dyn Checkpointer> = match db.into() {
+        Db::Sled(path) => Arc::new(
+            SledStore::open(&path).map_err(|e| format!("cannot open the sled database {}: {e}", path.display()))?,
+        ),
         #[cfg(feature = "postgres")]
         Db::Postgres { url, schema } => {
-            let builder = tea::PostgresStore::builder(url);
+            let builder = tea::PostgresStore::builder(&url);
             let builder = match schema {
-                Some(schema) => builder.schema(schema),
+                Some(schema) => builder.schema(&schema),
                 None => builder,
             };
-            builder.connect().map(|store| Arc::new(store) as Arc<dyn Checkpointer>)
+            Arc::new(builder.connect().map_err(|e| format!("cannot open the PostgreSQL database: {e}"))?)
         }
         #[cfg(not(feature = "postgres"))]
         Db::Postgres { .. } => {
-            return Err("this build has no PostgreSQL support: build it with `--features postgres`".to_owned())
+            return Err("this build has no PostgreSQL support: build it with `--features postgres`".into())
         }
     };
-    // `tea::Error::Store`'s message includes the store's own.
-    let store = store.map_err(|e| format!("cannot open {}: {e}", db.describe()))?;
-    Ok(Approval::builder().checkpointer(store).sign_tokens(key).build())
+    Ok(Approval::builder().checkpointer(store).build())
 }
 
-// ---------------------------------------------------------------------------------------------
-// HTTP
-// ---------------------------------------------------------------------------------------------
-
-type Shared = Arc<ApprovalApp>;
-
-/// The routes, sharing `app`.
-pub fn router(app: Shared) -> Router {
-    Router::new()
-        .route("/documents", post(submit))
-        .route("/threads/{id}", get(thread))
-        .route("/reviews", post(review))
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route takes another method")
-        })
-        .with_state(app)
+/// The HTTP service: the Agent Protocol's routes and the inbox, for `app`, open to `access`.
+pub fn router(app: ApprovalApp, access: Access) -> axum::Router {
+    Serve::new().access(access).body_limit(64 * 1024).app_drawn(app, Approval::MERMAID).router()
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then lets the requests in flight
-/// finish.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: ApprovalApp,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(Arc::new(app))).with_graceful_shutdown(shutdown).await
-}
-
-/// A JSON error response: `{"error": code, "message": …}`.
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into() }
-    }
-
-    fn bad_request(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
-    }
-
-    fn internal(what: impl std::fmt::Display) -> Self {
-        eprintln!("approval_server: internal error: {what}");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the server failed; its log says why")
+/// Who may call the service: with `TEA_SERVE_TOKEN` set, whoever sends it (as a bearer token, or
+/// once in the inbox's sign-in form); without it, only this machine (loopback peers).
+fn access() -> Access {
+    match std::env::var("TEA_SERVE_TOKEN") {
+        Ok(token) if !token.is_empty() => Access::tokens([(token.as_str(), Right::Answer)]),
+        _ => Access::insecure_local(),
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.code, "message": self.message }))).into_response()
-    }
-}
-
-/// The status and stable error code for each `tea::Error`. Whatever a client can cause is a
-/// 4xx; only failures of the server itself (its store, its graph's nodes) are a 500.
-pub fn classify(err: &tea::Error) -> (StatusCode, &'static str) {
-    use tea::Error as E;
-    match err {
-        E::InvalidToken { .. } => (StatusCode::BAD_REQUEST, "bad_token"),
-        E::GraphMismatch { .. } => (StatusCode::BAD_REQUEST, "wrong_graph"),
-        E::StaleResume { .. } => (StatusCode::CONFLICT, "already_resumed"),
-        E::SchemaMismatch { .. } => (StatusCode::CONFLICT, "schema_changed"),
-        E::ThreadExists { .. } => (StatusCode::CONFLICT, "thread_exists"),
-        E::Expired { .. } => (StatusCode::GONE, "expired"),
-        E::BadResumeValue { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "bad_answer"),
-        E::CheckpointNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-        // NodeFailed, NodePanicked, NoRoute, RecursionLimit, ConflictingWrites,
-        // CorruptCheckpoint, Store, and whatever variant comes next.
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-    }
-}
-
-impl From<tea::Error> for ApiError {
-    fn from(err: tea::Error) -> Self {
-        match classify(&err) {
-            (status, _) if status.is_server_error() => {
-                let mut what = err.to_string();
-                let mut source = std::error::Error::source(&err);
-                while let Some(cause) = source {
-                    what.push_str(&format!(": {cause}"));
-                    source = cause.source();
-                }
-                ApiError::internal(what)
-            }
-            (status, code) => {
-                let message = match &err {
-                    // The engine's wording names the Rust type; the reason is what a client needs.
-                    tea::Error::BadResumeValue { reason, .. } => format!("the review does not fit: {reason}"),
-                    other => other.to_string(),
-                };
-                ApiError::new(status, code, message)
-            }
-        }
-    }
-}
-
-/// The body as JSON of type `T`; anything else is `400 bad_request` (`413 too_large` past
-/// axum's body limit).
-fn parse_body<T: serde::de::DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let body = body.map_err(|rejection| match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", rejection.body_text())
-        }
-        _ => ApiError::bad_request(rejection.body_text()),
-    })?;
-    serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("the body is not the JSON expected: {e}")))
-}
-
-/// The body of `POST /documents`.
-#[derive(Deserialize)]
-struct Submission {
-    text: String,
-}
-
-async fn submit(State(app): State<Shared>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let Submission { text } = parse_body(body)?;
-    if text.trim().is_empty() {
-        return Err(ApiError::bad_request("`text` is empty"));
-    }
-    let thread = ThreadId::random();
-    let input = Document { text, ..Document::default() };
-    // The async API: the run's sync nodes go to tokio's blocking pool, its checkpoints through
-    // the store's async calls; this handler's task never blocks the runtime.
-    let outcome = app.invoke_on_async(thread.clone(), input).await?;
-    Ok(outcome_response(&thread, outcome))
-}
-
-async fn review(State(app): State<Shared>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    // `{"token": …, "approved": …, "comment": …}`: the token picks the thread, the rest is the
-    // answer, which the graph's `Decision` checks (a bad one is a 422 from the engine).
-    let mut fields: serde_json::Map<String, Value> = parse_body(body)?;
-    let token = match fields.remove("token") {
-        Some(Value::String(token)) => token,
-        Some(_) => return Err(ApiError::bad_request("`token` is not a string")),
-        None => return Err(ApiError::bad_request("`token` is missing")),
-    };
-    let resume: Resume<Document> = token.parse()?;
-    let thread = resume.thread().clone();
-    let outcome = app.resume_async(resume.answer(Value::Object(fields))).await?;
-    Ok(outcome_response(&thread, outcome))
-}
-
-/// `202 awaiting_review` with the new token, or `200 published`.
-fn outcome_response(thread: &ThreadId, outcome: Outcome<Document>) -> Response {
-    match outcome {
-        Outcome::Interrupted { state, resume } => {
-            let body = json!({
-                "status": "awaiting_review",
-                "thread": thread.to_string(),
-                "token": resume.to_string(),
-                "draft": state.draft,
-                "revision": state.revision,
-                "issues": state.issues,
-            });
-            let location = format!("/threads/{thread}");
-            (StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(body)).into_response()
-        }
-        Outcome::Done(state) => {
-            let body = json!({
-                "status": "published",
-                "thread": thread.to_string(),
-                "document": state.draft,
-                "revision": state.revision,
-                "comments": state.comments,
-                "log": state.log,
-            });
-            (StatusCode::OK, Json(body)).into_response()
-        }
-    }
-}
-
-async fn thread(State(app): State<Shared>, id: Result<UrlPath<String>, PathRejection>) -> Result<Response, ApiError> {
-    let UrlPath(id) = id.map_err(|rejection| ApiError::bad_request(rejection.body_text()))?;
-    let thread = ThreadId::from(id);
-    let snapshot = app.state_async(&thread).await?;
-    let Some(snapshot) = snapshot else {
-        return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no thread `{thread}`")));
-    };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let mut expired = false;
-    let pending: Vec<Value> = snapshot
-        .interrupts
-        .iter()
-        .map(|interrupt| {
-            // `Interrupt` keeps its deadline private; its serialized form carries it.
-            let expires_at =
-                serde_json::to_value(interrupt).ok().and_then(|v| v.get("expires_at").and_then(Value::as_u64));
-            expired |= expires_at.is_some_and(|at| at < now);
-            json!({
-                "id": interrupt.id(),
-                "node": interrupt.node().as_str(),
-                "question": interrupt.value(),
-                "expires_at": expires_at,
-            })
-        })
-        .collect();
-    let status = match (pending.is_empty(), expired, snapshot.state.published) {
-        (false, true, _) => "expired",
-        (false, false, _) => "awaiting_review",
-        (true, _, true) => "published",
-        (true, _, false) => "in_progress",
-    };
-    let next: Vec<&str> = snapshot.next.iter().map(|n| n.as_str()).collect();
-    Ok(Json(json!({
-        "thread": thread.to_string(),
-        "status": status,
-        "pending": pending,
-        "next": next,
-        "state": snapshot.state,
-    }))
-    .into_response())
-}
-
-// ---------------------------------------------------------------------------------------------
-// The program
-// ---------------------------------------------------------------------------------------------
-
-/// Command-line options.
-#[derive(Debug)]
-pub struct Options {
-    addr: String,
-    db: Db,
-    dev: bool,
-}
-
-const USAGE: &str = "usage: approval_server [--addr HOST:PORT] [--db PATH | --db postgres://…] [--schema NAME] [--dev]
+const USAGE: &str = "usage: approval_server [--addr HOST:PORT] [--db PATH | --db postgres://…] [--schema NAME]
 
   --addr HOST:PORT  where to listen (default 127.0.0.1:3000)
-  --db PATH         the sled checkpoint database (default ./approvals.db)
+  --db PATH         the sled database (default ./approvals.db)
   --db postgres://USER[:PASSWORD]@HOST:PORT/DATABASE
                     a PostgreSQL database shared by every replica (feature `postgres`)
   --schema NAME     the PostgreSQL schema of the tables (default public)
-  --dev             sign tokens with a random key when TEA_TOKEN_KEY is not set
 
-Tokens are signed with the key in the environment variable TEA_TOKEN_KEY; replicas on one
-database need the same key.";
+Every request needs `Authorization: Bearer $TEA_SERVE_TOKEN` when TEA_SERVE_TOKEN is set;
+without it, only loopback peers are served.";
 
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let mut options = Options { addr: "127.0.0.1:3000".into(), db: Db::Sled("approvals.db".into()), dev: false };
-    let mut schema = None;
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(String, Db), String> {
+    let (mut addr, mut db, mut schema) = ("127.0.0.1:3000".to_owned(), Db::Sled("approvals.db".into()), None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--addr" => options.addr = args.next().ok_or("--addr needs a value")?,
-            "--db" => options.db = Db::parse(&args.next().ok_or("--db needs a value")?),
+            "--addr" => addr = args.next().ok_or("--addr needs a value")?,
+            "--db" => db = Db::parse(&args.next().ok_or("--db needs a value")?),
             "--schema" => schema = Some(args.next().ok_or("--schema needs a value")?),
-            "--dev" => options.dev = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    match (&mut options.db, schema) {
+    match (&mut db, schema) {
         (Db::Postgres { schema, .. }, Some(name)) => *schema = Some(name),
         (Db::Sled(_), Some(_)) => return Err("--schema goes with a postgres:// --db".into()),
         (_, None) => {}
     }
-    Ok(options)
+    Ok((addr, db))
 }
 
-/// The signing key: `TEA_TOKEN_KEY`, or with `--dev` a random one.
-fn signing_key(dev: bool) -> Result<Vec<u8>, String> {
-    match std::env::var_os("TEA_TOKEN_KEY") {
-        Some(key) if !key.is_empty() => {
-            if dev {
-                eprintln!("approval_server: --dev: TEA_TOKEN_KEY is set, so tokens are signed with it");
-            }
-            Ok(key.into_encoded_bytes())
-        }
-        _ if dev => {
-            let mut key = vec![0; 32];
-            getrandom::fill(&mut key).map_err(|e| format!("no random key for --dev: {e}"))?;
-            eprintln!("approval_server: ************************************************************");
-            eprintln!("approval_server: --dev: TEA_TOKEN_KEY is not set; signing tokens with a RANDOM key.");
-            eprintln!("approval_server: Tokens handed out now stop working when this process exits.");
-            eprintln!("approval_server: Set TEA_TOKEN_KEY to a secret for anything but a try-out.");
-            eprintln!("approval_server: ************************************************************");
-            Ok(key)
-        }
-        _ => Err("TEA_TOKEN_KEY is not set (or empty): set it to a secret that signs the resume tokens, \
-                  or pass --dev to use a random key for a try-out"
-            .into()),
-    }
-}
-
-/// Completes on Ctrl-C or (on Unix) SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
-}
-
-fn run(options: Options) -> Result<(), String> {
-    let key = signing_key(options.dev)?;
-    let app = open(options.db, &key)?;
+fn run(addr: String, db: Db) -> Result<(), String> {
+    let app = open(db)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&options.addr)
+        let listener =
+            tokio::net::TcpListener::bind(&addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let bound: SocketAddr = listener.local_addr().map_err(|e| e.to_string())?;
+        println!("listening on {bound}; the inbox is http://{bound}/inbox");
+        tea::serve::serve(listener, router(app, access()), tea::serve::shutdown_signal())
             .await
-            .map_err(|e| format!("cannot listen on {}: {e}", options.addr))?;
-        let addr: SocketAddr = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("listening on {addr}");
-        serve(listener, app, shutdown_signal()).await.map_err(|e| e.to_string())?;
-        eprintln!("approval_server: shut down");
-        Ok(())
+            .map_err(|e| e.to_string())
     })
 }
 
-/// Logs through `tracing-subscriber` to standard error, filtered by `RUST_LOG` (`EnvFilter`
-/// syntax; nothing when it is unset). `RUST_LOG=tea=debug` shows each run, node, fan-out and
-/// checkpoint; `tea=trace` adds the store calls. (This package's examples are built with tea's
-/// spans compiled in; a service of your own turns them on with tea's feature `tracing`.)
+/// Logs through `tracing-subscriber` to standard error, filtered by `RUST_LOG` (nothing when it
+/// is unset): `RUST_LOG=tea=debug` shows each run, node and checkpoint. (This package's examples
+/// are built with tea's spans compiled in; a service of your own turns them on with tea's
+/// feature `tracing`.)
 fn install_logging() {
-    use tracing_subscriber::EnvFilter;
     let Ok(directives) = std::env::var("RUST_LOG") else { return };
-    let filter = match EnvFilter::try_new(&directives) {
-        Ok(filter) => filter,
-        Err(error) => {
-            eprintln!("approval_server: RUST_LOG={directives:?} is not a filter ({error}); logging nothing");
-            return;
+    match tracing_subscriber::EnvFilter::try_new(&directives) {
+        Ok(filter) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+                .try_init();
         }
-    };
-    let installed = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-        .try_init();
-    if let Err(error) = installed {
-        eprintln!("approval_server: no logging: {error}");
+        Err(error) => eprintln!("approval_server: RUST_LOG={directives:?} is not a filter ({error}); logging nothing"),
     }
 }
 
 fn main() -> ExitCode {
     install_logging();
-    let options = match parse_args(std::env::args().skip(1)) {
+    let (addr, db) = match parse_args(std::env::args().skip(1)) {
         Ok(options) => options,
         Err(message) if message.is_empty() => {
             println!("{USAGE}");
@@ -634,7 +335,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(options) {
+    match run(addr, db) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("approval_server: {message}");

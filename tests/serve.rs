@@ -219,11 +219,39 @@ graph! {
     }
 }
 
+#[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct Queue {
+    question: String,
+    answer: String,
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+fn slow(_: &Queue) -> QueueUpdate {
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    Queue::update().question("go?".into()).log(vec!["slow".into()])
+}
+fn settle(q: &Queue) -> QueueUpdate {
+    Queue::update().log(vec![format!("answer:{}", q.answer)])
+}
+
+graph! {
+    Queued for Queue {
+        start -> slow;
+        slow -> ask;
+        ask -> settle;
+        settle -> end;
+        interrupt ask(question => answer);
+    }
+}
+
 fn serve_on<C: Checkpointer + Clone>(store: C) -> Serve {
     Serve::new()
         .app_drawn(Approval::builder().checkpointer(store.clone()).build(), Approval::MERMAID)
         .app(Pair::builder().checkpointer(store.clone()).build())
-        .app(Sleepy::builder().checkpointer(store).build())
+        .app(Sleepy::builder().checkpointer(store.clone()).build())
+        .app(Queued::builder().checkpointer(store).build())
 }
 
 // ---- the scenarios ----
@@ -246,7 +274,7 @@ async fn protocol(api: &Api) {
     // Agents.
     let agents = api.ok(Method::POST, "/agents/search", Some(json!({}))).await;
     let names: Vec<&str> = agents.as_array().unwrap().iter().map(|a| a["agent_id"].as_str().unwrap()).collect();
-    assert_eq!(names, ["Approval", "Pair", "Sleepy"]);
+    assert_eq!(names, ["Approval", "Pair", "Sleepy", "Queued"]);
     api.ok(Method::GET, "/agents/Approval", None).await;
     let schemas = api.ok(Method::GET, "/agents/Approval/schemas", None).await;
     assert_eq!(schemas["state_schema"]["properties"]["approved"]["description"], "bool");
@@ -441,6 +469,111 @@ async fn protocol(api: &Api) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// The protocol's store through `api`, read back through `other` (another replica, or the same).
+async fn store(api: &Api, other: &Api) {
+    let put = |namespace: Value, key: &str, value: Value| {
+        let api = api.clone();
+        let body = json!({ "namespace": namespace, "key": key, "value": value });
+        async move { api.call(Method::PUT, "/store/items", Some(body)).await }
+    };
+    for (namespace, key, value) in [
+        (json!(["users", "bob"]), "prefs", json!({ "theme": "light" })),
+        (json!(["users", "ada", "notes"]), "n1", json!({ "text": "hi" })),
+        (json!(["teams"]), "core", json!({ "lead": "ada" })),
+        (json!(["users", "ada"]), "prefs", json!({ "theme": "dark", "lang": "en" })),
+    ] {
+        let (status, body) = put(namespace, key, value).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    }
+
+    // Read back on the other replica, the namespace as the spec's array or LangGraph's dotted string.
+    let item = other.ok(Method::GET, "/store/items?namespace=users&namespace=ada&key=prefs", None).await;
+    assert_eq!((&item["namespace"], &item["key"]), (&json!(["users", "ada"]), &json!("prefs")));
+    assert_eq!(item["value"], json!({ "theme": "dark", "lang": "en" }));
+    assert_eq!(item["created_at"], item["updated_at"]);
+    assert_eq!(other.ok(Method::GET, "/store/items?namespace=users.ada&key=prefs", None).await, item);
+
+    // A put replaces the value and keeps the creation time.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    put(json!(["users", "ada"]), "prefs", json!({ "theme": "light" })).await;
+    let updated = other.ok(Method::GET, "/store/items?namespace=users.ada&key=prefs", None).await;
+    assert_eq!(updated["value"], json!({ "theme": "light" }));
+    assert_eq!(updated["created_at"], item["created_at"]);
+    assert!(updated["updated_at"].as_str() > item["updated_at"].as_str(), "{updated}");
+
+    // Search: under a prefix, by the value's fields, the most recently updated first; paged.
+    let keys = |found: &Value| -> Vec<(Value, String)> {
+        found["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| (i["namespace"].clone(), i["key"].as_str().unwrap().to_owned()))
+            .collect()
+    };
+    let found = other.ok(Method::POST, "/store/items/search", Some(json!({ "namespace_prefix": ["users"] }))).await;
+    assert_eq!(keys(&found).len(), 3, "{found}");
+    assert_eq!(keys(&found)[0], (json!(["users", "ada"]), "prefs".to_owned()), "{found}");
+    let found = other
+        .ok(
+            Method::POST,
+            "/store/items/search",
+            Some(json!({ "namespace_prefix": ["users"], "filter": { "theme": "light" } })),
+        )
+        .await;
+    assert_eq!(
+        keys(&found),
+        [(json!(["users", "ada"]), "prefs".to_owned()), (json!(["users", "bob"]), "prefs".to_owned())]
+    );
+    let found = other.ok(Method::POST, "/store/items/search", Some(json!({ "limit": 2, "offset": 3 }))).await;
+    assert_eq!(keys(&found).len(), 1, "four items in all: {found}");
+
+    // Namespaces: sorted, cut to a depth, by prefix and suffix.
+    let namespaces = other.ok(Method::POST, "/store/namespaces", Some(json!({}))).await;
+    assert_eq!(namespaces, json!([["teams"], ["users", "ada"], ["users", "ada", "notes"], ["users", "bob"]]));
+    let namespaces =
+        other.ok(Method::POST, "/store/namespaces", Some(json!({ "prefix": ["users"], "max_depth": 2 }))).await;
+    assert_eq!(namespaces, json!([["users", "ada"], ["users", "bob"]]));
+    let namespaces = other.ok(Method::POST, "/store/namespaces", Some(json!({ "suffix": ["notes"] }))).await;
+    assert_eq!(namespaces, json!([["users", "ada", "notes"]]));
+
+    // Delete: once; then it is gone on both.
+    let gone = json!({ "namespace": ["users", "bob"], "key": "prefs" });
+    let (status, _) = api.call(Method::DELETE, "/store/items", Some(gone.clone())).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, error) = other.call(Method::DELETE, "/store/items", Some(gone)).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "{error}");
+    let (status, _) = other.get("/store/items?namespace=users.bob&key=prefs").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Bad requests: 4xx with the protocol's ErrorResponse.
+    for (namespace, key, value) in [
+        (json!(["users"]), "k", json!([1, 2])),
+        (json!([]), "k", json!({})),
+        (json!(["a.b"]), "k", json!({})),
+        (json!([""]), "k", json!({})),
+        (json!(["users"]), "", json!({})),
+        (json!(["users"]), &*"k".repeat(2000), json!({})),
+    ] {
+        let (status, error) = put(namespace, key, value).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    }
+    let (status, _) = api.raw(Method::PUT, "/store/items", Some(b"{\"namespace\": [\"x\"]".to_vec())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = api.call(Method::PUT, "/store/items", Some(json!({ "namespace": ["x"], "key": "k" }))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "no value");
+    for query in ["namespace=users", "namespace=users&key=a&key=b", "key=prefs&colour=red", "key=prefs&namespace=a..b"]
+    {
+        let (status, error) = api.get(&format!("/store/items?{query}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{query}: {error}");
+    }
+    let (status, _) = api.post("/store/items/search", json!({ "query": "dark themes" })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = api.post("/store/items/search", json!({ "limit": 0 })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = api.post("/store/namespaces", json!({ "max_depth": 0 })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
 fn uuid() -> String {
     tea::ThreadId::random().to_string()
 }
@@ -473,6 +606,7 @@ async fn race(apis: &[Api], id: &str, n: usize) {
 async fn memory_store() {
     let api = Api::new(spawn(serve_on(MemoryStore::new()).body_limit(16 * 1024).router()).await);
     protocol(&api).await;
+    store(&api, &api).await;
     let id = paused_approval(&api, json!({})).await;
     race(&[api], &id, 32).await;
 }
@@ -483,6 +617,7 @@ async fn sled_store() {
     let store = SledStore::open(&dir).unwrap();
     let api = Api::new(spawn(serve_on(store).body_limit(16 * 1024).router()).await);
     protocol(&api).await;
+    self::store(&api, &api).await;
     let id = paused_approval(&api, json!({})).await;
     race(&[api], &id, 32).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -492,7 +627,7 @@ async fn sled_store() {
 fn postgres_two_replicas() {
     // The schema is made and dropped outside the runtime (its helper blocks on its own).
     let Some(schema) = postgres_support::TestSchema::new("serve_replicas") else { return };
-    let stores = (schema.store(), schema.store());
+    let stores = (schema.store(), schema.store(), schema.store());
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -501,15 +636,75 @@ fn postgres_two_replicas() {
         .block_on(replicas(stores));
 }
 
-async fn replicas((one, two): (PostgresStore, PostgresStore)) {
+async fn replicas((one, two, third): (PostgresStore, PostgresStore, PostgresStore)) {
     let one = Api::new(spawn(serve_on(one).body_limit(16 * 1024).router()).await);
     let two = Api::new(spawn(serve_on(two).body_limit(16 * 1024).router()).await);
     protocol(&one).await;
+    store(&one, &two).await;
     // A pause taken on one replica is seen, with its metadata, and answered on the other.
     let id = paused_approval(&one, json!({ "team": "pg" })).await;
     let seen = two.ok(Method::GET, &format!("/threads/{id}"), None).await;
     assert_eq!((seen["status"].as_str(), seen["metadata"]["team"].as_str()), (Some("interrupted"), Some("pg")));
     race(&[one.clone(), two.clone()], &id, 32).await;
+
+    // A run is known on both replicas through its record: read, waited for, found and streamed
+    // on the one that does not run it.
+    let run = one
+        .ok(
+            Method::POST,
+            "/runs",
+            Some(json!({ "agent_id": "Approval", "input": {}, "on_completion": "keep", "metadata": { "on": "one" } })),
+        )
+        .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let out = two.ok(Method::GET, &format!("/runs/{run_id}/wait"), None).await;
+    assert_eq!(
+        (out["run"]["status"].as_str(), &out["values"]["draft"]),
+        (Some("interrupted"), &json!("Tea is served."))
+    );
+    assert_eq!(out["interrupts"][0]["id"], "ask#0");
+    assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "interrupted");
+    let found = two.ok(Method::POST, "/runs/search", Some(json!({ "metadata": { "on": "one" } }))).await;
+    assert_eq!(found.as_array().unwrap().iter().map(|r| r["run_id"].clone()).collect::<Vec<_>>(), [json!(run_id)]);
+    let (status, text) = two.raw(Method::GET, &format!("/runs/{run_id}/stream"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert_eq!(events, ["metadata", "values", "end"], "{text}");
+    // Cancelled through the other replica: the answer stops, and the pause is back.
+    let out = one
+        .ok(Method::POST, "/runs/wait", Some(json!({ "agent_id": "Sleepy", "input": {}, "on_completion": "keep" })))
+        .await;
+    let sleepy = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    let run = one.ok(Method::POST, &format!("/threads/{sleepy}/runs"), Some(json!({ "command": {} }))).await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "pending");
+    let (status, _) = two.call(Method::POST, &format!("/runs/{run_id}/cancel"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(one.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
+    assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "error");
+    assert_eq!(two.ok(Method::GET, &format!("/threads/{sleepy}"), None).await["status"], "interrupted");
+    // enqueue across replicas: a run of one holds the thread (1.5 s to its pause); an answer sent
+    // to the other is refused, or with `enqueue` waits for it and answers the pause.
+    let thread = one.ok(Method::POST, "/threads", Some(json!({}))).await["thread_id"].as_str().unwrap().to_owned();
+    one.ok(Method::POST, &format!("/threads/{thread}/runs"), Some(json!({ "agent_id": "Queued", "input": {} }))).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let answer = json!({ "command": { "resume": "yes" } });
+    let (status, error) = two.post(&format!("/threads/{thread}/runs/wait"), answer.clone()).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
+    let queued = json!({ "command": { "resume": "yes" }, "multitask_strategy": "enqueue" });
+    let out = two.ok(Method::POST, &format!("/threads/{thread}/runs/wait"), Some(queued)).await;
+    assert_eq!(
+        (out["run"]["status"].as_str(), &out["values"]["log"]),
+        (Some("success"), &json!(["slow", "answer:yes"]))
+    );
+
+    // Deleting the thread deletes its runs' records.
+    let (status, _) = two.call(Method::DELETE, &format!("/threads/{sleepy}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let fresh = Api::new(spawn(serve_on(third).router()).await);
+    let (status, _) = fresh.get(&format!("/runs/{run_id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     // And one replica's answer to a pause the other took.
     let id = paused_approval(&two, json!({})).await;
     let out = one
@@ -539,6 +734,12 @@ async fn tokens_guard_every_route_and_say_nothing_of_threads() {
     // Read rights read, and cannot answer (before the thread is looked at).
     assert_eq!(reader.ok(Method::GET, &format!("/threads/{id}"), None).await["status"], "interrupted");
     reader.ok(Method::POST, "/threads/search", Some(json!({}))).await;
+    reader.ok(Method::POST, "/store/items/search", Some(json!({}))).await;
+    reader.ok(Method::POST, "/store/namespaces", Some(json!({}))).await;
+    let item = json!({ "namespace": ["n"], "key": "k", "value": {} }).to_string().into_bytes();
+    assert_eq!(reader.raw(Method::PUT, "/store/items", Some(item.clone())).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(anonymous.raw(Method::PUT, "/store/items", Some(item.clone())).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(writer.raw(Method::PUT, "/store/items", Some(item)).await.0, StatusCode::NO_CONTENT);
     let answer = json!({ "command": { "resume": true } }).to_string().into_bytes();
     let refused = reader.raw(Method::POST, &format!("/threads/{id}/runs/wait"), Some(answer.clone())).await;
     let refused_unknown = reader.raw(Method::POST, &format!("/threads/{}/runs/wait", uuid()), Some(answer)).await;
@@ -635,6 +836,69 @@ async fn yaml_agents_and_the_inbox_page() {
     let out =
         api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": { "resume": 40 } }))).await;
     assert_eq!(out["values"]["result"], "refunded 40");
+}
+
+/// The protocol's multitask strategies on a thread that is running: `reject` (the default) is
+/// `409`; `enqueue` waits for the run that holds the thread, then runs as if it came then — an
+/// answer queued behind the run that pauses answers that pause; one queued behind the answer
+/// finds nothing left to answer; a queued run that is cancelled never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_on_a_running_thread_are_refused_or_queued() {
+    let router = Serve::new().app(Queued::builder().checkpointer(MemoryStore::new()).build()).router();
+    let api = Api::new(spawn(router).await);
+    let thread = api.ok(Method::POST, "/threads", Some(json!({}))).await["thread_id"].as_str().unwrap().to_owned();
+    let runs = format!("/threads/{thread}/runs");
+
+    // The first run takes 1.5 s to reach its pause.
+    let first = api.ok(Method::POST, &runs, Some(json!({ "input": {} }))).await;
+    let answer = |resume: &str, strategy: Option<&str>| {
+        let mut body = json!({ "command": { "resume": resume } });
+        if let Some(strategy) = strategy {
+            body["multitask_strategy"] = json!(strategy);
+        }
+        body
+    };
+    let (status, error) = api.post(&format!("{runs}/wait"), answer("yes", None)).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
+    let (status, error) = api.post(&format!("{runs}/wait"), answer("yes", Some("reject"))).await;
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
+    let (status, error) = api.post(&format!("{runs}/wait"), answer("yes", Some("rollback"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+
+    // Queued: the answer waits for the pause; a second answer waits behind it.
+    let second = api.ok(Method::POST, &runs, Some(answer("yes", Some("enqueue")))).await;
+    assert_eq!(second["status"], "pending");
+    let third = {
+        let (api, runs) = (api.clone(), runs.clone());
+        tokio::spawn(async move { api.post(&format!("{runs}/wait"), answer("no", Some("enqueue"))).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(api.ok(Method::GET, &format!("/threads/{thread}"), None).await["status"], "busy");
+    let listed = api.ok(Method::POST, "/runs/search", Some(json!({ "thread_id": thread, "status": "pending" }))).await;
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+
+    let out = api.ok(Method::GET, &format!("/runs/{}/wait", first["run_id"].as_str().unwrap()), None).await;
+    assert_eq!(out["run"]["status"], "interrupted", "{out}");
+    let out = api.ok(Method::GET, &format!("/runs/{}/wait", second["run_id"].as_str().unwrap()), None).await;
+    assert_eq!(out["run"]["status"], "success", "{out}");
+    assert_eq!(out["values"]["log"], json!(["slow", "answer:yes"]));
+    let (status, error) = third.await.unwrap();
+    assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("not_paused")), "{error}");
+    let done = api.ok(Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!((done["status"].as_str(), &done["values"]["log"]), (Some("idle"), &json!(["slow", "answer:yes"])));
+
+    // A queued run that is cancelled leaves the queue and never runs; the pause stays.
+    let out = api.ok(Method::POST, "/runs", Some(json!({ "input": {}, "on_completion": "keep" }))).await;
+    let (thread, first) = (out["thread_id"].as_str().unwrap().to_owned(), out["run_id"].as_str().unwrap().to_owned());
+    let queued = api.ok(Method::POST, &format!("/threads/{thread}/runs"), Some(answer("late", Some("enqueue")))).await;
+    let queued = queued["run_id"].as_str().unwrap().to_owned();
+    let (status, _) = api.call(Method::POST, &format!("/runs/{queued}/cancel"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(api.ok(Method::GET, &format!("/runs/{queued}"), None).await["status"], "error");
+    let out = api.ok(Method::GET, &format!("/runs/{first}/wait"), None).await;
+    assert_eq!(out["run"]["status"], "interrupted");
+    let paused = api.ok(Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!((paused["status"].as_str(), &paused["values"]["log"]), (Some("interrupted"), &json!(["slow"])));
 }
 
 // ---- the inbox in a real browser ----

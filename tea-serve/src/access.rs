@@ -175,11 +175,15 @@ fn open_path(path: &str) -> bool {
     path == "/inbox/login" || path.starts_with("/inbox/assets/")
 }
 
-/// Whether a request only reads: `GET`/`HEAD`, and the protocol's searches.
+/// Whether a request only reads: `GET`/`HEAD`, and the protocol's searches and listings.
 fn reads(method: &Method, path: &str) -> bool {
     method == Method::GET
         || method == Method::HEAD
-        || (method == Method::POST && matches!(path, "/agents/search" | "/threads/search" | "/runs/search"))
+        || (method == Method::POST
+            && matches!(
+                path,
+                "/agents/search" | "/threads/search" | "/runs/search" | "/store/items/search" | "/store/namespaces"
+            ))
 }
 
 /// The middleware: finds the request's rights before any route runs. Without the right

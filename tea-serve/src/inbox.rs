@@ -4,7 +4,7 @@
 //! embedded in the binary; nothing is fetched from elsewhere.
 
 use crate::access::{self, check_form, Granted, Right, CSRF_COOKIE, SESSION_COOKIE};
-use crate::api::{self, checkpoint_uuid, Located, RunCommand, RunRequest};
+use crate::api::{self, checkpoint_uuid, Id, Located, RunCommand, RunRequest};
 use crate::draw::escape;
 use crate::error::ApiError;
 use crate::records::Entry;
@@ -12,7 +12,7 @@ use crate::runs::End;
 use crate::served::AnswerKind;
 use crate::time::rfc3339;
 use crate::Shared;
-use axum::extract::{Extension, Form, Path, State};
+use axum::extract::{Extension, Form, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -222,7 +222,7 @@ fn timeline_html(timeline: &[Entry]) -> String {
 async fn thread_page(
     State(shared): State<Arc<Shared>>,
     Extension(Granted(right)): Extension<Granted>,
-    Path(id): Path<String>,
+    Id(id): Id,
     headers: HeaderMap,
 ) -> Response {
     let (token, cookie) = csrf(&headers);
@@ -277,7 +277,7 @@ async fn thread_page(
     page(&format!("Thread {id}"), &body, cookie, StatusCode::OK)
 }
 
-async fn thread_live(State(shared): State<Arc<Shared>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn thread_live(State(shared): State<Arc<Shared>>, Id(id): Id) -> Result<Json<Value>, ApiError> {
     let located = api::locate(&shared, &id).await?;
     let status = api::status(&shared, &located);
     let version = format!(
@@ -309,7 +309,7 @@ fn typed(kind: &str, text: &str, id: &str) -> Result<Option<Value>, ApiError> {
 
 async fn answer(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Id(id): Id,
     headers: HeaderMap,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {

@@ -12,7 +12,8 @@
 //! | `POST /threads`, `POST /threads/search`, `GET/PATCH/DELETE /threads/{id}` | threads: status `idle`, `busy`, `interrupted`, `error`; search by status, metadata and values |
 //! | `GET /threads/{id}/history`, `POST /threads/{id}/copy` | a thread's checkpoints; a copy under a new id |
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
-//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs of this process |
+//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records in the store) those of other replicas and earlier processes |
+//! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
 //!
 //! A pause is answered by a run with `command: {resume: ANSWER}` (LangGraph Server's
@@ -20,7 +21,13 @@
 //! optional `command.update` merged into the state first. Of several answers to one pause —
 //! from one process or several on one database — exactly one runs; the others get `409` with
 //! the engine's reason. A run on a thread that is running gets `409` (the protocol's `reject`
-//! multitask strategy). Errors are the protocol's `ErrorResponse` (`{code, message}`).
+//! multitask strategy), or waits its turn with `multitask_strategy: enqueue`. Errors are the
+//! protocol's `ErrorResponse` (`{code, message}`).
+//!
+//! Besides the agents' checkpoints, the first agent's store keeps what the protocol knows of
+//! threads (metadata, timeline), of runs (each run's outcome) and the store's items, each under
+//! a graph name of its own (`tea-serve#threads`, `tea-serve#runs`, `tea-serve#store`): on one
+//! PostgreSQL database, every replica serves the same threads, runs and items.
 //!
 //! ```no_run
 //! # use tea_runtime as tea;
@@ -47,9 +54,13 @@ mod api;
 mod draw;
 mod error;
 mod inbox;
+mod plan;
 mod records;
+mod request;
+mod runlog;
 mod runs;
 mod served;
+mod store;
 mod time;
 
 pub use access::{Access, AccessError, Right};

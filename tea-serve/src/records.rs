@@ -6,6 +6,7 @@
 
 use crate::error::ApiError;
 use crate::time::now_ms;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tea_runtime::{Append, Checkpointer, ThreadId};
@@ -62,6 +63,9 @@ pub(crate) struct ThreadRecord {
     pub(crate) pause: Option<PauseToken>,
     #[serde(default)]
     pub(crate) timeline: Vec<Entry>,
+    /// The ids of the thread's last runs (whose records `runlog.rs` keeps), oldest first.
+    #[serde(default)]
+    pub(crate) runs: Vec<String>,
 }
 
 impl ThreadRecord {
@@ -90,8 +94,7 @@ pub(crate) fn read(store: &dyn Checkpointer, thread: &ThreadId) -> Result<Option
 }
 
 fn decode(thread: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, ApiError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::internal(format!("the record of thread `{thread}` is damaged: {e}")))
+    decode_in(NAMESPACE, thread, bytes)
 }
 
 /// Reads, changes and writes back the record of `thread` as one compare-and-swap, retried
@@ -101,21 +104,40 @@ fn decode(thread: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, ApiError> {
 pub(crate) fn update(
     store: &dyn Checkpointer,
     thread: &ThreadId,
-    mut change: impl FnMut(Option<ThreadRecord>) -> Result<Option<ThreadRecord>, ApiError>,
+    change: impl FnMut(Option<ThreadRecord>) -> Result<Option<ThreadRecord>, ApiError>,
 ) -> Result<Option<ThreadRecord>, ApiError> {
+    swap(store, NAMESPACE, thread, change)
+}
+
+/// Decodes the JSON record `bytes` of `id` under `graph`.
+pub(crate) fn decode_in<T: DeserializeOwned>(graph: &str, id: &ThreadId, bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::internal(format!("the record `{id}` of `{graph}` is damaged: {e}")))
+}
+
+/// The compare-and-swap loop of [`update`] for any JSON record kept as the head of `id` under
+/// the graph name `graph` (thread records, store items, runs): a reader sees either the old
+/// record or the new one, and of two writers that raced, the second retries on what the first
+/// wrote.
+pub(crate) fn swap<T: Serialize + DeserializeOwned + Clone>(
+    store: &dyn Checkpointer,
+    graph: &str,
+    id: &ThreadId,
+    mut change: impl FnMut(Option<T>) -> Result<Option<T>, ApiError>,
+) -> Result<Option<T>, ApiError> {
     for _ in 0..ATTEMPTS {
-        let head = store.head(NAMESPACE, thread)?;
+        let head = store.head(graph, id)?;
         let (expected, current) = match &head {
             None => (None, None),
-            Some((id, bytes)) => (Some(*id), Some(decode(thread, bytes)?)),
+            Some((n, bytes)) => (Some(*n), Some(decode_in::<T>(graph, id, bytes)?)),
         };
         let Some(new) = change(current.clone())? else { return Ok(current) };
         let bytes = serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
-        let id = expected.map_or(1, |id| id + 1);
-        match store.append(NAMESPACE, thread, expected, id, &bytes, true)? {
+        let n = expected.map_or(1, |n| n + 1);
+        match store.append(graph, id, expected, n, &bytes, true)? {
             Append::Written => {
-                if id % 16 == 0 {
-                    store.prune(NAMESPACE, thread, 1)?;
+                if n % 16 == 0 {
+                    store.prune(graph, id, 1)?;
                 }
                 return Ok(Some(new));
             }
@@ -124,7 +146,7 @@ pub(crate) fn update(
     }
     Err(ApiError::conflict(
         "busy",
-        format!("the record of thread `{thread}` changed {ATTEMPTS} times while it was being written"),
+        format!("the record `{id}` of `{graph}` changed {ATTEMPTS} times while it was being written"),
     ))
 }
 

@@ -1,11 +1,14 @@
 //! Runs: each one a task that drives the engine's stream of a thread, keeps its events for
 //! whoever streams or waits on it, and writes the thread's record when it ends. The registry is
-//! this process's: a run is read, streamed and cancelled on the replica that runs it, while the
-//! threads (checkpoints and records) are shared through the store.
+//! this process's (a run's events are streamed by the replica that runs it); each run's record
+//! in the store (`runlog.rs`) makes it known to the other replicas and across restarts, while
+//! the threads (checkpoints and records) are shared through the store.
 
 use crate::error::ApiError;
+use crate::plan::{prepare_held, Plan, RunRequest};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
-use crate::served::{Answer, Events, JsonEvent, Served};
+use crate::runlog;
+use crate::served::{Events, JsonEvent, Served};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
@@ -14,14 +17,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tea_runtime::{Interrupt, ThreadId};
 use tokio::sync::{broadcast, watch};
 
+/// How long a queued run waits for a run of another replica that holds its thread, and how
+/// often it looks.
+const QUEUE_WAIT_ELSEWHERE: std::time::Duration = std::time::Duration::from_secs(300);
+const QUEUE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How many finished runs the registry remembers.
 const FINISHED_KEPT: usize = 1000;
-
-/// What a run does.
-pub(crate) enum Plan {
-    Start { input: Value },
-    Resume { token: String, answer: Answer, update: Option<Value>, entry: Entry },
-}
 
 /// One server-sent event: its name and its data.
 #[derive(Clone, Debug)]
@@ -62,6 +64,11 @@ pub(crate) struct RunEntry {
     events: broadcast::Sender<SseItem>,
     finished: watch::Sender<bool>,
     cancel: watch::Sender<bool>,
+    /// Whether the run's `pending` record has been written (or failed to be): its final record
+    /// waits for it, and a background run's response too (so every replica knows the run).
+    recorded: watch::Sender<bool>,
+    /// Whether a `pending` record is written as the run starts.
+    announced: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -118,6 +125,12 @@ impl RunEntry {
         out
     }
 
+    /// Waits until the run's `pending` record is in the store.
+    pub(crate) async fn recorded(&self) {
+        let mut rx = self.recorded.subscribe();
+        let _ = rx.wait_for(|done| *done).await;
+    }
+
     /// Waits until the run ends.
     pub(crate) async fn finished(&self) {
         let mut rx = self.finished.subscribe();
@@ -156,12 +169,18 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// The run that holds a thread, and the runs queued behind it (`enqueue`), first first.
+struct Holder {
+    run: String,
+    queue: VecDeque<(Arc<RunEntry>, Box<RunRequest>)>,
+}
+
 /// This process's runs, and which thread each running one holds.
 #[derive(Default)]
 pub(crate) struct Runs {
     runs: Mutex<HashMap<String, Arc<RunEntry>>>,
     finished: Mutex<VecDeque<String>>,
-    busy: Mutex<HashMap<ThreadId, String>>,
+    busy: Mutex<HashMap<ThreadId, Holder>>,
 }
 
 impl Runs {
@@ -184,8 +203,34 @@ impl Runs {
         lock(&self.busy).contains_key(thread)
     }
 
-    fn done(&self, run: &RunEntry) {
-        lock(&self.busy).remove(&run.thread);
+    /// Takes `run` out of the queue it waits in; whether it was queued.
+    pub(crate) fn withdraw(&self, run: &RunEntry) -> bool {
+        let mut busy = lock(&self.busy);
+        let Some(holder) = busy.get_mut(&run.thread) else { return false };
+        let before = holder.queue.len();
+        holder.queue.retain(|(queued, _)| queued.id != run.id);
+        holder.queue.len() < before
+    }
+
+    /// Notes that `run` has ended: the thread goes to the first run queued behind it (which is
+    /// returned, to be started) or is free.
+    fn done(&self, run: &RunEntry) -> Option<(Arc<RunEntry>, Box<RunRequest>)> {
+        let next = {
+            let mut busy = lock(&self.busy);
+            match busy.get_mut(&run.thread) {
+                Some(holder) if holder.run == run.id => match holder.queue.pop_front() {
+                    Some((next, request)) => {
+                        holder.run = next.id.clone();
+                        Some((next, request))
+                    }
+                    None => {
+                        busy.remove(&run.thread);
+                        None
+                    }
+                },
+                _ => None,
+            }
+        };
         let mut finished = lock(&self.finished);
         finished.push_back(run.id.clone());
         while finished.len() > FINISHED_KEPT {
@@ -193,13 +238,114 @@ impl Runs {
                 lock(&self.runs).remove(&old);
             }
         }
+        next
     }
 }
 
+/// Ends `run` and hands its thread to the next queued run, if any.
+fn release(shared: &Arc<Shared>, run: &RunEntry) {
+    if let Some((next, request)) = shared.runs.done(run) {
+        tokio::spawn(start_queued(shared.clone(), next, request));
+    }
+}
+
+/// Whether another replica asked (through the run's record) to cancel run `id`.
+async fn cancelled_elsewhere(shared: &Arc<Shared>, id: &str) -> bool {
+    let (s, id) = (shared.clone(), id.to_owned());
+    let read = tokio::task::spawn_blocking(move || s.records().map(|store| runlog::read(store, &id))).await;
+    matches!(read, Ok(Some(Ok(Some(record)))) if record.cancel)
+}
+
+/// Completes when another replica asks to cancel run `id`: its record is read every
+/// [`runlog::CANCEL_POLL`] while the run lasts (a run that ends sooner never reads it).
+async fn cancel_elsewhere(shared: &Arc<Shared>, id: &str) {
+    loop {
+        tokio::time::sleep(runlog::CANCEL_POLL).await;
+        if cancelled_elsewhere(shared, id).await {
+            return;
+        }
+    }
+}
+
+/// Writes the run's final record (after its `pending` one) — or, for a run that never ran or
+/// whose thread went with it, deletes it.
+async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
+    run.recorded().await;
+    let (s, id, wait, announced) = (shared.clone(), run.id.clone(), run.wait_json(), run.announced);
+    let _ = tokio::task::spawn_blocking(move || {
+        let Some(store) = s.records() else { return };
+        // Best effort, as the `pending` record: the run's own answer does not depend on it.
+        let _ = match (keep, announced) {
+            (true, true) => runlog::write(store, &id, wait),
+            (true, false) => runlog::write_first(store, &id, wait),
+            (false, true) => runlog::delete(store, &id).map(drop),
+            (false, false) => Ok(()),
+        };
+    })
+    .await;
+}
+
+/// Starts a run that waited in the queue, now that it holds the thread: plans it from its
+/// request against the thread as it is now (a refusal — the pause it answers was answered by
+/// the run before it, say — ends it as that error), unless it was cancelled meanwhile (here or
+/// through another replica). While a run of another replica holds the thread (it is mid-run in
+/// the store), it looks again every [`QUEUE_POLL`], for up to [`QUEUE_WAIT_ELSEWHERE`].
+async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunRequest>) {
+    let deadline = tokio::time::Instant::now() + QUEUE_WAIT_ELSEWHERE;
+    let planned = loop {
+        if *run.cancel.borrow() || cancelled_elsewhere(&shared, &run.id).await {
+            return end_unstarted(&shared, &run, End::Cancelled);
+        }
+        match prepare_held(&shared, run.thread.as_str().to_owned(), (*request).clone()).await {
+            // A run of another replica holds the thread: wait for it too.
+            Err(error) if error.code == "thread_busy" && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(QUEUE_POLL).await;
+            }
+            planned => break planned,
+        }
+    };
+    match planned {
+        Ok(prepared) => {
+            let (agent, plan, delete_after) = prepared.parts();
+            match plan {
+                Plan::Queued(_) => end_unstarted(
+                    &shared,
+                    &run,
+                    End::Failed(ApiError::internal("a queued run was queued again while it held its thread")),
+                ),
+                plan => begin(&shared, agent, run, plan, delete_after),
+            }
+        }
+        Err(error) => end_unstarted(&shared, &run, End::Refused(error)),
+    }
+}
+
+/// Ends a queued run that never ran: `end` (refused, cancelled) is what its waiters see; its
+/// record goes (it never touched its thread).
+pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End) {
+    {
+        let mut progress = run.progress();
+        progress.updated_at = now_ms();
+        if let End::Refused(e) | End::Failed(e) = &end {
+            run.emit(&mut progress, "error", e.body());
+        }
+        progress.end = end;
+        run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": "error" }));
+    }
+    release(shared, run);
+    let (shared, run) = (shared.clone(), run.clone());
+    tokio::spawn(async move {
+        record_end(&shared, &run, false).await;
+        run.finished.send_replace(true);
+    });
+}
+
 /// Starts a run of `agent` on `thread`: the protocol's `reject` multitask strategy refuses it
-/// with `409` while a run of this process holds the thread (the engine's own claim on the
-/// thread refuses it when a run of another process does). `delete_after`: the thread is
-/// deleted when the run finishes (a stateless run's `on_completion: delete`).
+/// with `409` while a run of this process holds the thread, and `enqueue` ([`Plan::Queued`])
+/// queues it behind that run (the engine's own claim on the thread refuses a run while a run
+/// of another process holds it). `delete_after`: the thread is deleted when the run finishes
+/// (a stateless run's `on_completion: delete`). `announce`: the run's record is written as it
+/// starts (else only when it ends).
 pub(crate) fn launch(
     shared: &Arc<Shared>,
     agent: Arc<dyn Served>,
@@ -207,18 +353,9 @@ pub(crate) fn launch(
     plan: Plan,
     request: Map<String, Value>,
     delete_after: bool,
+    announce: bool,
 ) -> Result<Arc<RunEntry>, ApiError> {
     let id = uuid::Uuid::new_v4().to_string();
-    {
-        let mut busy = lock(&shared.runs.busy);
-        if let Some(other) = busy.get(&thread) {
-            return Err(ApiError::conflict(
-                "thread_busy",
-                format!("thread `{thread}` is running (run `{other}`); a thread takes one run at a time"),
-            ));
-        }
-        busy.insert(thread.clone(), id.clone());
-    }
     let now = now_ms();
     let run = Arc::new(RunEntry {
         id: id.clone(),
@@ -236,35 +373,98 @@ pub(crate) fn launch(
         events: broadcast::channel(1024).0,
         finished: watch::channel(false).0,
         cancel: watch::channel(false).0,
+        recorded: watch::channel(false).0,
+        announced: announce,
     });
+    let plan = {
+        let mut busy = lock(&shared.runs.busy);
+        if let Some(holder) = busy.get_mut(&thread) {
+            let Plan::Queued(request) = plan else {
+                return Err(ApiError::conflict(
+                    "thread_busy",
+                    format!("thread `{thread}` is running (run `{}`); a thread takes one run at a time", holder.run),
+                ));
+            };
+            holder.queue.push_back((run.clone(), request));
+            None
+        } else {
+            busy.insert(thread.clone(), Holder { run: id.clone(), queue: VecDeque::new() });
+            Some(plan)
+        }
+    };
     lock(&shared.runs.runs).insert(id, run.clone());
     {
         let mut progress = run.progress();
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
+    if !announce {
+        run.recorded.send_replace(true);
+        return Ok(start_planned(shared, agent, run, plan, delete_after));
+    }
+    let pending = run.wait_json();
+    let (s, run_id) = (shared.clone(), run.id.clone());
+    let written = run.clone();
+    tokio::spawn(async move {
+        // Best effort: a run whose record cannot be written is known to this process only.
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(store) = s.records() {
+                let _ = runlog::write(store, &run_id, pending);
+            }
+        })
+        .await;
+        written.recorded.send_replace(true);
+    });
+    Ok(start_planned(shared, agent, run, plan, delete_after))
+}
+
+/// Starts `run` as `launch` planned it (`None`: it waits in a queue, which starts it).
+fn start_planned(
+    shared: &Arc<Shared>,
+    agent: Arc<dyn Served>,
+    run: Arc<RunEntry>,
+    plan: Option<Plan>,
+    delete_after: bool,
+) -> Arc<RunEntry> {
+    match plan {
+        // Queued behind the run that holds the thread: `release` starts it.
+        None => {}
+        // The thread came free between planning and now: plan it again, holding the thread.
+        Some(Plan::Queued(request)) => {
+            tokio::spawn(start_queued(shared.clone(), run.clone(), request));
+        }
+        Some(plan) => begin(shared, agent, run.clone(), plan, delete_after),
+    }
+    run
+}
+
+/// Runs `run` (which holds its thread) on a task of its own until it ends.
+fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan: Plan, delete_after: bool) {
+    let thread = run.thread.clone();
     let resuming = matches!(plan, Plan::Resume { .. });
     let (first, events) = match plan {
         Plan::Start { input } => {
             (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input))
         }
         Plan::Resume { token, answer, update, entry } => (entry, agent.clone().resume(token, answer, update)),
+        Plan::Queued(_) => {
+            let error = ApiError::internal("a queued run was started without being planned");
+            return end_unstarted(shared, &run, End::Failed(error));
+        }
     };
     let shared = shared.clone();
-    let task_run = run.clone();
     tokio::spawn(async move {
-        let run = task_run;
         let mut cancel = run.cancel.subscribe();
         let mut timeline = vec![first];
         let outcome = tokio::select! {
             outcome = drive(&run, events, &mut timeline) => outcome,
             _ = cancel.wait_for(|c| *c) => Outcome::Cancelled,
+            () = cancel_elsewhere(&shared, &run.id) => Outcome::Cancelled,
         };
         if resuming && matches!(outcome, Outcome::Cancelled) {
             settle(&agent, &run.thread).await;
         }
         finish(&shared, agent, &run, outcome, timeline, delete_after).await;
     });
-    Ok(run)
 }
 
 enum Outcome {
@@ -346,8 +546,8 @@ async fn settle(agent: &Arc<dyn Served>, thread: &ThreadId) {
     }
 }
 
-/// Ends the run: writes the thread's record (unless the run was refused before it ran), then
-/// wakes whoever waits on it.
+/// Ends the run: writes the thread's record (unless the run was refused before it ran) and the
+/// run's, then wakes whoever waits on it.
 async fn finish(
     shared: &Arc<Shared>,
     agent: Arc<dyn Served>,
@@ -366,23 +566,37 @@ async fn finish(
     if matches!(outcome, Outcome::Cancelled) {
         timeline.push(Entry::new("cancelled", None, Value::Null));
     }
+    // A refused run did not happen (the request failed); a deleted thread takes its runs along.
+    let keep_record = !(matches!(outcome, Outcome::Refused(_)) || delete_after && matches!(outcome, Outcome::Done));
     let written = if matches!(outcome, Outcome::Refused(_)) {
         Ok(())
     } else {
         let shared = shared.clone();
         let thread = run.thread.clone();
         let name = run.agent.clone();
+        let run_id = run.id.clone();
         tokio::task::spawn_blocking(move || {
             let Some(store) = shared.records() else { return Ok(()) };
             if delete_after && matches!(outcome, Outcome::Done) {
                 agent.delete(&thread)?;
+                for id in records::read(store, &thread)?.map(|r| r.runs).unwrap_or_default() {
+                    runlog::delete(store, &id)?;
+                }
                 records::delete(store, &thread)?;
                 return Ok(());
             }
+            let mut dropped = Vec::new();
             records::update(store, &thread, |record| {
                 let mut record = record.unwrap_or_else(|| ThreadRecord::new(None, Map::new()));
                 record.agent = Some(name.clone());
                 record.record(timeline.clone());
+                dropped.clear();
+                if !record.runs.contains(&run_id) {
+                    record.runs.push(run_id.clone());
+                }
+                while record.runs.len() > runlog::KEPT_PER_THREAD {
+                    dropped.push(record.runs.remove(0));
+                }
                 match &outcome {
                     Outcome::Paused(pause) => {
                         record.pause = Some(pause.clone());
@@ -402,8 +616,11 @@ async fn finish(
                     Outcome::Refused(_) => {}
                 }
                 Ok(Some(record))
-            })
-            .map(drop)
+            })?;
+            for id in &dropped {
+                runlog::delete(store, id)?;
+            }
+            Ok(())
         })
         .await
         .unwrap_or_else(|e| Err(ApiError::internal(format!("writing the thread's record failed: {e}"))))
@@ -429,7 +646,8 @@ async fn finish(
         }
         run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": run_json_status }));
     }
-    shared.runs.done(run);
+    record_end(shared, run, keep_record).await;
+    release(shared, run);
     run.finished.send_replace(true);
 }
 
@@ -448,13 +666,20 @@ pub(crate) fn pause_message(interrupt: &Interrupt) -> String {
     }
 }
 
-/// A pause as the protocol's responses list it.
+/// A pause as the protocol's responses list it; `expires_at` (RFC 3339) when its node has a
+/// timeout, after which an answer is refused (`409 expired`).
 pub(crate) fn interrupt_json_plain(interrupt: &Interrupt) -> Value {
-    json!({
+    let mut out = json!({
         "id": interrupt.id(),
         "node": interrupt.node().as_str(),
         "value": interrupt.value(),
         "needs_answer": interrupt.needs_answer(),
         "message": pause_message(interrupt),
-    })
+    });
+    // `Interrupt` keeps its deadline to itself; its serialized form carries it (seconds).
+    let expires_at = serde_json::to_value(interrupt).ok().and_then(|v| v.get("expires_at").and_then(Value::as_u64));
+    if let Some(seconds) = expires_at {
+        out["expires_at"] = json!(rfc3339(seconds.saturating_mul(1000)));
+    }
+    out
 }

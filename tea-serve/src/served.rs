@@ -185,9 +185,11 @@ fn probe<G: Graph>(graph: &G, interrupt: &Interrupt) -> AnswerKind {
     let accepts = |v: Value| graph.check_answer(node, &v).is_ok();
     let (b, i, f, s, o) =
         (accepts(json!(true)), accepts(json!(1)), accepts(json!(1.5)), accepts(json!("x")), accepts(json!({"k": 1})));
+    // A struct read from a sequence also takes `true` (as `[true]`): a bool does not take `[true]`.
+    let structured = || accepts(json!([true]));
     match (b, i, f, s, o) {
         (true, true, true, true, true) => hinted(interrupt.value()),
-        (true, false, false, false, false) => AnswerKind::YesNo,
+        (true, false, false, false, false) if !structured() => AnswerKind::YesNo,
         (false, true, float, false, false) => AnswerKind::Number { integer: !float },
         (false, false, false, true, false) => AnswerKind::Text,
         _ => AnswerKind::Json,

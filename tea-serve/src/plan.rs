@@ -1,0 +1,393 @@
+//! What a run request means: the thread it names (located among the served agents and the
+//! records), the agent that runs it, and the plan — start it on an input, answer its pauses, or
+//! (`enqueue`) wait for the run that holds the thread.
+
+use crate::error::ApiError;
+use crate::records::{self, Entry, ThreadRecord};
+use crate::request::{blocking, one_of, valid_thread_id};
+use crate::served::{Answer, JsonSnapshot, Served};
+use crate::Shared;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use tea_runtime::{Interrupt, ThreadId};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// What a run does.
+pub(crate) enum Plan {
+    Start {
+        input: Value,
+    },
+    Resume {
+        token: String,
+        answer: Answer,
+        update: Option<Value>,
+        entry: Entry,
+    },
+    /// Waits for the run that holds the thread (the protocol's `enqueue` multitask strategy),
+    /// then is planned again, from this request, as if it came then.
+    Queued(Box<RunRequest>),
+}
+
+/// A thread as the served agents and the records know it.
+pub(crate) struct Located {
+    pub(crate) thread: ThreadId,
+    pub(crate) agent: Option<Arc<dyn Served>>,
+    pub(crate) record: Option<ThreadRecord>,
+    pub(crate) snapshot: Option<JsonSnapshot>,
+}
+
+pub(crate) fn locate_now(shared: &Shared, thread: &ThreadId) -> ApiResult<Option<Located>> {
+    let Some(store) = shared.records() else { return Ok(None) };
+    let record = records::read(store, thread)?;
+    let named = record.as_ref().and_then(|r| r.agent.as_deref()).and_then(|n| shared.agent(n));
+    if let Some(agent) = named {
+        let snapshot = agent.state(thread)?;
+        return Ok(Some(Located { thread: thread.clone(), agent: Some(agent), record, snapshot }));
+    }
+    for agent in &shared.agents {
+        if let Some(snapshot) = agent.state(thread)? {
+            return Ok(Some(Located {
+                thread: thread.clone(),
+                agent: Some(agent.clone()),
+                record,
+                snapshot: Some(snapshot),
+            }));
+        }
+    }
+    Ok(record.map(|record| Located { thread: thread.clone(), agent: None, record: Some(record), snapshot: None }))
+}
+
+/// The thread `id`, or `404`.
+pub(crate) async fn locate(shared: &Arc<Shared>, id: &str) -> ApiResult<Located> {
+    let thread = ThreadId::from(id);
+    let shared2 = shared.clone();
+    let t = thread.clone();
+    blocking(move || locate_now(&shared2, &t))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("thread `{thread}` not found")))
+}
+
+/// A thread's status: `busy` while a run holds it, `interrupted` when it waits on a pause,
+/// `idle` when it has not started or has finished, `error` when its last run failed.
+pub(crate) fn status(shared: &Shared, located: &Located) -> &'static str {
+    if shared.runs.running(&located.thread) {
+        return "busy";
+    }
+    let failed = located.record.as_ref().is_some_and(|r| r.error.is_some());
+    match &located.snapshot {
+        None if failed => "error",
+        None => "idle",
+        Some(s) if s.paused() => "interrupted",
+        Some(s) if s.finished() => "idle",
+        Some(_) if failed => "error",
+        Some(_) => "busy",
+    }
+}
+
+/// A checkpoint number as the protocol's `checkpoint_id` (a UUID): the number in its last
+/// 16 hex digits.
+pub(crate) fn checkpoint_uuid(n: u64) -> String {
+    format!("00000000-0000-0000-{:04x}-{:012x}", n >> 48, n & 0xffff_ffff_ffff)
+}
+
+/// A `checkpoint_id` back to its number (also accepts the bare number).
+pub(crate) fn checkpoint_number(id: &str) -> Option<u64> {
+    if let Ok(n) = id.parse() {
+        return Some(n);
+    }
+    let rest = id.strip_prefix("00000000-0000-0000-")?;
+    let (hi, lo) = rest.split_once('-')?;
+    Some(u64::from_str_radix(hi, 16).ok()? << 48 | u64::from_str_radix(lo, 16).ok()?)
+}
+
+pub(crate) fn agent_named(shared: &Shared, id: &str) -> ApiResult<Arc<dyn Served>> {
+    shared.agent(id).ok_or_else(|| ApiError::not_found(format!("agent `{id}` not found")))
+}
+
+#[derive(Deserialize, Default, Clone)]
+pub(crate) struct RunCommand {
+    #[serde(default)]
+    pub(crate) resume: Option<Value>,
+    #[serde(default)]
+    pub(crate) update: Option<Value>,
+    #[serde(default)]
+    pub(crate) goto: Option<Value>,
+}
+
+/// The body of a run request: the protocol's `RunCreate` / `RunStream`, with LangGraph
+/// Server's `command` (answers to pauses) and `checkpoint_id` (the pause being answered).
+#[derive(Deserialize, Default, Clone)]
+pub(crate) struct RunRequest {
+    pub(crate) thread_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
+    pub(crate) input: Option<Value>,
+    pub(crate) metadata: Option<Map<String, Value>>,
+    pub(crate) config: Option<Value>,
+    pub(crate) on_completion: Option<String>,
+    pub(crate) on_disconnect: Option<String>,
+    pub(crate) if_not_exists: Option<String>,
+    pub(crate) stream_mode: Option<Value>,
+    pub(crate) webhook: Option<String>,
+    pub(crate) multitask_strategy: Option<String>,
+    pub(crate) command: Option<RunCommand>,
+    pub(crate) checkpoint_id: Option<String>,
+    pub(crate) checkpoint: Option<Value>,
+}
+
+/// The answers of `resume` for the pending `interrupts`.
+pub(crate) fn answers(thread: &ThreadId, resume: Option<Value>, interrupts: &[Interrupt]) -> ApiResult<Answer> {
+    let asks: Vec<&Interrupt> = interrupts.iter().filter(|i| i.needs_answer()).collect();
+    let Some(resume) = resume.filter(|v| !v.is_null()) else {
+        if asks.is_empty() {
+            return Ok(Answer::None);
+        }
+        let ids: Vec<&str> = asks.iter().map(|i| i.id()).collect();
+        return Err(ApiError::unprocessable(
+            "answer_missing",
+            format!("thread `{thread}` waits on an answer to {}: send it as `command.resume`", ids.join(", ")),
+        ));
+    };
+    if let Value::Object(map) = &resume {
+        if !map.is_empty() && map.keys().all(|k| interrupts.iter().any(|i| i.id() == k)) {
+            return Ok(Answer::Keyed(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()));
+        }
+    }
+    match asks.len() {
+        0 => Ok(Answer::None),
+        1 => Ok(Answer::One(resume)),
+        _ => {
+            let ids: Vec<&str> = asks.iter().map(|i| i.id()).collect();
+            Err(ApiError::unprocessable(
+                "answer_ambiguous",
+                format!(
+                    "thread `{thread}` waits on {} pauses ({}): key the answers by interrupt id in `command.resume`",
+                    ids.len(),
+                    ids.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// A run ready to launch.
+pub(crate) struct Prepared {
+    pub(crate) agent: Arc<dyn Served>,
+    pub(crate) thread: ThreadId,
+    pub(crate) plan: Plan,
+    pub(crate) delete_after: bool,
+    /// The request's fields the protocol's `Run` echoes.
+    pub(crate) echo: Map<String, Value>,
+    pub(crate) cancel_on_disconnect: bool,
+    /// Whether the run's record is written when it starts (not only when it ends).
+    pub(crate) announce: bool,
+}
+
+impl Prepared {
+    /// Keeps the thread when the run finishes, even for a run that named no thread.
+    pub(crate) fn keep(&mut self) {
+        self.delete_after = false;
+    }
+
+    /// Writes the run's record only when it ends, for a run whose id nobody learns before
+    /// (one waited for): a store write less per run.
+    pub(crate) fn unannounced(&mut self) {
+        self.announce = false;
+    }
+
+    /// The agent, the plan and whether the thread goes when the run ends.
+    pub(crate) fn parts(self) -> (Arc<dyn Served>, Plan, bool) {
+        (self.agent, self.plan, self.delete_after)
+    }
+}
+
+/// Checks a run request against the thread it names and decides what the run does.
+pub(crate) async fn prepare(
+    shared: &Arc<Shared>,
+    path_thread: Option<String>,
+    request: RunRequest,
+) -> ApiResult<Prepared> {
+    prepare_run(shared, path_thread, request, false).await
+}
+
+/// [`prepare`] for a queued run whose turn has come: it holds `thread` already.
+pub(crate) async fn prepare_held(shared: &Arc<Shared>, thread: String, request: RunRequest) -> ApiResult<Prepared> {
+    prepare_run(shared, Some(thread), request, true).await
+}
+
+async fn prepare_run(
+    shared: &Arc<Shared>,
+    path_thread: Option<String>,
+    request: RunRequest,
+    holding: bool,
+) -> ApiResult<Prepared> {
+    one_of("on_completion", &request.on_completion, &["delete", "keep"])?;
+    one_of("on_disconnect", &request.on_disconnect, &["cancel", "continue"])?;
+    one_of("if_not_exists", &request.if_not_exists, &["create", "reject"])?;
+    one_of("multitask_strategy", &request.multitask_strategy, &["reject", "enqueue"])?;
+    // Kept whole for a run that may wait its turn: it is planned again when the turn comes.
+    let queueable = (request.multitask_strategy.as_deref() == Some("enqueue")).then(|| request.clone());
+    if request.webhook.is_some() {
+        return Err(ApiError::unprocessable("unsupported", "webhooks are not supported by this server"));
+    }
+    if request.command.as_ref().is_some_and(|c| c.goto.is_some()) {
+        return Err(ApiError::unprocessable(
+            "unsupported",
+            "`command.goto` is not supported: a node routes with its graph's edges",
+        ));
+    }
+    let mut echo = Map::new();
+    for (key, value) in [
+        ("input", request.input.clone()),
+        ("metadata", request.metadata.clone().map(Value::Object)),
+        ("config", request.config.clone()),
+        ("on_completion", request.on_completion.clone().map(Value::String)),
+        ("on_disconnect", request.on_disconnect.clone().map(Value::String)),
+        ("if_not_exists", request.if_not_exists.clone().map(Value::String)),
+        ("stream_mode", request.stream_mode.clone()),
+    ] {
+        if let Some(value) = value {
+            echo.insert(key.into(), value);
+        }
+    }
+    let named = path_thread.or(request.thread_id.clone());
+    let stateless = named.is_none();
+    let thread = match &named {
+        Some(id) => valid_thread_id(id)?,
+        None => ThreadId::random(),
+    };
+    let wanted = request.agent_id.as_deref().map(|id| agent_named(shared, id)).transpose()?;
+    let located = if stateless {
+        None
+    } else {
+        let s = shared.clone();
+        let t = thread.clone();
+        blocking(move || locate_now(&s, &t)).await?
+    };
+    if located.is_none() && !stateless && request.if_not_exists.as_deref() != Some("create") {
+        return Err(ApiError::not_found(format!(
+            "thread `{thread}` not found (create it, or send `if_not_exists: create`)"
+        )));
+    }
+    let owner = located.as_ref().and_then(|l| l.agent.clone());
+    let agent = match (owner, wanted) {
+        (Some(owner), Some(wanted)) if owner.name() != wanted.name() => {
+            return Err(ApiError::conflict(
+                "agent_mismatch",
+                format!("thread `{thread}` runs agent `{}`, not `{}`", owner.name(), wanted.name()),
+            ))
+        }
+        (Some(agent), _) | (None, Some(agent)) => agent,
+        (None, None) if shared.agents.len() == 1 => shared.agents[0].clone(),
+        (None, None) if shared.agents.is_empty() => return Err(ApiError::not_found("this server serves no agent")),
+        (None, None) => {
+            return Err(ApiError::unprocessable(
+                "agent_missing",
+                "this server serves several agents: name one with `agent_id`",
+            ))
+        }
+    };
+    let cancel_on_disconnect = request.on_disconnect.as_deref() != Some("continue");
+    let delete_after = match request.on_completion.as_deref() {
+        Some("delete") => true,
+        Some(_) => false,
+        None => stateless,
+    };
+    if !holding && shared.runs.running(&thread) {
+        if let Some(request) = queueable {
+            let plan = Plan::Queued(Box::new(request));
+            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true });
+        }
+        return Err(ApiError::conflict(
+            "thread_busy",
+            format!(
+                "thread `{thread}` is running; a thread takes one run at a time (send `multitask_strategy: enqueue` to wait)"
+            ),
+        ));
+    }
+    // Mid-run without a failed run: a run of another replica (or one that crashed) holds it.
+    let failed = located.as_ref().and_then(|l| l.record.as_ref()).is_some_and(|r| r.error.is_some());
+    let elsewhere =
+        !failed && located.as_ref().and_then(|l| l.snapshot.as_ref()).is_some_and(|s| !s.paused() && !s.finished());
+    if elsewhere {
+        if let (false, Some(request)) = (holding, queueable) {
+            let plan = Plan::Queued(Box::new(request));
+            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true });
+        }
+        return Err(ApiError::conflict(
+            "thread_busy",
+            format!("thread `{thread}` is running on another server; a thread takes one run at a time"),
+        ));
+    }
+    let snapshot = located.as_ref().and_then(|l| l.snapshot.clone());
+    let status = located.as_ref().map_or("idle", |l| status(shared, l));
+    let plan = if let Some(command) = request.command {
+        let Some(snapshot) = snapshot.filter(JsonSnapshot::paused) else {
+            return Err(ApiError::conflict(
+                "not_paused",
+                format!("thread `{thread}` is not paused (it is {status}): there is nothing to answer"),
+            ));
+        };
+        let pinned = request.checkpoint_id.clone().or_else(|| {
+            request.checkpoint.as_ref().and_then(|c| c.get("checkpoint_id")).and_then(Value::as_str).map(str::to_owned)
+        });
+        if let Some(pinned) = pinned {
+            let number = checkpoint_number(&pinned).ok_or_else(|| {
+                ApiError::unprocessable("bad_request", format!("`checkpoint_id` is not a checkpoint id: {pinned}"))
+            })?;
+            if number != snapshot.checkpoint {
+                return Err(ApiError::conflict(
+                    "stale_resume",
+                    format!(
+                        "thread `{thread}` has moved on since checkpoint {number} (it is at checkpoint {}): that pause was answered already",
+                        snapshot.checkpoint
+                    ),
+                ));
+            }
+        }
+        let answer = answers(&thread, command.resume.clone(), &snapshot.interrupts)?;
+        let recorded = located.as_ref().and_then(|l| l.record.as_ref()).and_then(|r| r.pause.clone());
+        let token = match recorded.filter(|p| p.checkpoint == snapshot.checkpoint) {
+            Some(pause) => pause.token,
+            None => agent.clone().token(thread.clone()).await?.ok_or_else(|| {
+                ApiError::conflict("not_paused", format!("thread `{thread}` has finished: there is nothing to answer"))
+            })?,
+        };
+        let node = snapshot.interrupts.first().map(|i| i.node().as_str().to_owned());
+        let entry = Entry::new("answer", node, json!({ "resume": command.resume, "update": command.update }));
+        Plan::Resume { token, answer, update: command.update, entry }
+    } else {
+        match &snapshot {
+            None => {}
+            Some(s) if s.paused() => {
+                let ids: Vec<&str> = s.interrupts.iter().map(|i| i.id()).collect();
+                return Err(ApiError::conflict(
+                    "thread_paused",
+                    format!("thread `{thread}` waits on {}: answer it with `command.resume`", ids.join(", ")),
+                ));
+            }
+            Some(s) if s.finished() => {
+                return Err(ApiError::conflict(
+                    "thread_finished",
+                    format!("thread `{thread}` has finished; a thread runs its graph once: start a new thread"),
+                ))
+            }
+            Some(_) => {
+                return Err(ApiError::conflict(
+                    "thread_busy",
+                    format!("thread `{thread}` is {status}: a thread takes one run at a time"),
+                ))
+            }
+        }
+        let input = request.input.clone().unwrap_or_else(|| json!({}));
+        if !input.is_object() {
+            return Err(ApiError::unprocessable(
+                "bad_input",
+                format!("the input of agent `{}` must be a JSON object of state keys, not {input}", agent.name()),
+            ));
+        }
+        Plan::Start { input }
+    };
+    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true })
+}

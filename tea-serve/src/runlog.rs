@@ -1,0 +1,103 @@
+//! Runs as the store keeps them, so that a run is known beyond the process that runs it: to
+//! the other replicas on one database, and to this server after a restart. Each run's record is
+//! the protocol's `RunWaitResponse` as it last stood (`run`, `values`, `interrupts`, `error`),
+//! written when the run starts (`pending`; not for a run waited for, whose id nobody learns
+//! before it ends) and when it ends, in the agents' own `Checkpointer` under a graph name of its
+//! own ([`GRAPH`]), one store thread per run id.
+//!
+//! The events of a run (what `/runs/{id}/stream` sends as it goes) stay with the process that
+//! runs it. Another replica answers for a run from its record: its state, its end (waited for by
+//! polling the record), and its cancel, which it asks for by setting the record's `cancel`,
+//! which the running replica polls (every [`CANCEL_POLL`]) while the run lasts.
+//!
+//! A thread keeps the records of its last [`KEPT_PER_THREAD`] runs (the thread's record lists
+//! them; older ones are deleted as new ones end) and loses them with the thread. A run whose
+//! process stopped while it ran stays `pending` in its record (its thread can be recovered).
+
+use crate::error::ApiError;
+use crate::records::{decode_in, swap};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use tea_runtime::{Append, Checkpointer, ThreadId};
+
+/// The graph name the run records are stored under.
+pub(crate) const GRAPH: &str = "tea-serve#runs";
+/// How many run records a thread keeps.
+pub(crate) const KEPT_PER_THREAD: usize = 100;
+/// How often a running run looks for a cancel asked by another replica.
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(500);
+
+/// A run as stored.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct RunRecord {
+    /// The protocol's `RunWaitResponse` as the run last stood.
+    pub(crate) wait: Value,
+    /// Asked to stop by a request to another replica than the one running it.
+    #[serde(default)]
+    pub(crate) cancel: bool,
+}
+
+impl RunRecord {
+    /// The protocol's `Run`.
+    pub(crate) fn run(&self) -> &Value {
+        &self.wait["run"]
+    }
+
+    /// Whether the run had not ended when its record was last written.
+    pub(crate) fn pending(&self) -> bool {
+        self.run()["status"].as_str().is_none_or(|s| s == "pending")
+    }
+}
+
+/// Writes the record of run `id` (`wait`: its `RunWaitResponse`), keeping a cancel asked for.
+pub(crate) fn write(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(), ApiError> {
+    swap(store, GRAPH, &ThreadId::from(id), |current: Option<RunRecord>| {
+        Ok(Some(RunRecord { wait: wait.clone(), cancel: current.is_some_and(|c| c.cancel) }))
+    })
+    .map(drop)
+}
+
+/// Writes the first record of run `id`: one append where there is none yet (a run that was
+/// not announced), else [`write`].
+pub(crate) fn write_first(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(), ApiError> {
+    let record = RunRecord { wait, cancel: false };
+    let bytes = serde_json::to_vec(&record).map_err(|e| ApiError::internal(e.to_string()))?;
+    match store.append(GRAPH, &ThreadId::from(id), None, 1, &bytes, true)? {
+        Append::Written => Ok(()),
+        Append::Conflict { .. } => write(store, id, record.wait),
+    }
+}
+
+/// The record of run `id`, if there is one.
+pub(crate) fn read(store: &dyn Checkpointer, id: &str) -> Result<Option<RunRecord>, ApiError> {
+    let thread = ThreadId::from(id);
+    match store.head(GRAPH, &thread)? {
+        None => Ok(None),
+        Some((_, bytes)) => decode_in(GRAPH, &thread, &bytes).map(Some),
+    }
+}
+
+/// Asks the replica running run `id` to cancel it (when it is pending); the record as it is.
+pub(crate) fn ask_cancel(store: &dyn Checkpointer, id: &str) -> Result<Option<RunRecord>, ApiError> {
+    swap(store, GRAPH, &ThreadId::from(id), |current: Option<RunRecord>| {
+        Ok(current.filter(|r| r.pending() && !r.cancel).map(|r| RunRecord { cancel: true, ..r }))
+    })
+}
+
+/// Deletes the record of run `id`.
+pub(crate) fn delete(store: &dyn Checkpointer, id: &str) -> Result<bool, ApiError> {
+    Ok(store.delete(GRAPH, &ThreadId::from(id))?)
+}
+
+/// Every run record, with its run id.
+pub(crate) fn all(store: &dyn Checkpointer) -> Result<Vec<(String, RunRecord)>, ApiError> {
+    let mut found = Vec::new();
+    for id in store.threads(GRAPH)? {
+        // A record deleted since the listing is skipped.
+        if let Some(record) = read(store, id.as_str())? {
+            found.push((id.as_str().to_owned(), record));
+        }
+    }
+    Ok(found)
+}
