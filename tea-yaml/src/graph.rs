@@ -106,6 +106,14 @@ pub(crate) enum Exec {
         fail_fast: bool,
         limit: Option<Limit>,
     },
+    /// `type: while_loop`: `body` run in order while `cond` holds, at most `max` passes, within
+    /// the node (each body node's keys replace the loop's working copy of the state; the keys
+    /// written make the node's update).
+    Loop {
+        cond: Cond,
+        max: usize,
+        body: Vec<(NodeName, Exec)>,
+    },
     /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
     /// output mappings (`None`: the whole state each way).
     Subgraph {
@@ -145,6 +153,7 @@ impl fmt::Debug for Exec {
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
             Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
             Exec::Subgraph { child, .. } => write!(f, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
+            Exec::Loop { max, body, .. } => write!(f, "Loop({max}, {} nodes)", body.len()),
         }
     }
 }
@@ -708,9 +717,76 @@ impl YamlGraph {
     }
 
     fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
+        self.exec_as(&def.name, &def.exec, state, hitl)
+    }
+
+    /// Whether `cond` holds on `state` (`what` names it in errors).
+    fn holds(&self, cond: &Cond, state: &State, what: &str) -> Result<bool, BoxError> {
+        Ok(match cond {
+            Cond::Always => true,
+            Cond::Const(b) => *b,
+            Cond::Expr { expr, expect, source } => {
+                let value = self
+                    .0
+                    .templates
+                    .eval(*expr, &self.context(state, None))
+                    .map_err(|e| format!("the condition `{source}` of {what} fails: {e}"))?;
+                value.is_true() == *expect
+            }
+        })
+    }
+
+    /// A `type: while_loop` node named `name`: its body in order while `cond` holds, at most
+    /// `max` passes (then it stops, as The Edge Agent's Python engine does). Each body node's
+    /// update replaces keys of a working copy of the state (The Edge Agent's `dict.update`);
+    /// the keys written, with their last values, are the node's update.
+    fn run_loop(
+        &self,
+        name: &NodeName,
+        (cond, max, body): (&Cond, usize, &[(NodeName, Exec)]),
+        state: &State,
+        hitl: &mut Hitl,
+    ) -> Result<Option<Update>, BoxError> {
+        let mut current = state.clone();
+        let mut written: Vec<String> = Vec::new();
+        let what = format!("loop `{name}`");
+        for pass in 0..max {
+            if !self.holds(cond, &current, &what)? {
+                break;
+            }
+            for (step, exec) in body {
+                let update = self
+                    .exec_as(step, exec, &current, hitl)
+                    .map_err(|e| format!("loop `{name}`, body node `{step}`, pass {pass}: {}", tea_runtime::error_chain(&*e)))?;
+                let Some(update) = update else { continue };
+                let values = update.into_values()?;
+                self.refuse_secrets(&values)?;
+                let map = current.map_mut();
+                for (key, value) in values {
+                    if !written.contains(&key) {
+                        written.push(key.clone());
+                    }
+                    map.insert(key, value);
+                }
+            }
+        }
+        if written.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Map::new();
+        for key in written {
+            let value = current.get(&key).cloned().unwrap_or(Value::Null);
+            out.insert(key, value);
+        }
+        Ok(Some(Update::from_map(out)))
+    }
+
+    /// Runs `exec`, the work of node `name` (a node of the file, or a loop's body node).
+    fn exec_as(&self, node: &NodeName, exec: &Exec, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
         let inner = &self.0;
-        Ok(match &def.exec {
+        Ok(match exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
+            Exec::Loop { cond, max, body } => self.run_loop(node, (cond, *max, body), state, hitl)?,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
             Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
@@ -721,7 +797,7 @@ impl YamlGraph {
             Exec::Action { name, action, with, output } => {
                 let args =
                     self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
-                let call = Call { host: self, node: &def.name, state };
+                let call = Call { host: self, node, state };
                 let result = actions::call(action, &call, &args)?;
                 Some(self.output(output, result, state)?)
             }

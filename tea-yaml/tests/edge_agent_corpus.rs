@@ -2,7 +2,7 @@
 //! pinned commit): how many load in tea, per folder, and what stops the others.
 //!
 //! The counts only go up: each folder's floor below is what loads today, so a change that makes
-//! a real agent stop loading fails here. The whole list — every file with its first problem — is
+//! a real agent stop loading fails here. The whole list — every file with its problems — is
 //! written to `target/edge-agent-corpus.txt`, and the most common problems are printed, ranked.
 //! On a machine without the corpus (set `TEA_EDGE_AGENT_CORPUS` to its folder, or keep the
 //! repository's `shared/` beside the clone) the test says it skipped.
@@ -128,6 +128,9 @@ fn the_edge_agents_own_agents_load() {
                 Err(error) => {
                     let first = error.problems().first().map(|p| p.message().to_owned()).unwrap_or_default();
                     report.push_str(&format!("error {shown}: {first}\n"));
+                    for problem in error.problems() {
+                        report.push_str(&format!("        {}:{}: {}\n", problem.line(), problem.column(), problem.message()));
+                    }
                     let mut seen = std::collections::BTreeSet::new();
                     for problem in error.problems() {
                         let cause = cause(problem.message());

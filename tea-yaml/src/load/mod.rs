@@ -187,7 +187,12 @@ const NODE_KEYS: &[&str] = &[
     "input",
     "parallel_config",
     "subgraph",
+    "condition",
+    "max_iterations",
+    "body",
 ];
+/// The most iterations a `type: while_loop` node may allow (The Edge Agent's bound).
+pub(crate) const MAX_LOOP_ITERATIONS: i64 = 1_000;
 /// The keys of `settings.llm` and `settings.notify` whose values may read `secrets` (they are
 /// sent out: an API key, a webhook's address and headers).
 const SETTINGS_SENDING: [&[&str]; 2] = [&["api_key"], &["url", "headers"]];

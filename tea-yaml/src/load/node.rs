@@ -70,6 +70,33 @@ impl Loader<'_> {
                 item_of: None,
             });
         }
+        if fields.get("type").and_then(|t| t.as_str()) == Some("while_loop") {
+            let exec = self.while_loop(&fields, &name, pos);
+            let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
+            return Some(Draft {
+                name,
+                pos,
+                exec,
+                goto,
+                interrupt_before,
+                interrupt_after,
+                marked_fan_in,
+                dynamic: None,
+                after: None,
+                item_of: None,
+            });
+        }
+        for key in ["condition", "max_iterations", "body"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!(
+                        "`{key}` belongs to `type: while_loop` nodes; node `{name}` is not one (to route on a \
+                         condition, use `goto:` rules or an edge's `when:`)"
+                    ),
+                );
+            }
+        }
         if is_dynamic {
             let (exec, dynamic) = self.dynamic(&fields, &name, pos);
             let marked_fan_in = None;
@@ -108,7 +135,7 @@ impl Loader<'_> {
                 Some(other) => {
                     self.problem(
                         t.pos,
-                        format!("node type `{other}` is not supported here; tea runs `type: interrupt` and `type: dynamic_parallel` nodes, `run:` Lua blocks and `uses:` actions"),
+                        format!("node type `{other}` is not supported here; tea runs `type: interrupt`, `type: while_loop`, `type: subgraph` and `type: dynamic_parallel` nodes, `run:` blocks and `uses:` actions"),
                     );
                     false
                 }
@@ -312,6 +339,91 @@ impl Loader<'_> {
             trust_code: self.env.trust_code,
         };
         load(&text, &env)
+    }
+
+    /// A `type: while_loop` node (The Edge Agent's loop inside one node): `condition` (an
+    /// expression, checked before each pass), `max_iterations` (1 to 1000: the loop stops
+    /// there, as The Edge Agent's Python engine stops, without an error) and `body` (nodes run
+    /// in order on each pass: `run:` blocks, expressions and actions).
+    pub(super) fn while_loop(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
+        for key in [
+            "run", "script", "uses", "action", "with", "output", "language", "message", "state_key", "resume_key",
+            "timeout", "items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast", "file", "input",
+            "parallel_config", "subgraph",
+        ] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` does not go on a `type: while_loop` node (`{name}`): its `body:` nodes run"),
+                );
+            }
+        }
+        let cond = match fields.get("condition") {
+            Some(c) => Some(self.cond(c, true)),
+            None => {
+                self.problem(pos, format!("`while_loop` node `{name}` needs `condition` (an expression, checked before each pass)"));
+                None
+            }
+        };
+        let max = match fields.get("max_iterations") {
+            Some(n) => match n.kind {
+                Kind::Int(v) if (1..=MAX_LOOP_ITERATIONS).contains(&v) => Some(v as usize),
+                _ => {
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "`max_iterations` of node `{name}` must be an integer from 1 to {MAX_LOOP_ITERATIONS}, not {}",
+                            n.scalar_text().map_or_else(|| n.what().to_owned(), |t| format!("`{t}`"))
+                        ),
+                    );
+                    None
+                }
+            },
+            None => {
+                self.problem(
+                    pos,
+                    format!("`while_loop` node `{name}` needs `max_iterations` (1 to {MAX_LOOP_ITERATIONS}, a bound on its passes)"),
+                );
+                None
+            }
+        };
+        let mut body = Vec::new();
+        match fields.get("body") {
+            None => self.problem(pos, format!("`while_loop` node `{name}` needs `body:` (the nodes each pass runs)")),
+            Some(list) => match list.as_seq() {
+                Some([]) => self.problem(list.pos, format!("`body` of node `{name}` is empty: a loop needs a node to run")),
+                Some(items) => {
+                    for (k, item) in items.iter().enumerate() {
+                        let nested = item
+                            .as_map()
+                            .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("type")))
+                            .and_then(|(_, v)| v.as_str().map(|t| (v.pos, t.to_owned())));
+                        if let Some((at, kind)) = nested.filter(|(_, t)| t != "interrupt") {
+                            self.problem(
+                                at,
+                                format!("node `{name}`: a `while_loop` body runs `run:` blocks and actions, not `type: {kind}` nodes"),
+                            );
+                            continue;
+                        }
+                        let Some(step) = self.node_or(item, Some(format!("body_{k}"))) else { continue };
+                        if matches!(step.exec, Exec::Interrupt { .. }) || step.interrupt_before || step.interrupt_after {
+                            self.problem(step.pos, format!("body node `{}` of loop `{name}` cannot pause: a loop runs within one node", step.name));
+                            continue;
+                        }
+                        if step.goto.is_some() || step.marked_fan_in.is_some() {
+                            self.problem(step.pos, format!("body node `{}` of loop `{name}` runs in order: no `goto`, no `fan_in`", step.name));
+                            continue;
+                        }
+                        body.push((NodeName::from(step.name), step.exec));
+                    }
+                }
+                None => self.problem(list.pos, format!("`body` of node `{name}` must be a list of nodes, not {}", list.what())),
+            },
+        }
+        match (cond, max) {
+            (Some(cond), Some(max)) if !body.is_empty() => Exec::Loop { cond, max, body },
+            _ => Exec::Noop,
+        }
     }
 
     /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run

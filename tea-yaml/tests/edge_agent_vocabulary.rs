@@ -1,0 +1,118 @@
+//! The Edge Agent's vocabulary beyond tea's first dialect, as its own engines run it:
+//! `type: while_loop` nodes, … Each test runs an agent the way The Edge Agent's tests do and
+//! checks the final state they expect; refused keys name the file, the line and the key.
+
+use serde_json::json;
+use tea_yaml::Engine;
+
+/// The message of every problem of a file that must not load.
+fn problems(yaml: &str) -> Vec<String> {
+    let error = Engine::new().load_str(yaml).expect_err("the file must not load");
+    error.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect()
+}
+
+// --- type: while_loop ---------------------------------------------------------------------
+
+/// The Edge Agent's `examples/while-loop-parity-test.yaml` (and its Rust tests' loop agents).
+const LOOP: &str = r#"
+name: while-loop-parity-test
+nodes:
+  - name: counter_loop
+    type: while_loop
+    condition: "state.count < 5"
+    max_iterations: 10
+    body:
+      - name: increment
+        language: lua
+        run: |
+          local count = state.count or 0
+          local sum = state.sum or 0
+          return { count = count + 1, sum = sum + count + 1 }
+  - name: after
+    run: return { final_count = state.count }
+"#;
+
+#[test]
+fn a_while_loop_runs_its_body_while_its_condition_holds() {
+    let agent = Engine::new().load_str(LOOP).unwrap();
+    let out = agent.invoke(json!({ "count": 0 })).unwrap().done().unwrap();
+    assert_eq!(out.to_json(), json!({ "count": 5, "sum": 15, "final_count": 5 }));
+    // A condition false at once: the body never runs.
+    let out = agent.invoke(json!({ "count": 7 })).unwrap().done().unwrap();
+    assert_eq!(out.to_json(), json!({ "count": 7, "final_count": 7 }));
+}
+
+#[test]
+fn a_while_loop_stops_at_max_iterations_without_an_error() {
+    let agent = Engine::new()
+        .load_str(
+            r#"
+nodes:
+  - name: spin
+    type: while_loop
+    condition: "true"
+    max_iterations: 4
+    body:
+      - name: a
+        run: return { n = (state.n or 0) + 1 }
+      - name: b
+        run:
+          type: expression
+          value: "state.n * 10"
+          output_key: tens
+"#,
+        )
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out.to_json(), json!({ "n": 4, "tens": 40 }));
+}
+
+#[test]
+fn a_failing_body_node_fails_the_loop_naming_it_and_the_pass() {
+    let agent = Engine::new()
+        .load_str(
+            r#"
+nodes:
+  - name: loop
+    type: while_loop
+    condition: "state.n < 3"
+    max_iterations: 10
+    body:
+      - name: step
+        run: |
+          if state.n == 2 then error("two") end
+          return { n = state.n + 1 }
+"#,
+        )
+        .unwrap();
+    let error = tea::error_chain(&agent.invoke(json!({ "n": 0 })).unwrap_err());
+    assert!(error.contains("loop `loop`, body node `step`, pass 2"), "{error}");
+}
+
+#[test]
+fn a_while_loop_without_its_keys_or_with_a_bad_bound_does_not_load() {
+    let missing = problems("nodes:\n  - name: l\n    type: while_loop\n");
+    assert!(missing.iter().any(|p| p.contains("needs `condition`")), "{missing:?}");
+    assert!(missing.iter().any(|p| p.contains("needs `max_iterations`")), "{missing:?}");
+    assert!(missing.iter().any(|p| p.contains("needs `body:`")), "{missing:?}");
+    for bound in ["0", "1001", "ten"] {
+        let yaml = format!(
+            "nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: {bound}\n    body:\n      - name: b\n        run: return {{}}\n"
+        );
+        let found = problems(&yaml);
+        assert_eq!(found, [format!("5: `max_iterations` of node `l` must be an integer from 1 to 1000, not `{bound}`")]);
+    }
+    let empty = problems("nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: 3\n    body: []\n");
+    assert_eq!(empty, ["6: `body` of node `l` is empty: a loop needs a node to run"]);
+    let nested = problems(
+        "nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: 3\n    body:\n      - name: inner\n        type: while_loop\n",
+    );
+    assert!(nested[0].starts_with("8: node `l`: a `while_loop` body runs"), "{nested:?}");
+}
+
+#[test]
+fn loop_keys_on_another_node_are_refused_by_name() {
+    let found = problems("nodes:\n  - name: a\n    condition: \"state.x\"\n    run: return {}\n");
+    assert_eq!(found.len(), 1);
+    assert!(found[0].starts_with("3: `condition` belongs to `type: while_loop` nodes; node `a` is not one"), "{found:?}");
+}
