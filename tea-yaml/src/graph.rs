@@ -105,6 +105,8 @@ pub(crate) enum Exec {
         index_var: String,
         fail_fast: bool,
         limit: Option<Limit>,
+        /// `output: KEY`: the fan-in writes the items' results under KEY too.
+        output: Option<String>,
     },
     /// `type: while_loop`: `body` run in order while `cond` holds, at most `max` passes, within
     /// the node (each body node's keys replace the loop's working copy of the state; the keys
@@ -595,16 +597,31 @@ impl YamlGraph {
         hitl: &mut Hitl,
     ) -> Result<Option<Update>, BoxError> {
         let def = self.node(node);
-        if let Some((seen, results)) = self.fan_in(def, state, ctx) {
+        if let Some((seen, results)) = self.fan_in(node, state, ctx) {
             let update = self.exec(def, &seen, hitl)?.unwrap_or_default();
-            return Ok(Some(update.set("parallel_results", results)));
+            return Ok(Some(self.with_results(node, update, results)));
         }
         self.exec(def, state, hitl)
     }
 
+    /// `update` of fan-in `node` with the branches' `results`: under `parallel_results`, and
+    /// under the `output:` key of each `dynamic_parallel` node that meets there.
+    fn with_results(&self, node: NodeIx, update: Update, results: Value) -> Update {
+        let mut update = update;
+        for def in &self.0.nodes {
+            if let (Exec::Send { output: Some(key), .. }, Some((_, join))) = (&def.exec, &def.fork) {
+                if *join == node {
+                    update = update.set(key.clone(), results.clone());
+                }
+            }
+        }
+        update.set("parallel_results", results)
+    }
+
     /// At a fan-in: the state the node reads, with `parallel_results` (the branches' final
     /// states in declared order), and those results, which the node keeps in the state.
-    fn fan_in(&self, def: &NodeDef, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
+    fn fan_in(&self, node: NodeIx, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
+        let def = self.node(node);
         if !def.fan_in || (ctx.branches().is_empty() && !def.sends_fan_in) {
             return None;
         }
@@ -620,7 +637,9 @@ impl YamlGraph {
             Value::Array(states.collect())
         };
         let mut seen = state.clone();
-        seen.map_mut().insert("parallel_results".to_owned(), results.clone());
+        for (key, value) in self.with_results(node, Update::new(), results.clone()).into_values().unwrap_or_default() {
+            seen.map_mut().insert(key, value);
+        }
         Some((seen, results))
     }
 
@@ -642,7 +661,7 @@ impl YamlGraph {
         let Exec::Action { name, action: Action::Net(action), with, output } = &def.exec else {
             return Err(format!("node `{}` is not a network action", def.name).into());
         };
-        let fan_in = self.fan_in(def, state, ctx);
+        let fan_in = self.fan_in(node, state, ctx);
         let seen = fan_in.as_ref().map_or(state, |(seen, _)| seen);
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
@@ -651,7 +670,7 @@ impl YamlGraph {
         let result = crate::net::spawn(call)?.await?;
         let update = self.output(output, result, seen)?;
         Ok(Some(match fan_in {
-            Some((_, results)) => update.set("parallel_results", results),
+            Some((_, results)) => self.with_results(node, update, results),
             None => update,
         }))
     }

@@ -116,3 +116,55 @@ fn loop_keys_on_another_node_are_refused_by_name() {
     assert_eq!(found.len(), 1);
     assert!(found[0].starts_with("3: `condition` belongs to `type: while_loop` nodes; node `a` is not one"), "{found:?}");
 }
+
+// --- dynamic_parallel: `output:` and the edge to its own fan-in -----------------------------
+
+/// As `examples/yaml/dynamic_parallel_action_mode.yaml` writes it: `output:` on the node, and an
+/// edge from the node to its own fan-in.
+const FAN_OUT: &str = r#"
+name: fan-out
+nodes:
+  - name: setup
+    run: return { words = { "a", "bb", "ccc" } }
+  - name: each
+    type: dynamic_parallel
+    items: "{{ state.words }}"
+    item_var: word
+    fan_in: gather
+    steps:
+      - name: measure
+        run: return { size = string.len(state.word) }
+    output: sizes
+  - name: gather
+    run: |
+      local out = {}
+      for i, r in ipairs(state.sizes) do out[i] = r.state.size end
+      return { total = #state.parallel_results, found = out }
+edges:
+  - from: __start__
+    to: setup
+  - from: setup
+    to: each
+  - from: each
+    to: gather
+  - from: gather
+    to: __end__
+"#;
+
+#[test]
+fn a_dynamic_parallel_output_key_holds_the_results_at_its_fan_in() {
+    let agent = Engine::new().load_str(FAN_OUT).unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["found"], json!([1, 2, 3]));
+    assert_eq!(out["total"], 3);
+    assert_eq!(out["sizes"], out["parallel_results"]);
+}
+
+#[test]
+fn a_dynamic_parallel_node_has_no_other_edge_than_to_its_fan_in() {
+    let other = FAN_OUT.replace("  - from: each\n    to: gather\n", "  - from: each\n    to: setup\n");
+    let found = problems(&other);
+    assert!(found.iter().any(|p| p.contains("node `each` fans out, so it cannot also have `goto` or other edges")), "{found:?}");
+    let reserved = problems(&FAN_OUT.replace("output: sizes", "output: parallel_results"));
+    assert_eq!(reserved, ["14: `output` of node `each` names `parallel_results`, a key the engine writes itself"]);
+}

@@ -482,16 +482,25 @@ impl Loader<'_> {
                 );
             }
         }
-        if let Some(o) = fields.get("output") {
-            self.problem(
-                o.pos,
-                format!(
-                    "{}: the items' final states reach the `fan_in` node as `parallel_results` (in item order); \
-                     write them to a key there",
-                    what("output")
-                ),
-            );
-        }
+        // `output: KEY`: the fan-in also finds the items' results under KEY (The Edge Agent's
+        // files write it so; its Python engine leaves them in `parallel_results` only).
+        let output = match fields.get("output") {
+            None => None,
+            Some(o) => match o.as_str() {
+                Some(key) if is_reserved(key) || key == "parallel_results" => {
+                    self.problem(o.pos, format!("{} names `{key}`, a key the engine writes itself", what("output")));
+                    None
+                }
+                Some(key) if !key.is_empty() => Some(key.to_owned()),
+                _ => {
+                    self.problem(
+                        o.pos,
+                        format!("{} is the state key the items' results go to, not {}", what("output"), o.what()),
+                    );
+                    None
+                }
+            },
+        };
         let items = match fields.get("items") {
             None => {
                 self.problem(
@@ -655,7 +664,7 @@ impl Loader<'_> {
             }
         }
         let exec = match items {
-            Some(items) => Exec::Send { items, item_var, index_var, fail_fast, limit },
+            Some(items) => Exec::Send { items, item_var, index_var, fail_fast, limit, output },
             None => Exec::Noop,
         };
         let dynamic = fan_in.filter(|_| !steps.is_empty()).map(|fan_in| Dynamic { fan_in, steps });

@@ -274,6 +274,11 @@ impl Loader<'_> {
                     }
                 },
             };
+            // A `dynamic_parallel` node's unconditional edge to its own fan-in only says again
+            // where its items meet (The Edge Agent's files write it).
+            if matches!(drafts[i].exec, Exec::Send { .. }) {
+                plain[i].retain(|(rule, _)| !(matches!(rule.cond, Cond::Always) && rule.to == Goto::Node(join)));
+            }
             if drafts[i].goto.is_some() || !plain[i].is_empty() {
                 self.problem(
                     *pos,
