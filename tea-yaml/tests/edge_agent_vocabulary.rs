@@ -168,3 +168,58 @@ fn a_dynamic_parallel_node_has_no_other_edge_than_to_its_fan_in() {
     let reserved = problems(&FAN_OUT.replace("output: sizes", "output: parallel_results"));
     assert_eq!(reserved, ["14: `output` of node `each` names `parallel_results`, a key the engine writes itself"]);
 }
+
+// --- Lua: a writable copy of the state --------------------------------------------------------
+
+#[test]
+fn a_lua_block_writes_its_copy_of_the_state_and_returns_it() {
+    // As The Edge Agent's Rust tests write blocks: assign to `state`, return it.
+    let agent = Engine::new()
+        .load_str(
+            r#"
+state:
+  log: { type: list, reducer: append }
+nodes:
+  - name: a
+    run: |
+      state.count = (state.count or 0) + 1
+      state.seen = state.count
+      local items = state.items
+      table.insert(items, "c")
+      return state
+  - name: b
+    run: |
+      state.count = 100
+      return { other = state.count }
+  - name: c
+    run: |
+      state.log = { "x" }
+      state.gone = nil
+      local n = 0
+      for _ in pairs(state) do n = n + 1 end
+      return { keys = n, gone = state.gone == nil, log = { "y" } }
+"#,
+        )
+        .unwrap();
+    let out = agent.invoke(json!({ "count": 1, "items": ["a", "b"], "log": [], "gone": 1 })).unwrap().done().unwrap();
+    // `return state` wrote what the block changed (the list changed in place too); a block that
+    // returns its own table writes only that table; `nil` hides a key from the block itself.
+    assert_eq!(out["count"], 2);
+    assert_eq!(out["seen"], 2);
+    assert_eq!(out["items"], json!(["a", "b", "c"]));
+    assert_eq!(out["other"], 100);
+    assert_eq!(out["gone"], true);
+    assert_eq!(out["log"], json!(["y"]));
+    assert_eq!(out["keys"], 5); // count, items, log, seen, other: not `gone`
+}
+
+#[test]
+fn variables_stay_read_only_and_an_unchanged_state_writes_nothing() {
+    let agent = Engine::new()
+        .load_str("variables:\n  v: 1\nnodes:\n  - name: a\n    run: return state\n  - name: b\n    run: variables.v = 2\n")
+        .unwrap();
+    let error = tea::error_chain(&agent.invoke(json!({ "k": 1 })).unwrap_err());
+    assert!(error.contains("`variables` is read-only"), "{error}");
+    let agent = Engine::new().load_str("nodes:\n  - name: a\n    run: return state\n").unwrap();
+    assert_eq!(agent.invoke(json!({ "k": 1 })).unwrap().done().unwrap().to_json(), json!({ "k": 1 }));
+}
