@@ -223,3 +223,55 @@ fn variables_stay_read_only_and_an_unchanged_state_writes_nothing() {
     let agent = Engine::new().load_str("nodes:\n  - name: a\n    run: return state\n").unwrap();
     assert_eq!(agent.invoke(json!({ "k": 1 })).unwrap().done().unwrap().to_json(), json!({ "k": 1 }));
 }
+
+// --- a fan-out from the entry --------------------------------------------------------------
+
+#[test]
+fn the_entry_fans_out_through_a_node_of_the_engines_own() {
+    // The Edge Agent's Rust test `test_parallel_branches_independent_lua_state`.
+    let agent = Engine::new()
+        .load_str(
+            r#"
+name: lua-isolation-test
+state_schema:
+  input: str
+nodes:
+  - name: branch_a
+    run: |
+      global_marker = "from_branch_a"
+      return { branch = "a", marker = global_marker }
+  - name: branch_b
+    run: |
+      local leaked = global_marker ~= nil
+      global_marker = "from_branch_b"
+      return { branch = "b", marker = global_marker, leaked = leaked }
+  - name: collect
+    run: |
+      return state
+edges:
+  - from: __start__
+    parallel:
+      - branch_a
+      - branch_b
+  - from: branch_a
+    to: collect
+  - from: branch_b
+    to: collect
+  - from: collect
+    to: __end__
+"#,
+        )
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    let results = out["parallel_results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["branch"], "a");
+    assert_eq!(results[1]["branch"], "b");
+    assert_eq!(results[1]["leaked"], false);
+    assert_eq!(agent.nodes(), ["branch_a", "branch_b", "collect", "__tea_start"]);
+    // The name is the engine's.
+    let taken = problems(
+        "nodes:\n  - name: __tea_start\n    run: return {}\n  - name: b\n    run: return {}\nedges:\n  - from: __start__\n    parallel: [b]\n    fan_in: b\n",
+    );
+    assert!(taken.iter().any(|p| p.contains("node name `__tea_start` is the engine's own")), "{taken:?}");
+}

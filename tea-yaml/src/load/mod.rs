@@ -212,6 +212,8 @@ const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
 const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
 const START: [&str; 2] = ["__start__", "START"];
+/// The node a fan-out from the entry starts at: it does nothing and fans out.
+pub(crate) const START_FORK: &str = "__tea_start";
 /// The file name of the cached load of a subgraph file that could not be read.
 const READ_FAILED: &str = "\0unreadable";
 const END: [&str; 2] = ["__end__", "END"];
@@ -556,6 +558,32 @@ impl<'a> Loader<'a> {
             Some(e) => self.edges(e),
             None => Vec::new(),
         };
+        // A fan-out from the entry (The Edge Agent's `from: __start__` with `parallel:`): the
+        // engine starts at one node, so a node of the engine's own, `__tea_start`, does nothing
+        // and fans out.
+        let start_fans_out = edges.iter().any(|e| {
+            matches!(e.kind, EdgeKind::Parallel { .. })
+                && e.from.scalar_text().is_some_and(|f| START.contains(&f.as_str()))
+        });
+        if start_fans_out {
+            let pos = edges.iter().find(|e| matches!(e.kind, EdgeKind::Parallel { .. })).map_or(root.pos, |e| e.pos);
+            if let Some(&i) = index.get(START_FORK) {
+                self.problem(drafts[i].pos, format!("node name `{START_FORK}` is the engine's own (the entry's fan-out)"));
+            }
+            index.insert(START_FORK.to_owned(), drafts.len());
+            drafts.push(Draft {
+                name: START_FORK.to_owned(),
+                pos,
+                exec: Exec::Noop,
+                goto: None,
+                interrupt_before: false,
+                interrupt_after: false,
+                marked_fan_in: None,
+                dynamic: None,
+                after: None,
+                item_of: None,
+            });
+        }
         let (start, nodes) = self.routing(&drafts, declared, &index, &edges, &dynamic_forks);
 
         // Config: stores and limits.

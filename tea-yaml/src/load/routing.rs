@@ -192,10 +192,15 @@ impl Loader<'_> {
                     }
                 }
                 EdgeKind::Parallel { heads, fan_in } => {
-                    let Some(i) = from else {
+                    let Some(i) = from.or_else(|| index.get(START_FORK).copied()) else {
                         self.problem(edge.from.pos, "the entry cannot fan out; start with a node that fans out");
                         continue;
                     };
+                    let fork = Goto::Node(NodeIx(i as u32));
+                    if from.is_none() && !start_rules.iter().any(|(r, _)| r.to == fork) {
+                        start_has_edges = true;
+                        start_rules.push((Rule { cond: Cond::Always, to: fork }, edge.pos));
+                    }
                     if drafts[i].after.is_some() || matches!(drafts[i].exec, Exec::Send { .. }) {
                         self.problem(
                             edge.pos,
