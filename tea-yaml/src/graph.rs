@@ -774,9 +774,9 @@ impl YamlGraph {
                 break;
             }
             for (step, exec) in body {
-                let update = self
-                    .exec_as(step, exec, &current, hitl)
-                    .map_err(|e| format!("loop `{name}`, body node `{step}`, pass {pass}: {}", tea_runtime::error_chain(&*e)))?;
+                let update = self.exec_as(step, exec, &current, hitl).map_err(|e| {
+                    format!("loop `{name}`, body node `{step}`, pass {pass}: {}", tea_runtime::error_chain(&*e))
+                })?;
                 let Some(update) = update else { continue };
                 let values = update.into_values()?;
                 self.refuse_secrets(&values)?;
@@ -801,7 +801,13 @@ impl YamlGraph {
     }
 
     /// Runs `exec`, the work of node `name` (a node of the file, or a loop's body node).
-    fn exec_as(&self, node: &NodeName, exec: &Exec, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
+    fn exec_as(
+        &self,
+        node: &NodeName,
+        exec: &Exec,
+        state: &State,
+        hitl: &mut Hitl,
+    ) -> Result<Option<Update>, BoxError> {
         let inner = &self.0;
         Ok(match exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,

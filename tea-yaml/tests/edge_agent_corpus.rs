@@ -129,7 +129,12 @@ fn the_edge_agents_own_agents_load() {
                     let first = error.problems().first().map(|p| p.message().to_owned()).unwrap_or_default();
                     report.push_str(&format!("error {shown}: {first}\n"));
                     for problem in error.problems() {
-                        report.push_str(&format!("        {}:{}: {}\n", problem.line(), problem.column(), problem.message()));
+                        report.push_str(&format!(
+                            "        {}:{}: {}\n",
+                            problem.line(),
+                            problem.column(),
+                            problem.message()
+                        ));
                     }
                     let mut seen = std::collections::BTreeSet::new();
                     for problem in error.problems() {

@@ -100,9 +100,14 @@ fn a_while_loop_without_its_keys_or_with_a_bad_bound_does_not_load() {
             "nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: {bound}\n    body:\n      - name: b\n        run: return {{}}\n"
         );
         let found = problems(&yaml);
-        assert_eq!(found, [format!("5: `max_iterations` of node `l` must be an integer from 1 to 1000, not `{bound}`")]);
+        assert_eq!(
+            found,
+            [format!("5: `max_iterations` of node `l` must be an integer from 1 to 1000, not `{bound}`")]
+        );
     }
-    let empty = problems("nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: 3\n    body: []\n");
+    let empty = problems(
+        "nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: 3\n    body: []\n",
+    );
     assert_eq!(empty, ["6: `body` of node `l` is empty: a loop needs a node to run"]);
     let nested = problems(
         "nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: 3\n    body:\n      - name: inner\n        type: while_loop\n",
@@ -114,7 +119,10 @@ fn a_while_loop_without_its_keys_or_with_a_bad_bound_does_not_load() {
 fn loop_keys_on_another_node_are_refused_by_name() {
     let found = problems("nodes:\n  - name: a\n    condition: \"state.x\"\n    run: return {}\n");
     assert_eq!(found.len(), 1);
-    assert!(found[0].starts_with("3: `condition` belongs to `type: while_loop` nodes; node `a` is not one"), "{found:?}");
+    assert!(
+        found[0].starts_with("3: `condition` belongs to `type: while_loop` nodes; node `a` is not one"),
+        "{found:?}"
+    );
 }
 
 // --- dynamic_parallel: `output:` and the edge to its own fan-in -----------------------------
@@ -164,7 +172,10 @@ fn a_dynamic_parallel_output_key_holds_the_results_at_its_fan_in() {
 fn a_dynamic_parallel_node_has_no_other_edge_than_to_its_fan_in() {
     let other = FAN_OUT.replace("  - from: each\n    to: gather\n", "  - from: each\n    to: setup\n");
     let found = problems(&other);
-    assert!(found.iter().any(|p| p.contains("node `each` fans out, so it cannot also have `goto` or other edges")), "{found:?}");
+    assert!(
+        found.iter().any(|p| p.contains("node `each` fans out, so it cannot also have `goto` or other edges")),
+        "{found:?}"
+    );
     let reserved = problems(&FAN_OUT.replace("output: sizes", "output: parallel_results"));
     assert_eq!(reserved, ["14: `output` of node `each` names `parallel_results`, a key the engine writes itself"]);
 }
@@ -216,7 +227,9 @@ nodes:
 #[test]
 fn variables_stay_read_only_and_an_unchanged_state_writes_nothing() {
     let agent = Engine::new()
-        .load_str("variables:\n  v: 1\nnodes:\n  - name: a\n    run: return state\n  - name: b\n    run: variables.v = 2\n")
+        .load_str(
+            "variables:\n  v: 1\nnodes:\n  - name: a\n    run: return state\n  - name: b\n    run: variables.v = 2\n",
+        )
         .unwrap();
     let error = tea::error_chain(&agent.invoke(json!({ "k": 1 })).unwrap_err());
     assert!(error.contains("`variables` is read-only"), "{error}");
@@ -274,4 +287,48 @@ edges:
         "nodes:\n  - name: __tea_start\n    run: return {}\n  - name: b\n    run: return {}\nedges:\n  - from: __start__\n    parallel: [b]\n    fan_in: b\n",
     );
     assert!(taken.iter().any(|p| p.contains("node name `__tea_start` is the engine's own")), "{taken:?}");
+}
+
+// --- what tea refuses, by name -------------------------------------------------------------
+
+#[test]
+fn the_edge_agents_actions_that_tea_lacks_are_refused_as_its_own() {
+    let found = problems(
+        "nodes:\n  - name: a\n    uses: memory.mem0.add\n  - name: b\n    uses: llm.chat\n  - name: c\n    uses: reflection.loop\n  - name: d\n    uses: lmm.call\n",
+    );
+    assert!(
+        found[0].starts_with("3: action `memory.mem0.add` is one of The Edge Agent's `memory.*` actions"),
+        "{found:?}"
+    );
+    assert!(found[0].contains("which tea does not support"), "{found:?}");
+    assert!(
+        found[1].starts_with("5: action `llm.chat` is one of The Edge Agent's LLM actions that tea does not support")
+    );
+    assert!(found[2].contains("`reflection.*` actions (LLM reflection loops)"), "{found:?}");
+    // Not one of its names: a misspelling.
+    assert!(found[3].starts_with("9: unknown action `lmm.call` (node `d`)"), "{found:?}");
+    // A registered action of the same name runs.
+    let engine =
+        Engine::new().action("memory.mem0.add", |_: &tea_yaml::State, _: &serde_json::Value| Ok(json!({ "ok": true })));
+    let agent = engine.load_str("nodes:\n  - name: a\n    uses: memory.mem0.add\n").unwrap();
+    assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["ok"], true);
+}
+
+#[test]
+fn the_edge_agents_settings_that_tea_lacks_are_refused_by_name() {
+    let found = problems(
+        "settings:\n  ltm:\n    backend: sqlite\n  auto_trace: true\n  llm:\n    provider: ollama\n    model: m\n  colour: red\nnodes:\n  - name: a\n    run: return {}\n",
+    );
+    assert_eq!(found.len(), 4, "{found:?}");
+    assert!(found[0]
+        .starts_with("2: `settings.ltm` (its long-term memory backends) is The Edge Agent's; tea does not support it"));
+    assert!(found[1].contains(
+        "`settings.auto_trace` (its automatic trace of each run; tea writes one with `tea run --trace FILE`)"
+    ));
+    assert!(found[2].starts_with("6: `settings.llm.provider` (its LLM providers) is The Edge Agent's"), "{found:?}");
+    assert!(found[3].starts_with("8: unknown key `colour` in `settings`"), "{found:?}");
+    // Tracing off is what tea does unasked.
+    assert!(Engine::new()
+        .load_str("settings:\n  auto_trace: false\nnodes:\n  - name: a\n    run: return {}\n")
+        .is_ok());
 }

@@ -150,6 +150,50 @@ const SETTINGS: [(&str, &[&str]); 2] = [
     ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
     ("notify", &["url", "headers", "timeout", "retry"]),
 ];
+/// The Edge Agent's `settings:` keys that tea does not support, and what each is.
+const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
+    ("a2a", "agent-to-agent messaging"),
+    ("agents", "the agents of its multi-agent actions"),
+    ("auth", "request authentication of its server"),
+    ("auto_trace", "its automatic trace of each run; tea writes one with `tea run --trace FILE`"),
+    ("cache", "its cache backends"),
+    ("dspy", "DSPy"),
+    ("execution", "its execution modes"),
+    ("graph", "its graph databases"),
+    ("interview", "its interactive interview prompts"),
+    ("llamaindex", "LlamaIndex"),
+    ("ltm", "its long-term memory backends"),
+    ("memory", "its memory backends"),
+    ("model", "an LLM default, read by its older actions; tea reads `settings.llm.model`"),
+    ("opik", "Opik tracing"),
+    ("parallel", "its parallel strategies (processes, remote hosts)"),
+    ("progress", "its progress display"),
+    ("prolog", "its Prolog runtime"),
+    ("rate_limiters", "rate limiters shared between nodes"),
+    ("session", "its session stores"),
+    ("shell_providers", "command-line LLMs such as `claude`"),
+    ("temperature", "an LLM default, read by its older actions; tea reads `settings.llm.temperature`"),
+    ("textgrad", "TextGrad"),
+    ("trace_exporter", "where its automatic trace goes; tea writes one with `tea run --trace FILE`"),
+    ("trace_file", "its automatic trace's file; tea writes one with `tea run --trace FILE`"),
+];
+/// The Edge Agent's `settings.llm` keys that tea does not support, and what each is.
+const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
+    ("api_base", "its providers' endpoint; tea's is `base_url`"),
+    ("backend", "local models through llama.cpp"),
+    ("chat_format", "local models' chat template"),
+    ("default_model", "its providers' default model; tea's is `model`"),
+    ("default_provider", "its LLM providers"),
+    ("deployment", "Azure OpenAI deployments"),
+    ("max_retries", "its providers' retries; tea's is `retry: { max, base_ms }`"),
+    ("model_path", "local models through llama.cpp"),
+    ("n_ctx", "local models through llama.cpp"),
+    ("n_gpu_layers", "local models through llama.cpp"),
+    ("n_threads", "local models through llama.cpp"),
+    ("provider", "its LLM providers"),
+    ("shell_provider", "command-line LLMs such as `claude`"),
+    ("shell_providers", "command-line LLMs such as `claude`"),
+];
 const CONFIG_KEYS: &[&str] = &[
     "interrupt_before",
     "interrupt_after",
@@ -568,7 +612,10 @@ impl<'a> Loader<'a> {
         if start_fans_out {
             let pos = edges.iter().find(|e| matches!(e.kind, EdgeKind::Parallel { .. })).map_or(root.pos, |e| e.pos);
             if let Some(&i) = index.get(START_FORK) {
-                self.problem(drafts[i].pos, format!("node name `{START_FORK}` is the engine's own (the entry's fan-out)"));
+                self.problem(
+                    drafts[i].pos,
+                    format!("node name `{START_FORK}` is the engine's own (the entry's fan-out)"),
+                );
             }
             index.insert(START_FORK.to_owned(), drafts.len());
             drafts.push(Draft {
@@ -673,20 +720,62 @@ impl<'a> Loader<'a> {
         })
     }
 
-    /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates.
+    /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates. The
+    /// Edge Agent's other settings are refused by name, saying what they are.
     fn settings(&mut self, node: &Node) -> [Option<Tree>; 2] {
         let mut out = [None, None];
         if matches!(node.kind, Kind::Null) {
             return out;
         }
-        let names: Vec<&str> = SETTINGS.iter().map(|(n, _)| *n).collect();
-        let Some(sections) = self.fields(node, "`settings`", &names) else { return out };
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("`settings` must be a mapping, not {}", node.what()));
+            return out;
+        };
+        let mut sections: HashMap<&str, &Node> = HashMap::new();
+        for (key, value) in entries {
+            let Some(name) = key.as_str() else {
+                self.problem(key.pos, format!("the keys of `settings` are names, not {}", key.what()));
+                continue;
+            };
+            if SETTINGS.iter().any(|(n, _)| *n == name) {
+                sections.insert(name, value);
+            } else if name == "auto_trace" && matches!(value.kind, Kind::Bool(false)) {
+                // Off: tea traces a run only when asked (`tea run --trace FILE`).
+            } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
+                self.problem(
+                    key.pos,
+                    format!("`settings.{name}` ({why}) is The Edge Agent's; tea does not support it"),
+                );
+            } else {
+                let hint = suggest(name, SETTINGS.iter().map(|(n, _)| *n));
+                self.problem(key.pos, format!("unknown key `{name}` in `settings`{hint}"));
+            }
+        }
         for (i, (section, keys)) in SETTINGS.iter().enumerate() {
             let Some(value) = sections.get(section) else { continue };
             if matches!(value.kind, Kind::Null) {
                 continue;
             }
-            let Some(fields) = self.fields(value, &format!("`settings.{section}`"), keys) else { continue };
+            if *section == "llm" {
+                for (key, _) in value.as_map().unwrap_or_default() {
+                    let Some(name) = key.as_str() else { continue };
+                    if let Some((_, why)) = EDGE_AGENT_LLM_SETTINGS.iter().find(|(k, _)| *k == name) {
+                        self.problem(
+                            key.pos,
+                            format!(
+                                "`settings.llm.{name}` ({why}) is The Edge Agent's; tea does not support it: \
+                                     `llm.call` calls one OpenAI-compatible endpoint (`base_url`, `model`, `api_key`)"
+                            ),
+                        );
+                    }
+                }
+            }
+            let keys: Vec<&str> = if *section == "llm" {
+                keys.iter().copied().chain(EDGE_AGENT_LLM_SETTINGS.iter().map(|(k, _)| *k)).collect()
+            } else {
+                keys.to_vec()
+            };
+            let Some(fields) = self.fields(value, &format!("`settings.{section}`"), &keys) else { continue };
             self.settings_keys[i] = fields.keys().map(|k| (*k).to_owned()).collect();
             out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
         }

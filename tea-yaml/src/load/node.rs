@@ -347,9 +347,27 @@ impl Loader<'_> {
     /// in order on each pass: `run:` blocks, expressions and actions).
     pub(super) fn while_loop(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
         for key in [
-            "run", "script", "uses", "action", "with", "output", "language", "message", "state_key", "resume_key",
-            "timeout", "items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast", "file", "input",
-            "parallel_config", "subgraph",
+            "run",
+            "script",
+            "uses",
+            "action",
+            "with",
+            "output",
+            "language",
+            "message",
+            "state_key",
+            "resume_key",
+            "timeout",
+            "items",
+            "item_var",
+            "index_var",
+            "steps",
+            "max_concurrency",
+            "fail_fast",
+            "file",
+            "input",
+            "parallel_config",
+            "subgraph",
         ] {
             if let Some(n) = fields.get(key) {
                 self.problem(
@@ -361,7 +379,10 @@ impl Loader<'_> {
         let cond = match fields.get("condition") {
             Some(c) => Some(self.cond(c, true)),
             None => {
-                self.problem(pos, format!("`while_loop` node `{name}` needs `condition` (an expression, checked before each pass)"));
+                self.problem(
+                    pos,
+                    format!("`while_loop` node `{name}` needs `condition` (an expression, checked before each pass)"),
+                );
                 None
             }
         };
@@ -391,7 +412,9 @@ impl Loader<'_> {
         match fields.get("body") {
             None => self.problem(pos, format!("`while_loop` node `{name}` needs `body:` (the nodes each pass runs)")),
             Some(list) => match list.as_seq() {
-                Some([]) => self.problem(list.pos, format!("`body` of node `{name}` is empty: a loop needs a node to run")),
+                Some([]) => {
+                    self.problem(list.pos, format!("`body` of node `{name}` is empty: a loop needs a node to run"))
+                }
                 Some(items) => {
                     for (k, item) in items.iter().enumerate() {
                         let nested = item
@@ -406,18 +429,32 @@ impl Loader<'_> {
                             continue;
                         }
                         let Some(step) = self.node_or(item, Some(format!("body_{k}"))) else { continue };
-                        if matches!(step.exec, Exec::Interrupt { .. }) || step.interrupt_before || step.interrupt_after {
-                            self.problem(step.pos, format!("body node `{}` of loop `{name}` cannot pause: a loop runs within one node", step.name));
+                        if matches!(step.exec, Exec::Interrupt { .. }) || step.interrupt_before || step.interrupt_after
+                        {
+                            self.problem(
+                                step.pos,
+                                format!(
+                                    "body node `{}` of loop `{name}` cannot pause: a loop runs within one node",
+                                    step.name
+                                ),
+                            );
                             continue;
                         }
                         if step.goto.is_some() || step.marked_fan_in.is_some() {
-                            self.problem(step.pos, format!("body node `{}` of loop `{name}` runs in order: no `goto`, no `fan_in`", step.name));
+                            self.problem(
+                                step.pos,
+                                format!(
+                                    "body node `{}` of loop `{name}` runs in order: no `goto`, no `fan_in`",
+                                    step.name
+                                ),
+                            );
                             continue;
                         }
                         body.push((NodeName::from(step.name), step.exec));
                     }
                 }
-                None => self.problem(list.pos, format!("`body` of node `{name}` must be a list of nodes, not {}", list.what())),
+                None => self
+                    .problem(list.pos, format!("`body` of node `{name}` must be a list of nodes, not {}", list.what())),
             },
         }
         match (cond, max) {
@@ -779,7 +816,18 @@ impl Loader<'_> {
                 None => {
                     let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
                     let hint = suggest(action_name, known.iter().copied());
-                    self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}"));
+                    // One of The Edge Agent's that tea lacks is said to be so; anything else is
+                    // unknown (a misspelling, with "did you mean").
+                    match actions::edge_agent_only(action_name) {
+                        Some(why) => self.problem(
+                            uses.pos,
+                            format!(
+                                "action {why} (node `{name}`); an action of the same name registered with \
+                                 `Engine::action` runs"
+                            ),
+                        ),
+                        None => self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}")),
+                    }
                     return Exec::Noop;
                 }
             },
@@ -825,7 +873,17 @@ impl Loader<'_> {
                     let mut keys = Vec::new();
                     for (key, _) in entries {
                         let Some(k) = key.as_str() else { continue };
-                        if !action.keys().contains(&k) {
+                        if let (NetAction::LlmCall, "provider" | "shell_provider") = (action, k) {
+                            self.problem(
+                                key.pos,
+                                format!(
+                                    "`{k}` of `llm.call` (node `{name}`): The Edge Agent's LLM providers (`ollama`, \
+                                     `azure_openai`, `shell` command lines such as `claude`) are not supported by tea; \
+                                     `llm.call` calls one OpenAI-compatible endpoint (`base_url`, `model`, `api_key`, \
+                                     in `with:` or `settings.llm`), which an Ollama server also offers"
+                                ),
+                            );
+                        } else if !action.keys().contains(&k) {
                             let hint = suggest(k, action.keys().iter().copied());
                             self.problem(
                                 key.pos,
