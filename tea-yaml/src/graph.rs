@@ -205,6 +205,21 @@ pub(crate) struct Inner {
     pub(crate) schema_fingerprint: u64,
     /// `initial_state:`: the keys a new run starts with where its input has none.
     pub(crate) initial_state: Map<String, Value>,
+    /// `settings.auto_trace: true`: where the file asks its runs' trace to go.
+    pub(crate) auto_trace: Option<AutoTrace>,
+}
+
+/// Where an agent file asks each run's trace to go (The Edge Agent's `settings.auto_trace:
+/// true`, with `trace_exporter` and `trace_file`). tea-yaml writes no trace itself: the `tea`
+/// command writes its `--trace` timeline there when not given one, or with `Console` shows each
+/// step on standard error (as `-v` does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AutoTrace {
+    /// `trace_exporter: console` (the default): each step on standard error.
+    Console,
+    /// `trace_exporter: file`: JSON lines to `trace_file` (relative to the agent file's
+    /// directory).
+    File(PathBuf),
 }
 
 /// What templates and conditions see: `state`, `variables`, `secrets` (in [`Tree::Sending`]

@@ -70,6 +70,6 @@ pub use agent::{
     Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT, DEFAULT_LUA_TIME_LIMIT,
 };
 pub use error::{LoadError, Problem};
-pub use graph::{NodeIx, YamlGraph};
+pub use graph::{AutoTrace, NodeIx, YamlGraph};
 pub use load::StoreSpec;
 pub use state::{State, Update};

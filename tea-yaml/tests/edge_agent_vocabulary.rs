@@ -317,18 +317,40 @@ fn the_edge_agents_actions_that_tea_lacks_are_refused_as_its_own() {
 #[test]
 fn the_edge_agents_settings_that_tea_lacks_are_refused_by_name() {
     let found = problems(
-        "settings:\n  ltm:\n    backend: sqlite\n  auto_trace: true\n  llm:\n    provider: ollama\n    model: m\n  colour: red\nnodes:\n  - name: a\n    run: return {}\n",
+        "settings:\n  ltm:\n    backend: sqlite\n  auto_trace: yes please\n  llm:\n    provider: ollama\n    model: m\n  colour: red\nnodes:\n  - name: a\n    run: return {}\n",
     );
     assert_eq!(found.len(), 4, "{found:?}");
     assert!(found[0]
         .starts_with("2: `settings.ltm` (its long-term memory backends) is The Edge Agent's; tea does not support it"));
-    assert!(found[1].contains(
-        "`settings.auto_trace` (its automatic trace of each run; tea writes one with `tea run --trace FILE`)"
-    ));
+    assert!(found[1].contains("`settings.auto_trace` must be true or false"), "{found:?}");
     assert!(found[2].starts_with("6: `settings.llm.provider` (its LLM providers) is The Edge Agent's"), "{found:?}");
     assert!(found[3].starts_with("8: unknown key `colour` in `settings`"), "{found:?}");
-    // Tracing off is what tea does unasked.
     assert!(Engine::new()
         .load_str("settings:\n  auto_trace: false\nnodes:\n  - name: a\n    run: return {}\n")
         .is_ok());
+}
+
+#[test]
+fn auto_trace_says_where_the_trace_goes() {
+    use tea_yaml::AutoTrace;
+    let load = |settings: &str| {
+        Engine::new().load_str(&format!("settings:\n{settings}nodes:\n  - name: a\n    run: return {{}}\n"))
+    };
+    assert_eq!(load("  auto_trace: false\n").unwrap().auto_trace(), None);
+    assert_eq!(load("  auto_trace: true\n").unwrap().auto_trace(), Some(&AutoTrace::Console));
+    let file = load("  auto_trace: true\n  trace_exporter: file\n  trace_file: out/run.jsonl\n").unwrap();
+    assert_eq!(file.auto_trace(), Some(&AutoTrace::File("out/run.jsonl".into())));
+    let problems = |settings: &str| -> Vec<String> {
+        load(settings).unwrap_err().problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect()
+    };
+    assert_eq!(
+        problems("  trace_file: x.jsonl\n"),
+        ["2: `settings.trace_file` goes with `settings.auto_trace: true`, which this file does not set"]
+    );
+    assert_eq!(
+        problems("  auto_trace: true\n  trace_exporter: file\n"),
+        ["3: `trace_exporter: file` needs `settings.trace_file: PATH`"]
+    );
+    assert!(problems("  auto_trace: true\n  trace_exporter: opik\n")[0]
+        .starts_with("3: `trace_exporter: opik` is not supported by tea"));
 }

@@ -150,12 +150,13 @@ const SETTINGS: [(&str, &[&str]); 2] = [
     ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
     ("notify", &["url", "headers", "timeout", "retry"]),
 ];
+/// The Edge Agent's trace settings: tea writes its trace as `tea run --trace` does.
+const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"];
 /// The Edge Agent's `settings:` keys that tea does not support, and what each is.
 const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("a2a", "agent-to-agent messaging"),
     ("agents", "the agents of its multi-agent actions"),
     ("auth", "request authentication of its server"),
-    ("auto_trace", "its automatic trace of each run; tea writes one with `tea run --trace FILE`"),
     ("cache", "its cache backends"),
     ("dspy", "DSPy"),
     ("execution", "its execution modes"),
@@ -174,8 +175,6 @@ const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("shell_providers", "command-line LLMs such as `claude`"),
     ("temperature", "an LLM default, read by its older actions; tea reads `settings.llm.temperature`"),
     ("textgrad", "TextGrad"),
-    ("trace_exporter", "where its automatic trace goes; tea writes one with `tea run --trace FILE`"),
-    ("trace_file", "its automatic trace's file; tea writes one with `tea run --trace FILE`"),
 ];
 /// The Edge Agent's `settings.llm` keys that tea does not support, and what each is.
 const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
@@ -270,6 +269,8 @@ struct Loader<'a> {
     python: crate::python::Loader,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
     settings_keys: [Vec<String>; 2],
+    /// `settings.auto_trace: true` with its exporter.
+    auto_trace: Option<crate::graph::AutoTrace>,
     /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
     suggestion_work: usize,
     /// Templates read now are arguments that send secrets out: they may read `secrets`.
@@ -357,6 +358,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
         python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
         settings_keys: [Vec::new(), Vec::new()],
+        auto_trace: None,
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
     };
@@ -710,6 +712,7 @@ impl<'a> Loader<'a> {
             fingerprint,
             schema_fingerprint,
             initial_state,
+            auto_trace: self.auto_trace.take(),
         };
         Some(Loaded {
             graph: YamlGraph(Arc::new(inner), false, None),
@@ -739,8 +742,8 @@ impl<'a> Loader<'a> {
             };
             if SETTINGS.iter().any(|(n, _)| *n == name) {
                 sections.insert(name, value);
-            } else if name == "auto_trace" && matches!(value.kind, Kind::Bool(false)) {
-                // Off: tea traces a run only when asked (`tea run --trace FILE`).
+            } else if TRACE_SETTINGS.contains(&name) {
+                sections.insert(name, value);
             } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
                 self.problem(
                     key.pos,
@@ -751,6 +754,7 @@ impl<'a> Loader<'a> {
                 self.problem(key.pos, format!("unknown key `{name}` in `settings`{hint}"));
             }
         }
+        self.auto_trace = self.trace_settings(&sections);
         for (i, (section, keys)) in SETTINGS.iter().enumerate() {
             let Some(value) = sections.get(section) else { continue };
             if matches!(value.kind, Kind::Null) {
@@ -780,6 +784,60 @@ impl<'a> Loader<'a> {
             out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
         }
         out
+    }
+
+    /// `settings.auto_trace`, `trace_exporter` (`console`, the default, or `file`) and
+    /// `trace_file` (relative to the agent file's directory): The Edge Agent's trace of each run.
+    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::graph::AutoTrace> {
+        use crate::graph::AutoTrace;
+        let on = match sections.get("auto_trace") {
+            None => false,
+            Some(n) => match n.kind {
+                Kind::Bool(b) => b,
+                _ => {
+                    self.problem(n.pos, format!("`settings.auto_trace` must be true or false, not {}", n.what()));
+                    false
+                }
+            },
+        };
+        let file = sections.get("trace_file").and_then(|n| self.string(n, "`settings.trace_file`").map(|f| (n, f)));
+        let exporter =
+            sections.get("trace_exporter").and_then(|n| self.string(n, "`settings.trace_exporter`").map(|e| (n, e)));
+        if !on {
+            for (key, node) in [("trace_exporter", exporter.map(|e| e.0)), ("trace_file", file.map(|f| f.0))] {
+                if let Some(node) = node {
+                    self.problem(
+                        node.pos,
+                        format!("`settings.{key}` goes with `settings.auto_trace: true`, which this file does not set"),
+                    );
+                }
+            }
+            return None;
+        }
+        match exporter.map(|(n, e)| (n, e)) {
+            None | Some((_, "console")) => {
+                if let Some((n, _)) = file {
+                    self.problem(n.pos, "`settings.trace_file` goes with `trace_exporter: file`");
+                }
+                Some(AutoTrace::Console)
+            }
+            Some((n, "file")) => match file {
+                Some((_, path)) if !path.is_empty() => {
+                    Some(AutoTrace::File(crate::actions::resolve(&self.env.base_dir, path)))
+                }
+                _ => {
+                    self.problem(n.pos, "`trace_exporter: file` needs `settings.trace_file: PATH`");
+                    None
+                }
+            },
+            Some((n, other)) => {
+                self.problem(
+                    n.pos,
+                    format!("`trace_exporter: {other}` is not supported by tea: its trace goes to the `console` or to a `file`"),
+                );
+                None
+            }
+        }
     }
 
     fn schema(&mut self, node: &Node) -> Schema {
