@@ -116,6 +116,8 @@ pub(crate) enum Exec {
         max: usize,
         body: Vec<(NodeName, Exec)>,
     },
+    /// `steps:` of a plain node: run in order within the node, as one pass of a loop.
+    Steps(Vec<(NodeName, Exec)>),
     /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
     /// output mappings (`None`: the whole state each way).
     Subgraph {
@@ -156,6 +158,7 @@ impl fmt::Debug for Exec {
             Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
             Exec::Subgraph { child, .. } => write!(f, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
             Exec::Loop { max, body, .. } => write!(f, "Loop({max}, {} nodes)", body.len()),
+            Exec::Steps(body) => write!(f, "Steps({} nodes)", body.len()),
         }
     }
 }
@@ -771,13 +774,15 @@ impl YamlGraph {
     }
 
     /// A `type: while_loop` node named `name`: its body in order while `cond` holds, at most
-    /// `max` passes (then it stops, as The Edge Agent's Python engine does). Each body node's
+    /// `max` passes (then it stops, as The Edge Agent's Python engine does); or (`steps`) a
+    /// node's `steps:`, one pass. Each body node's
     /// update replaces keys of a working copy of the state (The Edge Agent's `dict.update`);
     /// the keys written, with their last values, are the node's update.
     fn run_loop(
         &self,
         name: &NodeName,
         (cond, max, body): (&Cond, usize, &[(NodeName, Exec)]),
+        steps: bool,
         state: &State,
         hitl: &mut Hitl,
     ) -> Result<Option<Update>, BoxError> {
@@ -790,7 +795,12 @@ impl YamlGraph {
             }
             for (step, exec) in body {
                 let update = self.exec_as(step, exec, &current, hitl).map_err(|e| {
-                    format!("loop `{name}`, body node `{step}`, pass {pass}: {}", tea_runtime::error_chain(&*e))
+                    let chain = tea_runtime::error_chain(&*e);
+                    if steps {
+                        format!("step `{step}`: {chain}")
+                    } else {
+                        format!("loop `{name}`, body node `{step}`, pass {pass}: {chain}")
+                    }
                 })?;
                 let Some(update) = update else { continue };
                 let values = update.into_values()?;
@@ -826,7 +836,8 @@ impl YamlGraph {
         let inner = &self.0;
         Ok(match exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
-            Exec::Loop { cond, max, body } => self.run_loop(node, (cond, *max, body), state, hitl)?,
+            Exec::Loop { cond, max, body } => self.run_loop(node, (cond, *max, body), false, state, hitl)?,
+            Exec::Steps(body) => self.run_loop(node, (&Cond::Always, 1, body), true, state, hitl)?,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
             Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {

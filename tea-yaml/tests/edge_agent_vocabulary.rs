@@ -112,7 +112,7 @@ fn a_while_loop_without_its_keys_or_with_a_bad_bound_does_not_load() {
     let nested = problems(
         "nodes:\n  - name: l\n    type: while_loop\n    condition: \"true\"\n    max_iterations: 3\n    body:\n      - name: inner\n        type: while_loop\n",
     );
-    assert!(nested[0].starts_with("8: node `l`: a `while_loop` body runs"), "{nested:?}");
+    assert!(nested[0].starts_with("8: node `l`: its `body` runs `run:` blocks and actions"), "{nested:?}");
 }
 
 #[test]
@@ -353,4 +353,42 @@ fn auto_trace_says_where_the_trace_goes() {
     );
     assert!(problems("  auto_trace: true\n  trace_exporter: opik\n")[0]
         .starts_with("3: `trace_exporter: opik` is not supported by tea"));
+}
+
+// --- steps: on a plain node ----------------------------------------------------------------
+
+#[test]
+fn a_nodes_steps_run_in_order_within_it() {
+    // As `examples/yaml_perplexity_example.yaml` writes a node: `steps:`, each a block.
+    let agent = Engine::new()
+        .load_str(
+            r##"
+nodes:
+  - name: report
+    language: lua
+    steps:
+      - name: header
+        run: return { header = "# " .. state.query }
+      - name: body
+        run: return { report = state.header .. "\n" .. state.found }
+      - run:
+          type: expression
+          value: "state.report | length"
+          output_key: size
+  - name: after
+    run: return { seen = state.size }
+"##,
+        )
+        .unwrap();
+    let out = agent.invoke(json!({ "query": "q", "found": "x" })).unwrap().done().unwrap();
+    assert_eq!(out["report"], "# q\nx");
+    assert_eq!(out["size"], 5);
+    assert_eq!(out["seen"], 5);
+    let failing = Engine::new()
+        .load_str("nodes:\n  - name: n\n    steps:\n      - name: bad\n        run: error('no')\n")
+        .unwrap();
+    let error = tea::error_chain(&failing.invoke(json!({})).unwrap_err());
+    assert!(error.contains("step `bad`"), "{error}");
+    let both = problems("nodes:\n  - name: n\n    run: return {}\n    steps:\n      - run: return {}\n");
+    assert_eq!(both, ["5: node `n` has `steps` and `run`: keep one way to run"]);
 }

@@ -16,6 +16,15 @@ fn exec_text(out: &mut String, exec: &Exec) {
         Exec::Interrupt { state_key, resume_key, .. } => write!(out, "Interrupt({state_key} => {resume_key})"),
         Exec::Send { item_var, index_var, .. } => write!(out, "Send({item_var}, {index_var})"),
         Exec::Subgraph { child, .. } => write!(out, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
+        Exec::Steps(body) => {
+            let _ = write!(out, "Steps(");
+            for (name, exec) in body {
+                let _ = write!(out, "{name}:");
+                exec_text(out, exec);
+                let _ = write!(out, ", ");
+            }
+            write!(out, ")")
+        }
         Exec::Loop { cond, max, body } => {
             let _ = write!(out, "Loop({}, {max}", cond_text(cond));
             for (name, exec) in body {

@@ -271,6 +271,9 @@ struct Loader<'a> {
     settings_keys: [Vec<String>; 2],
     /// `settings.auto_trace: true` with its exporter.
     auto_trace: Option<crate::graph::AutoTrace>,
+    /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
+    /// language of those that name none.
+    steps_language: Option<bool>,
     /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
     suggestion_work: usize,
     /// Templates read now are arguments that send secrets out: they may read `secrets`.
@@ -359,6 +362,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
         settings_keys: [Vec::new(), Vec::new()],
         auto_trace: None,
+        steps_language: None,
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
     };

@@ -118,9 +118,7 @@ impl Loader<'_> {
                 self.problem(n.pos, format!("`{key}` belongs to `type: subgraph` nodes; node `{name}` is not one"));
             }
         }
-        for key in
-            ["items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast", "parallel_config", "subgraph"]
-        {
+        for key in ["items", "item_var", "index_var", "max_concurrency", "fail_fast", "parallel_config", "subgraph"] {
             if let Some(n) = fields.get(key) {
                 self.problem(
                     n.pos,
@@ -168,7 +166,7 @@ impl Loader<'_> {
                 self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
             }
         }
-        let (mut python, mut prolog) = (None, false);
+        let (mut python, mut prolog) = (self.steps_language, false);
         if let Some(l) = fields.get("language") {
             match l.as_str() {
                 Some("lua") => python = Some(false),
@@ -187,7 +185,34 @@ impl Loader<'_> {
             }
         }
 
-        let exec = if is_interrupt {
+        let steps = fields.get("steps").copied();
+        if let (Some(n), false) = (steps, forms.is_empty()) {
+            self.problem(n.pos, format!("node `{name}` has `steps` and `{}`: keep one way to run", forms.join("`, `")));
+        }
+        let exec = if let Some(list) = steps {
+            // The Edge Agent's steps of a plain node: run in order within it, each step's keys
+            // replacing those of the node's working copy of the state.
+            match list.as_seq() {
+                Some([]) => {
+                    self.problem(list.pos, format!("`steps` of node `{name}` is empty"));
+                    Exec::Noop
+                }
+                Some(items) => {
+                    // The node's `language:` is its steps' own unless they name one.
+                    let outer = std::mem::replace(&mut self.steps_language, python);
+                    let body = self.inline_nodes(items, &name, "steps");
+                    self.steps_language = outer;
+                    Exec::Steps(body)
+                }
+                None => {
+                    self.problem(
+                        list.pos,
+                        format!("`steps` of node `{name}` must be a list of nodes, not {}", list.what()),
+                    );
+                    Exec::Noop
+                }
+            }
+        } else if is_interrupt {
             self.interrupt(&fields, &name)
         } else if let Some(run) = run.filter(|_| !prolog) {
             self.run(run, &name, fields.get("output").copied(), python)
@@ -415,44 +440,7 @@ impl Loader<'_> {
                 Some([]) => {
                     self.problem(list.pos, format!("`body` of node `{name}` is empty: a loop needs a node to run"))
                 }
-                Some(items) => {
-                    for (k, item) in items.iter().enumerate() {
-                        let nested = item
-                            .as_map()
-                            .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("type")))
-                            .and_then(|(_, v)| v.as_str().map(|t| (v.pos, t.to_owned())));
-                        if let Some((at, kind)) = nested.filter(|(_, t)| t != "interrupt") {
-                            self.problem(
-                                at,
-                                format!("node `{name}`: a `while_loop` body runs `run:` blocks and actions, not `type: {kind}` nodes"),
-                            );
-                            continue;
-                        }
-                        let Some(step) = self.node_or(item, Some(format!("body_{k}"))) else { continue };
-                        if matches!(step.exec, Exec::Interrupt { .. }) || step.interrupt_before || step.interrupt_after
-                        {
-                            self.problem(
-                                step.pos,
-                                format!(
-                                    "body node `{}` of loop `{name}` cannot pause: a loop runs within one node",
-                                    step.name
-                                ),
-                            );
-                            continue;
-                        }
-                        if step.goto.is_some() || step.marked_fan_in.is_some() {
-                            self.problem(
-                                step.pos,
-                                format!(
-                                    "body node `{}` of loop `{name}` runs in order: no `goto`, no `fan_in`",
-                                    step.name
-                                ),
-                            );
-                            continue;
-                        }
-                        body.push((NodeName::from(step.name), step.exec));
-                    }
-                }
+                Some(items) => body = self.inline_nodes(items, name, "body"),
                 None => self
                     .problem(list.pos, format!("`body` of node `{name}` must be a list of nodes, not {}", list.what())),
             },
@@ -461,6 +449,43 @@ impl Loader<'_> {
             (Some(cond), Some(max)) if !body.is_empty() => Exec::Loop { cond, max, body },
             _ => Exec::Noop,
         }
+    }
+
+    /// The nodes a node runs within itself, in order (a `while_loop`'s `body`, a node's
+    /// `steps`; `what` is that key): `run:` blocks, expressions and actions, each named by its
+    /// `name` or `{what}_{k}`.
+    pub(super) fn inline_nodes(&mut self, items: &[Node], name: &str, what: &str) -> Vec<(NodeName, Exec)> {
+        let mut out = Vec::new();
+        for (k, item) in items.iter().enumerate() {
+            let nested = item
+                .as_map()
+                .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("type")))
+                .and_then(|(_, v)| v.as_str().map(|t| (v.pos, t.to_owned())));
+            if let Some((at, kind)) = nested.filter(|(_, t)| t != "interrupt") {
+                self.problem(
+                    at,
+                    format!("node `{name}`: its `{what}` runs `run:` blocks and actions, not `type: {kind}` nodes"),
+                );
+                continue;
+            }
+            let Some(step) = self.node_or(item, Some(format!("{what}_{k}"))) else { continue };
+            if matches!(step.exec, Exec::Interrupt { .. }) || step.interrupt_before || step.interrupt_after {
+                self.problem(
+                    step.pos,
+                    format!("`{what}` node `{}` of node `{name}` cannot pause: it runs within one node", step.name),
+                );
+                continue;
+            }
+            if step.goto.is_some() || step.marked_fan_in.is_some() {
+                self.problem(
+                    step.pos,
+                    format!("`{what}` node `{}` of node `{name}` runs in order: no `goto`, no `fan_in`", step.name),
+                );
+                continue;
+            }
+            out.push((NodeName::from(step.name), step.exec));
+        }
+        out
     }
 
     /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
