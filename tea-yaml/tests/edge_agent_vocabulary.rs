@@ -392,3 +392,43 @@ nodes:
     let both = problems("nodes:\n  - name: n\n    run: return {}\n    steps:\n      - run: return {}\n");
     assert_eq!(both, ["5: node `n` has `steps` and `run`: keep one way to run"]);
 }
+
+// --- targets: edges ------------------------------------------------------------------------
+
+#[test]
+fn an_edge_with_targets_routes_by_the_value_of_its_expression() {
+    // The Edge Agent's Rust test `test_yaml_conditional_workflow_mermaid`.
+    let yaml = r#"
+name: conditional-workflow
+nodes:
+  - name: check
+    run: return { status = state.want }
+  - name: on_success
+    run: return { went = "success" }
+  - name: on_failure
+    run: return { went = "failure" }
+edges:
+  - from: __start__
+    to: check
+  - from: check
+    when: "state.status"
+    targets:
+      success: on_success
+      failure: on_failure
+      true: on_success
+  - from: on_success
+    to: __end__
+  - from: on_failure
+    to: __end__
+"#;
+    let agent = Engine::new().load_str(yaml).unwrap();
+    for (want, went) in [(json!("success"), "success"), (json!("failure"), "failure"), (json!(true), "success")] {
+        let out = agent.invoke(json!({ "want": want.clone() })).unwrap().done().unwrap();
+        assert_eq!(out["went"], went, "{want}");
+    }
+    // No value matches: no route, as for `goto` rules.
+    assert!(agent.invoke(json!({ "want": "other" })).is_err());
+    let found =
+        problems(&yaml.replace("    when: \"state.status\"\n", "    when: \"state.status\"\n    to: on_success\n"));
+    assert!(found[0].contains("an edge with `targets` routes by value; `to` does not go with it"), "{found:?}");
+}

@@ -253,7 +253,7 @@ fn sending_keys(action: &Action) -> &'static [&'static str] {
 const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
-const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
+const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in", "targets"];
 const START: [&str; 2] = ["__start__", "START"];
 /// The node a fan-out from the entry starts at: it does nothing and fans out.
 pub(crate) const START_FORK: &str = "__tea_start";
