@@ -744,9 +744,7 @@ impl<'a> Loader<'a> {
                 self.problem(key.pos, format!("the keys of `settings` are names, not {}", key.what()));
                 continue;
             };
-            if SETTINGS.iter().any(|(n, _)| *n == name) {
-                sections.insert(name, value);
-            } else if TRACE_SETTINGS.contains(&name) {
+            if SETTINGS.iter().any(|(n, _)| *n == name) || TRACE_SETTINGS.contains(&name) {
                 sections.insert(name, value);
             } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
                 self.problem(
@@ -818,7 +816,7 @@ impl<'a> Loader<'a> {
             }
             return None;
         }
-        match exporter.map(|(n, e)| (n, e)) {
+        match exporter {
             None | Some((_, "console")) => {
                 if let Some((n, _)) = file {
                     self.problem(n.pos, "`settings.trace_file` goes with `trace_exporter: file`");
