@@ -1,5 +1,6 @@
 //! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
-//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, and with the feature `net`
+//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `ratelimit.wrap` (another
+//! action behind a process-wide rate limiter), and with the feature `net`
 //! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`).
 
 use crate::state::State;
@@ -20,13 +21,22 @@ pub(crate) enum Action {
     CheckpointLoad,
     FileRead,
     FileWrite,
+    /// `ratelimit.wrap`: `inner` (named `name`) run once the limiter `limiter` lets it, at
+    /// most one call per `interval` across the process (The Edge Agent's global limiters).
+    RateLimit {
+        inner: Box<Action>,
+        name: String,
+        limiter: String,
+        interval: std::time::Duration,
+    },
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 8] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 9] = [
+    "ratelimit.wrap",
     "checkpoint.save",
     "checkpoint.load",
     "file.read",
@@ -302,7 +312,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "rag.llamaindex.query",
     "rag.llamaindex.router",
     "rag.llamaindex.subquestion",
-    "ratelimit.wrap",
     "reason.cot",
     "reason.decompose",
     "reason.dspy.compile",
@@ -426,8 +435,41 @@ pub(crate) struct Call<'a> {
 }
 
 pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
+    call_action(action, call, args)
+}
+
+fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
     match action {
         Action::User(f) => f(call.state, args),
+        Action::RateLimit { inner, name, limiter, interval } => {
+            let timeout = match args.get("timeout") {
+                None | Some(Value::Null) => None,
+                Some(t) => Some(
+                    t.as_u64()
+                        .ok_or_else(|| format!("ratelimit.wrap: `timeout` is a number of milliseconds, not {t}"))?,
+                ),
+            };
+            let waited = limiter_named(limiter, *interval).wait(timeout).map_err(|estimated| {
+                format!(
+                    "ratelimit.wrap: limiter `{limiter}` would make `{name}` wait {estimated} ms, more than its \
+                     `timeout` of {} ms",
+                    timeout.unwrap_or_default()
+                )
+            })?;
+            let inner_args = match args.get("args") {
+                None | Some(Value::Null) => json!({}),
+                Some(a @ Value::Object(_)) => a.clone(),
+                Some(other) => {
+                    return Err(format!("ratelimit.wrap: `args` of `{name}` is a mapping, not {other}").into())
+                }
+            };
+            let mut result = call_action(inner, call, &inner_args)?;
+            if let Value::Object(map) = &mut result {
+                map.insert("_ratelimit_waited_ms".to_owned(), json!(waited));
+                map.insert("_ratelimit_limiter".to_owned(), json!(limiter));
+            }
+            Ok(result)
+        }
         Action::CheckpointSave => Ok(checkpoint_save(call, args)),
         Action::CheckpointLoad => Ok(checkpoint_load(call, args)),
         Action::FileRead => {
@@ -457,6 +499,58 @@ pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Val
         #[cfg(feature = "net")]
         Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
     }
+}
+
+/// `rpm`/`rps` (a rate limiter's calls per minute or per second; `rps` wins) as the time
+/// between two calls: one second when neither is given, as The Edge Agent's.
+pub(crate) fn limiter_interval(rpm: Option<f64>, rps: Option<f64>) -> std::time::Duration {
+    use std::time::Duration;
+    match (rps.filter(|r| *r > 0.0), rpm.filter(|r| *r > 0.0)) {
+        (Some(rps), _) => Duration::try_from_secs_f64(1.0 / rps).unwrap_or(Duration::MAX),
+        (None, Some(rpm)) => Duration::try_from_secs_f64(60.0 / rpm).unwrap_or(Duration::MAX),
+        (None, None) => Duration::from_secs(1),
+    }
+}
+
+/// A rate limiter: the earliest time its next call may start.
+#[derive(Debug)]
+struct Limiter {
+    interval: std::time::Duration,
+    next: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Limiter {
+    /// Waits for this call's turn (milliseconds waited); `Err(ms)`, taking no turn, when the
+    /// wait would be longer than `timeout` ms.
+    fn wait(&self, timeout: Option<u64>) -> Result<u64, u64> {
+        let now = std::time::Instant::now();
+        let start = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let start = (*next).max(now);
+            let wait = start.saturating_duration_since(now).as_millis() as u64;
+            if timeout.is_some_and(|t| wait > t) {
+                return Err(wait);
+            }
+            *next = start.checked_add(self.interval).unwrap_or(start);
+            start
+        };
+        let wait = start.saturating_duration_since(now);
+        std::thread::sleep(wait);
+        Ok(wait.as_millis() as u64)
+    }
+}
+
+/// The process's limiter named `name`, made with `interval` by its first user (The Edge
+/// Agent's registry: the first configuration wins).
+fn limiter_named(name: &str, interval: std::time::Duration) -> Arc<Limiter> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LIMITERS: OnceLock<Mutex<HashMap<String, Arc<Limiter>>>> = OnceLock::new();
+    let mut limiters = LIMITERS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    limiters
+        .entry(name.to_owned())
+        .or_insert_with(|| Arc::new(Limiter { interval, next: std::sync::Mutex::new(std::time::Instant::now()) }))
+        .clone()
 }
 
 /// `with.path`, relative to the agent file's directory.

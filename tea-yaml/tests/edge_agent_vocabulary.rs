@@ -432,3 +432,69 @@ edges:
         problems(&yaml.replace("    when: \"state.status\"\n", "    when: \"state.status\"\n    to: on_success\n"));
     assert!(found[0].contains("an edge with `targets` routes by value; `to` does not go with it"), "{found:?}");
 }
+
+// --- settings.rate_limiters and ratelimit.wrap ------------------------------------------------
+
+#[test]
+fn ratelimit_wrap_spaces_the_calls_of_one_limiter() {
+    // The Edge Agent's Rust test `test_yaml_workflow_with_ratelimit`, on an action of tea's.
+    let engine = Engine::new()
+        .action("test.echo", |_: &tea_yaml::State, args: &serde_json::Value| Ok(json!({ "echo": args["value"] })));
+    let agent = engine
+        .load_str(
+            r#"
+name: ratelimit-workflow
+settings:
+  rate_limiters:
+    vocabulary_test_api:
+      rps: 20
+nodes:
+  - name: first
+    uses: ratelimit.wrap
+    with:
+      action: test.echo
+      limiter: vocabulary_test_api
+      args:
+        value: "{{ state.v }}"
+    output: one
+  - name: second
+    uses: ratelimit.wrap
+    with:
+      action: test.echo
+      limiter: vocabulary_test_api
+      args: { value: 2 }
+"#,
+        )
+        .unwrap();
+    let began = std::time::Instant::now();
+    let out = agent.invoke(json!({ "v": 1 })).unwrap().done().unwrap();
+    // 20 a second: the second call waits for the first's 50 ms.
+    assert!(began.elapsed() >= std::time::Duration::from_millis(45), "{:?}", began.elapsed());
+    assert_eq!(out["one"]["echo"], 1);
+    assert_eq!(out["one"]["_ratelimit_limiter"], "vocabulary_test_api");
+    assert_eq!(out["echo"], 2);
+    assert!(out["_ratelimit_waited_ms"].as_u64().is_some());
+}
+
+#[test]
+fn ratelimit_wrap_refuses_what_it_cannot_run_and_a_wait_beyond_its_timeout() {
+    let found = problems(
+        "settings:\n  rate_limiters:\n    a: { rpm: 0 }\n    b: { per_hour: 3 }\nnodes:\n  - name: n\n    uses: ratelimit.wrap\n    with:\n      action: memory.store\n      limiter: \"{{ state.l }}\"\n",
+    );
+    assert!(found.iter().any(|p| p.starts_with("3: `rpm` of rate limiter `a` must be a positive number")), "{found:?}");
+    assert!(found.iter().any(|p| p.starts_with("4: unknown key `per_hour` in rate limiter `b`")), "{found:?}");
+    assert!(
+        found.iter().any(|p| p.contains("wraps action `memory.store` is one of The Edge Agent's `memory.*` actions")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|p| p.contains("`limiter` of `ratelimit.wrap` (node `n`) is a name written in the file")),
+        "{found:?}"
+    );
+    // One call a minute: the second would wait a minute, beyond its timeout of 10 ms.
+    let agent = Engine::new()
+        .load_str("nodes:\n  - name: a\n    uses: ratelimit.wrap\n    with: { action: file.write, limiter: vocabulary_slow, rpm: 1, args: { path: /dev/null, content: x } }\n  - name: b\n    uses: ratelimit.wrap\n    with: { action: file.write, limiter: vocabulary_slow, timeout: 10, args: { path: /dev/null, content: x } }\n")
+        .unwrap();
+    let error = tea::error_chain(&agent.invoke(json!({})).unwrap_err());
+    assert!(error.contains("limiter `vocabulary_slow` would make `file.write` wait"), "{error}");
+}

@@ -170,7 +170,6 @@ const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("parallel", "its parallel strategies (processes, remote hosts)"),
     ("progress", "its progress display"),
     ("prolog", "its Prolog runtime"),
-    ("rate_limiters", "rate limiters shared between nodes"),
     ("session", "its session stores"),
     ("shell_providers", "command-line LLMs such as `claude`"),
     ("temperature", "an LLM default, read by its older actions; tea reads `settings.llm.temperature`"),
@@ -271,6 +270,8 @@ struct Loader<'a> {
     settings_keys: [Vec<String>; 2],
     /// `settings.auto_trace: true` with its exporter.
     auto_trace: Option<crate::graph::AutoTrace>,
+    /// `settings.rate_limiters`: each limiter's time between calls.
+    rate_limiters: HashMap<String, std::time::Duration>,
     /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
     /// language of those that name none.
     steps_language: Option<bool>,
@@ -363,6 +364,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         settings_keys: [Vec::new(), Vec::new()],
         auto_trace: None,
         steps_language: None,
+        rate_limiters: HashMap::new(),
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
     };
@@ -746,6 +748,8 @@ impl<'a> Loader<'a> {
             };
             if SETTINGS.iter().any(|(n, _)| *n == name) || TRACE_SETTINGS.contains(&name) {
                 sections.insert(name, value);
+            } else if name == "rate_limiters" {
+                self.rate_limiters(value);
             } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
                 self.problem(
                     key.pos,
@@ -786,6 +790,43 @@ impl<'a> Loader<'a> {
             out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
         }
         out
+    }
+
+    /// `settings.rate_limiters: { NAME: { rpm: N } | { rps: N } }`: the limiters
+    /// `ratelimit.wrap` names.
+    fn rate_limiters(&mut self, node: &Node) {
+        if matches!(node.kind, Kind::Null) {
+            return;
+        }
+        let Some(entries) = node.as_map() else {
+            self.problem(
+                node.pos,
+                format!("`settings.rate_limiters` maps names to `{{ rpm: N }}` or `{{ rps: N }}`, not {}", node.what()),
+            );
+            return;
+        };
+        for (key, value) in entries {
+            let Some(name) = key.scalar_text() else { continue };
+            let what = format!("rate limiter `{name}`");
+            let Some(fields) = self.fields(value, &what, &["rpm", "rps"]) else { continue };
+            let mut rate = |k: &str| -> Option<f64> {
+                let n = fields.get(k)?;
+                match n.kind {
+                    Kind::Int(v) if v > 0 => Some(v as f64),
+                    Kind::Float(v) if v > 0.0 && v.is_finite() => Some(v),
+                    _ => {
+                        self.problem(n.pos, format!("`{k}` of {what} must be a positive number"));
+                        None
+                    }
+                }
+            };
+            let (rpm, rps) = (rate("rpm"), rate("rps"));
+            if rpm.is_none() && rps.is_none() && !fields.contains_key("rpm") && !fields.contains_key("rps") {
+                self.problem(value.pos, format!("{what} needs `rpm` or `rps`"));
+                continue;
+            }
+            self.rate_limiters.insert(name, crate::actions::limiter_interval(rpm, rps));
+        }
     }
 
     /// `settings.auto_trace`, `trace_exporter` (`console`, the default, or `file`) and

@@ -826,6 +826,10 @@ impl Loader<'_> {
         let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
         let action = match self.env.actions.get(action_name) {
             Some(a) => a.clone(),
+            None if action_name == "ratelimit.wrap" => match self.rate_limit(fields, name, uses) {
+                Some(action) => action,
+                None => return Exec::Noop,
+            },
             None => match actions::built_in(action_name) {
                 Some(action) => action,
                 None if actions::NET_NAMES.contains(&action_name) => {
@@ -883,6 +887,72 @@ impl Loader<'_> {
             },
         };
         Exec::Action { name: action_name.to_owned(), action, with, output }
+    }
+
+    /// `uses: ratelimit.wrap` (The Edge Agent's): `with: { action: NAME, limiter: NAME, args,
+    /// rpm | rps, timeout }`. The action and the limiter are names written in the file; the
+    /// limiter's rate is `rpm`/`rps` here, else `settings.rate_limiters`, else one call a second
+    /// (the first use of a limiter in the process fixes its rate).
+    pub(super) fn rate_limit(&mut self, fields: &HashMap<&str, &Node>, name: &str, uses: &Node) -> Option<Action> {
+        let what = format!("`ratelimit.wrap` (node `{name}`)");
+        let Some(with) = fields.get("with") else {
+            self.problem(uses.pos, format!("{what} needs `with: {{ action, limiter, args }}`"));
+            return None;
+        };
+        let f =
+            self.fields(with, &format!("`with` of {what}"), &["action", "limiter", "args", "rpm", "rps", "timeout"])?;
+        let literal = |this: &mut Self, key: &str| -> Option<String> {
+            match f.get(key) {
+                None => {
+                    this.problem(with.pos, format!("{what} needs `{key}`"));
+                    None
+                }
+                Some(n) => match n.as_str() {
+                    Some(text) if !text.contains("{{") && !text.is_empty() => Some(text.to_owned()),
+                    _ => {
+                        this.problem(n.pos, format!("`{key}` of {what} is a name written in the file"));
+                        None
+                    }
+                },
+            }
+        };
+        let limiter = literal(self, "limiter");
+        let inner_name = literal(self, "action")?;
+        let at = f.get("action").map_or(with.pos, |n| n.pos);
+        let inner = match self.env.actions.get(&inner_name) {
+            Some(a) => a.clone(),
+            None => match actions::built_in(&inner_name) {
+                Some(a) => a,
+                None => {
+                    let why = actions::edge_agent_only(&inner_name).map_or_else(
+                        || format!("`{inner_name}`, which is not an action here"),
+                        |why| format!("action {why}"),
+                    );
+                    self.problem(at, format!("{what} wraps {why}"));
+                    return None;
+                }
+            },
+        };
+        let limiter = limiter?;
+        let rate = |k: &str| {
+            f.get(k).and_then(|n| match n.kind {
+                Kind::Int(v) if v > 0 => Some(v as f64),
+                Kind::Float(v) if v > 0.0 && v.is_finite() => Some(v),
+                _ => None,
+            })
+        };
+        for k in ["rpm", "rps"] {
+            if let (Some(n), None) = (f.get(k), rate(k)) {
+                self.problem(n.pos, format!("`{k}` of {what} must be a positive number"));
+            }
+        }
+        let interval = match (rate("rpm"), rate("rps")) {
+            (None, None) => {
+                self.rate_limiters.get(&limiter).copied().unwrap_or_else(|| actions::limiter_interval(None, None))
+            }
+            (rpm, rps) => actions::limiter_interval(rpm, rps),
+        };
+        Some(Action::RateLimit { inner: Box::new(inner), name: inner_name, limiter, interval })
     }
 
     /// A network action's `with:`, when written as a mapping: its keys, and the ones it needs
