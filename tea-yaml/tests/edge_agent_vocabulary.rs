@@ -498,3 +498,33 @@ fn ratelimit_wrap_refuses_what_it_cannot_run_and_a_wait_beyond_its_timeout() {
     let error = tea::error_chain(&agent.invoke(json!({})).unwrap_err());
     assert!(error.contains("limiter `vocabulary_slow` would make `file.write` wait"), "{error}");
 }
+
+// --- observability: (The Edge Agent's Rust engine) ---------------------------------------------
+
+#[test]
+fn observability_handlers_say_where_the_trace_goes() {
+    use tea_yaml::AutoTrace;
+    let load = |observability: &str| {
+        Engine::new().load_str(&format!("observability:\n{observability}nodes:\n  - name: a\n    run: return {{}}\n"))
+    };
+    // Its test `test_yaml_observability_with_file_handler`.
+    let file =
+        load("  enabled: true\n  level: info\n  handlers:\n    - type: file\n      path: /tmp/flow.jsonl\n").unwrap();
+    assert_eq!(file.auto_trace(), Some(&AutoTrace::File("/tmp/flow.jsonl".into())));
+    let console = load("  enabled: true\n  handlers:\n    - type: console\n").unwrap();
+    assert_eq!(console.auto_trace(), Some(&AutoTrace::Console));
+    assert_eq!(load("  enabled: false\n  handlers:\n    - type: console\n").unwrap().auto_trace(), None);
+    assert_eq!(load("  enabled: true\n").unwrap().auto_trace(), None);
+    let refused = load(
+        "  enabled: true\n  level: warn\n  buffer_size: 100\n  handlers:\n    - type: console\n      verbose: true\n",
+    )
+    .unwrap_err();
+    let found: Vec<String> = refused.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect();
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].starts_with("3: `observability.level`"), "{found:?}");
+    assert!(
+        found[1].starts_with("4: `observability.buffer_size` sizes The Edge Agent's in-memory event log"),
+        "{found:?}"
+    );
+    assert!(found[2].starts_with("7: `verbose` of an `observability` handler is not supported by tea"), "{found:?}");
+}

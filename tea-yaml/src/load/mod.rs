@@ -144,6 +144,7 @@ const TOP_KEYS: &[&str] = &[
     "edges",
     "initial_state",
     "version",
+    "observability",
 ];
 /// `settings:` sections, and the keys of each (defaults of the network actions).
 const SETTINGS: [(&str, &[&str]); 2] = [
@@ -517,6 +518,9 @@ impl<'a> Loader<'a> {
             Some(node) => self.settings(node),
             None => [None, None],
         };
+        if let Some(node) = top.get("observability") {
+            self.observability(node);
+        }
         let config = match top.get("config") {
             Some(c) if !matches!(c.kind, Kind::Null) => self.fields(c, "`config`", CONFIG_KEYS).unwrap_or_default(),
             _ => HashMap::new(),
@@ -790,6 +794,96 @@ impl<'a> Loader<'a> {
             out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
         }
         out
+    }
+
+    /// `observability:` (The Edge Agent's Rust engine): `enabled`, `level` (`debug` or `info`:
+    /// tea's trace records every step), `handlers` (one: `console`, or `file` with `path`), which
+    /// tea follows as it does `settings.auto_trace`; without a handler, the events are the run's
+    /// stream, as there they are its API's. Its in-memory event log's `buffer_size` and a
+    /// handler's `verbose` are refused.
+    fn observability(&mut self, node: &Node) {
+        use crate::graph::AutoTrace;
+        if matches!(node.kind, Kind::Null) {
+            return;
+        }
+        let Some(f) = self.fields(node, "`observability`", &["enabled", "level", "buffer_size", "handlers"]) else {
+            return;
+        };
+        let enabled = match f.get("enabled").map(|n| (n, &n.kind)) {
+            None => false,
+            Some((_, Kind::Bool(b))) => *b,
+            Some((n, _)) => {
+                self.problem(n.pos, "`observability.enabled` must be true or false");
+                false
+            }
+        };
+        if let Some(n) = f.get("buffer_size") {
+            self.problem(
+                n.pos,
+                "`observability.buffer_size` sizes The Edge Agent's in-memory event log, which tea does not keep: \
+                 a run's events are its stream (`Agent::stream`, `tea run --stream`) and its trace",
+            );
+        }
+        if let Some(n) = f.get("level") {
+            match n.as_str() {
+                Some("debug" | "info") => {}
+                _ => self.problem(
+                    n.pos,
+                    "`observability.level`: tea's trace records every step (`debug` or `info`); it has no `warn` or \
+                     `error` filter",
+                ),
+            }
+        }
+        let mut chosen = None;
+        if let Some(list) = f.get("handlers") {
+            let Some(items) = list.as_seq() else {
+                self.problem(
+                    list.pos,
+                    "`observability.handlers` is a list of `{ type: console }` or `{ type: file, path }`",
+                );
+                return;
+            };
+            if items.len() > 1 {
+                self.problem(items[1].pos, "tea's trace goes to one place: one `observability` handler");
+            }
+            for item in items.iter().take(1) {
+                let Some(h) = self.fields(item, "an `observability` handler", &["type", "path", "verbose"]) else {
+                    continue;
+                };
+                if let Some(v) = h.get("verbose") {
+                    self.problem(
+                        v.pos,
+                        "`verbose` of an `observability` handler is not supported by tea: its console trace is one \
+                         line per step (as `tea run -v`)",
+                    );
+                }
+                match (h.get("type").and_then(|t| t.as_str()), h.get("path")) {
+                    (Some("console"), None) => chosen = Some(AutoTrace::Console),
+                    (Some("file"), Some(p)) => match p.as_str() {
+                        Some(path) if !path.is_empty() => {
+                            chosen = Some(AutoTrace::File(crate::actions::resolve(&self.env.base_dir, path)))
+                        }
+                        _ => self.problem(p.pos, "`path` of a `file` handler is a file name"),
+                    },
+                    (Some("file"), None) => self.problem(item.pos, "a `file` handler needs `path`"),
+                    (Some("console"), Some(p)) => self.problem(p.pos, "`path` goes with a `file` handler"),
+                    _ => self.problem(
+                        item.pos,
+                        "an `observability` handler is `{ type: console }` or `{ type: file, path }`",
+                    ),
+                }
+            }
+        }
+        if !enabled {
+            return;
+        }
+        if self.auto_trace.is_some() {
+            self.problem(node.pos, "`observability` and `settings.auto_trace` both say where the trace goes; keep one");
+            return;
+        }
+        // Without a handler The Edge Agent keeps the events for its API only: tea's are the
+        // run's stream.
+        self.auto_trace = chosen;
     }
 
     /// `settings.rate_limiters: { NAME: { rpm: N } | { rps: N } }`: the limiters
