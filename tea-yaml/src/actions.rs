@@ -1,6 +1,7 @@
 //! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
-//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `ratelimit.wrap` (another
-//! action behind a process-wide rate limiter), and with the feature `net`
+//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `memory.store`/`retrieve`/
+//! `delete`/`clear` (the agent's key-value memory), `ratelimit.wrap` (another action behind a
+//! process-wide rate limiter), and with the feature `net`
 //! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`).
 
 use crate::state::State;
@@ -21,6 +22,9 @@ pub(crate) enum Action {
     CheckpointLoad,
     FileRead,
     FileWrite,
+    /// `memory.store`, `memory.retrieve`, `memory.delete`, `memory.clear`: the agent's
+    /// key-value memory.
+    Memory(MemoryOp),
     /// `ratelimit.wrap`: `inner` (named `name`) run once the limiter `limiter` lets it, at
     /// most one call per `interval` across the process (The Edge Agent's global limiters).
     RateLimit {
@@ -35,8 +39,12 @@ pub(crate) enum Action {
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 9] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 13] = [
     "ratelimit.wrap",
+    "memory.store",
+    "memory.retrieve",
+    "memory.delete",
+    "memory.clear",
     "checkpoint.save",
     "checkpoint.load",
     "file.read",
@@ -242,11 +250,9 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "markdown.extract_variables",
     "markdown.parse",
     "memory.backfill_embeddings",
-    "memory.clear",
     "memory.cloud_list",
     "memory.cloud_retrieve",
     "memory.cloud_store",
-    "memory.delete",
     "memory.embed",
     "memory.embed_batch",
     "memory.grep",
@@ -259,10 +265,8 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "memory.mem0.search",
     "memory.mem0.test",
     "memory.mem0.update",
-    "memory.retrieve",
     "memory.search_content",
     "memory.sql_query",
-    "memory.store",
     "memory.summarize",
     "memory.vector_build_index",
     "memory.vector_load_data",
@@ -399,6 +403,10 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         "checkpoint.load" => Action::CheckpointLoad,
         "file.read" => Action::FileRead,
         "file.write" => Action::FileWrite,
+        "memory.store" => Action::Memory(MemoryOp::Store),
+        "memory.retrieve" => Action::Memory(MemoryOp::Retrieve),
+        "memory.delete" => Action::Memory(MemoryOp::Delete),
+        "memory.clear" => Action::Memory(MemoryOp::Clear),
         #[cfg(feature = "net")]
         other => Action::Net(crate::net::NetAction::named(other)?),
         #[cfg(not(feature = "net"))]
@@ -417,6 +425,8 @@ pub(crate) trait Host {
     fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), Error>;
     /// Records the path `checkpoint.save` last wrote (`{{ checkpoint.last }}`).
     fn saved(&self, path: &str);
+    /// The agent's key-value memory (`memory.*`).
+    fn memory(&self) -> &Memory;
     /// A network action's call, from its rendered arguments.
     #[cfg(feature = "net")]
     fn prepare_net(
@@ -441,6 +451,7 @@ pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Val
 fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
     match action {
         Action::User(f) => f(call.state, args),
+        Action::Memory(op) => call.host.memory().call(*op, args),
         Action::RateLimit { inner, name, limiter, interval } => {
             let timeout = match args.get("timeout") {
                 None | Some(Value::Null) => None,
@@ -498,6 +509,106 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         // The blocking API: the request runs on tea-yaml's runtime while this thread waits.
         #[cfg(feature = "net")]
         Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
+    }
+}
+
+/// One of the `memory.*` actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryOp {
+    Store,
+    Retrieve,
+    Delete,
+    Clear,
+}
+
+/// How many keys an agent's memory holds at most: a `memory.store` beyond it fails (in its
+/// result, as The Edge Agent's store failures).
+pub(crate) const MAX_MEMORY_KEYS: usize = 100_000;
+
+/// An agent's key-value memory (The Edge Agent's `memory.store`/`retrieve` on its in-memory
+/// backend): values by namespace and key, each with an optional expiry. It lives as long as
+/// the loaded agent, in this process, outside the state (so outside checkpoints).
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    entries: std::sync::Mutex<std::collections::HashMap<Slot, Entry>>,
+}
+
+/// A memory value's namespace and key.
+type Slot = (String, String);
+/// A memory value and when it expires.
+type Entry = (Value, Option<std::time::Instant>);
+
+impl Memory {
+    /// Runs `op` with the rendered `args`: `key`, `value`, `ttl` (seconds), `default`,
+    /// `namespace` (`default`). Results as The Edge Agent's: `{stored, key, namespace}`,
+    /// `{value, found, key}`, `{deleted, key}`, `{cleared}`.
+    fn call(&self, op: MemoryOp, args: &Value) -> Result<Value, BoxError> {
+        let what = match op {
+            MemoryOp::Store => "memory.store",
+            MemoryOp::Retrieve => "memory.retrieve",
+            MemoryOp::Delete => "memory.delete",
+            MemoryOp::Clear => "memory.clear",
+        };
+        let namespace = match args.get("namespace") {
+            None | Some(Value::Null) => "default".to_owned(),
+            Some(Value::String(n)) => n.clone(),
+            Some(other) => other.to_string(),
+        };
+        let key = match args.get("key") {
+            Some(Value::String(k)) if !k.is_empty() => Some(k.clone()),
+            None | Some(Value::Null) => None,
+            Some(Value::String(_)) => None,
+            Some(other) => Some(other.to_string()),
+        };
+        let now = std::time::Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|_, (_, expires)| expires.is_none_or(|at| at > now));
+        Ok(match op {
+            MemoryOp::Clear => {
+                entries.retain(|(ns, _), _| *ns != namespace);
+                json!({ "cleared": true, "namespace": namespace })
+            }
+            _ => {
+                let Some(key) = key else { return Err(format!("{what} needs `with: {{ key: … }}`").into()) };
+                let slot = (namespace.clone(), key.clone());
+                match op {
+                    MemoryOp::Store => {
+                        let Some(value) = args.get("value") else {
+                            return Err(format!("{what} needs `value`").into());
+                        };
+                        let ttl =
+                            match args.get("ttl") {
+                                None | Some(Value::Null) => None,
+                                Some(t) => Some(t.as_f64().filter(|t| *t > 0.0 && t.is_finite()).ok_or_else(|| {
+                                    format!("{what}: `ttl` is a positive number of seconds, not {t}")
+                                })?),
+                            };
+                        if entries.len() >= MAX_MEMORY_KEYS && !entries.contains_key(&slot) {
+                            return Ok(json!({
+                                "stored": false,
+                                "key": key,
+                                "error": format!("the agent's memory holds {MAX_MEMORY_KEYS} keys, its limit"),
+                            }));
+                        }
+                        let expires = ttl
+                            .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok())
+                            .and_then(|d| now.checked_add(d));
+                        entries.insert(slot, (value.clone(), expires));
+                        json!({ "stored": true, "key": key, "namespace": namespace })
+                    }
+                    MemoryOp::Retrieve => match entries.get(&slot) {
+                        Some((value, _)) => json!({ "value": value, "found": true, "key": key }),
+                        None => json!({
+                            "value": args.get("default").cloned().unwrap_or(Value::Null),
+                            "found": false,
+                            "key": key,
+                        }),
+                    },
+                    MemoryOp::Delete => json!({ "deleted": entries.remove(&slot).is_some(), "key": key }),
+                    MemoryOp::Clear => json!({ "cleared": true }),
+                }
+            }
+        })
     }
 }
 

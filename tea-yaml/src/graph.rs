@@ -210,6 +210,8 @@ pub(crate) struct Inner {
     pub(crate) initial_state: Map<String, Value>,
     /// `settings.auto_trace: true`: where the file asks its runs' trace to go.
     pub(crate) auto_trace: Option<AutoTrace>,
+    /// The agent's key-value memory (`memory.*` actions).
+    pub(crate) memory: crate::actions::Memory,
 }
 
 /// Where an agent file asks each run's trace to go (The Edge Agent's `settings.auto_trace:
@@ -1068,6 +1070,10 @@ impl actions::Host for YamlGraph {
 
     fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), tea_runtime::Error> {
         tea_runtime::decode_checkpoint(self, bytes, source)
+    }
+
+    fn memory(&self) -> &crate::actions::Memory {
+        &self.0.memory
     }
 
     fn saved(&self, path: &str) {

@@ -479,12 +479,14 @@ nodes:
 #[test]
 fn ratelimit_wrap_refuses_what_it_cannot_run_and_a_wait_beyond_its_timeout() {
     let found = problems(
-        "settings:\n  rate_limiters:\n    a: { rpm: 0 }\n    b: { per_hour: 3 }\nnodes:\n  - name: n\n    uses: ratelimit.wrap\n    with:\n      action: memory.store\n      limiter: \"{{ state.l }}\"\n",
+        "settings:\n  rate_limiters:\n    a: { rpm: 0 }\n    b: { per_hour: 3 }\nnodes:\n  - name: n\n    uses: ratelimit.wrap\n    with:\n      action: memory.mem0.add\n      limiter: \"{{ state.l }}\"\n",
     );
     assert!(found.iter().any(|p| p.starts_with("3: `rpm` of rate limiter `a` must be a positive number")), "{found:?}");
     assert!(found.iter().any(|p| p.starts_with("4: unknown key `per_hour` in rate limiter `b`")), "{found:?}");
     assert!(
-        found.iter().any(|p| p.contains("wraps action `memory.store` is one of The Edge Agent's `memory.*` actions")),
+        found
+            .iter()
+            .any(|p| p.contains("wraps action `memory.mem0.add` is one of The Edge Agent's `memory.*` actions")),
         "{found:?}"
     );
     assert!(
@@ -527,4 +529,57 @@ fn observability_handlers_say_where_the_trace_goes() {
         "{found:?}"
     );
     assert!(found[2].starts_with("7: `verbose` of an `observability` handler is not supported by tea"), "{found:?}");
+}
+
+// --- memory.store / retrieve / delete / clear ---------------------------------------------------
+
+#[test]
+fn memory_actions_keep_values_for_the_agent_outside_the_state() {
+    // The Edge Agent's Rust test `test_yaml_workflow_with_ratelimit` wraps `memory.store`.
+    let agent = Engine::new()
+        .load_str(
+            r#"
+name: ratelimit-workflow
+settings:
+  rate_limiters:
+    vocabulary_memory_api:
+      rpm: 120
+nodes:
+  - name: rate_limited_call
+    uses: ratelimit.wrap
+    with:
+      action: memory.store
+      limiter: vocabulary_memory_api
+      args:
+        key: test_key
+        value: test_value
+    output: stored
+  - name: get
+    uses: memory.retrieve
+    with: { key: test_key }
+    output: got
+  - name: other_namespace
+    uses: memory.retrieve
+    with: { key: test_key, namespace: elsewhere, default: none }
+    output: missing
+  - name: forget
+    uses: memory.delete
+    with: { key: test_key }
+    output: deleted
+"#,
+        )
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["stored"]["stored"], true);
+    assert_eq!(out["stored"]["namespace"], "default");
+    assert_eq!(out["got"], json!({ "value": "test_value", "found": true, "key": "test_key" }));
+    assert_eq!(out["missing"], json!({ "value": "none", "found": false, "key": "test_key" }));
+    assert_eq!(out["deleted"], json!({ "deleted": true, "key": "test_key" }));
+    // A value with a time to live is gone once it has passed; another agent has its own memory.
+    let agent = Engine::new()
+        .load_str("nodes:\n  - name: put\n    uses: memory.store\n    with: { key: k, value: 1, ttl: 0.05 }\n")
+        .unwrap();
+    agent.invoke(json!({})).unwrap();
+    let get = "nodes:\n  - name: get\n    uses: memory.retrieve\n    with: { key: k }\n";
+    assert_eq!(Engine::new().load_str(get).unwrap().invoke(json!({})).unwrap().done().unwrap()["found"], false);
 }

@@ -723,6 +723,7 @@ impl<'a> Loader<'a> {
             schema_fingerprint,
             initial_state,
             auto_trace: self.auto_trace.take(),
+            memory: Default::default(),
         };
         Some(Loaded {
             graph: YamlGraph(Arc::new(inner), false, None),
