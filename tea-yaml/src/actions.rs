@@ -614,13 +614,16 @@ impl Memory {
 
 /// `rpm`/`rps` (a rate limiter's calls per minute or per second; `rps` wins) as the time
 /// between two calls: one second when neither is given, as The Edge Agent's.
+/// (At most a day: a slower rate is a day between calls.)
 pub(crate) fn limiter_interval(rpm: Option<f64>, rps: Option<f64>) -> std::time::Duration {
     use std::time::Duration;
-    match (rps.filter(|r| *r > 0.0), rpm.filter(|r| *r > 0.0)) {
-        (Some(rps), _) => Duration::try_from_secs_f64(1.0 / rps).unwrap_or(Duration::MAX),
-        (None, Some(rpm)) => Duration::try_from_secs_f64(60.0 / rpm).unwrap_or(Duration::MAX),
+    const MAX: Duration = Duration::from_secs(86_400);
+    let interval = match (rps.filter(|r| *r > 0.0), rpm.filter(|r| *r > 0.0)) {
+        (Some(rps), _) => Duration::try_from_secs_f64(1.0 / rps).unwrap_or(MAX),
+        (None, Some(rpm)) => Duration::try_from_secs_f64(60.0 / rpm).unwrap_or(MAX),
         (None, None) => Duration::from_secs(1),
-    }
+    };
+    interval.min(MAX)
 }
 
 /// A rate limiter: the earliest time its next call may start.
