@@ -524,6 +524,8 @@ pub(crate) enum MemoryOp {
 /// How many keys an agent's memory holds at most: a `memory.store` beyond it fails (in its
 /// result, as The Edge Agent's store failures).
 pub(crate) const MAX_MEMORY_KEYS: usize = 100_000;
+/// How many bytes (as JSON text) an agent's memory holds at most, over all its values.
+pub(crate) const MAX_MEMORY_BYTES: usize = 64 << 20;
 
 /// An agent's key-value memory (The Edge Agent's `memory.store`/`retrieve` on its in-memory
 /// backend): values by namespace and key, each with an optional expiry. It lives as long as
@@ -535,8 +537,8 @@ pub(crate) struct Memory {
 
 /// A memory value's namespace and key.
 type Slot = (String, String);
-/// A memory value and when it expires.
-type Entry = (Value, Option<std::time::Instant>);
+/// A memory value, when it expires, and its size as JSON text.
+type Entry = (Value, Option<std::time::Instant>, usize);
 
 impl Memory {
     /// Runs `op` with the rendered `args`: `key`, `value`, `ttl` (seconds), `default`,
@@ -562,7 +564,7 @@ impl Memory {
         };
         let now = std::time::Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|_, (_, expires)| expires.is_none_or(|at| at > now));
+        entries.retain(|_, (_, expires, _)| expires.is_none_or(|at| at > now));
         Ok(match op {
             MemoryOp::Clear => {
                 entries.retain(|(ns, _), _| *ns != namespace);
@@ -583,21 +585,26 @@ impl Memory {
                                     format!("{what}: `ttl` is a positive number of seconds, not {t}")
                                 })?),
                             };
-                        if entries.len() >= MAX_MEMORY_KEYS && !entries.contains_key(&slot) {
-                            return Ok(json!({
-                                "stored": false,
-                                "key": key,
-                                "error": format!("the agent's memory holds {MAX_MEMORY_KEYS} keys, its limit"),
-                            }));
+                        let size = serde_json::to_vec(value).map_or(0, |v| v.len()) + key.len() + namespace.len();
+                        let held: usize = entries.iter().filter(|(s, _)| **s != slot).map(|(_, (_, _, n))| *n).sum();
+                        let full = if entries.len() >= MAX_MEMORY_KEYS && !entries.contains_key(&slot) {
+                            Some(format!("the agent's memory holds {MAX_MEMORY_KEYS} keys, its limit"))
+                        } else if held + size > MAX_MEMORY_BYTES {
+                            Some(format!("the agent's memory would hold more than {MAX_MEMORY_BYTES} bytes, its limit"))
+                        } else {
+                            None
+                        };
+                        if let Some(error) = full {
+                            return Ok(json!({ "stored": false, "key": key, "error": error }));
                         }
                         let expires = ttl
                             .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok())
                             .and_then(|d| now.checked_add(d));
-                        entries.insert(slot, (value.clone(), expires));
+                        entries.insert(slot, (value.clone(), expires, size));
                         json!({ "stored": true, "key": key, "namespace": namespace })
                     }
                     MemoryOp::Retrieve => match entries.get(&slot) {
-                        Some((value, _)) => json!({ "value": value, "found": true, "key": key }),
+                        Some((value, _, _)) => json!({ "value": value, "found": true, "key": key }),
                         None => json!({
                             "value": args.get("default").cloned().unwrap_or(Value::Null),
                             "found": false,
