@@ -166,9 +166,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
         }
     }
     warn_if_memory(&agent, &args.store);
-    if let Some(path) = &args.trace {
-        watch::open_trace(path, "run", agent.name())?;
-    }
+    watch::trace_to(args.trace.as_deref(), &agent, "run")?;
     // A thread kept in a store gets its id here, so that a run stopped by Ctrl-C can say which
     // thread `tea recover` continues.
     let thread = match &args.thread {
@@ -195,9 +193,7 @@ pub fn recover(args: &RecoverArgs) -> Result<u8, String> {
     if store.is_empty() {
         return Err(no_threads(&agent));
     }
-    if let Some(path) = &args.trace {
-        watch::open_trace(path, "recover", agent.name())?;
-    }
+    watch::trace_to(args.trace.as_deref(), &agent, "recover")?;
     match advance(&agent, Start::Recover(ThreadId::from(args.thread.as_str())), false)? {
         Ended::Outcome(outcome) => {
             finish(&agent, &args.file, &store, outcome, false, Answering::of(args.interactive, args.auto_continue))
@@ -293,9 +289,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
         needs_no_answer(pending, "--token")?;
     }
     let (agent, store) = open_with(file, &args.store, &engine)?;
-    if let Some(path) = &args.trace {
-        watch::open_trace(path, "resume", agent.name())?;
-    }
+    watch::trace_to(args.trace.as_deref(), &agent, "resume")?;
     let token = match (token, &args.thread) {
         (None, Some(thread)) => {
             let pending = latest_pause(&agent, &store, thread)?;

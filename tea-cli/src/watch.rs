@@ -133,6 +133,23 @@ struct TraceFile {
 
 static TRACE: Mutex<Option<TraceFile>> = Mutex::new(None);
 
+/// Where a run's trace goes: the `--trace` file if given, else where the agent file asks
+/// (The Edge Agent's `settings.auto_trace: true`: a `trace_file`, or the console, which shows a
+/// line per step as `-v` does, unless `-q`).
+pub fn trace_to(given: Option<&Path>, agent: &tea_yaml::Agent, command: &str) -> Result<(), String> {
+    match (given, agent.auto_trace()) {
+        (Some(path), _) => open_trace(path, command, agent.name()),
+        (None, Some(tea_yaml::AutoTrace::File(path))) => open_trace(path, command, agent.name()),
+        (None, Some(tea_yaml::AutoTrace::Console)) => {
+            if chatty() {
+                set_verbosity(Verbosity::Verbose);
+            }
+            Ok(())
+        }
+        (None, _) => Ok(()),
+    }
+}
+
 /// Opens (truncates) the `--trace` file and writes its first record.
 pub fn open_trace(path: &Path, command: &str, agent: &str) -> Result<(), String> {
     let file =

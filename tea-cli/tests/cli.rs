@@ -814,6 +814,25 @@ fn a_trace_file_records_the_timeline_and_tea_trace_shows_it() {
 }
 
 #[test]
+fn the_files_auto_trace_setting_is_followed_when_no_trace_is_given() {
+    // The Edge Agent's `settings.auto_trace: true` with a file exporter (its fixture
+    // `python/tests/fixtures/dx_001_2/file_exporter_with_path.yaml`).
+    let s = Scratch::new();
+    let agent = "name: traced\nsettings:\n  auto_trace: true\n  trace_exporter: file\n  trace_file: yaml.jsonl\nnodes:\n  - name: one\n    run: return { x = 1 }\n";
+    s.write("traced.yaml", agent);
+    s.tea(&["run", "traced.yaml"]).expect(DONE);
+    let text = std::fs::read_to_string(s.0.join("yaml.jsonl")).unwrap();
+    assert!(text.lines().any(|l| l.contains("\"node\":\"one\"")), "{text}");
+    // `--trace` wins.
+    s.tea(&["run", "traced.yaml", "--trace", "given.jsonl"]).expect(DONE);
+    assert!(s.0.join("given.jsonl").exists());
+    // The console exporter: a line per step on stderr, as `-v` gives.
+    s.write("console.yaml", &agent.replace("  trace_exporter: file\n  trace_file: yaml.jsonl\n", ""));
+    let run = s.tea(&["run", "console.yaml"]).expect(DONE);
+    assert!(run.stderr().contains("one"), "{run:?}");
+}
+
+#[test]
 fn draw_marks_breakpoints_and_interrupt_nodes() {
     let s = Scratch::new();
     // review.yaml: `review` is an interrupt node (n1), `publish` (n3) has a breakpoint before it.

@@ -1,5 +1,7 @@
 //! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
-//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, and with the feature `net`
+//! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `memory.store`/`retrieve`/
+//! `delete`/`clear` (the agent's key-value memory), `ratelimit.wrap` (another action behind a
+//! process-wide rate limiter), and with the feature `net`
 //! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`).
 
 use crate::state::State;
@@ -20,13 +22,29 @@ pub(crate) enum Action {
     CheckpointLoad,
     FileRead,
     FileWrite,
+    /// `memory.store`, `memory.retrieve`, `memory.delete`, `memory.clear`: the agent's
+    /// key-value memory.
+    Memory(MemoryOp),
+    /// `ratelimit.wrap`: `inner` (named `name`) run once the limiter `limiter` lets it, at
+    /// most one call per `interval` across the process (The Edge Agent's global limiters).
+    RateLimit {
+        inner: Box<Action>,
+        name: String,
+        limiter: String,
+        interval: std::time::Duration,
+    },
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 8] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 13] = [
+    "ratelimit.wrap",
+    "memory.store",
+    "memory.retrieve",
+    "memory.delete",
+    "memory.clear",
     "checkpoint.save",
     "checkpoint.load",
     "file.read",
@@ -40,6 +58,344 @@ pub(crate) const BUILT_IN_NAMES: [&str; 8] = [
 /// The built-ins that reach the network, which need the feature `net`.
 pub(crate) const NET_NAMES: [&str; 4] = ["llm.call", "http.get", "http.post", "actions.notify"];
 
+/// The Edge Agent's families of actions that tea does not have, by the first part of their
+/// name, and what each needs: an action of one of them is refused at load as The Edge Agent's
+/// (not as a misspelling).
+const EDGE_AGENT_FAMILIES: &[(&str, &str)] = &[
+    ("a2a", "agent-to-agent messaging between processes"),
+    ("academic", "searches of academic indexes"),
+    ("agent", "multi-agent orchestration over its LLM providers"),
+    ("auth", "request authentication"),
+    ("bmad", "its BMad story files"),
+    ("cache", "its cache backends"),
+    ("catalog", "its data catalog backends"),
+    ("code", "running generated code"),
+    ("context", "its context assembly"),
+    ("csv", "CSV parsing"),
+    ("data", "its tabular data store"),
+    ("error", "its error-handling state"),
+    ("file", "file operations beyond `file.read` and `file.write`"),
+    ("firestore", "Google Firestore"),
+    ("git", "git operations"),
+    ("github", "the GitHub API"),
+    ("graph", "graph databases (Cozo, Kùzu, Neo4j)"),
+    ("http", "HTTP methods beyond `http.get` and `http.post`, and its server's responses"),
+    ("json", "JSON transforms"),
+    ("learn", "TextGrad prompt optimisation"),
+    ("llamaextract", "LlamaExtract, a hosted extraction service"),
+    ("ltm", "its long-term memory backends"),
+    ("markdown", "Markdown parsing"),
+    ("memory", "its memory backends (mem0, key-value stores)"),
+    ("neo4j", "Neo4j"),
+    ("obs", "its observability event log"),
+    ("opik", "Opik tracing"),
+    ("plan", "LLM planning over its providers"),
+    ("rag", "LlamaIndex retrieval"),
+    ("ratelimit", "rate limiters shared between nodes"),
+    ("reason", "LLM reasoning patterns and DSPy"),
+    ("reflection", "LLM reflection loops"),
+    ("retry", "retry loops around other actions"),
+    ("schema", "JSON-schema merging"),
+    ("secrets", "reading secrets into the state"),
+    ("semtools", "semantic search over files"),
+    ("session", "its session stores"),
+    ("storage", "cloud object storage"),
+    ("text", "citation formatting"),
+    ("textgrad", "TextGrad prompt optimisation"),
+    ("tools", "CrewAI, LangChain and MCP tools"),
+    ("trace", "its trace spans"),
+    ("validate", "LLM extraction validation"),
+    ("vector", "vector stores"),
+    ("web", "web scraping and search services"),
+];
+
+/// The names of The Edge Agent's actions that tea does not have (its Python and Rust engines'
+/// registries at the corpus's commit; each also answers to `actions.NAME` there), sorted.
+const EDGE_AGENT_NAMES: &[&str] = &[
+    "a2a.broadcast",
+    "a2a.delegate",
+    "a2a.discover",
+    "a2a.heartbeat",
+    "a2a.receive",
+    "a2a.register",
+    "a2a.send",
+    "a2a.state.cas",
+    "a2a.state.delete",
+    "a2a.state.get",
+    "a2a.state.set",
+    "a2a.unregister",
+    "academic.arxiv",
+    "academic.crossref",
+    "academic.pubmed",
+    "agent.coordinate",
+    "agent.crewai_delegate",
+    "agent.dispatch",
+    "agent.parallel",
+    "agent.sequential",
+    "auth.get_user",
+    "auth.verify",
+    "bmad.parse_story",
+    "cache.get",
+    "cache.invalidate",
+    "cache.wrap",
+    "catalog.create_snapshot",
+    "catalog.get_changed_files",
+    "catalog.get_file",
+    "catalog.get_latest_snapshot",
+    "catalog.get_table",
+    "catalog.list_files",
+    "catalog.list_snapshots",
+    "catalog.list_tables",
+    "catalog.register_table",
+    "catalog.track_file",
+    "code.execute",
+    "code.sandbox",
+    "context.assemble",
+    "csv.parse",
+    "csv.stringify",
+    "data.consolidate",
+    "data.create_table",
+    "data.delete",
+    "data.filter",
+    "data.insert",
+    "data.merge",
+    "data.query",
+    "data.update",
+    "data.validate",
+    "embedding.create",
+    "error.clear",
+    "error.get",
+    "error.has",
+    "error.is_retryable",
+    "error.respond",
+    "error.retry",
+    "error.type",
+    "file.delete",
+    "file.exists",
+    "file.list",
+    "firestore.batch",
+    "firestore.delete",
+    "firestore.get",
+    "firestore.query",
+    "firestore.set",
+    "git.current_branch",
+    "git.status",
+    "git.worktree_create",
+    "git.worktree_list",
+    "git.worktree_merge",
+    "git.worktree_remove",
+    "github.create_issue",
+    "github.list_issues",
+    "github.search_issues",
+    "github.update_issue",
+    "graph.add_labels",
+    "graph.algorithm",
+    "graph.check_vector_support",
+    "graph.create",
+    "graph.create_vector_index",
+    "graph.delete_entities_batch",
+    "graph.delete_entity",
+    "graph.delete_relation",
+    "graph.drop",
+    "graph.drop_vector_index",
+    "graph.list_graphs",
+    "graph.list_vector_indexes",
+    "graph.merge_entity",
+    "graph.merge_relation",
+    "graph.query",
+    "graph.remove_labels",
+    "graph.retrieve_context",
+    "graph.shortest_path",
+    "graph.store_entities_batch",
+    "graph.store_entity",
+    "graph.store_relation",
+    "graph.store_relations_batch",
+    "graph.update_entity",
+    "graph.update_relation",
+    "graph.vector_search",
+    "http.delete",
+    "http.put",
+    "http.respond",
+    "json.parse",
+    "json.stringify",
+    "json.transform",
+    "learn.textgrad.feedback",
+    "learn.textgrad.optimize_prompt",
+    "learn.textgrad.reflection_corrector",
+    "learn.textgrad.variable",
+    "llamaextract.delete_agent",
+    "llamaextract.extract",
+    "llamaextract.get_agent",
+    "llamaextract.get_result",
+    "llamaextract.list_agents",
+    "llamaextract.poll_status",
+    "llamaextract.submit_job",
+    "llamaextract.upload_agent",
+    "llm.chat",
+    "llm.complete",
+    "llm.embed",
+    "llm.local.call",
+    "llm.local.chat",
+    "llm.local.embed",
+    "llm.local.stream",
+    "llm.retry",
+    "llm.similarity",
+    "llm.stream",
+    "llm.tools",
+    "ltm.delete",
+    "ltm.retrieve",
+    "ltm.search",
+    "ltm.store",
+    "markdown.extract_tasks",
+    "markdown.extract_variables",
+    "markdown.parse",
+    "memory.backfill_embeddings",
+    "memory.cloud_list",
+    "memory.cloud_retrieve",
+    "memory.cloud_store",
+    "memory.embed",
+    "memory.embed_batch",
+    "memory.grep",
+    "memory.manifest_search",
+    "memory.manifest_update",
+    "memory.mem0.add",
+    "memory.mem0.delete",
+    "memory.mem0.get",
+    "memory.mem0.get_all",
+    "memory.mem0.search",
+    "memory.mem0.test",
+    "memory.mem0.update",
+    "memory.search_content",
+    "memory.sql_query",
+    "memory.summarize",
+    "memory.vector_build_index",
+    "memory.vector_load_data",
+    "memory.vector_search",
+    "memory.vector_search_by_embedding",
+    "memory.vector_stats",
+    "neo4j.check_apoc",
+    "neo4j.check_triggers",
+    "neo4j.cleanup_triggers",
+    "neo4j.gds_all_shortest_paths",
+    "neo4j.gds_astar",
+    "neo4j.gds_betweenness",
+    "neo4j.gds_check_available",
+    "neo4j.gds_closeness",
+    "neo4j.gds_degree",
+    "neo4j.gds_dijkstra",
+    "neo4j.gds_drop_graph",
+    "neo4j.gds_estimate_memory",
+    "neo4j.gds_knn",
+    "neo4j.gds_label_propagation",
+    "neo4j.gds_list_graphs",
+    "neo4j.gds_louvain",
+    "neo4j.gds_node_similarity",
+    "neo4j.gds_page_rank",
+    "neo4j.gds_project_graph",
+    "neo4j.gds_version",
+    "neo4j.gds_wcc",
+    "neo4j.get_apoc_version",
+    "neo4j.list_triggers",
+    "neo4j.pause_trigger",
+    "neo4j.register_callback",
+    "neo4j.register_state_update",
+    "neo4j.register_trigger",
+    "neo4j.resume_trigger",
+    "neo4j.unregister_trigger",
+    "obs.get_flow_log",
+    "obs.log_event",
+    "obs.query_events",
+    "opik.healthcheck",
+    "plan.decompose",
+    "plan.execute",
+    "plan.replan",
+    "plan.status",
+    "rag.llamaindex.add_documents",
+    "rag.llamaindex.create_index",
+    "rag.llamaindex.load_index",
+    "rag.llamaindex.query",
+    "rag.llamaindex.router",
+    "rag.llamaindex.subquestion",
+    "reason.cot",
+    "reason.decompose",
+    "reason.dspy.compile",
+    "reason.dspy.cot",
+    "reason.dspy.export",
+    "reason.dspy.import",
+    "reason.dspy.list_compiled",
+    "reason.dspy.optimize",
+    "reason.dspy.react",
+    "reason.react",
+    "reason.self_correct",
+    "reflection.correct",
+    "reflection.evaluate",
+    "reflection.loop",
+    "retry.loop",
+    "schema.merge",
+    "secrets.get",
+    "secrets.has",
+    "semtools.search",
+    "session.archive",
+    "session.archive_expired",
+    "session.create",
+    "session.delete",
+    "session.end",
+    "session.exists",
+    "session.get",
+    "session.list",
+    "session.load",
+    "session.restore",
+    "session.save",
+    "storage.copy",
+    "storage.delete",
+    "storage.exists",
+    "storage.hash",
+    "storage.info",
+    "storage.list",
+    "storage.mkdir",
+    "storage.native",
+    "text.insert_citations",
+    "textgrad.feedback",
+    "textgrad.optimize_prompt",
+    "textgrad.reflection_corrector",
+    "textgrad.variable",
+    "tools.clear_cache",
+    "tools.crewai",
+    "tools.discover",
+    "tools.langchain",
+    "tools.list",
+    "tools.mcp",
+    "trace.end",
+    "trace.log",
+    "trace.start",
+    "validate.extraction",
+    "validate.generate_prompt",
+    "validate.input",
+    "validate.schema",
+    "vector.index_files",
+    "vector.query",
+    "vector.store",
+    "web.ai_scrape",
+    "web.crawl",
+    "web.scrape",
+    "web.search",
+];
+
+/// Why tea refuses action `name`, when it is one of The Edge Agent's that tea does not have.
+pub(crate) fn edge_agent_only(name: &str) -> Option<String> {
+    let name = name.strip_prefix("actions.").unwrap_or(name);
+    EDGE_AGENT_NAMES.binary_search(&name).ok()?;
+    if name.starts_with("llm.") || name.starts_with("embedding.") {
+        return Some(format!(
+            "`{name}` is one of The Edge Agent's LLM actions that tea does not support (its providers, local \
+             models and embeddings): tea has `llm.call`, a chat completion on an OpenAI-compatible endpoint"
+        ));
+    }
+    let family = name.split('.').next().unwrap_or(name);
+    let what = EDGE_AGENT_FAMILIES.iter().find(|(f, _)| *f == family).map_or("", |(_, w)| w);
+    Some(format!("`{name}` is one of The Edge Agent's `{family}.*` actions ({what}), which tea does not support"))
+}
+
 /// The built-in action named `name`.
 pub(crate) fn built_in(name: &str) -> Option<Action> {
     Some(match name {
@@ -47,6 +403,10 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         "checkpoint.load" => Action::CheckpointLoad,
         "file.read" => Action::FileRead,
         "file.write" => Action::FileWrite,
+        "memory.store" => Action::Memory(MemoryOp::Store),
+        "memory.retrieve" => Action::Memory(MemoryOp::Retrieve),
+        "memory.delete" => Action::Memory(MemoryOp::Delete),
+        "memory.clear" => Action::Memory(MemoryOp::Clear),
         #[cfg(feature = "net")]
         other => Action::Net(crate::net::NetAction::named(other)?),
         #[cfg(not(feature = "net"))]
@@ -65,6 +425,8 @@ pub(crate) trait Host {
     fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), Error>;
     /// Records the path `checkpoint.save` last wrote (`{{ checkpoint.last }}`).
     fn saved(&self, path: &str);
+    /// The agent's key-value memory (`memory.*`).
+    fn memory(&self) -> &Memory;
     /// A network action's call, from its rendered arguments.
     #[cfg(feature = "net")]
     fn prepare_net(
@@ -83,8 +445,42 @@ pub(crate) struct Call<'a> {
 }
 
 pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
+    call_action(action, call, args)
+}
+
+fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
     match action {
         Action::User(f) => f(call.state, args),
+        Action::Memory(op) => call.host.memory().call(*op, args),
+        Action::RateLimit { inner, name, limiter, interval } => {
+            let timeout = match args.get("timeout") {
+                None | Some(Value::Null) => None,
+                Some(t) => Some(
+                    t.as_u64()
+                        .ok_or_else(|| format!("ratelimit.wrap: `timeout` is a number of milliseconds, not {t}"))?,
+                ),
+            };
+            let waited = limiter_named(limiter, *interval).wait(timeout).map_err(|estimated| {
+                format!(
+                    "ratelimit.wrap: limiter `{limiter}` would make `{name}` wait {estimated} ms, more than its \
+                     `timeout` of {} ms",
+                    timeout.unwrap_or_default()
+                )
+            })?;
+            let inner_args = match args.get("args") {
+                None | Some(Value::Null) => json!({}),
+                Some(a @ Value::Object(_)) => a.clone(),
+                Some(other) => {
+                    return Err(format!("ratelimit.wrap: `args` of `{name}` is a mapping, not {other}").into())
+                }
+            };
+            let mut result = call_action(inner, call, &inner_args)?;
+            if let Value::Object(map) = &mut result {
+                map.insert("_ratelimit_waited_ms".to_owned(), json!(waited));
+                map.insert("_ratelimit_limiter".to_owned(), json!(limiter));
+            }
+            Ok(result)
+        }
         Action::CheckpointSave => Ok(checkpoint_save(call, args)),
         Action::CheckpointLoad => Ok(checkpoint_load(call, args)),
         Action::FileRead => {
@@ -114,6 +510,168 @@ pub(crate) fn call(action: &Action, call: &Call<'_>, args: &Value) -> Result<Val
         #[cfg(feature = "net")]
         Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
     }
+}
+
+/// One of the `memory.*` actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryOp {
+    Store,
+    Retrieve,
+    Delete,
+    Clear,
+}
+
+/// How many keys an agent's memory holds at most: a `memory.store` beyond it fails (in its
+/// result, as The Edge Agent's store failures).
+pub(crate) const MAX_MEMORY_KEYS: usize = 100_000;
+/// How many bytes (as JSON text) an agent's memory holds at most, over all its values.
+pub(crate) const MAX_MEMORY_BYTES: usize = 64 << 20;
+
+/// An agent's key-value memory (The Edge Agent's `memory.store`/`retrieve` on its in-memory
+/// backend): values by namespace and key, each with an optional expiry. It lives as long as
+/// the loaded agent, in this process, outside the state (so outside checkpoints).
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    entries: std::sync::Mutex<std::collections::HashMap<Slot, Entry>>,
+}
+
+/// A memory value's namespace and key.
+type Slot = (String, String);
+/// A memory value, when it expires, and its size as JSON text.
+type Entry = (Value, Option<std::time::Instant>, usize);
+
+impl Memory {
+    /// Runs `op` with the rendered `args`: `key`, `value`, `ttl` (seconds), `default`,
+    /// `namespace` (`default`). Results as The Edge Agent's: `{stored, key, namespace}`,
+    /// `{value, found, key}`, `{deleted, key}`, `{cleared}`.
+    fn call(&self, op: MemoryOp, args: &Value) -> Result<Value, BoxError> {
+        let what = match op {
+            MemoryOp::Store => "memory.store",
+            MemoryOp::Retrieve => "memory.retrieve",
+            MemoryOp::Delete => "memory.delete",
+            MemoryOp::Clear => "memory.clear",
+        };
+        let namespace = match args.get("namespace") {
+            None | Some(Value::Null) => "default".to_owned(),
+            Some(Value::String(n)) => n.clone(),
+            Some(other) => other.to_string(),
+        };
+        let key = match args.get("key") {
+            Some(Value::String(k)) if !k.is_empty() => Some(k.clone()),
+            None | Some(Value::Null) => None,
+            Some(Value::String(_)) => None,
+            Some(other) => Some(other.to_string()),
+        };
+        let now = std::time::Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|_, (_, expires, _)| expires.is_none_or(|at| at > now));
+        Ok(match op {
+            MemoryOp::Clear => {
+                entries.retain(|(ns, _), _| *ns != namespace);
+                json!({ "cleared": true, "namespace": namespace })
+            }
+            _ => {
+                let Some(key) = key else { return Err(format!("{what} needs `with: {{ key: … }}`").into()) };
+                let slot = (namespace.clone(), key.clone());
+                match op {
+                    MemoryOp::Store => {
+                        let Some(value) = args.get("value") else {
+                            return Err(format!("{what} needs `value`").into());
+                        };
+                        let ttl =
+                            match args.get("ttl") {
+                                None | Some(Value::Null) => None,
+                                Some(t) => Some(t.as_f64().filter(|t| *t > 0.0 && t.is_finite()).ok_or_else(|| {
+                                    format!("{what}: `ttl` is a positive number of seconds, not {t}")
+                                })?),
+                            };
+                        let size = serde_json::to_vec(value).map_or(0, |v| v.len()) + key.len() + namespace.len();
+                        let held: usize = entries.iter().filter(|(s, _)| **s != slot).map(|(_, (_, _, n))| *n).sum();
+                        let full = if entries.len() >= MAX_MEMORY_KEYS && !entries.contains_key(&slot) {
+                            Some(format!("the agent's memory holds {MAX_MEMORY_KEYS} keys, its limit"))
+                        } else if held + size > MAX_MEMORY_BYTES {
+                            Some(format!("the agent's memory would hold more than {MAX_MEMORY_BYTES} bytes, its limit"))
+                        } else {
+                            None
+                        };
+                        if let Some(error) = full {
+                            return Ok(json!({ "stored": false, "key": key, "error": error }));
+                        }
+                        let expires = ttl
+                            .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok())
+                            .and_then(|d| now.checked_add(d));
+                        entries.insert(slot, (value.clone(), expires, size));
+                        json!({ "stored": true, "key": key, "namespace": namespace })
+                    }
+                    MemoryOp::Retrieve => match entries.get(&slot) {
+                        Some((value, _, _)) => json!({ "value": value, "found": true, "key": key }),
+                        None => json!({
+                            "value": args.get("default").cloned().unwrap_or(Value::Null),
+                            "found": false,
+                            "key": key,
+                        }),
+                    },
+                    MemoryOp::Delete => json!({ "deleted": entries.remove(&slot).is_some(), "key": key }),
+                    MemoryOp::Clear => json!({ "cleared": true }),
+                }
+            }
+        })
+    }
+}
+
+/// `rpm`/`rps` (a rate limiter's calls per minute or per second; `rps` wins) as the time
+/// between two calls: one second when neither is given, as The Edge Agent's.
+/// (At most a day: a slower rate is a day between calls.)
+pub(crate) fn limiter_interval(rpm: Option<f64>, rps: Option<f64>) -> std::time::Duration {
+    use std::time::Duration;
+    const MAX: Duration = Duration::from_secs(86_400);
+    let interval = match (rps.filter(|r| *r > 0.0), rpm.filter(|r| *r > 0.0)) {
+        (Some(rps), _) => Duration::try_from_secs_f64(1.0 / rps).unwrap_or(MAX),
+        (None, Some(rpm)) => Duration::try_from_secs_f64(60.0 / rpm).unwrap_or(MAX),
+        (None, None) => Duration::from_secs(1),
+    };
+    interval.min(MAX)
+}
+
+/// A rate limiter: the earliest time its next call may start.
+#[derive(Debug)]
+struct Limiter {
+    interval: std::time::Duration,
+    next: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Limiter {
+    /// Waits for this call's turn (milliseconds waited); `Err(ms)`, taking no turn, when the
+    /// wait would be longer than `timeout` ms.
+    fn wait(&self, timeout: Option<u64>) -> Result<u64, u64> {
+        let now = std::time::Instant::now();
+        let start = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let start = (*next).max(now);
+            let wait = start.saturating_duration_since(now).as_millis() as u64;
+            if timeout.is_some_and(|t| wait > t) {
+                return Err(wait);
+            }
+            *next = start.checked_add(self.interval).unwrap_or(start);
+            start
+        };
+        let wait = start.saturating_duration_since(now);
+        std::thread::sleep(wait);
+        Ok(wait.as_millis() as u64)
+    }
+}
+
+/// The process's limiter named `name`, made with `interval` by its first user (The Edge
+/// Agent's registry: the first configuration wins).
+fn limiter_named(name: &str, interval: std::time::Duration) -> Arc<Limiter> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LIMITERS: OnceLock<Mutex<HashMap<String, Arc<Limiter>>>> = OnceLock::new();
+    let mut limiters = LIMITERS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    limiters
+        .entry(name.to_owned())
+        .or_insert_with(|| Arc::new(Limiter { interval, next: std::sync::Mutex::new(std::time::Instant::now()) }))
+        .clone()
 }
 
 /// `with.path`, relative to the agent file's directory.
@@ -188,5 +746,19 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     match call.host.decode(&bytes, &shown) {
         Ok((node, state)) => json!({ "checkpoint_state": state.to_json(), "checkpoint_node": node.as_str() }),
         Err(e) => json!({ "error": e.to_string() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_edge_agents_names_are_sorted_and_none_is_tea_s() {
+        assert!(EDGE_AGENT_NAMES.windows(2).all(|w| w[0] < w[1]), "sorted, no name twice (binary search)");
+        assert!(EDGE_AGENT_NAMES.iter().all(|n| !BUILT_IN_NAMES.contains(n)));
+        assert!(edge_agent_only("actions.memory.mem0.add").is_some());
+        assert!(edge_agent_only("memory.mem0.ad").is_none());
+        assert!(edge_agent_only("llm.call").is_none());
     }
 }

@@ -513,6 +513,12 @@ impl Agent {
         dir.link_pause(self.graph.name(), resume.thread(), resume.checkpoint(), resume.node().as_str()).map(Some)
     }
 
+    /// Where the file asks each run's trace to go (`settings.auto_trace: true`), if it does.
+    /// tea-yaml writes no trace itself; the `tea` command follows it.
+    pub fn auto_trace(&self) -> Option<&crate::AutoTrace> {
+        self.graph.inner().auto_trace.as_ref()
+    }
+
     /// The agent's name (`name:` in the file, else the file's stem).
     pub fn name(&self) -> &str {
         self.graph.name()

@@ -105,7 +105,19 @@ pub(crate) enum Exec {
         index_var: String,
         fail_fast: bool,
         limit: Option<Limit>,
+        /// `output: KEY`: the fan-in writes the items' results under KEY too.
+        output: Option<String>,
     },
+    /// `type: while_loop`: `body` run in order while `cond` holds, at most `max` passes, within
+    /// the node (each body node's keys replace the loop's working copy of the state; the keys
+    /// written make the node's update).
+    Loop {
+        cond: Cond,
+        max: usize,
+        body: Vec<(NodeName, Exec)>,
+    },
+    /// `steps:` of a plain node: run in order within the node, as one pass of a loop.
+    Steps(Vec<(NodeName, Exec)>),
     /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
     /// output mappings (`None`: the whole state each way).
     Subgraph {
@@ -145,6 +157,8 @@ impl fmt::Debug for Exec {
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
             Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
             Exec::Subgraph { child, .. } => write!(f, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
+            Exec::Loop { max, body, .. } => write!(f, "Loop({max}, {} nodes)", body.len()),
+            Exec::Steps(body) => write!(f, "Steps({} nodes)", body.len()),
         }
     }
 }
@@ -194,6 +208,23 @@ pub(crate) struct Inner {
     pub(crate) schema_fingerprint: u64,
     /// `initial_state:`: the keys a new run starts with where its input has none.
     pub(crate) initial_state: Map<String, Value>,
+    /// `settings.auto_trace: true`: where the file asks its runs' trace to go.
+    pub(crate) auto_trace: Option<AutoTrace>,
+    /// The agent's key-value memory (`memory.*` actions).
+    pub(crate) memory: crate::actions::Memory,
+}
+
+/// Where an agent file asks each run's trace to go (The Edge Agent's `settings.auto_trace:
+/// true`, with `trace_exporter` and `trace_file`). tea-yaml writes no trace itself: the `tea`
+/// command writes its `--trace` timeline there when not given one, or with `Console` shows each
+/// step on standard error (as `-v` does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AutoTrace {
+    /// `trace_exporter: console` (the default): each step on standard error.
+    Console,
+    /// `trace_exporter: file`: JSON lines to `trace_file` (relative to the agent file's
+    /// directory).
+    File(PathBuf),
 }
 
 /// What templates and conditions see: `state`, `variables`, `secrets` (in [`Tree::Sending`]
@@ -586,16 +617,31 @@ impl YamlGraph {
         hitl: &mut Hitl,
     ) -> Result<Option<Update>, BoxError> {
         let def = self.node(node);
-        if let Some((seen, results)) = self.fan_in(def, state, ctx) {
+        if let Some((seen, results)) = self.fan_in(node, state, ctx) {
             let update = self.exec(def, &seen, hitl)?.unwrap_or_default();
-            return Ok(Some(update.set("parallel_results", results)));
+            return Ok(Some(self.with_results(node, update, results)));
         }
         self.exec(def, state, hitl)
     }
 
+    /// `update` of fan-in `node` with the branches' `results`: under `parallel_results`, and
+    /// under the `output:` key of each `dynamic_parallel` node that meets there.
+    fn with_results(&self, node: NodeIx, update: Update, results: Value) -> Update {
+        let mut update = update;
+        for def in &self.0.nodes {
+            if let (Exec::Send { output: Some(key), .. }, Some((_, join))) = (&def.exec, &def.fork) {
+                if *join == node {
+                    update = update.set(key.clone(), results.clone());
+                }
+            }
+        }
+        update.set("parallel_results", results)
+    }
+
     /// At a fan-in: the state the node reads, with `parallel_results` (the branches' final
     /// states in declared order), and those results, which the node keeps in the state.
-    fn fan_in(&self, def: &NodeDef, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
+    fn fan_in(&self, node: NodeIx, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
+        let def = self.node(node);
         if !def.fan_in || (ctx.branches().is_empty() && !def.sends_fan_in) {
             return None;
         }
@@ -611,7 +657,9 @@ impl YamlGraph {
             Value::Array(states.collect())
         };
         let mut seen = state.clone();
-        seen.map_mut().insert("parallel_results".to_owned(), results.clone());
+        for (key, value) in self.with_results(node, Update::new(), results.clone()).into_values().unwrap_or_default() {
+            seen.map_mut().insert(key, value);
+        }
         Some((seen, results))
     }
 
@@ -633,7 +681,7 @@ impl YamlGraph {
         let Exec::Action { name, action: Action::Net(action), with, output } = &def.exec else {
             return Err(format!("node `{}` is not a network action", def.name).into());
         };
-        let fan_in = self.fan_in(def, state, ctx);
+        let fan_in = self.fan_in(node, state, ctx);
         let seen = fan_in.as_ref().map_or(state, |(seen, _)| seen);
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
@@ -642,7 +690,7 @@ impl YamlGraph {
         let result = crate::net::spawn(call)?.await?;
         let update = self.output(output, result, seen)?;
         Ok(Some(match fan_in {
-            Some((_, results)) => update.set("parallel_results", results),
+            Some((_, results)) => self.with_results(node, update, results),
             None => update,
         }))
     }
@@ -708,9 +756,90 @@ impl YamlGraph {
     }
 
     fn exec(&self, def: &NodeDef, state: &State, hitl: &mut Hitl) -> Result<Option<Update>, BoxError> {
+        self.exec_as(&def.name, &def.exec, state, hitl)
+    }
+
+    /// Whether `cond` holds on `state` (`what` names it in errors).
+    fn holds(&self, cond: &Cond, state: &State, what: &str) -> Result<bool, BoxError> {
+        Ok(match cond {
+            Cond::Always => true,
+            Cond::Const(b) => *b,
+            Cond::Expr { expr, expect, source } => {
+                let value = self
+                    .0
+                    .templates
+                    .eval(*expr, &self.context(state, None))
+                    .map_err(|e| format!("the condition `{source}` of {what} fails: {e}"))?;
+                value.is_true() == *expect
+            }
+        })
+    }
+
+    /// A `type: while_loop` node named `name`: its body in order while `cond` holds, at most
+    /// `max` passes (then it stops, as The Edge Agent's Python engine does); or (`steps`) a
+    /// node's `steps:`, one pass. Each body node's
+    /// update replaces keys of a working copy of the state (The Edge Agent's `dict.update`);
+    /// the keys written, with their last values, are the node's update.
+    fn run_loop(
+        &self,
+        name: &NodeName,
+        (cond, max, body): (&Cond, usize, &[(NodeName, Exec)]),
+        steps: bool,
+        state: &State,
+        hitl: &mut Hitl,
+    ) -> Result<Option<Update>, BoxError> {
+        let mut current = state.clone();
+        let mut written: Vec<String> = Vec::new();
+        let what = format!("loop `{name}`");
+        for pass in 0..max {
+            if !self.holds(cond, &current, &what)? {
+                break;
+            }
+            for (step, exec) in body {
+                let update = self.exec_as(step, exec, &current, hitl).map_err(|e| {
+                    let chain = tea_runtime::error_chain(&*e);
+                    if steps {
+                        format!("step `{step}`: {chain}")
+                    } else {
+                        format!("loop `{name}`, body node `{step}`, pass {pass}: {chain}")
+                    }
+                })?;
+                let Some(update) = update else { continue };
+                let values = update.into_values()?;
+                self.refuse_secrets(&values)?;
+                let map = current.map_mut();
+                for (key, value) in values {
+                    if !written.contains(&key) {
+                        written.push(key.clone());
+                    }
+                    map.insert(key, value);
+                }
+            }
+        }
+        if written.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Map::new();
+        for key in written {
+            let value = current.get(&key).cloned().unwrap_or(Value::Null);
+            out.insert(key, value);
+        }
+        Ok(Some(Update::from_map(out)))
+    }
+
+    /// Runs `exec`, the work of node `name` (a node of the file, or a loop's body node).
+    fn exec_as(
+        &self,
+        node: &NodeName,
+        exec: &Exec,
+        state: &State,
+        hitl: &mut Hitl,
+    ) -> Result<Option<Update>, BoxError> {
         let inner = &self.0;
-        Ok(match &def.exec {
+        Ok(match exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
+            Exec::Loop { cond, max, body } => self.run_loop(node, (cond, *max, body), false, state, hitl)?,
+            Exec::Steps(body) => self.run_loop(node, (&Cond::Always, 1, body), true, state, hitl)?,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
             Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
@@ -721,7 +850,7 @@ impl YamlGraph {
             Exec::Action { name, action, with, output } => {
                 let args =
                     self.render(with, &self.context(state, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
-                let call = Call { host: self, node: &def.name, state };
+                let call = Call { host: self, node, state };
                 let result = actions::call(action, &call, &args)?;
                 Some(self.output(output, result, state)?)
             }
@@ -941,6 +1070,10 @@ impl actions::Host for YamlGraph {
 
     fn decode(&self, bytes: &[u8], source: &str) -> Result<(NodeName, State), tea_runtime::Error> {
         tea_runtime::decode_checkpoint(self, bytes, source)
+    }
+
+    fn memory(&self) -> &crate::actions::Memory {
+        &self.0.memory
     }
 
     fn saved(&self, path: &str) {

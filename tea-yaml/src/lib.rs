@@ -3,8 +3,9 @@
 //! A YAML agent is loaded at run time ([`Engine::load_file`]) into a graph that implements
 //! `tea::Graph` over tables, so it pauses, checkpoints, resumes and runs parallel branches on
 //! the same executor, stores and tokens as a `graph!` graph. The dialect is The Edge Agent's
-//! (Lua `run:` blocks, `uses:` actions with minijinja templates, `goto`, `edges`, parallel
-//! edges, `config:` interrupts and checkpoints) plus YamlGraph's `type: interrupt` nodes. The
+//! (Lua `run:` blocks, `uses:` actions with minijinja templates, `goto`, `edges` with
+//! `targets`, parallel edges, `type: while_loop`, `steps:`, `dynamic_parallel` and `subgraph`
+//! nodes, `config:` interrupts and checkpoints) plus YamlGraph's `type: interrupt` nodes. The
 //! guide's chapter "The YAML language" (`docs/src/yaml.md`) describes the file format.
 //!
 //! ```
@@ -70,6 +71,6 @@ pub use agent::{
     Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT, DEFAULT_LUA_TIME_LIMIT,
 };
 pub use error::{LoadError, Problem};
-pub use graph::{NodeIx, YamlGraph};
+pub use graph::{AutoTrace, NodeIx, YamlGraph};
 pub use load::StoreSpec;
 pub use state::{State, Update};

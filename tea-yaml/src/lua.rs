@@ -4,8 +4,10 @@
 //! keeps its own VM (created on first use) with each agent's chunks compiled into it once.
 //! Each agent's chunks share a global table that is empty between calls (reads fall through to
 //! `state`, `variables` and the safe libraries; a global a block assigns is cleared when the
-//! call returns), so nothing a block assigns to a global outlives the call. `state` is a read-only
+//! call returns), so nothing a block assigns to a global outlives the call. `state` is a lazy
 //! userdata over the state's shared map: a key is converted to Lua only when the block reads it.
+//! A block may write `state` as The Edge Agent's blocks do (`state.x = 1`): the writes stay in
+//! the call's own copy, and `return state` writes the keys it changed.
 //!
 //! The sandbox leaves out `os`, `io`, `package`/`require`, `load`, `dofile`, `loadfile`,
 //! `collectgarbage`, `rawset` and `debug`; `print` writes to standard error. The libraries are
@@ -285,28 +287,107 @@ struct AgentVm {
     env: Table,
 }
 
-/// A read-only view of a JSON map (the state, the variables).
-struct MapView(Option<Arc<Map<String, Value>>>);
+/// A view of a JSON map: `variables` (read-only) or `state`, which a block may also write, as
+/// The Edge Agent's Rust engine hands its blocks a copy of the state (`state.x = 1`, then
+/// `return state`). A key is converted to Lua when first read; a table read from it is kept,
+/// so that changing it in place is seen again (and by `return state`). Writes go to the call's
+/// own copy, never to the state: only the table the block returns writes keys.
+struct MapView {
+    map: Option<Arc<Map<String, Value>>>,
+    /// `state`: writable. `variables`: not.
+    writable: bool,
+    /// This call's writes and the tables read so far, by key; `None` before the first.
+    local: Option<Table>,
+    /// Keys this call set to `nil`.
+    removed: Vec<String>,
+}
+
+impl MapView {
+    fn new(map: Option<Arc<Map<String, Value>>>, writable: bool) -> Self {
+        MapView { map, writable, local: None, removed: Vec::new() }
+    }
+
+    /// The call is over: its copy goes.
+    fn reset(&mut self) {
+        self.map = None;
+        self.local = None;
+        self.removed.clear();
+    }
+
+    /// What `return state` writes: each key the block assigned, or a table it read (and so may
+    /// have changed), whose value now differs from the state's. (Keys set to `nil` are kept, as
+    /// The Edge Agent merges a returned table into the state.)
+    fn changes(&self, budget: &mut usize) -> Result<Option<Map<String, Value>>, String> {
+        let Some(local) = &self.local else { return Ok(None) };
+        let mut out = Map::new();
+        for pair in local.pairs::<LuaValue, LuaValue>() {
+            let (key, value) = pair.map_err(|e| e.to_string())?;
+            let LuaValue::String(key) = key else { continue };
+            let key = key.to_str().map_err(|e| e.to_string())?.to_owned();
+            let value = to_json(&value, 0, budget).map_err(|e| format!("state key `{key}`: {e}"))?;
+            if self.map.as_ref().and_then(|m| m.get(&key)) != Some(&value) {
+                out.insert(key, value);
+            }
+        }
+        Ok(if out.is_empty() { None } else { Some(out) })
+    }
+}
 
 impl UserData for MapView {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
-        methods.add_meta_method(MetaMethod::Index, |lua, this, key: LuaValue| {
-            let (Some(map), LuaValue::String(key)) = (&this.0, key) else { return Ok(LuaValue::Nil) };
-            match map.get(&*key.to_str()?) {
-                Some(value) => to_lua(lua, value),
-                None => Ok(LuaValue::Nil),
+        methods.add_meta_method_mut(MetaMethod::Index, |lua, this, key: LuaValue| {
+            let (Some(map), LuaValue::String(key)) = (&this.map, key) else { return Ok(LuaValue::Nil) };
+            let name = key.to_str()?.to_owned();
+            if let Some(local) = &this.local {
+                let value: LuaValue = local.raw_get(name.as_str())?;
+                if !value.is_nil() || this.removed.contains(&name) {
+                    return Ok(value);
+                }
             }
+            let value = match map.get(&name) {
+                Some(value) => to_lua(lua, value)?,
+                None => return Ok(LuaValue::Nil),
+            };
+            if this.writable && matches!(value, LuaValue::Table(_)) {
+                let local = match &this.local {
+                    Some(local) => local.clone(),
+                    None => this.local.insert(lua.create_table()?).clone(),
+                };
+                local.raw_set(name.as_str(), &value)?;
+            }
+            Ok(value)
         });
-        methods.add_meta_method(MetaMethod::NewIndex, |_, _, _: mlua::MultiValue| -> mlua::Result<()> {
-            Err(mlua::Error::runtime(
-                "`state` and `variables` are read-only: return a table with the keys to write instead",
-            ))
+        methods.add_meta_method_mut(MetaMethod::NewIndex, |lua, this, (key, value): (LuaValue, LuaValue)| {
+            if !this.writable || this.map.is_none() {
+                return Err(mlua::Error::runtime("`variables` is read-only"));
+            }
+            let LuaValue::String(key) = key else {
+                return Err(mlua::Error::runtime("the keys of `state` are strings"));
+            };
+            let name = key.to_str()?.to_owned();
+            let local = match &this.local {
+                Some(local) => local.clone(),
+                None => this.local.insert(lua.create_table()?).clone(),
+            };
+            this.removed.retain(|k| *k != name);
+            if value.is_nil() {
+                this.removed.push(name.clone());
+            }
+            local.raw_set(name.as_str(), value)
         });
         methods.add_meta_method(MetaMethod::Pairs, |lua, this, ()| {
             let table = lua.create_table()?;
-            if let Some(map) = &this.0 {
+            if let Some(map) = &this.map {
                 for (key, value) in map.iter() {
-                    table.set(key.as_str(), to_lua(lua, value)?)?;
+                    if !this.removed.contains(key) {
+                        table.set(key.as_str(), to_lua(lua, value)?)?;
+                    }
+                }
+            }
+            if let Some(local) = &this.local {
+                for pair in local.pairs::<LuaValue, LuaValue>() {
+                    let (key, value) = pair?;
+                    table.set(key, value)?;
                 }
             }
             let next: Function = lua.globals().get("next")?;
@@ -348,7 +429,7 @@ impl Vm {
             Ok(())
         })?;
         base.set("print", print)?;
-        let state = lua.create_userdata(MapView(None))?;
+        let state = lua.create_userdata(MapView::new(None, true))?;
         base.set("state", &state)?;
         // The string metatable's `__index` is the real string library: hide it.
         lua.load("getmetatable('').__metatable = false").set_name("=tea").exec()?;
@@ -381,16 +462,28 @@ impl Vm {
         let Some(function) = agent.functions.get(id.0).and_then(Option::as_ref) else {
             return Err("the chunk is missing".into());
         };
-        let outcome = (|| -> mlua::Result<LuaValue> {
-            self.state.borrow_mut::<MapView>()?.0 = Some(state.clone());
+        let outcome = (|| -> mlua::Result<Result<Option<Map<String, Value>>, String>> {
+            self.state.borrow_mut::<MapView>()?.map = Some(state.clone());
             self.watch.budget.set(i64::try_from(chunks.limits.instructions).unwrap_or(i64::MAX));
             self.watch.deadline.set(Instant::now().checked_add(chunks.limits.time));
             self.watch.memory.set(chunks.limits.memory);
             self.watch.stopped.set(None);
-            let result = function.call::<LuaValue>(());
+            let result = function.call::<LuaValue>(()).map(|value| {
+                // `return state`: the keys the block changed in its copy.
+                let returns_state = matches!(&value, LuaValue::UserData(ud) if *ud == self.state);
+                match self.watch.stopped.get() {
+                    // Stopped, though the block returned (a limit hit inside a finalizer, say).
+                    Some(why) => Err(self.explain(why.error(), chunks)),
+                    None if returns_state => match self.state.borrow::<MapView>() {
+                        Ok(view) => view.changes(&mut chunks.limits.memory.clone()),
+                        Err(e) => Err(e.to_string()),
+                    },
+                    None => from_result(value, chunks.limits.memory),
+                }
+            });
             // The state's map is shared again only with its owner (so applying the update
             // copies nothing).
-            self.state.borrow_mut::<MapView>()?.0 = None;
+            self.state.borrow_mut::<MapView>()?.reset();
             if !agent.env.is_empty() {
                 // The block assigned globals: they do not outlive the call.
                 let keys: Vec<LuaValue> =
@@ -402,11 +495,7 @@ impl Vm {
             result
         })();
         let result = match outcome {
-            Ok(value) => match self.watch.stopped.get() {
-                // Stopped, though the block returned (a limit hit inside a finalizer, say).
-                Some(why) => Err(self.explain(why.error(), chunks)),
-                None => from_result(value, chunks.limits.memory),
-            },
+            Ok(result) => result,
             Err(error) => {
                 let chunk = &chunks.sources[id.0];
                 Err(relines(&self.explain(error, chunks), &chunk.file, chunk.first_line.saturating_sub(1)))
@@ -423,7 +512,7 @@ impl Vm {
         if !self.agents.contains_key(&chunks.id) {
             // A new agent: forget the chunks of agents that were dropped.
             self.agents.retain(|_, agent| agent.alive.strong_count() > 0);
-            let variables = self.lua.create_userdata(MapView(Some(chunks.variables.clone())))?;
+            let variables = self.lua.create_userdata(MapView::new(Some(chunks.variables.clone()), false))?;
             let scope = self.lua.create_table()?;
             scope.set("variables", variables)?;
             let scope_meta = self.lua.create_table()?;
@@ -916,7 +1005,7 @@ mod tests {
             let err = c.run(id, &state(json!({})), None).unwrap_err();
             assert!(err.contains("nil"), "{code}: {err}");
         }
-        let id = c.add("a.yaml", 1, "state.x = 1").unwrap();
+        let id = c.add("a.yaml", 1, "variables.x = 1").unwrap();
         assert!(c.run(id, &state(json!({})), None).unwrap_err().contains("read-only"));
         let id = c.add("a.yaml", 1, "string.upper = nil").unwrap();
         assert!(c.run(id, &state(json!({})), None).unwrap_err().contains("read-only"));

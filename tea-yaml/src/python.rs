@@ -12,7 +12,8 @@
 //! written under `result`); a block without one runs as it is, and its top-level names that do
 //! not start with `_` are the update (modules, functions and classes it defines are left out).
 //! In scope: `state` (a dict copy of the state), `variables` (the file's `variables:`),
-//! `config` (an empty dict), `node` (the node's name), `parallel_results` (at a fan-in), and
+//! `config` (an empty dict), `node` (the node's name), `parallel_results` (at a fan-in; each
+//! entry a dict whose keys also read as attributes, `r.state`, as The Edge Agent's results), and
 //! the modules `json` and — when the text names them — `datetime` and `requests`. `secrets`
 //! are not: in tea no code that writes the state sees a secret. `${name}` is replaced by
 //! variable `name` once, at load (The Edge Agent's GitLab-style references); `{{ }}` in a
@@ -278,12 +279,20 @@ mod imp {
             state: &Map<String, Value>,
         ) -> PyResult<Result<Option<Map<String, Value>>, String>> {
             let globals = self.base.bind(py).copy()?;
-            globals.set_item("state", map_to_py(py, state)?)?;
+            let dict = map_to_py(py, state)?;
+            // `parallel_results`, and a `dynamic_parallel` node's `output:` key holding them.
+            for (key, value) in state {
+                if key == "parallel_results" || is_results(value) {
+                    let results = results_to_py(py, &globals, value)?;
+                    dict.set_item(key, &results)?;
+                    if key == "parallel_results" {
+                        globals.set_item("parallel_results", results)?;
+                    }
+                }
+            }
+            globals.set_item("state", dict)?;
             globals.set_item("variables", map_to_py(py, &self.variables)?)?;
             globals.set_item("config", PyDict::new(py))?;
-            if let Some(results) = state.get("parallel_results") {
-                globals.set_item("parallel_results", to_py(py, results)?)?;
-            }
             if self.uses_requests {
                 globals.set_item("requests", py.import("requests")?)?;
             } else {
@@ -374,7 +383,52 @@ mod imp {
         if datetime {
             globals.set_item("datetime", py.import("datetime")?)?;
         }
+        // The Edge Agent's fan-in blocks read a result's fields as attributes (`r.state`,
+        // `r.success`): each entry of `parallel_results` is a dict that also answers them.
+        let scope = PyDict::new(py);
+        py.run(
+            c"class ParallelResult(dict):\n    __slots__ = ()\n    def __getattr__(self, name):\n        try:\n            return self[name]\n        except KeyError:\n            raise AttributeError(name) from None\n",
+            Some(&scope),
+            None,
+        )?;
+        if let Some(class) = scope.get_item("ParallelResult")? {
+            globals.set_item(RESULT_CLASS, class)?;
+        }
         Ok(globals)
+    }
+
+    /// The name, among a block's globals, of the class of `parallel_results`' entries.
+    const RESULT_CLASS: &str = "__tea_parallel_result__";
+
+    /// Whether `value` is a list of `dynamic_parallel` results (each an object with `branch`,
+    /// `success` and `state`).
+    fn is_results(value: &Value) -> bool {
+        let Value::Array(items) = value else { return false };
+        !items.is_empty()
+            && items.iter().all(|item| {
+                item.as_object().is_some_and(|o| ["branch", "success", "state"].iter().all(|k| o.contains_key(*k)))
+            })
+    }
+
+    /// `parallel_results` for a block: its object entries as [`RESULT_CLASS`] dicts.
+    fn results_to_py<'py>(
+        py: Python<'py>,
+        globals: &Bound<'py, PyDict>,
+        results: &Value,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (Value::Array(items), Some(class)) = (results, globals.get_item(RESULT_CLASS)?) else {
+            return to_py(py, results);
+        };
+        let list = PyList::empty(py);
+        for item in items {
+            let value = to_py(py, item)?;
+            if item.is_object() {
+                list.append(class.call1((value,))?)?;
+            } else {
+                list.append(value)?;
+            }
+        }
+        Ok(list.into_any())
     }
 
     fn map_to_py<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {

@@ -256,9 +256,10 @@ fn each_bad_field_of_a_dynamic_parallel_node_is_a_load_error_at_its_line() {
     ] {
         has(&problems(&with(&format!("    items: x\n    fan_in: collect\n    {key}: {value}\n{steps}"))), 6, text);
     }
-    // Keys The Edge Agent does not take on it either, refused rather than ignored.
+    // Keys The Edge Agent does not take on it either, refused rather than ignored (and an
+    // `output:` that would overwrite the results).
     for (key, value, text) in [
-        ("output", "results", "`parallel_results`"),
+        ("output", "parallel_results", "a key the engine writes itself"),
         ("run", "return {}", "does not go on a `dynamic_parallel` node"),
         ("goto", "collect", "does not go on a `dynamic_parallel` node"),
         ("file", "a.yaml", "does not go on a `dynamic_parallel` node"),

@@ -110,7 +110,7 @@ nodes:
     language: python
     run: "return {}"
   - name: c
-    type: while_loop
+    type: for_each
   - name: d
     run: return {}
     interupt: before
@@ -122,7 +122,7 @@ nodes:
     has(&p, 2, "`config.interrupt_after` names `ghost`, which is not a node");
     has(&p, 6, "`message` belongs to `type: interrupt` nodes");
     has(&p, 9, "node `b` is Python");
-    has(&p, 11, "node type `while_loop` is not supported");
+    has(&p, 11, "node type `for_each` is not supported");
     has(&p, 14, "unknown key `interupt` in a node; did you mean `interrupt`?");
     has(&p, 15, "`__end__` is reserved");
     has(&p, 17, "a node without a `name`");

@@ -414,3 +414,17 @@ nodes:
     assert_eq!(node, "ask");
     assert!(message.contains("unknown argument `temprature`; did you mean `temperature`?"), "{message}");
 }
+
+#[test]
+fn llm_call_providers_are_refused_naming_the_key() {
+    let error = Engine::new()
+        .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: shell\n      shell_provider: claude\n      prompt: hi\n      model: m\n")
+        .unwrap_err();
+    let found: Vec<String> = error.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].starts_with("5: `provider` of `llm.call` (node `ask`): The Edge Agent's LLM providers"),
+        "{found:?}"
+    );
+    assert!(found[1].starts_with("6: `shell_provider` of `llm.call` (node `ask`)"), "{found:?}");
+}

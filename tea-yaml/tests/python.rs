@@ -368,3 +368,36 @@ fn a_subgraph_with_python_is_trusted_with_its_parent_and_only_then() {
     assert!(message.contains("child.yaml") && message.contains("Engine::trust_code(true)"), "{message}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn fan_in_blocks_read_results_as_attributes_as_the_edge_agent_s() {
+    // `examples/yaml/dynamic_parallel_steps_mode.yaml` reads `result.state`, and The Edge
+    // Agent's heartbeat fixture `r.state if hasattr(r, "state") else r`.
+    let out = run(
+        r#"
+nodes:
+  - name: each
+    type: dynamic_parallel
+    items: "{{ state.words }}"
+    fan_in: gather
+    output: found
+    steps:
+      - name: size
+        language: python
+        run: |
+          return {"n": len(state["item"])}
+  - name: gather
+    language: python
+    run: |
+      sizes = [r.state["n"] for r in parallel_results if r.success]
+      also = [r.state["n"] for r in state["found"]]
+      missing = hasattr(parallel_results[0], "nothing")
+      return {"sizes": sizes, "also": also, "missing": missing}
+"#,
+        json!({ "words": ["a", "bb"] }),
+    )
+    .unwrap();
+    assert_eq!(out["sizes"], json!([1, 2]));
+    assert_eq!(out["also"], json!([1, 2]));
+    assert_eq!(out["missing"], false);
+}

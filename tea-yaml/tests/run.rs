@@ -427,7 +427,8 @@ fn an_agent_lists_its_nodes_and_threads_and_deletes_them() {
 
 #[test]
 fn an_error_inside_a_callback_names_the_blocks_line() {
-    let err = run("nodes:\n  - name: bad\n    run: |\n      local x = 1\n      state.x = 2\n", json!({})).unwrap_err();
+    let err =
+        run("nodes:\n  - name: bad\n    run: |\n      local x = 1\n      variables.x = 2\n", json!({})).unwrap_err();
     match err {
         Error::NodeFailed { node, source } => {
             assert_eq!(node, "bad");

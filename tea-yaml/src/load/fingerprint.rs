@@ -16,7 +16,33 @@ fn exec_text(out: &mut String, exec: &Exec) {
         Exec::Interrupt { state_key, resume_key, .. } => write!(out, "Interrupt({state_key} => {resume_key})"),
         Exec::Send { item_var, index_var, .. } => write!(out, "Send({item_var}, {index_var})"),
         Exec::Subgraph { child, .. } => write!(out, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
+        Exec::Steps(body) => {
+            let _ = write!(out, "Steps(");
+            for (name, exec) in body {
+                let _ = write!(out, "{name}:");
+                exec_text(out, exec);
+                let _ = write!(out, ", ");
+            }
+            write!(out, ")")
+        }
+        Exec::Loop { cond, max, body } => {
+            let _ = write!(out, "Loop({}, {max}", cond_text(cond));
+            for (name, exec) in body {
+                let _ = write!(out, ", {name}:");
+                exec_text(out, exec);
+            }
+            write!(out, ")")
+        }
     };
+}
+
+/// A condition as the fingerprint spells it.
+fn cond_text(cond: &Cond) -> String {
+    match cond {
+        Cond::Always => "*".to_owned(),
+        Cond::Const(b) => b.to_string(),
+        Cond::Expr { source, expect, .. } => format!("{source}={expect}"),
+    }
 }
 
 /// The graph's shape as text, for its fingerprint: nodes, what runs, routing, fan-outs, pauses.
@@ -29,12 +55,7 @@ pub(super) fn describe(name: &str, nodes: &[NodeDef], start: &[Rule]) -> String 
     };
     let rules = |out: &mut String, rules: &[Rule]| {
         for r in rules {
-            let cond = match &r.cond {
-                Cond::Always => "*".to_owned(),
-                Cond::Const(b) => b.to_string(),
-                Cond::Expr { source, expect, .. } => format!("{source}={expect}"),
-            };
-            let _ = write!(out, "[{cond}->{}]", target(&r.to));
+            let _ = write!(out, "[{}->{}]", cond_text(&r.cond), target(&r.to));
         }
     };
     rules(&mut out, start);

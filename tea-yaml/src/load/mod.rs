@@ -144,11 +144,54 @@ const TOP_KEYS: &[&str] = &[
     "edges",
     "initial_state",
     "version",
+    "observability",
 ];
 /// `settings:` sections, and the keys of each (defaults of the network actions).
 const SETTINGS: [(&str, &[&str]); 2] = [
     ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
     ("notify", &["url", "headers", "timeout", "retry"]),
+];
+/// The Edge Agent's trace settings: tea writes its trace as `tea run --trace` does.
+const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"];
+/// The Edge Agent's `settings:` keys that tea does not support, and what each is.
+const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
+    ("a2a", "agent-to-agent messaging"),
+    ("agents", "the agents of its multi-agent actions"),
+    ("auth", "request authentication of its server"),
+    ("cache", "its cache backends"),
+    ("dspy", "DSPy"),
+    ("execution", "its execution modes"),
+    ("graph", "its graph databases"),
+    ("interview", "its interactive interview prompts"),
+    ("llamaindex", "LlamaIndex"),
+    ("ltm", "its long-term memory backends"),
+    ("memory", "its memory backends"),
+    ("model", "an LLM default, read by its older actions; tea reads `settings.llm.model`"),
+    ("opik", "Opik tracing"),
+    ("parallel", "its parallel strategies (processes, remote hosts)"),
+    ("progress", "its progress display"),
+    ("prolog", "its Prolog runtime"),
+    ("session", "its session stores"),
+    ("shell_providers", "command-line LLMs such as `claude`"),
+    ("temperature", "an LLM default, read by its older actions; tea reads `settings.llm.temperature`"),
+    ("textgrad", "TextGrad"),
+];
+/// The Edge Agent's `settings.llm` keys that tea does not support, and what each is.
+const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
+    ("api_base", "its providers' endpoint; tea's is `base_url`"),
+    ("backend", "local models through llama.cpp"),
+    ("chat_format", "local models' chat template"),
+    ("default_model", "its providers' default model; tea's is `model`"),
+    ("default_provider", "its LLM providers"),
+    ("deployment", "Azure OpenAI deployments"),
+    ("max_retries", "its providers' retries; tea's is `retry: { max, base_ms }`"),
+    ("model_path", "local models through llama.cpp"),
+    ("n_ctx", "local models through llama.cpp"),
+    ("n_gpu_layers", "local models through llama.cpp"),
+    ("n_threads", "local models through llama.cpp"),
+    ("provider", "its LLM providers"),
+    ("shell_provider", "command-line LLMs such as `claude`"),
+    ("shell_providers", "command-line LLMs such as `claude`"),
 ];
 const CONFIG_KEYS: &[&str] = &[
     "interrupt_before",
@@ -187,7 +230,12 @@ const NODE_KEYS: &[&str] = &[
     "input",
     "parallel_config",
     "subgraph",
+    "condition",
+    "max_iterations",
+    "body",
 ];
+/// The most iterations a `type: while_loop` node may allow (The Edge Agent's bound).
+pub(crate) const MAX_LOOP_ITERATIONS: i64 = 1_000;
 /// The keys of `settings.llm` and `settings.notify` whose values may read `secrets` (they are
 /// sent out: an API key, a webhook's address and headers).
 const SETTINGS_SENDING: [&[&str]; 2] = [&["api_key"], &["url", "headers"]];
@@ -205,8 +253,10 @@ fn sending_keys(action: &Action) -> &'static [&'static str] {
 const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
-const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in"];
+const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in", "targets"];
 const START: [&str; 2] = ["__start__", "START"];
+/// The node a fan-out from the entry starts at: it does nothing and fans out.
+pub(crate) const START_FORK: &str = "__tea_start";
 /// The file name of the cached load of a subgraph file that could not be read.
 const READ_FAILED: &str = "\0unreadable";
 const END: [&str; 2] = ["__end__", "END"];
@@ -219,6 +269,13 @@ struct Loader<'a> {
     python: crate::python::Loader,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
     settings_keys: [Vec<String>; 2],
+    /// `settings.auto_trace: true` with its exporter.
+    auto_trace: Option<crate::graph::AutoTrace>,
+    /// `settings.rate_limiters`: each limiter's time between calls.
+    rate_limiters: HashMap<String, std::time::Duration>,
+    /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
+    /// language of those that name none.
+    steps_language: Option<bool>,
     /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
     suggestion_work: usize,
     /// Templates read now are arguments that send secrets out: they may read `secrets`.
@@ -306,6 +363,9 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
         python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
         settings_keys: [Vec::new(), Vec::new()],
+        auto_trace: None,
+        steps_language: None,
+        rate_limiters: HashMap::new(),
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
     };
@@ -458,6 +518,9 @@ impl<'a> Loader<'a> {
             Some(node) => self.settings(node),
             None => [None, None],
         };
+        if let Some(node) = top.get("observability") {
+            self.observability(node);
+        }
         let config = match top.get("config") {
             Some(c) if !matches!(c.kind, Kind::Null) => self.fields(c, "`config`", CONFIG_KEYS).unwrap_or_default(),
             _ => HashMap::new(),
@@ -551,6 +614,35 @@ impl<'a> Loader<'a> {
             Some(e) => self.edges(e),
             None => Vec::new(),
         };
+        // A fan-out from the entry (The Edge Agent's `from: __start__` with `parallel:`): the
+        // engine starts at one node, so a node of the engine's own, `__tea_start`, does nothing
+        // and fans out.
+        let start_fans_out = edges.iter().any(|e| {
+            matches!(e.kind, EdgeKind::Parallel { .. })
+                && e.from.scalar_text().is_some_and(|f| START.contains(&f.as_str()))
+        });
+        if start_fans_out {
+            let pos = edges.iter().find(|e| matches!(e.kind, EdgeKind::Parallel { .. })).map_or(root.pos, |e| e.pos);
+            if let Some(&i) = index.get(START_FORK) {
+                self.problem(
+                    drafts[i].pos,
+                    format!("node name `{START_FORK}` is the engine's own (the entry's fan-out)"),
+                );
+            }
+            index.insert(START_FORK.to_owned(), drafts.len());
+            drafts.push(Draft {
+                name: START_FORK.to_owned(),
+                pos,
+                exec: Exec::Noop,
+                goto: None,
+                interrupt_before: false,
+                interrupt_after: false,
+                marked_fan_in: None,
+                dynamic: None,
+                after: None,
+                item_of: None,
+            });
+        }
         let (start, nodes) = self.routing(&drafts, declared, &index, &edges, &dynamic_forks);
 
         // Config: stores and limits.
@@ -630,6 +722,8 @@ impl<'a> Loader<'a> {
             fingerprint,
             schema_fingerprint,
             initial_state,
+            auto_trace: self.auto_trace.take(),
+            memory: Default::default(),
         };
         Some(Loaded {
             graph: YamlGraph(Arc::new(inner), false, None),
@@ -640,24 +734,248 @@ impl<'a> Loader<'a> {
         })
     }
 
-    /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates.
+    /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates. The
+    /// Edge Agent's other settings are refused by name, saying what they are.
     fn settings(&mut self, node: &Node) -> [Option<Tree>; 2] {
         let mut out = [None, None];
         if matches!(node.kind, Kind::Null) {
             return out;
         }
-        let names: Vec<&str> = SETTINGS.iter().map(|(n, _)| *n).collect();
-        let Some(sections) = self.fields(node, "`settings`", &names) else { return out };
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("`settings` must be a mapping, not {}", node.what()));
+            return out;
+        };
+        let mut sections: HashMap<&str, &Node> = HashMap::new();
+        for (key, value) in entries {
+            let Some(name) = key.as_str() else {
+                self.problem(key.pos, format!("the keys of `settings` are names, not {}", key.what()));
+                continue;
+            };
+            if SETTINGS.iter().any(|(n, _)| *n == name) || TRACE_SETTINGS.contains(&name) {
+                sections.insert(name, value);
+            } else if name == "rate_limiters" {
+                self.rate_limiters(value);
+            } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
+                self.problem(
+                    key.pos,
+                    format!("`settings.{name}` ({why}) is The Edge Agent's; tea does not support it"),
+                );
+            } else {
+                let hint = suggest(name, SETTINGS.iter().map(|(n, _)| *n));
+                self.problem(key.pos, format!("unknown key `{name}` in `settings`{hint}"));
+            }
+        }
+        self.auto_trace = self.trace_settings(&sections);
         for (i, (section, keys)) in SETTINGS.iter().enumerate() {
             let Some(value) = sections.get(section) else { continue };
             if matches!(value.kind, Kind::Null) {
                 continue;
             }
-            let Some(fields) = self.fields(value, &format!("`settings.{section}`"), keys) else { continue };
+            if *section == "llm" {
+                for (key, _) in value.as_map().unwrap_or_default() {
+                    let Some(name) = key.as_str() else { continue };
+                    if let Some((_, why)) = EDGE_AGENT_LLM_SETTINGS.iter().find(|(k, _)| *k == name) {
+                        self.problem(
+                            key.pos,
+                            format!(
+                                "`settings.llm.{name}` ({why}) is The Edge Agent's; tea does not support it: \
+                                     `llm.call` calls one OpenAI-compatible endpoint (`base_url`, `model`, `api_key`)"
+                            ),
+                        );
+                    }
+                }
+            }
+            let keys: Vec<&str> = if *section == "llm" {
+                keys.iter().copied().chain(EDGE_AGENT_LLM_SETTINGS.iter().map(|(k, _)| *k)).collect()
+            } else {
+                keys.to_vec()
+            };
+            let Some(fields) = self.fields(value, &format!("`settings.{section}`"), &keys) else { continue };
             self.settings_keys[i] = fields.keys().map(|k| (*k).to_owned()).collect();
             out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
         }
         out
+    }
+
+    /// `observability:` (The Edge Agent's Rust engine): `enabled`, `level` (`debug` or `info`:
+    /// tea's trace records every step), `handlers` (one: `console`, or `file` with `path`), which
+    /// tea follows as it does `settings.auto_trace`; without a handler, the events are the run's
+    /// stream, as there they are its API's. Its in-memory event log's `buffer_size` and a
+    /// handler's `verbose` are refused.
+    fn observability(&mut self, node: &Node) {
+        use crate::graph::AutoTrace;
+        if matches!(node.kind, Kind::Null) {
+            return;
+        }
+        let Some(f) = self.fields(node, "`observability`", &["enabled", "level", "buffer_size", "handlers"]) else {
+            return;
+        };
+        let enabled = match f.get("enabled").map(|n| (n, &n.kind)) {
+            None => false,
+            Some((_, Kind::Bool(b))) => *b,
+            Some((n, _)) => {
+                self.problem(n.pos, "`observability.enabled` must be true or false");
+                false
+            }
+        };
+        if let Some(n) = f.get("buffer_size") {
+            self.problem(
+                n.pos,
+                "`observability.buffer_size` sizes The Edge Agent's in-memory event log, which tea does not keep: \
+                 a run's events are its stream (`Agent::stream`, `tea run --stream`) and its trace",
+            );
+        }
+        if let Some(n) = f.get("level") {
+            match n.as_str() {
+                Some("debug" | "info") => {}
+                _ => self.problem(
+                    n.pos,
+                    "`observability.level`: tea's trace records every step (`debug` or `info`); it has no `warn` or \
+                     `error` filter",
+                ),
+            }
+        }
+        let mut chosen = None;
+        if let Some(list) = f.get("handlers") {
+            let Some(items) = list.as_seq() else {
+                self.problem(
+                    list.pos,
+                    "`observability.handlers` is a list of `{ type: console }` or `{ type: file, path }`",
+                );
+                return;
+            };
+            if items.len() > 1 {
+                self.problem(items[1].pos, "tea's trace goes to one place: one `observability` handler");
+            }
+            for item in items.iter().take(1) {
+                let Some(h) = self.fields(item, "an `observability` handler", &["type", "path", "verbose"]) else {
+                    continue;
+                };
+                if let Some(v) = h.get("verbose") {
+                    self.problem(
+                        v.pos,
+                        "`verbose` of an `observability` handler is not supported by tea: its console trace is one \
+                         line per step (as `tea run -v`)",
+                    );
+                }
+                match (h.get("type").and_then(|t| t.as_str()), h.get("path")) {
+                    (Some("console"), None) => chosen = Some(AutoTrace::Console),
+                    (Some("file"), Some(p)) => match p.as_str() {
+                        Some(path) if !path.is_empty() => {
+                            chosen = Some(AutoTrace::File(crate::actions::resolve(&self.env.base_dir, path)))
+                        }
+                        _ => self.problem(p.pos, "`path` of a `file` handler is a file name"),
+                    },
+                    (Some("file"), None) => self.problem(item.pos, "a `file` handler needs `path`"),
+                    (Some("console"), Some(p)) => self.problem(p.pos, "`path` goes with a `file` handler"),
+                    _ => self.problem(
+                        item.pos,
+                        "an `observability` handler is `{ type: console }` or `{ type: file, path }`",
+                    ),
+                }
+            }
+        }
+        if !enabled {
+            return;
+        }
+        if self.auto_trace.is_some() {
+            self.problem(node.pos, "`observability` and `settings.auto_trace` both say where the trace goes; keep one");
+            return;
+        }
+        // Without a handler The Edge Agent keeps the events for its API only: tea's are the
+        // run's stream.
+        self.auto_trace = chosen;
+    }
+
+    /// `settings.rate_limiters: { NAME: { rpm: N } | { rps: N } }`: the limiters
+    /// `ratelimit.wrap` names.
+    fn rate_limiters(&mut self, node: &Node) {
+        if matches!(node.kind, Kind::Null) {
+            return;
+        }
+        let Some(entries) = node.as_map() else {
+            self.problem(
+                node.pos,
+                format!("`settings.rate_limiters` maps names to `{{ rpm: N }}` or `{{ rps: N }}`, not {}", node.what()),
+            );
+            return;
+        };
+        for (key, value) in entries {
+            let Some(name) = key.scalar_text() else { continue };
+            let what = format!("rate limiter `{name}`");
+            let Some(fields) = self.fields(value, &what, &["rpm", "rps"]) else { continue };
+            let mut rate = |k: &str| -> Option<f64> {
+                let n = fields.get(k)?;
+                match n.kind {
+                    Kind::Int(v) if v > 0 => Some(v as f64),
+                    Kind::Float(v) if v > 0.0 && v.is_finite() => Some(v),
+                    _ => {
+                        self.problem(n.pos, format!("`{k}` of {what} must be a positive number"));
+                        None
+                    }
+                }
+            };
+            let (rpm, rps) = (rate("rpm"), rate("rps"));
+            if rpm.is_none() && rps.is_none() && !fields.contains_key("rpm") && !fields.contains_key("rps") {
+                self.problem(value.pos, format!("{what} needs `rpm` or `rps`"));
+                continue;
+            }
+            self.rate_limiters.insert(name, crate::actions::limiter_interval(rpm, rps));
+        }
+    }
+
+    /// `settings.auto_trace`, `trace_exporter` (`console`, the default, or `file`) and
+    /// `trace_file` (relative to the agent file's directory): The Edge Agent's trace of each run.
+    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::graph::AutoTrace> {
+        use crate::graph::AutoTrace;
+        let on = match sections.get("auto_trace") {
+            None => false,
+            Some(n) => match n.kind {
+                Kind::Bool(b) => b,
+                _ => {
+                    self.problem(n.pos, format!("`settings.auto_trace` must be true or false, not {}", n.what()));
+                    false
+                }
+            },
+        };
+        let file = sections.get("trace_file").and_then(|n| self.string(n, "`settings.trace_file`").map(|f| (n, f)));
+        let exporter =
+            sections.get("trace_exporter").and_then(|n| self.string(n, "`settings.trace_exporter`").map(|e| (n, e)));
+        if !on {
+            for (key, node) in [("trace_exporter", exporter.map(|e| e.0)), ("trace_file", file.map(|f| f.0))] {
+                if let Some(node) = node {
+                    self.problem(
+                        node.pos,
+                        format!("`settings.{key}` goes with `settings.auto_trace: true`, which this file does not set"),
+                    );
+                }
+            }
+            return None;
+        }
+        match exporter {
+            None | Some((_, "console")) => {
+                if let Some((n, _)) = file {
+                    self.problem(n.pos, "`settings.trace_file` goes with `trace_exporter: file`");
+                }
+                Some(AutoTrace::Console)
+            }
+            Some((n, "file")) => match file {
+                Some((_, path)) if !path.is_empty() => {
+                    Some(AutoTrace::File(crate::actions::resolve(&self.env.base_dir, path)))
+                }
+                _ => {
+                    self.problem(n.pos, "`trace_exporter: file` needs `settings.trace_file: PATH`");
+                    None
+                }
+            },
+            Some((n, other)) => {
+                self.problem(
+                    n.pos,
+                    format!("`trace_exporter: {other}` is not supported by tea: its trace goes to the `console` or to a `file`"),
+                );
+                None
+            }
+        }
     }
 
     fn schema(&mut self, node: &Node) -> Schema {

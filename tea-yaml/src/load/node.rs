@@ -70,6 +70,33 @@ impl Loader<'_> {
                 item_of: None,
             });
         }
+        if fields.get("type").and_then(|t| t.as_str()) == Some("while_loop") {
+            let exec = self.while_loop(&fields, &name, pos);
+            let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
+            return Some(Draft {
+                name,
+                pos,
+                exec,
+                goto,
+                interrupt_before,
+                interrupt_after,
+                marked_fan_in,
+                dynamic: None,
+                after: None,
+                item_of: None,
+            });
+        }
+        for key in ["condition", "max_iterations", "body"] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!(
+                        "`{key}` belongs to `type: while_loop` nodes; node `{name}` is not one (to route on a \
+                         condition, use `goto:` rules or an edge's `when:`)"
+                    ),
+                );
+            }
+        }
         if is_dynamic {
             let (exec, dynamic) = self.dynamic(&fields, &name, pos);
             let marked_fan_in = None;
@@ -91,9 +118,7 @@ impl Loader<'_> {
                 self.problem(n.pos, format!("`{key}` belongs to `type: subgraph` nodes; node `{name}` is not one"));
             }
         }
-        for key in
-            ["items", "item_var", "index_var", "steps", "max_concurrency", "fail_fast", "parallel_config", "subgraph"]
-        {
+        for key in ["items", "item_var", "index_var", "max_concurrency", "fail_fast", "parallel_config", "subgraph"] {
             if let Some(n) = fields.get(key) {
                 self.problem(
                     n.pos,
@@ -108,7 +133,7 @@ impl Loader<'_> {
                 Some(other) => {
                     self.problem(
                         t.pos,
-                        format!("node type `{other}` is not supported here; tea runs `type: interrupt` and `type: dynamic_parallel` nodes, `run:` Lua blocks and `uses:` actions"),
+                        format!("node type `{other}` is not supported here; tea runs `type: interrupt`, `type: while_loop`, `type: subgraph` and `type: dynamic_parallel` nodes, `run:` blocks and `uses:` actions"),
                     );
                     false
                 }
@@ -141,7 +166,7 @@ impl Loader<'_> {
                 self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
             }
         }
-        let (mut python, mut prolog) = (None, false);
+        let (mut python, mut prolog) = (self.steps_language, false);
         if let Some(l) = fields.get("language") {
             match l.as_str() {
                 Some("lua") => python = Some(false),
@@ -160,7 +185,34 @@ impl Loader<'_> {
             }
         }
 
-        let exec = if is_interrupt {
+        let steps = fields.get("steps").copied();
+        if let (Some(n), false) = (steps, forms.is_empty()) {
+            self.problem(n.pos, format!("node `{name}` has `steps` and `{}`: keep one way to run", forms.join("`, `")));
+        }
+        let exec = if let Some(list) = steps {
+            // The Edge Agent's steps of a plain node: run in order within it, each step's keys
+            // replacing those of the node's working copy of the state.
+            match list.as_seq() {
+                Some([]) => {
+                    self.problem(list.pos, format!("`steps` of node `{name}` is empty"));
+                    Exec::Noop
+                }
+                Some(items) => {
+                    // The node's `language:` is its steps' own unless they name one.
+                    let outer = std::mem::replace(&mut self.steps_language, python);
+                    let body = self.inline_nodes(items, &name, "steps");
+                    self.steps_language = outer;
+                    Exec::Steps(body)
+                }
+                None => {
+                    self.problem(
+                        list.pos,
+                        format!("`steps` of node `{name}` must be a list of nodes, not {}", list.what()),
+                    );
+                    Exec::Noop
+                }
+            }
+        } else if is_interrupt {
             self.interrupt(&fields, &name)
         } else if let Some(run) = run.filter(|_| !prolog) {
             self.run(run, &name, fields.get("output").copied(), python)
@@ -314,6 +366,128 @@ impl Loader<'_> {
         load(&text, &env)
     }
 
+    /// A `type: while_loop` node (The Edge Agent's loop inside one node): `condition` (an
+    /// expression, checked before each pass), `max_iterations` (1 to 1000: the loop stops
+    /// there, as The Edge Agent's Python engine stops, without an error) and `body` (nodes run
+    /// in order on each pass: `run:` blocks, expressions and actions).
+    pub(super) fn while_loop(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
+        for key in [
+            "run",
+            "script",
+            "uses",
+            "action",
+            "with",
+            "output",
+            "language",
+            "message",
+            "state_key",
+            "resume_key",
+            "timeout",
+            "items",
+            "item_var",
+            "index_var",
+            "steps",
+            "max_concurrency",
+            "fail_fast",
+            "file",
+            "input",
+            "parallel_config",
+            "subgraph",
+        ] {
+            if let Some(n) = fields.get(key) {
+                self.problem(
+                    n.pos,
+                    format!("`{key}` does not go on a `type: while_loop` node (`{name}`): its `body:` nodes run"),
+                );
+            }
+        }
+        let cond = match fields.get("condition") {
+            Some(c) => Some(self.cond(c, true)),
+            None => {
+                self.problem(
+                    pos,
+                    format!("`while_loop` node `{name}` needs `condition` (an expression, checked before each pass)"),
+                );
+                None
+            }
+        };
+        let max = match fields.get("max_iterations") {
+            Some(n) => match n.kind {
+                Kind::Int(v) if (1..=MAX_LOOP_ITERATIONS).contains(&v) => Some(v as usize),
+                _ => {
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "`max_iterations` of node `{name}` must be an integer from 1 to {MAX_LOOP_ITERATIONS}, not {}",
+                            n.scalar_text().map_or_else(|| n.what().to_owned(), |t| format!("`{t}`"))
+                        ),
+                    );
+                    None
+                }
+            },
+            None => {
+                self.problem(
+                    pos,
+                    format!("`while_loop` node `{name}` needs `max_iterations` (1 to {MAX_LOOP_ITERATIONS}, a bound on its passes)"),
+                );
+                None
+            }
+        };
+        let mut body = Vec::new();
+        match fields.get("body") {
+            None => self.problem(pos, format!("`while_loop` node `{name}` needs `body:` (the nodes each pass runs)")),
+            Some(list) => match list.as_seq() {
+                Some([]) => {
+                    self.problem(list.pos, format!("`body` of node `{name}` is empty: a loop needs a node to run"))
+                }
+                Some(items) => body = self.inline_nodes(items, name, "body"),
+                None => self
+                    .problem(list.pos, format!("`body` of node `{name}` must be a list of nodes, not {}", list.what())),
+            },
+        }
+        match (cond, max) {
+            (Some(cond), Some(max)) if !body.is_empty() => Exec::Loop { cond, max, body },
+            _ => Exec::Noop,
+        }
+    }
+
+    /// The nodes a node runs within itself, in order (a `while_loop`'s `body`, a node's
+    /// `steps`; `what` is that key): `run:` blocks, expressions and actions, each named by its
+    /// `name` or `{what}_{k}`.
+    pub(super) fn inline_nodes(&mut self, items: &[Node], name: &str, what: &str) -> Vec<(NodeName, Exec)> {
+        let mut out = Vec::new();
+        for (k, item) in items.iter().enumerate() {
+            let nested = item
+                .as_map()
+                .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("type")))
+                .and_then(|(_, v)| v.as_str().map(|t| (v.pos, t.to_owned())));
+            if let Some((at, kind)) = nested.filter(|(_, t)| t != "interrupt") {
+                self.problem(
+                    at,
+                    format!("node `{name}`: its `{what}` runs `run:` blocks and actions, not `type: {kind}` nodes"),
+                );
+                continue;
+            }
+            let Some(step) = self.node_or(item, Some(format!("{what}_{k}"))) else { continue };
+            if matches!(step.exec, Exec::Interrupt { .. }) || step.interrupt_before || step.interrupt_after {
+                self.problem(
+                    step.pos,
+                    format!("`{what}` node `{}` of node `{name}` cannot pause: it runs within one node", step.name),
+                );
+                continue;
+            }
+            if step.goto.is_some() || step.marked_fan_in.is_some() {
+                self.problem(
+                    step.pos,
+                    format!("`{what}` node `{}` of node `{name}` runs in order: no `goto`, no `fan_in`", step.name),
+                );
+                continue;
+            }
+            out.push((NodeName::from(step.name), step.exec));
+        }
+        out
+    }
+
     /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
     /// time): `items`, `item_var`, `index_var`, `fan_in: NODE`, and per item either `steps:`
     /// (nodes, run in order) or `action:` (`uses`/`with`/`output`).
@@ -370,16 +544,25 @@ impl Loader<'_> {
                 );
             }
         }
-        if let Some(o) = fields.get("output") {
-            self.problem(
-                o.pos,
-                format!(
-                    "{}: the items' final states reach the `fan_in` node as `parallel_results` (in item order); \
-                     write them to a key there",
-                    what("output")
-                ),
-            );
-        }
+        // `output: KEY`: the fan-in also finds the items' results under KEY (The Edge Agent's
+        // files write it so; its Python engine leaves them in `parallel_results` only).
+        let output = match fields.get("output") {
+            None => None,
+            Some(o) => match o.as_str() {
+                Some(key) if is_reserved(key) || key == "parallel_results" => {
+                    self.problem(o.pos, format!("{} names `{key}`, a key the engine writes itself", what("output")));
+                    None
+                }
+                Some(key) if !key.is_empty() => Some(key.to_owned()),
+                _ => {
+                    self.problem(
+                        o.pos,
+                        format!("{} is the state key the items' results go to, not {}", what("output"), o.what()),
+                    );
+                    None
+                }
+            },
+        };
         let items = match fields.get("items") {
             None => {
                 self.problem(
@@ -543,7 +726,7 @@ impl Loader<'_> {
             }
         }
         let exec = match items {
-            Some(items) => Exec::Send { items, item_var, index_var, fail_fast, limit },
+            Some(items) => Exec::Send { items, item_var, index_var, fail_fast, limit, output },
             None => Exec::Noop,
         };
         let dynamic = fan_in.filter(|_| !steps.is_empty()).map(|fan_in| Dynamic { fan_in, steps });
@@ -643,6 +826,10 @@ impl Loader<'_> {
         let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
         let action = match self.env.actions.get(action_name) {
             Some(a) => a.clone(),
+            None if action_name == "ratelimit.wrap" => match self.rate_limit(fields, name, uses) {
+                Some(action) => action,
+                None => return Exec::Noop,
+            },
             None => match actions::built_in(action_name) {
                 Some(action) => action,
                 None if actions::NET_NAMES.contains(&action_name) => {
@@ -658,7 +845,18 @@ impl Loader<'_> {
                 None => {
                     let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
                     let hint = suggest(action_name, known.iter().copied());
-                    self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}"));
+                    // One of The Edge Agent's that tea lacks is said to be so; anything else is
+                    // unknown (a misspelling, with "did you mean").
+                    match actions::edge_agent_only(action_name) {
+                        Some(why) => self.problem(
+                            uses.pos,
+                            format!(
+                                "action {why} (node `{name}`); an action of the same name registered with \
+                                 `Engine::action` runs"
+                            ),
+                        ),
+                        None => self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}")),
+                    }
                     return Exec::Noop;
                 }
             },
@@ -691,6 +889,72 @@ impl Loader<'_> {
         Exec::Action { name: action_name.to_owned(), action, with, output }
     }
 
+    /// `uses: ratelimit.wrap` (The Edge Agent's): `with: { action: NAME, limiter: NAME, args,
+    /// rpm | rps, timeout }`. The action and the limiter are names written in the file; the
+    /// limiter's rate is `rpm`/`rps` here, else `settings.rate_limiters`, else one call a second
+    /// (the first use of a limiter in the process fixes its rate).
+    pub(super) fn rate_limit(&mut self, fields: &HashMap<&str, &Node>, name: &str, uses: &Node) -> Option<Action> {
+        let what = format!("`ratelimit.wrap` (node `{name}`)");
+        let Some(with) = fields.get("with") else {
+            self.problem(uses.pos, format!("{what} needs `with: {{ action, limiter, args }}`"));
+            return None;
+        };
+        let f =
+            self.fields(with, &format!("`with` of {what}"), &["action", "limiter", "args", "rpm", "rps", "timeout"])?;
+        let literal = |this: &mut Self, key: &str| -> Option<String> {
+            match f.get(key) {
+                None => {
+                    this.problem(with.pos, format!("{what} needs `{key}`"));
+                    None
+                }
+                Some(n) => match n.as_str() {
+                    Some(text) if !text.contains("{{") && !text.is_empty() => Some(text.to_owned()),
+                    _ => {
+                        this.problem(n.pos, format!("`{key}` of {what} is a name written in the file"));
+                        None
+                    }
+                },
+            }
+        };
+        let limiter = literal(self, "limiter");
+        let inner_name = literal(self, "action")?;
+        let at = f.get("action").map_or(with.pos, |n| n.pos);
+        let inner = match self.env.actions.get(&inner_name) {
+            Some(a) => a.clone(),
+            None => match actions::built_in(&inner_name) {
+                Some(a) => a,
+                None => {
+                    let why = actions::edge_agent_only(&inner_name).map_or_else(
+                        || format!("`{inner_name}`, which is not an action here"),
+                        |why| format!("action {why}"),
+                    );
+                    self.problem(at, format!("{what} wraps {why}"));
+                    return None;
+                }
+            },
+        };
+        let limiter = limiter?;
+        let rate = |k: &str| {
+            f.get(k).and_then(|n| match n.kind {
+                Kind::Int(v) if v > 0 => Some(v as f64),
+                Kind::Float(v) if v > 0.0 && v.is_finite() => Some(v),
+                _ => None,
+            })
+        };
+        for k in ["rpm", "rps"] {
+            if let (Some(n), None) = (f.get(k), rate(k)) {
+                self.problem(n.pos, format!("`{k}` of {what} must be a positive number"));
+            }
+        }
+        let interval = match (rate("rpm"), rate("rps")) {
+            (None, None) => {
+                self.rate_limiters.get(&limiter).copied().unwrap_or_else(|| actions::limiter_interval(None, None))
+            }
+            (rpm, rps) => actions::limiter_interval(rpm, rps),
+        };
+        Some(Action::RateLimit { inner: Box::new(inner), name: inner_name, limiter, interval })
+    }
+
     /// A network action's `with:`, when written as a mapping: its keys, and the ones it needs
     /// that neither it nor the file's `settings` give. (Rendered arguments are checked again
     /// when the node runs.)
@@ -704,7 +968,17 @@ impl Loader<'_> {
                     let mut keys = Vec::new();
                     for (key, _) in entries {
                         let Some(k) = key.as_str() else { continue };
-                        if !action.keys().contains(&k) {
+                        if let (NetAction::LlmCall, "provider" | "shell_provider") = (action, k) {
+                            self.problem(
+                                key.pos,
+                                format!(
+                                    "`{k}` of `llm.call` (node `{name}`): The Edge Agent's LLM providers (`ollama`, \
+                                     `azure_openai`, `shell` command lines such as `claude`) are not supported by tea; \
+                                     `llm.call` calls one OpenAI-compatible endpoint (`base_url`, `model`, `api_key`, \
+                                     in `with:` or `settings.llm`), which an Ollama server also offers"
+                                ),
+                            );
+                        } else if !action.keys().contains(&k) {
                             let hint = suggest(k, action.keys().iter().copied());
                             self.problem(
                                 key.pos,

@@ -27,6 +27,10 @@ impl Loader<'_> {
                 }
             };
             let fan_in = f.get("fan_in").copied();
+            if let Some(targets) = f.get("targets") {
+                self.targets(&f, from, targets, item.pos, &mut out);
+                continue;
+            }
             match f.get("parallel").map(|p| &p.kind) {
                 Some(Kind::Seq(heads)) => {
                     if let Some(to) = f.get("to") {
@@ -103,6 +107,67 @@ impl Loader<'_> {
             out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Parallel { heads: vec![to], fan_in } });
         }
         out
+    }
+
+    /// An edge with `targets: { VALUE: NODE, … }` (The Edge Agent's Rust engine): one rule per
+    /// entry, in file order, taken when the edge's `when` (or `condition`; `state.result` if
+    /// neither) gives VALUE, compared as text.
+    fn targets<'n>(
+        &mut self,
+        f: &HashMap<&str, &'n Node>,
+        from: &'n Node,
+        targets: &'n Node,
+        pos: Pos,
+        out: &mut Vec<EdgeDraft<'n>>,
+    ) {
+        for key in ["to", "parallel", "type", "fan_in"] {
+            if let Some(n) = f.get(key) {
+                self.problem(n.pos, format!("an edge with `targets` routes by value; `{key}` does not go with it"));
+            }
+        }
+        let (source, at) = match (f.get("when"), f.get("condition")) {
+            (Some(a), Some(_)) => {
+                self.problem(a.pos, "an edge with `targets` takes one of `when` and `condition`");
+                return;
+            }
+            (Some(c), None) | (None, Some(c)) => match c.as_str() {
+                Some(text) => (strip_braces(text.trim()).to_owned(), c.pos),
+                None => {
+                    self.problem(
+                        c.pos,
+                        format!("the value an edge's `targets` are chosen by is an expression, not {}", c.what()),
+                    );
+                    return;
+                }
+            },
+            (None, None) => ("state.result".to_owned(), pos),
+        };
+        let Some(entries) = targets.as_map() else {
+            self.problem(targets.pos, format!("`targets` maps values to nodes, not {}", targets.what()));
+            return;
+        };
+        for (value, to) in entries {
+            let Some(value) = value.scalar_text() else {
+                self.problem(value.pos, "a key of `targets` is a value the expression gives");
+                continue;
+            };
+            let literal = serde_json::to_string(&value).unwrap_or_default();
+            // A boolean's text is `true`/`false` in The Edge Agent's Rust engine (`True` in
+            // Jinja's): compared without case.
+            let expr = if matches!(value.as_str(), "true" | "false") {
+                format!("(({source}) | string | lower) == {literal}")
+            } else {
+                format!("(({source}) | string) == {literal}")
+            };
+            let cond = match self.expr_at(at, &expr) {
+                Ok(id) => Cond::Expr { expr: id, expect: true, source: Arc::from(format!("{source} == {literal}")) },
+                Err(e) => {
+                    self.problem(at, format!("the expression `{source}` of an edge's `targets` does not parse: {e}"));
+                    return;
+                }
+            };
+            out.push(EdgeDraft { from, pos, kind: EdgeKind::Plain { to, cond } });
+        }
     }
 
     /// A routing target by name: a node or the end.
@@ -192,10 +257,15 @@ impl Loader<'_> {
                     }
                 }
                 EdgeKind::Parallel { heads, fan_in } => {
-                    let Some(i) = from else {
+                    let Some(i) = from.or_else(|| index.get(START_FORK).copied()) else {
                         self.problem(edge.from.pos, "the entry cannot fan out; start with a node that fans out");
                         continue;
                     };
+                    let fork = Goto::Node(NodeIx(i as u32));
+                    if from.is_none() && !start_rules.iter().any(|(r, _)| r.to == fork) {
+                        start_has_edges = true;
+                        start_rules.push((Rule { cond: Cond::Always, to: fork }, edge.pos));
+                    }
                     if drafts[i].after.is_some() || matches!(drafts[i].exec, Exec::Send { .. }) {
                         self.problem(
                             edge.pos,
@@ -274,6 +344,11 @@ impl Loader<'_> {
                     }
                 },
             };
+            // A `dynamic_parallel` node's unconditional edge to its own fan-in only says again
+            // where its items meet (The Edge Agent's files write it).
+            if matches!(drafts[i].exec, Exec::Send { .. }) {
+                plain[i].retain(|(rule, _)| !(matches!(rule.cond, Cond::Always) && rule.to == Goto::Node(join)));
+            }
             if drafts[i].goto.is_some() || !plain[i].is_empty() {
                 self.problem(
                     *pos,
