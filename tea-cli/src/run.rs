@@ -341,7 +341,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
         Ended::Outcome(outcome) => {
             finish(&agent, file, &store, outcome, args.stream, Answering::of(args.interactive, args.auto_continue))
         }
-        Ended::Stopped => Ok(stopped_resume(file, token.as_ref())),
+        Ended::Stopped => Ok(stopped_resume(&agent, file, &store, token.as_ref())),
     }
 }
 
@@ -383,9 +383,17 @@ fn latest_pause(agent: &Agent, store: &str, thread: &str) -> Result<Resume<State
     }
 }
 
-/// After Ctrl-C stopped a resumed run: its pause is back, and its token works again.
-fn stopped_resume(file: &Path, resumed: Option<&Resume<State>>) -> u8 {
+/// After Ctrl-C stopped a resumed run: its pause is back, and its token works again — unless a
+/// node after the one it paused at completed, which the engine does not run again: the thread
+/// then continues with `tea recover`.
+fn stopped_resume(agent: &Agent, file: &Path, store: &str, resumed: Option<&Resume<State>>) -> u8 {
+    let paused = resumed.map(|resume| {
+        agent.state(resume.thread()).ok().flatten().is_some_and(|snapshot| !snapshot.interrupts.is_empty())
+    });
     match resumed {
+        Some(resume) if paused == Some(false) => {
+            return stopped_run(file, store, Some(resume.thread().as_str()));
+        }
         Some(resume) => watch::note(&format!(
             "stopped; thread `{}` is back at its pause at `{}`: continue it with `{}`",
             resume.thread(),
@@ -551,7 +559,8 @@ fn drive(agent: &Agent, start: Start, stream: bool, watch: &mut Watch<'_>) -> Re
             }
             if watch::stop_requested() {
                 // Dropping the stream abandons the run at this step boundary: a new run's
-                // checkpoint is released for `tea recover`, a resumed run's pause is put back.
+                // checkpoint is released for `tea recover`, a resumed run's pause is put back
+                // (unless a node after the one it paused at completed: then `tea recover`).
                 drop(events);
                 return Ok(Ended::Stopped);
             }
@@ -625,7 +634,7 @@ fn keep_answering(
         match advance_from(agent, Start::Token(Box::new(answered)), stream) {
             Ok(Ended::Outcome(Outcome::Done(state))) => return Ok(done(&state, stream)),
             Ok(Ended::Outcome(Outcome::Interrupted { resume, .. })) => pending = resume,
-            Ok(Ended::Stopped) => return Ok(stopped_resume(file, Some(&pending))),
+            Ok(Ended::Stopped) => return Ok(stopped_resume(agent, file, store, Some(&pending))),
             // The thread stays at the same pause: ask again.
             Err(error @ Error::BadResumeValue { .. }) => eprintln!("tea: {}; answer again", describe(&error)),
             Err(error) => return Err(describe(&error)),

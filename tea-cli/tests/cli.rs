@@ -876,13 +876,14 @@ nodes:
 }
 
 #[test]
-fn ctrl_c_in_a_resume_puts_the_pause_back() {
+fn ctrl_c_in_a_resume_keeps_what_completed_after_the_pause() {
     let s = Scratch::new();
     let gate = Gate::open();
     s.write("gated_ask.yaml", &gated_ask(&gate));
     s.tea(&["run", "gated_ask.yaml", "--thread", "r1"]).expect(PAUSED);
     let mut tea = Watched::spawn(&s, &["resume", "gated_ask.yaml", "--thread", "r1", "--answer", "yes"]);
-    // `a` is running: the run stops after it, and the resumed pause is put back.
+    // `a` is running: the run stops after it. `a` completed after the pause's node, so the
+    // pause is not put back (answering again would run `a` twice): the thread stops before `b`.
     let a = gate.next();
     interrupt(&tea.child);
     tea.read_until("stopping at the next step boundary");
@@ -890,15 +891,14 @@ fn ctrl_c_in_a_resume_puts_the_pause_back() {
     let (status, _, seen) = tea.finish();
     assert_eq!(status, Some(130), "{seen}");
     assert!(seen.contains("step 2: `a`") && !seen.contains("step 3"), "`a` finished, `b` never ran: {seen}");
-    assert!(seen.contains("thread `r1` is back at its pause at `ask`"), "{seen}");
-    assert!(seen.contains("continue it with `tea resume gated_ask.yaml --token "), "{seen}");
+    assert!(seen.contains("continue it with `tea recover gated_ask.yaml --thread r1"), "{seen}");
     let listed = s.tea(&["threads", "gated_ask.yaml"]).expect(DONE).json();
-    assert_eq!(listed[0]["status"], "paused", "{listed}");
-    // Answered again, it runs on to the end (`a` once more, released as it asks).
-    let releaser = std::thread::spawn(move || gate.next().release());
-    let done = s.tea(&["resume", "gated_ask.yaml", "--thread", "r1", "--answer", "again"]).expect(DONE).json();
-    releaser.join().unwrap();
-    assert_eq!((done["go"].as_str(), done["b"].as_u64()), (Some("again"), Some(2)), "{done}");
+    assert_eq!(listed[0]["status"], "stopped", "{listed}");
+    assert_eq!(listed[0]["next"][0], "b", "{listed}");
+    // Recovered, it runs `b` only: `a` ran once, with the first answer.
+    let done = s.tea(&["recover", "gated_ask.yaml", "--thread", "r1"]).expect(DONE).json();
+    assert_eq!((done["go"].as_str(), done["b"].as_u64()), (Some("yes"), Some(2)), "{done}");
+    drop(gate);
 }
 
 #[test]
