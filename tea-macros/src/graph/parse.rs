@@ -19,6 +19,7 @@ mod kw {
     syn::custom_keyword!(interrupt);
     syn::custom_keyword!(timeout);
     syn::custom_keyword!(subgraph);
+    syn::custom_keyword!(parent);
 }
 
 /// A whole `graph!` invocation.
@@ -54,7 +55,8 @@ pub enum Stmt {
     Async { nodes: Vec<Ident> },
     /// `interrupt ask(question => answer, timeout = 3600);`
     Interrupt { node: Ident, payload: Ident, answer: Ident, timeout: Option<LitInt> },
-    /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`
+    /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`,
+    /// either with `, parent -> a | b` (where the child may route this graph)
     Subgraph(SubgraphDef),
 }
 
@@ -67,6 +69,9 @@ pub struct SubgraphDef {
     /// `(input, output)`: `fn(&State) -> ChildState` and `fn(&State, ChildState) -> StateUpdate`;
     /// `None` when the child has the parent's state.
     pub mapping: Option<(Path, Path)>,
+    /// `, parent -> a | b`: the nodes of this graph the child may route it to with
+    /// `Command::parent` (empty: not declared).
+    pub jumps: Vec<Ident>,
 }
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -321,7 +326,8 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
     Ok(stmt)
 }
 
-/// `subgraph node = Child;` / `subgraph node = Child(input => output);`, after its keyword.
+/// `subgraph node = Child;` / `subgraph node = Child(input => output);`, either followed by
+/// `, parent -> a | b` (the nodes the child may route this graph to), after its keyword.
 fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
     input.parse::<kw::subgraph>()?;
     let node = input.call(node_name)?;
@@ -350,7 +356,28 @@ fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         mapping = Some((into, out));
         last = paren.span.close();
     }
-    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping }), last))
+    let mut jumps = Vec::new();
+    if input.peek(Token![,]) {
+        input.parse::<Token![,]>()?;
+        let expected = || {
+            format!(
+                "expected `parent -> node`: the nodes of this graph `{node}`'s child may route it to with \
+                 `Command::parent`, e.g. `subgraph {node} = Child, parent -> a | b;`"
+            )
+        };
+        if !input.peek(kw::parent) || !input.peek2(Token![->]) {
+            return Err(input.error(expected()));
+        }
+        input.parse::<kw::parent>()?;
+        input.parse::<Token![->]>()?;
+        jumps.push(input.call(node_name)?);
+        while input.peek(Token![|]) {
+            input.parse::<Token![|]>()?;
+            jumps.push(input.call(node_name)?);
+        }
+        last = last_span(&jumps);
+    }
+    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping, jumps }), last))
 }
 
 fn last_span(idents: &[Ident]) -> Span {
