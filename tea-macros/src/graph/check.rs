@@ -555,7 +555,15 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
                 "{}; or, if a child graph routes here with `Command::parent`, declare it: \
                  `subgraph {sub_node} = {}, parent -> {};`",
                 problem.message,
-                super::parse::path_string(&sub.child),
+                match &sub.mapping {
+                    Some((input, output)) => format!(
+                        "{}({} => {})",
+                        super::parse::path_string(&sub.child),
+                        super::parse::path_string(input),
+                        super::parse::path_string(output)
+                    ),
+                    None => super::parse::path_string(&sub.child),
+                },
                 nodes[i].name
             ),
             _ => problem.message,
@@ -801,6 +809,35 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(rejected) => rejected.error.into_iter().map(|e| e.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_node_only_a_childs_parent_jump_reaches_is_declared_on_the_subgraph_node() {
+        let undeclared: GraphDef = parse_quote! {
+            Ward for S {
+                start -> sorter;
+                sorter -> close;
+                quarantine -> close;
+                close -> end;
+                subgraph sorter = Sorter(to => from);
+            }
+        };
+        assert_eq!(
+            problems(undeclared),
+            ["node `quarantine` is unreachable: no path from `start` leads to it; add an edge to it or remove it; \
+              or, if a child graph routes here with `Command::parent`, declare it: \
+              `subgraph sorter = Sorter(to => from), parent -> quarantine;`"]
+        );
+        let declared: GraphDef = parse_quote! {
+            Ward for S {
+                start -> sorter;
+                sorter -> close;
+                quarantine -> close;
+                close -> end;
+                subgraph sorter = Sorter(to => from), parent -> quarantine;
+            }
+        };
+        assert_eq!(problems(declared), Vec::<String>::new());
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub struct SubgraphDef {
     /// `, parent -> a | b`: the nodes of this graph the child may route it to with
     /// `Command::parent` (empty: not declared).
     pub jumps: Vec<Ident>,
+    /// The error of a `, …` clause that does not read as `parent -> a | b`: reported, and the
+    /// rest of the statement (the node and its child) kept, so the node is still a subgraph node.
+    pub bad_clause: Option<syn::Error>,
 }
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -145,7 +148,13 @@ impl Parse for GraphDef {
         let mut incomplete = false;
         while !body.is_empty() {
             match body.call(parse_stmt) {
-                Ok((stmt, last)) => {
+                Ok((mut stmt, last)) => {
+                    if let Stmt::Subgraph(SubgraphDef { bad_clause: bad @ Some(_), .. }) = &mut stmt {
+                        // The statement stands without its `parent ->` list: the paths are not
+                        // the user's.
+                        errors.extend(bad.take());
+                        incomplete = true;
+                    }
                     stmts.push(stmt);
                     if body.peek(Token![;]) {
                         body.parse::<Token![;]>()?;
@@ -357,27 +366,42 @@ fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         last = paren.span.close();
     }
     let mut jumps = Vec::new();
+    let mut bad_clause = None;
     if input.peek(Token![,]) {
         input.parse::<Token![,]>()?;
-        let expected = || {
-            format!(
-                "expected `parent -> node`: the nodes of this graph `{node}`'s child may route it to with \
-                 `Command::parent`, e.g. `subgraph {node} = Child, parent -> a | b;`"
-            )
-        };
-        if !input.peek(kw::parent) || !input.peek2(Token![->]) {
-            return Err(input.error(expected()));
+        match parse_jumps(input, &node) {
+            Ok(listed) => {
+                last = last_span(&listed);
+                jumps = listed;
+            }
+            Err(error) => {
+                // Keep the subgraph node; skip the clause up to the statement's `;`.
+                bad_clause = Some(error);
+                while !input.is_empty() && !input.peek(Token![;]) {
+                    input.parse::<TokenTree>()?;
+                }
+            }
         }
-        input.parse::<kw::parent>()?;
-        input.parse::<Token![->]>()?;
-        jumps.push(input.call(node_name)?);
-        while input.peek(Token![|]) {
-            input.parse::<Token![|]>()?;
-            jumps.push(input.call(node_name)?);
-        }
-        last = last_span(&jumps);
     }
-    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping, jumps }), last))
+    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping, jumps, bad_clause }), last))
+}
+
+/// `parent -> a | b`, after a subgraph statement's `,`.
+fn parse_jumps(input: ParseStream, node: &Ident) -> syn::Result<Vec<Ident>> {
+    if !input.peek(kw::parent) || !input.peek2(Token![->]) {
+        return Err(input.error(format!(
+            "expected `parent -> node`: the nodes of this graph `{node}`'s child may route it to with \
+             `Command::parent`, e.g. `subgraph {node} = Child, parent -> a | b;`"
+        )));
+    }
+    input.parse::<kw::parent>()?;
+    input.parse::<Token![->]>()?;
+    let mut jumps = vec![input.call(node_name)?];
+    while input.peek(Token![|]) {
+        input.parse::<Token![|]>()?;
+        jumps.push(input.call(node_name)?);
+    }
+    Ok(jumps)
 }
 
 fn last_span(idents: &[Ident]) -> Span {
