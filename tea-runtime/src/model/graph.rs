@@ -89,7 +89,8 @@ pub trait Graph: Send + Sync + 'static {
     /// Whether `node` is async: the async driver (`App::invoke_async` and its kin, feature
     /// `tokio`) awaits [`run_async`](Self::run_async) for it, and the sync driver refuses it
     /// with [`Error::NeedsAsync`](crate::Error::NeedsAsync). Default `false`: every node is run
-    /// by [`run`](Self::run) (in an async run, off the runtime's threads).
+    /// by [`run`](Self::run) (in an async run, on tokio's blocking pool, or on the runtime's
+    /// thread for an app built with `sync_nodes_inline`).
     #[inline]
     fn is_async(&self, node: Self::Node) -> bool {
         let _ = node;
