@@ -263,6 +263,34 @@ fn a_pause_two_levels_deep_names_its_path() {
     assert_eq!(done.verdict, "deep");
 }
 
+#[test]
+fn a_wrongly_typed_answer_to_a_childs_pause_is_bad_resume_value_at_any_depth() {
+    // One level: `review/judge` asks for a `String`.
+    let app = Desk::builder().checkpointer(MemoryStore::new()).build();
+    let (_, resume) = app.invoke_on("bad-answer-1", Doc::default()).unwrap().interrupted().unwrap();
+    let token = resume.to_string();
+    let error = app.resume(resume.answer(42)).unwrap_err();
+    assert!(
+        matches!(&error, Error::BadResumeValue { node, expected, .. } if node == "review/judge" && expected.contains("String")),
+        "{error:?}"
+    );
+    // The token stays good.
+    let done = app.resume(token.parse::<Resume<Doc>>().unwrap().answer("fine")).unwrap().done().unwrap();
+    assert_eq!(done.verdict, "fine");
+
+    // Two levels: `outer/inner/judge`.
+    let app = Top::builder().checkpointer(MemoryStore::new()).build();
+    let (_, resume) = app.invoke_on("bad-answer-2", Doc::default()).unwrap().interrupted().unwrap();
+    let token = resume.to_string();
+    let error = app.resume(resume.answer(vec![1, 2])).unwrap_err();
+    assert!(matches!(&error, Error::BadResumeValue { node, .. } if node == "outer/inner/judge"), "{error:?}");
+    let error = app.resume(token.parse::<Resume<Doc>>().unwrap().answer(false)).unwrap_err();
+    assert!(matches!(&error, Error::BadResumeValue { .. }), "the token is still good after a bad answer: {error:?}");
+    let done = app.resume(token.parse::<Resume<Doc>>().unwrap().answer("deep")).unwrap().done().unwrap();
+    assert_eq!(done.log, ["write", "check d1", "polish", "judge"]);
+    assert_eq!(done.verdict, "deep");
+}
+
 // ---------------------------------------------------------------------------------------------
 // A pause-free child in a store-less parent.
 
@@ -600,6 +628,60 @@ fn a_recovered_parent_routes_as_the_finished_child_did() {
     let done = parent.recover(&thread).unwrap().done().unwrap();
     assert_eq!(done.trail, ["escalated by triage", "human", "close"]);
     assert_eq!(store.history(Triager::NAME, &child).unwrap().len(), child_checkpoints, "the child did not run again");
+}
+
+// A node reached only by `Command::parent`: declared on the subgraph node (`parent -> …`), it is
+// reachable, and the child may route the parent to the declared nodes only.
+
+fn sort(t: &Triage) -> Command<SorterNode> {
+    if t.text.contains("virus") {
+        Command::parent(WardNode::Quarantine).update(Ticket::update().trail(vec!["isolated".into()]))
+    } else if t.text.contains("odd") {
+        // Not declared by `ward`'s `parent -> …`.
+        Command::parent(WardNode::Close).into()
+    } else {
+        Command::end()
+    }
+}
+
+fn tidy(_: &Triage) {}
+
+graph! {
+    pub Sorter for Triage {
+        start -> sort;
+        sort -> tidy | end;
+        tidy -> end;
+    }
+}
+
+fn quarantine(_: &Ticket) -> TicketUpdate {
+    Ticket::update().trail(vec!["quarantine".into()])
+}
+
+graph! {
+    /// `quarantine` has no edge into it: only `sorter`'s child routes there.
+    pub Ward for Ticket {
+        start -> sorter;
+        sorter -> close;
+        quarantine -> close;
+        close -> end;
+        subgraph sorter = Sorter(to_triage => from_triage), parent -> quarantine;
+    }
+}
+
+#[test]
+fn a_node_reached_only_by_a_declared_parent_jump_runs() {
+    let app = Ward::builder().checkpointer(MemoryStore::new()).build();
+    let sick = app.invoke(Ticket { text: "virus".into(), ..Ticket::default() }).unwrap().done().unwrap();
+    assert_eq!(sick.trail, ["isolated", "quarantine", "close"]);
+    let calm = app.invoke(Ticket { text: "fine".into(), ..Ticket::default() }).unwrap().done().unwrap();
+    assert_eq!(calm.trail, ["close"]);
+    // A jump the declaration does not list is refused, as a router's undeclared goto is.
+    let error = app.invoke(Ticket { text: "odd".into(), ..Ticket::default() }).unwrap_err();
+    assert!(matches!(&error, Error::NoRoute { node, goto: Some(to) } if node == "sorter" && to == "close"), "{error}");
+    // Store-less, the same.
+    let sick = Ward::builder().build().invoke(Ticket { text: "virus".into(), ..Ticket::default() }).unwrap();
+    assert_eq!(sick.trail, ["isolated", "quarantine", "close"]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -86,6 +86,19 @@ impl Builder {
         self
     }
 
+    /// Declares that the child graph of subgraph node `from` may route this graph to `targets`
+    /// (nodes) instead of `from`'s own routing, added to the jumps `from` already declares.
+    pub fn jumps<'a>(mut self, from: &str, targets: impl IntoIterator<Item = &'a str>) -> Builder {
+        let i = self.declare(from);
+        for target in targets {
+            let t = self.declare(target);
+            if !self.graph.nodes[i].jumps.contains(&t) {
+                self.graph.nodes[i].jumps.push(t);
+            }
+        }
+        self
+    }
+
     /// Marks node `name` as one where the run can pause.
     pub fn can_pause(mut self, name: &str) -> Builder {
         let i = self.declare(name);

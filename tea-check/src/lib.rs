@@ -161,12 +161,17 @@ pub struct Node {
     /// Whether the run can pause at the node: a breakpoint before or after it, an interrupt node,
     /// a node that pauses from inside.
     pub can_pause: bool,
+    /// The nodes (by index) a subgraph node's child graph may route this graph to instead of
+    /// the node's own routing (`Command::parent` in `graph!`), as declared: they count as ways
+    /// out of the node for reachability and for the ways to the exit. The node's own routing
+    /// still needs a way on: a child that ends without a jump takes it.
+    pub jumps: Vec<usize>,
 }
 
 impl Node {
-    /// A node named `name` routed by `routing`, which cannot pause.
+    /// A node named `name` routed by `routing`, which cannot pause and declares no jumps.
     pub fn new(name: impl Into<String>, routing: Routing) -> Node {
-        Node { name: name.into(), routing, can_pause: false }
+        Node { name: name.into(), routing, can_pause: false, jumps: Vec::new() }
     }
 }
 
@@ -330,7 +335,7 @@ pub fn suggested_entry(graph: &Graph) -> Option<usize> {
             Routing::Router(targets) => targets.iter().filter_map(|&t| paths::node_of(t)).collect(),
             Routing::Fork { heads, join } => heads.iter().chain([join]).copied().collect(),
         };
-        for n in targets {
+        for n in targets.into_iter().chain(node.jumps.iter().copied()) {
             if let Some(led) = led_to.get_mut(n) {
                 *led = true;
             }
@@ -377,6 +382,9 @@ fn check_indices(graph: &Graph, problems: &mut Vec<Problem>) {
                     bad(At::Node(i), n);
                 }
             }
+        }
+        for &n in &node.jumps {
+            bad(At::Node(i), n);
         }
     }
 }

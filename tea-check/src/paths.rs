@@ -24,8 +24,13 @@ pub(crate) fn check(graph: &Graph, spelling: Spelling, problems: &mut Vec<Proble
             }
         }
     };
-    // Past a fan-out, to its join: how the node's own line goes on.
-    let next = |i: usize| -> Vec<usize> { successors(i, false).into_iter().filter_map(node_of).collect() };
+    // Past a fan-out, to its join: how the node's own line goes on (a subgraph node's declared
+    // jumps included: its child may route the run there).
+    let next = |i: usize| -> Vec<usize> {
+        let mut next: Vec<usize> = successors(i, false).into_iter().filter_map(node_of).collect();
+        next.extend(nodes[i].jumps.iter().copied());
+        next
+    };
     // Into the branches and to the join alike: everything a node leads to.
     let next_all = |i: usize| -> Vec<usize> {
         let mut all: Vec<usize> = successors(i, true).into_iter().filter_map(node_of).collect();
@@ -56,7 +61,7 @@ pub(crate) fn check(graph: &Graph, spelling: Spelling, problems: &mut Vec<Proble
         successors(i, false).iter().any(|t| match t {
             Target::End => true,
             Target::Node(n) => known[*n],
-        })
+        }) || nodes[i].jumps.iter().any(|&n| known[n])
     });
     let reaches_dead_end = fixed_point(count, |i, known: &[bool]| dead_end[i] || next(i).iter().any(|&n| known[n]));
 

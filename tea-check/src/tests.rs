@@ -321,3 +321,34 @@ fn a_branch_listed_twice_is_reported_once_and_walked_once() {
     );
     assert_eq!(problems[1].kind, Kind::LeavesBranch);
 }
+
+#[test]
+fn a_node_reached_only_by_a_declared_parent_jump_is_reachable() {
+    // start -> review; review -> publish; publish -> end; quarantine -> end;
+    // and review's child may route its parent to `quarantine` (`Command::parent`).
+    let shape = || {
+        macro_graph().edge("start", "review", None).edge("review", "publish", None).edge("publish", "end", None).edge(
+            "quarantine",
+            "end",
+            None,
+        )
+    };
+    assert_eq!(
+        messages(&shape().build()),
+        ["node `quarantine` is unreachable: no path from `start` leads to it; add an edge to it or remove it"]
+    );
+    assert_eq!(messages(&shape().jumps("review", ["quarantine"]).build()), Vec::<String>::new());
+    // A jump into a loop with no exit is still one.
+    let graph = shape().jumps("review", ["quarantine", "trap"]).edge("trap", "trap", None).build();
+    assert_eq!(
+        messages(&graph),
+        ["node `trap` never reaches `end`: every path from it loops through `trap`; add an edge towards `end`"]
+    );
+    // The node's own routing still needs a way on.
+    let graph = macro_graph()
+        .edge("start", "review", None)
+        .jumps("review", ["quarantine"])
+        .edge("quarantine", "end", None)
+        .build();
+    assert_eq!(messages(&graph), ["node `review` has no outgoing edge; add one, e.g. `review -> end;`"]);
+}

@@ -107,7 +107,10 @@ pub mod __private {
         ready_step, run_interrupt_node, run_interruptible, run_interruptible_async, run_interruptible_router,
         run_interruptible_router_async, run_node, run_node_async, run_router, run_router_async, takes_ctx, NodeStep,
     };
-    pub use crate::subgraph::{run_subgraph_mapped, run_subgraph_shared, subgraph_input, subgraph_output};
+    pub use crate::subgraph::{
+        run_subgraph_mapped, run_subgraph_mapped_async, run_subgraph_shared, run_subgraph_shared_async, subgraph_input,
+        subgraph_output,
+    };
     pub use crate::vocab::error::BoxError;
     pub use crate::vocab::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::vocab::state::{deserialize_some, fingerprint, Slot};

@@ -43,6 +43,8 @@ pub(crate) fn shape(nodes: &[NodeDef], start: &[Rule]) -> tea_check::Graph {
                     None => tea_check::Routing::Edges(edges(&node.rules)),
                 },
                 can_pause: node.interrupt_before || node.interrupt_after || node.exec.can_pause(),
+                // A YAML child graph cannot route its parent (no `Command::parent`).
+                jumps: Vec::new(),
             })
             .collect(),
         start: edges(start),

@@ -76,6 +76,9 @@ pub struct Node<'a> {
     pub is_async: bool,
     pub interrupt_before: bool,
     pub interrupt_after: bool,
+    /// A subgraph node's `parent -> a | b`: where its child may route this graph (empty: not
+    /// declared, and then anywhere).
+    pub jumps: Vec<usize>,
 }
 
 #[cfg_attr(test, derive(Debug))]
@@ -134,6 +137,13 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
             }
             Stmt::Subgraph(sub) => {
                 table.endpoint(&sub.node, Role::Named("a subgraph node"), &mut errors);
+                for target in &sub.jumps {
+                    table.endpoint(
+                        target,
+                        Role::Named("a target of `parent ->` (a child graph routes its parent to a node)"),
+                        &mut errors,
+                    );
+                }
             }
             Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } | Stmt::Async { .. } => {}
         }
@@ -152,6 +162,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
             is_async: false,
             interrupt_before: false,
             interrupt_after: false,
+            jumps: Vec::new(),
         })
         .collect();
 
@@ -357,6 +368,15 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
                     continue;
                 }
                 nodes[index].kind = NodeKind::Subgraph(sub);
+                for target in &sub.jumps {
+                    // `start` and `end` were refused where they stand.
+                    let Some(to) = table.index(target) else { continue };
+                    if nodes[index].jumps.contains(&to) {
+                        errors.push(target.span(), format!("`{target}` is listed twice"));
+                    } else {
+                        nodes[index].jumps.push(to);
+                    }
+                }
             }
         }
     }
@@ -455,6 +475,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
             Routing::Router(listed) => targets.extend(listed),
             Routing::Fork { heads, join, .. } => targets.extend(heads.iter().chain([join]).map(|&i| Target::Node(i))),
         }
+        targets.extend(node.jumps.iter().map(|&i| Target::Node(i)));
     }
     for target in targets {
         if let Target::Node(i) = target {
@@ -522,9 +543,32 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
         );
     }
 
+    // A node nothing leads to may be where a child graph routes its parent: say how to declare it.
+    let first_subgraph = nodes.iter().find_map(|n| match n.kind {
+        NodeKind::Subgraph(sub) => Some((n.name.as_str(), sub)),
+        _ => None,
+    });
     for problem in path_problems {
         let span = span_at(problem.at, &nodes, &edge_spans, def);
-        errors.push(span, problem.message);
+        let message = match (problem.kind, problem.at, first_subgraph) {
+            (Kind::Unreachable, At::Node(i), Some((sub_node, sub))) => format!(
+                "{}; or, if a child graph routes here with `Command::parent`, declare it: \
+                 `subgraph {sub_node} = {}, parent -> {};`",
+                problem.message,
+                match &sub.mapping {
+                    Some((input, output)) => format!(
+                        "{}({} => {})",
+                        super::parse::path_string(&sub.child),
+                        super::parse::path_string(input),
+                        super::parse::path_string(output)
+                    ),
+                    None => super::parse::path_string(&sub.child),
+                },
+                nodes[i].name
+            ),
+            _ => problem.message,
+        };
+        errors.push(span, message);
     }
 
     let can_pause = nodes.iter().any(|n| {
@@ -574,6 +618,7 @@ pub fn lower(nodes: &[Node], start: &[Route]) -> tea_check::Graph {
                     || node.interrupt_before
                     || node.interrupt_after
                     || matches!(node.kind, NodeKind::Interrupt { .. }),
+                jumps: node.jumps.clone(),
             })
             .collect(),
         start: edges(start),
@@ -764,6 +809,35 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(rejected) => rejected.error.into_iter().map(|e| e.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_node_only_a_childs_parent_jump_reaches_is_declared_on_the_subgraph_node() {
+        let undeclared: GraphDef = parse_quote! {
+            Ward for S {
+                start -> sorter;
+                sorter -> close;
+                quarantine -> close;
+                close -> end;
+                subgraph sorter = Sorter(to => from);
+            }
+        };
+        assert_eq!(
+            problems(undeclared),
+            ["node `quarantine` is unreachable: no path from `start` leads to it; add an edge to it or remove it; \
+              or, if a child graph routes here with `Command::parent`, declare it: \
+              `subgraph sorter = Sorter(to => from), parent -> quarantine;`"]
+        );
+        let declared: GraphDef = parse_quote! {
+            Ward for S {
+                start -> sorter;
+                sorter -> close;
+                quarantine -> close;
+                close -> end;
+                subgraph sorter = Sorter(to => from), parent -> quarantine;
+            }
+        };
+        assert_eq!(problems(declared), Vec::<String>::new());
     }
 
     #[test]

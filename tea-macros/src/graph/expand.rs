@@ -35,10 +35,16 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
     });
     let goto_arms = model.nodes.iter().filter_map(|node| {
         if let NodeKind::Subgraph(_) = node.kind {
-            // Its child may route it to any of its nodes (`Command::parent`, typed by this
-            // graph's node enum).
+            // Its child may route it (`Command::parent`, typed by this graph's node enum) to the
+            // nodes its `parent -> …` lists, or to any of its nodes when it lists none.
             let variant = &node.variant;
-            return Some(quote!(#node_enum::#variant => ::core::matches!(__tea_to, ::tea::__private::Goto::Node(_)),));
+            if node.jumps.is_empty() {
+                return Some(
+                    quote!(#node_enum::#variant => ::core::matches!(__tea_to, ::tea::__private::Goto::Node(_)),),
+                );
+            }
+            let patterns = node.jumps.iter().map(|&t| goto_pattern(Target::Node(t), model, &node_enum));
+            return Some(quote!(#node_enum::#variant => ::core::matches!(__tea_to, #(#patterns)|*),));
         }
         let Routing::Router(targets) = &node.routing else {
             return None;
@@ -220,15 +226,35 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
         })
         .collect();
     // Async nodes: `is_async` names them, `run_async` awaits their functions, and only a graph
-    // without any gets `SyncGraph` (so the blocking API on it does not compile).
+    // without any gets `SyncGraph` (so the blocking API on it does not compile). Subgraph nodes
+    // have both forms: the async driver awaits their `run_async` (`awaits`), which runs the child
+    // on the async driver too, and the blocking API their `run`.
     let async_nodes: Vec<&Node> = model.nodes.iter().filter(|n| n.is_async).collect();
-    let async_hooks = (!async_nodes.is_empty()).then(|| {
-        let variants = async_nodes.iter().map(|n| &n.variant);
-        let arms = async_nodes.iter().map(|node| run_async_arm(node, state, &node_enum));
-        quote! {
-            fn is_async(&self, __tea_node: #node_enum) -> bool {
-                ::core::matches!(__tea_node, #(#node_enum::#variants)|*)
+    let subgraph_nodes: Vec<&Node> = model.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Subgraph(_))).collect();
+    let async_hooks = (!async_nodes.is_empty() || !subgraph_nodes.is_empty()).then(|| {
+        let variants: Vec<&Ident> = async_nodes.iter().map(|n| &n.variant).collect();
+        let arms = async_nodes
+            .iter()
+            .map(|node| run_async_arm(node, state, &node_enum))
+            .chain(subgraph_nodes.iter().map(|node| subgraph_arm(node, state, &node_enum, true)));
+        let is_async = (!variants.is_empty()).then(|| {
+            quote! {
+                fn is_async(&self, __tea_node: #node_enum) -> bool {
+                    ::core::matches!(__tea_node, #(#node_enum::#variants)|*)
+                }
             }
+        });
+        let awaits = (!subgraph_nodes.is_empty()).then(|| {
+            let both = variants.iter().copied().chain(subgraph_nodes.iter().map(|n| &n.variant));
+            quote! {
+                fn awaits(&self, __tea_node: #node_enum) -> bool {
+                    ::core::matches!(__tea_node, #(#node_enum::#both)|*)
+                }
+            }
+        });
+        quote! {
+            #is_async
+            #awaits
 
             #[allow(unreachable_patterns, unused_variables)]
             fn run_async<'__tea>(
@@ -541,29 +567,7 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
         };
     }
     let call = match (&node.kind, router, node.interruptible) {
-        (NodeKind::Subgraph(sub), _, _) => {
-            let child = &sub.child;
-            let child_span = at(span_of_path(child));
-            let value = quote_spanned!(child_span=> <#child as ::core::default::Default>::default());
-            match &sub.mapping {
-                // The child's state must be the parent's: a mismatch is reported on the child.
-                None => quote_spanned! {child_span=>
-                    ::tea::__private::run_subgraph_shared::<#state, #node_enum, #child>(#value, __tea_state, __tea_ctx, __tea_hitl)
-                },
-                // Each mapping function is checked against the two states where it is named.
-                Some((input, output)) => {
-                    let input = quote_spanned! {at(span_of_path(input))=>
-                        ::tea::__private::subgraph_input::<#state, #child, _>(&#input)
-                    };
-                    let output = quote_spanned! {at(span_of_path(output))=>
-                        ::tea::__private::subgraph_output::<#state, #child, _>(&#output)
-                    };
-                    quote_spanned! {child_span=>
-                        ::tea::__private::run_subgraph_mapped::<#state, #node_enum, #child, _, _>(#value, #input, #output, __tea_state, __tea_ctx, __tea_hitl)
-                    }
-                }
-            }
-        }
+        (NodeKind::Subgraph(_), _, _) => return subgraph_arm(node, state, node_enum, false),
         (NodeKind::Interrupt { payload, answer, .. }, _, _) => {
             // The payload is read and the answer written through the state's own field and
             // setter, spanned on the user's field names so a typo is reported there.
@@ -587,6 +591,41 @@ fn run_arm(node: &Node, state: &syn::Type, node_enum: &Ident) -> TokenStream {
         (NodeKind::Function, false, false) => quote_spanned! {at(function.span())=>
             ::tea::__private::run_node::<#state, #node_enum, _, _>(&#function, __tea_state, __tea_ctx)
         },
+    };
+    quote!(#node_enum::#variant => #call,)
+}
+
+/// The `run` arm (`asynchronous`: the `run_async` arm) of a subgraph node: the runtime runs its
+/// child on the blocking API (on the async driver).
+fn subgraph_arm(node: &Node, state: &syn::Type, node_enum: &Ident, asynchronous: bool) -> TokenStream {
+    let variant = &node.variant;
+    let NodeKind::Subgraph(sub) = &node.kind else {
+        return TokenStream::new();
+    };
+    let child = &sub.child;
+    let child_span = at(span_of_path(child));
+    let value = quote_spanned!(child_span=> <#child as ::core::default::Default>::default());
+    let call = match &sub.mapping {
+        // The child's state must be the parent's: a mismatch is reported on the child.
+        None => {
+            let runner = if asynchronous { quote!(run_subgraph_shared_async) } else { quote!(run_subgraph_shared) };
+            quote_spanned! {child_span=>
+                ::tea::__private::#runner::<#state, #node_enum, #child>(#value, __tea_state, __tea_ctx, __tea_hitl)
+            }
+        }
+        // Each mapping function is checked against the two states where it is named.
+        Some((input, output)) => {
+            let input = quote_spanned! {at(span_of_path(input))=>
+                ::tea::__private::subgraph_input::<#state, #child, _>(&#input)
+            };
+            let output = quote_spanned! {at(span_of_path(output))=>
+                ::tea::__private::subgraph_output::<#state, #child, _>(&#output)
+            };
+            let runner = if asynchronous { quote!(run_subgraph_mapped_async) } else { quote!(run_subgraph_mapped) };
+            quote_spanned! {child_span=>
+                ::tea::__private::#runner::<#state, #node_enum, #child, _, _>(#value, #input, #output, __tea_state, __tea_ctx, __tea_hitl)
+            }
+        }
     };
     quote!(#node_enum::#variant => #call,)
 }

@@ -59,6 +59,7 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>, unknown: &[String]) -
             Stmt::Subgraph(sub) => {
                 nodes.push(&sub.node);
                 without_function.push(&sub.node);
+                nodes.extend(&sub.jumps);
             }
             Stmt::Interruptible { nodes: listed } => {
                 interruptible.extend(listed);

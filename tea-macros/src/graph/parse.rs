@@ -19,6 +19,7 @@ mod kw {
     syn::custom_keyword!(interrupt);
     syn::custom_keyword!(timeout);
     syn::custom_keyword!(subgraph);
+    syn::custom_keyword!(parent);
 }
 
 /// A whole `graph!` invocation.
@@ -54,7 +55,8 @@ pub enum Stmt {
     Async { nodes: Vec<Ident> },
     /// `interrupt ask(question => answer, timeout = 3600);`
     Interrupt { node: Ident, payload: Ident, answer: Ident, timeout: Option<LitInt> },
-    /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`
+    /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`,
+    /// either with `, parent -> a | b` (where the child may route this graph)
     Subgraph(SubgraphDef),
 }
 
@@ -67,6 +69,12 @@ pub struct SubgraphDef {
     /// `(input, output)`: `fn(&State) -> ChildState` and `fn(&State, ChildState) -> StateUpdate`;
     /// `None` when the child has the parent's state.
     pub mapping: Option<(Path, Path)>,
+    /// `, parent -> a | b`: the nodes of this graph the child may route it to with
+    /// `Command::parent` (empty: not declared).
+    pub jumps: Vec<Ident>,
+    /// The error of a `, …` clause that does not read as `parent -> a | b`: reported, and the
+    /// rest of the statement (the node and its child) kept, so the node is still a subgraph node.
+    pub bad_clause: Option<syn::Error>,
 }
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -140,7 +148,13 @@ impl Parse for GraphDef {
         let mut incomplete = false;
         while !body.is_empty() {
             match body.call(parse_stmt) {
-                Ok((stmt, last)) => {
+                Ok((mut stmt, last)) => {
+                    if let Stmt::Subgraph(SubgraphDef { bad_clause: bad @ Some(_), .. }) = &mut stmt {
+                        // The statement stands without its `parent ->` list: the paths are not
+                        // the user's.
+                        errors.extend(bad.take());
+                        incomplete = true;
+                    }
                     stmts.push(stmt);
                     if body.peek(Token![;]) {
                         body.parse::<Token![;]>()?;
@@ -321,7 +335,8 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
     Ok(stmt)
 }
 
-/// `subgraph node = Child;` / `subgraph node = Child(input => output);`, after its keyword.
+/// `subgraph node = Child;` / `subgraph node = Child(input => output);`, either followed by
+/// `, parent -> a | b` (the nodes the child may route this graph to), after its keyword.
 fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
     input.parse::<kw::subgraph>()?;
     let node = input.call(node_name)?;
@@ -350,7 +365,43 @@ fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         mapping = Some((into, out));
         last = paren.span.close();
     }
-    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping }), last))
+    let mut jumps = Vec::new();
+    let mut bad_clause = None;
+    if input.peek(Token![,]) {
+        input.parse::<Token![,]>()?;
+        match parse_jumps(input, &node) {
+            Ok(listed) => {
+                last = last_span(&listed);
+                jumps = listed;
+            }
+            Err(error) => {
+                // Keep the subgraph node; skip the clause up to the statement's `;`.
+                bad_clause = Some(error);
+                while !input.is_empty() && !input.peek(Token![;]) {
+                    input.parse::<TokenTree>()?;
+                }
+            }
+        }
+    }
+    Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping, jumps, bad_clause }), last))
+}
+
+/// `parent -> a | b`, after a subgraph statement's `,`.
+fn parse_jumps(input: ParseStream, node: &Ident) -> syn::Result<Vec<Ident>> {
+    if !input.peek(kw::parent) || !input.peek2(Token![->]) {
+        return Err(input.error(format!(
+            "expected `parent -> node`: the nodes of this graph `{node}`'s child may route it to with \
+             `Command::parent`, e.g. `subgraph {node} = Child, parent -> a | b;`"
+        )));
+    }
+    input.parse::<kw::parent>()?;
+    input.parse::<Token![->]>()?;
+    let mut jumps = vec![input.call(node_name)?];
+    while input.peek(Token![|]) {
+        input.parse::<Token![|]>()?;
+        jumps.push(input.call(node_name)?);
+    }
+    Ok(jumps)
 }
 
 fn last_span(idents: &[Ident]) -> Span {

@@ -54,6 +54,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     lease: Duration,
     max_branches: usize,
     key: Option<SigningKey>,
+    sync_inline: bool,
 }
 
 impl<G: Graph> Builder<G, NoCheckpointer> {
@@ -67,6 +68,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             lease: DEFAULT_LEASE,
             max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             key: None,
+            sync_inline: false,
         }
     }
 
@@ -85,6 +87,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
+            sync_inline: self.sync_inline,
             parent_node: None,
             parent: None,
         }
@@ -126,7 +129,26 @@ impl<G: Graph, C> Builder<G, C> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
+            sync_inline: self.sync_inline,
         }
+    }
+
+    /// Runs the graph's sync nodes right on the tokio runtime's thread under the async API
+    /// (`invoke_async` and its kin), on the run's own state, instead of on tokio's blocking pool
+    /// with a copy of the state (the default). Worth it for graphs whose sync nodes only compute
+    /// something quick — a prompt built, a field parsed, a route chosen — and whose state is
+    /// large or whose steps are many: no copy of the state, no task, no thread hop per node.
+    ///
+    /// Only for such nodes: a sync node run inline holds the runtime's thread for as long as
+    /// it runs, so one that blocks (a blocking HTTP client, a file read, `std::thread::sleep`,
+    /// a long computation) stalls every task on that thread, and a blocking call that enters
+    /// a runtime of its own (`reqwest::blocking`) panics there. Keep those on the pool, or
+    /// make them `async` nodes. The children of subgraph nodes run their sync nodes as their
+    /// parent's app says, at any depth. The blocking API (`invoke`, …) is not affected: it runs
+    /// every node on the calling thread anyway.
+    pub fn sync_nodes_inline(mut self, inline: bool) -> Self {
+        self.sync_inline = inline;
+        self
     }
 }
 
@@ -177,6 +199,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
+            sync_inline: self.sync_inline,
             parent_node: None,
             parent: None,
         }
@@ -192,6 +215,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
             .field("durability", &self.durability)
             .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
+            .field("sync_nodes_inline", &self.sync_inline)
             .finish()
     }
 }
@@ -219,6 +243,8 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) lease: Duration,
     pub(crate) max_branches: usize,
     pub(crate) key: Option<SigningKey>,
+    /// The async driver runs sync nodes inline ([`Builder::sync_nodes_inline`]).
+    pub(crate) sync_inline: bool,
     /// A subgraph node's child app: the node type of the parent graph, which `Command::parent`
     /// may route to.
     pub(crate) parent_node: Option<std::any::TypeId>,
@@ -252,6 +278,8 @@ impl<G: Graph, C> App<G, C> {
             lease,
             max_branches,
             key: None,
+            // Inherited from the parent's driver when it runs the child (`drive::tokio`).
+            sync_inline: false,
             parent_node: Some(parent_node),
             parent,
         }
@@ -326,10 +354,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        let mut run = self.new_run(thread.into(), input, false)?;
-        run.claim_now()?;
-        let over = run.run_to_end()?;
-        token::outcome(run, over)
+        self.invoke_on_now(thread.into(), input)
     }
 
     /// Continues the paused thread `resume` names, with its answers and update.
@@ -350,12 +375,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // and checked against the token (answers, timeouts, the update), the run claims the
         // thread by compare-and-swap on that head, the machine runs on the thread driver until
         // it pauses or ends, and the outcome (a new token at a pause) is made here.
-        let thread = self.verify(&resume)?;
-        let (head, bytes) = self.head(&thread)?;
-        let mut run = self.resume_at(resume, head, bytes, false)?;
-        run.claim_now()?;
-        let over = run.run_to_end()?;
-        token::outcome(run, over)
+        self.resume_now(resume)
     }
 
     /// Continues thread `thread` from its last checkpoint after a run that stopped without
@@ -381,15 +401,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        let (head, bytes) = self.head(thread)?;
-        match self.recovery(thread, head, bytes)? {
-            Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(mut run) => {
-                run.claim_now()?;
-                let over = run.run_to_end()?;
-                token::outcome(run, over)
-            }
-        }
+        self.recover_now(thread)
     }
 
     /// What recovering `thread`, whose head is checkpoint `head` (`bytes`), does: report where
@@ -468,7 +480,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        Stream::new(self.new_run(thread.into(), input, true))
+        self.stream_on_now(thread.into(), input)
     }
 
     /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
@@ -479,6 +491,52 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
+        self.stream_resume_now(resume)
+    }
+
+    /// [`invoke_on`](Self::invoke_on) on the calling thread, for any graph: a subgraph node's
+    /// child, which the blocking API runs only under a parent that is a [`SyncGraph`] — and
+    /// so only when the child is one too (`graph!` bounds the parent's impl on its children's).
+    pub(crate) fn invoke_on_now(&self, thread: ThreadId, input: G::State) -> Result<Outcome<G::State>, Error> {
+        let mut run = self.new_run(thread, input, false)?;
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
+    }
+
+    /// [`resume`](Self::resume) on the calling thread, for any graph (see
+    /// [`invoke_on_now`](Self::invoke_on_now)).
+    pub(crate) fn resume_now(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
+        let thread = self.verify(&resume)?;
+        let (head, bytes) = self.head(&thread)?;
+        let mut run = self.resume_at(resume, head, bytes, false)?;
+        run.claim_now()?;
+        let over = run.run_to_end()?;
+        token::outcome(run, over)
+    }
+
+    /// [`recover`](Self::recover) on the calling thread, for any graph (see
+    /// [`invoke_on_now`](Self::invoke_on_now)).
+    pub(crate) fn recover_now(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
+        let (head, bytes) = self.head(thread)?;
+        match self.recovery(thread, head, bytes)? {
+            Recovery::Over(outcome) => Ok(outcome),
+            Recovery::Run(mut run) => {
+                run.claim_now()?;
+                let over = run.run_to_end()?;
+                token::outcome(run, over)
+            }
+        }
+    }
+
+    /// [`stream_on`](Self::stream_on) for any graph (see [`invoke_on_now`](Self::invoke_on_now)).
+    pub(crate) fn stream_on_now(&self, thread: ThreadId, input: G::State) -> Stream<'_, G> {
+        Stream::new(self.new_run(thread, input, true))
+    }
+
+    /// [`stream_resume`](Self::stream_resume) for any graph (see
+    /// [`invoke_on_now`](Self::invoke_on_now)).
+    pub(crate) fn stream_resume_now(&self, resume: Resume<G::State>) -> Stream<'_, G> {
         Stream::new(self.resume_run(resume, true))
     }
 
@@ -618,6 +676,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("durability", &self.durability)
             .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
+            .field("sync_nodes_inline", &self.sync_inline)
             .finish()
     }
 }

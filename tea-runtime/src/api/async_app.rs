@@ -33,7 +33,7 @@ async fn outcome<G: Graph>(mut run: AsyncRun<'_, G>) -> Result<Outcome<G::State>
 
 /// The next event of a run the async driver carries, as the blocking `Stream` yields them
 /// ([`event_after`], the one event pump); `None` once it is over.
-async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Result<Event<G::State>, Error>> {
+pub(crate) async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Result<Event<G::State>, Error>> {
     if let Some(event) = run.run().branch_events.pop_front() {
         return Some(Ok(event));
     }
@@ -49,7 +49,7 @@ async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Result<Event<
 }
 
 /// The events of a run as a `Send` stream.
-fn events<'g, G: Graph>(
+pub(crate) fn events<'g, G: Graph>(
     run: Result<AsyncRun<'g, G>, Error>,
 ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + 'g {
     enum At<R> {
@@ -90,7 +90,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         runtime("invoke_async")?;
         let run = Run::new(&*self.graph, input, self.limits(), None, false);
         traced! { run.call("invoke_async"); }
-        match outcome(AsyncRun::new(run, &self.graph)).await? {
+        match outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await? {
             Outcome::Done(state) => Ok(state),
             Outcome::Interrupted { resume, .. } => {
                 let (graph, node) = (self.graph.name().to_owned(), resume.node().clone());
@@ -104,7 +104,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         let run = runtime("stream_async").map(|()| {
             let run = Run::new(&*self.graph, input, self.limits(), None, true);
             traced! { run.call("stream_async"); }
-            AsyncRun::new(run, &self.graph)
+            AsyncRun::new(run, &self.graph, self.sync_inline)
         });
         events(run)
     }
@@ -132,7 +132,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         runtime("invoke_on_async")?;
         let run = self.new_run(thread.into(), input, false)?;
         traced! { run.call("invoke_async"); }
-        outcome(AsyncRun::new(run, &self.graph)).await
+        outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
     }
 
     /// [`resume`](Self::resume) on the current tokio runtime.
@@ -151,7 +151,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let (head, bytes) = self.head_async(&thread).await?;
         let run = self.resume_at(resume, head, bytes, false)?;
         traced! { run.call("resume_async"); }
-        outcome(AsyncRun::new(run, &self.graph)).await
+        outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
     }
 
     /// [`recover`](Self::recover) on the current tokio runtime.
@@ -165,7 +165,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             Recovery::Over(outcome) => Ok(outcome),
             Recovery::Run(run) => {
                 traced! { run.call("recover_async"); }
-                outcome(AsyncRun::new(run, &self.graph)).await
+                outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
             }
         }
     }
@@ -184,7 +184,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let thread = thread.into();
         let run = runtime("stream_async").and_then(|()| self.new_run(thread, input, true));
-        events(run.map(|run| AsyncRun::new(run, &self.graph)))
+        events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
     }
 
     /// [`stream_resume`](Self::stream_resume) on the current tokio runtime.
@@ -198,7 +198,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             let (head, bytes) = self.head_async(&thread).await?;
             let run = self.resume_at(resume, head, bytes, true)?;
             traced! { run.call("stream_resume_async"); }
-            Ok(AsyncRun::new(run, &self.graph))
+            Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         };
         futures::stream::once(start).flat_map(events)
     }
@@ -222,7 +222,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
     }
 
-    async fn head_async(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
+    pub(crate) async fn head_async(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
         let graph = self.graph.name();
         crate::vocab::trace::store_call_async("head", graph, Some(thread), self.checkpointer.head_async(graph, thread))
             .await?

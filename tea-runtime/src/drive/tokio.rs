@@ -1,8 +1,12 @@
 //! The async driver (feature `tokio`): the same executor as the blocking API, carried by tokio.
 //!
-//! - An async node ([`Graph::is_async`]) is awaited on the runtime, its panics caught.
+//! - An async node ([`Graph::awaits`]: every async node, and a subgraph node, whose child graph
+//!   then runs on this driver too) is awaited on the runtime, its panics caught.
 //! - A sync node goes to tokio's blocking pool (`spawn_blocking`) with its own copy of the state
-//!   and `Ctx`, so it never blocks the runtime's threads, whatever it waits on.
+//!   and `Ctx`, so it never blocks the runtime's threads, whatever it waits on — unless the app
+//!   was built with [`Builder::sync_nodes_inline`](crate::Builder::sync_nodes_inline): then it
+//!   runs right on the runtime's thread, on the run's own state, with no copy and no task. The
+//!   children of its subgraph nodes (at any depth) run their sync nodes as it does.
 //! - A fan-out's branches are polled concurrently as one stream, at most
 //!   [`Builder::max_parallel_branches`](crate::Builder::max_parallel_branches) at once, and their
 //!   results come back in declared order (the merge is the executor's, as in the blocking API).
@@ -32,6 +36,20 @@ use std::sync::Arc;
 pub(crate) struct TokioDriver<G> {
     /// The graph, for the blocking tasks that run sync nodes.
     graph: Arc<G>,
+    /// Sync nodes run on the runtime's thread rather than on the blocking pool.
+    inline: bool,
+}
+
+tokio::task_local! {
+    /// Set while an awaited node of a run whose sync nodes run inline is polled: the runs of a
+    /// subgraph node's child (made inside that node) run theirs inline too.
+    static INLINE: bool;
+}
+
+/// Whether a run made here runs its sync nodes inline: asked by its app (`own`), or made by a
+/// subgraph node of a run that does.
+pub(crate) fn inline_here(own: bool) -> bool {
+    own || INLINE.try_with(|inline| *inline).unwrap_or(false)
 }
 
 #[allow(clippy::manual_async_fn)] // as for the thread driver
@@ -45,10 +63,14 @@ impl<G: Graph> Driver<G> for TokioDriver<G> {
         answers: Vec<serde_json::Value>,
     ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
         async move {
-            if graph.is_async(node) {
+            if graph.awaits(node) {
                 let run = async {
                     let mut hitl = Hitl::with_answers(answers);
-                    let result = graph.run_async(node, state, ctx, &mut hitl).await;
+                    let result = if self.inline {
+                        INLINE.scope(true, graph.run_async(node, state, ctx, &mut hitl)).await
+                    } else {
+                        graph.run_async(node, state, ctx, &mut hitl).await
+                    };
                     produced(graph, node, ctx, result, hitl)
                 };
                 match AssertUnwindSafe(run).catch_unwind().await {
@@ -57,6 +79,9 @@ impl<G: Graph> Driver<G> for TokioDriver<G> {
                         Err(Error::NodePanicked { node: ctx.node.clone(), message: panic_message(payload) })
                     }
                 }
+            } else if self.inline {
+                // Asked for by the app: the node runs here, between awaits, on the run's state.
+                produce(graph, node, state, ctx, answers)
             } else {
                 let (graph, state, task_ctx) = (Arc::clone(&self.graph), state.clone(), ctx.clone_for_task());
                 #[cfg(feature = "tracing")]
@@ -117,8 +142,10 @@ pub(crate) struct AsyncRun<'g, G: Graph> {
 }
 
 impl<'g, G: Graph> AsyncRun<'g, G> {
-    pub(crate) fn new(run: Run<'g, G>, graph: &Arc<G>) -> Self {
-        AsyncRun { run, driver: TokioDriver { graph: Arc::clone(graph) }, over: false }
+    /// Carries `run` of `graph`; `inline`: its app runs sync nodes inline (so does a run made
+    /// by a subgraph node of a run that does, see [`inline_here`]).
+    pub(crate) fn new(run: Run<'g, G>, graph: &Arc<G>, inline: bool) -> Self {
+        AsyncRun { run, driver: TokioDriver { graph: Arc::clone(graph), inline: inline_here(inline) }, over: false }
     }
 
     /// The run it carries.

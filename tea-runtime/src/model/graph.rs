@@ -89,14 +89,26 @@ pub trait Graph: Send + Sync + 'static {
     /// Whether `node` is async: the async driver (`App::invoke_async` and its kin, feature
     /// `tokio`) awaits [`run_async`](Self::run_async) for it, and the sync driver refuses it
     /// with [`Error::NeedsAsync`](crate::Error::NeedsAsync). Default `false`: every node is run
-    /// by [`run`](Self::run) (in an async run, off the runtime's threads).
+    /// by [`run`](Self::run) (in an async run, on tokio's blocking pool, or on the runtime's
+    /// thread for an app built with `sync_nodes_inline`).
     #[inline]
     fn is_async(&self, node: Self::Node) -> bool {
         let _ = node;
         false
     }
 
-    /// Runs an async `node` (one for which [`is_async`](Self::is_async) holds). The future may
+    /// Whether the async driver awaits [`run_async`](Self::run_async) for `node` rather than
+    /// sending [`run`](Self::run) to tokio's blocking pool: every async node, and the nodes that
+    /// have both forms — `graph!`'s subgraph nodes, whose child graph runs on the async driver
+    /// under the async API (through `run_async`) and on the calling thread under the blocking
+    /// API (through `run`). The sync driver asks [`is_async`](Self::is_async) only. Defaults to
+    /// `is_async(node)`.
+    #[inline]
+    fn awaits(&self, node: Self::Node) -> bool {
+        self.is_async(node)
+    }
+
+    /// Runs an async `node` (one for which [`awaits`](Self::awaits) holds). The future may
     /// borrow the state, the `Ctx` and the `Hitl` for as long as it runs; it is polled on the
     /// async driver's runtime, so it must not block. The default runs [`run`](Self::run) and
     /// returns its result, ready.

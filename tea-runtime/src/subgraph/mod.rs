@@ -20,16 +20,17 @@ use crate::api::token::without_store;
 use crate::format::checkpoint::ParentJump;
 use crate::format::interrupt::Interrupt;
 use crate::format::memo::{MEMO, REPLY};
+use crate::format::token::Resume;
 use crate::machine::run::{Over, Run};
 use crate::machine::validate::decode_for;
 use crate::model::event::Event;
-use crate::model::graph::{Graph, SyncGraph};
+use crate::model::graph::{Graph, NodeFuture};
 use crate::model::hitl::Hitl;
-use crate::model::node::{child_steps, Ctx, Goto, NodeId, NodeStep};
+use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, NodeId, NodeStep};
 use crate::model::outcome::Outcome;
 use crate::store::Checkpointer;
 use crate::vocab::error::{BoxError, Error, Passthrough};
-use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use crate::vocab::state::{GraphState, Reducer};
 use serde_json::{json, Value};
 use std::any::TypeId;
@@ -46,7 +47,8 @@ fn child_thread<S>(ctx: &Ctx<S>, parent: &ThreadId) -> ThreadId {
 
 /// Runs a subgraph node whose child graph has its own state: `input` maps the parent's state to
 /// the child's input, `output` the child's final state to the parent's update. Generated code
-/// calls it for `subgraph node = Child(input => output);`.
+/// calls it for `subgraph node = Child(input => output);` from the node's `run` (the blocking
+/// API: the child runs on the calling thread).
 #[doc(hidden)]
 pub fn run_subgraph_mapped<S, N, C, I, O>(
     child: C,
@@ -59,13 +61,63 @@ pub fn run_subgraph_mapped<S, N, C, I, O>(
 where
     S: GraphState,
     N: NodeId,
-    C: Graph + SyncGraph,
+    C: Graph,
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
-    let parent_node = TypeId::of::<N>();
-    let done =
-        run_child(child, state, ctx, hitl, parent_node, &|s| input(s), &|_| None, false).map_err(pass_through)?;
+    let done = run_child(child, state, ctx, hitl, TypeId::of::<N>(), &|s| input(s), &|_| None, false)
+        .map_err(pass_through(&ctx.node))?;
+    mapped_step(done, output, state, ctx)
+}
+
+/// [`run_subgraph_mapped`] from the node's `run_async` (the async API): the child runs on the
+/// async driver, its async nodes awaited. Without tea's feature `tokio` there is no async driver
+/// to call it, and it fails.
+#[doc(hidden)]
+pub fn run_subgraph_mapped_async<'a, S, N, C, I, O>(
+    child: C,
+    input: &'a I,
+    output: &'a O,
+    state: &'a S,
+    ctx: &'a Ctx<S>,
+    hitl: &'a mut Hitl,
+) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    N: NodeId,
+    C: Graph,
+    I: Fn(&S) -> C::State + Sync,
+    O: Fn(&S, C::State) -> S::Update + Sync,
+{
+    #[cfg(feature = "tokio")]
+    return Box::pin(async move {
+        let done = run_child_async(child, state, ctx, hitl, TypeId::of::<N>(), &|s| input(s), &|_| None, false)
+            .await
+            .map_err(pass_through(&ctx.node))?;
+        mapped_step(done, output, state, ctx)
+    });
+    #[cfg(not(feature = "tokio"))]
+    {
+        let _ = (input, output, state, hitl);
+        Box::pin(std::future::ready(Err(needs_tokio(&ctx.node, child.name()))))
+    }
+}
+
+/// The error of a subgraph node's `run_async` without tea's feature `tokio` (no driver calls it
+/// then: the blocking API runs the node's `run`).
+#[cfg(not(feature = "tokio"))]
+fn needs_tokio(node: &NodeName, child: &str) -> BoxError {
+    format!("subgraph node `{node}` runs its child `{child}` with the async API, which needs tea's feature `tokio`")
+        .into()
+}
+
+/// The step of a subgraph node with a mapped child that finished as `done`.
+fn mapped_step<S, N, T, O>(done: Finished<T>, output: &O, state: &S, ctx: &Ctx<S>) -> Result<NodeStep<S, N>, BoxError>
+where
+    S: GraphState,
+    N: NodeId,
+    O: Fn(&S, T) -> S::Update,
+{
     if let Some(jump) = done.jump {
         return jump.step(&done.graph, done.thread.as_ref(), parent_graph(ctx));
     }
@@ -87,7 +139,7 @@ pub fn subgraph_output<S: GraphState, C: Graph, F: Fn(&S, C::State) -> S::Update
 
 /// Runs a subgraph node whose child graph has the parent's state: the child starts on a copy
 /// of the parent's state, and what it changed is the node's update (see [`delta`]). Generated
-/// code calls it for `subgraph node = Child;`.
+/// code calls it for `subgraph node = Child;` from the node's `run` (the blocking API).
 #[doc(hidden)]
 pub fn run_subgraph_shared<S, N, C>(
     child: C,
@@ -98,11 +150,66 @@ pub fn run_subgraph_shared<S, N, C>(
 where
     S: GraphState,
     N: NodeId,
-    C: Graph<State = S> + SyncGraph,
+    C: Graph<State = S>,
 {
     let done =
         run_child(child, state, ctx, hitl, TypeId::of::<N>(), &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)
-            .map_err(pass_through)?;
+            .map_err(pass_through(&ctx.node))?;
+    shared_step(done, state, ctx)
+}
+
+/// [`run_subgraph_shared`] from the node's `run_async` (the async API): the child runs on the
+/// async driver. Without tea's feature `tokio` there is no async driver to call it, and it fails.
+///
+/// It does not ask `C::State` to be `S` of the compiler: the node's `run` arm, which calls
+/// [`run_subgraph_shared`], does, so that a child over another state is one error, not two. A
+/// child whose state is not the parent's therefore never gets here; were one to, the node fails.
+#[doc(hidden)]
+pub fn run_subgraph_shared_async<'a, S, N, C>(
+    child: C,
+    state: &'a S,
+    ctx: &'a Ctx<S>,
+    hitl: &'a mut Hitl,
+) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    N: NodeId,
+    C: Graph,
+{
+    #[cfg(feature = "tokio")]
+    return Box::pin(async move {
+        let name = child.name().to_owned();
+        let not_shared = || -> BoxError {
+            format!("child graph `{name}` does not have its parent's state, so it needs a mapping").into()
+        };
+        let Some(start) = (state as &dyn std::any::Any).downcast_ref::<C::State>().cloned() else {
+            return Err(not_shared());
+        };
+        let as_parent = |s: &C::State| (s as &dyn std::any::Any).downcast_ref::<S>().cloned();
+        let done =
+            run_child_async(child, state, ctx, hitl, TypeId::of::<N>(), &|_: &S| start.clone(), &as_parent, true)
+                .await
+                .map_err(pass_through(&ctx.node))?;
+        let owned =
+            |s: C::State| (Box::new(s) as Box<dyn std::any::Any>).downcast::<S>().map(|s| *s).map_err(|_| not_shared());
+        let last = owned(done.last)?;
+        let first = done.first.map(owned).transpose()?;
+        let done = Finished { first, last, jump: done.jump, graph: done.graph, thread: done.thread };
+        shared_step(done, state, ctx)
+    });
+    #[cfg(not(feature = "tokio"))]
+    {
+        let _ = (state, hitl);
+        Box::pin(std::future::ready(Err(needs_tokio(&ctx.node, child.name()))))
+    }
+}
+
+/// The step of a subgraph node whose child, over the parent's state, finished as `done`.
+fn shared_step<S: GraphState, N: NodeId>(
+    done: Finished<S>,
+    state: &S,
+    ctx: &Ctx<S>,
+) -> Result<NodeStep<S, N>, BoxError> {
     if let Some(jump) = done.jump {
         return jump.step(&done.graph, done.thread.as_ref(), parent_graph(ctx));
     }
@@ -132,37 +239,138 @@ fn drain<C: Graph>(
     forward: &mut dyn FnMut(Event<C::State>),
 ) -> Result<Outcome<C::State>, BoxError> {
     for event in stream.by_ref() {
-        match event? {
-            Event::Done(last) => return Ok(Outcome::Done(last)),
-            Event::Interrupted { state, resume } => return Ok(Outcome::Interrupted { state, resume }),
-            step => forward(step),
+        if let Some(outcome) = ended(event?, forward) {
+            return Ok(outcome);
         }
     }
-    Err("the child graph's run ended without finishing or pausing".into())
+    Err(NEVER_ENDED.into())
 }
 
-/// Marks the child's errors that the parent's run reports as its own ([`Passthrough`]).
-fn pass_through(error: BoxError) -> BoxError {
-    match error.downcast::<Error>() {
-        Ok(error)
-            if matches!(
-                *error,
-                Error::ThreadBusy { .. } | Error::LeaseLost { .. } | Error::PausedWithoutCheckpointer { .. }
-            ) =>
-        {
-            Box::new(Passthrough(*error))
+/// Drives a child's async event stream to its end or pause, handing `forward` each step.
+#[cfg(feature = "tokio")]
+async fn drain_async<T: GraphState>(
+    stream: impl futures::Stream<Item = Result<Event<T>, Error>>,
+    forward: &mut (dyn FnMut(Event<T>) + Send),
+) -> Result<Outcome<T>, BoxError> {
+    use futures::StreamExt;
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        if let Some(outcome) = ended(event?, forward) {
+            return Ok(outcome);
         }
-        Ok(error) => error,
+    }
+    Err(NEVER_ENDED.into())
+}
+
+const NEVER_ENDED: &str = "the child graph's run ended without finishing or pausing";
+
+/// The outcome a child's `event` ends its run with, or `None` after handing a step to `forward`.
+fn ended<T: GraphState>(event: Event<T>, forward: &mut (dyn FnMut(Event<T>) + '_)) -> Option<Outcome<T>> {
+    match event {
+        Event::Done(last) => Some(Outcome::Done(last)),
+        Event::Interrupted { state, resume } => Some(Outcome::Interrupted { state, resume }),
+        step => {
+            forward(step);
+            None
+        }
+    }
+}
+
+/// Marks the child's errors that the parent's run reports as its own ([`Passthrough`]) rather
+/// than as subgraph node `node`'s failure: a busy child thread, a lost lease, a pause without a
+/// store, and a bad answer to one of the child's pauses — [`Error::BadResumeValue`], its node
+/// named by its path (`review/judge`), as the parent's pause ids name it. (The parent's resume
+/// then fails as a whole: its pause is put back and the child's stays, so the token stays good.)
+fn pass_through(node: &NodeName) -> impl Fn(BoxError) -> BoxError + '_ {
+    move |error| match error.downcast::<Error>() {
+        Ok(error) => match *error {
+            Error::BadResumeValue { node: child, expected, reason } => Box::new(Passthrough(Error::BadResumeValue {
+                node: NodeName::from(format!("{node}/{child}")),
+                expected,
+                reason,
+            })),
+            error @ (Error::ThreadBusy { .. } | Error::LeaseLost { .. } | Error::PausedWithoutCheckpointer { .. }) => {
+                Box::new(Passthrough(error))
+            }
+            error => Box::new(error),
+        },
         Err(other) => other,
     }
 }
 
-/// Runs, resumes or recovers the child of a subgraph node; a pause of the child pauses the node
-/// (an `Err` the engine reads as a pause through `hitl`). While the parent streams, the child
-/// streams too and its steps go to the parent's stream, named by their path (`review/judge`),
-/// with the child's state where `as_parent` makes it the parent's (a child with the parent's
-/// state) and the parent's state before the node otherwise. Callers hand its errors through
-/// [`pass_through`], so that a busy child or a lost lease is the parent run's own error.
+/// What hands the child's steps to the parent's stream (`sink`, `None`: the parent does not
+/// stream), named by their path (`review/judge`), with the child's state where `as_parent`
+/// makes it the parent's and the parent's `state` before the node otherwise.
+fn forwarder<'a, S: GraphState, T: GraphState, F: Fn(&T) -> Option<S> + ?Sized>(
+    ctx: &'a Ctx<S>,
+    state: &'a S,
+    sink: Option<&'a ChildSteps<S>>,
+    as_parent: &'a F,
+) -> impl FnMut(Event<T>) + 'a {
+    move |event: Event<T>| {
+        let (Some(sink), Event::Step { node, branch, state: child_state, duration }) = (sink, event) else { return };
+        let node = NodeName::from(format!("{}/{node}", ctx.node));
+        let branch = branch.map(|head| NodeName::from(format!("{}/{head}", ctx.node)));
+        let state = as_parent(&child_state).unwrap_or_else(|| state.clone());
+        sink.lock().unwrap_or_else(PoisonError::into_inner).push(Event::Step { node, branch, state, duration });
+    }
+}
+
+/// The child's thread of a subgraph node run with a store (the one its memo names when it
+/// paused before, else [`child_thread`]), and the reply a resume handed the node for it.
+fn thread_and_reply<S>(ctx: &Ctx<S>, hitl: &Hitl, parent: &ThreadId) -> (ThreadId, Option<Value>) {
+    let given = hitl.given();
+    let memo = given.first().and_then(|v| v.get(MEMO));
+    let reply = given.last().and_then(|v| v.get(REPLY)).cloned();
+    let thread = match memo.and_then(|m| m.get("thread")).and_then(Value::as_str) {
+        Some(thread) => ThreadId::from(thread.to_owned()),
+        None => child_thread(ctx, parent),
+    };
+    (thread, reply)
+}
+
+/// The child's pause `resume` given the answers of `reply` (by the child's own pause ids).
+fn answered<T: GraphState>(mut resume: Resume<T>, reply: &Value) -> Resume<T> {
+    for pair in reply.as_array().into_iter().flatten() {
+        if let (Some(id), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1)) {
+            resume = resume.answer_to(id, value);
+        }
+    }
+    resume
+}
+
+/// Pauses the subgraph node on its child's pause (`resume`, the child of graph `graph` on
+/// `thread`, in `child_state`): the child's pauses listed under ids that name the path, and the
+/// memo the node is given back when resumed.
+fn pause_on_child<S, T: GraphState>(
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+    graph: &str,
+    thread: &ThreadId,
+    child_state: &T,
+    resume: &Resume<T>,
+) -> BoxError {
+    let pauses: Vec<Interrupt> = resume
+        .interrupts()
+        .iter()
+        .map(|pause| {
+            let id = match &ctx.branch {
+                Some(head) => format!("{}/{}@{head}", ctx.node, pause.id()),
+                None => format!("{}/{}", ctx.node, pause.id()),
+            };
+            pause.nested(id, ctx.node.clone())
+        })
+        .collect();
+    let child_state = serde_json::to_value(child_state).unwrap_or(Value::Null);
+    let memo = json!({ MEMO: { "graph": graph, "thread": thread.as_str(), "state": child_state } });
+    Box::new(hitl.pause_child(memo, pauses))
+}
+
+/// Runs, resumes or recovers the child of a subgraph node on the calling thread; a pause of the
+/// child pauses the node (an `Err` the engine reads as a pause through `hitl`). While the parent
+/// streams, the child streams too and its steps go to the parent's stream ([`forwarder`]).
+/// Callers hand its errors through [`pass_through`], so that a busy child or a lost lease is the
+/// parent run's own error.
 #[allow(clippy::too_many_arguments)] // the two generic subgraph forms differ only in these
 fn run_child<S, C>(
     child: C,
@@ -176,16 +384,10 @@ fn run_child<S, C>(
 ) -> Result<Finished<C::State>, BoxError>
 where
     S: GraphState,
-    C: Graph + SyncGraph,
+    C: Graph,
 {
     let sink = child_steps(ctx);
-    let mut forward = |event: Event<C::State>| {
-        let (Some(sink), Event::Step { node, branch, state: child_state, duration }) = (sink, event) else { return };
-        let node = NodeName::from(format!("{}/{node}", ctx.node));
-        let branch = branch.map(|head| NodeName::from(format!("{}/{head}", ctx.node)));
-        let state = as_parent(&child_state).unwrap_or_else(|| state.clone());
-        sink.lock().unwrap_or_else(PoisonError::into_inner).push(Event::Step { node, branch, state, duration });
-    };
+    let mut forward = forwarder(ctx, state, sink, as_parent);
     let (Some(host), Some(parent)) = (ctx.host.as_ref(), ctx.thread.as_ref()) else {
         // No store: the child runs to its end (a child that can pause needs one, like any graph).
         let graph = child.name().to_owned();
@@ -210,13 +412,7 @@ where
         let jump = run.jump.take();
         return Ok(Finished { first: kept, last: run.state, jump, graph, thread: None });
     };
-    let given = hitl.given();
-    let memo = given.first().and_then(|v| v.get(MEMO));
-    let reply = given.last().and_then(|v| v.get(REPLY));
-    let thread = match memo.and_then(|m| m.get("thread")).and_then(Value::as_str) {
-        Some(thread) => ThreadId::from(thread.to_owned()),
-        None => child_thread(ctx, parent),
-    };
+    let (thread, reply) = thread_and_reply(ctx, hitl, parent);
     let app = App::for_child(child, host.store.clone(), Some(host), parent_node);
     let mut first = None;
     let outcome = if app.state(&thread)?.is_none() {
@@ -225,9 +421,9 @@ where
             first = Some(start.clone());
         }
         if sink.is_some() {
-            drain(&mut app.stream_on(thread.clone(), start), &mut forward)?
+            drain(&mut app.stream_on_now(thread.clone(), start), &mut forward)?
         } else {
-            app.invoke_on(thread.clone(), start)?
+            app.invoke_on_now(thread.clone(), start)?
         }
     } else {
         // Paused (its pause comes back with a fresh token), finished (its final state), or
@@ -242,20 +438,15 @@ where
                 }
             }
         } else {
-            app.recover(&thread)?
+            app.recover_now(&thread)?
         };
         match (recovered, reply) {
             (Outcome::Interrupted { resume, .. }, Some(reply)) => {
-                let mut resume = resume;
-                for pair in reply.as_array().into_iter().flatten() {
-                    if let (Some(id), Some(value)) = (pair.get(0).and_then(Value::as_str), pair.get(1)) {
-                        resume = resume.answer_to(id, value);
-                    }
-                }
+                let resume = answered(resume, &reply);
                 if sink.is_some() {
-                    drain(&mut app.stream_resume(resume), &mut forward)?
+                    drain(&mut app.stream_resume_now(resume), &mut forward)?
                 } else {
-                    app.resume(resume)?
+                    app.resume_now(resume)?
                 }
             }
             (outcome, _) => outcome,
@@ -264,44 +455,153 @@ where
     match outcome {
         Outcome::Done(last) => {
             if want_first && first.is_none() {
-                first = Some(first_state(&app, &thread)?);
+                first = Some(first_state(&app, &thread, app.checkpointer().history(app.graph().name(), &thread)?)?);
             }
             // Did the child end by routing its parent? Its final checkpoint says.
             let graph = app.graph().name().to_owned();
-            let jump = match app.checkpointer().head(&graph, &thread)? {
-                Some((id, bytes)) => decode_for(app.graph(), &bytes, &thread, id)?.parent,
-                None => None,
-            };
+            let jump = jump_of(&app, &thread, app.checkpointer().head(&graph, &thread)?)?;
             Ok(Finished { first, last, jump, graph, thread: Some(thread) })
         }
         Outcome::Interrupted { state: child_state, resume } => {
-            let pauses: Vec<Interrupt> = resume
-                .interrupts()
-                .iter()
-                .map(|pause| {
-                    let id = match &ctx.branch {
-                        Some(head) => format!("{}/{}@{head}", ctx.node, pause.id()),
-                        None => format!("{}/{}", ctx.node, pause.id()),
-                    };
-                    pause.nested(id, ctx.node.clone())
-                })
-                .collect();
-            let child_state = serde_json::to_value(&child_state).unwrap_or(Value::Null);
-            let memo =
-                json!({ MEMO: { "graph": app.graph().name(), "thread": thread.as_str(), "state": child_state } });
-            Err(Box::new(hitl.pause_child(memo, pauses)))
+            Err(pause_on_child(ctx, hitl, app.graph().name(), &thread, &child_state, &resume))
         }
     }
 }
 
-/// The state a child thread started with (its first checkpoint).
-fn first_state<C: Graph>(app: &App<C, Arc<dyn Checkpointer>>, thread: &ThreadId) -> Result<C::State, Error> {
-    let history = app.history(thread)?;
-    history
-        .into_iter()
-        .last()
-        .map(|snapshot| snapshot.state)
-        .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
+/// [`run_child`] on the async driver: the same walk through the async API, so that the child's
+/// async nodes are awaited, its sync nodes run as its parent's app says, and its checkpoints
+/// are written with the store's async calls.
+#[cfg(feature = "tokio")]
+#[allow(clippy::too_many_arguments)] // as `run_child`
+async fn run_child_async<S, C>(
+    child: C,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+    parent_node: TypeId,
+    input: &(dyn Fn(&S) -> C::State + Sync),
+    as_parent: &(dyn Fn(&C::State) -> Option<S> + Sync),
+    want_first: bool,
+) -> Result<Finished<C::State>, BoxError>
+where
+    S: GraphState,
+    C: Graph,
+{
+    use crate::api::async_app::{events, next_event};
+    use crate::drive::tokio::AsyncRun;
+    let sink = child_steps(ctx);
+    let mut forward = forwarder(ctx, state, sink, as_parent);
+    let (Some(host), Some(parent)) = (ctx.host.as_ref(), ctx.thread.as_ref()) else {
+        // No store: the child runs to its end, as on the blocking API.
+        let graph = child.name().to_owned();
+        let first = input(state);
+        let kept = want_first.then(|| first.clone());
+        let child = Arc::new(child);
+        let mut run = Run::new(&*child, first, ctx.limits, None, sink.is_some());
+        run.parent_node = Some(parent_node);
+        let mut run = AsyncRun::new(run, &child, false);
+        let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
+        let last = if sink.is_some() {
+            loop {
+                let Some(event) = next_event(&mut run).await else { return Err(NEVER_ENDED.into()) };
+                match ended(event?, &mut forward) {
+                    None => {}
+                    Some(Outcome::Done(last)) => break last,
+                    Some(Outcome::Interrupted { resume, .. }) => return Err(paused(resume.node()).into()),
+                }
+            }
+        } else {
+            if let Over::Paused(record) = run.run_to_end().await? {
+                return Err(Box::new(without_store(run.run(), &record)));
+            }
+            run.run().state.clone()
+        };
+        let jump = run.run().jump.take();
+        return Ok(Finished { first: kept, last, jump, graph, thread: None });
+    };
+    let (thread, reply) = thread_and_reply(ctx, hitl, parent);
+    let app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    let mut first = None;
+    let outcome = if app.state_async(&thread).await?.is_none() {
+        let start = input(state);
+        if want_first {
+            first = Some(start.clone());
+        }
+        if sink.is_some() {
+            drain_async(app.stream_on_async(thread.clone(), start), &mut forward).await?
+        } else {
+            app.invoke_on_async(thread.clone(), start).await?
+        }
+    } else {
+        let recovered = if sink.is_some() {
+            let (head, bytes) = app.head_async(&thread).await?;
+            match app.recovery(&thread, head, bytes)? {
+                Recovery::Over(outcome) => outcome,
+                Recovery::Run(mut run) => {
+                    run.record_steps();
+                    drain_async(events(Ok(AsyncRun::new(run, &app.graph, app.sync_inline))), &mut forward).await?
+                }
+            }
+        } else {
+            app.recover_async(&thread).await?
+        };
+        match (recovered, reply) {
+            (Outcome::Interrupted { resume, .. }, Some(reply)) => {
+                let resume = answered(resume, &reply);
+                if sink.is_some() {
+                    drain_async(app.stream_resume_async(resume), &mut forward).await?
+                } else {
+                    app.resume_async(resume).await?
+                }
+            }
+            (outcome, _) => outcome,
+        }
+    };
+    match outcome {
+        Outcome::Done(last) => {
+            let graph = app.graph().name().to_owned();
+            if want_first && first.is_none() {
+                // The store's history has no async call: read it off the runtime's threads.
+                let (store, name, id) = (Arc::clone(app.checkpointer()), graph.clone(), thread.clone());
+                let history = tokio::task::spawn_blocking(move || store.history(&name, &id))
+                    .await
+                    .map_err(|e| format!("the task reading the child's history was lost: {e}"))??;
+                first = Some(first_state(&app, &thread, history)?);
+            }
+            let head = app.checkpointer().head_async(&graph, &thread).await?;
+            let jump = jump_of(&app, &thread, head)?;
+            Ok(Finished { first, last, jump, graph, thread: Some(thread) })
+        }
+        Outcome::Interrupted { state: child_state, resume } => {
+            Err(pause_on_child(ctx, hitl, app.graph().name(), &thread, &child_state, &resume))
+        }
+    }
+}
+
+/// The state a child thread started with: its first checkpoint, the last of `history` (newest
+/// first).
+fn first_state<C: Graph>(
+    app: &App<C, Arc<dyn Checkpointer>>,
+    thread: &ThreadId,
+    history: Vec<(CheckpointId, Vec<u8>)>,
+) -> Result<C::State, Error> {
+    let Some((id, bytes)) = history.into_iter().last() else {
+        return Err(Error::CheckpointNotFound { thread: thread.clone() });
+    };
+    Ok(decode_for(app.graph(), &bytes, thread, id)?.state)
+}
+
+/// Where a finished child routes its parent, if it ended with `Command::parent`: its final
+/// checkpoint (`head`) records it.
+fn jump_of<C: Graph>(
+    app: &App<C, Arc<dyn Checkpointer>>,
+    thread: &ThreadId,
+    head: Option<(CheckpointId, Vec<u8>)>,
+) -> Result<Option<ParentJump>, Error> {
+    match head {
+        Some((id, bytes)) => Ok(decode_for(app.graph(), &bytes, thread, id)?.parent),
+        None => Ok(None),
+    }
 }
 
 /// What a child graph with its parent's state changed, as an update of that state: each field

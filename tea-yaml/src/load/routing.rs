@@ -496,6 +496,8 @@ impl Loader<'_> {
                         None => tea_check::Routing::Edges(edges(&node.rules)),
                     },
                     can_pause: node.interrupt_before || node.interrupt_after || node.exec.can_pause(),
+                    // A YAML child graph cannot route its parent (no `Command::parent`).
+                    jumps: Vec::new(),
                 })
                 .collect(),
             start: edges(start),
