@@ -31,7 +31,13 @@ pub(crate) enum Position<S: GraphState> {
     /// `node` runs next.
     Before(NodeName),
     /// `node` ran; routing from it comes next (`goto`: what a router chose).
-    After { node: NodeName, goto: Option<Target> },
+    After {
+        node: NodeName,
+        /// Absent rather than `null`: a payload with no `null` is not decoded again to check it
+        /// reads back (`check_reads_back`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        goto: Option<Target>,
+    },
     /// The fan-out after `source` is under way; `branches` is empty before it starts.
     Fork { source: NodeName, branches: Vec<BranchProgress<S>> },
     /// The run reached `end`.
@@ -139,7 +145,13 @@ pub(crate) enum BranchAt {
     /// The branch stopped before `node`.
     Before(NodeName),
     /// The branch stopped after `node` ran.
-    After { node: NodeName, goto: Option<Target> },
+    After {
+        node: NodeName,
+        /// Absent rather than `null`: a payload with no `null` is not decoded again to check it
+        /// reads back (`check_reads_back`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        goto: Option<Target>,
+    },
     /// The fan-out after `source`, inside the branch, is under way (its branches are the
     /// progress's `branches`).
     Fork { source: NodeName },

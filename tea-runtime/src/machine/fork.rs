@@ -582,7 +582,13 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     (None, None, None) => route_from(graph, node, None, local.current(graph)?, &name)?,
                 };
                 at = match after {
-                    After::Goto(Goto::Node(next)) => Start::Before(next, false),
+                    After::Goto(Goto::Node(next)) if next == join => break,
+                    After::Goto(Goto::Node(next)) => {
+                        // The node before `next` completed: that is written before `next` runs
+                        // (a branch that goes on to its join writes that instead, once).
+                        jot!(BranchAt::After { node: name, goto: target_of(graph, goto) }, None, &[]);
+                        Start::Before(next, false)
+                    }
                     // A branch that finishes the run early simply ends; its updates still merge.
                     After::Goto(Goto::End) => break,
                     After::Fork(source) => Start::Fork(source),
@@ -754,7 +760,6 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             let interrupt = Interrupt::breakpoint(PauseKind::After, name.clone(), Some(&head));
             stop!(BranchAt::After { node: name, goto: target_of(graph, goto) }, interrupt);
         }
-        jot!(BranchAt::After { node: ctx.node.clone(), goto: target_of(graph, goto) }, None, &[]);
         at = Start::After(node, goto);
     }
     jot!(BranchAt::Joined, None, &[]);
