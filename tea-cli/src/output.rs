@@ -69,12 +69,19 @@ pub fn snapshot(thread: &ThreadId, snapshot: &Snapshot<State>) -> Value {
         "next": snapshot.next.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
         "interrupts": interrupts,
         "state": snapshot.state.to_json(),
+        "written_at": written_at(snapshot),
     })
+}
+
+/// When `snapshot`'s checkpoint was written, as RFC 3339 in UTC to the second (`null` for a
+/// checkpoint of an earlier version of tea, which did not record it).
+fn written_at(snapshot: &Snapshot<State>) -> Value {
+    snapshot.written_at.map_or(Value::Null, |at| Value::String(humantime::format_rfc3339_seconds(at).to_string()))
 }
 
 /// A thread as `tea threads` lists it: its status (`paused`, `done`, or `stopped` — running now,
 /// or stopped part-way), the nodes next, the pause's message, and where its latest checkpoint
-/// stands. Checkpoints carry no wall-clock time.
+/// stands, and when it was written (`updated_at`).
 pub fn thread_summary(thread: &ThreadId, latest: Option<&Snapshot<State>>) -> Value {
     let Some(latest) = latest else { return json!({ "thread": thread.as_str(), "status": "empty" }) };
     let status = if !latest.interrupts.is_empty() {
@@ -95,6 +102,7 @@ pub fn thread_summary(thread: &ThreadId, latest: Option<&Snapshot<State>>) -> Va
         "message": message,
         "step": latest.step,
         "checkpoint": latest.checkpoint,
+        "updated_at": written_at(latest),
     })
 }
 

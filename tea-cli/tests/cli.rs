@@ -386,6 +386,13 @@ fn threads_and_state_read_the_store() {
     let history = history.as_array().unwrap();
     assert!(history.len() >= 2, "{history:?}");
     assert!(history[0]["checkpoint"].as_u64() > history[1]["checkpoint"].as_u64(), "newest first");
+    // Each checkpoint says when it was written (RFC 3339, UTC), newest first.
+    let times: Vec<&str> = history.iter().map(|c| c["written_at"].as_str().expect("a time")).collect();
+    assert!(times.iter().all(|t| t.len() == 20 && t.ends_with('Z') && t.as_bytes()[10] == b'T'), "{times:?}");
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    let listed = s.tea(&["threads", "ask.yaml"]).expect(DONE).json();
+    let t1 = listed.as_array().unwrap().iter().find(|t| t["thread"] == "t1").unwrap();
+    assert_eq!(t1["updated_at"].as_str(), Some(times[0]), "{listed}");
 
     let missing = s.tea(&["state", "ask.yaml", "t9"]).expect(ERROR);
     assert!(missing.stderr().contains("thread `t9`"), "{missing:?}");

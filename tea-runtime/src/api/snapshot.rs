@@ -54,6 +54,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             step: ckpt.step,
             subgraphs,
             branches,
+            written_at: ckpt.written_at.map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)),
         })
     }
 }
@@ -78,6 +79,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         joined: Vec::new(),
         lease: None,
         parent: None,
+        written_at: Some(crate::vocab::clock::now_ms()),
     };
     checkpoint::encode(&identity(graph), &ckpt)
 }

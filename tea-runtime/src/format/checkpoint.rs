@@ -197,6 +197,10 @@ pub(crate) struct Checkpoint<S: GraphState> {
     /// The run that owns the thread while it runs, and until when: see [`Lease`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) lease: Option<Lease>,
+    /// When the checkpoint was written, in milliseconds since the Unix epoch (absent in
+    /// checkpoints of earlier versions of tea).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) written_at: Option<u64>,
 }
 
 /// A live run's claim on its thread: `recover` of a thread whose lease has not expired is
@@ -228,6 +232,7 @@ pub(crate) struct ForkCheckpoint<'a, S: GraphState> {
     pub(crate) state: &'a S,
     pub(crate) at: ForkAt<'a, S>,
     pub(crate) lease: Option<Lease>,
+    pub(crate) written_at: Option<u64>,
 }
 
 /// [`Position::Fork`] by reference.

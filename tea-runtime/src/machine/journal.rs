@@ -204,6 +204,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     state: self.base,
                     at: ForkAt::Fork { source: &self.source, branches: &inner.branches },
                     lease: Some(Lease { owner: self.host.owner, until }),
+                    written_at: Some(now_ms()),
                 };
                 let encoded =
                     checkpoint::encode_fork(&self.identity, &ckpt).and_then(

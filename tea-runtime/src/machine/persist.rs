@@ -232,6 +232,7 @@ impl<'g, G: Graph> Run<'g, G> {
             joined: self.ctx.branches.clone(),
             lease,
             parent: self.jump.clone(),
+            written_at: Some(now_ms()),
         }
     }
     /// Writes a checkpoint of where the run stands ([`checkpoint`](Self::checkpoint)).
@@ -361,6 +362,7 @@ impl<'g, G: Graph> Run<'g, G> {
             joined: self.ctx.branches.clone(),
             lease: None,
             parent: None,
+            written_at: Some(now_ms()),
         };
         self.write(driver, &ckpt, true).await?;
         let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };

@@ -220,6 +220,7 @@ fn checkpoint_at(at: Position<Tally>) -> Checkpoint<Tally> {
         joined: Vec::new(),
         parent: None,
         lease: None,
+        written_at: None,
     }
 }
 

@@ -83,6 +83,9 @@ pub struct Snapshot<S> {
     /// At a fan-out under way (paused, or written while its branches ran), every branch and
     /// how far it got; empty elsewhere.
     pub branches: Vec<BranchSnapshot<S>>,
+    /// When the checkpoint was written (`None` for a checkpoint written by an earlier version
+    /// of tea, which did not record it).
+    pub written_at: Option<std::time::SystemTime>,
 }
 
 /// A branch of a fan-out under way at a checkpoint, as [`Snapshot::branches`] lists it: what
@@ -142,6 +145,7 @@ impl<S: fmt::Debug> fmt::Debug for Snapshot<S> {
             .field("step", &self.step)
             .field("subgraphs", &self.subgraphs)
             .field("branches", &self.branches)
+            .field("written_at", &self.written_at)
             .finish()
     }
 }

@@ -96,6 +96,7 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
         nonce: None,
         joined: Vec::new(),
         parent: None,
+        written_at: None,
         lease: Some(Lease { owner: host.owner, until }),
     };
     let bytes = checkpoint::encode(&identity(&graph), &ckpt).unwrap();
