@@ -525,8 +525,11 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     more_pending: $more,
                     jump: jumped.as_deref(),
                 };
+                // A branch waits for its write before it goes on; one at its join, or stopped
+                // at a pause, does not (nothing of it runs next).
+                let wait = !matches!(record.at, BranchAt::Joined) && record.pending.is_none();
                 let generation = journal.record(path, record);
-                journal.flush(driver, generation).await?;
+                journal.flush(driver, generation, wait).await?;
             }
         }};
     }

@@ -11,7 +11,8 @@
 //! branch's progress, at any depth.
 //!
 //! A branch goes on to its next node only once its progress is in the store, as the main line
-//! does. Writes are grouped: each write holds every branch's progress as recorded when it began
+//! does; a branch that reached its join does not wait for its write when a sibling is writing
+//! (that sibling writes it before it stops). Writes are grouped: each write holds every branch's progress as recorded when it began
 //! (by compare-and-swap on the run's head, with the run's lease renewed), so a branch whose
 //! record a sibling's write already carried does not write again, and a fan-out of many short
 //! branches writes fewer checkpoints than it runs nodes. With
@@ -60,6 +61,8 @@ struct Inner<S: GraphState> {
     generation: u64,
     /// How many of them the store holds.
     written: u64,
+    /// Branches writing now.
+    writers: usize,
 }
 
 /// What a branch records of itself.
@@ -100,7 +103,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
             step,
             base,
             source,
-            inner: Mutex::new(Inner { branches, generation: 0, written: 0 }),
+            inner: Mutex::new(Inner { branches, generation: 0, written: 0, writers: 0 }),
         }
     }
 
@@ -178,10 +181,13 @@ impl<'a, S: GraphState> Journal<'a, S> {
         }
     }
 
-    /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned),
-    /// and returns once it is in the store: the branch's next node starts only then, as a node
-    /// on the main line starts only once the step before it is written. A write of a sibling
-    /// that began after the record counts.
+    /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned).
+    ///
+    /// With `wait`, returns once it is in the store: the branch's next node starts only then,
+    /// as a node on the main line starts only once the step before it is written (a sibling's
+    /// write that began after the record counts). Without (a branch that reached its join:
+    /// nothing of it runs next), returns at once when another branch is writing — that writer,
+    /// before it stops, writes whatever was recorded meanwhile — and else writes.
     ///
     /// # Errors
     /// The store's, [`Error::LeaseLost`] when another run took the thread over, and
@@ -190,14 +196,30 @@ impl<'a, S: GraphState> Journal<'a, S> {
         &self,
         driver: &D,
         generation: u64,
+        wait: bool,
     ) -> Result<(), Error> {
-        loop {
+        // Whether this branch counts among the writers (it does from its first write on, until
+        // it finds nothing left to write: under the lock, so a record made meanwhile is seen).
+        let mut writing = false;
+        let result = loop {
             let (head, bytes, until, covers) = {
-                let inner = self.inner();
-                if inner.written >= generation {
-                    return Ok(());
+                let mut inner = self.inner();
+                if writing {
+                    inner.writers -= 1;
+                    writing = false;
                 }
-                let head = self.host.begin_write()?;
+                let mine = wait && inner.written < generation;
+                // The last writer writes what was recorded while others wrote.
+                let left = inner.written < inner.generation && inner.writers == 0;
+                if !mine && !left {
+                    break Ok(());
+                }
+                let head = match self.host.begin_write() {
+                    Ok(head) => head,
+                    Err(error) => break Err(error),
+                };
+                inner.writers += 1;
+                writing = true;
                 let until = now_ms().saturating_add(self.host.lease_ms);
                 let ckpt = ForkCheckpoint {
                     step: self.step,
@@ -222,18 +244,26 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     Ok(bytes) => (head, bytes, until, inner.generation),
                     Err(error) => {
                         self.host.cancel_write();
-                        return Err(error);
+                        break Err(error);
                     }
                 }
             };
             let id = head.map_or(1, |h| h + 1);
             let appended =
                 driver.append(self.store, self.identity.graph, self.thread, head, id, &bytes, self.durable).await;
-            if let Wrote::Head = self.host.end_write(head, id, bytes, until, appended)? {
-                let mut inner = self.inner();
-                inner.written = inner.written.max(covers);
+            match self.host.end_write(head, id, bytes, until, appended) {
+                Ok(Wrote::Head) => {
+                    let mut inner = self.inner();
+                    inner.written = inner.written.max(covers);
+                }
+                Ok(Wrote::Again) => {}
+                Err(error) => break Err(error),
             }
+        };
+        if writing {
+            self.inner().writers -= 1;
         }
+        result
     }
 }
 
