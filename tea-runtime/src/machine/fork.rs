@@ -607,7 +607,11 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     if let Some((journal, path)) = journal {
                         // Where the nested fan-out's branches will record theirs.
                         let heads = inner.heads.iter().map(|&h| BranchProgress::fresh(graph.node_name(h))).collect();
-                        journal.nested(path, graph.node_name(source), steps, &local.updates, &local.origins, heads);
+                        let name = graph.node_name(source);
+                        let generation = journal.nested(path, name, steps, &local.updates, &local.origins, heads);
+                        // What the branch completed before it is written before the nested
+                        // fan-out's branches run.
+                        journal.flush(driver, generation, true).await?;
                     }
                 }
                 // Boxed, so a branch's own future stays small (nested fan-outs allocate anyway).
@@ -625,6 +629,11 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 );
                 let nested: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(nested);
                 let (life, taken, states, jump) = nested.await?;
+                if let Some((journal, _)) = journal {
+                    // The nested branches' ends are written before the branch goes on (a
+                    // branch at its join does not wait for its own write).
+                    journal.flush(driver, journal.generation(), true).await?;
+                }
                 steps += life;
                 // Nested runs of earlier invocations count in the branch's steps, not in this
                 // invocation's recursion limit.

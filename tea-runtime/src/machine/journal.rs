@@ -123,35 +123,17 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// [`flush`](Self::flush).
     pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) -> u64 {
         let mut inner = self.inner();
-        inner.generation += 1;
-        let generation = inner.generation;
-        let Some(branch) = slot_mut(&mut inner.branches, path) else { return generation };
-        // Updates only grow while a branch runs: copy the new ones.
-        if branch.updates.len() <= record.updates.len() {
-            branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
-        } else {
-            branch.updates = record.updates.to_vec();
-        }
-        if branch.origins.len() <= record.origins.len() {
-            branch.origins.extend(record.origins[branch.origins.len()..].iter().cloned());
-        } else {
-            branch.origins = record.origins.to_vec();
-        }
-        branch.steps = record.steps;
-        branch.at = record.at;
-        branch.answers = record.answers.to_vec();
-        branch.resume = record.pending.is_none();
-        branch.pending = record.pending.cloned();
-        branch.more_pending = record.more_pending.to_vec();
-        branch.jump = record.jump.cloned();
-        if !matches!(branch.at, BranchAt::Fork { .. }) {
-            branch.branches.clear();
-        }
-        generation
+        set(&mut inner, path, record, None)
+    }
+
+    /// How many records were made so far (what the next [`flush`](Self::flush) with `wait`
+    /// must cover for all of them to be in the store).
+    pub(crate) fn generation(&self) -> u64 {
+        self.inner().generation
     }
 
     /// Records that the branch at `path` reached the fan-out after `source` inside it, whose
-    /// branches start from `heads`.
+    /// branches start from `heads`; the record's generation, for [`flush`](Self::flush).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn nested(
         &self,
@@ -161,24 +143,19 @@ impl<'a, S: GraphState> Journal<'a, S> {
         updates: &[S::Update],
         origins: &[NodeName],
         heads: Vec<BranchProgress<S>>,
-    ) {
-        self.record(
-            path,
-            Record {
-                updates,
-                origins,
-                steps,
-                at: BranchAt::Fork { source },
-                answers: &[],
-                pending: None,
-                more_pending: &[],
-                jump: None,
-            },
-        );
+    ) -> u64 {
+        let record = Record {
+            updates,
+            origins,
+            steps,
+            at: BranchAt::Fork { source },
+            answers: &[],
+            pending: None,
+            more_pending: &[],
+            jump: None,
+        };
         let mut inner = self.inner();
-        if let Some(branch) = slot_mut(&mut inner.branches, path) {
-            branch.branches = heads;
-        }
+        set(&mut inner, path, record, Some(heads))
     }
 
     /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned).
@@ -265,6 +242,43 @@ impl<'a, S: GraphState> Journal<'a, S> {
         }
         result
     }
+}
+
+/// Sets the progress of the branch at `path` from `record` (and, at a nested fan-out, its
+/// branches from `nested`), under the journal's lock; the new generation.
+fn set<S: GraphState>(
+    inner: &mut Inner<S>,
+    path: &[usize],
+    record: Record<'_, S>,
+    nested: Option<Vec<BranchProgress<S>>>,
+) -> u64 {
+    inner.generation += 1;
+    let generation = inner.generation;
+    let Some(branch) = slot_mut(&mut inner.branches, path) else { return generation };
+    // Updates only grow while a branch runs: copy the new ones.
+    if branch.updates.len() <= record.updates.len() {
+        branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
+    } else {
+        branch.updates = record.updates.to_vec();
+    }
+    if branch.origins.len() <= record.origins.len() {
+        branch.origins.extend(record.origins[branch.origins.len()..].iter().cloned());
+    } else {
+        branch.origins = record.origins.to_vec();
+    }
+    branch.steps = record.steps;
+    branch.at = record.at;
+    branch.answers = record.answers.to_vec();
+    branch.resume = record.pending.is_none();
+    branch.pending = record.pending.cloned();
+    branch.more_pending = record.more_pending.to_vec();
+    branch.jump = record.jump.cloned();
+    match nested {
+        Some(heads) => branch.branches = heads,
+        None if !matches!(branch.at, BranchAt::Fork { .. }) => branch.branches.clear(),
+        None => {}
+    }
+    generation
 }
 
 /// The branch at `path` among `branches`.
