@@ -1103,6 +1103,7 @@ fn fanouts_interrupted_midway_rerun_nothing() {
     let two = || vec![Seg::Fork { branches: vec![vec![step()], vec![step()]] }];
     let chain = || vec![Seg::Fork { branches: vec![vec![step(), step()]] }];
     let sends = || vec![Seg::Sends { count: 2, body: vec![step()] }];
+    let nested = || vec![Seg::Fork { branches: vec![vec![Seg::Fork { branches: vec![vec![step()]] }]] }];
     check(
         "fanouts",
         Mode { inside_fanouts: true, strict_resumes: false },
@@ -1115,6 +1116,8 @@ fn fanouts_interrupted_midway_rerun_nothing() {
             ("a branch's second node fails: its first runs again", known(chain(), CrashKind::FailNode, 3)),
             ("the fan-out's checkpoint fails: every branch runs again", known(two(), CrashKind::FailWrite, 3)),
             ("dead at the fan-out's checkpoint: every branch runs again", known(two(), CrashKind::StopAtWrite, 3)),
+            ("dropped in a nested fan-out: the node before it runs again", known(nested(), CrashKind::DropAtNode, 3)),
+            ("killed in a nested fan-out: the node before it runs again", known(nested(), CrashKind::KillAtNode, 3)),
         ],
     );
 }
