@@ -19,7 +19,7 @@ use crate::vocab::clock::{now_ms, random_u64};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::options::{
-    Durability, Limits, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    Durability, Limits, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
 use crate::vocab::trace::{self, traced};
 use std::fmt;
@@ -332,6 +332,57 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         token::outcome(run, over)
     }
 
+    /// [`invoke`](Self::invoke) with `options` in force for this call (its durability, for
+    /// one: a throw-away run with [`Durability::OnPause`] on an app that checkpoints every step).
+    ///
+    /// # Errors
+    /// Those of [`invoke`](Self::invoke).
+    pub fn invoke_with(&self, input: G::State, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).invoke_on(ThreadId::random(), input)
+    }
+
+    /// [`invoke_on`](Self::invoke_on) with `options` in force for this call.
+    ///
+    /// # Errors
+    /// Those of [`invoke_on`](Self::invoke_on).
+    pub fn invoke_on_with(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: G::State,
+        options: RunOptions,
+    ) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).invoke_on(thread, input)
+    }
+
+    /// [`resume`](Self::resume) with `options` in force for this call (its pause, if it pauses
+    /// again, and its end are flushed whatever the durability).
+    ///
+    /// # Errors
+    /// Those of [`resume`](Self::resume).
+    pub fn resume_with(&self, resume: Resume<G::State>, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).resume(resume)
+    }
+
+    /// [`recover`](Self::recover) with `options` in force for this call.
+    ///
+    /// # Errors
+    /// Those of [`recover`](Self::recover).
+    pub fn recover_with(&self, thread: &ThreadId, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).recover(thread)
+    }
+
     /// Continues the paused thread `resume` names, with its answers and update.
     ///
     /// # Errors
@@ -573,16 +624,38 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     pub(crate) fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
-        if thread.as_str().is_empty() {
-            return Err(Error::InvalidThreadId { thread, reason: "it is empty" });
-        }
-        if thread.as_str().len() > ThreadId::MAX_LEN {
-            return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
-        }
+        self.check_thread_id(&thread)?;
         let persist = self.persist(thread, None, None, true);
         let run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
+    }
+
+    /// A thread id a new thread may take: not empty, at most [`ThreadId::MAX_LEN`] bytes.
+    pub(crate) fn check_thread_id(&self, thread: &ThreadId) -> Result<(), Error> {
+        if thread.as_str().is_empty() {
+            return Err(Error::InvalidThreadId { thread: thread.clone(), reason: "it is empty" });
+        }
+        if thread.as_str().len() > ThreadId::MAX_LEN {
+            return Err(Error::InvalidThreadId { thread: thread.clone(), reason: "it is longer than 1024 bytes" });
+        }
+        Ok(())
+    }
+
+    /// This app with `options` in force, for one call: the same graph and store (shared), its
+    /// own durability.
+    pub(crate) fn with_options(&self, options: RunOptions) -> App<G, C> {
+        App {
+            graph: self.graph.clone(),
+            checkpointer: self.checkpointer.clone(),
+            recursion_limit: self.recursion_limit,
+            durability: options.durability.unwrap_or(self.durability),
+            lease: self.lease,
+            max_branches: self.max_branches,
+            key: self.key.clone(),
+            parent_node: self.parent_node,
+            parent: self.parent.clone(),
+        }
     }
 
     /// A run must not start (and write anything) when it could not sign its token at a pause.

@@ -13,6 +13,7 @@ use crate::model::outcome::{Outcome, Snapshot};
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 use futures::{Stream, StreamExt};
 
@@ -168,6 +169,47 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 outcome(AsyncRun::new(run, &self.graph)).await
             }
         }
+    }
+
+    /// [`invoke_with`](Self::invoke_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`invoke_async`](Self::invoke_async).
+    pub async fn invoke_with_async(&self, input: G::State, options: RunOptions) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).invoke_on_async(ThreadId::random(), input).await
+    }
+
+    /// [`invoke_on_with`](Self::invoke_on_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`invoke_on_async`](Self::invoke_on_async).
+    pub async fn invoke_on_with_async(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: G::State,
+        options: RunOptions,
+    ) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).invoke_on_async(thread, input).await
+    }
+
+    /// [`resume_with`](Self::resume_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`resume_async`](Self::resume_async).
+    pub async fn resume_with_async(
+        &self,
+        resume: Resume<G::State>,
+        options: RunOptions,
+    ) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).resume_async(resume).await
+    }
+
+    /// [`recover_with`](Self::recover_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`recover_async`](Self::recover_async).
+    pub async fn recover_with_async(&self, thread: &ThreadId, options: RunOptions) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).recover_async(thread).await
     }
 
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the events of a
