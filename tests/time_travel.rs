@@ -278,7 +278,6 @@ pub fn hold(_: &Order) -> OrderUpdate {
     Order::update().log(vec!["hold".into()])
 }
 
-
 #[test]
 fn update_state_of_a_running_thread_is_thread_busy() {
     let app = std::sync::Arc::new(Busy::builder().checkpointer(MemoryStore::new()).build());
@@ -306,7 +305,6 @@ pub fn ask(_: &Order, hitl: &mut Hitl) -> Result<OrderUpdate, Pause> {
     let amount: u64 = hitl.interrupt("amount?")?;
     Ok(Order::update().amount(amount))
 }
-
 
 #[test]
 fn update_state_inside_a_paused_fan_out_is_refused() {

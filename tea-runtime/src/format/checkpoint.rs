@@ -342,6 +342,9 @@ pub(crate) fn decode<S: GraphState>(
     serde_json::from_slice(payload).map_err(|e| corrupt(format!("the payload does not decode: {e}")))
 }
 
+/// A change to a checkpoint's payload, as a JSON object ([`edit_raw`]).
+pub(crate) type PayloadEdit<'e> = dyn FnMut(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), Error> + 'e;
+
 /// Checkpoint `id` of `thread` (`bytes`, of graph `graph`) again, its payload changed by `edit`
 /// as JSON, in an envelope of the same graph and fingerprints: how a fork copies the checkpoints
 /// of a child graph whose state type the parent does not know. The envelope's integrity and
@@ -351,7 +354,7 @@ pub(crate) fn edit_raw(
     graph: &str,
     thread: &ThreadId,
     id: CheckpointId,
-    edit: &mut dyn FnMut(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), Error>,
+    edit: &mut PayloadEdit<'_>,
 ) -> Result<Vec<u8>, Error> {
     let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
     let opened = open(bytes, thread, id)?;
@@ -367,11 +370,8 @@ pub(crate) fn edit_raw(
         return Err(corrupt("the payload is not a JSON object".into()));
     };
     edit(map)?;
-    let identity = Identity {
-        graph,
-        graph_fingerprint: opened.graph_fingerprint,
-        schema_fingerprint: opened.schema_fingerprint,
-    };
+    let identity =
+        Identity { graph, graph_fingerprint: opened.graph_fingerprint, schema_fingerprint: opened.schema_fingerprint };
     encode_payload(&identity, &payload)
 }
 
