@@ -158,9 +158,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// Starts thread `new_thread` from checkpoint `checkpoint` of `thread`: its first checkpoint
     /// is a copy of that one, and `thread` stays untouched. [`recover`](Self::recover) of the
     /// new thread continues as `recover` of `thread` would have from there: only what comes
-    /// after the checkpoint runs. A paused checkpoint's pause is the fork's, with a token of its
-    /// own (`recover` or [`state`](Self::state)… `recover` hands it out); a token of `thread`
-    /// never resumes the fork, nor one of the fork `thread`. A checkpoint written while a run
+    /// after the checkpoint runs. A paused checkpoint's pause is the fork's too, under a token of
+    /// its own, which [`recover`](Self::recover) of the fork hands out: a token of `thread`
+    /// never resumes the fork, nor a token of the fork `thread`. A checkpoint written while a run
     /// held `thread` is copied without its lease, so the fork can be recovered at once.
     ///
     /// Subgraph nodes: a subgraph node paused inside its child at that checkpoint keeps its
