@@ -346,7 +346,7 @@ pub struct Doc {
 
 mod docs {
     use super::*;
-    visits!(Doc, DocUpdate, |u| u; check, polish, write, publish);
+    visits!(Doc, DocUpdate, |u| u; check, polish, write, publish, intro, outro, side);
     fn judge(s: &Doc, hitl: &mut Hitl) -> Result<DocUpdate, Pause> {
         let verdict: String = hitl.interrupt(format!("verdict on {}?", s.draft))?;
         Ok(Doc::update().verdict(verdict).log(vec!["judge".into()]))
@@ -369,8 +369,27 @@ mod docs {
             subgraph review = Reviewer;
         }
     }
+    graph! {
+        /// Two levels: the pause is in `Reviewer`, inside `Desk`, inside this.
+        pub Top for Doc {
+            start -> intro;
+            intro -> inner;
+            inner -> outro;
+            outro -> end;
+            subgraph inner = Desk;
+        }
+    }
+    graph! {
+        /// The subgraph node in a parallel branch beside another.
+        pub Wide for Doc {
+            start -> write;
+            parallel write => [review, side] -> publish;
+            publish -> end;
+            subgraph review = Reviewer;
+        }
+    }
 }
-use docs::Desk;
+use docs::{Desk, Top, Wide};
 
 fn fork_inside_a_subgraph<C: Checkpointer>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
@@ -447,6 +466,57 @@ async fn a_fork_inside_a_subgraph_through_the_async_api_on_memory() {
 async fn a_fork_inside_a_subgraph_through_the_async_api_on_sled() {
     let (store, dir) = sled("asub");
     fork_inside_a_subgraph_async(store, "tt-asub-sled").await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Forks the paused head of `thread` into `fork`, resumes the fork, and returns its final log
+/// and the nodes that ran on its threads.
+fn fork_paused_and_resume<G: tea::SyncGraph<State = Doc>, C: Checkpointer>(
+    app: &App<G, C>,
+    thread: &ThreadId,
+    fork: &ThreadId,
+) -> (Vec<String>, Vec<String>) {
+    let paused = app.state(thread).unwrap().unwrap();
+    let (_, original) = app.recover(thread).unwrap().interrupted().unwrap();
+    let first = app.fork(thread, paused.checkpoint, fork.clone()).unwrap();
+    assert!(!first.subgraphs.is_empty());
+    for child in &first.subgraphs {
+        assert!(child.thread.as_str().starts_with(&format!("{fork}/")), "{:?}", first.subgraphs);
+    }
+    let (_, token) = app.recover(fork).unwrap().interrupted().unwrap();
+    let out = app.resume(token.answer("ok")).unwrap().done().unwrap();
+    assert_eq!(out.verdict, "ok");
+    // The original's children were not touched by the fork's resume: its own answer lands.
+    let theirs = app.resume(original.answer("orig")).unwrap().done().unwrap();
+    assert_eq!(theirs.verdict, "orig");
+    (out.log, runs_under(fork.as_str()).into_iter().map(|(_, n)| n).collect())
+}
+
+fn forks_two_levels_and_in_a_branch<C: Checkpointer + Clone>(store: C, thread: &str) {
+    let top = Top::builder().checkpointer(store.clone()).build();
+    let t = ThreadId::from(format!("{thread}-top"));
+    top.invoke_on(t.clone(), Doc::default()).unwrap().interrupted().unwrap();
+    let (log, runs) = fork_paused_and_resume(&top, &t, &ThreadId::from(format!("{thread}-topfork")));
+    assert_eq!(log, ["intro", "write", "check", "polish", "judge", "publish", "outro"]);
+    assert_eq!(runs, ["publish", "outro"], "no node of either child ran again");
+
+    let wide = Wide::builder().checkpointer(store).build();
+    let w = ThreadId::from(format!("{thread}-wide"));
+    wide.invoke_on(w.clone(), Doc::default()).unwrap().interrupted().unwrap();
+    let (log, runs) = fork_paused_and_resume(&wide, &w, &ThreadId::from(format!("{thread}-widefork")));
+    assert!(log.contains(&"judge".to_owned()) && log.ends_with(&["publish".to_owned()]), "{log:?}");
+    assert_eq!(runs, ["publish"], "neither the child's nodes nor the finished branch ran again");
+}
+
+#[test]
+fn forks_of_a_pause_two_subgraph_levels_deep_and_in_a_branch_on_memory() {
+    forks_two_levels_and_in_a_branch(std::sync::Arc::new(MemoryStore::new()), "tt-deep-mem");
+}
+
+#[test]
+fn forks_of_a_pause_two_subgraph_levels_deep_and_in_a_branch_on_sled() {
+    let (store, dir) = sled("deep");
+    forks_two_levels_and_in_a_branch(std::sync::Arc::new(store), "tt-deep-sled");
     let _ = std::fs::remove_dir_all(dir);
 }
 
