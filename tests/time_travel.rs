@@ -429,6 +429,11 @@ fn fork_inside_a_subgraph<C: Checkpointer>(store: C, thread: &str) {
     assert_eq!(out.log, ["write", "check", "polish", "judge", "publish"]);
     let late_runs: Vec<String> = runs_under(&format!("{late}")).into_iter().map(|(_, n)| n).collect();
     assert_eq!(late_runs, ["publish"]);
+    // The fork deleted, and forked again under its id: the children it left are replaced.
+    assert!(app.delete(&late).unwrap());
+    app.fork(&thread, paused.checkpoint, late.clone()).unwrap();
+    let (_, token) = app.recover(&late).unwrap().interrupted().unwrap();
+    assert_eq!(app.resume(token.answer("again")).unwrap().done().unwrap().verdict, "again");
 }
 
 #[test]
@@ -518,6 +523,39 @@ fn forks_of_a_pause_two_subgraph_levels_deep_and_in_a_branch_on_sled() {
     let (store, dir) = sled("deep");
     forks_two_levels_and_in_a_branch(std::sync::Arc::new(store), "tt-deep-sled");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// update_state as a node that fans out by sends: an update sends nothing, so the run goes on at
+// the join.
+
+mod sends {
+    use super::*;
+    pub fn plan(_: &Order, ctx: &Ctx<Order>) -> Command<FanNode> {
+        crate::ran(ctx.thread(), "plan");
+        Command::send([tea::Send::new(FanNode::Worker, Order::update().amount(1))])
+    }
+    visits!(Order, OrderUpdate, |u| u; worker, join);
+    graph! {
+        pub Fan for Order {
+            start -> plan;
+            parallel plan => worker* -> join;
+            join -> end;
+            interrupt_before plan;
+        }
+    }
+}
+
+#[test]
+fn update_state_as_a_sending_node_goes_on_at_its_join() {
+    let app = sends::Fan::builder().checkpointer(MemoryStore::new()).build();
+    let thread = ThreadId::from("tt-sends");
+    app.invoke_on(thread.clone(), Order::default()).unwrap().interrupted().unwrap();
+    let updated = app.update_state(&thread, Order::update().amount(40), "plan").unwrap();
+    assert_eq!(updated.next, ["join"]);
+    let out = app.recover(&thread).unwrap().done().unwrap();
+    assert_eq!(out.amount, 40);
+    assert_eq!(runs_on(thread.as_str()), ["join"]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// lease has not expired, or a write moved the head meanwhile); [`Error::InsideFanOut`] when
     /// the thread stands inside a fan-out (branches under way or paused); [`Error::NoRoute`] when
     /// no edge out of `as_node` holds on the new state (a router node, whose choice is made by
-    /// its function, has no edges to follow); the reducers' [`Error::NodeFailed`] /
+    /// its function, has no edges to follow; a node that fans out by sends sends nothing, so
+    /// the run goes on at its join); the reducers' [`Error::NodeFailed`] /
     /// [`Error::NodePanicked`] naming `as_node`; [`Error::StateNotStorable`]; [`Error::Store`].
     pub fn update_state(
         &self,
@@ -134,6 +135,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
         apply_update(graph, &mut ckpt.state, update, &name)?;
         ckpt.at = match route_from(graph, node, None, &ckpt.state, &name)? {
+            // A node that sends: an update sends nothing, so the run goes on at its join.
+            After::Fork(source) if graph.sends(source) => match graph.fork(source) {
+                Some(fork) => Position::Before(graph.node_name(fork.join)),
+                None => return Err(Error::NoRoute { node: name, goto: None }),
+            },
             After::Goto(Goto::Node(next)) => Position::Before(graph.node_name(next)),
             After::Goto(Goto::End) => Position::Done,
             After::Fork(source) => Position::Fork { source: graph.node_name(source), branches: Vec::new() },
@@ -168,7 +174,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// that pause, as `{new_thread}/{node}@{step}` (and its own paused children with it, to any
     /// depth), so resuming the fork resumes the child without running its completed nodes again.
     /// A subgraph node that had neither finished nor paused at that checkpoint runs its child
-    /// from the start in the fork.
+    /// from the start in the fork. Child threads left under `new_thread`'s name by a deleted
+    /// thread of that id are replaced.
     ///
     /// Returns the fork's first checkpoint.
     ///
@@ -193,6 +200,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             .ok_or_else(|| Error::NoSuchCheckpoint { thread: thread.clone(), checkpoint })?;
         // Read as this graph's, so that what is copied is a checkpoint it can continue.
         decode_for(&*self.graph, &bytes, thread, checkpoint)?;
+        // Before any child is copied: a fork never writes under a thread that exists.
+        if trace::store_call("head", graph, Some(&new_thread), || store.head(graph, &new_thread))?.is_some() {
+            return Err(Error::ThreadExists { thread: new_thread });
+        }
         let copy = fork_bytes(store, graph, &bytes, thread, checkpoint, &new_thread, 1, 0)?;
         let written = trace::store_call("append", graph, Some(&new_thread), || {
             store.append(graph, &new_thread, None, 1, &copy, true)
@@ -327,6 +338,9 @@ fn fork_child(
         }
     }
     let Some(found) = found else { return Err(Error::CheckpointNotFound { thread: child }) };
+    // The new parent thread does not exist: a child thread under its name is a leftover of a
+    // deleted thread of that id (`delete` removes a thread, not its children's threads).
+    trace::store_call("delete", &graph, Some(&new_child), || store.delete(&graph, &new_child))?;
     // Oldest first, numbered from 1: the child's first checkpoint is its input, which a child
     // over its parent's state reads back to tell what it changed.
     let kept = &history[found..];
