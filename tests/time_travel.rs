@@ -6,6 +6,9 @@
 //!
 //! Every scenario runs on `MemoryStore` and `SledStore`, through the blocking and the async API.
 
+#[cfg(feature = "postgres")]
+mod postgres_support;
+
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -613,4 +616,17 @@ async fn durability_chosen_per_call_through_the_async_api() {
     assert_eq!(app.history(&thread).unwrap().len(), 2);
     assert!(app.invoke_with_async(Line::default(), on_pause).await.unwrap().done().is_some());
     assert_eq!(app.recover_with_async(&thread, on_pause).await.unwrap().done().unwrap().n, 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same on PostgreSQL (skipped, with a note, without a server: `TEA_TEST_POSTGRES_URL`).
+
+#[cfg(feature = "postgres")]
+#[test]
+fn fork_update_state_and_subgraph_forks_on_postgres() {
+    let Some(schema) = postgres_support::TestSchema::new("time_travel") else { return };
+    fork_three_steps_back(schema.store(), "tt-fork-pg");
+    update_then_recover(schema.store(), "tt-update-pg");
+    fork_inside_a_subgraph(schema.store(), "tt-sub-pg");
+    durability_per_call(schema.store(), "tt-dur-pg");
 }
