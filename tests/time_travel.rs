@@ -255,6 +255,24 @@ async fn update_then_recover_async<C: Checkpointer>(store: C, thread: &str) {
     assert_eq!(runs_on(thread.as_str()), ["plan", "small"]);
 }
 
+/// The async calls' futures are `Send`: a multi-threaded runtime's `spawn` takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_time_travel_calls_are_send() {
+    let app = std::sync::Arc::new(Orders::builder().checkpointer(MemoryStore::new()).build());
+    let thread = ThreadId::from("tt-send");
+    app.invoke_on_async(thread.clone(), Order::default()).await.unwrap();
+    let head = app.state(&thread).unwrap().unwrap().checkpoint;
+    let spawned = {
+        let (app, thread) = (app.clone(), thread.clone());
+        tokio::spawn(async move {
+            app.fork_async(&thread, head, "tt-send-fork").await?;
+            app.update_state_async(&thread, Order::update().amount(1), "approve").await?;
+            app.recover_with_async(&thread, RunOptions::new().durability(Durability::Buffered)).await
+        })
+    };
+    assert_eq!(spawned.await.unwrap().unwrap().done().unwrap().log, ["plan", "small"]);
+}
+
 #[tokio::test]
 async fn update_state_through_the_async_api_on_memory() {
     update_then_recover_async(MemoryStore::new(), "tt-aupdate-mem").await;
