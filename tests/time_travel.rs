@@ -412,7 +412,7 @@ mod docs {
 }
 use docs::{Desk, Top, Wide};
 
-fn fork_inside_a_subgraph<C: Checkpointer>(store: C, thread: &str) {
+fn fork_inside_a_subgraph<C: Checkpointer + Clone>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
     let (_, original) = app.invoke_on(thread.clone(), Doc::default()).unwrap().interrupted().unwrap();
@@ -440,6 +440,28 @@ fn fork_inside_a_subgraph<C: Checkpointer>(store: C, thread: &str) {
     assert_eq!(out.log, ["write", "check", "polish", "judge", "publish"]);
     let own: Vec<String> = runs_under(&format!("{thread}/")).into_iter().map(|(_, n)| n).collect();
     assert_eq!(own, ["check", "polish"], "the original's child ran each node once");
+    // A fork of the checkpoint the original's resume claimed the thread with (before the
+    // subgraph node ran again with its answer): the fork continues a copy of the child with that
+    // answer, and leaves the original's child alone.
+    let original_child = paused.subgraphs[0].thread.clone();
+    let child_app = docs::Reviewer::builder().checkpointer(app.checkpointer().clone()).build();
+    let child_history = child_app.history(&original_child).unwrap().len();
+    let claimed = app
+        .history(&thread)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.checkpoint > paused.checkpoint && s.next == ["review"])
+        .expect("the resume's claim");
+    let mid = ThreadId::from(format!("{thread}-mid"));
+    app.fork(&thread, claimed.checkpoint, mid.clone()).unwrap();
+    let out = app.recover(&mid).unwrap().done().unwrap();
+    assert_eq!(out.verdict, "bad");
+    let mid_runs: Vec<String> = runs_under(&format!("{mid}")).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(mid_runs, ["publish"]);
+    assert_eq!(child_app.history(&original_child).unwrap().len(), child_history, "the original's child untouched");
+    let forked_children: Vec<ThreadId> =
+        child_app.threads().unwrap().into_iter().filter(|t| t.as_str().starts_with(&format!("{mid}/"))).collect();
+    assert_eq!(forked_children.len(), 1, "the fork continued a copy of the child: {forked_children:?}");
     // A fork of the same checkpoint once the original's child has moved on past its pause:
     // the child's thread is copied up to that pause, not from its head.
     let late = ThreadId::from(format!("{thread}-late"));
@@ -459,13 +481,13 @@ fn fork_inside_a_subgraph<C: Checkpointer>(store: C, thread: &str) {
 
 #[test]
 fn a_fork_of_a_parent_paused_inside_a_subgraph_keeps_the_child_where_it_paused_on_memory() {
-    fork_inside_a_subgraph(MemoryStore::new(), "tt-sub-mem");
+    fork_inside_a_subgraph(std::sync::Arc::new(MemoryStore::new()), "tt-sub-mem");
 }
 
 #[test]
 fn a_fork_of_a_parent_paused_inside_a_subgraph_keeps_the_child_where_it_paused_on_sled() {
     let (store, dir) = sled("sub");
-    fork_inside_a_subgraph(store, "tt-sub-sled");
+    fork_inside_a_subgraph(std::sync::Arc::new(store), "tt-sub-sled");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -645,6 +667,6 @@ fn fork_update_state_and_subgraph_forks_on_postgres() {
     let Some(schema) = postgres_support::TestSchema::new("time_travel") else { return };
     fork_three_steps_back(schema.store(), "tt-fork-pg");
     update_then_recover(schema.store(), "tt-update-pg");
-    fork_inside_a_subgraph(schema.store(), "tt-sub-pg");
+    fork_inside_a_subgraph(std::sync::Arc::new(schema.store()), "tt-sub-pg");
     durability_per_call(schema.store(), "tt-dur-pg");
 }

@@ -259,11 +259,13 @@ fn fork_bytes(
     })
 }
 
-/// The memos of the subgraph nodes a checkpoint's payload waits on: on the main line and in
-/// every branch of a fan-out under way, nested fan-outs included.
+/// The memos of the subgraph nodes a checkpoint's payload holds: on the main line and in every
+/// branch of a fan-out under way, nested fan-outs included. A node paused inside its child
+/// keeps one, and so does a node whose resume claimed the thread but had not finished yet (its
+/// child is continued from the memo's thread when it runs again): either way the fork must
+/// continue a copy of the child, never the original's.
 fn memos_of<'p>(payload: &'p mut Map<String, Value>, into: &mut Vec<&'p mut Map<String, Value>>) {
-    let waits = payload.get("pending").and_then(Value::as_array).is_some_and(|p| !p.is_empty())
-        || payload.get("pending").is_some_and(Value::is_object);
+    let main_fork = payload.get("at").and_then(|at| at.get("fork")).is_some();
     let (answers, branches) = {
         let mut answers = None;
         let mut branches = None;
@@ -283,7 +285,8 @@ fn memos_of<'p>(payload: &'p mut Map<String, Value>, into: &mut Vec<&'p mut Map<
         }
         (answers, branches)
     };
-    if waits {
+    // At the main line's fan-out, the memos are the branches' (as `paused_children` reads them).
+    if !main_fork {
         if let Some(memo) = answers
             .and_then(Value::as_array_mut)
             .and_then(|a| a.first_mut())
