@@ -185,7 +185,8 @@ enum Command {
         and the node runs before it (`step`); `tea run --trace FILE` records when each node ran.\n\n\
         Examples:\n  \
         tea state examples/agents/review.yaml THREAD\n  \
-        tea state examples/agents/review.yaml THREAD --history --store sled:.tea/store")]
+        tea state examples/agents/review.yaml THREAD --history --store sled:.tea/store\n  \
+        tea state examples/agents/review.yaml THREAD --at 3")]
     State {
         /// The agent file.
         file: PathBuf,
@@ -194,6 +195,9 @@ enum Command {
         /// Every checkpoint of the thread, newest first.
         #[arg(long)]
         history: bool,
+        /// The checkpoint numbered CHECKPOINT instead of the latest (as `--history` numbers them).
+        #[arg(long, value_name = "CHECKPOINT", conflicts_with = "history")]
+        at: Option<u64>,
         #[command(flatten)]
         store: StoreArg,
         #[command(flatten)]
@@ -515,7 +519,9 @@ fn main() -> ExitCode {
             EXIT_DONE
         }),
         Command::Threads { file, store, trust } => run::threads(&file, &store, trust),
-        Command::State { file, thread, history, store, trust } => run::state(&file, &thread, history, &store, trust),
+        Command::State { file, thread, history, at, store, trust } => {
+            run::state(&file, &thread, history, at, &store, trust)
+        }
         Command::Update { file, thread, update, as_node, store, trust } => {
             run::update(&file, &thread, &update, &as_node, &store, trust)
         }

@@ -759,14 +759,31 @@ pub fn threads(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<u8, Str
 }
 
 /// `tea state`: the thread's latest checkpoint, or its history.
-pub fn state(file: &Path, thread: &str, history: bool, store: &StoreArg, trust: TrustArg) -> Result<u8, String> {
+pub fn state(
+    file: &Path,
+    thread: &str,
+    history: bool,
+    at: Option<u64>,
+    store: &StoreArg,
+    trust: TrustArg,
+) -> Result<u8, String> {
     let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {
         return Err(no_threads(&agent));
     }
     let thread = ThreadId::from(thread);
     let missing = || format!("thread `{thread}` of agent `{}` has no checkpoints in {name}", agent.name());
-    if history {
+    if let Some(at) = at {
+        let all = agent.history(&thread).map_err(|e| describe(&e))?;
+        if all.is_empty() {
+            return Err(missing());
+        }
+        let one = all
+            .iter()
+            .find(|s| s.checkpoint == at)
+            .ok_or_else(|| format!("thread `{thread}` has no checkpoint {at} (see `tea state --history`)"))?;
+        output::pretty(&output::snapshot(&thread, one));
+    } else if history {
         let all = agent.history(&thread).map_err(|e| describe(&e))?;
         if all.is_empty() {
             return Err(missing());

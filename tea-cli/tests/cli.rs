@@ -1187,6 +1187,10 @@ fn update_and_fork_travel_in_time() {
     s.tea(&["recover", "ask.yaml", "--thread", "t1b"]).expect(PAUSED);
     let original = s.tea(&["state", "ask.yaml", "t1"]).expect(DONE).json();
     assert_eq!(original["state"]["reply"], "hello, Ada", "{original}");
+    let at = s.tea(&["state", "ask.yaml", "t1", "--at", &pause_checkpoint]).expect(DONE).json();
+    assert_eq!(at["interrupts"][0]["node"], "ask_name", "{at}");
+    let none = s.tea(&["state", "ask.yaml", "t1", "--at", "999"]).expect(ERROR);
+    assert!(none.stderr().contains("no checkpoint 999"), "{none:?}");
     let missing = s.tea(&["fork", "ask.yaml", "t1", "999"]).expect(ERROR);
     assert!(missing.stderr().contains("no checkpoint 999"), "{missing:?}");
 }
