@@ -619,6 +619,11 @@ fn durability_per_call<C: Checkpointer>(store: C, thread: &str) {
     let later = ThreadId::from(format!("{thread}-later"));
     app.invoke_on_with(later.clone(), Line::default(), RunOptions::new()).unwrap();
     assert_eq!(app.history(&later).unwrap().len(), every_n);
+    // Streams too.
+    let streamed = ThreadId::from(format!("{thread}-stream"));
+    let events: Vec<_> = app.stream_on_with(streamed.clone(), Line::default(), on_pause).collect();
+    assert!(events.iter().all(Result::is_ok) && events.len() == 6, "{} events", events.len());
+    assert_eq!(app.history(&streamed).unwrap().len(), 2);
     // recover_with of a finished thread reports it.
     assert_eq!(app.recover_with(&cheap, on_pause).unwrap().done().unwrap().n, 5);
 }
@@ -644,6 +649,11 @@ fn resume_with_writes_as_its_options_say() {
     app.resume(ra).unwrap().done().unwrap();
     app.resume_with(rb, RunOptions::new().durability(Durability::OnPause)).unwrap().done().unwrap();
     assert!(app.history(&b).unwrap().len() < app.history(&a).unwrap().len());
+    let c = ThreadId::from("tt-res-c");
+    let (_, rc) = app.invoke_on(c.clone(), Order::default()).unwrap().interrupted().unwrap();
+    let on_pause = RunOptions::new().durability(Durability::OnPause);
+    assert!(app.stream_resume_with(rc, on_pause).all(|e| e.is_ok()));
+    assert_eq!(app.history(&c).unwrap().len(), app.history(&b).unwrap().len());
 }
 
 #[tokio::test]
@@ -656,6 +666,18 @@ async fn durability_chosen_per_call_through_the_async_api() {
     assert_eq!(app.history(&thread).unwrap().len(), 2);
     assert!(app.invoke_with_async(Line::default(), on_pause).await.unwrap().done().is_some());
     assert_eq!(app.recover_with_async(&thread, on_pause).await.unwrap().done().unwrap().n, 5);
+    use futures::StreamExt;
+    let streamed = ThreadId::from("tt-adur-stream");
+    let events: Vec<_> = app.stream_on_with_async(streamed.clone(), Line::default(), on_pause).collect().await;
+    assert_eq!(events.len(), 6);
+    assert_eq!(app.history(&streamed).unwrap().len(), 2);
+    let orders = Orders::builder().checkpointer(MemoryStore::new()).build();
+    let paused = ThreadId::from("tt-adur-resume");
+    let (_, resume) = orders.invoke_on_async(paused.clone(), Order::default()).await.unwrap().interrupted().unwrap();
+    let before = orders.history(&paused).unwrap().len();
+    let events: Vec<_> = orders.stream_resume_with_async(resume, on_pause).collect().await;
+    assert!(events.iter().all(Result::is_ok), "{events:?}");
+    assert_eq!(orders.history(&paused).unwrap().len(), before + 2, "the claim and the end only");
 }
 
 // ---------------------------------------------------------------------------------------------

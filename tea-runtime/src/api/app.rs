@@ -403,7 +403,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // it pauses or ends, and the outcome (a new token at a pause) is made here.
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        let mut run = self.resume_at(resume, head, bytes, false)?;
+        let mut run = self.resume_at(resume, head, bytes, false, self.durability)?;
         run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
@@ -530,7 +530,23 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        Stream::new(self.resume_run(resume, true))
+        Stream::new(self.resume_run(resume, true, self.durability))
+    }
+
+    /// [`stream_on`](Self::stream_on) with `options` in force for this run.
+    pub fn stream_on_with(&self, thread: impl Into<ThreadId>, input: G::State, options: RunOptions) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
+        Stream::new(self.new_run_as(thread.into(), input, true, options.durability.unwrap_or(self.durability)))
+    }
+
+    /// [`stream_resume`](Self::stream_resume) with `options` in force for this run.
+    pub fn stream_resume_with(&self, resume: Resume<G::State>, options: RunOptions) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
+        Stream::new(self.resume_run(resume, true, options.durability.unwrap_or(self.durability)))
     }
 
     /// The thread's latest checkpoint, or `None` if the thread has none.
@@ -594,6 +610,18 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         rollback: Option<Vec<u8>>,
         claim: bool,
     ) -> Persist<'_> {
+        self.persist_as(thread, head, rollback, claim, self.durability)
+    }
+
+    /// [`persist`](Self::persist) with `durability` for this run (and its children's runs).
+    pub(crate) fn persist_as(
+        &self,
+        thread: ThreadId,
+        head: Option<CheckpointId>,
+        rollback: Option<Vec<u8>>,
+        claim: bool,
+        durability: Durability,
+    ) -> Persist<'_> {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
         let tenancy = Tenancy {
@@ -607,13 +635,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             head,
             parent: self.parent.clone(),
         };
-        let host = Host::new(store, self.durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
+        let host = Host::new(store, durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
         Persist {
             parent_node: self.parent_node,
             host: Arc::new(host),
             store: &*self.checkpointer,
             thread,
-            durability: self.durability,
+            durability,
             key: self.key.as_ref(),
             rollback,
             paused_node: None,
@@ -623,9 +651,20 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     pub(crate) fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
+        self.new_run_as(thread, input, record, self.durability)
+    }
+
+    /// [`new_run`](Self::new_run) with `durability` for this run.
+    pub(crate) fn new_run_as(
+        &self,
+        thread: ThreadId,
+        input: G::State,
+        record: bool,
+        durability: Durability,
+    ) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
         self.check_thread_id(&thread)?;
-        let persist = self.persist(thread, None, None, true);
+        let persist = self.persist_as(thread, None, None, true, durability);
         let run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
