@@ -554,6 +554,7 @@ graph! {
 
 #[test]
 fn command_parent_from_a_childs_parallel_branch_routes_the_parent() {
+    #[allow(clippy::type_complexity)] // a store-less app and one with a store, side by side
     let stores: [Option<Box<dyn Fn() -> App<Room, MemoryStore>>>; 2] =
         [None, Some(Box::new(|| Room::builder().checkpointer(MemoryStore::new()).build()))];
     for store in stores {

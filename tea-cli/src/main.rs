@@ -185,7 +185,8 @@ enum Command {
         and the node runs before it (`step`); `tea run --trace FILE` records when each node ran.\n\n\
         Examples:\n  \
         tea state examples/agents/review.yaml THREAD\n  \
-        tea state examples/agents/review.yaml THREAD --history --store sled:.tea/store")]
+        tea state examples/agents/review.yaml THREAD --history --store sled:.tea/store\n  \
+        tea state examples/agents/review.yaml THREAD --at 3")]
     State {
         /// The agent file.
         file: PathBuf,
@@ -194,6 +195,59 @@ enum Command {
         /// Every checkpoint of the thread, newest first.
         #[arg(long)]
         history: bool,
+        /// The checkpoint numbered CHECKPOINT instead of the latest (as `--history` numbers them).
+        #[arg(long, value_name = "CHECKPOINT", conflicts_with = "history")]
+        at: Option<u64>,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        trust: TrustArg,
+    },
+    /// Writes a thread's state as if a node had produced an update (time travel); `tea recover`
+    /// then continues from where that node's edges lead.
+    #[command(after_help = "The update is a JSON object of state keys (or @FILE), applied through the \
+        declared types and reducers; the run goes on where AS_NODE's edges and guards lead on the \
+        new state. A paused thread's pause is replaced (its token no longer resumes it). Refused, \
+        with nothing written, for a node the agent lacks, a thread a live run owns, or a thread \
+        standing inside a parallel fan-out. Prints the new checkpoint as `tea state` does.\n\n\
+        Examples:\n  \
+        tea update examples/agents/review.yaml THREAD --as-node review '{\"approved\": true}'\n  \
+        tea recover examples/agents/review.yaml --thread THREAD")]
+    Update {
+        /// The agent file.
+        file: PathBuf,
+        /// The thread id.
+        thread: String,
+        /// The update: a JSON object of state keys, or @FILE.
+        update: String,
+        /// The node the update is written as.
+        #[arg(long = "as-node", value_name = "NODE")]
+        as_node: String,
+        #[command(flatten)]
+        store: StoreArg,
+        #[command(flatten)]
+        trust: TrustArg,
+    },
+    /// Starts a new thread from a past checkpoint of a thread (time travel); the original stays
+    /// untouched.
+    #[command(after_help = "CHECKPOINT is a checkpoint number as `tea state --history` shows it. The \
+        new thread (a random id unless --to names one) starts as a copy of that checkpoint: \
+        `tea recover` continues it from there, running only what came after (a paused checkpoint \
+        prints the fork's own pause and token). Prints the new thread's first checkpoint.\n\n\
+        Examples:\n  \
+        tea state examples/agents/review.yaml THREAD --history\n  \
+        tea fork examples/agents/review.yaml THREAD 3 --to THREAD-retry\n  \
+        tea recover examples/agents/review.yaml --thread THREAD-retry")]
+    Fork {
+        /// The agent file.
+        file: PathBuf,
+        /// The thread to fork.
+        thread: String,
+        /// The checkpoint of the thread to start from.
+        checkpoint: u64,
+        /// The new thread's id (default: a random one).
+        #[arg(long = "to", value_name = "THREAD")]
+        to: Option<String>,
         #[command(flatten)]
         store: StoreArg,
         #[command(flatten)]
@@ -465,7 +519,15 @@ fn main() -> ExitCode {
             EXIT_DONE
         }),
         Command::Threads { file, store, trust } => run::threads(&file, &store, trust),
-        Command::State { file, thread, history, store, trust } => run::state(&file, &thread, history, &store, trust),
+        Command::State { file, thread, history, at, store, trust } => {
+            run::state(&file, &thread, history, at, &store, trust)
+        }
+        Command::Update { file, thread, update, as_node, store, trust } => {
+            run::update(&file, &thread, &update, &as_node, &store, trust)
+        }
+        Command::Fork { file, thread, checkpoint, to, store, trust } => {
+            run::fork(&file, &thread, checkpoint, to.as_deref(), &store, trust)
+        }
         Command::Trace { file } => trace::show(&file),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tea", &mut std::io::stdout());

@@ -768,14 +768,31 @@ pub fn threads(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<u8, Str
 }
 
 /// `tea state`: the thread's latest checkpoint, or its history.
-pub fn state(file: &Path, thread: &str, history: bool, store: &StoreArg, trust: TrustArg) -> Result<u8, String> {
+pub fn state(
+    file: &Path,
+    thread: &str,
+    history: bool,
+    at: Option<u64>,
+    store: &StoreArg,
+    trust: TrustArg,
+) -> Result<u8, String> {
     let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {
         return Err(no_threads(&agent));
     }
     let thread = ThreadId::from(thread);
     let missing = || format!("thread `{thread}` of agent `{}` has no checkpoints in {name}", agent.name());
-    if history {
+    if let Some(at) = at {
+        let all = agent.history(&thread).map_err(|e| describe(&e))?;
+        if all.is_empty() {
+            return Err(missing());
+        }
+        let one = all
+            .iter()
+            .find(|s| s.checkpoint == at)
+            .ok_or_else(|| format!("thread `{thread}` has no checkpoint {at} (see `tea state --history`)"))?;
+        output::pretty(&output::snapshot(&thread, one));
+    } else if history {
         let all = agent.history(&thread).map_err(|e| describe(&e))?;
         if all.is_empty() {
             return Err(missing());
@@ -785,6 +802,49 @@ pub fn state(file: &Path, thread: &str, history: bool, store: &StoreArg, trust: 
         let latest = agent.state(&thread).map_err(|e| describe(&e))?.ok_or_else(missing)?;
         output::pretty(&output::snapshot(&thread, &latest));
     }
+    Ok(EXIT_DONE)
+}
+
+/// `tea update`: a checkpoint at the thread's head as if `as_node` had produced `update`.
+pub fn update(
+    file: &Path,
+    thread: &str,
+    update: &str,
+    as_node: &str,
+    store: &StoreArg,
+    trust: TrustArg,
+) -> Result<u8, String> {
+    let update = json_arg("the update", update)?;
+    if !update.is_object() {
+        return Err(format!("the update must be a JSON object of state keys, not `{update}`"));
+    }
+    let (agent, name) = open(file, store, trust)?;
+    if name.is_empty() {
+        return Err(no_threads(&agent));
+    }
+    let thread = ThreadId::from(thread);
+    let snapshot = agent.update_state(&thread, update, as_node).map_err(|e| describe(&e))?;
+    output::pretty(&output::snapshot(&thread, &snapshot));
+    Ok(EXIT_DONE)
+}
+
+/// `tea fork`: a new thread from checkpoint `checkpoint` of `thread`.
+pub fn fork(
+    file: &Path,
+    thread: &str,
+    checkpoint: u64,
+    to: Option<&str>,
+    store: &StoreArg,
+    trust: TrustArg,
+) -> Result<u8, String> {
+    let (agent, name) = open(file, store, trust)?;
+    if name.is_empty() {
+        return Err(no_threads(&agent));
+    }
+    let thread = ThreadId::from(thread);
+    let new_thread = to.map_or_else(ThreadId::random, ThreadId::from);
+    let snapshot = agent.fork(&thread, checkpoint, new_thread.clone()).map_err(|e| describe(&e))?;
+    output::pretty(&output::snapshot(&new_thread, &snapshot));
     Ok(EXIT_DONE)
 }
 

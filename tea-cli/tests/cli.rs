@@ -1171,3 +1171,33 @@ fn corpus() -> Option<PathBuf> {
         .map(|p| here.join(p))
         .find(|p| p.join("rust-tests-inline").is_dir())
 }
+
+#[test]
+fn update_and_fork_travel_in_time() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    s.tea(&["run", "ask.yaml", "--thread", "t1"]).expect(PAUSED);
+    let paused = s.tea(&["state", "ask.yaml", "t1"]).expect(DONE).json();
+    let pause_checkpoint = paused["checkpoint"].as_u64().unwrap().to_string();
+
+    // As if `ask_name` had answered: the run goes on at `answer`.
+    let updated =
+        s.tea(&["update", "ask.yaml", "t1", "--as-node", "ask_name", r#"{"name": "Ada"}"#]).expect(DONE).json();
+    assert_eq!(updated["next"], serde_json::json!(["answer"]), "{updated}");
+    let done = s.tea(&["recover", "ask.yaml", "--thread", "t1"]).expect(DONE);
+    assert!(done.stdout().contains("hello, Ada"), "{done:?}");
+    let unknown = s.tea(&["update", "ask.yaml", "t1", "--as-node", "nobody", "{}"]).expect(ERROR);
+    assert!(unknown.stderr().contains("no node `nobody`"), "{unknown:?}");
+
+    // Back to the pause, in a thread of its own; t1 stays finished.
+    s.tea(&["fork", "ask.yaml", "t1", &pause_checkpoint, "--to", "t1b"]).expect(DONE);
+    s.tea(&["recover", "ask.yaml", "--thread", "t1b"]).expect(PAUSED);
+    let original = s.tea(&["state", "ask.yaml", "t1"]).expect(DONE).json();
+    assert_eq!(original["state"]["reply"], "hello, Ada", "{original}");
+    let at = s.tea(&["state", "ask.yaml", "t1", "--at", &pause_checkpoint]).expect(DONE).json();
+    assert_eq!(at["interrupts"][0]["node"], "ask_name", "{at}");
+    let none = s.tea(&["state", "ask.yaml", "t1", "--at", "999"]).expect(ERROR);
+    assert!(none.stderr().contains("no checkpoint 999"), "{none:?}");
+    let missing = s.tea(&["fork", "ask.yaml", "t1", "999"]).expect(ERROR);
+    assert!(missing.stderr().contains("no checkpoint 999"), "{missing:?}");
+}

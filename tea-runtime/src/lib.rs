@@ -90,7 +90,9 @@ pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, Store
 pub use store::{PostgresStore, PostgresStoreBuilder};
 pub use vocab::error::{error_chain, BoxError, Error};
 pub use vocab::name::{NodeName, ThreadId};
-pub use vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
+pub use vocab::options::{
+    Durability, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+};
 pub use vocab::reducers;
 pub use vocab::state::{Field, GraphState, Reducer, StateUpdate, Write};
 

@@ -933,6 +933,33 @@ impl Agent {
         }
     }
 
+    /// Writes a checkpoint at the head of `thread` as if node `as_node` had run and returned
+    /// `update` (a JSON object of state keys, applied through the declared types and reducers),
+    /// routed from `as_node` on the new state; [`recover`](Self::recover) continues from there.
+    /// See `App::update_state`.
+    ///
+    /// # Errors
+    /// Those of `App::update_state` (`UnknownNode`, `ThreadBusy`, `InsideFanOut`, `NoRoute`,
+    /// `CheckpointNotFound`), and a refused update as `as_node`'s `NodeFailed`.
+    pub fn update_state(&self, thread: &ThreadId, update: Value, as_node: &str) -> Result<Snapshot<State>, Error> {
+        self.stored(thread)?.update_state(thread, Update::from(update), as_node)
+    }
+
+    /// Starts thread `new_thread` from checkpoint `checkpoint` of `thread`, which stays
+    /// untouched; [`recover`](Self::recover) of the new thread continues from there (a paused
+    /// checkpoint hands out the fork's own token). See `App::fork`.
+    ///
+    /// # Errors
+    /// Those of `App::fork` (`NoSuchCheckpoint`, `ThreadExists`, `InvalidThreadId`).
+    pub fn fork(
+        &self,
+        thread: &ThreadId,
+        checkpoint: tea_runtime::CheckpointId,
+        new_thread: impl Into<ThreadId>,
+    ) -> Result<Snapshot<State>, Error> {
+        self.stored(thread)?.fork(thread, checkpoint, new_thread)
+    }
+
     /// The agent's graph as a Mermaid flowchart.
     pub fn mermaid(&self) -> String {
         crate::draw::mermaid(&self.graph)

@@ -19,7 +19,7 @@ use crate::vocab::clock::{now_ms, random_u64};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::options::{
-    Durability, Limits, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    Durability, Limits, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
 use crate::vocab::trace::{self, traced};
 use std::fmt;
@@ -357,6 +357,57 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.invoke_on_now(thread.into(), input)
     }
 
+    /// [`invoke`](Self::invoke) with `options` in force for this call (its durability, for
+    /// one: a throw-away run with [`Durability::OnPause`] on an app that checkpoints every step).
+    ///
+    /// # Errors
+    /// Those of [`invoke`](Self::invoke).
+    pub fn invoke_with(&self, input: G::State, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).invoke_on(ThreadId::random(), input)
+    }
+
+    /// [`invoke_on`](Self::invoke_on) with `options` in force for this call.
+    ///
+    /// # Errors
+    /// Those of [`invoke_on`](Self::invoke_on).
+    pub fn invoke_on_with(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: G::State,
+        options: RunOptions,
+    ) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).invoke_on(thread, input)
+    }
+
+    /// [`resume`](Self::resume) with `options` in force for this call (its pause, if it pauses
+    /// again, and its end are flushed whatever the durability).
+    ///
+    /// # Errors
+    /// Those of [`resume`](Self::resume).
+    pub fn resume_with(&self, resume: Resume<G::State>, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).resume(resume)
+    }
+
+    /// [`recover`](Self::recover) with `options` in force for this call.
+    ///
+    /// # Errors
+    /// Those of [`recover`](Self::recover).
+    pub fn recover_with(&self, thread: &ThreadId, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.with_options(options).recover(thread)
+    }
+
     /// Continues the paused thread `resume` names, with its answers and update.
     ///
     /// # Errors
@@ -509,7 +560,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub(crate) fn resume_now(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        let mut run = self.resume_at(resume, head, bytes, false)?;
+        let mut run = self.resume_at(resume, head, bytes, false, self.durability)?;
         run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
@@ -537,7 +588,23 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// [`stream_resume`](Self::stream_resume) for any graph (see
     /// [`invoke_on_now`](Self::invoke_on_now)).
     pub(crate) fn stream_resume_now(&self, resume: Resume<G::State>) -> Stream<'_, G> {
-        Stream::new(self.resume_run(resume, true))
+        Stream::new(self.resume_run(resume, true, self.durability))
+    }
+
+    /// [`stream_on`](Self::stream_on) with `options` in force for this run.
+    pub fn stream_on_with(&self, thread: impl Into<ThreadId>, input: G::State, options: RunOptions) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
+        Stream::new(self.new_run_as(thread.into(), input, true, options.durability.unwrap_or(self.durability)))
+    }
+
+    /// [`stream_resume`](Self::stream_resume) with `options` in force for this run.
+    pub fn stream_resume_with(&self, resume: Resume<G::State>, options: RunOptions) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
+        Stream::new(self.resume_run(resume, true, options.durability.unwrap_or(self.durability)))
     }
 
     /// The thread's latest checkpoint, or `None` if the thread has none.
@@ -601,6 +668,18 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         rollback: Option<Vec<u8>>,
         claim: bool,
     ) -> Persist<'_> {
+        self.persist_as(thread, head, rollback, claim, self.durability)
+    }
+
+    /// [`persist`](Self::persist) with `durability` for this run (and its children's runs).
+    pub(crate) fn persist_as(
+        &self,
+        thread: ThreadId,
+        head: Option<CheckpointId>,
+        rollback: Option<Vec<u8>>,
+        claim: bool,
+        durability: Durability,
+    ) -> Persist<'_> {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
         let tenancy = Tenancy {
@@ -614,13 +693,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             head,
             parent: self.parent.clone(),
         };
-        let host = Host::new(store, self.durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
+        let host = Host::new(store, durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
         Persist {
             parent_node: self.parent_node,
             host: Arc::new(host),
             store: &*self.checkpointer,
             thread,
-            durability: self.durability,
+            durability,
             key: self.key.as_ref(),
             rollback,
             paused_node: None,
@@ -630,17 +709,51 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     pub(crate) fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
+        self.new_run_as(thread, input, record, self.durability)
+    }
+
+    /// [`new_run`](Self::new_run) with `durability` for this run.
+    pub(crate) fn new_run_as(
+        &self,
+        thread: ThreadId,
+        input: G::State,
+        record: bool,
+        durability: Durability,
+    ) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
-        if thread.as_str().is_empty() {
-            return Err(Error::InvalidThreadId { thread, reason: "it is empty" });
-        }
-        if thread.as_str().len() > ThreadId::MAX_LEN {
-            return Err(Error::InvalidThreadId { thread, reason: "it is longer than 1024 bytes" });
-        }
-        let persist = self.persist(thread, None, None, true);
+        self.check_thread_id(&thread)?;
+        let persist = self.persist_as(thread, None, None, true, durability);
         let run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
+    }
+
+    /// A thread id a new thread may take: not empty, at most [`ThreadId::MAX_LEN`] bytes.
+    pub(crate) fn check_thread_id(&self, thread: &ThreadId) -> Result<(), Error> {
+        if thread.as_str().is_empty() {
+            return Err(Error::InvalidThreadId { thread: thread.clone(), reason: "it is empty" });
+        }
+        if thread.as_str().len() > ThreadId::MAX_LEN {
+            return Err(Error::InvalidThreadId { thread: thread.clone(), reason: "it is longer than 1024 bytes" });
+        }
+        Ok(())
+    }
+
+    /// This app with `options` in force, for one call: the same graph and store (shared), its
+    /// own durability.
+    pub(crate) fn with_options(&self, options: RunOptions) -> App<G, C> {
+        App {
+            graph: self.graph.clone(),
+            checkpointer: self.checkpointer.clone(),
+            recursion_limit: self.recursion_limit,
+            durability: options.durability.unwrap_or(self.durability),
+            lease: self.lease,
+            max_branches: self.max_branches,
+            key: self.key.clone(),
+            parent_node: self.parent_node,
+            parent: self.parent.clone(),
+            sync_inline: self.sync_inline,
+        }
     }
 
     /// A run must not start (and write anything) when it could not sign its token at a pause.

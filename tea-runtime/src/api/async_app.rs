@@ -13,6 +13,7 @@ use crate::model::outcome::{Outcome, Snapshot};
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 use futures::{Stream, StreamExt};
 
@@ -149,7 +150,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         runtime("resume_async")?;
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head_async(&thread).await?;
-        let run = self.resume_at(resume, head, bytes, false)?;
+        let run = self.resume_at(resume, head, bytes, false, self.durability)?;
         traced! { run.call("resume_async"); }
         outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
     }
@@ -168,6 +169,47 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
             }
         }
+    }
+
+    /// [`invoke_with`](Self::invoke_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`invoke_async`](Self::invoke_async).
+    pub async fn invoke_with_async(&self, input: G::State, options: RunOptions) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).invoke_on_async(ThreadId::random(), input).await
+    }
+
+    /// [`invoke_on_with`](Self::invoke_on_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`invoke_on_async`](Self::invoke_on_async).
+    pub async fn invoke_on_with_async(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: G::State,
+        options: RunOptions,
+    ) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).invoke_on_async(thread, input).await
+    }
+
+    /// [`resume_with`](Self::resume_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`resume_async`](Self::resume_async).
+    pub async fn resume_with_async(
+        &self,
+        resume: Resume<G::State>,
+        options: RunOptions,
+    ) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).resume_async(resume).await
+    }
+
+    /// [`recover_with`](Self::recover_with) on the current tokio runtime.
+    ///
+    /// # Errors
+    /// Those of [`recover_async`](Self::recover_async).
+    pub async fn recover_with_async(&self, thread: &ThreadId, options: RunOptions) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options).recover_async(thread).await
     }
 
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the events of a
@@ -192,15 +234,45 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         resume: Resume<G::State>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+        self.stream_resume_as_async(resume, self.durability)
+    }
+
+    fn stream_resume_as_async(
+        &self,
+        resume: Resume<G::State>,
+        durability: crate::vocab::options::Durability,
+    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let start = async move {
             runtime("stream_resume_async")?;
             let thread = self.verify(&resume)?;
             let (head, bytes) = self.head_async(&thread).await?;
-            let run = self.resume_at(resume, head, bytes, true)?;
+            let run = self.resume_at(resume, head, bytes, true, durability)?;
             traced! { run.call("stream_resume_async"); }
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         };
         futures::stream::once(start).flat_map(events)
+    }
+
+    /// [`stream_on_with`](Self::stream_on_with) on the current tokio runtime.
+    pub fn stream_on_with_async(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: G::State,
+        options: RunOptions,
+    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+        let thread = thread.into();
+        let durability = options.durability.unwrap_or(self.durability);
+        let run = runtime("stream_async").and_then(|()| self.new_run_as(thread, input, true, durability));
+        events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
+    }
+
+    /// [`stream_resume_with`](Self::stream_resume_with) on the current tokio runtime.
+    pub fn stream_resume_with_async(
+        &self,
+        resume: Resume<G::State>,
+        options: RunOptions,
+    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+        self.stream_resume_as_async(resume, options.durability.unwrap_or(self.durability))
     }
 
     /// [`state`](Self::state) for async code: the store is read with its async call.

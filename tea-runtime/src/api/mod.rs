@@ -7,4 +7,5 @@ pub(crate) mod async_app;
 pub(crate) mod resume;
 pub(crate) mod snapshot;
 pub(crate) mod stream;
+pub(crate) mod timetravel;
 pub(crate) mod token;

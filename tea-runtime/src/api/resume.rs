@@ -15,13 +15,19 @@ use crate::store::Checkpointer;
 use crate::vocab::clock::now;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::options::Durability;
 use crate::vocab::trace::traced;
 
 impl<G: Graph, C: Checkpointer> App<G, C> {
-    pub(crate) fn resume_run(&self, resume: Resume<G::State>, record: bool) -> Result<Run<'_, G>, Error> {
+    pub(crate) fn resume_run(
+        &self,
+        resume: Resume<G::State>,
+        record: bool,
+        durability: Durability,
+    ) -> Result<Run<'_, G>, Error> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        self.resume_at(resume, head, bytes, record)
+        self.resume_at(resume, head, bytes, record, durability)
     }
     /// The thread `resume` continues, once the token is checked against this app and graph.
     pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
@@ -42,13 +48,15 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
         Ok(token.thread.clone())
     }
-    /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`).
+    /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`), writing
+    /// its checkpoints as `durability` says.
     pub(crate) fn resume_at(
         &self,
         resume: Resume<G::State>,
         head: CheckpointId,
         bytes: Vec<u8>,
         record: bool,
+        durability: Durability,
     ) -> Result<Run<'_, G>, Error> {
         let graph = &*self.graph;
         let token = &resume.token;
@@ -89,7 +97,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.paused_at = None;
         ckpt.nonce = None;
         traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
-        let mut persist = self.persist(thread, Some(head), Some(bytes), true);
+        let mut persist = self.persist_as(thread, Some(head), Some(bytes), true, durability);
         // The node the pause stands before (a breakpoint, or a node that asked): if the resume
         // fails once it ran, the pause goes back; once a node after it ran, it does not.
         if let Position::Before(node) = &ckpt.at {

@@ -288,13 +288,17 @@ fn checksum(envelope: &[u8]) -> u32 {
     hasher.finalize()
 }
 
-/// Checks the envelope of checkpoint `id` of `thread` against `expected`, then decodes it.
-pub(crate) fn decode<S: GraphState>(
-    bytes: &[u8],
-    expected: &Identity,
-    thread: &ThreadId,
-    id: CheckpointId,
-) -> Result<Checkpoint<S>, Error> {
+/// An envelope checked for integrity (magic, version, lengths, checksum), not yet against a
+/// graph: its graph name, fingerprints and payload.
+struct Opened<'b> {
+    name: &'b [u8],
+    graph_fingerprint: u64,
+    schema_fingerprint: u64,
+    payload: &'b [u8],
+}
+
+/// Checks the integrity of the envelope of checkpoint `id` of `thread`.
+fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Opened<'b>, Error> {
     let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
     if bytes.len() < HEADER_LEN {
         return Err(corrupt(format!("{} bytes is shorter than a checkpoint header", bytes.len())));
@@ -325,14 +329,26 @@ pub(crate) fn decode<S: GraphState>(
         return Err(corrupt("checksum mismatch: the bytes were altered".into()));
     }
     let name = &bytes[HEADER_LEN..HEADER_LEN + name_len];
+    let graph_fingerprint = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default());
+    let schema_fingerprint = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or_default());
+    Ok(Opened { name, graph_fingerprint, schema_fingerprint, payload: &bytes[HEADER_LEN + name_len..] })
+}
+
+/// Checks the envelope of checkpoint `id` of `thread` against `expected`, then decodes it.
+pub(crate) fn decode<S: GraphState>(
+    bytes: &[u8],
+    expected: &Identity,
+    thread: &ThreadId,
+    id: CheckpointId,
+) -> Result<Checkpoint<S>, Error> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
+    let Opened { name, graph_fingerprint, schema_fingerprint, payload } = open(bytes, thread, id)?;
     if name != expected.graph.as_bytes() {
         return Err(Error::GraphMismatch {
             expected: expected.graph.to_owned(),
             found: Some(String::from_utf8_lossy(name).into_owned()),
         });
     }
-    let graph_fingerprint = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default());
-    let schema_fingerprint = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or_default());
     if graph_fingerprint != expected.graph_fingerprint || schema_fingerprint != expected.schema_fingerprint {
         return Err(Error::SchemaMismatch {
             graph: expected.graph.to_owned(),
@@ -340,8 +356,40 @@ pub(crate) fn decode<S: GraphState>(
             what: if schema_fingerprint != expected.schema_fingerprint { "state struct" } else { "graph" },
         });
     }
-    serde_json::from_slice(&bytes[HEADER_LEN + name_len..])
-        .map_err(|e| corrupt(format!("the payload does not decode: {e}")))
+    serde_json::from_slice(payload).map_err(|e| corrupt(format!("the payload does not decode: {e}")))
+}
+
+/// A change to a checkpoint's payload, as a JSON object ([`edit_raw`]).
+pub(crate) type PayloadEdit<'e> = dyn FnMut(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), Error> + 'e;
+
+/// Checkpoint `id` of `thread` (`bytes`, of graph `graph`) again, its payload changed by `edit`
+/// as JSON, in an envelope of the same graph and fingerprints: how a fork copies the checkpoints
+/// of a child graph whose state type the parent does not know. The envelope's integrity and
+/// graph name are checked first; the payload must be a JSON object.
+pub(crate) fn edit_raw(
+    bytes: &[u8],
+    graph: &str,
+    thread: &ThreadId,
+    id: CheckpointId,
+    edit: &mut PayloadEdit<'_>,
+) -> Result<Vec<u8>, Error> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
+    let opened = open(bytes, thread, id)?;
+    if opened.name != graph.as_bytes() {
+        return Err(Error::GraphMismatch {
+            expected: graph.to_owned(),
+            found: Some(String::from_utf8_lossy(opened.name).into_owned()),
+        });
+    }
+    let mut payload: serde_json::Value =
+        serde_json::from_slice(opened.payload).map_err(|e| corrupt(format!("the payload does not decode: {e}")))?;
+    let Some(map) = payload.as_object_mut() else {
+        return Err(corrupt("the payload is not a JSON object".into()));
+    };
+    edit(map)?;
+    let identity =
+        Identity { graph, graph_fingerprint: opened.graph_fingerprint, schema_fingerprint: opened.schema_fingerprint };
+    encode_payload(&identity, &payload)
 }
 
 /// Checkpoint `id` of `thread` (`bytes`, written by this graph) again with `lease` instead of the

@@ -217,6 +217,38 @@ pub enum Error {
         thread: ThreadId,
     },
 
+    /// `fork` named a checkpoint the thread's history does not hold (never written, or
+    /// removed by `prune`).
+    #[error("thread `{thread}` has no checkpoint {checkpoint}")]
+    NoSuchCheckpoint {
+        /// The thread.
+        thread: ThreadId,
+        /// The checkpoint asked for.
+        checkpoint: CheckpointId,
+    },
+
+    /// `update_state` named a node the graph does not have.
+    #[error("graph `{graph}` has no node `{node}`")]
+    UnknownNode {
+        /// The graph.
+        graph: String,
+        /// The name given.
+        node: NodeName,
+    },
+
+    /// `update_state` on a thread that stands inside a fan-out (its branches under way or paused):
+    /// which branch the update would come from, and where each would go on, is ambiguous.
+    /// Resume or recover the thread past its join first.
+    #[error("thread `{thread}` stands inside the fan-out after node `{node}` (checkpoint {checkpoint}): an update as one node is ambiguous there; resume or recover it past the join first")]
+    InsideFanOut {
+        /// The thread.
+        thread: ThreadId,
+        /// The node whose fan-out is under way.
+        node: NodeName,
+        /// The thread's head.
+        checkpoint: CheckpointId,
+    },
+
     /// A stored checkpoint's bytes are damaged or not a checkpoint; nothing was decoded.
     #[error("checkpoint {checkpoint} of thread `{thread}` is corrupt: {reason}")]
     CorruptCheckpoint {

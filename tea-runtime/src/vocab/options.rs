@@ -63,3 +63,41 @@ pub enum Durability {
     /// or failed run restarts from its start or its last pause.
     OnPause,
 }
+
+/// Options of one call (`invoke_with`, `resume_with`, `recover_with` and their `…_async`
+/// forms) that override the app's own for that call only.
+///
+/// ```
+/// # use tea::prelude::*;
+/// # use tea::{Durability, RunOptions};
+/// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+/// # struct Doc { text: String }
+/// # fn draft(_: &Doc) -> DocUpdate { Doc::update().text("draft".into()) }
+/// # graph! { Write for Doc { start -> draft; draft -> end; } }
+/// let app = Write::builder().checkpointer(MemoryStore::new()).build(); // EveryStep by default
+/// // A cheap, throw-away run: checkpoints only at its start, pauses and end.
+/// let done = app.invoke_with(Doc::default(), RunOptions::new().durability(Durability::OnPause))?;
+/// assert_eq!(done.done().unwrap().text, "draft");
+/// # Ok::<(), tea::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunOptions {
+    /// When this call's checkpoints are written (`None`: the app's
+    /// [`Builder::durability`](crate::Builder::durability)). A subgraph node's child run takes
+    /// its parent run's.
+    pub durability: Option<Durability>,
+}
+
+impl RunOptions {
+    /// The app's own options.
+    pub const fn new() -> Self {
+        RunOptions { durability: None }
+    }
+
+    /// This call writes its checkpoints as `durability` says.
+    pub const fn durability(mut self, durability: Durability) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+}

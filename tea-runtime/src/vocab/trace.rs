@@ -133,6 +133,9 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::Expired { .. } => "Expired",
         Error::CheckpointNotFound { .. } => "CheckpointNotFound",
         Error::CorruptCheckpoint { .. } => "CorruptCheckpoint",
+        Error::NoSuchCheckpoint { .. } => "NoSuchCheckpoint",
+        Error::UnknownNode { .. } => "UnknownNode",
+        Error::InsideFanOut { .. } => "InsideFanOut",
         Error::Store { .. } => "Store",
     }
 }
