@@ -244,10 +244,11 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
             branches = fork.heads.len(),
         );
     }
-    let jobs: Vec<Job<G::Node>> = if saved.is_empty() {
-        fork.heads.iter().map(|&head| Job::Fresh(head)).collect()
+    // Each job with its index among the fan-out's branches.
+    let jobs: Vec<(usize, Job<G::Node>)> = if saved.is_empty() {
+        fork.heads.iter().map(|&head| Job::Fresh(head)).enumerate().collect()
     } else {
-        (0..saved.len()).map(Job::Saved).collect()
+        (0..saved.len()).map(|i| (i, Job::Saved(i))).collect()
     };
     // Each saved branch is taken by the one job of its index.
     let saved: Vec<Mutex<Option<BranchProgress<G::State>>>> = saved.into_iter().map(|p| Mutex::new(Some(p))).collect();
@@ -266,7 +267,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
                     let name = graph.node_name(head);
                     let start = Start::Before(head, false);
                     let local = Local::new(base);
-                    let run = Resumed { steps: 0, answers: Vec::new(), nested: Vec::new() };
+                    let run = Resumed { steps: 0, answers: Vec::new(), nested: Vec::new(), input: None };
                     run_branch(driver, graph, name, fork.join, local, run, start, env, keep_states, jot).await
                 }
                 Job::Saved(index) => {
@@ -285,7 +286,6 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
         let branch = tracing::Instrument::instrument(branch, fork_span.clone());
         branch
     };
-    let jobs: Vec<(usize, Job<G::Node>)> = jobs.into_iter().enumerate().collect();
     let results = driver.branches(jobs, run_job, env.max_branches).await;
     if results.iter().any(Result::is_err) {
         let mut error = None;
@@ -404,6 +404,27 @@ struct Resumed<S: GraphState> {
     answers: Vec<serde_json::Value>,
     /// At a fan-out inside it: that fan-out's branches' progress.
     nested: Vec<BranchProgress<S>>,
+    /// A send's input, kept for the branch's progress.
+    input: Option<S::Update>,
+}
+
+/// A branch's view of the state from its progress: its own state when at hand, else built from
+/// the fan-out's with the send's input (a copy of it) and the updates, when first read.
+fn local_of<'b, S: GraphState>(
+    base: &'b S,
+    head: &NodeName,
+    state: Option<S>,
+    input: Option<&S::Update>,
+    updates: Vec<S::Update>,
+    origins: Vec<NodeName>,
+) -> Local<'b, S> {
+    match state {
+        Some(own) => Local { base, input: None, applied: updates.len(), own: Some(own), updates, origins },
+        None => {
+            let input = input.map(|i| (head.clone(), i.clone()));
+            Local { base, input, own: None, updates, origins, applied: 0 }
+        }
+    }
 }
 
 /// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
@@ -435,12 +456,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         jump,
     } = progress;
     if matches!(at, BranchAt::Joined) || !resume {
-        let mut local =
-            Local { base, input: input.clone().map(|i| (head.clone(), i)), own: None, updates, origins, applied: 0 };
-        if let Some(state) = state {
-            local.applied = local.updates.len();
-            local.own = Some(state);
-        }
+        let local = local_of(base, &head, state, input.as_ref(), updates, origins);
         // The join reads the branch's state, or the branch stays stopped: build it now.
         let with_state = keep_states || !resume;
         let (state, updates, origins) = local.finish(graph, with_state)?;
@@ -472,12 +488,8 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         }
         BranchAt::Fork { source } => Start::Fork(node_named(graph, source, &thread)?),
     };
-    let mut local = Local { base, input: input.map(|i| (head.clone(), i)), own: None, updates, origins, applied: 0 };
-    if let Some(state) = state {
-        local.applied = local.updates.len();
-        local.own = Some(state);
-    }
-    let run = Resumed { steps, answers, nested };
+    let local = local_of(base, &head, state, input.as_ref(), updates, origins);
+    let run = Resumed { steps, answers, nested, input };
     run_branch(driver, graph, head, join, local, run, start, env, keep_states, journal).await
 }
 
@@ -494,7 +506,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     keep_states: bool,
     journal: Jot<'_, G::State>,
 ) -> Result<Branch<G::State>, Error> {
-    let Resumed { mut steps, mut answers, nested: mut saved_nested } = resumed;
+    let Resumed { mut steps, mut answers, nested: mut saved_nested, input: local_input } = resumed;
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
@@ -507,8 +519,6 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     let mut at = start;
     // The recursion limit counts this invocation's node runs, not the branch's earlier ones.
     let mut first = steps;
-    // A send's input, kept for the branch's progress.
-    let local_input = local.input.as_ref().map(|(_, input)| input.clone());
     // A `Command::parent` of the branch (inside a child graph), which ends it.
     let mut jumped: Option<Box<ParentJump>> = None;
     // Records where the branch stands in the journal, and writes it (with a store).

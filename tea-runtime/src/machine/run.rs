@@ -597,7 +597,7 @@ impl<'g, G: Graph> Run<'g, G> {
         sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
     ) -> Result<Cursor<G::Node>, Error> {
         let graph = self.graph;
-        let (branches, join) = crate::machine::send::branches(graph, node, sends, &self.state)?;
+        let (branches, join) = crate::machine::send::branches(graph, node, sends, &self.state, self.persist.is_some())?;
         if branches.is_empty() {
             return Ok(Cursor::At(join));
         }

@@ -10,13 +10,15 @@ use crate::vocab::name::NodeName;
 use crate::vocab::state::GraphState;
 
 /// The branches of `source`'s fan-out for `sends`, and its join. Every send must go to the
-/// fan-out's target; an input the state refuses is `source`'s failure.
+/// fan-out's target; an input the state refuses is `source`'s failure. `keep_input`: the
+/// branches keep their input too (a run with a store writes it, not the branch's state).
 #[allow(clippy::type_complexity)]
 pub(crate) fn branches<G: Graph>(
     graph: &G,
     source: G::Node,
     sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
     state: &G::State,
+    keep_input: bool,
 ) -> Result<(Vec<BranchProgress<G::State>>, G::Node), Error> {
     let name = graph.node_name(source);
     let Some(fork) = graph.fork(source) else {
@@ -32,13 +34,14 @@ pub(crate) fn branches<G: Graph>(
             return Err(Error::NoRoute { node: name, goto: Some(graph.node_name(node)) });
         }
         let mut own = state.clone();
-        apply_update(graph, &mut own, input.clone(), &name)?;
+        let kept = keep_input.then(|| input.clone());
+        apply_update(graph, &mut own, input, &name)?;
         let mut branch = BranchProgress::fresh(NodeName::numbered(target_name.as_str(), i));
         branch.at = BranchAt::Start(target_name.clone());
         // Checkpoints keep the input; the branch's state, built here to check the input, is
         // kept in memory for its first node.
         branch.state = Some(own);
-        branch.input = Some(input);
+        branch.input = kept;
         branches.push(branch);
     }
     Ok((branches, fork.join))
