@@ -64,6 +64,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.after_update(thread, written, id, &bytes)
     }
 
+    #[cfg(feature = "tokio")]
     /// [`update_state`](Self::update_state) for async code: the store is read and written with
     /// its async calls.
     ///
@@ -214,6 +215,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.snapshot(&new_thread, 1, &copy)
     }
 
+    #[cfg(feature = "tokio")]
     /// [`fork`](Self::fork) for async code: the store's calls run through tokio's
     /// `block_in_place` on a multi-threaded runtime, so the runtime's other tasks go on.
     ///
