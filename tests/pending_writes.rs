@@ -283,3 +283,37 @@ async fn a_dropped_fan_out_keeps_the_sends_that_finished_on_memory_and_sled() {
     let store = SledStore::open(dir.0.join("db")).unwrap();
     a_dropped_fan_out_keeps_the_sends_that_finished(store, "drop-sled").await;
 }
+
+// A fan-out whose every branch finished, stopped before its join: the join runs next.
+
+fn split(_: &Work) -> WorkUpdate {
+    Work::update()
+}
+fn left_owner(_: &Work) -> WorkUpdate {
+    Work::update().item("left".to_owned())
+}
+fn right_owner(_: &Work) -> WorkUpdate {
+    Work::update().item("right".to_owned())
+}
+fn settle(_: &Work) -> WorkUpdate {
+    Work::update()
+}
+
+graph! {
+    pub Clash for Work {
+        start -> split;
+        parallel split => [left_owner, right_owner] -> settle;
+        settle -> end;
+    }
+}
+
+#[test]
+fn a_fan_out_whose_branches_all_finished_shows_its_join_next() {
+    // Both branches replace `item`: the merge fails after both finished and were written.
+    let app = Clash::builder().checkpointer(MemoryStore::new()).durability(Durability::EveryStep).build();
+    let error = app.invoke_on("clash", work("clash", &[])).unwrap_err();
+    assert!(matches!(error, Error::ConflictingWrites { .. }), "{error:?}");
+    let snapshot = app.state(&ThreadId::from("clash")).unwrap().unwrap();
+    assert!(snapshot.branches.iter().all(|b| b.done), "{snapshot:?}");
+    assert_eq!(snapshot.next, ["settle"], "the thread is not finished: its join runs next");
+}

@@ -32,7 +32,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             _ => Vec::new(),
         };
         let next = match &ckpt.at {
-            Position::Fork { branches: saved, .. } if !saved.is_empty() => {
+            Position::Fork { source, branches: saved } if !saved.is_empty() => {
                 fn all<S>(branches: &[BranchSnapshot<S>], into: &mut Vec<NodeName>) {
                     for branch in branches {
                         into.extend(branch.next.iter().cloned());
@@ -41,6 +41,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 }
                 let mut next = Vec::new();
                 all(&branches, &mut next);
+                if next.is_empty() {
+                    // Every branch reached the join, which runs next.
+                    next.extend(join_of(graph, source));
+                }
                 next
             }
             _ => next_nodes(graph, &ckpt),
@@ -128,12 +132,14 @@ fn branch_snapshots<G: Graph>(
         .iter()
         .map(|progress| {
             let state = branch_state(graph, base, progress)?;
+            let nested = branch_snapshots(graph, &state, &progress.branches)?;
             let next = match &progress.at {
+                // Every branch of the nested fan-out reached its join, which runs next.
+                BranchAt::Fork { source } if nested.iter().all(|b| b.done) => join_of(graph, source),
                 BranchAt::Joined | BranchAt::Fork { .. } => Vec::new(),
                 BranchAt::Before(node) | BranchAt::Start(node) => vec![node.clone()],
                 BranchAt::After { node, goto } => route(graph, node, goto, &state),
             };
-            let nested = branch_snapshots(graph, &state, &progress.branches)?;
             Ok(BranchSnapshot {
                 head: progress.head.clone(),
                 done: matches!(progress.at, BranchAt::Joined),
@@ -143,6 +149,16 @@ fn branch_snapshots<G: Graph>(
                 state,
             })
         })
+        .collect()
+}
+
+/// The join of the fan-out after `source`, by name (none for a node without one).
+fn join_of<G: Graph>(graph: &G, source: &NodeName) -> Vec<NodeName> {
+    graph
+        .node_named(source.as_str())
+        .and_then(|node| graph.fork(node))
+        .map(|fork| graph.node_name(fork.join))
+        .into_iter()
         .collect()
 }
 
