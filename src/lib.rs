@@ -54,6 +54,8 @@ mod guide {
     struct Hitl;
     #[doc = include_str!("../docs/src/subgraphs.md")]
     struct Subgraphs;
+    #[doc = include_str!("../docs/src/policies.md")]
+    struct Policies;
     #[doc = include_str!("../docs/src/tracing.md")]
     struct Tracing;
     #[doc = include_str!("../docs/src/web.md")]

@@ -396,6 +396,7 @@ fn describe(event: &Event<Trip>) -> String {
         Event::Step { node, .. } => node.to_string(),
         Event::Interrupted { .. } => "interrupted".into(),
         Event::Done(_) => "done".into(),
+        other => format!("{other:?}"),
     }
 }
 

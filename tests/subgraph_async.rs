@@ -166,6 +166,7 @@ async fn an_async_childs_steps_stream_named_by_their_path() {
                 Event::Step { node, .. } => node.to_string(),
                 Event::Interrupted { .. } => "Interrupted".to_owned(),
                 Event::Done(_) => "Done".to_owned(),
+                other => format!("{other:?}"),
             })
             .collect()
     };

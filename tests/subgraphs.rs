@@ -695,6 +695,7 @@ fn steps_of(events: impl Iterator<Item = Result<Event<Doc>, Error>>) -> Vec<(Str
             Event::Step { node, state, .. } => (node.to_string(), state.log),
             Event::Interrupted { state, .. } => ("Interrupted".to_owned(), state.log),
             Event::Done(state) => ("Done".to_owned(), state.log),
+            other => panic!("unexpected event {other:?}"),
         })
         .collect()
 }
@@ -810,6 +811,7 @@ fn a_mapped_childs_steps_carry_the_parents_state() {
             Event::Step { node, state, .. } => (node.to_string(), state.trail.clone()),
             Event::Done(state) => ("Done".to_owned(), state.trail.clone()),
             Event::Interrupted { .. } => panic!("no pause"),
+            other => panic!("unexpected event {other:?}"),
         })
         .collect();
     let trail = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();

@@ -334,6 +334,11 @@ pub struct SecretArgs {
     /// `secrets.api_key`. Repeatable; `--secrets` wins on a name both give.
     #[arg(long, value_name = "PREFIX")]
     pub secrets_env: Vec<String>,
+    /// The run's context: a JSON object (or `@FILE`) that is not state — a user id, a model
+    /// name — which templates read as `{{ context.x }}` and `run:` blocks as `context.x`. Never
+    /// checkpointed: give it again to `tea resume`/`tea recover`.
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub context: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -52,6 +52,36 @@ pub fn event(agent: &Agent, event: &Event<State>) -> Value {
             pause
         }
         Event::Done(state) => json!({ "event": "done", "state": state.to_json() }),
+        Event::Custom { node, value } => json!({ "event": "custom", "node": node.as_str(), "value": value }),
+        Event::Update { node, branch, update } => json!({
+            "event": "update",
+            "node": node.as_str(),
+            "branch": branch.as_ref().map(|b| b.as_str()),
+            "update": serde_json::to_value(update).unwrap_or(Value::Null),
+        }),
+        Event::Started { node, branch, step, at } => json!({
+            "event": "started",
+            "node": node.as_str(),
+            "branch": branch.as_ref().map(|b| b.as_str()),
+            "step": step,
+            "at": humantime::format_rfc3339_micros(*at).to_string(),
+        }),
+        Event::Retry { node, branch, attempt, error, wait } => json!({
+            "event": "retry",
+            "node": node.as_str(),
+            "branch": branch.as_ref().map(|b| b.as_str()),
+            "attempt": attempt,
+            "error": error,
+            "wait_ms": u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        }),
+        Event::CacheHit { node, branch } => json!({
+            "event": "cache_hit",
+            "node": node.as_str(),
+            "branch": branch.as_ref().map(|b| b.as_str()),
+        }),
+        // A kind of event this version does not know yet.
+        #[allow(unreachable_patterns)]
+        _ => json!({ "event": "other" }),
     }
 }
 

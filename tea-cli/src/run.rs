@@ -101,6 +101,17 @@ fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, S
     }
 }
 
+/// The agent with the run context `--context` gives, if any.
+fn with_context(agent: Agent, args: &SecretArgs) -> Result<Agent, String> {
+    match &args.context {
+        None => Ok(agent),
+        Some(text) => match json_arg("--context", text)? {
+            context @ Value::Object(_) => Ok(agent.with_context(context)),
+            other => Err(format!("--context must be a JSON object, not `{other}`")),
+        },
+    }
+}
+
 /// A JSON argument, or `@FILE` to read one from a file.
 fn json_arg(flag: &str, text: &str) -> Result<Value, String> {
     if let Some(path) = text.strip_prefix('@') {
@@ -154,6 +165,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
     }
     let engine = engine(&args.secrets, args.trust, &args.breaks)?;
     let (agent, store) = open_with(&args.file, &args.store, &engine)?;
+    let agent = with_context(agent, &args.secrets)?;
     if let Some(saved) = agent.continues_from() {
         // `invoke` continues from the file; a named thread or a stream would start afresh.
         if args.thread.is_some() || args.stream {
@@ -190,6 +202,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
 pub fn recover(args: &RecoverArgs) -> Result<u8, String> {
     let engine = engine(&args.secrets, args.trust, &args.breaks)?;
     let (agent, store) = open_with(&args.file, &args.store, &engine)?;
+    let agent = with_context(agent, &args.secrets)?;
     if store.is_empty() {
         return Err(no_threads(&agent));
     }
@@ -289,6 +302,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
         needs_no_answer(pending, "--token")?;
     }
     let (agent, store) = open_with(file, &args.store, &engine)?;
+    let agent = with_context(agent, &args.secrets)?;
     watch::trace_to(args.trace.as_deref(), &agent, "resume")?;
     let token = match (token, &args.thread) {
         (None, Some(thread)) => {
@@ -556,6 +570,8 @@ fn drive(agent: &Agent, start: Start, stream: bool, watch: &mut Watch<'_>) -> Re
                     return Ok(Ended::Outcome(Outcome::Interrupted { state, resume }))
                 }
                 Event::Done(state) => return Ok(Ended::Outcome(Outcome::Done(state))),
+                // What nodes emit, their retries and cache hits: shown by `--stream` above.
+                _ => {}
             }
             if watch::stop_requested() {
                 // Dropping the stream abandons the run at this step boundary: a new run's

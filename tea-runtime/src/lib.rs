@@ -82,6 +82,7 @@ pub use model::node::{
     ParentCommand, RouterOutput,
 };
 pub use model::outcome::{BranchSnapshot, Outcome, Snapshot, SubgraphSnapshot};
+pub use model::scope::Writer;
 pub use model::send::Send;
 #[cfg(feature = "sled")]
 pub use store::SledStore;
@@ -91,8 +92,9 @@ pub use store::{PostgresStore, PostgresStoreBuilder};
 pub use vocab::error::{error_chain, BoxError, Error};
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{
-    Durability, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    Durability, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
+pub use vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolicy, StreamModes};
 pub use vocab::reducers;
 pub use vocab::state::{Field, GraphState, Reducer, StateUpdate, Write};
 
@@ -114,8 +116,9 @@ pub mod __private {
         subgraph_output,
     };
     pub use crate::vocab::error::BoxError;
+    pub use crate::vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolicy};
     pub use crate::vocab::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
-    pub use crate::vocab::state::{deserialize_some, fingerprint, Slot};
+    pub use crate::vocab::state::{deserialize_some, fingerprint, has_field, Slot};
     pub use crate::{
         App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeFuture, NodeId, NodeName,
         NodeOutput, PauseFree, Reducer, RouterOutput, StateUpdate, SyncGraph, Write,

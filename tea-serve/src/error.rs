@@ -86,6 +86,8 @@ impl From<Error> for ApiError {
             Error::CheckpointNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
             Error::NodeFailed { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "node_failed"),
             Error::NodePanicked { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "node_panicked"),
+            Error::NodeTimedOut { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "node_timed_out"),
+            Error::MissingContext { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "missing_context"),
             Error::Store { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store"),
             Error::CorruptCheckpoint { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt_checkpoint"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "run_failed"),

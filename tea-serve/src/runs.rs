@@ -518,6 +518,13 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
                 progress.interrupts = Value::Array(listed);
                 return Outcome::Paused(PauseToken { checkpoint, token });
             }
+            Ok(JsonEvent::Custom { node, value }) => {
+                timeline.push(Entry::new("custom", Some(node), value.clone()));
+                run.emit(&mut progress, "custom", value);
+            }
+            Ok(JsonEvent::Note { kind, node, data }) => {
+                timeline.push(Entry::new(kind, Some(node), data));
+            }
             Ok(JsonEvent::Done { state }) => {
                 timeline.push(Entry::new("done", None, Value::Null));
                 run.emit(&mut progress, "values", state.clone());

@@ -48,9 +48,32 @@ impl JsonSnapshot {
 /// One event of a run, with the state as JSON.
 #[derive(Clone, Debug)]
 pub(crate) enum JsonEvent {
-    Step { node: String, branch: Option<String>, state: Value, duration_ms: f64 },
-    Interrupted { state: Value, token: String, checkpoint: u64, interrupts: Vec<Interrupt> },
-    Done { state: Value },
+    Step {
+        node: String,
+        branch: Option<String>,
+        state: Value,
+        duration_ms: f64,
+    },
+    Interrupted {
+        state: Value,
+        token: String,
+        checkpoint: u64,
+        interrupts: Vec<Interrupt>,
+    },
+    Done {
+        state: Value,
+    },
+    /// What a node emitted ([`tea_runtime::Ctx::emit`]): the protocol's `custom` stream mode.
+    Custom {
+        node: String,
+        value: Value,
+    },
+    /// A node's start, retry or cache hit: kept in the run's timeline.
+    Note {
+        kind: &'static str,
+        node: String,
+        data: Value,
+    },
 }
 
 /// The answers a resume carries.
@@ -139,6 +162,35 @@ fn json_event<S: GraphState>(event: Result<Event<S>, Error>) -> Result<JsonEvent
             interrupts: resume.interrupts().to_vec(),
         }),
         Event::Done(state) => Ok(JsonEvent::Done { state: to_json(&state)? }),
+        Event::Custom { node, value } => Ok(JsonEvent::Custom { node: node.as_str().to_owned(), value }),
+        Event::Update { node, branch, update } => Ok(JsonEvent::Note {
+            kind: "update",
+            node: node.as_str().to_owned(),
+            data: serde_json::json!({ "branch": branch.map(|b| b.as_str().to_owned()), "update": to_json(&update)? }),
+        }),
+        Event::Started { node, branch, step, .. } => Ok(JsonEvent::Note {
+            kind: "start",
+            node: node.as_str().to_owned(),
+            data: serde_json::json!({ "branch": branch.map(|b| b.as_str().to_owned()), "step": step }),
+        }),
+        Event::Retry { node, branch, attempt, error, wait } => Ok(JsonEvent::Note {
+            kind: "retry",
+            node: node.as_str().to_owned(),
+            data: serde_json::json!({
+                "branch": branch.map(|b| b.as_str().to_owned()),
+                "attempt": attempt,
+                "error": error,
+                "wait_ms": wait.as_secs_f64() * 1000.0,
+            }),
+        }),
+        Event::CacheHit { node, branch } => Ok(JsonEvent::Note {
+            kind: "cache_hit",
+            node: node.as_str().to_owned(),
+            data: serde_json::json!({ "branch": branch.map(|b| b.as_str().to_owned()) }),
+        }),
+        // Events are a non-exhaustive list to this front end: one it does not know is noted.
+        #[allow(unreachable_patterns)]
+        _ => Ok(JsonEvent::Note { kind: "event", node: String::new(), data: Value::Null }),
     }
 }
 

@@ -463,6 +463,29 @@ impl Agent {
         }
     }
 
+    /// The same agent (sharing its graph, store and node caches) whose runs have `context`: a
+    /// value that is not state — a user id, a model name — which templates read as
+    /// `{{ context.x }}` and `run:` blocks as `context.x` (Lua, read-only) or `context["x"]`
+    /// (Python). It is never written to a checkpoint: give it again to the agent that resumes.
+    /// (`tea run --context JSON`.) Edge conditions (`when:`, `goto:` rules) do not see it.
+    pub fn with_context(&self, context: Value) -> Agent {
+        let runner = |runner: &Runner| match runner {
+            Runner::Free(app) => Runner::Free(app.with_context(context.clone())),
+            Runner::Stored(app) => Runner::Stored(app.with_context(context.clone())),
+        };
+        Agent {
+            graph: self.graph.clone(),
+            runner: runner(&self.runner),
+            #[cfg(feature = "tokio")]
+            async_runner: runner(&self.async_runner),
+            store: self.store.clone(),
+            dir: self.dir.clone(),
+            recursion_limit: self.recursion_limit,
+            checkpoint: self.checkpoint.clone(),
+            names_store: self.names_store,
+        }
+    }
+
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
     /// A [`DirStore`] names each pause's file after its node, as `config.checkpoint_dir` does.
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
@@ -811,11 +834,11 @@ impl Agent {
     #[cfg(feature = "tokio")]
     fn cancellable(&self) -> (Runner, CancelOnDrop) {
         let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let builder =
-            Builder::new(self.graph.driven(true).cancelled_by(flag.clone())).recursion_limit(self.recursion_limit);
-        let runner = match &self.store {
-            Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
-            None => Runner::Free(builder.build()),
+        let graph = self.graph.driven(true).cancelled_by(flag.clone());
+        // The async runner's app with this call's graph: its store, context and node cache.
+        let runner = match &self.async_runner {
+            Runner::Stored(app) => Runner::Stored(app.with_graph(graph)),
+            Runner::Free(app) => Runner::Free(app.with_graph(graph)),
         };
         (runner, CancelOnDrop(flag))
     }

@@ -179,6 +179,8 @@ pub(crate) struct NodeDef {
     pub(crate) sends_fan_in: bool,
     /// A step of a `dynamic_parallel` node: that node, and whether this is the item's first step.
     pub(crate) item_of: Option<(NodeIx, bool)>,
+    /// `retry:`, `timeout:`, `cache:`.
+    pub(crate) policy: Option<tea_runtime::NodePolicy>,
 }
 
 /// Everything a loaded agent is made of.
@@ -212,6 +214,66 @@ pub(crate) struct Inner {
     pub(crate) auto_trace: Option<AutoTrace>,
     /// The agent's key-value memory (`memory.*` actions).
     pub(crate) memory: crate::actions::Memory,
+}
+
+thread_local! {
+    /// The run context of the node this thread runs ([`Agent::with_context`](crate::Agent::with_context)):
+    /// `{{ context.x }}` in templates, `context.x` in `run:` blocks; and the writer its
+    /// `emit(…)` calls send through.
+    static RUN_CONTEXT: std::cell::RefCell<(Value, Option<tea_runtime::Writer>)> =
+        const { std::cell::RefCell::new((Value::Null, None)) };
+}
+
+/// The run context of the node this thread runs (`null` without one).
+pub(crate) fn run_context() -> Value {
+    RUN_CONTEXT.with(|c| c.borrow().0.clone())
+}
+
+/// Emits `value` to the stream of the run whose node this thread runs (`emit(…)` in a `run:`
+/// block); nothing outside a streamed run.
+pub(crate) fn emit(value: Value) {
+    RUN_CONTEXT.with(|c| {
+        if let Some(writer) = &c.borrow().1 {
+            writer.emit(value);
+        }
+    });
+}
+
+/// Puts back what a node found on its thread, whatever happens to the node.
+struct ContextGuard(Option<(Value, Option<tea_runtime::Writer>)>);
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        if let Some(old) = self.0.take() {
+            RUN_CONTEXT.with(|c| *c.borrow_mut() = old);
+        }
+    }
+}
+
+/// Makes a node's run context (if it is JSON) and its writer the thread's while the guard lives.
+fn enter_context(ctx: &Ctx<State>) -> ContextGuard {
+    let context = ctx.context::<Value>().ok().cloned();
+    let writer = ctx.writer();
+    let writer = writer.is_listened().then_some(writer);
+    if context.is_none() && writer.is_none() {
+        return ContextGuard(None);
+    }
+    ContextGuard(Some(RUN_CONTEXT.with(|c| c.replace((context.unwrap_or(Value::Null), writer)))))
+}
+
+/// A node's future with its run's context entered at each poll (it may be polled on any of the
+/// runtime's threads).
+struct InContext<'a> {
+    ctx: &'a Ctx<State>,
+    inner: NodeFuture<'a, State, NodeIx>,
+}
+
+impl std::future::Future for InContext<'_> {
+    type Output = Result<NodeStep<State, NodeIx>, BoxError>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let _entered = enter_context(self.ctx);
+        self.inner.as_mut().poll(cx)
+    }
 }
 
 /// Where an agent file asks each run's trace to go (The Edge Agent's `settings.auto_trace:
@@ -256,15 +318,23 @@ impl minijinja::value::Object for Scope {
                 minijinja::context! { dir => dir, last => last }
             }
             "result" => self.result.clone()?,
+            "context" => template::to_mj(&run_context()),
             _ => return None,
         })
     }
 
     fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
         if self.secrets {
-            return minijinja::value::Enumerator::Str(&["state", "variables", "secrets", "checkpoint", "result"]);
+            return minijinja::value::Enumerator::Str(&[
+                "state",
+                "variables",
+                "secrets",
+                "checkpoint",
+                "result",
+                "context",
+            ]);
         }
-        minijinja::value::Enumerator::Str(&["state", "variables", "checkpoint", "result"])
+        minijinja::value::Enumerator::Str(&["state", "variables", "checkpoint", "result", "context"])
     }
 }
 
@@ -927,6 +997,7 @@ impl Graph for YamlGraph {
         ctx: &Ctx<State>,
         hitl: &mut Hitl,
     ) -> Result<NodeStep<State, NodeIx>, BoxError> {
+        let _context = enter_context(ctx);
         if matches!(self.node(node).exec, Exec::Send { .. }) {
             let sends = self.sends(node, state).map_err(|e| self.redact(e))?;
             return Ok(NodeStep::with_sends(None, sends));
@@ -952,10 +1023,11 @@ impl Graph for YamlGraph {
     ) -> NodeFuture<'a, State, NodeIx> {
         #[cfg(feature = "net")]
         if self.is_net(node) {
-            return Box::pin(async move {
+            let inner = Box::pin(async move {
                 let update = self.run_net(node, state, ctx).await.map_err(|e| self.redact(e))?;
                 Ok(NodeStep::new(update, None))
             });
+            return Box::pin(InContext { ctx, inner });
         }
         let result = self.run(node, state, ctx, hitl);
         Box::pin(std::future::ready(result))
@@ -1011,6 +1083,10 @@ impl Graph for YamlGraph {
             }
         }
         Ok(())
+    }
+
+    fn policy(&self, node: NodeIx) -> Option<&tea_runtime::NodePolicy> {
+        self.node(node).policy.as_ref()
     }
 
     fn pause_timeout(&self, node: NodeIx) -> Option<u64> {

@@ -138,6 +138,7 @@ pub(crate) fn is_item_failure(error: &(dyn std::error::Error + 'static)) -> bool
             e,
             E::NodeFailed { .. }
                 | E::NodePanicked { .. }
+                | E::NodeTimedOut { .. }
                 | E::NoRoute { .. }
                 | E::RecursionLimit { .. }
                 | E::ConflictingWrites { .. }

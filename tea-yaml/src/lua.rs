@@ -272,6 +272,8 @@ struct Vm {
     base: Table,
     /// The `state` userdata, pointed at the state of the call under way.
     state: AnyUserData,
+    /// The `context` userdata (read-only), pointed at the run context of the call under way.
+    context: AnyUserData,
     /// The limits of the block under way, shared with the hook.
     watch: Rc<Watch>,
     limits: Option<Limits>,
@@ -359,7 +361,7 @@ impl UserData for MapView {
         });
         methods.add_meta_method_mut(MetaMethod::NewIndex, |lua, this, (key, value): (LuaValue, LuaValue)| {
             if !this.writable || this.map.is_none() {
-                return Err(mlua::Error::runtime("`variables` is read-only"));
+                return Err(mlua::Error::runtime("`variables` and `context` are read-only"));
             }
             let LuaValue::String(key) = key else {
                 return Err(mlua::Error::runtime("the keys of `state` are strings"));
@@ -429,8 +431,19 @@ impl Vm {
             Ok(())
         })?;
         base.set("print", print)?;
+        // `emit(value)`: a custom event of the run's stream (nothing outside a stream).
+        let emit = lua.create_function(|_, value: LuaValue| {
+            // As big as a block's result may be.
+            let mut budget = 64 << 20;
+            let value = to_json(&value, 0, &mut budget).map_err(mlua::Error::runtime)?;
+            crate::graph::emit(value);
+            Ok(())
+        })?;
+        base.set("emit", emit)?;
         let state = lua.create_userdata(MapView::new(None, true))?;
         base.set("state", &state)?;
+        let context = lua.create_userdata(MapView::new(None, false))?;
+        base.set("context", &context)?;
         // The string metatable's `__index` is the real string library: hide it.
         lua.load("getmetatable('').__metatable = false").set_name("=tea").exec()?;
         let watch = Rc::new(Watch::default());
@@ -444,7 +457,7 @@ impl Vm {
         for library in ["string", "table", "math", "utf8", "coroutine"] {
             base.set(library, read_only(&lua, globals.get::<Table>(library)?)?)?;
         }
-        Ok(Vm { lua, base, state, watch, limits: None, agents: HashMap::new() })
+        Ok(Vm { lua, base, state, context, watch, limits: None, agents: HashMap::new() })
     }
 
     fn run(
@@ -464,6 +477,10 @@ impl Vm {
         };
         let outcome = (|| -> mlua::Result<Result<Option<Map<String, Value>>, String>> {
             self.state.borrow_mut::<MapView>()?.map = Some(state.clone());
+            self.context.borrow_mut::<MapView>()?.map = match crate::graph::run_context() {
+                Value::Object(context) => Some(Arc::new(context)),
+                _ => None,
+            };
             self.watch.budget.set(i64::try_from(chunks.limits.instructions).unwrap_or(i64::MAX));
             self.watch.deadline.set(Instant::now().checked_add(chunks.limits.time));
             self.watch.memory.set(chunks.limits.memory);
@@ -484,6 +501,7 @@ impl Vm {
             // The state's map is shared again only with its owner (so applying the update
             // copies nothing).
             self.state.borrow_mut::<MapView>()?.reset();
+            self.context.borrow_mut::<MapView>()?.reset();
             if !agent.env.is_empty() {
                 // The block assigned globals: they do not outlive the call.
                 let keys: Vec<LuaValue> =

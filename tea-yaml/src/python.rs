@@ -292,6 +292,11 @@ mod imp {
             }
             globals.set_item("state", dict)?;
             globals.set_item("variables", map_to_py(py, &self.variables)?)?;
+            let context = match crate::graph::run_context() {
+                Value::Object(context) => context,
+                _ => Map::new(),
+            };
+            globals.set_item("context", map_to_py(py, &context)?)?;
             globals.set_item("config", PyDict::new(py))?;
             if self.uses_requests {
                 globals.set_item("requests", py.import("requests")?)?;

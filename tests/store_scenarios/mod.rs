@@ -295,6 +295,7 @@ pub fn describe(event: &Result<Event<Doc>, Error>) -> String {
         Ok(Event::Step { node, branch: Some(branch), .. }) => format!("{node}@{branch}"),
         Ok(Event::Interrupted { resume, .. }) => format!("interrupted {}", ids(resume).join(",")),
         Ok(Event::Done(state)) => format!("done {}", state.trail.join(",")),
+        Ok(other) => format!("{other:?}"),
         Err(error) => format!("error {error:?}"),
     }
 }

@@ -9,10 +9,10 @@
 //! `tea_check`'s, shared with the YAML front end; this module lowers the graph to a
 //! `tea_check::Graph` and puts each problem on the identifier it is about.
 
-use super::parse::{GraphDef, GuardRef, Stmt, SubgraphDef, When};
+use super::parse::{GraphDef, GuardRef, Setting, Stmt, SubgraphDef, When};
 use proc_macro2::Span;
 use std::collections::BTreeSet;
-use syn::{Ident, LitInt};
+use syn::{Ident, LitInt, Type};
 use tea_check::suggest;
 pub use tea_check::Target;
 use tea_check::{At, Kind, Source, Spelling};
@@ -60,6 +60,8 @@ pub struct Model<'a> {
     /// The edges out of `start`, in order.
     pub start: Vec<Route<'a>>,
     pub can_pause: bool,
+    /// `context T;`: the type of the run context.
+    pub context: Option<&'a Type>,
 }
 
 #[cfg_attr(test, derive(Debug))]
@@ -79,6 +81,10 @@ pub struct Node<'a> {
     /// A subgraph node's `parent -> a | b`: where its child may route this graph (empty: not
     /// declared, and then anywhere).
     pub jumps: Vec<usize>,
+    /// `retry node(…);`, `timeout node(…);`, `cache node(…);`.
+    pub retry: Option<&'a Setting>,
+    pub timeout: Option<&'a Setting>,
+    pub cache: Option<&'a Setting>,
 }
 
 #[cfg_attr(test, derive(Debug))]
@@ -145,7 +151,11 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
                     );
                 }
             }
-            Stmt::Breakpoint { .. } | Stmt::Interruptible { .. } | Stmt::Async { .. } => {}
+            Stmt::Breakpoint { .. }
+            | Stmt::Interruptible { .. }
+            | Stmt::Async { .. }
+            | Stmt::Policy(_)
+            | Stmt::Context(_) => {}
         }
     }
 
@@ -163,6 +173,9 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
             interrupt_before: false,
             interrupt_after: false,
             jumps: Vec::new(),
+            retry: None,
+            timeout: None,
+            cache: None,
         })
         .collect();
 
@@ -184,6 +197,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
     let mut shape_known = !def.incomplete && !table.refused;
     let mut start: Vec<Route> = Vec::new();
     let mut interrupt_declared: BTreeSet<usize> = BTreeSet::new();
+    let mut context: Option<&Type> = None;
     let mut declared: Vec<Option<Declared>> = vec![None; nodes.len()];
     // Where each node's successors are named, for errors about one edge.
     let mut edge_spans: Vec<Vec<(Target, Span)>> = vec![Vec::new(); nodes.len()];
@@ -356,6 +370,38 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
                 }
                 nodes[index].kind = NodeKind::Interrupt { payload, answer, timeout: timeout.as_ref() };
             }
+            Stmt::Policy(policy) => {
+                let ident = &policy.node;
+                if ident == "start" || ident == "end" {
+                    errors.push(
+                        ident.span(),
+                        format!(
+                            "`{ident}` runs no function, so it takes no `{}`; name a node of the graph",
+                            policy.keyword
+                        ),
+                    );
+                    continue;
+                }
+                let Some(index) = known_node(&table, &nodes, ident, policy.keyword, &mut errors) else {
+                    continue;
+                };
+                let slot = match &policy.setting {
+                    Setting::Retry { .. } => &mut nodes[index].retry,
+                    Setting::Timeout { .. } => &mut nodes[index].timeout,
+                    Setting::Cache { .. } => &mut nodes[index].cache,
+                };
+                if slot.is_some() {
+                    errors.push(ident.span(), format!("`{} {ident}` is declared twice", policy.keyword));
+                    continue;
+                }
+                *slot = Some(&policy.setting);
+            }
+            Stmt::Context(ty) => {
+                if context.is_some() {
+                    errors.push(syn::spanned::Spanned::span(ty), "the graph's `context` is declared twice");
+                }
+                context = Some(ty);
+            }
             Stmt::Subgraph(sub) => {
                 let Some(index) = table.index(&sub.node) else {
                     continue;
@@ -381,6 +427,19 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
         }
     }
     for node in &nodes {
+        if matches!(node.kind, NodeKind::Interrupt { .. }) {
+            for (keyword, set) in [("retry", node.retry), ("timeout", node.timeout), ("cache", node.cache)] {
+                if set.is_some() {
+                    errors.push(
+                        node.ident.span(),
+                        format!(
+                            "`{}` is an interrupt node (it has no function), so it takes no `{keyword}`",
+                            node.name
+                        ),
+                    );
+                }
+            }
+        }
         if matches!(node.kind, NodeKind::Interrupt { .. }) && matches!(node.routing, Routing::Router(_)) {
             errors.push(
                 node.ident.span(),
@@ -576,7 +635,7 @@ pub fn check(def: &GraphDef) -> Result<Model<'_>, Rejected> {
     });
     match errors.into_error() {
         Some(error) => Err(Rejected { error, unknown }),
-        None => Ok(Model { nodes, start, can_pause }),
+        None => Ok(Model { nodes, start, can_pause, context }),
     }
 }
 

@@ -5,7 +5,7 @@
 //! missing or ill-typed node or guard is reported there. Execution logic stays in the runtime.
 
 use super::check::{lower, Model, Node, NodeKind, Route, Routing, Target};
-use super::parse::{path_string, GraphDef, Stmt};
+use super::parse::{path_string, GraphDef, Setting, Stmt};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::Ident;
@@ -194,6 +194,26 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                     #(#arms)*
                     _ => ::core::option::Option::None,
                 }
+            }
+        }
+    });
+    let policy_arms: Vec<TokenStream> = model.nodes.iter().filter_map(|n| policy_arm(n, &node_enum, state)).collect();
+    let policies = (!policy_arms.is_empty()).then(|| {
+        quote! {
+            #[inline]
+            #[allow(unreachable_patterns)]
+            fn policy(&self, node: #node_enum) -> ::core::option::Option<&::tea::__private::NodePolicy> {
+                match node {
+                    #(#policy_arms)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+        }
+    });
+    let context_type = model.context.map(|ty| {
+        quote! {
+            fn context_type(&self) -> ::core::option::Option<(::core::any::TypeId, &'static str)> {
+                ::core::option::Option::Some((::core::any::TypeId::of::<#ty>(), ::core::any::type_name::<#ty>()))
             }
         }
     });
@@ -399,6 +419,8 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 #interrupt_after
                 #sends
                 #pause_timeout
+                #policies
+                #context_type
                 #check_answer
                 #fixed_route
                 #reads_branches
@@ -849,4 +871,76 @@ fn drawing(def: &GraphDef, model: &Model, format: Format) -> TokenStream {
         #[doc = #doc]
         pub const #public: &'static str = ::tea::__private::draw::as_str(&#name::#out);
     }
+}
+
+/// The `policy` arm of a node with a `retry`, `timeout` or `cache` statement: a constant
+/// `NodePolicy` (a `cache` with `reads` also checks, at compile time, that the state has those
+/// fields).
+fn policy_arm(node: &Node<'_>, node_enum: &Ident, state: &syn::Type) -> Option<TokenStream> {
+    if node.retry.is_none() && node.timeout.is_none() && node.cache.is_none() {
+        return None;
+    }
+    let p = quote!(::tea::__private);
+    let millis = |ms: u64| quote!(::core::time::Duration::from_millis(#ms));
+    let mut policy = quote!(#p::NodePolicy::NONE);
+    if let Some(Setting::Retry { attempts, backoff_ms, max_backoff_ms, factor, jitter, on }) = node.retry {
+        let mut retry = quote!(#p::RetryPolicy::attempts(#attempts));
+        if let Some(ms) = backoff_ms {
+            let d = millis(*ms);
+            retry = quote!(#retry.backoff(#d));
+        }
+        if let Some(ms) = max_backoff_ms {
+            let d = millis(*ms);
+            retry = quote!(#retry.max_backoff(#d));
+        }
+        if let Some(f) = factor {
+            retry = quote!(#retry.factor(#f));
+        }
+        if let Some(j) = jitter {
+            retry = quote!(#retry.jitter(#j));
+        }
+        if let Some(on) = on {
+            let which = match on.to_string().as_str() {
+                "errors" => quote!(ErrorsAndTimeouts),
+                "timeouts" => quote!(Timeouts),
+                _ => quote!(Failures),
+            };
+            retry = quote!(#retry.retry_on(#p::RetryOn::#which));
+        }
+        policy = quote!(#policy.retry(#retry));
+    }
+    if let Some(Setting::Timeout { ms }) = node.timeout {
+        let d = millis(*ms);
+        policy = quote!(#policy.timeout(#d));
+    }
+    let mut field_checks = Vec::new();
+    if let Some(Setting::Cache { ttl_ms, reads, store }) = node.cache {
+        let mut cache = if *store { quote!(#p::CachePolicy::store()) } else { quote!(#p::CachePolicy::memory()) };
+        if let Some(ms) = ttl_ms {
+            let d = millis(*ms);
+            cache = quote!(#cache.ttl(#d));
+        }
+        if !reads.is_empty() {
+            let names: Vec<String> = reads.iter().map(|r| syn::ext::IdentExt::unraw(r).to_string()).collect();
+            cache = quote!(#cache.reads(&[#(#names),*]));
+            for (read, name) in reads.iter().zip(&names) {
+                let message = format!("`cache {}(reads = [… {name} …])`: the state has no field `{name}`", node.name);
+                field_checks.push(quote_spanned! {read.span()=>
+                    const _: () = ::core::assert!(
+                        #p::has_field(<#state as #p::GraphState>::FIELDS, #name),
+                        #message
+                    );
+                });
+            }
+        }
+        policy = quote!(#policy.cache(#cache));
+    }
+    let variant = &node.variant;
+    Some(quote! {
+        #node_enum::#variant => {
+            #(#field_checks)*
+            const POLICY: #p::NodePolicy = #policy;
+            ::core::option::Option::Some(&POLICY)
+        }
+    })
 }

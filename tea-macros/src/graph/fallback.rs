@@ -67,6 +67,8 @@ pub fn fallback(def: &GraphDef, error: Option<syn::Error>, unknown: &[String]) -
             }
             Stmt::Async { nodes: listed } => asynchronous.extend(listed),
             Stmt::Breakpoint { .. } => can_pause = true,
+            // Policies and the context change nothing the fallback declares.
+            Stmt::Policy(_) | Stmt::Context(_) => {}
         }
     }
     let mut seen = std::collections::BTreeSet::new();

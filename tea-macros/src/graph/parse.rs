@@ -20,6 +20,9 @@ mod kw {
     syn::custom_keyword!(timeout);
     syn::custom_keyword!(subgraph);
     syn::custom_keyword!(parent);
+    syn::custom_keyword!(retry);
+    syn::custom_keyword!(cache);
+    syn::custom_keyword!(context);
 }
 
 /// A whole `graph!` invocation.
@@ -58,6 +61,42 @@ pub enum Stmt {
     /// `subgraph research = Researcher;` or `subgraph research = Researcher(to_child => from_child);`,
     /// either with `, parent -> a | b` (where the child may route this graph)
     Subgraph(SubgraphDef),
+    /// `retry fetch(attempts = 3, backoff = 200ms, …);`, `timeout fetch(5s);`,
+    /// `cache fetch(ttl = 60s, reads = [query], store);`
+    Policy(PolicyDef),
+    /// `context Settings;`: the type of the run context the graph's nodes read.
+    Context(Type),
+}
+
+/// A node's policy statement, its settings read and checked as they parse.
+#[cfg_attr(test, derive(Debug))]
+pub struct PolicyDef {
+    pub node: Ident,
+    /// The statement's keyword, for errors (`retry`, `timeout`, `cache`).
+    pub keyword: &'static str,
+    pub setting: Setting,
+}
+
+/// What a policy statement sets.
+#[cfg_attr(test, derive(Debug))]
+pub enum Setting {
+    Retry {
+        attempts: u32,
+        backoff_ms: Option<u64>,
+        max_backoff_ms: Option<u64>,
+        factor: Option<f64>,
+        jitter: Option<f64>,
+        /// `failures` (default), `errors`, `timeouts`.
+        on: Option<Ident>,
+    },
+    Timeout {
+        ms: u64,
+    },
+    Cache {
+        ttl_ms: Option<u64>,
+        reads: Vec<Ident>,
+        store: bool,
+    },
 }
 
 /// A subgraph node: a node of the graph that runs a whole child graph.
@@ -178,8 +217,19 @@ impl Parse for GraphDef {
 }
 
 /// The statement keywords, in the order the errors list them.
-const STATEMENT_KEYWORDS: &[&str] =
-    &["parallel", "interrupt_before", "interrupt_after", "interruptible", "interrupt", "subgraph", "async"];
+const STATEMENT_KEYWORDS: &[&str] = &[
+    "parallel",
+    "interrupt_before",
+    "interrupt_after",
+    "interruptible",
+    "interrupt",
+    "subgraph",
+    "async",
+    "retry",
+    "timeout",
+    "cache",
+    "context",
+];
 
 /// Whether the next tokens begin a statement: `node ->`, or a keyword followed by a name.
 fn starts_statement(input: ParseStream) -> bool {
@@ -192,6 +242,10 @@ fn starts_statement(input: ParseStream) -> bool {
         || input.peek(kw::interruptible)
         || input.peek(kw::interrupt)
         || input.peek(kw::subgraph)
+        || input.peek(kw::retry)
+        || input.peek(kw::timeout)
+        || input.peek(kw::cache)
+        || input.peek(kw::context)
         || input.peek(Token![async]))
         && input.peek2(Ident)
 }
@@ -287,6 +341,23 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         (Stmt::Interrupt { node, payload, answer, timeout }, paren.span.close())
     } else if keyword_stmt && lookahead.peek(kw::subgraph) {
         parse_subgraph(input)?
+    } else if keyword_stmt && lookahead.peek(kw::retry) {
+        input.parse::<kw::retry>()?;
+        parse_policy(input, "retry")?
+    } else if keyword_stmt && lookahead.peek(kw::timeout) {
+        input.parse::<kw::timeout>()?;
+        parse_policy(input, "timeout")?
+    } else if keyword_stmt && lookahead.peek(kw::cache) {
+        input.parse::<kw::cache>()?;
+        parse_policy(input, "cache")?
+    } else if keyword_stmt && lookahead.peek(kw::context) {
+        let keyword = input.parse::<kw::context>()?;
+        let ty: Type = input
+            .parse()
+            .map_err(|e| syn::Error::new(e.span(), "expected the run context's type: `context Settings;`"))?;
+        let last = syn::spanned::Spanned::span(&ty);
+        let _ = keyword;
+        (Stmt::Context(ty), last)
     } else if lookahead.peek(Ident) {
         let from = input.call(node_name)?;
         if input.peek(Ident) {
@@ -300,7 +371,8 @@ fn parse_stmt(input: ParseStream) -> syn::Result<(Stmt, Span)> {
                 from.span(),
                 format!(
                     "unknown statement `{word}`; {hint}a statement is an edge (`a -> b;`) or starts with one of \
-                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`, `async`"
+                     `parallel`, `interrupt_before`, `interrupt_after`, `interruptible`, `interrupt`, `subgraph`, `async`, \
+                     `retry`, `timeout`, `cache`, `context`"
                 ),
             ));
         }
@@ -384,6 +456,199 @@ fn parse_subgraph(input: ParseStream) -> syn::Result<(Stmt, Span)> {
         }
     }
     Ok((Stmt::Subgraph(SubgraphDef { node, child, mapping, jumps, bad_clause }), last))
+}
+
+/// `retry node(…)`, `timeout node(…)`, `cache node[(…)]`, after the keyword.
+fn parse_policy(input: ParseStream, keyword: &'static str) -> syn::Result<(Stmt, Span)> {
+    let node = input.call(node_name)?;
+    let usage = match keyword {
+        "retry" => "`retry node(attempts = 3, backoff = 200ms, max_backoff = 10s, factor = 2.0, jitter = 0.25, on = failures);` (all but `attempts` optional)",
+        "timeout" => "`timeout node(30s);` (a duration: `500ms`, `30s`, `5m`, `1h`)",
+        _ => "`cache node;` or `cache node(ttl = 10m, reads = [field, …], store);` (all optional)",
+    };
+    if !input.peek(syn::token::Paren) {
+        if keyword == "cache" {
+            let last = node.span();
+            let setting = Setting::Cache { ttl_ms: None, reads: Vec::new(), store: false };
+            return Ok((Stmt::Policy(PolicyDef { node, keyword, setting }), last));
+        }
+        return Err(input.error(format!("expected `(` after `{keyword} {node}`: {usage}")));
+    }
+    let args;
+    let paren = parenthesized!(args in input);
+    let setting = match keyword {
+        "timeout" => {
+            let ms = duration_ms(&args, usage)?;
+            if !args.is_empty() {
+                return Err(args.error(format!("expected `)`: {usage}")));
+            }
+            if ms == 0 {
+                return Err(syn::Error::new(
+                    paren.span.join(),
+                    "a timeout of zero would fail every run: give a positive duration",
+                ));
+            }
+            Setting::Timeout { ms }
+        }
+        "retry" => {
+            let (mut attempts, mut backoff_ms, mut max_backoff_ms, mut factor, mut jitter, mut on) =
+                (None, None, None, None, None, None);
+            for_each_setting(&args, usage, |name, args| {
+                match name.to_string().as_str() {
+                    "attempts" => {
+                        let lit: LitInt = args.parse()?;
+                        let n: u32 = lit.base10_parse()?;
+                        if n == 0 {
+                            return Err(syn::Error::new(lit.span(), "`attempts` counts the first run: at least 1"));
+                        }
+                        attempts = Some(n);
+                    }
+                    "backoff" => backoff_ms = Some(duration_ms(args, usage)?),
+                    "max_backoff" => max_backoff_ms = Some(duration_ms(args, usage)?),
+                    "factor" => factor = Some(number(args, &name)?),
+                    "jitter" => {
+                        let value = number(args, &name)?;
+                        if !(0.0..=1.0).contains(&value) {
+                            return Err(syn::Error::new(
+                                name.span(),
+                                "`jitter` is a share of each wait: from 0.0 to 1.0",
+                            ));
+                        }
+                        jitter = Some(value);
+                    }
+                    "on" => {
+                        let which: Ident = args.parse()?;
+                        if !["failures", "errors", "timeouts"].contains(&which.to_string().as_str()) {
+                            return Err(syn::Error::new(
+                                which.span(),
+                                format!("unknown `on = {which}`: `failures` (errors, panics and timeouts; the default), `errors` (errors and timeouts), or `timeouts`"),
+                            ));
+                        }
+                        on = Some(which);
+                    }
+                    other => {
+                        return Err(unknown_setting(
+                            &name,
+                            other,
+                            &["attempts", "backoff", "max_backoff", "factor", "jitter", "on"],
+                            usage,
+                        ))
+                    }
+                }
+                Ok(())
+            })?;
+            let Some(attempts) = attempts else {
+                return Err(syn::Error::new(
+                    paren.span.join(),
+                    format!("`retry {node}` needs `attempts = N`: {usage}"),
+                ));
+            };
+            Setting::Retry { attempts, backoff_ms, max_backoff_ms, factor, jitter, on }
+        }
+        _ => {
+            let (mut ttl_ms, mut reads, mut store) = (None, Vec::new(), false);
+            for_each_setting(&args, usage, |name, args| {
+                match name.to_string().as_str() {
+                    "ttl" => ttl_ms = Some(duration_ms(args, usage)?),
+                    "reads" => {
+                        let content;
+                        bracketed!(content in args);
+                        reads = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?.into_iter().collect();
+                    }
+                    "store" => store = true,
+                    other => return Err(unknown_setting(&name, other, &["ttl", "reads", "store"], usage)),
+                }
+                Ok(())
+            })?;
+            Setting::Cache { ttl_ms, reads, store }
+        }
+    };
+    Ok((Stmt::Policy(PolicyDef { node, keyword, setting }), paren.span.close()))
+}
+
+/// Reads `name = value, …` (or a bare `name`, for flags), handing each to `each` positioned
+/// after its `=`.
+fn for_each_setting(
+    args: ParseStream,
+    usage: &str,
+    mut each: impl FnMut(Ident, ParseStream) -> syn::Result<()>,
+) -> syn::Result<()> {
+    while !args.is_empty() {
+        let name: Ident =
+            args.parse().map_err(|e| syn::Error::new(e.span(), format!("expected a setting: {usage}")))?;
+        if args.peek(Token![=]) {
+            args.parse::<Token![=]>()?;
+        } else if name != "store" {
+            return Err(syn::Error::new(name.span(), format!("expected `{name} = …`: {usage}")));
+        }
+        each(name, args)?;
+        if args.is_empty() {
+            break;
+        }
+        args.parse::<Token![,]>()?;
+    }
+    Ok(())
+}
+
+fn unknown_setting(name: &Ident, word: &str, known: &[&str], usage: &str) -> syn::Error {
+    let hint = match suggest(word, known.iter().copied()) {
+        Some(known) => format!("did you mean `{known}`? "),
+        None => String::new(),
+    };
+    syn::Error::new(name.span(), format!("unknown setting `{word}`; {hint}{usage}"))
+}
+
+/// A number (`2`, `0.5`).
+fn number(args: ParseStream, name: &Ident) -> syn::Result<f64> {
+    let lit: syn::Lit = args.parse()?;
+    match &lit {
+        syn::Lit::Int(i) if i.suffix().is_empty() => i.base10_parse(),
+        syn::Lit::Float(f) if f.suffix().is_empty() => f.base10_parse(),
+        _ => Err(syn::Error::new(lit.span(), format!("`{name}` is a plain number, e.g. `2.0`"))),
+    }
+}
+
+/// A duration literal (`500ms`, `30s`, `1.5s`, `5m`, `1h`) in milliseconds.
+fn duration_ms(args: ParseStream, usage: &str) -> syn::Result<u64> {
+    let lit: syn::Lit = args.parse().map_err(|e| syn::Error::new(e.span(), format!("expected a duration: {usage}")))?;
+    let (value, suffix) = match &lit {
+        syn::Lit::Int(i) => (i.base10_digits().parse::<f64>().unwrap_or(f64::NAN), i.suffix().to_owned()),
+        syn::Lit::Float(f) => (f.base10_digits().parse::<f64>().unwrap_or(f64::NAN), f.suffix().to_owned()),
+        _ => return Err(syn::Error::new(lit.span(), format!("expected a duration: {usage}"))),
+    };
+    let scale = match suffix.as_str() {
+        "ms" => 1.0,
+        "s" => 1_000.0,
+        "m" => 60_000.0,
+        "h" => 3_600_000.0,
+        "" => {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`{}` needs a unit: `{}ms`, `{}s`, `{}m` or `{}h`",
+                    lit_text(&lit),
+                    lit_text(&lit),
+                    lit_text(&lit),
+                    lit_text(&lit),
+                    lit_text(&lit)
+                ),
+            ))
+        }
+        other => return Err(syn::Error::new(lit.span(), format!("unknown unit `{other}`: use `ms`, `s`, `m` or `h`"))),
+    };
+    let ms = value * scale;
+    if !ms.is_finite() || ms < 0.0 || ms > u64::MAX as f64 {
+        return Err(syn::Error::new(lit.span(), "this duration does not fit"));
+    }
+    Ok(ms.round() as u64)
+}
+
+fn lit_text(lit: &syn::Lit) -> String {
+    match lit {
+        syn::Lit::Int(i) => i.base10_digits().to_owned(),
+        syn::Lit::Float(f) => f.base10_digits().to_owned(),
+        _ => String::new(),
+    }
 }
 
 /// `parent -> a | b`, after a subgraph statement's `,`.

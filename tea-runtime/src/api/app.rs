@@ -14,13 +14,15 @@ use crate::machine::run::{Over, Run};
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
 use crate::model::outcome::{Outcome, Snapshot};
+use crate::model::scope::{Emitter, Shared};
 use crate::store::Checkpointer;
 use crate::vocab::clock::{now_ms, random_u64};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::options::{
-    Durability, Limits, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    Durability, Limits, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
+use crate::vocab::policy::StreamModes;
 use crate::vocab::trace::{self, traced};
 use std::fmt;
 use std::sync::Arc;
@@ -79,8 +81,10 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     where
         G: PauseFree,
     {
+        let graph = Arc::new(self.graph);
         App {
-            graph: Arc::new(self.graph),
+            shared: Arc::new(Shared::new(graph.clone())),
+            graph,
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
@@ -90,6 +94,8 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             sync_inline: self.sync_inline,
             parent_node: None,
             parent: None,
+            context: None,
+            modes: StreamModes::default(),
         }
     }
 }
@@ -191,8 +197,10 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
 
     /// Builds the app.
     pub fn build(self) -> App<G, C> {
+        let graph = Arc::new(self.graph);
         App {
-            graph: Arc::new(self.graph),
+            shared: Arc::new(Shared::new(graph.clone())),
+            graph,
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
@@ -202,6 +210,8 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             sync_inline: self.sync_inline,
             parent_node: None,
             parent: None,
+            context: None,
+            modes: StreamModes::default(),
         }
     }
 }
@@ -251,6 +261,12 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     /// A child app's link to the run of its parent graph (the [`Host`](Host)
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
     pub(crate) parent: Option<Arc<Host>>,
+    /// What its runs share: the graph for nodes run on a thread of their own, the node cache.
+    pub(crate) shared: Arc<Shared>,
+    /// The context of this app's runs ([`App::with_context`]).
+    pub(crate) context: Option<RunContext>,
+    /// The modes of this call's streams ([`RunOptions::stream_modes`]).
+    pub(crate) modes: StreamModes,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -271,6 +287,7 @@ impl<G: Graph, C> App<G, C> {
         let graph = Arc::new(graph);
         let parent = host.cloned();
         App {
+            shared: Arc::new(Shared::new(graph.clone())),
             graph,
             checkpointer,
             recursion_limit,
@@ -282,6 +299,74 @@ impl<G: Graph, C> App<G, C> {
             sync_inline: false,
             parent_node: Some(parent_node),
             parent,
+            // Set from the parent run's `Ctx` (`subgraph`).
+            context: None,
+            modes: StreamModes::default(),
+        }
+    }
+
+    /// This app, sharing its graph, store, options and node cache, whose runs have `context`:
+    /// a value that is not state — a user id, a model name, an API client, a deadline — which
+    /// every node reads with [`Ctx::context`](crate::Ctx::context), and the child runs of its
+    /// subgraph nodes too. A context is never written to a checkpoint: give it again to the
+    /// app that resumes or recovers the thread. A graph that declares its context type
+    /// (`graph!`'s `context T;`) refuses a run without one of that type
+    /// ([`Error::MissingContext`]). Cheap: a few reference counts.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Chat { user: String }
+    /// struct Session { user_id: String }
+    ///
+    /// fn greet(_: &Chat, ctx: &Ctx<Chat>) -> Result<ChatUpdate, tea::BoxError> {
+    ///     Ok(Chat::update().user(ctx.context::<Session>()?.user_id.clone()))
+    /// }
+    /// graph! { Greeter for Chat { context Session; start -> greet; greet -> end; } }
+    ///
+    /// let app = Greeter::builder().build();
+    /// let out = app.with_context(Session { user_id: "ada".into() }).invoke(Chat::default())?;
+    /// assert_eq!(out.user, "ada");
+    /// # Ok::<(), tea::Error>(())
+    /// ```
+    pub fn with_context<T: std::any::Any + Send + Sync>(&self, context: T) -> App<G, C> {
+        App {
+            graph: self.graph.clone(),
+            checkpointer: self.checkpointer.clone(),
+            recursion_limit: self.recursion_limit,
+            durability: self.durability,
+            lease: self.lease,
+            max_branches: self.max_branches,
+            key: self.key.clone(),
+            parent_node: self.parent_node,
+            parent: self.parent.clone(),
+            sync_inline: self.sync_inline,
+            shared: self.shared.clone(),
+            context: Some(RunContext::new(context)),
+            modes: self.modes,
+        }
+    }
+
+    /// This app running `graph` instead: an equal graph with other settings of its own (a
+    /// YAML agent's per-call cancel flag), on the same store, with the same options, context
+    /// and node cache.
+    #[doc(hidden)]
+    pub fn with_graph(&self, graph: G) -> App<G, C> {
+        let graph = Arc::new(graph);
+        App {
+            shared: Arc::new(self.shared.with_graph(graph.clone())),
+            graph,
+            checkpointer: self.checkpointer.clone(),
+            recursion_limit: self.recursion_limit,
+            durability: self.durability,
+            lease: self.lease,
+            max_branches: self.max_branches,
+            key: self.key.clone(),
+            parent_node: self.parent_node,
+            parent: self.parent.clone(),
+            sync_inline: self.sync_inline,
+            context: self.context.clone(),
+            modes: self.modes,
         }
     }
 
@@ -293,6 +378,34 @@ impl<G: Graph, C> App<G, C> {
     /// The recursion limit in force.
     pub fn recursion_limit(&self) -> usize {
         self.recursion_limit
+    }
+
+    /// Gives `run` what this app's runs share (its graph, its node cache), this call's context,
+    /// and — when it streams — where its nodes' emits go; refuses it if the graph declares a
+    /// context type this call did not supply. Allocates only for a stream.
+    pub(crate) fn scope<'g>(&self, run: Run<'g, G>) -> Result<Run<'g, G>, Error> {
+        self.scope_with(run, &RunOptions::new())
+    }
+
+    /// [`scope`](Self::scope) with this call's `options` over the app's.
+    pub(crate) fn scope_with<'g>(&self, mut run: Run<'g, G>, options: &RunOptions) -> Result<Run<'g, G>, Error> {
+        let context = self.context.as_ref();
+        if let Some((type_id, expected)) = self.graph.context_type() {
+            if !context.is_some_and(|context| context.is(type_id)) {
+                return Err(Error::MissingContext {
+                    graph: self.graph.name().to_owned(),
+                    node: None,
+                    expected,
+                    found: context.map(RunContext::type_name),
+                });
+            }
+        }
+        run.ctx.shared = Some(self.shared.clone());
+        run.ctx.context = context.cloned();
+        if run.record {
+            run.ctx.emitter = Some(Arc::new(Emitter::new(options.stream_modes.unwrap_or(self.modes))));
+        }
+        Ok(run)
     }
 
     /// The limits its runs work within.
@@ -312,7 +425,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
+        let mut run = self.scope(Run::new(&*self.graph, input, self.limits(), None, false))?;
         traced! { run.call("invoke"); }
         match run.run_to_end()? {
             Over::Done => Ok(run.state),
@@ -328,9 +441,9 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let run = Run::new(&*self.graph, input, self.limits(), None, true);
-        traced! { run.call("stream"); }
-        Stream::new(Ok(run))
+        let run = self.scope(Run::new(&*self.graph, input, self.limits(), None, true));
+        traced! { if let Ok(run) = &run { run.call("stream"); } }
+        Stream::new(run)
     }
 }
 
@@ -362,11 +475,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ///
     /// # Errors
     /// Those of [`invoke`](Self::invoke).
-    pub fn invoke_with(&self, input: G::State, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    pub fn invoke_with(&self, input: G::State, options: impl Into<RunOptions>) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
     {
-        self.with_options(options).invoke_on(ThreadId::random(), input)
+        self.with_options(options.into()).invoke_on(ThreadId::random(), input)
     }
 
     /// [`invoke_on`](Self::invoke_on) with `options` in force for this call.
@@ -377,12 +490,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         thread: impl Into<ThreadId>,
         input: G::State,
-        options: RunOptions,
+        options: impl Into<RunOptions>,
     ) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
     {
-        self.with_options(options).invoke_on(thread, input)
+        self.with_options(options.into()).invoke_on(thread, input)
     }
 
     /// [`resume`](Self::resume) with `options` in force for this call (its pause, if it pauses
@@ -390,22 +503,26 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ///
     /// # Errors
     /// Those of [`resume`](Self::resume).
-    pub fn resume_with(&self, resume: Resume<G::State>, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    pub fn resume_with(
+        &self,
+        resume: Resume<G::State>,
+        options: impl Into<RunOptions>,
+    ) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
     {
-        self.with_options(options).resume(resume)
+        self.with_options(options.into()).resume(resume)
     }
 
     /// [`recover`](Self::recover) with `options` in force for this call.
     ///
     /// # Errors
     /// Those of [`recover`](Self::recover).
-    pub fn recover_with(&self, thread: &ThreadId, options: RunOptions) -> Result<Outcome<G::State>, Error>
+    pub fn recover_with(&self, thread: &ThreadId, options: impl Into<RunOptions>) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
     {
-        self.with_options(options).recover(thread)
+        self.with_options(options.into()).recover(thread)
     }
 
     /// Continues the paused thread `resume` names, with its answers and update.
@@ -485,7 +602,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        let run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?;
+        let run = self.scope(Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?)?;
         traced! { run.call("recover"); }
         Ok(Recovery::Run(run))
     }
@@ -560,7 +677,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub(crate) fn resume_now(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        let mut run = self.resume_at(resume, head, bytes, false, self.durability)?;
+        let mut run = self.resume_at(resume, head, bytes, false, &RunOptions::new())?;
         run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
@@ -588,23 +705,28 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// [`stream_resume`](Self::stream_resume) for any graph (see
     /// [`invoke_on_now`](Self::invoke_on_now)).
     pub(crate) fn stream_resume_now(&self, resume: Resume<G::State>) -> Stream<'_, G> {
-        Stream::new(self.resume_run(resume, true, self.durability))
+        Stream::new(self.resume_run(resume, true, &RunOptions::new()))
     }
 
     /// [`stream_on`](Self::stream_on) with `options` in force for this run.
-    pub fn stream_on_with(&self, thread: impl Into<ThreadId>, input: G::State, options: RunOptions) -> Stream<'_, G>
+    pub fn stream_on_with(
+        &self,
+        thread: impl Into<ThreadId>,
+        input: G::State,
+        options: impl Into<RunOptions>,
+    ) -> Stream<'_, G>
     where
         G: SyncGraph,
     {
-        Stream::new(self.new_run_as(thread.into(), input, true, options.durability.unwrap_or(self.durability)))
+        Stream::new(self.new_run_as(thread.into(), input, true, &options.into()))
     }
 
     /// [`stream_resume`](Self::stream_resume) with `options` in force for this run.
-    pub fn stream_resume_with(&self, resume: Resume<G::State>, options: RunOptions) -> Stream<'_, G>
+    pub fn stream_resume_with(&self, resume: Resume<G::State>, options: impl Into<RunOptions>) -> Stream<'_, G>
     where
         G: SyncGraph,
     {
-        Stream::new(self.resume_run(resume, true, options.durability.unwrap_or(self.durability)))
+        Stream::new(self.resume_run(resume, true, &options.into()))
     }
 
     /// The thread's latest checkpoint, or `None` if the thread has none.
@@ -709,21 +831,21 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     pub(crate) fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
-        self.new_run_as(thread, input, record, self.durability)
+        self.new_run_as(thread, input, record, &RunOptions::new())
     }
 
-    /// [`new_run`](Self::new_run) with `durability` for this run.
+    /// [`new_run`](Self::new_run) with this call's `options`.
     pub(crate) fn new_run_as(
         &self,
         thread: ThreadId,
         input: G::State,
         record: bool,
-        durability: Durability,
+        options: &RunOptions,
     ) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
         self.check_thread_id(&thread)?;
-        let persist = self.persist_as(thread, None, None, true, durability);
-        let run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
+        let persist = self.persist_as(thread, None, None, true, options.durability.unwrap_or(self.durability));
+        let run = self.scope_with(Run::new(&*self.graph, input, self.limits(), Some(persist), record), options)?;
         traced! { run.call(if record { "stream" } else { "invoke" }); }
         Ok(run)
     }
@@ -753,6 +875,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             parent_node: self.parent_node,
             parent: self.parent.clone(),
             sync_inline: self.sync_inline,
+            shared: self.shared.clone(),
+            context: self.context.clone(),
+            modes: options.stream_modes.unwrap_or(self.modes),
         }
     }
 

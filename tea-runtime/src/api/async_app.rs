@@ -10,12 +10,15 @@ use crate::machine::run::{Over, Run};
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::outcome::{Outcome, Snapshot};
+use crate::model::scope::{Emitted, Emitter};
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 use futures::{Stream, StreamExt};
+use std::sync::Arc;
+use std::task::Poll;
 
 /// Claims the thread of a run the async driver carries, advances it to a pause or the end, and
 /// makes its outcome (a pause's token is made here).
@@ -49,20 +52,23 @@ pub(crate) async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Re
     }
 }
 
-/// The events of a run as a `Send` stream.
+/// The events of a run as a `Send` stream. What its nodes emit while they run
+/// ([`Ctx::emit`](crate::Ctx::emit), retries, starts) is yielded at once, while the node still
+/// runs; whatever is left when the node ends comes before its step.
 pub(crate) fn events<'g, G: Graph>(
-    run: Result<AsyncRun<'g, G>, Error>,
+    mut run: Result<AsyncRun<'g, G>, Error>,
 ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + 'g {
     enum At<R> {
         Failed(Error),
         Running(R),
         Over,
     }
+    let emitter = run.as_mut().ok().and_then(|run| run.run().ctx.emitter.clone());
     let at = match run {
         Ok(run) => At::Running(run),
         Err(error) => At::Failed(error),
     };
-    futures::stream::unfold(at, |at| async move {
+    let steps = futures::stream::unfold(at, |at| async move {
         match at {
             At::Over => None,
             At::Failed(error) => Some((Err(error), At::Over)),
@@ -71,6 +77,42 @@ pub(crate) fn events<'g, G: Graph>(
                 Some(Err(error)) => Some((Err(error), At::Over)),
                 None => None,
             },
+        }
+    });
+    live(steps, emitter)
+}
+
+/// `steps`, with what is emitted meanwhile yielded as soon as it is, while `steps` waits.
+fn live<'g, S, T>(steps: T, emitter: Option<Arc<Emitter>>) -> impl Stream<Item = Result<Event<S>, Error>> + Send + 'g
+where
+    S: crate::vocab::state::GraphState,
+    T: Stream<Item = Result<Event<S>, Error>> + Send + 'g,
+{
+    let mut steps = Box::pin(steps);
+    let mut ready = std::collections::VecDeque::new();
+    let mut over = false;
+    futures::stream::poll_fn(move |cx| {
+        if let Some(event) = ready.pop_front() {
+            return Poll::Ready(Some(Ok(event)));
+        }
+        if over {
+            return Poll::Ready(None);
+        }
+        match steps.as_mut().poll_next(cx) {
+            Poll::Ready(None) => {
+                over = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(item)) => Poll::Ready(Some(item)),
+            Poll::Pending => {
+                if let Some(emitter) = &emitter {
+                    ready.extend(emitter.take_or_wait(cx.waker()).into_iter().map(Emitted::into_event));
+                    if let Some(event) = ready.pop_front() {
+                        return Poll::Ready(Some(Ok(event)));
+                    }
+                }
+                Poll::Pending
+            }
         }
     })
 }
@@ -89,7 +131,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
     pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
         runtime("invoke_async")?;
-        let run = Run::new(&*self.graph, input, self.limits(), None, false);
+        let run = self.scope(Run::new(&*self.graph, input, self.limits(), None, false))?;
         traced! { run.call("invoke_async"); }
         match outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await? {
             Outcome::Done(state) => Ok(state),
@@ -102,10 +144,10 @@ impl<G: Graph> App<G, NoCheckpointer> {
 
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the run's events.
     pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        let run = runtime("stream_async").map(|()| {
-            let run = Run::new(&*self.graph, input, self.limits(), None, true);
+        let run = runtime("stream_async").and_then(|()| {
+            let run = self.scope(Run::new(&*self.graph, input, self.limits(), None, true))?;
             traced! { run.call("stream_async"); }
-            AsyncRun::new(run, &self.graph, self.sync_inline)
+            Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         });
         events(run)
     }
@@ -150,7 +192,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         runtime("resume_async")?;
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head_async(&thread).await?;
-        let run = self.resume_at(resume, head, bytes, false, self.durability)?;
+        let run = self.resume_at(resume, head, bytes, false, &RunOptions::new())?;
         traced! { run.call("resume_async"); }
         outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
     }
@@ -175,8 +217,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ///
     /// # Errors
     /// Those of [`invoke_async`](Self::invoke_async).
-    pub async fn invoke_with_async(&self, input: G::State, options: RunOptions) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options).invoke_on_async(ThreadId::random(), input).await
+    pub async fn invoke_with_async(
+        &self,
+        input: G::State,
+        options: impl Into<RunOptions>,
+    ) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options.into()).invoke_on_async(ThreadId::random(), input).await
     }
 
     /// [`invoke_on_with`](Self::invoke_on_with) on the current tokio runtime.
@@ -187,9 +233,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         thread: impl Into<ThreadId>,
         input: G::State,
-        options: RunOptions,
+        options: impl Into<RunOptions>,
     ) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options).invoke_on_async(thread, input).await
+        self.with_options(options.into()).invoke_on_async(thread, input).await
     }
 
     /// [`resume_with`](Self::resume_with) on the current tokio runtime.
@@ -199,17 +245,21 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub async fn resume_with_async(
         &self,
         resume: Resume<G::State>,
-        options: RunOptions,
+        options: impl Into<RunOptions>,
     ) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options).resume_async(resume).await
+        self.with_options(options.into()).resume_async(resume).await
     }
 
     /// [`recover_with`](Self::recover_with) on the current tokio runtime.
     ///
     /// # Errors
     /// Those of [`recover_async`](Self::recover_async).
-    pub async fn recover_with_async(&self, thread: &ThreadId, options: RunOptions) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options).recover_async(thread).await
+    pub async fn recover_with_async(
+        &self,
+        thread: &ThreadId,
+        options: impl Into<RunOptions>,
+    ) -> Result<Outcome<G::State>, Error> {
+        self.with_options(options.into()).recover_async(thread).await
     }
 
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the events of a
@@ -234,19 +284,19 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         resume: Resume<G::State>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        self.stream_resume_as_async(resume, self.durability)
+        self.stream_resume_as_async(resume, RunOptions::new())
     }
 
     fn stream_resume_as_async(
         &self,
         resume: Resume<G::State>,
-        durability: crate::vocab::options::Durability,
+        options: RunOptions,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let start = async move {
             runtime("stream_resume_async")?;
             let thread = self.verify(&resume)?;
             let (head, bytes) = self.head_async(&thread).await?;
-            let run = self.resume_at(resume, head, bytes, true, durability)?;
+            let run = self.resume_at(resume, head, bytes, true, &options)?;
             traced! { run.call("stream_resume_async"); }
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         };
@@ -258,11 +308,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         thread: impl Into<ThreadId>,
         input: G::State,
-        options: RunOptions,
+        options: impl Into<RunOptions>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let thread = thread.into();
-        let durability = options.durability.unwrap_or(self.durability);
-        let run = runtime("stream_async").and_then(|()| self.new_run_as(thread, input, true, durability));
+        let run = runtime("stream_async").and_then(|()| self.new_run_as(thread, input, true, &options.into()));
         events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
     }
 
@@ -270,9 +319,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub fn stream_resume_with_async(
         &self,
         resume: Resume<G::State>,
-        options: RunOptions,
+        options: impl Into<RunOptions>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        self.stream_resume_as_async(resume, options.durability.unwrap_or(self.durability))
+        self.stream_resume_as_async(resume, options.into())
     }
 
     /// [`state`](Self::state) for async code: the store is read with its async call.

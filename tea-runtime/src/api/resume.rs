@@ -15,7 +15,7 @@ use crate::store::Checkpointer;
 use crate::vocab::clock::now;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
-use crate::vocab::options::Durability;
+use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 
 impl<G: Graph, C: Checkpointer> App<G, C> {
@@ -23,11 +23,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         resume: Resume<G::State>,
         record: bool,
-        durability: Durability,
+        options: &RunOptions,
     ) -> Result<Run<'_, G>, Error> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        self.resume_at(resume, head, bytes, record, durability)
+        self.resume_at(resume, head, bytes, record, options)
     }
     /// The thread `resume` continues, once the token is checked against this app and graph.
     pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
@@ -49,15 +49,16 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         Ok(token.thread.clone())
     }
     /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`), writing
-    /// its checkpoints as `durability` says.
+    /// its checkpoints as this call's `options` say (or the app).
     pub(crate) fn resume_at(
         &self,
         resume: Resume<G::State>,
         head: CheckpointId,
         bytes: Vec<u8>,
         record: bool,
-        durability: Durability,
+        options: &RunOptions,
     ) -> Result<Run<'_, G>, Error> {
+        let durability = options.durability.unwrap_or(self.durability);
         let graph = &*self.graph;
         let token = &resume.token;
         let thread = token.thread.clone();
@@ -103,7 +104,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if let Position::Before(node) = &ckpt.at {
             persist.paused_node = Some(node.clone());
         }
-        let run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
+        let run = self.scope_with(Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?, options)?;
         traced! {
             run.call(if record { "stream_resume" } else { "resume" });
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));

@@ -6,47 +6,57 @@ use crate::format::checkpoint::ParentJump;
 use crate::machine::run::{Progress, Run};
 use crate::model::event::Event;
 use crate::model::graph::Graph;
+use crate::model::scope::Emitted;
 use crate::vocab::error::Error;
+use crate::vocab::policy::StreamModes;
 
 /// The next event of `run` after an advance that made `progress`, queueing what follows it in
 /// `run.branch_events`; `None` when the advance yielded none (a fan-out whose branches were not
-/// recorded): advance again. A subgraph node's child steps come before the node's own step, a
-/// fan-out's branch steps (recorded while streaming) before what follows the fan-out, and a
-/// pause's token is made here, by the API.
+/// recorded, a step whose stream leaves out its modes): advance again. What the node emitted
+/// while it ran (custom values, its start, retries, a cache hit) comes first, then a subgraph
+/// node's child steps, then the node's update and its own step; a fan-out's branch steps
+/// (recorded while streaming) come before what follows the fan-out, and a pause's token is made
+/// here, by the API.
 pub(crate) fn event_after<G: Graph>(
     run: &mut Run<'_, G>,
     progress: Result<Progress, Error>,
 ) -> Option<Result<Event<G::State>, Error>> {
+    let progress = match progress {
+        Ok(progress) => progress,
+        Err(error) => return Some(Err(error)),
+    };
+    let values = run.ctx.emitter.as_ref().is_none_or(|emitter| emitter.modes.contains(StreamModes::VALUES));
+    // Queued behind the branch steps of a fan-out (`Forked`), ahead of everything else.
+    let mut front = std::collections::VecDeque::new();
+    if let Some(emitter) = &run.ctx.emitter {
+        front.extend(emitter.take(None).into_iter().map(Emitted::into_event));
+    }
     let last = match progress {
-        Ok(Progress::Stepped) => {
-            let step = Event::Step {
-                node: run.last_node().clone(),
-                branch: None,
-                state: run.state.clone(),
-                duration: run.last_duration,
-            };
-            if !run.queue_child_steps() {
-                return Some(Ok(step));
+        Progress::Stepped => {
+            let node = run.last_node().clone();
+            run.queue_child_steps();
+            if let Some(update) = run.shown.take() {
+                run.branch_events.push_back(Event::Update { node: node.clone(), branch: None, update });
             }
-            step
+            values.then(|| Event::Step { node, branch: None, state: run.state.clone(), duration: run.last_duration })
         }
-        Ok(Progress::Forked) => return run.branch_events.pop_front().map(Ok),
-        Ok(Progress::Paused(record)) => {
+        Progress::Forked => None,
+        Progress::Paused(record) => {
             // A subgraph node paused inside its child: the child's steps so far first.
             run.queue_child_steps();
             match token(run, &record) {
-                Ok(resume) => Event::Interrupted { state: run.state.clone(), resume },
+                Ok(resume) => Some(Event::Interrupted { state: run.state.clone(), resume }),
                 Err(error) => return Some(Err(error)),
             }
         }
-        Ok(Progress::Done) => Event::Done(run.state.clone()),
-        Err(error) => return Some(Err(error)),
+        Progress::Done => Some(Event::Done(run.state.clone())),
     };
-    if run.branch_events.is_empty() {
-        return Some(Ok(last));
+    while let Some(event) = front.pop_back() {
+        run.branch_events.push_front(event);
     }
-    // Branch and child steps before it come first; it follows them.
-    run.branch_events.push_back(last);
+    if let Some(last) = last {
+        run.branch_events.push_back(last);
+    }
     run.branch_events.pop_front().map(Ok)
 }
 

@@ -27,7 +27,9 @@ use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::trace::traced;
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 /// Drives the executor on the calling thread: every future it returns is ready.
 pub(crate) struct ThreadDriver;
@@ -65,6 +67,61 @@ impl<G: Graph> Driver<G> for ThreadDriver {
     ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
         // Lazy (run when polled), so that a span the executor puts on the future is entered.
         async move { ThreadDriver::produce_now(graph, node, state, ctx, answers) }
+    }
+
+    fn produce_within<'a>(
+        &'a self,
+        graph: &'a G,
+        node: G::Node,
+        state: &'a G::State,
+        ctx: &'a Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+        limit: Duration,
+    ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
+        async move {
+            if graph.is_async(node) {
+                return Err(Error::NeedsAsync { graph: graph.name().to_owned(), node: ctx.node.clone() });
+            }
+            // The node runs on a thread of its own, so that the run can stop waiting for it at
+            // the limit: the app's graph (shared) and a copy of the state and `Ctx` go with it.
+            let shared = ctx.shared.as_ref().and_then(|shared| Arc::clone(&shared.graph).downcast::<G>().ok());
+            let Some(shared) = shared else {
+                // Outside an app (no shared graph): wait, and discard a late result.
+                let started = Instant::now();
+                let produced = ThreadDriver::produce_now(graph, node, state, ctx, answers);
+                return if started.elapsed() > limit {
+                    Err(Error::NodeTimedOut { node: ctx.node.clone(), after: limit })
+                } else {
+                    produced
+                };
+            };
+            let (state, task_ctx) = (state.clone(), ctx.clone_for_task());
+            let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+            #[cfg(feature = "tracing")]
+            let span = tracing::Span::current();
+            let spawned = std::thread::Builder::new().name(format!("tea-node-{}", ctx.node)).spawn(move || {
+                #[cfg(feature = "tracing")]
+                let _node = span.enter();
+                // The run may have stopped waiting: then nobody receives the late result.
+                let _ = sender.send(produce(&*shared, node, &state, &task_ctx, answers));
+            });
+            if let Err(error) = spawned {
+                return Err(Error::NodeFailed {
+                    node: ctx.node.clone(),
+                    source: format!("no thread could be started for the node: {error}").into(),
+                });
+            }
+            match receiver.recv_timeout(limit) {
+                Ok(produced) => produced,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    Err(Error::NodeTimedOut { node: ctx.node.clone(), after: limit })
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(Error::NodeFailed {
+                    node: ctx.node.clone(),
+                    source: "the thread running the node stopped without a result".into(),
+                }),
+            }
+        }
     }
 
     fn append<'a>(
@@ -149,7 +206,12 @@ impl<G: Graph> Run<'_, G> {
         let started = self.clock();
         let produced = {
             traced! { let _node = span.enter(); }
-            ThreadDriver::produce_now(self.graph, node, &self.state, &self.ctx, answers)
+            if self.ctx.emitter.is_none() && !crate::machine::policy::has_policy(self.graph, node) {
+                ThreadDriver::produce_now(self.graph, node, &self.state, &self.ctx, answers)
+            } else {
+                let (graph, state, ctx) = (self.graph, &self.state, &self.ctx);
+                now_or_never(pin!(crate::machine::policy::run_node(driver, graph, node, state, ctx, answers)))
+            }
         };
         self.timed(
             started,

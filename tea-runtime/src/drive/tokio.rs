@@ -31,6 +31,7 @@ use futures::{FutureExt, StreamExt};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Drives the executor on tokio.
 pub(crate) struct TokioDriver<G> {
@@ -97,6 +98,50 @@ impl<G: Graph> Driver<G> for TokioDriver<G> {
                 }
             }
         }
+    }
+
+    fn produce_within<'a>(
+        &'a self,
+        graph: &'a G,
+        node: G::Node,
+        state: &'a G::State,
+        ctx: &'a Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+        limit: Duration,
+    ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
+        async move {
+            let timed_out = || Error::NodeTimedOut { node: ctx.node.clone(), after: limit };
+            if graph.awaits(node) || !self.inline {
+                // An awaited node is cancelled at the limit; a sync node on the blocking pool
+                // finishes there, and its result is dropped.
+                tokio::time::timeout(limit, self.produce(graph, node, state, ctx, answers))
+                    .await
+                    .unwrap_or_else(|_| Err(timed_out()))
+            } else {
+                // A sync node the app runs inline goes to the blocking pool when it has a time
+                // limit: the runtime's thread cannot be taken back from it.
+                let (graph, state, task_ctx) = (Arc::clone(&self.graph), state.clone(), ctx.clone_for_task());
+                let task = tokio::task::spawn_blocking(move || produce(&*graph, node, &state, &task_ctx, answers));
+                match tokio::time::timeout(limit, task).await {
+                    Ok(Ok(produced)) => produced,
+                    Ok(Err(error)) => Err(lost(&ctx.node, error)),
+                    Err(_) => Err(timed_out()),
+                }
+            }
+        }
+    }
+
+    fn sleep(&self, wait: Duration) -> impl Future<Output = ()> + Send + '_ {
+        tokio::time::sleep(wait)
+    }
+
+    fn head<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+    ) -> impl Future<Output = Result<Option<(CheckpointId, Vec<u8>)>, Error>> + Send + 'a {
+        crate::vocab::trace::store_call_async("head", graph, Some(thread), store.head_async(graph, thread))
     }
 
     fn append<'a>(

@@ -10,6 +10,7 @@ use crate::store::{Append, Checkpointer};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use std::future::Future;
+use std::time::Duration;
 
 /// What the executor asks of the code that drives it.
 pub(crate) trait Driver<G: Graph>: Sync {
@@ -35,6 +36,44 @@ pub(crate) trait Driver<G: Graph>: Sync {
         bytes: &'a [u8],
         durable: bool,
     ) -> impl Future<Output = Result<Append, Error>> + Send + 'a;
+
+    /// [`produce`](Self::produce) within `limit`: a run that takes longer fails with
+    /// [`Error::NodeTimedOut`]. The default waits for the node and then discards a late result;
+    /// the drivers stop waiting at the limit (an async node is cancelled, a blocking node's
+    /// thread is left to finish on its own).
+    fn produce_within<'a>(
+        &'a self,
+        graph: &'a G,
+        node: G::Node,
+        state: &'a G::State,
+        ctx: &'a Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+        limit: Duration,
+    ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
+        async move {
+            let started = std::time::Instant::now();
+            let produced = self.produce(graph, node, state, ctx, answers).await;
+            if started.elapsed() > limit {
+                return Err(Error::NodeTimedOut { node: ctx.node.clone(), after: limit });
+            }
+            produced
+        }
+    }
+
+    /// Waits `wait` (between a node's retries).
+    fn sleep(&self, wait: Duration) -> impl Future<Output = ()> + Send + '_ {
+        async move { std::thread::sleep(wait) }
+    }
+
+    /// [`Checkpointer::head`].
+    fn head<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+    ) -> impl Future<Output = Result<Option<(CheckpointId, Vec<u8>)>, Error>> + Send + 'a {
+        async move { crate::vocab::trace::store_call("head", graph, Some(thread), || store.head(graph, thread)) }
+    }
 
     /// Runs every job through `run`, at most `max` at once, and returns the results in the jobs'
     /// order.

@@ -26,9 +26,11 @@ use crate::model::event::Event;
 use crate::model::graph::{Fork, Graph};
 use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
 use crate::model::produce::{Paused, Produced};
+use crate::model::scope::Emitted;
 use crate::vocab::error::Error;
 use crate::vocab::name::{NodeName, ThreadId, START};
 use crate::vocab::options::Limits;
+use crate::vocab::policy::StreamModes;
 use crate::vocab::state::{GraphState, StateUpdate};
 use crate::vocab::trace::traced;
 use std::future::Future;
@@ -56,6 +58,11 @@ pub(crate) struct Env {
     pub(crate) parent_node: Option<std::any::TypeId>,
     /// The parent graph's declared name, which a parent jump records.
     pub(crate) parent_graph: Option<String>,
+    /// What the run's nodes share besides the state (see `model::scope`): every branch's
+    /// nodes get it too.
+    pub(crate) shared: Option<std::sync::Arc<crate::model::scope::Shared>>,
+    pub(crate) context: Option<crate::vocab::options::RunContext>,
+    pub(crate) emitter: Option<std::sync::Arc<crate::model::scope::Emitter>>,
 }
 
 /// A branch's view of the state: the state at the fan-out, plus the branch's updates, applied
@@ -511,6 +518,9 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
     ctx.host = env.host.clone();
+    ctx.shared = env.shared.clone();
+    ctx.context = env.context.clone();
+    ctx.emitter = env.emitter.clone();
     if env.record {
         // A subgraph node in the branch streams its child's steps through here.
         ctx.child_steps = Some(std::sync::Arc::new(ChildSteps::<G::State>::default()));
@@ -677,7 +687,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
         }
         let started = if env.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
         let produced = {
-            let future = driver.produce(graph, node, local.current(graph)?, &ctx, given);
+            let future = crate::machine::policy::run_node(driver, graph, node, local.current(graph)?, &ctx, given);
             #[cfg(feature = "tracing")]
             let future = tracing::Instrument::instrument(future, span.clone());
             future.await
@@ -704,6 +714,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             // The nested join has seen its branches.
             ctx.branches.clear();
         }
+        let mut shown = None;
         let goto = match produced {
             Produced::Ran { more: Some(more), update, .. } => match *more {
                 More::Sends(_) => {
@@ -721,18 +732,13 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                         return Err(Error::NoRoute { node: ctx.node.clone(), goto: Some(target) });
                     }
                     jump.parent = env.parent_graph.clone();
+                    let shown = if env.record { shown_update(&ctx, update.as_ref()) } else { None };
                     if let Some(update) = update {
                         local.push(&ctx.node, update);
                     }
                     steps += 1;
                     if env.record {
-                        let state = local.current(graph)?.clone();
-                        events.push(Event::Step {
-                            node: ctx.node.clone(),
-                            branch: Some(head.clone()),
-                            state,
-                            duration,
-                        });
+                        record_step(&mut events, &ctx, &head, shown, &mut local, graph, duration)?;
                     }
                     // The branch ends here; once its siblings have, so does the child's run.
                     jumped = Some(Box::new(jump));
@@ -746,6 +752,9 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 });
             }
             Produced::Ran { update, goto, more: None } => {
+                if env.record {
+                    shown = shown_update(&ctx, update.as_ref());
+                }
                 if let Some(update) = update {
                     local.push(&ctx.node, update);
                 }
@@ -774,8 +783,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
         };
         steps += 1;
         if env.record {
-            let state = local.current(graph)?.clone();
-            events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state, duration });
+            record_step(&mut events, &ctx, &head, shown, &mut local, graph, duration)?;
         }
         if env.pausable && graph.interrupt_after(node) {
             let name = ctx.node.clone();
@@ -824,6 +832,9 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         host: env.host.clone(),
         parent_node: env.parent_node,
         parent_graph: env.parent_graph.clone(),
+        shared: env.shared.clone(),
+        context: env.context.clone(),
+        emitter: env.emitter.clone(),
     };
     let keep_states = graph.reads_branches(fork.join);
     let base = local.current(graph)?.clone();
@@ -922,4 +933,37 @@ fn replaces<U: StateUpdate>(update: &U, field: &str) -> bool {
     let mut found = false;
     update.replaced(&mut |name| found |= name == field);
     found
+}
+
+/// A copy of a branch node's update for the stream, when it yields updates
+/// ([`StreamModes::UPDATES`](crate::vocab::policy::StreamModes::UPDATES)).
+fn shown_update<S: GraphState>(ctx: &Ctx<S>, update: Option<&S::Update>) -> Option<Option<S::Update>> {
+    let emitter = ctx.emitter.as_ref()?;
+    emitter.modes.contains(StreamModes::UPDATES).then(|| update.cloned())
+}
+
+/// What a streamed branch records of a node's step, in order: what the node emitted while it
+/// ran, its update (`shown`, if the stream yields updates), and its step with the branch's
+/// state (if the stream yields values).
+fn record_step<G: Graph>(
+    events: &mut Vec<Event<G::State>>,
+    ctx: &Ctx<G::State>,
+    head: &NodeName,
+    shown: Option<Option<<G::State as GraphState>::Update>>,
+    local: &mut Local<'_, G::State>,
+    graph: &G,
+    duration: Duration,
+) -> Result<(), Error> {
+    let values = ctx.emitter.as_ref().is_none_or(|emitter| emitter.modes.contains(StreamModes::VALUES));
+    if let Some(emitter) = &ctx.emitter {
+        events.extend(emitter.take(Some((head, ctx.step))).into_iter().map(Emitted::into_event));
+    }
+    if let Some(update) = shown {
+        events.push(Event::Update { node: ctx.node.clone(), branch: Some(head.clone()), update });
+    }
+    if values {
+        let state = local.current(graph)?.clone();
+        events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state, duration });
+    }
+    Ok(())
 }

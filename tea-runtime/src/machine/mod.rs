@@ -7,6 +7,7 @@ pub(crate) mod driver;
 pub(crate) mod fork;
 pub(crate) mod journal;
 pub(crate) mod persist;
+pub(crate) mod policy;
 pub(crate) mod run;
 pub(crate) mod send;
 pub(crate) mod step;

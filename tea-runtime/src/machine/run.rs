@@ -26,6 +26,7 @@ use crate::model::produce::{Paused, Produced};
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{NodeName, START};
 use crate::vocab::options::{Durability, Limits};
+use crate::vocab::policy::StreamModes;
 use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
 use crate::vocab::trace;
@@ -159,6 +160,9 @@ pub(crate) struct Run<'g, G: Graph> {
     pub(crate) jump: Option<crate::format::checkpoint::ParentJump>,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
+    /// A copy of the last main-line node's update, for a stream that yields updates
+    /// ([`StreamModes::UPDATES`]).
+    pub(crate) shown: Option<Option<<G::State as GraphState>::Update>>,
     /// The run's `run` span, entered by every advance.
     #[cfg(feature = "tracing")]
     pub(crate) span: tracing::Span,
@@ -207,6 +211,7 @@ impl<'g, G: Graph> Run<'g, G> {
             parent_node,
             jump: None,
             last_duration: Duration::ZERO,
+            shown: None,
             #[cfg(feature = "tracing")]
             span,
         }
@@ -364,7 +369,7 @@ impl<'g, G: Graph> Run<'g, G> {
         traced! { let span = self.node_span(); }
         let started = self.clock();
         let produced = {
-            let future = driver.produce(self.graph, node, &self.state, &self.ctx, answers);
+            let future = crate::machine::policy::run_node(driver, self.graph, node, &self.state, &self.ctx, answers);
             #[cfg(feature = "tracing")]
             let future = tracing::Instrument::instrument(future, span.clone());
             future.await
@@ -535,6 +540,11 @@ impl<'g, G: Graph> Run<'g, G> {
         produced: Result<Produced<G::State, G::Node>, Error>,
     ) -> Result<Then, Error> {
         let graph = self.graph;
+        if let (Some(emitter), Ok(Produced::Ran { update, .. })) = (&self.ctx.emitter, &produced) {
+            if emitter.modes.contains(StreamModes::UPDATES) {
+                self.shown = Some(update.clone());
+            }
+        }
         let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
         if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::More(_))) {
             // The join has seen its branches (a join that paused or failed sees them again).
@@ -636,6 +646,9 @@ impl<'g, G: Graph> Run<'g, G> {
             host: self.ctx.host.clone(),
             parent_node: self.parent_node,
             parent_graph: self.persist.as_ref().and_then(|p| p.host.parent.as_ref()).map(|h| h.graph.clone()),
+            shared: self.ctx.shared.clone(),
+            context: self.ctx.context.clone(),
+            emitter: self.ctx.emitter.clone(),
         };
         self.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);

@@ -8,6 +8,7 @@ use crate::model::hitl::Hitl;
 use crate::model::node::{Ctx, Goto, NodeId, NodeStep};
 use crate::vocab::error::BoxError;
 use crate::vocab::name::NodeName;
+use crate::vocab::policy::NodePolicy;
 use crate::vocab::state::GraphState;
 use std::future::Future;
 use std::pin::Pin;
@@ -196,6 +197,24 @@ pub trait Graph: Send + Sync + 'static {
     fn sends(&self, node: Self::Node) -> bool {
         let _ = node;
         false
+    }
+
+    /// What the graph declares of `node` besides its function: its retry policy, time limit
+    /// and cache (`graph!`'s `retry`, `timeout` and `cache` statements; a YAML node's `retry:`,
+    /// `timeout:` and `cache:`). Default `None`: the node runs once, with no limit, uncached.
+    #[inline]
+    fn policy(&self, node: Self::Node) -> Option<&NodePolicy> {
+        let _ = node;
+        None
+    }
+
+    /// The type of the run context the graph's nodes read (`graph!`'s `context T;`): its
+    /// `TypeId` and name. A run that is not given a context of that type is refused with
+    /// [`Error::MissingContext`](crate::Error::MissingContext) before it starts. Default
+    /// `None`: a context is optional.
+    #[inline]
+    fn context_type(&self) -> Option<(std::any::TypeId, &'static str)> {
+        None
     }
 
     /// The fan-out that follows `node`, if `node` is the source of a `parallel` statement.

@@ -11,4 +11,5 @@ pub(crate) mod hitl;
 pub(crate) mod node;
 pub(crate) mod outcome;
 pub(crate) mod produce;
+pub(crate) mod scope;
 pub(crate) mod send;

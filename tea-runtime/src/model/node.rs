@@ -11,9 +11,10 @@ use crate::lease::Host;
 use crate::model::event::Event;
 use crate::model::graph::NodeFuture;
 use crate::model::hitl::Hitl;
+use crate::model::scope::{Emit, Emitter, Shared};
 use crate::vocab::error::BoxError;
 use crate::vocab::name::{NodeName, ThreadId};
-use crate::vocab::options::Limits;
+use crate::vocab::options::{Limits, RunContext};
 use crate::vocab::state::GraphState;
 use std::fmt;
 use std::future::Future;
@@ -260,6 +261,12 @@ pub struct Ctx<S> {
     pub(crate) child_steps: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
     /// The run's limits, which a subgraph node's child run honours too.
     pub(crate) limits: Limits,
+    /// The app's graph and node cache (see `model::scope`); `None` outside an app's run.
+    pub(crate) shared: Option<std::sync::Arc<Shared>>,
+    /// The run's context ([`App::with_context`](crate::App::with_context)).
+    pub(crate) context: Option<RunContext>,
+    /// While streaming: where [`emit`](Ctx::emit) puts what the node emits.
+    pub(crate) emitter: Option<std::sync::Arc<Emitter>>,
 }
 
 impl<S> Ctx<S> {
@@ -273,6 +280,9 @@ impl<S> Ctx<S> {
             host: None,
             child_steps: None,
             limits: Limits::default(),
+            shared: None,
+            context: None,
+            emitter: None,
         }
     }
 
@@ -291,6 +301,9 @@ impl<S> Ctx<S> {
             host: self.host.clone(),
             child_steps: self.child_steps.clone(),
             limits: self.limits,
+            shared: self.shared.clone(),
+            context: self.context.clone(),
+            emitter: self.emitter.clone(),
         }
     }
 
@@ -319,6 +332,85 @@ impl<S> Ctx<S> {
     /// other node.
     pub fn branches(&self) -> &[BranchState<S>] {
         &self.branches
+    }
+
+    /// The run's context: the value its app was given with
+    /// [`App::with_context`](crate::App::with_context) — a user id, a model name, an API
+    /// client — which is not state and is never checkpointed.
+    ///
+    /// # Errors
+    /// [`Error::MissingContext`](crate::Error::MissingContext) when the run was given no
+    /// context, or one of another type than `T`.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Chat { reply: String }
+    /// struct Settings { model: &'static str }
+    ///
+    /// fn answer(_: &Chat, ctx: &Ctx<Chat>) -> Result<ChatUpdate, tea::BoxError> {
+    ///     let settings = ctx.context::<Settings>()?;
+    ///     Ok(Chat::update().reply(format!("asked {}", settings.model)))
+    /// }
+    /// graph! { Bot for Chat { context Settings; start -> answer; answer -> end; } }
+    ///
+    /// let app = Bot::builder().build();
+    /// let out = app.with_context(Settings { model: "small" }).invoke(Chat::default())?;
+    /// assert_eq!(out.reply, "asked small");
+    /// // The graph declares its context: a run without one is refused before any node runs.
+    /// assert!(matches!(app.invoke(Chat::default()), Err(tea::Error::MissingContext { .. })));
+    /// # Ok::<(), tea::Error>(())
+    /// ```
+    pub fn context<T: std::any::Any>(&self) -> Result<&T, crate::vocab::error::Error> {
+        let context = self.context.as_ref();
+        context.and_then(|c| c.get::<T>()).ok_or_else(|| crate::vocab::error::Error::MissingContext {
+            graph: String::new(),
+            node: Some(self.node.clone()),
+            expected: std::any::type_name::<T>(),
+            found: context.map(RunContext::type_name),
+        })
+    }
+
+    /// Sends `value` to the run's stream as an [`Event::Custom`](crate::Event::Custom) while
+    /// the node runs — progress, an LLM's tokens — in order, before the node's own
+    /// [`Event::Step`](crate::Event::Step). The async stream yields it at once; the blocking
+    /// one when it next yields. Outside a stream (`invoke`, `resume`), or when the stream's
+    /// modes leave out [`StreamModes::CUSTOM`](crate::StreamModes::CUSTOM), it goes nowhere.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Chat { reply: String }
+    /// fn answer(_: &Chat, ctx: &Ctx<Chat>) -> ChatUpdate {
+    ///     let mut reply = String::new();
+    ///     for token in ["Hel", "lo"] {
+    ///         ctx.emit(token);
+    ///         reply.push_str(token);
+    ///     }
+    ///     Chat::update().reply(reply)
+    /// }
+    /// graph! { Bot for Chat { start -> answer; answer -> end; } }
+    ///
+    /// let app = Bot::builder().build();
+    /// let tokens: Vec<_> = app
+    ///     .stream(Chat::default())
+    ///     .filter_map(|event| match event {
+    ///         Ok(Event::Custom { value, .. }) => Some(value),
+    ///         _ => None,
+    ///     })
+    ///     .collect();
+    /// assert_eq!(tokens, ["Hel", "lo"]);
+    /// ```
+    pub fn emit(&self, value: impl Into<serde_json::Value>) {
+        if let Some(emitter) = &self.emitter {
+            emitter.emit(self, Emit::Custom(value.into()));
+        }
+    }
+
+    /// A handle that emits as this node ([`emit`](Self::emit)) from anywhere: a task or thread
+    /// the node starts (an LLM client's token callback), cheap to clone, `Send` and `'static`.
+    pub fn writer(&self) -> crate::model::scope::Writer {
+        crate::model::scope::Writer::of(self)
     }
 
     /// A `Ctx` for calling a node function outside a run, as a unit test does: `node()` is

@@ -298,6 +298,15 @@ fn pass_through(node: &NodeName) -> impl Fn(BoxError) -> BoxError + '_ {
     }
 }
 
+/// A store-less child run gets its parent run's context and, when it streams, the parent
+/// stream's modes (its events reach the parent's stream through [`forwarder`]).
+fn inherit<S, C: Graph>(run: &mut Run<'_, C>, ctx: &Ctx<S>) {
+    run.ctx.context = ctx.context.clone();
+    if let (true, Some(emitter)) = (run.record, &ctx.emitter) {
+        run.ctx.emitter = Some(Arc::new(crate::model::scope::Emitter::new(emitter.modes)));
+    }
+}
+
 /// What hands the child's steps to the parent's stream (`sink`, `None`: the parent does not
 /// stream), named by their path (`review/judge`), with the child's state where `as_parent`
 /// makes it the parent's and the parent's `state` before the node otherwise.
@@ -308,11 +317,27 @@ fn forwarder<'a, S: GraphState, T: GraphState, F: Fn(&T) -> Option<S> + ?Sized>(
     as_parent: &'a F,
 ) -> impl FnMut(Event<T>) + 'a {
     move |event: Event<T>| {
-        let (Some(sink), Event::Step { node, branch, state: child_state, duration }) = (sink, event) else { return };
-        let node = NodeName::from(format!("{}/{node}", ctx.node));
-        let branch = branch.map(|head| NodeName::from(format!("{}/{head}", ctx.node)));
-        let state = as_parent(&child_state).unwrap_or_else(|| state.clone());
-        sink.lock().unwrap_or_else(PoisonError::into_inner).push(Event::Step { node, branch, state, duration });
+        let Some(sink) = sink else { return };
+        let path = |node: NodeName| NodeName::from(format!("{}/{node}", ctx.node));
+        let event = match event {
+            Event::Step { node, branch, state: child_state, duration } => {
+                let state = as_parent(&child_state).unwrap_or_else(|| state.clone());
+                Event::Step { node: path(node), branch: branch.map(path), state, duration }
+            }
+            // What the child's nodes emitted, their starts, retries and cache hits: the
+            // parent's stream yields them too, by their path.
+            Event::Custom { node, value } => Event::Custom { node: path(node), value },
+            Event::Started { node, branch, step, at } => {
+                Event::Started { node: path(node), branch: branch.map(path), step, at }
+            }
+            Event::Retry { node, branch, attempt, error, wait } => {
+                Event::Retry { node: path(node), branch: branch.map(path), attempt, error, wait }
+            }
+            Event::CacheHit { node, branch } => Event::CacheHit { node: path(node), branch: branch.map(path) },
+            // The child's updates are of its own state; its end and pauses are the node's.
+            Event::Update { .. } | Event::Interrupted { .. } | Event::Done(_) => return,
+        };
+        sink.lock().unwrap_or_else(PoisonError::into_inner).push(event);
     }
 }
 
@@ -396,6 +421,7 @@ where
         // It works within its parent's limits, as a child with a store does (`App::for_child`).
         let mut run = Run::new(&child, first, ctx.limits, None, sink.is_some());
         run.parent_node = Some(parent_node);
+        inherit(&mut run, ctx);
         let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
         if sink.is_some() {
             let mut stream = Stream::new(Ok(run));
@@ -413,7 +439,12 @@ where
         return Ok(Finished { first: kept, last: run.state, jump, graph, thread: None });
     };
     let (thread, reply) = thread_and_reply(ctx, hitl, parent);
-    let app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    let mut app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    // The parent run's context, and its stream's modes, hold in the child's runs.
+    app.context = ctx.context.clone();
+    if let Some(emitter) = &ctx.emitter {
+        app.modes = emitter.modes;
+    }
     let mut first = None;
     let outcome = if app.state(&thread)?.is_none() {
         let start = input(state);
@@ -499,6 +530,7 @@ where
         let child = Arc::new(child);
         let mut run = Run::new(&*child, first, ctx.limits, None, sink.is_some());
         run.parent_node = Some(parent_node);
+        inherit(&mut run, ctx);
         let mut run = AsyncRun::new(run, &child, false);
         let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
         let last = if sink.is_some() {
@@ -520,7 +552,12 @@ where
         return Ok(Finished { first: kept, last, jump, graph, thread: None });
     };
     let (thread, reply) = thread_and_reply(ctx, hitl, parent);
-    let app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    let mut app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    // The parent run's context, and its stream's modes, hold in the child's runs.
+    app.context = ctx.context.clone();
+    if let Some(emitter) = &ctx.emitter {
+        app.modes = emitter.modes;
+    }
     let mut first = None;
     let outcome = if app.state_async(&thread).await?.is_none() {
         let start = input(state);

@@ -34,6 +34,34 @@ pub enum Error {
         message: String,
     },
 
+    /// A run of `node` took longer than its timeout (`graph!`'s `timeout node(…);`, a YAML node's
+    /// `timeout:`). An async node was cancelled; a blocking node's thread was left to finish on
+    /// its own and its result dropped. Retried if the node's retry policy says so.
+    #[error("node `{node}` timed out after {} ms", after.as_millis())]
+    NodeTimedOut {
+        /// The node.
+        node: NodeName,
+        /// Its time limit.
+        after: std::time::Duration,
+    },
+
+    /// The graph declares a run context (`graph!`'s `context T;`), and this call supplied none,
+    /// or one of another type: give it with [`App::with_context`](crate::App::with_context). A context is never checkpointed, so a
+    /// resume supplies it again. Also a node's [`Ctx::context`](crate::Ctx::context) asking for
+    /// a type the run was not given.
+    #[error("{}, and {}; give it with `app.with_context(…)`", match node { Some(node) => format!("node `{node}` reads a run context of type `{expected}`"), None => format!("graph `{graph}` runs with a context of type `{expected}`") }, match found { Some(found) => format!("this run was given a `{found}`"), None => String::from("this run was given none") })]
+    MissingContext {
+        /// The graph.
+        graph: String,
+        /// The node that asked for it ([`Ctx::context`](crate::Ctx::context)); `None` when the
+        /// run was refused before it started.
+        node: Option<NodeName>,
+        /// The context type the graph declares (or the node asked for).
+        expected: &'static str,
+        /// The type of the context this run has, if any.
+        found: Option<&'static str>,
+    },
+
     /// No edge out of `node` applied: none of its guards held, or its `Command` went to a node
     /// (`goto`) that its `node -> a | b;` declaration does not list.
     #[error("no route out of node `{node}`{}", match goto { Some(target) => format!(": it chose `{target}`, which its `->` declaration does not list"), None => String::from(": no guard held and it has no unguarded edge") })]

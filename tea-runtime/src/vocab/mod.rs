@@ -5,6 +5,7 @@ pub(crate) mod clock;
 pub(crate) mod error;
 pub(crate) mod name;
 pub(crate) mod options;
+pub(crate) mod policy;
 pub mod reducers;
 pub(crate) mod state;
 pub(crate) mod trace;

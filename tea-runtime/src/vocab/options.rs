@@ -2,6 +2,7 @@
 //! defaults of the builder's limits. Defined here, at the bottom, so that the executor and the
 //! drivers never read them from the API layer above them.
 
+use crate::vocab::policy::StreamModes;
 use std::time::Duration;
 
 /// How many branches of one fan-out run at once by default: see
@@ -64,8 +65,11 @@ pub enum Durability {
     OnPause,
 }
 
-/// Options of one call (`invoke_with`, `resume_with`, `recover_with` and their `…_async`
-/// forms) that override the app's own for that call only.
+/// Options of one call (`invoke_with`, `resume_with`, `recover_with`, the `stream_…_with` calls
+/// and their `…_async` forms) that override the app's own for that call only: its
+/// [`durability`](Self::durability), and which events its stream yields
+/// ([`stream_modes`](Self::stream_modes)). A [`Durability`] converts into the options that set
+/// only it. (A run's context is given with [`App::with_context`](crate::App::with_context).)
 ///
 /// ```
 /// # use tea::prelude::*;
@@ -78,6 +82,8 @@ pub enum Durability {
 /// // A cheap, throw-away run: checkpoints only at its start, pauses and end.
 /// let done = app.invoke_with(Doc::default(), RunOptions::new().durability(Durability::OnPause))?;
 /// assert_eq!(done.done().unwrap().text, "draft");
+/// // The same, shorter.
+/// let done = app.invoke_with(Doc::default(), Durability::OnPause)?;
 /// # Ok::<(), tea::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,17 +93,67 @@ pub struct RunOptions {
     /// [`Builder::durability`](crate::Builder::durability)). A subgraph node's child run takes
     /// its parent run's.
     pub durability: Option<Durability>,
+    /// Which events a stream of this call yields (`None`: [`StreamModes::default`]).
+    pub stream_modes: Option<StreamModes>,
 }
 
 impl RunOptions {
     /// The app's own options.
     pub const fn new() -> Self {
-        RunOptions { durability: None }
+        RunOptions { durability: None, stream_modes: None }
     }
 
     /// This call writes its checkpoints as `durability` says.
     pub const fn durability(mut self, durability: Durability) -> Self {
         self.durability = Some(durability);
         self
+    }
+
+    /// Which events a stream of this call yields.
+    pub const fn stream_modes(mut self, modes: StreamModes) -> Self {
+        self.stream_modes = Some(modes);
+        self
+    }
+}
+
+impl From<Durability> for RunOptions {
+    fn from(durability: Durability) -> Self {
+        RunOptions::new().durability(durability)
+    }
+}
+
+/// A run's context value ([`App::with_context`](crate::App::with_context)), shared by every
+/// node of the run.
+#[derive(Clone)]
+pub struct RunContext {
+    value: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    type_name: &'static str,
+}
+
+impl RunContext {
+    /// `value` as a run's context.
+    pub fn new<T: std::any::Any + Send + Sync>(value: T) -> Self {
+        RunContext { value: std::sync::Arc::new(value), type_name: std::any::type_name::<T>() }
+    }
+
+    /// The value, if it is a `T`.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.value.downcast_ref()
+    }
+
+    /// Whether the value is of the type `type_id`.
+    pub fn is(&self, type_id: std::any::TypeId) -> bool {
+        (*self.value).type_id() == type_id
+    }
+
+    /// The name of the value's type.
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+}
+
+impl std::fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunContext").field("type", &self.type_name).finish_non_exhaustive()
     }
 }

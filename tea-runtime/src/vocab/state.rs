@@ -174,6 +174,27 @@ where
     T::deserialize(deserializer).map(Some)
 }
 
+/// Whether `fields` has one named `name` (usable in constants: `graph!` checks a `cache`
+/// statement's `reads` with it at compile time).
+#[doc(hidden)]
+pub const fn has_field(fields: &[Field], name: &str) -> bool {
+    let mut i = 0;
+    while i < fields.len() {
+        let (a, b) = (fields[i].name.as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
 /// FNV-1a over `bytes`, usable in constants: the fingerprint of schemas and graphs.
 #[doc(hidden)]
 pub const fn fingerprint(bytes: &[u8]) -> u64 {

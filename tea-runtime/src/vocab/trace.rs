@@ -114,6 +114,8 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
     match error {
         Error::NodeFailed { .. } => "NodeFailed",
         Error::NodePanicked { .. } => "NodePanicked",
+        Error::NodeTimedOut { .. } => "NodeTimedOut",
+        Error::MissingContext { .. } => "MissingContext",
         Error::NoRoute { .. } => "NoRoute",
         Error::RecursionLimit { .. } => "RecursionLimit",
         Error::NeedsAsync { .. } => "NeedsAsync",

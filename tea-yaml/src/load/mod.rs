@@ -19,7 +19,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
-use tea_runtime::{Goto, NodeName};
+use std::time::Duration;
+use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
 
 mod fingerprint;
 mod node;
@@ -233,6 +234,8 @@ const NODE_KEYS: &[&str] = &[
     "condition",
     "max_iterations",
     "body",
+    "retry",
+    "cache",
 ];
 /// The most iterations a `type: while_loop` node may allow (The Edge Agent's bound).
 pub(crate) const MAX_LOOP_ITERATIONS: i64 = 1_000;
@@ -295,6 +298,8 @@ struct Draft<'n> {
     name: String,
     pos: Pos,
     exec: Exec,
+    /// `retry:`, `timeout:`, `cache:`.
+    policy: Option<NodePolicy>,
     goto: Option<Vec<(Cond, &'n Node)>>,
     interrupt_before: bool,
     interrupt_after: bool,

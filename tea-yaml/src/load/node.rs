@@ -61,6 +61,7 @@ impl Loader<'_> {
                 name,
                 pos,
                 exec,
+                policy: None,
                 goto,
                 interrupt_before,
                 interrupt_after,
@@ -77,6 +78,7 @@ impl Loader<'_> {
                 name,
                 pos,
                 exec,
+                policy: None,
                 goto,
                 interrupt_before,
                 interrupt_after,
@@ -104,6 +106,7 @@ impl Loader<'_> {
                 name,
                 pos,
                 exec,
+                policy: None,
                 goto: None,
                 interrupt_before: false,
                 interrupt_after: false,
@@ -156,7 +159,7 @@ impl Loader<'_> {
         if forms.len() > 1 {
             self.problem(pos, format!("node `{name}` has two ways to run ({}); keep one", forms.join(", ")));
         }
-        for key in ["message", "state_key", "resume_key", "timeout"] {
+        for key in ["message", "state_key", "resume_key"] {
             if let (Some(n), false) = (fields.get(key), is_interrupt) {
                 self.problem(n.pos, format!("`{key}` belongs to `type: interrupt` nodes; node `{name}` is not one"));
             }
@@ -224,10 +227,12 @@ impl Loader<'_> {
 
         let Flow { interrupt_before, interrupt_after, goto, marked_fan_in } = self.flow(&fields, &name);
         let dynamic = None;
+        let policy = if is_interrupt { None } else { self.policy(&fields, &name) };
         Some(Draft {
             name,
             pos,
             exec,
+            policy,
             goto,
             interrupt_before,
             interrupt_after,
@@ -671,6 +676,7 @@ impl Loader<'_> {
                     name: format!("{name}.subgraph"),
                     pos: file.pos,
                     exec,
+                    policy: None,
                     goto: None,
                     interrupt_before: false,
                     interrupt_after: false,
@@ -711,6 +717,7 @@ impl Loader<'_> {
                                 name: format!("{name}.action"),
                                 pos: action.pos,
                                 exec,
+                                policy: None,
                                 goto: None,
                                 interrupt_before: false,
                                 interrupt_after: false,
@@ -1053,6 +1060,105 @@ impl Loader<'_> {
             },
         };
         Exec::Interrupt { message, state_key, resume_key, timeout }
+    }
+
+    /// What a node declares besides how it runs: `retry:` (The Edge Agent's `max_retries`,
+    /// `base_delay_ms`, `max_delay_ms`, `backoff_multiplier`, `jitter`), `timeout:` (seconds)
+    /// and `cache:` (`true`, or `ttl` in seconds and `store: true`).
+    pub(super) fn policy(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Option<NodePolicy> {
+        let mut policy = NodePolicy::NONE;
+        let mut any = false;
+        let seconds = |this: &mut Self, n: &Node, what: String| -> Option<Duration> {
+            let secs = match n.kind {
+                Kind::Int(i) if i > 0 => i as f64,
+                Kind::Float(f) if f > 0.0 && f.is_finite() => f,
+                _ => {
+                    this.problem(n.pos, format!("{what} must be a positive number of seconds, not {}", n.what()));
+                    return None;
+                }
+            };
+            Duration::try_from_secs_f64(secs).ok()
+        };
+        if let Some(t) = fields.get("timeout") {
+            if let Some(limit) = seconds(self, t, format!("`timeout` of node `{name}`")) {
+                policy = policy.timeout(limit);
+                any = true;
+            }
+        }
+        if let Some(r) = fields.get("retry") {
+            const RETRY_KEYS: &[&str] =
+                &["max_retries", "base_delay_ms", "max_delay_ms", "backoff_multiplier", "jitter"];
+            let what = format!("`retry` of node `{name}`");
+            if let Some(keys) = self.fields(r, &what, RETRY_KEYS) {
+                let count = |this: &mut Self, key: &str, default: u64| -> u64 {
+                    match keys.get(key).map(|n| (n, &n.kind)) {
+                        None => default,
+                        Some((_, Kind::Int(i))) if *i >= 0 => *i as u64,
+                        Some((n, _)) => {
+                            this.problem(n.pos, format!("`{key}` of {what} must be a whole number, not {}", n.what()));
+                            default
+                        }
+                    }
+                };
+                // The Edge Agent's defaults: 3 retries, 1 s doubling up to 30 s, with jitter.
+                let retries = count(self, "max_retries", 3).min(u64::from(u32::MAX - 1)) as u32;
+                let mut retry = RetryPolicy::attempts(retries + 1)
+                    .backoff(Duration::from_millis(count(self, "base_delay_ms", 1_000)))
+                    .max_backoff(Duration::from_millis(count(self, "max_delay_ms", 30_000)));
+                if let Some(m) = keys.get("backoff_multiplier") {
+                    match m.kind {
+                        Kind::Int(i) if i > 0 => retry = retry.factor(i as f64),
+                        Kind::Float(f) if f > 0.0 && f.is_finite() => retry = retry.factor(f),
+                        _ => self.problem(m.pos, format!("`backoff_multiplier` of {what} must be a positive number")),
+                    }
+                }
+                if let Some(j) = keys.get("jitter") {
+                    match j.kind {
+                        Kind::Bool(on) => retry = retry.jitter(if on { 0.25 } else { 0.0 }),
+                        _ => self.problem(j.pos, format!("`jitter` of {what} must be true or false")),
+                    }
+                }
+                policy = policy.retry(retry);
+                any = true;
+            }
+        }
+        if let Some(c) = fields.get("cache") {
+            let what = format!("`cache` of node `{name}`");
+            match &c.kind {
+                Kind::Bool(false) => {}
+                Kind::Bool(true) => {
+                    policy = policy.cache(CachePolicy::memory());
+                    any = true;
+                }
+                Kind::Map(_) => {
+                    if let Some(keys) = self.fields(c, &what, &["ttl", "store"]) {
+                        let mut cache = CachePolicy::memory();
+                        if let Some(s) = keys.get("store") {
+                            match s.kind {
+                                Kind::Bool(true) => cache = CachePolicy::store(),
+                                Kind::Bool(false) => {}
+                                _ => self.problem(s.pos, format!("`store` of {what} must be true or false")),
+                            }
+                        }
+                        if let Some(t) = keys.get("ttl") {
+                            if let Some(ttl) = seconds(self, t, format!("`ttl` of {what}")) {
+                                cache = cache.ttl(ttl);
+                            }
+                        }
+                        policy = policy.cache(cache);
+                        any = true;
+                    }
+                }
+                _ => self.problem(
+                    c.pos,
+                    format!(
+                        "{what} is `true`, or a mapping with `ttl` (seconds) and `store` (true: in the store), not {}",
+                        c.what()
+                    ),
+                ),
+            }
+        }
+        any.then_some(policy)
     }
 
     /// A value with templates in it.

@@ -412,6 +412,7 @@ impl Loader<'_> {
                 fan_in: false,
                 sends_fan_in: false,
                 item_of: draft.item_of.map(|(d, head)| (NodeIx(d as u32), head)),
+                policy: draft.policy,
             });
         }
         let joins: Vec<(usize, bool)> = nodes

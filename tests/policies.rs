@@ -1,0 +1,554 @@
+//! What a graph declares of its nodes and runs besides their functions: retries (`retry`), time
+//! limits (`timeout`), caches (`cache`), a run context (`context`), and what nodes emit to a
+//! stream (`Ctx::emit`) with the stream modes a caller picks. On `MemoryStore` and `SledStore`,
+//! through the blocking and the async API.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tea::prelude::*;
+use tea::{RunOptions, StreamModes};
+
+/// How many times each (tag, node) ran.
+static RUNS: Mutex<Option<HashMap<(String, String), u32>>> = Mutex::new(None);
+
+/// Counts a run of `node` under `tag`; returns which run this is (1 for the first).
+fn count(tag: &str, node: &str) -> u32 {
+    let mut runs = RUNS.lock().unwrap();
+    let n = runs.get_or_insert_with(HashMap::new).entry((tag.to_owned(), node.to_owned())).or_insert(0);
+    *n += 1;
+    *n
+}
+
+fn runs(tag: &str, node: &str) -> u32 {
+    RUNS.lock().unwrap().as_ref().and_then(|r| r.get(&(tag.to_owned(), node.to_owned())).copied()).unwrap_or(0)
+}
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Separates the counters of tests running side by side.
+    tag: String,
+    /// How many runs of a flaky node fail before one succeeds.
+    failures: u32,
+    /// How long a slow node sleeps, in milliseconds, on its first run (later runs are quick).
+    slow_ms: u64,
+    query: String,
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+/// A `SledStore` in a directory of its own.
+fn sled(name: &str) -> tea::SledStore {
+    let dir = std::env::temp_dir().join(format!("tea-policies-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    tea::SledStore::open(&dir).unwrap()
+}
+
+macro_rules! tag_of_line {
+    () => {
+        &format!("line{}", line!())
+    };
+}
+
+fn job(tag: &str) -> Job {
+    Job { tag: tag.to_owned(), ..Job::default() }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retries.
+
+fn flaky(s: &Job) -> Result<JobUpdate, tea::BoxError> {
+    let run = count(&s.tag, "flaky");
+    if run <= s.failures {
+        return Err(format!("flaky failed on run {run}").into());
+    }
+    Ok(Job::update().log(vec![format!("flaky ok on run {run}")]))
+}
+
+fn after(_: &Job) -> JobUpdate {
+    Job::update().log(vec!["after".into()])
+}
+
+graph! {
+    Retried for Job {
+        start -> flaky;
+        flaky -> after;
+        after -> end;
+        retry flaky(attempts = 3, backoff = 1ms, jitter = 0.0);
+    }
+}
+
+#[test]
+fn a_failing_node_is_retried_until_it_succeeds() {
+    let app = Retried::builder().build();
+    let out = app.invoke(Job { failures: 2, ..job("retry-ok") }).unwrap();
+    assert_eq!(out.log, ["flaky ok on run 3", "after"]);
+    assert_eq!(runs("retry-ok", "flaky"), 3);
+}
+
+#[test]
+fn a_node_that_fails_every_attempt_fails_the_run() {
+    let app = Retried::builder().build();
+    let error = app.invoke(Job { failures: 5, ..job("retry-out") }).unwrap_err();
+    assert!(matches!(&error, Error::NodeFailed { node, .. } if node == "flaky"), "{error:?}");
+    assert_eq!(runs("retry-out", "flaky"), 3, "attempts = 3 counts the first run");
+}
+
+#[test]
+fn retries_are_events_of_the_stream() {
+    let app = Retried::builder().checkpointer(MemoryStore::new()).build();
+    let events: Vec<_> = app.stream(Job { failures: 2, ..job("retry-events") }).map(Result::unwrap).collect();
+    let seen: Vec<String> = events
+        .iter()
+        .map(|event| match event {
+            Event::Retry { node, attempt, error, .. } => format!("retry {node} {attempt}: {error}"),
+            Event::Step { node, .. } => format!("step {node}"),
+            Event::Done(_) => "done".into(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "retry flaky 1: node `flaky` failed: flaky failed on run 1",
+            "retry flaky 2: node `flaky` failed: flaky failed on run 2",
+            "step flaky",
+            "step after",
+            "done"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_node_is_retried_under_the_async_api() {
+    let app = Retried::builder().checkpointer(sled(tag_of_line!())).build();
+    let out = app.invoke_async(Job { failures: 1, ..job("retry-async") }).await.unwrap().done().unwrap();
+    assert_eq!(out.log, ["flaky ok on run 2", "after"]);
+}
+
+// A retried node inside a parallel branch.
+
+fn left(s: &Job) -> Result<JobUpdate, tea::BoxError> {
+    let run = count(&s.tag, "left");
+    if run <= s.failures {
+        return Err("left failed".into());
+    }
+    Ok(Job::update().log(vec!["left".into()]))
+}
+fn right(s: &Job) -> JobUpdate {
+    count(&s.tag, "right");
+    Job::update().log(vec!["right".into()])
+}
+fn split(_: &Job) {}
+fn join(_: &Job) {}
+
+graph! {
+    Branches for Job {
+        start -> split;
+        parallel split => [left, right] -> join;
+        join -> end;
+        retry left(attempts = 4, backoff = 1ms);
+    }
+}
+
+fn retried_in_a_branch<C: Checkpointer>(tag: &str, store: C) {
+    let app = Branches::builder().checkpointer(store).build();
+    let out = app.invoke(Job { failures: 3, ..job(tag) }).unwrap().done().unwrap();
+    assert_eq!(out.log, ["left", "right"], "{tag}");
+    assert_eq!((runs(tag, "left"), runs(tag, "right")), (4, 1), "{tag}");
+}
+
+#[test]
+fn a_retried_node_inside_a_parallel_branch() {
+    retried_in_a_branch("branch-memory", MemoryStore::new());
+    retried_in_a_branch("branch-sled", sled("branch"));
+}
+
+// A node that pauses is never retried into a second pause.
+
+fn ask(s: &Job, hitl: &mut Hitl) -> Result<JobUpdate, tea::BoxError> {
+    count(&s.tag, "ask");
+    let answer: String = hitl.interrupt("name?")?;
+    Ok(Job::update().log(vec![answer]))
+}
+
+graph! {
+    Asks for Job {
+        start -> ask;
+        ask -> end;
+        interruptible ask;
+        retry ask(attempts = 5, backoff = 1ms);
+    }
+}
+
+#[test]
+fn a_pause_is_not_retried() {
+    let app = Asks::builder().checkpointer(MemoryStore::new()).build();
+    let (_, resume) = app.invoke(job("pause")).unwrap().interrupted().unwrap();
+    assert_eq!(runs("pause", "ask"), 1, "the pause is the node's answer, not a failure");
+    let out = app.resume(resume.answer("Ada")).unwrap().done().unwrap();
+    assert_eq!(out.log, ["Ada"]);
+    assert_eq!(runs("pause", "ask"), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeouts.
+
+fn slow(s: &Job) -> JobUpdate {
+    if count(&s.tag, "slow") == 1 {
+        std::thread::sleep(Duration::from_millis(s.slow_ms));
+    }
+    Job::update().log(vec!["slow".into()])
+}
+
+graph! {
+    Limited for Job {
+        start -> slow;
+        slow -> end;
+        timeout slow(100ms);
+    }
+}
+
+graph! {
+    LimitedRetried for Job {
+        start -> slow;
+        slow -> end;
+        timeout slow(100ms);
+        retry slow(attempts = 2, backoff = 1ms, on = timeouts);
+    }
+}
+
+#[test]
+fn a_node_over_its_time_limit_fails_at_the_limit() {
+    let app = Limited::builder().build();
+    let started = Instant::now();
+    let error = app.invoke(Job { slow_ms: 3_000, ..job("timeout") }).unwrap_err();
+    assert!(
+        matches!(&error, Error::NodeTimedOut { node, after } if node == "slow" && *after == Duration::from_millis(100)),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2), "the run waited for the node: {:?}", started.elapsed());
+    assert_eq!(error.to_string(), "node `slow` timed out after 100 ms");
+}
+
+#[test]
+fn a_timed_out_node_is_retried_if_its_policy_says_so() {
+    let app = LimitedRetried::builder().build();
+    let out = app.invoke(Job { slow_ms: 3_000, ..job("timeout-retry") }).unwrap();
+    assert_eq!(out.log, ["slow"]);
+    assert_eq!(runs("timeout-retry", "slow"), 2);
+}
+
+async fn slow_async(s: &Job) -> JobUpdate {
+    count(&s.tag, "slow_async");
+    tokio::time::sleep(Duration::from_millis(s.slow_ms)).await;
+    ASYNC_FINISHED.store(true, Ordering::SeqCst);
+    Job::update().log(vec!["slow".into()])
+}
+
+static ASYNC_FINISHED: AtomicBool = AtomicBool::new(false);
+
+graph! {
+    LimitedAsync for Job {
+        start -> slow_async;
+        slow_async -> end;
+        async slow_async;
+        timeout slow_async(50ms);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_node_over_its_limit_is_cancelled() {
+    let app = LimitedAsync::builder().build();
+    let error = app.invoke_async(Job { slow_ms: 400, ..job("timeout-async") }).await.unwrap_err();
+    assert!(matches!(error, Error::NodeTimedOut { .. }), "{error:?}");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!ASYNC_FINISHED.load(Ordering::SeqCst), "the node's future was dropped at the limit");
+}
+
+// A timed-out branch whose siblings finish: recover runs only the branch that timed out.
+
+fn quick(s: &Job) -> JobUpdate {
+    count(&s.tag, "quick");
+    Job::update().log(vec!["quick".into()])
+}
+
+graph! {
+    SlowBranch for Job {
+        start -> split;
+        parallel split => [slow, quick] -> join;
+        join -> end;
+        timeout slow(100ms);
+    }
+}
+
+fn timed_out_branch<C: Checkpointer>(tag: &str, store: C) {
+    let app = SlowBranch::builder().checkpointer(store).build();
+    let thread = ThreadId::from(tag);
+    let error = app.invoke_on(thread.clone(), Job { slow_ms: 2_000, ..job(tag) }).unwrap_err();
+    assert!(matches!(error, Error::NodeTimedOut { .. }), "{error:?}");
+    assert_eq!(runs(tag, "quick"), 1, "{tag}: the sibling finished");
+    let out = app.recover(&thread).unwrap().done().unwrap();
+    assert_eq!(out.log, ["slow", "quick"]);
+    assert_eq!((runs(tag, "slow"), runs(tag, "quick")), (2, 1), "{tag}: only the timed-out branch ran again");
+}
+
+#[test]
+fn a_timed_out_branch_whose_siblings_finish() {
+    timed_out_branch("slow-branch-memory", MemoryStore::new());
+    timed_out_branch("slow-branch-sled", sled(tag_of_line!()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Caching.
+
+fn lookup(s: &Job) -> JobUpdate {
+    count(&s.tag, "lookup");
+    Job::update().log(vec![format!("looked up {}", s.query)])
+}
+
+graph! {
+    Cached for Job {
+        start -> lookup;
+        lookup -> end;
+        cache lookup(reads = [tag, query]);
+    }
+}
+
+graph! {
+    Expiring for Job {
+        start -> lookup;
+        lookup -> end;
+        cache lookup(ttl = 100ms, reads = [tag, query]);
+    }
+}
+
+graph! {
+    StoreCached for Job {
+        start -> lookup;
+        lookup -> end;
+        cache lookup(reads = [tag, query], store);
+    }
+}
+
+#[test]
+fn a_cached_node_is_skipped_on_a_second_run() {
+    let app = Cached::builder().build();
+    let input = Job { query: "tea".into(), ..job("cache") };
+    assert_eq!(app.invoke(input.clone()).unwrap().log, ["looked up tea"]);
+    assert_eq!(app.invoke(input.clone()).unwrap().log, ["looked up tea"]);
+    assert_eq!(runs("cache", "lookup"), 1);
+    // Another input is another key; a field the key does not read does not matter.
+    assert_eq!(app.invoke(Job { query: "coffee".into(), ..input.clone() }).unwrap().log, ["looked up coffee"]);
+    assert_eq!(app.invoke(Job { failures: 9, ..input.clone() }).unwrap().log, ["looked up tea"]);
+    assert_eq!(runs("cache", "lookup"), 2);
+    // A hit is an event of the stream.
+    let events: Vec<_> = app.stream(input).map(Result::unwrap).collect();
+    assert!(matches!(&events[0], Event::CacheHit { node, branch: None } if node == "lookup"), "{events:?}");
+    assert!(matches!(&events[1], Event::Step { .. }));
+}
+
+#[test]
+fn a_cached_result_expires_after_its_ttl() {
+    let app = Expiring::builder().build();
+    let input = Job { query: "tea".into(), ..job("cache-ttl") };
+    app.invoke(input.clone()).unwrap();
+    app.invoke(input.clone()).unwrap();
+    assert_eq!(runs("cache-ttl", "lookup"), 1);
+    std::thread::sleep(Duration::from_millis(150));
+    app.invoke(input).unwrap();
+    assert_eq!(runs("cache-ttl", "lookup"), 2);
+}
+
+#[test]
+fn a_result_cached_in_the_store_outlives_its_app() {
+    let dir = std::env::temp_dir().join(format!("tea-cache-{}", std::process::id()));
+    let input = Job { query: "tea".into(), ..job("cache-store") };
+    {
+        let app = StoreCached::builder().checkpointer(tea::SledStore::open(&dir).unwrap()).build();
+        assert_eq!(app.invoke(input.clone()).unwrap().done().unwrap().log, ["looked up tea"]);
+    }
+    let app = StoreCached::builder().checkpointer(tea::SledStore::open(&dir).unwrap()).build();
+    assert_eq!(app.invoke(input).unwrap().done().unwrap().log, ["looked up tea"]);
+    assert_eq!(runs("cache-store", "lookup"), 1, "the second app took the first one's result");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_node_is_skipped_under_the_async_api() {
+    let app = StoreCached::builder().checkpointer(MemoryStore::new()).build();
+    let input = Job { query: "tea".into(), ..job("cache-async") };
+    app.invoke_async(input.clone()).await.unwrap();
+    app.invoke_async(input).await.unwrap();
+    assert_eq!(runs("cache-async", "lookup"), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run context.
+
+pub struct Settings {
+    model: &'static str,
+}
+
+fn answer(_: &Job, ctx: &Ctx<Job>) -> Result<JobUpdate, tea::BoxError> {
+    let settings = ctx.context::<Settings>()?;
+    Ok(Job::update().log(vec![format!("asked {}", settings.model)]))
+}
+
+graph! {
+    WithContext for Job {
+        context Settings;
+        start -> answer;
+        answer -> end;
+        interrupt_before answer;
+    }
+}
+
+#[test]
+fn the_run_context_reaches_nodes_and_is_given_again_on_resume() {
+    let app = WithContext::builder().checkpointer(MemoryStore::new()).build();
+    let error = app.invoke(job("context")).unwrap_err();
+    assert!(matches!(&error, Error::MissingContext { expected, found: None, .. } if expected.ends_with("Settings")));
+    let small = app.with_context(Settings { model: "small" });
+    let (_, resume) = small.invoke(job("context")).unwrap().interrupted().unwrap();
+    // Never checkpointed: a resume without it is refused before it runs anything...
+    let error = app.resume(resume.clone()).unwrap_err();
+    assert!(matches!(error, Error::MissingContext { .. }), "{error:?}");
+    // ...and the token stays good for a resume that gives it.
+    let out = app.with_context(Settings { model: "large" }).resume(resume).unwrap().done().unwrap();
+    assert_eq!(out.log, ["asked large"]);
+    // A context of another type is refused too.
+    let error = app.with_context(42_u32).invoke(job("context")).unwrap_err();
+    assert!(matches!(error, Error::MissingContext { found: Some("u32"), .. }), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_context_under_the_async_api() {
+    let app = WithContext::builder().checkpointer(sled(tag_of_line!())).build();
+    let app = app.with_context(Settings { model: "small" });
+    let (_, resume) = app.invoke_async(job("context-async")).await.unwrap().interrupted().unwrap();
+    let out = app.resume_async(resume).await.unwrap().done().unwrap();
+    assert_eq!(out.log, ["asked small"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Custom events and stream modes.
+
+fn speak(_: &Job, ctx: &Ctx<Job>) -> JobUpdate {
+    for token in ["Hel", "lo"] {
+        ctx.emit(token);
+    }
+    Job::update().log(vec!["spoke".into()])
+}
+
+fn echo(_: &Job, ctx: &Ctx<Job>) -> JobUpdate {
+    ctx.emit(serde_json::json!({ "from": ctx.branch().map(|b| b.to_string()) }));
+    Job::update().log(vec![ctx.node().to_string()])
+}
+
+graph! {
+    Speaker for Job {
+        start -> speak;
+        speak -> split;
+        parallel split => [echo, quick] -> join;
+        join -> end;
+    }
+}
+
+fn describe(event: &Event<Job>) -> String {
+    match event {
+        Event::Custom { node, value } => format!("custom {node} {value}"),
+        Event::Step { node, branch: Some(b), .. } => format!("step {node}@{b}"),
+        Event::Step { node, .. } => format!("step {node}"),
+        Event::Update { node, update, .. } => format!("update {node} {:?}", update.as_ref().map(|_| "…")),
+        Event::Started { node, step, .. } => format!("started {node} {step}"),
+        Event::Done(_) => "done".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn custom_events_come_in_order_with_the_steps() {
+    let app = Speaker::builder().checkpointer(MemoryStore::new()).build();
+    let seen: Vec<String> = app.stream(job("custom")).map(|e| describe(&e.unwrap())).collect();
+    assert_eq!(
+        seen,
+        [
+            "custom speak \"Hel\"",
+            "custom speak \"lo\"",
+            "step speak",
+            "step split",
+            "custom echo {\"from\":\"echo\"}",
+            "step echo@echo",
+            "step quick@quick",
+            "step join",
+            "done"
+        ]
+    );
+    // Outside a stream, emits go nowhere.
+    assert_eq!(app.invoke(job("custom")).unwrap().done().unwrap().log, ["spoke", "echo", "quick"]);
+}
+
+#[test]
+fn stream_modes_pick_the_events() {
+    let app = Speaker::builder().checkpointer(MemoryStore::new()).build();
+    let modes = RunOptions::new().stream_modes(StreamModes::UPDATES);
+    let seen: Vec<String> =
+        app.stream_on_with("modes-updates", job("modes"), modes).map(|e| describe(&e.unwrap())).collect();
+    assert_eq!(
+        seen,
+        [
+            "update speak Some(\"…\")",
+            "update split None",
+            "update echo Some(\"…\")",
+            "update quick Some(\"…\")",
+            "update join None",
+            "done"
+        ]
+    );
+    let modes = RunOptions::new().stream_modes(StreamModes::DEBUG | StreamModes::VALUES);
+    let seen: Vec<String> =
+        app.stream_on_with("modes-debug", job("modes"), modes).map(|e| describe(&e.unwrap())).collect();
+    assert_eq!(&seen[..4], ["started speak 1", "step speak", "started split 2", "step split"]);
+}
+
+/// A node that emits, then waits until the test has seen what it emitted.
+async fn stream_tokens(_: &Job, ctx: &Ctx<Job>) -> JobUpdate {
+    ctx.emit("first");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !SEEN_FIRST.load(Ordering::SeqCst) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Job::update().log(vec![format!("seen before the end: {}", SEEN_FIRST.load(Ordering::SeqCst))])
+}
+
+static SEEN_FIRST: AtomicBool = AtomicBool::new(false);
+
+graph! {
+    Tokens for Job {
+        start -> stream_tokens;
+        stream_tokens -> end;
+        async stream_tokens;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_stream_yields_custom_events_while_the_node_runs() {
+    use futures::StreamExt;
+    let app = Tokens::builder().build();
+    let mut events = std::pin::pin!(app.stream_async(job("live")));
+    let first = events.next().await.unwrap().unwrap();
+    assert!(matches!(&first, Event::Custom { value, .. } if value == "first"), "{first:?}");
+    SEEN_FIRST.store(true, Ordering::SeqCst);
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        last = Some(event.unwrap());
+    }
+    match last {
+        Some(Event::Done(state)) => assert_eq!(state.log, ["seen before the end: true"]),
+        other => panic!("{other:?}"),
+    }
+}
