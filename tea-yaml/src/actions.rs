@@ -39,7 +39,7 @@ pub(crate) enum Action {
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 13] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 15] = [
     "ratelimit.wrap",
     "memory.store",
     "memory.retrieve",
@@ -50,13 +50,16 @@ pub(crate) const BUILT_IN_NAMES: [&str; 13] = [
     "file.read",
     "file.write",
     "llm.call",
+    "llm.chat",
+    "llm.embed",
     "http.get",
     "http.post",
     "actions.notify",
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
-pub(crate) const NET_NAMES: [&str; 4] = ["llm.call", "http.get", "http.post", "actions.notify"];
+pub(crate) const NET_NAMES: [&str; 6] =
+    ["llm.call", "llm.chat", "llm.embed", "http.get", "http.post", "actions.notify"];
 
 /// The Edge Agent's families of actions that tea does not have, by the first part of their
 /// name, and what each needs: an action of one of them is refused at load as The Edge Agent's
@@ -231,9 +234,7 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "llamaextract.poll_status",
     "llamaextract.submit_job",
     "llamaextract.upload_agent",
-    "llm.chat",
     "llm.complete",
-    "llm.embed",
     "llm.local.call",
     "llm.local.chat",
     "llm.local.embed",
@@ -387,13 +388,13 @@ pub(crate) fn edge_agent_only(name: &str) -> Option<String> {
     EDGE_AGENT_NAMES.binary_search(&name).ok()?;
     if name.starts_with("llm.") || name.starts_with("embedding.") {
         return Some(format!(
-            "`{name}` is one of The Edge Agent's LLM actions that tea does not support (its providers, local \
-             models and embeddings): tea has `llm.call`, a chat completion on an OpenAI-compatible endpoint"
+            "`{name}` is not supported by tea (one of The Edge Agent's LLM actions over its local models and \
+             streams): tea has `llm.call`, `llm.chat` and `llm.embed` on its providers"
         ));
     }
     let family = name.split('.').next().unwrap_or(name);
     let what = EDGE_AGENT_FAMILIES.iter().find(|(f, _)| *f == family).map_or("", |(_, w)| w);
-    Some(format!("`{name}` is one of The Edge Agent's `{family}.*` actions ({what}), which tea does not support"))
+    Some(format!("`{name}` is not supported by tea (one of The Edge Agent's `{family}.*` actions: {what})"))
 }
 
 /// The built-in action named `name`.
@@ -732,7 +733,9 @@ fn temporary(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }
 
-/// Reads a checkpoint file of this agent: its state and node, or an error in the result.
+/// Reads a checkpoint file: its state and node, or an error in the result. A file another agent
+/// (or another version of this one) saved gives its state and node too, as in The Edge Agent:
+/// the node is the other agent's.
 fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     let path = match path_arg(call, args, "checkpoint.load") {
         Ok(path) => path,
@@ -745,6 +748,15 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     };
     match call.host.decode(&bytes, &shown) {
         Ok((node, state)) => json!({ "checkpoint_state": state.to_json(), "checkpoint_node": node.as_str() }),
+        Err(Error::GraphMismatch { .. } | Error::SchemaMismatch { .. }) => {
+            match tea_runtime::read_foreign_checkpoint(&bytes, &shown) {
+                Ok(other) => json!({
+                    "checkpoint_state": other.state,
+                    "checkpoint_node": other.node.as_ref().map(NodeName::as_str),
+                }),
+                Err(e) => json!({ "error": e.to_string() }),
+            }
+        }
         Err(e) => json!({ "error": e.to_string() }),
     }
 }

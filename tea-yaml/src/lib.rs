@@ -57,6 +57,8 @@ mod files;
 mod graph;
 mod initial;
 mod items;
+#[cfg(feature = "net")]
+mod llm;
 mod load;
 mod lua;
 #[cfg(feature = "net")]
