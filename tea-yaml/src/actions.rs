@@ -33,13 +33,20 @@ pub(crate) enum Action {
         limiter: String,
         interval: std::time::Duration,
     },
+    /// `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list`.
+    Builtin(crate::builtins::Builtin),
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 15] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 20] = [
+    "json.parse",
+    "json.stringify",
+    "file.exists",
+    "file.delete",
+    "file.list",
     "ratelimit.wrap",
     "memory.store",
     "memory.retrieve",
@@ -77,7 +84,7 @@ const EDGE_AGENT_FAMILIES: &[(&str, &str)] = &[
     ("csv", "CSV parsing"),
     ("data", "its tabular data store"),
     ("error", "its error-handling state"),
-    ("file", "file operations beyond `file.read` and `file.write`"),
+    ("file", "file operations"),
     ("firestore", "Google Firestore"),
     ("git", "git operations"),
     ("github", "the GitHub API"),
@@ -173,9 +180,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "error.respond",
     "error.retry",
     "error.type",
-    "file.delete",
-    "file.exists",
-    "file.list",
     "firestore.batch",
     "firestore.delete",
     "firestore.get",
@@ -219,8 +223,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "http.delete",
     "http.put",
     "http.respond",
-    "json.parse",
-    "json.stringify",
     "json.transform",
     "learn.textgrad.feedback",
     "learn.textgrad.optimize_prompt",
@@ -408,6 +410,9 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         "memory.retrieve" => Action::Memory(MemoryOp::Retrieve),
         "memory.delete" => Action::Memory(MemoryOp::Delete),
         "memory.clear" => Action::Memory(MemoryOp::Clear),
+        other if crate::builtins::Builtin::named(other).is_some() => {
+            Action::Builtin(crate::builtins::Builtin::named(other)?)
+        }
         #[cfg(feature = "net")]
         other => Action::Net(crate::net::NetAction::named(other)?),
         #[cfg(not(feature = "net"))]
@@ -453,6 +458,7 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
     match action {
         Action::User(f) => f(call.state, args),
         Action::Memory(op) => call.host.memory().call(*op, args),
+        Action::Builtin(builtin) => builtin.call(call.host.base_dir(), args),
         Action::RateLimit { inner, name, limiter, interval } => {
             let timeout = match args.get("timeout") {
                 None | Some(Value::Null) => None,

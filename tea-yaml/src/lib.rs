@@ -51,6 +51,7 @@
 
 mod actions;
 mod agent;
+mod builtins;
 mod draw;
 mod error;
 mod files;

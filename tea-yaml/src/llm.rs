@@ -385,7 +385,7 @@ impl ShellCall {
         for a in &self.args {
             line.push(' ');
             if self.input == Input::Argument && a.contains(&self.prompt) && !self.prompt.is_empty() {
-                line.push_str("…");
+                line.push('…');
             } else {
                 line.push_str(a);
             }

@@ -296,6 +296,61 @@ edges:
     assert!(taken.iter().any(|p| p.contains("node name `__tea_start` is the engine's own")), "{taken:?}");
 }
 
+// --- json.* and file.* ---------------------------------------------------------------------
+
+#[test]
+fn json_and_file_actions_return_what_the_edge_agent_returns() {
+    let dir = std::env::temp_dir().join(format!("tea-yaml-vocab-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("b.txt"), "b").unwrap();
+    std::fs::write(dir.join("a.txt"), "a").unwrap();
+    std::fs::write(dir.join("c.log"), "c").unwrap();
+    let text = format!(
+        r#"
+nodes:
+  - name: parse
+    uses: json.parse
+    with: {{ text: '{{"n": [1, 2]}}' }}
+    output: parsed
+  - name: bad
+    uses: json.parse
+    with: {{ text: "{{oops" }}
+    output: bad
+  - name: text
+    uses: json.stringify
+    with: {{ data: "{{{{ state.parsed.data }}}}" }}
+    output: text
+  - name: exists
+    uses: file.exists
+    with: {{ path: "{dir}/a.txt" }}
+    output: exists
+  - name: list
+    uses: file.list
+    with: {{ path: "{dir}", pattern: ".txt" }}
+    output: listed
+  - name: delete
+    uses: file.delete
+    with: {{ path: "{dir}/a.txt" }}
+    output: deleted
+"#,
+        dir = dir.display()
+    );
+    let agent = Engine::new().load_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["parsed"], json!({ "data": { "n": [1, 2] }, "success": true }));
+    assert_eq!(out["bad"]["success"], false);
+    assert_eq!(out["bad"]["error_type"], "parse");
+    assert_eq!(out["text"], json!({ "text": "{\"n\":[1,2]}", "success": true }));
+    assert_eq!(out["exists"], json!({ "exists": true, "is_file": true, "is_dir": false }));
+    let names: Vec<&str> =
+        out["listed"]["files"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["a.txt", "b.txt"]);
+    assert_eq!(out["deleted"], json!({ "deleted": true }));
+    assert!(!dir.join("a.txt").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // --- what tea refuses, by name -------------------------------------------------------------
 
 #[test]

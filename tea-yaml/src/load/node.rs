@@ -180,7 +180,19 @@ impl Loader<'_> {
         }
         for key in ["with", "output"] {
             if let (Some(n), None, false) = (fields.get(key), uses, key == "output" && run.is_some()) {
-                self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
+                if run.is_none() && key == "with" && steps_absent(&fields) && !is_interrupt {
+                    // A node with nothing to run and arguments (an overlay's fragment, a node
+                    // whose action another file gives): The Edge Agent's engines ignore them.
+                    self.warn(
+                        n.pos,
+                        "with without uses",
+                        format!(
+                            "`with` of node `{name}` is ignored: the node runs no action (`uses:`), so it does nothing"
+                        ),
+                    );
+                } else {
+                    self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
+                }
             }
         }
         let (mut python, mut prolog) = (self.steps_language, false);
@@ -1234,4 +1246,9 @@ impl Loader<'_> {
             }
         }
     }
+}
+
+/// Whether a node's fields have no `steps:`.
+fn steps_absent(fields: &HashMap<&str, &Node>) -> bool {
+    !fields.contains_key("steps")
 }
