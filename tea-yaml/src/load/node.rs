@@ -1037,7 +1037,10 @@ impl Loader<'_> {
                 self.llm_provider(with, name, what);
             }
             NetAction::LlmEmbed => {
+                // `settings.llm` is not `llm.embed`'s: only its own `provider:` counts.
+                let saved = std::mem::take(&mut self.settings_llm);
                 self.llm_provider(with, name, what);
+                self.settings_llm = saved;
             }
             NetAction::HttpGet | NetAction::HttpPost => {
                 if !given("url") {
