@@ -304,8 +304,9 @@ impl StoreArg {
 /// `--trust`, shared by the commands that load an agent.
 #[derive(Args, Debug, Clone, Copy, Default)]
 pub struct TrustArg {
-    /// Runs inline code that cannot be sandboxed (Python) in this file. Without it such a file
-    /// does not load; Lua needs no trust (it runs sandboxed).
+    /// Runs what cannot be sandboxed in this file: inline Python, and `llm.call`'s shell
+    /// providers (command lines such as `claude`). Without it such a file does not load; Lua
+    /// needs no trust (it runs sandboxed).
     #[arg(long)]
     pub trust: bool,
 }

@@ -23,7 +23,9 @@ pub fn load(file: &Path, trust: TrustArg) -> Result<Agent, String> {
 
 /// [`load`], keeping the problems apart (for `tea validate` and `tea inspect`).
 pub fn checked(file: &Path, trust: TrustArg) -> Result<Agent, LoadError> {
-    base_engine(trust, &BreakArgs::default()).load_file_on(file, MemoryStore::new())
+    let agent = base_engine(trust, &BreakArgs::default()).load_file_on(file, MemoryStore::new())?;
+    print_warnings(file, &agent);
+    Ok(agent)
 }
 
 /// The engine every command loads agents with, before secrets: the breakpoints of
@@ -34,16 +36,19 @@ pub fn base_engine(trust: TrustArg, breaks: &BreakArgs) -> Engine {
     };
     let engine =
         Engine::new().interrupt_before(names(&breaks.interrupt_before)).interrupt_after(names(&breaks.interrupt_after));
-    // `--trust` reaches the engine here, and only here.
-    #[cfg(feature = "python")]
-    let engine = engine.trust_code(trust.trust);
-    #[cfg(not(feature = "python"))]
-    if trust.trust && watch::verbose() {
-        eprintln!(
-            "tea: --trust: this tea runs no inline code that needs trust (inline Python is not built in), so it changes nothing"
-        );
+    // `--trust` reaches the engine here, and only here (Python blocks, shell providers).
+    engine.trust_code(trust.trust)
+}
+
+/// Prints the warnings of a file just loaded (The Edge Agent's keys that tea accepts and
+/// ignores), one line per key, `tea: warning: FILE:LINE:COL: …`, unless `-q`.
+pub fn print_warnings(file: &Path, agent: &Agent) {
+    if !watch::chatty() {
+        return;
     }
-    engine
+    for w in agent.warnings() {
+        eprintln!("tea: warning: {}:{}:{}: {}", file.display(), w.line(), w.column(), w.message());
+    }
 }
 
 /// The engine the run commands load with: [`base_engine`], then the secrets of
@@ -87,6 +92,7 @@ fn open(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<(Agent, String
 /// [`open`], loading with `engine` (its secrets).
 fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, String), String> {
     let agent = engine.load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))?;
+    print_warnings(file, &agent);
     match &store.spec() {
         Some(spec) => Ok((store::attach(spec, agent)?, store::shown(spec))),
         None if agent.names_store() => {

@@ -1075,19 +1075,38 @@ fn validate_detailed_prints_the_inspect_text_first() {
 #[test]
 fn trust_is_accepted_and_kept_in_the_printed_commands() {
     let s = Scratch::new();
-    // A `tea` built without inline Python says at `-v` that `--trust` changes nothing for it.
-    let nothing = |out: &str| out.contains("--trust: this tea runs no inline code that needs trust");
     let pause = s.tea(&["run", "review.yaml", "--trust", "--thread", "t1"]).expect(PAUSED);
-    assert!(!nothing(&pause.stderr()), "said at -v only: {pause:?}");
     assert!(pause.stderr().contains(" --trust --answer ANSWER`"), "the command to continue keeps --trust: {pause:?}");
     let token = pause.json()["token"].as_str().unwrap().to_owned();
-    let resumed =
-        s.tea(&["-v", "resume", "review.yaml", "--token", &token, "--answer", "true", "--trust"]).expect(PAUSED);
-    assert_eq!(nothing(&resumed.stderr()), cfg!(not(feature = "python")), "{resumed:?}");
+    s.tea(&["-v", "resume", "review.yaml", "--token", &token, "--answer", "true", "--trust"]).expect(PAUSED);
     s.tea(&["recover", "review.yaml", "--thread", "t1", "--trust"]).expect(PAUSED);
     s.tea(&["validate", "review.yaml", "--trust"]).expect(DONE);
-    let inspect = s.tea(&["-v", "inspect", "review.yaml", "--trust"]).expect(DONE);
-    assert_eq!(nothing(&inspect.stderr()), cfg!(not(feature = "python")), "{inspect:?}");
+    s.tea(&["-v", "inspect", "review.yaml", "--trust"]).expect(DONE);
+}
+
+#[test]
+fn the_edge_agents_ignored_keys_are_warned_about_once_per_key() {
+    let s = Scratch::new();
+    s.write(
+        "edge.yaml",
+        "settings:\n  ltm: { backend: sqlite }\nnodes:\n  - name: a\n    params: { x: 1 }\n    run: return { a = 1 }\n  - name: b\n    params: { y: 2 }\n    run: return { b = 2 }\n",
+    );
+    let run = s.tea(&["run", "edge.yaml"]).expect(DONE);
+    let err = run.stderr();
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("tea: warning: ")).collect();
+    assert_eq!(warnings.len(), 2, "{run:?}");
+    assert!(warnings[0].starts_with("tea: warning: edge.yaml:2:3: `settings.ltm`"), "{run:?}");
+    assert!(
+        warnings[1].starts_with("tea: warning: edge.yaml:5:13: node key `params` (The Edge Agent's) is ignored"),
+        "{run:?}"
+    );
+    assert_eq!(run.json()["b"], 2);
+    // `-q` keeps them to itself; a key neither engine knows is still an error, with a hint.
+    let quiet = s.tea(&["-q", "validate", "edge.yaml"]).expect(DONE);
+    assert!(!quiet.stderr().contains("warning"), "{quiet:?}");
+    s.write("typo.yaml", "nodes:\n  - name: a\n    rnu: return {}\n");
+    let typo = s.tea(&["validate", "typo.yaml"]).expect(ERROR);
+    assert!(typo.stdout().contains("unknown key `rnu` in a node; did you mean `run`?"), "{typo:?}");
 }
 
 /// With the feature `python`, `--trust` is what lets a file's Python blocks run.

@@ -33,13 +33,20 @@ pub(crate) enum Action {
         limiter: String,
         interval: std::time::Duration,
     },
+    /// `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list`.
+    Builtin(crate::builtins::Builtin),
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 13] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 20] = [
+    "json.parse",
+    "json.stringify",
+    "file.exists",
+    "file.delete",
+    "file.list",
     "ratelimit.wrap",
     "memory.store",
     "memory.retrieve",
@@ -50,13 +57,16 @@ pub(crate) const BUILT_IN_NAMES: [&str; 13] = [
     "file.read",
     "file.write",
     "llm.call",
+    "llm.chat",
+    "llm.embed",
     "http.get",
     "http.post",
     "actions.notify",
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
-pub(crate) const NET_NAMES: [&str; 4] = ["llm.call", "http.get", "http.post", "actions.notify"];
+pub(crate) const NET_NAMES: [&str; 6] =
+    ["llm.call", "llm.chat", "llm.embed", "http.get", "http.post", "actions.notify"];
 
 /// The Edge Agent's families of actions that tea does not have, by the first part of their
 /// name, and what each needs: an action of one of them is refused at load as The Edge Agent's
@@ -74,7 +84,7 @@ const EDGE_AGENT_FAMILIES: &[(&str, &str)] = &[
     ("csv", "CSV parsing"),
     ("data", "its tabular data store"),
     ("error", "its error-handling state"),
-    ("file", "file operations beyond `file.read` and `file.write`"),
+    ("file", "file operations"),
     ("firestore", "Google Firestore"),
     ("git", "git operations"),
     ("github", "the GitHub API"),
@@ -170,9 +180,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "error.respond",
     "error.retry",
     "error.type",
-    "file.delete",
-    "file.exists",
-    "file.list",
     "firestore.batch",
     "firestore.delete",
     "firestore.get",
@@ -216,8 +223,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "http.delete",
     "http.put",
     "http.respond",
-    "json.parse",
-    "json.stringify",
     "json.transform",
     "learn.textgrad.feedback",
     "learn.textgrad.optimize_prompt",
@@ -231,9 +236,7 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "llamaextract.poll_status",
     "llamaextract.submit_job",
     "llamaextract.upload_agent",
-    "llm.chat",
     "llm.complete",
-    "llm.embed",
     "llm.local.call",
     "llm.local.chat",
     "llm.local.embed",
@@ -387,13 +390,13 @@ pub(crate) fn edge_agent_only(name: &str) -> Option<String> {
     EDGE_AGENT_NAMES.binary_search(&name).ok()?;
     if name.starts_with("llm.") || name.starts_with("embedding.") {
         return Some(format!(
-            "`{name}` is one of The Edge Agent's LLM actions that tea does not support (its providers, local \
-             models and embeddings): tea has `llm.call`, a chat completion on an OpenAI-compatible endpoint"
+            "`{name}` is not supported by tea (one of The Edge Agent's LLM actions over its local models and \
+             streams): tea has `llm.call`, `llm.chat` and `llm.embed` on its providers"
         ));
     }
     let family = name.split('.').next().unwrap_or(name);
     let what = EDGE_AGENT_FAMILIES.iter().find(|(f, _)| *f == family).map_or("", |(_, w)| w);
-    Some(format!("`{name}` is one of The Edge Agent's `{family}.*` actions ({what}), which tea does not support"))
+    Some(format!("`{name}` is not supported by tea (one of The Edge Agent's `{family}.*` actions: {what})"))
 }
 
 /// The built-in action named `name`.
@@ -407,6 +410,9 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         "memory.retrieve" => Action::Memory(MemoryOp::Retrieve),
         "memory.delete" => Action::Memory(MemoryOp::Delete),
         "memory.clear" => Action::Memory(MemoryOp::Clear),
+        other if crate::builtins::Builtin::named(other).is_some() => {
+            Action::Builtin(crate::builtins::Builtin::named(other)?)
+        }
         #[cfg(feature = "net")]
         other => Action::Net(crate::net::NetAction::named(other)?),
         #[cfg(not(feature = "net"))]
@@ -452,6 +458,7 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
     match action {
         Action::User(f) => f(call.state, args),
         Action::Memory(op) => call.host.memory().call(*op, args),
+        Action::Builtin(builtin) => builtin.call(call.host.base_dir(), args),
         Action::RateLimit { inner, name, limiter, interval } => {
             let timeout = match args.get("timeout") {
                 None | Some(Value::Null) => None,
@@ -732,7 +739,9 @@ fn temporary(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
 }
 
-/// Reads a checkpoint file of this agent: its state and node, or an error in the result.
+/// Reads a checkpoint file: its state and node, or an error in the result. A file another agent
+/// (or another version of this one) saved gives its state and node too, as in The Edge Agent:
+/// the node is the other agent's.
 fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     let path = match path_arg(call, args, "checkpoint.load") {
         Ok(path) => path,
@@ -745,6 +754,15 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     };
     match call.host.decode(&bytes, &shown) {
         Ok((node, state)) => json!({ "checkpoint_state": state.to_json(), "checkpoint_node": node.as_str() }),
+        Err(Error::GraphMismatch { .. } | Error::SchemaMismatch { .. }) => {
+            match tea_runtime::read_foreign_checkpoint(&bytes, &shown) {
+                Ok(other) => json!({
+                    "checkpoint_state": other.state,
+                    "checkpoint_node": other.node.as_ref().map(NodeName::as_str),
+                }),
+                Err(e) => json!({ "error": e.to_string() }),
+            }
+        }
         Err(e) => json!({ "error": e.to_string() }),
     }
 }

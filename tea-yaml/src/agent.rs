@@ -503,6 +503,22 @@ impl Agent {
         self.names_store
     }
 
+    /// The Edge Agent's keys the file uses that tea accepts without doing what they do there
+    /// (a `settings.ltm`, a node's `params:`, …): one warning per key, at its first use, saying
+    /// what tea does instead. The `tea` command prints them when it loads a file.
+    ///
+    /// ```
+    /// let agent = tea_yaml::Engine::new().load_str(
+    ///     "nodes:\n  - { name: a, run: 'return {}', params: { x: 1 } }\n  - { name: b, run: 'return {}', params: {} }\n",
+    /// )?;
+    /// assert_eq!(agent.warnings().len(), 1);
+    /// assert!(agent.warnings()[0].message().contains("`params`"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn warnings(&self) -> &[crate::Problem] {
+        &self.graph.inner().warnings
+    }
+
     /// Whether a run of the agent can pause: it has an interrupt node, or a node in
     /// `interrupt_before`/`interrupt_after` (such an agent needs a checkpointer).
     pub fn can_pause(&self) -> bool {
@@ -640,7 +656,8 @@ impl Agent {
     /// resumes its own thread, once, like its token: the update is merged through the reducers,
     /// and for an interrupt node its `resume_key` in the update is the answer. Any other
     /// checkpoint file (written by `checkpoint.save`) starts a new thread at the node that saved
-    /// it, with the saved state; it can be used many times.
+    /// it, with the saved state; it can be used many times, by an agent without a checkpointer
+    /// too (its run then keeps no thread).
     ///
     /// # Errors
     /// [`Error::Store`] when the file cannot be read, [`Error::CorruptCheckpoint`],
@@ -678,10 +695,13 @@ impl Agent {
         }
         match &self.runner {
             Runner::Stored(app) => app.invoke_at(ThreadId::random(), node.as_str(), state),
-            Runner::Free(_) => Err(Error::store(format!(
-                "agent `{}` has no checkpointer to continue checkpoint file `{shown}` in; add `config.checkpointer: memory`",
-                self.name()
-            ))),
+            // An agent without a store continues the file as The Edge Agent does, needing none: the
+            // run cannot pause (checked at load), so it runs on a store of its own, dropped after.
+            Runner::Free(_) => Builder::new(self.graph.clone())
+                .recursion_limit(self.recursion_limit)
+                .checkpointer(MemoryStore::new())
+                .build()
+                .invoke_at(ThreadId::random(), node.as_str(), state),
         }
     }
 

@@ -69,5 +69,40 @@ impl std::error::Error for LoadError {}
 /// "; did you mean `x`?" for `word` among `known` (`tea_check::suggest`, as `graph!` picks), or
 /// nothing.
 pub(crate) fn suggest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> String {
-    tea_check::suggest(word, known).map(|k| format!("; did you mean `{k}`?")).unwrap_or_default()
+    let known: Vec<&str> = known.into_iter().collect();
+    // Jaro-Winkler misses short words with two letters swapped (`rnu` for `run`): then one
+    // edit (a letter changed, added, dropped, or two neighbours swapped) away also counts.
+    let close = || known.iter().copied().find(|k| word.chars().count() >= 3 && one_edit(word, k));
+    tea_check::suggest(word, known.iter().copied())
+        .or_else(close)
+        .map(|k| format!("; did you mean `{k}`?"))
+        .unwrap_or_default()
+}
+
+/// Whether `a` becomes `b` by one edit: a letter changed, added or dropped, or two neighbours
+/// swapped.
+fn one_edit(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a == b || a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    let start = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let (ra, rb) = (&a[start..], &b[start..]);
+    match ra.len().cmp(&rb.len()) {
+        std::cmp::Ordering::Equal => {
+            ra[1..] == rb[1..] || (ra.len() >= 2 && ra[0] == rb[1] && ra[1] == rb[0] && ra[2..] == rb[2..])
+        }
+        std::cmp::Ordering::Greater => ra[1..] == *rb,
+        std::cmp::Ordering::Less => *ra == rb[1..],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn swapped_letters_of_a_short_word_are_suggested() {
+        assert_eq!(super::suggest("rnu", ["name", "run", "uses"]), "; did you mean `run`?");
+        assert_eq!(super::suggest("usse", ["uses"]), "; did you mean `uses`?");
+        assert_eq!(super::suggest("zz", ["run"]), "");
+    }
 }

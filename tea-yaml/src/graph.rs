@@ -214,6 +214,11 @@ pub(crate) struct Inner {
     pub(crate) auto_trace: Option<AutoTrace>,
     /// The agent's key-value memory (`memory.*` actions).
     pub(crate) memory: crate::actions::Memory,
+    /// The Edge Agent's keys this file uses that tea accepts and ignores: one warning per key.
+    pub(crate) warnings: Vec<crate::error::Problem>,
+    /// The shell providers `llm.call` may run (`settings.shell_providers`), and whether it may.
+    #[cfg(feature = "net")]
+    pub(crate) shells: crate::llm::Shells,
 }
 
 thread_local! {
@@ -456,7 +461,7 @@ impl YamlGraph {
             }
         }
         let key = match action {
-            crate::net::NetAction::LlmCall => self
+            crate::net::NetAction::LlmCall | crate::net::NetAction::LlmChat | crate::net::NetAction::LlmEmbed => self
                 .0
                 .secret_values
                 .iter()
@@ -465,7 +470,7 @@ impl YamlGraph {
                 .or_else(|| std::env::var("OPENAI_API_KEY").ok()),
             _ => None,
         };
-        Ok(crate::net::prepare(action, args, key)?)
+        Ok(crate::net::prepare(action, args, key, &self.0.shells)?)
     }
 
     /// The key an interrupt node named `node` writes its answer to.

@@ -51,12 +51,15 @@
 
 mod actions;
 mod agent;
+mod builtins;
 mod draw;
 mod error;
 mod files;
 mod graph;
 mod initial;
 mod items;
+#[cfg(feature = "net")]
+mod llm;
 mod load;
 mod lua;
 #[cfg(feature = "net")]

@@ -31,6 +31,11 @@ const MAX_WAIT: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum NetAction {
     LlmCall,
+    /// `llm.chat`: `llm.call` whose result also says `backend: api` (The Edge Agent's chat
+    /// action, whose local models tea does not run).
+    LlmChat,
+    /// `llm.embed`: an embedding from an OpenAI-compatible `/embeddings` endpoint.
+    LlmEmbed,
     HttpGet,
     HttpPost,
     Notify,
@@ -41,6 +46,8 @@ impl NetAction {
     pub(crate) fn named(name: &str) -> Option<NetAction> {
         Some(match name {
             "llm.call" => NetAction::LlmCall,
+            "llm.chat" => NetAction::LlmChat,
+            "llm.embed" => NetAction::LlmEmbed,
             "http.get" => NetAction::HttpGet,
             "http.post" => NetAction::HttpPost,
             "actions.notify" => NetAction::Notify,
@@ -51,6 +58,8 @@ impl NetAction {
     pub(crate) fn name(self) -> &'static str {
         match self {
             NetAction::LlmCall => "llm.call",
+            NetAction::LlmChat => "llm.chat",
+            NetAction::LlmEmbed => "llm.embed",
             NetAction::HttpGet => "http.get",
             NetAction::HttpPost => "http.post",
             NetAction::Notify => "actions.notify",
@@ -60,25 +69,46 @@ impl NetAction {
     /// The keys its `with:` may hold.
     pub(crate) fn keys(self) -> &'static [&'static str] {
         match self {
-            NetAction::LlmCall => &[
+            NetAction::LlmCall | NetAction::LlmChat => &[
                 "model",
                 "messages",
                 "prompt",
                 "system",
                 "base_url",
+                "api_base",
                 "api_key",
+                "provider",
+                "deployment",
+                "shell_provider",
+                "shell_providers",
                 "temperature",
                 "max_tokens",
                 "top_p",
                 "stop",
                 "seed",
                 "response_format",
+                "extra_body",
+                "backend",
                 "timeout",
                 "retry",
+                "max_retries",
+            ],
+            NetAction::LlmEmbed => &[
+                "text",
+                "model",
+                "provider",
+                "base_url",
+                "api_base",
+                "api_key",
+                "deployment",
+                "backend",
+                "timeout",
+                "retry",
+                "max_retries",
             ],
             NetAction::HttpGet => &["url", "headers", "query", "timeout", "retry", "fail_on_status"],
             NetAction::HttpPost => &["url", "headers", "query", "json", "body", "timeout", "retry", "fail_on_status"],
-            NetAction::Notify => &["title", "message", "url", "headers", "timeout", "retry"],
+            NetAction::Notify => &["title", "message", "channel", "url", "headers", "timeout", "retry"],
         }
     }
 
@@ -86,7 +116,7 @@ impl NetAction {
     /// `secrets`: an API key, request headers and query, a webhook's address and headers.
     pub(crate) fn sending_keys(self) -> &'static [&'static str] {
         match self {
-            NetAction::LlmCall => &["api_key"],
+            NetAction::LlmCall | NetAction::LlmChat | NetAction::LlmEmbed => &["api_key"],
             NetAction::HttpGet | NetAction::HttpPost => &["headers", "query"],
             NetAction::Notify => &["url", "headers"],
         }
@@ -95,9 +125,9 @@ impl NetAction {
     /// The `settings:` section whose keys are its defaults.
     pub(crate) fn section(self) -> Option<Section> {
         match self {
-            NetAction::LlmCall => Some(Section::Llm),
+            NetAction::LlmCall | NetAction::LlmChat => Some(Section::Llm),
             NetAction::Notify => Some(Section::Notify),
-            NetAction::HttpGet | NetAction::HttpPost => None,
+            NetAction::HttpGet | NetAction::HttpPost | NetAction::LlmEmbed => None,
         }
     }
 }
@@ -128,8 +158,14 @@ impl Retry {
 pub(crate) type Call = Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'static>>;
 
 /// Checks `args` (the rendered `with:` with the settings merged in) and prepares the call.
-/// `key` is the API key to use when `args` names none (`llm.call` only).
-pub(crate) fn prepare(action: NetAction, args: Value, key: Option<String>) -> Result<Call, String> {
+/// `key` is the API key to use when `args` names none (the LLM actions only); `shells` are the
+/// shell providers the agent may run.
+pub(crate) fn prepare(
+    action: NetAction,
+    args: Value,
+    key: Option<String>,
+    shells: &crate::llm::Shells,
+) -> Result<Call, String> {
     let what = action.name();
     let Value::Object(args) = args else {
         return Err(format!("{what}: `with:` must be a mapping of arguments, not {}", crate::state::describe(&args)));
@@ -140,11 +176,46 @@ pub(crate) fn prepare(action: NetAction, args: Value, key: Option<String>) -> Re
     }
     let retry = retry_arg(what, &args)?;
     Ok(match action {
-        NetAction::LlmCall => Box::pin(llm_call(LlmRequest::new(&args, key)?, retry)),
+        NetAction::LlmCall | NetAction::LlmChat => {
+            let what = action.name();
+            let backend = text_arg(what, &args, "backend")?;
+            if let Some(b) = backend.as_deref().filter(|b| !matches!(*b, "api" | "auto")) {
+                return Err(format!(
+                    "{what}: `backend: {b}`: tea runs no local model; it calls the provider's API (`backend: api`)"
+                ));
+            }
+            let provider = crate::llm::Provider::of(what, &args, crate::llm::Provider::OpenAi)?;
+            if provider == crate::llm::Provider::Shell {
+                let messages = messages_arg(what, &args)?;
+                let call = crate::llm::shell_call(what, &args, messages.as_array().map_or(&[], Vec::as_slice), shells)?;
+                let chat = action == NetAction::LlmChat;
+                return Ok(Box::pin(async move {
+                    let mut answer = call.run(what).await?;
+                    if chat {
+                        answer["backend"] = json!("shell");
+                    }
+                    Ok(answer)
+                }));
+            }
+            let request = LlmRequest::new(what, provider, &args, key)?;
+            if action == NetAction::LlmChat {
+                Box::pin(async move {
+                    let mut answer = llm_call(request, retry).await?;
+                    answer["backend"] = json!("api");
+                    Ok(answer)
+                })
+            } else {
+                Box::pin(llm_call(request, retry))
+            }
+        }
+        NetAction::LlmEmbed => Box::pin(embed(EmbedRequest::new(&args, key)?, retry)),
         NetAction::HttpGet | NetAction::HttpPost => Box::pin(http(HttpRequest::new(action, &args)?, retry)),
         NetAction::Notify => {
             let title = text_arg(what, &args, "title")?.unwrap_or_default();
             let message = text_arg(what, &args, "message")?.unwrap_or_default();
+            // The Edge Agent's `channel` (`slack`, `email`, …) names where its integrations
+            // send; tea has one webhook, and passes the channel along in its body.
+            let channel = text_arg(what, &args, "channel")?;
             if args.get("url").is_none_or(Value::is_null) {
                 for key in ["headers", "timeout", "retry"] {
                     if args.contains_key(key) {
@@ -158,7 +229,12 @@ pub(crate) fn prepare(action: NetAction, args: Value, key: Option<String>) -> Re
             let mut post = args.clone();
             post.remove("title");
             post.remove("message");
-            post.insert("json".to_owned(), json!({ "title": title, "message": message }));
+            post.remove("channel");
+            let mut body = json!({ "title": title, "message": message });
+            if let Some(channel) = channel {
+                body["channel"] = json!(channel);
+            }
+            post.insert("json".to_owned(), body);
             let request = HttpRequest::new(NetAction::Notify, &post)?;
             Box::pin(async move {
                 let answer = http(request, retry).await?;
@@ -258,6 +334,21 @@ fn timeout_arg(what: &str, args: &Map<String, Value>, default: Duration) -> Resu
 }
 
 fn retry_arg(what: &str, args: &Map<String, Value>) -> Result<Retry, String> {
+    // The Edge Agent's `max_retries` (its LLM actions'): that many more attempts, 1 s apart
+    // and doubling.
+    let max_retries = args.get("max_retries").filter(|v| !v.is_null());
+    if let Some(n) = max_retries {
+        if args.get("retry").is_some_and(|v| !v.is_null()) {
+            return Err(format!("{what}: `retry` and `max_retries` say the same thing; give one"));
+        }
+        return match n.as_u64() {
+            Some(n) if n <= 20 => Ok(Retry { max: n as u32, base_ms: 1_000 }),
+            _ => Err(format!(
+                "{what}: `max_retries` must be a whole number of attempts (0 to 20), not {}",
+                crate::state::describe(n)
+            )),
+        };
+    }
     let Some(value) = args.get("retry").filter(|v| !v.is_null()) else { return Ok(DEFAULT_RETRY) };
     let Value::Object(map) = value else {
         return Err(format!("{what}: `retry` must be `{{max, base_ms}}`, not {}", crate::state::describe(value)));
@@ -461,68 +552,85 @@ fn status_text(status: reqwest::StatusCode) -> String {
 // ---------------------------------------------------------------------------------------------
 // llm.call
 
+/// `messages` (or `prompt` with `system`) of an LLM call, checked: a list of `{role, content}`.
+fn messages_arg(what: &str, args: &Map<String, Value>) -> Result<Value, String> {
+    Ok(match (args.get("messages").filter(|v| !v.is_null()), text_arg(what, args, "prompt")?) {
+        (Some(_), Some(_)) => return Err(format!("{what}: give `messages` or `prompt`, not both")),
+        (None, None) => return Err(format!("{what} needs `messages: [{{role, content}}]` (or a `prompt`)")),
+        (None, Some(prompt)) => {
+            let mut list = Vec::new();
+            if let Some(system) = text_arg(what, args, "system")? {
+                list.push(json!({ "role": "system", "content": system }));
+            }
+            list.push(json!({ "role": "user", "content": prompt }));
+            Value::Array(list)
+        }
+        (Some(messages), None) => {
+            if args.contains_key("system") {
+                return Err(format!(
+                    "{what}: `system` goes with `prompt`; with `messages`, add a message of role `system`"
+                ));
+            }
+            let Value::Array(items) = messages else {
+                return Err(format!(
+                    "{what}: `messages` must be a list of {{role, content}}, not {}",
+                    crate::state::describe(messages)
+                ));
+            };
+            if items.is_empty() {
+                return Err(format!("{what}: `messages` is empty"));
+            }
+            for (i, m) in items.iter().enumerate() {
+                let ok = m.get("role").is_some_and(Value::is_string) && m.get("content").is_some();
+                if !ok {
+                    return Err(format!(
+                        "{what}: `messages[{i}]` must be a mapping with `role` (a string) and `content`"
+                    ));
+                }
+            }
+            messages.clone()
+        }
+    })
+}
+
+/// A provider's endpoint as a URL, checked.
+fn endpoint_url(what: &str, url: String) -> Result<reqwest::Url, String> {
+    let mut with_url = Map::new();
+    with_url.insert("base_url".to_owned(), Value::String(url));
+    url_arg(what, &with_url, "base_url")
+}
+
 /// A chat-completions request, checked.
 struct LlmRequest {
+    what: &'static str,
     url: reqwest::Url,
     key: Option<String>,
+    /// The key goes in an `api-key` header (Azure).
+    api_key_header: bool,
     body: Value,
     timeout: Duration,
 }
 
 impl LlmRequest {
-    fn new(args: &Map<String, Value>, fallback_key: Option<String>) -> Result<LlmRequest, String> {
-        const WHAT: &str = "llm.call";
-        let model = text_arg(WHAT, args, "model")?
-            .filter(|m| !m.is_empty())
-            .ok_or("llm.call needs a `model` (in `with:` or in `settings.llm.model`)")?;
-        let messages = match (args.get("messages").filter(|v| !v.is_null()), text_arg(WHAT, args, "prompt")?) {
-            (Some(_), Some(_)) => return Err("llm.call: give `messages` or `prompt`, not both".to_owned()),
-            (None, None) => return Err("llm.call needs `messages: [{role, content}]` (or a `prompt`)".to_owned()),
-            (None, Some(prompt)) => {
-                let mut list = Vec::new();
-                if let Some(system) = text_arg(WHAT, args, "system")? {
-                    list.push(json!({ "role": "system", "content": system }));
-                }
-                list.push(json!({ "role": "user", "content": prompt }));
-                Value::Array(list)
-            }
-            (Some(messages), None) => {
-                if args.contains_key("system") {
-                    return Err(
-                        "llm.call: `system` goes with `prompt`; with `messages`, add a message of role `system`"
-                            .to_owned(),
-                    );
-                }
-                let Value::Array(items) = messages else {
-                    return Err(format!(
-                        "llm.call: `messages` must be a list of {{role, content}}, not {}",
-                        crate::state::describe(messages)
-                    ));
-                };
-                if items.is_empty() {
-                    return Err("llm.call: `messages` is empty".to_owned());
-                }
-                for (i, m) in items.iter().enumerate() {
-                    let ok = m.get("role").is_some_and(Value::is_string) && m.get("content").is_some();
-                    if !ok {
-                        return Err(format!(
-                            "llm.call: `messages[{i}]` must be a mapping with `role` (a string) and `content`"
-                        ));
-                    }
-                }
-                messages.clone()
-            }
-        };
-        let base = text_arg(WHAT, args, "base_url")?
-            .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
-            .unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
-        let endpoint = format!("{}/chat/completions", base.trim_end_matches('/'));
-        let mut with_url = Map::new();
-        with_url.insert("base_url".to_owned(), Value::String(endpoint));
-        let url = url_arg(WHAT, &with_url, "base_url")?;
-        let key = text_arg(WHAT, args, "api_key")?.or(fallback_key).filter(|k| !k.is_empty());
+    fn new(
+        what: &'static str,
+        provider: crate::llm::Provider,
+        args: &Map<String, Value>,
+        fallback_key: Option<String>,
+    ) -> Result<LlmRequest, String> {
+        let messages = messages_arg(what, args)?;
+        let endpoint = crate::llm::endpoint(
+            what,
+            provider,
+            args,
+            fallback_key,
+            "chat/completions",
+            crate::llm::DEFAULT_CHAT_MODEL,
+        )?;
+        let url = endpoint_url(what, endpoint.url)?;
+        let key = endpoint.key;
         let mut body = Map::new();
-        body.insert("model".to_owned(), Value::String(model));
+        body.insert("model".to_owned(), Value::String(endpoint.model));
         body.insert("messages".to_owned(), messages);
         for key in ["temperature", "top_p"] {
             match args.get(key) {
@@ -531,7 +639,7 @@ impl LlmRequest {
                     body.insert(key.to_owned(), v.clone());
                 }
                 Some(other) => {
-                    return Err(format!("llm.call: `{key}` must be a number, not {}", crate::state::describe(other)))
+                    return Err(format!("{what}: `{key}` must be a number, not {}", crate::state::describe(other)))
                 }
             }
         }
@@ -542,7 +650,7 @@ impl LlmRequest {
             }
             Some(other) => {
                 return Err(format!(
-                    "llm.call: `max_tokens` must be a positive whole number, not {}",
+                    "{what}: `max_tokens` must be a positive whole number, not {}",
                     crate::state::describe(other)
                 ))
             }
@@ -552,21 +660,39 @@ impl LlmRequest {
                 body.insert(key.to_owned(), v.clone());
             }
         }
-        let timeout = timeout_arg(WHAT, args, Duration::from_secs(120))?;
-        Ok(LlmRequest { url, key, body: Value::Object(body), timeout })
+        // The OpenAI client's `extra_body`: more fields of the request's body.
+        match args.get("extra_body") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(extra)) => {
+                for (k, v) in extra {
+                    body.insert(k.clone(), v.clone());
+                }
+            }
+            Some(other) => {
+                return Err(format!("{what}: `extra_body` must be a mapping, not {}", crate::state::describe(other)))
+            }
+        }
+        let timeout = timeout_arg(what, args, Duration::from_secs(120))?;
+        Ok(LlmRequest { what, url, key, api_key_header: endpoint.api_key_header, body: Value::Object(body), timeout })
+    }
+}
+
+/// The request `builder` with the API key in its header.
+fn authorized(builder: reqwest::RequestBuilder, key: Option<&String>, api_key_header: bool) -> reqwest::RequestBuilder {
+    match key {
+        Some(key) if api_key_header => builder.header("api-key", key),
+        Some(key) => builder.bearer_auth(key),
+        None => builder,
     }
 }
 
 async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
+    let what = request.what;
     let endpoint = format!("POST {}", shown(&request.url));
     let key = request.key.clone();
     let client = client()?;
-    let answer = send("llm.call", &endpoint, retry, request.timeout, || {
-        let mut builder = client.post(request.url.clone()).json(&request.body);
-        if let Some(key) = &request.key {
-            builder = builder.bearer_auth(key);
-        }
-        builder
+    let answer = send(what, &endpoint, retry, request.timeout, || {
+        authorized(client.post(request.url.clone()).json(&request.body), request.key.as_ref(), request.api_key_header)
     })
     .await;
     // The key is taken out of whatever the server said back.
@@ -577,7 +703,7 @@ async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
     let answer = answer.map_err(hide)?;
     if !answer.status.is_success() {
         return Err(hide(format!(
-            "llm.call: {endpoint} answered {}{}: {}",
+            "{what}: {endpoint} answered {}{}: {}",
             status_text(answer.status),
             after(answer.attempts),
             excerpt(&answer.body)
@@ -585,7 +711,7 @@ async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
     }
     let not_completion = |why: &str| {
         hide(format!(
-            "llm.call: the answer of {endpoint} ({}) is not a chat completion: {why}; it begins `{}`",
+            "{what}: the answer of {endpoint} ({}) is not a chat completion: {why}; it begins `{}`",
             status_text(answer.status),
             excerpt(&answer.body)
         ))
@@ -609,6 +735,93 @@ async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
             "total_tokens": count("total_tokens"),
         },
     }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// llm.embed
+
+/// An embeddings request, checked.
+struct EmbedRequest {
+    url: reqwest::Url,
+    key: Option<String>,
+    api_key_header: bool,
+    body: Value,
+    timeout: Duration,
+}
+
+impl EmbedRequest {
+    /// `text` and `model` (The Edge Agent's default provider `ollama` and model
+    /// `nomic-embed-text`), sent to the provider's OpenAI-compatible `/embeddings`.
+    fn new(args: &Map<String, Value>, fallback_key: Option<String>) -> Result<EmbedRequest, String> {
+        const WHAT: &str = "llm.embed";
+        if let Some(b) = text_arg(WHAT, args, "backend")?.filter(|b| !matches!(b.as_str(), "api" | "auto")) {
+            return Err(format!("{WHAT}: `backend: {b}`: tea runs no local model; it calls the provider's API"));
+        }
+        let text = text_arg(WHAT, args, "text")?.ok_or("llm.embed needs `text`, the text to embed")?;
+        let provider = crate::llm::Provider::of(WHAT, args, crate::llm::Provider::Ollama)?;
+        if provider == crate::llm::Provider::Shell {
+            return Err("llm.embed: a shell provider gives no embeddings".to_owned());
+        }
+        let endpoint =
+            crate::llm::endpoint(WHAT, provider, args, fallback_key, "embeddings", crate::llm::DEFAULT_EMBED_MODEL)?;
+        let url = endpoint_url(WHAT, endpoint.url)?;
+        let timeout = timeout_arg(WHAT, args, Duration::from_secs(120))?;
+        Ok(EmbedRequest {
+            url,
+            key: endpoint.key,
+            api_key_header: endpoint.api_key_header,
+            body: json!({ "model": endpoint.model, "input": text }),
+            timeout,
+        })
+    }
+}
+
+/// `{embedding, model, dimensions}` (The Edge Agent's result) from `data[0].embedding`.
+async fn embed(request: EmbedRequest, retry: Retry) -> Result<Value, String> {
+    const WHAT: &str = "llm.embed";
+    let endpoint = format!("POST {}", shown(&request.url));
+    let client = client()?;
+    let hide = |text: String| match &request.key {
+        Some(key) if key.len() >= 4 => text.replace(key.as_str(), "***"),
+        _ => text,
+    };
+    let answer = send(WHAT, &endpoint, retry, request.timeout, || {
+        authorized(client.post(request.url.clone()).json(&request.body), request.key.as_ref(), request.api_key_header)
+    })
+    .await
+    .map_err(hide)?;
+    if !answer.status.is_success() {
+        return Err(hide(format!(
+            "{WHAT}: {endpoint} answered {}{}: {}",
+            status_text(answer.status),
+            after(answer.attempts),
+            excerpt(&answer.body)
+        )));
+    }
+    let not_embedding = |why: &str| {
+        hide(format!(
+            "{WHAT}: the answer of {endpoint} is not an embedding: {why}; it begins `{}`",
+            excerpt(&answer.body)
+        ))
+    };
+    let body: Value = serde_json::from_slice(&answer.body).map_err(|e| not_embedding(&format!("not JSON ({e})")))?;
+    let vector = body
+        .get("data")
+        .and_then(|d| d.get(0))
+        .and_then(|d| d.get("embedding"))
+        .or_else(|| body.get("embedding"))
+        .and_then(Value::as_array)
+        .filter(|v| v.iter().all(Value::is_number))
+        .ok_or_else(|| not_embedding("no list of numbers in `data[0].embedding`"))?;
+    let mut out = json!({
+        "embedding": vector,
+        "model": body.get("model").filter(|m| m.is_string()).cloned().unwrap_or_else(|| request.body["model"].clone()),
+        "dimensions": vector.len(),
+    });
+    if let Some(tokens) = body.get("usage").and_then(|u| u.get("prompt_tokens")).filter(|t| t.is_u64()) {
+        out["tokens_used"] = tokens.clone();
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -731,10 +944,10 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_by_name() {
-        let err = |action, value| prepare(action, value, None).err().unwrap();
+        let err = |action, value| prepare(action, value, None, &crate::llm::Shells::default()).err().unwrap();
         assert!(err(NetAction::LlmCall, json!({"model": "m", "promt": "x"}))
             .contains("unknown argument `promt`; did you mean `prompt`?"));
-        assert!(err(NetAction::LlmCall, json!({"prompt": "x"})).contains("needs a `model`"));
+        assert!(err(NetAction::LlmCall, json!({"prompt": "x", "provider": "antropic"})).contains("unknown provider"));
         assert!(err(NetAction::LlmCall, json!({"model": "m"})).contains("needs `messages"));
         assert!(
             err(NetAction::LlmCall, json!({"model": "m", "messages": [{"content": "x"}]})).contains("`messages[0]`")

@@ -403,7 +403,6 @@ nodes:
             && m.contains("unknown argument `promt` of `llm.call` (node `ask`); did you mean `prompt`?")),
         "{error}"
     );
-    assert!(messages.iter().any(|(_, m)| m.contains("`llm.call` (node `ask`) needs a `model`")), "{error}");
     assert!(messages.iter().any(|(_, m)| m.contains("`http.get` (node `get`) needs a `url`")), "{error}");
 
     // Arguments rendered at run time are checked when the node runs.
@@ -416,15 +415,20 @@ nodes:
 }
 
 #[test]
-fn llm_call_providers_are_refused_naming_the_key() {
+fn llm_call_shell_providers_need_trust_and_a_known_name() {
     let error = Engine::new()
-        .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: shell\n      shell_provider: claude\n      prompt: hi\n      model: m\n")
+        .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: shell\n      shell_provider: claud\n      prompt: hi\n")
         .unwrap_err();
     let found: Vec<String> = error.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect();
     assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("5: `llm.call` (node `ask`) runs a command line (`provider: shell`)"), "{found:?}");
+    assert!(found[0].contains("--trust"), "{found:?}");
     assert!(
-        found[0].starts_with("5: `provider` of `llm.call` (node `ask`): The Edge Agent's LLM providers"),
+        found[1].starts_with("6: shell provider `claud` (node `ask`) is not configured; did you mean `claude`?"),
         "{found:?}"
     );
-    assert!(found[1].starts_with("6: `shell_provider` of `llm.call` (node `ask`)"), "{found:?}");
+    let error = Engine::new()
+        .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with: { provider: antropic, prompt: hi }\n")
+        .unwrap_err();
+    assert!(error.to_string().contains("unknown provider `antropic`"), "{error}");
 }

@@ -246,6 +246,40 @@ nodes:
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// YE.1's contract, as The Edge Agent: `checkpoint.load` of a file another agent saved gives its
+/// state and node; a file `checkpoint.save` wrote continues with `resume_from` in an agent that
+/// declares no checkpointer.
+#[test]
+fn another_agents_checkpoint_loads_and_a_saved_file_continues_without_a_checkpointer() {
+    let dir = std::env::temp_dir().join(format!("tea-yaml-foreign-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let saver = Engine::new()
+        .load_str(&format!(
+            "name: saver\nnodes:\n  - name: work\n    run: return {{ count = (state.count or 0) + 1 }}\n  - name: save\n    uses: checkpoint.save\n    with: {{ path: \"{}/s.ckpt\" }}\n  - name: after\n    run: return {{ count = state.count + 10 }}\n",
+            dir.display()
+        ))
+        .unwrap();
+    assert!(!saver.can_pause());
+    let out = saver.invoke(json!({ "count": 1 })).unwrap().done().unwrap();
+    assert_eq!(out["count"], 12);
+    let path = dir.join("s.ckpt");
+    // Continued by the agent that saved it, which has no checkpointer: `save` runs again, then
+    // `after`, from the saved state.
+    let again = saver.resume_from(&path, Some(json!({ "count": 5 }))).unwrap().done().unwrap();
+    assert_eq!(again["count"], 15);
+    // Loaded by another agent: the saver's state and node (as `save` wrote it again just now).
+    let loader = Engine::new()
+        .load_str(&format!(
+            "name: loader\nnodes:\n  - name: load\n    uses: checkpoint.load\n    with: {{ path: \"{}\" }}\n    output: loaded\n",
+            path.display()
+        ))
+        .unwrap();
+    let out = loader.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["loaded"]["checkpoint_node"], "save");
+    assert_eq!(out["loaded"]["checkpoint_state"]["count"], 5);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn config_checkpoint_makes_invoke_continue_from_the_file() {
     let dir = std::env::temp_dir().join(format!("tea-yaml-config-{}", std::process::id()));

@@ -121,6 +121,37 @@ pub fn decode_checkpoint<G: Graph>(graph: &G, bytes: &[u8], source: &str) -> Res
     Ok((node, ckpt.state))
 }
 
+/// A checkpoint read without the graph that wrote it ([`read_foreign_checkpoint`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForeignCheckpoint {
+    /// The name of the graph that wrote it.
+    pub graph: String,
+    /// The node it stands at (before it, or after it for an `interrupt_after` pause); `None`
+    /// before the start, at the end or inside a fan-out.
+    pub node: Option<NodeName>,
+    /// Its state, as JSON.
+    pub state: Value,
+}
+
+/// Reads a checkpoint of any graph (a file written by [`encode_checkpoint`], or a checkpoint a
+/// store wrote) without checking whose it is: what a front end needs to show another graph's
+/// checkpoint or take its state (tea-yaml's `checkpoint.load` of a file another agent saved).
+/// `source` names where the bytes came from in errors.
+///
+/// # Errors
+/// [`Error::CorruptCheckpoint`] for bytes that are not a checkpoint.
+pub fn read_foreign_checkpoint(bytes: &[u8], source: &str) -> Result<ForeignCheckpoint, Error> {
+    let label = ThreadId::from(source.to_owned());
+    let (graph, payload) = checkpoint::decode_raw(bytes, &label, 0)?;
+    let at = payload.get("at");
+    let node = at
+        .and_then(|at| at.get("before").or_else(|| at.get("after").and_then(|a| a.get("node"))))
+        .and_then(Value::as_str)
+        .map(|n| NodeName::from(n.to_owned()));
+    let state = payload.get("state").cloned().unwrap_or(Value::Null);
+    Ok(ForeignCheckpoint { graph, node, state })
+}
+
 /// What the branches of a fan-out under way show, their states built from the fan-out's
 /// (`base`).
 fn branch_snapshots<G: Graph>(

@@ -359,6 +359,20 @@ pub(crate) fn decode<S: GraphState>(
     serde_json::from_slice(payload).map_err(|e| corrupt(format!("the payload does not decode: {e}")))
 }
 
+/// Checkpoint `id` of `thread` read without its graph: the name of the graph that wrote it and
+/// its payload as JSON (the envelope's integrity checked, not its graph or fingerprints).
+pub(crate) fn decode_raw(
+    bytes: &[u8],
+    thread: &ThreadId,
+    id: CheckpointId,
+) -> Result<(String, serde_json::Value), Error> {
+    let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
+    let opened = open(bytes, thread, id)?;
+    let payload: serde_json::Value =
+        serde_json::from_slice(opened.payload).map_err(|e| corrupt(format!("the payload does not decode: {e}")))?;
+    Ok((String::from_utf8_lossy(opened.name).into_owned(), payload))
+}
+
 /// A change to a checkpoint's payload, as a JSON object ([`edit_raw`]).
 pub(crate) type PayloadEdit<'e> = dyn FnMut(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), Error> + 'e;
 

@@ -146,15 +146,51 @@ const TOP_KEYS: &[&str] = &[
     "initial_state",
     "version",
     "observability",
+    // The Edge Agent's breakpoints at the top level, as `config.interrupt_before/after`.
+    "interrupt_before",
+    "interrupt_after",
+];
+/// The Edge Agent's top-level keys that tea accepts and ignores, with what tea does instead
+/// (a warning says so).
+const EDGE_AGENT_TOP_KEYS: &[(&str, &str)] = &[
+    ("extraction_schema", "it is read by `validate.extraction`, which tea does not have"),
+    ("validation_constraints", "it is read by `validate.extraction`, which tea does not have"),
+    ("semantic_probes", "it is read by `validate.extraction`, which tea does not have"),
+    ("validation_logging", "it is read by `validate.extraction`, which tea does not have"),
+    ("data", "tea's templates read `variables`; put reusable text there"),
+    ("imports", "tea loads no action modules from a file; register actions with `Engine::action`"),
+    ("input_schema", "tea checks the input against `state` instead"),
+    ("output_schema", "tea checks updates against `state` instead"),
+    ("error_policy", "a failing node fails the run; retry inside the node (`llm.call`'s `retry`)"),
+    ("allow_cycles", "tea always allows cycles, bounded by `config.recursion_limit`"),
+    ("checkpoint", "tea checkpoints with `config.checkpoint_dir` or `config.checkpointer`"),
 ];
 /// `settings:` sections, and the keys of each (defaults of the network actions).
 const SETTINGS: [(&str, &[&str]); 2] = [
-    ("llm", &["base_url", "api_key", "model", "temperature", "max_tokens", "timeout", "retry"]),
+    (
+        "llm",
+        &[
+            "base_url",
+            "api_base",
+            "api_key",
+            "provider",
+            "deployment",
+            "shell_provider",
+            "shell_providers",
+            "model",
+            "temperature",
+            "max_tokens",
+            "timeout",
+            "retry",
+            "max_retries",
+        ],
+    ),
     ("notify", &["url", "headers", "timeout", "retry"]),
 ];
 /// The Edge Agent's trace settings: tea writes its trace as `tea run --trace` does.
 const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"];
-/// The Edge Agent's `settings:` keys that tea does not support, and what each is.
+/// The Edge Agent's `settings:` keys that tea accepts and ignores (a warning says so), and
+/// what each is.
 const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("a2a", "agent-to-agent messaging"),
     ("agents", "the agents of its multi-agent actions"),
@@ -173,26 +209,20 @@ const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("progress", "its progress display"),
     ("prolog", "its Prolog runtime"),
     ("session", "its session stores"),
-    ("shell_providers", "command-line LLMs such as `claude`"),
     ("temperature", "an LLM default, read by its older actions; tea reads `settings.llm.temperature`"),
     ("textgrad", "TextGrad"),
 ];
-/// The Edge Agent's `settings.llm` keys that tea does not support, and what each is.
+/// The Edge Agent's `settings.llm` keys that tea accepts and ignores (a warning says so), and
+/// what each is.
 const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
-    ("api_base", "its providers' endpoint; tea's is `base_url`"),
     ("backend", "local models through llama.cpp"),
     ("chat_format", "local models' chat template"),
-    ("default_model", "its providers' default model; tea's is `model`"),
-    ("default_provider", "its LLM providers"),
-    ("deployment", "Azure OpenAI deployments"),
-    ("max_retries", "its providers' retries; tea's is `retry: { max, base_ms }`"),
+    ("default_model", "a default model of its older actions; tea's is `settings.llm.model`"),
+    ("default_provider", "a default provider of its older actions; tea's is `settings.llm.provider`"),
     ("model_path", "local models through llama.cpp"),
     ("n_ctx", "local models through llama.cpp"),
     ("n_gpu_layers", "local models through llama.cpp"),
     ("n_threads", "local models through llama.cpp"),
-    ("provider", "its LLM providers"),
-    ("shell_provider", "command-line LLMs such as `claude`"),
-    ("shell_providers", "command-line LLMs such as `claude`"),
 ];
 const CONFIG_KEYS: &[&str] = &[
     "interrupt_before",
@@ -202,6 +232,7 @@ const CONFIG_KEYS: &[&str] = &[
     "checkpoint",
     "recursion_limit",
     "raise_exceptions",
+    "max_execution_time",
 ];
 const NODE_KEYS: &[&str] = &[
     "name",
@@ -237,6 +268,18 @@ const NODE_KEYS: &[&str] = &[
     "retry",
     "cache",
 ];
+/// The Edge Agent's node keys that tea accepts and ignores (as its engines ignore most of them),
+/// with what tea does instead: a warning says so, once per key.
+pub(crate) const EDGE_AGENT_NODE_KEYS: &[(&str, &str)] = &[
+    ("next", "tea routes by `goto:`, `edges`, or else to the next node of the list"),
+    ("params", "an action's arguments are its `with:`"),
+    ("outputs", "an action's result goes to the state by `output:`"),
+    ("inputs", "a node reads the whole state"),
+    ("streams", "tea's parallel branches pass data through the state, not through pipes"),
+    ("metadata", "tea keeps no node metadata"),
+    ("fallback", "a node that fails fails the run (its error names the node)"),
+];
+
 /// The most iterations a `type: while_loop` node may allow (The Edge Agent's bound).
 pub(crate) const MAX_LOOP_ITERATIONS: i64 = 1_000;
 /// The keys of `settings.llm` and `settings.notify` whose values may read `secrets` (they are
@@ -257,6 +300,11 @@ const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
 const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
 const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in", "targets"];
+/// The Edge Agent's edge keys that tea accepts and ignores, with what tea does instead.
+pub(crate) const EDGE_AGENT_EDGE_KEYS: &[(&str, &str)] = &[
+    ("parallel_strategy", "tea runs a fan-out's branches as threads of this process"),
+    ("stream_mode", "tea's branches pass data through the state, not through pipes"),
+];
 const START: [&str; 2] = ["__start__", "START"];
 /// The node a fan-out from the entry starts at: it does nothing and fans out.
 pub(crate) const START_FORK: &str = "__tea_start";
@@ -267,6 +315,15 @@ const END: [&str; 2] = ["__end__", "END"];
 struct Loader<'a> {
     env: &'a Env<'a>,
     problems: Vec<Problem>,
+    /// The Edge Agent's keys accepted with a warning, and the keys warned about (each once).
+    warnings: Vec<Problem>,
+    warned: std::collections::HashSet<String>,
+    /// `settings.shell_providers` and `settings.llm.shell_providers` (the latter wins).
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
+    shells: Map<String, Value>,
+    /// `settings.llm.provider` and `settings.llm.shell_provider`, as written.
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
+    settings_llm: [Option<Node>; 2],
     templates: Templates,
     lua: Chunks,
     python: crate::python::Loader,
@@ -364,6 +421,10 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     let mut loader = Loader {
         env,
         problems: Vec::new(),
+        warnings: Vec::new(),
+        warned: Default::default(),
+        shells: Map::new(),
+        settings_llm: [None, None],
         templates: Templates::new(),
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
         python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
@@ -451,6 +512,14 @@ impl<'a> Loader<'a> {
         self.problems.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
     }
 
+    /// Accepts one of The Edge Agent's keys, `key` (as `settings.ltm`, or `params` for a node
+    /// key), with a warning that says what tea does instead: once per key in a file.
+    fn warn(&mut self, pos: Pos, key: &str, message: impl Into<String>) {
+        if self.warned.insert(key.to_owned()) {
+            self.warnings.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
+        }
+    }
+
     /// The entries of mapping `node` (`what` names it in messages), each key checked against
     /// `allowed`. `None` if `node` is not a mapping.
     fn fields<'n>(&mut self, node: &'n Node, what: &str, allowed: &[&str]) -> Option<HashMap<&'n str, &'n Node>> {
@@ -485,7 +554,17 @@ impl<'a> Loader<'a> {
     }
 
     fn file(&mut self, root: &Node, variables: Map<String, Value>) -> Option<Loaded> {
-        let top = self.fields(root, "the agent file", TOP_KEYS)?;
+        let known: Vec<&str> = TOP_KEYS.iter().copied().chain(EDGE_AGENT_TOP_KEYS.iter().map(|(k, _)| *k)).collect();
+        let mut top = self.fields(root, "the agent file", &known)?;
+        for (key, instead) in EDGE_AGENT_TOP_KEYS {
+            if let Some(node) = top.remove(key) {
+                let at = root
+                    .as_map()
+                    .and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some(key)))
+                    .map_or(node.pos, |(k, _)| k.pos);
+                self.warn(at, key, format!("top-level `{key}` (The Edge Agent's) is ignored: {instead}"));
+            }
+        }
         let name = match top.get("name") {
             Some(n) => self.string(n, "`name`").map(str::to_owned),
             None => None,
@@ -591,7 +670,7 @@ impl<'a> Loader<'a> {
 
         // Breakpoints from `config`.
         for (key, after) in [("interrupt_before", false), ("interrupt_after", true)] {
-            let Some(list) = config.get(key) else { continue };
+            let Some(list) = config.get(key).or_else(|| top.get(key)) else { continue };
             let names: Vec<&Node> = match &list.kind {
                 Kind::Seq(items) => items.iter().collect(),
                 Kind::Str { .. } => vec![list],
@@ -674,6 +753,14 @@ impl<'a> Loader<'a> {
                 _ => self.problem(r.pos, "`config.recursion_limit` must be a positive integer"),
             }
         }
+        if let Some(n) = config.get("max_execution_time") {
+            self.warn(
+                n.pos,
+                "config.max_execution_time",
+                "`config.max_execution_time` is ignored: tea bounds a run by `config.recursion_limit` (steps), and a \
+                 caller stops it by dropping or cancelling the run",
+            );
+        }
         if let Some(r) = config.get("raise_exceptions") {
             if !matches!(r.kind, Kind::Bool(_)) {
                 self.problem(r.pos, "`config.raise_exceptions` must be true or false");
@@ -729,6 +816,13 @@ impl<'a> Loader<'a> {
             initial_state,
             auto_trace: self.auto_trace.take(),
             memory: Default::default(),
+            warnings: {
+                let mut warnings = std::mem::take(&mut self.warnings);
+                warnings.sort_by_key(|p| (p.line, p.column));
+                warnings
+            },
+            #[cfg(feature = "net")]
+            shells: crate::llm::Shells { configured: std::mem::take(&mut self.shells), trusted: self.env.trust_code },
         };
         Some(Loaded {
             graph: YamlGraph(Arc::new(inner), false, None),
@@ -760,10 +854,13 @@ impl<'a> Loader<'a> {
                 sections.insert(name, value);
             } else if name == "rate_limiters" {
                 self.rate_limiters(value);
+            } else if name == "shell_providers" {
+                self.shell_providers(value, "settings.shell_providers");
             } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
-                self.problem(
+                self.warn(
                     key.pos,
-                    format!("`settings.{name}` ({why}) is The Edge Agent's; tea does not support it"),
+                    &format!("settings.{name}"),
+                    format!("`settings.{name}` ({why}) is The Edge Agent's and is ignored: tea has no such part"),
                 );
             } else {
                 let hint = suggest(name, SETTINGS.iter().map(|(n, _)| *n));
@@ -777,16 +874,23 @@ impl<'a> Loader<'a> {
                 continue;
             }
             if *section == "llm" {
-                for (key, _) in value.as_map().unwrap_or_default() {
+                for (key, v) in value.as_map().unwrap_or_default() {
                     let Some(name) = key.as_str() else { continue };
                     if let Some((_, why)) = EDGE_AGENT_LLM_SETTINGS.iter().find(|(k, _)| *k == name) {
-                        self.problem(
+                        self.warn(
                             key.pos,
+                            &format!("settings.llm.{name}"),
                             format!(
-                                "`settings.llm.{name}` ({why}) is The Edge Agent's; tea does not support it: \
-                                     `llm.call` calls one OpenAI-compatible endpoint (`base_url`, `model`, `api_key`)"
+                                "`settings.llm.{name}` ({why}) is ignored: tea's LLM actions call the provider's \
+                                 endpoint (`provider`, `base_url`, `model`)"
                             ),
                         );
+                    } else if name == "shell_providers" {
+                        self.shell_providers(v, "settings.llm.shell_providers");
+                    } else if name == "provider" {
+                        self.settings_llm[0] = Some(v.clone());
+                    } else if name == "shell_provider" {
+                        self.settings_llm[1] = Some(v.clone());
                     }
                 }
             }
@@ -796,8 +900,15 @@ impl<'a> Loader<'a> {
                 keys.to_vec()
             };
             let Some(fields) = self.fields(value, &format!("`settings.{section}`"), &keys) else { continue };
-            self.settings_keys[i] = fields.keys().map(|k| (*k).to_owned()).collect();
-            out[i] = Some(self.sending_tree(value, SETTINGS_SENDING[i]));
+            // Only tea's own keys are defaults of the actions (the ignored ones and the shell
+            // providers, read above, are not arguments).
+            let ignored = |k: &str| k == "shell_providers" || EDGE_AGENT_LLM_SETTINGS.iter().any(|(n, _)| *n == k);
+            self.settings_keys[i] = fields.keys().filter(|k| !ignored(k)).map(|k| (*k).to_owned()).collect();
+            let mut tree = self.sending_tree(value, SETTINGS_SENDING[i]);
+            if let Tree::Map(entries) = &mut tree {
+                entries.retain(|(k, _)| !ignored(k));
+            }
+            out[i] = Some(tree);
         }
         out
     }
@@ -824,10 +935,11 @@ impl<'a> Loader<'a> {
             }
         };
         if let Some(n) = f.get("buffer_size") {
-            self.problem(
+            self.warn(
                 n.pos,
-                "`observability.buffer_size` sizes The Edge Agent's in-memory event log, which tea does not keep: \
-                 a run's events are its stream (`Agent::stream`, `tea run --stream`) and its trace",
+                "observability.buffer_size",
+                "`observability.buffer_size` (the size of The Edge Agent's in-memory event log) is ignored: tea keeps \
+                 no such log; a run's events are its stream (`Agent::stream`, `tea run --stream`) and its trace",
             );
         }
         if let Some(n) = f.get("level") {
@@ -857,10 +969,11 @@ impl<'a> Loader<'a> {
                     continue;
                 };
                 if let Some(v) = h.get("verbose") {
-                    self.problem(
+                    self.warn(
                         v.pos,
-                        "`verbose` of an `observability` handler is not supported by tea: its console trace is one \
-                         line per step (as `tea run -v`)",
+                        "observability.handlers.verbose",
+                        "`verbose` of an `observability` handler is ignored: tea's console trace is one line per step \
+                         (as `tea run -v`)",
                     );
                 }
                 match (h.get("type").and_then(|t| t.as_str()), h.get("path")) {
@@ -890,6 +1003,28 @@ impl<'a> Loader<'a> {
         // Without a handler The Edge Agent keeps the events for its API only: tea's are the
         // run's stream.
         self.auto_trace = chosen;
+    }
+
+    /// `settings.shell_providers` (or `settings.llm.shell_providers`, `what`): command lines
+    /// `llm.call` runs with `provider: shell`, by name, each `{ command, args, stdin_mode,
+    /// timeout, env }`; a later one of the same name wins.
+    fn shell_providers(&mut self, node: &Node, what: &str) {
+        if matches!(node.kind, Kind::Null) {
+            return;
+        }
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("`{what}` maps names to `{{ command, args }}`, not {}", node.what()));
+            return;
+        };
+        for (key, value) in entries {
+            let Some(name) = key.scalar_text() else { continue };
+            #[cfg(feature = "net")]
+            if let Err(e) = crate::llm::check_shell_config(&format!("`{what}.{name}`"), &value.to_json()) {
+                self.problem(value.pos, e);
+                continue;
+            }
+            self.shells.insert(name, value.to_json());
+        }
     }
 
     /// `settings.rate_limiters: { NAME: { rpm: N } | { rps: N } }`: the limiters
@@ -1005,8 +1140,11 @@ impl<'a> Loader<'a> {
                 Kind::Str { text, .. } => self.type_name(value, text).map(|ty| Decl { ty, reducer: Reducer::Replace }),
                 Kind::Null => Some(Decl { ty: Type::Any, reducer: Reducer::Replace }),
                 Kind::Map(_) => {
-                    let fields =
-                        self.fields(value, &format!("the declaration of state key `{name}`"), &["type", "reducer"]);
+                    let fields = self.fields(
+                        value,
+                        &format!("the declaration of state key `{name}`"),
+                        &["type", "reducer", "description", "default"],
+                    );
                     fields.and_then(|f| {
                         let ty = match f.get("type") {
                             Some(t) => self.string(t, "`type`").and_then(|s| self.type_name(t, s))?,

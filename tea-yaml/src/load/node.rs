@@ -12,7 +12,24 @@ impl Loader<'_> {
     /// A node; `unnamed`: the name of a node written without one (a step of a
     /// `dynamic_parallel` node, `step_{k}` as in The Edge Agent), else that is a problem.
     pub(super) fn node_or<'n>(&mut self, item: &'n Node, unnamed: Option<String>) -> Option<Draft<'n>> {
-        let fields = self.fields(item, "a node", NODE_KEYS)?;
+        let known: Vec<&str> = NODE_KEYS.iter().chain(EDGE_AGENT_NODE_KEYS.iter().map(|(k, _)| k)).copied().collect();
+        let mut fields = self.fields(item, "a node", &known)?;
+        for (key, instead) in EDGE_AGENT_NODE_KEYS {
+            if let Some(node) = fields.remove(key) {
+                self.warn(node.pos, key, format!("node key `{key}` (The Edge Agent's) is ignored: {instead}"));
+            }
+        }
+        // `condition` outside a `type: while_loop` node: both of The Edge Agent's engines ignore it.
+        if fields.get("type").and_then(|t| t.as_str()) != Some("while_loop") {
+            if let Some(node) = fields.remove("condition") {
+                self.warn(
+                    node.pos,
+                    "condition",
+                    "`condition` on a node that is not a `type: while_loop` is ignored, as by The Edge Agent: to \
+                     route on a condition, use `goto:` rules or an edge's `when:`",
+                );
+            }
+        }
         let name = match fields.get("name") {
             None if unnamed.is_some() => unnamed.unwrap_or_default(),
             None => {
@@ -88,7 +105,7 @@ impl Loader<'_> {
                 item_of: None,
             });
         }
-        for key in ["condition", "max_iterations", "body"] {
+        for key in ["max_iterations", "body"] {
             if let Some(n) = fields.get(key) {
                 self.problem(
                     n.pos,
@@ -166,7 +183,19 @@ impl Loader<'_> {
         }
         for key in ["with", "output"] {
             if let (Some(n), None, false) = (fields.get(key), uses, key == "output" && run.is_some()) {
-                self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
+                if run.is_none() && key == "with" && steps_absent(&fields) && !is_interrupt {
+                    // A node with nothing to run and arguments (an overlay's fragment, a node
+                    // whose action another file gives): The Edge Agent's engines ignore them.
+                    self.warn(
+                        n.pos,
+                        "with without uses",
+                        format!(
+                            "`with` of node `{name}` is ignored: the node runs no action (`uses:`), so it does nothing"
+                        ),
+                    );
+                } else {
+                    self.problem(n.pos, format!("`{key}` goes with `uses:` (an action); node `{name}` has none"));
+                }
             }
         }
         let (mut python, mut prolog) = (self.steps_language, false);
@@ -745,7 +774,14 @@ impl Loader<'_> {
         match &run.kind {
             Kind::Str { text, block } => {
                 if let Some(o) = output {
-                    self.problem(o.pos, format!("node `{name}`: a Lua block writes the keys of the table it returns; `output` is for actions"));
+                    self.warn(
+                        o.pos,
+                        "output of run",
+                        format!(
+                            "`output` of node `{name}` is ignored, as by The Edge Agent: a `run:` block writes the keys \
+                             of the table it returns"
+                        ),
+                    );
                 }
                 // A block scalar's position is its first content line, like a plain one's.
                 let _ = block;
@@ -975,17 +1011,7 @@ impl Loader<'_> {
                     let mut keys = Vec::new();
                     for (key, _) in entries {
                         let Some(k) = key.as_str() else { continue };
-                        if let (NetAction::LlmCall, "provider" | "shell_provider") = (action, k) {
-                            self.problem(
-                                key.pos,
-                                format!(
-                                    "`{k}` of `llm.call` (node `{name}`): The Edge Agent's LLM providers (`ollama`, \
-                                     `azure_openai`, `shell` command lines such as `claude`) are not supported by tea; \
-                                     `llm.call` calls one OpenAI-compatible endpoint (`base_url`, `model`, `api_key`, \
-                                     in `with:` or `settings.llm`), which an Ollama server also offers"
-                                ),
-                            );
-                        } else if !action.keys().contains(&k) {
+                        if !action.keys().contains(&k) {
                             let hint = suggest(k, action.keys().iter().copied());
                             self.problem(
                                 key.pos,
@@ -1012,19 +1038,16 @@ impl Loader<'_> {
         let given = |k: &str| keys.iter().any(|g| g == k) || defaults.iter().any(|g| g == k);
         let at = with.map_or(uses.pos, |w| w.pos);
         match action {
-            NetAction::LlmCall => {
-                if !given("model") {
-                    self.problem(
-                        at,
-                        format!("`llm.call` (node `{name}`) needs a `model`: in `with:`, or `settings.llm.model`"),
-                    );
-                }
-                if !given("messages") && !given("prompt") {
-                    self.problem(
-                        at,
-                        format!("`llm.call` (node `{name}`) needs `messages: [{{role, content}}]` (or a `prompt`)"),
-                    );
-                }
+            NetAction::LlmCall | NetAction::LlmChat => {
+                // `messages` or `prompt` is checked when the call runs, as The Edge Agent's engines
+                // do (a file may take them from `settings.llm` or leave the node for an overlay).
+                self.llm_provider(with, name, what);
+            }
+            NetAction::LlmEmbed => {
+                // `settings.llm` is not `llm.embed`'s: only its own `provider:` counts.
+                let saved = std::mem::take(&mut self.settings_llm);
+                self.llm_provider(with, name, what);
+                self.settings_llm = saved;
             }
             NetAction::HttpGet | NetAction::HttpPost => {
                 if !given("url") {
@@ -1032,6 +1055,68 @@ impl Loader<'_> {
                 }
             }
             NetAction::Notify => {}
+        }
+    }
+
+    /// An LLM action's `provider:` and `shell_provider:` when written in the file (a template
+    /// is checked when it runs): a provider tea knows; a shell provider that is configured, in a
+    /// file the engine trusts (it runs a program).
+    #[cfg(feature = "net")]
+    fn llm_provider(&mut self, with: Option<&Node>, name: &str, what: &str) {
+        use crate::llm::Provider;
+        let entries = with.and_then(Node::as_map).unwrap_or_default();
+        let get = |key: &str| entries.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v);
+        let literal = |n: &Node| n.as_str().filter(|t| !t.contains("{{") && !t.contains("{%")).map(str::to_owned);
+        let provider = match get("provider").or(self.settings_llm[0].as_ref()) {
+            None => None,
+            Some(node) => match literal(node).map(|t| Provider::named(&t)) {
+                None => return,
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    self.problem(node.pos, format!("`provider` of `{what}` (node `{name}`): {e}"));
+                    return;
+                }
+            },
+        };
+        if provider != Some(Provider::Shell) {
+            return;
+        }
+        let at = get("provider").map_or_else(|| with.map_or(Pos::default(), |w| w.pos), |n| n.pos);
+        if !self.env.trust_code {
+            self.problem(
+                at,
+                format!(
+                    "`{what}` (node `{name}`) runs a command line (`provider: shell`): tea runs it only in a file it \
+                     trusts (`tea run --trust`, `Engine::trust_code(true)`)"
+                ),
+            );
+        }
+        let shell = get("shell_provider").or(self.settings_llm[1].as_ref());
+        match shell.map(|n| (n, literal(n))) {
+            None => self.problem(
+                at,
+                format!(
+                    "`{what}` (node `{name}`): `provider: shell` needs `shell_provider`, the command line to run ({})",
+                    crate::llm::built_in_shells().collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            Some((n, Some(shell))) => {
+                let known = crate::llm::built_in_shells().any(|b| b == shell) || self.shells.contains_key(&shell);
+                if !known {
+                    let mut names: Vec<String> = crate::llm::built_in_shells().map(str::to_owned).collect();
+                    names.extend(self.shells.keys().cloned());
+                    let hint = suggest(&shell, names.iter().map(String::as_str));
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "shell provider `{shell}` (node `{name}`) is not configured{hint}; add it to \
+                             `settings.shell_providers` (known: {})",
+                            names.join(", ")
+                        ),
+                    );
+                }
+            }
+            Some((_, None)) => {}
         }
     }
 
@@ -1270,4 +1355,9 @@ impl Loader<'_> {
             }
         }
     }
+}
+
+/// Whether a node's fields have no `steps:`.
+fn steps_absent(fields: &HashMap<&str, &Node>) -> bool {
+    !fields.contains_key("steps")
 }

@@ -13,7 +13,14 @@ impl Loader<'_> {
         };
         let mut out = Vec::new();
         for item in items {
-            let Some(f) = self.fields(item, "an edge", EDGE_KEYS) else { continue };
+            let known: Vec<&str> =
+                EDGE_KEYS.iter().chain(EDGE_AGENT_EDGE_KEYS.iter().map(|(k, _)| k)).copied().collect();
+            let Some(mut f) = self.fields(item, "an edge", &known) else { continue };
+            for (key, instead) in EDGE_AGENT_EDGE_KEYS {
+                if let Some(node) = f.remove(key) {
+                    self.warn(node.pos, key, format!("edge key `{key}` (The Edge Agent's) is ignored: {instead}"));
+                }
+            }
             let Some(from) = f.get("from").copied() else {
                 self.problem(item.pos, "an edge without `from`");
                 continue;

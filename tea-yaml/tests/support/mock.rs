@@ -10,6 +10,10 @@
 //! - `garbage`: 200 with a body that is not JSON; `shapeless`: 200 with JSON but no `choices`;
 //! - `deny`: 401 whose body repeats the `Authorization` header (as some APIs quote the key).
 //!
+//! `POST /v1/embeddings` answers `[len(input), 1.0, 0.5]` as the embedding; `POST
+//! /azure/openai/deployments/{deployment}/chat/completions` answers as `echo` (Azure OpenAI), and
+//! records the `api-key` header and the query string.
+//!
 //! Other paths: `GET /json` (a JSON body and an `x-mock` header), `POST /echo` (the body sent,
 //! with its content type), `GET /status/CODE`, `POST /hook` (a webhook: 204), `GET /big` (17 MiB).
 
@@ -32,6 +36,10 @@ pub struct Hit {
     pub path: String,
     pub model: String,
     pub authorization: Option<String>,
+    /// The `api-key` header (Azure's).
+    pub api_key: Option<String>,
+    /// The query string, if any.
+    pub query: Option<String>,
     pub body: Value,
     pub status: u16,
     pub started: Instant,
@@ -62,6 +70,8 @@ impl Mock {
             runtime.block_on(async move {
                 let app = Router::new()
                     .route("/v1/chat/completions", post(chat))
+                    .route("/v1/embeddings", post(embeddings))
+                    .route("/azure/openai/deployments/{deployment}/chat/completions", post(azure))
                     .route("/json", get(json_page))
                     .route("/echo", post(echo))
                     .route("/status/{code}", get(status))
@@ -101,7 +111,18 @@ pub fn refused() -> String {
 fn record(shared: &Shared, path: &str, headers: &HeaderMap, body: Value, status: u16, started: Instant) {
     let model = body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let hit = Hit { path: path.to_owned(), model, authorization, body, status, started, ended: Instant::now() };
+    let api_key = headers.get("api-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let hit = Hit {
+        path: path.to_owned(),
+        model,
+        authorization,
+        api_key,
+        query: None,
+        body,
+        status,
+        started,
+        ended: Instant::now(),
+    };
     shared.hits.lock().unwrap().push(hit);
 }
 
@@ -148,6 +169,35 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         _ => completion(&request),
     };
     record(&shared, "/v1/chat/completions", &headers, request, status.as_u16(), started);
+    response
+}
+
+async fn embeddings(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let length = request["input"].as_str().map_or(0, str::len);
+    record(&shared, "/v1/embeddings", &headers, request.clone(), 200, Instant::now());
+    axum::Json(json!({
+        "object": "list",
+        "model": request["model"],
+        "data": [{ "object": "embedding", "index": 0, "embedding": [length as f64, 1.0, 0.5] }],
+        "usage": { "prompt_tokens": 2, "total_tokens": 2 },
+    }))
+    .into_response()
+}
+
+async fn azure(
+    State(shared): State<Arc<Shared>>,
+    Path(deployment): Path<String>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let (_, response) = completion(&request);
+    record(&shared, &format!("/azure/{deployment}"), &headers, request, 200, Instant::now());
+    if let Some(hit) = shared.hits.lock().unwrap().last_mut() {
+        hit.query = query;
+    }
     response
 }
 

@@ -1,0 +1,174 @@
+//! The Edge Agent's LLM providers for `llm.call` (feature `net`): `openai` (The Edge Agent's
+//! `api_base` and default model), `azure` (a deployment's endpoint, the key in `api-key`),
+//! `ollama` (its OpenAI-compatible endpoint from `OLLAMA_API_BASE`), `litellm`, and `shell`
+//! (a command line, here `sh`, with the prompt on standard input or in its arguments, under a
+//! timeout); `llm.chat` and `llm.embed`. Every request goes to the mock on 127.0.0.1.
+
+mod support;
+
+use serde_json::json;
+use support::mock::Mock;
+use tea::Error;
+use tea_yaml::Engine;
+
+fn failure(error: Error) -> String {
+    match &error {
+        Error::NodeFailed { source, .. } => source.to_string(),
+        other => panic!("expected NodeFailed, got {other:?}"),
+    }
+}
+
+#[test]
+fn openai_takes_api_base_and_sends_the_default_model_when_none_is_named() {
+    let mock = Mock::start();
+    let agent = Engine::new()
+        .load_str(&format!(
+            "nodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: openai\n      api_base: \"{}\"\n      api_key: sk-test-1234\n      prompt: \"hi\"\n      extra_body: {{ seed: 7 }}\n      max_retries: 0\n    output: answer\n",
+            mock.v1()
+        ))
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["answer"]["content"], "echo: hi");
+    let hits = mock.hits();
+    assert_eq!(hits.len(), 1);
+    // The Edge Agent's Rust engine's default model; `extra_body` goes into the request's body.
+    assert_eq!(hits[0].model, "gpt-3.5-turbo");
+    assert_eq!(hits[0].body["seed"], 7);
+    assert_eq!(hits[0].authorization.as_deref(), Some("Bearer sk-test-1234"));
+}
+
+#[test]
+fn azure_calls_the_deployment_with_an_api_key_header() {
+    let mock = Mock::start();
+    let agent = Engine::new()
+        .load_str(&format!(
+            "settings:\n  llm:\n    provider: azure\n    api_base: \"{}/azure\"\n    deployment: gpt4o-prod\n    api_key: az-key-5678\nnodes:\n  - name: ask\n    uses: llm.call\n    with:\n      messages: [{{ role: user, content: \"hello\" }}]\n",
+            mock.base
+        ))
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["content"], "echo: hello");
+    let hit = &mock.hits()[0];
+    assert_eq!(hit.path, "/azure/gpt4o-prod");
+    assert_eq!(hit.api_key.as_deref(), Some("az-key-5678"));
+    assert_eq!(hit.authorization, None);
+    assert!(hit.query.as_deref().is_some_and(|q| q.starts_with("api-version=")), "{:?}", hit.query);
+}
+
+#[test]
+fn ollama_reads_its_endpoint_from_ollama_api_base_and_litellm_takes_base_url() {
+    let mock = Mock::start();
+    // The only test of this file that reads OLLAMA_API_BASE.
+    std::env::set_var("OLLAMA_API_BASE", mock.v1());
+    let agent = Engine::new()
+        .load_str(
+            "nodes:\n  - name: ask\n    uses: llm.call\n    with: { provider: ollama, model: \"gemma3:4b\", prompt: \"hey\", timeout: 30 }\n",
+        )
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["content"], "echo: hey");
+    assert_eq!(mock.hits_of("gemma3:4b").len(), 1);
+    // No key goes to Ollama, whatever OPENAI_API_KEY holds.
+    assert_eq!(mock.hits_of("gemma3:4b")[0].authorization, None);
+
+    let agent = Engine::new()
+        .load_str(&format!(
+            "nodes:\n  - name: ask\n    uses: llm.call\n    with: {{ provider: litellm, base_url: \"{}\", model: \"anthropic/claude-3\", prompt: \"yo\" }}\n",
+            mock.v1()
+        ))
+        .unwrap();
+    assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["content"], "echo: yo");
+    assert_eq!(mock.hits_of("anthropic/claude-3").len(), 1);
+}
+
+/// An agent whose `llm.call` runs shell provider `fake` (`command`, `args`, `stdin_mode` and
+/// `timeout` as given) with `extra` more lines in its `with:`.
+fn shell_agent(config: &str, extra: &str) -> String {
+    format!(
+        "settings:\n  shell_providers:\n    fake: {config}\nnodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: shell\n      shell_provider: fake\n      messages:\n        - {{ role: system, content: \"Be brief.\" }}\n        - {{ role: user, content: \"{{{{ state.q }}}}\" }}\n{extra}    output: answer\n"
+    )
+}
+
+#[test]
+fn a_shell_provider_gets_the_prompt_on_stdin_or_in_its_arguments() {
+    let engine = Engine::new().trust_code(true);
+    let piped =
+        engine.load_str(&shell_agent("{ command: sh, args: [\"-c\", \"cat; printf ' [done]'\"] }", "")).unwrap();
+    let out = piped.invoke(json!({ "q": "What is 2+2?" })).unwrap().done().unwrap();
+    assert_eq!(
+        out["answer"],
+        json!({
+            "content": "System: Be brief.\n\nWhat is 2+2? [done]",
+            "response": "System: Be brief.\n\nWhat is 2+2? [done]",
+            "usage": {},
+            "provider": "shell",
+            "shell_provider": "fake",
+        })
+    );
+    let in_args = engine
+        .load_str(&shell_agent(
+            "{ command: sh, args: [\"-c\", \"printf 'arg=%s' \\\"$0\\\"\", \"{prompt}\"], env: { X: \"1\" } }",
+            "",
+        ))
+        .unwrap();
+    let out = in_args.invoke(json!({ "q": "hi" })).unwrap().done().unwrap();
+    assert_eq!(out["answer"]["content"], "arg=System: Be brief.\n\nhi");
+}
+
+#[test]
+fn a_shell_provider_that_fails_or_outlives_its_timeout_fails_the_node() {
+    let engine = Engine::new().trust_code(true);
+    let failing =
+        engine.load_str(&shell_agent("{ command: sh, args: [\"-c\", \"echo overloaded >&2; exit 3\"] }", "")).unwrap();
+    let message = failure(failing.invoke(json!({ "q": "x" })).unwrap_err());
+    assert!(message.contains("shell provider `fake`"), "{message}");
+    assert!(message.contains("exited with status 3: overloaded"), "{message}");
+
+    let slow = engine
+        .load_str(&shell_agent("{ command: sh, args: [\"-c\", \"sleep 20\"], timeout: 600 }", "      timeout: 0.3\n"))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let message = failure(slow.invoke(json!({ "q": "x" })).unwrap_err());
+    assert!(message.contains("no answer within 0.3 s; it was stopped"), "{message}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    let missing = engine.load_str(&shell_agent("{ command: tea-no-such-command-here, args: [] }", "")).unwrap();
+    let message = failure(missing.invoke(json!({ "q": "x" })).unwrap_err());
+    assert!(message.contains("the command `tea-no-such-command-here` is not found"), "{message}");
+}
+
+#[test]
+fn a_shell_provider_runs_only_in_a_trusted_file_and_its_configuration_is_checked() {
+    let text = shell_agent("{ command: sh, args: [\"-c\", \"cat\"] }", "");
+    let error = Engine::new().load_str(&text).unwrap_err();
+    assert!(error.to_string().contains("runs a command line (`provider: shell`)"), "{error}");
+    assert!(error.to_string().contains("--trust"), "{error}");
+    let error = Engine::new().trust_code(true).load_str(&shell_agent("{ command: sh, argz: [] }", "")).unwrap_err();
+    assert!(
+        error.to_string().contains("unknown key `argz` in `settings.shell_providers.fake`; did you mean `args`?"),
+        "{error}"
+    );
+}
+
+#[test]
+fn llm_chat_says_its_backend_and_llm_embed_returns_the_vector() {
+    let mock = Mock::start();
+    let agent = Engine::new()
+        .load_str(&format!(
+            "settings:\n  llm: {{ base_url: \"{v1}\", model: chat-model }}\nnodes:\n  - name: chat\n    uses: llm.chat\n    with: {{ prompt: \"hi\", system: \"sys\", backend: api }}\n    output: chat\n  - name: embed\n    uses: llm.embed\n    with: {{ provider: openai, base_url: \"{v1}\", text: \"four\" }}\n    output: vec\n",
+            v1 = mock.v1()
+        ))
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["chat"]["content"], "echo: hi");
+    assert_eq!(out["chat"]["backend"], "api");
+    assert_eq!(out["vec"]["embedding"], json!([4.0, 1.0, 0.5]));
+    assert_eq!(out["vec"]["dimensions"], 3);
+    // The Edge Agent's default embedding model.
+    assert_eq!(out["vec"]["model"], "nomic-embed-text");
+    let error = Engine::new()
+        .load_str("nodes:\n  - name: e\n    uses: llm.embed\n    with: { backend: local, text: x }\n")
+        .unwrap();
+    let message = failure(error.invoke(json!({})).unwrap_err());
+    assert!(message.contains("`backend: local`: tea runs no local model"), "{message}");
+}
