@@ -258,7 +258,10 @@ impl<C: Graph> ChildApi<C> for Blocking {
 #[cfg(feature = "tokio")]
 pub(super) struct OnTokio;
 
+// Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for
+// `'a` only, which the blocks state as the trait does.
 #[cfg(feature = "tokio")]
+#[allow(clippy::manual_async_fn)]
 impl<C: Graph> ChildApi<C> for OnTokio {
     fn alone<'a>(
         &'a self,
