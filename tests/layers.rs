@@ -21,6 +21,17 @@ use std::path::{Path, PathBuf};
 ///
 const CYCLE_CHECKED: &[&str] = &[".", "tea-runtime", "tea-check", "tea-macros", "tea-yaml", "tea-cli", "tea-serve"];
 
+/// The crates whose layers are directories of files that must not import each other in a
+/// circle either (`machine/run.rs` ↔ `machine/fork.rs`): each top-level module's children —
+/// its files and subdirectories, and its own `mod.rs` — are checked as the crate's top-level
+/// modules are.
+const WITHIN_LAYERS_CHECKED: &[&str] = &["tea-runtime", "tea-yaml"];
+
+/// The circles inside a layer that are deliberate, each as (crate, layer, the files that reach
+/// each other, why it is harmless). ARCHITECTURE.md ("Layers") states the same rule. An entry
+/// that no longer matches a circle fails too, so that the list cannot outlive what it excuses.
+const ALLOWED_WITHIN: &[(&str, &str, &[&str], &str)] = &[];
+
 /// tea-runtime's layers, bottom to top: the modules of a layer may import from their own layer
 /// and from the layers below it, never from one above. Every top-level module of tea-runtime
 /// must be in one. The same table is written out in ARCHITECTURE.md ("Layers").
@@ -290,20 +301,25 @@ fn path_leaves(tokens: &[(Tok, usize)], mut i: usize) -> (Vec<Vec<String>>, usiz
     }
 }
 
-/// The top-level module a path from the crate root (`segments`) lands in, given the crate's
-/// top-level modules and the names its root re-exports (name → module); `None` for the root
-/// itself and items defined there.
-fn top_of(segments: &[String], tops: &BTreeSet<String>, root_names: &BTreeMap<String, String>) -> Option<String> {
+/// The path from the crate root that `segments` (a path from the crate root as written) names,
+/// given the crate's top-level modules and the names its root brings in (name → the path it
+/// stands for); `None` for the root itself and items defined there.
+fn resolve(
+    segments: &[String],
+    tops: &BTreeSet<String>,
+    root_names: &BTreeMap<String, Vec<String>>,
+) -> Option<Vec<String>> {
     let first = segments.first()?;
     if tops.contains(first) {
-        return Some(first.clone());
+        return Some(segments.to_vec());
     }
-    root_names.get(first).cloned()
+    let alias = root_names.get(first)?;
+    Some(alias.iter().chain(&segments[1..]).cloned().collect())
 }
 
 /// The names the crate root brings in from its own modules with `use` (`pub use x::Name;`,
-/// `use x::{a, b};`, `pub use crate::x::Name`): name → top-level module.
-fn root_names(root: &File, tops: &BTreeSet<String>) -> BTreeMap<String, String> {
+/// `use x::{a, b};`, `pub use crate::x::Name`): name → the path it stands for.
+fn root_names(root: &File, tops: &BTreeSet<String>) -> BTreeMap<String, Vec<String>> {
     let mut names = BTreeMap::new();
     let tokens = &root.tokens;
     let mut depth = 0usize;
@@ -320,7 +336,7 @@ fn root_names(root: &File, tops: &BTreeSet<String>) -> BTreeMap<String, String> 
                     }
                     if let (Some(first), Some(last)) = (leaf.first(), leaf.last()) {
                         if tops.contains(first) && leaf.len() > 1 {
-                            names.insert(last.clone(), first.clone());
+                            names.insert(last.clone(), leaf.clone());
                         }
                     }
                 }
@@ -336,17 +352,59 @@ fn root_names(root: &File, tops: &BTreeSet<String>) -> BTreeMap<String, String> 
 
 /// Every import between two different top-level modules of `krate`.
 fn edges(krate: &Crate) -> Vec<Edge> {
+    edges_within(krate, &[])
+}
+
+/// What a module's own file (`mod.rs`) is called among its submodules, as an import circle
+/// names it.
+const OWN_FILE: &str = "mod";
+
+/// Every import between two different children of module `scope` of `krate` (its top-level
+/// modules for the root, `[]`): the modules directly inside it, each with what is inside it,
+/// and the scope's own file ([`OWN_FILE`]) for items defined there.
+fn edges_within(krate: &Crate, scope: &[String]) -> Vec<Edge> {
     let tops: BTreeSet<String> =
         krate.files.iter().filter(|f| f.module.len() == 1).map(|f| f.module[0].clone()).collect();
+    let children: BTreeSet<String> = krate
+        .files
+        .iter()
+        .filter(|f| f.module.len() == scope.len() + 1 && f.module.starts_with(scope))
+        .map(|f| f.module[scope.len()].clone())
+        .collect();
+    // The child of `scope` a module path from the crate root is in, if it is inside `scope`.
+    let child_of = |path: &[String]| -> Option<String> {
+        if !path.starts_with(scope) {
+            return None;
+        }
+        match path.get(scope.len()) {
+            Some(child) if children.contains(child) => Some(child.clone()),
+            _ if scope.is_empty() => None,
+            _ => Some(OWN_FILE.to_owned()),
+        }
+    };
     let Some(root) = krate.files.iter().find(|f| f.module.is_empty()) else { return Vec::new() };
     let names = root_names(root, &tops);
     let mut out = Vec::new();
     for file in &krate.files {
-        let Some(from) = file.module.first() else { continue };
+        let Some(from) = child_of(&file.module) else { continue };
+        let from = &from;
         let tokens = &file.tokens;
+        // The modules this file declares (`mod name;`): a path may start with one of them.
+        let declared: BTreeSet<&str> = tokens
+            .windows(3)
+            .filter_map(|w| match w {
+                [(Tok::Ident(kw), _), (Tok::Ident(child), _), (Tok::Punct(';'), _)] if kw == "mod" => {
+                    Some(child.as_str())
+                }
+                _ => None,
+            })
+            .collect();
         // Inline modules (`mod tests { … }`) shift what `super` means: (name, brace depth).
         let mut inline: Vec<(String, usize)> = Vec::new();
         let mut depth = 0usize;
+        // Inside a `pub use`: in a directory's own file, re-exporting one of its files is how
+        // the directory presents it, not a use of it (the file's own imports are its edges).
+        let mut reexport = false;
         let mut i = 0;
         while i < tokens.len() {
             match &tokens[i].0 {
@@ -370,11 +428,29 @@ fn edges(krate: &Crate) -> Vec<Edge> {
                         inline.push((name.clone(), depth));
                     }
                 }
+                Tok::Ident(kw) if kw == "use" => {
+                    // `pub use`, `pub(crate) use`: a re-export, up to its `;`.
+                    let public = match i.checked_sub(1).map(|j| &tokens[j].0) {
+                        Some(Tok::Ident(word)) => word == "pub",
+                        Some(Tok::Punct(')')) => {
+                            tokens[..i].iter().rev().take(6).any(|t| t.0 == Tok::Ident("pub".into()))
+                        }
+                        _ => false,
+                    };
+                    reexport = public;
+                }
+                Tok::Punct(';') => reexport = false,
                 _ => {}
             }
             let after_sep = i > 0 && tokens[i - 1].0 == Tok::PathSep;
             let start = match &tokens[i].0 {
-                Tok::Ident(word) if !after_sep && (word == "crate" || word == "super") => word.clone(),
+                Tok::Ident(word)
+                    if !after_sep
+                        && (matches!(word.as_str(), "crate" | "super" | "self")
+                            || declared.contains(word.as_str())) =>
+                {
+                    word.clone()
+                }
                 _ => {
                     i += 1;
                     continue;
@@ -387,21 +463,26 @@ fn edges(krate: &Crate) -> Vec<Edge> {
             let line = tokens[i].1;
             let (leaves, next) = path_leaves(tokens, i);
             for leaf in leaves {
-                // `leaf` starts with `crate` or a run of `super`s.
+                // `leaf` starts with `crate`, `self`, a run of `super`s, or a module this file
+                // declares.
                 let mut here: Vec<String> = file.module.clone();
                 here.extend(inline.iter().map(|(name, _)| name.clone()));
                 let mut rest = leaf.as_slice();
                 let absolute: Vec<String> = if start == "crate" {
                     rest[1..].to_vec()
                 } else {
+                    if rest.first().map(String::as_str) == Some("self") {
+                        rest = &rest[1..];
+                    }
                     while rest.first().map(String::as_str) == Some("super") {
                         here.pop();
                         rest = &rest[1..];
                     }
                     here.into_iter().chain(rest.iter().cloned()).collect()
                 };
-                if let Some(to) = top_of(&absolute, &tops, &names) {
-                    if &to != from {
+                if let Some(to) = resolve(&absolute, &tops, &names).as_deref().and_then(child_of) {
+                    let presents = reexport && !scope.is_empty() && from == OWN_FILE;
+                    if &to != from && !presents {
                         out.push(Edge {
                             from: from.clone(),
                             to,
@@ -636,6 +717,61 @@ fn no_import_circles_and_runtime_layers_hold() {
     );
 }
 
+/// The import circles between the files of one layer of `krate` (each top-level module that
+/// is a directory), as failures; `allowed` lists the deliberate ones, and each entry of it
+/// that matched is marked in `used`.
+fn circles_within(krate: &Crate, allowed: &[(&str, &str, &[&str], &str)], used: &mut [bool]) -> Vec<String> {
+    let layers: BTreeSet<String> =
+        krate.files.iter().filter(|f| f.module.len() == 2).map(|f| f.module[0].clone()).collect();
+    let mut problems = Vec::new();
+    for layer in &layers {
+        let edges = edges_within(krate, std::slice::from_ref(layer));
+        for circle in cycles(&edges) {
+            let excused = allowed.iter().position(|(krate_name, within, files, _)| {
+                *krate_name == krate.name
+                    && within == layer
+                    && files.iter().copied().collect::<BTreeSet<_>>()
+                        == circle.modules.iter().map(String::as_str).collect::<BTreeSet<_>>()
+            });
+            match excused {
+                Some(index) => used[index] = true,
+                None => problems.push(describe(&format!("{} layer `{layer}`", krate.name), &circle)),
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn no_import_circles_inside_a_layer() {
+    let crates = workspace();
+    let mut problems = Vec::new();
+    let mut used = vec![false; ALLOWED_WITHIN.len()];
+    let mut scanned = 0;
+    for (dir, root) in &crates {
+        if !WITHIN_LAYERS_CHECKED.contains(&dir.as_str()) || !root.ends_with("lib.rs") {
+            continue;
+        }
+        let krate = load_crate(dir, root, &read_disk);
+        scanned += 1;
+        problems.extend(circles_within(&krate, ALLOWED_WITHIN, &mut used));
+    }
+    assert_eq!(scanned, WITHIN_LAYERS_CHECKED.len(), "a crate of WITHIN_LAYERS_CHECKED was not scanned");
+    for (entry, used) in ALLOWED_WITHIN.iter().zip(&used) {
+        if !used {
+            problems.push(format!(
+                "ALLOWED_WITHIN excuses a circle among {:?} in layer `{}` of {}, which is no longer there: remove the entry (and its line in ARCHITECTURE.md)",
+                entry.2, entry.1, entry.0
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the layering rule of ARCHITECTURE.md (\"Layers\": no circle inside a layer) is broken:\n{}",
+        problems.join("\n")
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The checker, checked on module sets written here.
 
@@ -695,6 +831,48 @@ fn checker_reads_use_trees_and_finds_upward_imports() {
     assert_eq!(circles[0].modules, ["api", "model", "vocab"]);
 }
 
+#[test]
+fn checker_finds_a_circle_inside_a_layer() {
+    let krate = synthetic(&[
+        ("src/lib.rs", "mod machine;\nmod vocab;\nuse vocab::names;\n"),
+        ("src/vocab/mod.rs", "pub(crate) mod names;\n"),
+        ("src/vocab/names.rs", "pub struct N;\n"),
+        ("src/machine/mod.rs", "mod fork;\nmod run;\nmod step;\npub(crate) struct Env;\n"),
+        ("src/machine/run.rs", "use crate::machine::fork::Branch;\nuse crate::names::N;\n"),
+        ("src/machine/fork.rs", "use super::{run::Run, Env};\n"),
+        ("src/machine/step.rs", "use crate::machine::run::Run;\n"),
+    ]);
+    let edges = edges_within(&krate, &["machine".to_owned()]);
+    let pairs: BTreeSet<(&str, &str)> = edges.iter().map(|e| (e.from.as_str(), e.to.as_str())).collect();
+    assert_eq!(pairs, BTreeSet::from([("fork", "run"), ("fork", OWN_FILE), ("run", "fork"), ("step", "run")]));
+    // A name the root brings in resolves to the file that defines it.
+    let vocab: BTreeSet<(String, String)> = edges_within(&krate, &[]).into_iter().map(|e| (e.from, e.to)).collect();
+    assert_eq!(vocab, BTreeSet::from([("machine".to_owned(), "vocab".to_owned())]));
+    let problems = circles_within(&krate, &[], &mut []);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    // A file's own submodules, named without `crate` or `super` (`node::read`, `self::node`),
+    // are imports too: a `mod.rs` that calls into a file that takes from it is a circle.
+    let split = synthetic(&[
+        ("src/lib.rs", "mod load;\n"),
+        ("src/load/mod.rs", "mod node;\nmod routing;\nmod store;\nfn f() { node::read(); }\nuse self::routing::Rule;\npub(crate) use store::Store;\npub(crate) fn helper() {}\n"),
+        ("src/load/node.rs", "use super::*;\npub(crate) fn read() { helper() }\n"),
+        ("src/load/routing.rs", "pub(crate) struct Rule;\n"),
+        // Re-exported by the directory's own file, which that does not make a use of it.
+        ("src/load/store.rs", "use super::helper;\npub(crate) struct Store;\n"),
+    ]);
+    let pairs: BTreeSet<(String, String)> =
+        edges_within(&split, &["load".to_owned()]).into_iter().map(|e| (e.from, e.to)).collect();
+    let expected = [(OWN_FILE, "node"), (OWN_FILE, "routing"), ("node", OWN_FILE), ("store", OWN_FILE)];
+    assert_eq!(pairs, expected.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect());
+    assert!(problems[0].contains("synthetic layer `machine`"), "{problems:?}");
+    assert!(problems[0].contains("fork -> run -> fork"), "{problems:?}");
+    assert!(problems[0].contains("src/machine/fork.rs:1"), "{problems:?}");
+    let allowed: &[(&str, &str, &[&str], &str)] = &[("synthetic", "machine", &["run", "fork"], "a test")];
+    let mut used = [false];
+    assert!(circles_within(&krate, allowed, &mut used).is_empty());
+    assert!(used[0], "the allowance was not marked used");
+}
+
 /// Prints every crate's module graph and circles (`cargo test --test layers -- --ignored
 /// --nocapture`): what ARCHITECTURE.md's layer picture is read from.
 #[test]
@@ -710,6 +888,19 @@ fn print_module_graph() {
         }
         for circle in cycles(&edges) {
             println!("{}", describe(&dir, &circle));
+        }
+        let layers: BTreeSet<String> =
+            krate.files.iter().filter(|f| f.module.len() == 2).map(|f| f.module[0].clone()).collect();
+        for layer in &layers {
+            let edges = edges_within(&krate, std::slice::from_ref(layer));
+            let pairs: BTreeSet<(String, String)> = edges.iter().map(|e| (e.from.clone(), e.to.clone())).collect();
+            println!(
+                "  inside {layer}: {}",
+                pairs.iter().map(|(a, b)| format!("{a} -> {b}")).collect::<Vec<_>>().join(", ")
+            );
+            for circle in cycles(&edges) {
+                println!("  {}", describe(&format!("{dir} layer `{layer}`"), &circle));
+            }
         }
     }
 }

@@ -75,8 +75,9 @@ pub use format::checkpoint::BranchState;
 pub use format::interrupt::Interrupt;
 pub use format::token::Resume;
 pub use model::event::Event;
-pub use model::graph::{Fork, Graph, NodeFuture, PauseFree, SyncGraph};
+pub use model::graph::{Fork, Graph, PauseFree, SyncGraph};
 pub use model::hitl::{Hitl, Pause};
+pub use model::node::NodeFuture;
 pub use model::node::{
     AsyncInterruptibleFn, AsyncNodeFn, Command, Ctx, Goto, Guard, InterruptibleFn, NodeFn, NodeId, NodeOutput,
     ParentCommand, RouterOutput,

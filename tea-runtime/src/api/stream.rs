@@ -80,7 +80,7 @@ impl<'g, G: Graph> Stream<'g, G> {
 
     /// Where a child graph's run, once over, routes its parent (`Command::parent`).
     pub(crate) fn take_jump(&mut self) -> Option<ParentJump> {
-        self.run.as_mut()?.jump.take()
+        self.run.as_mut()?.line.jump.take()
     }
 }
 

@@ -135,7 +135,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             }
         }
         apply_update(graph, &mut ckpt.state, update, &name)?;
-        ckpt.at = match route_from(graph, node, None, &ckpt.state, &name)? {
+        ckpt.at = match route_from(graph, node, None, || Ok(&ckpt.state), &name)? {
             // A node that sends: an update sends nothing, so the run goes on at its join.
             After::Fork(source) if graph.sends(source) => match graph.fork(source) {
                 Some(fork) => Position::Before(graph.node_name(fork.join)),

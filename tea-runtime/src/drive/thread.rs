@@ -14,10 +14,11 @@
 //! once, with [`now_or_never`], which allocates nothing. The tokio driver is `drive::tokio`.
 
 use crate::machine::driver::Driver;
+use crate::machine::line::Cursor;
 #[cfg(feature = "tracing")]
 use crate::machine::persist::checkpoint_span;
 use crate::machine::persist::keep_alive;
-use crate::machine::run::{Cursor, Over, Progress, Request, Run, Then};
+use crate::machine::run::{Over, Progress, Request, Run, Then};
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, Produced};
@@ -232,7 +233,7 @@ impl<G: Graph> Run<'_, G> {
     /// store's `append`, [`wrote`](Self::wrote)), for the thread driver's common step.
     fn save_step_now(&mut self) -> Result<(), Error> {
         let Some(durable) = self.step_durability() else { return Ok(()) };
-        let done = matches!(self.cursor, Cursor::Done);
+        let done = matches!(self.line.cursor, Cursor::Done);
         let ckpt = self.checkpoint();
         let durable = durable || done;
         let graph = self.graph;

@@ -17,15 +17,16 @@
 //! dropped future or a failed branch loses none of the nodes that completed.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState, ParentJump};
-use crate::format::interrupt::{Interrupt, PauseKind};
+use crate::format::interrupt::Interrupt;
 use crate::lease::Host;
 use crate::machine::driver::Driver;
 use crate::machine::journal::{Journal, Record};
-use crate::machine::step::{apply_update, asked, goto_of, node_named, route_from, target_of, After};
+use crate::machine::line::{Applied, Cursor, Line, LineState, Next, Settle};
+use crate::machine::step::{apply_update, goto_of, node_named, target_of};
 use crate::model::event::Event;
 use crate::model::graph::{Fork, Graph};
-use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
-use crate::model::produce::{Paused, Produced};
+use crate::model::node::{child_steps, ChildSteps, Ctx};
+use crate::model::produce::Produced;
 use crate::model::scope::Emitted;
 use crate::vocab::error::Error;
 use crate::vocab::name::{NodeName, ThreadId, START};
@@ -56,8 +57,8 @@ pub(crate) struct Env {
     /// The run is a child graph's, run by a subgraph node of a parent graph with this node
     /// type: a branch's `Command::parent` to a node of that type ends the child's run.
     pub(crate) parent_node: Option<std::any::TypeId>,
-    /// The parent graph's declared name, which a parent jump records.
-    pub(crate) parent_graph: Option<String>,
+    /// The parent's run (with a store), whose graph's declared name a parent jump records.
+    pub(crate) parent: Option<std::sync::Arc<Host>>,
     /// What the run's nodes share besides the state (see `model::scope`): every branch's
     /// nodes get it too.
     pub(crate) shared: Option<std::sync::Arc<crate::model::scope::Shared>>,
@@ -135,6 +136,18 @@ impl<'b, S: GraphState> Local<'b, S> {
     }
 }
 
+/// A branch keeps its updates, and reads them applied to a copy of its own.
+impl<G: Graph> LineState<G> for Local<'_, G::State> {
+    fn apply(&mut self, _graph: &G, update: <G::State as GraphState>::Update, node: &NodeName) -> Result<(), Error> {
+        self.push(node, update);
+        Ok(())
+    }
+
+    fn read(&mut self, graph: &G) -> Result<&G::State, Error> {
+        self.current(graph)
+    }
+}
+
 /// The node that wrote update `i` (checkpoints of older versions do not record it: the branch
 /// head then stands for its nodes).
 fn origin(origins: &[NodeName], i: usize) -> &NodeName {
@@ -195,17 +208,6 @@ pub(crate) enum ForkOutcome<S: GraphState> {
 enum Job<N> {
     Fresh(N),
     Saved(usize),
-}
-
-/// Where a branch starts (or continues).
-#[derive(Clone, Copy)]
-enum Start<N> {
-    /// Run `N` next; `true`: it was stopped before and is resumed past its breakpoint.
-    Before(N, bool),
-    /// `N` ran; route from it.
-    After(N, Option<Goto<N>>),
-    /// The fan-out after `N`, inside the branch, runs next.
-    Fork(N),
 }
 
 /// Where a fan-out's branches record their progress: the journal and the path of the branch
@@ -272,7 +274,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
             match job {
                 Job::Fresh(head) => {
                     let name = graph.node_name(head);
-                    let start = Start::Before(head, false);
+                    let start = (Cursor::At(head), false);
                     let local = Local::new(base);
                     let run = Resumed { steps: 0, answers: Vec::new(), nested: Vec::new(), input: None };
                     run_branch(driver, graph, name, fork.join, local, run, start, env, keep_states, jot).await
@@ -488,18 +490,23 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
     let start = match &at {
         BranchAt::Joined => unreachable!("handled above"),
-        BranchAt::Start(name) => Start::Before(node_named(graph, name, &thread)?, false),
-        BranchAt::Before(name) => Start::Before(node_named(graph, name, &thread)?, true),
+        BranchAt::Start(name) => (Cursor::At(node_named(graph, name, &thread)?), false),
+        BranchAt::Before(name) => (Cursor::At(node_named(graph, name, &thread)?), true),
         BranchAt::After { node, goto } => {
-            Start::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?)
+            (Cursor::After(node_named(graph, node, &thread)?, goto_of(graph, goto, &thread)?), false)
         }
-        BranchAt::Fork { source } => Start::Fork(node_named(graph, source, &thread)?),
+        BranchAt::Fork { source } => (Cursor::Fork(node_named(graph, source, &thread)?), false),
     };
     let local = local_of(base, &head, state, input.as_ref(), updates, origins);
     let run = Resumed { steps, answers, nested, input };
     run_branch(driver, graph, head, join, local, run, start, env, keep_states, journal).await
 }
 
+/// Runs a branch from `start` (`resuming`: past the breakpoint before the node there) to its
+/// join, or to where it stops. Its steps are the step machine every line shares ([`Line`]: where
+/// the branch goes, breakpoints, the step count; a node's update, pause, parent jump, routing),
+/// over the branch's own view of the state ([`Local`]); around them, what only a branch does:
+/// its journal records, its events, a fan-out nested in it.
 #[allow(clippy::too_many_arguments)]
 async fn run_branch<G: Graph, D: Driver<G>>(
     driver: &D,
@@ -508,12 +515,12 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     join: G::Node,
     mut local: Local<'_, G::State>,
     resumed: Resumed<G::State>,
-    start: Start<G::Node>,
+    (start, resuming): (Cursor<G::Node>, bool),
     env: &Env,
     keep_states: bool,
     journal: Jot<'_, G::State>,
 ) -> Result<Branch<G::State>, Error> {
-    let Resumed { mut steps, mut answers, nested: mut saved_nested, input: local_input } = resumed;
+    let Resumed { mut steps, answers, nested: mut saved_nested, input: local_input } = resumed;
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
@@ -525,12 +532,17 @@ async fn run_branch<G: Graph, D: Driver<G>>(
         // A subgraph node in the branch streams its child's steps through here.
         ctx.child_steps = Some(std::sync::Arc::new(ChildSteps::<G::State>::default()));
     }
+    // The branch's steps follow the fan-out's; the recursion limit counts this invocation's
+    // node runs (its budget), not the branch's earlier ones.
+    ctx.step = env.base_step;
+    let mut line = Line::new(start, env.base_step, env.limit, env.pausable);
+    line.budget = env.budget;
+    line.resuming = resuming;
+    line.answers = answers;
+    line.join = Some(join);
+    line.parent_node = env.parent_node;
+    line.parent = env.parent.clone();
     let mut events = Vec::new();
-    let mut at = start;
-    // The recursion limit counts this invocation's node runs, not the branch's earlier ones.
-    let mut first = steps;
-    // A `Command::parent` of the branch (inside a child graph), which ends it.
-    let mut jumped: Option<Box<ParentJump>> = None;
     // Records where the branch stands in the journal, and writes it (with a store).
     macro_rules! jot {
         ($at:expr, $pending:expr, $more:expr) => {{
@@ -540,10 +552,10 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     origins: &local.origins,
                     steps,
                     at: $at,
-                    answers: &answers,
+                    answers: &line.answers,
                     pending: $pending,
                     more_pending: $more,
-                    jump: jumped.as_deref(),
+                    jump: line.jump.as_ref(),
                 };
                 // A branch waits for its write before it goes on; one at its join, or stopped
                 // at a pause, does not (nothing of it runs next).
@@ -553,18 +565,22 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             }
         }};
     }
-    // Stops the branch at a pause, with its state built for the checkpoint.
+    // Stops the branch where its cursor stands, on `pending` (its first pause, then a subgraph
+    // child's further ones), with its state built for the checkpoint.
     macro_rules! stop {
-        ($at:expr, $interrupt:expr) => {{
-            stop!($at, $interrupt, Vec::new())
-        }};
-        ($at:expr, $interrupt:expr, $more:expr) => {{
-            let (at, interrupt, more): (BranchAt, Interrupt, Vec<Interrupt>) = ($at, $interrupt, $more);
+        ($pending:expr) => {{
+            let mut pending = Vec::into_iter($pending);
+            let Some(interrupt) = pending.next() else {
+                // Unreachable: a pause has at least one.
+                return Err(Error::NoRoute { node: ctx.node.clone(), goto: None });
+            };
+            let more: Vec<Interrupt> = pending.collect();
+            let at = branch_at(graph, line.cursor);
             jot!(at.clone(), Some(&interrupt), &more);
             let interrupt = Some(Box::new(interrupt));
             let (state, updates, origins) = local.finish(graph, true)?;
-            let taken = steps - first;
-            let input = local_input;
+            let taken = line.taken(&ctx);
+            let (input, answers) = (local_input, line.answers);
             return Ok(Branch {
                 head,
                 state,
@@ -584,41 +600,19 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     }
 
     loop {
-        let node = match at {
-            Start::Before(node, resumed) => {
-                if node == join {
-                    break;
-                }
-                if env.pausable && !resumed && graph.interrupt_before(node) {
-                    let name = graph.node_name(node);
-                    let interrupt = Interrupt::breakpoint(PauseKind::Before, name.clone(), Some(&head));
-                    stop!(BranchAt::Before(name), interrupt);
-                }
-                node
-            }
-            Start::After(node, goto) => {
-                let name = graph.node_name(node);
-                // A router's choice, a fan-out and a single unguarded edge need no state.
-                let after = match (goto, graph.fork(node), graph.fixed_route(node)) {
-                    (None, None, Some(target)) => After::Goto(target),
-                    (Some(_), _, _) | (_, Some(_), _) => route_from(graph, node, goto, local.base, &name)?,
-                    (None, None, None) => route_from(graph, node, None, local.current(graph)?, &name)?,
-                };
-                at = match after {
-                    After::Goto(Goto::Node(next)) if next == join => break,
-                    After::Goto(Goto::Node(next)) => {
-                        // The node before `next` completed: that is written before `next` runs
-                        // (a branch that goes on to its join writes that instead, once).
-                        jot!(BranchAt::After { node: name, goto: target_of(graph, goto) }, None, &[]);
-                        Start::Before(next, false)
-                    }
-                    // A branch that finishes the run early simply ends; its updates still merge.
-                    After::Goto(Goto::End) => break,
-                    After::Fork(source) => Start::Fork(source),
-                };
-                continue;
-            }
-            Start::Fork(source) => {
+        let next = line.next(graph, &mut ctx, &mut local);
+        if let (Some((left, goto)), Cursor::At(_)) = (line.left.take(), line.cursor) {
+            // The node before the next one completed: that is written before the next runs (a
+            // branch that goes on to its join, or to `end`, writes that instead, once).
+            jot!(BranchAt::After { node: graph.node_name(left), goto: target_of(graph, goto) }, None, &[]);
+        }
+        let node = match next? {
+            Next::Run(node) => node,
+            // At its join, or at `end` (a branch that finishes the run early simply ends; its
+            // updates still merge).
+            Next::Settle(Settle::Done) => break,
+            Next::Settle(Settle::Pause(pending)) => stop!(pending),
+            Next::Settle(Settle::Fork(source)) => {
                 let Some(inner) = graph.fork(source) else {
                     return Err(Error::NoRoute { node: graph.node_name(source), goto: None });
                 };
@@ -635,18 +629,9 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     }
                 }
                 // Boxed, so a branch's own future stays small (nested fan-outs allocate anyway).
-                let nested = nested_fork(
-                    driver,
-                    graph,
-                    inner,
-                    &mut local,
-                    &mut events,
-                    steps - first,
-                    &ctx,
-                    env,
-                    saved,
-                    journal,
-                );
+                let taken = line.taken(&ctx);
+                let nested =
+                    nested_fork(driver, graph, inner, &mut local, &mut events, taken, &ctx, env, saved, journal);
                 let nested: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(nested);
                 let (life, taken, states, jump) = nested.await?;
                 if let Some((journal, _)) = journal {
@@ -657,24 +642,19 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 steps += life;
                 // Nested runs of earlier invocations count in the branch's steps, not in this
                 // invocation's recursion limit.
-                first += life.saturating_sub(taken);
+                ctx.step = ctx.step.saturating_add(taken);
                 if jump.is_some() {
                     // A branch of the nested fan-out routed the parent graph: so does this one.
-                    jumped = jump;
+                    line.jump = jump;
                     break;
                 }
                 // The nested join reads its branches like any join.
                 ctx.branches = states;
-                at = Start::Before(inner.join, false);
+                line.cursor = Cursor::At(inner.join);
                 continue;
             }
         };
-        if steps - first >= env.budget {
-            return Err(Error::RecursionLimit { limit: env.limit });
-        }
-        ctx.step = env.base_step.saturating_add(steps - first).saturating_add(1);
-        ctx.node = graph.node_name(node);
-        let given = std::mem::take(&mut answers);
+        let given = std::mem::take(&mut line.answers);
         traced! {
             let span = tracing::debug_span!(
                 target: "tea",
@@ -709,96 +689,50 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 }));
             }
         }
-        let produced = produced?;
-        if !ctx.branches.is_empty() {
-            // The nested join has seen its branches.
-            ctx.branches.clear();
-        }
-        let mut shown = None;
-        let goto = match produced {
-            Produced::Ran { more: Some(more), update, .. } => match *more {
-                More::Sends(_) => {
-                    return Err(Error::NodeFailed {
-                        node: ctx.node.clone(),
-                        source: "a node that fans out by sends runs on the main line, not inside a parallel branch"
-                            .into(),
-                    });
-                }
-                More::Parent(mut jump) => {
-                    // Only a child graph's run routes its parent, and only the parent whose
-                    // node type the jump was made for.
-                    if env.parent_node.is_none() || jump.node_type.is_some_and(|t| Some(t) != env.parent_node) {
-                        let target = NodeName::from(jump.target);
-                        return Err(Error::NoRoute { node: ctx.node.clone(), goto: Some(target) });
-                    }
-                    jump.parent = env.parent_graph.clone();
-                    let shown = if env.record { shown_update(&ctx, update.as_ref()) } else { None };
-                    if let Some(update) = update {
-                        local.push(&ctx.node, update);
-                    }
-                    steps += 1;
-                    if env.record {
-                        record_step(&mut events, &ctx, &head, shown, &mut local, graph, duration)?;
-                    }
-                    // The branch ends here; once its siblings have, so does the child's run.
-                    jumped = Some(Box::new(jump));
-                    break;
-                }
-            },
-            Produced::Ran { .. } if graph.sends(node) => {
-                return Err(Error::NodeFailed {
-                    node: ctx.node.clone(),
-                    source: "a node that fans out by sends runs on the main line, not inside a parallel branch".into(),
-                });
-            }
-            Produced::Ran { update, goto, more: None } => {
-                if env.record {
-                    shown = shown_update(&ctx, update.as_ref());
-                }
-                if let Some(update) = update {
-                    local.push(&ctx.node, update);
-                }
-                goto
-            }
-            Produced::Paused(paused) => {
-                let Paused { payload, answers: given, kept, mut nested } = *paused;
+        // A copy of the node's update, for a stream that yields updates.
+        let shown = match (&produced, env.record) {
+            (Ok(Produced::Ran { update, .. }), true) => shown_update(&ctx, update.as_ref()),
+            _ => None,
+        };
+        match line.finish(graph, &mut ctx, &mut local, node, produced)? {
+            Applied::Stepped | Applied::Save => {}
+            Applied::Pause(pending) => {
                 if !env.pausable {
                     return Err(Error::NodeFailed {
                         node: ctx.node.clone(),
                         source: "a node paused inside a nested fan-out, where tea cannot pause".into(),
                     });
                 }
-                answers = given;
-                if let Some(kept) = kept {
-                    local.push(&ctx.node, kept);
-                }
-                if !nested.is_empty() {
-                    // A subgraph node's child paused: the branch waits on all its pauses.
-                    let first = nested.remove(0);
-                    stop!(BranchAt::Before(ctx.node.clone()), first, nested);
-                }
-                let interrupt = asked(graph, node, payload, answers.len(), Some(&head));
-                stop!(BranchAt::Before(ctx.node.clone()), interrupt);
+                stop!(pending);
             }
-        };
+            Applied::Sends(_) => {
+                return Err(Error::NodeFailed {
+                    node: ctx.node.clone(),
+                    source: "a node that fans out by sends runs on the main line, not inside a parallel branch".into(),
+                });
+            }
+        }
         steps += 1;
         if env.record {
             record_step(&mut events, &ctx, &head, shown, &mut local, graph, duration)?;
         }
-        if env.pausable && graph.interrupt_after(node) {
-            let name = ctx.node.clone();
-            let interrupt = Interrupt::breakpoint(PauseKind::After, name.clone(), Some(&head));
-            stop!(BranchAt::After { node: name, goto: target_of(graph, goto) }, interrupt);
-        }
-        at = Start::After(node, goto);
     }
     jot!(BranchAt::Joined, None, &[]);
     let (state, updates, origins) = local.finish(graph, keep_states)?;
-    let taken = steps - first;
+    let taken = line.taken(&ctx);
     let (at, interrupt, more) = (BranchAt::Joined, None, Vec::new());
-    let input = local_input;
-    let jump = jumped;
+    let (input, answers, jump) = (local_input, line.answers, line.jump.map(Box::new));
     Ok(Branch { head, state, input, updates, origins, steps, taken, events, at, answers, interrupt, more, jump })
+}
+
+/// Where a branch stopped at `cursor` stands, as its progress records it.
+fn branch_at<G: Graph>(graph: &G, cursor: Cursor<G::Node>) -> BranchAt {
+    match cursor {
+        Cursor::At(node) => BranchAt::Before(graph.node_name(node)),
+        Cursor::After(node, goto) => BranchAt::After { node: graph.node_name(node), goto: target_of(graph, goto) },
+        Cursor::Fork(source) => BranchAt::Fork { source: graph.node_name(source) },
+        Cursor::Start | Cursor::Done => BranchAt::Joined,
+    }
 }
 
 /// A fan-out inside a branch: runs and merges it into the branch's state (its updates become
@@ -820,7 +754,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
     env: &Env,
     saved: Vec<BranchProgress<G::State>>,
     journal: Jot<'_, G::State>,
-) -> Result<(u64, u64, Vec<BranchState<G::State>>, Option<Box<ParentJump>>), Error> {
+) -> Result<(u64, u64, Vec<BranchState<G::State>>, Option<ParentJump>), Error> {
     let inner_env = Env {
         thread: env.thread.clone(),
         base_step: ctx.step,
@@ -831,7 +765,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         pausable: false,
         host: env.host.clone(),
         parent_node: env.parent_node,
-        parent_graph: env.parent_graph.clone(),
+        parent: env.parent.clone(),
         shared: env.shared.clone(),
         context: env.context.clone(),
         emitter: env.emitter.clone(),
@@ -847,7 +781,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
     if steps.saturating_add(taken) > env.budget {
         return Err(Error::RecursionLimit { limit: env.limit });
     }
-    let jump = take_jump(&mut branches)?.map(Box::new);
+    let jump = take_jump(&mut branches)?;
     keep_join_updates(graph, &mut branches, fork.join);
     check_conflicts(&branches)?;
     for branch in &mut branches {

@@ -1,4 +1,4 @@
-//! The run's writes: its link to the store (`Persist`), the claim of its thread, its lease and
+//! The run's writes through its link to the store (`Persist`, in `run`): the claim of its thread, its lease and
 //! the ancestors' it keeps alive, the checkpoint of each step, its pause, and what it writes
 //! back when it is abandoned. Every write is a compare-and-swap on the thread's head through
 //! the run's driver.
@@ -16,23 +16,23 @@
 
 use crate::format::checkpoint::{self, Checkpoint, Lease};
 use crate::format::interrupt::Interrupt;
-use crate::format::token::{PauseRecord, SigningKey};
+use crate::format::token::PauseRecord;
 use crate::lease::Host;
 use crate::machine::driver::Driver;
-use crate::machine::run::{Cursor, Progress, Run};
+use crate::machine::line::Cursor;
+use crate::machine::run::{Persist, Progress, Run};
 use crate::machine::validate::identity;
 use crate::model::graph::Graph;
-use crate::store::{Append, Checkpointer};
+use crate::store::Append;
 use crate::vocab::clock::{now, now_ms, random_u64};
 use crate::vocab::error::Error;
-use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::name::CheckpointId;
 use crate::vocab::options::Durability;
 #[cfg(feature = "tracing")]
 use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
 use crate::vocab::trace;
 use crate::vocab::trace::traced;
-use std::any::TypeId;
 use std::sync::Arc;
 #[cfg(feature = "tracing")]
 use std::time::Instant;
@@ -57,32 +57,6 @@ pub(crate) fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool
         duration_us = tracing::field::Empty,
     );
     (span, Instant::now())
-}
-
-/// A run's link to its checkpoint store.
-pub(crate) struct Persist<'g> {
-    pub(crate) store: &'g dyn Checkpointer,
-    pub(crate) thread: ThreadId,
-    pub(crate) durability: Durability,
-    pub(crate) key: Option<&'g SigningKey>,
-    /// The paused checkpoint this run resumed from, written back if the run fails (until a node
-    /// after the one it paused at completed).
-    pub(crate) rollback: Option<Vec<u8>>,
-    /// For a resumed run, the node its pause stood before, until it completes.
-    pub(crate) paused_node: Option<crate::vocab::name::NodeName>,
-    /// Whether the run's first checkpoint (claiming the thread) is still to be written.
-    pub(crate) claim: bool,
-    /// The run recovers a thread: losing the race for its claim means another run owns it.
-    pub(crate) recovering: bool,
-    /// What subgraph nodes run their child graphs on (this store and the app's options), and
-    /// this run's hold on its thread, shared with their child runs, which keep it alive: the
-    /// thread's head as this run last saw it, the bytes of its last checkpoint (written again
-    /// without the lease if the run fails), and this run's lease (its owner, its length, until
-    /// when the last checkpoint holds it). See [`Host`](crate::lease::Host).
-    pub(crate) host: Arc<Host>,
-    /// The run is a child graph's (an app made by `App::for_child`): the node type of the
-    /// parent graph whose subgraph node runs it.
-    pub(crate) parent_node: Option<TypeId>,
 }
 
 /// Whether half of a run's own lease is gone (or it holds none yet).
@@ -178,7 +152,7 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
         let Some(durable) = self.step_durability() else { return Ok(()) };
         // A step that routed to `end` writes the final checkpoint, which is always flushed.
-        let done = matches!(self.cursor, Cursor::Done);
+        let done = matches!(self.line.cursor, Cursor::Done);
         self.save(driver, durable || done).await?;
         self.finished = done;
         self.progressed();
@@ -213,7 +187,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// the run is over.
     pub(crate) fn checkpoint(&self) -> Checkpoint<G::State> {
         let lease = match &self.persist {
-            Some(persist) if !matches!(self.cursor, Cursor::Done) => {
+            Some(persist) if !matches!(self.line.cursor, Cursor::Done) => {
                 let host = &persist.host;
                 Some(Lease { owner: host.owner, until: now_ms().saturating_add(host.lease_ms) })
             }
@@ -227,11 +201,11 @@ impl<'g, G: Graph> Run<'g, G> {
             pause: None,
             paused_at: None,
             nonce: None,
-            resumed: self.resuming,
-            answers: self.answers.clone(),
+            resumed: self.line.resuming,
+            answers: self.line.answers.clone(),
             joined: self.ctx.branches.clone(),
             lease,
-            parent: self.jump.clone(),
+            parent: self.line.jump.clone(),
             written_at: Some(now_ms()),
         }
     }
@@ -358,7 +332,7 @@ impl<'g, G: Graph> Run<'g, G> {
             paused_at: Some(now()),
             nonce: Some(random_u64()),
             resumed: false,
-            answers: self.answers.clone(),
+            answers: self.line.answers.clone(),
             joined: self.ctx.branches.clone(),
             lease: None,
             parent: None,

@@ -11,20 +11,22 @@
 //! leases, checkpoints, pauses, abandons) are in `persist`.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, Position};
-use crate::format::interrupt::{Interrupt, PauseKind};
-use crate::format::token::PauseRecord;
+use crate::format::interrupt::Interrupt;
+use crate::format::token::{PauseRecord, SigningKey};
+use crate::lease::Host;
 use crate::machine::driver::Driver;
 use crate::machine::fork::{self as parallel, Env, ForkOutcome};
 use crate::machine::journal::Journal;
-use crate::machine::persist::Persist;
-use crate::machine::step::{apply_produced, asked, goto_of, node_named, route_from, target_of, After, Executed};
+use crate::machine::line::{Applied, Cursor, InPlace, Line, Next, Settle};
+use crate::machine::step::{goto_of, node_named, target_of};
 use crate::machine::validate::identity;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
-use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, More};
-use crate::model::produce::{Paused, Produced};
-use crate::vocab::error::{panic_message, Error};
-use crate::vocab::name::{NodeName, START};
+use crate::model::node::{child_steps, ChildSteps, Ctx};
+use crate::model::produce::Produced;
+use crate::store::Checkpointer;
+use crate::vocab::error::Error;
+use crate::vocab::name::{NodeName, ThreadId, START};
 use crate::vocab::options::{Durability, Limits};
 use crate::vocab::policy::StreamModes;
 use crate::vocab::state::GraphState;
@@ -33,24 +35,8 @@ use crate::vocab::trace;
 use crate::vocab::trace::traced;
 use std::any::TypeId;
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Where a run stands.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Cursor<N> {
-    /// Nothing has run; the start edges are still to be evaluated.
-    Start,
-    /// `N` runs next.
-    At(N),
-    /// `N` ran; routing from it (with a router's choice) comes next.
-    After(N, Option<Goto<N>>),
-    /// The fan-out after `N` runs next.
-    Fork(N),
-    /// The run reached `end`.
-    Done,
-}
 
 /// What one call to [`Run::advance`] did.
 pub(crate) enum Progress {
@@ -86,24 +72,6 @@ pub(crate) enum Request<N> {
     Node(N, Vec<serde_json::Value>),
 }
 
-/// What the run does next, as [`Run::next`] decides it.
-pub(crate) enum Next<N> {
-    /// Runs this node (its step is counted and its name is in the context).
-    Run(N),
-    /// A step that runs no node ([`Run::settle`]).
-    Settle(Settle<N>),
-}
-
-/// A step that runs no node.
-pub(crate) enum Settle<N> {
-    /// The run reached `end`.
-    Done,
-    /// The fan-out after this node runs.
-    Fork(N),
-    /// The run pauses at a breakpoint.
-    Pause(Vec<Interrupt>),
-}
-
 /// What is left of a step once the node's result is applied ([`Run::finish`]).
 pub(crate) enum Then {
     /// Nothing: the next advance goes on (an `interrupt_after` pauses there).
@@ -126,14 +94,41 @@ fn boxed<'a, T>(future: impl std::future::Future<Output = T> + Send + 'a) -> Box
     Box::pin(future)
 }
 
+/// A run's link to its checkpoint store.
+pub(crate) struct Persist<'g> {
+    pub(crate) store: &'g dyn Checkpointer,
+    pub(crate) thread: ThreadId,
+    pub(crate) durability: Durability,
+    pub(crate) key: Option<&'g SigningKey>,
+    /// The paused checkpoint this run resumed from, written back if the run fails (until a node
+    /// after the one it paused at completed).
+    pub(crate) rollback: Option<Vec<u8>>,
+    /// For a resumed run, the node its pause stood before, until it completes.
+    pub(crate) paused_node: Option<crate::vocab::name::NodeName>,
+    /// Whether the run's first checkpoint (claiming the thread) is still to be written.
+    pub(crate) claim: bool,
+    /// The run recovers a thread: losing the race for its claim means another run owns it.
+    pub(crate) recovering: bool,
+    /// What subgraph nodes run their child graphs on (this store and the app's options), and
+    /// this run's hold on its thread, shared with their child runs, which keep it alive: the
+    /// thread's head as this run last saw it, the bytes of its last checkpoint (written again
+    /// without the lease if the run fails), and this run's lease (its owner, its length, until
+    /// when the last checkpoint holds it). See [`Host`](crate::lease::Host).
+    pub(crate) host: Arc<Host>,
+    /// The run is a child graph's (an app made by `App::for_child`): the node type of the
+    /// parent graph whose subgraph node runs it.
+    pub(crate) parent_node: Option<TypeId>,
+}
+
 /// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
 /// the next pause.
 pub(crate) struct Run<'g, G: Graph> {
     pub(crate) graph: &'g G,
     pub(crate) state: G::State,
     pub(crate) ctx: Ctx<G::State>,
-    pub(crate) cursor: Cursor<G::Node>,
-    pub(crate) limit: usize,
+    /// The main line: where the run stands (its cursor, breakpoints passed, answers, step
+    /// budget, parent jump), stepped by the same machine as a fan-out's branches.
+    pub(crate) line: Line<G::Node>,
     /// The most branches of one fan-out that run at once (`Builder::max_parallel_branches`).
     pub(crate) max_branches: usize,
     /// Whether branch steps are recorded as events (streaming).
@@ -141,23 +136,9 @@ pub(crate) struct Run<'g, G: Graph> {
     /// Events of the last fan-out's branches, in branch order, while streaming.
     pub(crate) branch_events: VecDeque<Event<G::State>>,
     pub(crate) persist: Option<Persist<'g>>,
-    /// The run resumes past a pause: the breakpoints where it paused do not stop it again.
-    pub(crate) resuming: bool,
-    /// An `interrupt_after` node just ran: the next advance pauses.
-    pub(crate) pause_after: bool,
     /// The branches of a fan-out resumed from a checkpoint.
     pub(crate) saved_branches: Vec<BranchProgress<G::State>>,
-    /// The answers to the earlier pauses of the node at the cursor.
-    pub(crate) answers: Vec<serde_json::Value>,
-    /// The thread's step count when this invocation began: the recursion limit counts the node
-    /// runs of one invocation (`invoke`, `resume` or `recover`), not of the thread's life.
-    pub(crate) first_step: u64,
     pub(crate) finished: bool,
-    /// The run is a child graph's, run by a subgraph node of a parent graph with this node
-    /// type: `Command::parent` to a node of that type may end it.
-    pub(crate) parent_node: Option<TypeId>,
-    /// Where a child's run routes its parent (`Command::parent`), once it did.
-    pub(crate) jump: Option<crate::format::checkpoint::ParentJump>,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
     /// A copy of the last main-line node's update, for a stream that yields updates
@@ -177,7 +158,9 @@ impl<'g, G: Graph> Run<'g, G> {
         record: bool,
     ) -> Self {
         let thread = persist.as_ref().map(|p| p.thread.clone());
-        let parent_node = persist.as_ref().and_then(|p| p.parent_node);
+        let mut line = Line::new(Cursor::Start, 0, limits.recursion, persist.is_some());
+        line.parent_node = persist.as_ref().and_then(|p| p.parent_node);
+        line.parent = persist.as_ref().and_then(|p| p.host.parent.clone());
         let mut ctx = Ctx::new(START, thread.clone());
         ctx.limits = limits;
         ctx.host = persist.as_ref().map(|p| p.host.clone());
@@ -196,20 +179,13 @@ impl<'g, G: Graph> Run<'g, G> {
             graph,
             state: input,
             ctx,
-            cursor: Cursor::Start,
-            limit: limits.recursion,
+            line,
             max_branches: limits.max_branches,
             record,
             branch_events: VecDeque::new(),
             persist,
-            resuming: false,
-            pause_after: false,
             saved_branches: Vec::new(),
-            answers: Vec::new(),
-            first_step: 0,
             finished: false,
-            parent_node,
-            jump: None,
             last_duration: Duration::ZERO,
             shown: None,
             #[cfg(feature = "tracing")]
@@ -264,21 +240,21 @@ impl<'g, G: Graph> Run<'g, G> {
         let mut run = Run::new(graph, ckpt.state, limits, Some(persist), record);
         run.ctx.branches = ckpt.joined;
         run.ctx.step = ckpt.step;
-        run.first_step = ckpt.step;
-        run.cursor = cursor;
-        run.resuming = resuming;
+        run.line.first_step = ckpt.step;
+        run.line.cursor = cursor;
+        run.line.resuming = resuming;
         run.saved_branches = saved_branches;
-        run.answers = ckpt.answers;
+        run.line.answers = ckpt.answers;
         run.finished = matches!(cursor, Cursor::Done);
-        run.jump = ckpt.parent;
+        run.line.jump = ckpt.parent;
         Ok(run)
     }
 
     /// Makes a fresh run start at `node` rather than at `start`; `node`'s own breakpoint
     /// before it does not stop it.
     pub(crate) fn start_at(&mut self, node: G::Node) {
-        self.cursor = Cursor::At(node);
-        self.resuming = true;
+        self.line.cursor = Cursor::At(node);
+        self.line.resuming = true;
     }
 
     /// Makes a run made without recording record its steps (a child's `recover` while its
@@ -399,7 +375,7 @@ impl<'g, G: Graph> Run<'g, G> {
             }
         }
         Ok(match self.next()? {
-            Next::Run(node) => Request::Node(node, std::mem::take(&mut self.answers)),
+            Next::Run(node) => Request::Node(node, std::mem::take(&mut self.line.answers)),
             Next::Settle(settle) => Request::Settle(settle),
         })
     }
@@ -486,117 +462,39 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     /// Moves the cursor to the next node to run and counts its step; or says that the run is
-    /// over, forks, or pauses at a breakpoint.
+    /// over, forks, or pauses at a breakpoint: the step machine every line shares
+    /// ([`Line::next`]), on the run's state.
+    #[inline]
     pub(crate) fn next(&mut self) -> Result<Next<G::Node>, Error> {
-        let graph = self.graph;
-        loop {
-            let node = match self.cursor {
-                Cursor::Done => return Ok(Next::Settle(Settle::Done)),
-                Cursor::At(node) => node,
-                Cursor::Fork(source) => return Ok(Next::Settle(Settle::Fork(source))),
-                Cursor::After(node, goto) => {
-                    if std::mem::take(&mut self.pause_after) {
-                        let interrupt = Interrupt::breakpoint(PauseKind::After, self.ctx.node.clone(), None);
-                        return Ok(Next::Settle(Settle::Pause(vec![interrupt])));
-                    }
-                    let name = graph.node_name(node);
-                    self.resuming = false;
-                    self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &name)?);
-                    continue;
-                }
-                Cursor::Start => {
-                    let state = &self.state;
-                    self.cursor = match catch_unwind(AssertUnwindSafe(|| graph.try_start(state))) {
-                        Ok(Ok(Some(Goto::Node(node)))) => Cursor::At(node),
-                        Ok(Ok(Some(Goto::End))) => Cursor::Done,
-                        Ok(Ok(None)) => return Err(Error::NoRoute { node: START, goto: None }),
-                        Ok(Err(source)) => return Err(Error::NodeFailed { node: START, source }),
-                        Err(payload) => {
-                            return Err(Error::NodePanicked { node: START, message: panic_message(payload) })
-                        }
-                    };
-                    continue;
-                }
-            };
-            let pausable = self.persist.is_some();
-            if pausable && !std::mem::take(&mut self.resuming) && graph.interrupt_before(node) {
-                let interrupt = Interrupt::breakpoint(PauseKind::Before, graph.node_name(node), None);
-                return Ok(Next::Settle(Settle::Pause(vec![interrupt])));
-            }
-            if self.steps_taken() >= self.limit as u64 {
-                return Err(Error::RecursionLimit { limit: self.limit });
-            }
-            self.ctx.step = self.ctx.step.saturating_add(1);
-            self.ctx.node = graph.node_name(node);
-            return Ok(Next::Run(node));
-        }
+        self.line.next(self.graph, &mut self.ctx, &mut InPlace(&mut self.state))
     }
 
     /// Applies what `node` produced and moves the cursor past it: to where it routes, its
-    /// fan-out, its sends' fan-out, or the end of a child graph; or to its pause.
+    /// fan-out, its sends' fan-out, or the end of a child graph; or to its pause. The step
+    /// machine every line shares ([`Line::finish`]), on the run's state; the main line plans
+    /// the fan-out of a node's sends.
+    #[inline]
     pub(crate) fn finish(
         &mut self,
         node: G::Node,
         produced: Result<Produced<G::State, G::Node>, Error>,
     ) -> Result<Then, Error> {
-        let graph = self.graph;
         if let (Some(emitter), Ok(Produced::Ran { update, .. })) = (&self.ctx.emitter, &produced) {
             if emitter.modes.contains(StreamModes::UPDATES) {
                 self.shown = Some(update.clone());
             }
         }
-        let executed = produced.and_then(|produced| apply_produced(graph, &mut self.state, &self.ctx, produced));
-        if !self.ctx.branches.is_empty() && matches!(executed, Ok(Executed::Ran(_) | Executed::More(_))) {
-            // The join has seen its branches (a join that paused or failed sees them again).
-            self.ctx.branches.clear();
-        }
-        let goto = match executed? {
-            Executed::Ran(goto) if !graph.sends(node) => goto,
-            Executed::Ran(_) => {
-                // A node that fans out by sends and sent nothing: straight to the join.
-                self.cursor = self.send(node, Vec::new())?;
-                return Ok(Then::Save);
+        Ok(match self.line.finish(self.graph, &mut self.ctx, &mut InPlace(&mut self.state), node, produced)? {
+            Applied::Stepped => Then::Stepped,
+            Applied::Save => Then::Save,
+            Applied::Pause(pending) => Then::Pause(pending),
+            Applied::Sends(sends) => {
+                // The sends become the branches of the node's fan-out, checkpointed before any
+                // of them runs: a recover or resume runs each exactly once.
+                self.line.cursor = self.send(node, sends)?;
+                Then::Save
             }
-            Executed::More(more) => match *more {
-                More::Parent(mut jump) => {
-                    // Only a child graph's run ends by routing its parent, and only the parent
-                    // whose node type the jump was made for.
-                    if self.parent_node.is_none() || jump.node_type.is_some_and(|t| Some(t) != self.parent_node) {
-                        let target = NodeName::from(jump.target);
-                        return Err(Error::NoRoute { node: self.ctx.node.clone(), goto: Some(target) });
-                    }
-                    // Stored by the parent's declared name, which the parent checks on reading
-                    // it back (`subgraph`), never by a Rust type name.
-                    jump.parent = self.persist.as_ref().and_then(|p| p.host.parent.as_ref()).map(|h| h.graph.clone());
-                    // The child ends here; its final checkpoint records where the parent goes.
-                    self.jump = Some(jump);
-                    self.cursor = Cursor::Done;
-                    return Ok(Then::Save);
-                }
-                More::Sends(sends) => {
-                    // The sends become the branches of the node's fan-out, checkpointed before
-                    // any of them runs: a recover or resume runs each exactly once.
-                    self.cursor = self.send(node, sends)?;
-                    return Ok(Then::Save);
-                }
-            },
-            Executed::Paused(paused) => {
-                // The node runs again from its start on resume: this run does not count.
-                self.ctx.step -= 1;
-                let Paused { payload, answers, nested, .. } = *paused;
-                let pending =
-                    if nested.is_empty() { vec![asked(graph, node, payload, answers.len(), None)] } else { nested };
-                self.answers = answers;
-                return Ok(Then::Pause(pending));
-            }
-        };
-        if self.persist.is_some() && graph.interrupt_after(node) {
-            self.cursor = Cursor::After(node, goto);
-            self.pause_after = true;
-            return Ok(Then::Stepped);
-        }
-        self.cursor = self.cursor_after(route_from(graph, node, goto, &self.state, &self.ctx.node)?);
-        Ok(Then::Save)
+        })
     }
 
     /// Where the run goes after `node` sent `sends`: its fan-out, whose branches they become,
@@ -617,15 +515,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Node runs in this invocation.
     pub(crate) fn steps_taken(&self) -> u64 {
-        self.ctx.step.saturating_sub(self.first_step)
-    }
-
-    pub(crate) fn cursor_after(&self, after: After<G::Node>) -> Cursor<G::Node> {
-        match after {
-            After::Goto(Goto::Node(next)) => Cursor::At(next),
-            After::Goto(Goto::End) => Cursor::Done,
-            After::Fork(source) => Cursor::Fork(source),
-        }
+        self.line.taken(&self.ctx)
     }
 
     /// Runs the branches of the fan-out after `source` and merges them in declared order, or
@@ -638,19 +528,19 @@ impl<'g, G: Graph> Run<'g, G> {
         let env = Env {
             thread: self.ctx.thread.clone(),
             base_step: self.ctx.step,
-            budget: (self.limit as u64).saturating_sub(self.steps_taken()),
-            limit: self.limit,
+            budget: self.line.budget.saturating_sub(self.steps_taken()),
+            limit: self.line.limit,
             max_branches: self.max_branches,
             record: self.record,
             pausable: self.persist.is_some(),
             host: self.ctx.host.clone(),
-            parent_node: self.parent_node,
-            parent_graph: self.persist.as_ref().and_then(|p| p.host.parent.as_ref()).map(|h| h.graph.clone()),
+            parent_node: self.line.parent_node,
+            parent: self.line.parent.clone(),
             shared: self.ctx.shared.clone(),
             context: self.ctx.context.clone(),
             emitter: self.ctx.emitter.clone(),
         };
-        self.resuming = false;
+        self.line.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
         let keep_states = graph.reads_branches(fork.join);
         let head_before = self.persist.as_ref().and_then(|p| p.host.head());
@@ -704,13 +594,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 Err(error)
             }
             ForkOutcome::Joined { mut branches, steps, taken } => {
-                if self.steps_taken().saturating_add(taken) > self.limit as u64 {
-                    return Err(Error::RecursionLimit { limit: self.limit });
+                if self.steps_taken().saturating_add(taken) > self.line.budget {
+                    return Err(Error::RecursionLimit { limit: self.line.limit });
                 }
                 self.ctx.step = self.ctx.step.saturating_add(steps);
                 // Branch steps of earlier invocations count in the thread's step, not in this
                 // invocation's recursion limit.
-                self.first_step = self.first_step.saturating_add(steps.saturating_sub(taken));
+                self.line.first_step = self.line.first_step.saturating_add(steps.saturating_sub(taken));
                 let jump = parallel::take_jump(&mut branches)?;
                 parallel::merge(graph, &mut self.state, &mut branches, fork.join)?;
                 if self.record {
@@ -721,13 +611,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 if let Some(jump) = jump {
                     // A branch routed the parent graph: the child's run ends here, its final
                     // checkpoint recording where the parent goes.
-                    self.jump = Some(jump);
-                    self.cursor = Cursor::Done;
+                    self.line.jump = Some(jump);
+                    self.line.cursor = Cursor::Done;
                     self.save_step(driver).await?;
                     return Ok(Progress::Forked);
                 }
                 self.ctx.branches = branches.into_iter().filter_map(parallel::Branch::into_state).collect();
-                self.cursor = Cursor::At(fork.join);
+                self.line.cursor = Cursor::At(fork.join);
                 self.save_step(driver).await?;
                 Ok(Progress::Forked)
             }
@@ -737,7 +627,7 @@ impl<'g, G: Graph> Run<'g, G> {
     /// Where the run stands, as a checkpoint records it.
     pub(crate) fn position(&self) -> Position<G::State> {
         let graph = self.graph;
-        match self.cursor {
+        match self.line.cursor {
             Cursor::Start => Position::Start,
             Cursor::At(node) => Position::Before(graph.node_name(node)),
             Cursor::After(node, goto) => Position::After { node: graph.node_name(node), goto: target_of(graph, goto) },

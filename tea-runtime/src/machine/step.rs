@@ -1,12 +1,12 @@
-//! The decisions of one step that do not depend on where the run stands: applying what a node
-//! produced through the reducers, naming a node's pause, routing out of a node, and reading
-//! node names back from a checkpoint. The main line (`run`) and the branches (`fork`) share them.
+//! The decisions of a step that do not depend on where a line stands: applying an update
+//! through the reducers, naming a node's pause, routing out of a node, and reading node names
+//! back from a checkpoint. The step machine of every line (`line`) is made of them; time travel
+//! (`api::timetravel`) routes with them too.
 
 use crate::format::checkpoint::Target;
 use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::model::graph::Graph;
-use crate::model::node::{Ctx, Goto, More};
-use crate::model::produce::{Paused, Produced};
+use crate::model::node::Goto;
 use crate::vocab::clock::now;
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{NodeName, ThreadId, END};
@@ -17,43 +17,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub(crate) enum After<N> {
     Goto(Goto<N>),
     Fork(N),
-}
-
-/// What running a node did, once its update is applied.
-pub(crate) enum Executed<S: GraphState, N> {
-    /// The node ran; a router's choice, if any.
-    Ran(Option<Goto<N>>),
-    /// The node ran and sent nodes, or routes the parent graph of this one.
-    More(Box<More<S, N>>),
-    /// The node paused through its `Hitl` (its update was discarded but for what it keeps).
-    Paused(Box<Paused<S>>),
-}
-
-/// Applies what `node` produced to `state` through the reducers.
-#[inline]
-pub(crate) fn apply_produced<G: Graph>(
-    graph: &G,
-    state: &mut G::State,
-    ctx: &Ctx<G::State>,
-    produced: Produced<G::State, G::Node>,
-) -> Result<Executed<G::State, G::Node>, Error> {
-    match produced {
-        Produced::Paused(mut paused) => {
-            if let Some(update) = paused.kept.take() {
-                apply_update(graph, state, update, &ctx.node)?;
-            }
-            Ok(Executed::Paused(paused))
-        }
-        Produced::Ran { update, goto, more } => {
-            if let Some(update) = update {
-                apply_update(graph, state, update, &ctx.node)?;
-            }
-            Ok(match more {
-                None => Executed::Ran(goto),
-                Some(more) => Executed::More(more),
-            })
-        }
-    }
 }
 
 /// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`
@@ -76,15 +39,20 @@ pub(crate) fn asked<G: Graph>(
     interrupt
 }
 
-/// Where the run goes after `node` (named `name`): a router's choice if it made one (checked
-/// against its declaration), else its fan-out, else its edges. Guards' panics are caught.
-pub(crate) fn route_from<G: Graph>(
+/// Where a line goes after `node` (named `name`): a router's choice if it made one (checked
+/// against its declaration), else its fan-out, else its edges — a single unguarded one without
+/// reading the state, which `state` gives only when a guard reads it. Guards' panics are caught.
+#[inline]
+pub(crate) fn route_from<'s, G: Graph>(
     graph: &G,
     node: G::Node,
     goto: Option<Goto<G::Node>>,
-    state: &G::State,
+    state: impl FnOnce() -> Result<&'s G::State, Error>,
     name: &NodeName,
-) -> Result<After<G::Node>, Error> {
+) -> Result<After<G::Node>, Error>
+where
+    G::State: 's,
+{
     if let Some(target) = goto {
         return if graph.can_goto(node, target) {
             Ok(After::Goto(target))
@@ -95,6 +63,10 @@ pub(crate) fn route_from<G: Graph>(
     if graph.fork(node).is_some() {
         return Ok(After::Fork(node));
     }
+    if let Some(target) = graph.fixed_route(node) {
+        return Ok(After::Goto(target));
+    }
+    let state = state()?;
     match catch_unwind(AssertUnwindSafe(|| graph.try_route(node, state))) {
         Ok(Ok(Some(target))) => Ok(After::Goto(target)),
         Ok(Ok(None)) => Err(Error::NoRoute { node: name.clone(), goto: None }),

@@ -6,7 +6,8 @@
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Position};
 use crate::format::interrupt::Interrupt;
 use crate::machine::driver::Driver;
-use crate::machine::run::{Cursor, Next, Progress, Run, Then};
+use crate::machine::line::{Cursor, Next};
+use crate::machine::run::{Progress, Run, Then};
 use crate::machine::validate::{decode_for, identity, MAX_STEP};
 use crate::model::fixture::{Shop, Stop, Tally, TallyUpdate};
 use crate::model::node::{Ctx, Goto};
@@ -159,7 +160,7 @@ fn a_breakpoint_does_not_stop_a_run_without_a_store() {
 fn a_pause_is_booked_without_counting_and_its_answer_is_given_on_the_next_run() {
     let graph = Shop { goal: 1, asking: true, ..Shop::default() };
     let mut run = Run::new(&graph, Tally { n: 5, ..Tally::default() }, limits(100), None, false);
-    run.cursor = Cursor::At(Stop::Ask);
+    run.line.cursor = Cursor::At(Stop::Ask);
     let Ok(Next::Run(node)) = run.next() else { panic!("`ask` runs next") };
     assert_eq!((node, run.ctx.step, run.ctx.node().as_str()), (Stop::Ask, 1, "ask"));
     let produced = produce(&graph, node, &run.state, &run.ctx, Vec::new());
@@ -171,7 +172,7 @@ fn a_pause_is_booked_without_counting_and_its_answer_is_given_on_the_next_run() 
     assert_eq!(ids, ["ask#0"]);
     assert_eq!(pending[0].value(), "who, after 5?");
     assert_eq!(run.ctx.step, 0, "the node runs again on resume: its paused run does not count");
-    assert!(matches!(run.cursor, Cursor::At(Stop::Ask)));
+    assert!(matches!(run.line.cursor, Cursor::At(Stop::Ask)));
     // Without a store the pause is refused, naming the graph and the node.
     let refused = ready(run.pause(&Requests::default(), pending));
     assert!(
@@ -180,26 +181,26 @@ fn a_pause_is_booked_without_counting_and_its_answer_is_given_on_the_next_run() 
         refused.err()
     );
     // The answer, as a resume hands it over: the node runs again from its start and gets it.
-    run.answers = vec![serde_json::json!("ada")];
+    run.line.answers = vec![serde_json::json!("ada")];
     let Ok(Next::Run(node)) = run.next() else { panic!("`ask` runs again") };
-    let produced = produce(&graph, node, &run.state, &run.ctx, std::mem::take(&mut run.answers));
+    let produced = produce(&graph, node, &run.state, &run.ctx, std::mem::take(&mut run.line.answers));
     assert!(matches!(run.finish(node, produced), Ok(Then::Save)));
     assert_eq!(run.state.owner, "ada");
-    assert!(matches!(run.cursor, Cursor::Done));
+    assert!(matches!(run.line.cursor, Cursor::Done));
 }
 
 #[test]
 fn a_refused_update_fails_the_node_that_wrote_it() {
     let graph = Shop::default();
     let mut run = Run::new(&graph, Tally::default(), limits(100), None, false);
-    run.cursor = Cursor::At(Stop::Count);
+    run.line.cursor = Cursor::At(Stop::Count);
     let Ok(Next::Run(node)) = run.next() else { panic!("`count` runs next") };
     let failed: Result<Produced<Tally, Stop>, Error> =
         Err(Error::NodeFailed { node: run.ctx.node().clone(), source: "no".into() });
     assert!(matches!(run.finish(node, failed), Err(Error::NodeFailed { node, .. }) if node == "count"));
     // A router's choice the graph does not declare is no route.
     let mut run = Run::new(&graph, Tally::default(), limits(100), None, false);
-    run.cursor = Cursor::At(Stop::Count);
+    run.line.cursor = Cursor::At(Stop::Count);
     let Ok(Next::Run(node)) = run.next() else { panic!("`count` runs next") };
     let chose = Ok(Produced::Ran { update: Some(TallyUpdate::default().n(1)), goto: Some(Goto::End), more: None });
     assert!(matches!(run.finish(node, chose), Err(Error::NoRoute { goto: Some(to), .. }) if to == "end"));

@@ -5,17 +5,11 @@
 //! engine in `exec` knows nothing else about a graph.
 
 use crate::model::hitl::Hitl;
-use crate::model::node::{Ctx, Goto, NodeId, NodeStep};
+use crate::model::node::{Ctx, Goto, NodeFuture, NodeId, NodeStep};
 use crate::vocab::error::BoxError;
 use crate::vocab::name::NodeName;
 use crate::vocab::policy::NodePolicy;
 use crate::vocab::state::GraphState;
-use std::future::Future;
-use std::pin::Pin;
-
-/// What an async node's run returns to the engine: a boxed `Send` future borrowing the state,
-/// the [`Ctx`] and the [`Hitl`] for the node's run ([`Graph::run_async`]).
-pub type NodeFuture<'a, S, N> = Pin<Box<dyn Future<Output = Result<NodeStep<S, N>, BoxError>> + Send + 'a>>;
 
 /// The update type of a graph's state.
 type UpdateOf<G> = <<G as Graph>::State as GraphState>::Update;

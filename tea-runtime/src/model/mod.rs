@@ -8,6 +8,7 @@ pub(crate) mod event;
 pub(crate) mod fixture;
 pub(crate) mod graph;
 pub(crate) mod hitl;
+pub(crate) mod id;
 pub(crate) mod node;
 pub(crate) mod outcome;
 pub(crate) mod produce;

@@ -9,8 +9,8 @@
 use crate::format::checkpoint::{BranchState, ParentJump};
 use crate::lease::Host;
 use crate::model::event::Event;
-use crate::model::graph::NodeFuture;
 use crate::model::hitl::Hitl;
+pub use crate::model::id::{Goto, NodeId};
 use crate::model::scope::{Emit, Emitter, Shared};
 use crate::vocab::error::BoxError;
 use crate::vocab::name::{NodeName, ThreadId};
@@ -18,34 +18,12 @@ use crate::vocab::options::{Limits, RunContext};
 use crate::vocab::state::GraphState;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 
-/// The node type of a graph: `graph!` generates an enum (`ReviewFlowNode`) with one variant per
-/// node, so a [`Command::goto`] to a node that does not exist does not compile.
-pub trait NodeId: Copy + Eq + fmt::Debug + Send + Sync + 'static {
-    /// The state of the graph these nodes belong to.
-    type State: GraphState;
-
-    /// The node's name as written in its graph (`graph!` implements it; `None` by default).
-    fn node_str(self) -> Option<&'static str> {
-        None
-    }
-
-    /// The node named `name` (`graph!` implements it; `None` by default).
-    fn from_node_str(name: &str) -> Option<Self> {
-        let _ = name;
-        None
-    }
-}
-
-/// Where a node goes next: another node, or the end of the run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Goto<N> {
-    /// Run this node next.
-    Node(N),
-    /// Finish the run.
-    End,
-}
+/// What an async node's run returns to the engine: a boxed `Send` future borrowing the state,
+/// the [`Ctx`] and the [`Hitl`] for the node's run ([`Graph::run_async`](crate::model::graph::Graph::run_async)).
+pub type NodeFuture<'a, S, N> = Pin<Box<dyn Future<Output = Result<NodeStep<S, N>, BoxError>> + Send + 'a>>;
 
 /// What a router node (declared `node -> a | b;`) returns: the node to run next, and optionally
 /// an update to apply first.

@@ -12,7 +12,7 @@
 //! once, from there; a resume after a pause in some sends continues only those, and the sends
 //! that finished keep their results.
 
-use crate::model::node::NodeId;
+use crate::model::id::NodeId;
 use crate::vocab::state::GraphState;
 use std::fmt;
 

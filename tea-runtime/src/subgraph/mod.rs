@@ -14,27 +14,31 @@
 //! thread with them, so the child continues where it paused and its completed nodes do not run
 //! again.
 
-use crate::api::app::{App, Recovery};
-use crate::api::stream::Stream;
-use crate::api::token::without_store;
+use crate::api::app::App;
+use crate::drive::thread::now_or_never;
 use crate::format::checkpoint::ParentJump;
 use crate::format::interrupt::Interrupt;
 use crate::format::memo::{MEMO, REPLY};
 use crate::format::token::Resume;
-use crate::machine::run::{Over, Run};
 use crate::machine::validate::decode_for;
 use crate::model::event::Event;
-use crate::model::graph::{Graph, NodeFuture};
+use crate::model::graph::Graph;
 use crate::model::hitl::Hitl;
-use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, NodeId, NodeStep};
+use crate::model::node::{child_steps, ChildSteps, Ctx, Goto, NodeFuture, NodeId, NodeStep};
 use crate::model::outcome::Outcome;
 use crate::store::Checkpointer;
 use crate::vocab::error::{BoxError, Error, Passthrough};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use crate::vocab::state::{GraphState, Reducer};
+#[cfg(feature = "tokio")]
+use child::OnTokio;
+use child::{again, Blocking, ChildApi, Forward, Inherit};
 use serde_json::{json, Value};
 use std::any::TypeId;
+use std::pin::pin;
 use std::sync::{Arc, PoisonError};
+
+mod child;
 
 /// The child's thread of a subgraph node: `{parent thread}/{node}@{step}`, and `@{head}` inside
 /// a parallel branch. Deterministic: the node run again at the same place finds it.
@@ -65,7 +69,7 @@ where
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
-    let done = run_child(child, state, ctx, hitl, TypeId::of::<N>(), &|s| input(s), &|_| None, false)
+    let done = run_child_now(child, state, ctx, hitl, TypeId::of::<N>(), input, &|_| None, false)
         .map_err(pass_through(&ctx.node))?;
     mapped_step(done, output, state, ctx)
 }
@@ -91,7 +95,7 @@ where
 {
     #[cfg(feature = "tokio")]
     return Box::pin(async move {
-        let done = run_child_async(child, state, ctx, hitl, TypeId::of::<N>(), &|s| input(s), &|_| None, false)
+        let done = run_child(&OnTokio, child, state, ctx, hitl, TypeId::of::<N>(), input, &|_| None, false)
             .await
             .map_err(pass_through(&ctx.node))?;
         mapped_step(done, output, state, ctx)
@@ -153,7 +157,7 @@ where
     C: Graph<State = S>,
 {
     let done =
-        run_child(child, state, ctx, hitl, TypeId::of::<N>(), &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)
+        run_child_now(child, state, ctx, hitl, TypeId::of::<N>(), &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)
             .map_err(pass_through(&ctx.node))?;
     shared_step(done, state, ctx)
 }
@@ -187,7 +191,7 @@ where
         };
         let as_parent = |s: &C::State| (s as &dyn std::any::Any).downcast_ref::<S>().cloned();
         let done =
-            run_child_async(child, state, ctx, hitl, TypeId::of::<N>(), &|_: &S| start.clone(), &as_parent, true)
+            run_child(&OnTokio, child, state, ctx, hitl, TypeId::of::<N>(), &|_: &S| start.clone(), &as_parent, true)
                 .await
                 .map_err(pass_through(&ctx.node))?;
         let owned =
@@ -233,49 +237,6 @@ fn parent_graph<S>(ctx: &Ctx<S>) -> Option<&str> {
     ctx.host.as_deref().map(|host| host.graph.as_str())
 }
 
-/// Drives a child's stream to its end or pause, handing `forward` each step.
-fn drain<C: Graph>(
-    stream: &mut Stream<'_, C>,
-    forward: &mut dyn FnMut(Event<C::State>),
-) -> Result<Outcome<C::State>, BoxError> {
-    for event in stream.by_ref() {
-        if let Some(outcome) = ended(event?, forward) {
-            return Ok(outcome);
-        }
-    }
-    Err(NEVER_ENDED.into())
-}
-
-/// Drives a child's async event stream to its end or pause, handing `forward` each step.
-#[cfg(feature = "tokio")]
-async fn drain_async<T: GraphState>(
-    stream: impl futures::Stream<Item = Result<Event<T>, Error>>,
-    forward: &mut (dyn FnMut(Event<T>) + Send),
-) -> Result<Outcome<T>, BoxError> {
-    use futures::StreamExt;
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        if let Some(outcome) = ended(event?, forward) {
-            return Ok(outcome);
-        }
-    }
-    Err(NEVER_ENDED.into())
-}
-
-const NEVER_ENDED: &str = "the child graph's run ended without finishing or pausing";
-
-/// The outcome a child's `event` ends its run with, or `None` after handing a step to `forward`.
-fn ended<T: GraphState>(event: Event<T>, forward: &mut (dyn FnMut(Event<T>) + '_)) -> Option<Outcome<T>> {
-    match event {
-        Event::Done(last) => Some(Outcome::Done(last)),
-        Event::Interrupted { state, resume } => Some(Outcome::Interrupted { state, resume }),
-        step => {
-            forward(step);
-            None
-        }
-    }
-}
-
 /// Marks the child's errors that the parent's run reports as its own ([`Passthrough`]) rather
 /// than as subgraph node `node`'s failure: a busy child thread, a lost lease, a pause without a
 /// store, and a bad answer to one of the child's pauses — [`Error::BadResumeValue`], its node
@@ -298,24 +259,15 @@ fn pass_through(node: &NodeName) -> impl Fn(BoxError) -> BoxError + '_ {
     }
 }
 
-/// A store-less child run gets its parent run's context and, when it streams, the parent
-/// stream's modes (its events reach the parent's stream through [`forwarder`]).
-fn inherit<S, C: Graph>(run: &mut Run<'_, C>, ctx: &Ctx<S>) {
-    run.ctx.context = ctx.context.clone();
-    if let (true, Some(emitter)) = (run.record, &ctx.emitter) {
-        run.ctx.emitter = Some(Arc::new(crate::model::scope::Emitter::new(emitter.modes)));
-    }
-}
-
 /// What hands the child's steps to the parent's stream (`sink`, `None`: the parent does not
 /// stream), named by their path (`review/judge`), with the child's state where `as_parent`
 /// makes it the parent's and the parent's `state` before the node otherwise.
-fn forwarder<'a, S: GraphState, T: GraphState, F: Fn(&T) -> Option<S> + ?Sized>(
+fn forwarder<'a, S: GraphState, T: GraphState, F: Fn(&T) -> Option<S> + Sync + ?Sized>(
     ctx: &'a Ctx<S>,
     state: &'a S,
     sink: Option<&'a ChildSteps<S>>,
     as_parent: &'a F,
-) -> impl FnMut(Event<T>) + 'a {
+) -> impl FnMut(Event<T>) + Send + 'a {
     move |event: Event<T>| {
         let Some(sink) = sink else { return };
         let path = |node: NodeName| NodeName::from(format!("{}/{node}", ctx.node));
@@ -391,164 +343,42 @@ fn pause_on_child<S, T: GraphState>(
     Box::new(hitl.pause_child(memo, pauses))
 }
 
-/// Runs, resumes or recovers the child of a subgraph node on the calling thread; a pause of the
-/// child pauses the node (an `Err` the engine reads as a pause through `hitl`). While the parent
+/// Runs, resumes or recovers the child of a subgraph node through `api`; a pause of the child
+/// pauses the node (an `Err` the engine reads as a pause through `hitl`). While the parent
 /// streams, the child streams too and its steps go to the parent's stream ([`forwarder`]).
 /// Callers hand its errors through [`pass_through`], so that a busy child or a lost lease is the
 /// parent run's own error.
 #[allow(clippy::too_many_arguments)] // the two generic subgraph forms differ only in these
-fn run_child<S, C>(
+async fn run_child<S, C, A, I>(
+    api: &A,
     child: C,
     state: &S,
     ctx: &Ctx<S>,
     hitl: &mut Hitl,
     parent_node: TypeId,
-    input: &dyn Fn(&S) -> C::State,
-    as_parent: &dyn Fn(&C::State) -> Option<S>,
-    want_first: bool,
-) -> Result<Finished<C::State>, BoxError>
-where
-    S: GraphState,
-    C: Graph,
-{
-    let sink = child_steps(ctx);
-    let mut forward = forwarder(ctx, state, sink, as_parent);
-    let (Some(host), Some(parent)) = (ctx.host.as_ref(), ctx.thread.as_ref()) else {
-        // No store: the child runs to its end (a child that can pause needs one, like any graph).
-        let graph = child.name().to_owned();
-        let first = input(state);
-        let kept = want_first.then(|| first.clone());
-        // It works within its parent's limits, as a child with a store does (`App::for_child`).
-        let mut run = Run::new(&child, first, ctx.limits, None, sink.is_some());
-        run.parent_node = Some(parent_node);
-        inherit(&mut run, ctx);
-        let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
-        if sink.is_some() {
-            let mut stream = Stream::new(Ok(run));
-            let last = match drain(&mut stream, &mut forward)? {
-                Outcome::Done(last) => last,
-                Outcome::Interrupted { resume, .. } => return Err(paused(resume.node()).into()),
-            };
-            let jump = stream.take_jump();
-            return Ok(Finished { first: kept, last, jump, graph, thread: None });
-        }
-        if let Over::Paused(record) = run.run_to_end()? {
-            return Err(Box::new(without_store(&run, &record)));
-        }
-        let jump = run.jump.take();
-        return Ok(Finished { first: kept, last: run.state, jump, graph, thread: None });
-    };
-    let (thread, reply) = thread_and_reply(ctx, hitl, parent);
-    let mut app = App::for_child(child, host.store.clone(), Some(host), parent_node);
-    // The parent run's context, and its stream's modes, hold in the child's runs.
-    app.context = ctx.context.clone();
-    if let Some(emitter) = &ctx.emitter {
-        app.modes = emitter.modes;
-    }
-    let mut first = None;
-    let outcome = if app.state(&thread)?.is_none() {
-        let start = input(state);
-        if want_first {
-            first = Some(start.clone());
-        }
-        if sink.is_some() {
-            drain(&mut app.stream_on_now(thread.clone(), start), &mut forward)?
-        } else {
-            app.invoke_on_now(thread.clone(), start)?
-        }
-    } else {
-        // Paused (its pause comes back with a fresh token), finished (its final state), or
-        // stopped part-way by a failure or a crash (it continues where it stopped).
-        let recovered = if sink.is_some() {
-            let (head, bytes) = app.head(&thread)?;
-            match app.recovery(&thread, head, bytes)? {
-                Recovery::Over(outcome) => outcome,
-                Recovery::Run(mut run) => {
-                    run.record_steps();
-                    drain(&mut Stream::new(Ok(run)), &mut forward)?
-                }
-            }
-        } else {
-            app.recover_now(&thread)?
-        };
-        match (recovered, reply) {
-            (Outcome::Interrupted { resume, .. }, Some(reply)) => {
-                let resume = answered(resume, &reply);
-                if sink.is_some() {
-                    drain(&mut app.stream_resume_now(resume), &mut forward)?
-                } else {
-                    app.resume_now(resume)?
-                }
-            }
-            (outcome, _) => outcome,
-        }
-    };
-    match outcome {
-        Outcome::Done(last) => {
-            if want_first && first.is_none() {
-                first = Some(first_state(&app, &thread, app.checkpointer().history(app.graph().name(), &thread)?)?);
-            }
-            // Did the child end by routing its parent? Its final checkpoint says.
-            let graph = app.graph().name().to_owned();
-            let jump = jump_of(&app, &thread, app.checkpointer().head(&graph, &thread)?)?;
-            Ok(Finished { first, last, jump, graph, thread: Some(thread) })
-        }
-        Outcome::Interrupted { state: child_state, resume } => {
-            Err(pause_on_child(ctx, hitl, app.graph().name(), &thread, &child_state, &resume))
-        }
-    }
-}
-
-/// [`run_child`] on the async driver: the same walk through the async API, so that the child's
-/// async nodes are awaited, its sync nodes run as its parent's app says, and its checkpoints
-/// are written with the store's async calls.
-#[cfg(feature = "tokio")]
-#[allow(clippy::too_many_arguments)] // as `run_child`
-async fn run_child_async<S, C>(
-    child: C,
-    state: &S,
-    ctx: &Ctx<S>,
-    hitl: &mut Hitl,
-    parent_node: TypeId,
-    input: &(dyn Fn(&S) -> C::State + Sync),
+    input: &I,
     as_parent: &(dyn Fn(&C::State) -> Option<S> + Sync),
     want_first: bool,
 ) -> Result<Finished<C::State>, BoxError>
 where
     S: GraphState,
     C: Graph,
+    A: ChildApi<C>,
+    I: Fn(&S) -> C::State + ?Sized,
 {
-    use crate::api::async_app::{events, next_event};
-    use crate::drive::tokio::AsyncRun;
     let sink = child_steps(ctx);
-    let mut forward = forwarder(ctx, state, sink, as_parent);
+    let mut forwarding = forwarder(ctx, state, sink, as_parent);
+    let mut forward: Option<Forward<'_, C::State>> = match sink {
+        Some(_) => Some(&mut forwarding),
+        None => None,
+    };
     let (Some(host), Some(parent)) = (ctx.host.as_ref(), ctx.thread.as_ref()) else {
-        // No store: the child runs to its end, as on the blocking API.
+        // No store: the child runs to its end, within its parent's limits (as a child with a
+        // store does, `App::for_child`).
         let graph = child.name().to_owned();
         let first = input(state);
         let kept = want_first.then(|| first.clone());
-        let child = Arc::new(child);
-        let mut run = Run::new(&*child, first, ctx.limits, None, sink.is_some());
-        run.parent_node = Some(parent_node);
-        inherit(&mut run, ctx);
-        let mut run = AsyncRun::new(run, &child, false);
-        let paused = |node: &NodeName| Error::PausedWithoutCheckpointer { graph: graph.clone(), node: node.clone() };
-        let last = if sink.is_some() {
-            loop {
-                let Some(event) = next_event(&mut run).await else { return Err(NEVER_ENDED.into()) };
-                match ended(event?, &mut forward) {
-                    None => {}
-                    Some(Outcome::Done(last)) => break last,
-                    Some(Outcome::Interrupted { resume, .. }) => return Err(paused(resume.node()).into()),
-                }
-            }
-        } else {
-            if let Over::Paused(record) = run.run_to_end().await? {
-                return Err(Box::new(without_store(run.run(), &record)));
-            }
-            run.run().state.clone()
-        };
-        let jump = run.run().jump.take();
+        let (last, jump) = api.alone(child, first, Inherit::of(ctx), parent_node, forward).await?;
         return Ok(Finished { first: kept, last, jump, graph, thread: None });
     };
     let (thread, reply) = thread_and_reply(ctx, hitl, parent);
@@ -559,60 +389,57 @@ where
         app.modes = emitter.modes;
     }
     let mut first = None;
-    let outcome = if app.state_async(&thread).await?.is_none() {
+    let outcome = if !api.started(&app, &thread).await? {
         let start = input(state);
         if want_first {
             first = Some(start.clone());
         }
-        if sink.is_some() {
-            drain_async(app.stream_on_async(thread.clone(), start), &mut forward).await?
-        } else {
-            app.invoke_on_async(thread.clone(), start).await?
-        }
+        api.invoke(&app, thread.clone(), start, again(&mut forward)).await?
     } else {
-        let recovered = if sink.is_some() {
-            let (head, bytes) = app.head_async(&thread).await?;
-            match app.recovery(&thread, head, bytes)? {
-                Recovery::Over(outcome) => outcome,
-                Recovery::Run(mut run) => {
-                    run.record_steps();
-                    drain_async(events(Ok(AsyncRun::new(run, &app.graph, app.sync_inline))), &mut forward).await?
-                }
-            }
-        } else {
-            app.recover_async(&thread).await?
-        };
+        // Paused (its pause comes back with a fresh token), finished (its final state), or
+        // stopped part-way by a failure or a crash (it continues where it stopped).
+        let recovered = api.recover(&app, &thread, again(&mut forward)).await?;
         match (recovered, reply) {
             (Outcome::Interrupted { resume, .. }, Some(reply)) => {
-                let resume = answered(resume, &reply);
-                if sink.is_some() {
-                    drain_async(app.stream_resume_async(resume), &mut forward).await?
-                } else {
-                    app.resume_async(resume).await?
-                }
+                api.resume(&app, answered(resume, &reply), again(&mut forward)).await?
             }
             (outcome, _) => outcome,
         }
     };
     match outcome {
         Outcome::Done(last) => {
-            let graph = app.graph().name().to_owned();
             if want_first && first.is_none() {
-                // The store's history has no async call: read it off the runtime's threads.
-                let (store, name, id) = (Arc::clone(app.checkpointer()), graph.clone(), thread.clone());
-                let history = tokio::task::spawn_blocking(move || store.history(&name, &id))
-                    .await
-                    .map_err(|e| format!("the task reading the child's history was lost: {e}"))??;
-                first = Some(first_state(&app, &thread, history)?);
+                first = Some(first_state(&app, &thread, api.history(&app, &thread).await?)?);
             }
-            let head = app.checkpointer().head_async(&graph, &thread).await?;
-            let jump = jump_of(&app, &thread, head)?;
+            // Did the child end by routing its parent? Its final checkpoint says.
+            let graph = app.graph().name().to_owned();
+            let jump = jump_of(&app, &thread, api.head(&app, &thread).await?)?;
             Ok(Finished { first, last, jump, graph, thread: Some(thread) })
         }
         Outcome::Interrupted { state: child_state, resume } => {
             Err(pause_on_child(ctx, hitl, app.graph().name(), &thread, &child_state, &resume))
         }
     }
+}
+
+/// [`run_child`] on the calling thread: the blocking API, whose answers are ready at once.
+#[allow(clippy::too_many_arguments)] // as `run_child`
+fn run_child_now<S, C, I>(
+    child: C,
+    state: &S,
+    ctx: &Ctx<S>,
+    hitl: &mut Hitl,
+    parent_node: TypeId,
+    input: &I,
+    as_parent: &(dyn Fn(&C::State) -> Option<S> + Sync),
+    want_first: bool,
+) -> Result<Finished<C::State>, BoxError>
+where
+    S: GraphState,
+    C: Graph,
+    I: Fn(&S) -> C::State + ?Sized,
+{
+    now_or_never(pin!(run_child(&Blocking, child, state, ctx, hitl, parent_node, input, as_parent, want_first)))
 }
 
 /// The state a child thread started with: its first checkpoint, the last of `history` (newest

@@ -1,6 +1,7 @@
 //! The graph's fingerprint text: what every checkpoint of the agent is checked against.
 
-use super::*;
+use crate::graph::{Cond, Exec, NodeDef, NodeIx, Rule};
+use tea_runtime::Goto;
 
 /// What a node runs, as its fingerprint spells it. Written out here, not taken from a `Debug`
 /// implementation: the text is stored (hashed) in every checkpoint, so it must not change when
