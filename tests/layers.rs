@@ -39,7 +39,7 @@ const ALLOWED_WITHIN: &[(&str, &str, &[&str], &str)] = &[];
 /// (Lua, templates, Python) → the model (actions, the graph) → loading and drawing → the agent.
 const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("problems", &["error"]),
-    ("syntax and data", &["files", "yaml", "state", "items", "initial"]),
+    ("syntax and data", &["files", "yaml", "state", "items", "initial", "scope"]),
     ("languages", &["lua", "template", "python"]),
     ("network", &["llm", "net"]),
     ("actions", &["builtins", "actions"]),

@@ -221,36 +221,13 @@ pub(crate) struct Inner {
     pub(crate) shells: crate::llm::Shells,
 }
 
-thread_local! {
-    /// The run context of the node this thread runs ([`Agent::with_context`](crate::Agent::with_context)):
-    /// `{{ context.x }}` in templates, `context.x` in `run:` blocks; and the writer its
-    /// `emit(…)` calls send through.
-    static RUN_CONTEXT: std::cell::RefCell<(Value, Option<tea_runtime::Writer>)> =
-        const { std::cell::RefCell::new((Value::Null, None)) };
-}
-
-/// The run context of the node this thread runs (`null` without one).
-pub(crate) fn run_context() -> Value {
-    RUN_CONTEXT.with(|c| c.borrow().0.clone())
-}
-
-/// Emits `value` to the stream of the run whose node this thread runs (`emit(…)` in a `run:`
-/// block); nothing outside a streamed run.
-pub(crate) fn emit(value: Value) {
-    RUN_CONTEXT.with(|c| {
-        if let Some(writer) = &c.borrow().1 {
-            writer.emit(value);
-        }
-    });
-}
-
 /// Puts back what a node found on its thread, whatever happens to the node.
-struct ContextGuard(Option<(Value, Option<tea_runtime::Writer>)>);
+struct ContextGuard(Option<crate::scope::RunScope>);
 
 impl Drop for ContextGuard {
     fn drop(&mut self) {
         if let Some(old) = self.0.take() {
-            RUN_CONTEXT.with(|c| *c.borrow_mut() = old);
+            crate::scope::replace(old);
         }
     }
 }
@@ -263,7 +240,7 @@ fn enter_context(ctx: &Ctx<State>) -> ContextGuard {
     if context.is_none() && writer.is_none() {
         return ContextGuard(None);
     }
-    ContextGuard(Some(RUN_CONTEXT.with(|c| c.replace((context.unwrap_or(Value::Null), writer)))))
+    ContextGuard(Some(crate::scope::replace((context.unwrap_or(Value::Null), writer))))
 }
 
 /// A node's future with its run's context entered at each poll (it may be polled on any of the
@@ -323,7 +300,7 @@ impl minijinja::value::Object for Scope {
                 minijinja::context! { dir => dir, last => last }
             }
             "result" => self.result.clone()?,
-            "context" => template::to_mj(&run_context()),
+            "context" => template::to_mj(&crate::scope::run_context()),
             _ => return None,
         })
     }

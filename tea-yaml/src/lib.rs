@@ -65,6 +65,7 @@ mod lua;
 #[cfg(feature = "net")]
 mod net;
 mod python;
+mod scope;
 mod state;
 mod template;
 mod yaml;

@@ -292,7 +292,7 @@ mod imp {
             }
             globals.set_item("state", dict)?;
             globals.set_item("variables", map_to_py(py, &self.variables)?)?;
-            let context = match crate::graph::run_context() {
+            let context = match crate::scope::run_context() {
                 Value::Object(context) => context,
                 _ => Map::new(),
             };

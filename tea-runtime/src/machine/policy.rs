@@ -29,8 +29,8 @@ pub(crate) async fn run_node<G: Graph, D: Driver<G>>(
     ctx: &Ctx<G::State>,
     answers: Vec<serde_json::Value>,
 ) -> Result<Produced<G::State, G::Node>, Error> {
-    if let Some(emitter) = &ctx.emitter {
-        emitter.emit(ctx, Emit::Started(SystemTime::now()));
+    if ctx.emitter.is_some() {
+        ctx.note(Emit::Started(SystemTime::now()));
     }
     match graph.policy(node) {
         None => driver.produce(graph, node, state, ctx, answers).await,
@@ -60,9 +60,7 @@ async fn governed<G: Graph, D: Driver<G>>(
         Some(cache) if answers.is_empty() => {
             let key = cache_key(&ctx.node, graph.schema_fingerprint(), state, &cache)?;
             if let Some(hit) = lookup(driver, graph, ctx, &cache, &key).await? {
-                if let Some(emitter) = &ctx.emitter {
-                    emitter.emit(ctx, Emit::CacheHit);
-                }
+                ctx.note(Emit::CacheHit);
                 crate::vocab::trace::traced! {
                     tracing::debug!(target: "tea", node = %ctx.node, "cache hit");
                 }
@@ -88,9 +86,7 @@ async fn governed<G: Graph, D: Driver<G>>(
                 crate::vocab::trace::traced! {
                     tracing::warn!(target: "tea", node = %ctx.node, attempt, wait_ms = wait.as_millis() as u64, error = %reason, "retry");
                 }
-                if let Some(emitter) = &ctx.emitter {
-                    emitter.emit(ctx, Emit::Retry { attempt, error: reason, wait });
-                }
+                ctx.note(Emit::Retry { attempt, error: reason, wait });
                 driver.sleep(wait).await;
                 attempt += 1;
             }
@@ -121,7 +117,7 @@ async fn lookup<G: Graph, D: Driver<G>>(
     key: &CacheKey,
 ) -> Result<Option<Produced<G::State, G::Node>>, Error> {
     let Some(shared) = &ctx.shared else { return Ok(None) };
-    let bytes = match cache_store(cache, ctx) {
+    let bytes = match cache_store(cache, ctx.host.as_deref()) {
         Some(store) => {
             let (name, thread) = (cache_graph(graph.name()), key.thread());
             driver.head(store, &name, &thread).await?.map(|(_, bytes)| bytes)
@@ -176,7 +172,7 @@ async fn keep<G: Graph, D: Driver<G>>(
         Goto::Node(target) => graph.node_name(target).to_string(),
     });
     let bytes = entry_bytes(&key, Cached { update, goto })?;
-    match cache_store(cache, ctx) {
+    match cache_store(cache, ctx.host.as_deref()) {
         Some(store) => {
             let (name, thread) = (cache_graph(graph.name()), key.thread());
             let head = driver.head(store, &name, &thread).await?.map(|(id, _)| id);

@@ -380,15 +380,20 @@ impl<S> Ctx<S> {
     /// assert_eq!(tokens, ["Hel", "lo"]);
     /// ```
     pub fn emit(&self, value: impl Into<serde_json::Value>) {
-        if let Some(emitter) = &self.emitter {
-            emitter.emit(self, Emit::Custom(value.into()));
-        }
+        self.note(Emit::Custom(value.into()));
     }
 
     /// A handle that emits as this node ([`emit`](Self::emit)) from anywhere: a task or thread
     /// the node starts (an LLM client's token callback), cheap to clone, `Send` and `'static`.
     pub fn writer(&self) -> crate::model::scope::Writer {
-        crate::model::scope::Writer::of(self)
+        crate::model::scope::Writer::new(self.emitter.clone(), self.node.clone(), self.branch.clone(), self.step)
+    }
+
+    /// Tells the run's stream (if any) `what` happened to this node.
+    pub(crate) fn note(&self, what: Emit) {
+        if let Some(emitter) = &self.emitter {
+            emitter.emit(&self.node, self.branch.as_ref(), self.step, what);
+        }
     }
 
     /// A `Ctx` for calling a node function outside a run, as a unit test does: `node()` is

@@ -71,12 +71,12 @@ pub(crate) fn entry_bytes(key: &CacheKey, result: Cached) -> Result<Vec<u8>, Err
 
 /// The store a node's results are kept in: the run's, when `policy` keeps them there (a run
 /// without a store keeps them in memory).
-pub(crate) fn cache_store<'a, S>(
+pub(crate) fn cache_store<'a>(
     policy: &CachePolicy,
-    ctx: &'a crate::model::node::Ctx<S>,
+    host: Option<&'a crate::lease::Host>,
 ) -> Option<&'a dyn Checkpointer> {
     match policy.scope {
-        CacheScope::Store => ctx.host.as_deref().map(|host| &*host.store),
+        CacheScope::Store => host.map(|host| &*host.store),
         _ => None,
     }
 }
@@ -200,9 +200,9 @@ impl Emitter {
 
     /// Queues `what` of the node `ctx` runs (if the stream's modes take it) and wakes the
     /// async stream waiting for it.
-    pub(crate) fn emit<S>(&self, ctx: &crate::model::node::Ctx<S>, what: Emit) {
+    pub(crate) fn emit(&self, node: &NodeName, branch: Option<&NodeName>, step: u64, what: Emit) {
         if self.wants(&what) {
-            self.push(Emitted { node: ctx.node.clone(), branch: ctx.branch.clone(), step: ctx.step, what });
+            self.push(Emitted { node: node.clone(), branch: branch.cloned(), step, what });
         }
     }
 
@@ -265,8 +265,8 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn of<S>(ctx: &crate::model::node::Ctx<S>) -> Writer {
-        Writer { emitter: ctx.emitter.clone(), node: ctx.node.clone(), branch: ctx.branch.clone(), step: ctx.step }
+    pub(crate) fn new(emitter: Option<Arc<Emitter>>, node: NodeName, branch: Option<NodeName>, step: u64) -> Writer {
+        Writer { emitter, node, branch, step }
     }
 
     /// Sends `value` to the stream as an [`Event::Custom`](crate::Event::Custom); see
