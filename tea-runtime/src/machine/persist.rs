@@ -332,10 +332,16 @@ impl<'g, G: Graph> Run<'g, G> {
             Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
         }
     }
-    /// Records a write's duration and a lost compare-and-swap in its `checkpoint` span.
+    /// Records a write's duration, and its `written` event or a lost compare-and-swap, in its
+    /// `checkpoint` span.
     #[cfg(feature = "tracing")]
     pub(crate) fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
-        span.record("duration_us", trace::micros(started.elapsed()));
+        let duration_us = trace::micros(started.elapsed());
+        span.record("duration_us", duration_us);
+        if let Append::Written = appended {
+            let bytes = encoded.bytes.len();
+            span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, bytes, duration_us, "written"));
+        }
         if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
             let expected = encoded.head;
             tracing::info!(target: "tea", thread = %persist.thread, expected = ?expected, found = ?found, "conflict");

@@ -430,7 +430,7 @@ where
         // stopped part-way by a failure or a crash (it continues where it stopped).
         let recovered = if sink.is_some() {
             let (head, bytes) = app.head(&thread)?;
-            match app.recovery(&thread, head, bytes)? {
+            match app.recovery(&thread, head, bytes, "recover")? {
                 Recovery::Over(outcome) => outcome,
                 Recovery::Run(mut run) => {
                     run.record_steps();
@@ -535,7 +535,7 @@ where
     } else {
         let recovered = if sink.is_some() {
             let (head, bytes) = app.head_async(&thread).await?;
-            match app.recovery(&thread, head, bytes)? {
+            match app.recovery(&thread, head, bytes, "recover_async")? {
                 Recovery::Over(outcome) => outcome,
                 Recovery::Run(mut run) => {
                     run.record_steps();
