@@ -336,11 +336,10 @@ impl<'g, G: Graph> Run<'g, G> {
     /// `checkpoint` span.
     #[cfg(feature = "tracing")]
     pub(crate) fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
-        let duration_us = trace::micros(started.elapsed());
-        span.record("duration_us", duration_us);
+        span.record("duration_us", trace::micros(started.elapsed()));
         if let Append::Written = appended {
-            let bytes = encoded.bytes.len();
-            span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, bytes, duration_us, "written"));
+            // Its size and duration are the span's fields: not repeated.
+            span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, "written"));
         }
         if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
             let expected = encoded.head;
