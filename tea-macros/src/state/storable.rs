@@ -75,7 +75,7 @@ fn walk<'a>(items: &'a [Item], name: &str, found: &mut Found<'a>) {
             }
             Item::Impl(item) => {
                 let (Some((_, path, _)), Type::Path(ty)) = (&item.trait_, &*item.self_ty) else { continue };
-                if !ty.path.segments.last().is_some_and(|s| s.ident == name) {
+                if ty.path.segments.last().is_none_or(|s| s.ident != name) {
                     continue;
                 }
                 match last(path).as_deref() {
