@@ -14,11 +14,13 @@ pub use tea_runtime::*;
 /// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the guide's
 /// chapter "The YAML language" (`docs/src/yaml.md`).
 #[cfg(feature = "yaml")]
+#[doc(inline)]
 pub use tea_yaml as yaml;
 
 /// Agents as an HTTP service (cargo feature `serve`): the Agent Protocol's routes and an inbox
 /// page for pauses; see the guide's chapter "Serving agents over HTTP" (`docs/src/serving.md`).
 #[cfg(feature = "serve")]
+#[doc(inline)]
 pub use tea_serve as serve;
 
 /// `use tea::prelude::*;` brings in what a graph author writes every day.

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, OnceLock};
 use tea::prelude::*;
 use tracing::field::{Field, Visit};
@@ -24,7 +25,20 @@ struct Seen {
     name: String,
     target: String,
     fields: BTreeMap<String, String>,
+    /// The names of the fields as they were given a value, at the span's creation and by each
+    /// `record` after it, in order: a formatter prints every one (so a name twice is printed twice).
+    recorded: Vec<String>,
     thread: std::thread::ThreadId,
+    /// When the span was created or the event emitted, and when the span closed: ticks of one
+    /// counter for all threads.
+    at: u64,
+    closed: Option<u64>,
+}
+
+/// The collector's clock: one tick per span created or closed and per event.
+fn tick() -> u64 {
+    static TICKS: AtomicU64 = AtomicU64::new(0);
+    TICKS.fetch_add(1, Ordering::SeqCst)
 }
 
 #[derive(Default)]
@@ -35,52 +49,71 @@ struct Collected {
 
 struct Collector(&'static Mutex<Collected>);
 
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
+struct Fields<'a>(&'a mut BTreeMap<String, String>, Option<&'a mut Vec<String>>);
 
 impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.insert(field.name().to_owned(), value.to_owned());
+        if let Some(recorded) = &mut self.1 {
+            recorded.push(field.name().to_owned());
+        }
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         self.0.insert(field.name().to_owned(), format!("{value:?}"));
+        if let Some(recorded) = &mut self.1 {
+            recorded.push(field.name().to_owned());
+        }
     }
 }
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Collector {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut fields = BTreeMap::new();
-        attrs.record(&mut Fields(&mut fields));
+        let (mut fields, mut recorded) = (BTreeMap::new(), Vec::new());
+        attrs.record(&mut Fields(&mut fields, Some(&mut recorded)));
         let parent = ctx.span(id).and_then(|span| span.parent()).map(|parent| parent.id().into_u64());
-        self.0.lock().unwrap().spans.push(Seen {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).spans.push(Seen {
             id: Some(id.into_u64()),
             parent,
             name: attrs.metadata().name().to_owned(),
             target: attrs.metadata().target().to_owned(),
             fields,
+            recorded,
             thread: std::thread::current().id(),
+            at: tick(),
+            closed: None,
         });
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
-        let mut collected = self.0.lock().unwrap();
+        let mut collected = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Ids are reused once a span closes: the newest span with this id is the one recorded.
         if let Some(span) = collected.spans.iter_mut().rev().find(|s| s.id == Some(id.into_u64())) {
-            values.record(&mut Fields(&mut span.fields));
+            values.record(&mut Fields(&mut span.fields, Some(&mut span.recorded)));
+        }
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        let mut collected = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(span) = collected.spans.iter_mut().rev().find(|s| s.id == Some(id.into_u64())) {
+            span.closed = Some(tick());
         }
     }
 
     fn on_event(&self, event: &TraceEvent<'_>, ctx: Context<'_, S>) {
         let mut fields = BTreeMap::new();
-        event.record(&mut Fields(&mut fields));
+        event.record(&mut Fields(&mut fields, None));
         let name = fields.remove("message").unwrap_or_default();
         let parent = ctx.event_span(event).map(|span| span.id().into_u64());
-        self.0.lock().unwrap().events.push(Seen {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).events.push(Seen {
             id: None,
             parent,
             name,
             target: event.metadata().target().to_owned(),
             fields,
+            recorded: Vec::new(),
             thread: std::thread::current().id(),
+            at: tick(),
+            closed: None,
         });
     }
 }
@@ -129,7 +162,8 @@ fn render(collected: &Collected, span: &Seen, depth: usize, shown: &[&str], out:
     for child in children {
         render(collected, child, inner, shown, out);
     }
-    for event in collected.events.iter().filter(|e| e.parent == span.id) {
+    // A checkpoint's `written` event is checked on its own (`checkpoints are written …`).
+    for event in collected.events.iter().filter(|e| e.parent == span.id && e.name != "written") {
         out.push_str(&line(event, inner, shown));
     }
 }
@@ -202,13 +236,18 @@ fn a_run_with_a_fan_out_and_a_pause_is_one_tree_of_spans() {
     let expected = "\
 run call=invoke
   node node=plan step=1
+    started
   fork branches=2 join=gather
     node branch=budget node=budget step=2
+      started
     node branch=research node=research step=2
+      started
   node node=gather step=4
+    started
   paused ids=[\"before:review\"] kinds=[\"before\"] step=4
 run call=resume
   node node=review step=5
+    started
   resumed
   done step=5
 ";
@@ -244,6 +283,14 @@ run call=resume
         assert!(checkpoint.fields["bytes"].parse::<usize>().unwrap() > 0);
         assert!(checkpoint.fields.contains_key("duration_us"));
     }
+    // … and says so, in it, with a `written` event.
+    for checkpoint in &checkpoints {
+        let written: Vec<&Seen> =
+            collected.events.iter().filter(|e| e.parent == checkpoint.id && e.name == "written").collect();
+        assert_eq!(written.len(), 1, "one `written` event per checkpoint: {checkpoint:?}");
+        assert!(written[0].fields.contains_key("id"), "{written:?}");
+        assert!(written[0].at < checkpoint.closed.unwrap());
+    }
     let pauses: Vec<&&&Seen> = checkpoints.iter().filter(|c| c.fields["pause"] == "true").collect();
     assert_eq!(pauses.len(), 1, "one paused checkpoint");
     assert_eq!(pauses[0].fields["durable"], "true", "a pause is flushed");
@@ -269,7 +316,7 @@ fn a_failed_run_reports_the_error_variant() {
     assert!(matches!(error, Error::NodeFailed { .. }));
     assert_eq!(
         tree("refused", &["call", "node", "error"]),
-        "run call=invoke\n  node node=refuse\n  abandoned\n  failed error=NodeFailed node=refuse\n"
+        "run call=invoke\n  node node=refuse\n    started\n  abandoned\n  failed error=NodeFailed node=refuse\n"
     );
     let collected = collected().lock().unwrap();
     let failed = collected
@@ -293,4 +340,94 @@ fn starting_a_thread_that_exists_reports_the_conflict() {
         tree.ends_with("run call=invoke\n  conflict expected=None found=Some(2)\n  failed error=ThreadExists\n"),
         "{tree}"
     );
+}
+
+fn left(_: &Plan) -> PlanUpdate {
+    Plan::update().log(vec!["left".into()])
+}
+fn right(_: &Plan) -> PlanUpdate {
+    Plan::update().log(vec!["right".into()])
+}
+
+graph! {
+    // `Proposal` without its barrier (which pairs the branches of one run at a time).
+    pub Steady for Plan {
+        start -> plan;
+        parallel plan => [left, right] -> gather;
+        gather -> review;
+        review -> end;
+        interrupt_before review;
+    }
+}
+
+/// Each field of a span is given its value once (a formatter such as tracing-subscriber's `fmt`
+/// prints every value a span is given: `call="invoke" call="invoke_async"` before it was), and a
+/// node's start is seen when it starts (its `started` event, before its span closes), on both
+/// drivers and for every call that starts or continues a run.
+#[test]
+fn span_fields_are_set_once_and_a_node_is_seen_starting() {
+    collected();
+    let app = Refused::builder().checkpointer(MemoryStore::new()).build();
+    app.invoke_on("once-sync", Plan::default()).unwrap_err();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let proposal = Steady::builder().checkpointer(MemoryStore::new()).build();
+    let approved = Plan { approved: true, ..Plan::default() };
+    runtime.block_on(async {
+        let paused = proposal.invoke_on_async("once-async", approved.clone()).await.unwrap();
+        let resume = paused.interrupted().expect("paused before review").1;
+        assert!(proposal.resume_async(resume).await.unwrap().is_done());
+    });
+    drop(runtime);
+
+    let collected = collected().lock().unwrap();
+    let of = |thread: &str| -> Vec<&Seen> {
+        let runs: Vec<Option<u64>> = collected
+            .spans
+            .iter()
+            .filter(|s| s.name == "run" && s.fields.get("thread").map(String::as_str) == Some(thread))
+            .map(|s| s.id)
+            .collect();
+        // The runs and every span under them.
+        let mut spans: Vec<&Seen> = collected.spans.iter().filter(|s| runs.contains(&s.id)).collect();
+        let mut grew = true;
+        while grew {
+            let before = spans.len();
+            // A span id is reused once its span closed: a child is one made while its parent was open.
+            let under = |parent: &Seen, child: &Seen| {
+                child.parent == parent.id
+                    && child.at > parent.at
+                    && parent.closed.is_none_or(|closed| child.at < closed)
+            };
+            let found: Vec<&Seen> = collected
+                .spans
+                .iter()
+                .filter(|span| spans.iter().any(|parent| under(parent, span)))
+                .filter(|span| !spans.iter().any(|s| std::ptr::eq(*s, *span)))
+                .collect();
+            spans.extend(found);
+            grew = spans.len() > before;
+        }
+        spans
+    };
+    for (thread, calls) in [("once-sync", vec!["invoke"]), ("once-async", vec!["invoke_async", "resume_async"])] {
+        let spans = of(thread);
+        let runs: Vec<&str> = spans.iter().filter(|s| s.name == "run").map(|s| s.fields["call"].as_str()).collect();
+        assert_eq!(runs, calls, "{thread}");
+        for span in &spans {
+            let mut names = span.recorded.clone();
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), span.recorded.len(), "a field set twice in {span:?}");
+        }
+        let nodes: Vec<&&Seen> = spans.iter().filter(|s| s.name == "node").collect();
+        assert!(!nodes.is_empty(), "{thread}");
+        for node in nodes {
+            let started = collected
+                .events
+                .iter()
+                .find(|e| e.name == "started" && e.parent == node.id && e.at > node.at)
+                .unwrap_or_else(|| panic!("no `started` event in {node:?}"));
+            assert!(started.at < node.closed.expect("the node's span closed"), "{node:?}");
+        }
+    }
 }

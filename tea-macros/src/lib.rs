@@ -47,10 +47,13 @@ use proc_macro::TokenStream;
 /// Derives `GraphState` for a struct with named fields, and generates its `…Update` type.
 ///
 /// See the `tea` crate documentation for the reducers (`#[reducer(append)]`, …).
-#[proc_macro_derive(GraphState, attributes(reducer))]
+#[proc_macro_derive(GraphState, attributes(reducer, graph_state))]
 pub fn derive_graph_state(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    state::expand(input).unwrap_or_else(syn::Error::into_compile_error).into()
+    // The file that declares the struct, read to tell whether it forgot serde's derives (rustc
+    // does not hand a derive the `#[derive(…)]` list it is in); `None` when there is no such file.
+    let source = input.ident.span().unwrap().local_file().and_then(|file| std::fs::read_to_string(file).ok());
+    state::expand(input, source.as_deref()).unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 /// Declares a graph: `graph! { pub Name for State { start -> a; a -> end; } }`.

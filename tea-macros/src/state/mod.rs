@@ -8,12 +8,21 @@
 mod check;
 mod expand;
 mod parse;
+mod storable;
 
 use proc_macro2::TokenStream;
+use quote::quote_spanned;
 use std::fmt::Display;
 
-pub fn expand(input: syn::DeriveInput) -> syn::Result<TokenStream> {
+/// Expands the derive on `input`; `source` is the text of the file that declares it, when it
+/// could be read (to tell whether serde's derives are missing: see [`storable`]).
+pub fn expand(input: syn::DeriveInput, source: Option<&str>) -> syn::Result<TokenStream> {
     let mut errors = Errors::default();
+    let manual_serde = parse::manual_serde(&input.attrs, &mut errors);
+    let unstorable = match source {
+        Some(source) if !manual_serde => storable::missing(source, &input.ident.to_string()),
+        _ => None,
+    };
     let state = parse::parse(&input, &mut errors);
     let generic = check::generics(&input.generics, &mut errors);
     let Some(state) = state else {
@@ -23,6 +32,21 @@ pub fn expand(input: syn::DeriveInput) -> syn::Result<TokenStream> {
         }));
     };
     let fatal = check::check(&state, &mut errors) || generic;
+    if let Some(missing) = unstorable {
+        errors.spanned(
+            state.ident,
+            format_args!(
+                "`{name}` needs {traits}: tea stores the state in checkpoints and resume \
+                 tokens; add them to its derive, e.g. \
+                 `#[derive(GraphState, Clone, serde::Serialize, serde::Deserialize)]` (with \
+                 serde's feature `derive` in Cargo.toml); if `{name}` implements them by hand in \
+                 another file, write `#[graph_state(manual_serde)]` on it",
+                name = state.ident,
+                traits = missing.traits(),
+            ),
+        );
+    }
+    let fallback = unstorable.map(|missing| stand_ins(state.ident, missing)).unwrap_or_default();
     match errors.into_error() {
         None => Ok(expand::expand(&state)),
         // Errors the expansion cannot work around (generic parameters, `Self` in a field type):
@@ -33,10 +57,39 @@ pub fn expand(input: syn::DeriveInput) -> syn::Result<TokenStream> {
         // user's code that names `…Update` or its setters does not fail a second time.
         Some(error) => {
             let mut tokens = expand::expand(&state);
+            tokens.extend(fallback);
             tokens.extend(error.into_compile_error());
             Ok(tokens)
         }
     }
+}
+
+/// Stand-ins for the serde impls a state lacks (the build fails on the error that says so):
+/// with them, `impl GraphState`, every `graph!` over the state and every `State::update()`
+/// compile, so the missing derives are one error and not one at each use.
+fn stand_ins(name: &syn::Ident, missing: storable::Missing) -> TokenStream {
+    let span = name.span();
+    let serde = quote_spanned!(span=> ::tea::__private::serde);
+    let mut tokens = TokenStream::new();
+    if missing.serialize {
+        tokens.extend(quote_spanned! {span=>
+            impl #serde::Serialize for #name {
+                fn serialize<__S: #serde::Serializer>(&self, _: __S) -> ::core::result::Result<__S::Ok, __S::Error> {
+                    ::core::result::Result::Err(<__S::Error as #serde::ser::Error>::custom("no serde derive"))
+                }
+            }
+        });
+    }
+    if missing.deserialize {
+        tokens.extend(quote_spanned! {span=>
+            impl<'de> #serde::Deserialize<'de> for #name {
+                fn deserialize<__D: #serde::Deserializer<'de>>(_: __D) -> ::core::result::Result<Self, __D::Error> {
+                    ::core::result::Result::Err(<__D::Error as #serde::de::Error>::custom("no serde derive"))
+                }
+            }
+        });
+    }
+    tokens
 }
 
 /// The errors found so far, reported together (like serde's `Ctxt`).

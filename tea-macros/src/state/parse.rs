@@ -146,6 +146,35 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Option<State<'a
     Some(State { ident: &input.ident, vis: &input.vis, fields })
 }
 
+/// Whether the struct says `#[graph_state(manual_serde)]`: it implements serde's traits by
+/// hand, so their derives are not looked for. Anything else in `#[graph_state(…)]` is an error.
+pub fn manual_serde(attrs: &[Attribute], errors: &mut Errors) -> bool {
+    let mut manual = false;
+    for attr in attrs.iter().filter(|attr| attr.path().is_ident("graph_state")) {
+        let read = attr.parse_args_with(Punctuated::<Ident, Token![,]>::parse_terminated);
+        match read {
+            Ok(options) if !options.is_empty() => {
+                for option in options {
+                    if option == "manual_serde" {
+                        manual = true;
+                    } else {
+                        errors.spanned(
+                            &option,
+                            format_args!("unknown option `{option}`; `#[graph_state(…)]` takes `manual_serde`"),
+                        );
+                    }
+                }
+            }
+            _ => errors.spanned(
+                attr,
+                "write `#[graph_state(manual_serde)]` (the state implements `serde::Serialize` and \
+                 `serde::Deserialize` by hand)",
+            ),
+        }
+    }
+    manual
+}
+
 fn is_reducer(attr: &Attribute) -> bool {
     attr.path().is_ident("reducer")
 }
@@ -448,6 +477,29 @@ mod tests {
         for (error, expected) in errors.iter().zip(expected) {
             assert!(error.contains(expected), "{error:?} should contain {expected:?}");
         }
+    }
+
+    #[test]
+    fn graph_state_takes_manual_serde_only() {
+        let input: DeriveInput = parse_quote! {
+            #[graph_state(manual_serde)]
+            struct Review { a: u32 }
+        };
+        let mut errors = Errors::default();
+        assert!(manual_serde(&input.attrs, &mut errors));
+        assert_eq!(errors.messages(), Vec::<String>::new());
+
+        let input: DeriveInput = parse_quote! {
+            #[graph_state(manual_serd)]
+            #[graph_state]
+            struct Review { a: u32 }
+        };
+        let mut errors = Errors::default();
+        assert!(!manual_serde(&input.attrs, &mut errors));
+        let messages = errors.messages();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].contains("unknown option `manual_serd`"), "{messages:?}");
+        assert!(messages[1].contains("write `#[graph_state(manual_serde)]`"), "{messages:?}");
     }
 
     #[test]

@@ -572,12 +572,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     /// What recovering `thread`, whose head is checkpoint `head` (`bytes`), does: report where
-    /// it stopped, or claim it with a run that continues it.
+    /// it stopped, or claim it with a run that continues it, for the API call named `call`.
     pub(crate) fn recovery(
         &self,
         thread: &ThreadId,
         head: CheckpointId,
         bytes: Vec<u8>,
+        #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] call: &'static str,
     ) -> Result<Recovery<'_, G>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, &bytes, thread, head)?;
         if !ckpt.pending.is_empty() {
@@ -602,7 +603,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
         let run = self.scope(Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?)?;
-        traced! { run.call("recover"); }
+        traced! { run.call(call); }
         Ok(Recovery::Run(run))
     }
 
@@ -625,8 +626,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let Some(at) = self.graph.node_named(node) else {
             return Err(Error::NoRoute { node: START, goto: Some(NodeName::from(node.to_owned())) });
         };
-        let mut run = self.new_run(thread.into(), state, false)?;
-        traced! { run.call("invoke_at"); }
+        let mut run = self.new_run(thread.into(), state, false, "invoke_at")?;
         run.start_at(at);
         run.claim_now()?;
         let over = run.run_to_end()?;
@@ -639,7 +639,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        Stream::new(self.new_run(ThreadId::random(), input, true))
+        Stream::new(self.new_run(ThreadId::random(), input, true, "stream"))
     }
 
     /// Like [`invoke_on`](Self::invoke_on), as a stream of events.
@@ -665,7 +665,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// child, which the blocking API runs only under a parent that is a [`SyncGraph`] — and
     /// so only when the child is one too (`graph!` bounds the parent's impl on its children's).
     pub(crate) fn invoke_on_now(&self, thread: ThreadId, input: G::State) -> Result<Outcome<G::State>, Error> {
-        let mut run = self.new_run(thread, input, false)?;
+        let mut run = self.new_run(thread, input, false, "invoke")?;
         run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
@@ -676,7 +676,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub(crate) fn resume_now(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        let mut run = self.resume_at(resume, head, bytes, false, &RunOptions::new())?;
+        let mut run = self.resume_at(resume, head, bytes, false, &RunOptions::new(), "resume")?;
         run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
@@ -686,7 +686,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// [`invoke_on_now`](Self::invoke_on_now)).
     pub(crate) fn recover_now(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
         let (head, bytes) = self.head(thread)?;
-        match self.recovery(thread, head, bytes)? {
+        match self.recovery(thread, head, bytes, "recover")? {
             Recovery::Over(outcome) => Ok(outcome),
             Recovery::Run(mut run) => {
                 run.claim_now()?;
@@ -698,13 +698,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     /// [`stream_on`](Self::stream_on) for any graph (see [`invoke_on_now`](Self::invoke_on_now)).
     pub(crate) fn stream_on_now(&self, thread: ThreadId, input: G::State) -> Stream<'_, G> {
-        Stream::new(self.new_run(thread, input, true))
+        Stream::new(self.new_run(thread, input, true, "stream"))
     }
 
     /// [`stream_resume`](Self::stream_resume) for any graph (see
     /// [`invoke_on_now`](Self::invoke_on_now)).
     pub(crate) fn stream_resume_now(&self, resume: Resume<G::State>) -> Stream<'_, G> {
-        Stream::new(self.resume_run(resume, true, &RunOptions::new()))
+        Stream::new(self.resume_run(resume, true, &RunOptions::new(), "stream_resume"))
     }
 
     /// [`stream_on`](Self::stream_on) with `options` in force for this run.
@@ -717,7 +717,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        Stream::new(self.new_run_as(thread.into(), input, true, &options.into()))
+        Stream::new(self.new_run_as(thread.into(), input, true, &options.into(), "stream"))
     }
 
     /// [`stream_resume`](Self::stream_resume) with `options` in force for this run.
@@ -725,7 +725,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     where
         G: SyncGraph,
     {
-        Stream::new(self.resume_run(resume, true, &options.into()))
+        Stream::new(self.resume_run(resume, true, &options.into(), "stream_resume"))
     }
 
     /// The thread's latest checkpoint, or `None` if the thread has none.
@@ -829,8 +829,16 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
     }
 
-    pub(crate) fn new_run(&self, thread: ThreadId, input: G::State, record: bool) -> Result<Run<'_, G>, Error> {
-        self.new_run_as(thread, input, record, &RunOptions::new())
+    /// A run that starts thread `thread` on `input`, for the API call named `call` (its `run`
+    /// span's field `call`, recorded here once).
+    pub(crate) fn new_run(
+        &self,
+        thread: ThreadId,
+        input: G::State,
+        record: bool,
+        call: &'static str,
+    ) -> Result<Run<'_, G>, Error> {
+        self.new_run_as(thread, input, record, &RunOptions::new(), call)
     }
 
     /// [`new_run`](Self::new_run) with this call's `options`.
@@ -840,12 +848,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         input: G::State,
         record: bool,
         options: &RunOptions,
+        #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] call: &'static str,
     ) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
         self.check_thread_id(&thread)?;
         let persist = self.persist_as(thread, None, None, true, options.durability.unwrap_or(self.durability));
         let run = self.scope_with(Run::new(&*self.graph, input, self.limits(), Some(persist), record), options)?;
-        traced! { run.call(if record { "stream" } else { "invoke" }); }
+        traced! { run.call(call); }
         Ok(run)
     }
 

@@ -173,8 +173,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         input: G::State,
     ) -> Result<Outcome<G::State>, Error> {
         runtime("invoke_on_async")?;
-        let run = self.new_run(thread.into(), input, false)?;
-        traced! { run.call("invoke_async"); }
+        let run = self.new_run(thread.into(), input, false, "invoke_async")?;
         outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
     }
 
@@ -192,8 +191,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         runtime("resume_async")?;
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head_async(&thread).await?;
-        let run = self.resume_at(resume, head, bytes, false, &RunOptions::new())?;
-        traced! { run.call("resume_async"); }
+        let run = self.resume_at(resume, head, bytes, false, &RunOptions::new(), "resume_async")?;
         outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
     }
 
@@ -204,12 +202,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub async fn recover_async(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
         runtime("recover_async")?;
         let (head, bytes) = self.head_async(thread).await?;
-        match self.recovery(thread, head, bytes)? {
+        match self.recovery(thread, head, bytes, "recover_async")? {
             Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(run) => {
-                traced! { run.call("recover_async"); }
-                outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
-            }
+            Recovery::Run(run) => outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await,
         }
     }
 
@@ -275,7 +270,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         input: G::State,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let thread = thread.into();
-        let run = runtime("stream_async").and_then(|()| self.new_run(thread, input, true));
+        let run = runtime("stream_async").and_then(|()| self.new_run(thread, input, true, "stream_async"));
         events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
     }
 
@@ -296,8 +291,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             runtime("stream_resume_async")?;
             let thread = self.verify(&resume)?;
             let (head, bytes) = self.head_async(&thread).await?;
-            let run = self.resume_at(resume, head, bytes, true, &options)?;
-            traced! { run.call("stream_resume_async"); }
+            let run = self.resume_at(resume, head, bytes, true, &options, "stream_resume_async")?;
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         };
         futures::stream::once(start).flat_map(events)
@@ -311,7 +305,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         options: impl Into<RunOptions>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let thread = thread.into();
-        let run = runtime("stream_async").and_then(|()| self.new_run_as(thread, input, true, &options.into()));
+        let run = runtime("stream_async")
+            .and_then(|()| self.new_run_as(thread, input, true, &options.into(), "stream_async"));
         events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
     }
 

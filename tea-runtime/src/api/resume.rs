@@ -24,10 +24,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         resume: Resume<G::State>,
         record: bool,
         options: &RunOptions,
+        call: &'static str,
     ) -> Result<Run<'_, G>, Error> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
-        self.resume_at(resume, head, bytes, record, options)
+        self.resume_at(resume, head, bytes, record, options, call)
     }
     /// The thread `resume` continues, once the token is checked against this app and graph.
     pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
@@ -49,7 +50,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         Ok(token.thread.clone())
     }
     /// A run that resumes `resume` from the thread's head, checkpoint `head` (`bytes`), writing
-    /// its checkpoints as this call's `options` say (or the app).
+    /// its checkpoints as `durability` says, for the API call named `call` (the `run` span's
+    /// field, recorded here once).
     pub(crate) fn resume_at(
         &self,
         resume: Resume<G::State>,
@@ -57,6 +59,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         bytes: Vec<u8>,
         record: bool,
         options: &RunOptions,
+        #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] call: &'static str,
     ) -> Result<Run<'_, G>, Error> {
         let durability = options.durability.unwrap_or(self.durability);
         let graph = &*self.graph;
@@ -106,7 +109,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         }
         let run = self.scope_with(Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?, options)?;
         traced! {
-            run.call(if record { "stream_resume" } else { "resume" });
+            run.call(call);
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));
         }
         Ok(run)

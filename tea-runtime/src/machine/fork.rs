@@ -664,6 +664,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 step = ctx.step,
                 duration_us = tracing::field::Empty,
             );
+            crate::vocab::trace::started(&span);
         }
         let started = if env.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
         let produced = {

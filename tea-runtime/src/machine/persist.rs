@@ -306,10 +306,15 @@ impl<'g, G: Graph> Run<'g, G> {
             Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
         }
     }
-    /// Records a write's duration and a lost compare-and-swap in its `checkpoint` span.
+    /// Records a write's duration, and its `written` event or a lost compare-and-swap, in its
+    /// `checkpoint` span.
     #[cfg(feature = "tracing")]
     pub(crate) fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
         span.record("duration_us", trace::micros(started.elapsed()));
+        if let Append::Written = appended {
+            // Its size and duration are the span's fields: not repeated.
+            span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, "written"));
+        }
         if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
             let expected = encoded.head;
             tracing::info!(target: "tea", thread = %persist.thread, expected = ?expected, found = ?found, "conflict");

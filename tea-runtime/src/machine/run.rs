@@ -432,16 +432,18 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
-    /// The `node` span of the node about to run.
+    /// The `node` span of the node about to run, with its `started` event.
     #[cfg(feature = "tracing")]
     pub(crate) fn node_span(&self) -> tracing::Span {
-        tracing::debug_span!(
+        let span = tracing::debug_span!(
             target: "tea",
             "node",
             node = %self.ctx.node,
             step = self.ctx.step,
             duration_us = tracing::field::Empty,
-        )
+        );
+        trace::started(&span);
+        span
     }
 
     /// When the node about to run started, when its duration is reported (streaming, tracing).

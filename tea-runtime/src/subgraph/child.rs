@@ -212,7 +212,7 @@ impl<C: Graph> ChildApi<C> for Blocking {
         let Some(forward) = forward else {
             return std::future::ready(app.recover_now(thread).map_err(BoxError::from));
         };
-        let recovered = app.head(thread).and_then(|(head, bytes)| app.recovery(thread, head, bytes));
+        let recovered = app.head(thread).and_then(|(head, bytes)| app.recovery(thread, head, bytes, "recover"));
         std::future::ready(match recovered {
             Ok(Recovery::Over(outcome)) => Ok(outcome),
             Ok(Recovery::Run(mut run)) => {
@@ -336,7 +336,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         async move {
             let Some(forward) = forward else { return Ok(app.recover_async(thread).await?) };
             let (head, bytes) = app.head_async(thread).await?;
-            match app.recovery(thread, head, bytes)? {
+            match app.recovery(thread, head, bytes, "recover_async")? {
                 Recovery::Over(outcome) => Ok(outcome),
                 Recovery::Run(mut run) => {
                     run.record_steps();

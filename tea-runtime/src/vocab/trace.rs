@@ -2,7 +2,10 @@
 //!
 //! Every span and event has the target `tea`, so `RUST_LOG=tea=debug` selects them. Their names
 //! and fields are an interface (the guide's chapter "Progress and tracing" lists them): `run`, `fork`, `node`, `checkpoint` and
-//! `store` spans; `paused`, `resumed`, `done`, `conflict` and `failed` events.
+//! `store` spans; `started` (a node began, in its `node` span), `written` (a checkpoint is
+//! stored, in its `checkpoint` span), `paused`, `resumed`, `done`, `conflict` and `failed`
+//! events. A span's fields are each set once: a formatter that prints spans only as they close
+//! (`FmtSpan::CLOSE`) still shows a node's start, as its `started` event.
 //!
 //! Without the feature, `traced! { … }` expands to nothing and `store_call` is the call it
 //! wraps: no tracing code is compiled into the engine.
@@ -100,6 +103,13 @@ pub(crate) fn store_call<T>(
     call: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
     call()
+}
+
+/// The `started` event of a node, in its `node` span `span`: a subscriber that shows spans
+/// only when they close still sees when the node began.
+#[cfg(feature = "tracing")]
+pub(crate) fn started(span: &tracing::Span) {
+    span.in_scope(|| tracing::debug!(target: "tea", "started"));
 }
 
 /// A duration in whole microseconds, as the `duration_us` fields record it.
