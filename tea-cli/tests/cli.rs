@@ -1220,3 +1220,21 @@ fn update_and_fork_travel_in_time() {
     let missing = s.tea(&["fork", "ask.yaml", "t1", "999"]).expect(ERROR);
     assert!(missing.stderr().contains("no checkpoint 999"), "{missing:?}");
 }
+
+#[test]
+fn context_reaches_run_blocks_and_the_stream_shows_emits() {
+    let s = Scratch::new();
+    s.write(
+        "ctx.yaml",
+        "nodes:\n  - name: greet\n    run: |\n      emit(\"hello \" .. context.user)\n      return { greeting = \"hi \" .. context.user }\n",
+    );
+    let out = s.tea(&["run", "ctx.yaml", "--context", r#"{"user": "ada"}"#, "--stream"]).expect(DONE);
+    let lines: Vec<serde_json::Value> =
+        out.stdout().lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(lines[0]["event"], "custom", "{lines:?}");
+    assert_eq!(lines[0]["value"], "hello ada");
+    assert_eq!(lines.last().unwrap()["state"]["greeting"], "hi ada", "{lines:?}");
+    // Not an object: refused with what it must be.
+    let bad = s.tea(&["run", "ctx.yaml", "--context", "[1]"]).expect(ERROR);
+    assert!(bad.stderr().contains("--context must be a JSON object"), "{bad:?}");
+}

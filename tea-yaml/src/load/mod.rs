@@ -718,6 +718,7 @@ impl<'a> Loader<'a> {
                 name: START_FORK.to_owned(),
                 pos,
                 exec: Exec::Noop,
+                policy: None,
                 goto: None,
                 interrupt_before: false,
                 interrupt_after: false,
