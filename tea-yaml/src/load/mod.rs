@@ -23,6 +23,7 @@ use tea_runtime::{Goto, NodeName};
 
 mod fingerprint;
 mod node;
+mod prolog;
 mod routing;
 
 /// What the engine brings to a load.
