@@ -8,11 +8,17 @@
 :- use_module(library(iso_ext)).
 :- use_module(library(charsio)).
 :- use_module(library(format)).
+:- use_module(library(dcgs)).
 :- use_module(library(dif)).
 :- use_module(library(pairs)).
 :- use_module(library(ordsets)).
 :- use_module(library(assoc)).
 :- dynamic('$tea_global'/2).
+
+% SWI-Prolog's prefix operators for declarations (`:- dynamic foo/1.`).
+:- op(1150, fx, dynamic).
+:- op(1150, fx, discontiguous).
+:- op(1150, fx, table).
 
 :- dynamic(state/2).
 :- dynamic('$tea_return'/2).
@@ -142,6 +148,8 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
 '$tea_unsafe_goal'((A ; B), Why) :- !, ( '$tea_unsafe_goal'(A, Why) -> true ; '$tea_unsafe_goal'(B, Why) ).
 '$tea_unsafe_goal'((A -> B), Why) :- !, ( '$tea_unsafe_goal'(A, Why) -> true ; '$tea_unsafe_goal'(B, Why) ).
 '$tea_unsafe_goal'(\+ A, Why) :- !, '$tea_unsafe_goal'(A, Why).
+'$tea_unsafe_goal'(format(S, _, _), Why) :- !,
+    (   nonvar(S), '$tea_sink'(S) -> fail ; '$tea_refused'(format/3, Why) ).
 '$tea_unsafe_goal'(G, Why) :-
     callable(G), functor(G, F, N),
     (   '$tea_denied'(F, N) -> '$tea_refused'(F/N, Why)
@@ -164,7 +172,7 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
 
 '$tea_denied'(F, _) :-
     atom_chars(F, ['$'|_]),
-    \+ member(F, ['$tea_safe_call', '$tea_checked', '$tea_assert']).
+    \+ member(F, ['$tea_safe_call', '$tea_checked', '$tea_assert', '$tea_format']).
 '$tea_denied'(F, N) :- member(F/N, [open/3, open/4, close/1, close/2, see/1, tell/1, append/1,
     consult/1, use_module/1, use_module/2, ensure_loaded/1, load_files/2, halt/0, halt/1,
     set_prolog_flag/2, op/3, set_input/1, set_output/1, set_stream_position/2, shell/1,
@@ -173,7 +181,7 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
     directory_exists/1, process_create/3, sleep/1, abolish/1, abolish/2, read/1, read/2,
     read_term/2, read_term/3, get_char/1, get_char/2, peek_char/1, get_code/1, put_char/2,
     flush_output/1, nl/1, write/2, writeq/2, print/2, write_term/3, write_canonical/2,
-    format/3, phrase_from_file/2, phrase_from_file/3, char_conversion/2, current_input/1,
+    phrase_from_file/2, phrase_from_file/3, char_conversion/2, current_input/1,
     current_output/1, stream_property/2, at_end_of_stream/1, setup_call_cleanup/3,
     call_cleanup/2, call_with_inference_limit/3, partial_string/3, phrase/2, phrase/3]).
 
@@ -244,6 +252,8 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
 '$tea_guard'((A ; B), (GA ; GB)) :- !, '$tea_guard'(A, GA), '$tea_guard'(B, GB).
 '$tea_guard'((A -> B), (GA -> GB)) :- !, '$tea_guard'(A, GA), '$tea_guard'(B, GB).
 '$tea_guard'(\+ A, \+ GA) :- !, '$tea_guard'(A, GA).
+'$tea_guard'(format(S, F, A), '$tea_format'(S, F, A)) :- !.
+'$tea_guard'(format(F, A), '$tea_format'(F, A)) :- !.
 '$tea_guard'(G, '$tea_assert'(F, C)) :- callable(G), G =.. [F, C], member(F, [assertz, asserta, assert]), !.
 '$tea_guard'(G, Guarded) :-
     callable(G), functor(G, F, N), '$tea_meta_spec'(F, N, Specs), !,
@@ -327,6 +337,7 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
 '$tea_quiet_directive'(ensure_loaded(_)).
 '$tea_quiet_directive'(dynamic(_)).
 '$tea_quiet_directive'(discontiguous(_)).
+'$tea_quiet_directive'(table(_)).
 '$tea_quiet_directive'(set_prolog_flag(double_quotes, _)).
 
 % Every clause a run asserted (the block's facts and rules, what its queries asserted, the
@@ -471,3 +482,17 @@ nb_setval(K, V) :- retractall('$tea_global'(K, _)), assertz('$tea_global'(K, V))
 b_setval(K, V) :- nb_setval(K, V).
 nb_getval(K, V) :- '$tea_global'(K, V0), !, V = V0.
 b_getval(K, V) :- nb_getval(K, V).
+
+% SWI-Prolog's format/2 with an atom as the format, and format/3 into atom(A), string(S),
+% codes(Cs) or chars(Cs) (no other stream: the sandbox refuses it).
+'$tea_sink'(S) :- nonvar(S), ( S = atom(_) ; S = string(_) ; S = codes(_) ; S = chars(_) ), !.
+'$tea_format'(F, As) :- '$tea_to_chars'(F, Fs), ( is_list(As) -> As1 = As ; As1 = [As] ), format(Fs, As1).
+'$tea_format'(Sink, F, As) :-
+    (   '$tea_sink'(Sink) -> true ; throw(error(permission_error(output, stream, Sink), format/3)) ),
+    '$tea_to_chars'(F, Fs), ( is_list(As) -> As1 = As ; As1 = [As] ),
+    phrase(format_(Fs, As1), Cs),
+    (   Sink = atom(A) -> atom_chars(A, Cs)
+    ;   Sink = string(S) -> S = Cs
+    ;   Sink = codes(C) -> maplist(char_code, Cs, C)
+    ;   Sink = chars(C) -> C = Cs
+    ).

@@ -24,11 +24,12 @@
 //! run time (`call(G)`) is checked when it is called. Each query may make
 //! [`INFERENCES`] inferences; beyond, the node fails ("ran away").
 //!
-//! Each thread keeps one Scryer machine (started on first use, with `library(lists)`,
-//! `library(clpz)` — CLP(FD), as The Edge Agent preloads — and tea's support predicates); the
-//! `state/2` facts, the block's clauses and every predicate it created are removed after each
-//! run, so runs do not see each other. Parallel branches run on their own threads, each with
-//! its own machine.
+//! One Scryer machine serves the process, on a thread of its own (`tea-prolog`, started on
+//! first use with `library(lists)` and tea's support predicates; `library(clpz)`, CLP(FD) as
+//! The Edge Agent preloads it, joins the first time a block uses it). Blocks run on it one at a
+//! time, as The Edge Agent's Python engine locks its SWI-Prolog: Prolog nodes of parallel
+//! branches take turns. The `state/2` facts, the block's clauses and every clause a run asserted
+//! are removed after each run, so runs do not see each other.
 
 use serde_json::{Map, Value};
 

@@ -24,18 +24,29 @@ const FOLDERS: &[(&str, usize)] = &[
 ];
 
 // Measured with every feature of tea-yaml (CI's workspace run: `cargo test --workspace
-// --all-features`) on 2026-11-26: 87 of the 276 files load with Python blocks (feature
-// `python`), 44 with `net` alone. Without `net` the agents that call `llm.call` or `http.*` do
-// not load, so there the test only reports.
-#[cfg(all(feature = "net", feature = "python"))]
-const FLOOR_EXAMPLES: usize = 19;
-#[cfg(all(feature = "net", feature = "python"))]
+// --all-features`) on 2026-11-26: 119 of the 276 files load with Prolog blocks (feature
+// `prolog`) and Python blocks (feature `python`), 87 with Python alone, 44 with `net` alone.
+// Without `net` the agents that call `llm.call` or `http.*` do not load, so there the test only
+// reports.
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
+const FLOOR_EXAMPLES: usize = 39;
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_TESTS: usize = 5;
-#[cfg(all(feature = "net", feature = "python"))]
-const FLOOR_PYTHON: usize = 21;
-#[cfg(all(feature = "net", feature = "python"))]
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
+const FLOOR_PYTHON: usize = 22;
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_RUST: usize = 4;
-#[cfg(all(feature = "net", feature = "python"))]
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
+const FLOOR_RUST_INLINE: usize = 49;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_EXAMPLES: usize = 19;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_TESTS: usize = 5;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_PYTHON: usize = 21;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_RUST: usize = 4;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
 const FLOOR_RUST_INLINE: usize = 38;
 #[cfg(all(feature = "net", not(feature = "python")))]
 const FLOOR_EXAMPLES: usize = 2;
