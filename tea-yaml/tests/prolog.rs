@@ -192,6 +192,7 @@ fn clpfd_finds_the_solutions_its_expectations_name() {
 }
 
 #[test]
+#[cfg(feature = "python")] // its fan-in node is Python
 fn parallel_branches_compute_in_isolation() {
     let Some(out) = corpus_run("examples/prolog/parity/parallel-isolation.yaml", json!({})) else { return };
     let out = out.unwrap();
