@@ -68,6 +68,8 @@ mod guide {
     struct YamlNet;
     #[doc = include_str!("../docs/src/yaml-python.md")]
     struct YamlPython;
+    #[doc = include_str!("../docs/src/yaml-prolog.md")]
+    struct YamlProlog;
     #[doc = include_str!("../docs/src/cli.md")]
     struct Cli;
     #[doc = include_str!("../docs/src/errors.md")]

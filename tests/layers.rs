@@ -36,11 +36,11 @@ const ALLOWED_WITHIN: &[(&str, &str, &[&str], &str)] = &[];
 /// and from the layers below it, never from one above. Every top-level module of tea-runtime
 /// must be in one. The same table is written out in ARCHITECTURE.md ("Layers").
 /// tea-yaml's layers, bottom to top, under the same rule: problems → syntax and data → languages
-/// (Lua, templates, Python) → the model (actions, the graph) → loading and drawing → the agent.
+/// (Lua, templates, Python, Prolog) → the model (actions, the graph) → loading and drawing → the agent.
 const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("problems", &["error"]),
     ("syntax and data", &["files", "yaml", "state", "items", "initial", "scope"]),
-    ("languages", &["lua", "template", "python"]),
+    ("languages", &["lua", "template", "python", "prolog"]),
     ("network", &["llm", "net"]),
     ("actions", &["builtins", "actions"]),
     ("graph", &["graph"]),

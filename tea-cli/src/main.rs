@@ -20,6 +20,7 @@
 //! | `postgres` | on | `--store postgres://…` and `config.checkpointer: { postgres: URL }` |
 //! | `tracing` | on | `RUST_LOG=tea=debug`: the engine's spans and events on stderr |
 //! | `python` | off | inline Python in files run with `--trust` (tea-yaml's feature `python`) |
+//! | `prolog` | off | inline Prolog (`language: prolog`), sandboxed, on Scryer Prolog (tea-yaml's feature `prolog`) |
 //!
 //! `sled:` and `dir:` stores and tea-yaml's network actions (`llm.call`, `http.get`,
 //! `http.post`, `actions.notify`; feature `net`) are always built in.

@@ -81,8 +81,18 @@ impl Engine {
     /// An engine with the built-in actions (`checkpoint.save`, `checkpoint.load`,
     /// `file.read`, `file.write`), no secrets, no checkpointer, and the default Lua limits.
     pub fn new() -> Self {
+        #[allow(unused_mut)]
+        let mut actions = HashMap::new();
+        // The Edge Agent's `prolog.query` (feature `prolog`), as an action a file may replace.
+        #[cfg(feature = "prolog")]
+        actions.insert(
+            "prolog.query".to_owned(),
+            Action::User(Arc::new(|state: &State, args: &Value| {
+                crate::prolog::query(state.shared(), args).map_err(BoxError::from)
+            })),
+        );
         Engine {
-            actions: HashMap::new(),
+            actions,
             secrets: Map::new(),
             checkpointer: None,
             limits: Limits {

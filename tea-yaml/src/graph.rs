@@ -80,6 +80,8 @@ pub(crate) enum Exec {
     Lua(ChunkId),
     /// A `run:` block in Python (feature `python`; uninhabited without it).
     Python(crate::python::Block),
+    /// A `run:` block in Prolog (feature `prolog`; uninhabited without it).
+    Prolog(crate::prolog::Block),
     Expr {
         expr: ExprId,
         key: String,
@@ -152,6 +154,7 @@ impl fmt::Debug for Exec {
             Exec::Noop => f.write_str("Noop"),
             Exec::Lua(id) => write!(f, "Lua({id:?})"),
             Exec::Python(block) => write!(f, "{block:?}"),
+            Exec::Prolog(block) => write!(f, "{block:?}"),
             Exec::Expr { key, .. } => write!(f, "Expr(-> {key})"),
             Exec::Action { name, .. } => write!(f, "Action({name})"),
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
@@ -894,6 +897,7 @@ impl YamlGraph {
             Exec::Steps(body) => self.run_loop(node, (&Cond::Always, 1, body), true, state, hitl)?,
             Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
             Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
+            Exec::Prolog(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
                 let ctx = self.context(state, None);
                 let value = template::to_json(&inner.templates.eval(*expr, &ctx)?)?;

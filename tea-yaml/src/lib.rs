@@ -45,6 +45,7 @@
 //! | `tokio` | off | `Agent::invoke_async` and its kin on the engine's tokio driver, which awaits network nodes without a thread each |
 //! | `tracing` | off | the engine's spans and events (target `tea`) for agents' runs |
 //! | `python` | off | `run:` blocks in Python, run by embedded CPython (PyO3) in files the engine trusts ([`Engine::trust_code`]) |
+//! | `prolog` | off | `run:` blocks in Prolog (`language: prolog`), run sandboxed by Scryer Prolog (pure Rust) |
 //!
 //! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
 #![deny(missing_docs, missing_debug_implementations)]
@@ -64,6 +65,7 @@ mod load;
 mod lua;
 #[cfg(feature = "net")]
 mod net;
+mod prolog;
 mod python;
 mod scope;
 mod state;

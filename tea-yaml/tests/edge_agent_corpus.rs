@@ -24,19 +24,29 @@ const FOLDERS: &[(&str, usize)] = &[
 ];
 
 // Measured with every feature of tea-yaml (CI's workspace run: `cargo test --workspace
-// --all-features`) on 2026-11-26: 139 of the 276 files load with Python blocks (feature
-// `python`; 87 before The Edge Agent's providers and vocabulary, issue 25), 44 with `net`
-// alone before them. Without `net` the agents that call `llm.call` or `http.*` do
-// not load, so there the test only reports.
-#[cfg(all(feature = "net", feature = "python"))]
+// --all-features`) on 2026-11-26: with Prolog blocks (feature `prolog`), Python blocks (feature
+// `python`) and The Edge Agent's providers and vocabulary (issue 25); 139 without Prolog, 87
+// before the vocabulary, 44 with `net` alone. Without `net` the agents that call `llm.call` or
+// `http.*` do not load, so there the test only reports.
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_EXAMPLES: usize = 57;
-#[cfg(all(feature = "net", feature = "python"))]
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_TESTS: usize = 9;
-#[cfg(all(feature = "net", feature = "python"))]
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_PYTHON: usize = 27;
-#[cfg(all(feature = "net", feature = "python"))]
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_RUST: usize = 4;
-#[cfg(all(feature = "net", feature = "python"))]
+#[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
+const FLOOR_RUST_INLINE: usize = 49;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_EXAMPLES: usize = 57;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_TESTS: usize = 9;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_PYTHON: usize = 27;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
+const FLOOR_RUST: usize = 4;
+#[cfg(all(feature = "net", feature = "python", not(feature = "prolog")))]
 const FLOOR_RUST_INLINE: usize = 42;
 #[cfg(all(feature = "net", not(feature = "python")))]
 const FLOOR_EXAMPLES: usize = 2;

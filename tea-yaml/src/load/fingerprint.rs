@@ -12,6 +12,7 @@ fn exec_text(out: &mut String, exec: &Exec) {
         Exec::Noop => write!(out, "Noop"),
         Exec::Lua(id) => write!(out, "Lua(ChunkId({}))", id.index()),
         Exec::Python(_) => write!(out, "Python"),
+        Exec::Prolog(_) => write!(out, "Prolog"),
         Exec::Expr { key, .. } => write!(out, "Expr(-> {key})"),
         Exec::Action { name, .. } => write!(out, "Action({name})"),
         Exec::Interrupt { state_key, resume_key, .. } => write!(out, "Interrupt({state_key} => {resume_key})"),

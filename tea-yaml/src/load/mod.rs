@@ -24,6 +24,7 @@ use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
 
 mod fingerprint;
 mod node;
+mod prolog;
 mod routing;
 
 /// What the engine brings to a load.

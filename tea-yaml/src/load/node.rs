@@ -203,16 +203,10 @@ impl Loader<'_> {
             match l.as_str() {
                 Some("lua") => python = Some(false),
                 Some("python") => python = Some(true),
-                Some(lang @ "prolog") => {
-                    prolog = true;
-                    self.problem(
-                        l.pos,
-                        format!(
-                            "`language: {lang}`: only Lua and Python run here; port node `{name}`'s block to Lua (`language: lua`)"
-                        ),
-                    )
+                Some("prolog") => prolog = true,
+                Some(other) => {
+                    self.problem(l.pos, format!("unknown language `{other}`; `lua`, `python` and `prolog` run here"))
                 }
-                Some(other) => self.problem(l.pos, format!("unknown language `{other}`; `lua` and `python` run here")),
                 None => self.problem(l.pos, format!("{} must be a string", what("language"))),
             }
         }
@@ -246,7 +240,9 @@ impl Loader<'_> {
             }
         } else if is_interrupt {
             self.interrupt(&fields, &name)
-        } else if let Some(run) = run.filter(|_| !prolog) {
+        } else if let (Some(run), true) = (run, prolog) {
+            self.prolog_run(run, &name, fields.get("output").copied())
+        } else if let Some(run) = run {
             self.run(run, &name, fields.get("output").copied(), python)
         } else if let Some(uses) = uses {
             self.action(uses, &fields, &name)
@@ -794,7 +790,24 @@ impl Loader<'_> {
                             Err(vec![(line, format!("node `{name}`: {message}"))])
                         }
                         Err((line, message)) => {
-                            self.python.guess(name, first_line, text, line, format!("node `{name}`: {message}"))
+                            let lua = format!("node `{name}`: {message}");
+                            // The Edge Agent takes a block that looks like Prolog for Prolog.
+                            match self.prolog_guess(name, first_line, text) {
+                                Some(Ok(exec)) => return exec,
+                                Some(Err(prolog)) => match self.python.guess(name, first_line, text, line, lua) {
+                                    Ok(block) => Ok(block),
+                                    Err(other) => {
+                                        let prolog = prolog.into_iter().next().map(|(_, m)| m).unwrap_or_default();
+                                        Err(other
+                                            .into_iter()
+                                            .map(|(line, m)| {
+                                                (line, format!("{m} (nor does it read as Prolog: {prolog})"))
+                                            })
+                                            .collect())
+                                    }
+                                },
+                                None => self.python.guess(name, first_line, text, line, lua),
+                            }
                         }
                     },
                 };
@@ -809,6 +822,9 @@ impl Loader<'_> {
                 }
             }
             Kind::Map(_) => {
+                if let Some(exec) = self.prolog_map(run, name) {
+                    return exec;
+                }
                 if let Some(o) = output {
                     self.problem(
                         o.pos,

@@ -1,0 +1,692 @@
+//! `run:` blocks in Prolog (feature `prolog`): Scryer Prolog, with The Edge Agent's contract.
+//!
+//! A block is Prolog when its node says `language: prolog`, when its `run:` is `{ type:
+//! prolog, code: … }`, or when it names no language, is not Lua, and looks like Prolog as The
+//! Edge Agent tells (a `% prolog` first line, `:-`, `state(`, `return(`, `findall(`, CLP(FD)'s
+//! `#=`, …) and reads as Prolog.
+//!
+//! As The Edge Agent runs a block: the state's keys are `state(Key, Value)` facts; the block's
+//! clauses are read by Prolog's own reader, one by one: facts and rules are asserted for the
+//! run, directives (`:- G`) and queries (anything else, `?- G` too) are called in order;
+//! `return(Key, Value)` writes `Key` (the last write of a key wins). A query that fails ends the
+//! block and writes nothing, as in The Edge Agent (a validation that does not hold leaves the
+//! state as it was); an exception fails the node with the Prolog error and the clause's line.
+//! Values: JSON numbers are numbers, strings atoms, `true`/`false`/`null` atoms, arrays lists
+//! and objects `json([key=Value, …])` terms (Scryer has no SWI-Prolog dicts; `get_dict/3`,
+//! `put_dict/4` and `dict_pairs/3` work on them). Going back, atoms are strings except `true`,
+//! `false` and `null`, a list of characters (a double-quoted string) is a string, and any other
+//! compound term is written as its text.
+//!
+//! Prolog is sandboxed, so Prolog blocks need no trust (as in The Edge Agent, whose Prolog runs
+//! without it): a block computes, and cannot open files or streams, change flags or operators,
+//! load modules beyond the standard libraries, call another module's or the machine's internal
+//! predicates, or halt. The calls a block makes are checked when it loads; a goal known only at
+//! run time (`call(G)`) is checked when it is called. Each query may make
+//! [`INFERENCES`] inferences; beyond, the node fails ("ran away").
+//!
+//! One Scryer machine serves the process, on a thread of its own (`tea-prolog`, started on
+//! first use with `library(lists)` and tea's support predicates; `library(clpz)`, CLP(FD) as
+//! The Edge Agent preloads it, joins the first time a block uses it). Blocks run on it one at a
+//! time, as The Edge Agent's Python engine locks its SWI-Prolog: Prolog nodes of parallel
+//! branches take turns. The `state/2` facts, the block's clauses and every clause a run asserted
+//! are removed after each run, so runs do not see each other.
+
+use serde_json::{Map, Value};
+
+/// How many inferences one query (a clause of a block that is called) may make before it is
+/// stopped: some seconds of work.
+pub(crate) const INFERENCES: u64 = 20_000_000;
+
+/// A problem with a block: the file's line, and the message.
+pub(crate) type Problem = (usize, String);
+
+/// Whether a block that names no language looks like Prolog (The Edge Agent's own test).
+pub(crate) fn looks_like_prolog(source: &str) -> bool {
+    let code = source.trim();
+    if code.starts_with("% prolog") || code.starts_with("%prolog") {
+        return true;
+    }
+    [":-", "?-", "state(", "return(", "assertz(", "findall(", "all_different(", "#=", "#<", "#>", "ins ", "labeling"]
+        .iter()
+        .any(|p| code.contains(p))
+}
+
+/// What a load needs to take a block for Prolog: the file's name.
+pub(crate) struct Loader {
+    file: String,
+}
+
+impl Loader {
+    pub(crate) fn new(file: &str) -> Self {
+        Loader { file: file.to_owned() }
+    }
+
+    /// The block of node `node`, starting on line `first_line`: read and checked now, so that
+    /// a syntax error or a refused call is a load problem at its line.
+    pub(crate) fn block(&self, node: &str, first_line: usize, source: &str) -> Result<Block, Vec<Problem>> {
+        let clauses =
+            split(source, first_line).map_err(|(line, message)| vec![(line, format!("node `{node}`: {message}"))])?;
+        imp::compile(&self.file, node, first_line, clauses)
+    }
+}
+
+/// The clauses of a block, each with its first line in the file and its text ending with the
+/// end token `.` (added to the last clause when it has none, as The Edge Agent does).
+fn split(source: &str, first_line: usize) -> Result<Vec<(usize, String)>, Problem> {
+    let chars: Vec<char> = source.chars().collect();
+    let mut clauses = Vec::new();
+    let mut current = String::new();
+    let mut start: Option<usize> = None;
+    let mut line = first_line;
+    let mut i = 0;
+    let symbol = |c: char| "+-*/\\^<>=~:.?@#&$".contains(c);
+    while i < chars.len() {
+        let c = chars[i];
+        // Comments: not part of any clause.
+        if c == '%' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && chars.get(i + 1) == Some(&'*') {
+            let opened = line;
+            i += 2;
+            loop {
+                match chars.get(i) {
+                    None => return Err((opened, "a comment `/*` is never closed".to_owned())),
+                    Some('*') if chars.get(i + 1) == Some(&'/') => {
+                        i += 2;
+                        break;
+                    }
+                    Some(ch) => {
+                        if *ch == '\n' {
+                            line += 1;
+                        }
+                        i += 1;
+                    }
+                }
+            }
+            current.push(' ');
+            continue;
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        if !c.is_whitespace() && start.is_none() {
+            start = Some(line);
+        }
+        // Quoted atoms, strings and back-quoted text: copied whole (doubled quotes and
+        // backslash escapes stay inside).
+        if c == '\'' || c == '"' || c == '`' {
+            // `0'c` is a character code, not a quote.
+            let code = c == '\''
+                && current.ends_with('0')
+                && !current[..current.len() - 1].ends_with(|p: char| p.is_alphanumeric() || p == '_');
+            if code {
+                current.push(c);
+                i += 1;
+                if let Some(&next) = chars.get(i) {
+                    current.push(next);
+                    i += 1;
+                    if next == '\\' || (next == '\'' && chars.get(i) == Some(&'\'')) {
+                        if let Some(&escaped) = chars.get(i) {
+                            current.push(escaped);
+                            i += 1;
+                        }
+                    }
+                }
+                continue;
+            }
+            let opened = line;
+            current.push(c);
+            i += 1;
+            loop {
+                match chars.get(i) {
+                    None => return Err((opened, format!("a quoted text opened with {c} is never closed"))),
+                    Some('\\') => {
+                        current.push('\\');
+                        if let Some(&next) = chars.get(i + 1) {
+                            if next == '\n' {
+                                line += 1;
+                            }
+                            current.push(next);
+                        }
+                        i += 2;
+                    }
+                    Some(&q) if q == c => {
+                        current.push(q);
+                        i += 1;
+                        if chars.get(i) == Some(&c) {
+                            current.push(c);
+                            i += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                    Some(&other) => {
+                        if other == '\n' {
+                            line += 1;
+                        }
+                        current.push(other);
+                        i += 1;
+                    }
+                }
+            }
+            continue;
+        }
+        // The end token: a `.` that is not part of a symbol (`=..`) and is followed by layout,
+        // a comment, or the end.
+        let after = chars.get(i + 1).copied();
+        let before = current.chars().last();
+        let ends = c == '.' && !before.is_some_and(symbol) && after.is_none_or(|a| a.is_whitespace() || a == '%');
+        current.push(c);
+        i += 1;
+        if ends {
+            if let Some(at) = start.take() {
+                clauses.push((at, std::mem::take(&mut current)));
+            }
+            current.clear();
+        }
+    }
+    if let Some(at) = start {
+        let text = current.trim_end();
+        if !text.is_empty() {
+            clauses.push((at, format!("{text} .")));
+        }
+    }
+    Ok(clauses)
+}
+
+/// A value of the state as Prolog text (always readable: atoms are quoted, control
+/// characters escaped, floats written with a fraction).
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+fn to_prolog(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                out.push_str(&format!("({i})"));
+            } else if let Some(u) = n.as_u64() {
+                out.push_str(&u.to_string());
+            } else {
+                let f = n.as_f64().unwrap_or(0.0);
+                let text = format!("{f:?}");
+                let text = match (text.contains('.'), text.find('e')) {
+                    (false, Some(e)) => format!("{}.0{}", &text[..e], &text[e..]),
+                    (false, None) => format!("{text}.0"),
+                    _ => text,
+                };
+                out.push('(');
+                out.push_str(&text);
+                out.push(')');
+            }
+        }
+        Value::String(s) => quote(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                to_prolog(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push_str("json([");
+            pairs(map, out);
+            out.push_str("])");
+        }
+    }
+}
+
+/// `'key'=Value, …` of an object.
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+fn pairs(map: &Map<String, Value>, out: &mut String) {
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        quote(key, out);
+        out.push('=');
+        to_prolog(value, out);
+    }
+}
+
+/// `text` as a quoted atom.
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+fn quote(text: &str, out: &mut String) {
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:x}\\", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+}
+
+/// The clauses as `[c(Line, Codes), …]`: character codes, which no text can break.
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+fn clauses_term(clauses: &[(usize, String)]) -> String {
+    let mut out = String::from("[");
+    for (i, (line, text)) in clauses.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("c({line},["));
+        for (j, c) in text.chars().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            out.push_str(&(c as u32).to_string());
+        }
+        out.push_str("])");
+    }
+    out.push(']');
+    out
+}
+
+pub(crate) use imp::{query, Block};
+
+#[cfg(not(feature = "prolog"))]
+mod imp {
+    use super::Problem;
+    use serde_json::{Map, Value};
+    use std::sync::Arc;
+
+    /// A Prolog block: none without the feature `prolog`.
+    #[derive(Clone, Debug)]
+    pub(crate) enum Block {}
+
+    impl Block {
+        pub(crate) fn run(&self, _: &Arc<Map<String, Value>>) -> Result<Option<Map<String, Value>>, String> {
+            match *self {}
+        }
+    }
+
+    /// `prolog.query`: not registered without the feature.
+    #[allow(dead_code)]
+    pub(crate) fn query(_: &Map<String, Value>, _: &Value) -> Result<Value, String> {
+        Err("prolog.query needs tea built with the cargo feature `prolog`".to_owned())
+    }
+
+    pub(super) fn compile(_: &str, node: &str, line: usize, _: Vec<(usize, String)>) -> Result<Block, Vec<Problem>> {
+        Err(vec![(
+            line,
+            format!(
+                "node `{node}` is Prolog: tea runs Prolog blocks when built with the cargo feature `prolog` \
+                 (`--features prolog`)"
+            ),
+        )])
+    }
+}
+
+#[cfg(feature = "prolog")]
+mod imp {
+    use super::{clauses_term, pairs, Problem, INFERENCES};
+    use scryer_prolog::{LeafAnswer, Machine, MachineBuilder, OutputStreamConfig, StreamConfig, Term};
+    use serde_json::{Map, Number, Value};
+    use std::fmt;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::{mpsc, Arc, Mutex, OnceLock};
+
+    /// tea's support predicates: `state/2`, `return/2`, reading and running a block, the
+    /// sandbox, and SWI-Prolog's predicates The Edge Agent's blocks use.
+    const SUPPORT: &str = include_str!("prolog.pl");
+
+    /// A query for the Prolog thread, whether it needs CLP(FD), and where the answer goes.
+    struct Job {
+        query: String,
+        clpz: bool,
+        reply: mpsc::Sender<Result<Option<Term>, String>>,
+    }
+
+    /// The Prolog thread, started on first use: it owns the one machine of the process.
+    static WORKER: OnceLock<Result<Mutex<mpsc::Sender<Job>>, String>> = OnceLock::new();
+
+    /// Whether a text uses CLP(FD) (`library(clpz)`, loaded into the machine the first time a
+    /// block needs it: it is most of a machine's start-up).
+    pub(super) fn needs_clpz(text: &str) -> bool {
+        [
+            "#=",
+            "#<",
+            "#>",
+            "#\\",
+            " in ",
+            " ins ",
+            "label",
+            "all_different",
+            "all_distinct",
+            "tuples_in",
+            "sum(",
+            "clpfd",
+            "clpz",
+        ]
+        .iter()
+        .any(|t| text.contains(t))
+    }
+
+    /// Runs `query` on the process's machine and returns the binding of `Result`. Queries run
+    /// one at a time (as The Edge Agent's Python engine locks its SWI-Prolog).
+    fn ask(query: String, clpz: bool) -> Result<Option<Term>, String> {
+        let worker = WORKER.get_or_init(|| {
+            let (send, receive) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("tea-prolog".to_owned())
+                .stack_size(64 << 20)
+                .spawn(move || serve(receive))
+                .map(|_| Mutex::new(send))
+                .map_err(|e| format!("the Prolog thread could not start: {e}"))
+        });
+        let worker = worker.as_ref().map_err(Clone::clone)?;
+        let (reply, answer) = mpsc::channel();
+        worker
+            .lock()
+            .map_err(|_| "the Prolog thread is gone".to_owned())?
+            .send(Job { query, clpz, reply })
+            .map_err(|_| "the Prolog thread is gone".to_owned())?;
+        answer.recv().map_err(|_| "the Prolog thread stopped during a query".to_owned())?
+    }
+
+    /// The Prolog thread: one machine, started on the first job; a panic inside Scryer drops
+    /// it (the next job starts a fresh one) and is that job's error.
+    fn serve(jobs: mpsc::Receiver<Job>) {
+        let mut machine: Option<Machine> = None;
+        let mut clpz_loaded = false;
+        for job in jobs {
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let machine = machine.get_or_insert_with(|| {
+                    // What a block writes (`write/1`, `format/2`) goes to standard error, as
+                    // Lua's `print`: standard output is `tea run`'s result.
+                    let streams = StreamConfig::in_memory()
+                        .with_user_output(OutputStreamConfig::stderr())
+                        .with_user_error(OutputStreamConfig::stderr());
+                    let mut machine = MachineBuilder::default().with_streams(streams).build();
+                    machine.consult_module_string("user", SUPPORT);
+                    machine
+                });
+                if job.clpz && !clpz_loaded {
+                    answer(machine, "use_module(library(clpz)).")?;
+                    clpz_loaded = true;
+                }
+                answer(machine, &job.query)
+            }));
+            let result = match outcome {
+                Ok(result) => result,
+                Err(_) => {
+                    machine = None;
+                    clpz_loaded = false;
+                    Err("Scryer Prolog failed inside (a panic); the machine is started afresh".to_owned())
+                }
+            };
+            let _ = job.reply.send(result);
+        }
+    }
+
+    /// The first answer of `query`, binding `Result`.
+    fn answer(machine: &mut Machine, query: &str) -> Result<Option<Term>, String> {
+        let mut answers = machine.run_query(query.to_owned());
+        match answers.next() {
+            Some(Ok(LeafAnswer::LeafAnswer { bindings, .. })) => Ok(bindings.get("Result").cloned()),
+            Some(Ok(LeafAnswer::True)) | Some(Ok(LeafAnswer::False)) | None => Ok(None),
+            Some(Ok(LeafAnswer::Exception(term))) | Some(Err(term)) => Err(text(&term)),
+        }
+    }
+
+    /// A compiled Prolog block.
+    #[derive(Clone)]
+    pub(crate) struct Block(Arc<Compiled>);
+
+    struct Compiled {
+        node: String,
+        file: String,
+        /// The clauses as the support's `[c(Line, Codes), …]`.
+        clauses: String,
+        /// The block uses CLP(FD).
+        clpz: bool,
+    }
+
+    impl fmt::Debug for Block {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "Prolog({})", self.0.node)
+        }
+    }
+
+    /// Reads and checks clauses (`[c(Line, Codes), …]`): the line and message of the first
+    /// that does not read or that the sandbox refuses.
+    fn check(term: &str, clpz: bool) -> Result<(), (Option<usize>, String)> {
+        let checked = ask(format!("'$tea_check'({term}, Result)."), clpz);
+        match checked {
+            Ok(Some(Term::Atom(ok))) if ok == "ok" => Ok(()),
+            Ok(Some(Term::Compound(error, args))) if error == "error" && args.len() == 2 => {
+                let line = match &args[0] {
+                    Term::Integer(n) => n.to_string().parse().ok(),
+                    _ => None,
+                };
+                Err((line, format!("Prolog {}", text(&args[1]))))
+            }
+            Ok(other) => Err((None, format!("the Prolog text could not be checked ({other:?})"))),
+            Err(e) => Err((None, format!("Prolog: {e}"))),
+        }
+    }
+
+    pub(super) fn compile(
+        file: &str,
+        node: &str,
+        first_line: usize,
+        clauses: Vec<(usize, String)>,
+    ) -> Result<Block, Vec<Problem>> {
+        let term = clauses_term(&clauses);
+        let clpz = clauses.iter().any(|(_, text)| needs_clpz(text));
+        check(&term, clpz)
+            .map_err(|(line, message)| vec![(line.unwrap_or(first_line), format!("node `{node}`: {message}"))])?;
+        Ok(Block(Arc::new(Compiled { node: node.to_owned(), file: file.to_owned(), clauses: term, clpz })))
+    }
+
+    /// `'$tea_run'(Mode, State, Clauses, Limit, Result)` on this thread's machine.
+    fn run_clauses(mode: &str, state: &Map<String, Value>, clauses: &str, clpz: bool) -> Result<Option<Term>, String> {
+        let mut query = format!("'$tea_run'({mode}, [");
+        pairs(state, &mut query);
+        query.push_str(&format!("], {clauses}, {INFERENCES}, Result)."));
+        ask(query, clpz)
+    }
+
+    /// The action `prolog.query` (The Edge Agent's WebAssembly build): `with: { code, facts }`;
+    /// the clauses of `facts` then `code` run as a block does (`state/2` holds the state), and
+    /// the result is `{ bindings: [{Var: value, …}], success }`, the variables of the last query
+    /// (`?- Goal.` or any goal) in its first solution; `success: false` and no bindings when a
+    /// query fails.
+    pub(crate) fn query(state: &Map<String, Value>, args: &Value) -> Result<Value, String> {
+        let code = match args.get("code") {
+            Some(Value::String(code)) => code.as_str(),
+            Some(other) => return Err(format!("prolog.query: `code` is Prolog text, not {other}")),
+            None => return Err("prolog.query needs `code` (Prolog text) in `with:`".to_owned()),
+        };
+        let mut source = String::new();
+        match args.get("facts") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(facts)) => {
+                source.push_str(facts);
+                source.push('\n');
+            }
+            Some(other) => return Err(format!("prolog.query: `facts` is Prolog text, not {other}")),
+        }
+        source.push_str(code);
+        let clauses = super::split(&source, 1).map_err(|(line, m)| format!("prolog.query: line {line}: {m}"))?;
+        let term = clauses_term(&clauses);
+        let clpz = needs_clpz(&source);
+        check(&term, clpz).map_err(|(line, m)| match line {
+            Some(line) => format!("prolog.query: line {line}: {m}"),
+            None => format!("prolog.query: {m}"),
+        })?;
+        let at = |line: &Term| match line {
+            Term::Integer(n) if n.to_string() != "0" => format!(" at line {n}"),
+            _ => String::new(),
+        };
+        match run_clauses("query", state, &term, clpz)? {
+            Some(Term::Compound(ok, args)) if ok == "ok" && args.len() == 1 => {
+                let bindings = to_json(&Term::Compound("json".to_owned(), vec![args[0].clone()]))?;
+                Ok(serde_json::json!({ "bindings": [bindings], "success": true }))
+            }
+            Some(Term::Compound(failed, _)) if failed == "failed" => {
+                Ok(serde_json::json!({ "bindings": [], "success": false }))
+            }
+            Some(Term::Compound(error, args)) if error == "error" && args.len() == 2 => {
+                Err(format!("prolog.query: Prolog error{}: {}", at(&args[0]), text(&args[1])))
+            }
+            Some(Term::Compound(limit, args)) if limit == "limit" && args.len() == 1 => {
+                Err(format!("prolog.query: the query{} ran away: stopped after {INFERENCES} inferences", at(&args[0])))
+            }
+            other => Err(format!("prolog.query gave no result ({other:?})")),
+        }
+    }
+
+    impl Block {
+        /// Runs the block on `state`: `Ok(None)` for no writes (nothing returned, or a query
+        /// failed), `Ok(Some(keys))` for the keys `return/2` wrote.
+        pub(crate) fn run(&self, state: &Arc<Map<String, Value>>) -> Result<Option<Map<String, Value>>, String> {
+            let this = &*self.0;
+            let result = run_clauses("block", state, &this.clauses, this.clpz)
+                .map_err(|e| format!("Prolog error in node `{}` ({}): {e}", this.node, this.file))?;
+            let at = |line: &Term| match line {
+                Term::Integer(n) if n.to_string() != "0" => format!("{}:{n}", this.file),
+                _ => this.file.clone(),
+            };
+            match result {
+                Some(Term::Compound(ok, args)) if ok == "ok" && args.len() == 1 => {
+                    let mut out = Map::new();
+                    for item in list(&args[0]) {
+                        if let Term::Compound(eq, kv) = item {
+                            if eq == "=" && kv.len() == 2 {
+                                let key = match &kv[0] {
+                                    Term::Atom(k) | Term::String(k) => k.clone(),
+                                    other => text(other),
+                                };
+                                out.insert(key, to_json(&kv[1])?);
+                            }
+                        }
+                    }
+                    Ok(Some(out).filter(|m| !m.is_empty()))
+                }
+                Some(Term::Compound(failed, _)) if failed == "failed" => Ok(None),
+                Some(Term::Compound(error, args)) if error == "error" && args.len() == 2 => {
+                    Err(format!("Prolog error at {} (node `{}`): {}", at(&args[0]), this.node, text(&args[1])))
+                }
+                Some(Term::Compound(limit, args)) if limit == "limit" && args.len() == 1 => Err(format!(
+                    "Prolog query at {} (node `{}`) ran away: stopped after {INFERENCES} inferences",
+                    at(&args[0]),
+                    this.node
+                )),
+                other => Err(format!("Prolog block of node `{}` gave no result ({other:?})", this.node)),
+            }
+        }
+    }
+
+    /// The items of a Prolog list (`[]` may come as an atom).
+    fn list(term: &Term) -> Vec<&Term> {
+        match term {
+            Term::List(items) => items.iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A term as text (an error's message, a key).
+    fn text(term: &Term) -> String {
+        match term {
+            Term::Atom(a) => a.clone(),
+            Term::String(s) => s.clone(),
+            Term::Integer(n) => n.to_string(),
+            Term::Float(f) => f.to_string(),
+            Term::Rational(r) => r.to_string(),
+            Term::List(items) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(",")),
+            Term::Compound(name, args) => {
+                format!("{name}({})", args.iter().map(text).collect::<Vec<_>>().join(","))
+            }
+            Term::Var(v) => v.clone(),
+            _ => "?".to_owned(),
+        }
+    }
+
+    /// A returned value (as the support's `'$tea_json'` shaped it) as JSON.
+    fn to_json(term: &Term) -> Result<Value, String> {
+        Ok(match term {
+            Term::Integer(n) => {
+                let t = n.to_string();
+                match (t.parse::<i64>(), t.parse::<u64>()) {
+                    (Ok(i), _) => Value::from(i),
+                    (_, Ok(u)) => Value::from(u),
+                    _ => return Err(format!("the integer {t}, which does not fit in 64 bits (JSON numbers here do)")),
+                }
+            }
+            Term::Float(f) => Number::from_f64(*f)
+                .map(Value::Number)
+                .ok_or_else(|| format!("the float {f}, which JSON cannot hold"))?,
+            Term::Rational(r) => {
+                let t = r.to_string();
+                let f = match t.split_once('/') {
+                    Some((a, b)) => {
+                        a.trim().parse::<f64>().unwrap_or(f64::NAN) / b.trim().parse::<f64>().unwrap_or(f64::NAN)
+                    }
+                    None => t.parse::<f64>().unwrap_or(f64::NAN),
+                };
+                Number::from_f64(f)
+                    .map(Value::Number)
+                    .ok_or_else(|| format!("the rational {t}, which JSON cannot hold"))?
+            }
+            Term::Atom(a) => match a.as_str() {
+                "true" => Value::Bool(true),
+                "false" => Value::Bool(false),
+                "null" => Value::Null,
+                "[]" => Value::Array(Vec::new()),
+                _ => Value::String(a.clone()),
+            },
+            Term::String(s) => Value::String(s.clone()),
+            Term::List(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+            Term::Compound(s, args) if s == "s" && args.len() == 1 => match &args[0] {
+                Term::String(s) => Value::String(s.clone()),
+                Term::List(chars) => Value::String(chars.iter().map(text).collect()),
+                other => Value::String(text(other)),
+            },
+            Term::Compound(json, args) if json == "json" && args.len() == 1 => {
+                let mut out = Map::new();
+                for item in list(&args[0]) {
+                    if let Term::Compound(eq, kv) = item {
+                        if eq == "=" && kv.len() == 2 {
+                            let key = match &kv[0] {
+                                Term::Atom(k) | Term::String(k) => k.clone(),
+                                other => text(other),
+                            };
+                            out.insert(key, to_json(&kv[1])?);
+                        }
+                    }
+                }
+                Value::Object(out)
+            }
+            Term::Var(_) => Value::Null,
+            other => Value::String(text(other)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn clauses_split_at_end_tokens_only() {
+        let clauses =
+            split("a(1).\nb :- X = 'x. y', Y = \"p. q\",\n  Z =.. [f], W = 1.5. % c.\nstate(k, V)", 10).unwrap();
+        let lines: Vec<usize> = clauses.iter().map(|c| c.0).collect();
+        assert_eq!(lines, [10, 11, 13]);
+        assert_eq!(clauses[2].1, "state(k, V) .");
+        assert!(clauses[1].1.contains("=.."));
+        assert!(split("x :- y = 'open", 1).is_err());
+    }
+}
