@@ -295,6 +295,8 @@ struct AgentVm {
 /// so that changing it in place is seen again (and by `return state`). Writes go to the call's
 /// own copy, never to the state: only the table the block returns writes keys.
 struct MapView {
+    /// `variables` or `context` (read-only views), for the error a write gets.
+    name: &'static str,
     map: Option<Arc<Map<String, Value>>>,
     /// `state`: writable. `variables`: not.
     writable: bool,
@@ -305,8 +307,8 @@ struct MapView {
 }
 
 impl MapView {
-    fn new(map: Option<Arc<Map<String, Value>>>, writable: bool) -> Self {
-        MapView { map, writable, local: None, removed: Vec::new() }
+    fn new(name: &'static str, map: Option<Arc<Map<String, Value>>>, writable: bool) -> Self {
+        MapView { name, map, writable, local: None, removed: Vec::new() }
     }
 
     /// The call is over: its copy goes.
@@ -361,7 +363,7 @@ impl UserData for MapView {
         });
         methods.add_meta_method_mut(MetaMethod::NewIndex, |lua, this, (key, value): (LuaValue, LuaValue)| {
             if !this.writable || this.map.is_none() {
-                return Err(mlua::Error::runtime("`variables` and `context` are read-only"));
+                return Err(mlua::Error::runtime(format!("`{}` is read-only", this.name)));
             }
             let LuaValue::String(key) = key else {
                 return Err(mlua::Error::runtime("the keys of `state` are strings"));
@@ -440,9 +442,9 @@ impl Vm {
             Ok(())
         })?;
         base.set("emit", emit)?;
-        let state = lua.create_userdata(MapView::new(None, true))?;
+        let state = lua.create_userdata(MapView::new("state", None, true))?;
         base.set("state", &state)?;
-        let context = lua.create_userdata(MapView::new(None, false))?;
+        let context = lua.create_userdata(MapView::new("context", None, false))?;
         base.set("context", &context)?;
         // The string metatable's `__index` is the real string library: hide it.
         lua.load("getmetatable('').__metatable = false").set_name("=tea").exec()?;
@@ -530,7 +532,8 @@ impl Vm {
         if !self.agents.contains_key(&chunks.id) {
             // A new agent: forget the chunks of agents that were dropped.
             self.agents.retain(|_, agent| agent.alive.strong_count() > 0);
-            let variables = self.lua.create_userdata(MapView::new(Some(chunks.variables.clone()), false))?;
+            let variables =
+                self.lua.create_userdata(MapView::new("variables", Some(chunks.variables.clone()), false))?;
             let scope = self.lua.create_table()?;
             scope.set("variables", variables)?;
             let scope_meta = self.lua.create_table()?;

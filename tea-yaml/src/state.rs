@@ -399,6 +399,19 @@ impl Schema {
         let mut planned = Vec::with_capacity(values.len());
         for (key, value) in values {
             let current = state.get(&key).filter(|v| !v.is_null());
+            if let (Some(decl), Some(replacement)) = (self.get(&key), overwrite_of(&value)) {
+                // `{"__overwrite__": value}` (LangGraph's `Overwrite`): replaces the value of a
+                // key whatever its reducer; an empty table of Lua is an empty list for a list.
+                let replacement = match (decl.ty, replacement) {
+                    (Type::List, Value::Object(m)) if m.is_empty() => Value::Array(Vec::new()),
+                    (_, other) => other.clone(),
+                };
+                if !decl.ty.fits(&replacement) {
+                    return Err(type_error(&key, decl.ty, &replacement).into());
+                }
+                planned.push((key, Plan::Set(replacement)));
+                continue;
+            }
             let plan = match (self.get(&key), current) {
                 (None, _) => Plan::Set(value),
                 (Some(decl), Some(Value::Array(_))) if decl.reducer == Reducer::Append => Plan::Append(value),
@@ -446,6 +459,15 @@ impl Schema {
 
 fn type_error(key: &str, ty: Type, value: &Value) -> String {
     format!("state key `{key}` is declared `{}`, but the value written is {}", ty.name(), describe(value))
+}
+
+/// The value a write `{"__overwrite__": value}` puts in place of its key's, whatever the key's
+/// reducer (LangGraph's `Overwrite`).
+pub(crate) fn overwrite_of(value: &Value) -> Option<&Value> {
+    match value {
+        Value::Object(map) if map.len() == 1 => map.get("__overwrite__"),
+        _ => None,
+    }
 }
 
 /// A value's JSON type and a short rendering of it, for messages.

@@ -2,7 +2,7 @@
 //! (`{{ context.x }}`, `context.x` in Lua, `Agent::with_context`); `emit(…)` from a `run:` block.
 
 use serde_json::{json, Value};
-use tea::{Error, Event, MemoryStore};
+use tea::{Error, Event};
 use tea_yaml::{Agent, Engine, State};
 
 fn agent(yaml: &str) -> Agent {
@@ -107,11 +107,10 @@ nodes:
     run: return { }
   - name: greet
     run: return { greeting = "hi " .. (context.user or "nobody") }
-config: { interrupt_before: [greet] }
+config: { interrupt_before: [greet], checkpointer: memory }
 "#,
         )
-        .unwrap()
-        .with_checkpointer(MemoryStore::new());
+        .unwrap();
     let (state, resume) =
         agent.with_context(json!({ "user": "ada" })).invoke(json!({})).unwrap().interrupted().unwrap();
     assert!(!state.to_json().to_string().contains("ada"));
@@ -160,4 +159,34 @@ fn value_is_json() {
     let agent = agent("nodes:\n  - name: a\n    run: return { seen = context.missing == nil }\n");
     let out = agent.with_context(Value::Object(Default::default())).invoke(json!({})).unwrap().done().unwrap();
     assert_eq!(out["seen"], true);
+}
+
+#[test]
+fn an_overwrite_replaces_a_reducer_keys_value() {
+    let agent = agent(
+        r#"
+state:
+  log: { type: list, reducer: append }
+  total: { type: int, reducer: sum }
+nodes:
+  - name: add
+    run: return { log = { "a", "b" }, total = 5 }
+  - name: reset
+    run: return { log = { __overwrite__ = { "fresh" } }, total = { __overwrite__ = 1 } }
+  - name: empty
+    run: |
+      if state.total == 1 then return { log = { __overwrite__ = {} } } end
+      return {}
+"#,
+    );
+    let out = agent.invoke(json!({ "log": ["start"], "total": 1 })).unwrap().done().unwrap();
+    assert_eq!(out["log"], json!([]));
+    assert_eq!(out["total"], 1);
+    let bad = Engine::new()
+        .load_str("state:\n  total: { type: int, reducer: sum }\nnodes:\n  - name: a\n    run: return { total = { __overwrite__ = \"x\" } }\n")
+        .unwrap()
+        .invoke(json!({}))
+        .unwrap_err();
+    // A replacement must fit the key's type.
+    assert!(bad.to_string().contains("node `a` failed"), "{bad}");
 }

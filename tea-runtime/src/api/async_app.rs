@@ -41,6 +41,9 @@ pub(crate) async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Re
     if let Some(event) = run.run().branch_events.pop_front() {
         return Some(Ok(event));
     }
+    if let Some(error) = run.run().failure.take() {
+        return Some(Err(error));
+    }
     if run.is_over() {
         return None;
     }

@@ -23,7 +23,16 @@ pub(crate) fn event_after<G: Graph>(
 ) -> Option<Result<Event<G::State>, Error>> {
     let progress = match progress {
         Ok(progress) => progress,
-        Err(error) => return Some(Err(error)),
+        Err(error) => {
+            // What the failed node emitted (its retries, say) comes before the error.
+            let emitted = run.ctx.emitter.as_ref().map(|emitter| emitter.take(None)).unwrap_or_default();
+            if emitted.is_empty() {
+                return Some(Err(error));
+            }
+            run.branch_events.extend(emitted.into_iter().map(Emitted::into_event));
+            run.failure = Some(error);
+            return run.branch_events.pop_front().map(Ok);
+        }
     };
     let values = run.ctx.emitter.as_ref().is_none_or(|emitter| emitter.modes.contains(StreamModes::VALUES));
     // Queued behind the branch steps of a fan-out (`Forked`), ahead of everything else.
@@ -94,6 +103,9 @@ impl<G: Graph> Iterator for Stream<'_, G> {
         let run = self.run.as_mut()?;
         if let Some(event) = run.branch_events.pop_front() {
             return Some(Ok(event));
+        }
+        if let Some(error) = run.failure.take() {
+            return Some(Err(error));
         }
         if self.over {
             return None;

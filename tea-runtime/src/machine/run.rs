@@ -144,6 +144,9 @@ pub(crate) struct Run<'g, G: Graph> {
     /// A copy of the last main-line node's update, for a stream that yields updates
     /// ([`StreamModes::UPDATES`]).
     pub(crate) shown: Option<Option<<G::State as GraphState>::Update>>,
+    /// While streaming: the error the run failed with, yielded once the events queued before
+    /// it (what the failed node emitted) have been.
+    pub(crate) failure: Option<Error>,
     /// The run's `run` span, entered by every advance.
     #[cfg(feature = "tracing")]
     pub(crate) span: tracing::Span,
@@ -188,6 +191,7 @@ impl<'g, G: Graph> Run<'g, G> {
             finished: false,
             last_duration: Duration::ZERO,
             shown: None,
+            failure: None,
             #[cfg(feature = "tracing")]
             span,
         }
