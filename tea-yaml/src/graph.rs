@@ -248,11 +248,13 @@ fn enter_context(ctx: &Ctx<State>) -> ContextGuard {
 
 /// A node's future with its run's context entered at each poll (it may be polled on any of the
 /// runtime's threads).
+#[cfg(feature = "net")]
 struct InContext<'a> {
     ctx: &'a Ctx<State>,
     inner: NodeFuture<'a, State, NodeIx>,
 }
 
+#[cfg(feature = "net")]
 impl std::future::Future for InContext<'_> {
     type Output = Result<NodeStep<State, NodeIx>, BoxError>;
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {

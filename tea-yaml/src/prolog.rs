@@ -35,6 +35,7 @@ use serde_json::{Map, Value};
 
 /// How many inferences one query (a clause of a block that is called) may make before it is
 /// stopped: some seconds of work.
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
 pub(crate) const INFERENCES: u64 = 20_000_000;
 
 /// A problem with a block: the file's line, and the message.
@@ -293,7 +294,9 @@ fn clauses_term(clauses: &[(usize, String)]) -> String {
     out
 }
 
-pub(crate) use imp::{query, Block};
+#[cfg(feature = "prolog")]
+pub(crate) use imp::query;
+pub(crate) use imp::Block;
 
 #[cfg(not(feature = "prolog"))]
 mod imp {
