@@ -476,24 +476,40 @@ fn parse_policy(input: ParseStream, keyword: &'static str) -> syn::Result<(Stmt,
     }
     let args;
     let paren = parenthesized!(args in input);
-    let setting = match keyword {
+    let setting = policy_setting(&args, keyword, &node, usage, paren.span.join());
+    if setting.is_err() {
+        // The settings' tokens are skipped, so that this error, not syn's "unexpected token"
+        // for what is left inside the parentheses, is the one reported.
+        while !args.is_empty() {
+            args.parse::<TokenTree>()?;
+        }
+    }
+    Ok((Stmt::Policy(PolicyDef { node, keyword, setting: setting? }), paren.span.close()))
+}
+
+/// The settings inside a policy statement's parentheses.
+fn policy_setting(
+    args: ParseStream,
+    keyword: &'static str,
+    node: &Ident,
+    usage: &str,
+    span: Span,
+) -> syn::Result<Setting> {
+    Ok(match keyword {
         "timeout" => {
-            let ms = duration_ms(&args, usage)?;
+            let ms = duration_ms(args, usage)?;
             if !args.is_empty() {
                 return Err(args.error(format!("expected `)`: {usage}")));
             }
             if ms == 0 {
-                return Err(syn::Error::new(
-                    paren.span.join(),
-                    "a timeout of zero would fail every run: give a positive duration",
-                ));
+                return Err(syn::Error::new(span, "a timeout of zero would fail every run: give a positive duration"));
             }
             Setting::Timeout { ms }
         }
         "retry" => {
             let (mut attempts, mut backoff_ms, mut max_backoff_ms, mut factor, mut jitter, mut on) =
                 (None, None, None, None, None, None);
-            for_each_setting(&args, usage, |name, args| {
+            for_each_setting(args, usage, |name, args| {
                 match name.to_string().as_str() {
                     "attempts" => {
                         let lit: LitInt = args.parse()?;
@@ -538,16 +554,13 @@ fn parse_policy(input: ParseStream, keyword: &'static str) -> syn::Result<(Stmt,
                 Ok(())
             })?;
             let Some(attempts) = attempts else {
-                return Err(syn::Error::new(
-                    paren.span.join(),
-                    format!("`retry {node}` needs `attempts = N`: {usage}"),
-                ));
+                return Err(syn::Error::new(span, format!("`retry {node}` needs `attempts = N`: {usage}")));
             };
             Setting::Retry { attempts, backoff_ms, max_backoff_ms, factor, jitter, on }
         }
         _ => {
             let (mut ttl_ms, mut reads, mut store) = (None, Vec::new(), false);
-            for_each_setting(&args, usage, |name, args| {
+            for_each_setting(args, usage, |name, args| {
                 match name.to_string().as_str() {
                     "ttl" => ttl_ms = Some(duration_ms(args, usage)?),
                     "reads" => {
@@ -562,8 +575,7 @@ fn parse_policy(input: ParseStream, keyword: &'static str) -> syn::Result<(Stmt,
             })?;
             Setting::Cache { ttl_ms, reads, store }
         }
-    };
-    Ok((Stmt::Policy(PolicyDef { node, keyword, setting }), paren.span.close()))
+    })
 }
 
 /// Reads `name = value, …` (or a bare `name`, for flags), handing each to `each` positioned
@@ -777,6 +789,51 @@ mod tests {
         assert!(messages[1].starts_with("unknown statement `frobnicate`; a statement is"));
         assert!(messages[2].starts_with("unknown statement `asyn`; did you mean `async`?"));
         assert_eq!(def.stmts.len(), 1);
+    }
+
+    #[test]
+    fn policy_statements_read_and_each_mistake_is_reported_on_its_token() {
+        let def: GraphDef = parse_quote! {
+            Flow for State {
+                start -> fetch;
+                fetch -> end;
+                retry fetch(attempts = 3, backoff = 1.5s, max_backoff = 1m, factor = 2, jitter = 0.1, on = errors);
+                timeout fetch(250ms);
+                cache fetch(ttl = 2h, reads = [a, b], store);
+                context Settings;
+                retry fetch(attempts = 0);
+                retry fetch(backof = 1s);
+                timeout fetch(30);
+                timeout fetch(3 days);
+                cache fetch(ttl = 5w);
+                retry fetch(jitter = 0.5);
+            }
+        };
+        match &def.stmts[2] {
+            Stmt::Policy(PolicyDef {
+                setting: Setting::Retry { attempts: 3, backoff_ms: Some(1500), max_backoff_ms: Some(60_000), .. },
+                ..
+            }) => {}
+            other => panic!("expected a retry, got {other:?}"),
+        }
+        assert!(matches!(&def.stmts[3], Stmt::Policy(PolicyDef { setting: Setting::Timeout { ms: 250 }, .. })));
+        match &def.stmts[4] {
+            Stmt::Policy(PolicyDef {
+                setting: Setting::Cache { ttl_ms: Some(7_200_000), reads, store: true }, ..
+            }) => {
+                assert_eq!(reads.len(), 2)
+            }
+            other => panic!("expected a cache, got {other:?}"),
+        }
+        assert!(matches!(&def.stmts[5], Stmt::Context(_)));
+        let messages: Vec<String> = def.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 6, "{messages:?}");
+        assert!(messages[0].starts_with("`attempts` counts the first run"), "{messages:?}");
+        assert!(messages[1].starts_with("unknown setting `backof`; did you mean `backoff`?"), "{messages:?}");
+        assert!(messages[2].starts_with("`30` needs a unit: `30ms`, `30s`"), "{messages:?}");
+        assert!(messages[3].starts_with("`3` needs a unit"), "{messages:?}");
+        assert!(messages[4].starts_with("unknown unit `w`"), "{messages:?}");
+        assert!(messages[5].starts_with("`retry fetch` needs `attempts = N`"), "{messages:?}");
     }
 
     #[test]
