@@ -329,6 +329,11 @@ impl<G: Graph, C> App<G, C> {
     /// # Ok::<(), tea::Error>(())
     /// ```
     pub fn with_context<T: std::any::Any + Send + Sync>(&self, context: T) -> App<G, C> {
+        App { context: Some(RunContext::new(context)), ..self.copy() }
+    }
+
+    /// A copy of this app: its graph, store, options, context and node cache shared.
+    fn copy(&self) -> App<G, C> {
         App {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
@@ -341,7 +346,7 @@ impl<G: Graph, C> App<G, C> {
             parent: self.parent.clone(),
             sync_inline: self.sync_inline,
             shared: self.shared.clone(),
-            context: Some(RunContext::new(context)),
+            context: self.context.clone(),
             modes: self.modes,
         }
     }
@@ -352,21 +357,7 @@ impl<G: Graph, C> App<G, C> {
     #[doc(hidden)]
     pub fn with_graph(&self, graph: G) -> App<G, C> {
         let graph = Arc::new(graph);
-        App {
-            shared: Arc::new(self.shared.with_graph(graph.clone())),
-            graph,
-            checkpointer: self.checkpointer.clone(),
-            recursion_limit: self.recursion_limit,
-            durability: self.durability,
-            lease: self.lease,
-            max_branches: self.max_branches,
-            key: self.key.clone(),
-            parent_node: self.parent_node,
-            parent: self.parent.clone(),
-            sync_inline: self.sync_inline,
-            context: self.context.clone(),
-            modes: self.modes,
-        }
+        App { shared: Arc::new(self.shared.with_graph(graph.clone())), graph, ..self.copy() }
     }
 
     /// The graph this app runs.
@@ -873,19 +864,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// own durability.
     pub(crate) fn with_options(&self, options: RunOptions) -> App<G, C> {
         App {
-            graph: self.graph.clone(),
-            checkpointer: self.checkpointer.clone(),
-            recursion_limit: self.recursion_limit,
             durability: options.durability.unwrap_or(self.durability),
-            lease: self.lease,
-            max_branches: self.max_branches,
-            key: self.key.clone(),
-            parent_node: self.parent_node,
-            parent: self.parent.clone(),
-            sync_inline: self.sync_inline,
-            shared: self.shared.clone(),
-            context: self.context.clone(),
             modes: options.stream_modes.unwrap_or(self.modes),
+            ..self.copy()
         }
     }
 
