@@ -373,12 +373,12 @@ impl<G: Graph, C> App<G, C> {
     /// Gives `run` what this app's runs share (its graph, its node cache), this call's context,
     /// and — when it streams — where its nodes' emits go; refuses it if the graph declares a
     /// context type this call did not supply. Allocates only for a stream.
-    pub(crate) fn scope<'g>(&self, run: Run<'g, G>) -> Result<Run<'g, G>, Error> {
+    pub(crate) fn scope(&self, run: &mut Run<'_, G>) -> Result<(), Error> {
         self.scope_with(run, &RunOptions::new())
     }
 
     /// [`scope`](Self::scope) with this call's `options` over the app's.
-    pub(crate) fn scope_with<'g>(&self, mut run: Run<'g, G>, options: &RunOptions) -> Result<Run<'g, G>, Error> {
+    pub(crate) fn scope_with(&self, run: &mut Run<'_, G>, options: &RunOptions) -> Result<(), Error> {
         let context = self.context.as_ref();
         if let Some((type_id, expected)) = self.graph.context_type() {
             if !context.is_some_and(|context| context.is(type_id)) {
@@ -395,7 +395,7 @@ impl<G: Graph, C> App<G, C> {
         if run.record {
             run.ctx.emitter = Some(Arc::new(Emitter::new(options.stream_modes.unwrap_or(self.modes))));
         }
-        Ok(run)
+        Ok(())
     }
 
     /// The limits its runs work within.
@@ -415,7 +415,9 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let mut run = self.scope(Run::new(&*self.graph, input, self.limits(), None, false))?;
+        // Scoped in place: a run is large, and this is every call's path.
+        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
+        self.scope(&mut run)?;
         traced! { run.call("invoke"); }
         match run.run_to_end()? {
             Over::Done => Ok(run.state),
@@ -431,7 +433,8 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        let run = self.scope(Run::new(&*self.graph, input, self.limits(), None, true));
+        let mut run = Run::new(&*self.graph, input, self.limits(), None, true);
+        let run = self.scope(&mut run).map(|()| run);
         traced! { if let Ok(run) = &run { run.call("stream"); } }
         Stream::new(run)
     }
@@ -593,7 +596,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // thread, exactly one runs its nodes; the others find its lease.
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
-        let run = self.scope(Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?)?;
+        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?;
+        self.scope(&mut run)?;
         traced! { run.call(call); }
         Ok(Recovery::Run(run))
     }
@@ -844,7 +848,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.check_key()?;
         self.check_thread_id(&thread)?;
         let persist = self.persist_as(thread, None, None, true, options.durability.unwrap_or(self.durability));
-        let run = self.scope_with(Run::new(&*self.graph, input, self.limits(), Some(persist), record), options)?;
+        let mut run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
+        self.scope_with(&mut run, options)?;
         traced! { run.call(call); }
         Ok(run)
     }

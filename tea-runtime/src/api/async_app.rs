@@ -134,7 +134,8 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
     pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
         runtime("invoke_async")?;
-        let run = self.scope(Run::new(&*self.graph, input, self.limits(), None, false))?;
+        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
+        self.scope(&mut run)?;
         traced! { run.call("invoke_async"); }
         match outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await? {
             Outcome::Done(state) => Ok(state),
@@ -148,7 +149,8 @@ impl<G: Graph> App<G, NoCheckpointer> {
     /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the run's events.
     pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let run = runtime("stream_async").and_then(|()| {
-            let run = self.scope(Run::new(&*self.graph, input, self.limits(), None, true))?;
+            let mut run = Run::new(&*self.graph, input, self.limits(), None, true);
+            self.scope(&mut run)?;
             traced! { run.call("stream_async"); }
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         });

@@ -107,7 +107,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if let Position::Before(node) = &ckpt.at {
             persist.paused_node = Some(node.clone());
         }
-        let run = self.scope_with(Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?, options)?;
+        let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
+        self.scope_with(&mut run, options)?;
         traced! {
             run.call(call);
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));

@@ -14,10 +14,6 @@
 //! once, with [`now_or_never`], which allocates nothing. The tokio driver is `drive::tokio`.
 
 use crate::machine::driver::Driver;
-use crate::machine::line::Cursor;
-#[cfg(feature = "tracing")]
-use crate::machine::persist::checkpoint_span;
-use crate::machine::persist::keep_alive;
 use crate::machine::run::{Over, Progress, Request, Run, Then};
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
@@ -221,43 +217,9 @@ impl<G: Graph> Run<'_, G> {
         );
         match self.end(node, produced)? {
             Then::Stepped => Ok(Progress::Stepped),
-            Then::Save => {
-                self.save_step_now()?;
-                Ok(Progress::Stepped)
-            }
+            // A checkpoint write or a pause: the machine's own, polled once.
             then => now_or_never(pin!(self.then(driver, then))),
         }
-    }
-    /// [`save_step`](Self::save_step) on the calling thread, without a future: the same
-    /// parts ([`checkpoint`](Self::checkpoint), [`encode_write`](Self::encode_write), the
-    /// store's `append`, [`wrote`](Self::wrote)), for the thread driver's common step.
-    fn save_step_now(&mut self) -> Result<(), Error> {
-        let Some(durable) = self.step_durability() else { return Ok(()) };
-        let done = matches!(self.line.cursor, Cursor::Done);
-        let ckpt = self.checkpoint();
-        let durable = durable || done;
-        let graph = self.graph;
-        traced! { let (span, started) = checkpoint_span(&ckpt, durable); }
-        let encoded = {
-            traced! { let _checkpoint = span.enter(); }
-            self.encode_write(&ckpt)?
-        };
-        traced! { span.record("bytes", encoded.bytes.len()); }
-        let Some(persist) = &self.persist else { return Ok(()) };
-        let appended = {
-            traced! { let _checkpoint = span.enter(); }
-            crate::vocab::trace::store_call("append", graph.name(), Some(&persist.thread), || {
-                persist.store.append(graph.name(), &persist.thread, encoded.head, encoded.id, &encoded.bytes, durable)
-            })?
-        };
-        traced! { self.traced_write(&span, started, &encoded, &appended); }
-        self.wrote(&ckpt, encoded, appended)?;
-        if let Some(parent) = self.renews_ancestors(&ckpt) {
-            now_or_never(pin!(keep_alive::<G, ThreadDriver>(&ThreadDriver, &parent)))?;
-        }
-        self.finished = done;
-        self.progressed();
-        Ok(())
     }
     /// Claims the run's thread on the calling thread ([`Run::claim`]): what the blocking API
     /// does after it checked a token or a checkpoint and before the run's first step.
