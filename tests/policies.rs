@@ -552,3 +552,159 @@ async fn the_async_stream_yields_custom_events_while_the_node_runs() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Policies under stress: damaged cache entries, many runs caching one key at once, a retry
+// budget of u32::MAX, a process killed while a retry waits.
+
+/// The store's graph under which `StoreCached`'s results are kept.
+const STORE_CACHE: &str = "tea:cache:StoreCached";
+
+fn damaged_entry_is_a_miss<C: Checkpointer>(tag: &str, store: std::sync::Arc<C>) {
+    let app = StoreCached::builder().checkpointer(std::sync::Arc::clone(&store)).build();
+    let input = Job { query: "tea".into(), ..job(tag) };
+    app.invoke(input.clone()).unwrap();
+    let threads = store.threads(STORE_CACHE).unwrap();
+    assert_eq!(threads.len(), 1, "{tag}: one cached result: {threads:?}");
+    for damage in [&b"\xff\x00not json"[..], b"{\"input\": 1}", b"[]", b""] {
+        let (head, _) = store.head(STORE_CACHE, &threads[0]).unwrap().unwrap();
+        store.append(STORE_CACHE, &threads[0], Some(head), head + 1, damage, true).unwrap();
+        let before = runs(tag, "lookup");
+        assert_eq!(app.invoke(input.clone()).unwrap().done().unwrap().log, ["looked up tea"], "{tag}");
+        assert_eq!(runs(tag, "lookup"), before + 1, "{tag}: a damaged entry {damage:?} is a miss: the node ran");
+        // The node's fresh result replaced it: the next run takes it.
+        app.invoke(input.clone()).unwrap();
+        assert_eq!(runs(tag, "lookup"), before + 1, "{tag}: the result kept after {damage:?} is used");
+    }
+}
+
+#[test]
+fn a_damaged_cache_entry_is_a_miss_and_is_replaced() {
+    damaged_entry_is_a_miss("cache-damaged-memory", std::sync::Arc::new(MemoryStore::new()));
+    damaged_entry_is_a_miss("cache-damaged-sled", std::sync::Arc::new(sled(tag_of_line!())));
+}
+
+#[test]
+fn many_runs_caching_one_key_at_once_all_succeed_and_agree() {
+    let store = std::sync::Arc::new(sled(tag_of_line!()));
+    let app = StoreCached::builder().checkpointer(std::sync::Arc::clone(&store)).build();
+    let input = Job { query: "tea".into(), ..job("cache-race") };
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..32).map(|_| scope.spawn(|| app.invoke(input.clone()))).collect();
+        for run in runs {
+            assert_eq!(run.join().unwrap().unwrap().done().unwrap().log, ["looked up tea"]);
+        }
+    });
+    let ran = runs("cache-race", "lookup");
+    assert!((1..=32).contains(&ran), "{ran}");
+    // Whoever won, one entry is kept, readable, and taken by the next run.
+    assert_eq!(store.threads(STORE_CACHE).unwrap().len(), 1);
+    app.invoke(input).unwrap();
+    assert_eq!(runs("cache-race", "lookup"), ran, "the next run hit the cache");
+}
+
+graph! {
+    RetriedForever for Job {
+        start -> flaky;
+        flaky -> after;
+        after -> end;
+        retry flaky(attempts = 4294967295, backoff = 1ms, max_backoff = 1ms, factor = 1000.0, jitter = 1.0);
+    }
+}
+
+#[test]
+fn a_retry_budget_of_u32_max_retries_until_the_node_succeeds() {
+    let app = RetriedForever::builder().build();
+    let out = app.invoke(Job { failures: 200, ..job("retry-max") }).unwrap();
+    assert_eq!(out.log, ["flaky ok on run 201", "after"]);
+    assert_eq!(runs("retry-max", "flaky"), 201);
+}
+
+// A process killed while a retry waits: `recover` (here, in the test's own process) runs the
+// failing node again and never the one before it.
+
+const KILL_ROLE: &str = "TEA_POLICIES_ROLE";
+const KILL_DIR: &str = "TEA_POLICIES_DIR";
+const KILL_TEST: &str = "a_process_killed_while_a_retry_waits_is_recovered";
+
+/// Appends `line` to the log file at `path` (the state's `query`): it survives a kill.
+fn log_line(path: &str, line: &str) -> usize {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    writeln!(file, "{line}").unwrap();
+    file.sync_all().unwrap();
+    logged(path).iter().filter(|l| *l == line).count()
+}
+
+fn logged(path: &str) -> Vec<String> {
+    std::fs::read_to_string(path).map(|s| s.lines().map(str::to_owned).collect()).unwrap_or_default()
+}
+
+fn prepare(s: &Job) -> JobUpdate {
+    log_line(&s.query, "prepare");
+    Job::update().log(vec!["prepared".into()])
+}
+
+fn fragile(s: &Job) -> Result<JobUpdate, tea::BoxError> {
+    if log_line(&s.query, "fragile") == 1 {
+        return Err("the first run fails".into());
+    }
+    Ok(Job::update().log(vec!["fragile ok".into()]))
+}
+
+graph! {
+    KilledInRetry for Job {
+        start -> prepare;
+        prepare -> fragile;
+        fragile -> end;
+        retry fragile(attempts = 3, backoff = 60s, jitter = 0.0);
+    }
+}
+
+fn killed_in_retry_app(dir: &std::path::Path) -> App<KilledInRetry, tea::SledStore> {
+    KilledInRetry::builder()
+        .checkpointer(tea::SledStore::open(dir.join("db")).unwrap())
+        .durability(Durability::EveryStep)
+        .lease(Duration::from_millis(300))
+        .build()
+}
+
+#[test]
+fn a_process_killed_while_a_retry_waits_is_recovered() {
+    if let Ok(role) = std::env::var(KILL_ROLE) {
+        // The process to be killed: it runs until the failed node's backoff, then is killed.
+        assert_eq!(role, "wait-in-retry");
+        let dir = std::path::PathBuf::from(std::env::var(KILL_DIR).unwrap());
+        let log = dir.join("nodes.log").to_string_lossy().into_owned();
+        let outcome = killed_in_retry_app(&dir).invoke_on("killed", Job { query: log, ..job("killed") });
+        panic!("the run should have been killed in its retry's wait: {outcome:?}");
+    }
+    let dir = std::env::temp_dir().join(format!("tea-policies-killed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("nodes.log").to_string_lossy().into_owned();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([KILL_TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .env(KILL_ROLE, "wait-in-retry")
+        .env(KILL_DIR, &dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !logged(&log).contains(&"fragile".to_owned()) {
+        assert!(started.elapsed() < Duration::from_secs(60), "the child never ran `fragile`");
+        assert!(child.try_wait().unwrap().is_none(), "the child ended before its retry's wait");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200)); // well inside the 60 s backoff
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(400)); // the killed run's lease lapses
+    let app = killed_in_retry_app(&dir);
+    let out = app.recover(&ThreadId::from("killed")).unwrap().done().unwrap();
+    assert_eq!(out.log, ["prepared", "fragile ok"]);
+    assert_eq!(logged(&log), ["prepare", "fragile", "fragile"], "`prepare` ran once; `fragile` again after recover");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}

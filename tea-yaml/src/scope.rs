@@ -32,3 +32,24 @@ pub(crate) fn emit(value: Value) {
 pub(crate) fn replace(scope: RunScope) -> RunScope {
     RUN_SCOPE.with(|c| c.replace(scope))
 }
+
+/// `names` as a list that lives as long as the process, for a cached node's
+/// [`CachePolicy::reads`](tea_runtime::CachePolicy) (a `graph!`'s are written in the code). Each
+/// distinct list is kept once however many times agents naming it are loaded.
+pub(crate) fn static_names(names: Vec<String>) -> &'static [&'static str] {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    type Kept = HashMap<Vec<String>, &'static [&'static str]>;
+    static LISTS: OnceLock<Mutex<Kept>> = OnceLock::new();
+    if names.is_empty() {
+        return &[];
+    }
+    let mut lists = LISTS.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kept) = lists.get(&names) {
+        return kept;
+    }
+    let kept: Vec<&'static str> = names.iter().map(|name| &*String::leak(name.clone())).collect();
+    let kept: &'static [&'static str] = Vec::leak(kept);
+    lists.insert(names, kept);
+    kept
+}

@@ -366,6 +366,11 @@ impl Schema {
         self.get(key).is_some()
     }
 
+    /// The declared keys' names, sorted (none for an agent that declares no state).
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.sorted.iter().map(|(name, _)| name.as_str())
+    }
+
     /// Names, types and reducers of the declared keys, in a stable order.
     pub(crate) fn describe(&self) -> String {
         let mut out = String::new();

@@ -77,6 +77,26 @@ nodes:
 }
 
 #[test]
+fn a_cache_keyed_by_the_keys_it_reads_ignores_the_others() {
+    let agent = agent(
+        r#"
+state:
+  query: str
+  page: int
+  found: str
+nodes:
+  - name: lookup
+    run: return { found = "tea for " .. state.query }
+    cache: { reads: [query] }
+"#,
+    );
+    assert_eq!(names(agent.stream(json!({ "query": "ada", "page": 1 }))), ["step lookup", "done"]);
+    // Another page: the key reads only `query`, so the result is taken from the cache.
+    assert_eq!(names(agent.stream(json!({ "query": "ada", "page": 2 }))), ["cache hit lookup", "step lookup", "done"]);
+    assert_eq!(names(agent.stream(json!({ "query": "bob", "page": 2 }))), ["step lookup", "done"]);
+}
+
+#[test]
 fn the_run_context_reaches_templates_and_lua() {
     let path = std::env::temp_dir().join(format!("tea-yaml-context-{}.txt", std::process::id()));
     let yaml = format!(
@@ -147,6 +167,11 @@ fn bad_policy_keys_are_load_errors() {
         ),
         ("nodes:\n  - name: a\n    run: return {}\n    retry: { max_retrys: 2 }\n", "max_retrys"),
         ("nodes:\n  - name: a\n    run: return {}\n    cache: yes please\n", "`cache` of node `a` is `true`"),
+        (
+            "state:\n  query: str\nnodes:\n  - name: a\n    run: return {}\n    cache: { reads: [qeury] }\n",
+            "`reads` of `cache` of node `a` names `qeury`, which the state does not declare; did you mean `query`?",
+        ),
+        ("nodes:\n  - name: a\n    run: return {}\n    cache: { reads: 3 }\n", "must be a list of state keys"),
     ] {
         let error = Engine::new().load_str(yaml).unwrap_err().to_string();
         assert!(error.contains(expected), "{error}");

@@ -182,7 +182,7 @@ async fn keep<G: Graph, D: Driver<G>>(
             Ok(())
         }
         None => {
-            shared.remember(&key, bytes);
+            shared.remember(&key, bytes, cache.ttl);
             Ok(())
         }
     }

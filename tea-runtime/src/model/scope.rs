@@ -22,12 +22,37 @@ pub(crate) struct Shared {
     pub(crate) graph: Arc<dyn Any + Send + Sync>,
     /// Results of cached nodes kept in memory ([`CacheScope::Memory`], and [`CacheScope::Store`]
     /// for an app without a store), by key.
-    memory: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// The in-memory node cache: entries by key, with when each stops being valid. Expired entries
+/// are dropped whenever the cache has doubled since the last sweep, so a node cached with a TTL
+/// over ever new inputs holds at most about twice what is still valid.
+#[derive(Default)]
+struct Memory {
+    entries: HashMap<u64, (Vec<u8>, Option<u64>)>,
+    /// The number of entries at which the next sweep runs.
+    sweep_at: usize,
+}
+
+impl Memory {
+    /// Entries are not swept below this many.
+    const FEWEST_SWEPT: usize = 64;
+
+    fn insert(&mut self, hash: u64, bytes: Vec<u8>, ttl: Option<Duration>) {
+        let now = now_ms();
+        if self.entries.len() >= self.sweep_at.max(Self::FEWEST_SWEPT) {
+            self.entries.retain(|_, (_, expires)| expires.is_none_or(|at| at > now));
+            self.sweep_at = self.entries.len().saturating_mul(2);
+        }
+        let expires = ttl.map(|ttl| now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)));
+        self.entries.insert(hash, (bytes, expires));
+    }
 }
 
 impl Shared {
     pub(crate) fn new(graph: Arc<dyn Any + Send + Sync>) -> Self {
-        Shared { graph, memory: Arc::new(Mutex::new(HashMap::new())) }
+        Shared { graph, memory: Arc::new(Mutex::new(Memory::default())) }
     }
 
     /// The same node cache for another graph (equal to this one's, with other per-run
@@ -38,12 +63,19 @@ impl Shared {
 
     /// The bytes kept in memory for `key`.
     pub(crate) fn remembered(&self, key: &CacheKey) -> Option<Vec<u8>> {
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner).get(&key.hash).cloned()
+        let memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        memory.entries.get(&key.hash).map(|(bytes, _)| bytes.clone())
     }
 
-    /// Keeps `bytes` in memory for `key`.
-    pub(crate) fn remember(&self, key: &CacheKey, bytes: Vec<u8>) {
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner).insert(key.hash, bytes);
+    /// Keeps `bytes` in memory for `key`, valid for `ttl` (dropped some time after).
+    pub(crate) fn remember(&self, key: &CacheKey, bytes: Vec<u8>, ttl: Option<Duration>) {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner).insert(key.hash, bytes, ttl);
+    }
+
+    /// How many results the in-memory cache holds (for tests).
+    #[cfg(test)]
+    pub(crate) fn remembered_count(&self) -> usize {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner).entries.len()
     }
 }
 
@@ -289,5 +321,40 @@ impl Writer {
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").field("node", &self.node).field("listened", &self.is_listened()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_many(policy: CachePolicy, pause_every: usize) -> Shared {
+        let shared = Shared::new(Arc::new(()));
+        for input in 0..1000u32 {
+            let key = cache_key(&NodeName::from("fetch"), 7, &input, &policy).unwrap();
+            let bytes = entry_bytes(&key, Cached { update: None, goto: None }).unwrap();
+            shared.remember(&key, bytes, policy.ttl);
+            if pause_every > 0 && (input as usize).is_multiple_of(pause_every) {
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        }
+        shared
+    }
+
+    #[test]
+    fn expired_results_are_dropped_as_the_memory_cache_grows() {
+        let short = CachePolicy { ttl: Some(Duration::from_millis(1)), reads: &[], scope: CacheScope::Memory };
+        let shared = cache_many(short, 20);
+        // Each sweep keeps what is still valid (at most the last 20 or so) and runs again when
+        // the cache has doubled, or at 64 entries.
+        let held = shared.remembered_count();
+        assert!(held < 130, "1000 results of a 1 ms TTL, inserted over ~150 ms, left {held} in memory");
+    }
+
+    #[test]
+    fn results_still_valid_or_without_ttl_are_never_dropped() {
+        let long = CachePolicy { ttl: Some(Duration::from_secs(3600)), reads: &[], scope: CacheScope::Memory };
+        assert_eq!(cache_many(long, 0).remembered_count(), 1000);
+        assert_eq!(cache_many(CachePolicy::memory(), 0).remembered_count(), 1000);
     }
 }

@@ -341,6 +341,9 @@ struct Loader<'a> {
     suggestion_work: usize,
     /// Templates read now are arguments that send secrets out: they may read `secrets`.
     sending: bool,
+    /// The state's declared keys (empty: the agent declares none), which a node's
+    /// `cache: { reads: [...] }` names.
+    state_keys: Vec<String>,
 }
 
 /// A node as read, before routing is resolved.
@@ -435,6 +438,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         rate_limiters: HashMap::new(),
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
+        state_keys: Vec::new(),
     };
     for d in duplicates {
         loader.problem(d.pos, d.message);
@@ -594,6 +598,7 @@ impl<'a> Loader<'a> {
             (Some(s), None) | (None, Some(s)) => self.schema(s),
             (None, None) => Schema::default(),
         };
+        self.state_keys = schema.names().map(str::to_owned).collect();
         // Settings come before the nodes: their keys are the network actions' defaults.
         let (initial_state, found) = crate::initial::read(top.get("initial_state"), top.get("version"), &schema);
         for (pos, message) in found {

@@ -1232,7 +1232,7 @@ impl Loader<'_> {
                     any = true;
                 }
                 Kind::Map(_) => {
-                    if let Some(keys) = self.fields(c, &what, &["ttl", "store"]) {
+                    if let Some(keys) = self.fields(c, &what, &["ttl", "store", "reads"]) {
                         let mut cache = CachePolicy::memory();
                         if let Some(s) = keys.get("store") {
                             match s.kind {
@@ -1246,6 +1246,9 @@ impl Loader<'_> {
                                 cache = cache.ttl(ttl);
                             }
                         }
+                        if let Some(r) = keys.get("reads") {
+                            cache = cache.reads(self.cache_reads(r, &what));
+                        }
                         policy = policy.cache(cache);
                         any = true;
                     }
@@ -1253,13 +1256,40 @@ impl Loader<'_> {
                 _ => self.problem(
                     c.pos,
                     format!(
-                        "{what} is `true`, or a mapping with `ttl` (seconds) and `store` (true: in the store), not {}",
+                        "{what} is `true`, or a mapping with `ttl` (seconds), `store` (true: in the store) and `reads` (the state keys its result depends on), not {}",
                         c.what()
                     ),
                 ),
             }
         }
         any.then_some(policy)
+    }
+
+    /// The state keys a cached node's result depends on (`cache: { reads: [...] }`): each a key
+    /// the state declares, when it declares any.
+    fn cache_reads(&mut self, list: &Node, what: &str) -> &'static [&'static str] {
+        let items: Vec<&Node> = match &list.kind {
+            Kind::Seq(items) => items.iter().collect(),
+            Kind::Str { .. } => vec![list],
+            _ => {
+                self.problem(list.pos, format!("`reads` of {what} must be a list of state keys, not {}", list.what()));
+                return &[];
+            }
+        };
+        let mut names = Vec::with_capacity(items.len());
+        for item in items {
+            let Some(name) = self.string(item, &format!("an entry of `reads` of {what}")) else { continue };
+            if !self.state_keys.is_empty() && !self.state_keys.iter().any(|key| key == name) {
+                let hint = suggest(name, self.state_keys.iter().map(String::as_str));
+                self.problem(
+                    item.pos,
+                    format!("`reads` of {what} names `{name}`, which the state does not declare{hint}"),
+                );
+                continue;
+            }
+            names.push(name.to_owned());
+        }
+        crate::scope::static_names(names)
     }
 
     /// A value with templates in it.
