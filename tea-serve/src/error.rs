@@ -4,7 +4,6 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use std::error::Error as _;
 use tea_runtime::Error;
 
 /// A failed request: its status, a short code a client can match on, and a message that names
@@ -58,17 +57,7 @@ impl IntoResponse for ApiError {
 /// The message of `error` with its sources, so a node's own error is part of what the client
 /// reads (`node `ask` failed: the model timed out`).
 pub(crate) fn full_message(error: &Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
+    tea_runtime::error_chain(error)
 }
 
 impl From<Error> for ApiError {

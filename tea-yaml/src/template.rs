@@ -179,11 +179,9 @@ fn describe(error: &minijinja::Error) -> String {
         Some(detail) => format!("{}: {detail}", error.kind()),
         None => error.kind().to_string(),
     };
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
+    if let Some(cause) = std::error::Error::source(error) {
         out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
+        out.push_str(&tea_runtime::error_chain(cause));
     }
     out
 }

@@ -995,14 +995,7 @@ fn describe(error: &tokio_postgres::Error) -> String {
         }
         return message;
     }
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
+    crate::vocab::error::error_chain(error)
 }
 
 /// What went wrong, and with which database.
