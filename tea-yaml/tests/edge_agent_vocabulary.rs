@@ -653,3 +653,19 @@ nodes:
     let get = "nodes:\n  - name: get\n    uses: memory.retrieve\n    with: { key: k }\n";
     assert_eq!(Engine::new().load_str(get).unwrap().invoke(json!({})).unwrap().done().unwrap()["found"], false);
 }
+
+#[test]
+fn node_breakpoint_flags_and_prompts_its_engines_never_read_load_with_a_warning() {
+    let agent = Engine::new()
+        .load_str(
+            "nodes:\n  - name: a\n    interrupt_after: true\n    prompt: Say hello\n    run: return { ran = true }\n",
+        )
+        .unwrap();
+    let warnings: Vec<String> = agent.warnings().iter().map(|w| format!("{}: {}", w.line(), w.message())).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].starts_with("3: node key `interrupt_after` (The Edge Agent's) is ignored"), "{warnings:?}");
+    assert!(warnings[0].contains("`interrupt: after`"), "{warnings:?}");
+    assert!(warnings[1].starts_with("4: node key `prompt` (The Edge Agent's) is ignored"), "{warnings:?}");
+    // As in The Edge Agent, the node runs straight through: no breakpoint.
+    assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["ran"], true);
+}

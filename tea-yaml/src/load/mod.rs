@@ -162,7 +162,7 @@ const EDGE_AGENT_TOP_KEYS: &[(&str, &str)] = &[
     ("imports", "tea loads no action modules from a file; register actions with `Engine::action`"),
     ("input_schema", "tea checks the input against `state` instead"),
     ("output_schema", "tea checks updates against `state` instead"),
-    ("error_policy", "a failing node fails the run; retry inside the node (`llm.call`'s `retry`)"),
+    ("error_policy", "a failing node fails the run; give it `retry:` (The Edge Agent's keys) to retry it"),
     ("allow_cycles", "tea always allows cycles, bounded by `config.recursion_limit`"),
     ("checkpoint", "tea checkpoints with `config.checkpoint_dir` or `config.checkpointer`"),
 ];
@@ -278,7 +278,17 @@ pub(crate) const EDGE_AGENT_NODE_KEYS: &[(&str, &str)] = &[
     ("inputs", "a node reads the whole state"),
     ("streams", "tea's parallel branches pass data through the state, not through pipes"),
     ("metadata", "tea keeps no node metadata"),
-    ("fallback", "a node that fails fails the run (its error names the node)"),
+    ("fallback", "a node that fails fails the run (its error names the node); `retry:` retries it"),
+    (
+        "interrupt_after",
+        "its engines read it only to refuse it on stream nodes; a breakpoint after a node is `interrupt: after` \
+         or `config.interrupt_after`",
+    ),
+    (
+        "interrupt_before",
+        "its engines never read it; a breakpoint before a node is `interrupt: before` or `config.interrupt_before`",
+    ),
+    ("prompt", "its engines never read it; a prompt goes in `llm.call`'s `with: { messages }`"),
 ];
 
 /// The most iterations a `type: while_loop` node may allow (The Edge Agent's bound).
