@@ -997,8 +997,20 @@ impl Browser {
         self.find(css).await.send_keys(text).await.unwrap_or_else(|e| panic!("cannot type into `{css}`: {e}"));
     }
 
+    /// The text of `css`. The inbox re-renders as the thread moves on: an element found just
+    /// before a re-render is stale, and is found again.
     async fn text(&self, css: &str) -> String {
-        self.find(css).await.text().await.unwrap_or_else(|e| panic!("no text of `{css}`: {e}"))
+        let mut tries = PATIENCE.as_millis() / POLL.as_millis();
+        loop {
+            match self.find(css).await.text().await {
+                Ok(text) => return text,
+                Err(e) if tries > 0 && e.to_string().contains("stale element") => {
+                    tries -= 1;
+                    tokio::time::sleep(POLL).await;
+                }
+                Err(e) => panic!("no text of `{css}`: {e}"),
+            }
+        }
     }
 
     /// Waits until `css`'s text is `want`.
