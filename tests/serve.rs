@@ -76,7 +76,10 @@ struct Api {
 
 impl Api {
     fn new(base: String) -> Api {
-        Api { base, http: Client::new(), spec: Arc::new(Spec::load()), token: None }
+        // Idle connections are dropped well before the server's own 30 s header-read timeout
+        // closes them: reusing one just as the server closes it fails with `IncompleteMessage`.
+        let http = Client::builder().pool_idle_timeout(std::time::Duration::from_secs(5)).build().unwrap();
+        Api { base, http, spec: Arc::new(Spec::load()), token: None }
     }
 
     fn with_token(&self, token: &str) -> Api {
