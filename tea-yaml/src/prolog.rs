@@ -564,18 +564,7 @@ mod imp {
             };
             match result {
                 Some(Term::Compound(ok, args)) if ok == "ok" && args.len() == 1 => {
-                    let mut out = Map::new();
-                    for item in list(&args[0]) {
-                        if let Term::Compound(eq, kv) = item {
-                            if eq == "=" && kv.len() == 2 {
-                                let key = match &kv[0] {
-                                    Term::Atom(k) | Term::String(k) => k.clone(),
-                                    other => text(other),
-                                };
-                                out.insert(key, to_json(&kv[1])?);
-                            }
-                        }
-                    }
+                    let out = object(&args[0])?;
                     Ok(Some(out).filter(|m| !m.is_empty()))
                 }
                 Some(Term::Compound(failed, _)) if failed == "failed" => Ok(None),
@@ -615,6 +604,24 @@ mod imp {
             Term::Var(v) => v.clone(),
             _ => "?".to_owned(),
         }
+    }
+
+    /// A list of `Key = Value` terms as a JSON object (what `return/2` wrote, a `json([…])`
+    /// term); other items are skipped.
+    fn object(term: &Term) -> Result<Map<String, Value>, String> {
+        let mut out = Map::new();
+        for item in list(term) {
+            if let Term::Compound(eq, kv) = item {
+                if eq == "=" && kv.len() == 2 {
+                    let key = match &kv[0] {
+                        Term::Atom(k) | Term::String(k) => k.clone(),
+                        other => text(other),
+                    };
+                    out.insert(key, to_json(&kv[1])?);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// A returned value (as the support's `'$tea_json'` shaped it) as JSON.
@@ -657,21 +664,7 @@ mod imp {
                 Term::List(chars) => Value::String(chars.iter().map(text).collect()),
                 other => Value::String(text(other)),
             },
-            Term::Compound(json, args) if json == "json" && args.len() == 1 => {
-                let mut out = Map::new();
-                for item in list(&args[0]) {
-                    if let Term::Compound(eq, kv) = item {
-                        if eq == "=" && kv.len() == 2 {
-                            let key = match &kv[0] {
-                                Term::Atom(k) | Term::String(k) => k.clone(),
-                                other => text(other),
-                            };
-                            out.insert(key, to_json(&kv[1])?);
-                        }
-                    }
-                }
-                Value::Object(out)
-            }
+            Term::Compound(json, args) if json == "json" && args.len() == 1 => Value::Object(object(&args[0])?),
             Term::Var(_) => Value::Null,
             other => Value::String(text(other)),
         })
