@@ -7,14 +7,14 @@
 //! store, and running a fan-out's branches.
 //!
 //! [`ThreadDriver`] answers each at once, on the calling thread (branches on the calling thread
-//! and the pool, see `share`): its futures are always ready. The blocking API (`invoke`,
-//! `resume`, `recover`, `stream`) takes each step ([`Run::advance`]) through the same parts as
-//! the async step (`Run::next`, the node, `Run::finish`) without making a future for a node's
-//! step, and polls the machine's futures for the rest — checkpoint writes, pauses, fan-outs —
-//! once, with [`now_or_never`], which allocates nothing. The tokio driver is `drive::tokio`.
+//! and the pool, see `share`): its futures are always ready ([`Driver::READY`]). The blocking
+//! API (`invoke`, `resume`, `recover`, `stream`) takes each step ([`Run::advance`]) by polling
+//! the machine's one step future once, with [`now_or_never`]; the step then polls the futures
+//! only some steps make (checkpoint writes, pauses, fan-outs) in place, so that a step
+//! allocates nothing the machine does not. The tokio driver is `drive::tokio`.
 
-use crate::machine::driver::Driver;
-use crate::machine::run::{Over, Progress, Request, Run, Then};
+use crate::machine::driver::{now_or_never, Driver};
+use crate::machine::run::{Over, Progress, Run};
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, Produced};
@@ -23,17 +23,16 @@ use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::trace::traced;
 use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// Drives the executor on the calling thread: every future it returns is ready.
 pub(crate) struct ThreadDriver;
 
 impl ThreadDriver {
-    /// Runs `node` at once: [`Driver::produce`] without the future, which the executor's
-    /// thread-driven step ([`Run::step_now`](crate::machine::run::Run)) calls directly.
+    /// Runs `node` at once, on the calling thread: what [`Driver::produce`] is, and what
+    /// [`Driver::produce_within`] does outside an app.
     #[inline]
     pub(crate) fn produce_now<G: Graph>(
         graph: &G,
@@ -54,6 +53,20 @@ impl ThreadDriver {
 // `'a` only, which the blocks state as the trait does.
 #[allow(clippy::manual_async_fn)]
 impl<G: Graph> Driver<G> for ThreadDriver {
+    const READY: bool = true;
+
+    #[inline]
+    fn produce_ready(
+        &self,
+        graph: &G,
+        node: G::Node,
+        state: &G::State,
+        ctx: &Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+    ) -> Result<Produced<G::State, G::Node>, Error> {
+        ThreadDriver::produce_now(graph, node, state, ctx, answers)
+    }
+
     fn produce<'a>(
         &'a self,
         graph: &'a G,
@@ -157,70 +170,17 @@ impl<G: Graph> Driver<G> for ThreadDriver {
     }
 }
 
-/// Polls `future` once and returns its output: the thread driver's executor futures complete
-/// on their first poll, because every future the [`ThreadDriver`] hands them is ready.
-///
-/// Takes the future pinned where it was made, so that it is not moved (a step's future is
-/// hundreds of bytes, made once per step).
-pub(crate) fn now_or_never<F: Future>(mut future: Pin<&mut F>) -> F::Output {
-    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => output,
-        Poll::Pending => unreachable!("the thread driver's futures are all ready, so the executor never waits"),
-    }
-}
-
 /// The thread driver's own step: [`Run::step`](crate::machine::run::Run) taken on the calling
 /// thread without a future for the common step.
 impl<G: Graph> Run<'_, G> {
-    /// Runs the next node (or fan-out), or pauses. After an error the run is over; a resumed
-    /// run then puts its pause back.
+    /// Runs the next node (or fan-out), or pauses: the machine's step made for a ready driver
+    /// ([`Run::step_ready`]) on the calling thread. After an error the run is over; a resumed run then puts its
+    /// pause back.
     pub(crate) fn advance(&mut self) -> Result<Progress, Error> {
         traced! { let _run = self.span.clone().entered(); }
-        let result = self.step_now();
-        if result.is_err() {
-            self.abandon();
-        }
-        traced! { self.trace_progress(&result); }
-        result
+        self.step_ready(&ThreadDriver)
     }
-    /// The machine's step ([`Run::begin`], the node, [`Run::end`]) fulfilled on the calling
-    /// thread, as `Run::step_inner` fulfils it on any driver, without making a future for the
-    /// common step: a node that runs and routes is a few calls, and only the store, pauses and
-    /// fan-outs go through the driver's (ready) futures.
-    fn step_now(&mut self) -> Result<Progress, Error> {
-        let driver = &ThreadDriver;
-        let mut prelude_done = false;
-        let (node, answers) = loop {
-            match self.begin(prelude_done)? {
-                Request::Claim => now_or_never(pin!(self.claim(driver)))?,
-                Request::Lease => now_or_never(pin!(self.save_lease(driver)))?,
-                Request::Settle(settle) => return now_or_never(pin!(self.settle(driver, settle))),
-                Request::Node(node, answers) => break (node, answers),
-            }
-            prelude_done = true;
-        };
-        traced! { let span = self.node_span(); }
-        let started = self.clock();
-        let produced = {
-            traced! { let _node = span.enter(); }
-            if self.ctx.emitter.is_none() && !crate::machine::policy::has_policy(self.graph, node) {
-                ThreadDriver::produce_now(self.graph, node, &self.state, &self.ctx, answers)
-            } else {
-                let (graph, state, ctx) = (self.graph, &self.state, &self.ctx);
-                now_or_never(pin!(crate::machine::policy::run_node(driver, graph, node, state, ctx, answers)))
-            }
-        };
-        self.timed(
-            started,
-            #[cfg(feature = "tracing")]
-            &span,
-        );
-        match self.end(node, produced)? {
-            Then::Stepped => Ok(Progress::Stepped),
-            // A checkpoint write or a pause: the machine's own, polled once.
-            then => now_or_never(pin!(self.then(driver, then))),
-        }
-    }
+
     /// Claims the run's thread on the calling thread ([`Run::claim`]): what the blocking API
     /// does after it checked a token or a checkpoint and before the run's first step.
     pub(crate) fn claim_now(&mut self) -> Result<(), Error> {
@@ -228,15 +188,11 @@ impl<G: Graph> Run<'_, G> {
         now_or_never(pin!(self.claim_step(&ThreadDriver)))
     }
 
-    /// Advances the run until it pauses or reaches `end`: the blocking API's one run loop.
+    /// Advances the run until it pauses or reaches `end` ([`Run::until_over_ready`], the
+    /// machine's run loop, on the calling thread).
     pub(crate) fn run_to_end(&mut self) -> Result<Over, Error> {
-        loop {
-            match self.advance()? {
-                Progress::Stepped | Progress::Forked => {}
-                Progress::Paused(record) => return Ok(Over::Paused(record)),
-                Progress::Done => return Ok(Over::Done),
-            }
-        }
+        traced! { let _run = self.span.clone().entered(); }
+        self.until_over_ready(&ThreadDriver)
     }
 
     /// After a failure, or when a stream is dropped part-way: a resumed run writes its pause

@@ -228,15 +228,18 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         claimed
     }
 
-    /// Advances the run until it pauses or reaches `end`: the async API's run loop.
+    /// Advances the run until it pauses or reaches `end` ([`Run::until_over`]), inside its
+    /// `run` span. Dropped part-way, the run is not over: the drop abandons it.
     pub(crate) async fn run_to_end(&mut self) -> Result<Over, Error> {
-        loop {
-            match self.step().await? {
-                Progress::Stepped | Progress::Forked => {}
-                Progress::Paused(record) => return Ok(Over::Paused(record)),
-                Progress::Done => return Ok(Over::Done),
-            }
-        }
+        #[cfg(feature = "tracing")]
+        let span = self.run.span.clone();
+        let until = self.run.until_over(&self.driver);
+        #[cfg(feature = "tracing")]
+        let until = tracing::Instrument::instrument(until, span);
+        let over = until.await;
+        // A failed step abandoned the run itself; a pause and the end are final.
+        self.over = true;
+        over
     }
 }
 

@@ -10,10 +10,18 @@ use crate::store::{Append, Checkpointer};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// What the executor asks of the code that drives it.
 pub(crate) trait Driver<G: Graph>: Sync {
+    /// Whether every future this driver returns is ready on its first poll (the thread
+    /// driver's). The step then polls the machine's own futures in place with
+    /// [`now_or_never`], allocating nothing; a driver whose futures wait (tokio's) has them
+    /// boxed, so that a step's future stays small.
+    const READY: bool = false;
+
     /// Runs `node` on `state` with the answers to its earlier pauses (panics caught).
     fn produce<'a>(
         &'a self,
@@ -23,6 +31,20 @@ pub(crate) trait Driver<G: Graph>: Sync {
         ctx: &'a Ctx<G::State>,
         answers: Vec<serde_json::Value>,
     ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a;
+
+    /// Runs `node` at once, without a future: what the step does on a [`READY`](Self::READY)
+    /// driver for a node without a policy whose run streams nothing (most steps). The default
+    /// polls [`produce`](Self::produce) once, which a ready driver's future answers.
+    fn produce_ready(
+        &self,
+        graph: &G,
+        node: G::Node,
+        state: &G::State,
+        ctx: &Ctx<G::State>,
+        answers: Vec<serde_json::Value>,
+    ) -> Result<Produced<G::State, G::Node>, Error> {
+        now_or_never(std::pin::pin!(self.produce(graph, node, state, ctx, answers)))
+    }
 
     /// [`Checkpointer::append`].
     #[allow(clippy::too_many_arguments)]
@@ -88,4 +110,16 @@ pub(crate) trait Driver<G: Graph>: Sync {
         T: Send + 'static,
         F: Fn(J) -> Fut + Send + Sync + 'a,
         Fut: Future<Output = T> + Send + 'a;
+}
+
+/// Polls `future` once and returns its output: the futures of a [`Driver::READY`] driver's
+/// machine complete on their first poll, because every future the driver hands them is ready.
+///
+/// Takes the future pinned where it was made, so that it is not moved (a step's future is
+/// hundreds of bytes, made once per step).
+pub(crate) fn now_or_never<F: Future>(mut future: Pin<&mut F>) -> F::Output {
+    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("a ready driver's futures are all ready, so the machine never waits"),
+    }
 }

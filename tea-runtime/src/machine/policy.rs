@@ -39,13 +39,6 @@ pub(crate) async fn run_node<G: Graph, D: Driver<G>>(
     }
 }
 
-/// Whether `node` runs under a policy (the thread driver's common step skips the future
-/// otherwise).
-#[inline]
-pub(crate) fn has_policy<G: Graph>(graph: &G, node: G::Node) -> bool {
-    graph.policy(node).is_some()
-}
-
 async fn governed<G: Graph, D: Driver<G>>(
     driver: &D,
     graph: &G,

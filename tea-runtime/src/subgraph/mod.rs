@@ -15,11 +15,11 @@
 //! again.
 
 use crate::api::app::App;
-use crate::drive::thread::now_or_never;
 use crate::format::checkpoint::ParentJump;
 use crate::format::interrupt::Interrupt;
 use crate::format::memo::{MEMO, REPLY};
 use crate::format::token::Resume;
+use crate::machine::driver::now_or_never;
 use crate::machine::validate::decode_for;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
