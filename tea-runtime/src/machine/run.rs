@@ -87,9 +87,11 @@ pub(crate) enum Then {
 /// write, a pause, a fan-out, an abandon), boxed on the async step: the step's own future stays
 /// small. Every one of these allocates anyway (encoded bytes, branch lists); a store-less step
 /// awaits none of them, so the main line allocates nothing.
+#[cfg(any(test, feature = "tokio"))]
 type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// The async step's way to wait for one of the futures only some steps make: boxed, awaited.
+#[cfg(any(test, feature = "tokio"))]
 macro_rules! boxed_await {
     ($future:expr) => {{
         let future: Boxed<'_, _> = Box::pin($future);
@@ -106,6 +108,7 @@ macro_rules! polled {
 }
 
 /// The async step's node: run under its policy through the driver, awaited in its `node` span.
+#[cfg(any(test, feature = "tokio"))]
 macro_rules! node_awaited {
     ($run:ident, $driver:ident, $node:ident, $answers:ident, $span:ident) => {{
         let future = crate::machine::policy::run_node($driver, $run.graph, $node, &$run.state, &$run.ctx, $answers);
@@ -389,6 +392,8 @@ impl<'g, G: Graph> Run<'g, G> {
         &self.ctx.node
     }
 
+    // The async form serves the tokio driver and the machine's tests.
+    #[cfg(any(test, feature = "tokio"))]
     step_machine! {
         /// One step through driver `driver` (the async driver instruments the returned future
         /// with the run's span). After an error the run is over; a resumed run then puts its
