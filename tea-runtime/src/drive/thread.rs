@@ -8,10 +8,11 @@
 //!
 //! [`ThreadDriver`] answers each at once, on the calling thread (branches on the calling thread
 //! and the pool, see `share`): its futures are always ready ([`Driver::READY`]). The blocking
-//! API (`invoke`, `resume`, `recover`, `stream`) takes each step ([`Run::advance`]) by polling
-//! the machine's one step future once, with [`now_or_never`]; the step then polls the futures
-//! only some steps make (checkpoint writes, pauses, fan-outs) in place, so that a step
-//! allocates nothing the machine does not. The tokio driver is `drive::tokio`.
+//! API (`invoke`, `resume`, `recover`, `stream`) takes each step ([`Run::advance`]) through the
+//! machine's step in its ready form (`Run::step_ready`, written once with the async
+//! `Run::step`): the node is a call, and the futures only some steps make (checkpoint writes,
+//! pauses, fan-outs) are polled once in place with [`now_or_never`], so that a step allocates
+//! nothing the machine does not. The tokio driver is `drive::tokio`.
 
 use crate::machine::driver::{now_or_never, Driver};
 use crate::machine::run::{Over, Progress, Run};
@@ -170,12 +171,12 @@ impl<G: Graph> Driver<G> for ThreadDriver {
     }
 }
 
-/// The thread driver's own step: [`Run::step`](crate::machine::run::Run) taken on the calling
-/// thread without a future for the common step.
+/// The blocking API's calls into the machine, on the calling thread: its ready step and run
+/// loop, the claim and the abandon.
 impl<G: Graph> Run<'_, G> {
     /// Runs the next node (or fan-out), or pauses: the machine's step made for a ready driver
-    /// ([`Run::step_ready`]) on the calling thread. After an error the run is over; a resumed run then puts its
-    /// pause back.
+    /// ([`Run::step_ready`]) on the calling thread. After an error the run is over; a resumed
+    /// run then puts its pause back.
     pub(crate) fn advance(&mut self) -> Result<Progress, Error> {
         traced! { let _run = self.span.clone().entered(); }
         self.step_ready(&ThreadDriver)

@@ -4,9 +4,10 @@
 //! goes, breakpoints, the step count), the node (run by the driver), and [`Run::end`]
 //! ([`Run::finish`]: apply its update through the reducers, route, sends, parent jumps, pauses);
 //! what is left — a checkpoint, a pause, a fan-out (`fork`), the end — the driver fulfils
-//! through the machine's async parts. [`Run::step`] strings them together on any [`Driver`],
-//! and [`Run::until_over`] loops it: the thread driver polls them once (it is
-//! [`Driver::READY`]: the parts only some steps make are polled in place, not boxed). Nothing
+//! through the machine's async parts. The step strings them together and the run loop repeats
+//! it, both written once (`step_machine!`) and made twice: `Run::step`/`until_over`, async, for
+//! any [`Driver`], and `Run::step_ready`/`until_over_ready`, plain, for a [`Driver::READY`]
+//! driver (the thread driver), which calls the node and polls the rest once in place. Nothing
 //! here allocates per step on the main line without a store: node names are
 //! `Clone` without allocating and the state is updated in place. The run's writes (claim,
 //! leases, checkpoints, pauses, abandons) are in `persist`.
@@ -138,7 +139,7 @@ macro_rules! node_now {
 /// methods for any [`Driver`] (`step`, `until_over`: the tokio driver, the machine's tests), and
 /// as plain methods for a [`Driver::READY`] driver (`step_ready`, `until_over_ready`: the thread
 /// driver), which call the node and poll the rest in place — a future per step costs the main
-/// line more than its node (measured: 1.6× the instructions of `sequential_1000`). The two
+/// line more than its node (measured: 1.6–2× the instructions of `sequential_1000`). The two
 /// differ only in how they wait: `$part` for the futures only some steps make, `$node` for the
 /// node.
 macro_rules! step_machine {
@@ -406,10 +407,10 @@ impl<'g, G: Graph> Run<'g, G> {
     }
 
     step_machine! {
-        /// [`step`](Self::step) on a [`Driver::READY`] driver (the thread driver), without a
-        /// future: the node is called and the rest polled once in place.
+        /// The step on a [`Driver::READY`] driver (the thread driver), without a future: the
+        /// node is called and the rest polled once in place. After an error the run is over.
         fn step_ready;
-        /// [`until_over`](Self::until_over) on a [`Driver::READY`] driver.
+        /// Steps on a [`Driver::READY`] driver until the run pauses or reaches `end`.
         fn until_over_ready;
         fn step_ready_inner;
         [] [] part: polled, node: node_now
