@@ -184,8 +184,8 @@ impl Chunks {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
                 other => other.to_string(),
             };
-            let line = line_of(&message, file).unwrap_or(1);
-            let message = message.strip_prefix(&format!("{file}:{line}: ")).unwrap_or(&message).to_owned();
+            let line = line_of(&message, shown(file)).unwrap_or(1);
+            let message = message.strip_prefix(&format!("{}:{line}: ", shown(file))).unwrap_or(&message).to_owned();
             return Err((line + offset, format!("Lua syntax error: {}", relines(&message, file, offset))));
         }
         self.sources.push(Chunk { source: source.to_owned(), file: file.to_owned(), first_line });
@@ -233,16 +233,20 @@ fn close_attribute(source: &str) -> Option<usize> {
 
 /// `text` with every `file:N:` Lua wrote moved down by `offset` lines (to the agent file's).
 fn relines(text: &str, file: &str, offset: usize) -> String {
-    if offset == 0 || file.is_empty() {
+    let shown = shown(file);
+    if (offset == 0 && shown.len() == file.len()) || file.is_empty() {
         return text.to_owned();
     }
-    let marker = format!("{file}:");
+    let marker = format!("{shown}:");
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find(&marker) {
         let after = &rest[at + marker.len()..];
         let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        out.push_str(&rest[..at + marker.len()]);
+        // The whole file name, where Lua may have shown only its start.
+        out.push_str(&rest[..at]);
+        out.push_str(file);
+        out.push(':');
         match after[..digits].parse::<usize>() {
             Ok(n) if after[digits..].starts_with(':') => out.push_str(&(n + offset).to_string()),
             _ => out.push_str(&after[..digits]),
@@ -253,7 +257,21 @@ fn relines(text: &str, file: &str, offset: usize) -> String {
     out
 }
 
-/// The file line a Lua message points at (`file:12: …`).
+/// How Lua names a chunk called `=file` in its messages: `file` cut to `LUA_IDSIZE - 1` (59)
+/// bytes. A longer path (most absolute ones) is shown cut, and only its start finds it.
+fn shown(file: &str) -> &str {
+    const SHOWN: usize = 59;
+    if file.len() <= SHOWN {
+        return file;
+    }
+    let mut end = SHOWN;
+    while !file.is_char_boundary(end) {
+        end -= 1;
+    }
+    &file[..end]
+}
+
+/// The chunk line a Lua message points at (`file:12: …`, `file` as Lua shows it).
 fn line_of(message: &str, file: &str) -> Option<usize> {
     let rest = message.strip_prefix(file)?.strip_prefix(':')?;
     rest.split(':').next()?.parse().ok()
@@ -1073,6 +1091,22 @@ mod tests {
         assert!(err.contains("agent.yaml:4:"), "{err}");
         let bad = c.add("agent.yaml", 1, "return 5").unwrap();
         assert!(c.run(bad, &state(json!({})), None).unwrap_err().contains("must return a table"));
+    }
+
+    #[test]
+    fn errors_in_a_file_with_a_long_path_carry_its_whole_name_and_lines() {
+        // Lua shows at most 59 bytes of a chunk's name: an absolute path is often longer.
+        let file = "/home/someone/projects/agents-of-the-team/very/deep/folder/of/agents/review.yaml";
+        let mut c = chunks();
+        let (line, message) = c.add(file, 7, "local x = 1\nreturn {x = }").unwrap_err();
+        assert_eq!(line, 8, "{message}");
+        assert!(!message.contains("/home/"), "the message repeats a cut path: {message}");
+        let id = c.add(file, 3, "local t = nil\nreturn t.x").unwrap();
+        let err = c.run(id, &state(json!({})), None).unwrap_err();
+        assert!(err.contains(&format!("{file}:4:")), "{err}");
+        let first = c.add(file, 1, "local t = nil\nreturn t.x").unwrap();
+        let err = c.run(first, &state(json!({})), None).unwrap_err();
+        assert!(err.contains(&format!("{file}:2:")), "{err}");
     }
 
     fn quick(c: &mut Chunks, code: &str) -> (Result<Option<Map<String, Value>>, String>, std::time::Duration) {
