@@ -31,11 +31,17 @@ use std::time::{Duration, Instant};
 /// Drives the executor on the calling thread: every future it returns is ready.
 pub(crate) struct ThreadDriver;
 
-impl ThreadDriver {
+// Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for
+// `'a` only, which the blocks state as the trait does.
+#[allow(clippy::manual_async_fn)]
+impl<G: Graph> Driver<G> for ThreadDriver {
+    const READY: bool = true;
+
     /// Runs `node` at once, on the calling thread: what [`Driver::produce`] is, and what
     /// [`Driver::produce_within`] does outside an app.
     #[inline]
-    pub(crate) fn produce_now<G: Graph>(
+    fn produce_ready(
+        &self,
         graph: &G,
         node: G::Node,
         state: &G::State,
@@ -48,25 +54,6 @@ impl ThreadDriver {
             produce(graph, node, state, ctx, answers)
         }
     }
-}
-
-// Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for
-// `'a` only, which the blocks state as the trait does.
-#[allow(clippy::manual_async_fn)]
-impl<G: Graph> Driver<G> for ThreadDriver {
-    const READY: bool = true;
-
-    #[inline]
-    fn produce_ready(
-        &self,
-        graph: &G,
-        node: G::Node,
-        state: &G::State,
-        ctx: &Ctx<G::State>,
-        answers: Vec<serde_json::Value>,
-    ) -> Result<Produced<G::State, G::Node>, Error> {
-        ThreadDriver::produce_now(graph, node, state, ctx, answers)
-    }
 
     fn produce<'a>(
         &'a self,
@@ -77,7 +64,7 @@ impl<G: Graph> Driver<G> for ThreadDriver {
         answers: Vec<serde_json::Value>,
     ) -> impl Future<Output = Result<Produced<G::State, G::Node>, Error>> + Send + 'a {
         // Lazy (run when polled), so that a span the executor puts on the future is entered.
-        async move { ThreadDriver::produce_now(graph, node, state, ctx, answers) }
+        async move { self.produce_ready(graph, node, state, ctx, answers) }
     }
 
     fn produce_within<'a>(
@@ -99,7 +86,7 @@ impl<G: Graph> Driver<G> for ThreadDriver {
             let Some(shared) = shared else {
                 // Outside an app (no shared graph): wait, and discard a late result.
                 let started = Instant::now();
-                let produced = ThreadDriver::produce_now(graph, node, state, ctx, answers);
+                let produced = self.produce_ready(graph, node, state, ctx, answers);
                 return if started.elapsed() > limit {
                     Err(Error::NodeTimedOut { node: ctx.node.clone(), after: limit })
                 } else {
