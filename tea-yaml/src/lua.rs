@@ -184,7 +184,7 @@ impl Chunks {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
                 other => other.to_string(),
             };
-            let line = line_of(&message, shown(file)).unwrap_or(1);
+            let line = line_of(&message, &shown(file)).unwrap_or(1);
             let message = message.strip_prefix(&format!("{}:{line}: ", shown(file))).unwrap_or(&message).to_owned();
             return Err((line + offset, format!("Lua syntax error: {}", relines(&message, file, offset))));
         }
@@ -257,18 +257,12 @@ fn relines(text: &str, file: &str, offset: usize) -> String {
     out
 }
 
-/// How Lua names a chunk called `=file` in its messages: `file` cut to `LUA_IDSIZE - 1` (59)
-/// bytes. A longer path (most absolute ones) is shown cut, and only its start finds it.
-fn shown(file: &str) -> &str {
+/// How Lua names a chunk called `=file` in its messages: the first `LUA_IDSIZE - 1` (59) bytes
+/// of `file`, read as UTF-8 as mlua reads messages (a character cut in two shows as `\u{FFFD}`).
+/// A longer path (most absolute ones) is shown cut, and only its start finds it.
+fn shown(file: &str) -> std::borrow::Cow<'_, str> {
     const SHOWN: usize = 59;
-    if file.len() <= SHOWN {
-        return file;
-    }
-    let mut end = SHOWN;
-    while !file.is_char_boundary(end) {
-        end -= 1;
-    }
-    &file[..end]
+    String::from_utf8_lossy(&file.as_bytes()[..file.len().min(SHOWN)])
 }
 
 /// The chunk line a Lua message points at (`file:12: …`, `file` as Lua shows it).
@@ -1107,6 +1101,19 @@ mod tests {
         let first = c.add(file, 1, "local t = nil\nreturn t.x").unwrap();
         let err = c.run(first, &state(json!({})), None).unwrap_err();
         assert!(err.contains(&format!("{file}:2:")), "{err}");
+    }
+
+    #[test]
+    fn a_path_cut_inside_a_character_still_finds_its_lines() {
+        // Lua cuts the name at byte 59, here inside `é`.
+        let file = format!("{}é/agent.yaml", "a".repeat(58));
+        let mut c = chunks();
+        let (line, message) = c.add(&file, 7, "local x = 1\nreturn {x = }").unwrap_err();
+        assert_eq!(line, 8, "{message}");
+        assert!(!message.contains('\u{FFFD}'), "{message}");
+        let id = c.add(&file, 3, "local t = nil\nreturn t.x").unwrap();
+        let err = c.run(id, &state(json!({})), None).unwrap_err();
+        assert!(err.contains(&format!("{file}:4:")), "{err}");
     }
 
     fn quick(c: &mut Chunks, code: &str) -> (Result<Option<Map<String, Value>>, String>, std::time::Duration) {
