@@ -41,7 +41,7 @@ pub(crate) enum Action {
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 20] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 21] = [
     "json.parse",
     "json.stringify",
     "file.exists",
@@ -62,6 +62,7 @@ pub(crate) const BUILT_IN_NAMES: [&str; 20] = [
     "http.get",
     "http.post",
     "actions.notify",
+    "reflection.loop",
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
@@ -332,7 +333,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "reason.self_correct",
     "reflection.correct",
     "reflection.evaluate",
-    "reflection.loop",
     "retry.loop",
     "schema.merge",
     "secrets.get",

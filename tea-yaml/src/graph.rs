@@ -5,7 +5,8 @@
 use crate::actions::{self, Action, Call};
 use crate::lua::{ChunkId, Chunks};
 use crate::state::{Schema, State, Update};
-use crate::template::{self, ExprId, StateObject, Templates, TplId};
+pub(crate) use crate::template::Tree;
+use crate::template::{self, ExprId, StateObject, Templates};
 use minijinja::value::Value as Mj;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -27,20 +28,6 @@ impl NodeIx {
     pub(crate) fn index(self) -> usize {
         self.0 as usize
     }
-}
-
-/// A value with templates in it (`with:`, `output:` mappings, a `message`), compiled.
-#[derive(Clone, Debug)]
-pub(crate) enum Tree {
-    Literal(Value),
-    /// A string that is a single `{{ expr }}`: keeps the expression's JSON type.
-    Expr(ExprId),
-    Template(TplId),
-    List(Vec<Tree>),
-    Map(Vec<(String, Tree)>),
-    /// An argument that sends a secret out (an API key, request headers): rendered with
-    /// `secrets` in its context. Nowhere else do templates see them.
-    Sending(Box<Tree>),
 }
 
 /// A condition: `when`, `condition`, a goto rule's `if`.
@@ -90,6 +77,13 @@ pub(crate) enum Exec {
         name: String,
         action: Action,
         with: Tree,
+        output: Output,
+    },
+    /// One of The Edge Agent's actions that compose steps of their own (`reflection.loop`),
+    /// compiled from its `with:`; its result goes where `output` says, as an action's.
+    Composed {
+        name: String,
+        composed: Arc<crate::compose::Composed>,
         output: Output,
     },
     Interrupt {
@@ -156,7 +150,7 @@ impl fmt::Debug for Exec {
             Exec::Python(block) => write!(f, "{block:?}"),
             Exec::Prolog(block) => write!(f, "{block:?}"),
             Exec::Expr { key, .. } => write!(f, "Expr(-> {key})"),
-            Exec::Action { name, .. } => write!(f, "Action({name})"),
+            Exec::Action { name, .. } | Exec::Composed { name, .. } => write!(f, "Action({name})"),
             Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
             Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
             Exec::Subgraph { child, .. } => write!(f, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
@@ -912,6 +906,11 @@ impl YamlGraph {
                 let result = actions::call(action, &call, &args)?;
                 Some(self.output(output, result, state)?)
             }
+            Exec::Composed { name, composed, output } => {
+                let result = crate::compose::run(composed, self, node, state)
+                    .map_err(|e| format!("`{name}` (node `{node}`): {e}"))?;
+                Some(self.output(output, result, state)?)
+            }
             Exec::Interrupt { message, state_key, resume_key, .. } => {
                 if hitl.answered() == 0 {
                     // First time here: the question is rendered, stored, and asked.
@@ -1154,6 +1153,20 @@ impl actions::Host for YamlGraph {
         state: &State,
     ) -> Result<crate::net::Call, BoxError> {
         YamlGraph::prepare_net(self, action, args, state)
+    }
+}
+
+impl crate::compose::Composer for YamlGraph {
+    fn render_on(&self, tree: &Tree, state: &State) -> Result<Value, String> {
+        self.render(tree, &self.context(state, None))
+    }
+
+    fn run_lua(&self, chunk: ChunkId, state: &State) -> Result<Option<Map<String, Value>>, String> {
+        self.0.lua.run(chunk, state.shared(), self.2.as_ref())
+    }
+
+    fn host(&self) -> &dyn actions::Host {
+        self
     }
 }
 

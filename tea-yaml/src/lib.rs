@@ -53,6 +53,7 @@
 mod actions;
 mod agent;
 mod builtins;
+mod compose;
 mod draw;
 mod error;
 mod files;

@@ -122,6 +122,10 @@ mod imp {
         pub(crate) fn run(&self, _: &Arc<Map<String, Value>>) -> Result<Option<Map<String, Value>>, String> {
             match *self {}
         }
+
+        pub(crate) fn value(&self, _: &Arc<Map<String, Value>>, _: &Map<String, Value>) -> Result<Value, String> {
+            match *self {}
+        }
     }
 
     pub(super) fn compile(_: &Loader, node: &str, line: usize, _: &str) -> Result<Block, Vec<Problem>> {
@@ -270,6 +274,29 @@ mod imp {
                 outcome.map_err(|error| this.explain(py, &error))?
             })
         }
+
+        /// Runs the block as a step of a composed action (The Edge Agent's `exec` of a
+        /// generator, corrector or evaluator): `extra` are more globals (`output`,
+        /// `reflection_output`, …; `re` is imported too), and what it gives is its value — what
+        /// it returns, else what it assigned to `result`, else null.
+        pub(crate) fn value(
+            &self,
+            state: &Arc<Map<String, Value>>,
+            extra: &Map<String, Value>,
+        ) -> Result<Value, String> {
+            let this = &*self.0;
+            Python::attach(|py| {
+                let outcome = (|| {
+                    let (_, locals) = this.execute(py, state, Some(extra))?;
+                    let name = if this.wrapped { "__result__" } else { "result" };
+                    Ok(match locals.get_item(name)? {
+                        Some(value) => to_json(&value, 0).map_err(|e| format!("the block gave {e}")),
+                        None => Ok(Value::Null),
+                    })
+                })();
+                outcome.map_err(|error: PyErr| this.explain(py, &error))?
+            })
+        }
     }
 
     impl Compiled {
@@ -278,6 +305,17 @@ mod imp {
             py: Python<'_>,
             state: &Map<String, Value>,
         ) -> PyResult<Result<Option<Map<String, Value>>, String>> {
+            let (_, locals) = self.execute(py, state, None)?;
+            self.update(py, &locals)
+        }
+
+        /// Runs the code object on `state` (with `extra` globals): its globals and locals.
+        fn execute<'py>(
+            &self,
+            py: Python<'py>,
+            state: &Map<String, Value>,
+            extra: Option<&Map<String, Value>>,
+        ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
             let globals = self.base.bind(py).copy()?;
             let dict = map_to_py(py, state)?;
             // `parallel_results`, and a `dynamic_parallel` node's `output:` key holding them.
@@ -303,8 +341,23 @@ mod imp {
             } else {
                 globals.set_item("requests", py.None())?;
             }
+            if let Some(extra) = extra {
+                globals.set_item("re", py.import("re")?)?;
+                for (key, value) in extra {
+                    globals.set_item(key, to_py(py, value)?)?;
+                }
+            }
             let locals = PyDict::new(py);
             self.code.bind(py).run(Some(&globals), Some(&locals))?;
+            Ok((globals, locals))
+        }
+
+        /// What a node's block writes: the dict it returned, else the names it assigned.
+        fn update(
+            &self,
+            py: Python<'_>,
+            locals: &Bound<'_, PyDict>,
+        ) -> PyResult<Result<Option<Map<String, Value>>, String>> {
             if self.wrapped {
                 let result = match locals.get_item("__result__")? {
                     Some(result) => result,

@@ -30,6 +30,20 @@ pub(crate) struct ExprId(usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TplId(usize);
 
+/// A value with templates in it (`with:`, `output:` mappings, a `message`), compiled.
+#[derive(Clone, Debug)]
+pub(crate) enum Tree {
+    Literal(Value),
+    /// A string that is a single `{{ expr }}`: keeps the expression's JSON type.
+    Expr(ExprId),
+    Template(TplId),
+    List(Vec<Tree>),
+    Map(Vec<(String, Tree)>),
+    /// An argument that sends a secret out (an API key, request headers): rendered with
+    /// `secrets` in its context. Nowhere else do templates see them.
+    Sending(Box<Tree>),
+}
+
 struct Compiled<'env> {
     exprs: Vec<Expression<'env, 'static>>,
     templates: Vec<Template<'env, 'env>>,

@@ -14,7 +14,8 @@ fn exec_text(out: &mut String, exec: &Exec) {
         Exec::Python(_) => write!(out, "Python"),
         Exec::Prolog(_) => write!(out, "Prolog"),
         Exec::Expr { key, .. } => write!(out, "Expr(-> {key})"),
-        Exec::Action { name, .. } => write!(out, "Action({name})"),
+        // A composed action is an action in the file: `uses: NAME`.
+        Exec::Action { name, .. } | Exec::Composed { name, .. } => write!(out, "Action({name})"),
         Exec::Interrupt { state_key, resume_key, .. } => write!(out, "Interrupt({state_key} => {resume_key})"),
         Exec::Send { item_var, index_var, .. } => write!(out, "Send({item_var}, {index_var})"),
         Exec::Subgraph { child, .. } => write!(out, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
 
+mod compose;
 mod fingerprint;
 mod node;
 mod prolog;

@@ -883,6 +883,9 @@ impl Loader<'_> {
 
     pub(super) fn action(&mut self, uses: &Node, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
         let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
+        if !self.env.actions.contains_key(action_name) && compose::COMPOSED.contains(&action_name) {
+            return self.composed(action_name, fields, uses, name);
+        }
         let action = match self.env.actions.get(action_name) {
             Some(a) => a.clone(),
             None if action_name == "ratelimit.wrap" => match self.rate_limit(fields, name, uses) {
@@ -928,7 +931,14 @@ impl Loader<'_> {
         if let Action::Net(net) = &action {
             self.net_with(*net, fields.get("with").copied(), uses, name);
         }
-        let output = match fields.get("output") {
+        let output = self.output(fields, name);
+        Exec::Action { name: action_name.to_owned(), action, with, output }
+    }
+
+    /// An action node's `output:`: a key, a mapping of keys to templates, or (absent) the
+    /// result spread into the state.
+    pub(super) fn output(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Output {
+        match fields.get("output") {
             None => Output::Spread,
             Some(o) => match &o.kind {
                 Kind::Str { text, .. } if is_reserved(text) => {
@@ -944,8 +954,7 @@ impl Loader<'_> {
                     Output::Spread
                 }
             },
-        };
-        Exec::Action { name: action_name.to_owned(), action, with, output }
+        }
     }
 
     /// `uses: ratelimit.wrap` (The Edge Agent's): `with: { action: NAME, limiter: NAME, args,

@@ -1,0 +1,342 @@
+//! The loader's composed actions (`compose.rs`): a node's `with:` compiled into its steps,
+//! each checked where it is written (an unknown action, a block that does not compile, a
+//! schema that is no schema), its templates left to render at each step.
+
+use super::*;
+use crate::compose::{Composed, Evaluator, OnFailure, Reflection, Step};
+
+/// The actions the loader compiles into a [`Composed`] (unless the engine registers one of
+/// the same name).
+pub(super) const COMPOSED: &[&str] = &["reflection.loop"];
+
+/// The keys of `reflection.loop`'s `with:`.
+const REFLECTION_KEYS: &[&str] = &["generator", "evaluator", "corrector", "max_iterations", "on_failure"];
+/// The most passes of a `reflection.loop`.
+const MAX_REFLECTION_ITERATIONS: i64 = 100;
+
+impl Loader<'_> {
+    /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
+    pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
+        let Some(with) = fields.get("with") else {
+            self.problem(uses.pos, format!("`{action}` (node `{name}`) needs `with: {{ generator, evaluator }}`"));
+            return Exec::Noop;
+        };
+        let composed = match action {
+            "reflection.loop" => self.reflection(with, name).map(Composed::Reflection),
+            _ => None,
+        };
+        let output = self.output(fields, name);
+        match composed {
+            Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
+            None => Exec::Noop,
+        }
+    }
+
+    fn reflection(&mut self, with: &Node, name: &str) -> Option<Reflection> {
+        let what = format!("`with` of `reflection.loop` (node `{name}`)");
+        let f = self.fields(with, &what, REFLECTION_KEYS)?;
+        let Some(generator) = f.get("generator") else {
+            self.problem(with.pos, format!("{what} needs `generator: {{ action: NAME, … }}` or `{{ run: BLOCK }}`"));
+            return None;
+        };
+        let generator = self.step(generator, name, "generator");
+        let evaluator = match f.get("evaluator") {
+            Some(e) => self.evaluator(e, name),
+            None => {
+                self.problem(with.pos, format!("{what} needs `evaluator: {{ type: schema | llm | custom, … }}`"));
+                None
+            }
+        };
+        let corrector = f.get("corrector").map(|c| self.step(c, name, "corrector"));
+        let max_iterations = match f.get("max_iterations") {
+            None => 3,
+            Some(n) => match n.kind {
+                Kind::Int(i) if (1..=MAX_REFLECTION_ITERATIONS).contains(&i) => i as usize,
+                _ => {
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "`max_iterations` of `reflection.loop` (node `{name}`) is a number from 1 to \
+                             {MAX_REFLECTION_ITERATIONS}, not {}",
+                            n.scalar_text().unwrap_or_else(|| n.what().to_owned())
+                        ),
+                    );
+                    3
+                }
+            },
+        };
+        let on_failure = match f.get("on_failure") {
+            None => OnFailure::ReturnBest,
+            Some(n) => match n.as_str() {
+                Some("return_best") => OnFailure::ReturnBest,
+                Some("return_last") => OnFailure::ReturnLast,
+                Some("raise") => OnFailure::Raise,
+                _ => {
+                    let text = n.scalar_text().unwrap_or_else(|| n.what().to_owned());
+                    let hint = suggest(&text, ["return_best", "return_last", "raise"]);
+                    self.problem(
+                        n.pos,
+                        format!(
+                            "`on_failure` of `reflection.loop` (node `{name}`) is `return_best`, `return_last` or \
+                             `raise`, not `{text}`{hint}"
+                        ),
+                    );
+                    OnFailure::ReturnBest
+                }
+            },
+        };
+        Some(Reflection {
+            generator: generator?,
+            evaluator: evaluator?,
+            corrector: match corrector {
+                Some(Some(step)) => Some(step),
+                Some(None) => return None,
+                None => None,
+            },
+            max_iterations,
+            on_failure,
+        })
+    }
+
+    /// A step: `{ action: NAME, ARGS… }` or `{ run: BLOCK, language }`.
+    fn step(&mut self, node: &Node, name: &str, role: &str) -> Option<Step> {
+        let what = format!("`{role}` of node `{name}`");
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("{what} must be a mapping (`action: NAME` with its arguments, or `run:`)"));
+            return None;
+        };
+        let get = |key: &str| entries.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v);
+        if let Some(run) = get("run") {
+            for (k, _) in entries {
+                if !matches!(k.as_str(), Some("run" | "language")) {
+                    let key = k.scalar_text().unwrap_or_default();
+                    self.problem(k.pos, format!("unknown key `{key}` in {what}: a `run:` step takes `language`"));
+                }
+            }
+            return self.block_step(run, get("language"), name, &what, false);
+        }
+        let Some(action) = get("action") else {
+            self.problem(
+                node.pos,
+                format!("{what} needs `action: NAME` (with the action's arguments) or `run: BLOCK`"),
+            );
+            return None;
+        };
+        let action_name = self.string(action, &format!("`action` of {what}"))?.to_owned();
+        let resolved = self.step_action(&action_name, action.pos, &what)?;
+        let args = Node {
+            pos: node.pos,
+            kind: Kind::Map(entries.iter().filter(|(k, _)| k.as_str() != Some("action")).cloned().collect()),
+        };
+        let args = self.sending_tree(&args, sending_keys(&resolved));
+        Some(Step::Action { name: action_name, action: resolved, args })
+    }
+
+    /// The action a step names: registered, else built in.
+    fn step_action(&mut self, action: &str, pos: Pos, what: &str) -> Option<Action> {
+        if let Some(a) = self.env.actions.get(action) {
+            return Some(a.clone());
+        }
+        if let Some(a) = actions::built_in(action) {
+            return Some(a);
+        }
+        if actions::NET_NAMES.contains(&action) {
+            self.problem(
+                pos,
+                format!(
+                    "action `{action}` of {what} reaches the network, which this build leaves out: it needs \
+                     tea-yaml's cargo feature `net` (the `tea` command has it)"
+                ),
+            );
+            return None;
+        }
+        let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
+        let hint = suggest(action, known.iter().copied());
+        match actions::edge_agent_only(action) {
+            Some(why) => self.problem(pos, format!("action {why} ({what})")),
+            None => self.problem(pos, format!("unknown action `{action}` ({what}){hint}")),
+        }
+        None
+    }
+
+    /// A `run:` block of a step, in `language` (`lua`, `python`; else as a node's `run:`).
+    /// `lua_output`: a Lua block sees the output under evaluation as `output`.
+    fn block_step(
+        &mut self,
+        run: &Node,
+        language: Option<&Node>,
+        name: &str,
+        what: &str,
+        lua_output: bool,
+    ) -> Option<Step> {
+        let python = match language.map(|l| l.as_str()) {
+            None => None,
+            Some(Some("python")) => Some(true),
+            Some(Some("lua")) => Some(false),
+            Some(other) => {
+                let text = other.unwrap_or_default();
+                self.problem(
+                    language.map_or(run.pos, |l| l.pos),
+                    format!("`language` of {what} is `lua` or `python`, not `{text}` (tea runs no Prolog steps)"),
+                );
+                return None;
+            }
+        };
+        let run = match (&run.kind, python) {
+            // On the block's first line, so its lines stay the file's.
+            (Kind::Str { text, block }, Some(false)) if lua_output => Node {
+                pos: run.pos,
+                kind: Kind::Str { text: format!("local output = state.output; {text}"), block: *block },
+            },
+            _ => run.clone(),
+        };
+        let before = self.problems.len();
+        match self.run(&run, name, None, python) {
+            Exec::Lua(chunk) => Some(Step::Lua(chunk)),
+            Exec::Python(block) => Some(Step::Python(block)),
+            Exec::Noop if self.problems.len() > before => None,
+            _ => {
+                self.problem(run.pos, format!("`run` of {what} is a Lua or Python block"));
+                None
+            }
+        }
+    }
+
+    fn evaluator(&mut self, node: &Node, name: &str) -> Option<Evaluator> {
+        let what = format!("`evaluator` of node `{name}`");
+        let Some(entries) = node.as_map() else {
+            self.problem(node.pos, format!("{what} must be a mapping (`type: schema | llm | custom`)"));
+            return None;
+        };
+        let get = |key: &str| entries.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v);
+        let kind = match get("type") {
+            None => "schema",
+            Some(t) => self.string(t, &format!("`type` of {what}"))?,
+        };
+        let allowed: &[&str] = match kind {
+            "schema" => &["type", "schema"],
+            "llm" => &[
+                "type",
+                "prompt",
+                "examples",
+                "model",
+                "provider",
+                "temperature",
+                "max_tokens",
+                "timeout",
+                "api_base",
+                "base_url",
+            ],
+            "custom" => &["type", "run", "language"],
+            other => {
+                let hint = suggest(other, ["schema", "llm", "custom"]);
+                self.problem(
+                    get("type").map_or(node.pos, |t| t.pos),
+                    format!("`type` of {what} is `schema`, `llm` or `custom`, not `{other}`{hint}"),
+                );
+                return None;
+            }
+        };
+        let f = self.fields(node, &what, allowed)?;
+        match kind {
+            "schema" => {
+                let Some(schema) = f.get("schema") else {
+                    self.problem(node.pos, format!("{what} needs `schema:` (a JSON Schema)"));
+                    return None;
+                };
+                let value = self.schema_value(schema, &what)?;
+                match jsonschema::draft7::new(&value) {
+                    Ok(validator) => Some(Evaluator::Schema(Box::new(validator), Arc::new(value))),
+                    Err(e) => {
+                        self.problem(schema.pos, format!("`schema` of {what} is not a JSON Schema: {e}"));
+                        None
+                    }
+                }
+            }
+            "custom" => {
+                let Some(run) = f.get("run") else {
+                    self.problem(node.pos, format!("{what} needs `run:` (a block whose value is the verdict)"));
+                    return None;
+                };
+                self.block_step(run, f.get("language").copied(), name, &what, true).map(Evaluator::Code)
+            }
+            _ => {
+                let call = self.step_action("llm.call", node.pos, &what)?;
+                let prompt = match f.get("prompt") {
+                    Some(p) => self.tree(p),
+                    None => Tree::Literal(Value::from("Evaluate if this output is valid and correct.")),
+                };
+                let mut examples = Vec::new();
+                if let Some(list) = f.get("examples") {
+                    match list.as_seq() {
+                        Some(items) => {
+                            for item in items {
+                                let pair = item.as_map().and_then(|_| {
+                                    let v = item.to_json();
+                                    let text = |k: &str| match &v[k] {
+                                        Value::String(s) => Some(s.clone()),
+                                        Value::Null => None,
+                                        other => Some(other.to_string()),
+                                    };
+                                    Some((text("input")?, text("output")?))
+                                });
+                                match pair {
+                                    Some(pair) => examples.push(pair),
+                                    None => {
+                                        self.problem(item.pos, format!("an example of {what} is `{{ input, output }}`"))
+                                    }
+                                }
+                            }
+                        }
+                        None => {
+                            self.problem(list.pos, format!("`examples` of {what} is a list of `{{ input, output }}`"))
+                        }
+                    }
+                }
+                let args = Node {
+                    pos: node.pos,
+                    kind: Kind::Map(
+                        entries
+                            .iter()
+                            .filter(|(k, _)| !matches!(k.as_str(), Some("type" | "prompt" | "examples")))
+                            .cloned()
+                            .collect(),
+                    ),
+                };
+                let args = self.sending_tree(&args, sending_keys(&call));
+                Some(Evaluator::Llm { call, args, prompt, examples })
+            }
+        }
+    }
+
+    /// A schema as JSON: written inline, or `{ $ref: FILE }` (JSON or YAML, relative to the
+    /// agent's file), read at load.
+    fn schema_value(&mut self, schema: &Node, what: &str) -> Option<Value> {
+        let value = schema.to_json();
+        let Some(file) = value.get("$ref").and_then(Value::as_str).filter(|r| !r.starts_with('#')) else {
+            return Some(value);
+        };
+        let path = actions::resolve(&self.env.base_dir, file);
+        let text = match crate::files::read_regular(&path, crate::files::MAX_READ_FILE) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => {
+                self.problem(schema.pos, format!("`$ref` of {what}: cannot read `{}`: {e}", path.display()));
+                return None;
+            }
+        };
+        match yaml::parse(&text) {
+            Ok((tree, errors)) if errors.is_empty() => Some(tree.to_json()),
+            Ok((_, errors)) => {
+                let first = errors.first().map(|e| format!("{}:{}: {}", e.pos.line, e.pos.column, e.message));
+                let first = first.unwrap_or_default();
+                self.problem(schema.pos, format!("`$ref` of {what}: `{}` does not parse: {first}", path.display()));
+                None
+            }
+            Err(e) => {
+                let at = format!("{}:{}: {}", e.pos.line, e.pos.column, e.message);
+                self.problem(schema.pos, format!("`$ref` of {what}: `{}` does not parse: {at}", path.display()));
+                None
+            }
+        }
+    }
+}
