@@ -41,7 +41,7 @@ pub(crate) enum Action {
 }
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 21] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 25] = [
     "json.parse",
     "json.stringify",
     "file.exists",
@@ -63,6 +63,10 @@ pub(crate) const BUILT_IN_NAMES: [&str; 21] = [
     "http.post",
     "actions.notify",
     "reflection.loop",
+    "reason.cot",
+    "reason.react",
+    "reason.self_correct",
+    "reason.decompose",
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
@@ -320,8 +324,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "rag.llamaindex.query",
     "rag.llamaindex.router",
     "rag.llamaindex.subquestion",
-    "reason.cot",
-    "reason.decompose",
     "reason.dspy.compile",
     "reason.dspy.cot",
     "reason.dspy.export",
@@ -329,8 +331,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "reason.dspy.list_compiled",
     "reason.dspy.optimize",
     "reason.dspy.react",
-    "reason.react",
-    "reason.self_correct",
     "reflection.correct",
     "reflection.evaluate",
     "retry.loop",

@@ -1,6 +1,9 @@
 //! The Edge Agent's actions that compose steps of their own, each step a registered or
 //! built-in action (rendered against the action's working state) or a `run:` block:
 //!
+//! - `reason.cot`, `reason.react`, `reason.self_correct`, `reason.decompose` — The Edge Agent's
+//!   reasoning patterns: its prompts, a few `llm.call`s each, its results (a failed call is
+//!   `{error, success: false}` in the result, as there); `reason.react` calls its `tools`.
 //! - `reflection.loop` — generate → evaluate → correct until the output passes or the
 //!   iterations run out. Evaluators: a JSON Schema (draft 7, with The Edge Agent's coercion of
 //!   strings to the schema's scalar types), an LLM judge (`llm.call` with its system prompt and
@@ -33,7 +36,8 @@ pub(crate) trait Composer: Host {
 
 /// A composed action, compiled from its node's `with:`.
 pub(crate) enum Composed {
-    Reflection(Reflection),
+    Reflection(Box<Reflection>),
+    Reason(Reason),
 }
 
 /// `reflection.loop`.
@@ -78,6 +82,474 @@ pub(crate) enum Evaluator {
 pub(crate) fn run(composed: &Composed, host: &dyn Composer, node: &NodeName, state: &State) -> Result<Value, BoxError> {
     match composed {
         Composed::Reflection(reflection) => reflection.run(host, node, state),
+        Composed::Reason(reason) => Ok(reason.run(host, node, state)),
+    }
+}
+
+/// `reason.cot`, `reason.react`, `reason.self_correct`, `reason.decompose`: The Edge Agent's
+/// reasoning patterns, each a few `llm.call`s with its prompts. `args` is the node's `with:`;
+/// what is not the pattern's own goes to each `llm.call` (`provider`, `max_tokens`, …).
+pub(crate) struct Reason {
+    pub(crate) kind: ReasonKind,
+    pub(crate) args: Tree,
+    /// `llm.call`.
+    pub(crate) llm: Action,
+    /// `reason.react`'s tools: each name with its action (`None`: one tea lacks, which the
+    /// agent is offered and, called, observes missing, as The Edge Agent's registry would say).
+    pub(crate) tools: Vec<(String, Option<Action>)>,
+}
+
+/// Which reasoning pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReasonKind {
+    Cot,
+    React,
+    SelfCorrect,
+    Decompose,
+}
+
+impl ReasonKind {
+    /// The action's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ReasonKind::Cot => "reason.cot",
+            ReasonKind::React => "reason.react",
+            ReasonKind::SelfCorrect => "reason.self_correct",
+            ReasonKind::Decompose => "reason.decompose",
+        }
+    }
+
+    /// The pattern's own arguments (the rest go to `llm.call`); the first is required.
+    pub(crate) fn keys(self) -> &'static [&'static str] {
+        match self {
+            ReasonKind::Cot => &["problem", "model", "thinking_format", "few_shot_examples", "temperature"],
+            ReasonKind::React => &["goal", "model", "tools", "max_steps", "temperature"],
+            ReasonKind::SelfCorrect => &[
+                "task",
+                "model",
+                "generator_model",
+                "critic_model",
+                "improvement_rounds",
+                "critic_prompt",
+                "temperature",
+            ],
+            ReasonKind::Decompose => &["problem", "model", "max_depth", "synthesis_prompt", "temperature"],
+        }
+    }
+
+    /// Why a failure is reported, as The Edge Agent words it.
+    fn failed(self) -> &'static str {
+        match self {
+            ReasonKind::Cot => "Chain-of-thought reasoning failed",
+            ReasonKind::React => "ReAct reasoning failed",
+            ReasonKind::SelfCorrect => "Self-correction failed",
+            ReasonKind::Decompose => "Problem decomposition failed",
+        }
+    }
+}
+
+/// `reason.cot`'s thinking formats.
+pub(crate) const THINKING_FORMATS: &[(&str, &str)] = &[
+    (
+        "step_by_step",
+        "Think through this step by step:\n1. First, identify the key components of the problem\n2. Work through each component systematically\n3. Show your reasoning at each step\n4. Arrive at a final answer",
+    ),
+    (
+        "pros_cons",
+        "Analyze this by considering pros and cons:\n1. List the positive aspects/arguments\n2. List the negative aspects/arguments\n3. Weigh the evidence\n4. Reach a balanced conclusion",
+    ),
+    (
+        "tree",
+        "Think through this using tree-structured reasoning:\n1. Identify the main branches of analysis\n2. Explore each branch systematically\n3. Combine insights from all branches\n4. Synthesize a final answer",
+    ),
+    (
+        "first_principles",
+        "Reason from first principles:\n1. Identify the fundamental truths or axioms\n2. Build up your reasoning from these foundations\n3. Question assumptions at each step\n4. Derive the answer logically",
+    ),
+];
+
+const COT_SYSTEM: &str = "You are a careful reasoning assistant. When given a problem, you will think through it systematically before providing your answer.\n\nYour response MUST be valid JSON in this exact format:\n{\n  \"thinking\": \"Your detailed step-by-step reasoning here...\",\n  \"answer\": \"Your final answer here (can be a string, number, or structured data)\"\n}\n\n";
+
+const REACT_SYSTEM: &str = "You are a ReAct agent. For each step, you will:\n1. THINK about what you need to do\n2. Decide on an ACTION to take (or conclude if you have the answer)\n3. Wait for the OBSERVATION from the action\n\nYou have access to these tools:\n{tools}\n\nYour response MUST be valid JSON in one of these formats:\n\nFor taking an action:\n{\n  \"thought\": \"Your reasoning about what to do next...\",\n  \"action\": \"tool_name\",\n  \"action_input\": {\"param1\": \"value1\", \"param2\": \"value2\"}\n}\n\nFor providing the final answer (when you have enough information):\n{\n  \"thought\": \"Your reasoning about why you can now answer...\",\n  \"action\": \"final_answer\",\n  \"action_input\": {\"answer\": \"Your final answer here\"}\n}\n\nThink carefully and only use the final_answer action when you truly have the answer.";
+
+const SELF_CORRECT_SYSTEM: &str = "You are a self-improving assistant. You will generate an initial response, then critique and improve it.\n\nYour response MUST be valid JSON in this format:\n{\n  \"output\": \"Your response to the task\",\n  \"confidence\": 0.0 to 1.0,\n  \"potential_issues\": [\"Issue 1\", \"Issue 2\", ...]\n}";
+
+const CRITIC_SYSTEM: &str = "You are a critical reviewer. Analyze the given output and identify improvements.\n\n{critic}\n\nYour response MUST be valid JSON in this format:\n{\n  \"issues\": [\"Issue 1\", \"Issue 2\", ...],\n  \"suggestions\": [\"Suggestion 1\", \"Suggestion 2\", ...],\n  \"improved_output\": \"The improved version of the output\",\n  \"improvement_score\": 0.0 to 1.0\n}";
+
+const DECOMPOSE_SYSTEM: &str = "You are a problem decomposition expert. Break down complex problems into smaller, manageable sub-problems.\n\nYour response MUST be valid JSON in this format:\n{\n  \"analysis\": \"Brief analysis of the problem\",\n  \"sub_problems\": [\n    {\"id\": 1, \"description\": \"Sub-problem 1\", \"dependencies\": []},\n    {\"id\": 2, \"description\": \"Sub-problem 2\", \"dependencies\": [1]}\n  ],\n  \"synthesis_strategy\": \"How to combine the sub-answers\"\n}";
+
+const SUB_PROBLEM_SYSTEM: &str = "You are solving a specific sub-problem as part of a larger problem.\n\nMain problem context: {problem}\n\nYour response MUST be valid JSON in this format:\n{\n  \"reasoning\": \"Your reasoning process\",\n  \"answer\": \"Your answer to this sub-problem\",\n  \"confidence\": 0.0 to 1.0\n}";
+
+const SYNTHESIS_SYSTEM: &str = "You are synthesizing sub-answers into a final answer.\n\n{synthesis}\n\nYour response MUST be valid JSON in this format:\n{\n  \"reasoning\": \"How you combined the sub-answers\",\n  \"final_answer\": \"The synthesized final answer\",\n  \"confidence\": 0.0 to 1.0\n}";
+
+/// `value` as a prompt's text: a string as it is, anything else as JSON.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The JSON object in an LLM's reply: the whole reply, a fenced block, or the outermost
+/// braces (The Edge Agent's reading).
+fn json_in(content: &str) -> Option<Map<String, Value>> {
+    let object = |t: &str| match serde_json::from_str::<Value>(t.trim()) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    };
+    object(content)
+        .or_else(|| {
+            let start = content.find("```")? + 3;
+            let rest = content[start..].strip_prefix("json").unwrap_or(&content[start..]);
+            object(&rest[..rest.find("```")?])
+        })
+        .or_else(|| object(&content[content.find('{')?..=content.rfind('}')?]))
+}
+
+impl Reason {
+    /// Runs the pattern: its result, or (as The Edge Agent's) `{error, success: false,
+    /// reasoning_trace}` when a call fails.
+    fn run(&self, host: &dyn Composer, node: &NodeName, state: &State) -> Value {
+        let mut trace = Vec::new();
+        match self.attempt(host, node, state, &mut trace) {
+            Ok(result) => result,
+            Err(e) => json!({
+                "error": format!("{}: {e}", self.kind.failed()),
+                "success": false,
+                "reasoning_trace": trace,
+            }),
+        }
+    }
+
+    fn attempt(
+        &self,
+        host: &dyn Composer,
+        node: &NodeName,
+        state: &State,
+        trace: &mut Vec<Value>,
+    ) -> Result<Value, BoxError> {
+        let Value::Object(args) = host.render_on(&self.args, state)? else {
+            return Err(format!("`with:` of `{}` must give a mapping", self.kind.name()).into());
+        };
+        let own = self.kind.keys();
+        let options: Map<String, Value> =
+            args.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let arg = |key: &str| args.get(key).filter(|v| !v.is_null());
+        let model = arg("model").cloned();
+        let count = |key: &str, default: u64| -> Result<u64, BoxError> {
+            match arg(key) {
+                None => Ok(default),
+                Some(Value::Number(n)) => {
+                    n.as_u64().ok_or_else(|| format!("`{key}` must be a whole number, not {n}").into())
+                }
+                Some(Value::String(s)) => {
+                    s.trim().parse().map_err(|_| format!("`{key}` must be a whole number, not `{s}`").into())
+                }
+                Some(other) => Err(format!("`{key}` must be a whole number, not {other}").into()),
+            }
+        };
+        // One chat call: the reply's text.
+        let ask = |model: Option<&Value>, system: String, user: String| -> Result<String, BoxError> {
+            self.chat(
+                host,
+                node,
+                state,
+                &options,
+                args.get("temperature"),
+                model,
+                vec![json!({ "role": "system", "content": system }), json!({ "role": "user", "content": user })],
+            )
+        };
+        let shown_model = model.clone().unwrap_or(Value::Null);
+        match self.kind {
+            ReasonKind::Cot => {
+                let problem = text(arg("problem").ok_or("`problem` is missing")?);
+                let format = arg("thinking_format").and_then(Value::as_str).unwrap_or("step_by_step").to_owned();
+                let how = THINKING_FORMATS.iter().find(|(f, _)| *f == format).unwrap_or(&THINKING_FORMATS[0]).1;
+                let mut system = format!("{COT_SYSTEM}{how}");
+                if let Some(Value::Array(examples)) = arg("few_shot_examples") {
+                    system.push_str("\n\nHere are some examples:\n");
+                    for (i, ex) in examples.iter().enumerate() {
+                        let field = |k: &str| text(ex.get(k).unwrap_or(&Value::Null));
+                        system.push_str(&format!(
+                            "\nExample {}:\nProblem: {}\nThinking: {}\nAnswer: {}",
+                            i + 1,
+                            field("problem"),
+                            field("thinking"),
+                            field("answer")
+                        ));
+                    }
+                }
+                trace.push(json!({ "step": "cot_request", "problem": problem, "thinking_format": format, "model": shown_model }));
+                let reply = ask(model.as_ref(), system, format!("Problem: {problem}"))?;
+                let parsed =
+                    json_in(&reply).ok_or_else(|| format!("Could not parse JSON from response: {}", prefix(&reply)))?;
+                let thinking = parsed.get("thinking").cloned().unwrap_or(json!(""));
+                let answer = parsed.get("answer").cloned().unwrap_or(json!(""));
+                trace.push(json!({ "step": "cot_response", "thinking": thinking, "answer": answer }));
+                Ok(json!({
+                    "thinking": thinking,
+                    "answer": answer,
+                    "reasoning_trace": trace,
+                    "model": shown_model,
+                    "thinking_format": format,
+                    "reasoning_thinking": thinking,
+                    "reasoning_answer": answer,
+                }))
+            }
+            ReasonKind::React => {
+                let goal = text(arg("goal").ok_or("`goal` is missing")?);
+                let max_steps = count("max_steps", 10)?;
+                let mut tools: Vec<String> =
+                    self.tools.iter().map(|(name, _)| format!("- {name}: Execute the {name} action")).collect();
+                tools.push("- final_answer: Use this when you have the final answer to the goal".to_owned());
+                let names: Vec<&str> = self.tools.iter().map(|(n, _)| n.as_str()).collect();
+                let mut messages = vec![
+                    json!({ "role": "system", "content": REACT_SYSTEM.replace("{tools}", &tools.join("\n")) }),
+                    json!({ "role": "user", "content": format!("Goal: {goal}") }),
+                ];
+                trace.push(json!({ "step": "react_start", "goal": goal, "tools": names, "max_steps": max_steps, "model": shown_model }));
+                let mut steps = Vec::new();
+                for step in 1..=max_steps {
+                    let reply = self.chat(
+                        host,
+                        node,
+                        state,
+                        &options,
+                        args.get("temperature"),
+                        model.as_ref(),
+                        messages.clone(),
+                    )?;
+                    let Some(parsed) = json_in(&reply) else {
+                        trace
+                            .push(json!({ "step": format!("step_{step}_parse_error"), "raw_content": prefix(&reply) }));
+                        messages.push(json!({ "role": "assistant", "content": reply }));
+                        messages.push(json!({ "role": "user", "content": "Your response was not valid JSON. Please respond with valid JSON." }));
+                        continue;
+                    };
+                    let action = parsed.get("action").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let input = parsed.get("action_input").cloned().unwrap_or(json!({}));
+                    let mut record = json!({
+                        "step": step,
+                        "thought": parsed.get("thought").cloned().unwrap_or(json!("")),
+                        "action": action,
+                        "action_input": input,
+                    });
+                    if action == "final_answer" {
+                        let answer = input.get("answer").cloned().unwrap_or(input.clone());
+                        record["observation"] = json!("Goal achieved.");
+                        steps.push(record);
+                        trace.push(json!({ "step": "react_complete", "total_steps": step, "final_answer": answer }));
+                        return Ok(json!({
+                            "steps": steps,
+                            "final_answer": answer,
+                            "reasoning_trace": trace,
+                            "react_steps": steps,
+                            "reasoning_answer": answer,
+                            "model": shown_model,
+                            "total_steps": step,
+                        }));
+                    }
+                    let observation = match self.tools.iter().find(|(n, _)| *n == action) {
+                        Some((_, Some(tool))) => {
+                            let input = if input.is_object() { input.clone() } else { json!({ "input": input }) };
+                            match actions::call(tool, &Call { host: host.host(), node, state }, &input) {
+                                Ok(result) => result.to_string(),
+                                Err(e) => format!("Error executing {action}: {e}"),
+                            }
+                        }
+                        Some((_, None)) => format!("Action {action} not found in registry"),
+                        None => format!("Unknown action: {action}. Available: {names:?}"),
+                    };
+                    record["observation"] = json!(observation);
+                    trace.push(json!({ "step": format!("step_{step}"), "action": action, "observation": observation }));
+                    steps.push(record);
+                    messages.push(json!({ "role": "assistant", "content": reply }));
+                    messages.push(json!({ "role": "user", "content": format!("Observation: {observation}") }));
+                }
+                trace.push(json!({ "step": "react_max_steps", "total_steps": max_steps }));
+                Ok(json!({
+                    "steps": steps,
+                    "final_answer": null,
+                    "reasoning_trace": trace,
+                    "react_steps": steps,
+                    "model": shown_model,
+                    "total_steps": max_steps,
+                    "warning": format!("Max steps ({max_steps}) reached without achieving goal"),
+                }))
+            }
+            ReasonKind::SelfCorrect => {
+                let task = text(arg("task").ok_or("`task` is missing")?);
+                let rounds = count("improvement_rounds", 2)?;
+                let generator = arg("generator_model").or(model.as_ref()).cloned();
+                let critic_model = arg("critic_model").or(model.as_ref()).cloned();
+                let reply = ask(generator.as_ref(), SELF_CORRECT_SYSTEM.to_owned(), format!("Task: {task}"))?;
+                let (mut output, confidence, issues) = match json_in(&reply) {
+                    Some(p) => (
+                        p.get("output").cloned().unwrap_or(json!(reply)),
+                        p.get("confidence").cloned().unwrap_or(json!(0.5)),
+                        p.get("potential_issues").cloned().unwrap_or(json!([])),
+                    ),
+                    None => (json!(reply), json!(0.5), json!([])),
+                };
+                let mut history = vec![json!({
+                    "round": 0, "type": "initial", "output": output, "confidence": confidence, "potential_issues": issues,
+                })];
+                trace.push(json!({ "step": "initial_generation", "confidence": confidence }));
+                let critic = arg("critic_prompt").map(text).unwrap_or_else(|| {
+                    "Identify any issues with correctness, clarity, completeness, and style.".to_owned()
+                });
+                for round in 1..=rounds {
+                    let reply = match ask(
+                        critic_model.as_ref(),
+                        CRITIC_SYSTEM.replace("{critic}", &critic),
+                        format!("Task: {task}\n\nCurrent output:\n{}", text(&output)),
+                    ) {
+                        Ok(reply) => reply,
+                        Err(e) => {
+                            trace.push(
+                                json!({ "step": format!("critique_round_{round}_error"), "error": e.to_string() }),
+                            );
+                            continue;
+                        }
+                    };
+                    let Some(p) = json_in(&reply) else {
+                        trace.push(json!({ "step": format!("critique_round_{round}_parse_error"), "raw_content": prefix(&reply) }));
+                        continue;
+                    };
+                    let improved = p.get("improved_output").cloned().unwrap_or(output.clone());
+                    let score = p.get("improvement_score").cloned().unwrap_or(json!(0.5));
+                    let found = p.get("issues").cloned().unwrap_or(json!([]));
+                    history.push(json!({
+                        "round": round,
+                        "type": "improvement",
+                        "issues_found": found,
+                        "suggestions": p.get("suggestions").cloned().unwrap_or(json!([])),
+                        "output": improved,
+                        "improvement_score": score,
+                    }));
+                    trace.push(json!({ "step": format!("improvement_round_{round}"), "issues_count": found.as_array().map_or(0, Vec::len), "improvement_score": score }));
+                    output = improved;
+                }
+                Ok(json!({
+                    "output": output,
+                    "improvement_history": history,
+                    "reasoning_trace": trace,
+                    "reasoning_answer": output,
+                    "model": shown_model,
+                    "generator_model": generator,
+                    "critic_model": critic_model,
+                    "rounds_completed": rounds,
+                }))
+            }
+            ReasonKind::Decompose => {
+                let problem = text(arg("problem").ok_or("`problem` is missing")?);
+                trace.push(json!({ "step": "decompose_start", "problem": problem, "model": shown_model }));
+                let reply = ask(model.as_ref(), DECOMPOSE_SYSTEM.to_owned(), format!("Problem: {problem}"))?;
+                let parsed =
+                    json_in(&reply).ok_or_else(|| format!("Could not parse JSON from response: {}", prefix(&reply)))?;
+                let sub_problems = parsed.get("sub_problems").and_then(Value::as_array).cloned().unwrap_or_default();
+                let strategy =
+                    parsed.get("synthesis_strategy").map(text).unwrap_or_else(|| "Combine sub-answers".to_owned());
+                trace.push(json!({ "step": "decomposition", "analysis": parsed.get("analysis").cloned().unwrap_or(json!("")), "sub_problems": sub_problems.len() }));
+                let mut answers: Vec<Value> = Vec::new();
+                for sub in &sub_problems {
+                    let id = sub.get("id").cloned().unwrap_or(json!(answers.len() + 1));
+                    let description = sub.get("description").map(text).unwrap_or_else(|| sub.to_string());
+                    let mut context = String::new();
+                    for dep in sub.get("dependencies").and_then(Value::as_array).into_iter().flatten() {
+                        for answer in answers.iter().filter(|a| a.get("id") == Some(dep)) {
+                            context.push_str(&format!("\nSub-answer {}: {}", text(dep), text(&answer["answer"])));
+                        }
+                    }
+                    let answer = match ask(
+                        model.as_ref(),
+                        SUB_PROBLEM_SYSTEM.replace("{problem}", &problem),
+                        format!("Sub-problem: {description}{context}"),
+                    ) {
+                        Err(e) => {
+                            json!({ "id": id, "description": description, "error": e.to_string(), "answer": null })
+                        }
+                        Ok(reply) => match json_in(&reply) {
+                            Some(p) => json!({
+                                "id": id,
+                                "description": description,
+                                "reasoning": p.get("reasoning").cloned().unwrap_or(json!("")),
+                                "answer": p.get("answer").cloned().unwrap_or(json!(reply)),
+                                "confidence": p.get("confidence").cloned().unwrap_or(json!(0.5)),
+                            }),
+                            None => {
+                                json!({ "id": id, "description": description, "reasoning": "", "answer": reply, "confidence": 0.5 })
+                            }
+                        },
+                    };
+                    trace.push(json!({ "step": format!("sub_problem_{}", text(&id)), "description": description }));
+                    answers.push(answer);
+                }
+                let synthesis = arg("synthesis_prompt").map(text).unwrap_or(strategy);
+                let listed = serde_json::to_string_pretty(&answers).unwrap_or_default();
+                let reply = ask(
+                    model.as_ref(),
+                    SYNTHESIS_SYSTEM.replace("{synthesis}", &synthesis),
+                    format!("Problem: {problem}\n\nSub-answers:\n{listed}"),
+                )?;
+                let (final_answer, reasoning) = match json_in(&reply) {
+                    Some(p) => (
+                        p.get("final_answer").cloned().unwrap_or(json!(reply)),
+                        p.get("reasoning").cloned().unwrap_or(json!("")),
+                    ),
+                    None => (json!(reply), json!("")),
+                };
+                trace.push(
+                    json!({ "step": "decompose_complete", "sub_problems_solved": answers.len(), "depth_used": 0 }),
+                );
+                Ok(json!({
+                    "sub_problems": sub_problems,
+                    "sub_answers": answers,
+                    "final_answer": final_answer,
+                    "synthesis_reasoning": reasoning,
+                    "reasoning_trace": trace,
+                    "reasoning_answer": final_answer,
+                    "model": shown_model,
+                    "depth_used": 0,
+                }))
+            }
+        }
+    }
+
+    /// One `llm.call` with `messages`: the reply's text.
+    #[allow(clippy::too_many_arguments)]
+    fn chat(
+        &self,
+        host: &dyn Composer,
+        node: &NodeName,
+        state: &State,
+        options: &Map<String, Value>,
+        temperature: Option<&Value>,
+        model: Option<&Value>,
+        messages: Vec<Value>,
+    ) -> Result<String, BoxError> {
+        let mut args = options.clone();
+        if let Some(model) = model {
+            args.insert("model".into(), model.clone());
+        }
+        if let Some(t) = temperature.filter(|t| !t.is_null()) {
+            args.insert("temperature".into(), t.clone());
+        }
+        args.insert("messages".into(), Value::Array(messages));
+        let reply = actions::call(&self.llm, &Call { host: host.host(), node, state }, &Value::Object(args))?;
+        Ok(reply.get("content").map(text).unwrap_or_default())
+    }
+}
+
+/// The first 200 characters of `text`, for messages.
+fn prefix(text: &str) -> String {
+    let cut: String = text.chars().take(200).collect();
+    if cut.len() < text.len() {
+        format!("{cut}...")
+    } else {
+        cut
     }
 }
 

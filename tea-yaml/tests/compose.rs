@@ -307,3 +307,116 @@ fn the_edge_agents_reflection_examples_run_to_their_documented_ends() {
     assert_eq!(out["word_count"], 60);
     assert_eq!(out["final_score"], 1.0);
 }
+
+/// An agent of one `reason.*` node against the mock, whose `echo` model answers each call with
+/// its last message: a JSON object written in the input comes back as the model's JSON.
+#[cfg(feature = "net")]
+fn reasoning(mock: &support::mock::Mock, action: &str, with: &str) -> tea_yaml::Agent {
+    load(&format!(
+        "settings:\n  llm: {{ api_base: \"{}\", api_key: sk-test, model: echo, max_retries: 0 }}\nnodes:\n  - name: think\n    uses: {action}\n    with:\n{with}\n    output: r\n",
+        mock.v1()
+    ))
+}
+
+#[cfg(feature = "net")]
+#[test]
+fn reason_cot_asks_for_thinking_and_an_answer() {
+    let mock = support::mock::Mock::start();
+    let agent = reasoning(
+        &mock,
+        "reason.cot",
+        "      problem: \"{{ state.q }}\"\n      thinking_format: pros_cons\n      few_shot_examples: [{ problem: '1+1', thinking: 'add', answer: '2' }]\n      max_tokens: 50",
+    );
+    let out = agent.invoke(json!({ "q": r#"{"thinking": "weigh it", "answer": 42}"# })).unwrap().done().unwrap();
+    let r = &out["r"];
+    assert_eq!((r["thinking"].clone(), r["answer"].clone()), (json!("weigh it"), json!(42)));
+    assert_eq!(r["reasoning_answer"], 42);
+    assert_eq!(r["thinking_format"], "pros_cons");
+    let hit = &mock.hits()[0];
+    let system = hit.body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.starts_with("You are a careful reasoning assistant"), "{system}");
+    assert!(system.contains("considering pros and cons") && system.contains("Example 1:\nProblem: 1+1"), "{system}");
+    assert_eq!(hit.body["max_tokens"], 50, "options beside the pattern's own go to llm.call");
+    // A reply without JSON is the action's error, in its result (The Edge Agent's).
+    let out = agent.invoke(json!({ "q": "no json here" })).unwrap().done().unwrap();
+    assert_eq!(out["r"]["success"], false);
+    assert!(out["r"]["error"].as_str().unwrap().starts_with("Chain-of-thought reasoning failed: Could not parse JSON"));
+}
+
+#[cfg(feature = "net")]
+#[test]
+fn reason_react_calls_its_tools_and_stops_at_a_final_answer_or_its_step_limit() {
+    let mock = support::mock::Mock::start();
+    let agent = reasoning(
+        &mock,
+        "reason.react",
+        "      goal: \"{{ state.goal }}\"\n      tools: [memory.store, web.search]\n      max_steps: \"3\"",
+    );
+    let done = agent
+        .invoke(
+            json!({ "goal": r#"{"thought": "known", "action": "final_answer", "action_input": {"answer": "42"}}"# }),
+        )
+        .unwrap()
+        .done()
+        .unwrap();
+    assert_eq!(done["r"]["final_answer"], "42");
+    assert_eq!(done["r"]["total_steps"], 1);
+    let system = mock.hits()[0].body["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(system.contains("- memory.store: Execute the memory.store action\n- web.search:"), "{system}");
+    assert_eq!(agent.warnings().len(), 1, "web.search is The Edge Agent's: a warning");
+
+    let looped = agent
+        .invoke(json!({ "goal": r#"{"thought": "note it", "action": "memory.store", "action_input": {"key": "k", "value": 1}}"# }))
+        .unwrap()
+        .done()
+        .unwrap();
+    let r = &looped["r"];
+    assert_eq!(r["steps"][0]["action"], "memory.store");
+    assert!(r["steps"][0]["observation"].as_str().unwrap().contains("\"stored\":true"), "{r}");
+    assert_eq!(r["total_steps"], 3);
+    assert_eq!(r["final_answer"], Value::Null);
+    assert_eq!(r["warning"], "Max steps (3) reached without achieving goal");
+}
+
+#[cfg(feature = "net")]
+#[test]
+fn reason_self_correct_and_decompose_make_their_rounds() {
+    let mock = support::mock::Mock::start();
+    let agent = reasoning(
+        &mock,
+        "reason.self_correct",
+        "      task: \"{{ state.task }}\"\n      improvement_rounds: 2\n      critic_model: echo:critic",
+    );
+    let out = agent.invoke(json!({ "task": r#"{"output": "v1", "confidence": 0.9}"# })).unwrap().done().unwrap();
+    let r = &out["r"];
+    assert_eq!(r["output"], "v1");
+    assert_eq!(r["improvement_history"].as_array().unwrap().len(), 3);
+    assert_eq!(r["rounds_completed"], 2);
+    assert_eq!(mock.hits_of("echo:critic").len(), 2);
+
+    let mock = support::mock::Mock::start();
+    let agent = reasoning(&mock, "reason.decompose", "      problem: \"{{ state.p }}\"");
+    let p = r#"{"sub_problems": [{"id": 1, "description": "a"}, {"id": 2, "description": "b", "dependencies": [1]}]}"#;
+    let out = agent.invoke(json!({ "p": p })).unwrap().done().unwrap();
+    let r = &out["r"];
+    assert_eq!(r["sub_answers"][0]["answer"], "echo: Sub-problem: a");
+    assert_eq!(r["sub_answers"][1]["answer"], "echo: Sub-problem: b\nSub-answer 1: echo: Sub-problem: a");
+    assert!(r["final_answer"].as_str().unwrap().starts_with("echo: Problem: "), "{r}");
+    assert_eq!(mock.hits().len(), 4);
+}
+
+#[cfg(feature = "net")]
+#[test]
+fn reasoning_mistakes_are_load_errors() {
+    let found = problems(
+        "nodes:\n  - name: t\n    uses: reason.cot\n    with:\n      thinking_format: pro_cons\n      max_token: 5\n  - name: u\n    uses: reason.react\n    with: { goal: g, tools: [memory.stor] }\n",
+    );
+    let text = found.join("\n");
+    assert!(text.contains("needs `problem`"), "{text}");
+    assert!(text.contains("5: `thinking_format`") && text.contains("did you mean `pros_cons`"), "{text}");
+    assert!(text.contains("6: unknown key `max_token`") && text.contains("did you mean `max_tokens`"), "{text}");
+    assert!(
+        text.contains("unknown action `memory.stor` among the tools") && text.contains("did you mean `memory.store`"),
+        "{text}"
+    );
+}

@@ -3,11 +3,12 @@
 //! schema that is no schema), its templates left to render at each step.
 
 use super::*;
-use crate::compose::{Composed, Evaluator, OnFailure, Reflection, Step};
+use crate::compose::{Composed, Evaluator, OnFailure, Reason, ReasonKind, Reflection, Step, THINKING_FORMATS};
 
 /// The actions the loader compiles into a [`Composed`] (unless the engine registers one of
 /// the same name).
-pub(super) const COMPOSED: &[&str] = &["reflection.loop"];
+pub(super) const COMPOSED: &[&str] =
+    &["reflection.loop", "reason.cot", "reason.react", "reason.self_correct", "reason.decompose"];
 
 /// The keys of `reflection.loop`'s `with:`.
 const REFLECTION_KEYS: &[&str] = &["generator", "evaluator", "corrector", "max_iterations", "on_failure"];
@@ -22,7 +23,11 @@ impl Loader<'_> {
             return Exec::Noop;
         };
         let composed = match action {
-            "reflection.loop" => self.reflection(with, name).map(Composed::Reflection),
+            "reflection.loop" => self.reflection(with, name).map(|r| Composed::Reflection(Box::new(r))),
+            "reason.cot" => self.reason(ReasonKind::Cot, with, name).map(Composed::Reason),
+            "reason.react" => self.reason(ReasonKind::React, with, name).map(Composed::Reason),
+            "reason.self_correct" => self.reason(ReasonKind::SelfCorrect, with, name).map(Composed::Reason),
+            "reason.decompose" => self.reason(ReasonKind::Decompose, with, name).map(Composed::Reason),
             _ => None,
         };
         let output = self.output(fields, name);
@@ -30,6 +35,79 @@ impl Loader<'_> {
             Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
             None => Exec::Noop,
         }
+    }
+
+    /// `reason.*`: the pattern's own keys, and `llm.call`'s options beside them.
+    fn reason(&mut self, kind: ReasonKind, with: &Node, name: &str) -> Option<Reason> {
+        let action = kind.name();
+        let what = format!("`with` of `{action}` (node `{name}`)");
+        let llm = self.step_action("llm.call", with.pos, &what)?;
+        let llm_keys: &[&str] = match &llm {
+            #[cfg(feature = "net")]
+            Action::Net(net) => net.keys(),
+            _ => &[],
+        };
+        let allowed: Vec<&str> = kind
+            .keys()
+            .iter()
+            .chain(llm_keys.iter().filter(|k| !matches!(**k, "messages" | "prompt" | "system")))
+            .copied()
+            .collect();
+        let f = self.fields(with, &what, &allowed)?;
+        let required = kind.keys()[0];
+        if !f.contains_key(required) {
+            self.problem(with.pos, format!("{what} needs `{required}`"));
+        }
+        if let Some(format) = f.get("thinking_format") {
+            if let Some(text) = format.as_str().filter(|t| !t.contains("{{")) {
+                if !THINKING_FORMATS.iter().any(|(f, _)| *f == text) {
+                    let hint = suggest(text, THINKING_FORMATS.iter().map(|(f, _)| *f));
+                    self.problem(
+                        format.pos,
+                        format!(
+                            "`thinking_format` of `{action}` (node `{name}`) is `step_by_step`, `pros_cons`, `tree` \
+                             or `first_principles`, not `{text}`{hint}"
+                        ),
+                    );
+                }
+            }
+        }
+        let mut tools = Vec::new();
+        if let Some(list) = f.get("tools") {
+            let Some(items) = list.as_seq() else {
+                self.problem(list.pos, format!("`tools` of `{action}` (node `{name}`) is a list of action names"));
+                return None;
+            };
+            for item in items {
+                let Some(tool) = self.string(item, &format!("a tool of `{action}` (node `{name}`)")) else { continue };
+                let found = self.env.actions.get(tool).cloned().or_else(|| actions::built_in(tool));
+                match found {
+                    Some(a) => tools.push((tool.to_owned(), Some(a))),
+                    None if actions::edge_agent_only(tool).is_some() => {
+                        self.warn(
+                            item.pos,
+                            &format!("tool {tool}"),
+                            format!(
+                                "tool `{tool}` of `{action}` (node `{name}`) is one of The Edge Agent's actions tea \
+                                 lacks: the model is offered it, and a call observes that it is not there"
+                            ),
+                        );
+                        tools.push((tool.to_owned(), None));
+                    }
+                    None => {
+                        let known: Vec<&str> =
+                            self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
+                        let hint = suggest(tool, known.iter().copied());
+                        self.problem(
+                            item.pos,
+                            format!("unknown action `{tool}` among the tools of `{action}` (node `{name}`){hint}"),
+                        );
+                    }
+                }
+            }
+        }
+        let args = self.sending_tree(with, sending_keys(&llm));
+        Some(Reason { kind, args, llm, tools })
     }
 
     fn reflection(&mut self, with: &Node, name: &str) -> Option<Reflection> {
@@ -128,6 +206,10 @@ impl Loader<'_> {
             pos: node.pos,
             kind: Kind::Map(entries.iter().filter(|(k, _)| k.as_str() != Some("action")).cloned().collect()),
         };
+        #[cfg(feature = "net")]
+        if let Action::Net(net) = &resolved {
+            self.net_with(*net, Some(&args), action, name);
+        }
         let args = self.sending_tree(&args, sending_keys(&resolved));
         Some(Step::Action { name: action_name, action: resolved, args })
     }
