@@ -24,7 +24,8 @@ const FOLDERS: &[(&str, usize)] = &[
 ];
 
 // Measured with every feature of tea-yaml (CI's workspace run: `cargo test --workspace
-// --all-features`) on 2026-11-27: 183 of the 276 files load with Prolog blocks (feature `prolog`), Python blocks (feature
+// --all-features`) on 2026-11-27: 193 of the 276 files load (183 before `reflection.loop` and
+// `reason.*`) with Prolog blocks (feature `prolog`), Python blocks (feature
 // `python`) and The Edge Agent's providers and vocabulary (issue 25); 139 without Prolog, 87
 // before the vocabulary, 44 with `net` alone. Without `net` the agents that call `llm.call` or
 // `http.*` do not load, so there the test only reports.
@@ -112,6 +113,41 @@ fn cause(message: &str) -> String {
     out.split(';').next().unwrap_or_default().trim().to_owned()
 }
 
+/// The guide's chapter *Moving from The Edge Agent* (`docs/src/from-the-edge-agent.md`) says
+/// how many files of each folder load: with every feature on (the guide's build), its table
+/// must say what this test counted.
+fn check_the_guide(counted: &[(&str, usize, usize)]) {
+    if !cfg!(all(feature = "net", feature = "python", feature = "prolog")) {
+        return;
+    }
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/src/from-the-edge-agent.md");
+    let Ok(text) = std::fs::read_to_string(&page) else {
+        panic!("the guide's page {} is missing", page.display());
+    };
+    let mut wrong = Vec::new();
+    for &(folder, files, loaded) in counted {
+        let label = match folder {
+            "examples" => "`examples/`",
+            "tests" => "`tests/fixtures/`",
+            "python" => "`python/tests/`",
+            "rust" => "`rust/tests/`",
+            _ => "agents inline in its Rust tests",
+        };
+        let row = text.lines().find(|l| l.starts_with(&format!("| {label} |")));
+        let cells: Vec<&str> = row.map(|r| r.split('|').map(str::trim).collect()).unwrap_or_default();
+        let said = (cells.get(2).and_then(|c| c.parse().ok()), cells.get(3).and_then(|c| c.parse().ok()));
+        if said != (Some(files), Some(loaded)) {
+            wrong
+                .push(format!("{label}: the guide says {said:?}, the corpus has {files} files of which {loaded} load"));
+        }
+    }
+    let total: usize = counted.iter().map(|c| c.2).sum();
+    if !text.contains(&format!("That is {total} ")) {
+        wrong.push(format!("the guide's total is not {total}"));
+    }
+    assert!(wrong.is_empty(), "docs/src/from-the-edge-agent.md is out of date:\n{}", wrong.join("\n"));
+}
+
 #[test]
 fn the_edge_agents_own_agents_load() {
     let Some(root) = corpus() else {
@@ -125,6 +161,7 @@ fn the_edge_agents_own_agents_load() {
     let mut report = String::new();
     let mut causes: BTreeMap<String, usize> = BTreeMap::new();
     let mut short = Vec::new();
+    let mut counted = Vec::new();
     for &(folder, floor) in FOLDERS {
         let mut files = Vec::new();
         agent_files(&root.join(folder), &mut files);
@@ -158,10 +195,12 @@ fn the_edge_agents_own_agents_load() {
             }
         }
         println!("{folder}: {loaded} of {} agent files load (floor {floor})", files.len());
+        counted.push((folder, files.len(), loaded));
         if loaded < floor {
             short.push(format!("{folder}: {loaded} load, fewer than the {floor} that loaded before"));
         }
     }
+    check_the_guide(&counted);
     let mut ranked: Vec<_> = causes.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     println!("what stops the others (files per cause):");
