@@ -65,10 +65,131 @@ impl Loader {
     /// The block of node `node`, starting on line `first_line`: read and checked now, so that
     /// a syntax error or a refused call is a load problem at its line.
     pub(crate) fn block(&self, node: &str, first_line: usize, source: &str) -> Result<Block, Vec<Problem>> {
-        let clauses =
-            split(source, first_line).map_err(|(line, message)| vec![(line, format!("node `{node}`: {message}"))])?;
+        let at = |(line, message): Problem| vec![(line, format!("node `{node}`: {message}"))];
+        let (source, loaded) = load_code_calls(source);
+        let mut clauses = split(&source, first_line).map_err(at)?;
+        // The clauses of each `tea_load_code` text go before the clause that loads them.
+        for (offset, text) in loaded.into_iter().rev() {
+            let line = first_line + offset;
+            let inner = split(&text, line).map_err(at)?;
+            let before = clauses.iter().rposition(|(start, _)| *start <= line).unwrap_or(0);
+            clauses.splice(before..before, inner);
+        }
         imp::compile(&self.file, node, first_line, clauses)
     }
+}
+
+/// The Edge Agent's `tea_load_code("…")` calls in `source`, each a text of clauses loaded
+/// into the block: `source` with each call replaced by `true` (and the line breaks it held, so
+/// lines stay put), and each text with the line (from the block's first) where it starts.
+/// The clauses are the block's own, read and checked at load as its other clauses are.
+fn load_code_calls(source: &str) -> (String, Vec<(usize, String)>) {
+    const CALL: &str = "tea_load_code(";
+    if !source.contains(CALL) {
+        return (source.to_owned(), Vec::new());
+    }
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut texts = Vec::new();
+    let mut line = 0;
+    let mut i = 0;
+    let starts_call = |i: usize| {
+        CALL.chars().enumerate().all(|(k, c)| chars.get(i + k) == Some(&c))
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '%' {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(chars[i]);
+                i += 1;
+            }
+            continue;
+        }
+        if c == '\'' || c == '"' || c == '`' {
+            // Quoted text, copied whole (a `0'c` code is two characters: copied as they are).
+            out.push(c);
+            i += 1;
+            if c == '\'' && out[..out.len() - 1].ends_with('0') {
+                continue;
+            }
+            while i < chars.len() {
+                let q = chars[i];
+                out.push(q);
+                i += 1;
+                if q == '\n' {
+                    line += 1;
+                } else if q == '\\' && i < chars.len() {
+                    out.push(chars[i]);
+                    i += 1;
+                } else if q == c {
+                    break;
+                }
+            }
+            continue;
+        }
+        if starts_call(i) {
+            // `tea_load_code(` layout `"text"` layout `)`
+            let mut j = i + CALL.chars().count();
+            let mut breaks = 0;
+            while j < chars.len() && chars[j].is_whitespace() {
+                breaks += usize::from(chars[j] == '\n');
+                j += 1;
+            }
+            if chars.get(j) == Some(&'"') {
+                let opened = line + breaks;
+                let mut text = String::new();
+                j += 1;
+                let mut closed = false;
+                while j < chars.len() {
+                    match chars[j] {
+                        '\\' if j + 1 < chars.len() => {
+                            let e = chars[j + 1];
+                            text.push(match e {
+                                'n' => '\n',
+                                't' => '\t',
+                                other => other,
+                            });
+                            breaks += usize::from(e == '\n');
+                            j += 2;
+                        }
+                        '"' if chars.get(j + 1) == Some(&'"') => {
+                            text.push('"');
+                            j += 2;
+                        }
+                        '"' => {
+                            closed = true;
+                            j += 1;
+                            break;
+                        }
+                        other => {
+                            breaks += usize::from(other == '\n');
+                            text.push(other);
+                            j += 1;
+                        }
+                    }
+                }
+                while closed && j < chars.len() && chars[j].is_whitespace() {
+                    breaks += usize::from(chars[j] == '\n');
+                    j += 1;
+                }
+                if closed && chars.get(j) == Some(&')') {
+                    texts.push((opened, text));
+                    out.push_str("true");
+                    out.extend(std::iter::repeat_n('\n', breaks));
+                    line += breaks;
+                    i = j + 1;
+                    continue;
+                }
+            }
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        out.push(c);
+        i += 1;
+    }
+    (out, texts)
 }
 
 /// The clauses of a block, each with its first line in the file and its text ending with the
@@ -80,6 +201,8 @@ fn split(source: &str, first_line: usize) -> Result<Vec<(usize, String)>, Proble
     let mut start: Option<usize> = None;
     let mut line = first_line;
     let mut i = 0;
+    // For each open brace, whether it opened a dict.
+    let mut braces: Vec<bool> = Vec::new();
     let symbol = |c: char| "+-*/\\^<>=~:.?@#&$".contains(c);
     while i < chars.len() {
         let c = chars[i];
@@ -140,6 +263,7 @@ fn split(source: &str, first_line: usize) -> Result<Vec<(usize, String)>, Proble
                 continue;
             }
             let opened = line;
+            let mut breaks = 0;
             current.push(c);
             i += 1;
             loop {
@@ -162,18 +286,46 @@ fn split(source: &str, first_line: usize) -> Result<Vec<(usize, String)>, Proble
                             current.push(c);
                             i += 1;
                         } else {
+                            current.extend(std::iter::repeat_n('\n', breaks));
                             break;
                         }
                     }
+                    Some('\n') => {
+                        // SWI-Prolog reads a line break inside quotes as one; ISO Prolog wants
+                        // it escaped. The break itself goes after the closing quote, so the
+                        // lines after the text keep their numbers.
+                        line += 1;
+                        breaks += 1;
+                        current.push_str("\\n");
+                        i += 1;
+                    }
                     Some(&other) => {
-                        if other == '\n' {
-                            line += 1;
-                        }
                         current.push(other);
                         i += 1;
                     }
                 }
             }
+            continue;
+        }
+        // SWI-Prolog dicts, `Tag{k: V, …}` (a tag, often `_`, right before the brace), read as
+        // tea's objects `json([k:V, …])`; any other brace is a curly term.
+        if c == '{' {
+            let tagged = current.ends_with(|p: char| p.is_alphanumeric() || p == '_');
+            if tagged {
+                while current.ends_with(|p: char| p.is_alphanumeric() || p == '_') {
+                    current.pop();
+                }
+                current.push_str("json([");
+            } else {
+                current.push('{');
+            }
+            braces.push(tagged);
+            i += 1;
+            continue;
+        }
+        if c == '}' {
+            current.push_str(if braces.pop() == Some(true) { "])" } else { "}" });
+            i += 1;
             continue;
         }
         // The end token: a `.` that is not part of a symbol (`=..`) and is followed by layout,

@@ -403,6 +403,12 @@ impl Schema {
         // dicts then grow in place rather than being copied.
         let mut planned = Vec::with_capacity(values.len());
         for (key, value) in values {
+            // Lua's empty table is both an empty list and an empty dict: written to a `list`
+            // key, an empty object is the empty list.
+            let value = match (self.get(&key), value) {
+                (Some(decl), Value::Object(m)) if decl.ty == Type::List && m.is_empty() => Value::Array(Vec::new()),
+                (_, value) => value,
+            };
             let current = state.get(&key).filter(|v| !v.is_null());
             if let (Some(decl), Some(replacement)) = (self.get(&key), overwrite_of(&value)) {
                 // `{"__overwrite__": value}` (LangGraph's `Overwrite`): replaces the value of a

@@ -165,13 +165,48 @@ fn parity_fixtures_end_as_its_expectations_say() {
         let Some(out) = verified(&format!("examples/prolog/parity/{file}.yaml")) else { return };
         assert_eq!(out["tea_verified"], true, "{file}: a query of its check failed");
     }
-    // empty-collections and dict-returns write SWI-Prolog dict literals (`_{}`), which Scryer
-    // does not read: they are load errors here (see the guide).
-    let Some(root) = corpus() else { return };
-    for file in ["empty-collections", "dict-returns"] {
-        let err = Engine::new().load_file(root.join(format!("examples/prolog/parity/{file}.yaml"))).expect_err(file);
-        assert!(err.to_string().contains("syntax error"), "{file}: {err}");
-    }
+    // empty-collections and dict-returns write SWI-Prolog dict literals (`_{k: V}`), which tea
+    // reads as its objects: they come back as JSON objects (parity-expected/dict-returns.json).
+    let Some(out) = corpus_run("examples/prolog/parity/dict-returns.yaml", json!({})) else { return };
+    let out = out.unwrap();
+    assert_eq!(out["simple_dict"], json!({ "key": "value", "number": 42, "flag": true }));
+    assert_eq!(out["nested_dict"], json!({ "level1": { "level2": { "deep_value": "found" } }, "sibling": "data" }));
+    assert_eq!(
+        out["list_of_dicts"],
+        json!([{ "id": 1, "name": "first" }, { "id": 2, "name": "second" }, { "id": 3, "name": "third" }])
+    );
+    assert_eq!(
+        out["complex_structure"],
+        json!({
+            "items": ["alpha", "beta", "gamma"],
+            "config": { "debug": false, "timeout": 30 },
+            "status": "ready",
+            "metadata": { "version": "1.0", "tags": ["test", "parity", "rust"] }
+        })
+    );
+    let Some(out) = verified("examples/prolog/parity/empty-collections.yaml") else { return };
+    assert_eq!(out["tea_verified"], true, "empty-collections: a query of its check failed");
+}
+
+#[test]
+fn swi_prolog_dicts_and_line_breaks_in_quotes_read_as_swi_prolog_reads_them() {
+    let out = run(
+        "nodes:\n  - name: d\n    language: prolog\n    run: |\n      D = _{a: 1, b: _{c: \"x\"}}, get_dict(b, D, B), get_dict(c, B, C),\n      Tagged = point{x: 1, y: 2}, get_dict(y, Tagged, Y),\n      put_dict(e, _{}, 5, E),\n      Text = \"two\n      lines\",\n      return(c, C), return(y, Y), return(d, D), return(e, E), return(text, Text), return(curly, {1}).\n",
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(out["c"], "x");
+    assert_eq!(out["y"], 2);
+    assert_eq!(out["d"], json!({ "a": 1, "b": { "c": "x" } }));
+    assert_eq!(out["e"], json!({ "e": 5 }));
+    assert_eq!(out["text"], "two\nlines");
+    // A brace after a space or `(` is a curly term, as in ISO Prolog.
+    assert_eq!(out["curly"], "{1}");
+    // A line after the string keeps its number in errors.
+    let err = Engine::new()
+        .load_str("nodes:\n  - name: d\n    language: prolog\n    run: |\n      X = \"a\n      b\", return(x, X).\n      Y = ).\n")
+        .unwrap_err();
+    assert!(err.problems()[0].line() == 7, "{err}");
 }
 
 #[test]
@@ -379,4 +414,40 @@ nodes:
     )
     .unwrap();
     assert_eq!(out["r"], json!({ "bindings": [], "success": false }));
+}
+
+#[test]
+fn tea_load_code_adds_its_clauses_to_the_block_checked_at_load() {
+    let out = run(
+        "nodes:\n  - name: d\n    language: prolog\n    run: |\n      tea_load_code(\"\n        double(X, Y) :- Y is 2 * X.\n        name(\\\"tea\\\").\n      \"),\n      double(21, Y), name(N),\n      return(y, Y), return(n, N).\n",
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!((out["y"].clone(), out["n"].clone()), (json!(42), json!("tea")));
+    // A clause of the text is checked as the block's own are, at its line in the file.
+    let err = Engine::new()
+        .load_str("nodes:\n  - name: d\n    language: prolog\n    run: |\n      tea_load_code(\"\n        ok.\n        bad :- open(f, read, _).\n      \"),\n      ok.\n")
+        .unwrap_err();
+    let problem = &err.problems()[0];
+    assert!(problem.message().contains("open/3"), "{err}");
+    assert_eq!(problem.line(), 7, "{err}");
+}
+
+#[cfg(feature = "python")]
+#[test]
+fn the_edge_agents_swi_prolog_examples_run() {
+    let Some(out) = corpus_run("examples/safety/explanation-synthesizer.yaml", json!({})) else { return };
+    let out = out.unwrap();
+    assert_eq!(out["final_decision"], "PROCEED");
+    assert_eq!(out["decision_category"], "normal_operation");
+    let out = corpus_run("examples/safety/v2v-broadcast.yaml", json!({})).unwrap().unwrap();
+    assert_eq!(out["broadcast_log"]["status"], "broadcast_simulated");
+    let input = json!({ "kitchen_type": "modern", "coffee_maker_type": "drip" });
+    let out = corpus_run("examples/wozniak-test/coffee-agent-simulation.yaml", input).unwrap().unwrap();
+    assert!(out["final_result"].as_str().unwrap().starts_with("SUCCESS: Coffee ready!"), "{:?}", out["final_result"]);
+    // Its Lua writes an empty table to a `list` key: the empty list.
+    let input = json!({ "scenario": "delivery", "danger_level": 0.2, "distance_to_goal": 500 });
+    let out = corpus_run("examples/wozniak-test/system1-system2-blending.yaml", input).unwrap().unwrap();
+    assert_eq!(out["obstacles"], json!([]));
+    assert_eq!(out["final_decision"]["action"], "execute_plan");
 }
