@@ -669,3 +669,26 @@ fn node_breakpoint_flags_and_prompts_its_engines_never_read_load_with_a_warning(
     // As in The Edge Agent, the node runs straight through: no breakpoint.
     assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["ran"], true);
 }
+
+#[test]
+fn a_state_keys_json_schema_shape_loads_with_a_warning() {
+    let agent = Engine::new()
+        .load_str(
+            "state:\n  detection:\n    type: object\n    properties:\n      label: str\n  n: { type: int, proprties: 1 }\nnodes:\n  - name: a\n    run: return {}\n",
+        )
+        .map(|_| ())
+        .unwrap_err();
+    // A misspelled key of a declaration stays an error, with "did you mean".
+    assert!(
+        agent.to_string().contains("unknown key `proprties`")
+            && agent.to_string().contains("did you mean `properties`"),
+        "{agent}"
+    );
+    let agent = Engine::new()
+        .load_str("state:\n  detection:\n    type: object\n    properties:\n      label: str\nnodes:\n  - name: a\n    run: return { detection = { label = 1 } }\n")
+        .unwrap();
+    let warnings: Vec<String> = agent.warnings().iter().map(|w| format!("{}: {}", w.line(), w.message())).collect();
+    assert_eq!(warnings, ["5: `properties` of state key `detection` is not checked (nor by The Edge Agent): tea checks the key's `type`"]);
+    // Its type is checked: a dict.
+    assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["detection"], json!({ "label": 1 }));
+}

@@ -69,6 +69,38 @@ edges:
 }
 
 #[test]
+fn an_edge_to_a_list_with_parallel_true_fans_out_to_each() {
+    // The Edge Agent's `to: [a, b, c]` with `parallel: true` (its stream_broadcast example).
+    let yaml = r#"
+state:
+  log: { type: list, reducer: append }
+nodes:
+  - name: source
+    run: return { log = { "source" } }
+  - name: a
+    run: return { log = { "a" } }
+  - name: b
+    run: return { log = { "b" } }
+  - name: join
+    run: |
+      return { log = { "join saw " .. #state.parallel_results } }
+edges:
+  - from: __start__
+    to: source
+  - from: source
+    to: [a, b]
+    parallel: true
+    fan_in: join
+  - from: join
+    to: __end__
+"#;
+    let out = Engine::new().load_str(yaml).unwrap().invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["log"], json!(["source", "a", "b", "join saw 2"]));
+    let err = Engine::new().load_str(&yaml.replace("[a, b]", "[a, bb]")).unwrap_err().to_string();
+    assert!(err.contains("a parallel branch names `bb`, which is not a node"), "{err}");
+}
+
+#[test]
 fn two_branches_replacing_a_declared_key_conflict() {
     let yaml = r#"
 state:

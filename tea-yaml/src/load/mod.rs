@@ -1161,9 +1161,23 @@ impl<'a> Loader<'a> {
                     let fields = self.fields(
                         value,
                         &format!("the declaration of state key `{name}`"),
-                        &["type", "reducer", "description", "default"],
+                        &["type", "reducer", "description", "default", "properties", "items", "required"],
                     );
                     fields.and_then(|f| {
+                        // The Edge Agent's JSON-Schema-like shapes of a key: documentation there
+                        // as here.
+                        for shape in ["properties", "items", "required"] {
+                            if let Some(at) = f.get(shape) {
+                                self.warn(
+                                    at.pos,
+                                    &format!("state {shape}"),
+                                    format!(
+                                        "`{shape}` of state key `{name}` is not checked (nor by The Edge Agent): tea \
+                                         checks the key's `type`"
+                                    ),
+                                );
+                            }
+                        }
                         let ty = match f.get("type") {
                             Some(t) => self.string(t, "`type`").and_then(|s| self.type_name(t, s))?,
                             None => Type::Any,

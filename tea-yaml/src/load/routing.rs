@@ -111,7 +111,12 @@ impl Loader<'_> {
                     self.problem(c.pos, format!("a parallel edge always fans out; `{key}` does not apply"));
                 }
             }
-            out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Parallel { heads: vec![to], fan_in } });
+            // `to: [a, b]` with `parallel: true`: one branch per name (The Edge Agent's list form).
+            let heads = match to.as_seq() {
+                Some(names) => names.iter().collect(),
+                None => vec![to],
+            };
+            out.push(EdgeDraft { from, pos: item.pos, kind: EdgeKind::Parallel { heads, fan_in } });
         }
         out
     }
