@@ -100,6 +100,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("yaml_loop_1000", r, yaml::loop_1000()),
         extra("yaml_pipeline_10", r * 10, yaml::pipeline_10()),
     ];
+    #[cfg(feature = "python")]
+    all.push(extra("yaml_python_pipeline_10", r * 10, yaml::python_pipeline_10()));
     if let Some(run) = hitl::cycle_durable_postgres::<Node>() {
         all.push(w("hitl_cycle_durable_postgres", r * 10, run));
     }
@@ -190,7 +192,9 @@ fn print_table(rows: &[Row]) {
             "hitl_cycle_durable_postgres" => {
                 format!("{note}, {}, PostgresStore (schema tea_bench)", <hitl::Node as hitl::Form>::NAME)
             }
-            "yaml_pipeline_10" => format!("{note}, {:.3} µs per node", row.value * 1e6 / 10.0),
+            "yaml_pipeline_10" | "yaml_python_pipeline_10" => {
+                format!("{note}, {:.3} µs per node", row.value * 1e6 / 10.0)
+            }
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
             key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),

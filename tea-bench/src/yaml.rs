@@ -1,4 +1,5 @@
-//! `yaml_loop_1000` and `yaml_pipeline_10`: the YAML agents of `tea-bench/yaml/` (the shared
+//! `yaml_loop_1000`, `yaml_pipeline_10` and (feature `python`) `yaml_python_pipeline_10`: the
+//! YAML agents of `tea-bench/yaml/` (the shared
 //! workloads' `loop.yaml` and `pipeline.yaml`), each loaded once and invoked per run; and
 //! `--yaml-state-scaling`, the per-node cost of the loop as the state grows.
 
@@ -9,6 +10,8 @@ use tea::yaml::{Agent, Engine};
 
 const LOOP: &str = include_str!("../yaml/loop.yaml");
 const PIPELINE: &str = include_str!("../yaml/pipeline.yaml");
+#[cfg(feature = "python")]
+const PYTHON_PIPELINE: &str = include_str!("../yaml/python_pipeline.yaml");
 
 fn load(text: &str) -> Agent {
     Engine::new().load_str(text).unwrap_or_else(|e| panic!("a benchmark agent does not load:\n{e}"))
@@ -29,6 +32,22 @@ pub fn pipeline_10() -> impl FnMut() {
     let agent = load(PIPELINE);
     move || {
         let out = agent.invoke(black_box(json!({}))).expect("yaml_pipeline_10 runs");
+        let state = out.done().expect("the pipeline finishes");
+        assert_eq!(state["done"], true);
+        assert_eq!(state["log"].as_array().map(Vec::len), Some(10));
+    }
+}
+
+/// The pipeline with Python blocks (feature `python`): the file runs unchanged on The Edge
+/// Agent's Python engine, which `bench/edge_agent_python.sh` times against this row.
+#[cfg(feature = "python")]
+pub fn python_pipeline_10() -> impl FnMut() {
+    let agent = Engine::new()
+        .trust_code(true)
+        .load_str(PYTHON_PIPELINE)
+        .unwrap_or_else(|e| panic!("a benchmark agent does not load:\n{e}"));
+    move || {
+        let out = agent.invoke(black_box(json!({}))).expect("yaml_python_pipeline_10 runs");
         let state = out.done().expect("the pipeline finishes");
         assert_eq!(state["done"], true);
         assert_eq!(state["log"].as_array().map(Vec::len), Some(10));

@@ -205,6 +205,10 @@ nodes:
     );
     assert!(text.contains("9: `on_failure`") && text.contains("did you mean `return_best`"), "{text}");
     assert!(text.contains("10: unknown key `retries`"), "{text}");
+    let nested = problems(
+        "nodes:\n  - name: a\n    uses: reflection.loop\n    with:\n      generator: { action: reason.cot, problem: p }\n      evaluator: { type: custom, run: 'return true' }\n",
+    );
+    assert!(nested.join("\n").contains("5: `generator` of node `a` cannot be `reason.cot`"), "{nested:?}");
     let missing = problems("nodes:\n  - name: a\n    uses: reflection.loop\n    with: { evaluator: { type: custom, run: 'return true' } }\n");
     assert!(missing.join("\n").contains("needs `generator:"), "{missing:?}");
     let bad_schema = problems(

@@ -222,6 +222,13 @@ impl Loader<'_> {
         if let Some(a) = actions::built_in(action) {
             return Some(a);
         }
+        if COMPOSED.contains(&action) {
+            self.problem(
+                pos,
+                format!("{what} cannot be `{action}`: an action that runs steps of its own is not a step"),
+            );
+            return None;
+        }
         if actions::NET_NAMES.contains(&action) {
             self.problem(
                 pos,
