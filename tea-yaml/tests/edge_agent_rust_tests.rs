@@ -3,6 +3,7 @@
 //! asserts of the final state: the same end on both engines. The table below was read off its
 //! `rust/tests/*.rs` at the corpus's pinned commit; its load-error tests (a `while_loop`
 //! without its keys, …) are in `edge_agent_vocabulary.rs`, its Prolog tests in `prolog.rs`.
+//! The few runs of its Python tests that check a final state are here too (feature `python`).
 //! On a machine without the corpus the test says it skipped.
 
 use serde_json::{json, Value};
@@ -159,4 +160,41 @@ fn where_its_rust_engine_and_tea_differ_on_purpose() {
     // file it trusts, and says how when it does not.
     let err = run(&root, "test_cli_parity__test_python_language_error.yaml", "{}").unwrap_err();
     assert!(err.contains("Python"), "{err}");
+}
+
+/// Runs the corpus file `file` (a path under the corpus root) in a trusted engine.
+#[cfg(feature = "python")]
+fn run_file(root: &Path, file: &str, input: Value) -> Result<Value, String> {
+    let agent = Engine::new().trust_code(true).load_file(root.join(file)).map_err(|e| e.to_string())?;
+    let out =
+        agent.invoke(input).map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e).map(|s| s.to_string())))?;
+    Ok(out.done().ok_or("the agent paused")?.to_json())
+}
+
+/// The runs of The Edge Agent's Python tests that check a final state (most of its Python
+/// tests only load or validate its files): the same input, the same assertions.
+#[cfg(feature = "python")]
+#[test]
+fn its_python_tests_agents_end_as_its_tests_expect() {
+    let Some(root) = corpus() else { return };
+    // test_lua_runtime.py::TestCrossRuntimeVerification::test_shared_fixture_yaml
+    let input = json!({
+        "input_value": 30, "input_string": "hello", "input_array": [1, 2, 3],
+        "input_object": { "name": "test", "count": 5 },
+    });
+    let end = run_file(&root, "python/tests/fixtures/lua_test_agent.yaml", input).unwrap();
+    assert_eq!(end["result_math"], 70);
+    assert_eq!(end["result_string"], "HELLO!");
+    assert_eq!(end["result_array"], json!([2, 4, 6]));
+    assert_eq!(end["result_conditional"], "medium");
+    let object = &end["result_object"];
+    assert_eq!(
+        (object["name"].clone(), object["count"].clone(), object["doubled"].clone()),
+        (json!("test"), json!(6), json!(10))
+    );
+    // test_cli_heartbeat.py::test_int_008: node b raises, so the run fails (and c never runs).
+    let err = run_file(&root, "python/tests/fixtures/heartbeat/failing_middle.yaml", json!({})).unwrap_err();
+    assert!(err.contains("boom"), "{err}");
+    // test_dx_001_2 test_int_012: it runs to an object.
+    assert!(run_file(&root, "python/tests/fixtures/dx_001_2/simple.yaml", json!({})).unwrap().is_object());
 }
