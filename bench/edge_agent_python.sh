@@ -23,7 +23,8 @@ if ! "$venv/bin/python" -c 'import the_edge_agent, lupa' 2>/dev/null; then
     echo "== installing The Edge Agent's Python engine from $src/python into $venv" >&2
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --upgrade pip
-    "$venv/bin/pip" install --quiet "$src/python" lupa
+    "$venv/bin/pip" install --quiet "$src/python" lupa > "$venv/install.log" 2>&1 \
+        || { cat "$venv/install.log" >&2; exit 1; }
 fi
 
 echo "== building tea-bench (release, feature python)" >&2
