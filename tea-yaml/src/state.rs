@@ -405,12 +405,13 @@ impl Schema {
         for (key, value) in values {
             // Lua's empty table is both an empty list and an empty dict: written to a `list`
             // key, an empty object is the empty list.
-            let value = match (self.get(&key), value) {
+            let declared = self.get(&key);
+            let value = match (declared, value) {
                 (Some(decl), Value::Object(m)) if decl.ty == Type::List && m.is_empty() => Value::Array(Vec::new()),
                 (_, value) => value,
             };
             let current = state.get(&key).filter(|v| !v.is_null());
-            if let (Some(decl), Some(replacement)) = (self.get(&key), overwrite_of(&value)) {
+            if let (Some(decl), Some(replacement)) = (declared, overwrite_of(&value)) {
                 // `{"__overwrite__": value}` (LangGraph's `Overwrite`): replaces the value of a
                 // key whatever its reducer; an empty table of Lua is an empty list for a list.
                 let replacement = match (decl.ty, replacement) {
@@ -423,7 +424,7 @@ impl Schema {
                 planned.push((key, Plan::Set(replacement)));
                 continue;
             }
-            let plan = match (self.get(&key), current) {
+            let plan = match (declared, current) {
                 (None, _) => Plan::Set(value),
                 (Some(decl), Some(Value::Array(_))) if decl.reducer == Reducer::Append => Plan::Append(value),
                 (Some(decl), Some(Value::Object(_))) if decl.reducer == Reducer::Merge && value.is_object() => {
