@@ -148,6 +148,9 @@ impl ReasonKind {
     }
 }
 
+/// The most rounds a reasoning pattern runs (`max_steps`, `improvement_rounds`).
+const MAX_ROUNDS: u64 = 1000;
+
 /// `reason.cot`'s thinking formats.
 pub(crate) const THINKING_FORMATS: &[(&str, &str)] = &[
     (
@@ -204,7 +207,10 @@ fn json_in(content: &str) -> Option<Map<String, Value>> {
             let rest = content[start..].strip_prefix("json").unwrap_or(&content[start..]);
             object(&rest[..rest.find("```")?])
         })
-        .or_else(|| object(&content[content.find('{')?..=content.rfind('}')?]))
+        .or_else(|| {
+            let (start, end) = (content.find('{')?, content.rfind('}')?);
+            (start < end).then(|| object(&content[start..=end])).flatten()
+        })
 }
 
 impl Reason {
@@ -237,8 +243,9 @@ impl Reason {
             args.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
         let arg = |key: &str| args.get(key).filter(|v| !v.is_null());
         let model = arg("model").cloned();
+        // A bound on the pattern's calls: at most MAX_ROUNDS, as a `while_loop`'s passes.
         let count = |key: &str, default: u64| -> Result<u64, BoxError> {
-            match arg(key) {
+            let n: Result<u64, BoxError> = match arg(key) {
                 None => Ok(default),
                 Some(Value::Number(n)) => {
                     n.as_u64().ok_or_else(|| format!("`{key}` must be a whole number, not {n}").into())
@@ -247,7 +254,12 @@ impl Reason {
                     s.trim().parse().map_err(|_| format!("`{key}` must be a whole number, not `{s}`").into())
                 }
                 Some(other) => Err(format!("`{key}` must be a whole number, not {other}").into()),
+            };
+            let n = n?;
+            if n > MAX_ROUNDS {
+                return Err(format!("`{key}` is {n}, more than the {MAX_ROUNDS} a pattern may run").into());
             }
+            Ok(n)
         };
         // One chat call: the reply's text.
         let ask = |model: Option<&Value>, system: String, user: String| -> Result<String, BoxError> {
@@ -928,6 +940,17 @@ mod tests {
         assert_eq!(reply(&json!({ "content": " {\"a\": 1} " })), json!({ "a": 1 }));
         assert_eq!(reply(&json!({ "content": "def f(): pass" })), json!("def f(): pass"));
         assert_eq!(reply(&json!({ "content": "42" })), json!("42"));
+    }
+
+    #[test]
+    fn json_is_found_in_a_reply_or_not_at_all() {
+        assert_eq!(json_in("sure: {\"a\": 1} done"), Some(Map::from_iter([("a".into(), json!(1))])));
+        assert_eq!(json_in("```json\n{\"b\": 2}\n```"), Some(Map::from_iter([("b".into(), json!(2))])));
+        // Braces the wrong way round, an open fence, nothing: no JSON, and no panic.
+        for reply in ["} {", "```json {", "{", "}", "", "```"] {
+            assert_eq!(json_in(reply), None, "{reply}");
+        }
+        assert!(!judge("} {").valid);
     }
 
     #[test]

@@ -380,6 +380,11 @@ fn reason_react_calls_its_tools_and_stops_at_a_final_answer_or_its_step_limit() 
     assert_eq!(r["total_steps"], 3);
     assert_eq!(r["final_answer"], Value::Null);
     assert_eq!(r["warning"], "Max steps (3) reached without achieving goal");
+    // A bound from a template is bounded too.
+    let capped = reasoning(&mock, "reason.react", "      goal: g\n      max_steps: \"{{ 5000 }}\"");
+    let r = capped.invoke(json!({})).unwrap().done().unwrap()["r"].clone();
+    assert_eq!(r["success"], false);
+    assert!(r["error"].as_str().unwrap().contains("`max_steps` is 5000, more than the 1000"), "{r}");
 }
 
 #[cfg(feature = "net")]
