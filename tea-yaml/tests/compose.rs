@@ -209,6 +209,8 @@ nodes:
         "nodes:\n  - name: a\n    uses: reflection.loop\n    with:\n      generator: { action: reason.cot, problem: p }\n      evaluator: { type: custom, run: 'return true' }\n",
     );
     assert!(nested.join("\n").contains("5: `generator` of node `a` cannot be `reason.cot`"), "{nested:?}");
+    let bare = problems("nodes:\n  - name: a\n    uses: reason.react\n");
+    assert_eq!(bare, ["3: `reason.react` (node `a`) needs `with: { goal, … }`"]);
     let missing = problems("nodes:\n  - name: a\n    uses: reflection.loop\n    with: { evaluator: { type: custom, run: 'return true' } }\n");
     assert!(missing.join("\n").contains("needs `generator:"), "{missing:?}");
     let bad_schema = problems(

@@ -19,7 +19,13 @@ impl Loader<'_> {
     /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
     pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
         let Some(with) = fields.get("with") else {
-            self.problem(uses.pos, format!("`{action}` (node `{name}`) needs `with: {{ generator, evaluator }}`"));
+            let needs = match action {
+                "reflection.loop" => "generator, evaluator",
+                "reason.react" => "goal",
+                "reason.self_correct" => "task",
+                _ => "problem",
+            };
+            self.problem(uses.pos, format!("`{action}` (node `{name}`) needs `with: {{ {needs}, … }}`"));
             return Exec::Noop;
         };
         let composed = match action {
