@@ -444,7 +444,15 @@ fn the_edge_agents_swi_prolog_examples_run() {
     assert_eq!(out["broadcast_log"]["status"], "broadcast_simulated");
     let input = json!({ "kitchen_type": "modern", "coffee_maker_type": "drip" });
     let out = corpus_run("examples/wozniak-test/coffee-agent-simulation.yaml", input).unwrap().unwrap();
-    assert!(out["final_result"].as_str().unwrap().starts_with("SUCCESS: Coffee ready!"), "{:?}", out["final_result"]);
+    // Its search and its steps draw `math.random()`: a run ends brewed or with what is missing.
+    let result = out["final_result"].as_str().unwrap();
+    let status = out["brewing_state"]["status"].as_str().unwrap();
+    assert!(
+        (status == "completed" && result.starts_with("SUCCESS: Coffee ready!"))
+            || (status == "failed" && result.starts_with("FAILED: Could not complete coffee")),
+        "{status}: {result}"
+    );
+    assert!(out["search_results"]["items"].is_object(), "{}", out["search_results"]);
     // Its Lua writes an empty table to a `list` key: the empty list.
     let input = json!({ "scenario": "delivery", "danger_level": 0.2, "distance_to_goal": 500 });
     let out = corpus_run("examples/wozniak-test/system1-system2-blending.yaml", input).unwrap().unwrap();
