@@ -692,3 +692,14 @@ fn a_state_keys_json_schema_shape_loads_with_a_warning() {
     // Its type is checked: a dict.
     assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["detection"], json!({ "label": 1 }));
 }
+
+#[test]
+fn a_drawing_hint_of_its_dot_conversion_loads_with_a_warning() {
+    let agent = Engine::new()
+        .load_str("nodes:\n  - name: a\n    run: return { done = true }\n    _render_items: [TEA-1, TEA-2]\n")
+        .unwrap();
+    let warnings: Vec<String> = agent.warnings().iter().map(|w| format!("{}: {}", w.line(), w.message())).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].starts_with("4: ") && warnings[0].contains("`_render_items`"), "{warnings:?}");
+    assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["done"], true);
+}

@@ -290,6 +290,10 @@ pub(crate) const EDGE_AGENT_NODE_KEYS: &[(&str, &str)] = &[
         "its engines never read it; a breakpoint before a node is `interrupt: before` or `config.interrupt_before`",
     ),
     ("prompt", "its engines never read it; a prompt goes in `llm.call`'s `with: { messages }`"),
+    (
+        "_render_items",
+        "a drawing hint its `tea from dot` writes for its renderer; `tea draw` draws the node as it runs",
+    ),
 ];
 
 /// The most iterations a `type: while_loop` node may allow (The Edge Agent's bound).
