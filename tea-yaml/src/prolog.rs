@@ -106,6 +106,18 @@ fn load_code_calls(source: &str) -> (String, Vec<(usize, String)>) {
             }
             continue;
         }
+        if c == '/' && chars.get(i + 1) == Some(&'*') {
+            // A block comment, copied whole (a quote in it opens nothing).
+            let end = (i + 2..chars.len().saturating_sub(1))
+                .find(|&j| chars[j] == '*' && chars[j + 1] == '/')
+                .map_or(chars.len(), |j| j + 2);
+            for &ch in &chars[i..end] {
+                line += usize::from(ch == '\n');
+                out.push(ch);
+            }
+            i = end;
+            continue;
+        }
         if c == '\'' || c == '"' || c == '`' {
             // Quoted text, copied whole (a `0'c` code is two characters: copied as they are).
             out.push(c);

@@ -424,6 +424,13 @@ fn tea_load_code_adds_its_clauses_to_the_block_checked_at_load() {
     )
     .unwrap();
     assert_eq!((out["y"].clone(), out["n"].clone()), (json!(42), json!("tea")));
+    // A quote inside a block comment before the call opens nothing.
+    let out = run(
+        "nodes:\n  - name: d\n    language: prolog\n    run: |\n      /* it's here */ tea_load_code(\"f(1).\"), f(X), return(x, X).\n",
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(out["x"], 1);
     // A clause of the text is checked as the block's own are, at its line in the file.
     let err = Engine::new()
         .load_str("nodes:\n  - name: d\n    language: prolog\n    run: |\n      tea_load_code(\"\n        ok.\n        bad :- open(f, read, _).\n      \"),\n      ok.\n")

@@ -415,7 +415,7 @@ impl Loader<'_> {
         let text = match crate::files::read_regular(&path, crate::files::MAX_READ_FILE) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {
-                self.problem(schema.pos, format!("`$ref` of {what}: cannot read `{}`: {e}", path.display()));
+                self.problem(schema.pos, format!("`$ref` of {what}: cannot read `{file}`: {e}"));
                 return None;
             }
         };
