@@ -333,7 +333,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "reason.dspy.react",
     "reflection.correct",
     "reflection.evaluate",
-    "retry.loop",
     "schema.merge",
     "secrets.get",
     "secrets.has",
@@ -371,7 +370,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "trace.end",
     "trace.log",
     "trace.start",
-    "validate.extraction",
     "validate.generate_prompt",
     "validate.input",
     "validate.schema",
@@ -765,6 +763,32 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
         }
         Err(e) => json!({ "error": e.to_string() }),
     }
+}
+
+/// What a composed action (`compose.rs`, `extraction.rs`) needs of the agent it runs in,
+/// beyond [`Host`] (the graph implements it).
+pub(crate) trait Composer: Host {
+    /// `tree` rendered with `state` as the templates' `state`.
+    fn render_on(&self, tree: &crate::template::Tree, state: &State) -> Result<Value, String>;
+    /// Runs Lua chunk `chunk` on `state`: the table it returned.
+    fn run_lua(
+        &self,
+        chunk: crate::lua::ChunkId,
+        state: &State,
+    ) -> Result<Option<serde_json::Map<String, Value>>, String>;
+    /// This agent as the [`Host`] of the actions a step calls.
+    fn host(&self) -> &dyn Host;
+    /// `tree` rendered with `state` as the templates' `state` and `locals` as names of their
+    /// own (a probe's item fields; `state`, `variables` and the agent's other names win).
+    fn render_with(
+        &self,
+        tree: &crate::template::Tree,
+        state: &State,
+        locals: &serde_json::Map<String, Value>,
+    ) -> Result<Value, String>;
+    /// Runs node `name` of the graph on `state` (`retry.loop`'s correction): its update. No
+    /// edge is followed; the loader made sure the node cannot pause.
+    fn run_node(&self, name: &str, state: &State) -> Result<Option<serde_json::Map<String, Value>>, BoxError>;
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@
 //! The loader (`load/compose.rs`) compiles a node's `with:` into a [`Composed`] (templates
 //! stay unrendered: they are rendered at each step, against the working state, where
 //! `state.reflection_output` and its kin are the loop's); the graph runs it through
-//! [`run`], reaching what only it has (templates, Lua) through the [`Composer`] trait.
+//! [`run`], reaching what only it has (templates, Lua) through the [`Composer`] trait (`actions.rs`).
 
-use crate::actions::{self, Action, Call, Host};
+use crate::actions::{self, Action, Call, Composer};
 use crate::lua::ChunkId;
 use crate::state::State;
 use crate::template::Tree;
@@ -23,21 +23,14 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tea_runtime::{BoxError, NodeName};
 
-/// What a composed action needs of the agent it runs in, beyond [`Host`] (the graph
-/// implements it).
-pub(crate) trait Composer: Host {
-    /// `tree` rendered with `state` as the templates' `state`.
-    fn render_on(&self, tree: &Tree, state: &State) -> Result<Value, String>;
-    /// Runs Lua chunk `chunk` on `state`: the table it returned.
-    fn run_lua(&self, chunk: ChunkId, state: &State) -> Result<Option<Map<String, Value>>, String>;
-    /// This agent as the [`Host`] of the actions a step calls.
-    fn host(&self) -> &dyn Host;
-}
-
 /// A composed action, compiled from its node's `with:`.
 pub(crate) enum Composed {
     Reflection(Box<Reflection>),
     Reason(Reason),
+    /// `retry.loop`.
+    Retry(Box<crate::extraction::Retry>),
+    /// `validate.extraction`.
+    Extraction(Arc<crate::extraction::Extraction>),
 }
 
 /// `reflection.loop`.
@@ -83,6 +76,8 @@ pub(crate) fn run(composed: &Composed, host: &dyn Composer, node: &NodeName, sta
     match composed {
         Composed::Reflection(reflection) => reflection.run(host, node, state),
         Composed::Reason(reason) => Ok(reason.run(host, node, state)),
+        Composed::Retry(retry) => retry.run(host, node, state),
+        Composed::Extraction(extraction) => extraction.run(host, node, state),
     }
 }
 

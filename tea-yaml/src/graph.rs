@@ -280,6 +280,8 @@ struct Scope {
     result: Option<Mj>,
     /// Rendering an argument that sends secrets out ([`Tree::Sending`]): `secrets` is there.
     secrets: bool,
+    /// Names of a composed action's own (a probe's item fields), after the agent's.
+    locals: Option<Arc<Map<String, Value>>>,
 }
 
 impl minijinja::value::Object for Scope {
@@ -300,7 +302,7 @@ impl minijinja::value::Object for Scope {
             }
             "result" => self.result.clone()?,
             "context" => template::to_mj(&crate::scope::run_context()),
-            _ => return None,
+            other => template::to_mj(self.locals.as_ref()?.get(other)?),
         })
     }
 
@@ -612,6 +614,7 @@ impl YamlGraph {
             state: Mj::from_object(StateObject(state.shared().clone())),
             result: result.map(template::to_mj),
             secrets: false,
+            locals: None,
         })
     }
 
@@ -1156,7 +1159,7 @@ impl actions::Host for YamlGraph {
     }
 }
 
-impl crate::compose::Composer for YamlGraph {
+impl crate::actions::Composer for YamlGraph {
     fn render_on(&self, tree: &Tree, state: &State) -> Result<Value, String> {
         self.render(tree, &self.context(state, None))
     }
@@ -1167,6 +1170,34 @@ impl crate::compose::Composer for YamlGraph {
 
     fn host(&self) -> &dyn actions::Host {
         self
+    }
+
+    fn render_with(&self, tree: &Tree, state: &State, locals: &Map<String, Value>) -> Result<Value, String> {
+        let ctx = Mj::from_object(Scope {
+            graph: self.clone(),
+            state: Mj::from_object(StateObject(state.shared().clone())),
+            result: None,
+            secrets: false,
+            locals: Some(Arc::new(locals.clone())),
+        });
+        self.render(tree, &ctx)
+    }
+
+    fn run_node(&self, name: &str, state: &State) -> Result<Option<Map<String, Value>>, BoxError> {
+        let def = self.0.nodes.iter().find(|n| n.name == *name).ok_or_else(|| format!("no node `{name}`"))?;
+        let mut hitl = Hitl::default();
+        let update = self.exec_as(&def.name, &def.exec, state, &mut hitl).map_err(|e| {
+            let chain = tea_runtime::error_chain(&*e);
+            format!("node `{name}`: {chain}")
+        })?;
+        match update {
+            None => Ok(None),
+            Some(update) => {
+                let values = update.into_values()?;
+                self.refuse_secrets(&values)?;
+                Ok(Some(values))
+            }
+        }
     }
 }
 

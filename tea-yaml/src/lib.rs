@@ -56,6 +56,7 @@ mod builtins;
 mod compose;
 mod draw;
 mod error;
+mod extraction;
 mod files;
 mod graph;
 mod initial;

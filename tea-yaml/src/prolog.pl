@@ -318,6 +318,7 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
 
 '$tea_do'(fact(Head), _, _, ok) :- assertz(Head).
 '$tea_do'(rule(Head, Body), _, _, ok) :- '$tea_guard'(Body, Guarded), assertz((Head :- Guarded)).
+'$tea_do'(directive(dynamic(Spec)), _, _, ok) :- !, '$tea_declare'(Spec).
 '$tea_do'(directive(Body), Line, Limit, R) :-
     (   '$tea_quiet_directive'(Body) -> R = ok
     ;   '$tea_do'(query(Body), Line, Limit, R)
@@ -331,6 +332,20 @@ return(Key, Value) :- assertz('$tea_return'(Key, Value)).
         )
     ;   R = failed(Line)
     ).
+
+% `:- dynamic(F/N)`: F/N is defined with no clauses, so calling it fails instead of raising an
+% existence error (as in SWI-Prolog; each run asserts its clauses as dynamic ones anyway).
+'$tea_declare'(Spec) :- var(Spec), !.
+'$tea_declare'((A, B)) :- !, '$tea_declare'(A), '$tea_declare'(B).
+'$tea_declare'([]) :- !.
+'$tea_declare'([S|Ss]) :- !, '$tea_declare'(S), '$tea_declare'(Ss).
+'$tea_declare'(F/N) :-
+    atom(F), integer(N), N >= 0, !,
+    functor(H, F, N),
+    (   catch(predicate_property(H, dynamic), _, fail) -> true
+    ;   catch((assertz(H), retract(H)), _, true)
+    ).
+'$tea_declare'(_).
 
 '$tea_quiet_directive'(use_module(_)).
 '$tea_quiet_directive'(use_module(_, _)).

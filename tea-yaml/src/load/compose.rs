@@ -7,8 +7,15 @@ use crate::compose::{Composed, Evaluator, OnFailure, Reason, ReasonKind, Reflect
 
 /// The actions the loader compiles into a [`Composed`] (unless the engine registers one of
 /// the same name).
-pub(super) const COMPOSED: &[&str] =
-    &["reflection.loop", "reason.cot", "reason.react", "reason.self_correct", "reason.decompose"];
+pub(super) const COMPOSED: &[&str] = &[
+    "reflection.loop",
+    "reason.cot",
+    "reason.react",
+    "reason.self_correct",
+    "reason.decompose",
+    "retry.loop",
+    "validate.extraction",
+];
 
 /// The keys of `reflection.loop`'s `with:`.
 const REFLECTION_KEYS: &[&str] = &["generator", "evaluator", "corrector", "max_iterations", "on_failure"];
@@ -18,6 +25,14 @@ const MAX_REFLECTION_ITERATIONS: i64 = 100;
 impl Loader<'_> {
     /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
     pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
+        if matches!(action, "retry.loop" | "validate.extraction") {
+            let composed = super::extraction::composed(self, action, fields.get("with").copied(), name, uses.pos);
+            let output = self.output(fields, name);
+            return match composed {
+                Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
+                None => Exec::Noop,
+            };
+        }
         let Some(with) = fields.get("with") else {
             let needs = match action {
                 "reflection.loop" => "generator, evaluator",
@@ -221,7 +236,7 @@ impl Loader<'_> {
     }
 
     /// The action a step names: registered, else built in.
-    fn step_action(&mut self, action: &str, pos: Pos, what: &str) -> Option<Action> {
+    pub(super) fn step_action(&mut self, action: &str, pos: Pos, what: &str) -> Option<Action> {
         if let Some(a) = self.env.actions.get(action) {
             return Some(a.clone());
         }

@@ -23,6 +23,7 @@ use std::time::Duration;
 use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
 
 mod compose;
+mod extraction;
 mod fingerprint;
 mod node;
 mod prolog;
@@ -151,14 +152,15 @@ const TOP_KEYS: &[&str] = &[
     // The Edge Agent's breakpoints at the top level, as `config.interrupt_before/after`.
     "interrupt_before",
     "interrupt_after",
+    // What `validate.extraction` checks (load/extraction.rs).
+    "extraction_schema",
+    "validation_constraints",
+    "semantic_probes",
+    "validation_logging",
 ];
 /// The Edge Agent's top-level keys that tea accepts and ignores, with what tea does instead
 /// (a warning says so).
 const EDGE_AGENT_TOP_KEYS: &[(&str, &str)] = &[
-    ("extraction_schema", "it is read by `validate.extraction`, which tea does not have"),
-    ("validation_constraints", "it is read by `validate.extraction`, which tea does not have"),
-    ("semantic_probes", "it is read by `validate.extraction`, which tea does not have"),
-    ("validation_logging", "it is read by `validate.extraction`, which tea does not have"),
     ("data", "tea's templates read `variables`; put reusable text there"),
     ("imports", "tea loads no action modules from a file; register actions with `Engine::action`"),
     ("input_schema", "tea checks the input against `state` instead"),
@@ -359,6 +361,13 @@ struct Loader<'a> {
     /// The state's declared keys (empty: the agent declares none), which a node's
     /// `cache: { reads: [...] }` names.
     state_keys: Vec<String>,
+    /// The file's `validate.extraction` keys, compiled.
+    extraction: crate::extraction::Config,
+    /// `retry.loop`'s calls: where each `correct:` is written, its node, the node it names.
+    calls: Vec<(Pos, String, String)>,
+    /// The same calls resolved (caller, callee by index): ways into the callee for the graph
+    /// checks.
+    call_edges: Vec<(usize, usize)>,
 }
 
 /// A node as read, before routing is resolved.
@@ -433,10 +442,17 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         yaml::parse(text).map_err(|e| LoadError::one(&env.file, e.pos.line, e.pos.column, e.message))?;
     let variables =
         root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("variables"))).map(|(_, v)| v.to_json());
-    let variables = match variables {
+    let mut variables = match variables {
         Some(Value::Object(map)) => map,
         _ => Map::new(),
     };
+    // `extraction_schema.guide_extraction: true`: The Edge Agent's extraction prompt, made
+    // from the schema and the rules' comments, in `variables.extraction_prompt`.
+    if let Value::Object(file) = root.to_json() {
+        if let Some(prompt) = crate::extraction::Schema::guide(&file) {
+            variables.entry("extraction_prompt").or_insert(Value::String(prompt));
+        }
+    }
     let mut loader = Loader {
         env,
         problems: Vec::new(),
@@ -454,6 +470,9 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
         state_keys: Vec::new(),
+        extraction: Default::default(),
+        calls: Vec::new(),
+        call_edges: Vec::new(),
     };
     for d in duplicates {
         loader.problem(d.pos, d.message);
@@ -626,6 +645,7 @@ impl<'a> Loader<'a> {
         if let Some(node) = top.get("observability") {
             self.observability(node);
         }
+        self.extraction = self.extraction_top(&top);
         let config = match top.get("config") {
             Some(c) if !matches!(c.kind, Kind::Null) => self.fields(c, "`config`", CONFIG_KEYS).unwrap_or_default(),
             _ => HashMap::new(),
@@ -749,6 +769,7 @@ impl<'a> Loader<'a> {
                 item_of: None,
             });
         }
+        self.call_edges = self.check_calls(&drafts, &index);
         let (start, nodes) = self.routing(&drafts, declared, &index, &edges, &dynamic_forks);
 
         // Config: stores and limits.

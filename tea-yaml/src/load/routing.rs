@@ -499,7 +499,8 @@ impl Loader<'_> {
             nodes: nodes
                 .iter()
                 .zip(drafts)
-                .map(|(node, draft)| tea_check::Node {
+                .enumerate()
+                .map(|(i, (node, draft))| tea_check::Node {
                     name: draft.name.clone(),
                     routing: match &node.fork {
                         Some((heads, join)) => tea_check::Routing::Fork {
@@ -509,8 +510,9 @@ impl Loader<'_> {
                         None => tea_check::Routing::Edges(edges(&node.rules)),
                     },
                     can_pause: node.interrupt_before || node.interrupt_after || node.exec.can_pause(),
-                    // A YAML child graph cannot route its parent (no `Command::parent`).
-                    jumps: Vec::new(),
+                    // A YAML child graph cannot route its parent (no `Command::parent`); a
+                    // `retry.loop` node runs its correction node, a way into it.
+                    jumps: self.call_edges.iter().filter(|(from, _)| *from == i).map(|(_, to)| *to).collect(),
                 })
                 .collect(),
             start: edges(start),
