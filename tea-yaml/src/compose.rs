@@ -31,6 +31,8 @@ pub(crate) enum Composed {
     Retry(Box<crate::extraction::Retry>),
     /// `validate.extraction`.
     Extraction(Arc<crate::extraction::Extraction>),
+    /// `agent.dispatch`, `agent.parallel`, `agent.sequential`, `agent.coordinate`.
+    Crew(crate::crew::Crew),
 }
 
 /// `reflection.loop`.
@@ -78,6 +80,7 @@ pub(crate) fn run(composed: &Composed, host: &dyn Composer, node: &NodeName, sta
         Composed::Reason(reason) => Ok(reason.run(host, node, state)),
         Composed::Retry(retry) => retry.run(host, node, state),
         Composed::Extraction(extraction) => extraction.run(host, node, state),
+        Composed::Crew(crew) => crew.run(host, node, state),
     }
 }
 

@@ -54,6 +54,7 @@ mod actions;
 mod agent;
 mod builtins;
 mod compose;
+mod crew;
 mod draw;
 mod error;
 mod extraction;

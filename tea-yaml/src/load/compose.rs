@@ -15,6 +15,10 @@ pub(super) const COMPOSED: &[&str] = &[
     "reason.decompose",
     "retry.loop",
     "validate.extraction",
+    "agent.dispatch",
+    "agent.parallel",
+    "agent.sequential",
+    "agent.coordinate",
 ];
 
 /// The keys of `reflection.loop`'s `with:`.
@@ -38,12 +42,19 @@ impl Loader<'_> {
                 "reflection.loop" => "generator, evaluator",
                 "reason.react" => "goal",
                 "reason.self_correct" => "task",
+                "agent.dispatch" => "agent, task",
+                "agent.parallel" => "agents, task",
+                "agent.sequential" => "agents, task",
+                "agent.coordinate" => "leader, workers, task",
                 _ => "problem",
             };
             self.problem(uses.pos, format!("`{action}` (node `{name}`) needs `with: {{ {needs}, … }}`"));
             return Exec::Noop;
         };
         let composed = match action {
+            _ if crate::crew::CrewKind::named(action).is_some() => {
+                crate::crew::CrewKind::named(action).and_then(|kind| self.crew(kind, with, name))
+            }
             "reflection.loop" => self.reflection(with, name).map(|r| Composed::Reflection(Box::new(r))),
             "reason.cot" => self.reason(ReasonKind::Cot, with, name).map(Composed::Reason),
             "reason.react" => self.reason(ReasonKind::React, with, name).map(Composed::Reason),

@@ -23,6 +23,7 @@ use std::time::Duration;
 use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
 
 mod compose;
+mod crew;
 mod extraction;
 mod fingerprint;
 mod node;
@@ -197,7 +198,6 @@ const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"]
 /// what each is.
 const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("a2a", "agent-to-agent messaging"),
-    ("agents", "the agents of its multi-agent actions"),
     ("auth", "request authentication of its server"),
     ("cache", "its cache backends"),
     ("dspy", "DSPy"),
@@ -276,7 +276,10 @@ const NODE_KEYS: &[&str] = &[
 /// with what tea does instead: a warning says so, once per key.
 pub(crate) const EDGE_AGENT_NODE_KEYS: &[(&str, &str)] = &[
     ("next", "tea routes by `goto:`, `edges`, or else to the next node of the list"),
-    ("params", "an action's arguments are its `with:`"),
+    (
+        "params",
+        "an action's arguments are its `with:` (`params:` is read as `with:` on a node with an action and no `with:`)",
+    ),
     ("outputs", "an action's result goes to the state by `output:`"),
     ("inputs", "a node reads the whole state"),
     ("streams", "tea's parallel branches pass data through the state, not through pipes"),
@@ -368,6 +371,8 @@ struct Loader<'a> {
     /// The same calls resolved (caller, callee by index): ways into the callee for the graph
     /// checks.
     call_edges: Vec<(usize, usize)>,
+    /// `settings.agents`, the agents of the `agent.*` actions.
+    crew: Arc<Vec<(String, crate::crew::AgentDef)>>,
 }
 
 /// A node as read, before routing is resolved.
@@ -473,6 +478,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         extraction: Default::default(),
         calls: Vec::new(),
         call_edges: Vec::new(),
+        crew: Arc::default(),
     };
     for d in duplicates {
         loader.problem(d.pos, d.message);
@@ -897,6 +903,8 @@ impl<'a> Loader<'a> {
                 sections.insert(name, value);
             } else if name == "rate_limiters" {
                 self.rate_limiters(value);
+            } else if name == "agents" {
+                self.crew_agents(value);
             } else if name == "shell_providers" {
                 self.shell_providers(value, "settings.shell_providers");
             } else if let Some((_, why)) = EDGE_AGENT_SETTINGS.iter().find(|(k, _)| *k == name) {
@@ -928,6 +936,8 @@ impl<'a> Loader<'a> {
                                  endpoint (`provider`, `base_url`, `model`)"
                             ),
                         );
+                    } else if name == "agents" {
+                        self.crew_agents(value);
                     } else if name == "shell_providers" {
                         self.shell_providers(v, "settings.llm.shell_providers");
                     } else if name == "provider" {

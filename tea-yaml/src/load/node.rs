@@ -14,6 +14,19 @@ impl Loader<'_> {
     pub(super) fn node_or<'n>(&mut self, item: &'n Node, unnamed: Option<String>) -> Option<Draft<'n>> {
         let known: Vec<&str> = NODE_KEYS.iter().chain(EDGE_AGENT_NODE_KEYS.iter().map(|(k, _)| k)).copied().collect();
         let mut fields = self.fields(item, "a node", &known)?;
+        // `action: NAME` with `params:`, as The Edge Agent's documentation writes a node: the
+        // arguments the author meant (its engines drop them and run the action with none).
+        let runs_action = fields.contains_key("uses") || fields.contains_key("action");
+        if let (Some(params), true, false) = (fields.get("params").copied(), runs_action, fields.contains_key("with")) {
+            fields.remove("params");
+            fields.insert("with", params);
+            self.warn(
+                params.pos,
+                "params",
+                "node key `params` (The Edge Agent's documentation) is read as the action's `with:`; its engines \
+                 ignore it and run the action without arguments",
+            );
+        }
         for (key, instead) in EDGE_AGENT_NODE_KEYS {
             if let Some(node) = fields.remove(key) {
                 self.warn(node.pos, key, format!("node key `{key}` (The Edge Agent's) is ignored: {instead}"));
