@@ -43,7 +43,7 @@ const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("languages", &["lua", "template", "python", "prolog"]),
     ("network", &["llm", "net"]),
     ("actions", &["builtins", "actions"]),
-    ("composed actions", &["compose", "extraction", "crew"]),
+    ("composed actions", &["compose", "extraction", "crew", "planning"]),
     ("graph", &["graph"]),
     ("loading and drawing", &["load", "draw"]),
     ("agent", &["agent"]),

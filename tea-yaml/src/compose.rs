@@ -33,6 +33,8 @@ pub(crate) enum Composed {
     Extraction(Arc<crate::extraction::Extraction>),
     /// `agent.dispatch`, `agent.parallel`, `agent.sequential`, `agent.coordinate`.
     Crew(crate::crew::Crew),
+    /// `plan.decompose`, `plan.execute`, `plan.replan`, `plan.status`.
+    Plan(crate::planning::Plan),
 }
 
 /// `reflection.loop`.
@@ -81,6 +83,7 @@ pub(crate) fn run(composed: &Composed, host: &dyn Composer, node: &NodeName, sta
         Composed::Retry(retry) => retry.run(host, node, state),
         Composed::Extraction(extraction) => extraction.run(host, node, state),
         Composed::Crew(crew) => crew.run(host, node, state),
+        Composed::Plan(plan) => plan.run(host, node, state),
     }
 }
 

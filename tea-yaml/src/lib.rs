@@ -68,6 +68,7 @@ mod load;
 mod lua;
 #[cfg(feature = "net")]
 mod net;
+mod planning;
 mod prolog;
 mod python;
 mod scope;

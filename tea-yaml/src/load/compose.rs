@@ -19,6 +19,10 @@ pub(super) const COMPOSED: &[&str] = &[
     "agent.parallel",
     "agent.sequential",
     "agent.coordinate",
+    "plan.decompose",
+    "plan.execute",
+    "plan.replan",
+    "plan.status",
 ];
 
 /// The keys of `reflection.loop`'s `with:`.
@@ -29,6 +33,14 @@ const MAX_REFLECTION_ITERATIONS: i64 = 100;
 impl Loader<'_> {
     /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
     pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
+        if let Some(kind) = crate::planning::PlanKind::named(action) {
+            let composed = self.planning(kind, fields.get("with").copied(), name, uses.pos);
+            let output = self.output(fields, name);
+            return match composed {
+                Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
+                None => Exec::Noop,
+            };
+        }
         if matches!(action, "retry.loop" | "validate.extraction") {
             let composed = super::extraction::composed(self, action, fields.get("with").copied(), name, uses.pos);
             let output = self.output(fields, name);

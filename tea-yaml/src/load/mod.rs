@@ -27,6 +27,7 @@ mod crew;
 mod extraction;
 mod fingerprint;
 mod node;
+mod planning;
 mod prolog;
 mod routing;
 

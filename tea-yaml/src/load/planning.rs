@@ -1,0 +1,111 @@
+//! The loader's side of the `plan.*` actions (`planning.rs`): each node's `with:` checked, its
+//! `prompt_template` and `subtask_executor` kept apart to render when they are used.
+
+use super::*;
+use crate::compose::Composed;
+use crate::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
+
+impl Loader<'_> {
+    /// `uses: plan.*` with its `with:` (`plan.status` and `plan.execute` may have none: they
+    /// read `state.plan`).
+    pub(super) fn planning(&mut self, kind: PlanKind, with: Option<&Node>, name: &str, pos: Pos) -> Option<Composed> {
+        let action = kind.name();
+        let what = format!("`with` of `{action}` (node `{name}`)");
+        let empty = Node { pos, kind: Kind::Map(Vec::new()) };
+        let with = with.unwrap_or(&empty);
+        let llm = self.step_action("llm.call", pos, &what)?;
+        let llm_keys: &[&str] = match (&llm, kind) {
+            #[cfg(feature = "net")]
+            (Action::Net(net), PlanKind::Decompose | PlanKind::Replan) => net.keys(),
+            _ => &[],
+        };
+        let allowed: Vec<&str> = kind
+            .keys()
+            .iter()
+            .chain(llm_keys.iter().filter(|k| !matches!(**k, "messages" | "prompt" | "system")))
+            .copied()
+            .collect();
+        let f = self.fields(with, &what, &allowed)?;
+        if kind == PlanKind::Decompose && !f.contains_key("goal") {
+            self.problem(with.pos, format!("{what} needs `goal`"));
+        }
+        let mut prompt_template = f.get("prompt_template").map(|n| self.tree(n));
+        if let Some(p) = f.get("planner") {
+            let w = format!("`planner` of {what}");
+            if let Some(g) = self.fields(p, &w, PLANNER_KEYS) {
+                self.warn(
+                    p.pos,
+                    "plan planner",
+                    format!(
+                        "{w} is read as `plan.decompose`'s options (The Edge Agent's engines pass it on to `llm.call`)"
+                    ),
+                );
+                if let Some(s) = g.get("strategy") {
+                    self.literal_choice(s, &format!("`strategy` of {w}"), STRATEGIES);
+                }
+                if prompt_template.is_none() {
+                    prompt_template = g.get("prompt_template").map(|n| self.tree(n));
+                }
+            }
+        }
+        if let Some(s) = f.get("strategy") {
+            self.literal_choice(s, &format!("`strategy` of {what}"), STRATEGIES);
+        }
+        if let Some(s) = f.get("on_subtask_failure") {
+            self.literal_choice(s, &format!("`on_subtask_failure` of {what}"), ON_FAILURE);
+        }
+        let executor = match f.get("subtask_executor") {
+            None => None,
+            Some(e) => {
+                let w = format!("`subtask_executor` of {what}");
+                let g = self.fields(e, &w, &["action", "uses", "with"])?;
+                let Some(a) = g.get("action").or_else(|| g.get("uses")) else {
+                    self.problem(e.pos, format!("{w} needs `action: NAME` (and its `with:`)"));
+                    return None;
+                };
+                let action_name = self.string(a, &format!("`action` of {w}"))?.to_owned();
+                let resolved = self.step_action(&action_name, a.pos, &w)?;
+                #[cfg(feature = "net")]
+                if let Action::Net(net) = &resolved {
+                    self.net_with(*net, g.get("with").copied(), a, name);
+                }
+                let args = match g.get("with") {
+                    Some(n) => self.sending_tree(n, sending_keys(&resolved)),
+                    None => Tree::Map(Vec::new()),
+                };
+                Some((action_name, resolved, args))
+            }
+        };
+        // The rest renders when the node runs; `planner.prompt_template` is kept apart too.
+        let entries: Vec<(Node, Node)> = with
+            .as_map()
+            .unwrap_or_default()
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), Some("prompt_template" | "subtask_executor")))
+            .map(|(k, v)| match (k.as_str(), v.as_map()) {
+                (Some("planner"), Some(entries)) => (
+                    k.clone(),
+                    Node {
+                        pos: v.pos,
+                        kind: Kind::Map(
+                            entries.iter().filter(|(k, _)| k.as_str() != Some("prompt_template")).cloned().collect(),
+                        ),
+                    },
+                ),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect();
+        let args = self.sending_tree(&Node { pos: with.pos, kind: Kind::Map(entries) }, sending_keys(&llm));
+        Some(Composed::Plan(Plan { kind, args, prompt_template, executor, llm }))
+    }
+
+    /// A literal that must be one of `choices` (a template is checked when it renders).
+    fn literal_choice(&mut self, node: &Node, what: &str, choices: &[&str]) {
+        let Some(text) = node.as_str().filter(|t| !t.contains("{{")) else { return };
+        if !choices.contains(&text) {
+            let hint = suggest(text, choices.iter().copied());
+            let list: Vec<String> = choices.iter().map(|c| format!("`{c}`")).collect();
+            self.problem(node.pos, format!("{what} is one of {}, not `{text}`{hint}", list.join(", ")));
+        }
+    }
+}
