@@ -757,6 +757,49 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
     }
 }
 
+/// How deep nodes run by composed actions (`retry.loop`'s correction) may run one another on
+/// a thread: a loop body's `retry.loop` may name the loop's own node.
+const MAX_NODE_CALLS: usize = 16;
+
+thread_local! {
+    /// Node calls in progress on this thread, and whether one went too deep (then every call
+    /// up the stack fails at once instead of correcting again, up to the graph's own node).
+    static NODE_CALLS: std::cell::Cell<(usize, bool)> = const { std::cell::Cell::new((0, false)) };
+}
+
+/// A node call in progress ([`enter_node_call`]); its end is counted when it drops.
+pub(crate) struct NodeCall(());
+
+impl Drop for NodeCall {
+    fn drop(&mut self) {
+        NODE_CALLS.with(|c| {
+            let (depth, over) = c.get();
+            c.set((depth.saturating_sub(1), over));
+        });
+    }
+}
+
+/// Starts a call of node `name` from a composed action: an error when calls go more than
+/// [`MAX_NODE_CALLS`] deep (or went, further down, during this call).
+pub(crate) fn enter_node_call(name: &str) -> Result<NodeCall, String> {
+    NODE_CALLS.with(|c| {
+        let (depth, over) = c.get();
+        // A call from the graph itself starts afresh.
+        let over = over && depth > 0;
+        if over || depth >= MAX_NODE_CALLS {
+            c.set((depth, true));
+            return Err(format!("node `{name}`: correction nodes run one another more than {MAX_NODE_CALLS} deep"));
+        }
+        c.set((depth + 1, false));
+        Ok(NodeCall(()))
+    })
+}
+
+/// Whether a node call on this thread went too deep: the callers give up rather than retry.
+pub(crate) fn node_calls_overflowed() -> bool {
+    NODE_CALLS.with(|c| c.get().1)
+}
+
 /// What a composed action (`compose.rs`, `extraction.rs`) needs of the agent it runs in,
 /// beyond [`Host`] (the graph implements it).
 pub(crate) trait Composer: Host {

@@ -35,6 +35,11 @@ pub(crate) enum Composed {
     Crew(crate::crew::Crew),
     /// `plan.decompose`, `plan.execute`, `plan.replan`, `plan.status`.
     Plan(crate::planning::Plan),
+    /// The Edge Agent's browser build's `lua.eval`: `with.code`, compiled at load; the table
+    /// it returns is the result.
+    LuaEval(ChunkId),
+    /// Its browser build's `return`: `with.value` (else the whole `with:`), rendered.
+    Return(Tree),
 }
 
 /// `reflection.loop`.
@@ -84,6 +89,14 @@ pub(crate) fn run(composed: &Composed, host: &dyn Composer, node: &NodeName, sta
         Composed::Extraction(extraction) => extraction.run(host, node, state),
         Composed::Crew(crew) => crew.run(host, node, state),
         Composed::Plan(plan) => plan.run(host, node, state),
+        Composed::LuaEval(chunk) => Ok(host.run_lua(*chunk, state)?.map_or(Value::Null, Value::Object)),
+        Composed::Return(tree) => {
+            let with = host.render_on(tree, state)?;
+            Ok(match with {
+                Value::Object(mut map) if map.contains_key("value") => map.remove("value").unwrap_or(Value::Null),
+                other => other,
+            })
+        }
     }
 }
 

@@ -684,6 +684,7 @@ impl Retry {
                         work.insert(key, value);
                     }
                 }
+                Err(e) if actions::node_calls_overflowed() => return Err(e),
                 Err(e) => {
                     let message =
                         format!("Correction node '{}' failed: {}", self.correct, tea_runtime::error_chain(&*e));

@@ -1184,6 +1184,7 @@ impl crate::actions::Composer for YamlGraph {
     }
 
     fn run_node(&self, name: &str, state: &State) -> Result<Option<Map<String, Value>>, BoxError> {
+        let _depth = actions::enter_node_call(name)?;
         let def = self.0.nodes.iter().find(|n| n.name == *name).ok_or_else(|| format!("no node `{name}`"))?;
         let mut hitl = Hitl::default();
         let update = self.exec_as(&def.name, &def.exec, state, &mut hitl).map_err(|e| {

@@ -431,3 +431,35 @@ fn reasoning_mistakes_are_load_errors() {
         "{text}"
     );
 }
+
+/// The Edge Agent's browser build's `lua.eval` and `return`: the chunk's table, and `value`,
+/// under `output` or else the node's name.
+#[test]
+fn lua_eval_and_return_give_their_values() {
+    let out = load(
+        r#"
+nodes:
+  - name: count
+    action: lua.eval
+    with:
+      code: |
+        local n = 0
+        for _ in string.gmatch(state.text, "%S+") do n = n + 1 end
+        return { words = n, short = n < 3 }
+    output: counted
+  - name: format_answer
+    action: return
+    with:
+      value: { answer: "{{ state.counted.words }} words" }
+"#,
+    )
+    .invoke(json!({ "text": "one two three" }))
+    .unwrap()
+    .done()
+    .unwrap();
+    assert_eq!(out["counted"], json!({ "words": 3, "short": false }));
+    assert_eq!(out["format_answer"], json!({ "answer": "3 words" }));
+    let p = problems("nodes:\n  - name: a\n    action: lua.eval\n    with: { code: \"return {{ state.x }}\" }\n  - name: b\n    action: lua.eval\n    with:\n      code: \"return {\"\n");
+    assert!(p.iter().any(|m| m.starts_with("4: ") && m.contains("is a template")), "{p:?}");
+    assert!(p.iter().any(|m| m.starts_with("8: ") && m.contains("Lua")), "{p:?}");
+}

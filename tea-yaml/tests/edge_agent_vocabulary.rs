@@ -703,3 +703,49 @@ fn a_drawing_hint_of_its_dot_conversion_loads_with_a_warning() {
     assert!(warnings[0].starts_with("4: ") && warnings[0].contains("`_render_items`"), "{warnings:?}");
     assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["done"], true);
 }
+
+// --- params: and config: ------------------------------------------------------------------
+
+/// An action node written as The Edge Agent's documentation writes it (`action:` with
+/// `params:`, or `config:` in its articles) gets those arguments, with a warning; beside a
+/// `with:`, or on a node without an action, the key is only warned about.
+#[test]
+fn params_and_config_beside_an_action_are_its_arguments() {
+    let agent = Engine::new()
+        .load_str(
+            r#"
+nodes:
+  - name: a
+    action: json.parse
+    params: { text: '{"x": 1}' }
+    output: a
+  - name: b
+    uses: json.parse
+    config: { text: '[2]' }
+    output: b
+  - name: c
+    uses: json.parse
+    with: { text: '3' }
+    params: { text: '4' }
+    output: c
+"#,
+        )
+        .unwrap();
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["a"]["data"], json!({ "x": 1 }));
+    assert_eq!(out["b"]["data"], json!([2]));
+    assert_eq!(out["c"]["data"], 3, "`with:` wins; `params:` is ignored");
+    let warnings: Vec<String> = agent.warnings().iter().map(|w| format!("{}: {}", w.line(), w.message())).collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with("5: node key `params`") && w.contains("read as the action's `with:`")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.starts_with("9: node key `config`") && w.contains("read as the action's `with:`")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.starts_with("14: node key `params` (The Edge Agent's) is ignored")),
+        "{warnings:?}"
+    );
+}

@@ -410,6 +410,23 @@ nodes:
     assert!(p.iter().any(|m| m.starts_with("6: ") && m.contains("which has a breakpoint")), "{p:#?}");
 }
 
+#[test]
+fn two_retry_loops_cannot_correct_with_each_other() {
+    let p = problems(
+        r#"
+nodes:
+  - name: one
+    uses: retry.loop
+    with: { validate: validate.extraction, correct: two }
+  - name: two
+    uses: retry.loop
+    with: { validate: validate.extraction, correct: one }
+"#,
+    );
+    assert!(p.iter().any(|m| m.starts_with("5: ") && m.contains("a `retry.loop` itself")), "{p:#?}");
+    assert!(p.iter().any(|m| m.starts_with("8: ") && m.contains("a `retry.loop` itself")), "{p:#?}");
+}
+
 #[cfg(feature = "prolog")]
 #[test]
 fn a_constraint_that_does_not_read_is_a_load_error_at_its_line() {
@@ -459,4 +476,26 @@ fn the_edge_agents_retry_learning_example_runs_to_its_documented_end() {
         json!(["Invalid relationship type 'buddies', expected one of ['knows', 'works_at']"])
     );
     assert!(out["result"].as_str().unwrap().starts_with("SUCCESS after 2 retries!"), "{out:?}");
+}
+
+#[test]
+fn a_correction_that_runs_its_own_loop_stops_at_a_depth() {
+    let out = load(
+        r#"
+extraction_schema:
+  entities: { required_fields: [name] }
+nodes:
+  - name: outer
+    type: while_loop
+    condition: "true"
+    max_iterations: 2
+    body:
+      - name: inner
+        uses: retry.loop
+        with: { validate: validate.extraction, correct: outer, max_retries: 3 }
+"#,
+    )
+    .invoke(json!({ "entities": [{}] }));
+    let err = format!("{:?}", out.map(|r| r.done().is_some()));
+    assert!(err.contains("correction nodes run one another more than 16 deep"), "{err}");
 }

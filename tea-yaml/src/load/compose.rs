@@ -23,6 +23,8 @@ pub(super) const COMPOSED: &[&str] = &[
     "plan.execute",
     "plan.replan",
     "plan.status",
+    "lua.eval",
+    "return",
 ];
 
 /// The keys of `reflection.loop`'s `with:`.
@@ -33,6 +35,18 @@ const MAX_REFLECTION_ITERATIONS: i64 = 100;
 impl Loader<'_> {
     /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
     pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
+        if matches!(action, "lua.eval" | "return") {
+            let composed = self.browser_action(action, fields.get("with").copied(), name, uses.pos);
+            // As its browser build: without `output:`, the result goes under the node's name.
+            let output = match fields.get("output") {
+                Some(_) => self.output(fields, name),
+                None => Output::Key(name.to_owned()),
+            };
+            return match composed {
+                Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
+                None => Exec::Noop,
+            };
+        }
         if let Some(kind) = crate::planning::PlanKind::named(action) {
             let composed = self.planning(kind, fields.get("with").copied(), name, uses.pos);
             let output = self.output(fields, name);
@@ -78,6 +92,51 @@ impl Loader<'_> {
         match composed {
             Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
             None => Exec::Noop,
+        }
+    }
+
+    /// `lua.eval` (`with: { code }`, Lua compiled now) and `return` (`with: { value }`), of
+    /// The Edge Agent's browser build.
+    fn browser_action(&mut self, action: &str, with: Option<&Node>, name: &str, pos: Pos) -> Option<Composed> {
+        let what = format!("`with` of `{action}` (node `{name}`)");
+        let Some(with) = with else {
+            let needs = if action == "lua.eval" { "code" } else { "value" };
+            self.problem(pos, format!("`{action}` (node `{name}`) needs `with: {{ {needs}: … }}`"));
+            return None;
+        };
+        if action == "return" {
+            return Some(Composed::Return(self.tree(with)));
+        }
+        let f = self.fields(with, &what, &["code"])?;
+        let Some(code) = f.get("code") else {
+            self.problem(with.pos, format!("{what} needs `code` (a Lua chunk)"));
+            return None;
+        };
+        match &code.kind {
+            Kind::Str { text, .. } if text.contains("{{") || text.contains("{%") => {
+                self.problem(
+                    code.pos,
+                    format!(
+                        "`code` of {what} is a template: tea compiles Lua at load; read the state in the chunk instead"
+                    ),
+                );
+                None
+            }
+            Kind::Str { .. } => {
+                let before = self.problems.len();
+                match self.run(code, name, None, Some(false)) {
+                    Exec::Lua(chunk) => Some(Composed::LuaEval(chunk)),
+                    _ if self.problems.len() > before => None,
+                    _ => {
+                        self.problem(code.pos, format!("`code` of {what} must be a Lua chunk"));
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.problem(code.pos, format!("`code` of {what} must be Lua text, not {}", code.what()));
+                None
+            }
         }
     }
 

@@ -351,6 +351,16 @@ impl Loader<'_> {
                 continue;
             };
             match &drafts[to].exec {
+                Exec::Composed { composed, .. } if matches!(**composed, Composed::Retry(_)) => {
+                    self.problem(
+                        pos,
+                        format!(
+                            "`correct` of node `{caller}` names `{callee}`, a `retry.loop` itself; a correction node \
+                             runs a `run:` block or an action (a loop of loops could call itself forever)"
+                        ),
+                    );
+                    continue;
+                }
                 Exec::Interrupt { .. } | Exec::Send { .. } | Exec::Subgraph { .. } => {
                     self.problem(
                         pos,

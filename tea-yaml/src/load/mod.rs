@@ -281,6 +281,10 @@ pub(crate) const EDGE_AGENT_NODE_KEYS: &[(&str, &str)] = &[
         "params",
         "an action's arguments are its `with:` (`params:` is read as `with:` on a node with an action and no `with:`)",
     ),
+    (
+        "config",
+        "an action's arguments are its `with:` (`config:` is read as `with:` on a node with an action and no `with:`)",
+    ),
     ("outputs", "an action's result goes to the state by `output:`"),
     ("inputs", "a node reads the whole state"),
     ("streams", "tea's parallel branches pass data through the state, not through pipes"),

@@ -16,16 +16,21 @@ impl Loader<'_> {
         let mut fields = self.fields(item, "a node", &known)?;
         // `action: NAME` with `params:`, as The Edge Agent's documentation writes a node: the
         // arguments the author meant (its engines drop them and run the action with none).
+        // Its articles write them under `config:` too.
         let runs_action = fields.contains_key("uses") || fields.contains_key("action");
-        if let (Some(params), true, false) = (fields.get("params").copied(), runs_action, fields.contains_key("with")) {
-            fields.remove("params");
-            fields.insert("with", params);
-            self.warn(
-                params.pos,
-                "params",
-                "node key `params` (The Edge Agent's documentation) is read as the action's `with:`; its engines \
-                 ignore it and run the action without arguments",
-            );
+        for key in ["params", "config"] {
+            if let (Some(args), true, false) = (fields.get(key).copied(), runs_action, fields.contains_key("with")) {
+                fields.remove(key);
+                fields.insert("with", args);
+                self.warn(
+                    args.pos,
+                    &format!("{key} as with"),
+                    format!(
+                        "node key `{key}` (The Edge Agent's documentation) is read as the action's `with:`; its \
+                         engines ignore it and run the action without arguments"
+                    ),
+                );
+            }
         }
         for (key, instead) in EDGE_AGENT_NODE_KEYS {
             if let Some(node) = fields.remove(key) {
