@@ -180,33 +180,25 @@ impl Schema {
     /// Layer 1: the errors of the extraction against the schema.
     fn check(&self, entities: &[Value], relationships: &[Value]) -> Vec<Value> {
         let mut errors = Vec::new();
-        for (i, entity) in entities.iter().enumerate() {
-            for f in &self.entity_fields {
-                if missing(entity, f) {
-                    errors.push(json!({
-                        "type": "missing_required_field",
-                        "path": format!("entities[{i}].{f}"),
-                        "entity": entity,
-                        "expected": f,
-                        "actual": null,
-                        "message": format!("Entity missing required field '{f}'"),
-                    }));
-                }
+        // A required field missing from item `i` of `list` (`entities`: an `entity`).
+        let required = |errors: &mut Vec<Value>, list: &str, i: usize, item: &Value, fields: &[String]| {
+            let (key, label) = if list == "entities" { ("entity", "Entity") } else { ("relationship", "Relationship") };
+            for f in fields.iter().filter(|f| missing(item, f)) {
+                errors.push(json!({
+                    "type": "missing_required_field",
+                    "path": format!("{list}[{i}].{f}"),
+                    key: item,
+                    "expected": f,
+                    "actual": null,
+                    "message": format!("{label} missing required field '{f}'"),
+                }));
             }
+        };
+        for (i, entity) in entities.iter().enumerate() {
+            required(&mut errors, "entities", i, entity, &self.entity_fields);
         }
         for (i, rel) in relationships.iter().enumerate() {
-            for f in &self.relationship_fields {
-                if missing(rel, f) {
-                    errors.push(json!({
-                        "type": "missing_required_field",
-                        "path": format!("relationships[{i}].{f}"),
-                        "relationship": rel,
-                        "expected": f,
-                        "actual": null,
-                        "message": format!("Relationship missing required field '{f}'"),
-                    }));
-                }
-            }
+            required(&mut errors, "relationships", i, rel, &self.relationship_fields);
             let kind = rel.get("type").cloned().unwrap_or(Value::Null);
             if !self.types.is_empty() && !kind.as_str().is_some_and(|k| self.types.iter().any(|t| t == k)) {
                 errors.push(json!({

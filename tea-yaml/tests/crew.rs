@@ -2,6 +2,7 @@
 //! `agent.sequential`, `agent.coordinate`) over `llm.call`, against the mock server, and their
 //! load errors.
 
+#[cfg(feature = "net")]
 use serde_json::json;
 use tea_yaml::Engine;
 

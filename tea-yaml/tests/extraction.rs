@@ -98,6 +98,8 @@ fn an_exhausted_retry_loop_says_so_with_the_last_errors() {
         ]
     );
     assert_eq!(errors[0]["path"], "entities[0].type");
+    assert_eq!(errors[0]["entity"], json!({ "name": "Alice" }));
+    assert_eq!(errors[2]["relationship"]["type"], "friends");
     assert_eq!(errors[2]["type"], "invalid_relationship_type");
     assert_eq!(out["_retry_errors"], out["errors"]);
     // No retries at all: validated once, never corrected.

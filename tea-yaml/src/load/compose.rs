@@ -32,6 +32,18 @@ const REFLECTION_KEYS: &[&str] = &["generator", "evaluator", "corrector", "max_i
 /// The most passes of a `reflection.loop`.
 const MAX_REFLECTION_ITERATIONS: i64 = 100;
 
+/// The keys of a composed action's `with:` that calls `llm.call`: its own, then `llm.call`'s
+/// options (the model, the provider, …; not its messages), which go to each call.
+pub(super) fn with_llm_options(own: &[&'static str], llm: &Action) -> Vec<&'static str> {
+    let llm_keys: &[&'static str] = match llm {
+        #[cfg(feature = "net")]
+        Action::Net(net) => net.keys(),
+        _ => &[],
+    };
+    let _ = llm;
+    own.iter().chain(llm_keys.iter().filter(|k| !matches!(**k, "messages" | "prompt" | "system"))).copied().collect()
+}
+
 impl Loader<'_> {
     /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
     pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
@@ -145,17 +157,7 @@ impl Loader<'_> {
         let action = kind.name();
         let what = format!("`with` of `{action}` (node `{name}`)");
         let llm = self.step_action("llm.call", with.pos, &what)?;
-        let llm_keys: &[&str] = match &llm {
-            #[cfg(feature = "net")]
-            Action::Net(net) => net.keys(),
-            _ => &[],
-        };
-        let allowed: Vec<&str> = kind
-            .keys()
-            .iter()
-            .chain(llm_keys.iter().filter(|k| !matches!(**k, "messages" | "prompt" | "system")))
-            .copied()
-            .collect();
+        let allowed = with_llm_options(kind.keys(), &llm);
         let f = self.fields(with, &what, &allowed)?;
         let required = kind.keys()[0];
         if !f.contains_key(required) {

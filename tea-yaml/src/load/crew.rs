@@ -1,6 +1,7 @@
 //! The loader's side of the `agent.*` actions (`crew.rs`): `settings.agents`, and each node's
 //! `with:` with the agents it names checked against them.
 
+use super::compose::with_llm_options;
 use super::*;
 use crate::compose::Composed;
 use crate::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
@@ -88,17 +89,7 @@ impl Loader<'_> {
         let action = kind.name();
         let what = format!("`with` of `{action}` (node `{name}`)");
         let llm = self.step_action("llm.call", with.pos, &what)?;
-        let llm_keys: &[&str] = match &llm {
-            #[cfg(feature = "net")]
-            Action::Net(net) => net.keys(),
-            _ => &[],
-        };
-        let allowed: Vec<&str> = kind
-            .keys()
-            .iter()
-            .chain(llm_keys.iter().filter(|k| !matches!(**k, "messages" | "prompt" | "system")))
-            .copied()
-            .collect();
+        let allowed = with_llm_options(kind.keys(), &llm);
         let f = self.fields(with, &what, &allowed)?;
         let required: &[&str] = match kind {
             CrewKind::Dispatch => &["agent", "task"],
@@ -142,20 +133,10 @@ impl Loader<'_> {
                 }
             }
         }
-        let sending = sending_keys(&llm);
-        let entries = with.as_map().unwrap_or_default();
-        let mut args = Vec::with_capacity(entries.len());
-        for (k, v) in entries {
-            let key = k.scalar_text().unwrap_or_default();
-            if sending.contains(&key.as_str()) {
-                self.sending = true;
-                let tree = self.tree(v);
-                self.sending = false;
-                args.push((key, Tree::Sending(Box::new(tree))));
-            } else {
-                args.push((key, self.tree(v)));
-            }
-        }
+        let args = match self.sending_tree(with, sending_keys(&llm)) {
+            Tree::Map(entries) => entries,
+            _ => Vec::new(),
+        };
         Some(Composed::Crew(Crew { kind, args, agents: self.crew.clone(), llm }))
     }
 }

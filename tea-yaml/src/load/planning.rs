@@ -1,6 +1,7 @@
 //! The loader's side of the `plan.*` actions (`planning.rs`): each node's `with:` checked, its
 //! `prompt_template` and `subtask_executor` kept apart to render when they are used.
 
+use super::compose::with_llm_options;
 use super::*;
 use crate::compose::Composed;
 use crate::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
@@ -14,17 +15,8 @@ impl Loader<'_> {
         let empty = Node { pos, kind: Kind::Map(Vec::new()) };
         let with = with.unwrap_or(&empty);
         let llm = self.step_action("llm.call", pos, &what)?;
-        let llm_keys: &[&str] = match (&llm, kind) {
-            #[cfg(feature = "net")]
-            (Action::Net(net), PlanKind::Decompose | PlanKind::Replan) => net.keys(),
-            _ => &[],
-        };
-        let allowed: Vec<&str> = kind
-            .keys()
-            .iter()
-            .chain(llm_keys.iter().filter(|k| !matches!(**k, "messages" | "prompt" | "system")))
-            .copied()
-            .collect();
+        let sends = matches!(kind, PlanKind::Decompose | PlanKind::Replan);
+        let allowed = if sends { with_llm_options(kind.keys(), &llm) } else { kind.keys().to_vec() };
         let f = self.fields(with, &what, &allowed)?;
         if kind == PlanKind::Decompose && !f.contains_key("goal") {
             self.problem(with.pos, format!("{what} needs `goal`"));
