@@ -319,38 +319,17 @@ impl Loader<'_> {
         Some(Step::Action { name: action_name, action: resolved, args })
     }
 
-    /// The action a step names: registered, else built in.
+    /// The action a step names: registered, else built in (not one that runs steps of its
+    /// own).
     pub(super) fn step_action(&mut self, action: &str, pos: Pos, what: &str) -> Option<Action> {
-        if let Some(a) = self.env.actions.get(action) {
-            return Some(a.clone());
-        }
-        if let Some(a) = actions::built_in(action) {
-            return Some(a);
-        }
-        if COMPOSED.contains(&action) {
+        if COMPOSED.contains(&action) && !self.env.actions.contains_key(action) {
             self.problem(
                 pos,
                 format!("{what} cannot be `{action}`: an action that runs steps of its own is not a step"),
             );
             return None;
         }
-        if actions::NET_NAMES.contains(&action) {
-            self.problem(
-                pos,
-                format!(
-                    "action `{action}` of {what} reaches the network, which this build leaves out: it needs \
-                     tea-yaml's cargo feature `net` (the `tea` command has it)"
-                ),
-            );
-            return None;
-        }
-        let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
-        let hint = suggest(action, known.iter().copied());
-        match actions::edge_agent_only(action) {
-            Some(why) => self.problem(pos, format!("action {why} ({what})")),
-            None => self.problem(pos, format!("unknown action `{action}` ({what}){hint}")),
-        }
-        None
+        self.resolve_action(action, pos, what)
     }
 
     /// A `run:` block of a step, in `language` (`lua`, `python`; else as a node's `run:`).

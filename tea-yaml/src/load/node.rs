@@ -904,43 +904,12 @@ impl Loader<'_> {
         if !self.env.actions.contains_key(action_name) && compose::COMPOSED.contains(&action_name) {
             return self.composed(action_name, fields, uses, name);
         }
-        let action = match self.env.actions.get(action_name) {
-            Some(a) => a.clone(),
-            None if action_name == "ratelimit.wrap" => match self.rate_limit(fields, name, uses) {
-                Some(action) => action,
-                None => return Exec::Noop,
-            },
-            None => match actions::built_in(action_name) {
-                Some(action) => action,
-                None if actions::NET_NAMES.contains(&action_name) => {
-                    self.problem(
-                        uses.pos,
-                        format!(
-                            "action `{action_name}` (node `{name}`) reaches the network, which this build leaves \
-                             out: it needs tea-yaml's cargo feature `net` (the `tea` command has it)"
-                        ),
-                    );
-                    return Exec::Noop;
-                }
-                None => {
-                    let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
-                    let hint = suggest(action_name, known.iter().copied());
-                    // One of The Edge Agent's that tea lacks is said to be so; anything else is
-                    // unknown (a misspelling, with "did you mean").
-                    match actions::edge_agent_only(action_name) {
-                        Some(why) => self.problem(
-                            uses.pos,
-                            format!(
-                                "action {why} (node `{name}`); an action of the same name registered with \
-                                 `Engine::action` runs"
-                            ),
-                        ),
-                        None => self.problem(uses.pos, format!("unknown action `{action_name}` (node `{name}`){hint}")),
-                    }
-                    return Exec::Noop;
-                }
-            },
+        let action = if action_name == "ratelimit.wrap" && !self.env.actions.contains_key(action_name) {
+            self.rate_limit(fields, name, uses)
+        } else {
+            self.resolve_action(action_name, uses.pos, &format!("node `{name}`"))
         };
+        let Some(action) = action else { return Exec::Noop };
         let with = match fields.get("with") {
             Some(w) => self.sending_tree(w, sending_keys(&action)),
             None => Tree::Literal(Value::Object(Map::new())),
@@ -951,6 +920,40 @@ impl Loader<'_> {
         }
         let output = self.output(fields, name);
         Exec::Action { name: action_name.to_owned(), action, with, output }
+    }
+
+    /// The action named `action_name` (written at `pos`; `context` says where, as "node `x`"):
+    /// registered with the engine, else built in. Else a problem: one that needs the feature
+    /// `net`, one of The Edge Agent's that tea lacks, or an unknown one with "did you mean".
+    pub(super) fn resolve_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
+        if let Some(a) = self.env.actions.get(action_name) {
+            return Some(a.clone());
+        }
+        if let Some(a) = actions::built_in(action_name) {
+            return Some(a);
+        }
+        if actions::NET_NAMES.contains(&action_name) {
+            self.problem(
+                pos,
+                format!(
+                    "action `{action_name}` ({context}) reaches the network, which this build leaves out: it needs \
+                     tea-yaml's cargo feature `net` (the `tea` command has it)"
+                ),
+            );
+            return None;
+        }
+        let known: Vec<&str> = self.env.actions.keys().map(String::as_str).chain(BUILT_IN_NAMES).collect();
+        let hint = suggest(action_name, known.iter().copied());
+        // One of The Edge Agent's that tea lacks is said to be so; anything else is unknown (a
+        // misspelling, with "did you mean").
+        match actions::edge_agent_only(action_name) {
+            Some(why) => self.problem(
+                pos,
+                format!("action {why} ({context}); an action of the same name registered with `Engine::action` runs"),
+            ),
+            None => self.problem(pos, format!("unknown action `{action_name}` ({context}){hint}")),
+        }
+        None
     }
 
     /// An action node's `output:`: a key, a mapping of keys to templates, or (absent) the
