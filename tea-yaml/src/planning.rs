@@ -86,8 +86,9 @@ pub(crate) struct Plan {
     pub(crate) prompt_template: Option<Tree>,
     /// `plan.execute`'s `subtask_executor`: the action and its `with:`, rendered per subtask.
     pub(crate) executor: Option<(String, Action, Tree)>,
-    /// `llm.call`.
-    pub(crate) llm: Action,
+    /// `llm.call` (`None` for `plan.status`, and for `plan.execute` with an executor of its
+    /// own: they ask no model).
+    pub(crate) llm: Option<Action>,
 }
 
 const FLAT: &str = r#"You are a planning assistant. Decompose the given goal into a flat list of sequential subtasks.
@@ -274,8 +275,12 @@ impl PlanData {
         if !STRATEGIES.contains(&strategy.as_str()) {
             return Err(format!("'{strategy}' is not a valid PlanningStrategy"));
         }
+        let given = m.get("subtasks").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        if given.len() as u64 > MAX_SUBTASKS {
+            return Err(format!("the plan has {} subtasks, more than the {MAX_SUBTASKS} tea runs", given.len()));
+        }
         let mut subtasks = Vec::new();
-        for s in m.get("subtasks").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+        for s in given {
             let Value::Object(s) = s else { return Err(format!("a subtask must be a mapping, not {s}")) };
             let sid = text(s.get("id").ok_or("'id'")?);
             let mut sub = PlanData::subtask(&sid, s.get("description").ok_or("'description'")?.clone(), json!([]));
@@ -481,7 +486,8 @@ impl Plan {
             "messages".into(),
             json!([{ "role": "system", "content": system }, { "role": "user", "content": user }]),
         );
-        let reply = actions::call(&self.llm, &Call { host: host.host(), node, state }, &Value::Object(call))
+        let llm = self.llm.as_ref().ok_or("`llm.call` is not available")?;
+        let reply = actions::call(llm, &Call { host: host.host(), node, state }, &Value::Object(call))
             .map_err(|e| tea_runtime::error_chain(&*e))?;
         Ok(reply
             .get("content")
@@ -954,7 +960,10 @@ impl Plan {
         let work_state = State::from_map(work);
         let (name, action, with) = match &self.executor {
             Some((name, action, with)) => (name.as_str(), action, Some(with)),
-            None => ("llm.call", &self.llm, None),
+            None => match &self.llm {
+                Some(llm) => ("llm.call", llm, None),
+                None => return Ok(Err("`llm.call` is not available".to_owned())),
+            },
         };
         let mut params = match with.map(|w| host.render_with(w, &work_state, &locals)).transpose() {
             Ok(Some(Value::Object(p))) => p,

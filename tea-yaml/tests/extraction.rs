@@ -501,3 +501,31 @@ nodes:
     let err = format!("{:?}", out.map(|r| r.done().is_some()));
     assert!(err.contains("correction nodes run one another more than 16 deep"), "{err}");
 }
+
+/// Names written to hurt the Prolog program (quotes, backslashes, line breaks, a clause in a
+/// name) stay data: each is one fact, and the rules see it as written.
+#[cfg(feature = "prolog")]
+#[test]
+fn hostile_names_stay_atoms_in_the_facts() {
+    let agent = load(
+        r#"
+validation_constraints:
+  rules: |
+    validation_error(seen, N) :- entity(N, _).
+nodes:
+  - name: check
+    uses: validate.extraction
+    output: v
+"#,
+    );
+    let names = ["O'Brien", "back\\slash", "two\nlines", "x'). validation_error(hacked, 1). entity('y", "日本", ""];
+    let entities: Vec<Value> = names.iter().map(|n| json!({ "name": n, "type": "person" })).collect();
+    let out = agent.invoke(json!({ "entities": entities })).unwrap().done().unwrap();
+    let errors = out["v"]["errors"].as_array().unwrap();
+    let seen: Vec<&str> = errors.iter().map(|e| e["context"].as_str().unwrap_or("?")).collect();
+    assert_eq!(seen.len(), names.len(), "{errors:?}");
+    for name in names {
+        assert!(seen.contains(&name), "{name:?} not among {seen:?}");
+    }
+    assert!(errors.iter().all(|e| e["error_type"] == "seen"), "{errors:?}");
+}

@@ -216,3 +216,20 @@ nodes:
     has(11, "unknown action `llm.cal`");
     has(12, "unknown key `paralel` in `with` of `plan.execute` (node `execute`); did you mean `parallel`?");
 }
+
+/// A plan handed in whole is bounded: more than 1000 subtasks is an error in the result, not a
+/// run that never ends.
+#[test]
+fn a_plan_of_too_many_subtasks_is_refused() {
+    let agent = Engine::new()
+        .load_str("nodes:\n  - name: status\n    uses: plan.status\n    output: s\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let subtasks: Vec<serde_json::Value> =
+        (0..1001).map(|i| serde_json::json!({ "id": format!("s{i}"), "description": "d" })).collect();
+    let out = agent
+        .invoke(serde_json::json!({ "plan": { "id": "p", "goal": "g", "subtasks": subtasks } }))
+        .unwrap()
+        .done()
+        .unwrap();
+    assert_eq!(out["s"]["error"], "Status check failed: the plan has 1001 subtasks, more than the 1000 tea runs");
+}

@@ -14,9 +14,24 @@ impl Loader<'_> {
         let what = format!("`with` of `{action}` (node `{name}`)");
         let empty = Node { pos, kind: Kind::Map(Vec::new()) };
         let with = with.unwrap_or(&empty);
-        let llm = self.step_action("llm.call", pos, &what)?;
+        // `plan.status` asks no model, nor does `plan.execute` with an executor of its own
+        // that never replans.
+        let entry = |key: &str| {
+            with.as_map().unwrap_or_default().iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v.clone())
+        };
+        let never_replans =
+            entry("on_subtask_failure").is_none_or(|n| n.as_str().is_some_and(|s| s != "replan" && !s.contains("{{")));
+        let asks = match kind {
+            PlanKind::Status => false,
+            PlanKind::Execute => entry("subtask_executor").is_none() || !never_replans,
+            PlanKind::Decompose | PlanKind::Replan => true,
+        };
+        let llm = if asks { Some(self.step_action("llm.call", pos, &what)?) } else { None };
         let sends = matches!(kind, PlanKind::Decompose | PlanKind::Replan);
-        let allowed = if sends { with_llm_options(kind.keys(), &llm) } else { kind.keys().to_vec() };
+        let allowed = match &llm {
+            Some(llm) if sends => with_llm_options(kind.keys(), llm),
+            _ => kind.keys().to_vec(),
+        };
         let f = self.fields(with, &what, &allowed)?;
         if kind == PlanKind::Decompose && !f.contains_key("goal") {
             self.problem(with.pos, format!("{what} needs `goal`"));
@@ -87,7 +102,10 @@ impl Loader<'_> {
                 _ => (k.clone(), v.clone()),
             })
             .collect();
-        let args = self.sending_tree(&Node { pos: with.pos, kind: Kind::Map(entries) }, sending_keys(&llm));
+        let args = self.sending_tree(
+            &Node { pos: with.pos, kind: Kind::Map(entries) },
+            llm.as_ref().map_or(&[][..], sending_keys),
+        );
         Some(Composed::Plan(Plan { kind, args, prompt_template, executor, llm }))
     }
 
