@@ -233,3 +233,13 @@ nodes:
     has(18, "unknown key `coordinator`");
     has(18, "needs `leader`");
 }
+
+/// `agents` belongs to `settings`, not to `settings.llm`: there it is an unknown key, and
+/// nothing of `settings.llm` is read as an agent.
+#[test]
+fn agents_under_settings_llm_are_an_unknown_key() {
+    let p =
+        problems("settings:\n  llm:\n    model: m\n    agents: { a: {} }\nnodes:\n  - name: n\n    run: return {}\n");
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert!(p[0].starts_with("4: unknown key `agents` in `settings.llm`"), "{p:#?}");
+}

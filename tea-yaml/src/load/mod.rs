@@ -941,8 +941,6 @@ impl<'a> Loader<'a> {
                                  endpoint (`provider`, `base_url`, `model`)"
                             ),
                         );
-                    } else if name == "agents" {
-                        self.crew_agents(value);
                     } else if name == "shell_providers" {
                         self.shell_providers(v, "settings.llm.shell_providers");
                     } else if name == "provider" {
