@@ -35,6 +35,8 @@ pub(crate) enum Action {
     },
     /// `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list`.
     Builtin(crate::builtins::Builtin),
+    /// DSPy's and TextGrad's actions as The Edge Agent runs them without the library.
+    Fallback(crate::fallback::Fallback),
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
@@ -225,10 +227,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "http.put",
     "http.respond",
     "json.transform",
-    "learn.textgrad.feedback",
-    "learn.textgrad.optimize_prompt",
-    "learn.textgrad.reflection_corrector",
-    "learn.textgrad.variable",
     "llamaextract.delete_agent",
     "llamaextract.extract",
     "llamaextract.get_agent",
@@ -316,13 +314,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "rag.llamaindex.query",
     "rag.llamaindex.router",
     "rag.llamaindex.subquestion",
-    "reason.dspy.compile",
-    "reason.dspy.cot",
-    "reason.dspy.export",
-    "reason.dspy.import",
-    "reason.dspy.list_compiled",
-    "reason.dspy.optimize",
-    "reason.dspy.react",
     "reflection.correct",
     "reflection.evaluate",
     "schema.merge",
@@ -349,10 +340,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "storage.mkdir",
     "storage.native",
     "text.insert_citations",
-    "textgrad.feedback",
-    "textgrad.optimize_prompt",
-    "textgrad.reflection_corrector",
-    "textgrad.variable",
     "tools.clear_cache",
     "tools.crewai",
     "tools.discover",
@@ -403,6 +390,9 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         other if crate::builtins::Builtin::named(other).is_some() => {
             Action::Builtin(crate::builtins::Builtin::named(other)?)
         }
+        other if crate::fallback::Fallback::named(other).is_some() => {
+            Action::Fallback(crate::fallback::Fallback::named(other)?)
+        }
         #[cfg(feature = "net")]
         other => Action::Net(crate::net::NetAction::named(other)?),
         #[cfg(not(feature = "net"))]
@@ -449,6 +439,7 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         Action::User(f) => f(call.state, args),
         Action::Memory(op) => call.host.memory().call(*op, args),
         Action::Builtin(builtin) => builtin.call(call.host.base_dir(), args),
+        Action::Fallback(fallback) => fallback.call(call.host.memory(), call.state, args),
         Action::RateLimit { inner, name, limiter, interval } => {
             let timeout = match args.get("timeout") {
                 None | Some(Value::Null) => None,
@@ -613,6 +604,25 @@ impl Memory {
                 }
             }
         })
+    }
+}
+
+/// TextGrad's prompt variables live in the agent's memory, namespace `textgrad`.
+impl crate::fallback::Variables for Memory {
+    fn variable(&self, name: &str) -> Result<Option<Value>, BoxError> {
+        let found = self.call(MemoryOp::Retrieve, &json!({ "namespace": "textgrad", "key": name }))?;
+        Ok(match found.get("found") {
+            Some(Value::Bool(true)) => found.get("value").cloned(),
+            _ => None,
+        })
+    }
+
+    fn define(&self, name: &str, variable: &Value) -> Result<(), BoxError> {
+        let stored = self.call(MemoryOp::Store, &json!({ "namespace": "textgrad", "key": name, "value": variable }))?;
+        match stored.get("stored") {
+            Some(Value::Bool(true)) => Ok(()),
+            _ => Err(stored.get("error").and_then(Value::as_str).unwrap_or("the memory refused it").into()),
+        }
     }
 }
 

@@ -111,6 +111,11 @@ pub(crate) struct Reason {
     /// `reason.react`'s tools: each name with its action (`None`: one tea lacks, which the
     /// agent is offered and, called, observes missing, as The Edge Agent's registry would say).
     pub(crate) tools: Vec<(String, Option<Action>)>,
+    /// Written as `reason.dspy.cot` / `reason.dspy.react`: The Edge Agent's fallback when DSPy
+    /// is not there, which tea always takes (it embeds no DSPy): the native pattern, its
+    /// result marked `dspy_module: native_fallback`, `dspy_available: false`; the DSPy-only
+    /// arguments (`signature`, `compiled_key`) are read and left aside.
+    pub(crate) dspy: bool,
 }
 
 /// Which reasoning pattern.
@@ -148,6 +153,15 @@ impl ReasonKind {
                 "temperature",
             ],
             ReasonKind::Decompose => &["problem", "model", "max_depth", "synthesis_prompt", "temperature"],
+        }
+    }
+
+    /// The arguments only the DSPy form (`reason.dspy.cot`, `reason.dspy.react`) adds.
+    pub(crate) fn dspy_keys(self) -> &'static [&'static str] {
+        match self {
+            ReasonKind::Cot => &["signature", "compiled_key"],
+            ReasonKind::React => &["signature"],
+            ReasonKind::SelfCorrect | ReasonKind::Decompose => &[],
         }
     }
 
@@ -232,14 +246,21 @@ impl Reason {
     /// reasoning_trace}` when a call fails.
     fn run(&self, host: &dyn Composer, node: &NodeName, state: &State) -> Value {
         let mut trace = Vec::new();
-        match self.attempt(host, node, state, &mut trace) {
+        let mut result = match self.attempt(host, node, state, &mut trace) {
             Ok(result) => result,
             Err(e) => json!({
                 "error": format!("{}: {e}", self.kind.failed()),
                 "success": false,
                 "reasoning_trace": trace,
             }),
+        };
+        if self.dspy {
+            if let Value::Object(map) = &mut result {
+                map.insert("dspy_module".to_owned(), json!("native_fallback"));
+                map.insert("dspy_available".to_owned(), json!(false));
+            }
         }
+        result
     }
 
     fn attempt(
@@ -253,8 +274,12 @@ impl Reason {
             return Err(format!("`with:` of `{}` must give a mapping", self.kind.name()).into());
         };
         let own = self.kind.keys();
-        let options: Map<String, Value> =
-            args.iter().filter(|(k, _)| !own.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let dspy_own = if self.dspy { self.kind.dspy_keys() } else { &[] };
+        let options: Map<String, Value> = args
+            .iter()
+            .filter(|(k, _)| !own.contains(&k.as_str()) && !dspy_own.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let arg = |key: &str| args.get(key).filter(|v| !v.is_null());
         let model = arg("model").cloned();
         // A bound on the pattern's calls: at most MAX_ROUNDS, as a `while_loop`'s passes.

@@ -58,6 +58,7 @@ mod crew;
 mod draw;
 mod error;
 mod extraction;
+mod fallback;
 mod files;
 mod graph;
 mod initial;

@@ -13,6 +13,8 @@ pub(super) const COMPOSED: &[&str] = &[
     "reason.react",
     "reason.self_correct",
     "reason.decompose",
+    "reason.dspy.cot",
+    "reason.dspy.react",
     "retry.loop",
     "validate.extraction",
     "agent.dispatch",
@@ -78,7 +80,7 @@ impl Loader<'_> {
         let Some(with) = fields.get("with") else {
             let needs = match action {
                 "reflection.loop" => "generator, evaluator",
-                "reason.react" => "goal",
+                "reason.react" | "reason.dspy.react" => "goal",
                 "reason.self_correct" => "task",
                 "agent.dispatch" => "agent, task",
                 "agent.parallel" => "agents, task",
@@ -94,10 +96,23 @@ impl Loader<'_> {
                 crate::crew::CrewKind::named(action).and_then(|kind| self.crew(kind, with, name))
             }
             "reflection.loop" => self.reflection(with, name).map(|r| Composed::Reflection(Box::new(r))),
-            "reason.cot" => self.reason(ReasonKind::Cot, with, name).map(Composed::Reason),
-            "reason.react" => self.reason(ReasonKind::React, with, name).map(Composed::Reason),
-            "reason.self_correct" => self.reason(ReasonKind::SelfCorrect, with, name).map(Composed::Reason),
-            "reason.decompose" => self.reason(ReasonKind::Decompose, with, name).map(Composed::Reason),
+            "reason.cot" => self.reason(ReasonKind::Cot, with, name, false).map(Composed::Reason),
+            "reason.react" => self.reason(ReasonKind::React, with, name, false).map(Composed::Reason),
+            "reason.self_correct" => self.reason(ReasonKind::SelfCorrect, with, name, false).map(Composed::Reason),
+            "reason.decompose" => self.reason(ReasonKind::Decompose, with, name, false).map(Composed::Reason),
+            "reason.dspy.cot" | "reason.dspy.react" => {
+                let kind = if action == "reason.dspy.cot" { ReasonKind::Cot } else { ReasonKind::React };
+                self.warn(
+                    uses.pos,
+                    "dspy",
+                    format!(
+                        "`{action}` (node `{name}`): tea embeds no DSPy, so it runs `{}`, as The Edge Agent does \
+                         where DSPy is not installed (the result says `dspy_module: native_fallback`)",
+                        kind.name()
+                    ),
+                );
+                self.reason(kind, with, name, true).map(Composed::Reason)
+            }
             _ => None,
         };
         let output = self.output(fields, name);
@@ -153,11 +168,18 @@ impl Loader<'_> {
     }
 
     /// `reason.*`: the pattern's own keys, and `llm.call`'s options beside them.
-    fn reason(&mut self, kind: ReasonKind, with: &Node, name: &str) -> Option<Reason> {
-        let action = kind.name();
+    fn reason(&mut self, kind: ReasonKind, with: &Node, name: &str, dspy: bool) -> Option<Reason> {
+        let action = match (dspy, kind) {
+            (true, ReasonKind::Cot) => "reason.dspy.cot",
+            (true, _) => "reason.dspy.react",
+            (false, _) => kind.name(),
+        };
         let what = format!("`with` of `{action}` (node `{name}`)");
         let llm = self.step_action("llm.call", with.pos, &what)?;
-        let allowed = with_llm_options(kind.keys(), &llm);
+        let mut allowed = with_llm_options(kind.keys(), &llm);
+        if dspy {
+            allowed.extend(kind.dspy_keys());
+        }
         let f = self.fields(with, &what, &allowed)?;
         let required = kind.keys()[0];
         if !f.contains_key(required) {
@@ -212,7 +234,7 @@ impl Loader<'_> {
             }
         }
         let args = self.sending_tree(with, sending_keys(&llm));
-        Some(Reason { kind, args, llm, tools })
+        Some(Reason { kind, args, llm, tools, dspy })
     }
 
     fn reflection(&mut self, with: &Node, name: &str) -> Option<Reflection> {

@@ -918,6 +918,9 @@ impl Loader<'_> {
         if let Action::Net(net) = &action {
             self.net_with(*net, fields.get("with").copied(), uses, name);
         }
+        if let Action::Fallback(fallback) = &action {
+            self.fallback_with(*fallback, fields.get("with").copied(), uses, name);
+        }
         let output = self.output(fields, name);
         Exec::Action { name: action_name.to_owned(), action, with, output }
     }
@@ -1042,6 +1045,50 @@ impl Loader<'_> {
             (rpm, rps) => actions::limiter_interval(rpm, rps),
         };
         Some(Action::RateLimit { inner: Box::new(inner), name: inner_name, limiter, interval })
+    }
+
+    /// A DSPy or TextGrad action's `with:` (`fallback.rs`): its keys, the ones it needs, and
+    /// one warning per file that tea runs it without the library.
+    fn fallback_with(&mut self, action: crate::fallback::Fallback, with: Option<&Node>, uses: &Node, name: &str) {
+        let what = action.name();
+        self.warn(
+            uses.pos,
+            action.library(),
+            format!("`{what}` (node `{name}`): tea embeds no {}, so {}", action.library(), action.instead()),
+        );
+        let keys = action.keys();
+        let given: Vec<&str> = match with {
+            None => Vec::new(),
+            Some(w) => match w.as_map() {
+                Some(entries) => entries.iter().filter_map(|(k, _)| k.as_str()).collect(),
+                // A whole `with:` from one expression: checked when it runs.
+                None => return,
+            },
+        };
+        // A misspelt key is one mistake: its "did you mean" stands for the missing key too.
+        let mut meant = Vec::new();
+        if let Some(entries) = with.and_then(Node::as_map) {
+            for (key, _) in entries {
+                let Some(k) = key.as_str() else { continue };
+                if !keys.contains(&k) {
+                    let hint = suggest(k, keys.iter().copied());
+                    meant.extend(keys.iter().filter(|key| hint.contains(&format!("`{key}`"))));
+                    let takes = if keys.is_empty() { "nothing".to_owned() } else { keys.join(", ") };
+                    self.problem(
+                        key.pos,
+                        format!("unknown argument `{k}` of `{what}` (node `{name}`){hint}; it takes {takes}"),
+                    );
+                }
+            }
+        }
+        for needed in &keys[..action.required()] {
+            if !given.contains(needed) && !meant.contains(&needed) {
+                self.problem(
+                    with.map_or(uses.pos, |w| w.pos),
+                    format!("`{what}` (node `{name}`) needs `{needed}` in its `with:`"),
+                );
+            }
+        }
     }
 
     /// A network action's `with:`, when written as a mapping: its keys, and the ones it needs
