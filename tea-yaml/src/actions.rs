@@ -260,13 +260,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "memory.grep",
     "memory.manifest_search",
     "memory.manifest_update",
-    "memory.mem0.add",
-    "memory.mem0.delete",
-    "memory.mem0.get",
-    "memory.mem0.get_all",
-    "memory.mem0.search",
-    "memory.mem0.test",
-    "memory.mem0.update",
     "memory.search_content",
     "memory.sql_query",
     "memory.summarize",
@@ -607,22 +600,18 @@ impl Memory {
     }
 }
 
-/// TextGrad's prompt variables live in the agent's memory, namespace `textgrad`.
-impl crate::fallback::Variables for Memory {
-    fn variable(&self, name: &str) -> Result<Option<Value>, BoxError> {
-        let found = self.call(MemoryOp::Retrieve, &json!({ "namespace": "textgrad", "key": name }))?;
+/// DSPy's, TextGrad's and mem0's fallbacks keep what they keep in the agent's memory.
+impl crate::fallback::Keep for Memory {
+    fn kept(&self, namespace: &str, key: &str) -> Result<Option<Value>, BoxError> {
+        let found = self.call(MemoryOp::Retrieve, &json!({ "namespace": namespace, "key": key }))?;
         Ok(match found.get("found") {
             Some(Value::Bool(true)) => found.get("value").cloned(),
             _ => None,
         })
     }
 
-    fn define(&self, name: &str, variable: &Value) -> Result<(), BoxError> {
-        let stored = self.call(MemoryOp::Store, &json!({ "namespace": "textgrad", "key": name, "value": variable }))?;
-        match stored.get("stored") {
-            Some(Value::Bool(true)) => Ok(()),
-            _ => Err(stored.get("error").and_then(Value::as_str).unwrap_or("the memory refused it").into()),
-        }
+    fn keep(&self, namespace: &str, key: &str, value: &Value) -> Result<Value, BoxError> {
+        self.call(MemoryOp::Store, &json!({ "namespace": namespace, "key": key, "value": value }))
     }
 }
 

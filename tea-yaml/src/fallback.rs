@@ -1,7 +1,8 @@
 //! The Edge Agent's actions over Python libraries tea does not embed — DSPy's
-//! `reason.dspy.compile`/`optimize`/`list_compiled`/`export`/`import` and TextGrad's
-//! `learn.textgrad.*` — run as The Edge Agent's Python engine runs them where the library is
-//! not installed (its documented fallback), which is always the case here:
+//! `reason.dspy.compile`/`optimize`/`list_compiled`/`export`/`import`, TextGrad's
+//! `learn.textgrad.*` and mem0's `memory.mem0.*` — run as The Edge Agent's Python engine runs
+//! them where the library is not installed (its documented fallback), which is always the case
+//! here:
 //!
 //! - DSPy's compile and optimize report `success: false` with its "DSPy not installed"
 //!   error; its registry of compiled modules is empty. (`reason.dspy.cot` and
@@ -10,6 +11,11 @@
 //!   first definition of a name wins, as there); `feedback` scores an output with its
 //!   heuristic (word count, unsafe words); `optimize_prompt` and `reflection_corrector` leave
 //!   the prompt as it is.
+//! - mem0's `add` keeps the messages in the agent's memory (namespace `mem0_fallback`, key
+//!   `mem0_fallback_{user_id}`, the last messages replacing the earlier ones) and answers as
+//!   `memory.store`; `get_all` gives them back; `search` reports that semantic search needs
+//!   mem0 (`success: false`, no results); `get`, `update`, `delete` and `test` report mem0
+//!   missing.
 //!
 //! The loader warns once per file that the library is not there.
 
@@ -29,18 +35,31 @@ pub(crate) enum Fallback {
     TextgradFeedback,
     TextgradOptimize,
     TextgradCorrector,
+    Mem0Add,
+    Mem0Search,
+    Mem0GetAll,
+    Mem0Get,
+    Mem0Update,
+    Mem0Delete,
+    Mem0Test,
 }
 
 /// The error The Edge Agent's DSPy actions give without DSPy.
 const NO_DSPY: &str = "DSPy not installed. Install with: pip install the_edge_agent[dspy]";
 
-/// Where TextGrad's prompt variables are kept (the agent's memory, `actions.rs`).
-pub(crate) trait Variables {
-    /// Variable `name`, if defined.
-    fn variable(&self, name: &str) -> Result<Option<Value>, BoxError>;
-    /// Defines variable `name`.
-    fn define(&self, name: &str, variable: &Value) -> Result<(), BoxError>;
+/// Where these actions keep what they keep: the agent's key-value memory (`actions.rs`).
+pub(crate) trait Keep {
+    /// The value under `key` of `namespace`, if any.
+    fn kept(&self, namespace: &str, key: &str) -> Result<Option<Value>, BoxError>;
+    /// Keeps `value` under `key` of `namespace`: `memory.store`'s result (`{stored, key,
+    /// namespace}`, or `stored: false` with its `error`).
+    fn keep(&self, namespace: &str, key: &str, value: &Value) -> Result<Value, BoxError>;
 }
+
+/// The memory namespace TextGrad's prompt variables live in.
+const VARIABLES: &str = "textgrad";
+/// The memory namespace mem0's fallback keeps messages in (The Edge Agent's).
+const MEM0: &str = "mem0_fallback";
 
 impl Fallback {
     /// The action named `name` (TextGrad's also answer to `textgrad.NAME`, as there).
@@ -56,6 +75,13 @@ impl Fallback {
             (_, Some("feedback")) => Fallback::TextgradFeedback,
             (_, Some("optimize_prompt")) => Fallback::TextgradOptimize,
             (_, Some("reflection_corrector")) => Fallback::TextgradCorrector,
+            ("memory.mem0.add", _) => Fallback::Mem0Add,
+            ("memory.mem0.search", _) => Fallback::Mem0Search,
+            ("memory.mem0.get_all", _) => Fallback::Mem0GetAll,
+            ("memory.mem0.get", _) => Fallback::Mem0Get,
+            ("memory.mem0.update", _) => Fallback::Mem0Update,
+            ("memory.mem0.delete", _) => Fallback::Mem0Delete,
+            ("memory.mem0.test", _) => Fallback::Mem0Test,
             _ => return None,
         })
     }
@@ -72,6 +98,13 @@ impl Fallback {
             Fallback::TextgradFeedback => "learn.textgrad.feedback",
             Fallback::TextgradOptimize => "learn.textgrad.optimize_prompt",
             Fallback::TextgradCorrector => "learn.textgrad.reflection_corrector",
+            Fallback::Mem0Add => "memory.mem0.add",
+            Fallback::Mem0Search => "memory.mem0.search",
+            Fallback::Mem0GetAll => "memory.mem0.get_all",
+            Fallback::Mem0Get => "memory.mem0.get",
+            Fallback::Mem0Update => "memory.mem0.update",
+            Fallback::Mem0Delete => "memory.mem0.delete",
+            Fallback::Mem0Test => "memory.mem0.test",
         }
     }
 
@@ -83,7 +116,11 @@ impl Fallback {
             | Fallback::DspyListCompiled
             | Fallback::DspyExport
             | Fallback::DspyImport => "DSPy",
-            _ => "TextGrad",
+            Fallback::TextgradVariable
+            | Fallback::TextgradFeedback
+            | Fallback::TextgradOptimize
+            | Fallback::TextgradCorrector => "TextGrad",
+            _ => "mem0",
         }
     }
 
@@ -91,6 +128,11 @@ impl Fallback {
     pub(crate) fn instead(self) -> &'static str {
         match self.library() {
             "DSPy" => "it reports DSPy missing (`success: false`), as The Edge Agent does where DSPy is not installed",
+            "mem0" => {
+                "`memory.mem0.add` keeps the messages in the agent's memory, `get_all` returns them, and `search`, \
+                 `get`, `update` and `delete` report mem0 missing (`success: false`), as The Edge Agent does where \
+                 mem0 is not installed"
+            }
             _ => {
                 "it keeps prompt variables, scores feedback with The Edge Agent's heuristic and leaves prompts \
                  unoptimised, as The Edge Agent does where TextGrad is not installed"
@@ -123,6 +165,13 @@ impl Fallback {
             Fallback::TextgradFeedback => &["output", "evaluation_criteria", "aspects", "context"],
             Fallback::TextgradOptimize => &["variable", "loss_fn", "iterations", "constraints", "context"],
             Fallback::TextgradCorrector => &["variable", "trigger_threshold", "optimization_iterations", "context"],
+            Fallback::Mem0Add => &["messages", "user_id", "session_id", "agent_id", "metadata"],
+            Fallback::Mem0Search => &["query", "user_id", "session_id", "agent_id", "limit", "include_relations"],
+            Fallback::Mem0GetAll => &["user_id", "session_id", "agent_id", "limit", "offset"],
+            Fallback::Mem0Get => &["memory_id"],
+            Fallback::Mem0Update => &["memory_id", "text", "metadata"],
+            Fallback::Mem0Delete => &["memory_id", "user_id", "session_id", "agent_id", "delete_all"],
+            Fallback::Mem0Test => &[],
         }
     }
 
@@ -136,7 +185,7 @@ impl Fallback {
     }
 
     /// Runs it with the rendered `args`; TextGrad's variables live in `memory`.
-    pub(crate) fn call(self, memory: &dyn Variables, state: &State, args: &Value) -> Result<Value, BoxError> {
+    pub(crate) fn call(self, memory: &dyn Keep, state: &State, args: &Value) -> Result<Value, BoxError> {
         let what = self.name();
         let arg = |key: &str| args.get(key).filter(|v| !v.is_null());
         let needs = |key: &str| arg(key).ok_or_else(|| BoxError::from(format!("{what} needs `{key}`")));
@@ -151,7 +200,7 @@ impl Fallback {
             Fallback::TextgradVariable => {
                 let name = text(needs("name")?);
                 let initial = text(needs("initial_value")?);
-                if let Some(existing) = memory.variable(&name)? {
+                if let Some(existing) = memory.kept(VARIABLES, &name)? {
                     let version = existing.get("version").cloned().unwrap_or(json!(1));
                     return Ok(json!({
                         "variable": existing,
@@ -175,7 +224,11 @@ impl Fallback {
                     "version": 1,
                     "versions": [{ "version": 1, "value": initial, "timestamp": now, "change_reason": "initial" }],
                 });
-                memory.define(&name, &defined).map_err(|e| format!("{what}: cannot keep variable `{name}`: {e}"))?;
+                let stored = memory.keep(VARIABLES, &name, &defined)?;
+                if stored.get("stored") != Some(&Value::Bool(true)) {
+                    let why = stored.get("error").and_then(Value::as_str).unwrap_or("the memory refused it");
+                    return Err(format!("{what}: cannot keep variable `{name}`: {why}").into());
+                }
                 json!({ "variable": defined, "variable_name": name, "textgrad_enabled": false, "version": 1 })
             }
             Fallback::TextgradFeedback => {
@@ -214,7 +267,7 @@ impl Fallback {
             Fallback::TextgradOptimize => {
                 let name = text(needs("variable")?);
                 needs("loss_fn")?;
-                let Some(var) = memory.variable(&name)? else {
+                let Some(var) = memory.kept(VARIABLES, &name)? else {
                     return Err(
                         format!("Variable '{name}' not found. Define it first with learn.textgrad.variable").into()
                     );
@@ -250,7 +303,7 @@ impl Fallback {
                 result.insert("reflection_context_used".into(), json!(used));
                 result.insert("reflection_iteration".into(), json!(iteration));
                 if iteration >= threshold {
-                    if let Some(var) = memory.variable(&name)? {
+                    if let Some(var) = memory.kept(VARIABLES, &name)? {
                         // Optimising without TextGrad leaves the prompt as it is.
                         result.insert("optimization_triggered".into(), json!(true));
                         result.insert("new_prompt".into(), var.get("current_value").cloned().unwrap_or(Value::Null));
@@ -258,6 +311,35 @@ impl Fallback {
                 }
                 Value::Object(result)
             }
+            // The Edge Agent's key: `user_id` as Python prints it (`None` when absent).
+            Fallback::Mem0Add => {
+                let key = format!("mem0_fallback_{}", arg("user_id").map_or_else(|| "None".to_owned(), text));
+                let messages = arg("messages").cloned().unwrap_or(json!([]));
+                memory.keep(MEM0, &key, &json!({ "messages": messages }))?
+            }
+            Fallback::Mem0Search => json!({
+                "success": false,
+                "error": "Semantic search requires Mem0. Install with: pip install mem0ai",
+                "results": [],
+                "fallback": true,
+            }),
+            Fallback::Mem0GetAll => {
+                let key = format!("mem0_fallback_{}", arg("user_id").map_or_else(|| "None".to_owned(), text));
+                let found = memory.kept(MEM0, &key)?;
+                json!({
+                    "success": found.is_some(),
+                    "memories": found.map_or_else(Vec::new, |v| vec![v]),
+                    "fallback": true,
+                })
+            }
+            Fallback::Mem0Get | Fallback::Mem0Update | Fallback::Mem0Delete => {
+                json!({ "success": false, "error": "Mem0 not available" })
+            }
+            Fallback::Mem0Test => json!({
+                "success": false,
+                "error": "Mem0 library not installed",
+                "message": "Install with: pip install mem0ai",
+            }),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The Edge Agent's DSPy and TextGrad actions, which tea runs as The Edge Agent does where the
 //! library is not installed: `reason.dspy.cot`/`react` as `reason.cot`/`react` marked
 //! `native_fallback`, compile and optimize reporting DSPy missing, TextGrad's variables kept
-//! and its feedback scored by The Edge Agent's heuristic.
+//! and its feedback scored by The Edge Agent's heuristic, mem0's messages kept in the agent's
+//! memory.
 
 use serde_json::json;
 use tea_yaml::Engine;
@@ -167,4 +168,44 @@ fn their_arguments_are_checked_at_load() {
     let dspy = problems("nodes:\n  - name: s\n    uses: reason.dspy.cot\n    with: { question: q }\n");
     assert!(dspy.iter().any(|p| p.contains("unknown key `question` in `with` of `reason.dspy.cot`")), "{dspy:?}");
     assert!(dspy.iter().any(|p| p.contains("needs `problem`")), "{dspy:?}");
+}
+
+#[test]
+fn mem0_keeps_the_last_messages_per_user_and_reports_search_missing() {
+    let agent = load(
+        r#"
+settings:
+  memory: { backend: mem0, api_key: "${MEM0_API_KEY:-}" }
+nodes:
+  - name: remember
+    uses: memory.mem0.add
+    with:
+      messages: [{ role: user, content: "{{ state.message }}" }]
+      user_id: "{{ state.user }}"
+      metadata: { source: conversation }
+    output: stored
+  - name: recall
+    uses: memory.mem0.get_all
+    with: { user_id: "{{ state.user }}" }
+    output: all
+  - name: search
+    uses: memory.mem0.search
+    with: { query: "{{ state.message }}", user_id: "{{ state.user }}", limit: 5 }
+    output: found
+  - name: stranger
+    uses: memory.mem0.get_all
+    with: { user_id: nobody }
+    output: none
+"#,
+    );
+    assert!(agent.warnings().iter().any(|w| w.message().contains("tea embeds no mem0")), "{:?}", agent.warnings());
+    let out = agent.invoke(json!({ "message": "I like tea", "user": "u1" })).unwrap().done().unwrap();
+    assert_eq!(out["stored"], json!({ "stored": true, "key": "mem0_fallback_u1", "namespace": "mem0_fallback" }));
+    assert_eq!(
+        out["all"],
+        json!({ "success": true, "memories": [{ "messages": [{ "role": "user", "content": "I like tea" }] }], "fallback": true })
+    );
+    assert_eq!(out["found"]["success"], false);
+    assert_eq!(out["found"]["results"], json!([]));
+    assert_eq!(out["none"], json!({ "success": false, "memories": [], "fallback": true }));
 }
