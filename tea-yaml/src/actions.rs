@@ -40,6 +40,9 @@ pub(crate) enum Action {
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
+    /// `web.*` and `llamaextract.*`: hosted services' REST APIs, requests that run async.
+    #[cfg(feature = "net")]
+    Service(crate::services::Service),
 }
 
 /// The built-in actions' names.
@@ -72,8 +75,22 @@ pub(crate) const BUILT_IN_NAMES: [&str; 25] = [
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
-pub(crate) const NET_NAMES: [&str; 6] =
-    ["llm.call", "llm.chat", "llm.embed", "http.get", "http.post", "actions.notify"];
+pub(crate) const NET_NAMES: [&str; 14] = [
+    "llm.call",
+    "llm.chat",
+    "llm.embed",
+    "http.get",
+    "http.post",
+    "actions.notify",
+    "web.search",
+    "web.scrape",
+    "web.crawl",
+    "web.ai_scrape",
+    "llamaextract.extract",
+    "llamaextract.submit_job",
+    "llamaextract.poll_status",
+    "llamaextract.get_result",
+];
 
 /// The Edge Agent's families of actions that tea does not have, by the first part of their
 /// name, and what each needs: an action of one of them is refused at load as The Edge Agent's
@@ -228,12 +245,8 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "http.respond",
     "json.transform",
     "llamaextract.delete_agent",
-    "llamaextract.extract",
     "llamaextract.get_agent",
-    "llamaextract.get_result",
     "llamaextract.list_agents",
-    "llamaextract.poll_status",
-    "llamaextract.submit_job",
     "llamaextract.upload_agent",
     "llm.complete",
     "llm.local.call",
@@ -309,7 +322,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "rag.llamaindex.subquestion",
     "reflection.correct",
     "reflection.evaluate",
-    "schema.merge",
     "secrets.get",
     "secrets.has",
     "semtools.search",
@@ -348,10 +360,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "vector.index_files",
     "vector.query",
     "vector.store",
-    "web.ai_scrape",
-    "web.crawl",
-    "web.scrape",
-    "web.search",
 ];
 
 /// Why tea refuses action `name`, when it is one of The Edge Agent's that tea does not have.
@@ -385,6 +393,10 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         }
         other if crate::fallback::Fallback::named(other).is_some() => {
             Action::Fallback(crate::fallback::Fallback::named(other)?)
+        }
+        #[cfg(feature = "net")]
+        other if crate::services::Service::named(other).is_some() => {
+            Action::Service(crate::services::Service::named(other)?)
         }
         #[cfg(feature = "net")]
         other => Action::Net(crate::net::NetAction::named(other)?),
@@ -490,6 +502,10 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         // The blocking API: the request runs on tea-yaml's runtime while this thread waits.
         #[cfg(feature = "net")]
         Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
+        #[cfg(feature = "net")]
+        Action::Service(service) => {
+            crate::net::block_on(crate::services::prepare(*service, args.clone(), call.host.base_dir())?)
+        }
     }
 }
 
@@ -678,12 +694,7 @@ fn path_arg(call: &Call<'_>, args: &Value, action: &str) -> Result<PathBuf, BoxE
     }
 }
 
-pub(crate) fn resolve(base: &Path, path: &str) -> PathBuf {
-    let path = Path::new(path);
-    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
-    // `./checkpoints` is `checkpoints`: paths print the way a person would write them.
-    joined.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
-}
+pub(crate) use crate::files::resolve;
 
 /// Writes the state and the node as a checkpoint file; never fails the node.
 fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
@@ -833,8 +844,8 @@ mod tests {
     fn the_edge_agents_names_are_sorted_and_none_is_tea_s() {
         assert!(EDGE_AGENT_NAMES.windows(2).all(|w| w[0] < w[1]), "sorted, no name twice (binary search)");
         assert!(EDGE_AGENT_NAMES.iter().all(|n| !BUILT_IN_NAMES.contains(n)));
-        assert!(edge_agent_only("actions.memory.mem0.add").is_some());
-        assert!(edge_agent_only("memory.mem0.ad").is_none());
+        assert!(edge_agent_only("actions.vector.query").is_some());
+        assert!(edge_agent_only("vector.quer").is_none());
         assert!(edge_agent_only("llm.call").is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! The Edge Agent's small built-in actions that need nothing beyond the state and the files
 //! beside the agent: `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list`,
-//! with its engines' arguments and results (`actions.rs` dispatches to them).
+//! `schema.merge` (`schema_merge.rs`), with its engines' arguments and results (`actions.rs`
+//! dispatches to them).
 
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,8 @@ pub(crate) enum Builtin {
     FileExists,
     FileDelete,
     FileList,
+    /// `schema.merge` (`schema_merge.rs`).
+    SchemaMerge,
 }
 
 /// The most entries `file.list` returns.
@@ -28,6 +31,7 @@ impl Builtin {
             "file.exists" => Builtin::FileExists,
             "file.delete" => Builtin::FileDelete,
             "file.list" => Builtin::FileList,
+            "schema.merge" => Builtin::SchemaMerge,
             _ => return None,
         })
     }
@@ -39,6 +43,7 @@ impl Builtin {
             Builtin::FileExists => "file.exists",
             Builtin::FileDelete => "file.delete",
             Builtin::FileList => "file.list",
+            Builtin::SchemaMerge => "schema.merge",
         }
     }
 
@@ -47,6 +52,7 @@ impl Builtin {
         let what = self.name();
         match self {
             Builtin::JsonParse => Ok(json_parse(args)),
+            Builtin::SchemaMerge => crate::schema_merge::merge_action(base, args),
             Builtin::JsonStringify => json_stringify(args),
             Builtin::FileExists => {
                 let path = path(what, base, args)?;

@@ -53,3 +53,12 @@ pub(crate) fn read_agent_file(path: &Path) -> Result<(String, String, PathBuf), 
         path.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok((text, shown, base))
 }
+
+/// `path` as written in an agent file: an absolute path as it is, a relative one under
+/// `base` (the file's directory).
+pub(crate) fn resolve(base: &Path, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    let joined = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
+    // `./checkpoints` is `checkpoints`: paths print the way a person would write them.
+    joined.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
+}

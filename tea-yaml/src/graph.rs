@@ -720,7 +720,7 @@ impl YamlGraph {
     /// Whether `node` runs a network action (`llm.call`, `http.*`, `actions.notify`).
     pub(crate) fn is_net(&self, node: NodeIx) -> bool {
         #[cfg(feature = "net")]
-        if let Exec::Action { action: Action::Net(_), .. } = &self.node(node).exec {
+        if let Exec::Action { action: Action::Net(_) | Action::Service(_), .. } = &self.node(node).exec {
             return true;
         }
         let _ = node;
@@ -732,14 +732,19 @@ impl YamlGraph {
     #[cfg(feature = "net")]
     async fn run_net(&self, node: NodeIx, state: &State, ctx: &Ctx<State>) -> Result<Option<Update>, BoxError> {
         let def = self.node(node);
-        let Exec::Action { name, action: Action::Net(action), with, output } = &def.exec else {
+        let Exec::Action { name, action: action @ (Action::Net(_) | Action::Service(_)), with, output } = &def.exec
+        else {
             return Err(format!("node `{}` is not a network action", def.name).into());
         };
         let fan_in = self.fan_in(node, state, ctx);
         let seen = fan_in.as_ref().map_or(state, |(seen, _)| seen);
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
-            self.prepare_net(*action, args, seen)?
+            match action {
+                Action::Service(service) => crate::services::prepare(*service, args, &self.0.base_dir)?,
+                Action::Net(net) => self.prepare_net(*net, args, seen)?,
+                _ => return Err(format!("node `{}` is not a network action", def.name).into()),
+            }
         };
         let result = crate::net::spawn(call)?.await?;
         let update = self.output(output, result, seen)?;

@@ -72,7 +72,10 @@ mod net;
 mod planning;
 mod prolog;
 mod python;
+mod schema_merge;
 mod scope;
+#[cfg(feature = "net")]
+mod services;
 mod state;
 mod template;
 mod yaml;

@@ -142,9 +142,9 @@ pub(crate) enum Section {
 /// `retry: {max, base_ms}`: `max` more attempts after the first, waiting `base_ms`, then twice
 /// that, and so on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Retry {
-    max: u32,
-    base_ms: u64,
+pub(crate) struct Retry {
+    pub(crate) max: u32,
+    pub(crate) base_ms: u64,
 }
 
 impl Retry {
@@ -304,14 +304,14 @@ fn net() -> Result<&'static Net, BoxError> {
     net.as_ref().map_err(|e| BoxError::from(e.clone()))
 }
 
-fn client() -> Result<reqwest::Client, String> {
+pub(crate) fn client() -> Result<reqwest::Client, String> {
     net().map(|n| n.client.clone()).map_err(|e| e.to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
 // Arguments.
 
-fn text_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+pub(crate) fn text_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -320,7 +320,7 @@ fn text_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<Option<S
 }
 
 /// `timeout`: seconds (a positive number).
-fn timeout_arg(what: &str, args: &Map<String, Value>, default: Duration) -> Result<Duration, String> {
+pub(crate) fn timeout_arg(what: &str, args: &Map<String, Value>, default: Duration) -> Result<Duration, String> {
     match args.get("timeout") {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0 && s <= 86_400.0) => {
@@ -375,7 +375,7 @@ fn retry_arg(what: &str, args: &Map<String, Value>) -> Result<Retry, String> {
 }
 
 /// A URL argument: http or https, shown without its query string.
-fn url_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<reqwest::Url, String> {
+pub(crate) fn url_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<reqwest::Url, String> {
     let text = text_arg(what, args, key)?.ok_or_else(|| format!("{what} needs `{key}`"))?;
     let url = reqwest::Url::parse(&text).map_err(|e| format!("{what}: `{key}` is not a URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -385,7 +385,7 @@ fn url_arg(what: &str, args: &Map<String, Value>, key: &str) -> Result<reqwest::
 }
 
 /// An endpoint as messages show it: no query string, no user or password.
-fn shown(url: &reqwest::Url) -> String {
+pub(crate) fn shown(url: &reqwest::Url) -> String {
     let mut url = url.clone();
     url.set_query(None);
     url.set_fragment(None);
@@ -422,17 +422,17 @@ fn headers_arg(what: &str, args: &Map<String, Value>) -> Result<reqwest::header:
 // Sending, with retries.
 
 /// What came back: status, headers, body.
-struct Answer {
+pub(crate) struct Answer {
     /// How many requests were sent.
-    attempts: u32,
-    status: reqwest::StatusCode,
-    headers: reqwest::header::HeaderMap,
-    body: Vec<u8>,
+    pub(crate) attempts: u32,
+    pub(crate) status: reqwest::StatusCode,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: Vec<u8>,
 }
 
 /// Sends the request `build` makes, retrying refused connections, 429s and 5xx as `retry`
 /// says. The last answer is returned whatever its status; `Err` when no answer came.
-async fn send(
+pub(crate) async fn send(
     what: &str,
     endpoint: &str,
     retry: Retry,
@@ -528,7 +528,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 }
 
 /// The start of a body, for an error message.
-fn excerpt(body: &[u8]) -> String {
+pub(crate) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     if text.is_empty() {
@@ -594,7 +594,7 @@ fn messages_arg(what: &str, args: &Map<String, Value>) -> Result<Value, String> 
 }
 
 /// A provider's endpoint as a URL, checked.
-fn endpoint_url(what: &str, url: String) -> Result<reqwest::Url, String> {
+pub(crate) fn endpoint_url(what: &str, url: String) -> Result<reqwest::Url, String> {
     let mut with_url = Map::new();
     with_url.insert("base_url".to_owned(), Value::String(url));
     url_arg(what, &with_url, "base_url")

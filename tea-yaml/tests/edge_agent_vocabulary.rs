@@ -356,11 +356,11 @@ nodes:
 #[test]
 fn the_edge_agents_actions_that_tea_lacks_are_refused_as_its_own() {
     let found = problems(
-        "nodes:\n  - name: a\n    uses: memory.mem0.add\n  - name: b\n    uses: llm.stream\n  - name: c\n    uses: vector.query\n  - name: d\n    uses: lmm.call\n",
+        "nodes:\n  - name: a\n    uses: memory.cloud_store\n  - name: b\n    uses: llm.stream\n  - name: c\n    uses: vector.query\n  - name: d\n    uses: lmm.call\n",
     );
     assert!(
         found[0].starts_with(
-            "3: action `memory.mem0.add` is not supported by tea (one of The Edge Agent's `memory.*` actions"
+            "3: action `memory.cloud_store` is not supported by tea (one of The Edge Agent's `memory.*` actions"
         ),
         "{found:?}"
     );
@@ -369,9 +369,9 @@ fn the_edge_agents_actions_that_tea_lacks_are_refused_as_its_own() {
     // Not one of its names: a misspelling.
     assert!(found[3].starts_with("9: unknown action `lmm.call` (node `d`)"), "{found:?}");
     // A registered action of the same name runs.
-    let engine =
-        Engine::new().action("memory.mem0.add", |_: &tea_yaml::State, _: &serde_json::Value| Ok(json!({ "ok": true })));
-    let agent = engine.load_str("nodes:\n  - name: a\n    uses: memory.mem0.add\n").unwrap();
+    let engine = Engine::new()
+        .action("memory.cloud_store", |_: &tea_yaml::State, _: &serde_json::Value| Ok(json!({ "ok": true })));
+    let agent = engine.load_str("nodes:\n  - name: a\n    uses: memory.cloud_store\n").unwrap();
     assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["ok"], true);
 }
 
@@ -547,14 +547,14 @@ nodes:
 #[test]
 fn ratelimit_wrap_refuses_what_it_cannot_run_and_a_wait_beyond_its_timeout() {
     let found = problems(
-        "settings:\n  rate_limiters:\n    a: { rpm: 0 }\n    b: { per_hour: 3 }\nnodes:\n  - name: n\n    uses: ratelimit.wrap\n    with:\n      action: memory.mem0.add\n      limiter: \"{{ state.l }}\"\n",
+        "settings:\n  rate_limiters:\n    a: { rpm: 0 }\n    b: { per_hour: 3 }\nnodes:\n  - name: n\n    uses: ratelimit.wrap\n    with:\n      action: memory.cloud_store\n      limiter: \"{{ state.l }}\"\n",
     );
     assert!(found.iter().any(|p| p.starts_with("3: `rpm` of rate limiter `a` must be a positive number")), "{found:?}");
     assert!(found.iter().any(|p| p.starts_with("4: unknown key `per_hour` in rate limiter `b`")), "{found:?}");
     assert!(
         found
             .iter()
-            .any(|p| p.contains("wraps action `memory.mem0.add` is not supported by tea (one of The Edge Agent's")),
+            .any(|p| p.contains("wraps action `memory.cloud_store` is not supported by tea (one of The Edge Agent's")),
         "{found:?}"
     );
     assert!(

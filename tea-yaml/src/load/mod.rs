@@ -317,6 +317,8 @@ fn sending_keys(action: &Action) -> &'static [&'static str] {
     match action {
         #[cfg(feature = "net")]
         Action::Net(net) => net.sending_keys(),
+        #[cfg(feature = "net")]
+        Action::Service(service) => service.sending_keys(),
         _ => &[],
     }
 }

@@ -919,7 +919,23 @@ impl Loader<'_> {
             self.net_with(*net, fields.get("with").copied(), uses, name);
         }
         if let Action::Fallback(fallback) = &action {
-            self.fallback_with(*fallback, fields.get("with").copied(), uses, name);
+            let what = fallback.name();
+            self.warn(
+                uses.pos,
+                fallback.library(),
+                format!("`{what}` (node `{name}`): tea embeds no {}, so {}", fallback.library(), fallback.instead()),
+            );
+            let with = fields.get("with").copied();
+            self.checked_with(what, fallback.keys(), fallback.required(), with, uses, name);
+        }
+        if let Action::Builtin(crate::builtins::Builtin::SchemaMerge) = &action {
+            let with = fields.get("with").copied();
+            self.checked_with("schema.merge", crate::schema_merge::KEYS, 1, with, uses, name);
+        }
+        #[cfg(feature = "net")]
+        if let Action::Service(service) = &action {
+            let with = fields.get("with").copied();
+            self.checked_with(service.name(), service.keys(), service.required(), with, uses, name);
         }
         let output = self.output(fields, name);
         Exec::Action { name: action_name.to_owned(), action, with, output }
@@ -1047,16 +1063,18 @@ impl Loader<'_> {
         Some(Action::RateLimit { inner: Box::new(inner), name: inner_name, limiter, interval })
     }
 
-    /// A DSPy or TextGrad action's `with:` (`fallback.rs`): its keys, the ones it needs, and
-    /// one warning per file that tea runs it without the library.
-    fn fallback_with(&mut self, action: crate::fallback::Fallback, with: Option<&Node>, uses: &Node, name: &str) {
-        let what = action.name();
-        self.warn(
-            uses.pos,
-            action.library(),
-            format!("`{what}` (node `{name}`): tea embeds no {}, so {}", action.library(), action.instead()),
-        );
-        let keys = action.keys();
+    /// The `with:` of action `what` (node `name`), when written as a mapping: each key one of
+    /// `keys`, the first `required` of them given. (Rendered arguments are checked again when
+    /// the node runs.)
+    fn checked_with(
+        &mut self,
+        what: &str,
+        keys: &[&str],
+        required: usize,
+        with: Option<&Node>,
+        uses: &Node,
+        name: &str,
+    ) {
         let given: Vec<&str> = match with {
             None => Vec::new(),
             Some(w) => match w.as_map() {
@@ -1081,7 +1099,7 @@ impl Loader<'_> {
                 }
             }
         }
-        for needed in &keys[..action.required()] {
+        for needed in &keys[..required.min(keys.len())] {
             if !given.contains(needed) && !meant.contains(&needed) {
                 self.problem(
                     with.map_or(uses.pos, |w| w.pos),

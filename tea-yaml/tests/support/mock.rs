@@ -16,6 +16,15 @@
 //!
 //! Other paths: `GET /json` (a JSON body and an `x-mock` header), `POST /echo` (the body sent,
 //! with its content type), `GET /status/CODE`, `POST /hook` (a webhook: 204), `GET /big` (17 MiB).
+//!
+//! Hosted services, for `services.rs`: a model named `sonar…` also gets Perplexity's
+//! `citations`; `POST /v1/smartscraper` (ScrapeGraphAI: its envelope, `result` naming the prompt
+//! and the schema's properties; prompt `deny` is a 401); `POST /v1/scrape` and `POST /v1/crawl`
+//! with `GET /v1/crawl/{id}` (Firecrawl: the crawl is `scraping` at the first poll, then
+//! `completed`); LlamaCloud's `POST /api/v1/extraction/run` (mode `FAST` answers a pending job
+//! `job-1`, any other the file's type and base64 back), `POST /api/v1/extraction/jobs`,
+//! `GET /api/v1/extraction/jobs/{id}` (`job-1`: pending once, then done; others 404) and
+//! `GET …/{id}/result`. The `api-key` or `SGAI-APIKEY` header is recorded as `api_key`.
 
 #![allow(dead_code)]
 
@@ -77,6 +86,14 @@ impl Mock {
                     .route("/status/{code}", get(status))
                     .route("/hook", post(hook))
                     .route("/big", get(big))
+                    .route("/v1/smartscraper", post(smartscraper))
+                    .route("/v1/scrape", post(scrape))
+                    .route("/v1/crawl", post(crawl))
+                    .route("/v1/crawl/{id}", get(crawl_status))
+                    .route("/api/v1/extraction/run", post(extraction_run))
+                    .route("/api/v1/extraction/jobs", post(extraction_jobs))
+                    .route("/api/v1/extraction/jobs/{id}", get(extraction_job))
+                    .route("/api/v1/extraction/jobs/{id}/result", get(extraction_result))
                     .with_state(state);
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 axum::serve(listener, app).await.unwrap();
@@ -111,7 +128,8 @@ pub fn refused() -> String {
 fn record(shared: &Shared, path: &str, headers: &HeaderMap, body: Value, status: u16, started: Instant) {
     let model = body.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
     let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let api_key = headers.get("api-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let api_key =
+        headers.get("api-key").or_else(|| headers.get("sgai-apikey")).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let hit = Hit {
         path: path.to_owned(),
         model,
@@ -206,14 +224,120 @@ fn completion(request: &Value) -> (StatusCode, Response) {
     let last = messages.last().and_then(|m| m["content"].as_str()).unwrap_or_default();
     let reply = format!("echo: {last}");
     let prompt: usize = messages.iter().map(|m| words(m["content"].as_str().unwrap_or_default())).sum();
-    let body = json!({
+    let mut body = json!({
         "id": "chatcmpl-mock",
         "object": "chat.completion",
         "model": request["model"],
         "choices": [{ "index": 0, "message": { "role": "assistant", "content": reply }, "finish_reason": "stop" }],
         "usage": { "prompt_tokens": prompt, "completion_tokens": words(&reply), "total_tokens": prompt + words(&reply) },
     });
+    if request["model"].as_str().is_some_and(|m| m.starts_with("sonar")) {
+        body["citations"] = json!([
+            "https://a.example/one",
+            { "url": "https://b.example/two", "title": "Two", "snippet": "the second" },
+            "https://c.example/three",
+        ]);
+    }
     (StatusCode::OK, axum::Json(body).into_response())
+}
+
+/// How many times `key` was seen before, counting this one.
+fn seen(shared: &Shared, key: &str) -> u32 {
+    let mut counts = shared.counts.lock().unwrap();
+    let n = counts.entry(key.to_owned()).or_default();
+    *n += 1;
+    *n
+}
+
+async fn smartscraper(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let prompt = request["user_prompt"].as_str().unwrap_or_default().to_owned();
+    let status = if prompt == "deny" { 401 } else { 200 };
+    record(&shared, "/v1/smartscraper", &headers, request.clone(), status, Instant::now());
+    if status == 401 {
+        return (StatusCode::UNAUTHORIZED, axum::Json(json!({ "detail": "Invalid API key" }))).into_response();
+    }
+    let properties: Vec<String> =
+        request["output_schema"]["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    axum::Json(json!({
+        "request_id": "req-1",
+        "status": "completed",
+        "website_url": request["website_url"],
+        "user_prompt": prompt,
+        "result": { "prompt": prompt, "properties": properties },
+        "error": "",
+    }))
+    .into_response()
+}
+
+async fn scrape(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&shared, "/v1/scrape", &headers, request.clone(), 200, Instant::now());
+    let url = request["url"].clone();
+    axum::Json(json!({
+        "success": true,
+        "data": { "markdown": format!("# {}", url.as_str().unwrap_or_default()), "metadata": { "sourceURL": url } },
+    }))
+    .into_response()
+}
+
+async fn crawl(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&shared, "/v1/crawl", &headers, request, 200, Instant::now());
+    axum::Json(json!({ "success": true, "id": "crawl-1" })).into_response()
+}
+
+async fn crawl_status(State(shared): State<Arc<Shared>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    record(&shared, "/v1/crawl/status", &headers, json!(id), 200, Instant::now());
+    if seen(&shared, &format!("crawl {id}")) == 1 {
+        return axum::Json(json!({ "status": "scraping" })).into_response();
+    }
+    axum::Json(json!({
+        "status": "completed",
+        "data": [
+            { "markdown": "# one", "metadata": { "sourceURL": "https://site.example/one" } },
+            { "markdown": "# two", "html": "<h1>two</h1>", "metadata": { "sourceURL": "https://site.example/two" } },
+        ],
+    }))
+    .into_response()
+}
+
+async fn extraction_run(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&shared, "/api/v1/extraction/run", &headers, request.clone(), 200, Instant::now());
+    if request["config"]["extraction_mode"] == "FAST" {
+        return axum::Json(json!({ "id": "job-1", "status": "PENDING" })).into_response();
+    }
+    axum::Json(json!({
+        "data": {
+            "mime_type": request["file"]["mime_type"],
+            "base64": request["file"]["data"],
+            "schema": request["data_schema"],
+            "agent_id": request["agent_id"],
+        },
+    }))
+    .into_response()
+}
+
+async fn extraction_jobs(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&shared, "/api/v1/extraction/jobs", &headers, request, 200, Instant::now());
+    axum::Json(json!({ "id": "job-1", "status": "PENDING" })).into_response()
+}
+
+async fn extraction_job(State(shared): State<Arc<Shared>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    record(&shared, "/api/v1/extraction/jobs/status", &headers, json!(id), 200, Instant::now());
+    if id != "job-1" {
+        return (StatusCode::NOT_FOUND, axum::Json(json!({ "detail": "not found" }))).into_response();
+    }
+    let status = if seen(&shared, "job-1") == 1 { "PENDING" } else { "SUCCESS" };
+    axum::Json(json!({ "id": id, "status": status, "progress": 50 })).into_response()
+}
+
+async fn extraction_result(State(shared): State<Arc<Shared>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    record(&shared, "/api/v1/extraction/jobs/result", &headers, json!(id), 200, Instant::now());
+    axum::Json(json!({ "run_id": "run-1", "data": { "title": "Attention Is All You Need", "job": id } }))
+        .into_response()
 }
 
 async fn json_page(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
