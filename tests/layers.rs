@@ -42,7 +42,7 @@ const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("syntax and data", &["files", "yaml", "state", "items", "initial", "scope"]),
     ("languages", &["lua", "template", "python", "prolog"]),
     ("network", &["llm", "net", "services"]),
-    ("actions", &["schema_merge", "builtins", "fallback", "actions"]),
+    ("actions", &["schema_merge", "builtins", "fallback", "a2a", "actions"]),
     ("composed actions", &["compose", "extraction", "crew", "planning"]),
     ("graph", &["graph"]),
     ("loading and drawing", &["load", "draw"]),

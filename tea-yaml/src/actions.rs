@@ -37,6 +37,12 @@ pub(crate) enum Action {
     Builtin(crate::builtins::Builtin),
     /// DSPy's and TextGrad's actions as The Edge Agent runs them without the library.
     Fallback(crate::fallback::Fallback),
+    /// `a2a.*`: messages, delegation, shared state and discovery between the agents of this
+    /// process (`a2a.rs`); `fallback` is `a2a.delegate`'s `fallback.action`, resolved at load.
+    A2a {
+        op: crate::a2a::A2a,
+        fallback: Option<Box<Action>>,
+    },
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
@@ -146,18 +152,6 @@ const EDGE_AGENT_FAMILIES: &[(&str, &str)] = &[
 /// The names of The Edge Agent's actions that tea does not have (its Python and Rust engines'
 /// registries at the corpus's commit; each also answers to `actions.NAME` there), sorted.
 const EDGE_AGENT_NAMES: &[&str] = &[
-    "a2a.broadcast",
-    "a2a.delegate",
-    "a2a.discover",
-    "a2a.heartbeat",
-    "a2a.receive",
-    "a2a.register",
-    "a2a.send",
-    "a2a.state.cas",
-    "a2a.state.delete",
-    "a2a.state.get",
-    "a2a.state.set",
-    "a2a.unregister",
     "academic.arxiv",
     "academic.crossref",
     "academic.pubmed",
@@ -394,6 +388,9 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         other if crate::fallback::Fallback::named(other).is_some() => {
             Action::Fallback(crate::fallback::Fallback::named(other)?)
         }
+        other if crate::a2a::A2a::named(other).is_some() => {
+            Action::A2a { op: crate::a2a::A2a::named(other)?, fallback: None }
+        }
         #[cfg(feature = "net")]
         other if crate::services::Service::named(other).is_some() => {
             Action::Service(crate::services::Service::named(other)?)
@@ -418,6 +415,8 @@ pub(crate) trait Host {
     fn saved(&self, path: &str);
     /// The agent's key-value memory (`memory.*`).
     fn memory(&self) -> &Memory;
+    /// Who the agent is among the process's agents (`settings.a2a`).
+    fn a2a(&self) -> &crate::a2a::A2aSettings;
     /// A network action's call, from its rendered arguments.
     #[cfg(feature = "net")]
     fn prepare_net(
@@ -445,6 +444,21 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         Action::Memory(op) => call.host.memory().call(*op, args),
         Action::Builtin(builtin) => builtin.call(call.host.base_dir(), args),
         Action::Fallback(fallback) => fallback.call(call.host.memory(), call.state, args),
+        Action::A2a { op, fallback } => {
+            let mut result = crate::a2a::call(*op, args, call.state.as_map(), call.host.a2a())?;
+            // A delegation that timed out with `on_timeout: fallback_local` runs its action
+            // here, with its rendered `with:`.
+            if let Some((name, with)) = crate::a2a::take_fallback(&mut result) {
+                let Some(action) = fallback else {
+                    return Err(
+                        format!("a2a.delegate: its fallback `{name}` was not resolved when the file loaded").into()
+                    );
+                };
+                let output = call_action(action, call, &with)?;
+                crate::a2a::fallback_done(&mut result, output);
+            }
+            Ok(result)
+        }
         Action::RateLimit { inner, name, limiter, interval } => {
             let timeout = match args.get("timeout") {
                 None | Some(Value::Null) => None,

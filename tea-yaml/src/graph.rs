@@ -185,6 +185,8 @@ pub(crate) struct Inner {
     pub(crate) name: String,
     /// Where relative paths in the file start.
     pub(crate) base_dir: PathBuf,
+    /// `settings.a2a`: who the agent is among the process's agents.
+    pub(crate) a2a: crate::a2a::A2aSettings,
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) start: Vec<Rule>,
     pub(crate) schema: Schema,
@@ -1133,6 +1135,10 @@ impl Graph for YamlGraph {
 impl actions::Host for YamlGraph {
     fn base_dir(&self) -> &std::path::Path {
         &self.0.base_dir
+    }
+
+    fn a2a(&self) -> &crate::a2a::A2aSettings {
+        &self.0.a2a
     }
 
     fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, tea_runtime::Error> {

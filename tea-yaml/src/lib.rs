@@ -50,6 +50,7 @@
 //! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod a2a;
 mod actions;
 mod agent;
 mod builtins;

@@ -198,7 +198,6 @@ const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"]
 /// The Edge Agent's `settings:` keys that tea accepts and ignores (a warning says so), and
 /// what each is.
 const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
-    ("a2a", "agent-to-agent messaging"),
     ("auth", "request authentication of its server"),
     ("cache", "its cache backends"),
     ("dspy", "DSPy"),
@@ -361,6 +360,8 @@ struct Loader<'a> {
     auto_trace: Option<crate::graph::AutoTrace>,
     /// `settings.rate_limiters`: each limiter's time between calls.
     rate_limiters: HashMap<String, std::time::Duration>,
+    /// `settings.a2a`: the agent's id and namespace among the process's agents.
+    a2a: crate::a2a::A2aSettings,
     /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
     /// language of those that name none.
     steps_language: Option<bool>,
@@ -479,6 +480,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         auto_trace: None,
         steps_language: None,
         rate_limiters: HashMap::new(),
+        a2a: Default::default(),
         suggestion_work: MAX_SUGGESTION_WORK,
         sending: false,
         state_keys: Vec::new(),
@@ -849,6 +851,7 @@ impl<'a> Loader<'a> {
         let inner = Inner {
             name,
             base_dir: self.env.base_dir.clone(),
+            a2a: std::mem::take(&mut self.a2a),
             nodes,
             start,
             schema,
@@ -910,6 +913,8 @@ impl<'a> Loader<'a> {
                 sections.insert(name, value);
             } else if name == "rate_limiters" {
                 self.rate_limiters(value);
+            } else if name == "a2a" {
+                self.a2a_settings(value);
             } else if name == "agents" {
                 self.crew_agents(value);
             } else if name == "shell_providers" {
@@ -1082,6 +1087,34 @@ impl<'a> Loader<'a> {
                 continue;
             }
             self.shells.insert(name, value.to_json());
+        }
+    }
+
+    /// `settings.a2a: { agent_id, namespace, enabled }`: who the agent is among the process's
+    /// agents (`a2a.*`). `enabled` is read and changes nothing: the `a2a.*` actions are always
+    /// there.
+    fn a2a_settings(&mut self, node: &Node) {
+        if matches!(node.kind, Kind::Null) {
+            return;
+        }
+        let Some(f) = self.fields(node, "`settings.a2a`", &["agent_id", "namespace", "enabled"]) else { return };
+        for key in ["agent_id", "namespace"] {
+            let Some(value) = f.get(key) else { continue };
+            match value.as_str() {
+                Some(text) if !text.is_empty() && !text.contains("{{") => {
+                    if key == "agent_id" {
+                        self.a2a.agent_id = text.to_owned();
+                    } else {
+                        self.a2a.namespace = text.to_owned();
+                    }
+                }
+                _ => self.problem(value.pos, format!("`settings.a2a.{key}` is a name written in the file")),
+            }
+        }
+        if let Some(enabled) = f.get("enabled") {
+            if !matches!(enabled.kind, Kind::Bool(_)) {
+                self.problem(enabled.pos, "`settings.a2a.enabled` must be true or false");
+            }
         }
     }
 

@@ -932,6 +932,15 @@ impl Loader<'_> {
             let with = fields.get("with").copied();
             self.checked_with("schema.merge", crate::schema_merge::KEYS, 1, with, uses, name);
         }
+        let action = match action {
+            Action::A2a { op, .. } => {
+                let with = fields.get("with").copied();
+                self.checked_with(op.name(), op.keys(), op.required(), with, uses, name);
+                let fallback = self.a2a_fallback(op, with, name);
+                Action::A2a { op, fallback }
+            }
+            other => other,
+        };
         #[cfg(feature = "net")]
         if let Action::Service(service) = &action {
             let with = fields.get("with").copied();
@@ -1105,6 +1114,38 @@ impl Loader<'_> {
                     with.map_or(uses.pos, |w| w.pos),
                     format!("`{what}` (node `{name}`) needs `{needed}` in its `with:`"),
                 );
+            }
+        }
+    }
+
+    /// `a2a.delegate`'s `fallback: { action: NAME, with }` (for `on_timeout: fallback_local`):
+    /// the action, resolved now (its name is written in the file).
+    fn a2a_fallback(&mut self, op: crate::a2a::A2a, with: Option<&Node>, name: &str) -> Option<Box<Action>> {
+        let fallback = with?.as_map()?.iter().find(|(k, _)| k.as_str() == Some("fallback")).map(|(_, v)| v)?;
+        if op != crate::a2a::A2a::Delegate {
+            return None;
+        }
+        let action = fallback.as_map()?.iter().find(|(k, _)| k.as_str() == Some("action")).map(|(_, v)| v)?;
+        match action.as_str() {
+            Some(text) if !text.contains("{{") => {
+                let context = format!("the `fallback` of `a2a.delegate` (node `{name}`)");
+                if compose::COMPOSED.contains(&text) && !self.env.actions.contains_key(text) {
+                    self.problem(
+                        action.pos,
+                        format!("{context} cannot be `{text}`: an action that runs steps of its own is not a fallback"),
+                    );
+                    return None;
+                }
+                self.resolve_action(text, action.pos, &context).map(Box::new)
+            }
+            _ => {
+                self.problem(
+                    action.pos,
+                    format!(
+                        "`fallback.action` of `a2a.delegate` (node `{name}`) is an action name written in the file"
+                    ),
+                );
+                None
             }
         }
     }
