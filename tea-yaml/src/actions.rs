@@ -81,7 +81,7 @@ pub(crate) const BUILT_IN_NAMES: [&str; 25] = [
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
-pub(crate) const NET_NAMES: [&str; 14] = [
+pub(crate) const NET_NAMES: [&str; 15] = [
     "llm.call",
     "llm.chat",
     "llm.embed",
@@ -96,6 +96,7 @@ pub(crate) const NET_NAMES: [&str; 14] = [
     "llamaextract.submit_job",
     "llamaextract.poll_status",
     "llamaextract.get_result",
+    "text.insert_citations",
 ];
 
 /// The Edge Agent's families of actions that tea does not have, by the first part of their
@@ -338,7 +339,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "storage.list",
     "storage.mkdir",
     "storage.native",
-    "text.insert_citations",
     "tools.clear_cache",
     "tools.crewai",
     "tools.discover",

@@ -776,6 +776,53 @@ impl EmbedRequest {
     }
 }
 
+/// The embeddings of `texts`, in order, from one request to `provider`'s OpenAI-compatible
+/// `/embeddings` (`args`: `model`, `base_url`/`api_base`, `api_key`, `deployment`; `key` when
+/// they name none). For actions that embed many texts (`text.insert_citations`).
+pub(crate) async fn embed_texts(
+    what: &'static str,
+    provider: crate::llm::Provider,
+    args: &Map<String, Value>,
+    key: Option<String>,
+    texts: &[String],
+    default_model: &str,
+) -> Result<Vec<Vec<f64>>, String> {
+    let endpoint = crate::llm::endpoint(what, provider, args, key, "embeddings", default_model)?;
+    let url = endpoint_url(what, endpoint.url)?;
+    let shown_url = format!("POST {}", shown(&url));
+    let body = json!({ "model": endpoint.model, "input": texts });
+    let client = client()?;
+    let hide = |text: String| match &endpoint.key {
+        Some(k) if k.len() >= 4 => text.replace(k.as_str(), "***"),
+        _ => text,
+    };
+    let answer = send(what, &shown_url, DEFAULT_RETRY, Duration::from_secs(30), || {
+        authorized(client.post(url.clone()).json(&body), endpoint.key.as_ref(), endpoint.api_key_header)
+    })
+    .await
+    .map_err(hide)?;
+    if !answer.status.is_success() {
+        return Err(hide(format!("{shown_url} answered {}: {}", status_text(answer.status), excerpt(&answer.body))));
+    }
+    let parsed: Value =
+        serde_json::from_slice(&answer.body).map_err(|e| format!("the answer of {shown_url} is not JSON ({e})"))?;
+    let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
+    for (i, row) in parsed.get("data").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let index = row.get("index").and_then(Value::as_u64).unwrap_or(i as u64);
+        let vector = row
+            .get("embedding")
+            .and_then(Value::as_array)
+            .and_then(|v| v.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
+            .ok_or_else(|| format!("the answer of {shown_url} has an item without a list of numbers as `embedding`"))?;
+        rows.push((index, vector));
+    }
+    rows.sort_by_key(|(i, _)| *i);
+    if rows.len() != texts.len() {
+        return Err(format!("{shown_url} gave {} embeddings for {} texts", rows.len(), texts.len()));
+    }
+    Ok(rows.into_iter().map(|(_, v)| v).collect())
+}
+
 /// `{embedding, model, dimensions}` (The Edge Agent's result) from `data[0].embedding`.
 async fn embed(request: EmbedRequest, retry: Retry) -> Result<Value, String> {
     const WHAT: &str = "llm.embed";

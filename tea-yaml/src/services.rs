@@ -14,6 +14,12 @@
 //!   job polled. tea always speaks REST here, as The Edge Agent with `use_rest: true`: its
 //!   SDK-only paths (`agent_name`, the agent-management actions) are not available.
 //!
+//! - `text.insert_citations` — The Edge Agent's citation placer (from Kiroku): each reference
+//!   cited at the sentence whose embedding (OpenAI's or Azure's `/embeddings`) is closest,
+//!   references renumbered by first citation, markers (` [1,2]`) before the sentence's final
+//!   punctuation, a `## References` section. Sentences are split at Unicode sentence
+//!   boundaries (UAX #29), where The Edge Agent uses NLTK's Punkt model.
+//!
 //! As The Edge Agent's, a service's failure is the action's result — `{success: false, error,
 //! error_type}` with its messages and types (`configuration`, `rate_limit`, `api_error`,
 //! `timeout`, `connection`, …) — so an agent can route on it; a malformed argument fails the
@@ -38,6 +44,7 @@ pub(crate) enum Service {
     SubmitJob,
     PollStatus,
     GetResult,
+    InsertCitations,
 }
 
 /// LlamaExtract's extraction modes.
@@ -57,6 +64,7 @@ impl Service {
             "llamaextract.submit_job" => Service::SubmitJob,
             "llamaextract.poll_status" => Service::PollStatus,
             "llamaextract.get_result" => Service::GetResult,
+            "text.insert_citations" => Service::InsertCitations,
             _ => return None,
         })
     }
@@ -72,6 +80,7 @@ impl Service {
             Service::SubmitJob => "llamaextract.submit_job",
             Service::PollStatus => "llamaextract.poll_status",
             Service::GetResult => "llamaextract.get_result",
+            Service::InsertCitations => "text.insert_citations",
         }
     }
 
@@ -129,6 +138,9 @@ impl Service {
             Service::SubmitJob => &["file", "schema", "agent_id", "mode", "max_retries", "api_key", "base_url"],
             Service::PollStatus => &["job_id", "timeout", "max_retries", "api_key", "base_url"],
             Service::GetResult => &["job_id", "timeout", "api_key", "base_url"],
+            Service::InsertCitations => {
+                &["text", "references", "model", "provider", "api_key", "base_url", "deployment"]
+            }
         }
     }
 
@@ -136,6 +148,7 @@ impl Service {
     pub(crate) fn required(self) -> usize {
         match self {
             Service::WebAiScrape => 2,
+            Service::InsertCitations => 0,
             _ => 1,
         }
     }
@@ -280,6 +293,7 @@ pub(crate) fn prepare(service: Service, args: Value, base_dir: &Path) -> Result<
             })
         }
         Service::PollStatus | Service::GetResult => Box::pin(job_call(service, job_request(service, &args)?)),
+        Service::InsertCitations => Box::pin(insert_citations(citations_request(&args)?)),
     })
 }
 
@@ -1130,6 +1144,197 @@ async fn job_call(service: Service, job: Job) -> Result<Value, String> {
         }
         _ => json!({ "success": true, "data": data.get("data").cloned().unwrap_or(data), "job_id": id }),
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// text.insert_citations.
+
+struct Citations {
+    text: String,
+    references: Vec<String>,
+    provider: crate::llm::Provider,
+    /// `model`, `base_url`, `api_key`, `deployment`, for the embeddings' endpoint.
+    endpoint: Map<String, Value>,
+    key: Option<String>,
+}
+
+/// The embedding model when none is named (The Edge Agent's).
+const CITATION_MODEL: &str = "text-embedding-3-large";
+
+fn citations_request(args: &Args<'_>) -> Result<Citations, String> {
+    let what = args.what;
+    let text = args.text("text")?.unwrap_or_default();
+    let references = match args.get("references") {
+        None => Vec::new(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|r| match r {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect(),
+        Some(other) => return Err(format!("{what}: `references` must be a list of strings, not {other}")),
+    };
+    let env_set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty());
+    // The Edge Agent's `auto`: Azure when its key and endpoint are set, else OpenAI.
+    let provider = match args.text("provider")?.as_deref() {
+        None | Some("auto") if env_set("AZURE_OPENAI_API_KEY") && env_set("AZURE_OPENAI_ENDPOINT") => {
+            crate::llm::Provider::Azure
+        }
+        None | Some("auto") => crate::llm::Provider::OpenAi,
+        Some(name) => crate::llm::Provider::named(name).map_err(|e| format!("{what}: {e}"))?,
+    };
+    if provider == crate::llm::Provider::Shell {
+        return Err(format!("{what}: a shell provider gives no embeddings"));
+    }
+    let mut endpoint = Map::new();
+    for key in ["model", "api_key", "base_url", "deployment"] {
+        if let Some(v) = args.get(key) {
+            endpoint.insert(key.to_owned(), v.clone());
+        }
+    }
+    if provider == crate::llm::Provider::Azure && !endpoint.contains_key("deployment") {
+        if let Ok(d) = std::env::var("AZURE_OPENAI_EMBEDDING_DEPLOYMENT") {
+            endpoint.insert("deployment".to_owned(), json!(d));
+        }
+    }
+    Ok(Citations { text, references, provider, endpoint, key: std::env::var("OPENAI_API_KEY").ok() })
+}
+
+/// `## References` and its numbered list, each reference as `shown` gives it.
+fn references_section<'a>(refs: impl Iterator<Item = &'a String>, shown: impl Fn(&str) -> String) -> String {
+    let mut lines = vec!["## References".to_owned(), String::new()];
+    lines.extend(refs.enumerate().map(|(i, r)| format!("{}. {}", i + 1, shown(r))));
+    lines.join("\n")
+}
+
+/// The result without citations: the text as it is, the references appended in their order.
+fn uncited(text: &str, references: &[String], error: Option<String>) -> Value {
+    let section = references_section(references.iter(), str::to_owned);
+    let map: Map<String, Value> = references.iter().enumerate().map(|(i, r)| ((i + 1).to_string(), json!(r))).collect();
+    let mut out = json!({
+        "cited_text": text,
+        "references_section": section,
+        "citation_map": map,
+        "text": format!("{}\n\n{section}", text.trim()),
+    });
+    if let Some(error) = error {
+        out["error"] = json!(error);
+    }
+    out
+}
+
+/// The byte offset of the first case-insensitive (ASCII) match of `needle` in `hay`.
+fn find_ascii_ci(hay: &str, needle: &str) -> Option<usize> {
+    hay.to_ascii_lowercase().find(&needle.to_ascii_lowercase())
+}
+
+/// The sentences a paper's citations may go to (The Edge Agent's `_get_sentences`): the
+/// abstract's section dropped, headings and images left out, each sentence's last line.
+fn sentences(text: &str) -> Vec<String> {
+    use unicode_segmentation::UnicodeSegmentation;
+    let mut text = text.to_owned();
+    if let Some(l) = text.find("## Abstract") {
+        // `## Abstract[^#]*`: up to the next `#`; its last character stays.
+        let r = text[l + 2..].find('#').map_or(text.len(), |i| l + 2 + i);
+        let last = text[..r].chars().last().map_or(0, char::len_utf8);
+        text = format!("{}{}", &text[..l], &text[r - last..]);
+    }
+    let paragraphs: Vec<&str> =
+        text.split('\n').filter(|p| !p.is_empty() && !p.starts_with('#') && !p.starts_with("![")).collect();
+    let joined = paragraphs.join("\n");
+    joined
+        .split_sentence_bounds()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.rsplit('\n').next().unwrap_or(s).to_owned())
+        .collect()
+}
+
+async fn insert_citations(request: Citations) -> Result<Value, String> {
+    const WHAT: &str = "text.insert_citations";
+    let (text, references) = (&request.text, &request.references);
+    if text.is_empty() {
+        return Ok(json!({ "cited_text": "", "references_section": "", "citation_map": {}, "text": "" }));
+    }
+    if references.is_empty() {
+        return Ok(json!({ "cited_text": text, "references_section": "", "citation_map": {}, "text": text }));
+    }
+    let mut paper = text.trim().to_owned();
+    if let Some(l) = find_ascii_ci(&paper, "## References") {
+        paper = paper[..l].trim().to_owned();
+    }
+    // Conclusions are not cited.
+    let mut for_sentences = paper.as_str();
+    if let Some(at) = find_ascii_ci(&paper, "## Conclusion") {
+        let mut end = at + "## Conclusion".len();
+        if paper[end..].starts_with(['s', 'S']) {
+            end += 1;
+        }
+        if paper[end..].starts_with("\n\n") {
+            for_sentences = &paper[..end + 2];
+        }
+    }
+    let found = sentences(for_sentences);
+    if found.is_empty() {
+        return Ok(uncited(text, references, None));
+    }
+    let embed = |texts: Vec<String>| {
+        let endpoint = request.endpoint.clone();
+        let key = request.key.clone();
+        async move { net::embed_texts(WHAT, request.provider, &endpoint, key, &texts, CITATION_MODEL).await }
+    };
+    let (sents, refs) = match (embed(found.clone()).await, embed(references.clone()).await) {
+        (Ok(s), Ok(r)) => (s, r),
+        (Err(e), _) | (_, Err(e)) => return Ok(uncited(text, references, Some(format!("OpenAI API error: {e}")))),
+    };
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    // Each reference goes to its closest sentence (the first, on a tie); sentences in the order
+    // their first reference comes.
+    let mut cited: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (j, r) in refs.iter().enumerate() {
+        let mut best = 0;
+        for (i, s) in sents.iter().enumerate() {
+            if dot(s, r) > dot(&sents[best], r) {
+                best = i;
+            }
+        }
+        match cited.iter_mut().find(|(i, _)| *i == best) {
+            Some((_, list)) => list.push(j + 1),
+            None => cited.push((best, vec![j + 1])),
+        }
+    }
+    // Renumbered by where they are cited first.
+    let mut order: Vec<usize> = (0..cited.len()).collect();
+    order.sort_by_key(|&k| cited[k].0);
+    let mut ordered = Vec::new();
+    for k in order {
+        for number in cited[k].1.iter_mut() {
+            ordered.push(references[*number - 1].clone());
+            *number = ordered.len();
+        }
+    }
+    let mut out = paper.clone();
+    for (i, numbers) in &cited {
+        let sentence = &found[*i];
+        let Some(pos) = out.find(sentence.as_str()) else { continue };
+        let end = pos + sentence.len();
+        let markers: Vec<String> = numbers.iter().map(usize::to_string).collect();
+        let marker = format!(" [{}]", markers.join(","));
+        let at = match out[..end].chars().last() {
+            Some(c @ ('.' | '!' | '?')) => end - c.len_utf8(),
+            _ => end,
+        };
+        out.insert_str(at, &marker);
+    }
+    let section = references_section(ordered.iter(), |r| r.trim().to_owned());
+    let map: Map<String, Value> = ordered.iter().enumerate().map(|(i, r)| ((i + 1).to_string(), json!(r))).collect();
+    Ok(json!({
+        "cited_text": out,
+        "references_section": section,
+        "citation_map": map,
+        "text": format!("{}\n\n{section}", out.trim()),
+    }))
 }
 
 #[cfg(test)]

@@ -205,6 +205,44 @@ fn schema_merge_builds_a_schema_from_files_and_inline_parts() {
 }
 
 #[test]
+fn insert_citations_cites_each_reference_at_its_closest_sentence() {
+    let mock = Mock::start();
+    // The mock's embedding of a text is [its length, 1, 0.5]: every reference is closest to the
+    // longest sentence.
+    let r = run(
+        "text.insert_citations",
+        &format!(
+            "      text: \"# Title\\n\\n## Abstract\\nSkipped here.\\n\\n## Intro\\nShort one. This sentence is the longest of them all by far. Tiny!\\n\\n## References\\nold\"\n      \
+             references: [\"Smith 2020 \", \"Jones 2021\"]\n      provider: openai\n      api_key: sk-test\n      base_url: \"{}\"",
+            mock.v1()
+        ),
+        &[],
+    );
+    assert_eq!(
+        r["cited_text"],
+        "# Title\n\n## Abstract\nSkipped here.\n\n## Intro\nShort one. This sentence is the longest of them all by far [1,2]. Tiny!"
+    );
+    assert_eq!(r["references_section"], "## References\n\n1. Smith 2020\n2. Jones 2021");
+    assert_eq!(r["citation_map"], json!({ "1": "Smith 2020 ", "2": "Jones 2021" }));
+    let hit = &mock.hits()[0];
+    assert_eq!(hit.body["model"], "text-embedding-3-large");
+    assert_eq!(
+        hit.body["input"],
+        json!(["Short one.", "This sentence is the longest of them all by far.", "Tiny!"]),
+        "the abstract is not cited"
+    );
+
+    // Embeddings that fail leave the text uncited, the references appended, and say why.
+    let failed = run(
+        "text.insert_citations",
+        &format!("      text: A claim.\n      references: [R]\n      provider: openai\n      api_key: k\n      base_url: \"{}\"", support::mock::refused()),
+        &[],
+    );
+    assert_eq!(failed["text"], "A claim.\n\n## References\n\n1. R");
+    assert!(failed["error"].as_str().unwrap().starts_with("OpenAI API error: "), "{failed}");
+}
+
+#[test]
 fn their_arguments_are_checked_at_load() {
     let found = problems("nodes:\n  - name: s\n    uses: web.search\n    with: { querry: rust }\n");
     assert_eq!(

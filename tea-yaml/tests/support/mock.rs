@@ -10,7 +10,8 @@
 //! - `garbage`: 200 with a body that is not JSON; `shapeless`: 200 with JSON but no `choices`;
 //! - `deny`: 401 whose body repeats the `Authorization` header (as some APIs quote the key).
 //!
-//! `POST /v1/embeddings` answers `[len(input), 1.0, 0.5]` as the embedding; `POST
+//! `POST /v1/embeddings` answers `[len(input), 1.0, 0.5]` as the embedding (of each input,
+//! when `input` is a list); `POST
 //! /azure/openai/deployments/{deployment}/chat/completions` answers as `echo` (Azure OpenAI), and
 //! records the `api-key` header and the query string.
 //!
@@ -192,12 +193,20 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
 
 async fn embeddings(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let length = request["input"].as_str().map_or(0, str::len);
+    let inputs: Vec<usize> = match &request["input"] {
+        Value::Array(items) => items.iter().map(|i| i.as_str().map_or(0, str::len)).collect(),
+        other => vec![other.as_str().map_or(0, str::len)],
+    };
     record(&shared, "/v1/embeddings", &headers, request.clone(), 200, Instant::now());
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, length)| json!({ "object": "embedding", "index": i, "embedding": [*length as f64, 1.0, 0.5] }))
+        .collect();
     axum::Json(json!({
         "object": "list",
         "model": request["model"],
-        "data": [{ "object": "embedding", "index": 0, "embedding": [length as f64, 1.0, 0.5] }],
+        "data": data,
         "usage": { "prompt_tokens": 2, "total_tokens": 2 },
     }))
     .into_response()
