@@ -81,7 +81,7 @@ pub(crate) const BUILT_IN_NAMES: [&str; 25] = [
 ];
 
 /// The built-ins that reach the network, which need the feature `net`.
-pub(crate) const NET_NAMES: [&str; 15] = [
+pub(crate) const NET_NAMES: [&str; 24] = [
     "llm.call",
     "llm.chat",
     "llm.embed",
@@ -97,6 +97,15 @@ pub(crate) const NET_NAMES: [&str; 15] = [
     "llamaextract.poll_status",
     "llamaextract.get_result",
     "text.insert_citations",
+    "embedding.create",
+    "vector.store",
+    "vector.query",
+    "rag.llamaindex.query",
+    "rag.llamaindex.router",
+    "rag.llamaindex.subquestion",
+    "rag.llamaindex.create_index",
+    "rag.llamaindex.load_index",
+    "rag.llamaindex.add_documents",
 ];
 
 /// The Edge Agent's families of actions that tea does not have, by the first part of their
@@ -146,7 +155,7 @@ const EDGE_AGENT_FAMILIES: &[(&str, &str)] = &[
     ("tools", "CrewAI, LangChain and MCP tools"),
     ("trace", "its trace spans"),
     ("validate", "LLM extraction validation"),
-    ("vector", "vector stores"),
+    ("vector", "indexing files into its vector stores"),
     ("web", "web scraping and search services"),
 ];
 
@@ -187,7 +196,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "data.query",
     "data.update",
     "data.validate",
-    "embedding.create",
     "error.clear",
     "error.get",
     "error.has",
@@ -309,12 +317,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "obs.log_event",
     "obs.query_events",
     "opik.healthcheck",
-    "rag.llamaindex.add_documents",
-    "rag.llamaindex.create_index",
-    "rag.llamaindex.load_index",
-    "rag.llamaindex.query",
-    "rag.llamaindex.router",
-    "rag.llamaindex.subquestion",
     "reflection.correct",
     "reflection.evaluate",
     "secrets.get",
@@ -352,8 +354,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "validate.input",
     "validate.schema",
     "vector.index_files",
-    "vector.query",
-    "vector.store",
 ];
 
 /// Why tea refuses action `name`, when it is one of The Edge Agent's that tea does not have.
@@ -417,6 +417,9 @@ pub(crate) trait Host {
     fn memory(&self) -> &Memory;
     /// Who the agent is among the process's agents (`settings.a2a`).
     fn a2a(&self) -> &crate::a2a::A2aSettings;
+    /// The agent's in-memory vector store (`vector.*`).
+    #[cfg(feature = "net")]
+    fn vectors(&self) -> &Arc<crate::vectors::Vectors>;
     /// A network action's call, from its rendered arguments.
     #[cfg(feature = "net")]
     fn prepare_net(
@@ -518,7 +521,8 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
         #[cfg(feature = "net")]
         Action::Service(service) => {
-            crate::net::block_on(crate::services::prepare(*service, args.clone(), call.host.base_dir())?)
+            let host = call.host;
+            crate::net::block_on(crate::services::prepare(*service, args.clone(), host.base_dir(), host.vectors())?)
         }
     }
 }
@@ -858,8 +862,8 @@ mod tests {
     fn the_edge_agents_names_are_sorted_and_none_is_tea_s() {
         assert!(EDGE_AGENT_NAMES.windows(2).all(|w| w[0] < w[1]), "sorted, no name twice (binary search)");
         assert!(EDGE_AGENT_NAMES.iter().all(|n| !BUILT_IN_NAMES.contains(n)));
-        assert!(edge_agent_only("actions.vector.query").is_some());
-        assert!(edge_agent_only("vector.quer").is_none());
+        assert!(edge_agent_only("actions.vector.index_files").is_some());
+        assert!(edge_agent_only("vector.index_file").is_none());
         assert!(edge_agent_only("llm.call").is_none());
     }
 }

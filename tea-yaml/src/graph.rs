@@ -187,6 +187,9 @@ pub(crate) struct Inner {
     pub(crate) base_dir: PathBuf,
     /// `settings.a2a`: who the agent is among the process's agents.
     pub(crate) a2a: crate::a2a::A2aSettings,
+    /// The agent's in-memory vector store (`vector.*`).
+    #[cfg(feature = "net")]
+    pub(crate) vectors: Arc<crate::vectors::Vectors>,
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) start: Vec<Rule>,
     pub(crate) schema: Schema,
@@ -743,7 +746,9 @@ impl YamlGraph {
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
             match action {
-                Action::Service(service) => crate::services::prepare(*service, args, &self.0.base_dir)?,
+                Action::Service(service) => {
+                    crate::services::prepare(*service, args, &self.0.base_dir, &self.0.vectors)?
+                }
                 Action::Net(net) => self.prepare_net(*net, args, seen)?,
                 _ => return Err(format!("node `{}` is not a network action", def.name).into()),
             }
@@ -1139,6 +1144,11 @@ impl actions::Host for YamlGraph {
 
     fn a2a(&self) -> &crate::a2a::A2aSettings {
         &self.0.a2a
+    }
+
+    #[cfg(feature = "net")]
+    fn vectors(&self) -> &Arc<crate::vectors::Vectors> {
+        &self.0.vectors
     }
 
     fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, tea_runtime::Error> {

@@ -79,6 +79,8 @@ mod scope;
 mod services;
 mod state;
 mod template;
+#[cfg(feature = "net")]
+mod vectors;
 mod yaml;
 
 pub use actions::ActionFn;

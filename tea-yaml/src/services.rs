@@ -20,6 +20,15 @@
 //!   punctuation, a `## References` section. Sentences are split at Unicode sentence
 //!   boundaries (UAX #29), where The Edge Agent uses NLTK's Punkt model.
 //!
+//! - `embedding.create`, `vector.store`, `vector.query` — embeddings from OpenAI's (default,
+//!   `text-embedding-3-small`) or another provider's OpenAI-compatible `/embeddings`, kept in
+//!   and searched from the agent's in-memory vector store (`vectors.rs`), as The Edge Agent's
+//!   default backend.
+//! - `rag.llamaindex.*` — as The Edge Agent runs them where LlamaIndex is not installed (tea
+//!   embeds none): `query`, and `router` when one of its engines is a vector index, are
+//!   `vector.query`; `create_index`, `load_index`, `add_documents` and `subquestion` report
+//!   LlamaIndex missing (`success: false`). The loader warns so.
+//!
 //! As The Edge Agent's, a service's failure is the action's result — `{success: false, error,
 //! error_type}` with its messages and types (`configuration`, `rate_limit`, `api_error`,
 //! `timeout`, `connection`, …) — so an agent can route on it; a malformed argument fails the
@@ -31,6 +40,7 @@ use crate::net::{self, Call, Retry};
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One of the service actions.
@@ -45,6 +55,15 @@ pub(crate) enum Service {
     PollStatus,
     GetResult,
     InsertCitations,
+    EmbeddingCreate,
+    VectorStore,
+    VectorQuery,
+    LlamaQuery,
+    LlamaRouter,
+    LlamaSubquestion,
+    LlamaCreateIndex,
+    LlamaLoadIndex,
+    LlamaAddDocuments,
 }
 
 /// LlamaExtract's extraction modes.
@@ -65,6 +84,15 @@ impl Service {
             "llamaextract.poll_status" => Service::PollStatus,
             "llamaextract.get_result" => Service::GetResult,
             "text.insert_citations" => Service::InsertCitations,
+            "embedding.create" => Service::EmbeddingCreate,
+            "vector.store" => Service::VectorStore,
+            "vector.query" => Service::VectorQuery,
+            "rag.llamaindex.query" => Service::LlamaQuery,
+            "rag.llamaindex.router" => Service::LlamaRouter,
+            "rag.llamaindex.subquestion" => Service::LlamaSubquestion,
+            "rag.llamaindex.create_index" => Service::LlamaCreateIndex,
+            "rag.llamaindex.load_index" => Service::LlamaLoadIndex,
+            "rag.llamaindex.add_documents" => Service::LlamaAddDocuments,
             _ => return None,
         })
     }
@@ -81,7 +109,29 @@ impl Service {
             Service::PollStatus => "llamaextract.poll_status",
             Service::GetResult => "llamaextract.get_result",
             Service::InsertCitations => "text.insert_citations",
+            Service::EmbeddingCreate => "embedding.create",
+            Service::VectorStore => "vector.store",
+            Service::VectorQuery => "vector.query",
+            Service::LlamaQuery => "rag.llamaindex.query",
+            Service::LlamaRouter => "rag.llamaindex.router",
+            Service::LlamaSubquestion => "rag.llamaindex.subquestion",
+            Service::LlamaCreateIndex => "rag.llamaindex.create_index",
+            Service::LlamaLoadIndex => "rag.llamaindex.load_index",
+            Service::LlamaAddDocuments => "rag.llamaindex.add_documents",
         }
+    }
+
+    /// Whether it stands in for LlamaIndex (for the loader's warning).
+    pub(crate) fn is_llamaindex(self) -> bool {
+        matches!(
+            self,
+            Service::LlamaQuery
+                | Service::LlamaRouter
+                | Service::LlamaSubquestion
+                | Service::LlamaCreateIndex
+                | Service::LlamaLoadIndex
+                | Service::LlamaAddDocuments
+        )
     }
 
     /// The keys of its `with:`; the first [`Service::required`] of them are required.
@@ -141,6 +191,82 @@ impl Service {
             Service::InsertCitations => {
                 &["text", "references", "model", "provider", "api_key", "base_url", "deployment"]
             }
+            Service::EmbeddingCreate => {
+                &["text", "batch", "dimensions", "provider", "model", "base_url", "api_key", "timeout"]
+            }
+            Service::VectorStore => &[
+                "texts",
+                "embeddings",
+                "ids",
+                "metadata",
+                "collection",
+                "dimensions",
+                "provider",
+                "model",
+                "base_url",
+                "api_key",
+                "timeout",
+            ],
+            Service::VectorQuery => &[
+                "query",
+                "k",
+                "collection",
+                "filter",
+                "include_embeddings",
+                "dimensions",
+                "provider",
+                "model",
+                "base_url",
+                "api_key",
+                "timeout",
+            ],
+            Service::LlamaQuery => &[
+                "query",
+                "index_path",
+                "similarity_top_k",
+                "response_mode",
+                "collection",
+                "filter",
+                "include_embeddings",
+                "embedding_model",
+                "llm_model",
+                "provider",
+                "model",
+                "base_url",
+                "api_key",
+                "timeout",
+            ],
+            Service::LlamaRouter => &[
+                "query",
+                "engines",
+                "verbose",
+                "collection",
+                "filter",
+                "include_embeddings",
+                "embedding_model",
+                "llm_model",
+                "provider",
+                "model",
+                "base_url",
+                "api_key",
+                "timeout",
+            ],
+            Service::LlamaSubquestion => &[
+                "query",
+                "engines",
+                "index_path",
+                "parallel",
+                "synthesis_prompt",
+                "verbose",
+                "embedding_model",
+                "llm_model",
+                "api_key",
+            ],
+            Service::LlamaCreateIndex => {
+                &["documents", "directory", "persist_path", "embedding_model", "llm_model", "api_key"]
+            }
+            Service::LlamaLoadIndex => &["index_path", "force_reload", "embedding_model", "llm_model", "api_key"],
+            Service::LlamaAddDocuments => &["documents", "index_path", "embedding_model", "llm_model", "api_key"],
         }
     }
 
@@ -148,7 +274,8 @@ impl Service {
     pub(crate) fn required(self) -> usize {
         match self {
             Service::WebAiScrape => 2,
-            Service::InsertCitations => 0,
+            Service::InsertCitations | Service::LlamaCreateIndex => 0,
+            Service::LlamaRouter => 2,
             _ => 1,
         }
     }
@@ -268,7 +395,12 @@ impl Args<'_> {
 }
 
 /// Checks `args` and prepares the call; relative file paths start at `base_dir`.
-pub(crate) fn prepare(service: Service, args: Value, base_dir: &Path) -> Result<Call, String> {
+pub(crate) fn prepare(
+    service: Service,
+    args: Value,
+    base_dir: &Path,
+    vectors: &Arc<crate::vectors::Vectors>,
+) -> Result<Call, String> {
     let what = service.name();
     let Value::Object(map) = args else {
         return Err(format!("{what}: `with:` must be a mapping of arguments, not {}", crate::state::describe(&args)));
@@ -294,7 +426,50 @@ pub(crate) fn prepare(service: Service, args: Value, base_dir: &Path) -> Result<
         }
         Service::PollStatus | Service::GetResult => Box::pin(job_call(service, job_request(service, &args)?)),
         Service::InsertCitations => Box::pin(insert_citations(citations_request(&args)?)),
+        Service::EmbeddingCreate | Service::VectorStore | Service::VectorQuery | Service::LlamaQuery => {
+            Box::pin(vector_call(service, vector_request(service, &args)?, vectors.clone()))
+        }
+        Service::LlamaRouter => {
+            // Without LlamaIndex, The Edge Agent's router queries the vector store when one of
+            // its engines is a vector index, and else reports LlamaIndex missing.
+            let Some(Value::Array(engines)) = args.get("engines") else {
+                return Err(format!("{what}: `engines` must be a list of {{name, type, index_path, description}}"));
+            };
+            let vector = engines.iter().any(|e| {
+                e.get("type").and_then(Value::as_str) == Some("vector")
+                    && e.get("index_path").is_some_and(|p| !p.is_null() && p != "" && p != &Value::Bool(false))
+            });
+            if vector {
+                Box::pin(vector_call(service, vector_request(service, &args)?, vectors.clone()))
+            } else {
+                ready(json!({
+                    "error": "LlamaIndex not available for router queries",
+                    "success": false,
+                    "fallback_attempted": false,
+                }))
+            }
+        }
+        Service::LlamaSubquestion => ready(json!({
+            "error": "LlamaIndex not available for sub-question queries",
+            "success": false,
+            "fallback_attempted": false,
+        })),
+        Service::LlamaCreateIndex => {
+            ready(json!({ "error": "LlamaIndex not available for index creation", "success": false }))
+        }
+        Service::LlamaLoadIndex => {
+            args.needed("index_path")?;
+            ready(json!({ "error": "LlamaIndex not available for index loading", "success": false }))
+        }
+        Service::LlamaAddDocuments => {
+            ready(json!({ "error": "LlamaIndex not available for adding documents", "success": false }))
+        }
     })
+}
+
+/// A call whose result is known now.
+fn ready(result: Value) -> Call {
+    Box::pin(std::future::ready(Ok(result)))
 }
 
 /// An authorized JSON request to `url`, as `net::send` wants it built.
@@ -1337,12 +1512,189 @@ async fn insert_citations(request: Citations) -> Result<Value, String> {
     }))
 }
 
+// ---------------------------------------------------------------------------------------------
+// embedding.create, vector.store, vector.query (and rag.llamaindex.query, router).
+
+struct VectorRequest {
+    /// The embeddings' provider, with `model`, `base_url`, `api_key` for its endpoint.
+    provider: crate::llm::Provider,
+    endpoint: Map<String, Value>,
+    key: Option<String>,
+    default_model: &'static str,
+    texts: Vec<String>,
+    /// `embedding.create`'s `text` was a list or `batch` was asked.
+    batch: bool,
+    embeddings: Option<Vec<Vec<f64>>>,
+    ids: Vec<String>,
+    metadata: Vec<Value>,
+    collection: String,
+    k: usize,
+    /// `None`: `filter` was given and is not a mapping (The Edge Agent's failure result).
+    filter: Option<Map<String, Value>>,
+    with_embeddings: bool,
+}
+
+fn vector_request(service: Service, args: &Args<'_>) -> Result<VectorRequest, String> {
+    let what = args.what;
+    let strings = |key: &str| -> Result<(Vec<String>, bool), String> {
+        let bad = |v: &Value| format!("{what}: `{key}` must be a string or a list of strings, not {v}");
+        match args.get(key) {
+            None => Ok((Vec::new(), false)),
+            Some(Value::String(s)) => Ok((vec![s.clone()], false)),
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad(v)))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|l| (l, true)),
+            Some(other) => Err(bad(other)),
+        }
+    };
+    let provider = crate::llm::Provider::of(what, args.map, crate::llm::Provider::OpenAi)?;
+    if provider == crate::llm::Provider::Shell {
+        return Err(format!("{what}: a shell provider gives no embeddings"));
+    }
+    let default_model = if provider == crate::llm::Provider::Ollama {
+        crate::llm::DEFAULT_EMBED_MODEL
+    } else {
+        "text-embedding-3-small"
+    };
+    let mut endpoint = Map::new();
+    for key in ["model", "base_url", "api_key"] {
+        if let Some(v) = args.get(key) {
+            endpoint.insert(key.to_owned(), v.clone());
+        }
+    }
+    if let (None, Some(m)) = (args.get("model"), args.get("embedding_model")) {
+        endpoint.insert("model".to_owned(), m.clone());
+    }
+    let (texts, listed) = match service {
+        Service::EmbeddingCreate => strings("text")?,
+        Service::VectorStore => strings("texts")?,
+        _ => (vec![args.needed("query")?], false),
+    };
+    if texts.is_empty() {
+        let key = if service == Service::VectorStore { "texts" } else { "text" };
+        return Err(format!("{what} needs `{key}`"));
+    }
+    let embeddings = match args.get("embeddings") {
+        None => None,
+        Some(Value::Array(rows)) => Some(
+            rows.iter()
+                .map(|r| r.as_array().and_then(|r| r.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>()))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| format!("{what}: `embeddings` must be a list of lists of numbers"))?,
+        ),
+        Some(other) => return Err(format!("{what}: `embeddings` must be a list of lists of numbers, not {other}")),
+    };
+    let (ids, _) = strings("ids")?;
+    let metadata = match args.get("metadata") {
+        None => vec![json!({}); texts.len()],
+        Some(m @ Value::Object(_)) => vec![m.clone(); texts.len()],
+        Some(Value::Array(list)) => list.clone(),
+        Some(other) => return Err(format!("{what}: `metadata` must be a mapping or a list of mappings, not {other}")),
+    };
+    let filter = match args.get("filter") {
+        None => Some(Map::new()),
+        Some(Value::Object(f)) => Some(f.clone()),
+        Some(_) => None,
+    };
+    let k_key = if service == Service::LlamaQuery { "similarity_top_k" } else { "k" };
+    Ok(VectorRequest {
+        provider,
+        endpoint,
+        key: std::env::var("OPENAI_API_KEY").ok(),
+        default_model,
+        texts,
+        batch: listed || args.flag("batch", false)?,
+        embeddings,
+        ids,
+        metadata,
+        collection: args.text("collection")?.unwrap_or_else(|| "default".to_owned()),
+        k: args.count(k_key, 5)?.min(crate::vectors::MAX_VECTORS as u64) as usize,
+        filter,
+        with_embeddings: args.flag("include_embeddings", false)?,
+    })
+}
+
+async fn vector_call(
+    service: Service,
+    request: VectorRequest,
+    vectors: Arc<crate::vectors::Vectors>,
+) -> Result<Value, String> {
+    let what = service.name();
+    let prefix = match service {
+        Service::EmbeddingCreate => "Embedding creation failed",
+        Service::VectorStore => "Vector store failed",
+        _ => "Vector query failed",
+    };
+    let failed = |e: String| json!({ "error": format!("{prefix}: {e}"), "success": false });
+    let Some(filter) = request.filter.as_ref() else {
+        return Ok(json!({ "error": "Filter must be a dictionary", "success": false }));
+    };
+    let n = request.texts.len();
+    if service == Service::VectorStore {
+        let mismatch = |what: &str, got: usize| json!({ "error": format!("Number of {what} ({got}) doesn't match texts ({n})"), "success": false });
+        if !request.ids.is_empty() && request.ids.len() != n {
+            return Ok(mismatch("IDs", request.ids.len()));
+        }
+        if let Some(e) = request.embeddings.as_ref().filter(|e| e.len() != n) {
+            return Ok(mismatch("embeddings", e.len()));
+        }
+        if request.metadata.len() != n {
+            return Ok(mismatch("metadata", request.metadata.len()));
+        }
+    }
+    let embedded = match request.embeddings.clone().filter(|_| service == Service::VectorStore) {
+        Some(given) => given,
+        None => {
+            let asked = net::embed_texts(
+                what,
+                request.provider,
+                &request.endpoint,
+                request.key.clone(),
+                &request.texts,
+                request.default_model,
+            );
+            match asked.await {
+                Ok(e) => e,
+                Err(e) => return Ok(failed(e)),
+            }
+        }
+    };
+    let model = request.endpoint.get("model").and_then(Value::as_str).unwrap_or(request.default_model).to_owned();
+    Ok(match service {
+        Service::EmbeddingCreate => {
+            let dimensions = embedded.first().map_or(0, Vec::len);
+            if request.batch || n > 1 {
+                json!({ "embeddings": embedded, "model": model, "count": n, "dimensions": dimensions })
+            } else {
+                json!({ "embedding": embedded[0], "model": model, "dimensions": dimensions })
+            }
+        }
+        Service::VectorStore => {
+            let ids: Vec<String> = if request.ids.is_empty() {
+                (0..n).map(|_| format!("{:016x}", crate::items::new_id())).collect()
+            } else {
+                request.ids.clone()
+            };
+            match vectors.add(&request.collection, &request.texts, embedded, &ids, &request.metadata) {
+                Ok(()) => json!({ "stored": n, "collection": request.collection, "ids": ids }),
+                Err(e) => failed(e),
+            }
+        }
+        _ => {
+            let found = vectors.query(&request.collection, &embedded[0], request.k, filter, request.with_embeddings);
+            json!({ "results": found, "query": request.texts[0], "collection": request.collection, "k": request.k })
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn prepared(service: Service, args: Value) -> Result<(), String> {
-        prepare(service, args, Path::new(".")).map(|_| ())
+        prepare(service, args, Path::new("."), &Arc::default()).map(|_| ())
     }
 
     #[test]

@@ -356,7 +356,7 @@ fn reason_react_calls_its_tools_and_stops_at_a_final_answer_or_its_step_limit() 
     let agent = reasoning(
         &mock,
         "reason.react",
-        "      goal: \"{{ state.goal }}\"\n      tools: [memory.store, vector.query]\n      max_steps: \"3\"",
+        "      goal: \"{{ state.goal }}\"\n      tools: [memory.store, vector.index_files]\n      max_steps: \"3\"",
     );
     let done = agent
         .invoke(
@@ -368,8 +368,8 @@ fn reason_react_calls_its_tools_and_stops_at_a_final_answer_or_its_step_limit() 
     assert_eq!(done["r"]["final_answer"], "42");
     assert_eq!(done["r"]["total_steps"], 1);
     let system = mock.hits()[0].body["messages"][0]["content"].as_str().unwrap().to_owned();
-    assert!(system.contains("- memory.store: Execute the memory.store action\n- vector.query:"), "{system}");
-    assert_eq!(agent.warnings().len(), 1, "vector.query is The Edge Agent's, which tea lacks: a warning");
+    assert!(system.contains("- memory.store: Execute the memory.store action\n- vector.index_files:"), "{system}");
+    assert_eq!(agent.warnings().len(), 1, "vector.index_files is The Edge Agent's, which tea lacks: a warning");
 
     let looped = agent
         .invoke(json!({ "goal": r#"{"thought": "note it", "action": "memory.store", "action_input": {"key": "k", "value": 1}}"# }))

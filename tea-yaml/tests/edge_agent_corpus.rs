@@ -30,7 +30,7 @@ const FOLDERS: &[(&str, usize)] = &[
 // before the vocabulary, 44 with `net` alone. Without `net` the agents that call `llm.call` or
 // `http.*` do not load, so there the test only reports.
 #[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
-const FLOOR_EXAMPLES: usize = 134;
+const FLOOR_EXAMPLES: usize = 137;
 #[cfg(all(feature = "net", feature = "python", feature = "prolog"))]
 const FLOOR_TESTS: usize = 9;
 #[cfg(all(feature = "net", feature = "python", feature = "prolog"))]

@@ -356,7 +356,7 @@ nodes:
 #[test]
 fn the_edge_agents_actions_that_tea_lacks_are_refused_as_its_own() {
     let found = problems(
-        "nodes:\n  - name: a\n    uses: memory.cloud_store\n  - name: b\n    uses: llm.stream\n  - name: c\n    uses: vector.query\n  - name: d\n    uses: lmm.call\n",
+        "nodes:\n  - name: a\n    uses: memory.cloud_store\n  - name: b\n    uses: llm.stream\n  - name: c\n    uses: vector.index_files\n  - name: d\n    uses: lmm.call\n",
     );
     assert!(
         found[0].starts_with(
@@ -365,7 +365,7 @@ fn the_edge_agents_actions_that_tea_lacks_are_refused_as_its_own() {
         "{found:?}"
     );
     assert!(found[1].starts_with("5: action `llm.stream` is not supported by tea"), "{found:?}");
-    assert!(found[2].contains("`vector.*` actions: vector stores"), "{found:?}");
+    assert!(found[2].contains("`vector.*` actions: indexing files into its vector stores"), "{found:?}");
     // Not one of its names: a misspelling.
     assert!(found[3].starts_with("9: unknown action `lmm.call` (node `d`)"), "{found:?}");
     // A registered action of the same name runs.

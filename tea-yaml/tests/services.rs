@@ -243,6 +243,74 @@ fn insert_citations_cites_each_reference_at_its_closest_sentence() {
 }
 
 #[test]
+fn vectors_are_embedded_stored_and_queried_in_the_agents_store() {
+    let mock = Mock::start();
+    let dir = std::env::temp_dir().join(format!("tea-vectors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("agent.yaml");
+    // The mock's embedding of a text is [its length, 1, 0.5].
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+nodes:
+  - name: keep
+    uses: vector.store
+    with:
+      texts: [a, bbbbbbbbbb, ccc]
+      ids: [one, ten, three]
+      metadata: [{{ t: 1 }}, {{ t: 2 }}, {{ t: 3 }}]
+      collection: docs
+      api_key: sk-test
+      base_url: "{v1}"
+    output: kept
+  - name: ask
+    uses: vector.query
+    with: {{ query: xyz, k: 2, collection: docs, api_key: sk-test, base_url: "{v1}" }}
+    output: found
+  - name: ask_filtered
+    uses: vector.query
+    with: {{ query: xyz, collection: docs, filter: {{ t_lt: 3 }}, api_key: sk-test, base_url: "{v1}" }}
+    output: filtered
+  - name: llama
+    uses: rag.llamaindex.query
+    with: {{ query: xyz, index_path: /tmp/nowhere, similarity_top_k: 1, collection: docs, api_key: sk-test, base_url: "{v1}" }}
+    output: llama
+  - name: index
+    uses: rag.llamaindex.create_index
+    with: {{ documents: [{{ text: t }}], persist_path: /tmp/index }}
+    output: index
+  - name: one
+    uses: embedding.create
+    with: {{ text: abcd, api_key: sk-test, base_url: "{v1}" }}
+    output: embedded
+"#,
+            v1 = mock.v1()
+        ),
+    )
+    .unwrap();
+    let agent = Engine::new().load_file(&file).unwrap();
+    assert!(
+        agent.warnings().iter().any(|w| w.message().contains("tea embeds no LlamaIndex")),
+        "{:?}",
+        agent.warnings()
+    );
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out["kept"], json!({ "stored": 3, "collection": "docs", "ids": ["one", "ten", "three"] }));
+    let ids = |v: &Value| v["results"].as_array().unwrap().iter().map(|r| r["id"].clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&out["found"]), [json!("three"), json!("ten")]);
+    assert_eq!(out["found"]["results"][0]["score"], 1.0);
+    assert_eq!(ids(&out["filtered"]), [json!("ten"), json!("one")]);
+    assert_eq!(ids(&out["llama"]), [json!("three")], "LlamaIndex's query is the vector store's");
+    assert_eq!(out["index"], json!({ "error": "LlamaIndex not available for index creation", "success": false }));
+    assert_eq!(
+        out["embedded"],
+        json!({ "embedding": [4.0, 1.0, 0.5], "model": "text-embedding-3-small", "dimensions": 3 })
+    );
+}
+
+#[test]
 fn their_arguments_are_checked_at_load() {
     let found = problems("nodes:\n  - name: s\n    uses: web.search\n    with: { querry: rust }\n");
     assert_eq!(

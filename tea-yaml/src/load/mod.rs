@@ -852,6 +852,8 @@ impl<'a> Loader<'a> {
             name,
             base_dir: self.env.base_dir.clone(),
             a2a: std::mem::take(&mut self.a2a),
+            #[cfg(feature = "net")]
+            vectors: Default::default(),
             nodes,
             start,
             schema,

@@ -943,6 +943,18 @@ impl Loader<'_> {
         };
         #[cfg(feature = "net")]
         if let Action::Service(service) = &action {
+            if service.is_llamaindex() {
+                self.warn(
+                    uses.pos,
+                    "llamaindex",
+                    format!(
+                        "`{}` (node `{name}`): tea embeds no LlamaIndex, so `rag.llamaindex.query` (and `router` over a \
+                         vector index) query the agent's vector store (`vector.query`) and the others report LlamaIndex \
+                         missing (`success: false`), as The Edge Agent does where LlamaIndex is not installed",
+                        service.name()
+                    ),
+                );
+            }
             let with = fields.get("with").copied();
             self.checked_with(service.name(), service.keys(), service.required(), with, uses, name);
         }
