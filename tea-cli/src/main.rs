@@ -119,7 +119,8 @@ enum Command {
         Examples:\n  \
         tea validate examples/agents/review.yaml\n  \
         tea validate examples/agents/*.yaml\n  \
-        tea validate --detailed examples/agents/review.yaml")]
+        tea validate --detailed examples/agents/review.yaml\n  \
+        tea validate --strict examples/agents/review.yaml")]
     Validate {
         /// The agent files.
         #[arg(required = true, value_name = "FILE")]
@@ -127,6 +128,10 @@ enum Command {
         /// Before `ok:`, what `tea inspect` prints of each file that loads.
         #[arg(long)]
         detailed: bool,
+        /// A node no path reaches is a problem (by default a warning: the file loads and the node
+        /// never runs, as in The Edge Agent).
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         trust: TrustArg,
     },
@@ -515,7 +520,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
         Command::Recover(args) => run::recover(&args),
-        Command::Validate { files, detailed, trust } => Ok(run::validate(&files, detailed, trust)),
+        Command::Validate { files, detailed, strict, trust } => Ok(run::validate(&files, detailed, strict, trust)),
         Command::Inspect { file, format, trust } => inspect::inspect(&file, format, || run::checked(&file, trust)),
         Command::Draw { file, format, trust } => run::load(&file, trust).map(|agent| {
             let text = match format {

@@ -23,7 +23,12 @@ pub fn load(file: &Path, trust: TrustArg) -> Result<Agent, String> {
 
 /// [`load`], keeping the problems apart (for `tea validate` and `tea inspect`).
 pub fn checked(file: &Path, trust: TrustArg) -> Result<Agent, LoadError> {
-    let agent = base_engine(trust, &BreakArgs::default()).load_file_on(file, MemoryStore::new())?;
+    checked_with(base_engine(trust, &BreakArgs::default()), file)
+}
+
+/// [`checked`] with `engine`.
+fn checked_with(engine: Engine, file: &Path) -> Result<Agent, LoadError> {
+    let agent = engine.load_file_on(file, MemoryStore::new())?;
     print_warnings(file, &agent);
     Ok(agent)
 }
@@ -751,10 +756,10 @@ fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, String> {
 
 /// `tea validate`: prints `ok: FILE (N nodes)` (after the file's `tea inspect` text when
 /// `detailed`) or every problem with its source line; 1 when any file has one.
-pub fn validate(files: &[PathBuf], detailed: bool, trust: TrustArg) -> u8 {
+pub fn validate(files: &[PathBuf], detailed: bool, strict: bool, trust: TrustArg) -> u8 {
     let mut status = EXIT_DONE;
     for file in files {
-        match checked(file, trust) {
+        match checked_with(base_engine(trust, &BreakArgs::default()).strict(strict), file) {
             Ok(agent) => {
                 if detailed {
                     match crate::inspect::text(file, &agent) {

@@ -1238,3 +1238,17 @@ fn context_reaches_run_blocks_and_the_stream_shows_emits() {
     let bad = s.tea(&["run", "ctx.yaml", "--context", "[1]"]).expect(ERROR);
     assert!(bad.stderr().contains("--context must be a JSON object"), "{bad:?}");
 }
+
+#[test]
+fn validate_warns_of_a_node_nothing_reaches_and_strict_refuses_it() {
+    let s = Scratch::new();
+    s.write(
+        "orphan.yaml",
+        "nodes:\n  - name: a\n    run: return {}\n    goto: __end__\n  - name: orphan\n    run: return {}\n",
+    );
+    let loose = s.tea(&["validate", "orphan.yaml"]).expect(DONE);
+    assert!(loose.stdout().contains("ok: orphan.yaml (2 nodes)"), "{loose:?}");
+    assert!(loose.stderr().contains("orphan.yaml:5:11: node `orphan` is unreachable"), "{loose:?}");
+    let strict = s.tea(&["validate", "--strict", "orphan.yaml"]).expect(ERROR);
+    assert!(strict.stdout().contains("orphan.yaml:5:11: node `orphan` is unreachable"), "{strict:?}");
+}

@@ -51,6 +51,7 @@ pub struct Engine {
     checkpointer: Option<Arc<dyn Checkpointer>>,
     limits: Limits,
     trust_code: bool,
+    strict: bool,
     /// Breakpoints added at load ([`Engine::interrupt_before`], [`Engine::interrupt_after`]):
     /// node name, and whether the run stops after it (else before).
     breakpoints: Vec<(String, bool)>,
@@ -72,6 +73,7 @@ impl fmt::Debug for Engine {
             .field("checkpointer", &self.checkpointer.is_some())
             .field("limits", &self.limits)
             .field("trust_code", &self.trust_code)
+            .field("strict", &self.strict)
             .field("breakpoints", &self.breakpoints)
             .finish()
     }
@@ -101,6 +103,7 @@ impl Engine {
                 time: DEFAULT_LUA_TIME_LIMIT,
             },
             trust_code: false,
+            strict: false,
             breakpoints: Vec::new(),
         }
     }
@@ -114,6 +117,14 @@ impl Engine {
     /// sandboxed either way. Python blocks never see `secrets`.
     pub fn trust_code(mut self, trust: bool) -> Self {
         self.trust_code = trust;
+        self
+    }
+
+    /// Whether a node no path reaches is a load error (`true`) or, as by default, a warning: the
+    /// file loads and the node never runs, as in both of The Edge Agent's engines (`tea validate
+    /// --strict`). Every other graph problem is an error either way.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
         self
     }
 
@@ -361,6 +372,7 @@ impl Engine {
             limits: self.limits,
             parents: Vec::new(),
             trust_code: self.trust_code,
+            strict: self.strict,
             children: Default::default(),
         };
         let mut loaded = load::load(text, &env)?;

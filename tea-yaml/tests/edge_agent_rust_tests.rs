@@ -152,10 +152,14 @@ fn its_parallel_agents_keep_each_branch_to_itself() {
 #[test]
 fn where_its_rust_engine_and_tea_differ_on_purpose() {
     let Some(root) = corpus() else { return };
-    // test_unconditional_goto: a node no path reaches. Its engine skips it; tea's graph checks
-    // refuse it at load (the guide's "What differs on purpose").
-    let err = run(&root, "test_goto_timing__test_unconditional_goto.yaml", "{}").unwrap_err();
-    assert!(err.contains("node `skipped` is unreachable"), "{err}");
+    // test_unconditional_goto: a node no path reaches. Its engine skips it, and so does tea
+    // (with a warning; `Engine::strict` refuses the file).
+    let end = run(&root, "test_goto_timing__test_unconditional_goto.yaml", "{}").unwrap();
+    assert_eq!(end["step"], "jumped");
+    let strict = Engine::new()
+        .strict(true)
+        .load_file(root.join("rust-tests-inline/test_goto_timing__test_unconditional_goto.yaml"));
+    assert!(strict.err().is_some_and(|e| e.to_string().contains("node `skipped` is unreachable")));
     // test_python_language_error: its Rust engine has no Python; tea runs Python blocks in a
     // file it trusts, and says how when it does not.
     let err = run(&root, "test_cli_parity__test_python_language_error.yaml", "{}").unwrap_err();

@@ -193,7 +193,23 @@ nodes:
 "#;
     let p = problems(yaml);
     has(&p, 8, "node `spin` never reaches `__end__`");
-    has(&p, 11, "node `orphan` is unreachable");
+    // A node nothing reaches is a warning (it never runs, as in The Edge Agent's engines), an
+    // error when the engine is strict.
+    assert!(!p.iter().any(|(_, _, m)| m.contains("`orphan` is unreachable")), "{p:?}");
+    let err = Engine::new().strict(true).load_str(yaml).expect_err("strict");
+    assert!(
+        err.problems().iter().any(|q| q.line() == 11 && q.message().contains("node `orphan` is unreachable")),
+        "{err}"
+    );
+    let loose = Engine::new()
+        .load_str("nodes:\n  - name: a\n    run: return {}\n    goto: __end__\n  - name: orphan\n    run: return {}\n")
+        .unwrap();
+    let warned: Vec<String> = loose.warnings().iter().map(|w| format!("{}: {}", w.line(), w.message())).collect();
+    assert_eq!(
+        warned,
+        ["5: node `orphan` is unreachable: no path from `__start__` leads to it; add an edge to it or remove it; it \
+          never runs (`tea validate --strict`, `Engine::strict`, refuse it)"]
+    );
 }
 
 #[test]

@@ -47,6 +47,8 @@ pub(crate) struct Env<'a> {
     pub(crate) children: Children,
     /// Python blocks may load (`Engine::trust_code`).
     pub(crate) trust_code: bool,
+    /// A node no path reaches is an error, not a warning (`Engine::strict`).
+    pub(crate) strict: bool,
 }
 
 /// The subgraph files of one load, by canonical path.

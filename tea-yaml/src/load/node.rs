@@ -410,6 +410,7 @@ impl Loader<'_> {
             parents,
             children: self.env.children.clone(),
             trust_code: self.env.trust_code,
+            strict: self.env.strict,
         };
         load(&text, &env)
     }

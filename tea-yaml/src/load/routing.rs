@@ -536,7 +536,19 @@ impl Loader<'_> {
                 }
                 _ => places.start.first().copied(),
             };
-            self.problem(pos.unwrap_or(Pos { line: 1, column: 1 }), problem.message);
+            let pos = pos.unwrap_or(Pos { line: 1, column: 1 });
+            // A node nothing reaches never runs: both of The Edge Agent's engines load such a
+            // file, and so does tea, saying so, unless the engine is strict.
+            if problem.kind == tea_check::Kind::Unreachable && !self.env.strict {
+                let key = format!("unreachable {}", problem.message);
+                let message = format!(
+                    "{}; it never runs (`tea validate --strict`, `Engine::strict`, refuse it)",
+                    problem.message
+                );
+                self.warn(pos, &key, message);
+                continue;
+            }
+            self.problem(pos, problem.message);
         }
     }
 }
