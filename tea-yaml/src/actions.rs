@@ -37,6 +37,11 @@ pub(crate) enum Action {
     Builtin(crate::builtins::Builtin),
     /// DSPy's and TextGrad's actions as The Edge Agent runs them without the library.
     Fallback(crate::fallback::Fallback),
+    /// `code.execute`: Python run by the embedded interpreter when the engine trusts the file
+    /// (`trusted`), else The Edge Agent's "disabled" result.
+    CodeExecute {
+        trusted: bool,
+    },
     /// `a2a.*`: messages, delegation, shared state and discovery between the agents of this
     /// process (`a2a.rs`); `fallback` is `a2a.delegate`'s `fallback.action`, resolved at load.
     A2a {
@@ -182,7 +187,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "catalog.list_tables",
     "catalog.register_table",
     "catalog.track_file",
-    "code.execute",
     "code.sandbox",
     "context.assemble",
     "csv.parse",
@@ -388,6 +392,7 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         other if crate::fallback::Fallback::named(other).is_some() => {
             Action::Fallback(crate::fallback::Fallback::named(other)?)
         }
+        "code.execute" => Action::CodeExecute { trusted: false },
         other if crate::a2a::A2a::named(other).is_some() => {
             Action::A2a { op: crate::a2a::A2a::named(other)?, fallback: None }
         }
@@ -447,6 +452,11 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         Action::Memory(op) => call.host.memory().call(*op, args),
         Action::Builtin(builtin) => builtin.call(call.host.base_dir(), args),
         Action::Fallback(fallback) => fallback.call(call.host.memory(), call.state, args),
+        Action::CodeExecute { trusted: true } => Ok(crate::python::code_execute(args, call.state.as_map())?),
+        Action::CodeExecute { trusted: false } => Ok(crate::python::code_not_run(
+            "Code execution is disabled: tea runs `code.execute` (Python, which it cannot sandbox) only in a file \
+             it trusts (`tea run --trust`, `Engine::trust_code(true)`)",
+        )),
         Action::A2a { op, fallback } => {
             let mut result = crate::a2a::call(*op, args, call.state.as_map(), call.host.a2a())?;
             // A delegation that timed out with `on_timeout: fallback_local` runs its action

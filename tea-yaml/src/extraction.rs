@@ -346,18 +346,6 @@ fn affirmed(reply: &str) -> bool {
     ["yes", "true", "correct", "affirmative", "indeed"].iter().any(|w| r.contains(w))
 }
 
-/// Whether a JSON value counts as true in a condition.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}
-
 /// Serialises appends to one log file across threads.
 static LOG_LOCK: Mutex<()> = Mutex::new(());
 
@@ -451,7 +439,7 @@ impl Extraction {
                 locals.insert("text".into(), Value::String(source_text.to_owned()));
                 if let Some(filter) = probe.filter {
                     // As there, a filter that fails to evaluate leaves the item out.
-                    let holds = host.render_with(&Tree::Expr(filter), state, &locals).map(|v| truthy(&v));
+                    let holds = host.render_with(&Tree::Expr(filter), state, &locals).map(|v| crate::state::truthy(&v));
                     if !holds.unwrap_or(false) {
                         continue;
                     }
@@ -636,7 +624,7 @@ impl Retry {
                 ]),
             };
             let errors = verdict.get("errors").cloned().unwrap_or_else(|| json!([]));
-            let valid = verdict.get("valid").is_some_and(truthy);
+            let valid = verdict.get("valid").is_some_and(crate::state::truthy);
             let finish = |work: &Map<String, Value>, written: &[String], extra: Value| {
                 let mut out = Map::new();
                 for key in written {

@@ -106,7 +106,52 @@ impl Loader {
     }
 }
 
-pub(crate) use imp::Block;
+pub(crate) use imp::{code_execute, Block};
+
+/// `code.execute`'s arguments (The Edge Agent's): `code` is required.
+pub(crate) const CODE_EXECUTE_KEYS: &[&str] = &["code", "timeout", "max_output_bytes", "language"];
+
+/// `code.execute`'s result when it does not run the code: The Edge Agent's, with `why`.
+pub(crate) fn code_not_run(why: &str) -> Value {
+    serde_json::json!({
+        "success": false,
+        "stdout": "",
+        "stderr": "",
+        "return_value": null,
+        "error": why,
+        "execution_time_ms": 0.0,
+    })
+}
+
+/// `code.execute`'s `code`, `timeout` (seconds, 30) and `max_output_bytes` (65536), checked.
+fn code_args(args: &Value) -> Result<(String, f64, usize), String> {
+    let code = match args.get("code") {
+        Some(Value::String(code)) => code.clone(),
+        None | Some(Value::Null) => return Err("code.execute needs `code`, the Python to run".to_owned()),
+        Some(other) => return Err(format!("code.execute: `code` must be a string, not {other}")),
+    };
+    match args.get("language") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(l)) if l == "python" => {}
+        Some(other) => return Err(format!("code.execute runs Python (`language: python`), not {other}")),
+    }
+    let timeout = match args.get("timeout") {
+        None | Some(Value::Null) => 30.0,
+        Some(t) => t
+            .as_f64()
+            .filter(|t| *t > 0.0 && *t <= 86_400.0)
+            .ok_or_else(|| format!("code.execute: `timeout` must be a number of seconds up to a day, not {t}"))?,
+    };
+    let max = match args.get("max_output_bytes") {
+        None | Some(Value::Null) => 65_536,
+        Some(n) => n
+            .as_u64()
+            .filter(|n| (1..=16 << 20).contains(n))
+            .ok_or_else(|| format!("code.execute: `max_output_bytes` must be from 1 to 16 MiB, not {n}"))?
+            as usize,
+    };
+    Ok((code, timeout, max))
+}
 
 #[cfg(not(feature = "python"))]
 mod imp {
@@ -117,6 +162,14 @@ mod imp {
     /// A Python block: none without the feature `python`.
     #[derive(Clone, Debug)]
     pub(crate) enum Block {}
+
+    /// `code.execute` without the feature `python`: it says so.
+    pub(crate) fn code_execute(args: &Value, _: &Map<String, Value>) -> Result<Value, String> {
+        super::code_args(args)?;
+        Ok(super::code_not_run(
+            "code.execute runs Python, which this build leaves out: it needs tea-yaml's cargo feature `python`",
+        ))
+    }
 
     impl Block {
         pub(crate) fn run(&self, _: &Arc<Map<String, Value>>) -> Result<Option<Map<String, Value>>, String> {
@@ -153,6 +206,80 @@ mod imp {
 
     /// How deep a value returned from Python may nest (a list that contains itself would not end).
     const MAX_DEPTH: usize = 64;
+
+    /// `code.execute`'s runner: the code run with `state` (a copy of the state) among its
+    /// globals, its `print`s and `sys.stdout`/`sys.stderr` captured, `result` as the value,
+    /// stopped at `timeout` by an exception raised in its thread (pure-Python code stops there;
+    /// a call blocked in C finishes first).
+    const CODE_RUNNER: &std::ffi::CStr = cr#"
+def __tea_code_execute(code, state, timeout, max_bytes):
+    import contextlib, ctypes, io, threading, time
+    out, err = io.StringIO(), io.StringIO()
+    scope = {"__builtins__": __builtins__, "state": state, "__name__": "__code_execute__"}
+    me = threading.get_ident()
+    fired = []
+    def stop():
+        fired.append(True)
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(me), ctypes.py_object(TimeoutError))
+    timer = threading.Timer(timeout, stop)
+    started = time.perf_counter()
+    success, error = True, None
+    try:
+        try:
+            compiled = compile(code, "<code.execute>", "exec")
+            timer.start()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                exec(compiled, scope)
+        finally:
+            timer.cancel()
+    except SyntaxError as e:
+        success, error = False, "SyntaxError: %s at line %s" % (e.msg, e.lineno)
+    except TimeoutError as e:
+        success, error = False, ("Execution timed out after %s seconds" % timeout) if fired else str(e)
+    except BaseException as e:
+        success, error = False, str(e) or type(e).__name__
+    elapsed = (time.perf_counter() - started) * 1000.0
+    def cut(text):
+        data = text.encode("utf-8")
+        if len(data) <= max_bytes:
+            return text
+        return data[:max_bytes].decode("utf-8", "ignore") + "\n... [output truncated]"
+    return {
+        "success": success,
+        "stdout": cut(out.getvalue()) if success else "",
+        "stderr": cut(err.getvalue()),
+        "return_value": scope.get("result"),
+        "error": error,
+        "execution_time_ms": elapsed,
+    }
+"#;
+
+    /// `code.execute` (The Edge Agent's): `args.code` run by the embedded interpreter, in a file
+    /// the engine trusts (the caller checks).
+    pub(crate) fn code_execute(args: &Value, state: &Map<String, Value>) -> Result<Value, String> {
+        let (code, timeout, max) = super::code_args(args)?;
+        Python::attach(|py| {
+            let outcome = (|| -> PyResult<Value> {
+                let globals = PyDict::new(py);
+                globals.set_item("__builtins__", py.import("builtins")?)?;
+                py.run(CODE_RUNNER, Some(&globals), None)?;
+                let runner = globals.get_item("__tea_code_execute")?.ok_or_else(|| {
+                    pyo3::exceptions::PyRuntimeError::new_err("code.execute's runner did not define itself")
+                })?;
+                let result = runner.call1((code, map_to_py(py, state)?, timeout, max))?;
+                let dict = result.cast::<PyDict>()?;
+                let mut out = serde_json::Map::new();
+                for (key, value) in dict.iter() {
+                    let key: String = key.extract()?;
+                    // A `result` that is no JSON value is shown as Python prints it.
+                    let json = to_json(&value, 0).or_else(|_| value.repr().map(|r| Value::String(r.to_string())))?;
+                    out.insert(key, json);
+                }
+                Ok(Value::Object(out))
+            })();
+            outcome.map_err(|e| format!("code.execute: {e}"))
+        })
+    }
 
     /// A compiled Python block.
     #[derive(Clone)]

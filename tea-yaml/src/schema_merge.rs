@@ -82,7 +82,7 @@ pub(crate) fn merge_action(base: &Path, args: &Value) -> Result<Value, BoxError>
             return Err(format!("schema.merge: `output_key` is a string, not {}", crate::state::describe(other)).into())
         }
     };
-    let validate = args.get("validate").is_some_and(truthy);
+    let validate = args.get("validate").is_some_and(crate::state::truthy);
 
     let Value::Array(specs) = schemas else {
         let got = crate::state::describe(schemas);
@@ -198,18 +198,6 @@ fn check_schema(schema: &Value) -> Vec<String> {
     }
 }
 
-/// Whether a value counts as true as Python takes it (`validate`, `__delete__`).
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
-}
-
 /// `schemas` merged in order, each over the ones before it ([`deep_merge`]); null entries are
 /// skipped, and none left gives `{}`.
 pub(crate) fn merge_all(schemas: &[Value]) -> Value {
@@ -290,7 +278,7 @@ fn merge_by_key(base: &[Value], overlay: &[Value], keys: &[&str], name: &str) ->
         };
         let key = item_key(item, keys);
         let found = key.as_ref().and_then(|k| index.get(k).copied());
-        if map.get(DELETE_MARKER).is_some_and(truthy) {
+        if map.get(DELETE_MARKER).is_some_and(crate::state::truthy) {
             removed.extend(found);
             continue;
         }

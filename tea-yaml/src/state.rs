@@ -589,6 +589,19 @@ fn not_numbers(key: &str, reducer: &str, current: &Value, value: &Value) -> BoxE
     .into()
 }
 
+/// Whether a value counts as true, as Python and Jinja take it: not null, `false`, zero, an
+/// empty string, list or mapping.
+pub(crate) fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

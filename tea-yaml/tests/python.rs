@@ -401,3 +401,45 @@ nodes:
     assert_eq!(out["also"], json!([1, 2]));
     assert_eq!(out["missing"], false);
 }
+
+#[test]
+fn code_execute_runs_python_in_a_trusted_file_and_is_disabled_elsewhere() {
+    let yaml = r#"
+nodes:
+  - name: show
+    uses: code.execute
+    with:
+      language: python
+      code: |
+        print("items:", len(state["items"]))
+        result = sum(state["items"])
+    output: summary
+"#;
+    let out = run(yaml, json!({ "items": [1, 2, 3] })).unwrap();
+    let summary = &out["summary"];
+    assert_eq!(summary["success"], true, "{summary}");
+    assert_eq!(summary["stdout"], "items: 3\n");
+    assert_eq!(summary["return_value"], 6);
+    assert!(summary["execution_time_ms"].as_f64().is_some());
+
+    // An error and a timeout are the result's, as The Edge Agent's.
+    let failing = run(
+        "nodes:\n  - name: a\n    uses: code.execute\n    with: { code: \"raise ValueError('boom')\" }\n    output: r\n",
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!((failing["r"]["success"].clone(), failing["r"]["error"].clone()), (json!(false), json!("boom")));
+    let slow = run(
+        "nodes:\n  - name: a\n    uses: code.execute\n    with: { code: \"while True: pass\", timeout: 0.2 }\n    output: r\n",
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(slow["r"]["error"], "Execution timed out after 0.2 seconds");
+
+    // In a file the engine does not trust: The Edge Agent's "disabled" result, and a warning.
+    let untrusted = Engine::new().load_str(yaml).unwrap();
+    assert!(untrusted.warnings()[0].message().contains("`code.execute` (node `show`) runs Python"));
+    let out = untrusted.invoke(json!({ "items": [1] })).unwrap().done().unwrap();
+    assert_eq!(out["summary"]["success"], false);
+    assert!(out["summary"]["error"].as_str().unwrap().starts_with("Code execution is disabled"));
+}

@@ -934,6 +934,22 @@ impl Loader<'_> {
             self.checked_with("schema.merge", crate::schema_merge::KEYS, 1, with, uses, name);
         }
         let action = match action {
+            Action::CodeExecute { .. } => {
+                let with = fields.get("with").copied();
+                self.checked_with("code.execute", crate::python::CODE_EXECUTE_KEYS, 1, with, uses, name);
+                if !self.env.trust_code {
+                    self.warn(
+                        uses.pos,
+                        "code.execute",
+                        format!(
+                            "`code.execute` (node `{name}`) runs Python, which tea cannot sandbox: in a file it does not \
+                             trust it answers \"Code execution is disabled\" (as The Edge Agent unless its host enables \
+                             it); trust the file with `tea run --trust` or `Engine::trust_code(true)`"
+                        ),
+                    );
+                }
+                Action::CodeExecute { trusted: self.env.trust_code }
+            }
             Action::A2a { op, .. } => {
                 let with = fields.get("with").copied();
                 self.checked_with(op.name(), op.keys(), op.required(), with, uses, name);
