@@ -57,7 +57,7 @@ pub fn run(nodes: usize, json: bool) {
     std::fs::create_dir_all(dir.join("src")).expect("create the throwaway crate");
     let manifest = format!(
         "[package]\nname = \"tea-build{nodes}\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\ntea = {{ path = {:?} }}\nserde = {{ version = \"1\", features = [\"derive\"] }}\n\n\
+         [dependencies]\ntea = {{ package = \"tea-graph\", path = {:?} }}\nserde = {{ version = \"1\", features = [\"derive\"] }}\n\n\
          # Not a member of the tea workspace.\n[workspace]\n",
         root.display().to_string()
     );
