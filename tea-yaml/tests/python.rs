@@ -443,3 +443,23 @@ nodes:
     assert_eq!(out["summary"]["success"], false);
     assert!(out["summary"]["error"].as_str().unwrap().starts_with("Code execution is disabled"));
 }
+
+#[test]
+fn code_execute_as_a_step_runs_in_a_trusted_file_too() {
+    let out = run(
+        r#"
+nodes:
+  - name: write
+    uses: reflection.loop
+    with:
+      generator: { action: code.execute, code: "result = {'n': 3}" }
+      evaluator: { type: custom, run: "return true" }
+      max_iterations: 1
+    output: r
+"#,
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(out["r"]["success"], true, "{}", out["r"]);
+    assert_eq!(out["r"]["reflection_output"]["return_value"], json!({ "n": 3 }), "{}", out["r"]);
+}

@@ -934,21 +934,10 @@ impl Loader<'_> {
             self.checked_with("schema.merge", crate::schema_merge::KEYS, 1, with, uses, name);
         }
         let action = match action {
-            Action::CodeExecute { .. } => {
+            Action::CodeExecute { trusted } => {
                 let with = fields.get("with").copied();
                 self.checked_with("code.execute", crate::python::CODE_EXECUTE_KEYS, 1, with, uses, name);
-                if !self.env.trust_code {
-                    self.warn(
-                        uses.pos,
-                        "code.execute",
-                        format!(
-                            "`code.execute` (node `{name}`) runs Python, which tea cannot sandbox: in a file it does not \
-                             trust it answers \"Code execution is disabled\" (as The Edge Agent unless its host enables \
-                             it); trust the file with `tea run --trust` or `Engine::trust_code(true)`"
-                        ),
-                    );
-                }
-                Action::CodeExecute { trusted: self.env.trust_code }
+                Action::CodeExecute { trusted }
             }
             Action::A2a { op, .. } => {
                 let with = fields.get("with").copied();
@@ -987,6 +976,21 @@ impl Loader<'_> {
             return Some(a.clone());
         }
         if let Some(a) = actions::built_in(action_name) {
+            if let Action::CodeExecute { .. } = a {
+                // Wherever it is used (a node, a step, a tool), it runs only in a trusted file.
+                if !self.env.trust_code {
+                    self.warn(
+                        pos,
+                        "code.execute",
+                        format!(
+                            "`code.execute` ({context}) runs Python, which tea cannot sandbox: in a file it does not \
+                             trust it answers \"Code execution is disabled\" (as The Edge Agent unless its host enables \
+                             it); trust the file with `tea run --trust` or `Engine::trust_code(true)`"
+                        ),
+                    );
+                }
+                return Some(Action::CodeExecute { trusted: self.env.trust_code });
+            }
             return Some(a);
         }
         if actions::NET_NAMES.contains(&action_name) {
