@@ -1,8 +1,10 @@
 //! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
 //! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `memory.store`/`retrieve`/
 //! `delete`/`clear` (the agent's key-value memory), `ratelimit.wrap` (another action behind a
-//! process-wide rate limiter), and with the feature `net`
-//! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`).
+//! process-wide rate limiter), `code.execute` (Python, in a trusted file), the small ones of
+//! `builtins.rs`, DSPy's, TextGrad's and mem0's as The Edge Agent runs them without the library
+//! (`fallback.rs`), `a2a.*` (`a2a.rs`), and with the feature `net` `llm.call`, `http.get`,
+//! `http.post`, `actions.notify` (in `net.rs`) and the hosted services' (`services.rs`).
 
 use crate::state::State;
 use serde_json::{json, Value};
@@ -35,7 +37,7 @@ pub(crate) enum Action {
     },
     /// `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list`.
     Builtin(crate::builtins::Builtin),
-    /// DSPy's and TextGrad's actions as The Edge Agent runs them without the library.
+    /// DSPy's, TextGrad's and mem0's actions as The Edge Agent runs them without the library.
     Fallback(crate::fallback::Fallback),
     /// `code.execute`: Python run by the embedded interpreter when the engine trusts the file
     /// (`trusted`), else The Edge Agent's "disabled" result.
@@ -51,7 +53,8 @@ pub(crate) enum Action {
     /// `llm.call`, `http.get`, `http.post`, `actions.notify`: requests that run async.
     #[cfg(feature = "net")]
     Net(crate::net::NetAction),
-    /// `web.*` and `llamaextract.*`: hosted services' REST APIs, requests that run async.
+    /// `web.*`, `llamaextract.*`, `text.insert_citations`, `embedding.create`, `vector.*`,
+    /// `rag.llamaindex.*`: hosted services' REST APIs, requests that run async.
     #[cfg(feature = "net")]
     Service(crate::services::Service),
 }

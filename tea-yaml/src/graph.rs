@@ -722,7 +722,8 @@ impl YamlGraph {
         Some((seen, results))
     }
 
-    /// Whether `node` runs a network action (`llm.call`, `http.*`, `actions.notify`).
+    /// Whether `node` runs a network action (`llm.call`, `http.*`, `actions.notify`, a hosted
+    /// service's).
     pub(crate) fn is_net(&self, node: NodeIx) -> bool {
         #[cfg(feature = "net")]
         if let Exec::Action { action: Action::Net(_) | Action::Service(_), .. } = &self.node(node).exec {
