@@ -86,6 +86,26 @@ impl Interrupt {
     pub fn value(&self) -> &serde_json::Value {
         &self.value
     }
+
+    /// The payload as a person reads it: a string payload as it is (`What is your name?`, where
+    /// `value()`'s `Display` writes JSON, `"What is your name?"`), any other payload as compact
+    /// JSON, and the empty string for a breakpoint or a token parsed from a string (`null`).
+    ///
+    /// ```
+    /// # use tea_runtime as tea;
+    /// # fn show(resume: &tea::Resume<impl tea::GraphState>) {
+    /// for pause in resume.interrupts() {
+    ///     println!("{} asks: {}", pause.node(), pause.text());
+    /// }
+    /// # }
+    /// ```
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.value {
+            serde_json::Value::String(text) => std::borrow::Cow::Borrowed(text),
+            serde_json::Value::Null => std::borrow::Cow::Borrowed(""),
+            other => std::borrow::Cow::Owned(other.to_string()),
+        }
+    }
 }
 
 /// The ids and kinds of pending pauses, for `paused` events.
@@ -102,4 +122,21 @@ pub(crate) fn pauses(interrupts: &[Interrupt]) -> (Vec<&str>, Vec<&'static str>)
         })
         .collect();
     (ids, kinds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_is_a_string_payload_without_json_quotes() {
+        let ask = |value| Interrupt::new("ask#0".into(), NodeName::from("ask"), value);
+        assert_eq!(ask(json!("What is your name?")).value().to_string(), "\"What is your name?\"");
+        assert_eq!(ask(json!("What is your name?")).text(), "What is your name?");
+        assert_eq!(ask(json!({"draft": "v1", "n": 2})).text(), r#"{"draft":"v1","n":2}"#);
+        assert_eq!(ask(json!(3)).text(), "3");
+        let breakpoint = Interrupt::breakpoint(PauseKind::Before, NodeName::from("ask"), None);
+        assert_eq!(breakpoint.text(), "");
+    }
 }
