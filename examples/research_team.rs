@@ -133,7 +133,7 @@ fn main() -> Result<(), tea::Error> {
         // The token is a string between requests (answers are given to the parsed token).
         let mut token: Resume<Report> = resume.to_string().parse()?;
         for pause in resume.interrupts() {
-            println!("{} asks: {}", pause.id(), pause.value());
+            println!("{} asks: {}", pause.id(), pause.text());
             let answer = if pause.id().starts_with("research/") { "the best for green tea" } else { "approved" };
             token = token.answer_to(pause.id(), answer);
         }

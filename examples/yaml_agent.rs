@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         let asks = resume.interrupts().iter().find(|i| i.needs_answer());
         match asks {
-            Some(interrupt) => println!("paused at `{}`: {}", interrupt.node(), interrupt.value()),
+            Some(interrupt) => println!("paused at `{}`: {}", interrupt.node(), interrupt.text()),
             None => println!("paused before/after `{}` (a breakpoint)", resume.node()),
         }
         let answer = if asks.is_some() {

@@ -3,10 +3,11 @@
 //! requests in flight finish; paused threads stay in the store, resumable by the next server.
 
 use crate::run;
-use crate::store::{StoreSpec, DEFAULT_STORE};
+use crate::store::StoreSpec;
 use clap::Args;
+use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tea_runtime::{Checkpointer, DirStore, MemoryStore, SledStore};
 use tea_serve::{Access, Serve};
@@ -21,9 +22,11 @@ pub struct ServeArgs {
     pub trust: crate::TrustArg,
     /// Where all the agents keep their threads (and the server its thread records):
     /// `memory`, `sled:PATH`, `dir:PATH` or `postgres://…` (several servers on one PostgreSQL
-    /// database serve the same threads).
-    #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse, default_value = DEFAULT_STORE)]
-    pub store: StoreSpec,
+    /// database serve the same threads)
+    /// [default: `sled:$XDG_DATA_HOME/tea/serve`, else `sled:~/.local/share/tea/serve`, else
+    /// `tea/serve` in the system's temporary directory; never the current directory].
+    #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse)]
+    pub store: Option<StoreSpec>,
     /// The address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
@@ -36,6 +39,25 @@ pub struct ServeArgs {
     /// The largest request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = tea_serve::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
+}
+
+/// The per-user data directory of `tea`: `$XDG_DATA_HOME/tea` (an absolute path, as the XDG
+/// base directory specification wants), else `$HOME/.local/share/tea`, else `tea` in the system's
+/// temporary directory.
+fn data_dir(xdg_data_home: Option<OsString>, home: Option<OsString>, temp: &Path) -> PathBuf {
+    let set = |value: Option<OsString>| value.filter(|v| !v.is_empty()).map(PathBuf::from);
+    match (set(xdg_data_home).filter(|p| p.is_absolute()), set(home)) {
+        (Some(data), _) => data.join("tea"),
+        (None, Some(home)) => home.join(".local/share/tea"),
+        (None, None) => temp.join("tea"),
+    }
+}
+
+/// The store of a `tea serve` without `--store`: a sled database in `tea`'s data directory, so
+/// a server started from a project (a repository) leaves nothing in it.
+pub fn default_store() -> StoreSpec {
+    let dir = data_dir(std::env::var_os("XDG_DATA_HOME"), std::env::var_os("HOME"), &std::env::temp_dir());
+    StoreSpec::Sled(dir.join("serve"))
 }
 
 /// The store all agents share.
@@ -85,7 +107,8 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
             args.bind
         ));
     }
-    let store = open(&args.store)?;
+    let spec = args.store.clone().unwrap_or_else(default_store);
+    let store = open(&spec)?;
     let mut server = Serve::new().access(access).body_limit(args.body_limit);
     let mut names = Vec::new();
     for file in &args.files {
@@ -112,7 +135,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
         eprintln!(
             "tea serve: {} on http://{address} (store {}); the inbox is http://{address}/inbox",
             names.join(", "),
-            args.store
+            spec
         );
         tea_serve::serve(listener, server.router(), tea_serve::shutdown_signal())
             .await
@@ -120,4 +143,22 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
         eprintln!("tea serve: stopped; paused threads stay in the store");
         Ok(crate::EXIT_DONE)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_directory_is_xdgs_else_the_homes_else_the_temporary_one() {
+        let temp = Path::new("/tmp");
+        let os = |s: &str| Some(OsString::from(s));
+        assert_eq!(data_dir(os("/data"), os("/home/ada"), temp), Path::new("/data/tea"));
+        assert_eq!(data_dir(None, os("/home/ada"), temp), Path::new("/home/ada/.local/share/tea"));
+        // An empty or relative XDG_DATA_HOME is ignored, as the specification says.
+        assert_eq!(data_dir(os(""), os("/home/ada"), temp), Path::new("/home/ada/.local/share/tea"));
+        assert_eq!(data_dir(os("data"), os("/home/ada"), temp), Path::new("/home/ada/.local/share/tea"));
+        assert_eq!(data_dir(None, None, temp), Path::new("/tmp/tea"));
+        assert_eq!(data_dir(None, os(""), temp), Path::new("/tmp/tea"));
+    }
 }

@@ -109,3 +109,37 @@ fn a_pause_outlives_the_server_that_took_it() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a loopback `--bind`"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn without_store_the_threads_go_to_the_users_data_directory_not_the_current_one() {
+    let root = std::env::temp_dir().join(format!("tea-cli-serve-default-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (project, data) = (root.join("project"), root.join("data"));
+    std::fs::create_dir_all(&project).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["serve", agent().to_str().unwrap(), "--insecure-local", "--bind", "127.0.0.1:0"])
+        .current_dir(&project)
+        .env("XDG_DATA_HOME", &data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let store = data.join("tea").join("serve");
+    assert!(line.contains(&format!("(store sled:{})", store.display())), "{line}");
+    let address = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let (status, out) =
+        call(&address, "POST", "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" })), None);
+    assert_eq!((status, out["run"]["status"].as_str()), (200, Some("interrupted")), "{out}");
+    stop(child);
+    assert!(store.is_dir(), "the paused thread is kept in {}", store.display());
+    let left: Vec<_> = std::fs::read_dir(&project).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "tea serve left {left:?} in the directory it ran in");
+
+    let help = Command::new(env!("CARGO_BIN_EXE_tea")).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("sled:$XDG_DATA_HOME/tea/serve") && help.contains("~/.local/share/tea/serve"), "{help}");
+    let _ = std::fs::remove_dir_all(&root);
+}
