@@ -517,7 +517,13 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Ended, Erro
         Start::Checkpoint { .. } => ("resume", "from the checkpoint".to_owned()),
         Start::Recover(thread) => ("recover", format!("thread `{thread}`")),
     };
-    let mut watch = Watch::start(agent.graph(), agent.name(), call, &first);
+    // A resumed thread goes on counting its steps from where it paused (`tea: step 4: …`), as
+    // `tea threads` and `tea state` count them; a thread the store cannot show starts from 0.
+    let done_steps = match &start {
+        Start::Token(resume) => agent.state(resume.thread()).ok().flatten().map_or(0, |snapshot| snapshot.step),
+        _ => 0,
+    };
+    let mut watch = Watch::start(agent.graph(), agent.name(), call, &first, done_steps);
     let ended = drive(agent, start, stream, &mut watch);
     match &ended {
         Ok(Ended::Outcome(Outcome::Done(_))) => watch.done(),

@@ -220,10 +220,12 @@ pub struct Watch<'a> {
 }
 
 impl<'a> Watch<'a> {
-    /// Starts watching a run of `agent` that begins at `first` (a node's name, or what it does).
-    pub fn start(graph: &'a YamlGraph, agent: &str, what: &str, first: &str) -> Watch<'a> {
+    /// Starts watching a run of `agent` that begins at `first` (a node's name, or what it does),
+    /// on a thread that has run `steps` steps before (0 for a new one): its steps are counted
+    /// on from there.
+    pub fn start(graph: &'a YamlGraph, agent: &str, what: &str, first: &str, steps: u64) -> Watch<'a> {
         let now = Instant::now();
-        let status = Arc::new(Mutex::new(Status { running: first.to_owned(), since: now, steps: 0 }));
+        let status = Arc::new(Mutex::new(Status { running: first.to_owned(), since: now, steps }));
         let done = Arc::new(AtomicBool::new(false));
         record(|clock| json!({ "event": "run", "call": what, "at_ms": clock(now), "agent": agent }));
         let ticker = (chatty() && std::io::stderr().is_terminal())

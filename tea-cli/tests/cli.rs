@@ -852,6 +852,24 @@ fn draw_marks_breakpoints_and_interrupt_nodes() {
 }
 
 #[test]
+fn verbose_step_lines_count_on_across_a_resume() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    let run = s.tea(&["run", "ask.yaml", "-v"]).expect(PAUSED);
+    assert!(run.stderr().contains("tea: step 1: `greet`"), "{run:?}");
+    let token = run.json()["token"].as_str().unwrap().to_owned();
+    let resumed = s.tea(&["resume", "ask.yaml", "--token", &token, "--answer", "Ada", "-v"]).expect(DONE);
+    let stderr = resumed.stderr();
+    let steps: Vec<&str> = stderr.lines().filter(|l| l.starts_with("tea: step ")).collect();
+    assert_eq!(steps.len(), 2, "{resumed:?}");
+    assert!(steps[0].starts_with("tea: step 2: `ask_name`"), "the thread had run 1 step: {steps:?}");
+    assert!(steps[1].starts_with("tea: step 3: `answer`"), "{steps:?}");
+    let thread = run.json()["thread"].as_str().unwrap().to_owned();
+    let state = s.tea(&["state", "ask.yaml", &thread]).expect(DONE).json();
+    assert_eq!(state["step"], 3, "the progress counts as `tea state` does: {state}");
+}
+
+#[test]
 fn quiet_says_nothing_but_errors_and_completions_are_generated() {
     let s = Scratch::new();
     s.write("ask.yaml", ASK);
