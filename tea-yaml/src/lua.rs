@@ -164,29 +164,30 @@ impl Chunks {
     }
 
     /// Compiles `source` (which starts on line `first_line` of `file`) to check it, and keeps
-    /// it. `Err((line, message))` for a syntax error.
-    pub(crate) fn add(&mut self, file: &str, first_line: usize, source: &str) -> Result<ChunkId, (usize, String)> {
+    /// it. `Err((line, column, message))` for a syntax error: the file's line, and the 1-based
+    /// column (in characters) in the block's own line of the token Lua names (1 when it cannot
+    /// be told).
+    pub(crate) fn add(
+        &mut self,
+        file: &str,
+        first_line: usize,
+        source: &str,
+    ) -> Result<ChunkId, (usize, usize, String)> {
         let offset = first_line.saturating_sub(1);
-        // Text only: a block that starts like precompiled bytecode (ESC `Lua`) is refused.
-        let compiled = CHECKER.with(|checker| {
-            checker.load(source).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function()
-        });
-        if let Some(line) = close_attribute(source) {
+        if let Some((line, column)) = close_attribute(source) {
             return Err((
                 line + offset,
+                column,
                 "Lua: to-be-closed variables (`<close>`) are not supported in `run:` blocks: their `__close` \
                  can run where the block's limits do not reach"
                     .to_owned(),
             ));
         }
-        if let Err(error) = compiled {
-            let message = match &error {
-                mlua::Error::SyntaxError { message, .. } => message.clone(),
-                other => other.to_string(),
-            };
+        if let Err(message) = check(file, source) {
             let line = line_of(&message, &shown(file)).unwrap_or(1);
+            let column = column_of(file, source, line, &message).unwrap_or(1);
             let message = message.strip_prefix(&format!("{}:{line}: ", shown(file))).unwrap_or(&message).to_owned();
-            return Err((line + offset, format!("Lua syntax error: {}", relines(&message, file, offset))));
+            return Err((line + offset, column, format!("Lua syntax error: {}", relines(&message, file, offset))));
         }
         self.sources.push(Chunk { source: source.to_owned(), file: file.to_owned(), first_line });
         Ok(ChunkId(self.sources.len() - 1))
@@ -214,16 +215,60 @@ impl Chunks {
     }
 }
 
-/// The line of the first `<close>` attribute (`local x <close> = …`) in `source`, if any.
-fn close_attribute(source: &str) -> Option<usize> {
-    let bytes = source.as_bytes();
+/// Compiles `source` as chunk `file` (text only: a block that starts like precompiled bytecode,
+/// ESC `Lua`, is refused); a syntax error's message as Lua words it (`file:LINE: …`).
+fn check(file: &str, source: &str) -> Result<(), String> {
+    let compiled = CHECKER.with(|checker| {
+        checker.load(source).set_name(format!("={file}")).set_mode(mlua::chunk::ChunkMode::Text).into_function()
+    });
+    compiled.map(drop).map_err(|error| match error {
+        mlua::Error::SyntaxError { message, .. } => message,
+        other => other.to_string(),
+    })
+}
+
+/// How many places of a syntax error's token on its line [`column_of`] tries at most.
+const MAX_CUTS: usize = 32;
+
+/// The 1-based column (in characters) in line `line` of `source` of the token that the syntax
+/// error `message` (for chunk `file`) names: Lua says `near 'TOKEN'` but gives no column. The
+/// parser stops at the first token that cannot come next, so the block cut just after that
+/// token fails with the very same message, while cut after an earlier occurrence of the same
+/// text (a valid one) it fails at its end (`near <eof>`): the first occurrence on the line whose
+/// cut repeats the message is the token. `near <eof>`: just after the line's last character.
+fn column_of(file: &str, source: &str, line: usize, message: &str) -> Option<usize> {
+    let near = &message[message.rfind(" near ")? + " near ".len()..];
+    let start = source.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum::<usize>();
+    let text = source.get(start..)?.split('\n').next()?;
+    let column = |at: usize| text[..at].chars().count() + 1;
+    if near.trim_end() == "<eof>" {
+        return Some(column(text.trim_end().len()));
+    }
+    let token = near.trim_end().strip_prefix('\'')?.strip_suffix('\'')?;
+    if token.is_empty() {
+        return None;
+    }
+    // The cuts tried are bounded (a hostile line could hold the token many thousand times).
+    let mut places = text.match_indices(token).map(|(at, _)| at).take(MAX_CUTS);
+    let found =
+        places.clone().find(|&at| check(file, &source[..start + at + token.len()]).err().as_deref() == Some(message));
+    // An unfinished string (`near '"abc'`) is named so only when a line ends it; cut at the end
+    // of its text, it ends at `<eof>` instead: it is where its text first occurs.
+    found.or_else(|| places.next().filter(|_| token.starts_with(['"', '\'']))).map(column)
+}
+
+/// The line and column of the first `<close>` attribute (`local x <close> = …`) in `source`, if
+/// any.
+fn close_attribute(source: &str) -> Option<(usize, usize)> {
     let mut at = 0;
     while let Some(found) = source[at..].find('<') {
         let start = at + found;
         let rest = source[start + 1..].trim_start();
         if let Some(after) = rest.strip_prefix("close") {
             if after.trim_start().starts_with('>') {
-                return Some(1 + bytes[..start].iter().filter(|b| **b == b'\n').count());
+                let line_start = source[..start].rfind('\n').map_or(0, |n| n + 1);
+                let line = 1 + source[..start].matches('\n').count();
+                return Some((line, source[line_start..start].chars().count() + 1));
             }
         }
         at = start + 1;
@@ -1078,8 +1123,8 @@ mod tests {
     #[test]
     fn syntax_and_runtime_errors_carry_file_lines() {
         let mut c = chunks();
-        let (line, message) = c.add("agent.yaml", 7, "local x = 1\nreturn {x = }").unwrap_err();
-        assert_eq!(line, 8, "{message}");
+        let (line, column, message) = c.add("agent.yaml", 7, "local x = 1\nreturn {x = }").unwrap_err();
+        assert_eq!((line, column), (8, 13), "{message}");
         let id = c.add("agent.yaml", 3, "local t = nil\nreturn t.x").unwrap();
         let err = c.run(id, &state(json!({})), None).unwrap_err();
         assert!(err.contains("agent.yaml:4:"), "{err}");
@@ -1088,12 +1133,40 @@ mod tests {
     }
 
     #[test]
+    fn a_syntax_error_is_placed_at_the_token_lua_names_not_at_an_earlier_one_like_it() {
+        let mut c = chunks();
+        let at = |c: &mut Chunks, code: &str| {
+            let (line, column, message) = c.add("a.yaml", 1, code).unwrap_err();
+            (line, column, message)
+        };
+        // The second `=` is the bad one; the first is fine.
+        let (line, column, message) = at(&mut c, "local x = = 1");
+        assert_eq!((line, column), (1, 11), "{message}");
+        assert!(message.contains("near '='"), "{message}");
+        // An earlier `}` on the line closes a table; the last one is unexpected.
+        assert_eq!(at(&mut c, "local t = {a = {}, b = }").1, 24);
+        // A name that is also part of an earlier name.
+        let (line, column, message) = at(&mut c, "local a = 1\nreturn max x");
+        assert_eq!((line, column), (2, 12), "{message}");
+        // Columns count characters, not bytes.
+        let (line, column, message) = at(&mut c, "local s = \"été\" = 1");
+        assert_eq!((line, column), (1, 17), "{message}");
+        // The end of the block: just after the last line's text.
+        let (line, column, message) = at(&mut c, "if true then\n  return {}");
+        assert!(message.contains("<eof>"), "{message}");
+        assert_eq!((line, column), (2, 12), "{message}");
+        // An unfinished string: where it starts.
+        let (line, column, message) = at(&mut c, "local s = 1\nlocal t = \"abc\nreturn {}");
+        assert_eq!((line, column), (2, 11), "{message}");
+    }
+
+    #[test]
     fn errors_in_a_file_with_a_long_path_carry_its_whole_name_and_lines() {
         // Lua shows at most 59 bytes of a chunk's name: an absolute path is often longer.
         let file = "/home/someone/projects/agents-of-the-team/very/deep/folder/of/agents/review.yaml";
         let mut c = chunks();
-        let (line, message) = c.add(file, 7, "local x = 1\nreturn {x = }").unwrap_err();
-        assert_eq!(line, 8, "{message}");
+        let (line, column, message) = c.add(file, 7, "local x = 1\nreturn {x = }").unwrap_err();
+        assert_eq!((line, column), (8, 13), "{message}");
         assert!(!message.contains("/home/"), "the message repeats a cut path: {message}");
         let id = c.add(file, 3, "local t = nil\nreturn t.x").unwrap();
         let err = c.run(id, &state(json!({})), None).unwrap_err();
@@ -1108,8 +1181,8 @@ mod tests {
         // Lua cuts the name at byte 59, here inside `é`.
         let file = format!("{}é/agent.yaml", "a".repeat(58));
         let mut c = chunks();
-        let (line, message) = c.add(&file, 7, "local x = 1\nreturn {x = }").unwrap_err();
-        assert_eq!(line, 8, "{message}");
+        let (line, column, message) = c.add(&file, 7, "local x = 1\nreturn {x = }").unwrap_err();
+        assert_eq!((line, column), (8, 13), "{message}");
         assert!(!message.contains('\u{FFFD}'), "{message}");
         let id = c.add(&file, 3, "local t = nil\nreturn t.x").unwrap();
         let err = c.run(id, &state(json!({})), None).unwrap_err();
@@ -1210,10 +1283,11 @@ mod tests {
     #[test]
     fn precompiled_chunks_and_code_that_runs_where_no_limit_reaches_are_refused() {
         let mut c = chunks();
-        let (_, message) = c.add("a.yaml", 1, "\x1bLua\x54\x00return {}").unwrap_err();
+        let (_, _, message) = c.add("a.yaml", 1, "\x1bLua\x54\x00return {}").unwrap_err();
         assert!(message.contains("binary") || message.contains("text"), "{message}");
-        let (line, message) = c.add("a.yaml", 4, "local a = 1\nlocal x < close > = setmetatable({}, {})").unwrap_err();
-        assert!(message.contains("`<close>`") && line == 5, "{line}: {message}");
+        let (line, column, message) =
+            c.add("a.yaml", 4, "local a = 1\nlocal x < close > = setmetatable({}, {})").unwrap_err();
+        assert!(message.contains("`<close>`") && (line, column) == (5, 9), "{line}:{column}: {message}");
         let (result, _) = quick(&mut c, "setmetatable({}, { __gc = function() end })");
         assert!(result.unwrap_err().contains("`__gc`"));
         let (ok, _) = quick(&mut c, "return { n = getmetatable(setmetatable({}, { __index = {} })) ~= nil }");

@@ -65,6 +65,24 @@ edges:
 }
 
 #[test]
+fn a_lua_syntax_error_is_marked_at_the_bad_token_not_at_column_1() {
+    // A block scalar: the token's column in its line, plus the block's indentation.
+    let block = "name: a\nnodes:\n  - name: one\n    run: |\n      local x = 1\n      return { x = = 2 }\n";
+    let p = problems(block);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_eq!((p[0].0, p[0].1), (6, 20), "the second `=` of `      return {{ x = = 2 }}`: {p:#?}");
+    assert!(p[0].2.contains("Lua syntax error") && p[0].2.contains("near '='"), "{p:#?}");
+    // A one-line scalar, plain and quoted: counted from where the value starts.
+    let plain = problems("name: a\nnodes:\n  - name: one\n    run: return { x = }\n");
+    assert_eq!((plain[0].0, plain[0].1), (4, 23), "the `}}` of `    run: return {{ x = }}`: {plain:#?}");
+    let quoted = problems("name: a\nnodes:\n  - name: one\n    run: \"return { x = }\"\n");
+    assert_eq!((quoted[0].0, quoted[0].1), (4, 24), "{quoted:#?}");
+    // The Display form points there too.
+    let text = Engine::new().load_str(block).unwrap_err().to_string();
+    assert!(text.starts_with("<string>:6:20: node `one`: Lua syntax error"), "{text}");
+}
+
+#[test]
 fn yaml_syntax_errors_have_a_position() {
     let p = problems("nodes:\n  - name: a\n    run: [1, 2\n");
     assert_eq!(p.len(), 1);

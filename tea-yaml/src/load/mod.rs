@@ -343,6 +343,8 @@ const END: [&str; 2] = ["__end__", "END"];
 
 struct Loader<'a> {
     env: &'a Env<'a>,
+    /// The file's text, for columns inside `run:` blocks.
+    source: &'a str,
     problems: Vec<Problem>,
     /// The Edge Agent's keys accepted with a warning, and the keys warned about (each once).
     warnings: Vec<Problem>,
@@ -470,6 +472,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     }
     let mut loader = Loader {
         env,
+        source: text,
         problems: Vec::new(),
         warnings: Vec::new(),
         warned: Default::default(),

@@ -784,6 +784,18 @@ impl Loader<'_> {
         (exec, dynamic)
     }
 
+    /// The file's column of column `column` of a line of the `run:` block `run`: a block scalar's
+    /// lines sit at the indentation of its first line; a one-line scalar starts at its position
+    /// (after its opening quote, if quoted).
+    fn block_column(&self, run: &Node, block: bool, column: usize) -> usize {
+        let line = self.source.lines().nth(run.pos.line.saturating_sub(1)).unwrap_or_default();
+        if block {
+            return line.chars().take_while(|c| *c == ' ').count() + column;
+        }
+        let quoted = line.chars().nth(run.pos.column.saturating_sub(1)).is_some_and(|c| c == '"' || c == '\'');
+        run.pos.column + column - 1 + usize::from(quoted)
+    }
+
     /// `python`: the node's `language:` (`Some(true)` for Python, `Some(false)` for Lua).
     pub(super) fn run(&mut self, run: &Node, name: &str, output: Option<&Node>, python: Option<bool>) -> Exec {
         match &run.kind {
@@ -799,16 +811,19 @@ impl Loader<'_> {
                     );
                 }
                 // A block scalar's position is its first content line, like a plain one's.
-                let _ = block;
                 let first_line = run.pos.line;
+                // A Lua syntax error: its line, its column in the file, its message.
+                let mut lua_at: Option<(usize, usize, String)> = None;
                 let block = match python {
                     Some(true) => self.python.block(name, first_line, text),
                     _ => match self.lua.add(&self.env.file, first_line, text) {
                         Ok(id) => return Exec::Lua(id),
-                        Err((line, message)) if python.is_some() => {
+                        Err((line, column, message)) if python.is_some() => {
+                            lua_at = Some((line, self.block_column(run, *block, column), message.clone()));
                             Err(vec![(line, format!("node `{name}`: {message}"))])
                         }
-                        Err((line, message)) => {
+                        Err((line, column, message)) => {
+                            lua_at = Some((line, self.block_column(run, *block, column), message.clone()));
                             let lua = format!("node `{name}`: {message}");
                             // The Edge Agent takes a block that looks like Prolog for Prolog.
                             match self.prolog_guess(name, first_line, text) {
@@ -834,7 +849,13 @@ impl Loader<'_> {
                     Ok(block) => Exec::Python(block),
                     Err(problems) => {
                         for (line, message) in problems {
-                            self.problem(Pos { line, column: 1 }, message);
+                            // The Lua error (perhaps with more said after it) is placed at the
+                            // token Lua names; the rest at their line.
+                            let column = match &lua_at {
+                                Some((at, column, lua)) if *at == line && message.contains(lua.as_str()) => *column,
+                                _ => 1,
+                            };
+                            self.problem(Pos { line, column }, message);
                         }
                         Exec::Noop
                     }
