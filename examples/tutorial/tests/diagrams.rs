@@ -1,6 +1,6 @@
-//! The guide's diagrams are current: each graph of the tutorial drawn by tea itself (`graph!`'s
-//! `MERMAID`, `tea::yaml::Agent::mermaid`, as `tea draw` does) must equal the ```mermaid block
-//! that follows its `<!-- diagram: NAME … -->` mark in the chapter.
+//! The guide's diagrams are current: each graph of the tutorial, and the example agents the YAML
+//! chapter shows, drawn by tea itself (`graph!`'s `MERMAID`, `tea::yaml::Agent::mermaid`) must
+//! equal the ```mermaid block that follows its `<!-- diagram: NAME … -->` mark in the chapter.
 //!
 //! After changing a graph, `TEA_UPDATE_DIAGRAMS=1 cargo test -p tea-tutorial --test diagrams`
 //! rewrites the blocks; the test then passes and the diff shows the new drawing.
@@ -80,7 +80,17 @@ fn the_approval_graph_is_drawn_as_the_code_says_and_steps_3_and_4_keep_it() {
 }
 
 #[test]
-fn the_yaml_agent_is_drawn_as_tea_draw_draws_it() {
+fn the_example_agents_are_drawn_as_they_load() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agents");
+    for (name, file) in [("review", "review.yaml"), ("research", "research.yaml")] {
+        let engine = tea::yaml::Engine::new().checkpointer(tea::MemoryStore::new());
+        let agent = engine.load_file(examples.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        check("yaml.md", name, &agent.mermaid());
+    }
+}
+
+#[test]
+fn the_yaml_agent_is_drawn_as_it_loads() {
     let text = include_str!("../support.yaml");
     let engine = tea::yaml::Engine::new().checkpointer(tea::MemoryStore::new());
     let agent = engine.load_str(text).expect("support.yaml loads");
