@@ -1270,3 +1270,23 @@ fn validate_warns_of_a_node_nothing_reaches_and_strict_refuses_it() {
     let strict = s.tea(&["validate", "--strict", "orphan.yaml"]).expect(ERROR);
     assert!(strict.stdout().contains("orphan.yaml:5:11: node `orphan` is unreachable"), "{strict:?}");
 }
+
+#[test]
+fn the_tutorials_yaml_agent_runs_as_its_chapter_shows() {
+    // docs/src/tutorial-yaml.md: validate, run until the pause, resume from another process.
+    let s = Scratch::new();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tutorial/support.yaml");
+    let file = file.to_str().unwrap();
+    let ok = s.tea(&["validate", file]).expect(DONE);
+    assert!(ok.stdout().contains("(6 nodes)"), "{ok:?}");
+    let store = format!("sled:{}", s.0.join("tickets").display());
+    let input = r#"{"question": "opening hours"}"#;
+    let pause = s.tea(&["run", file, "--store", &store, "--input", input]).expect(PAUSED).json();
+    assert_eq!(
+        pause["interrupts"][0]["value"],
+        "Send this reply? Thanks for asking about opening hours. Here is what we can do …"
+    );
+    let token = pause["token"].as_str().unwrap();
+    let done = s.tea(&["resume", file, "--store", &store, "--token", token, "--answer", "true"]).expect(DONE).json();
+    assert_eq!(done["log"], serde_json::json!(["triage: urgent = false", "draft: wrote a reply", "send: reply sent"]));
+}
