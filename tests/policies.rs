@@ -96,6 +96,39 @@ fn a_node_that_fails_every_attempt_fails_the_run() {
     assert_eq!(runs("retry-out", "flaky"), 3, "attempts = 3 counts the first run");
 }
 
+graph! {
+    Stubborn for Job {
+        start -> flaky;
+        flaky -> after;
+        after -> end;
+        retry flaky(attempts = 1001, backoff = 0ms, jitter = 0.0);
+    }
+}
+
+#[test]
+fn a_node_that_always_fails_ends_on_the_step_limit_its_retries_count_against() {
+    let app = Stubborn::builder().recursion_limit(20).build();
+    let started = Instant::now();
+    let error = app.invoke(Job { failures: u32::MAX, ..job("retry-forever") }).unwrap_err();
+    assert!(matches!(error, Error::RecursionLimit { limit: 20 }), "{error:?}");
+    assert_eq!(runs("retry-forever", "flaky"), 20, "each run, retries included, is one of the 20 steps");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[test]
+fn retries_are_steps_of_the_recursion_limit() {
+    // `flaky` runs 3 times (2 retries), `after` once: 4 steps.
+    let error = Retried::builder().recursion_limit(3).build().invoke(Job { failures: 2, ..job("retry-steps3") });
+    assert!(matches!(error, Err(Error::RecursionLimit { limit: 3 })), "{error:?}");
+    let out = Retried::builder().recursion_limit(4).build().invoke(Job { failures: 2, ..job("retry-steps4") }).unwrap();
+    assert_eq!(out.log, ["flaky ok on run 3", "after"]);
+}
+
+#[test]
+fn a_policy_asks_for_at_most_max_attempts_runs() {
+    assert_eq!(tea::RetryPolicy::attempts(u32::MAX).attempts, tea::RetryPolicy::MAX_ATTEMPTS);
+}
+
 #[test]
 fn retries_are_events_of_the_stream() {
     let app = Retried::builder().checkpointer(MemoryStore::new()).build();
