@@ -199,6 +199,19 @@ fn a_retried_node_inside_a_parallel_branch() {
     retried_in_a_branch("branch-sled", sled("branch"));
 }
 
+#[test]
+fn retries_in_a_branch_are_steps_of_the_recursion_limit() {
+    // `split`, `left` and `right`, `join`: 4 steps without a retry; `left`'s 3 retries make 7.
+    let limited = |limit: usize, tag: &str| {
+        let app = Branches::builder().checkpointer(MemoryStore::new()).recursion_limit(limit).build();
+        app.invoke(Job { failures: 3, ..job(tag) })
+    };
+    let error = limited(6, "branch-steps6");
+    assert!(matches!(error, Err(Error::RecursionLimit { limit: 6 })), "{error:?}");
+    let out = limited(7, "branch-steps7").unwrap().done().unwrap();
+    assert_eq!(out.log, ["left", "right"]);
+}
+
 // A node that pauses is never retried into a second pause.
 
 fn ask(s: &Job, hitl: &mut Hitl) -> Result<JobUpdate, tea::BoxError> {
@@ -641,12 +654,12 @@ graph! {
         start -> flaky;
         flaky -> after;
         after -> end;
-        retry flaky(attempts = 4294967295, backoff = 1ms, max_backoff = 1ms, factor = 1000.0, jitter = 1.0);
+        retry flaky(attempts = 1001, backoff = 1ms, max_backoff = 1ms, factor = 1000.0, jitter = 1.0);
     }
 }
 
 #[test]
-fn a_retry_budget_of_u32_max_retries_until_the_node_succeeds() {
+fn the_largest_retry_budget_retries_until_the_node_succeeds() {
     let app = RetriedForever::builder().build();
     let out = app.invoke(Job { failures: 200, ..job("retry-max") }).unwrap();
     assert_eq!(out.log, ["flaky ok on run 201", "after"]);
