@@ -57,6 +57,12 @@ impl Access {
     /// need one of the tokens added with [`token`](Self::token). The router sees the peer only
     /// when served with connect info ([`serve`](crate::serve)); without it, every request
     /// needs a token.
+    ///
+    /// Since a web page the operator visits is a loopback peer too, a tokenless request must
+    /// be addressed to a loopback name (`localhost`, `127.0.0.1`, `[::1]`) or to a host of
+    /// [`Serve::allowed_host`](crate::Serve::allowed_host) (else `421`: DNS rebinding), and
+    /// come from the server's own or a loopback origin when it has an `Origin` (else `403`);
+    /// JSON API bodies must be `application/json` (else `415`), as with tokens.
     pub fn insecure_local() -> Self {
         Access { tokens: Vec::new(), insecure_local: true }
     }

@@ -46,6 +46,15 @@
 //! signs in with a token once (a `SameSite=Strict` cookie) and its forms carry a per-session
 //! CSRF token and are refused from other origins.
 //!
+//! **What a web page can send.** A state-changing request of the JSON API with a body must be
+//! `Content-Type: application/json` (`415` otherwise: a page's `no-cors` request can only send
+//! `text/plain`, form or multipart bodies). A request let in without a token, as a loopback
+//! peer, must also name a loopback host (`Host: localhost`, `127.0.0.1`, `[::1]`, or a host of
+//! [`Serve::allowed_host`]; `421` otherwise, which stops DNS rebinding) and, when it has an
+//! `Origin`, come from the server's own or a loopback origin (`403` otherwise). Each connection
+//! has [`HEADER_READ_TIMEOUT`] for a request's headers ([`serve`]), each body
+//! [`Serve::body_read_timeout`] (`408`).
+//!
 //! [Agent Protocol]: https://github.com/langchain-ai/agent-protocol
 #![deny(missing_docs, missing_debug_implementations)]
 

@@ -2,9 +2,10 @@
 //! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `memory.store`/`retrieve`/
 //! `delete`/`clear` (the agent's key-value memory), `ratelimit.wrap` (another action behind a
 //! process-wide rate limiter), `code.execute` (Python in a child process, in a trusted file),
-//! the small ones of `builtins.rs`, DSPy's, TextGrad's and mem0's as The Edge Agent runs them without the library
-//! (`fallback.rs`), `a2a.*` (`a2a.rs`), and with the feature `net` `llm.call`, `http.get`,
-//! `http.post`, `actions.notify` (in `net.rs`) and the hosted services' (`services.rs`).
+//! the small ones of `builtins.rs`, DSPy's, TextGrad's and mem0's as The Edge Agent runs them
+//! without the library (`fallback.rs`), `a2a.*` (`a2a.rs`), and with the feature `net`
+//! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`) and the hosted
+//! services' (`services.rs`).
 
 use crate::state::State;
 use serde_json::{json, Value};
