@@ -122,3 +122,31 @@ async fn a_body_that_trickles_gets_408_and_one_too_large_413() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(agents(&address).await.starts_with("HTTP/1.1 200"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_that_trickles_its_next_request_is_closed() {
+    let address = server().await;
+    let stream = TcpStream::connect(&address).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let request = format!(
+        "POST /agents/search HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    writer.write_all(request.as_bytes()).await.unwrap();
+    let mut first = [0u8; 512];
+    let n = reader.read(&mut first).await.unwrap();
+    assert!(first[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&first[..n]));
+    let started = Instant::now();
+    let writing = tokio::spawn(async move {
+        for byte in b"GET /threads/x HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+            if writer.write_all(&[*byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), reader.read_to_end(&mut rest)).await;
+    writing.abort();
+    assert!(closed.is_ok(), "the kept-alive connection was still open after 10 s");
+    assert!(started.elapsed() < Duration::from_secs(5), "closed after {:?}", started.elapsed());
+}
