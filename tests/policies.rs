@@ -96,6 +96,39 @@ fn a_node_that_fails_every_attempt_fails_the_run() {
     assert_eq!(runs("retry-out", "flaky"), 3, "attempts = 3 counts the first run");
 }
 
+graph! {
+    Stubborn for Job {
+        start -> flaky;
+        flaky -> after;
+        after -> end;
+        retry flaky(attempts = 1001, backoff = 0ms, jitter = 0.0);
+    }
+}
+
+#[test]
+fn a_node_that_always_fails_ends_on_the_step_limit_its_retries_count_against() {
+    let app = Stubborn::builder().recursion_limit(20).build();
+    let started = Instant::now();
+    let error = app.invoke(Job { failures: u32::MAX, ..job("retry-forever") }).unwrap_err();
+    assert!(matches!(error, Error::RecursionLimit { limit: 20 }), "{error:?}");
+    assert_eq!(runs("retry-forever", "flaky"), 20, "each run, retries included, is one of the 20 steps");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[test]
+fn retries_are_steps_of_the_recursion_limit() {
+    // `flaky` runs 3 times (2 retries), `after` once: 4 steps.
+    let error = Retried::builder().recursion_limit(3).build().invoke(Job { failures: 2, ..job("retry-steps3") });
+    assert!(matches!(error, Err(Error::RecursionLimit { limit: 3 })), "{error:?}");
+    let out = Retried::builder().recursion_limit(4).build().invoke(Job { failures: 2, ..job("retry-steps4") }).unwrap();
+    assert_eq!(out.log, ["flaky ok on run 3", "after"]);
+}
+
+#[test]
+fn a_policy_asks_for_at_most_max_attempts_runs() {
+    assert_eq!(tea::RetryPolicy::attempts(u32::MAX).attempts, tea::RetryPolicy::MAX_ATTEMPTS);
+}
+
 #[test]
 fn retries_are_events_of_the_stream() {
     let app = Retried::builder().checkpointer(MemoryStore::new()).build();
@@ -164,6 +197,19 @@ fn retried_in_a_branch<C: Checkpointer>(tag: &str, store: C) {
 fn a_retried_node_inside_a_parallel_branch() {
     retried_in_a_branch("branch-memory", MemoryStore::new());
     retried_in_a_branch("branch-sled", sled("branch"));
+}
+
+#[test]
+fn retries_in_a_branch_are_steps_of_the_recursion_limit() {
+    // `split`, `left` and `right`, `join`: 4 steps without a retry; `left`'s 3 retries make 7.
+    let limited = |limit: usize, tag: &str| {
+        let app = Branches::builder().checkpointer(MemoryStore::new()).recursion_limit(limit).build();
+        app.invoke(Job { failures: 3, ..job(tag) })
+    };
+    let error = limited(6, "branch-steps6");
+    assert!(matches!(error, Err(Error::RecursionLimit { limit: 6 })), "{error:?}");
+    let out = limited(7, "branch-steps7").unwrap().done().unwrap();
+    assert_eq!(out.log, ["left", "right"]);
 }
 
 // A node that pauses is never retried into a second pause.
@@ -608,12 +654,12 @@ graph! {
         start -> flaky;
         flaky -> after;
         after -> end;
-        retry flaky(attempts = 4294967295, backoff = 1ms, max_backoff = 1ms, factor = 1000.0, jitter = 1.0);
+        retry flaky(attempts = 1001, backoff = 1ms, max_backoff = 1ms, factor = 1000.0, jitter = 1.0);
     }
 }
 
 #[test]
-fn a_retry_budget_of_u32_max_retries_until_the_node_succeeds() {
+fn the_largest_retry_budget_retries_until_the_node_succeeds() {
     let app = RetriedForever::builder().build();
     let out = app.invoke(Job { failures: 200, ..job("retry-max") }).unwrap();
     assert_eq!(out.log, ["flaky ok on run 201", "after"]);

@@ -331,3 +331,77 @@ async fn a_live_async_parent_whose_child_outlasts_the_lease_is_not_taken_over() 
     let runs = runs_under("async");
     assert_eq!(runs.len(), 5, "a node ran twice: {runs:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A store whose write lands but reports an error: the run reports the store's error.
+
+/// A `MemoryStore` whose append number `good` (from 0) to `thread` is written and then answered
+/// with an error (as by a store whose acknowledgement was lost).
+struct LandsThenFails {
+    inner: MemoryStore,
+    thread: ThreadId,
+    good: usize,
+    seen: std::sync::atomic::AtomicUsize,
+}
+
+impl Checkpointer for LandsThenFails {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<tea::CheckpointId>,
+        id: tea::CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<Append, Error> {
+        let appended = self.inner.append(graph, thread, expected, id, bytes, durable)?;
+        if *thread == self.thread && self.seen.fetch_add(1, Ordering::SeqCst) == self.good {
+            return Err(Error::store("the disk answered EIO after the write"));
+        }
+        Ok(appended)
+    }
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(tea::CheckpointId, Vec<u8>)>, Error> {
+        self.inner.head(graph, thread)
+    }
+    fn get(&self, graph: &str, thread: &ThreadId, id: tea::CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(graph, thread, id)
+    }
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(tea::CheckpointId, Vec<u8>)>, Error> {
+        self.inner.history(graph, thread)
+    }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
+}
+
+#[test]
+fn a_write_that_lands_but_fails_is_reported_as_the_stores_error() {
+    // Each write of the parent's thread in turn (its claim, its fan-out's progress, the
+    // renewals of its lease by the subgraph node's child) is the one that lands and fails: the
+    // run stops on the store's error, never on a takeover that did not happen. (Which write
+    // fails first depends on timing: `lease::tests` checks the same deterministically.)
+    for failing in 0..7 {
+        let thread = ThreadId::from(format!("landed{failing}"));
+        let store = LandsThenFails {
+            inner: MemoryStore::new(),
+            thread: thread.clone(),
+            good: failing,
+            seen: Default::default(),
+        };
+        let app = Fan::builder().checkpointer(store).lease(LEASE).build();
+        match app.invoke_on(thread.clone(), Job::default()) {
+            Err(error) => {
+                let chain = tea::error_chain(&error);
+                assert!(chain.contains("the disk answered EIO after the write"), "write {failing}: {chain}");
+                assert!(!matches!(error, Error::LeaseLost { .. }), "write {failing}: {error:?}");
+            }
+            Ok(outcome) => panic!("write {failing} failed, yet the run went on: {outcome:?}"),
+        }
+    }
+}

@@ -39,6 +39,23 @@ pub struct ServeArgs {
     /// The largest request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = tea_serve::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
+    /// With `--insecure-local`: a host name (`tea.lan`, or `tea.lan:8080` for that port only)
+    /// that tokenless requests may be addressed to besides `localhost`, `127.0.0.1` and `[::1]`
+    /// (any other `Host` gets 421, so a web page cannot reach the server through DNS
+    /// rebinding). Repeat it for several.
+    #[arg(long, value_name = "HOST", value_parser = parse_host)]
+    pub allowed_host: Vec<String>,
+}
+
+/// An `--allowed-host`: a host name or address, with an optional port; no scheme, no path.
+fn parse_host(text: &str) -> Result<String, String> {
+    let valid = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']'));
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(format!("`{text}` is not a host name such as `tea.lan` or `tea.lan:8080` (no scheme, no path)"))
+    }
 }
 
 /// The per-user data directory of `tea`: `$XDG_DATA_HOME/tea` (an absolute path, as the XDG
@@ -110,6 +127,9 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
     let spec = args.store.clone().unwrap_or_else(default_store);
     let store = open(&spec)?;
     let mut server = Serve::new().access(access).body_limit(args.body_limit);
+    for host in &args.allowed_host {
+        server = server.allowed_host(host.clone());
+    }
     let mut names = Vec::new();
     for file in &args.files {
         let agent = run::load(file, args.trust)?;

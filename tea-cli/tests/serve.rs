@@ -143,3 +143,96 @@ fn without_store_the_threads_go_to_the_users_data_directory_not_the_current_one(
     assert!(help.contains("sled:$XDG_DATA_HOME/tea/serve") && help.contains("~/.local/share/tea/serve"), "{help}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A request over a fresh connection, written as given (`head` holds the request line and
+/// headers, without the blank line); the status and the body as JSON.
+fn raw(address: &str, head: &str, body: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(stream, "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status: u16 = response[9..12].parse().unwrap();
+    let (_, payload) = response.split_once("\r\n\r\n").unwrap();
+    (status, serde_json::from_str(payload).unwrap_or(Value::Null))
+}
+
+#[test]
+fn insecure_local_refuses_what_a_web_page_can_send() {
+    let (server, address) = start("memory", &["--insecure-local", "--allowed-host", "tea.lan"]);
+    let (status, out) =
+        call(&address, "POST", "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" })), None);
+    assert_eq!((status, out["run"]["status"].as_str()), (200, Some("interrupted")), "{out}");
+    let thread = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    let answer = json!({ "command": { "resume": true } }).to_string();
+    let path = format!("/threads/{thread}/runs/wait");
+    let pending = || {
+        let (status, seen) = call(&address, "GET", &format!("/threads/{thread}"), None, None);
+        assert_eq!((status, seen["status"].as_str()), (200, Some("interrupted")), "{seen}");
+    };
+
+    // A page's `fetch(url, {mode: "no-cors", method: "POST", body})` sends `text/plain`.
+    let (status, error) =
+        raw(&address, &format!("POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: text/plain"), &answer);
+    assert_eq!((status, error["code"].as_str()), (415, Some("unsupported_media_type")), "{error}");
+    pending();
+    let (status, error) = raw(
+        &address,
+        &format!("POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-www-form-urlencoded"),
+        "command=resume",
+    );
+    assert_eq!(status, 415, "{error}");
+    pending();
+
+    // A page of another origin, even sending JSON (which a browser would preflight first).
+    let (status, error) = raw(
+        &address,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nOrigin: http://evil.example\r\nContent-Type: application/json"
+        ),
+        &answer,
+    );
+    assert_eq!((status, error["code"].as_str()), (403, Some("origin_not_allowed")), "{error}");
+    pending();
+
+    // DNS rebinding: the page's own name, pointed at 127.0.0.1, lists and answers threads.
+    let evil_port = address.rsplit(':').next().unwrap();
+    for (head, body) in [
+        (
+            format!(
+                "POST /threads/search HTTP/1.1\r\nHost: evil.example:{evil_port}\r\nContent-Type: application/json"
+            ),
+            "{}",
+        ),
+        (format!("GET /threads/{thread} HTTP/1.1\r\nHost: evil.example"), ""),
+        (format!("GET /inbox HTTP/1.1\r\nHost: evil.example:{evil_port}"), ""),
+        (format!("POST {path} HTTP/1.1\r\nHost: evil.example:{evil_port}\r\nContent-Type: application/json"), &answer),
+    ] {
+        let (status, error) = raw(&address, &head, body);
+        assert_eq!((status, error["code"].as_str()), (421, Some("host_not_allowed")), "{head}: {error}");
+    }
+    pending();
+
+    // What the operator allowed, and the server's own origin, are served.
+    let (status, found) = raw(
+        &address,
+        &format!("POST /threads/search HTTP/1.1\r\nHost: tea.lan:{evil_port}\r\nContent-Type: application/json"),
+        "{}",
+    );
+    assert_eq!((status, found.as_array().map(Vec::len)), (200, Some(1)), "{found}");
+    let (status, out) = raw(
+        &address,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nOrigin: http://{address}\r\nContent-Type: application/json; charset=utf-8"
+        ),
+        &answer,
+    );
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["interrupts"][0]["id"], "before:publish", "{out}");
+    stop(server);
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["serve", agent().to_str().unwrap(), "--insecure-local", "--allowed-host", "http://tea.lan/"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a host name"), "{refused:?}");
+}

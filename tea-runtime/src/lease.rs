@@ -68,6 +68,11 @@ pub(crate) struct Held {
     pub(crate) last: Option<Vec<u8>>,
     /// A renewal lost its compare-and-swap: another run took the thread over.
     lost: bool,
+    /// The store's error for a write of this run that it answered with an error (its message):
+    /// such a write may have been stored all the same, and moved the head from under the
+    /// run's next write. A compare-and-swap lost after one is reported with this error (see
+    /// [`Host::lost`]), not as a takeover.
+    failed: Option<String>,
     /// A renewal is being written (the lock is not held across the store call).
     renewing: bool,
     /// Writes of a fan-out's progress under way (`machine::journal`).
@@ -131,7 +136,7 @@ impl Host {
             owner,
             lease_ms,
             until: AtomicU64::new(0),
-            held: Mutex::new(Held { head, last: None, lost: false, renewing: false, writing: 0 }),
+            held: Mutex::new(Held { head, last: None, lost: false, failed: None, renewing: false, writing: 0 }),
             parent,
         }
     }
@@ -186,6 +191,28 @@ impl Host {
         false
     }
 
+    /// What the store answered to a write: its error is kept (a write it failed may have been
+    /// stored nonetheless) and returned.
+    fn answered(held: &mut Held, appended: Result<Append, Error>) -> Result<Append, Error> {
+        appended.inspect_err(|error| {
+            held.failed.get_or_insert_with(|| crate::vocab::error::error_chain(error));
+        })
+    }
+
+    /// The error of a run that lost its thread's compare-and-swap: [`Error::LeaseLost`], or,
+    /// when a write of the run failed before (whose failure the store may have reported after
+    /// storing it, which moves the head just as a takeover would), the store's error.
+    fn lost(&self, held: &Held) -> Error {
+        match &held.failed {
+            None => Error::LeaseLost { thread: self.thread.clone() },
+            Some(failed) => Error::store(format!(
+                "{failed} (a write to thread `{}` failed with that error, and a later write found the thread's \
+                 head moved: the failed write may have been stored nonetheless; the run stopped)",
+                self.thread
+            )),
+        }
+    }
+
     /// The renewal of this run's lease, if half of it is gone and no other renewal of it is
     /// under way: its last checkpoint again with a new expiry, to be appended by
     /// compare-and-swap on the head the run last saw (by the driver of the run that renews it,
@@ -202,7 +229,7 @@ impl Host {
         let mut held = self.held();
         let now = now_ms();
         if held.lost {
-            return Err(Error::LeaseLost { thread: self.thread.clone() });
+            return Err(self.lost(&held));
         }
         // Checked again under the lock: a sibling branch's child may have renewed it meanwhile,
         // may be renewing it now, or the run released it.
@@ -233,7 +260,7 @@ impl Host {
     pub(crate) fn begin_write(&self) -> Result<Option<CheckpointId>, Error> {
         let mut held = self.held();
         if held.lost {
-            return Err(Error::LeaseLost { thread: self.thread.clone() });
+            return Err(self.lost(&held));
         }
         held.writing += 1;
         Ok(held.head)
@@ -262,7 +289,7 @@ impl Host {
     ) -> Result<Wrote, Error> {
         let mut held = self.held();
         held.writing = held.writing.saturating_sub(1);
-        match appended? {
+        match Self::answered(&mut held, appended)? {
             Append::Written => {
                 self.wrote(&mut held, id, bytes, until);
                 Ok(Wrote::Head)
@@ -270,7 +297,7 @@ impl Host {
             Append::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => Ok(Wrote::Again),
             Append::Conflict { .. } => {
                 held.lost = true;
-                Err(Error::LeaseLost { thread: self.thread.clone() })
+                Err(self.lost(&held))
             }
         }
     }
@@ -283,7 +310,7 @@ impl Host {
     pub(crate) fn renewed(&self, renewal: Renewal, appended: Result<Append, Error>) -> Result<(), Error> {
         let mut held = self.held();
         held.renewing = false;
-        match appended? {
+        match Self::answered(&mut held, appended)? {
             Append::Written => {
                 traced! {
                     tracing::debug!(target: "tea", thread = %self.thread, checkpoint = renewal.id, "lease renewed by a child");
@@ -295,8 +322,56 @@ impl Host {
             Append::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
             Append::Conflict { .. } => {
                 held.lost = true;
-                Err(Error::LeaseLost { thread: self.thread.clone() })
+                Err(self.lost(&held))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::error::error_chain;
+
+    fn host() -> Host {
+        let relet: Relet = |bytes, _, _, _, _| Ok(bytes.to_vec());
+        let tenancy = Tenancy {
+            thread: ThreadId::from("t"),
+            graph: "g".to_owned(),
+            graph_fingerprint: 0,
+            schema_fingerprint: 0,
+            relet,
+            owner: 1,
+            lease_ms: 30_000,
+            head: Some(1),
+            parent: None,
+        };
+        let store: Arc<dyn Checkpointer> = Arc::new(crate::store::MemoryStore::new());
+        Host::new(store, Durability::EveryStep, Duration::from_secs(30), 100, 4, tenancy)
+    }
+
+    #[test]
+    fn a_swap_lost_after_a_write_the_store_failed_is_the_stores_error() {
+        let host = host();
+        let head = host.begin_write().unwrap();
+        let failed = host.end_write(head, 2, Vec::new(), 0, Err(Error::store("EIO after the write")));
+        assert!(matches!(failed, Err(Error::Store { .. })));
+        // The failed write was stored: the next one finds the head moved.
+        let head = host.begin_write().unwrap();
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        let Err(error) = lost else { panic!("a lost swap is an error") };
+        assert!(matches!(error, Error::Store { .. }), "{error:?}");
+        assert!(error_chain(&error).contains("EIO after the write"), "{error}");
+        // And so is every later write of the run.
+        let Err(later) = host.begin_write() else { panic!("a run that lost its thread writes no more") };
+        assert!(error_chain(&later).contains("EIO after the write"), "{later}");
+    }
+
+    #[test]
+    fn a_swap_lost_otherwise_is_a_takeover() {
+        let host = host();
+        let head = host.begin_write().unwrap();
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{:?}", lost.err());
     }
 }

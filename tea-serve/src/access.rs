@@ -57,6 +57,12 @@ impl Access {
     /// need one of the tokens added with [`token`](Self::token). The router sees the peer only
     /// when served with connect info ([`serve`](crate::serve)); without it, every request
     /// needs a token.
+    ///
+    /// Since a web page the operator visits is a loopback peer too, a tokenless request must
+    /// be addressed to a loopback name (`localhost`, `127.0.0.1`, `[::1]`) or to a host of
+    /// [`Serve::allowed_host`](crate::Serve::allowed_host) (else `421`: DNS rebinding), and
+    /// come from the server's own or a loopback origin when it has an `Origin` (else `403`);
+    /// JSON API bodies must be `application/json` (else `415`), as with tokens.
     pub fn insecure_local() -> Self {
         Access { tokens: Vec::new(), insecure_local: true }
     }
@@ -208,6 +214,9 @@ pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Re
     if right.is_none() && shared.access.insecure_local {
         let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
         if peer.is_some_and(|p| p.ip().is_loopback()) {
+            if let Err(refused) = local_only(headers, &shared.allowed_hosts) {
+                return refused.into_response();
+            }
             right = Some(Right::Answer);
         }
     }
@@ -229,6 +238,80 @@ pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Re
     }
     request.extensions_mut().insert(Granted(right));
     next.run(request).await
+}
+
+/// What a request that has its rights from a loopback peer alone (no token) must be, since a
+/// web page the operator visits can send one too: addressed to a loopback name or to an
+/// allowed host (else `421`: a DNS-rebinding page's requests name the page's own host), and,
+/// when it says where it comes from (`Origin`), from the server's own origin or a loopback or
+/// allowed one (else `403`).
+fn local_only(headers: &HeaderMap, allowed: &[String]) -> Result<(), ApiError> {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !host_allowed(host, allowed) {
+        return Err(ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "host_not_allowed",
+            format!(
+                "without a token this server answers requests to `localhost`, `127.0.0.1` or `[::1]` (or to a host \
+                 it was given with `--allowed-host`), not to `{host}`"
+            ),
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !origin_allowed(origin, host, allowed) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                format!(
+                    "without a token this server answers pages of its own origin or of a loopback one, not `{origin}`"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `host` (a `Host` header, or an origin's host) without its port: `[::1]:8080` → `[::1]`.
+fn without_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// Whether `host` names this machine's loopback (`localhost`, an IPv4 loopback address,
+/// `[::1]`, with any port) or one of `allowed` (a name alone allows it with any port; a name
+/// with a port, that port only). Case does not matter.
+pub(crate) fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = without_port(&host);
+    if name.is_empty() {
+        return false;
+    }
+    let loopback = name == "localhost"
+        || name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    loopback
+        || allowed.iter().any(|a| {
+            let a = a.trim().to_ascii_lowercase();
+            a == host || a == name
+        })
+}
+
+/// Whether `origin` (an `Origin` header: `http://host:port`, or `null`) is the server's own
+/// (`host`, the request's `Host`), a loopback one, or an allowed host's.
+fn origin_allowed(origin: &str, host: &str, allowed: &[String]) -> bool {
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    !rest.contains('/') && (rest.eq_ignore_ascii_case(host) || host_allowed(rest, allowed))
 }
 
 /// Refuses a form post that comes from another site: its `Origin` (or `Sec-Fetch-Site`) must
@@ -256,6 +339,28 @@ pub(crate) fn check_form(headers: &HeaderMap, csrf: &str) -> Result<(), ApiError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_and_origins_a_loopback_request_may_name() {
+        let allowed = vec!["tea.lan".to_owned(), "box.lan:8080".to_owned()];
+        for host in ["localhost", "LOCALHOST:8080", "127.0.0.1", "127.0.0.1:9", "127.1.2.3:80", "[::1]", "[::1]:8080"] {
+            assert!(host_allowed(host, &[]), "{host}");
+        }
+        for host in
+            ["", "evil.example", "evil.example:8080", "localhost.evil.example", "0x7f.0.0.1", "[::2]:80", "tea.lan"]
+        {
+            assert!(!host_allowed(host, &[]), "{host}");
+        }
+        assert!(host_allowed("tea.lan:3000", &allowed) && host_allowed("TEA.lan", &allowed));
+        assert!(host_allowed("box.lan:8080", &allowed) && !host_allowed("box.lan:9090", &allowed));
+        assert!(origin_allowed("http://127.0.0.1:8080", "127.0.0.1:8080", &[]));
+        assert!(origin_allowed("http://localhost:3000", "127.0.0.1:8080", &[]));
+        assert!(origin_allowed("https://tea.lan", "tea.lan", &allowed));
+        for origin in ["null", "http://evil.example", "http://evil.example:8080", "file://", "http://127.0.0.1:8080/x"]
+        {
+            assert!(!origin_allowed(origin, "127.0.0.1:8080", &[]), "{origin}");
+        }
+    }
 
     #[test]
     fn token_files_name_the_bad_line() {

@@ -46,6 +46,15 @@
 //! signs in with a token once (a `SameSite=Strict` cookie) and its forms carry a per-session
 //! CSRF token and are refused from other origins.
 //!
+//! **What a web page can send.** A state-changing request of the JSON API with a body must be
+//! `Content-Type: application/json` (`415` otherwise: a page's `no-cors` request can only send
+//! `text/plain`, form or multipart bodies). A request let in without a token, as a loopback
+//! peer, must also name a loopback host (`Host: localhost`, `127.0.0.1`, `[::1]`, or a host of
+//! [`Serve::allowed_host`]; `421` otherwise, which stops DNS rebinding) and, when it has an
+//! `Origin`, come from the server's own or a loopback origin (`403` otherwise). Each connection
+//! has [`HEADER_READ_TIMEOUT`] for a request's headers ([`serve`]), each body
+//! [`Serve::body_read_timeout`] (`408`).
+//!
 //! [Agent Protocol]: https://github.com/langchain-ai/agent-protocol
 #![deny(missing_docs, missing_debug_implementations)]
 
@@ -53,6 +62,7 @@ mod access;
 mod api;
 mod draw;
 mod error;
+mod guard;
 mod inbox;
 mod plan;
 mod records;
@@ -68,12 +78,20 @@ pub use access::{Access, AccessError, Right};
 use axum::Router;
 use served::Served;
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tea_runtime::{App, Checkpointer, Graph};
 
 /// The default largest request body: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
+
+/// How long [`serve`] waits for a request's headers (each request's, and the first byte of
+/// the next on a kept-alive connection) before it closes the connection: 10 s.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default time a request's body may take to arrive whole: 30 s; a slower one gets `408`
+/// and its connection is closed ([`Serve::body_read_timeout`]).
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The router for one app: the protocol's routes and the inbox, open to loopback peers without
 /// a token ([`Access::insecure_local`]). Serve it with [`serve`] (or with axum's
@@ -105,6 +123,8 @@ pub struct Serve {
     agents: Vec<Arc<dyn Served>>,
     access: Access,
     body_limit: usize,
+    body_read_timeout: Duration,
+    allowed_hosts: Vec<String>,
 }
 
 impl fmt::Debug for Serve {
@@ -113,6 +133,8 @@ impl fmt::Debug for Serve {
             .field("agents", &self.agents.iter().map(|a| a.name().to_owned()).collect::<Vec<_>>())
             .field("access", &self.access)
             .field("body_limit", &self.body_limit)
+            .field("body_read_timeout", &self.body_read_timeout)
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
@@ -124,9 +146,16 @@ impl Default for Serve {
 }
 
 impl Serve {
-    /// No agents yet; [`Access::insecure_local`]; bodies up to [`DEFAULT_BODY_LIMIT`].
+    /// No agents yet; [`Access::insecure_local`]; bodies up to [`DEFAULT_BODY_LIMIT`], read
+    /// within [`DEFAULT_BODY_READ_TIMEOUT`]; no host besides the loopback names.
     pub fn new() -> Self {
-        Serve { agents: Vec::new(), access: Access::insecure_local(), body_limit: DEFAULT_BODY_LIMIT }
+        Serve {
+            agents: Vec::new(),
+            access: Access::insecure_local(),
+            body_limit: DEFAULT_BODY_LIMIT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            allowed_hosts: Vec::new(),
+        }
     }
 
     /// Serves `app` (agent id: its graph's name). The first agent's store also keeps the
@@ -164,6 +193,24 @@ impl Serve {
         self
     }
 
+    /// How long a request's body may take to arrive whole (default
+    /// [`DEFAULT_BODY_READ_TIMEOUT`]); a slower one gets `408` and its connection is closed.
+    pub fn body_read_timeout(mut self, limit: Duration) -> Self {
+        self.body_read_timeout = limit;
+        self
+    }
+
+    /// A host name (`tea.lan`, or `tea.lan:8080` for that port only) that requests from a
+    /// loopback peer without a token may be addressed to (their `Host`, and their `Origin` when
+    /// they have one), besides `localhost`, `127.0.0.1` and `[::1]`: a name this machine is
+    /// reached by through a proxy or `/etc/hosts`. Any other `Host` gets `421` under
+    /// [`Access::insecure_local`], so that a web page cannot reach the server by pointing a
+    /// name of its own at 127.0.0.1 (DNS rebinding). Requests with a token are not concerned.
+    pub fn allowed_host(mut self, host: impl Into<String>) -> Self {
+        self.allowed_hosts.push(host.into());
+        self
+    }
+
     /// The router. With no agent, every protocol route answers `404`.
     pub fn router(self) -> Router {
         let shared = Arc::new(Shared {
@@ -171,9 +218,13 @@ impl Serve {
             access: self.access,
             runs: runs::Runs::default(),
             body_limit: self.body_limit,
+            body_read_timeout: self.body_read_timeout,
+            allowed_hosts: self.allowed_hosts,
         });
         api::routes()
             .merge(inbox::routes())
+            // After the rights: a request refused them is answered before its body is read.
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), guard::guard))
             .layer(axum::middleware::from_fn_with_state(shared.clone(), access::authorize))
             .layer(axum::extract::DefaultBodyLimit::max(shared.body_limit))
             .with_state(shared)
@@ -186,6 +237,9 @@ pub(crate) struct Shared {
     pub(crate) access: Access,
     pub(crate) runs: runs::Runs,
     pub(crate) body_limit: usize,
+    pub(crate) body_read_timeout: Duration,
+    /// Hosts besides the loopback names that tokenless loopback requests may name.
+    pub(crate) allowed_hosts: Vec<String>,
 }
 
 impl Shared {
@@ -201,8 +255,13 @@ impl Shared {
 }
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets the requests in flight
-/// finish (axum's graceful shutdown). Runs still going when the process ends stop where they
-/// are: a paused thread stays resumable, a running one can be recovered.
+/// finish (graceful shutdown). Runs still going when the process ends stop where they are: a
+/// paused thread stays resumable, a running one can be recovered.
+///
+/// Each connection has [`HEADER_READ_TIMEOUT`] to send a request's headers (and, kept alive,
+/// to start the next request), so connections that send slowly or nothing are closed; a body
+/// has the router's [`Serve::body_read_timeout`]. The router sees each request's peer
+/// (`ConnectInfo<SocketAddr>`), which [`Access::insecure_local`] needs.
 ///
 /// # Errors
 /// The listener's I/O errors.
@@ -211,9 +270,74 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with_header_timeout(listener, router, shutdown, HEADER_READ_TIMEOUT).await
+}
+
+/// [`serve`], with `header_read_timeout` for [`HEADER_READ_TIMEOUT`].
+///
+/// # Errors
+/// The listener's I/O errors.
+pub async fn serve_with_header_timeout(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    header_read_timeout: Duration,
+) -> std::io::Result<()> {
+    use axum::extract::ConnectInfo;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    // Connections watch `stop` to shut down gracefully; `open` is dropped by each one as it
+    // ends, so that `serve` returns once none is left.
+    let (stop, watched) = tokio::sync::watch::channel(());
+    let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // A connection that failed as it was accepted is that connection's
+                    // problem; out of descriptors, wait for some to be closed (as axum does).
+                    if !matches!(
+                        error.kind(),
+                        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            tower_service::Service::call(&mut router.clone(), request)
+        });
+        let mut watched = watched.clone();
+        let open = open.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+            let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                // A connection's errors (a client gone, a timeout) end only that connection.
+                _ = connection.as_mut() => {}
+                _ = watched.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    let _ = stop.send(());
+    drop(open);
+    // `None` once every connection's sender is dropped.
+    let _ = all_closed.recv().await;
+    Ok(())
 }
 
 /// Completes on SIGTERM or Ctrl-C (SIGINT): the usual `shutdown` for [`serve`].

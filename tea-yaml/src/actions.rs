@@ -1,10 +1,11 @@
 //! Actions (`uses:`): the ones an [`Engine`](crate::Engine) registers, and the built-ins
 //! `checkpoint.save`, `checkpoint.load`, `file.read`, `file.write`, `memory.store`/`retrieve`/
 //! `delete`/`clear` (the agent's key-value memory), `ratelimit.wrap` (another action behind a
-//! process-wide rate limiter), `code.execute` (Python, in a trusted file), the small ones of
-//! `builtins.rs`, DSPy's, TextGrad's and mem0's as The Edge Agent runs them without the library
-//! (`fallback.rs`), `a2a.*` (`a2a.rs`), and with the feature `net` `llm.call`, `http.get`,
-//! `http.post`, `actions.notify` (in `net.rs`) and the hosted services' (`services.rs`).
+//! process-wide rate limiter), `code.execute` (Python in a child process, in a trusted file),
+//! the small ones of `builtins.rs`, DSPy's, TextGrad's and mem0's as The Edge Agent runs them
+//! without the library (`fallback.rs`), `a2a.*` (`a2a.rs`), and with the feature `net`
+//! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`) and the hosted
+//! services' (`services.rs`).
 
 use crate::state::State;
 use serde_json::{json, Value};
@@ -39,8 +40,9 @@ pub(crate) enum Action {
     Builtin(crate::builtins::Builtin),
     /// DSPy's, TextGrad's and mem0's actions as The Edge Agent runs them without the library.
     Fallback(crate::fallback::Fallback),
-    /// `code.execute`: Python run by the embedded interpreter when the engine trusts the file
-    /// (`trusted`), else The Edge Agent's "disabled" result.
+    /// `code.execute`: Python run in a child process, killed at its timeout, when the engine
+    /// trusts the file (`trusted`, settled where the loader resolves every action), else The
+    /// Edge Agent's "disabled" result.
     CodeExecute {
         trusted: bool,
     },

@@ -207,78 +207,187 @@ mod imp {
     /// How deep a value returned from Python may nest (a list that contains itself would not end).
     const MAX_DEPTH: usize = 64;
 
-    /// `code.execute`'s runner: the code run with `state` (a copy of the state) among its
-    /// globals, its `print`s and `sys.stdout`/`sys.stderr` captured, `result` as the value,
-    /// stopped at `timeout` by an exception raised in its thread (pure-Python code stops there;
-    /// a call blocked in C finishes first).
-    const CODE_RUNNER: &std::ffi::CStr = cr#"
-def __tea_code_execute(code, state, timeout, max_bytes):
-    import contextlib, ctypes, io, threading, time
+    /// `code.execute`'s runner, run as `python3 -I -c CHILD_RUNNER` in a process of its own: it
+    /// reads `{code, state, max_bytes}` as JSON on its standard input, runs the code with
+    /// `state` among its globals, its `print`s and `sys.stdout`/`sys.stderr` captured (what C
+    /// code or child processes write to the descriptors goes nowhere), and writes The Edge
+    /// Agent's result as JSON on a copy of its standard output, then exits at once (threads the
+    /// code left running do not hold it). The time limit is the parent's: it kills the process.
+    const CHILD_RUNNER: &str = r#"
+import contextlib, io, json, os, sys, time
+def main():
+    reply = os.dup(1)
+    request = json.loads(sys.stdin.buffer.read())
+    nowhere = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(nowhere, fd)
+    code, state, max_bytes = request["code"], request["state"], request["max_bytes"]
     out, err = io.StringIO(), io.StringIO()
     scope = {"__builtins__": __builtins__, "state": state, "__name__": "__code_execute__"}
-    me = threading.get_ident()
-    fired = []
-    def stop():
-        fired.append(True)
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(me), ctypes.py_object(TimeoutError))
-    timer = threading.Timer(timeout, stop)
     started = time.perf_counter()
     success, error = True, None
     try:
-        try:
-            compiled = compile(code, "<code.execute>", "exec")
-            timer.start()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                exec(compiled, scope)
-        finally:
-            timer.cancel()
+        compiled = compile(code, "<code.execute>", "exec")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            exec(compiled, scope)
     except SyntaxError as e:
         success, error = False, "SyntaxError: %s at line %s" % (e.msg, e.lineno)
-    except TimeoutError as e:
-        success, error = False, ("Execution timed out after %s seconds" % timeout) if fired else str(e)
     except BaseException as e:
-        success, error = False, str(e) or type(e).__name__
+        try:
+            success, error = False, str(e) or type(e).__name__
+        except BaseException:
+            success, error = False, type(e).__name__
     elapsed = (time.perf_counter() - started) * 1000.0
     def cut(text):
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "replace")
         if len(data) <= max_bytes:
             return text
         return data[:max_bytes].decode("utf-8", "ignore") + "\n... [output truncated]"
-    return {
+    value = scope.get("result")
+    try:
+        value = json.loads(json.dumps(value, allow_nan=False))
+    except BaseException:
+        # A `result` that is no JSON value is shown as Python prints it.
+        try:
+            value = repr(value)
+        except BaseException:
+            value = "<%s>" % type(value).__name__
+    text = json.dumps({
         "success": success,
         "stdout": cut(out.getvalue()) if success else "",
         "stderr": cut(err.getvalue()),
-        "return_value": scope.get("result"),
+        "return_value": value,
         "error": error,
         "execution_time_ms": elapsed,
-    }
+    }).encode("utf-8")
+    while text:
+        text = text[os.write(reply, text):]
+    os._exit(0)
+main()
 "#;
 
-    /// `code.execute` (The Edge Agent's): `args.code` run by the embedded interpreter, in a file
-    /// the engine trusts (the caller checks).
-    pub(crate) fn code_execute(args: &Value, state: &Map<String, Value>) -> Result<Value, String> {
-        let (code, timeout, max) = super::code_args(args)?;
-        Python::attach(|py| {
-            let outcome = (|| -> PyResult<Value> {
-                let globals = PyDict::new(py);
-                globals.set_item("__builtins__", py.import("builtins")?)?;
-                py.run(CODE_RUNNER, Some(&globals), None)?;
-                let runner = globals.get_item("__tea_code_execute")?.ok_or_else(|| {
-                    pyo3::exceptions::PyRuntimeError::new_err("code.execute's runner did not define itself")
-                })?;
-                let result = runner.call1((code, map_to_py(py, state)?, timeout, max))?;
-                let dict = result.cast::<PyDict>()?;
-                let mut out = serde_json::Map::new();
-                for (key, value) in dict.iter() {
-                    let key: String = key.extract()?;
-                    // A `result` that is no JSON value is shown as Python prints it.
-                    let json = to_json(&value, 0).or_else(|_| value.repr().map(|r| Value::String(r.to_string())))?;
-                    out.insert(key, json);
-                }
-                Ok(Value::Object(out))
-            })();
-            outcome.map_err(|e| format!("code.execute: {e}"))
+    /// The Python that runs `code.execute`: the embedded interpreter's own program
+    /// (`{base_exec_prefix}/bin/python3.X`) when it is there, else `python3` on the `PATH`.
+    fn interpreter() -> &'static std::ffi::OsStr {
+        static FOUND: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+        FOUND.get_or_init(|| {
+            let own = Python::attach(|py| -> PyResult<Option<std::path::PathBuf>> {
+                let sys = py.import("sys")?;
+                let prefix: String = sys.getattr("base_exec_prefix")?.extract()?;
+                let (major, minor): (u32, u32) = (
+                    sys.getattr("version_info")?.getattr("major")?.extract()?,
+                    sys.getattr("version_info")?.getattr("minor")?.extract()?,
+                );
+                let program = std::path::Path::new(&prefix).join("bin").join(format!("python{major}.{minor}"));
+                Ok(program.is_file().then_some(program))
+            });
+            match own {
+                Ok(Some(program)) => program.into_os_string(),
+                _ => "python3".into(),
+            }
         })
+    }
+
+    /// `code.execute` (The Edge Agent's): `args.code` run by Python in a child process (in a
+    /// file the engine trusts; the caller checks), which is killed — with every process it
+    /// started — when `timeout` is up, whatever the code does (catch `BaseException`, sleep,
+    /// block in C): the call returns within the timeout and a few milliseconds.
+    pub(crate) fn code_execute(args: &Value, state: &Map<String, Value>) -> Result<Value, String> {
+        use std::io::{Read, Write};
+        use std::process::{Command, Stdio};
+        use std::time::{Duration, Instant};
+        let (code, timeout, max) = super::code_args(args)?;
+        let request = serde_json::json!({ "code": code, "state": state, "max_bytes": max }).to_string();
+        let program = interpreter();
+        let mut command = Command::new(program);
+        command.args(["-I", "-c", CHILD_RUNNER]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // A process group of its own, so that the timeout kills whatever the code started too.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("code.execute: cannot start Python (`{}`): {e}", program.to_string_lossy()))?;
+        let group = Group(child.id());
+        let (mut stdin, mut stdout, mut stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        // Written and read by threads of their own: none of the pipes can stall the timeout.
+        std::thread::spawn(move || {
+            if let Some(stdin) = stdin.as_mut() {
+                // A child that died first is reported by its exit.
+                let _ = stdin.write_all(request.as_bytes());
+            }
+        });
+        let (sent, reply) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(stdout) = stdout.as_mut() {
+                let _ = stdout.read_to_end(&mut bytes);
+            }
+            let _ = sent.send(bytes);
+        });
+        let (sent_err, complaint) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(stderr) = stderr.as_mut() {
+                let _ = stderr.take(64 << 10).read_to_end(&mut bytes);
+            }
+            let _ = sent_err.send(bytes);
+        });
+        let limit = Duration::from_secs_f64(timeout);
+        let answered = reply.recv_timeout(limit);
+        // The code's process is over once it answered (it exits at once) or its time is up:
+        // its group goes, and nothing it started outlives the call.
+        group.kill();
+        let _ = child.kill();
+        let status = child.wait();
+        let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+        let Ok(bytes) = answered else {
+            return Ok(serde_json::json!({
+                "success": false,
+                "stdout": "",
+                "stderr": "",
+                "return_value": null,
+                "error": format!("Execution timed out after {timeout} seconds"),
+                "execution_time_ms": elapsed,
+            }));
+        };
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(result @ Value::Object(_)) => Ok(result),
+            _ => {
+                let said = complaint.recv_timeout(Duration::from_millis(100)).unwrap_or_default();
+                let said = String::from_utf8_lossy(&said);
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                let why = match said.trim() {
+                    "" => format!("Python ended ({status}) before it gave a result"),
+                    said => format!("Python ended ({status}) before it gave a result: {said}"),
+                };
+                Ok(serde_json::json!({
+                    "success": false,
+                    "stdout": "",
+                    "stderr": "",
+                    "return_value": null,
+                    "error": why,
+                    "execution_time_ms": elapsed,
+                }))
+            }
+        }
+    }
+
+    /// The process group of a `code.execute` child (its id is the child's).
+    struct Group(u32);
+
+    impl Group {
+        /// Kills every process of the group (one already gone is no error).
+        fn kill(&self) {
+            #[cfg(unix)]
+            if let Ok(id) = libc::pid_t::try_from(self.0) {
+                // SAFETY: `kill` takes plain integers; a negative id names the process group
+                // the child leads (`process_group(0)`), so no other process is signalled.
+                unsafe {
+                    libc::kill(-id, libc::SIGKILL);
+                }
+            }
+        }
     }
 
     /// A compiled Python block.

@@ -463,3 +463,27 @@ nodes:
     assert!(p.iter().any(|m| m.starts_with("4: ") && m.contains("is a template")), "{p:?}");
     assert!(p.iter().any(|m| m.starts_with("8: ") && m.contains("Lua")), "{p:?}");
 }
+
+/// `code.execute` in a `tools:` list runs in a trusted file and answers "disabled" elsewhere,
+/// as in every other position (`tests/python.rs`).
+#[cfg(all(feature = "net", feature = "python"))]
+#[test]
+fn code_execute_as_a_tool_is_trusted_only_with_the_file() {
+    let mock = support::mock::Mock::start();
+    let text = format!(
+        "settings:\n  llm: {{ api_base: \"{}\", api_key: sk-test, model: echo, max_retries: 0 }}\nnodes:\n  - name: think\n    uses: reason.react\n    with:\n      goal: \"{{{{ state.goal }}}}\"\n      tools: [code.execute]\n      max_steps: 1\n    output: r\n",
+        mock.v1()
+    );
+    let goal = r#"{"thought": "run it", "action": "code.execute", "action_input": {"code": "result = 5"}}"#;
+    let observed = |agent: &tea_yaml::Agent| -> String {
+        let out = agent.invoke(json!({ "goal": goal })).unwrap().done().unwrap();
+        assert_eq!(out["r"]["steps"][0]["action"], "code.execute", "{}", out["r"]);
+        out["r"]["steps"][0]["observation"].as_str().unwrap().to_owned()
+    };
+    let trusted = observed(&load(&text));
+    assert!(trusted.contains("\"return_value\":5"), "{trusted}");
+    let untrusted = Engine::new().load_str(&text).unwrap();
+    assert!(untrusted.warnings().iter().any(|w| w.message().contains("a tool of `reason.react`")));
+    let disabled = observed(&untrusted);
+    assert!(disabled.contains("Code execution is disabled"), "{disabled}");
+}

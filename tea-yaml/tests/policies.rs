@@ -159,6 +159,34 @@ nodes:
 }
 
 #[test]
+fn a_node_that_always_fails_ends_on_the_step_limit_its_retries_count_against() {
+    let agent = agent(
+        r#"
+config: { recursion_limit: 10 }
+nodes:
+  - name: flaky
+    run: error("down")
+    retry: { max_retries: 1000, base_delay_ms: 0, jitter: false }
+"#,
+    );
+    let started = std::time::Instant::now();
+    let events: Vec<_> = agent.stream(json!({})).collect();
+    let retries = events.iter().filter(|e| matches!(e, Ok(Event::Retry { .. }))).count();
+    assert_eq!(retries, 9, "the first run and 9 retries are the 10 steps");
+    let last = events.last().unwrap();
+    assert!(matches!(last, Err(Error::RecursionLimit { limit: 10 })), "{last:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[test]
+fn max_retries_beyond_the_cap_is_a_load_error_naming_its_line() {
+    let yaml = "nodes:\n  - name: flaky\n    run: error('down')\n    retry: { max_retries: 4294967295 }\n";
+    let error = Engine::new().load_str(yaml).unwrap_err().to_string();
+    assert!(error.contains("`max_retries` of `retry` of node `flaky` is at most 1000"), "{error}");
+    assert!(error.contains(":4:"), "the error names line 4: {error}");
+}
+
+#[test]
 fn bad_policy_keys_are_load_errors() {
     for (yaml, expected) in [
         (

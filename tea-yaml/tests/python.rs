@@ -463,3 +463,95 @@ nodes:
     assert_eq!(out["r"]["success"], true, "{}", out["r"]);
     assert_eq!(out["r"]["reflection_output"]["return_value"], json!({ "n": 3 }), "{}", out["r"]);
 }
+
+/// A node running `code` by `code.execute` with a time limit of 1 s.
+fn timed(code: &str) -> String {
+    let code = serde_json::to_string(code).unwrap();
+    format!("nodes:\n  - name: a\n    uses: code.execute\n    with: {{ timeout: 1, code: {code} }}\n    output: r\n")
+}
+
+#[test]
+fn a_timed_out_code_execute_ends_whatever_the_code_does() {
+    for (what, code) in [
+        (
+            "catches BaseException",
+            "import time\nwhile True:\n    try:\n        time.sleep(100)\n    except BaseException:\n        pass\n",
+        ),
+        ("sleeps", "import time\ntime.sleep(100)\n"),
+        ("blocks in C", "import select, socket\na, b = socket.socketpair()\nselect.select([a], [], [])\na.recv(1)\n"),
+        ("starts a process that sleeps", "import subprocess\nsubprocess.run(['sleep', '100'])\n"),
+    ] {
+        let started = std::time::Instant::now();
+        let out = run(&timed(code), json!({})).unwrap();
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(2), "the code that {what} ran {took:?}");
+        assert_eq!(out["r"]["success"], false, "{what}: {}", out["r"]);
+        assert_eq!(out["r"]["error"], "Execution timed out after 1 seconds", "{what}: {}", out["r"]);
+    }
+    // The process serves the next run.
+    let out = run(&timed("print('again')\nresult = {'n': 7}"), json!({})).unwrap();
+    assert_eq!((out["r"]["return_value"].clone(), out["r"]["stdout"].clone()), (json!({ "n": 7 }), json!("again\n")));
+}
+
+#[test]
+fn code_execute_that_exits_or_gives_no_json_reports_it_in_its_result() {
+    let out = run(&timed("import os\nos._exit(3)"), json!({})).unwrap();
+    assert_eq!(out["r"]["success"], false, "{}", out["r"]);
+    assert!(out["r"]["error"].as_str().unwrap().contains("before it gave a result"), "{}", out["r"]);
+    let out = run(&timed("raise SystemExit(2)"), json!({})).unwrap();
+    assert_eq!((out["r"]["success"].clone(), out["r"]["error"].clone()), (json!(false), json!("2")));
+    let out = run(&timed("result = {1, 2}"), json!({})).unwrap();
+    assert_eq!(out["r"]["return_value"], "{1, 2}", "a value JSON cannot hold is shown as Python prints it");
+    let out =
+        run(&timed("import sys\nsys.stderr.write('careful')\nresult = state['x'] * 2"), json!({ "x": 21 })).unwrap();
+    assert_eq!((out["r"]["return_value"].clone(), out["r"]["stderr"].clone()), (json!(42), json!("careful")));
+}
+
+/// `code.execute` in every position an action can take: a node behind `ratelimit.wrap`, a
+/// step of a composed action, an `a2a.delegate` fallback.
+fn code_execute_everywhere(name: &str) -> String {
+    format!(
+        r#"
+settings:
+  a2a: {{ namespace: trust-{name}, agent_id: asker }}
+nodes:
+  - name: wrapped
+    uses: ratelimit.wrap
+    with: {{ action: code.execute, limiter: trust-{name}, rps: 1000, args: {{ code: "result = 1" }} }}
+    output: wrapped
+  - name: step
+    uses: reflection.loop
+    with:
+      generator: {{ action: code.execute, code: "result = 2" }}
+      evaluator: {{ type: custom, run: "return true" }}
+      max_iterations: 1
+    output: step
+  - name: fallback
+    uses: a2a.delegate
+    with:
+      to: nobody-home
+      task: {{ type: t }}
+      timeout: 20ms
+      on_timeout: fallback_local
+      fallback: {{ action: code.execute, with: {{ code: "result = 3" }} }}
+"#
+    )
+}
+
+#[test]
+fn code_execute_is_trusted_in_every_position_with_trust_and_in_none_without() {
+    let out = run(&code_execute_everywhere("on"), json!({})).unwrap();
+    assert_eq!(out["wrapped"]["return_value"], 1, "{}", out["wrapped"]);
+    assert_eq!(out["step"]["reflection_output"]["return_value"], 2, "{}", out["step"]);
+    assert_eq!(out["a2a_delegation_result"]["return_value"], 3, "{}", out["a2a_delegation_result"]);
+
+    let untrusted = Engine::new().load_str(&code_execute_everywhere("off")).unwrap();
+    let warned: Vec<&str> = untrusted.warnings().iter().map(|w| w.message()).collect();
+    assert!(warned.iter().any(|w| w.contains("`code.execute` (wrapped by `ratelimit.wrap`")), "{warned:?}");
+    let out = untrusted.invoke(json!({})).unwrap().done().unwrap();
+    let disabled =
+        |result: &Value| result["error"].as_str().is_some_and(|e| e.starts_with("Code execution is disabled"));
+    assert!(disabled(&out["wrapped"]), "{}", out["wrapped"]);
+    assert!(disabled(&out["step"]["reflection_output"]), "{}", out["step"]);
+    assert!(disabled(&out["a2a_delegation_result"]), "{}", out["a2a_delegation_result"]);
+}

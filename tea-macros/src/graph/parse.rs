@@ -217,6 +217,10 @@ impl Parse for GraphDef {
 }
 
 /// The statement keywords, in the order the errors list them.
+/// The most runs `retry node(attempts = N)` may ask for: tea-runtime's
+/// `RetryPolicy::MAX_ATTEMPTS` (1 000 retries), which the engine never exceeds.
+const MAX_ATTEMPTS: u32 = 1_001;
+
 const STATEMENT_KEYWORDS: &[&str] = &[
     "parallel",
     "interrupt_before",
@@ -517,6 +521,12 @@ fn policy_setting(
                         if n == 0 {
                             return Err(syn::Error::new(lit.span(), "`attempts` counts the first run: at least 1"));
                         }
+                        if n > MAX_ATTEMPTS {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                format!("`attempts` is at most {MAX_ATTEMPTS} (1 000 retries; `RetryPolicy::MAX_ATTEMPTS`), not {n}"),
+                            ));
+                        }
                         attempts = Some(n);
                     }
                     "backoff" => backoff_ms = Some(duration_ms(args, usage)?),
@@ -807,6 +817,7 @@ mod tests {
                 timeout fetch(3 days);
                 cache fetch(ttl = 5w);
                 retry fetch(jitter = 0.5);
+                retry fetch(attempts = 4294967295);
             }
         };
         match &def.stmts[2] {
@@ -827,7 +838,8 @@ mod tests {
         }
         assert!(matches!(&def.stmts[5], Stmt::Context(_)));
         let messages: Vec<String> = def.errors.iter().map(ToString::to_string).collect();
-        assert_eq!(messages.len(), 6, "{messages:?}");
+        assert_eq!(messages.len(), 7, "{messages:?}");
+        assert!(messages[6].starts_with("`attempts` is at most 1001"), "{messages:?}");
         assert!(messages[0].starts_with("`attempts` counts the first run"), "{messages:?}");
         assert!(messages[1].starts_with("unknown setting `backof`; did you mean `backoff`?"), "{messages:?}");
         assert!(messages[2].starts_with("`30` needs a unit: `30ms`, `30s`"), "{messages:?}");

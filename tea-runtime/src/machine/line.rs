@@ -149,10 +149,10 @@ impl<N: Copy + PartialEq> Line<N> {
         }
     }
 
-    /// Node runs in this invocation.
+    /// Node runs in this invocation, retries included.
     #[inline]
     pub(crate) fn taken<S>(&self, ctx: &Ctx<S>) -> u64 {
-        ctx.step.saturating_sub(self.first_step)
+        ctx.step.saturating_sub(self.first_step).saturating_add(ctx.retried())
     }
 
     /// Moves the cursor to the next node to run and counts its step (in `ctx`, which then
@@ -204,6 +204,7 @@ impl<N: Copy + PartialEq> Line<N> {
                 return Err(Error::RecursionLimit { limit: self.limit });
             }
             ctx.step = ctx.step.saturating_add(1);
+            ctx.steps_left = self.budget.saturating_sub(self.taken(ctx));
             ctx.node = graph.node_name(node);
             return Ok(Next::Run(node));
         }

@@ -7,6 +7,10 @@
 //! its time limit; a failure its retry policy retries waits its backoff (an
 //! [`Event::Retry`](crate::Event::Retry)) and runs it again, each run with the same limit; a
 //! result that is neither a failure nor a pause is kept in the cache.
+//!
+//! Every loop here ends: a node runs at most [`RetryPolicy::MAX_ATTEMPTS`] times whatever its
+//! policy says, and each retry is a node run of the line's recursion limit (a line out of
+//! steps fails with [`Error::RecursionLimit`] instead of retrying).
 
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
@@ -14,9 +18,10 @@ use crate::model::node::{Ctx, Goto};
 use crate::model::produce::Produced;
 use crate::model::scope::{cache_graph, cache_key, cache_store, entry_bytes, read_entry, CacheKey, Cached, Emit};
 use crate::vocab::error::{error_chain, Error};
-use crate::vocab::policy::{CachePolicy, NodePolicy};
+use crate::vocab::policy::{CachePolicy, NodePolicy, RetryPolicy};
 use crate::vocab::state::GraphState;
 use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 /// Runs `node` on `state` through `driver`, under its policy if it has one.
@@ -63,7 +68,7 @@ async fn governed<G: Graph, D: Driver<G>>(
         }
         _ => None,
     };
-    let attempts = policy.retry.map_or(1, |retry| retry.attempts.max(1));
+    let attempts = policy.retry.map_or(1, |retry| retry.attempts.clamp(1, RetryPolicy::MAX_ATTEMPTS));
     let mut attempt = 1;
     loop {
         let given = if attempt < attempts { answers.clone() } else { std::mem::take(&mut answers) };
@@ -73,7 +78,13 @@ async fn governed<G: Graph, D: Driver<G>>(
         };
         match produced {
             Err(error) if attempt < attempts && policy.retry.is_some_and(|retry| retry.retries(&error)) => {
-                let retry = policy.retry.unwrap_or(crate::vocab::policy::RetryPolicy::attempts(1));
+                // A retry is a node run: it takes one of the line's steps, and a line out of
+                // them stops on its recursion limit rather than retrying on.
+                if u64::from(attempt) > ctx.steps_left {
+                    return Err(Error::RecursionLimit { limit: ctx.limits.recursion });
+                }
+                ctx.retried.fetch_add(1, Ordering::Relaxed);
+                let retry = policy.retry.unwrap_or(RetryPolicy::attempts(1));
                 let wait = retry.wait_before(attempt + 1, random());
                 let reason = error_chain(&error);
                 crate::vocab::trace::traced! {

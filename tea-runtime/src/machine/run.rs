@@ -684,8 +684,10 @@ impl<'g, G: Graph> Run<'g, G> {
                 }
                 self.ctx.step = self.ctx.step.saturating_add(steps);
                 // Branch steps of earlier invocations count in the thread's step, not in this
-                // invocation's recursion limit.
+                // invocation's recursion limit; the branches' retries (in `taken`, not in
+                // `steps`) count in it, not in the thread's step.
                 self.line.first_step = self.line.first_step.saturating_add(steps.saturating_sub(taken));
+                self.ctx.retried.fetch_add(taken.saturating_sub(steps), std::sync::atomic::Ordering::Relaxed);
                 let jump = parallel::take_jump(&mut branches)?;
                 parallel::merge(graph, &mut self.state, &mut branches, fork.join)?;
                 if self.record {

@@ -245,6 +245,12 @@ pub struct Ctx<S> {
     pub(crate) context: Option<RunContext>,
     /// While streaming: where [`emit`](Ctx::emit) puts what the node emits.
     pub(crate) emitter: Option<std::sync::Arc<Emitter>>,
+    /// Node runs the line may still take after the one running (set as each node starts): a
+    /// retry is a run, and takes one of them.
+    pub(crate) steps_left: u64,
+    /// Retries the line's nodes took in this invocation: they count against the recursion
+    /// limit as node runs do (a counter, since a node runs under a shared `&Ctx`).
+    pub(crate) retried: std::sync::atomic::AtomicU64,
 }
 
 impl<S> Ctx<S> {
@@ -261,6 +267,8 @@ impl<S> Ctx<S> {
             shared: None,
             context: None,
             emitter: None,
+            steps_left: u64::MAX,
+            retried: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -282,7 +290,14 @@ impl<S> Ctx<S> {
             shared: self.shared.clone(),
             context: self.context.clone(),
             emitter: self.emitter.clone(),
+            steps_left: self.steps_left,
+            retried: std::sync::atomic::AtomicU64::new(self.retried()),
         }
+    }
+
+    /// Retries the line's nodes took in this invocation.
+    pub(crate) fn retried(&self) -> u64 {
+        self.retried.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The node being run.

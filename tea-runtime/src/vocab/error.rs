@@ -131,6 +131,9 @@ pub enum Error {
     /// no longer owns its thread: the parent's lease expired and another run recovered the
     /// thread meanwhile. The child's run stops rather than go on for a parent that is gone; its
     /// completed nodes are checkpointed, and the run that took the thread over finds them.
+    /// (When the store answered an earlier write of the run with an error — a write it may
+    /// have stored nonetheless, which moves the head as a takeover would — the run stops with
+    /// that [`Error::Store`] instead.)
     #[error("thread `{thread}` was taken over by another run while a subgraph node of it ran (its lease had expired); this run stopped")]
     LeaseLost {
         /// The thread that was taken over.

@@ -44,7 +44,8 @@ impl NodePolicy {
     }
 }
 
-/// How a node that failed is tried again: up to `attempts` runs in all, waiting `backoff` before
+/// How a node that failed is tried again: up to `attempts` runs in all (at most
+/// [`MAX_ATTEMPTS`](Self::MAX_ATTEMPTS)), waiting `backoff` before
 /// the second, then `backoff × factor` each time, at most `max_backoff`, each wait shortened by
 /// up to `jitter` of itself at random (so that many runs failing together do not retry in step).
 ///
@@ -52,6 +53,11 @@ impl NodePolicy {
 /// or timeout ([`Error::NodeTimedOut`]) — by default all three (see [`retry_on`](Self::retry_on)).
 /// A pause is not a failure and is never retried; a wrong answer to a pause
 /// ([`Error::BadResumeValue`]), an unstorable state, a store or routing error never retry.
+///
+/// Each retry is a node run: it counts against the run's recursion limit
+/// ([`Builder::recursion_limit`](crate::Builder::recursion_limit)) as a step does, and a run
+/// out of steps fails with [`Error::RecursionLimit`] instead of retrying. So a node that always
+/// fails ends, whatever its policy: after `attempts` runs, or when the run's steps are spent.
 ///
 /// ```
 /// use std::time::Duration;
@@ -63,7 +69,8 @@ impl NodePolicy {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RetryPolicy {
-    /// Runs in all, the first included (at least 1).
+    /// Runs in all, the first included (at least 1; the engine runs a node at most
+    /// [`MAX_ATTEMPTS`](Self::MAX_ATTEMPTS) times whatever this says).
     pub attempts: u32,
     /// The wait before the second run.
     pub backoff: Duration,
@@ -90,11 +97,24 @@ pub enum RetryOn {
 }
 
 impl RetryPolicy {
-    /// Up to `attempts` runs in all (the first included; 0 counts as 1), 100 ms before the
-    /// second, doubling up to 10 s, with 25 % jitter, on any failure.
+    /// The most runs of one node, the first included, that a policy may ask for: 1 000 retries.
+    /// [`attempts`](Self::attempts) clamps to it, the engine never runs a node more often, the
+    /// `graph!` macro refuses more at compile time and a YAML file's `max_retries` above
+    /// 1 000 is a load error.
+    pub const MAX_ATTEMPTS: u32 = 1_001;
+
+    /// Up to `attempts` runs in all (the first included; 0 counts as 1, more than
+    /// [`MAX_ATTEMPTS`](Self::MAX_ATTEMPTS) as that many), 100 ms before the second, doubling up
+    /// to 10 s, with 25 % jitter, on any failure.
     pub const fn attempts(attempts: u32) -> Self {
         RetryPolicy {
-            attempts: if attempts == 0 { 1 } else { attempts },
+            attempts: if attempts == 0 {
+                1
+            } else if attempts > Self::MAX_ATTEMPTS {
+                Self::MAX_ATTEMPTS
+            } else {
+                attempts
+            },
             backoff: Duration::from_millis(100),
             factor: 2.0,
             max_backoff: Duration::from_secs(10),
@@ -267,6 +287,7 @@ mod tests {
         // 25 % jitter at most.
         assert_eq!(policy.wait_before(2, 1.0), Duration::from_millis(750));
         assert_eq!(RetryPolicy::attempts(0).attempts, 1);
+        assert_eq!(RetryPolicy::attempts(u32::MAX).attempts, RetryPolicy::MAX_ATTEMPTS);
     }
 
     #[test]

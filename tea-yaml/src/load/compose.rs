@@ -207,7 +207,7 @@ impl Loader<'_> {
             };
             for item in items {
                 let Some(tool) = self.string(item, &format!("a tool of `{action}` (node `{name}`)")) else { continue };
-                let found = self.env.actions.get(tool).cloned().or_else(|| actions::built_in(tool));
+                let found = self.known_action(tool, item.pos, &format!("a tool of `{action}` (node `{name}`)"));
                 match found {
                     Some(a) => tools.push((tool.to_owned(), Some(a))),
                     None if actions::edge_agent_only(tool).is_some() => {

@@ -989,29 +989,40 @@ impl Loader<'_> {
         Exec::Action { name: action_name.to_owned(), action, with, output }
     }
 
+    /// The action named `action_name` (written at `pos`; `context` says where) if there is one:
+    /// registered with the engine, else built in; `None`, and no problem, otherwise. Every
+    /// position an action can take in a file resolves it here — a node's `uses:`, a step, a
+    /// tool, the action `ratelimit.wrap` wraps, an `a2a.delegate` fallback — so what a file may
+    /// run is settled once: `code.execute` runs Python only when the engine trusts the file
+    /// (`Engine::trust_code`), wherever it is written, and answers "Code execution is disabled"
+    /// everywhere else (with a warning at its line).
+    pub(super) fn known_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
+        if let Some(a) = self.env.actions.get(action_name) {
+            return Some(a.clone());
+        }
+        let action = actions::built_in(action_name)?;
+        if let Action::CodeExecute { .. } = action {
+            if !self.env.trust_code {
+                self.warn(
+                    pos,
+                    "code.execute",
+                    format!(
+                        "`code.execute` ({context}) runs Python, which tea cannot sandbox: in a file it does not \
+                         trust it answers \"Code execution is disabled\" (as The Edge Agent unless its host enables \
+                         it); trust the file with `tea run --trust` or `Engine::trust_code(true)`"
+                    ),
+                );
+            }
+            return Some(Action::CodeExecute { trusted: self.env.trust_code });
+        }
+        Some(action)
+    }
+
     /// The action named `action_name` (written at `pos`; `context` says where, as "node `x`"):
     /// registered with the engine, else built in. Else a problem: one that needs the feature
     /// `net`, one of The Edge Agent's that tea lacks, or an unknown one with "did you mean".
     pub(super) fn resolve_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
-        if let Some(a) = self.env.actions.get(action_name) {
-            return Some(a.clone());
-        }
-        if let Some(a) = actions::built_in(action_name) {
-            if let Action::CodeExecute { .. } = a {
-                // Wherever it is used (a node, a step, a tool), it runs only in a trusted file.
-                if !self.env.trust_code {
-                    self.warn(
-                        pos,
-                        "code.execute",
-                        format!(
-                            "`code.execute` ({context}) runs Python, which tea cannot sandbox: in a file it does not \
-                             trust it answers \"Code execution is disabled\" (as The Edge Agent unless its host enables \
-                             it); trust the file with `tea run --trust` or `Engine::trust_code(true)`"
-                        ),
-                    );
-                }
-                return Some(Action::CodeExecute { trusted: self.env.trust_code });
-            }
+        if let Some(a) = self.known_action(action_name, pos, context) {
             return Some(a);
         }
         if actions::NET_NAMES.contains(&action_name) {
@@ -1090,19 +1101,16 @@ impl Loader<'_> {
         let limiter = literal(self, "limiter");
         let inner_name = literal(self, "action")?;
         let at = f.get("action").map_or(with.pos, |n| n.pos);
-        let inner = match self.env.actions.get(&inner_name) {
-            Some(a) => a.clone(),
-            None => match actions::built_in(&inner_name) {
-                Some(a) => a,
-                None => {
-                    let why = actions::edge_agent_only(&inner_name).map_or_else(
-                        || format!("`{inner_name}`, which is not an action here"),
-                        |why| format!("action {why}"),
-                    );
-                    self.problem(at, format!("{what} wraps {why}"));
-                    return None;
-                }
-            },
+        let inner = match self.known_action(&inner_name, at, &format!("wrapped by {what}")) {
+            Some(a) => a,
+            None => {
+                let why = actions::edge_agent_only(&inner_name).map_or_else(
+                    || format!("`{inner_name}`, which is not an action here"),
+                    |why| format!("action {why}"),
+                );
+                self.problem(at, format!("{what} wraps {why}"));
+                return None;
+            }
         };
         let limiter = limiter?;
         let rate = |k: &str| {
@@ -1392,7 +1400,21 @@ impl Loader<'_> {
                     }
                 };
                 // The Edge Agent's defaults: 3 retries, 1 s doubling up to 30 s, with jitter.
-                let retries = count(self, "max_retries", 3).min(u64::from(u32::MAX - 1)) as u32;
+                let most = u64::from(RetryPolicy::MAX_ATTEMPTS - 1);
+                let over = keys.get("max_retries").and_then(|n| match n.kind {
+                    Kind::Int(i) if i > most as i64 => Some((n.pos, i)),
+                    _ => None,
+                });
+                let retries = match over {
+                    Some((pos, i)) => {
+                        let message = format!(
+                            "`max_retries` of {what} is at most {most} (each retry is a step of the run's `config.recursion_limit` too), not {i}"
+                        );
+                        self.problem(pos, message);
+                        most
+                    }
+                    _ => count(self, "max_retries", 3).min(most),
+                } as u32;
                 let mut retry = RetryPolicy::attempts(retries + 1)
                     .backoff(Duration::from_millis(count(self, "base_delay_ms", 1_000)))
                     .max_backoff(Duration::from_millis(count(self, "max_delay_ms", 30_000)));
