@@ -460,6 +460,36 @@ impl Schema {
         Ok(())
     }
 
+    /// What a child agent's final state `after` changed of `before` (the parent's state its
+    /// subgraph node ran on), as writes that, applied to `before` through these reducers, give
+    /// `after`'s values: keys whose value is unchanged are not written; a declared key with a
+    /// reducer is written by what was added (an `append` list by its new items, a `sum` by the
+    /// difference, a `max`/`min`/`merge` by its new value when that only grew), otherwise as
+    /// `{"__overwrite__": value}`. As `graph!`'s subgraph over its parent's state, so the entries
+    /// the child started with are not appended again, and sibling branches still merge.
+    pub(crate) fn changes(&self, before: &State, after: Map<String, Value>) -> Map<String, Value> {
+        let mut writes = Map::new();
+        for (key, new) in after {
+            let old = before.get(&key).filter(|v| !v.is_null());
+            if old == Some(&new) {
+                continue;
+            }
+            let written = match (self.get(&key), old) {
+                (Some(decl), Some(old)) if decl.reducer != Reducer::Replace => match added(decl.reducer, old, &new) {
+                    Some(added) => added,
+                    None => {
+                        let mut overwrite = Map::new();
+                        overwrite.insert("__overwrite__".to_owned(), new);
+                        Value::Object(overwrite)
+                    }
+                },
+                _ => new,
+            };
+            writes.insert(key, written);
+        }
+        writes
+    }
+
     /// Checks `value` as a whole new value of `key` (an input, a resume answer).
     pub(crate) fn check(&self, key: &str, value: &Value) -> Result<(), String> {
         match self.get(key) {
@@ -503,6 +533,35 @@ pub(crate) fn describe(value: &Value) -> String {
         text.push_str("...");
     }
     format!("{kind} ({text})")
+}
+
+/// The value that, written through `reducer` onto `old`, gives `new`; `None` when there is
+/// none that surely does (the key is then overwritten).
+fn added(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
+    match (reducer, old, new) {
+        (Reducer::Append, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
+            Some(Value::Array(new[old.len()..].to_vec()))
+        }
+        (Reducer::Sum, Value::Number(old), Value::Number(new)) => {
+            if let (Some(o), Some(n)) = (old.as_i64(), new.as_i64()) {
+                n.checked_sub(o).map(Value::from)
+            } else {
+                let (o, n) = (old.as_f64()?, new.as_f64()?);
+                let d = n - o;
+                (o + d == n).then(|| serde_json::Number::from_f64(d).map(Value::Number)).flatten()
+            }
+        }
+        (Reducer::Max, Value::Number(old), Value::Number(new)) => {
+            (new.as_f64()? > old.as_f64()?).then(|| Value::Number(new.clone()))
+        }
+        (Reducer::Min, Value::Number(old), Value::Number(new)) => {
+            (new.as_f64()? < old.as_f64()?).then(|| Value::Number(new.clone()))
+        }
+        (Reducer::Merge, Value::Object(old), Value::Object(new)) => {
+            old.keys().all(|key| new.contains_key(key)).then(|| Value::Object(new.clone()))
+        }
+        _ => None,
+    }
 }
 
 /// The new value of declared `key` after writing `value` through its reducer.
