@@ -470,11 +470,11 @@ impl Schema {
     pub(crate) fn changes(&self, before: &State, after: Map<String, Value>) -> Map<String, Value> {
         let mut writes = Map::new();
         for (key, new) in after {
-            let old = before.get(&key).filter(|v| !v.is_null());
+            let old = before.get(&key);
             if old == Some(&new) {
                 continue;
             }
-            let written = match (self.get(&key), old) {
+            let written = match (self.get(&key), old.filter(|v| !v.is_null())) {
                 (Some(decl), Some(old)) if decl.reducer != Reducer::Replace => match added(decl.reducer, old, &new) {
                     Some(added) => added,
                     None => {
@@ -678,6 +678,31 @@ mod tests {
 
     fn apply(state: &mut State, value: Value) -> Result<(), String> {
         schema().apply(state, Update::from(value)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn changes_write_what_a_child_added_and_give_its_values_back() {
+        let schema = schema();
+        let before = json!({ "log": ["a"], "count": 2, "best": 1.5, "meta": { "x": 1 }, "ok": true, "same": 1 });
+        let before = State::from_map(before.as_object().unwrap().clone());
+        let cases = [
+            (
+                json!({ "log": ["a", "b"], "count": 5, "best": 2.5, "meta": { "x": 1, "y": 2 }, "ok": false, "same": 1, "new": "n" }),
+                json!({ "log": ["b"], "count": 3, "best": 2.5, "meta": { "x": 1, "y": 2 }, "ok": false, "new": "n" }),
+            ),
+            // Values the reducers cannot reach from the old ones are overwritten.
+            (
+                json!({ "log": ["z"], "count": 2, "best": 0.5, "meta": { "y": 2 }, "ok": true, "same": 1 }),
+                json!({ "log": { "__overwrite__": ["z"] }, "best": { "__overwrite__": 0.5 }, "meta": { "__overwrite__": { "y": 2 } } }),
+            ),
+        ];
+        for (after, expected) in cases {
+            let writes = schema.changes(&before, after.as_object().unwrap().clone());
+            assert_eq!(Value::Object(writes.clone()), expected);
+            let mut state = before.clone();
+            schema.apply(&mut state, Update::from_map(writes)).unwrap();
+            assert_eq!(state.to_json(), after);
+        }
     }
 
     #[test]
