@@ -13,8 +13,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tea_runtime::{
-    App, BoxError, Builder, Checkpointer, DirStore, Error, Event, Graph, MemoryStore, NoCheckpointer, NodeName,
-    Outcome, Resume, Snapshot, Stream, ThreadId,
+    App, BoxError, Builder, Checkpointer, DirStore, Error, Event, Graph, Interrupt, MemoryStore, NoCheckpointer,
+    NodeName, Outcome, Resume, Snapshot, Stream, ThreadId,
 };
 
 /// The default memory limit of a thread's Lua VM: 64 MiB.
@@ -563,10 +563,47 @@ impl Agent {
 
     /// With a directory store, gives the pause of `outcome` its file named after its node.
     fn linked(&self, outcome: Result<Outcome<State>, Error>) -> Result<Outcome<State>, Error> {
-        if let Ok(Outcome::Interrupted { resume, .. }) = &outcome {
-            self.link(resume)?;
+        let Ok(Outcome::Interrupted { mut state, resume }) = outcome else { return outcome };
+        self.link(&resume)?;
+        self.show_paused(&mut state, &resume)?;
+        Ok(Outcome::Interrupted { state, resume })
+    }
+
+    /// The state of the pause `resume` stands for, as the agent shows it: at a breakpoint before
+    /// a fan-in node, with the branches' `parallel_results` that node will read (see
+    /// [`fan_in_pause`](Self::fan_in_pause)), read from the pause's checkpoint.
+    fn show_paused(&self, state: &mut State, resume: &Resume<State>) -> Result<(), Error> {
+        let (Some(pause), Runner::Stored(app)) = (self.fan_in_pause(resume.interrupts()), &self.runner) else {
+            return Ok(());
+        };
+        if let Some(snapshot) = app.state(resume.thread())? {
+            if snapshot.interrupts.iter().any(|i| i.id() == pause.id()) {
+                self.graph.show_fan_in(pause.node().as_str(), state, &snapshot.joined);
+            }
         }
-        outcome
+        Ok(())
+    }
+
+    /// Among a thread's pending pauses, a breakpoint before a fan-in node on the main line
+    /// (`interrupt_before` of the node after parallel branches): there the paused state shows
+    /// the branches' results under `parallel_results`, as The Edge Agent's engines show it,
+    /// though the node has not run yet.
+    fn fan_in_pause<'i>(&self, interrupts: &'i [Interrupt]) -> Option<&'i Interrupt> {
+        interrupts.iter().find(|i| {
+            !i.needs_answer()
+                && i.id().strip_prefix("before:") == Some(i.node().as_str())
+                && self.graph.inner().nodes.iter().any(|n| n.fan_in && &n.name == i.node())
+        })
+    }
+
+    /// `snapshot` as the agent shows it: at a breakpoint before a fan-in node, its state holds
+    /// `parallel_results` (see [`fan_in_pause`](Self::fan_in_pause)).
+    fn shown(&self, mut snapshot: Snapshot<State>) -> Snapshot<State> {
+        if let Some(pause) = self.fan_in_pause(&snapshot.interrupts) {
+            let node = pause.node().clone();
+            self.graph.show_fan_in(node.as_str(), &mut snapshot.state, &snapshot.joined);
+        }
+        snapshot
     }
 
     fn link(&self, resume: &Resume<State>) -> Result<Option<PathBuf>, Error> {
@@ -936,9 +973,10 @@ impl Agent {
         events: futures_util::stream::BoxStream<'a, Result<Event<State>, Error>>,
     ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + 'a {
         use futures_util::StreamExt;
-        events.map(move |event| {
-            if let Ok(Event::Interrupted { resume, .. }) = &event {
+        events.map(move |mut event| {
+            if let Ok(Event::Interrupted { state, resume }) = &mut event {
                 self.link(resume)?;
+                self.show_paused(state, resume)?;
             }
             event
         })
@@ -983,17 +1021,21 @@ impl Agent {
     }
 
     /// The thread's latest checkpoint (`None` without one, or without a checkpointer).
+    ///
+    /// At a breakpoint before a fan-in node, its state holds the branches' `parallel_results`
+    /// that node will read, as the pause's state does.
     pub fn state(&self, thread: &ThreadId) -> Result<Option<Snapshot<State>>, Error> {
         match &self.runner {
-            Runner::Stored(app) => app.state(thread),
+            Runner::Stored(app) => Ok(app.state(thread)?.map(|snapshot| self.shown(snapshot))),
             Runner::Free(_) => Ok(None),
         }
     }
 
-    /// Every checkpoint of the thread, newest first.
+    /// Every checkpoint of the thread, newest first (each shown as [`state`](Self::state) shows
+    /// the latest).
     pub fn history(&self, thread: &ThreadId) -> Result<Vec<Snapshot<State>>, Error> {
         match &self.runner {
-            Runner::Stored(app) => app.history(thread),
+            Runner::Stored(app) => Ok(app.history(thread)?.into_iter().map(|snapshot| self.shown(snapshot)).collect()),
             Runner::Free(_) => Ok(Vec::new()),
         }
     }
@@ -1122,9 +1164,9 @@ impl Iterator for AgentStream<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.state {
             StreamState::Running(stream) => {
-                let event = stream.next()?;
-                if let (Ok(Event::Interrupted { resume, .. }), Some(agent)) = (&event, self.agent) {
-                    if let Err(error) = agent.link(resume) {
+                let mut event = stream.next()?;
+                if let (Ok(Event::Interrupted { state, resume }), Some(agent)) = (&mut event, self.agent) {
+                    if let Err(error) = agent.link(resume).and_then(|_| agent.show_paused(state, resume)) {
                         return Some(Err(error));
                     }
                 }

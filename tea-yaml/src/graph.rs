@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tea_runtime::__private::NodeStep;
-use tea_runtime::{BoxError, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeId, NodeName, PauseFree, SyncGraph};
+use tea_runtime::{
+    BoxError, BranchState, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeId, NodeName, PauseFree, SyncGraph,
+};
 
 /// A node of a YAML agent, by its index in the file's `nodes:` list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,7 +117,7 @@ pub(crate) enum Exec {
     /// `steps:` of a plain node: run in order within the node, as one pass of a loop.
     Steps(Vec<(NodeName, Exec)>),
     /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
-    /// output mappings (`None`: the whole state each way).
+    /// output mappings (`None`: the whole state in, what the child changed of it out).
     Subgraph {
         child: YamlGraph,
         input: Option<Vec<(String, Tree)>>,
@@ -472,7 +474,8 @@ impl YamlGraph {
 
     /// A `type: subgraph` node: the child runs on the engine's subgraph hook (its own thread
     /// in the parent's store, a pause inside it pausing this run), from `input` rendered over
-    /// `state`; `output` rendered over its final state is the node's update.
+    /// `state`; `output` rendered over its final state is the node's update (without `output`:
+    /// what the final state changed of `state`, `Schema::changes`).
     fn run_subgraph(
         &self,
         def: &NodeDef,
@@ -499,7 +502,10 @@ impl YamlGraph {
         let failed: Mutex<Option<String>> = Mutex::new(None);
         let out = |parent: &State, last: State| -> Update {
             let result = match output {
-                None => Ok(Update::from_map(last.as_map().clone())),
+                // No mapping: what the child changed of the parent's state, not its whole
+                // state written again through the parent's reducers (an `append` key would get
+                // the entries the child started with a second time).
+                None => Ok(Update::from_map(self.0.schema.changes(parent, last.as_map().clone()))),
                 Some(entries) => {
                     let ctx = self.context(parent, Some(&last.to_json()));
                     entries
@@ -700,11 +706,27 @@ impl YamlGraph {
     /// At a fan-in: the state the node reads, with `parallel_results` (the branches' final
     /// states in declared order), and those results, which the node keeps in the state.
     fn fan_in(&self, node: NodeIx, state: &State, ctx: &Ctx<State>) -> Option<(State, Value)> {
+        self.seen_at_fan_in(node, state, ctx.branches())
+    }
+
+    /// At a pause before fan-in `node` (a breakpoint), whose branches' own final states are
+    /// `branches`: `state` as the node will read it, with `parallel_results` and each
+    /// `dynamic_parallel` node's `output:` key that meets there, as The Edge Agent's engines
+    /// show a paused fan-in. Other nodes' states are left as they are.
+    pub(crate) fn show_fan_in(&self, node: &str, state: &mut State, branches: &[BranchState<State>]) {
+        let Some(node) = self.node_named(node) else { return };
+        if let Some((seen, _)) = self.seen_at_fan_in(node, state, branches) {
+            *state = seen;
+        }
+    }
+
+    /// [`fan_in`](Self::fan_in) with the branches' states given.
+    fn seen_at_fan_in(&self, node: NodeIx, state: &State, branches: &[BranchState<State>]) -> Option<(State, Value)> {
         let def = self.node(node);
-        if !def.fan_in || (ctx.branches().is_empty() && !def.sends_fan_in) {
+        if !def.fan_in || (branches.is_empty() && !def.sends_fan_in) {
             return None;
         }
-        let states = ctx.branches().iter().map(|b| b.state().to_json());
+        let states = branches.iter().map(|b| b.state().to_json());
         let results = if def.sends_fan_in {
             // The items of `dynamic_parallel` nodes: The Edge Agent's results.
             let vars = |node: &str| match self.0.nodes.iter().find(|n| n.name == *node).map(|n| &n.exec) {

@@ -460,6 +460,36 @@ impl Schema {
         Ok(())
     }
 
+    /// What a child agent's final state `after` changed of `before` (the parent's state its
+    /// subgraph node ran on), as writes that, applied to `before` through these reducers, give
+    /// `after`'s values: keys whose value is unchanged are not written; a declared key with a
+    /// reducer is written by what was added (an `append` list by its new items, a `sum` by the
+    /// difference, a `max`/`min`/`merge` by its new value when that only grew), otherwise as
+    /// `{"__overwrite__": value}`. As `graph!`'s subgraph over its parent's state, so the entries
+    /// the child started with are not appended again, and sibling branches still merge.
+    pub(crate) fn changes(&self, before: &State, after: Map<String, Value>) -> Map<String, Value> {
+        let mut writes = Map::new();
+        for (key, new) in after {
+            let old = before.get(&key);
+            if old == Some(&new) {
+                continue;
+            }
+            let written = match (self.get(&key), old.filter(|v| !v.is_null())) {
+                (Some(decl), Some(old)) if decl.reducer != Reducer::Replace => match added(decl.reducer, old, &new) {
+                    Some(added) => added,
+                    None => {
+                        let mut overwrite = Map::new();
+                        overwrite.insert("__overwrite__".to_owned(), new);
+                        Value::Object(overwrite)
+                    }
+                },
+                _ => new,
+            };
+            writes.insert(key, written);
+        }
+        writes
+    }
+
     /// Checks `value` as a whole new value of `key` (an input, a resume answer).
     pub(crate) fn check(&self, key: &str, value: &Value) -> Result<(), String> {
         match self.get(key) {
@@ -503,6 +533,35 @@ pub(crate) fn describe(value: &Value) -> String {
         text.push_str("...");
     }
     format!("{kind} ({text})")
+}
+
+/// The value that, written through `reducer` onto `old`, gives `new`; `None` when there is
+/// none that surely does (the key is then overwritten).
+fn added(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
+    match (reducer, old, new) {
+        (Reducer::Append, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
+            Some(Value::Array(new[old.len()..].to_vec()))
+        }
+        (Reducer::Sum, Value::Number(old), Value::Number(new)) => {
+            if let (Some(o), Some(n)) = (old.as_i64(), new.as_i64()) {
+                n.checked_sub(o).map(Value::from)
+            } else {
+                let (o, n) = (old.as_f64()?, new.as_f64()?);
+                let d = n - o;
+                (o + d == n).then(|| serde_json::Number::from_f64(d).map(Value::Number)).flatten()
+            }
+        }
+        (Reducer::Max, Value::Number(old), Value::Number(new)) => {
+            (new.as_f64()? > old.as_f64()?).then(|| Value::Number(new.clone()))
+        }
+        (Reducer::Min, Value::Number(old), Value::Number(new)) => {
+            (new.as_f64()? < old.as_f64()?).then(|| Value::Number(new.clone()))
+        }
+        (Reducer::Merge, Value::Object(old), Value::Object(new)) => {
+            old.keys().all(|key| new.contains_key(key)).then(|| Value::Object(new.clone()))
+        }
+        _ => None,
+    }
 }
 
 /// The new value of declared `key` after writing `value` through its reducer.
@@ -619,6 +678,31 @@ mod tests {
 
     fn apply(state: &mut State, value: Value) -> Result<(), String> {
         schema().apply(state, Update::from(value)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn changes_write_what_a_child_added_and_give_its_values_back() {
+        let schema = schema();
+        let before = json!({ "log": ["a"], "count": 2, "best": 1.5, "meta": { "x": 1 }, "ok": true, "same": 1 });
+        let before = State::from_map(before.as_object().unwrap().clone());
+        let cases = [
+            (
+                json!({ "log": ["a", "b"], "count": 5, "best": 2.5, "meta": { "x": 1, "y": 2 }, "ok": false, "same": 1, "new": "n" }),
+                json!({ "log": ["b"], "count": 3, "best": 2.5, "meta": { "x": 1, "y": 2 }, "ok": false, "new": "n" }),
+            ),
+            // Values the reducers cannot reach from the old ones are overwritten.
+            (
+                json!({ "log": ["z"], "count": 2, "best": 0.5, "meta": { "y": 2 }, "ok": true, "same": 1 }),
+                json!({ "log": { "__overwrite__": ["z"] }, "best": { "__overwrite__": 0.5 }, "meta": { "__overwrite__": { "y": 2 } } }),
+            ),
+        ];
+        for (after, expected) in cases {
+            let writes = schema.changes(&before, after.as_object().unwrap().clone());
+            assert_eq!(Value::Object(writes.clone()), expected);
+            let mut state = before.clone();
+            schema.apply(&mut state, Update::from_map(writes)).unwrap();
+            assert_eq!(state.to_json(), after);
+        }
     }
 
     #[test]

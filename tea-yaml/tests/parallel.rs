@@ -188,3 +188,83 @@ edges:
     let done = agent.resume(resume.answer_to(id_b, "no")).unwrap().done().unwrap();
     assert_eq!(done["log"], json!(["quick", "join yes,no,-"]));
 }
+
+#[test]
+fn a_breakpoint_before_the_fan_in_shows_parallel_results_in_the_paused_state() {
+    // As The Edge Agent's engines show it (and tea did): paused before the fan-in, the state
+    // holds the branches' results the fan-in will read.
+    let check = |agent: &tea_yaml::Agent| {
+        let thread = tea::ThreadId::from("fan-in-pause");
+        let (state, resume) = agent.invoke_on(thread.clone(), json!({})).unwrap().interrupted().unwrap();
+        assert_eq!(resume.node().as_str(), "merge");
+        let results = state["parallel_results"].as_array().unwrap_or_else(|| panic!("no parallel_results: {state:?}"));
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[0]["result"], "web done");
+        assert_eq!(results[1]["sources"], json!(["papers:rust"]), "a branch's own state");
+        // Declared keys merged already; undeclared branch writes only in the results.
+        assert_eq!(state["sources"], json!(["web:rust", "papers:rust"]));
+        assert_eq!(state.get("result"), None);
+        // The thread's snapshot shows the same.
+        let snapshot = agent.state(&thread).unwrap().unwrap();
+        assert_eq!(snapshot.state["parallel_results"], state["parallel_results"]);
+        // So does a stream's pause event.
+        let paused = agent
+            .stream_on("fan-in-stream", json!({}))
+            .filter_map(Result::ok)
+            .find_map(|event| match event {
+                tea::Event::Interrupted { state, .. } => Some(state),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(paused["parallel_results"], state["parallel_results"]);
+        // The fan-in then runs on the same results, once.
+        let done = agent.resume(resume).unwrap().done().unwrap();
+        assert_eq!(done["summary"], "web done, papers done");
+        assert_eq!(done["parallel_results"], state["parallel_results"]);
+        assert_eq!(done["sources"], json!(["web:rust", "papers:rust"]));
+    };
+    let in_file =
+        RESEARCH.replacen("nodes:", "config:\n  checkpointer: memory\n  interrupt_before: [merge]\nnodes:", 1);
+    check(&Engine::new().load_str(&in_file).unwrap());
+    let by_engine = RESEARCH.replacen("nodes:", "config:\n  checkpointer: memory\nnodes:", 1);
+    check(&Engine::new().interrupt_before(["merge"]).load_str(&by_engine).unwrap());
+}
+
+#[test]
+fn a_breakpoint_before_a_dynamic_parallel_fan_in_shows_its_results() {
+    let yaml = r#"
+state:
+  log: { type: list, reducer: append }
+config:
+  checkpointer: memory
+  interrupt_before: [collect]
+nodes:
+  - name: each
+    type: dynamic_parallel
+    items: "{{ state.words }}"
+    item_var: word
+    fan_in: collect
+    output: shouts
+    steps:
+      - name: shout
+        run: return { shouted = string.upper(state.word), log = { state.word } }
+  - name: collect
+    fan_in: true
+    run: |
+      local out = {}
+      for k, r in ipairs(state.parallel_results) do out[k] = r.state.shouted end
+      return { joined = table.concat(out, ",") }
+"#;
+    let agent = Engine::new().load_str(yaml).unwrap();
+    let (state, resume) = agent.invoke(json!({ "words": ["a", "b"] })).unwrap().interrupted().unwrap();
+    assert_eq!(resume.node().as_str(), "collect");
+    let results = state["parallel_results"].as_array().unwrap_or_else(|| panic!("no parallel_results: {state:?}"));
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["state"]["shouted"], "B");
+    assert_eq!(results[1]["branch"], "each[1]");
+    assert_eq!(state["shouts"], state["parallel_results"], "the node's output: key holds them too");
+    assert_eq!(state["log"], json!(["a", "b"]));
+    let done = agent.resume(resume).unwrap().done().unwrap();
+    assert_eq!(done["joined"], "A,B");
+    assert_eq!(done["parallel_results"], state["parallel_results"]);
+}

@@ -105,6 +105,56 @@ fn without_mappings_the_child_starts_on_the_parent_state_and_writes_its_final_st
 }
 
 #[test]
+fn without_an_output_mapping_the_parent_merges_only_what_the_child_wrote() {
+    // The child starts on the parent's state (its `log` already holds "pre"): written back whole
+    // through the parent's reducers, "pre" was appended a second time and `total` summed twice.
+    // As `graph!`'s subgraph over its parent's state: only the child's own writes reach the parent.
+    let dir = dir("append");
+    let child = r#"
+state:
+  log: { type: list, reducer: append }
+  total: { type: int, reducer: sum }
+nodes:
+  - name: c1
+    run: return { log = { "c1" }, total = 10, note = "child" }
+"#;
+    std::fs::write(dir.join("agents/child.yaml"), child).unwrap();
+    let parent = r#"
+state:
+  log: { type: list, reducer: append }
+  total: { type: int, reducer: sum }
+nodes:
+  - name: pre
+    run: return { log = { "pre" }, total = 1 }
+  - name: sub
+    type: subgraph
+    file: agents/child.yaml
+  - name: post
+    run: return { log = { "post" }, total = 100 }
+"#;
+    std::fs::write(dir.join("main.yaml"), parent).unwrap();
+    let agent = Engine::new().load_file(dir.join("main.yaml")).unwrap();
+    let done = agent.invoke(json!({ "kept": "as is" })).unwrap().done().unwrap();
+    assert_eq!(done["log"], json!(["pre", "c1", "post"]));
+    assert_eq!(done["total"], json!(111));
+    assert_eq!(done["note"], json!("child"), "a key the child wrote reaches the parent");
+    assert_eq!(done["kept"], json!("as is"));
+    // With an input mapping and no output mapping, the child's final state is written back the
+    // same way: the list passed in is not appended again, the child's other keys arrive.
+    let mapped = parent.replace(
+        "    file: agents/child.yaml\n",
+        "    file: agents/child.yaml\n    input:\n      log: \"{{ state.log }}\"\n      total: \"{{ state.total }}\"\n      topic: rust\n",
+    );
+    std::fs::write(dir.join("mapped.yaml"), mapped).unwrap();
+    let agent = Engine::new().load_file(dir.join("mapped.yaml")).unwrap();
+    let done = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(done["log"], json!(["pre", "c1", "post"]));
+    assert_eq!(done["total"], json!(111));
+    assert_eq!(done["topic"], json!("rust"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_fresh_load_on_the_same_store_resumes_the_child_from_the_token_text() {
     let dir = dir("token");
     std::fs::write(dir.join("agents/child.yaml"), CHILD).unwrap();

@@ -58,6 +58,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             step: ckpt.step,
             subgraphs,
             branches,
+            joined: ckpt.joined,
             written_at: ckpt.written_at.map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)),
         })
     }

@@ -1,5 +1,6 @@
 //! What a run with a checkpointer returns, and what a thread's checkpoints show.
 
+use crate::format::checkpoint::BranchState;
 use crate::format::interrupt::Interrupt;
 use crate::format::token::Resume;
 use crate::vocab::name::CheckpointId;
@@ -83,6 +84,11 @@ pub struct Snapshot<S> {
     /// At a fan-out under way (paused, or written while its branches ran), every branch and
     /// how far it got; empty elsewhere.
     pub branches: Vec<BranchSnapshot<S>>,
+    /// Before a join that reads its branches, once they all reached it (at a pause before the
+    /// join or inside it, or a run stopped there): each branch's own final state, in declared
+    /// order, as the join will see it through [`Ctx::branches`](crate::Ctx::branches); empty
+    /// elsewhere.
+    pub joined: Vec<BranchState<S>>,
     /// When the checkpoint was written (`None` for a checkpoint written by an earlier version
     /// of tea, which did not record it).
     pub written_at: Option<std::time::SystemTime>,
@@ -145,6 +151,7 @@ impl<S: fmt::Debug> fmt::Debug for Snapshot<S> {
             .field("step", &self.step)
             .field("subgraphs", &self.subgraphs)
             .field("branches", &self.branches)
+            .field("joined", &self.joined)
             .field("written_at", &self.written_at)
             .finish()
     }

@@ -289,7 +289,8 @@ impl Loader<'_> {
     /// A `type: subgraph` node: `file:` (a YAML agent, relative to this file), `input:` (the
     /// child's keys, templates over this state; absent: the child starts on a copy of this
     /// state) and `output:` (this state's keys, templates over the child's final state as
-    /// `result`; absent: the child's final state is written key by key).
+    /// `result`; absent: what the child's final state changed of this state is written key by
+    /// key, see `Schema::changes`).
     pub(super) fn subgraph(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
         for key in
             ["run", "script", "uses", "action", "with", "message", "state_key", "resume_key", "timeout", "language"]
