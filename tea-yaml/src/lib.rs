@@ -61,6 +61,7 @@ mod error;
 mod extraction;
 mod fallback;
 mod files;
+mod grants;
 mod graph;
 mod initial;
 mod items;
@@ -88,6 +89,7 @@ pub use agent::{
     Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT, DEFAULT_LUA_TIME_LIMIT,
 };
 pub use error::{LoadError, Problem};
+pub use grants::HostGrant;
 pub use graph::{AutoTrace, NodeIx, YamlGraph};
 pub use load::StoreSpec;
 pub use state::{State, Update};
