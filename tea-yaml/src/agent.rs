@@ -468,6 +468,7 @@ impl Engine {
             trust_code: self.trust_code,
             strict: self.strict,
             grants: Arc::new(self.grants.clone()),
+            folders: Vec::new(),
             children: Default::default(),
         };
         let mut loaded = load::load(text, &env)?;

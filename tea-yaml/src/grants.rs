@@ -157,6 +157,9 @@ pub(crate) struct AgentGrants {
     pub(crate) base_dir: PathBuf,
     /// The agent's folder, canonical: read and written without a grant.
     own: Option<PathBuf>,
+    /// The folders of the files whose `type: subgraph` nodes load this one (canonical): a
+    /// subgraph reads and writes where its parents may.
+    pub(crate) parents: Vec<PathBuf>,
     /// Hosts named in the file's `settings` (reached only with `net_from_settings`).
     pub(crate) settings_hosts: Vec<HostGrant>,
     /// The engine's secrets, by name: looked for in every request.
@@ -167,7 +170,7 @@ impl AgentGrants {
     /// The grants of an agent whose relative paths start at `base_dir` (its folder).
     pub(crate) fn new(grants: Arc<Grants>, base_dir: PathBuf, secrets: Vec<(String, String)>) -> AgentGrants {
         let own = absolute(&base_dir).and_then(|d| std::fs::canonicalize(d).ok());
-        AgentGrants { grants, base_dir, own, settings_hosts: Vec::new(), secrets }
+        AgentGrants { grants, base_dir, own, parents: Vec::new(), settings_hosts: Vec::new(), secrets }
     }
 
     /// `path` as written in the file (relative to the agent's folder), confined: see
@@ -204,7 +207,7 @@ impl AgentGrants {
             Access::Read => &self.grants.read,
             Access::Write => &self.grants.write,
         };
-        let inside = self.own.iter().chain(granted.iter()).any(|root| {
+        let inside = self.own.iter().chain(&self.parents).chain(granted.iter()).any(|root| {
             let root = absolute(root).map(|r| std::fs::canonicalize(&r).unwrap_or(r));
             root.is_some_and(|root| canonical.starts_with(root))
         });
@@ -233,6 +236,11 @@ impl AgentGrants {
             folder.display(),
             access.verb()
         ))
+    }
+
+    /// The folders this agent reads and writes without a grant: its own and its parents'.
+    pub(crate) fn folders(&self) -> Vec<PathBuf> {
+        self.own.iter().chain(&self.parents).cloned().collect()
     }
 
     /// Whether environment variable `name` may be read on behalf of the file; else why not.

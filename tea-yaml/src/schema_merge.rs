@@ -549,7 +549,7 @@ mod tests {
 
     #[test]
     fn empty_missing_and_malformed_arguments() {
-        let here = Path::new(".");
+        let here = &grants(Path::new("."));
         assert_eq!(
             merge_action(here, &json!({ "schemas": [] })).unwrap(),
             json!({ "success": false, "error": "No schemas provided" })
@@ -570,7 +570,7 @@ mod tests {
 
     #[test]
     fn validate_reports_a_broken_schema_and_keeps_the_merge() {
-        let here = Path::new(".");
+        let here = &grants(Path::new("."));
         let args = json!({
             "schemas": [{ "inline": { "type": "object" } }, { "inline": { "type": 12 } }],
             "validate": true,

@@ -51,6 +51,8 @@ pub(crate) struct Env<'a> {
     pub(crate) strict: bool,
     /// What the operator grants (`Engine::allow_read` and its kin).
     pub(crate) grants: Arc<crate::grants::Grants>,
+    /// The folders of the files loading this one as a subgraph: it may use them too.
+    pub(crate) folders: Vec<PathBuf>,
 }
 
 /// The subgraph files of one load, by canonical path.
@@ -476,6 +478,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     let secret_pairs: Vec<(String, String)> =
         env.secrets.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect();
     let mut grants = crate::grants::AgentGrants::new(env.grants.clone(), env.base_dir.clone(), secret_pairs);
+    grants.parents = env.folders.clone();
     if let Some(settings) = root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("settings"))) {
         settings_hosts(&settings.1.to_json(), &mut grants.settings_hosts);
     }
@@ -535,11 +538,12 @@ fn settings_hosts(value: &Value, out: &mut Vec<crate::grants::HostGrant>) {
 }
 
 impl<'a> Loader<'a> {
-    /// A path written in the file (at `pos`, for `what`), confined as the agent's grants say:
-    /// the path to use, or `None` with a problem naming the grant that would allow it.
+    /// A path written in the file (at `pos`, for `what`), checked against the agent's grants:
+    /// the path as written under the agent's folder, or `None` with a problem naming the grant
+    /// that would allow it. (What opens it confines it again then.)
     pub(crate) fn confined(&mut self, pos: Pos, what: &str, path: &str, access: crate::grants::Access) -> Option<PathBuf> {
         match self.grants.confine(path, access) {
-            Ok(path) => Some(path),
+            Ok(_) => Some(crate::files::resolve(&self.env.base_dir, path)),
             Err(e) => {
                 self.problem(pos, format!("{what}: {e}"));
                 None

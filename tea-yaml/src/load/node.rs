@@ -416,6 +416,7 @@ impl Loader<'_> {
             trust_code: self.env.trust_code,
             strict: self.env.strict,
             grants: self.env.grants.clone(),
+            folders: self.grants.folders(),
         };
         load(&text, &env)
     }
