@@ -90,8 +90,8 @@ enum Command {
         tea run examples/agents/review.yaml --input @input.json --thread release-42\n  \
         tea run examples/agents/research.yaml --stream\n  \
         tea run examples/agents/review.yaml --interactive --store sled:.tea/store\n  \
-        OPENAI_API_KEY=sk-… tea run examples/agents/summarize.yaml --input '{\"path\": \"../../README.md\"}'\n  \
-        tea run examples/agents/triage.yaml --secrets-env TEA_SECRET_ --input @ticket.json")]
+        OPENAI_API_KEY=sk-… tea run examples/agents/summarize.yaml --allow-read . --allow-net api.openai.com --input '{\"path\": \"../../README.md\"}'\n  \
+        tea run examples/agents/triage.yaml --allow-net api.openai.com --secrets-env TEA_SECRET_ --input @ticket.json")]
     Run(RunArgs),
     /// Continues a paused thread from its token or its checkpoint file.
     #[command(after_help = "Outputs and exit statuses as for `tea run`.\n\n\

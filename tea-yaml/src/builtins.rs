@@ -3,8 +3,8 @@
 //! `schema.merge` (`schema_merge.rs`), with its engines' arguments and results (`actions.rs`
 //! dispatches to them).
 
-use serde_json::{json, Map, Value};
 use crate::grants::{Access, AgentGrants};
+use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use tea_runtime::BoxError;
 

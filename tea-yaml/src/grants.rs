@@ -223,11 +223,8 @@ impl AgentGrants {
             Some(own) => format!("its own folder `{}`", own.display()),
             None => "no folder of its own".to_owned(),
         };
-        let resolved = if canonical.as_path() == path {
-            String::new()
-        } else {
-            format!(" (`{}`)", canonical.display())
-        };
+        let resolved =
+            if canonical.as_path() == path { String::new() } else { format!(" (`{}`)", canonical.display()) };
         Err(format!(
             "`{shown}`{resolved} is outside the folders this agent may {} ({own}, and those the operator grants); \
              the operator grants it with `{} {}` (`Engine::allow_{}`)",
@@ -277,12 +274,7 @@ impl AgentGrants {
     /// Checks a request before it is sent: its host is granted ([`check_host`](Self::check_host)),
     /// and every secret it carries — anywhere: URL, headers, body — is bound to that host.
     /// Errors name the secret, never its value.
-    pub(crate) fn check_request(
-        &self,
-        host: &str,
-        port: u16,
-        carried: &dyn Fn(&str) -> bool,
-    ) -> Result<(), String> {
+    pub(crate) fn check_request(&self, host: &str, port: u16, carried: &dyn Fn(&str) -> bool) -> Result<(), String> {
         self.check_host(host, port)?;
         for (name, value) in &self.secrets {
             if value.len() >= MIN_SECRET_LEN && carried(value) && !self.secret_goes_to(name, host, port) {

@@ -748,9 +748,7 @@ impl YamlGraph {
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
             match action {
-                Action::Service(service) => {
-                    crate::services::prepare(*service, args, &self.0.grants, &self.0.vectors)?
-                }
+                Action::Service(service) => crate::services::prepare(*service, args, &self.0.grants, &self.0.vectors)?,
                 Action::Net(net) => self.prepare_net(*net, args, seen)?,
                 _ => return Err(format!("node `{}` is not a network action", def.name).into()),
             }

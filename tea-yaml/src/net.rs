@@ -12,10 +12,10 @@
 //! name the action, the method and the endpoint (without its query string) and the status,
 //! never the API key: it is taken out of every message.
 
+use crate::grants::AgentGrants;
 use serde_json::{json, Map, Value};
 use std::future::Future;
 use std::pin::Pin;
-use crate::grants::AgentGrants;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -309,7 +309,8 @@ fn net() -> Result<&'static Net, BoxError> {
             // secrets it carries, are for the host it was checked against.
             .redirect(reqwest::redirect::Policy::custom(|attempt| {
                 let to = (attempt.url().host_str().map(str::to_owned), attempt.url().port_or_known_default());
-                let from = attempt.previous().first().map(|u| (u.host_str().map(str::to_owned), u.port_or_known_default()));
+                let from =
+                    attempt.previous().first().map(|u| (u.host_str().map(str::to_owned), u.port_or_known_default()));
                 if attempt.previous().len() > 10 {
                     attempt.error("more than 10 redirects")
                 } else if from.is_some_and(|from| from == to) {

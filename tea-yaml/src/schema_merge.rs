@@ -469,7 +469,8 @@ mod tests {
 
         // The other corpus file: one schema, the default key, no validation.
         if base.join("schemas/invoice-schema.yaml").is_file() {
-            let one = merge_action(&grants(&base), &json!({ "schemas": [{ "path": "schemas/invoice-schema.yaml" }] })).unwrap();
+            let one = merge_action(&grants(&base), &json!({ "schemas": [{ "path": "schemas/invoice-schema.yaml" }] }))
+                .unwrap();
             assert_eq!(one["success"], true);
             assert!(one["merged_schema"]["properties"]["invoice_number"].is_object());
             assert!(one.get("validation").is_none());
@@ -503,7 +504,8 @@ mod tests {
         std::fs::write(dir.join("bad.json"), "{ nope").unwrap();
         std::fs::write(dir.join("twice.yaml"), "a: 1\na: 2\n").unwrap();
         let bad =
-            merge_action(&grants(&dir), &json!({ "schemas": [{ "path": "bad.json" }, { "path": "twice.yaml" }] })).unwrap();
+            merge_action(&grants(&dir), &json!({ "schemas": [{ "path": "bad.json" }, { "path": "twice.yaml" }] }))
+                .unwrap();
         let errors = bad["errors"].as_array().unwrap();
         assert_eq!(errors.len(), 2, "{bad}");
         assert!(errors[0].as_str().unwrap().starts_with("Schema 0: the schema file"), "{bad}");

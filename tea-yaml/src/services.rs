@@ -980,7 +980,11 @@ struct Extraction {
 
 /// `llamaextract.extract` and `submit_job`, checked: `Err` for a malformed argument, `Ok(Err)`
 /// for what The Edge Agent reports as a `validation` failure.
-fn extract_request(service: Service, args: &Args<'_>, grants: &crate::grants::AgentGrants) -> Result<Result<Extraction, Value>, String> {
+fn extract_request(
+    service: Service,
+    args: &Args<'_>,
+    grants: &crate::grants::AgentGrants,
+) -> Result<Result<Extraction, Value>, String> {
     let what = args.what;
     let Some(file) = args.text("file")?.filter(|f| !f.is_empty()) else {
         return Ok(Err(failure("file parameter is required", "validation")));

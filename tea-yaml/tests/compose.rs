@@ -224,7 +224,8 @@ nodes:
 
 #[test]
 fn an_action_registered_under_the_name_runs_instead() {
-    let agent = Engine::new().allow_net("127.0.0.1")
+    let agent = Engine::new()
+        .allow_net("127.0.0.1")
         .action("reflection.loop", |_, args| Ok(json!({ "mine": args["x"].clone() })))
         .load_str("nodes:\n  - name: a\n    uses: reflection.loop\n    with: { x: 1 }\n")
         .unwrap();

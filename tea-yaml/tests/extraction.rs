@@ -456,7 +456,8 @@ fn the_edge_agents_retry_learning_example_runs_to_its_documented_end() {
         eprintln!("skipped: The Edge Agent's corpus is not here (set TEA_EDGE_AGENT_CORPUS)");
         return;
     };
-    let agent = Engine::new().allow_net("127.0.0.1")
+    let agent = Engine::new()
+        .allow_net("127.0.0.1")
         .trust_code(true)
         .load_file(root.join("examples/prolog/neurosymbolic/test-retry-learning.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));

@@ -7,8 +7,8 @@
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use tea_yaml::Engine;
 use tea::error_chain;
+use tea_yaml::Engine;
 
 /// A fresh folder for one test: `agent/` (the agent's folder) and `outside/` with a file.
 fn sandbox(name: &str) -> (PathBuf, PathBuf, PathBuf) {
@@ -61,7 +61,10 @@ fn a_path_written_in_the_file_outside_its_folder_is_a_load_error_naming_the_flag
     let error = load_in(&Engine::new(), &agent, text).unwrap_err().to_string();
     assert!(error.contains("--allow-write /tmp"), "{error}");
     // The operator's grant lets it load; `--trust` does not.
-    let text = format!("nodes:\n  - {{ name: r, uses: file.read, with: {{ path: \"{}\" }} }}\n", outside.join("secret.txt").display());
+    let text = format!(
+        "nodes:\n  - {{ name: r, uses: file.read, with: {{ path: \"{}\" }} }}\n",
+        outside.join("secret.txt").display()
+    );
     assert!(load_in(&Engine::new().trust_code(true), &agent, &text).is_err());
     assert!(load_in(&Engine::new().allow_read(&outside), &agent, &text).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
@@ -351,8 +354,8 @@ mod net {
             "nodes:\n  - {{ name: ask, uses: llm.call, with: {{ base_url: \"http://127.0.0.1:{}/v1\", prompt: hi }}, output: answer }}\n",
             server.port
         );
-        let agent = load_in(&Engine::new().allow_net("127.0.0.1").secret("llm_api_key", SECRET), &agent_dir, &llm)
-            .unwrap();
+        let agent =
+            load_in(&Engine::new().allow_net("127.0.0.1").secret("llm_api_key", SECRET), &agent_dir, &llm).unwrap();
         let error = run_error(&agent, json!({}));
         assert!(error.contains("secret `llm_api_key`"), "{error}");
         assert!(!error.contains(SECRET), "{error}");

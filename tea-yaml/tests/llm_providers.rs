@@ -143,7 +143,11 @@ fn a_shell_provider_runs_only_in_a_trusted_file_and_its_configuration_is_checked
     let error = Engine::new().allow_net("127.0.0.1").load_str(&text).unwrap_err();
     assert!(error.to_string().contains("runs a command line (`provider: shell`)"), "{error}");
     assert!(error.to_string().contains("--trust"), "{error}");
-    let error = Engine::new().allow_net("127.0.0.1").trust_code(true).load_str(&shell_agent("{ command: sh, argz: [] }", "")).unwrap_err();
+    let error = Engine::new()
+        .allow_net("127.0.0.1")
+        .trust_code(true)
+        .load_str(&shell_agent("{ command: sh, argz: [] }", ""))
+        .unwrap_err();
     assert!(
         error.to_string().contains("unknown key `argz` in `settings.shell_providers.fake`; did you mean `args`?"),
         "{error}"
@@ -166,7 +170,8 @@ fn llm_chat_says_its_backend_and_llm_embed_returns_the_vector() {
     assert_eq!(out["vec"]["dimensions"], 3);
     // The Edge Agent's default embedding model.
     assert_eq!(out["vec"]["model"], "nomic-embed-text");
-    let error = Engine::new().allow_net("127.0.0.1")
+    let error = Engine::new()
+        .allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: e\n    uses: llm.embed\n    with: { backend: local, text: x }\n")
         .unwrap();
     let message = failure(error.invoke(json!({})).unwrap_err());

@@ -92,7 +92,10 @@ nodes:
 "#,
         mock.v1()
     );
-    let agent = load(&Engine::new().allow_net("127.0.0.1").secret("llm_api_key", KEY).secret_host("llm_api_key", "127.0.0.1"), &text);
+    let agent = load(
+        &Engine::new().allow_net("127.0.0.1").secret("llm_api_key", KEY).secret_host("llm_api_key", "127.0.0.1"),
+        &text,
+    );
     let out = agent.invoke(json!({ "name": "Ada" })).unwrap().done().unwrap();
     assert_eq!(out.to_json(), json!({ "name": "Ada", "answer": "echo: Hi Ada", "tokens": 7 }));
     let hit = &mock.hits_of("echo:0:b")[0];
@@ -365,7 +368,8 @@ nodes:
 "#,
         mock.base
     );
-    let out = load(&Engine::new().allow_net("127.0.0.1"), &text).invoke(json!({ "what": "review" })).unwrap().done().unwrap();
+    let out =
+        load(&Engine::new().allow_net("127.0.0.1"), &text).invoke(json!({ "what": "review" })).unwrap().done().unwrap();
     assert_eq!(out["sent"], true);
     assert_eq!(out["status"], 204);
     let hook = mock.hits().into_iter().find(|h| h.path == "/hook").unwrap();
@@ -427,7 +431,8 @@ fn llm_call_shell_providers_need_trust_and_a_known_name() {
         found[1].starts_with("6: shell provider `claud` (node `ask`) is not configured; did you mean `claude`?"),
         "{found:?}"
     );
-    let error = Engine::new().allow_net("127.0.0.1")
+    let error = Engine::new()
+        .allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with: { provider: antropic, prompt: hi }\n")
         .unwrap_err();
     assert!(error.to_string().contains("unknown provider `antropic`"), "{error}");

@@ -221,7 +221,8 @@ nodes:
 /// run that never ends.
 #[test]
 fn a_plan_of_too_many_subtasks_is_refused() {
-    let agent = Engine::new().allow_net("127.0.0.1")
+    let agent = Engine::new()
+        .allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: status\n    uses: plan.status\n    output: s\n")
         .unwrap_or_else(|e| panic!("{e}"));
     let subtasks: Vec<serde_json::Value> =

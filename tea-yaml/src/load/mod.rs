@@ -541,7 +541,13 @@ impl<'a> Loader<'a> {
     /// A path written in the file (at `pos`, for `what`), checked against the agent's grants:
     /// the path as written under the agent's folder, or `None` with a problem naming the grant
     /// that would allow it. (What opens it confines it again then.)
-    pub(crate) fn confined(&mut self, pos: Pos, what: &str, path: &str, access: crate::grants::Access) -> Option<PathBuf> {
+    pub(crate) fn confined(
+        &mut self,
+        pos: Pos,
+        what: &str,
+        path: &str,
+        access: crate::grants::Access,
+    ) -> Option<PathBuf> {
         match self.grants.confine(path, access) {
             Ok(_) => Some(crate::files::resolve(&self.env.base_dir, path)),
             Err(e) => {
@@ -1244,9 +1250,9 @@ impl<'a> Loader<'a> {
                 Some(AutoTrace::Console)
             }
             Some((n, "file")) => match file {
-                Some((at, path)) if !path.is_empty() => {
-                    self.confined(at.pos, "`settings.trace_file`", path, crate::grants::Access::Write).map(AutoTrace::File)
-                }
+                Some((at, path)) if !path.is_empty() => self
+                    .confined(at.pos, "`settings.trace_file`", path, crate::grants::Access::Write)
+                    .map(AutoTrace::File),
                 _ => {
                     self.problem(n.pos, "`trace_exporter: file` needs `settings.trace_file: PATH`");
                     None
@@ -1376,7 +1382,9 @@ impl<'a> Loader<'a> {
                     let path = self.string(value, "`checkpointer.sled`")?;
                     if cfg!(feature = "sled") {
                         let path = path.to_owned();
-                        return self.confined(value.pos, "`checkpointer.sled`", &path, crate::grants::Access::Write).map(StoreSpec::Sled);
+                        return self
+                            .confined(value.pos, "`checkpointer.sled`", &path, crate::grants::Access::Write)
+                            .map(StoreSpec::Sled);
                     }
                     self.problem(key.pos, "`sled` stores are not built in (cargo feature `sled` of tea-yaml)");
                     return None;

@@ -989,9 +989,9 @@ impl Loader<'_> {
             other => (other, action_name, with),
         };
         let access = match action {
-            Action::FileRead
-            | Action::CheckpointLoad
-            | Action::Builtin(Builtin::FileExists | Builtin::FileList) => Access::Read,
+            Action::FileRead | Action::CheckpointLoad | Action::Builtin(Builtin::FileExists | Builtin::FileList) => {
+                Access::Read
+            }
             Action::FileWrite | Action::CheckpointSave | Action::Builtin(Builtin::FileDelete) => Access::Write,
             _ => return,
         };
