@@ -1368,3 +1368,32 @@ fn grant_flags_open_files_hosts_and_bind_secrets() {
     assert!(bad.stdout().contains("`exa mple.com` is not a host"), "{bad:?}");
     let _ = std::fs::remove_dir_all(&outside);
 }
+
+#[test]
+fn tea_serve_loads_its_agents_with_the_grant_flags() {
+    use std::io::BufRead;
+    let s = Scratch::new();
+    let outside = s.0.join("../").canonicalize().unwrap().join(format!("tea-cli-serve-grants-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let dir = outside.display().to_string();
+    s.write("lit.yaml", &format!("nodes:\n  - {{ name: r, uses: file.read, with: {{ path: \"{dir}/data.txt\" }} }}\n"));
+    let serve = ["serve", "lit.yaml", "--insecure-local", "--bind", "127.0.0.1:0", "--store", "memory"];
+    let refused = s.tea(&serve).expect(ERROR);
+    assert!(refused.stderr().contains(&format!("--allow-read {dir}")), "{refused:?}");
+    // Granted, it serves: its first line says where.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(serve)
+        .args(["--allow-read", &dir])
+        .current_dir(&s.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("on http://127.0.0.1:"), "{line}");
+    let _ = std::fs::remove_dir_all(&outside);
+}

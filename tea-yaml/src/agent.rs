@@ -396,20 +396,24 @@ impl Engine {
     }
 
     /// Loads an agent from YAML text; relative paths in it start at the current directory.
+    /// Text has no folder of its own: its file actions reach only the folders granted with
+    /// [`allow_read`](Self::allow_read) and [`allow_write`](Self::allow_write) (`allow_read(".")`
+    /// for the current directory).
     ///
     /// # Errors
     /// A [`LoadError`] listing every problem found, each with its line and column.
     pub fn load_str(&self, text: &str) -> Result<Agent, LoadError> {
-        self.load(text, "<string>".to_owned(), PathBuf::from("."))
+        self.load_as(text, "<string>".to_owned(), PathBuf::from("."), None, false)
     }
 
-    /// Loads an agent from a file; relative paths in it start at the file's directory.
+    /// Loads an agent from a file; relative paths in it start at the file's directory, the
+    /// folder its file actions read and write without a grant.
     ///
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
         let (text, shown, base) = crate::files::read_agent_file(path.as_ref())?;
-        self.load(&text, shown, base)
+        self.load_as(&text, shown, base, None, true)
     }
 
     /// Loads an agent from a file onto `store`, whatever the file's `config` names: the file's
@@ -441,21 +445,18 @@ impl Engine {
         let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
         let path = path.as_ref();
         let (text, shown, base) = crate::files::read_agent_file(path)?;
-        engine.load_as(&text, shown, base, Some(dir))
-    }
-
-    fn load(&self, text: &str, file: String, base_dir: PathBuf) -> Result<Agent, LoadError> {
-        self.load_as(text, file, base_dir, None)
+        engine.load_as(&text, shown, base, Some(dir), true)
     }
 
     /// `on`: load onto the engine's checkpointer (a `DirStore` when `Some(Some(_))`), not the
-    /// file's store.
+    /// file's store. `own_folder`: `base_dir` is the agent's folder (a file's, not a string's).
     fn load_as(
         &self,
         text: &str,
         file: String,
         base_dir: PathBuf,
         on: Option<Option<DirStore>>,
+        own_folder: bool,
     ) -> Result<Agent, LoadError> {
         let env = Env {
             file: file.clone(),
@@ -469,6 +470,7 @@ impl Engine {
             strict: self.strict,
             grants: Arc::new(self.grants.clone()),
             folders: Vec::new(),
+            own_folder,
             children: Default::default(),
         };
         let mut loaded = load::load(text, &env)?;

@@ -152,8 +152,8 @@ impl Access {
 }
 
 /// The grants of one loaded agent: the engine's, its own folder, and the hosts its
-/// `settings` name.
-#[derive(Clone, Debug)]
+/// `settings` name. (Its `Debug` names the secrets, never their values.)
+#[derive(Clone)]
 pub(crate) struct AgentGrants {
     pub(crate) grants: Arc<Grants>,
     /// Where relative paths start (the agent file's folder).
@@ -167,6 +167,19 @@ pub(crate) struct AgentGrants {
     pub(crate) settings_hosts: Vec<HostGrant>,
     /// The engine's secrets, by name: looked for in every request.
     pub(crate) secrets: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for AgentGrants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentGrants")
+            .field("grants", &self.grants)
+            .field("base_dir", &self.base_dir)
+            .field("own", &self.own)
+            .field("parents", &self.parents)
+            .field("settings_hosts", &self.settings_hosts)
+            .field("secrets", &self.secrets.iter().map(|(name, _)| name).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl AgentGrants {
@@ -223,19 +236,24 @@ impl AgentGrants {
             canonical.parent().map_or_else(|| canonical.clone(), Path::to_path_buf)
         };
         let own = match &self.own {
-            Some(own) => format!("its own folder `{}`", own.display()),
-            None => "no folder of its own".to_owned(),
+            Some(own) => format!("its own folder `{}` and those the operator grants", own.display()),
+            None => "only those the operator grants: loaded from a string, it has no folder of its own".to_owned(),
         };
         let resolved =
             if canonical.as_path() == path { String::new() } else { format!(" (`{}`)", canonical.display()) };
         Err(format!(
-            "`{shown}`{resolved} is outside the folders this agent may {} ({own}, and those the operator grants); \
+            "`{shown}`{resolved} is outside the folders this agent may {} ({own}); \
              the operator grants it with `{} {}` (`Engine::allow_{}`)",
             access.verb(),
             access.flag(),
             folder.display(),
             access.verb()
         ))
+    }
+
+    /// Forgets the agent's own folder: an agent loaded from a string has none.
+    pub(crate) fn drop_own_folder(&mut self) {
+        self.own = None;
     }
 
     /// The folders this agent reads and writes without a grant: its own and its parents'.

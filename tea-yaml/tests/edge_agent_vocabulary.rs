@@ -402,7 +402,9 @@ fn the_edge_agents_settings_that_tea_lacks_are_refused_by_name() {
 fn auto_trace_says_where_the_trace_goes() {
     use tea_yaml::AutoTrace;
     let load = |settings: &str| {
-        Engine::new().load_str(&format!("settings:\n{settings}nodes:\n  - name: a\n    run: return {{}}\n"))
+        Engine::new()
+            .allow_write(".")
+            .load_str(&format!("settings:\n{settings}nodes:\n  - name: a\n    run: return {{}}\n"))
     };
     assert_eq!(load("  auto_trace: false\n").unwrap().auto_trace(), None);
     assert_eq!(load("  auto_trace: true\n").unwrap().auto_trace(), Some(&AutoTrace::Console));

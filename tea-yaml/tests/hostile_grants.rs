@@ -71,6 +71,19 @@ fn a_path_written_in_the_file_outside_its_folder_is_a_load_error_naming_the_flag
 }
 
 #[test]
+fn text_loaded_from_a_string_has_no_folder_of_its_own() {
+    let error = Engine::new()
+        .load_str("nodes:\n  - { name: r, uses: file.read, with: { path: notes.txt } }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("loaded from a string, it has no folder of its own"), "{error}");
+    assert!(error.contains("--allow-read"), "{error}");
+    let granted = Engine::new().allow_read(".").load_str(READ_ANY).unwrap();
+    let error = run_error(&granted, json!({ "p": "/etc/passwd" }));
+    assert!(error.contains("--allow-read /etc"), "{error}");
+}
+
+#[test]
 fn computed_paths_out_of_the_folder_fail_the_node_and_read_nothing() {
     let (dir, agent_dir, outside) = sandbox("computed");
     std::fs::write(agent_dir.join("mine.txt"), "mine").unwrap();

@@ -53,6 +53,8 @@ pub(crate) struct Env<'a> {
     pub(crate) grants: Arc<crate::grants::Grants>,
     /// The folders of the files loading this one as a subgraph: it may use them too.
     pub(crate) folders: Vec<PathBuf>,
+    /// `base_dir` is the agent's own folder (it was loaded from a file, not a string).
+    pub(crate) own_folder: bool,
 }
 
 /// The subgraph files of one load, by canonical path.
@@ -479,6 +481,9 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         env.secrets.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect();
     let mut grants = crate::grants::AgentGrants::new(env.grants.clone(), env.base_dir.clone(), secret_pairs);
     grants.parents = env.folders.clone();
+    if !env.own_folder {
+        grants.drop_own_folder();
+    }
     if let Some(settings) = root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("settings"))) {
         settings_hosts(&settings.1.to_json(), &mut grants.settings_hosts);
     }

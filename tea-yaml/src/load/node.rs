@@ -417,6 +417,7 @@ impl Loader<'_> {
             strict: self.env.strict,
             grants: self.env.grants.clone(),
             folders: self.grants.folders(),
+            own_folder: true,
         };
         load(&text, &env)
     }
