@@ -224,7 +224,8 @@ impl AgentGrants {
             Access::Write => &self.grants.write,
         };
         let inside = self.own.iter().chain(&self.parents).chain(granted.iter()).any(|root| {
-            let root = absolute(root).map(|r| std::fs::canonicalize(&r).unwrap_or(r));
+            // A granted folder that does not exist yet (`--allow-write ./out`) counts as it will be.
+            let root = absolute(root).map(|r| crate::grants::canonical(&r).unwrap_or(r));
             root.is_some_and(|root| canonical.starts_with(root))
         });
         if inside {
@@ -418,6 +419,10 @@ mod tests {
         let granted = grants(&[&other], &[], &own);
         assert!(granted.confine("../other/x.txt", Access::Read).is_ok());
         assert!(granted.confine("../other/x.txt", Access::Write).unwrap_err().contains("--allow-write"));
+        // A granted folder that does not exist yet.
+        let later = grants(&[], &[&dir.join("later")], &own);
+        assert!(later.confine_path(&dir.join("later/sub/x.txt"), Access::Write).is_ok());
+        assert!(later.confine_path(&dir.join("lateral.txt"), Access::Write).is_err());
         #[cfg(unix)]
         {
             std::os::unix::fs::symlink(other.join("x.txt"), own.join("link")).unwrap();
