@@ -371,8 +371,10 @@ pub struct BreakArgs {
 /// `--secrets` and `--secrets-env`, shared by the commands that run nodes.
 #[derive(Args, Debug, Clone, Default)]
 pub struct SecretArgs {
-    /// Secrets templates read as `{{ secrets.NAME }}`: a JSON object of names to strings, or
-    /// `@FILE` to read one from a file. They never reach the state, checkpoints or messages.
+    /// Secrets templates read as `{{ secrets.NAME }}`: a JSON object of names to strings (or
+    /// to `{"value": STRING, "hosts": [HOST, …]}`, the hosts the secret may be sent to, as
+    /// `--secret-host`), or `@FILE` to read one from a file. They never reach the state,
+    /// checkpoints or messages.
     #[arg(long, value_name = "JSON|@FILE")]
     pub secrets: Option<String>,
     /// Environment variables named PREFIXNAME become `{{ secrets.name }}` (the rest of the

@@ -24,8 +24,10 @@ pub const DEFAULT_LUA_INSTRUCTION_LIMIT: u64 = 100_000_000;
 /// The default time limit of one `run:` block: 10 seconds.
 pub const DEFAULT_LUA_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Loads YAML agents: holds the actions they may use, the secrets their templates see, a
-/// checkpointer for files that name none, and the Lua limits.
+/// Loads YAML agents: holds the actions they may use, the secrets their templates see, what
+/// they may reach (the grants: [`Engine::allow_read`], [`Engine::allow_write`],
+/// [`Engine::allow_net`], [`Engine::allow_env`], [`Engine::secret_host`]), a checkpointer for
+/// files that name none, and the Lua limits.
 ///
 /// ```
 /// use serde_json::json;
