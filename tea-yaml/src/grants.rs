@@ -78,6 +78,9 @@ impl HostGrant {
                 p => Some(p.strip_prefix(':').ok_or_else(|| bad("text after the address"))?),
             };
             (format!("[{}]", addr.to_ascii_lowercase()), port)
+        } else if rest.matches(':').count() > 1 {
+            // An IPv6 address written without brackets has no port.
+            (format!("[{}]", rest.to_ascii_lowercase()), None)
         } else {
             match rest.rsplit_once(':') {
                 Some((h, p)) => (h.to_ascii_lowercase(), Some(p)),
@@ -439,6 +442,8 @@ mod tests {
         assert!(g.allows("127.0.0.1", 8080) && !g.allows("127.0.0.1", 8081));
         assert!(HostGrant::parse("*").unwrap().allows("example.com", 443));
         assert!(HostGrant::parse("[::1]").unwrap().allows("[::1]", 80));
+        assert!(HostGrant::parse("::1").unwrap().allows("[::1]", 8080));
+        assert!(HostGrant::parse("[::1]:8080").unwrap().allows("[::1]", 8080));
         assert!(HostGrant::parse("example.com:99999").is_err());
     }
 }
