@@ -729,7 +729,14 @@ impl Agent {
     /// fit the declared types, and the errors of `App::invoke`.
     pub fn invoke(&self, input: Value) -> Result<Outcome<State>, Error> {
         if let Some(path) = &self.checkpoint {
-            return self.resume_from(path, Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty())));
+            // Checked at load, and again now: the file named is read where the agent may read.
+            let path = self
+                .graph
+                .inner()
+                .grants
+                .confine_path(path, crate::grants::Access::Read)
+                .map_err(|e| Error::store(format!("`config.checkpoint`: {e}")))?;
+            return self.resume_from(&path, Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty())));
         }
         self.invoke_on(ThreadId::random(), input)
     }
