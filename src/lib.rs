@@ -70,6 +70,8 @@ mod guide {
     struct YamlPython;
     #[doc = include_str!("../docs/src/yaml-prolog.md")]
     struct YamlProlog;
+    #[doc = include_str!("../docs/src/permissions.md")]
+    struct Permissions;
     #[doc = include_str!("../docs/src/cli.md")]
     struct Cli;
     #[doc = include_str!("../docs/src/errors.md")]

@@ -90,8 +90,8 @@ enum Command {
         tea run examples/agents/review.yaml --input @input.json --thread release-42\n  \
         tea run examples/agents/research.yaml --stream\n  \
         tea run examples/agents/review.yaml --interactive --store sled:.tea/store\n  \
-        OPENAI_API_KEY=sk-… tea run examples/agents/summarize.yaml --input '{\"path\": \"../../README.md\"}'\n  \
-        tea run examples/agents/triage.yaml --secrets-env TEA_SECRET_ --input @ticket.json")]
+        OPENAI_API_KEY=sk-… tea run examples/agents/summarize.yaml --allow-read . --allow-net api.openai.com --input '{\"path\": \"../../README.md\"}'\n  \
+        tea run examples/agents/triage.yaml --allow-net api.openai.com --secrets-env TEA_SECRET_ --input @ticket.json")]
     Run(RunArgs),
     /// Continues a paused thread from its token or its checkpoint file.
     #[command(after_help = "Outputs and exit statuses as for `tea run`.\n\n\
@@ -307,14 +307,53 @@ impl StoreArg {
     }
 }
 
-/// `--trust`, shared by the commands that load an agent.
-#[derive(Args, Debug, Clone, Copy, Default)]
+/// `--trust` and the grants (`--allow-read`, `--allow-net`, …), shared by the commands that
+/// load an agent.
+#[derive(Args, Debug, Clone, Default)]
 pub struct TrustArg {
     /// Runs what cannot be sandboxed in this file: inline Python, and `llm.call`'s shell
     /// providers (command lines such as `claude`). Without it such a file does not load; Lua
-    /// needs no trust (it runs sandboxed).
+    /// needs no trust (it runs sandboxed). It lifts no grant.
     #[arg(long)]
     pub trust: bool,
+    #[command(flatten)]
+    pub grants: GrantArgs,
+}
+
+/// What an agent file may reach beyond its own folder (Deno's permission flags): nothing
+/// unless granted here.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GrantArgs {
+    /// Lets the file read under DIR, besides its own folder (repeatable). `/proc`, `/sys`,
+    /// `/dev`, FIFOs and devices stay refused.
+    #[arg(long, value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Lets the file write (create, replace, delete) under DIR, besides its own folder
+    /// (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub allow_write: Vec<PathBuf>,
+    /// Lets the file's network actions reach HOST (`example.com`, `example.com:8443`,
+    /// `127.0.0.1:11434`, or `*` for any); comma-separated or repeated. Without it no request
+    /// is sent.
+    #[arg(long, value_name = "HOST", value_delimiter = ',')]
+    pub allow_net: Vec<String>,
+    /// Lets the file's network actions reach the hosts its own `settings` name (a
+    /// `settings.llm.base_url`, a webhook); it binds no secret to them.
+    #[arg(long)]
+    pub allow_net_from_file: bool,
+    /// Lets the file read environment variable NAME where it expands `${NAME}`;
+    /// comma-separated or repeated.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub allow_env: Vec<String>,
+    /// Sends secret NAME (or the API key in environment variable NAME) to HOST too
+    /// (repeatable). A secret goes only to the hosts it is bound to — `llm_api_key` and the
+    /// provider keys to their provider's own endpoint by default — never to one the file names.
+    #[arg(long, value_name = "NAME=HOST")]
+    pub secret_host: Vec<String>,
+    /// Grants everything a flag above can: reading and writing everywhere (but `/proc`, `/sys`,
+    /// `/dev`), any host, every variable. Secrets stay bound to their hosts.
+    #[arg(long)]
+    pub allow_all: bool,
 }
 
 /// `--interrupt-before` and `--interrupt-after`, shared by the commands that run nodes.
@@ -332,8 +371,10 @@ pub struct BreakArgs {
 /// `--secrets` and `--secrets-env`, shared by the commands that run nodes.
 #[derive(Args, Debug, Clone, Default)]
 pub struct SecretArgs {
-    /// Secrets templates read as `{{ secrets.NAME }}`: a JSON object of names to strings, or
-    /// `@FILE` to read one from a file. They never reach the state, checkpoints or messages.
+    /// Secrets templates read as `{{ secrets.NAME }}`: a JSON object of names to strings (or
+    /// to `{"value": STRING, "hosts": [HOST, …]}`, the hosts the secret may be sent to, as
+    /// `--secret-host`), or `@FILE` to read one from a file. They never reach the state,
+    /// checkpoints or messages.
     #[arg(long, value_name = "JSON|@FILE")]
     pub secrets: Option<String>,
     /// Environment variables named PREFIXNAME become `{{ secrets.name }}` (the rest of the
@@ -520,9 +561,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Resume(args) => run::resume(&args),
         Command::Recover(args) => run::recover(&args),
-        Command::Validate { files, detailed, strict, trust } => Ok(run::validate(&files, detailed, strict, trust)),
-        Command::Inspect { file, format, trust } => inspect::inspect(&file, format, || run::checked(&file, trust)),
-        Command::Draw { file, format, trust } => run::load(&file, trust).map(|agent| {
+        Command::Validate { files, detailed, strict, trust } => Ok(run::validate(&files, detailed, strict, &trust)),
+        Command::Inspect { file, format, trust } => inspect::inspect(&file, format, || run::checked(&file, &trust)),
+        Command::Draw { file, format, trust } => run::load(&file, &trust).map(|agent| {
             let text = match format {
                 Format::Mermaid => output::mermaid_marked(&agent),
                 Format::Dot => output::dot_marked(&agent),
@@ -530,15 +571,15 @@ fn main() -> ExitCode {
             output::line(text.trim_end());
             EXIT_DONE
         }),
-        Command::Threads { file, store, trust } => run::threads(&file, &store, trust),
+        Command::Threads { file, store, trust } => run::threads(&file, &store, &trust),
         Command::State { file, thread, history, at, store, trust } => {
-            run::state(&file, &thread, history, at, &store, trust)
+            run::state(&file, &thread, history, at, &store, &trust)
         }
         Command::Update { file, thread, update, as_node, store, trust } => {
-            run::update(&file, &thread, &update, &as_node, &store, trust)
+            run::update(&file, &thread, &update, &as_node, &store, &trust)
         }
         Command::Fork { file, thread, checkpoint, to, store, trust } => {
-            run::fork(&file, &thread, checkpoint, to.as_deref(), &store, trust)
+            run::fork(&file, &thread, checkpoint, to.as_deref(), &store, &trust)
         }
         Command::Trace { file } => trace::show(&file),
         Command::Completions { shell } => {

@@ -17,12 +17,12 @@ use tea_yaml::{Agent, Engine, LoadError, State, Update};
 
 /// Loads an agent file on a `MemoryStore`, without opening or connecting to the store its
 /// `config` names: checking a file has no effect on disk or elsewhere.
-pub fn load(file: &Path, trust: TrustArg) -> Result<Agent, String> {
+pub fn load(file: &Path, trust: &TrustArg) -> Result<Agent, String> {
     checked(file, trust).map_err(|e| describe(&e))
 }
 
 /// [`load`], keeping the problems apart (for `tea validate` and `tea inspect`).
-pub fn checked(file: &Path, trust: TrustArg) -> Result<Agent, LoadError> {
+pub fn checked(file: &Path, trust: &TrustArg) -> Result<Agent, LoadError> {
     checked_with(base_engine(trust, &BreakArgs::default()), file)
 }
 
@@ -34,15 +34,42 @@ fn checked_with(engine: Engine, file: &Path) -> Result<Agent, LoadError> {
 }
 
 /// The engine every command loads agents with, before secrets: the breakpoints of
-/// `--interrupt-before`/`--interrupt-after`, and `--trust`. The one place an `Engine` is made.
-pub fn base_engine(trust: TrustArg, breaks: &BreakArgs) -> Engine {
+/// `--interrupt-before`/`--interrupt-after`, `--trust`, and the grants (`--allow-read`,
+/// `--allow-net`, …). The one place an `Engine` is made.
+pub fn base_engine(trust: &TrustArg, breaks: &BreakArgs) -> Engine {
     let names = |list: &[String]| -> Vec<String> {
         list.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).map(str::to_owned).collect()
     };
     let engine =
         Engine::new().interrupt_before(names(&breaks.interrupt_before)).interrupt_after(names(&breaks.interrupt_after));
     // `--trust` reaches the engine here, and only here (Python blocks, shell providers).
-    engine.trust_code(trust.trust)
+    granted(engine.trust_code(trust.trust), &trust.grants)
+}
+
+/// `engine` with the grants of the flags. A host that does not parse, or a `--secret-host`
+/// without `=`, makes the load fail with a message naming it (as the engine reports them).
+fn granted(mut engine: Engine, grants: &crate::GrantArgs) -> Engine {
+    if grants.allow_all {
+        engine = engine.allow_read("/").allow_write("/").allow_net("*").allow_env("*");
+    }
+    for dir in &grants.allow_read {
+        engine = engine.allow_read(dir);
+    }
+    for dir in &grants.allow_write {
+        engine = engine.allow_write(dir);
+    }
+    for host in grants.allow_net.iter().map(|h| h.trim()).filter(|h| !h.is_empty()) {
+        engine = engine.allow_net(host);
+    }
+    for name in grants.allow_env.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        engine = engine.allow_env(name);
+    }
+    for binding in &grants.secret_host {
+        // An empty host does not parse: the load names the flag.
+        let (name, host) = binding.split_once('=').unwrap_or((binding, ""));
+        engine = engine.secret_host(name.trim(), host.trim());
+    }
+    engine.allow_net_from_settings(grants.allow_net_from_file)
 }
 
 /// Prints the warnings of a file just loaded (The Edge Agent's keys that tea accepts and
@@ -58,7 +85,7 @@ pub fn print_warnings(file: &Path, agent: &Agent) {
 
 /// The engine the run commands load with: [`base_engine`], then the secrets of
 /// `--secrets-env`, then `--secrets`. Messages name the secrets, never their values.
-fn engine(args: &SecretArgs, trust: TrustArg, breaks: &BreakArgs) -> Result<Engine, String> {
+fn engine(args: &SecretArgs, trust: &TrustArg, breaks: &BreakArgs) -> Result<Engine, String> {
     let mut engine = base_engine(trust, breaks);
     for prefix in &args.secrets_env {
         if prefix.is_empty() {
@@ -79,10 +106,31 @@ fn engine(args: &SecretArgs, trust: TrustArg, breaks: &BreakArgs) -> Result<Engi
     let Value::Object(map) = value else {
         return Err(format!("{from} must be a JSON object of secret names to strings"));
     };
+    // A secret is a string, or `{"value": "…", "hosts": ["api.example.com"]}`: the hosts it
+    // is bound to (as `--secret-host NAME=HOST`).
+    let shape = |name: &str| {
+        format!("{from}: secret `{name}` must be a string, or {{\"value\": STRING, \"hosts\": [HOST, …]}}")
+    };
     for (name, value) in map {
         match value {
             Value::String(value) => engine = engine.secret(name, value),
-            _ => return Err(format!("{from}: secret `{name}` must be a string")),
+            Value::Object(mut bound) => {
+                let Some(Value::String(value)) = bound.remove("value") else { return Err(shape(&name)) };
+                let hosts = match bound.remove("hosts") {
+                    None => Vec::new(),
+                    Some(Value::Array(hosts)) => hosts,
+                    Some(_) => return Err(shape(&name)),
+                };
+                if let Some(other) = bound.keys().next() {
+                    return Err(format!("{}; `{other}` is not one of its keys", shape(&name)));
+                }
+                for host in hosts {
+                    let Value::String(host) = host else { return Err(shape(&name)) };
+                    engine = engine.secret_host(name.clone(), host);
+                }
+                engine = engine.secret(name, value);
+            }
+            _ => return Err(shape(&name)),
         }
     }
     Ok(engine)
@@ -90,7 +138,7 @@ fn engine(args: &SecretArgs, trust: TrustArg, breaks: &BreakArgs) -> Result<Engi
 
 /// The agent on the store the command runs it on, and that store's name for messages (empty
 /// for an agent that keeps no threads). The file is checked before any store is opened.
-fn open(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<(Agent, String), String> {
+fn open(file: &Path, store: &StoreArg, trust: &TrustArg) -> Result<(Agent, String), String> {
     open_with(file, store, &base_engine(trust, &BreakArgs::default()))
 }
 
@@ -174,7 +222,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
     if !input.is_object() {
         return Err(format!("--input must be a JSON object of state keys, not `{input}`"));
     }
-    let engine = engine(&args.secrets, args.trust, &args.breaks)?;
+    let engine = engine(&args.secrets, &args.trust, &args.breaks)?;
     let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     let agent = with_context(agent, &args.secrets)?;
     if let Some(saved) = agent.continues_from() {
@@ -211,7 +259,7 @@ pub fn run(args: &RunArgs) -> Result<u8, String> {
 
 /// `tea recover`.
 pub fn recover(args: &RecoverArgs) -> Result<u8, String> {
-    let engine = engine(&args.secrets, args.trust, &args.breaks)?;
+    let engine = engine(&args.secrets, &args.trust, &args.breaks)?;
     let (agent, store) = open_with(&args.file, &args.store, &engine)?;
     let agent = with_context(agent, &args.secrets)?;
     if store.is_empty() {
@@ -238,7 +286,7 @@ fn stopped_run(file: &Path, store: &str, thread: Option<&str>) -> u8 {
     EXIT_STOPPED
 }
 
-/// A `tea` command line: `args`, then the `--store` and secrets flags this command was given
+/// A `tea` command line: `args`, then the `--store`, secrets and grant flags this command was given
 /// (as given, but `--secrets JSON` for secrets given inline), each word quoted for a POSIX
 /// shell where it needs it.
 fn command_line(args: &[String]) -> String {
@@ -248,7 +296,7 @@ fn command_line(args: &[String]) -> String {
     let mut i = 0;
     while i < given.len() {
         let word = &given[i];
-        if word == "--trust" {
+        if matches!(word.as_str(), "--trust" | "--allow-all" | "--allow-net-from-file") {
             words.push(word.clone());
         }
         for flag in [
@@ -259,6 +307,11 @@ fn command_line(args: &[String]) -> String {
             "--secrets-env",
             "--interrupt-before",
             "--interrupt-after",
+            "--allow-read",
+            "--allow-write",
+            "--allow-net",
+            "--allow-env",
+            "--secret-host",
         ] {
             let value = if word == flag && i + 1 < given.len() {
                 i += 1;
@@ -306,7 +359,7 @@ pub fn resume(args: &ResumeArgs) -> Result<u8, String> {
     let update = args.update.as_deref().map(update_arg).transpose()?;
     let token =
         args.token.as_deref().map(|t| t.parse::<Resume<State>>().map_err(|e| format!("--token: {e}"))).transpose()?;
-    let engine = engine(&args.secrets, args.trust, &args.breaks)?;
+    let engine = engine(&args.secrets, &args.trust, &args.breaks)?;
     let unanswered = answer.is_none() && answers_to.is_empty();
     if let Some(pending) = token.as_ref().filter(|_| unanswered && !args.interactive) {
         // Refused before the store is opened.
@@ -762,7 +815,7 @@ fn read_line(stdin: &mut impl BufRead) -> Result<Option<String>, String> {
 
 /// `tea validate`: prints `ok: FILE (N nodes)` (after the file's `tea inspect` text when
 /// `detailed`) or every problem with its source line; 1 when any file has one.
-pub fn validate(files: &[PathBuf], detailed: bool, strict: bool, trust: TrustArg) -> u8 {
+pub fn validate(files: &[PathBuf], detailed: bool, strict: bool, trust: &TrustArg) -> u8 {
     let mut status = EXIT_DONE;
     for file in files {
         match checked_with(base_engine(trust, &BreakArgs::default()).strict(strict), file) {
@@ -785,7 +838,7 @@ pub fn validate(files: &[PathBuf], detailed: bool, strict: bool, trust: TrustArg
 }
 
 /// `tea threads`: the threads the store holds for the agent.
-pub fn threads(file: &Path, store: &StoreArg, trust: TrustArg) -> Result<u8, String> {
+pub fn threads(file: &Path, store: &StoreArg, trust: &TrustArg) -> Result<u8, String> {
     let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {
         return Err(no_threads(&agent));
@@ -807,7 +860,7 @@ pub fn state(
     history: bool,
     at: Option<u64>,
     store: &StoreArg,
-    trust: TrustArg,
+    trust: &TrustArg,
 ) -> Result<u8, String> {
     let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {
@@ -845,7 +898,7 @@ pub fn update(
     update: &str,
     as_node: &str,
     store: &StoreArg,
-    trust: TrustArg,
+    trust: &TrustArg,
 ) -> Result<u8, String> {
     let update = json_arg("the update", update)?;
     if !update.is_object() {
@@ -868,7 +921,7 @@ pub fn fork(
     checkpoint: u64,
     to: Option<&str>,
     store: &StoreArg,
-    trust: TrustArg,
+    trust: &TrustArg,
 ) -> Result<u8, String> {
     let (agent, name) = open(file, store, trust)?;
     if name.is_empty() {

@@ -132,7 +132,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
     }
     let mut names = Vec::new();
     for file in &args.files {
-        let agent = run::load(file, args.trust)?;
+        let agent = run::load(file, &args.trust)?;
         if names.iter().any(|n| n == agent.name()) {
             return Err(format!(
                 "{}: a second agent named `{}`: agent names must differ",

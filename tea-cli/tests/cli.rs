@@ -708,9 +708,10 @@ fn gated(gate: &Gate) -> String {
     format!(
         r#"
 name: gated
+variables: {{ gate: "{}" }}
 nodes:
   - {{ name: a, run: "return {{ a = 1 }}" }}
-  - {{ name: b, uses: http.get, with: {{ url: "{}", timeout: 3600, retry: {{ max: 0 }} }}, output: b }}
+  - {{ name: b, uses: http.get, with: {{ url: "{{{{ variables.gate }}}}", timeout: 3600, retry: {{ max: 0 }} }}, output: b }}
   - {{ name: c, run: "return {{ c = 3 }}" }}
 "#,
         gate.url
@@ -722,7 +723,8 @@ fn ctrl_c_stops_at_the_next_step_and_recover_continues_the_thread() {
     let s = Scratch::new();
     let gate = Gate::open();
     s.write("gated.yaml", &gated(&gate));
-    let mut tea = Watched::spawn(&s, &["run", "gated.yaml", "--thread", "c1", "--store", "dir:st"]);
+    let mut tea =
+        Watched::spawn(&s, &["run", "gated.yaml", "--thread", "c1", "--store", "dir:st", "--allow-net", "127.0.0.1"]);
     // `b` is running: the first Ctrl-C lets it finish, then the run stops.
     let b = gate.next();
     interrupt(&tea.child);
@@ -732,7 +734,11 @@ fn ctrl_c_stops_at_the_next_step_and_recover_continues_the_thread() {
     let (status, stdout, seen) = tea.finish();
     assert_eq!(status, Some(130), "{seen}");
     assert!(seen.contains("step 2: `b`") && !seen.contains("step 3"), "`b` finished, `c` never ran: {seen}");
-    assert!(seen.contains("continue it with `tea recover gated.yaml --thread c1 --store dir:st`"), "{seen}");
+    // The command to continue carries the grants of the run.
+    assert!(
+        seen.contains("continue it with `tea recover gated.yaml --thread c1 --store dir:st --allow-net 127.0.0.1`"),
+        "{seen}"
+    );
     assert_eq!(stdout, "", "no final state");
 
     // The thread stands before `c`, and recover runs `c` alone (no request reaches the gate).
@@ -759,7 +765,8 @@ fn a_second_ctrl_c_exits_at_once() {
     let s = Scratch::new();
     let gate = Gate::open();
     s.write("gated.yaml", &gated(&gate));
-    let mut tea = Watched::spawn(&s, &["run", "gated.yaml", "--thread", "c2", "--store", "dir:st"]);
+    let mut tea =
+        Watched::spawn(&s, &["run", "gated.yaml", "--thread", "c2", "--store", "dir:st", "--allow-net", "127.0.0.1"]);
     let _b = gate.next();
     interrupt(&tea.child);
     // The first is taken (the run would stop after `b`); `b` is still waiting when the second comes.
@@ -891,9 +898,10 @@ fn gated_ask(gate: &Gate) -> String {
     format!(
         r#"
 name: gated_ask
+variables: {{ gate: "{}" }}
 nodes:
   - {{ name: ask, type: interrupt, message: "go?", resume_key: go }}
-  - {{ name: a, uses: http.get, with: {{ url: "{}", timeout: 3600, retry: {{ max: 0 }} }}, output: a }}
+  - {{ name: a, uses: http.get, with: {{ url: "{{{{ variables.gate }}}}", timeout: 3600, retry: {{ max: 0 }} }}, output: a }}
   - {{ name: b, run: "return {{ b = 2 }}" }}
 "#,
         gate.url
@@ -906,7 +914,10 @@ fn ctrl_c_in_a_resume_keeps_what_completed_after_the_pause() {
     let gate = Gate::open();
     s.write("gated_ask.yaml", &gated_ask(&gate));
     s.tea(&["run", "gated_ask.yaml", "--thread", "r1"]).expect(PAUSED);
-    let mut tea = Watched::spawn(&s, &["resume", "gated_ask.yaml", "--thread", "r1", "--answer", "yes"]);
+    let mut tea = Watched::spawn(
+        &s,
+        &["resume", "gated_ask.yaml", "--thread", "r1", "--answer", "yes", "--allow-net", "127.0.0.1"],
+    );
     // `a` is running: the run stops after it. `a` completed after the pause's node, so the
     // pause is not put back (answering again would run `a` twice): the thread stops before `b`.
     let a = gate.next();
@@ -1289,4 +1300,138 @@ fn the_tutorials_yaml_agent_runs_as_its_chapter_shows() {
     let token = pause["token"].as_str().unwrap();
     let done = s.tea(&["resume", file, "--store", &store, "--token", token, "--answer", "true"]).expect(DONE).json();
     assert_eq!(done["log"], serde_json::json!(["triage: urgent = false", "draft: wrote a reply", "send: reply sent"]));
+}
+
+/// A server on 127.0.0.1 that answers each request `200 {"ok": true}` and keeps its heads.
+fn recording_server() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            seen.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+            let body = r#"{"ok": true}"#;
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    (port, heads)
+}
+
+#[test]
+fn grant_flags_open_files_hosts_and_bind_secrets() {
+    let s = Scratch::new();
+    let outside = s.0.join("../").canonicalize().unwrap().join(format!("tea-cli-grants-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), "outside").unwrap();
+    let data = outside.join("data.txt").display().to_string();
+    let input = format!(r#"{{"p": "{data}"}}"#);
+
+    // Files: a computed path out of the agent's folder fails its node, naming the flag.
+    s.write("read.yaml", "nodes:\n  - { name: r, uses: file.read, with: { path: \"{{ state.p }}\" }, output: got }\n");
+    let refused = s.tea(&["run", "read.yaml", "--input", &input]).expect(ERROR);
+    let flag = format!("--allow-read {}", outside.display());
+    assert!(refused.stderr().contains(&flag), "{refused:?}");
+    let dir = outside.display().to_string();
+    // `--trust` lifts no grant; `--allow-read` does.
+    s.tea(&["run", "read.yaml", "--input", &input, "--trust"]).expect(ERROR);
+    let read = s.tea(&["run", "read.yaml", "--input", &input, "--allow-read", &dir]).expect(DONE).json();
+    assert_eq!(read["got"]["content"], "outside");
+    // Written in the file: `tea validate` says so with its line, and passes with the grant.
+    s.write(
+        "write.yaml",
+        &format!("nodes:\n  - name: w\n    uses: file.write\n    with: {{ path: \"{}/new.txt\", content: x }}\n", dir),
+    );
+    let invalid = s.tea(&["validate", "write.yaml"]).expect(ERROR);
+    assert!(invalid.stdout().contains("write.yaml:4:") && invalid.stdout().contains("--allow-write"), "{invalid:?}");
+    s.tea(&["validate", "write.yaml", "--allow-write", &dir]).expect(DONE);
+    s.tea(&["run", "write.yaml", "--allow-read", &dir]).expect(ERROR);
+    assert!(!outside.join("new.txt").exists(), "a read grant wrote nothing");
+    s.tea(&["run", "write.yaml", "--allow-write", &dir]).expect(DONE);
+    assert!(outside.join("new.txt").exists());
+    // The environment through /proc, even with everything granted.
+    let environ =
+        s.tea(&["run", "read.yaml", "--input", r#"{"p": "/proc/self/environ"}"#, "--allow-all"]).expect(ERROR);
+    assert!(environ.stderr().contains("under `/proc`"), "{environ:?}");
+
+    // Network: nothing reaches a host not granted; a secret only a host it is bound to.
+    let (port, heads) = recording_server();
+    let url = format!("http://127.0.0.1:{port}/x");
+    s.write(
+        "get.yaml",
+        "nodes:\n  - name: g\n    uses: http.get\n    with: { url: \"{{ state.url }}\", headers: { x-token: \"{{ secrets.token }}\" }, retry: { max: 0 } }\n    output: got\n",
+    );
+    let input = format!(r#"{{"url": "{url}"}}"#);
+    let secrets = r#"{"token": "tok-0123456789"}"#;
+    let ungranted = s.tea(&["run", "get.yaml", "--input", &input, "--secrets", secrets]).expect(ERROR);
+    assert!(ungranted.stderr().contains("--allow-net 127.0.0.1"), "{ungranted:?}");
+    let unbound =
+        s.tea(&["run", "get.yaml", "--input", &input, "--secrets", secrets, "--allow-net", "127.0.0.1"]).expect(ERROR);
+    assert!(unbound.stderr().contains("--secret-host token=127.0.0.1"), "{unbound:?}");
+    assert!(!unbound.stderr().contains("tok-0123456789"), "{unbound:?}");
+    assert!(heads.lock().unwrap().is_empty(), "nothing was sent");
+    let bound = [
+        "run",
+        "get.yaml",
+        "--input",
+        &input,
+        "--secrets",
+        secrets,
+        "--allow-net",
+        "127.0.0.1",
+        "--secret-host",
+        "token=127.0.0.1",
+    ];
+    assert_eq!(s.tea(&bound).expect(DONE).json()["got"]["status"], 200);
+    // The hosts of a secret may be given in the --secrets file.
+    s.write("secrets.json", r#"{"token": {"value": "tok-0123456789", "hosts": ["127.0.0.1"]}}"#);
+    let from_file = ["run", "get.yaml", "--input", &input, "--secrets", "@secrets.json", "--allow-net", "127.0.0.1"];
+    s.tea(&from_file).expect(DONE);
+    let sent = heads.lock().unwrap().clone();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent.iter().all(|h| h.contains("tok-0123456789")), "{sent:?}");
+    // A grant that does not parse is an error naming it.
+    let bad = s.tea(&["validate", "get.yaml", "--allow-net", "exa mple.com"]).expect(ERROR);
+    assert!(bad.stdout().contains("`exa mple.com` is not a host"), "{bad:?}");
+    let _ = std::fs::remove_dir_all(&outside);
+}
+
+#[test]
+fn tea_serve_loads_its_agents_with_the_grant_flags() {
+    use std::io::BufRead;
+    let s = Scratch::new();
+    let outside = s.0.join("../").canonicalize().unwrap().join(format!("tea-cli-serve-grants-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let dir = outside.display().to_string();
+    s.write("lit.yaml", &format!("nodes:\n  - {{ name: r, uses: file.read, with: {{ path: \"{dir}/data.txt\" }} }}\n"));
+    let serve = ["serve", "lit.yaml", "--insecure-local", "--bind", "127.0.0.1:0", "--store", "memory"];
+    let refused = s.tea(&serve).expect(ERROR);
+    assert!(refused.stderr().contains(&format!("--allow-read {dir}")), "{refused:?}");
+    // Granted, it serves: its first line says where.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(serve)
+        .args(["--allow-read", &dir])
+        .current_dir(&s.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("on http://127.0.0.1:"), "{line}");
+    let _ = std::fs::remove_dir_all(&outside);
 }

@@ -30,11 +30,13 @@ impl Scratch {
         Scratch(dir)
     }
 
-    /// Runs `tea` in the directory with the mock as its endpoint and `env` set.
+    /// Runs `tea` in the directory with the mock as its endpoint (granted: `--allow-net
+    /// 127.0.0.1`) and `env` set.
     fn tea(&self, mock: &Mock, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_tea"));
         command
             .args(args)
+            .args(["--allow-net", "127.0.0.1"])
             .current_dir(&self.0)
             .env("OPENAI_BASE_URL", mock.v1())
             .env_remove("OPENAI_API_KEY")

@@ -7,6 +7,7 @@
 //! `llm.call`, `http.get`, `http.post`, `actions.notify` (in `net.rs`) and the hosted
 //! services' (`services.rs`).
 
+use crate::grants::Access;
 use crate::state::State;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -415,8 +416,9 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
 /// What the built-in actions need of the agent they run in (the graph implements it, so this
 /// module does not depend on the graph's).
 pub(crate) trait Host {
-    /// Where the agent file's relative paths start.
-    fn base_dir(&self) -> &Path;
+    /// What the agent may reach (its folder, the operator's grants): every path an action
+    /// opens is confined by it, every request checked.
+    fn grants(&self) -> &Arc<crate::grants::AgentGrants>;
     /// The state at `node` as a checkpoint file of this agent.
     fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, Error>;
     /// A checkpoint file of this agent (`source` names it in errors): its node and state.
@@ -455,7 +457,7 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
     match action {
         Action::User(f) => f(call.state, args),
         Action::Memory(op) => call.host.memory().call(*op, args),
-        Action::Builtin(builtin) => builtin.call(call.host.base_dir(), args),
+        Action::Builtin(builtin) => builtin.call(call.host.grants(), args),
         Action::Fallback(fallback) => fallback.call(call.host.memory(), call.state, args),
         Action::CodeExecute { trusted: true } => Ok(crate::python::code_execute(args, call.state.as_map())?),
         Action::CodeExecute { trusted: false } => Ok(crate::python::code_not_run(
@@ -506,10 +508,10 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
             }
             Ok(result)
         }
-        Action::CheckpointSave => Ok(checkpoint_save(call, args)),
-        Action::CheckpointLoad => Ok(checkpoint_load(call, args)),
+        Action::CheckpointSave => checkpoint_save(call, args),
+        Action::CheckpointLoad => checkpoint_load(call, args),
         Action::FileRead => {
-            let path = path_arg(call, args, "file.read")?;
+            let path = path_arg(call, args, "file.read", Access::Read)?;
             let bytes = crate::files::read_regular(&path, crate::files::MAX_READ_FILE)
                 .map_err(|e| format!("file.read: cannot read `{}`: {e}", path.display()))?;
             let content = String::from_utf8(bytes)
@@ -517,7 +519,7 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
             Ok(json!({ "content": content }))
         }
         Action::FileWrite => {
-            let path = path_arg(call, args, "file.write")?;
+            let path = path_arg(call, args, "file.write", Access::Write)?;
             let content = match &args["content"] {
                 Value::String(s) => s.clone(),
                 Value::Null => return Err("file.write needs `with: { path, content }`; `content` is missing".into()),
@@ -533,11 +535,14 @@ fn call_action(action: &Action, call: &Call<'_>, args: &Value) -> Result<Value, 
         }
         // The blocking API: the request runs on tea-yaml's runtime while this thread waits.
         #[cfg(feature = "net")]
-        Action::Net(action) => crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?),
+        Action::Net(action) => {
+            crate::net::block_on(call.host.prepare_net(*action, args.clone(), call.state)?, call.host.grants())
+        }
         #[cfg(feature = "net")]
         Action::Service(service) => {
             let host = call.host;
-            crate::net::block_on(crate::services::prepare(*service, args.clone(), host.base_dir(), host.vectors())?)
+            let call = crate::services::prepare(*service, args.clone(), host.grants(), host.vectors())?;
+            crate::net::block_on(call, host.grants())
         }
     }
 }
@@ -719,22 +724,26 @@ fn limiter_named(name: &str, interval: std::time::Duration) -> Arc<Limiter> {
         .clone()
 }
 
-/// `with.path`, relative to the agent file's directory.
-fn path_arg(call: &Call<'_>, args: &Value, action: &str) -> Result<PathBuf, BoxError> {
+/// `with.path`, relative to the agent file's directory, confined to what the agent may
+/// `access` (the path to use).
+fn path_arg(call: &Call<'_>, args: &Value, action: &str, access: Access) -> Result<PathBuf, BoxError> {
     match args.get("path") {
-        Some(Value::String(path)) if !path.is_empty() => Ok(resolve(call.host.base_dir(), path)),
+        Some(Value::String(path)) if !path.is_empty() => {
+            Ok(call.host.grants().confine(path, access).map_err(|e| format!("{action}: {e}"))?)
+        }
         _ => Err(format!("{action} needs `with: {{ path: … }}`, a non-empty string").into()),
     }
 }
 
 pub(crate) use crate::files::resolve;
 
-/// Writes the state and the node as a checkpoint file; never fails the node.
-fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
-    let path = match path_arg(call, args, "checkpoint.save") {
-        Ok(path) => path,
-        Err(e) => return json!({ "saved": false, "error": e.to_string() }),
-    };
+/// Writes the state and the node as a checkpoint file. Its failures are in its result, but
+/// for a path the agent may not write, which fails the node.
+fn checkpoint_save(call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
+    if !matches!(args.get("path"), Some(Value::String(p)) if !p.is_empty()) {
+        return Ok(json!({ "saved": false, "error": "checkpoint.save needs `with: { path: … }`, a non-empty string" }));
+    }
+    let path = path_arg(call, args, "checkpoint.save", Access::Write)?;
     let shown = path.display().to_string();
     let written = (|| -> Result<(), String> {
         let bytes = call.host.encode(call.node, call.state).map_err(|e| e.to_string())?;
@@ -755,13 +764,13 @@ fn checkpoint_save(call: &Call<'_>, args: &Value) -> Value {
     })();
     // An absolute path: `{{ checkpoint.last }}` is used again from other directories.
     let shown = path.canonicalize().map_or(shown, |p| p.display().to_string());
-    match written {
+    Ok(match written {
         Ok(()) => {
             call.host.saved(&shown);
             json!({ "checkpoint_path": shown, "saved": true })
         }
         Err(error) => json!({ "checkpoint_path": shown, "saved": false, "error": error }),
-    }
+    })
 }
 
 /// A temporary path beside `path` that no other save (of this process) uses: `.NAME.tmp-PID-N`.
@@ -775,17 +784,17 @@ fn temporary(path: &Path) -> PathBuf {
 /// Reads a checkpoint file: its state and node, or an error in the result. A file another agent
 /// (or another version of this one) saved gives its state and node too, as in The Edge Agent:
 /// the node is the other agent's.
-fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
-    let path = match path_arg(call, args, "checkpoint.load") {
-        Ok(path) => path,
-        Err(e) => return json!({ "error": e.to_string() }),
-    };
+fn checkpoint_load(call: &Call<'_>, args: &Value) -> Result<Value, BoxError> {
+    if !matches!(args.get("path"), Some(Value::String(p)) if !p.is_empty()) {
+        return Ok(json!({ "error": "checkpoint.load needs `with: { path: … }`, a non-empty string" }));
+    }
+    let path = path_arg(call, args, "checkpoint.load", Access::Read)?;
     let shown = path.display().to_string();
     let bytes = match crate::files::read_regular(&path, crate::files::MAX_CHECKPOINT_FILE) {
         Ok(bytes) => bytes,
-        Err(e) => return json!({ "error": format!("cannot read `{shown}`: {e}") }),
+        Err(e) => return Ok(json!({ "error": format!("cannot read `{shown}`: {e}") })),
     };
-    match call.host.decode(&bytes, &shown) {
+    Ok(match call.host.decode(&bytes, &shown) {
         Ok((node, state)) => json!({ "checkpoint_state": state.to_json(), "checkpoint_node": node.as_str() }),
         Err(Error::GraphMismatch { .. } | Error::SchemaMismatch { .. }) => {
             match tea_runtime::read_foreign_checkpoint(&bytes, &shown) {
@@ -797,7 +806,7 @@ fn checkpoint_load(call: &Call<'_>, args: &Value) -> Value {
             }
         }
         Err(e) => json!({ "error": e.to_string() }),
-    }
+    })
 }
 
 /// How deep nodes run by composed actions (`retry.loop`'s correction) may run one another on

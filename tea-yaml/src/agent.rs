@@ -24,8 +24,10 @@ pub const DEFAULT_LUA_INSTRUCTION_LIMIT: u64 = 100_000_000;
 /// The default time limit of one `run:` block: 10 seconds.
 pub const DEFAULT_LUA_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Loads YAML agents: holds the actions they may use, the secrets their templates see, a
-/// checkpointer for files that name none, and the Lua limits.
+/// Loads YAML agents: holds the actions they may use, the secrets their templates see, what
+/// they may reach (the grants: [`Engine::allow_read`], [`Engine::allow_write`],
+/// [`Engine::allow_net`], [`Engine::allow_env`], [`Engine::secret_host`]), a checkpointer for
+/// files that name none, and the Lua limits.
 ///
 /// ```
 /// use serde_json::json;
@@ -52,6 +54,9 @@ pub struct Engine {
     limits: Limits,
     trust_code: bool,
     strict: bool,
+    /// What the operator grants the files: folders, hosts, environment variables, the hosts
+    /// of secrets ([`Engine::allow_read`] and its kin).
+    grants: crate::grants::Grants,
     /// Breakpoints added at load ([`Engine::interrupt_before`], [`Engine::interrupt_after`]):
     /// node name, and whether the run stops after it (else before).
     breakpoints: Vec<(String, bool)>,
@@ -74,6 +79,7 @@ impl fmt::Debug for Engine {
             .field("limits", &self.limits)
             .field("trust_code", &self.trust_code)
             .field("strict", &self.strict)
+            .field("grants", &self.grants)
             .field("breakpoints", &self.breakpoints)
             .finish()
     }
@@ -104,6 +110,7 @@ impl Engine {
             },
             trust_code: false,
             strict: false,
+            grants: crate::grants::Grants::default(),
             breakpoints: Vec::new(),
         }
     }
@@ -117,6 +124,95 @@ impl Engine {
     /// sandboxed either way. Python blocks never see `secrets`.
     pub fn trust_code(mut self, trust: bool) -> Self {
         self.trust_code = trust;
+        self
+    }
+
+    /// Lets the files this engine loads read under folder `dir` (and its subfolders), besides
+    /// their own folder (`tea run --allow-read DIR`). Every file action (`file.read`,
+    /// `file.exists`, `file.list`, `checkpoint.load`, `schema.merge`'s files, a subgraph's
+    /// file, …) reads only under a granted folder: symbolic links are followed before the
+    /// check, and `/proc`, `/sys`, `/dev`, FIFOs, sockets and devices are refused whatever is
+    /// granted. [`trust_code`](Self::trust_code) does not lift it.
+    ///
+    /// A refused path written in the file is a load error naming its line and this grant; one
+    /// a template computes fails its node.
+    ///
+    /// ```
+    /// let error = tea_yaml::Engine::new()
+    ///     .load_str("nodes:\n  - { name: r, uses: file.read, with: { path: /etc/hostname } }\n")
+    ///     .unwrap_err();
+    /// assert_eq!(error.problems()[0].line(), 2);
+    /// assert!(error.to_string().contains("--allow-read /etc"), "{error}");
+    /// assert!(tea_yaml::Engine::new()
+    ///     .allow_read("/etc")
+    ///     .load_str("nodes:\n  - { name: r, uses: file.read, with: { path: /etc/hostname } }\n")
+    ///     .is_ok());
+    /// ```
+    pub fn allow_read(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.grants.read.push(dir.into());
+        self
+    }
+
+    /// Lets the files this engine loads write (create, replace, delete) under folder `dir`,
+    /// besides their own folder (`--allow-write DIR`): `file.write`, `file.delete`,
+    /// `checkpoint.save`, `config.checkpoint_dir`, trace files. As
+    /// [`allow_read`](Self::allow_read), for writing; a write grant is not a read grant.
+    pub fn allow_write(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.grants.write.push(dir.into());
+        self
+    }
+
+    /// Lets the files this engine loads send requests to `host` (`--allow-net HOST`): a name
+    /// or address, with a port or without (any port), or `*` for every host. Without a grant
+    /// no network action (`http.*`, `llm.*`, `actions.notify`, the hosted services) reaches
+    /// anything: a URL written in the file is checked at load, one a template computes before
+    /// the request is sent. A redirect is followed only to the same host and port.
+    ///
+    /// A host that does not parse (see [`HostGrant::parse`](crate::HostGrant::parse)) makes
+    /// every load fail, naming it.
+    pub fn allow_net(mut self, host: impl AsRef<str>) -> Self {
+        match crate::grants::HostGrant::parse(host.as_ref()) {
+            Ok(grant) => self.grants.net.push(grant),
+            Err(e) => self.grants.invalid.push(format!("`Engine::allow_net` (`--allow-net`): {e}")),
+        }
+        self
+    }
+
+    /// Whether the hosts a file's own `settings` name (`settings.llm.base_url`, a webhook in
+    /// `settings.notify`, …) may be reached without [`allow_net`](Self::allow_net)
+    /// (`--allow-net-from-file`). Off by default: the file's author chose those hosts. It
+    /// never binds a secret to them.
+    pub fn allow_net_from_settings(mut self, allow: bool) -> Self {
+        self.grants.net_from_settings = allow;
+        self
+    }
+
+    /// Lets the files this engine loads read environment variable `name` where The Edge
+    /// Agent's keys expand `${NAME}` (`--allow-env NAME`; `*` for every one). Templates and
+    /// `run:` blocks never see the environment. (The provider keys and endpoints the engine
+    /// itself reads — `OPENAI_API_KEY`, `OPENAI_BASE_URL`, … — are the operator's settings,
+    /// read without a grant, and sent only to their provider's host.)
+    pub fn allow_env(mut self, name: impl Into<String>) -> Self {
+        self.grants.env.insert(name.into());
+        self
+    }
+
+    /// Binds secret `name` to `host` (`--secret-host NAME=HOST`): a request that carries the
+    /// secret's value — in its URL, headers or body — is sent only to a host the secret is
+    /// bound to, and refused (naming the secret, never its value) anywhere else, whatever the
+    /// file says. Repeat to bind it to several hosts. By default a secret goes nowhere, but
+    /// `llm_api_key` goes to the model providers' own endpoints (`api.openai.com`, and those
+    /// `OPENAI_BASE_URL`, `AZURE_OPENAI_ENDPOINT` or `OLLAMA_API_BASE` name) and an API key
+    /// the engine reads from the environment (`OPENAI_API_KEY`, `FIRECRAWL_API_KEY`, …) to its
+    /// provider's host; `name` may be such a variable's name.
+    ///
+    /// The host must also be granted with [`allow_net`](Self::allow_net).
+    pub fn secret_host(mut self, name: impl Into<String>, host: impl AsRef<str>) -> Self {
+        let name = name.into();
+        match crate::grants::HostGrant::parse(host.as_ref()) {
+            Ok(grant) => self.grants.secret_hosts.entry(name).or_default().push(grant),
+            Err(e) => self.grants.invalid.push(format!("`Engine::secret_host` for `{name}` (`--secret-host`): {e}")),
+        }
         self
     }
 
@@ -302,20 +398,24 @@ impl Engine {
     }
 
     /// Loads an agent from YAML text; relative paths in it start at the current directory.
+    /// Text has no folder of its own: its file actions reach only the folders granted with
+    /// [`allow_read`](Self::allow_read) and [`allow_write`](Self::allow_write) (`allow_read(".")`
+    /// for the current directory).
     ///
     /// # Errors
     /// A [`LoadError`] listing every problem found, each with its line and column.
     pub fn load_str(&self, text: &str) -> Result<Agent, LoadError> {
-        self.load(text, "<string>".to_owned(), PathBuf::from("."))
+        self.load_as(text, "<string>".to_owned(), PathBuf::from("."), None, false)
     }
 
-    /// Loads an agent from a file; relative paths in it start at the file's directory.
+    /// Loads an agent from a file; relative paths in it start at the file's directory, the
+    /// folder its file actions read and write without a grant.
     ///
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
         let (text, shown, base) = crate::files::read_agent_file(path.as_ref())?;
-        self.load(&text, shown, base)
+        self.load_as(&text, shown, base, None, true)
     }
 
     /// Loads an agent from a file onto `store`, whatever the file's `config` names: the file's
@@ -347,21 +447,18 @@ impl Engine {
         let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
         let path = path.as_ref();
         let (text, shown, base) = crate::files::read_agent_file(path)?;
-        engine.load_as(&text, shown, base, Some(dir))
-    }
-
-    fn load(&self, text: &str, file: String, base_dir: PathBuf) -> Result<Agent, LoadError> {
-        self.load_as(text, file, base_dir, None)
+        engine.load_as(&text, shown, base, Some(dir), true)
     }
 
     /// `on`: load onto the engine's checkpointer (a `DirStore` when `Some(Some(_))`), not the
-    /// file's store.
+    /// file's store. `own_folder`: `base_dir` is the agent's folder (a file's, not a string's).
     fn load_as(
         &self,
         text: &str,
         file: String,
         base_dir: PathBuf,
         on: Option<Option<DirStore>>,
+        own_folder: bool,
     ) -> Result<Agent, LoadError> {
         let env = Env {
             file: file.clone(),
@@ -373,6 +470,9 @@ impl Engine {
             parents: Vec::new(),
             trust_code: self.trust_code,
             strict: self.strict,
+            grants: Arc::new(self.grants.clone()),
+            folders: Vec::new(),
+            own_folder,
             children: Default::default(),
         };
         let mut loaded = load::load(text, &env)?;
@@ -666,7 +766,14 @@ impl Agent {
     /// fit the declared types, and the errors of `App::invoke`.
     pub fn invoke(&self, input: Value) -> Result<Outcome<State>, Error> {
         if let Some(path) = &self.checkpoint {
-            return self.resume_from(path, Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty())));
+            // Checked at load, and again now: the file named is read where the agent may read.
+            let path = self
+                .graph
+                .inner()
+                .grants
+                .confine_path(path, crate::grants::Access::Read)
+                .map_err(|e| Error::store(format!("`config.checkpoint`: {e}")))?;
+            return self.resume_from(&path, Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty())));
         }
         self.invoke_on(ThreadId::random(), input)
     }

@@ -3,8 +3,9 @@
 //! `schema.merge` (`schema_merge.rs`), with its engines' arguments and results (`actions.rs`
 //! dispatches to them).
 
+use crate::grants::{Access, AgentGrants};
 use serde_json::{json, Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tea_runtime::BoxError;
 
 /// One of the actions of this module.
@@ -47,19 +48,20 @@ impl Builtin {
         }
     }
 
-    /// Runs it with the rendered `args`; relative paths start at `base`.
-    pub(crate) fn call(self, base: &Path, args: &Value) -> Result<Value, BoxError> {
+    /// Runs it with the rendered `args`; relative paths start at the agent's folder, and
+    /// every path is confined by `grants`.
+    pub(crate) fn call(self, grants: &AgentGrants, args: &Value) -> Result<Value, BoxError> {
         let what = self.name();
         match self {
             Builtin::JsonParse => Ok(json_parse(args)),
-            Builtin::SchemaMerge => crate::schema_merge::merge_action(base, args),
+            Builtin::SchemaMerge => crate::schema_merge::merge_action(grants, args),
             Builtin::JsonStringify => json_stringify(args),
             Builtin::FileExists => {
-                let path = path(what, base, args)?;
+                let path = path(what, grants, args, Access::Read)?;
                 Ok(json!({ "exists": path.exists(), "is_file": path.is_file(), "is_dir": path.is_dir() }))
             }
             Builtin::FileDelete => {
-                let path = path(what, base, args)?;
+                let path = path(what, grants, args, Access::Write)?;
                 match std::fs::remove_file(&path) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -68,7 +70,7 @@ impl Builtin {
                 Ok(json!({ "deleted": true }))
             }
             Builtin::FileList => {
-                let dir = path(what, base, args)?;
+                let dir = path(what, grants, args, Access::Read)?;
                 let pattern = args.get("pattern").and_then(Value::as_str).unwrap_or_default();
                 let entries =
                     std::fs::read_dir(&dir).map_err(|e| format!("{what}: cannot list `{}`: {e}", dir.display()))?;
@@ -95,12 +97,21 @@ impl Builtin {
     }
 }
 
-/// `with.path` (a non-empty string), relative to `base`.
-fn path(what: &str, base: &Path, args: &Value) -> Result<PathBuf, BoxError> {
+/// `with.path` (a non-empty string), relative to the agent's folder, confined to what the
+/// agent may `access`. To be written, a symbolic link is itself the path (deleting one removes
+/// the link, not what it points to): its folder is confined.
+fn path(what: &str, grants: &AgentGrants, args: &Value, access: Access) -> Result<PathBuf, BoxError> {
     match args.get("path") {
         Some(Value::String(p)) if !p.is_empty() => {
-            let p = Path::new(p);
-            Ok(if p.is_absolute() { p.to_path_buf() } else { base.join(p) })
+            let raw = crate::files::resolve(&grants.base_dir, p);
+            let link = std::fs::symlink_metadata(&raw).is_ok_and(|m| m.file_type().is_symlink());
+            let confined = match (access, link, raw.parent(), raw.file_name()) {
+                (Access::Write, true, Some(parent), Some(name)) => {
+                    grants.confine_path(parent, access).map(|parent| parent.join(name))
+                }
+                _ => grants.confine_path(&raw, access),
+            };
+            Ok(confined.map_err(|e| format!("{what}: {e}"))?)
         }
         _ => Err(format!("{what} needs `with: {{ path: … }}`, a non-empty string").into()),
     }

@@ -25,7 +25,7 @@ use crate::template::{ExprId, Tree};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tea_runtime::{BoxError, NodeName};
 
@@ -349,26 +349,27 @@ fn affirmed(reply: &str) -> bool {
 /// Serialises appends to one log file across threads.
 static LOG_LOCK: Mutex<()> = Mutex::new(());
 
-/// `${VAR}` and `${VAR:-default}` in a log path, from the environment.
-fn expand(path: &str) -> String {
+/// `${VAR}` and `${VAR:-default}` in a log path, from the environment: only the variables
+/// the operator grants (`--allow-env`); else why not.
+pub(crate) fn expand(path: &str, grants: &crate::grants::AgentGrants) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = path;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let Some(end) = rest[start..].find('}') else {
             out.push_str(&rest[start..]);
-            return out;
+            return Ok(out);
         };
         let inner = &rest[start + 2..start + end];
         let (name, default) = match inner.split_once(":-") {
             Some((n, d)) => (n, d),
             None => (inner, ""),
         };
-        out.push_str(&std::env::var(name).unwrap_or_else(|_| default.to_owned()));
+        out.push_str(&grants.env(name)?.unwrap_or_else(|| default.to_owned()));
         rest = &rest[start + end + 1..];
     }
     out.push_str(rest);
-    out
+    Ok(out)
 }
 
 impl Extraction {
@@ -399,8 +400,13 @@ impl Extraction {
         let (layer, errors) = self.layers(host, node, state, &entities, &relationships, &source_text)?;
         if let (Some(layer), Some(path)) = (layer, &self.config.log) {
             let agent = args.get("agent_name").map_or_else(|| "unknown".to_owned(), py_str);
-            self.append(&expand(path), layer, &agent, &source_text, map, &errors, &entities, &relationships)
-                .map_err(|e| format!("`validation_logging`: cannot append to `{}`: {e}", expand(path)))?;
+            let grants = host.grants();
+            let path = expand(path, grants).map_err(|e| format!("`validation_logging`: {e}"))?;
+            let path = grants
+                .confine(&path, crate::grants::Access::Write)
+                .map_err(|e| format!("`validation_logging`: {e}"))?;
+            self.append(&path, layer, &agent, &source_text, map, &errors, &entities, &relationships)
+                .map_err(|e| format!("`validation_logging`: cannot append to `{}`: {e}", path.display()))?;
         }
         Ok(json!({ "valid": errors.is_empty(), "errors": errors, "validated_at": now() }))
     }
@@ -536,7 +542,7 @@ impl Extraction {
     #[allow(clippy::too_many_arguments)]
     fn append(
         &self,
-        path: &str,
+        path: &Path,
         layer: Layer,
         agent: &str,
         source_text: &str,
@@ -557,12 +563,11 @@ impl Extraction {
             "context": { "errors": errors },
             "extraction_attempt": { "entities": entities, "relationships": relationships },
         });
-        let path = PathBuf::from(path);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
         let _guard = LOG_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
         writeln!(file, "{record}")
     }
 }

@@ -185,8 +185,9 @@ pub(crate) struct NodeDef {
 /// Everything a loaded agent is made of.
 pub(crate) struct Inner {
     pub(crate) name: String,
-    /// Where relative paths in the file start.
-    pub(crate) base_dir: PathBuf,
+    /// What the agent may reach: its folder (where relative paths in the file start) and the
+    /// operator's grants.
+    pub(crate) grants: Arc<crate::grants::AgentGrants>,
     /// `settings.a2a`: who the agent is among the process's agents.
     pub(crate) a2a: crate::a2a::A2aSettings,
     /// The agent's in-memory vector store (`vector.*`).
@@ -769,14 +770,12 @@ impl YamlGraph {
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
             match action {
-                Action::Service(service) => {
-                    crate::services::prepare(*service, args, &self.0.base_dir, &self.0.vectors)?
-                }
+                Action::Service(service) => crate::services::prepare(*service, args, &self.0.grants, &self.0.vectors)?,
                 Action::Net(net) => self.prepare_net(*net, args, seen)?,
                 _ => return Err(format!("node `{}` is not a network action", def.name).into()),
             }
         };
-        let result = crate::net::spawn(call)?.await?;
+        let result = crate::net::spawn(call, &self.0.grants)?.await?;
         let update = self.output(output, result, seen)?;
         Ok(Some(match fan_in {
             Some((_, results)) => self.with_results(node, update, results),
@@ -1161,8 +1160,8 @@ impl Graph for YamlGraph {
 }
 
 impl actions::Host for YamlGraph {
-    fn base_dir(&self) -> &std::path::Path {
-        &self.0.base_dir
+    fn grants(&self) -> &Arc<crate::grants::AgentGrants> {
+        &self.0.grants
     }
 
     fn a2a(&self) -> &crate::a2a::A2aSettings {

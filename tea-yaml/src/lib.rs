@@ -35,6 +35,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # What a file may reach
+//!
+//! An agent file is someone else's code: it reaches only what the [`Engine`] grants. Its file
+//! actions read and write under its own folder and the folders of [`Engine::allow_read`] and
+//! [`Engine::allow_write`] (never `/proc`, `/sys`, `/dev`, FIFOs or devices); its requests go to
+//! the hosts of [`Engine::allow_net`]; a secret goes only to the hosts it is bound to
+//! ([`Engine::secret_host`]); `${VAR}` reads only the variables of [`Engine::allow_env`]. The
+//! guide's page "What an untrusted agent file can and cannot do" (`docs/src/permissions.md`)
+//! sets the model out.
+//!
 //! # Cargo features
 //!
 //! | feature | default | enables |
@@ -61,6 +71,7 @@ mod error;
 mod extraction;
 mod fallback;
 mod files;
+mod grants;
 mod graph;
 mod initial;
 mod items;
@@ -88,6 +99,7 @@ pub use agent::{
     Agent, AgentStream, Engine, DEFAULT_LUA_INSTRUCTION_LIMIT, DEFAULT_LUA_MEMORY_LIMIT, DEFAULT_LUA_TIME_LIMIT,
 };
 pub use error::{LoadError, Problem};
+pub use grants::HostGrant;
 pub use graph::{AutoTrace, NodeIx, YamlGraph};
 pub use load::StoreSpec;
 pub use state::{State, Update};

@@ -12,10 +12,11 @@
 //! name the action, the method and the endpoint (without its query string) and the status,
 //! never the API key: it is taken out of every message.
 
+use crate::grants::AgentGrants;
 use serde_json::{json, Map, Value};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tea_runtime::BoxError;
@@ -244,20 +245,27 @@ pub(crate) fn prepare(
     })
 }
 
-/// Runs `call` on tea-yaml's runtime and waits for it on this thread (the blocking API).
-pub(crate) fn block_on(call: Call) -> Result<Value, BoxError> {
+tokio::task_local! {
+    /// The grants of the agent whose call runs on this task: [`send`] checks every request
+    /// against them, and refuses any request made outside such a task.
+    static GRANTS: Arc<AgentGrants>;
+}
+
+/// Runs `call` on tea-yaml's runtime, under `grants`, and waits for it on this thread (the
+/// blocking API).
+pub(crate) fn block_on(call: Call, grants: &Arc<AgentGrants>) -> Result<Value, BoxError> {
     let net = net()?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    net.runtime.spawn(async move {
+    net.runtime.spawn(GRANTS.scope(grants.clone(), async move {
         let _ = tx.send(call.await);
-    });
+    }));
     rx.recv().map_err(|_| BoxError::from("the request's task ended without an answer"))?.map_err(BoxError::from)
 }
 
-/// Runs `call` on tea-yaml's runtime; the returned future waits for it without holding a
-/// thread, and dropping it cancels the call.
-pub(crate) fn spawn(call: Call) -> Result<Spawned, BoxError> {
-    Ok(Spawned(net()?.runtime.spawn(call)))
+/// Runs `call` on tea-yaml's runtime, under `grants`; the returned future waits for it
+/// without holding a thread, and dropping it cancels the call.
+pub(crate) fn spawn(call: Call, grants: &Arc<AgentGrants>) -> Result<Spawned, BoxError> {
+    Ok(Spawned(net()?.runtime.spawn(GRANTS.scope(grants.clone(), call))))
 }
 
 /// A call running on tea-yaml's runtime, cancelled when dropped.
@@ -297,6 +305,24 @@ fn net() -> Result<&'static Net, BoxError> {
             .map_err(|e| format!("cannot start the runtime of the network actions: {e}"))?;
         let client = reqwest::Client::builder()
             .user_agent(concat!("tea-yaml/", env!("CARGO_PKG_VERSION")))
+            // A redirect is followed only to the same host and port: a request's grant, and the
+            // secrets it carries, are for the host it was checked against.
+            .redirect(reqwest::redirect::Policy::custom(|attempt| {
+                let to = (attempt.url().host_str().map(str::to_owned), attempt.url().port_or_known_default());
+                let from =
+                    attempt.previous().first().map(|u| (u.host_str().map(str::to_owned), u.port_or_known_default()));
+                if attempt.previous().len() > 10 {
+                    attempt.error("more than 10 redirects")
+                } else if from.is_some_and(|from| from == to) {
+                    attempt.follow()
+                } else {
+                    let host = to.0.unwrap_or_default();
+                    attempt.error(format!(
+                        "a redirect to another host (`{host}`) is not followed: a request goes only to the host it was \
+                         granted for"
+                    ))
+                }
+            }))
             .build()
             .map_err(|e| format!("cannot build the HTTP client of the network actions: {e}"))?;
         Ok(Net { runtime, client })
@@ -443,7 +469,12 @@ pub(crate) async fn send(
     loop {
         let attempts = attempt + 1;
         let tried = after(attempts);
-        match build().timeout(timeout).send().await {
+        // Sent by tea-yaml's client whatever client built it: its redirect policy holds.
+        let (_, request) = build().timeout(timeout).build_split();
+        let client = client()?;
+        let request = request.map_err(|e| format!("{what}: {endpoint}: {}", chain(&e.without_url())))?;
+        granted(&request).map_err(|e| format!("{what}: {endpoint}: {e}"))?;
+        match client.execute(request).await {
             Err(e) if e.is_connect() && attempt < retry.max => {}
             Err(e) if e.is_timeout() => {
                 return Err(format!("{what}: {endpoint} did not answer within {}{tried}", seconds(timeout)));
@@ -470,6 +501,58 @@ pub(crate) async fn send(
         tokio::time::sleep(retry.wait(attempt)).await;
         attempt += 1;
     }
+}
+
+/// Whether `request` may be sent: its host granted, every secret it carries bound to that
+/// host (the grants of the task's agent). Refused outside an agent's task.
+fn granted(request: &reqwest::Request) -> Result<(), String> {
+    let url = request.url();
+    let host = url.host_str().unwrap_or_default();
+    let port = url.port_or_known_default().unwrap_or(0);
+    let decoded = percent_decoded(url.as_str());
+    let body = request.body().and_then(reqwest::Body::as_bytes).unwrap_or_default();
+    let carried = |value: &str| {
+        let escaped = serde_json::to_string(value).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        let forms = [value.as_bytes(), escaped.as_bytes()];
+        decoded.contains(value)
+            || url.query_pairs().any(|(k, v)| k.contains(value) || v.contains(value))
+            || request.headers().values().any(|v| contains(v.as_bytes(), value.as_bytes()))
+            || forms.iter().any(|f| contains(body, f))
+    };
+    GRANTS
+        .try_with(|grants| grants.check_request(host, port, &carried))
+        .unwrap_or_else(|_| Err("a request made outside an agent's run is refused (it has no grants)".to_owned()))
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `text` with its `%XX` escapes decoded (lossily, as UTF-8).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// ` (after N attempts)` when there was more than one.

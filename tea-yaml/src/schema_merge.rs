@@ -46,9 +46,9 @@
 //!   `errors` with The Edge Agent's "Invalid schema spec" message rather than a Python error.
 
 use crate::files::{read_regular, MAX_READ_FILE};
+use crate::grants::AgentGrants;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
 use tea_runtime::BoxError;
 
 /// The keys `schema.merge` takes under `with:`; `schemas` is required.
@@ -64,9 +64,9 @@ const DELETE_MARKER: &str = "__delete__";
 const INVALID_SPEC: &str = "Invalid schema spec: must have 'path', 'uses', or 'inline' key.";
 
 /// Runs `schema.merge` with the rendered `with:` arguments `args`; relative `path`s start at
-/// `base`, the agent file's directory. Problems with the schemas are reported in the result
+/// the agent file's directory, and are confined by its grants `base`. Problems with the schemas are reported in the result
 /// (`success: false`); only a missing `schemas` or a bad `output_key` is an error.
-pub(crate) fn merge_action(base: &Path, args: &Value) -> Result<Value, BoxError> {
+pub(crate) fn merge_action(base: &AgentGrants, args: &Value) -> Result<Value, BoxError> {
     let schemas = match args.get("schemas") {
         None | Some(Value::Null) => {
             return Err("schema.merge needs `with: { schemas: [...] }`, a list of `{ path: FILE }` \
@@ -129,7 +129,7 @@ fn failed(errors: Vec<String>) -> Value {
 }
 
 /// The schema a spec names (null: none, skipped), or why it cannot be had.
-fn load(base: &Path, spec: &Value) -> Result<Value, String> {
+fn load(base: &AgentGrants, spec: &Value) -> Result<Value, String> {
     let Value::Object(map) = spec else {
         return Err(format!("{INVALID_SPEC} Got: {}", crate::state::describe(spec)));
     };
@@ -153,13 +153,14 @@ fn python_str(text: &str) -> String {
 
 /// The schema in the file `path` names (relative to `base`): YAML for `.yaml` and `.yml`, JSON
 /// otherwise.
-fn load_file(base: &Path, path: &Value) -> Result<Value, String> {
+fn load_file(base: &AgentGrants, path: &Value) -> Result<Value, String> {
     let Value::String(name) = path else {
         return Err(format!("`path` is a file name (a string), not {}", crate::state::describe(path)));
     };
-    let file = crate::files::resolve(base, name);
+    let file = crate::files::resolve(&base.base_dir, name);
     let shown = file.display();
-    let bytes = read_regular(&file, MAX_READ_FILE).map_err(|e| {
+    let confined = base.confine_path(&file, crate::grants::Access::Read)?;
+    let bytes = read_regular(&confined, MAX_READ_FILE).map_err(|e| {
         if matches!(file.try_exists(), Ok(false)) {
             format!("Schema file not found: {shown}")
         } else {
@@ -306,7 +307,7 @@ fn merge_by_key(base: &[Value], overlay: &[Value], keys: &[&str], name: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     #[test]
     fn mappings_merge_scalars_and_null_override() {
@@ -441,7 +442,7 @@ mod tests {
             "validate": true,
             "output_key": "extraction_schema",
         });
-        let result = merge_action(&base, &args).unwrap();
+        let result = merge_action(&grants(&base), &args).unwrap();
         assert_eq!(result["success"], true, "{result}");
         let schema = &result["extraction_schema"];
         assert_eq!(schema["type"], "object");
@@ -468,11 +469,16 @@ mod tests {
 
         // The other corpus file: one schema, the default key, no validation.
         if base.join("schemas/invoice-schema.yaml").is_file() {
-            let one = merge_action(&base, &json!({ "schemas": [{ "path": "schemas/invoice-schema.yaml" }] })).unwrap();
+            let one = merge_action(&grants(&base), &json!({ "schemas": [{ "path": "schemas/invoice-schema.yaml" }] }))
+                .unwrap();
             assert_eq!(one["success"], true);
             assert!(one["merged_schema"]["properties"]["invoice_number"].is_object());
             assert!(one.get("validation").is_none());
         }
+    }
+
+    fn grants(dir: &Path) -> AgentGrants {
+        AgentGrants::new(Default::default(), dir.to_path_buf(), Vec::new())
     }
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -489,16 +495,17 @@ mod tests {
         std::fs::write(dir.join("b.yml"), "required: [b]\n").unwrap();
         std::fs::write(dir.join("empty.yaml"), "").unwrap();
         let args = json!({ "schemas": [{ "path": "a.json" }, { "path": "empty.yaml" }, { "inline": null }, { "path": "b.yml" }] });
-        let result = merge_action(&dir, &args).unwrap();
+        let result = merge_action(&grants(&dir), &args).unwrap();
         assert_eq!(result, json!({ "success": true, "merged_schema": { "type": "object", "required": ["b"] } }));
 
-        let only_null = merge_action(&dir, &json!({ "schemas": [{ "path": "empty.yaml" }] })).unwrap();
+        let only_null = merge_action(&grants(&dir), &json!({ "schemas": [{ "path": "empty.yaml" }] })).unwrap();
         assert_eq!(only_null, json!({ "success": false, "error": "No schemas provided" }));
 
         std::fs::write(dir.join("bad.json"), "{ nope").unwrap();
         std::fs::write(dir.join("twice.yaml"), "a: 1\na: 2\n").unwrap();
         let bad =
-            merge_action(&dir, &json!({ "schemas": [{ "path": "bad.json" }, { "path": "twice.yaml" }] })).unwrap();
+            merge_action(&grants(&dir), &json!({ "schemas": [{ "path": "bad.json" }, { "path": "twice.yaml" }] }))
+                .unwrap();
         let errors = bad["errors"].as_array().unwrap();
         assert_eq!(errors.len(), 2, "{bad}");
         assert!(errors[0].as_str().unwrap().starts_with("Schema 0: the schema file"), "{bad}");
@@ -519,7 +526,7 @@ mod tests {
             { "path": 7 },
             { "path": "." },
         ] });
-        let result = merge_action(&dir, &args).unwrap();
+        let result = merge_action(&grants(&dir), &args).unwrap();
         assert_eq!(result["success"], false);
         assert_eq!(result["error"], "Failed to load schemas");
         assert!(result.get("merged_schema").is_none());
@@ -544,7 +551,7 @@ mod tests {
 
     #[test]
     fn empty_missing_and_malformed_arguments() {
-        let here = Path::new(".");
+        let here = &grants(Path::new("."));
         assert_eq!(
             merge_action(here, &json!({ "schemas": [] })).unwrap(),
             json!({ "success": false, "error": "No schemas provided" })
@@ -565,7 +572,7 @@ mod tests {
 
     #[test]
     fn validate_reports_a_broken_schema_and_keeps_the_merge() {
-        let here = Path::new(".");
+        let here = &grants(Path::new("."));
         let args = json!({
             "schemas": [{ "inline": { "type": "object" } }, { "inline": { "type": 12 } }],
             "validate": true,

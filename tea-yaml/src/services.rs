@@ -39,7 +39,7 @@
 use crate::net::{self, Call, Retry};
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -394,11 +394,12 @@ impl Args<'_> {
     }
 }
 
-/// Checks `args` and prepares the call; relative file paths start at `base_dir`.
+/// Checks `args` and prepares the call; relative file paths start at the agent's folder, and
+/// are confined by its `grants`.
 pub(crate) fn prepare(
     service: Service,
     args: Value,
-    base_dir: &Path,
+    grants: &crate::grants::AgentGrants,
     vectors: &Arc<crate::vectors::Vectors>,
 ) -> Result<Call, String> {
     let what = service.name();
@@ -416,7 +417,7 @@ pub(crate) fn prepare(
         Service::WebCrawl => Box::pin(web_crawl(crawl_request(&args)?)),
         Service::WebAiScrape => Box::pin(ai_scrape(ai_scrape_request(&args)?)),
         Service::Extract | Service::SubmitJob => {
-            let request = extract_request(service, &args, base_dir)?;
+            let request = extract_request(service, &args, grants)?;
             Box::pin(async move {
                 match request {
                     Ok(request) => Ok(extract(request).await),
@@ -979,7 +980,11 @@ struct Extraction {
 
 /// `llamaextract.extract` and `submit_job`, checked: `Err` for a malformed argument, `Ok(Err)`
 /// for what The Edge Agent reports as a `validation` failure.
-fn extract_request(service: Service, args: &Args<'_>, base_dir: &Path) -> Result<Result<Extraction, Value>, String> {
+fn extract_request(
+    service: Service,
+    args: &Args<'_>,
+    grants: &crate::grants::AgentGrants,
+) -> Result<Result<Extraction, Value>, String> {
     let what = args.what;
     let Some(file) = args.text("file")?.filter(|f| !f.is_empty()) else {
         return Ok(Err(failure("file parameter is required", "validation")));
@@ -1024,7 +1029,8 @@ fn extract_request(service: Service, args: &Args<'_>, base_dir: &Path) -> Result
         let mime = file.strip_prefix("data:").map_or("application/octet-stream", |rest| &rest[..at - 5]).to_owned();
         Source::Inline { data: file[at + ";base64,".len()..].to_owned(), mime }
     } else {
-        Source::Local(crate::files::resolve(base_dir, &file))
+        let path = grants.confine(&file, crate::grants::Access::Read).map_err(|e| format!("{}: {e}", args.what))?;
+        Source::Local(path)
     };
     Ok(Ok(Extraction {
         service,
@@ -1692,9 +1698,11 @@ async fn vector_call(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn prepared(service: Service, args: Value) -> Result<(), String> {
-        prepare(service, args, Path::new("."), &Arc::default()).map(|_| ())
+        let grants = crate::grants::AgentGrants::new(Arc::default(), Path::new(".").to_path_buf(), Vec::new());
+        prepare(service, args, &grants, &Arc::default()).map(|_| ())
     }
 
     #[test]

@@ -109,7 +109,13 @@ fn load_file_on_runs_on_the_given_store_and_leaves_the_file_s_alone() {
 fn continues_from_names_the_file_s_config_checkpoint() {
     let engine = Engine::new().checkpointer(MemoryStore::new());
     assert_eq!(engine.load_str(ASKS).unwrap().continues_from(), None);
+    // A string has no folder: reading one takes a grant.
+    assert!(engine
+        .load_str("config: { checkpoint: ./saved/job.ckpt }\nnodes:\n  - { name: a, run: 'return {}' }\n")
+        .is_err());
     let agent = engine
+        .clone()
+        .allow_read(".")
         .load_str("config: { checkpoint: ./saved/job.ckpt }\nnodes:\n  - { name: a, run: 'return {}' }\n")
         .unwrap();
     assert!(agent.continues_from().is_some_and(|p| p.ends_with("saved/job.ckpt")), "{:?}", agent.continues_from());

@@ -10,11 +10,11 @@ use tea_yaml::Engine;
 mod support;
 
 fn load(text: &str) -> tea_yaml::Agent {
-    Engine::new().trust_code(true).load_str(text).unwrap_or_else(|e| panic!("{e}"))
+    Engine::new().allow_net("127.0.0.1").trust_code(true).load_str(text).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn problems(text: &str) -> Vec<String> {
-    match Engine::new().trust_code(true).load_str(text) {
+    match Engine::new().allow_net("127.0.0.1").trust_code(true).load_str(text) {
         Ok(_) => panic!("loaded"),
         Err(e) => e.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect(),
     }
@@ -170,13 +170,13 @@ nodes:
 "#,
     )
     .unwrap();
-    let agent = Engine::new().load_file(dir.join("agent.yaml")).unwrap();
+    let agent = Engine::new().allow_net("127.0.0.1").load_file(dir.join("agent.yaml")).unwrap();
     let out = agent.invoke(json!({})).unwrap().done().unwrap();
     // "18" passes `type: integer` once coerced; the output itself is what the generator gave.
     assert_eq!(out["reflection_iteration"], 1);
     assert_eq!(out["age"], "18");
     std::fs::write(dir.join("agent.yaml"), "nodes:\n  - name: check\n    uses: reflection.loop\n    with:\n      generator: { run: 'return {}' }\n      evaluator: { schema: { $ref: missing.yaml } }\n").unwrap();
-    let error = Engine::new().load_file(dir.join("agent.yaml")).unwrap_err().to_string();
+    let error = Engine::new().allow_net("127.0.0.1").load_file(dir.join("agent.yaml")).unwrap_err().to_string();
     assert!(error.contains("cannot read `missing.yaml`"), "{error}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -225,6 +225,7 @@ nodes:
 #[test]
 fn an_action_registered_under_the_name_runs_instead() {
     let agent = Engine::new()
+        .allow_net("127.0.0.1")
         .action("reflection.loop", |_, args| Ok(json!({ "mine": args["x"].clone() })))
         .load_str("nodes:\n  - name: a\n    uses: reflection.loop\n    with: { x: 1 }\n")
         .unwrap();
@@ -296,7 +297,7 @@ fn the_edge_agents_reflection_examples_run_to_their_documented_ends() {
         eprintln!("skipped: The Edge Agent's corpus is not here (set TEA_EDGE_AGENT_CORPUS)");
         return;
     };
-    let engine = Engine::new().trust_code(true);
+    let engine = Engine::new().allow_net("127.0.0.1").trust_code(true);
     let article = engine.load_file(root.join("examples/reflection/reflection-loop-example.yaml")).unwrap();
     let out = article.invoke(json!({ "topic": "climate change" })).unwrap().done().unwrap();
     // The first attempt lacks `summary`; the second passes.

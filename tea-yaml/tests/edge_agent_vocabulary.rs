@@ -336,7 +336,7 @@ nodes:
 "#,
         dir = dir.display()
     );
-    let agent = Engine::new().load_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let agent = Engine::new().allow_read(&dir).allow_write(&dir).load_str(&text).unwrap_or_else(|e| panic!("{e}"));
     let out = agent.invoke(json!({})).unwrap().done().unwrap();
     assert_eq!(out["parsed"], json!({ "data": { "n": [1, 2] }, "success": true }));
     assert_eq!(out["bad"]["success"], false);
@@ -402,7 +402,9 @@ fn the_edge_agents_settings_that_tea_lacks_are_refused_by_name() {
 fn auto_trace_says_where_the_trace_goes() {
     use tea_yaml::AutoTrace;
     let load = |settings: &str| {
-        Engine::new().load_str(&format!("settings:\n{settings}nodes:\n  - name: a\n    run: return {{}}\n"))
+        Engine::new()
+            .allow_write(".")
+            .load_str(&format!("settings:\n{settings}nodes:\n  - name: a\n    run: return {{}}\n"))
     };
     assert_eq!(load("  auto_trace: false\n").unwrap().auto_trace(), None);
     assert_eq!(load("  auto_trace: true\n").unwrap().auto_trace(), Some(&AutoTrace::Console));
@@ -562,11 +564,15 @@ fn ratelimit_wrap_refuses_what_it_cannot_run_and_a_wait_beyond_its_timeout() {
         "{found:?}"
     );
     // One call a minute: the second would wait a minute, beyond its timeout of 10 ms.
+    let dir = std::env::temp_dir().join(format!("tea-yaml-vocab-ratelimit-{}", std::process::id()));
+    let out = dir.join("out.txt").display().to_string();
     let agent = Engine::new()
-        .load_str("nodes:\n  - name: a\n    uses: ratelimit.wrap\n    with: { action: file.write, limiter: vocabulary_slow, rpm: 1, args: { path: /dev/null, content: x } }\n  - name: b\n    uses: ratelimit.wrap\n    with: { action: file.write, limiter: vocabulary_slow, timeout: 10, args: { path: /dev/null, content: x } }\n")
+        .allow_write(&dir)
+        .load_str(&format!("nodes:\n  - name: a\n    uses: ratelimit.wrap\n    with: {{ action: file.write, limiter: vocabulary_slow, rpm: 1, args: {{ path: \"{out}\", content: x }} }}\n  - name: b\n    uses: ratelimit.wrap\n    with: {{ action: file.write, limiter: vocabulary_slow, timeout: 10, args: {{ path: \"{out}\", content: x }} }}\n"))
         .unwrap();
     let error = tea::error_chain(&agent.invoke(json!({})).unwrap_err());
     assert!(error.contains("limiter `vocabulary_slow` would make `file.write` wait"), "{error}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // --- observability: (The Edge Agent's Rust engine) ---------------------------------------------
@@ -575,7 +581,9 @@ fn ratelimit_wrap_refuses_what_it_cannot_run_and_a_wait_beyond_its_timeout() {
 fn observability_handlers_say_where_the_trace_goes() {
     use tea_yaml::AutoTrace;
     let load = |observability: &str| {
-        Engine::new().load_str(&format!("observability:\n{observability}nodes:\n  - name: a\n    run: return {{}}\n"))
+        Engine::new()
+            .allow_write("/tmp")
+            .load_str(&format!("observability:\n{observability}nodes:\n  - name: a\n    run: return {{}}\n"))
     };
     // Its test `test_yaml_observability_with_file_handler`.
     let file =

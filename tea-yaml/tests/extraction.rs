@@ -8,11 +8,11 @@ use tea_yaml::Engine;
 mod support;
 
 fn load(text: &str) -> tea_yaml::Agent {
-    Engine::new().trust_code(true).load_str(text).unwrap_or_else(|e| panic!("{e}"))
+    Engine::new().allow_net("127.0.0.1").trust_code(true).load_str(text).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn problems(text: &str) -> Vec<String> {
-    match Engine::new().trust_code(true).load_str(text) {
+    match Engine::new().allow_net("127.0.0.1").trust_code(true).load_str(text) {
         Ok(_) => panic!("loaded:\n{text}"),
         Err(e) => e.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect(),
     }
@@ -171,7 +171,7 @@ nodes:
 "#,
         log.display()
     );
-    let agent = load(&text);
+    let agent = Engine::new().allow_write(&dir).load_str(&text).unwrap_or_else(|e| panic!("{e}"));
     agent.invoke(json!({ "entities": [{ "type": "Person" }], "text": "Alice met Bob" })).unwrap().done().unwrap();
     agent.invoke(json!({ "entities": [{ "name": "Alice" }] })).unwrap().done().unwrap();
     let written = std::fs::read_to_string(&log).unwrap();
@@ -457,6 +457,7 @@ fn the_edge_agents_retry_learning_example_runs_to_its_documented_end() {
         return;
     };
     let agent = Engine::new()
+        .allow_net("127.0.0.1")
         .trust_code(true)
         .load_file(root.join("examples/prolog/neurosymbolic/test-retry-learning.yaml"))
         .unwrap_or_else(|e| panic!("{e}"));

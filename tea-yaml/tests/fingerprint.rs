@@ -41,7 +41,7 @@ fn the_graph_fingerprint_is_stable() {
     let child = dir.join("child.yaml");
     std::fs::write(&child, "name: kid\nnodes:\n  - { name: only, run: 'return {}' }\n").unwrap();
     let text = EVERY_KIND.replace("CHILD", &child.display().to_string());
-    let agent = tea_yaml::Engine::new().load_str(&text).unwrap();
+    let agent = tea_yaml::Engine::new().allow_read(&dir).allow_read(".").load_str(&text).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(agent.graph().fingerprint(), 0xdede_4ec2_084c_d32e, "{:x}", agent.graph().fingerprint());
 }

@@ -21,7 +21,7 @@ fn failure(error: Error) -> String {
 #[test]
 fn openai_takes_api_base_and_sends_the_default_model_when_none_is_named() {
     let mock = Mock::start();
-    let agent = Engine::new()
+    let agent = Engine::new().allow_net("127.0.0.1")
         .load_str(&format!(
             "nodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: openai\n      api_base: \"{}\"\n      api_key: sk-test-1234\n      prompt: \"hi\"\n      extra_body: {{ seed: 7 }}\n      max_retries: 0\n    output: answer\n",
             mock.v1()
@@ -40,7 +40,7 @@ fn openai_takes_api_base_and_sends_the_default_model_when_none_is_named() {
 #[test]
 fn azure_calls_the_deployment_with_an_api_key_header() {
     let mock = Mock::start();
-    let agent = Engine::new()
+    let agent = Engine::new().allow_net("127.0.0.1")
         .load_str(&format!(
             "settings:\n  llm:\n    provider: azure\n    api_base: \"{}/azure\"\n    deployment: gpt4o-prod\n    api_key: az-key-5678\nnodes:\n  - name: ask\n    uses: llm.call\n    with:\n      messages: [{{ role: user, content: \"hello\" }}]\n",
             mock.base
@@ -60,7 +60,7 @@ fn ollama_reads_its_endpoint_from_ollama_api_base_and_litellm_takes_base_url() {
     let mock = Mock::start();
     // The only test of this file that reads OLLAMA_API_BASE.
     std::env::set_var("OLLAMA_API_BASE", mock.v1());
-    let agent = Engine::new()
+    let agent = Engine::new().allow_net("127.0.0.1")
         .load_str(
             "nodes:\n  - name: ask\n    uses: llm.call\n    with: { provider: ollama, model: \"gemma3:4b\", prompt: \"hey\", timeout: 30 }\n",
         )
@@ -71,7 +71,7 @@ fn ollama_reads_its_endpoint_from_ollama_api_base_and_litellm_takes_base_url() {
     // No key goes to Ollama, whatever OPENAI_API_KEY holds.
     assert_eq!(mock.hits_of("gemma3:4b")[0].authorization, None);
 
-    let agent = Engine::new()
+    let agent = Engine::new().allow_net("127.0.0.1")
         .load_str(&format!(
             "nodes:\n  - name: ask\n    uses: llm.call\n    with: {{ provider: litellm, base_url: \"{}\", model: \"anthropic/claude-3\", prompt: \"yo\" }}\n",
             mock.v1()
@@ -91,7 +91,7 @@ fn shell_agent(config: &str, extra: &str) -> String {
 
 #[test]
 fn a_shell_provider_gets_the_prompt_on_stdin_or_in_its_arguments() {
-    let engine = Engine::new().trust_code(true);
+    let engine = Engine::new().allow_net("127.0.0.1").trust_code(true);
     let piped =
         engine.load_str(&shell_agent("{ command: sh, args: [\"-c\", \"cat; printf ' [done]'\"] }", "")).unwrap();
     let out = piped.invoke(json!({ "q": "What is 2+2?" })).unwrap().done().unwrap();
@@ -117,7 +117,7 @@ fn a_shell_provider_gets_the_prompt_on_stdin_or_in_its_arguments() {
 
 #[test]
 fn a_shell_provider_that_fails_or_outlives_its_timeout_fails_the_node() {
-    let engine = Engine::new().trust_code(true);
+    let engine = Engine::new().allow_net("127.0.0.1").trust_code(true);
     let failing =
         engine.load_str(&shell_agent("{ command: sh, args: [\"-c\", \"echo overloaded >&2; exit 3\"] }", "")).unwrap();
     let message = failure(failing.invoke(json!({ "q": "x" })).unwrap_err());
@@ -140,10 +140,14 @@ fn a_shell_provider_that_fails_or_outlives_its_timeout_fails_the_node() {
 #[test]
 fn a_shell_provider_runs_only_in_a_trusted_file_and_its_configuration_is_checked() {
     let text = shell_agent("{ command: sh, args: [\"-c\", \"cat\"] }", "");
-    let error = Engine::new().load_str(&text).unwrap_err();
+    let error = Engine::new().allow_net("127.0.0.1").load_str(&text).unwrap_err();
     assert!(error.to_string().contains("runs a command line (`provider: shell`)"), "{error}");
     assert!(error.to_string().contains("--trust"), "{error}");
-    let error = Engine::new().trust_code(true).load_str(&shell_agent("{ command: sh, argz: [] }", "")).unwrap_err();
+    let error = Engine::new()
+        .allow_net("127.0.0.1")
+        .trust_code(true)
+        .load_str(&shell_agent("{ command: sh, argz: [] }", ""))
+        .unwrap_err();
     assert!(
         error.to_string().contains("unknown key `argz` in `settings.shell_providers.fake`; did you mean `args`?"),
         "{error}"
@@ -153,7 +157,7 @@ fn a_shell_provider_runs_only_in_a_trusted_file_and_its_configuration_is_checked
 #[test]
 fn llm_chat_says_its_backend_and_llm_embed_returns_the_vector() {
     let mock = Mock::start();
-    let agent = Engine::new()
+    let agent = Engine::new().allow_net("127.0.0.1")
         .load_str(&format!(
             "settings:\n  llm: {{ base_url: \"{v1}\", model: chat-model }}\nnodes:\n  - name: chat\n    uses: llm.chat\n    with: {{ prompt: \"hi\", system: \"sys\", backend: api }}\n    output: chat\n  - name: embed\n    uses: llm.embed\n    with: {{ provider: openai, base_url: \"{v1}\", text: \"four\" }}\n    output: vec\n",
             v1 = mock.v1()
@@ -167,6 +171,7 @@ fn llm_chat_says_its_backend_and_llm_embed_returns_the_vector() {
     // The Edge Agent's default embedding model.
     assert_eq!(out["vec"]["model"], "nomic-embed-text");
     let error = Engine::new()
+        .allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: e\n    uses: llm.embed\n    with: { backend: local, text: x }\n")
         .unwrap();
     let message = failure(error.invoke(json!({})).unwrap_err());

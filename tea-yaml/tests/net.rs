@@ -38,7 +38,7 @@ nodes:
 }
 
 fn engine() -> Engine {
-    Engine::new().secret("key", KEY)
+    Engine::new().allow_net("127.0.0.1").secret("key", KEY).secret_host("key", "127.0.0.1")
 }
 
 /// An error and its sources, as `tea` prints them.
@@ -92,7 +92,10 @@ nodes:
 "#,
         mock.v1()
     );
-    let agent = load(&Engine::new().secret("llm_api_key", KEY), &text);
+    let agent = load(
+        &Engine::new().allow_net("127.0.0.1").secret("llm_api_key", KEY).secret_host("llm_api_key", "127.0.0.1"),
+        &text,
+    );
     let out = agent.invoke(json!({ "name": "Ada" })).unwrap().done().unwrap();
     assert_eq!(out.to_json(), json!({ "name": "Ada", "answer": "echo: Hi Ada", "tokens": 7 }));
     let hit = &mock.hits_of("echo:0:b")[0];
@@ -183,7 +186,7 @@ fn the_key_never_appears_in_an_error_even_when_the_server_repeats_it() {
 
     // A key given in the file (not a secret) is taken out of messages too.
     let text = one_call(&mock.v1(), "deny", "      api_key: sk-literal-key-in-the-file");
-    let error = chain(&load(&Engine::new(), &text).invoke(json!({ "topic": "x" })).unwrap_err());
+    let error = chain(&load(&Engine::new().allow_net("127.0.0.1"), &text).invoke(json!({ "topic": "x" })).unwrap_err());
     assert!(!error.contains("sk-literal-key-in-the-file") && error.contains("Bearer ***"), "{error}");
 }
 
@@ -281,7 +284,7 @@ edges:
 "#,
         mock.v1()
     );
-    let agent = load(&Engine::new(), &text);
+    let agent = load(&Engine::new().allow_net("127.0.0.1"), &text);
     let started = Instant::now();
     let out = agent.invoke(json!({})).unwrap().done().unwrap();
     let took = started.elapsed();
@@ -348,7 +351,7 @@ nodes:
 fn an_answer_larger_than_16_mib_fails_the_node() {
     let mock = Mock::start();
     let text = format!("nodes:\n  - {{ name: big, uses: http.get, with: {{ url: \"{}/big\" }} }}\n", mock.base);
-    let (node, message) = failure(load(&Engine::new(), &text).invoke(json!({})).unwrap_err());
+    let (node, message) = failure(load(&Engine::new().allow_net("127.0.0.1"), &text).invoke(json!({})).unwrap_err());
     assert_eq!(node, "big");
     assert!(message.contains(&format!("the answer of GET {}/big is larger than 16 MiB", mock.base)), "{message}");
 }
@@ -365,14 +368,15 @@ nodes:
 "#,
         mock.base
     );
-    let out = load(&Engine::new(), &text).invoke(json!({ "what": "review" })).unwrap().done().unwrap();
+    let out =
+        load(&Engine::new().allow_net("127.0.0.1"), &text).invoke(json!({ "what": "review" })).unwrap().done().unwrap();
     assert_eq!(out["sent"], true);
     assert_eq!(out["status"], 204);
     let hook = mock.hits().into_iter().find(|h| h.path == "/hook").unwrap();
     assert_eq!(hook.body, json!({ "title": "Waiting", "message": "review needs you" }));
 
     let text = "nodes:\n  - { name: tell, uses: actions.notify, with: { title: T, message: M } }\n";
-    let out = load(&Engine::new(), text).invoke(json!({})).unwrap().done().unwrap();
+    let out = load(&Engine::new().allow_net("127.0.0.1"), text).invoke(json!({})).unwrap().done().unwrap();
     assert_eq!(out["sent"], false);
     assert_eq!(out["via"], "stderr");
 }
@@ -390,7 +394,7 @@ nodes:
     uses: http.get
     with: { headers: {} }
 "#;
-    let error = Engine::new().load_str(text).unwrap_err();
+    let error = Engine::new().allow_net("127.0.0.1").load_str(text).unwrap_err();
     let messages: Vec<(usize, &str)> = error.problems().iter().map(|p| (p.line(), p.message())).collect();
     assert!(
         messages
@@ -407,7 +411,7 @@ nodes:
 
     // Arguments rendered at run time are checked when the node runs.
     let text = "nodes:\n  - { name: ask, uses: llm.call, with: \"{{ state.args }}\" }\n";
-    let agent = load(&Engine::new(), text);
+    let agent = load(&Engine::new().allow_net("127.0.0.1"), text);
     let args = json!({ "model": "m", "prompt": "p", "temprature": 1 });
     let (node, message) = failure(agent.invoke(json!({ "args": args })).unwrap_err());
     assert_eq!(node, "ask");
@@ -416,7 +420,7 @@ nodes:
 
 #[test]
 fn llm_call_shell_providers_need_trust_and_a_known_name() {
-    let error = Engine::new()
+    let error = Engine::new().allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with:\n      provider: shell\n      shell_provider: claud\n      prompt: hi\n")
         .unwrap_err();
     let found: Vec<String> = error.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect();
@@ -428,6 +432,7 @@ fn llm_call_shell_providers_need_trust_and_a_known_name() {
         "{found:?}"
     );
     let error = Engine::new()
+        .allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: ask\n    uses: llm.call\n    with: { provider: antropic, prompt: hi }\n")
         .unwrap_err();
     assert!(error.to_string().contains("unknown provider `antropic`"), "{error}");

@@ -41,7 +41,9 @@ edges:
 
 fn agent(mock: &Mock, model: &str) -> Agent {
     Engine::new()
+        .allow_net("127.0.0.1")
         .secret("key", KEY)
+        .secret_host("key", "127.0.0.1")
         .checkpointer(MemoryStore::new())
         .load_str(&fan_out(&mock.v1(), model))
         .unwrap_or_else(|e| panic!("{e}"))
@@ -112,7 +114,13 @@ fn a_stream_reports_each_call_and_a_failure_names_the_endpoint_without_the_key()
 }
 
 fn agent_with_retry(mock: &Mock) -> Agent {
-    Engine::new().secret("key", KEY).checkpointer(MemoryStore::new()).load_str(&fan_out(&mock.v1(), "deny")).unwrap()
+    Engine::new()
+        .allow_net("127.0.0.1")
+        .secret("key", KEY)
+        .secret_host("key", "127.0.0.1")
+        .checkpointer(MemoryStore::new())
+        .load_str(&fan_out(&mock.v1(), "deny"))
+        .unwrap()
 }
 
 #[test]

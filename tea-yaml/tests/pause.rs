@@ -219,7 +219,7 @@ nodes:
 "#,
         dir = dir.display()
     );
-    let agent = Engine::new().load_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let agent = Engine::new().allow_read(&dir).allow_write(&dir).load_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
     let out = agent.invoke(json!({ "name": "ada" })).unwrap().done().unwrap();
     let path = dir.join("saved/ada.ckpt");
     assert_eq!(out["checkpoint_path"], path.display().to_string());
@@ -254,6 +254,7 @@ fn another_agents_checkpoint_loads_and_a_saved_file_continues_without_a_checkpoi
     let dir = std::env::temp_dir().join(format!("tea-yaml-foreign-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let saver = Engine::new()
+        .allow_write(&dir)
         .load_str(&format!(
             "name: saver\nnodes:\n  - name: work\n    run: return {{ count = (state.count or 0) + 1 }}\n  - name: save\n    uses: checkpoint.save\n    with: {{ path: \"{}/s.ckpt\" }}\n  - name: after\n    run: return {{ count = state.count + 10 }}\n",
             dir.display()
@@ -269,6 +270,7 @@ fn another_agents_checkpoint_loads_and_a_saved_file_continues_without_a_checkpoi
     assert_eq!(again["count"], 15);
     // Loaded by another agent: the saver's state and node (as `save` wrote it again just now).
     let loader = Engine::new()
+        .allow_read(&dir)
         .load_str(&format!(
             "name: loader\nnodes:\n  - name: load\n    uses: checkpoint.load\n    with: {{ path: \"{}\" }}\n    output: loaded\n",
             path.display()

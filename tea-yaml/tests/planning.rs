@@ -9,7 +9,7 @@ use tea_yaml::Engine;
 mod support;
 
 fn problems(text: &str) -> Vec<String> {
-    match Engine::new().load_str(text) {
+    match Engine::new().allow_net("127.0.0.1").load_str(text) {
         Ok(_) => panic!("loaded:\n{text}"),
         Err(e) => e.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect(),
     }
@@ -26,7 +26,7 @@ fn planner(mock: &support::mock::Mock, nodes: &str) -> tea_yaml::Agent {
         "settings:\n  llm: {{ api_base: \"{}\", api_key: sk-test, model: echo, max_retries: 0 }}\nnodes:\n{nodes}",
         mock.v1()
     );
-    Engine::new().load_str(&text).unwrap_or_else(|e| panic!("{e}"))
+    Engine::new().allow_net("127.0.0.1").load_str(&text).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[cfg(feature = "net")]
@@ -222,6 +222,7 @@ nodes:
 #[test]
 fn a_plan_of_too_many_subtasks_is_refused() {
     let agent = Engine::new()
+        .allow_net("127.0.0.1")
         .load_str("nodes:\n  - name: status\n    uses: plan.status\n    output: s\n")
         .unwrap_or_else(|e| panic!("{e}"));
     let subtasks: Vec<serde_json::Value> =

@@ -110,7 +110,11 @@ nodes:
 "#,
         path.display()
     );
-    let agent = agent(&yaml).with_context(json!({ "user": "ada", "model": "small" }));
+    let agent = Engine::new()
+        .allow_write(std::env::temp_dir())
+        .load_str(&yaml)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_context(json!({ "user": "ada", "model": "small" }));
     let out = agent.invoke(json!({})).unwrap().done().unwrap();
     assert_eq!(out["greeting"], "hi ada");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "model small");

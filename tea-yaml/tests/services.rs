@@ -21,7 +21,7 @@ fn run(action: &str, with: &str, files: &[(&str, &str)]) -> Value {
     let file = dir.join("agent.yaml");
     std::fs::write(&file, format!("nodes:\n  - name: call\n    uses: {action}\n    with:\n{with}\n    output: r\n"))
         .unwrap();
-    let agent = Engine::new().load_file(&file).unwrap_or_else(|e| panic!("{e}"));
+    let agent = Engine::new().allow_net("127.0.0.1").load_file(&file).unwrap_or_else(|e| panic!("{e}"));
     let out = agent.invoke(json!({})).unwrap().done().unwrap();
     std::fs::remove_dir_all(&dir).ok();
     out["r"].clone()
@@ -34,7 +34,7 @@ fn unique() -> u64 {
 }
 
 fn problems(text: &str) -> Vec<String> {
-    match Engine::new().load_str(text) {
+    match Engine::new().allow_net("127.0.0.1").load_str(text) {
         Ok(_) => panic!("loaded"),
         Err(e) => e.problems().iter().map(|p| format!("{}: {}", p.line(), p.message())).collect(),
     }
@@ -289,7 +289,7 @@ nodes:
         ),
     )
     .unwrap();
-    let agent = Engine::new().load_file(&file).unwrap();
+    let agent = Engine::new().allow_net("127.0.0.1").load_file(&file).unwrap();
     assert!(
         agent.warnings().iter().any(|w| w.message().contains("tea embeds no LlamaIndex")),
         "{:?}",

@@ -511,7 +511,7 @@ impl Loader<'_> {
         let Some(file) = value.get("$ref").and_then(Value::as_str).filter(|r| !r.starts_with('#')) else {
             return Some(value);
         };
-        let path = actions::resolve(&self.env.base_dir, file);
+        let path = self.confined(schema.pos, &format!("`$ref` of {what}"), file, crate::grants::Access::Read)?;
         let text = match crate::files::read_regular(&path, crate::files::MAX_READ_FILE) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {

@@ -222,13 +222,21 @@ impl Loader<'_> {
             Some(n) => self.string(n, &format!("`log_path` of {what}"))?.to_owned(),
             None => "./validation_failures.jsonl".to_owned(),
         };
-        (enabled && failures).then(|| {
-            if path.starts_with('/') || path.starts_with("${") {
-                path
-            } else {
-                actions::resolve(&self.env.base_dir, &path).display().to_string()
+        if !(enabled && failures) {
+            return None;
+        }
+        let at = f.get("log_path").map_or(node.pos, |n| n.pos);
+        if path.contains("${") {
+            // Expanded when a failure is logged: its variables must be granted, and the
+            // path it expands to is confined then.
+            if let Err(e) = crate::extraction::expand(&path, &self.grants) {
+                self.problem(at, format!("`log_path` of {what}: {e}"));
+                return None;
             }
-        })
+            return Some(path);
+        }
+        let confined = self.confined(at, &format!("`log_path` of {what}"), &path, crate::grants::Access::Write)?;
+        Some(confined.display().to_string())
     }
 
     /// `uses: validate.extraction` with its `with:` (keys the file's top level gives unless

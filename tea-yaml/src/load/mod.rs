@@ -49,6 +49,12 @@ pub(crate) struct Env<'a> {
     pub(crate) trust_code: bool,
     /// A node no path reaches is an error, not a warning (`Engine::strict`).
     pub(crate) strict: bool,
+    /// What the operator grants (`Engine::allow_read` and its kin).
+    pub(crate) grants: Arc<crate::grants::Grants>,
+    /// The folders of the files loading this one as a subgraph: it may use them too.
+    pub(crate) folders: Vec<PathBuf>,
+    /// `base_dir` is the agent's own folder (it was loaded from a file, not a string).
+    pub(crate) own_folder: bool,
 }
 
 /// The subgraph files of one load, by canonical path.
@@ -345,6 +351,9 @@ struct Loader<'a> {
     env: &'a Env<'a>,
     /// The file's text, for columns inside `run:` blocks.
     source: &'a str,
+    /// The grants of the agent being loaded: paths and hosts written in the file are checked
+    /// against them at load.
+    grants: crate::grants::AgentGrants,
     problems: Vec<Problem>,
     /// The Edge Agent's keys accepted with a warning, and the keys warned about (each once).
     warnings: Vec<Problem>,
@@ -470,9 +479,20 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
             variables.entry("extraction_prompt").or_insert(Value::String(prompt));
         }
     }
+    let secret_pairs: Vec<(String, String)> =
+        env.secrets.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect();
+    let mut grants = crate::grants::AgentGrants::new(env.grants.clone(), env.base_dir.clone(), secret_pairs);
+    grants.parents = env.folders.clone();
+    if !env.own_folder {
+        grants.drop_own_folder();
+    }
+    if let Some(settings) = root.as_map().and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("settings"))) {
+        settings_hosts(&settings.1.to_json(), &mut grants.settings_hosts);
+    }
     let mut loader = Loader {
         env,
         source: text,
+        grants,
         problems: Vec::new(),
         warnings: Vec::new(),
         warned: Default::default(),
@@ -497,6 +517,9 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     for d in duplicates {
         loader.problem(d.pos, d.message);
     }
+    for invalid in &env.grants.invalid {
+        loader.problem(Pos { line: 1, column: 1 }, format!("a grant of the engine does not parse: {invalid}"));
+    }
     let loaded = loader.file(&root, variables);
     let mut problems = loader.problems;
     problems.sort_by_key(|p| (p.line, p.column));
@@ -507,7 +530,41 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     }
 }
 
+/// The hosts of the URLs a file's `settings` name (reached with
+/// `Engine::allow_net_from_settings`).
+fn settings_hosts(value: &Value, out: &mut Vec<crate::grants::HostGrant>) {
+    match value {
+        Value::String(s) if s.contains("://") && !s.contains("{{") => {
+            if let Ok(host) = crate::grants::HostGrant::parse(s) {
+                out.push(host);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| settings_hosts(v, out)),
+        Value::Object(map) => map.values().for_each(|v| settings_hosts(v, out)),
+        _ => {}
+    }
+}
+
 impl<'a> Loader<'a> {
+    /// A path written in the file (at `pos`, for `what`), checked against the agent's grants:
+    /// the path as written under the agent's folder, or `None` with a problem naming the grant
+    /// that would allow it. (What opens it confines it again then.)
+    pub(crate) fn confined(
+        &mut self,
+        pos: Pos,
+        what: &str,
+        path: &str,
+        access: crate::grants::Access,
+    ) -> Option<PathBuf> {
+        match self.grants.confine(path, access) {
+            Ok(_) => Some(crate::files::resolve(&self.env.base_dir, path)),
+            Err(e) => {
+                self.problem(pos, format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+
     /// "did you mean" among the file's node names: within the file's budget of comparisons.
     fn hint_node(&mut self, word: &str, index: &HashMap<String, usize>) -> String {
         if index.len() > self.suggestion_work {
@@ -799,7 +856,8 @@ impl<'a> Loader<'a> {
         let mut recursion_limit = None;
         if let Some(dir) = config.get("checkpoint_dir") {
             if let Some(d) = self.string(dir, "`config.checkpoint_dir`") {
-                checkpoint_dir = Some(crate::actions::resolve(&self.env.base_dir, d));
+                let d = d.to_owned();
+                checkpoint_dir = self.confined(dir.pos, "`config.checkpoint_dir`", &d, crate::grants::Access::Write);
             }
         }
         if let Some(c) = config.get("checkpointer") {
@@ -807,7 +865,8 @@ impl<'a> Loader<'a> {
         }
         if let Some(c) = config.get("checkpoint") {
             if let Some(p) = self.string(c, "`config.checkpoint`") {
-                checkpoint = Some(crate::actions::resolve(&self.env.base_dir, p));
+                let p = p.to_owned();
+                checkpoint = self.confined(c.pos, "`config.checkpoint`", &p, crate::grants::Access::Read);
             }
         }
         if let Some(r) = config.get("recursion_limit") {
@@ -855,7 +914,7 @@ impl<'a> Loader<'a> {
         let schema_fingerprint = tea_runtime::__private::fingerprint(schema.describe().as_bytes());
         let inner = Inner {
             name,
-            base_dir: self.env.base_dir.clone(),
+            grants: Arc::new(self.grants.clone()),
             a2a: std::mem::take(&mut self.a2a),
             #[cfg(feature = "net")]
             vectors: Default::default(),
@@ -1050,7 +1109,8 @@ impl<'a> Loader<'a> {
                     (Some("console"), None) => chosen = Some(AutoTrace::Console),
                     (Some("file"), Some(p)) => match p.as_str() {
                         Some(path) if !path.is_empty() => {
-                            chosen = Some(AutoTrace::File(crate::actions::resolve(&self.env.base_dir, path)))
+                            let what = "`path` of a `file` handler";
+                            chosen = self.confined(p.pos, what, path, crate::grants::Access::Write).map(AutoTrace::File)
                         }
                         _ => self.problem(p.pos, "`path` of a `file` handler is a file name"),
                     },
@@ -1198,9 +1258,9 @@ impl<'a> Loader<'a> {
                 Some(AutoTrace::Console)
             }
             Some((n, "file")) => match file {
-                Some((_, path)) if !path.is_empty() => {
-                    Some(AutoTrace::File(crate::actions::resolve(&self.env.base_dir, path)))
-                }
+                Some((at, path)) if !path.is_empty() => self
+                    .confined(at.pos, "`settings.trace_file`", path, crate::grants::Access::Write)
+                    .map(AutoTrace::File),
                 _ => {
                     self.problem(n.pos, "`trace_exporter: file` needs `settings.trace_file: PATH`");
                     None
@@ -1329,7 +1389,10 @@ impl<'a> Loader<'a> {
                 Some("sled") => {
                     let path = self.string(value, "`checkpointer.sled`")?;
                     if cfg!(feature = "sled") {
-                        return Some(StoreSpec::Sled(crate::actions::resolve(&self.env.base_dir, path)));
+                        let path = path.to_owned();
+                        return self
+                            .confined(value.pos, "`checkpointer.sled`", &path, crate::grants::Access::Write)
+                            .map(StoreSpec::Sled);
                     }
                     self.problem(key.pos, "`sled` stores are not built in (cargo feature `sled` of tea-yaml)");
                     return None;

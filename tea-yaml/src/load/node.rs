@@ -325,6 +325,10 @@ impl Loader<'_> {
         };
         let Some(path) = self.string(file, &format!("`file` of node `{name}`")) else { return Exec::Noop };
         let path = crate::actions::resolve(&self.env.base_dir, path);
+        if let Err(e) = self.grants.confine_path(&path, crate::grants::Access::Read) {
+            self.problem(file.pos, format!("`file` of node `{name}`: {e}"));
+            return Exec::Noop;
+        }
         let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
         if self.env.parents.contains(&canonical) {
             self.problem(
@@ -412,6 +416,9 @@ impl Loader<'_> {
             children: self.env.children.clone(),
             trust_code: self.env.trust_code,
             strict: self.env.strict,
+            grants: self.env.grants.clone(),
+            folders: self.grants.folders(),
+            own_folder: true,
         };
         load(&text, &env)
     }
@@ -933,6 +940,7 @@ impl Loader<'_> {
             self.resolve_action(action_name, uses.pos, &format!("node `{name}`"))
         };
         let Some(action) = action else { return Exec::Noop };
+        self.literal_path(&action, action_name, fields.get("with").copied(), name);
         let with = match fields.get("with") {
             Some(w) => self.sending_tree(w, sending_keys(&action)),
             None => Tree::Literal(Value::Object(Map::new())),
@@ -1017,6 +1025,37 @@ impl Loader<'_> {
             return Some(Action::CodeExecute { trusted: self.env.trust_code });
         }
         Some(action)
+    }
+
+    /// A file action's `with.path` when the file writes it out (no template): confined at load
+    /// (a path the operator did not grant is a problem naming the grant). Behind
+    /// `ratelimit.wrap`, its `args.path`.
+    fn literal_path(&mut self, action: &Action, action_name: &str, with: Option<&Node>, name: &str) {
+        use crate::builtins::Builtin;
+        use crate::grants::Access;
+        let (action, action_name, with) = match action {
+            Action::RateLimit { inner, name: inner_name, .. } => {
+                let args = with.and_then(Node::as_map).and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("args")));
+                (&**inner, inner_name.as_str(), args.map(|(_, v)| v))
+            }
+            other => (other, action_name, with),
+        };
+        let access = match action {
+            Action::FileRead | Action::CheckpointLoad | Action::Builtin(Builtin::FileExists | Builtin::FileList) => {
+                Access::Read
+            }
+            Action::FileWrite | Action::CheckpointSave | Action::Builtin(Builtin::FileDelete) => Access::Write,
+            _ => return,
+        };
+        let Some(path) = with.and_then(Node::as_map).and_then(|m| m.iter().find(|(k, _)| k.as_str() == Some("path")))
+        else {
+            return;
+        };
+        let Some(text) = path.1.as_str().filter(|t| !t.is_empty() && !t.contains("{{") && !t.contains("{%")) else {
+            return;
+        };
+        let text = text.to_owned();
+        self.confined(path.1.pos, &format!("`{action_name}` (node `{name}`)"), &text, access);
     }
 
     /// The action named `action_name` (written at `pos`; `context` says where, as "node `x`"):
@@ -1250,6 +1289,16 @@ impl Loader<'_> {
             Some(Section::Notify) => self.settings_keys[1].clone(),
             None => Vec::new(),
         };
+        // A URL written in the file: its host must be granted (checked again when it runs).
+        for (key, node) in with.and_then(Node::as_map).into_iter().flatten() {
+            let Some(k @ ("url" | "base_url" | "api_base")) = key.as_str() else { continue };
+            let Some(text) = node.as_str().filter(|t| !t.contains("{{") && !t.contains("{%")) else { continue };
+            let Ok(url) = reqwest::Url::parse(text) else { continue };
+            let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else { continue };
+            if let Err(e) = self.grants.check_host(host, port) {
+                self.problem(node.pos, format!("`{k}` of `{what}` (node `{name}`): {e}"));
+            }
+        }
         let given = |k: &str| keys.iter().any(|g| g == k) || defaults.iter().any(|g| g == k);
         let at = with.map_or(uses.pos, |w| w.pos);
         match action {
