@@ -134,11 +134,15 @@
     '$tea_concat'(T, ': a block defines no other module''s predicates (tea''s sandbox)', Why).
 '$tea_unsafe_head'(How, Head, Why) :-
     callable(Head), functor(Head, F, N),
-    (   atom_chars(F, ['$'|_]) -> '$tea_refused'(F/N, Why)
-    ;   memberchk(F/N, [term_expansion/2, goal_expansion/2, portray/1, verify_attributes/3]) -> '$tea_refused'(F/N, Why)
+    (   atom_chars(F, ['$'|_]) -> '$tea_refused_head'(F/N, Why)
+    ;   memberchk(F/N, [term_expansion/2, goal_expansion/2, portray/1, verify_attributes/3]) -> '$tea_refused_head'(F/N, Why)
     ;   How == define, memberchk(F/N, [state/2, return/2]) -> '$tea_refused_define'(F/N, Why)
     ;   How == retract, F/N == return/2 -> '$tea_refused_define'(F/N, Why)
     ).
+
+'$tea_refused_head'(PI, Why) :-
+    '$tea_text'(PI, T),
+    '$tea_concat'(T, ' is the machine''s, not the block''s own: a block defines, asserts and retracts only its own predicates (tea''s sandbox)', Why).
 
 '$tea_refused_define'(PI, Why) :-
     '$tea_text'(PI, T),
@@ -361,7 +365,7 @@
         ),
         '$tea_limits'(limits(_, _, _, AssertUnits, _, _)),
         '$tea_bounded'(C2, AssertUnits, 'an asserted clause'),
-        functor(Which, F, _), G =.. [F, C2], call(G)
+        functor(Which, F0, _), ( F0 == assert -> F = assertz ; F = F0 ), G =.. [F, C2], call(G)
     ;   call(Which)
     ).
 

@@ -15,21 +15,40 @@
 //! and objects `json([key=Value, …])` terms (Scryer has no SWI-Prolog dicts; `get_dict/3`,
 //! `put_dict/4` and `dict_pairs/3` work on them). Going back, atoms are strings except `true`,
 //! `false` and `null`, a list of characters (a double-quoted string) is a string, and any other
-//! compound term is written as its text.
+//! compound term is written as its text. A value crosses from Prolog to Rust as JSON text (one
+//! atom, written by the support in Prolog, read by serde_json), never as a Prolog term, so no
+//! value is converted by recursion on the Rust stack.
 //!
-//! Prolog is sandboxed, so Prolog blocks need no trust (as in The Edge Agent, whose Prolog runs
-//! without it): a block computes, and cannot open files or streams, change flags or operators,
-//! load modules beyond the standard libraries, call another module's or the machine's internal
-//! predicates, or halt. The calls a block makes are checked when it loads; a goal known only at
-//! run time (`call(G)`) is checked when it is called. Each query may make
-//! [`INFERENCES`] inferences; beyond, the node fails ("ran away").
+//! Prolog is sandboxed by an allowlist, so Prolog blocks need no trust (as in The Edge Agent,
+//! whose Prolog runs without it): a block calls the pure predicates tea lists (arithmetic,
+//! comparison, terms, atoms and strings, lists, `between`, sorting, pairs, assoc, CLP(FD),
+//! `dif`, `format` into atoms or strings, tea's `state/2` and `return/2`, the SWI-Prolog helpers
+//! below), the meta-predicates tea lists (`call/N` and `maplist/N` for any N, `findall`,
+//! `forall`, `foldl`, `include`, `exclude`, `partition`, `bagof`/`setof` with `^`,
+//! `aggregate_all`, `catch`, `once`, `ignore`, `\+`, `->`, `;`) whose goal arguments are
+//! checked the same way, assert/retract of its own predicates, and the predicates it defines.
+//! Anything else — files, streams, flags, operators, module loading, global variables
+//! (`bb_put/2`), other modules' predicates (`M:G`), the machine's internals (`'$…'`), the
+//! process — is refused: when the file loads if the text names it, else when it is called (a
+//! goal or closure known only at run time is checked then). Each query may make
+//! [`INFERENCES`] inferences; beyond, the node fails ("ran away"). Builders that make a large
+//! term in one inference are bounded ([`MAX_LIST`], [`MAX_TEXT`]), as are what a block
+//! returns ([`RETURN_UNITS`]), what it asserts ([`ASSERT_UNITS`]) and how deep either nests
+//! ([`MAX_DEPTH`]); each limit ends the node with an error naming it.
 //!
 //! One Scryer machine serves the process, on a thread of its own (`tea-prolog`, started on
 //! first use with `library(lists)` and tea's support predicates; `library(clpz)`, CLP(FD) as
 //! The Edge Agent preloads it, joins the first time a block uses it). Blocks run on it one at a
 //! time, as The Edge Agent's Python engine locks its SWI-Prolog: Prolog nodes of parallel
-//! branches take turns. The `state/2` facts, the block's clauses and every clause a run asserted
-//! are removed after each run, so runs do not see each other.
+//! branches take turns. Every dynamic predicate of the machine's user module — the `state/2`
+//! facts, the block's clauses, every clause a run asserted, `nb_setval/2`'s values — is emptied
+//! before and after each run, and a block cannot reach Scryer's own global variables, flags or
+//! operators, so no run sees what another (of the same agent or another) left.
+//!
+//! `prolog.query` (The Edge Agent's WebAssembly action) gets its input as bound terms, never as
+//! text spliced into code: the loader makes each `{{ expr }}` of its `code` and `facts` a
+//! Prolog variable bound to the value when the node runs (and `with: { bindings }` binds named
+//! variables the same way).
 
 use serde_json::{Map, Value};
 
@@ -485,6 +504,20 @@ fn clauses_term(clauses: &[(usize, String)]) -> String {
 
 #[cfg(feature = "prolog")]
 pub(crate) use imp::query;
+
+/// The engine's `prolog.query` action: one for the process, so that the loader knows it (and
+/// binds the `{{ }}` of its `code` as terms) from an action a host registers under its name.
+#[cfg(feature = "prolog")]
+pub(crate) fn query_action() -> std::sync::Arc<crate::actions::ActionFn> {
+    static ACTION: std::sync::OnceLock<std::sync::Arc<crate::actions::ActionFn>> = std::sync::OnceLock::new();
+    ACTION
+        .get_or_init(|| {
+            std::sync::Arc::new(|state: &crate::State, args: &Value| {
+                query(state.shared(), args).map_err(tea_runtime::BoxError::from)
+            })
+        })
+        .clone()
+}
 pub(crate) use imp::Block;
 
 #[cfg(not(feature = "prolog"))]
@@ -606,7 +639,8 @@ mod imp {
                 });
                 // The support's last predicate answers only if all of it loaded (a machine that
                 // failed to load it is not used: Scryer is not safe to query then).
-                if !matches!(answer(machine, "'$tea_support_loaded'(Result)."), Ok(Some(Term::Atom(ok))) if ok == "ok") {
+                if !matches!(answer(machine, "'$tea_support_loaded'(Result)."), Ok(Some(Term::Atom(ok))) if ok == "ok")
+                {
                     return Err("tea's Prolog support did not load into Scryer Prolog".to_owned());
                 }
                 if job.clpz && !clpz_loaded {
@@ -728,7 +762,9 @@ mod imp {
                 Outcome::Error(line(&args[0]), text(&args[1]))
             }
             Some(Term::Compound(limit, args)) if limit == "limit" && args.len() == 1 => Outcome::Limit(line(&args[0])),
-            other => return Err(format!("gave no result ({})", other.as_ref().map_or_else(|| "none".to_owned(), text))),
+            other => {
+                return Err(format!("gave no result ({})", other.as_ref().map_or_else(|| "none".to_owned(), text)))
+            }
         })
     }
 
