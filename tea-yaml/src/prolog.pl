@@ -135,7 +135,8 @@
 '$tea_unsafe_head'(How, Head, Why) :-
     callable(Head), functor(Head, F, N),
     (   atom_chars(F, ['$'|_]) -> '$tea_refused_head'(F/N, Why)
-    ;   memberchk(F/N, [term_expansion/2, goal_expansion/2, portray/1, verify_attributes/3]) -> '$tea_refused_head'(F/N, Why)
+    ;   memberchk(F/N, [term_expansion/2, goal_expansion/2, portray/1, verify_attributes/3,
+                        project_attributes/2, attribute_goals/3]) -> '$tea_refused_head'(F/N, Why)
     ;   How == define, memberchk(F/N, [state/2, return/2]) -> '$tea_refused_define'(F/N, Why)
     ;   How == retract, F/N == return/2 -> '$tea_refused_define'(F/N, Why)
     ).
@@ -216,7 +217,7 @@
     sleep/1, phrase_from_file/2, phrase_from_file/3, current_time/1, format_time/3,
     crypto_n_random_bytes/2, halt/0, halt/1, bb_put/2, bb_get/2, bb_b_put/2, call_cleanup/2,
     setup_call_cleanup/3, call_with_inference_limit/3, call_residue_vars/2, partial_string/3,
-    map_assoc/2, map_assoc/3, phrase/2, phrase/3, op/3, set_prolog_flag/2, assertz/2, asserta/2,
+    map_assoc/2, map_assoc/3, phrase/2, phrase/3, phrase/4, phrase/5, listing/1, op/3, set_prolog_flag/2, assertz/2, asserta/2,
     consult/1, use_module/1, use_module/2, ensure_loaded/1, open/3, open/4]).
 
 % A predicate of the block's own: a dynamic one of the user module (tea's are '$…' or listed).
@@ -261,6 +262,7 @@
 '$tea_meta_spec'(include, 3, [1, -, -]).
 '$tea_meta_spec'(exclude, 3, [1, -, -]).
 '$tea_meta_spec'(partition, 4, [1, -, -, -]).
+'$tea_meta_spec'(map_list_to_pairs, 3, [2, -, -]).
 '$tea_data'(K, Ds) :- length(Ds, K), maplist(=(-), Ds).
 
 % The pure predicates a block may call.
@@ -288,6 +290,9 @@
     list_to_ord_set/2, ord_union/2, ord_union/3, ord_subtract/3, ord_memberchk/2,
     ord_intersection/3, ord_subset/2, ord_add_element/3, ord_del_element/3, is_ordset/1,
     ord_empty/1, ord_symdiff/3, ord_seteq/2, ord_intersect/2, ord_disjoint/2, ord_selectchk/3,
+    ord_union/4, ord_intersection/2, ord_intersection/4, ord_intersect/3,
+    subsumes_term/2, copy_term/3, numbervars/3, read_from_chars/2, chars_base64/3,
+    chars_utf8bytes/2, gen_int/1, gen_nat/1, repeat/1, portray_clause/1,
     pairs_keys_values/3, pairs_keys/2, pairs_values/2, group_pairs_by_key/2,
     empty_assoc/1, put_assoc/4, get_assoc/3, get_assoc/5, list_to_assoc/2,
     ord_list_to_assoc/2, assoc_to_list/2, assoc_to_keys/2, assoc_to_values/2, gen_assoc/3,
@@ -324,7 +329,10 @@
     ).
 
 % A predicate of the machine (not one no library defines).
-'$tea_known'(G) :- catch(predicate_property(G, _), _, fail).
+'$tea_known'(G) :-
+    (   catch(predicate_property(G, _), _, fail) -> true
+    ;   functor(G, F, N), catch(current_predicate(F/N), _, fail)
+    ).
 
 % A goal no predicate answers: an existence error that says what a block may call.
 '$tea_unknown'(G) :-
