@@ -138,6 +138,7 @@
     ;   memberchk(F/N, [term_expansion/2, goal_expansion/2, portray/1, verify_attributes/3,
                         project_attributes/2, attribute_goals/3]) -> '$tea_refused_head'(F/N, Why)
     ;   How == define, memberchk(F/N, [state/2, return/2]) -> '$tea_refused_define'(F/N, Why)
+    ;   \+ '$tea_own'(Head), ( '$tea_known'(Head) ; '$tea_outside'(F, N) ) -> '$tea_refused_head'(F/N, Why)
     ;   How == retract, F/N == return/2 -> '$tea_refused_define'(F/N, Why)
     ).
 
