@@ -418,6 +418,7 @@
 '$tea_guard'(functor(T, F, N), '$tea_functor'(T, F, N)) :- !.
 '$tea_guard'(atom_concat(A, B, C), '$tea_atom_concat'(A, B, C)) :- !.
 '$tea_guard'(dynamic(S), '$tea_dynamic'(S)) :- !.
+'$tea_guard'(G, '$tea_acyclic'(G, Args)) :- '$tea_cycle_args'(G, Args), !.
 '$tea_guard'(G, '$tea_db'(G, C)) :- '$tea_db_goal'(G, _, _), !, arg(1, G, C).
 '$tea_guard'(G, Guarded) :-
     G =.. [call, C|Extra], Extra \== [], !,
@@ -433,6 +434,26 @@
 '$tea_guard'(G, G) :- functor(G, F, N), '$tea_pure'(F, N), !.
 '$tea_guard'(G, G) :- '$tea_own'(G), \+ '$tea_unsafe_goal'(G, _), !.
 '$tea_guard'(G, '$tea_safe_call'(G)).
+
+% Built-ins that would run without end (and outside the inference limit) on a cyclic list:
+% their list arguments are checked first.
+'$tea_cycle_args'(atom_chars(_, L), [L]).
+'$tea_cycle_args'(atom_codes(_, L), [L]).
+'$tea_cycle_args'(number_chars(_, L), [L]).
+'$tea_cycle_args'(number_codes(_, L), [L]).
+'$tea_cycle_args'(sort(L, _), [L]).
+'$tea_cycle_args'(keysort(L, _), [L]).
+'$tea_cycle_args'(sort(_, _, L, _), [L]).
+'$tea_cycle_args'(_ =.. L, [L]).
+'$tea_cycle_args'(read_term_from_chars(L, _, _), [L]).
+'$tea_cycle_args'(chars_base64(A, B, _), [A, B]).
+
+'$tea_acyclic'(G, Args) :-
+    (   maplist(acyclic_term, Args) -> call(G)
+    ;   functor(G, F, N), '$tea_text'(F/N, T),
+        '$tea_concat'(T, ' was given a cyclic term, which tea does not let a block pass to it (it would never end)', Why),
+        throw(error(resource_error(cyclic_term), Why))
+    ).
 
 '$tea_dynamic'(S) :-
     (   '$tea_unsafe_spec'(S, Why) -> throw(error(permission_error(modify, static_procedure, S), Why))

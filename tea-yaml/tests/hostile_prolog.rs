@@ -226,6 +226,13 @@ fn huge_terms_end_cleanly_and_the_next_block_runs() {
     refused_at_run("numlist(1, 200000, L),\nnb_setval(k, L).", "a global variable's value of size", 5);
     // A cyclic term is measured in bounded time too.
     refused_at_run("X = f(X),\nreturn(x, X).", "a returned value", 5);
+    refused_at_run("X = f(X),\nassertz(p(X)).", "an asserted clause", 5);
+    // Built-ins that would never end on a cyclic list are refused one; those written in Prolog
+    // are stopped by the inference limit.
+    refused_at_run("X = [a|X],\natom_chars(_, X).", "atom_chars/2 was given a cyclic term", 5);
+    refused_at_run("X = [a|X],\nsort(X, _).", "sort/2 was given a cyclic term", 5);
+    refused_at_run("X = [a|X],\nG =.. [f|X].", "(=..)/2 was given a cyclic term", 5);
+    refused_at_run("X = [a|X],\nmemberchk(b, X).", "ran away", 5);
     still_alive();
 }
 
