@@ -93,12 +93,7 @@ impl Engine {
         let mut actions = HashMap::new();
         // The Edge Agent's `prolog.query` (feature `prolog`), as an action a file may replace.
         #[cfg(feature = "prolog")]
-        actions.insert(
-            "prolog.query".to_owned(),
-            Action::User(Arc::new(|state: &State, args: &Value| {
-                crate::prolog::query(state.shared(), args).map_err(BoxError::from)
-            })),
-        );
+        actions.insert("prolog.query".to_owned(), Action::User(crate::prolog::query_action()));
         Engine {
             actions,
             secrets: Map::new(),

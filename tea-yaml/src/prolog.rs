@@ -15,21 +15,40 @@
 //! and objects `json([key=Value, …])` terms (Scryer has no SWI-Prolog dicts; `get_dict/3`,
 //! `put_dict/4` and `dict_pairs/3` work on them). Going back, atoms are strings except `true`,
 //! `false` and `null`, a list of characters (a double-quoted string) is a string, and any other
-//! compound term is written as its text.
+//! compound term is written as its text. A value crosses from Prolog to Rust as JSON text (one
+//! atom, written by the support in Prolog, read by serde_json), never as a Prolog term, so no
+//! value is converted by recursion on the Rust stack.
 //!
-//! Prolog is sandboxed, so Prolog blocks need no trust (as in The Edge Agent, whose Prolog runs
-//! without it): a block computes, and cannot open files or streams, change flags or operators,
-//! load modules beyond the standard libraries, call another module's or the machine's internal
-//! predicates, or halt. The calls a block makes are checked when it loads; a goal known only at
-//! run time (`call(G)`) is checked when it is called. Each query may make
-//! [`INFERENCES`] inferences; beyond, the node fails ("ran away").
+//! Prolog is sandboxed by an allowlist, so Prolog blocks need no trust (as in The Edge Agent,
+//! whose Prolog runs without it): a block calls the pure predicates tea lists (arithmetic,
+//! comparison, terms, atoms and strings, lists, `between`, sorting, pairs, assoc, CLP(FD),
+//! `dif`, `format` into atoms or strings, tea's `state/2` and `return/2`, the SWI-Prolog helpers
+//! below), the meta-predicates tea lists (`call/N` and `maplist/N` for any N, `findall`,
+//! `forall`, `foldl`, `include`, `exclude`, `partition`, `bagof`/`setof` with `^`,
+//! `aggregate_all`, `catch`, `once`, `ignore`, `\+`, `->`, `;`) whose goal arguments are
+//! checked the same way, assert/retract of its own predicates, and the predicates it defines.
+//! Anything else — files, streams, flags, operators, module loading, global variables
+//! (`bb_put/2`), other modules' predicates (`M:G`), the machine's internals (`'$…'`), the
+//! process — is refused: when the file loads if the text names it, else when it is called (a
+//! goal or closure known only at run time is checked then). Each query may make
+//! [`INFERENCES`] inferences; beyond, the node fails ("ran away"). Builders that make a large
+//! term in one inference are bounded ([`MAX_LIST`], [`MAX_TEXT`]), as are what a block
+//! returns ([`RETURN_UNITS`]), what it asserts ([`ASSERT_UNITS`]) and how deep either nests
+//! ([`MAX_DEPTH`]); each limit ends the node with an error naming it.
 //!
 //! One Scryer machine serves the process, on a thread of its own (`tea-prolog`, started on
 //! first use with `library(lists)` and tea's support predicates; `library(clpz)`, CLP(FD) as
 //! The Edge Agent preloads it, joins the first time a block uses it). Blocks run on it one at a
 //! time, as The Edge Agent's Python engine locks its SWI-Prolog: Prolog nodes of parallel
-//! branches take turns. The `state/2` facts, the block's clauses and every clause a run asserted
-//! are removed after each run, so runs do not see each other.
+//! branches take turns. Every dynamic predicate of the machine's user module — the `state/2`
+//! facts, the block's clauses, every clause a run asserted, `nb_setval/2`'s values — is emptied
+//! before and after each run, and a block cannot reach Scryer's own global variables, flags or
+//! operators, so no run sees what another (of the same agent or another) left.
+//!
+//! `prolog.query` (The Edge Agent's WebAssembly action) gets its input as bound terms, never as
+//! text spliced into code: the loader makes each `{{ expr }}` of its `code` and `facts` a
+//! Prolog variable bound to the value when the node runs (and `with: { bindings }` binds named
+//! variables the same way).
 
 use serde_json::{Map, Value};
 
@@ -37,6 +56,31 @@ use serde_json::{Map, Value};
 /// stopped: some seconds of work.
 #[cfg_attr(not(feature = "prolog"), allow(dead_code))]
 pub(crate) const INFERENCES: u64 = 20_000_000;
+
+/// The largest value a block may return (each `return/2`), and the largest set of bindings
+/// `prolog.query` may answer: in units of one per cell of the term plus one per character of
+/// each atom in it.
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+pub(crate) const RETURN_UNITS: u64 = 200_000;
+
+/// How deeply a returned or asserted term may nest (a list's items one level below the list,
+/// its tail not).
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+pub(crate) const MAX_DEPTH: u64 = 1_000;
+
+/// The largest clause a block may assert (`assertz/1` and the like, `nb_setval/2`), in the
+/// units of [`RETURN_UNITS`].
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+pub(crate) const ASSERT_UNITS: u64 = 100_000;
+
+/// The longest list `length/2` may build and the largest arity `functor/3` may (each is one
+/// inference, however large).
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+pub(crate) const MAX_LIST: u64 = 1_000_000;
+
+/// The longest atom `atom_concat/3` may build, in characters.
+#[cfg_attr(not(feature = "prolog"), allow(dead_code))]
+pub(crate) const MAX_TEXT: u64 = 1_000_000;
 
 /// A problem with a block: the file's line, and the message.
 pub(crate) type Problem = (usize, String);
@@ -460,6 +504,20 @@ fn clauses_term(clauses: &[(usize, String)]) -> String {
 
 #[cfg(feature = "prolog")]
 pub(crate) use imp::query;
+
+/// The engine's `prolog.query` action: one for the process, so that the loader knows it (and
+/// binds the `{{ }}` of its `code` as terms) from an action a host registers under its name.
+#[cfg(feature = "prolog")]
+pub(crate) fn query_action() -> std::sync::Arc<crate::actions::ActionFn> {
+    static ACTION: std::sync::OnceLock<std::sync::Arc<crate::actions::ActionFn>> = std::sync::OnceLock::new();
+    ACTION
+        .get_or_init(|| {
+            std::sync::Arc::new(|state: &crate::State, args: &Value| {
+                query(state.shared(), args).map_err(tea_runtime::BoxError::from)
+            })
+        })
+        .clone()
+}
 pub(crate) use imp::Block;
 
 #[cfg(not(feature = "prolog"))]
@@ -497,9 +555,9 @@ mod imp {
 
 #[cfg(feature = "prolog")]
 mod imp {
-    use super::{clauses_term, pairs, Problem, INFERENCES};
+    use super::{clauses_term, pairs, Problem, ASSERT_UNITS, INFERENCES, MAX_DEPTH, MAX_LIST, MAX_TEXT, RETURN_UNITS};
     use scryer_prolog::{LeafAnswer, Machine, MachineBuilder, OutputStreamConfig, StreamConfig, Term};
-    use serde_json::{Map, Number, Value};
+    use serde_json::{Map, Value};
     use std::fmt;
     use std::panic::{catch_unwind, AssertUnwindSafe};
     use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -579,6 +637,12 @@ mod imp {
                     machine.consult_module_string("user", SUPPORT);
                     machine
                 });
+                // The support's last predicate answers only if all of it loaded (a machine that
+                // failed to load it is not used: Scryer is not safe to query then).
+                if !matches!(answer(machine, "'$tea_support_loaded'(Result)."), Ok(Some(Term::Atom(ok))) if ok == "ok")
+                {
+                    return Err("tea's Prolog support did not load into Scryer Prolog".to_owned());
+                }
                 if job.clpz && !clpz_loaded {
                     answer(machine, "use_module(library(clpz)).")?;
                     clpz_loaded = true;
@@ -657,19 +721,83 @@ mod imp {
         Ok(Block(Arc::new(Compiled { node: node.to_owned(), file: file.to_owned(), clauses: term, clpz })))
     }
 
-    /// `'$tea_run'(Mode, State, Clauses, Limit, Result)` on this thread's machine.
+    /// `'$tea_run'(Mode, State, Clauses, Limits, Result)` on this thread's machine.
     fn run_clauses(mode: &str, state: &Map<String, Value>, clauses: &str, clpz: bool) -> Result<Option<Term>, String> {
         let mut query = format!("'$tea_run'({mode}, [");
         pairs(state, &mut query);
-        query.push_str(&format!("], {clauses}, {INFERENCES}, Result)."));
+        query.push_str(&format!(
+            "], {clauses}, limits({INFERENCES}, {RETURN_UNITS}, {MAX_DEPTH}, {ASSERT_UNITS}, {MAX_LIST}, {MAX_TEXT}), \
+             Result)."
+        ));
         ask(query, clpz)
     }
 
-    /// The action `prolog.query` (The Edge Agent's WebAssembly build): `with: { code, facts }`;
-    /// the clauses of `facts` then `code` run as a block does (`state/2` holds the state), and
-    /// the result is `{ bindings: [{Var: value, …}], success }`, the variables of the last query
-    /// (`?- Goal.` or any goal) in its first solution; `success: false` and no bindings when a
-    /// query fails.
+    /// What `'$tea_run'` answered.
+    enum Outcome {
+        /// The JSON text of the returns (block) or of the bindings (query).
+        Ok(String),
+        /// A query failed: nothing written.
+        Failed,
+        /// An error, at the line (0 when unknown), with its message.
+        Error(String, String),
+        /// A query ran over the inference limit, at the line.
+        Limit(String),
+    }
+
+    /// `ok(Json)`, `failed(Line)`, `error(Line, Message)` or `limit(Line)`, each argument an
+    /// atom or an integer (what crosses from Prolog is small by construction: values come as
+    /// one atom of JSON text).
+    fn outcome(result: Option<Term>) -> Result<Outcome, String> {
+        let line = |t: &Term| match t {
+            Term::Integer(n) => n.to_string(),
+            _ => "0".to_owned(),
+        };
+        Ok(match result {
+            Some(Term::Compound(ok, args)) if ok == "ok" && args.len() == 1 => match &args[0] {
+                Term::Atom(json) | Term::String(json) => Outcome::Ok(json.clone()),
+                other => return Err(format!("the Prolog result is not JSON text ({})", text(other))),
+            },
+            Some(Term::Compound(failed, _)) if failed == "failed" => Outcome::Failed,
+            Some(Term::Compound(error, args)) if error == "error" && args.len() == 2 => {
+                Outcome::Error(line(&args[0]), text(&args[1]))
+            }
+            Some(Term::Compound(limit, args)) if limit == "limit" && args.len() == 1 => Outcome::Limit(line(&args[0])),
+            other => {
+                return Err(format!("gave no result ({})", other.as_ref().map_or_else(|| "none".to_owned(), text)))
+            }
+        })
+    }
+
+    /// The JSON text Prolog wrote (bounded there in size; serde_json bounds its depth).
+    fn parse(json: &str) -> Result<Value, String> {
+        serde_json::from_str(json).map_err(|e| {
+            if e.to_string().contains("recursion limit") {
+                "a returned value is nested deeper than JSON values may be here (128 levels)".to_owned()
+            } else {
+                format!("the value Prolog returned is not JSON ({e})")
+            }
+        })
+    }
+
+    /// Whether `name` reads as a Prolog variable (`X`, `_Tea1`, `Result_2`).
+    fn is_variable(name: &str) -> bool {
+        let mut chars = name.chars();
+        chars.next().is_some_and(|c| c == '_' || c.is_ascii_uppercase())
+            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+    }
+
+    /// The action `prolog.query` (The Edge Agent's WebAssembly build): `with: { code, facts,
+    /// bindings }`; the clauses of `facts` then `code` run as a block does (`state/2` holds the
+    /// state), and the result is `{ bindings: [{Var: value, …}], success }`, the variables of the
+    /// last query (`?- Goal.` or any goal) in its first solution; `success: false` and no
+    /// bindings when a query fails.
+    ///
+    /// `bindings: {Var: value, …}` binds each variable `Var` of the queries to its value, a term
+    /// (never text read as code): a string is an atom. The loader turns each `{{ expr }}` of
+    /// `code` and `facts` into such a variable (`_TeaArgN`, bound in every clause), and a quoted
+    /// text with `{{ }}` in it into one bound to the rendered text (`_TeaStrN`, characters, for
+    /// `"…"`; `_TeaAtomN`, an atom, for `'…'`): what the input holds is data, whatever quotes
+    /// it has.
     pub(crate) fn query(state: &Map<String, Value>, args: &Value) -> Result<Value, String> {
         let code = match args.get("code") {
             Some(Value::String(code)) => code.as_str(),
@@ -686,6 +814,35 @@ mod imp {
             Some(other) => return Err(format!("prolog.query: `facts` is Prolog text, not {other}")),
         }
         source.push_str(code);
+        let mut bound = String::from("[");
+        match args.get("bindings") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (i, (name, value)) in map.iter().enumerate() {
+                    if !is_variable(name) {
+                        return Err(format!(
+                            "prolog.query: `bindings` names Prolog variables (`Q`, `Name_1`), not `{name}`"
+                        ));
+                    }
+                    if i > 0 {
+                        bound.push(',');
+                    }
+                    bound.push_str(&format!("'{name}'="));
+                    match value {
+                        Value::String(text) if name.starts_with("_TeaStr") => {
+                            bound.push_str("'$tea_chars'(");
+                            super::quote(text, &mut bound);
+                            bound.push(')');
+                        }
+                        other => super::to_prolog(other, &mut bound),
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(format!("prolog.query: `bindings` is a mapping of variables to values, not {other}"))
+            }
+        }
+        bound.push(']');
         let clauses = super::split(&source, 1).map_err(|(line, m)| format!("prolog.query: line {line}: {m}"))?;
         let term = clauses_term(&clauses);
         let clpz = needs_clpz(&source);
@@ -693,25 +850,19 @@ mod imp {
             Some(line) => format!("prolog.query: line {line}: {m}"),
             None => format!("prolog.query: {m}"),
         })?;
-        let at = |line: &Term| match line {
-            Term::Integer(n) if n.to_string() != "0" => format!(" at line {n}"),
-            _ => String::new(),
-        };
-        match run_clauses("query", state, &term, clpz)? {
-            Some(Term::Compound(ok, args)) if ok == "ok" && args.len() == 1 => {
-                let bindings = to_json(&Term::Compound("json".to_owned(), vec![args[0].clone()]))?;
+        let at = |line: &str| if line == "0" { String::new() } else { format!(" at line {line}") };
+        match outcome(run_clauses(&format!("query({bound})"), state, &term, clpz)?)
+            .map_err(|e| format!("prolog.query {e}"))?
+        {
+            Outcome::Ok(json) => {
+                let bindings = parse(&json).map_err(|e| format!("prolog.query: {e}"))?;
                 Ok(serde_json::json!({ "bindings": [bindings], "success": true }))
             }
-            Some(Term::Compound(failed, _)) if failed == "failed" => {
-                Ok(serde_json::json!({ "bindings": [], "success": false }))
+            Outcome::Failed => Ok(serde_json::json!({ "bindings": [], "success": false })),
+            Outcome::Error(line, message) => Err(format!("prolog.query: Prolog error{}: {message}", at(&line))),
+            Outcome::Limit(line) => {
+                Err(format!("prolog.query: the query{} ran away: stopped after {INFERENCES} inferences", at(&line)))
             }
-            Some(Term::Compound(error, args)) if error == "error" && args.len() == 2 => {
-                Err(format!("prolog.query: Prolog error{}: {}", at(&args[0]), text(&args[1])))
-            }
-            Some(Term::Compound(limit, args)) if limit == "limit" && args.len() == 1 => {
-                Err(format!("prolog.query: the query{} ran away: stopped after {INFERENCES} inferences", at(&args[0])))
-            }
-            other => Err(format!("prolog.query gave no result ({other:?})")),
         }
     }
 
@@ -720,119 +871,110 @@ mod imp {
         /// failed), `Ok(Some(keys))` for the keys `return/2` wrote.
         pub(crate) fn run(&self, state: &Arc<Map<String, Value>>) -> Result<Option<Map<String, Value>>, String> {
             let this = &*self.0;
+            let at = |line: &str| if line == "0" { this.file.clone() } else { format!("{}:{line}", this.file) };
             let result = run_clauses("block", state, &this.clauses, this.clpz)
+                .and_then(outcome)
                 .map_err(|e| format!("Prolog error in node `{}` ({}): {e}", this.node, this.file))?;
-            let at = |line: &Term| match line {
-                Term::Integer(n) if n.to_string() != "0" => format!("{}:{n}", this.file),
-                _ => this.file.clone(),
-            };
             match result {
-                Some(Term::Compound(ok, args)) if ok == "ok" && args.len() == 1 => {
-                    let out = object(&args[0])?;
-                    Ok(Some(out).filter(|m| !m.is_empty()))
+                Outcome::Ok(json) => match parse(&json) {
+                    Ok(Value::Object(out)) => Ok(Some(out).filter(|m| !m.is_empty())),
+                    Ok(other) => Err(format!("Prolog block of node `{}` returned {other}, not an object", this.node)),
+                    Err(e) => Err(format!("Prolog error in node `{}` ({}): {e}", this.node, this.file)),
+                },
+                Outcome::Failed => Ok(None),
+                Outcome::Error(line, message) => {
+                    Err(format!("Prolog error at {} (node `{}`): {message}", at(&line), this.node))
                 }
-                Some(Term::Compound(failed, _)) if failed == "failed" => Ok(None),
-                Some(Term::Compound(error, args)) if error == "error" && args.len() == 2 => {
-                    Err(format!("Prolog error at {} (node `{}`): {}", at(&args[0]), this.node, text(&args[1])))
-                }
-                Some(Term::Compound(limit, args)) if limit == "limit" && args.len() == 1 => Err(format!(
+                Outcome::Limit(line) => Err(format!(
                     "Prolog query at {} (node `{}`) ran away: stopped after {INFERENCES} inferences",
-                    at(&args[0]),
+                    at(&line),
                     this.node
                 )),
-                other => Err(format!("Prolog block of node `{}` gave no result ({other:?})", this.node)),
             }
         }
     }
 
-    /// The items of a Prolog list (`[]` may come as an atom).
-    fn list(term: &Term) -> Vec<&Term> {
-        match term {
-            Term::List(items) => items.iter().collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// A term as text (an error's message, a key).
+    /// A term as text (an error's message, a line): at most [`TEXT_DEPTH`] levels and
+    /// [`TEXT_LENGTH`] characters of it, built with a stack of its own (never recursing on the
+    /// thread's stack, whatever the term).
     fn text(term: &Term) -> String {
-        match term {
-            Term::Atom(a) => a.clone(),
-            Term::String(s) => s.clone(),
-            Term::Integer(n) => n.to_string(),
-            Term::Float(f) => f.to_string(),
-            Term::Rational(r) => r.to_string(),
-            Term::List(items) => format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(",")),
-            Term::Compound(name, args) => {
-                format!("{name}({})", args.iter().map(text).collect::<Vec<_>>().join(","))
-            }
-            Term::Var(v) => v.clone(),
-            _ => "?".to_owned(),
+        enum Step<'a> {
+            Term(&'a Term, usize),
+            Str(&'static str),
+            Owned(String),
         }
-    }
-
-    /// A list of `Key = Value` terms as a JSON object (what `return/2` wrote, a `json([…])`
-    /// term); other items are skipped.
-    fn object(term: &Term) -> Result<Map<String, Value>, String> {
-        let mut out = Map::new();
-        for item in list(term) {
-            if let Term::Compound(eq, kv) = item {
-                if eq == "=" && kv.len() == 2 {
-                    let key = match &kv[0] {
-                        Term::Atom(k) | Term::String(k) => k.clone(),
-                        other => text(other),
-                    };
-                    out.insert(key, to_json(&kv[1])?);
-                }
+        let mut out = String::new();
+        let mut stack = vec![Step::Term(term, 0)];
+        while let Some(step) = stack.pop() {
+            if out.len() > TEXT_LENGTH {
+                out.push('…');
+                break;
             }
-        }
-        Ok(out)
-    }
-
-    /// A returned value (as the support's `'$tea_json'` shaped it) as JSON.
-    fn to_json(term: &Term) -> Result<Value, String> {
-        Ok(match term {
-            Term::Integer(n) => {
-                let t = n.to_string();
-                match (t.parse::<i64>(), t.parse::<u64>()) {
-                    (Ok(i), _) => Value::from(i),
-                    (_, Ok(u)) => Value::from(u),
-                    _ => return Err(format!("the integer {t}, which does not fit in 64 bits (JSON numbers here do)")),
+            let (term, depth) = match step {
+                Step::Str(s) => {
+                    out.push_str(s);
+                    continue;
                 }
+                Step::Owned(s) => {
+                    out.push_str(&s);
+                    continue;
+                }
+                Step::Term(term, depth) => (term, depth),
+            };
+            if depth > TEXT_DEPTH {
+                out.push('…');
+                continue;
             }
-            Term::Float(f) => Number::from_f64(*f)
-                .map(Value::Number)
-                .ok_or_else(|| format!("the float {f}, which JSON cannot hold"))?,
-            Term::Rational(r) => {
-                let t = r.to_string();
-                let f = match t.split_once('/') {
-                    Some((a, b)) => {
-                        a.trim().parse::<f64>().unwrap_or(f64::NAN) / b.trim().parse::<f64>().unwrap_or(f64::NAN)
+            let (open, items, close): (Option<String>, &[Term], &'static str) = match term {
+                Term::Atom(a) => {
+                    out.push_str(a);
+                    continue;
+                }
+                Term::String(s) => {
+                    out.push_str(s);
+                    continue;
+                }
+                Term::Integer(n) => {
+                    out.push_str(&n.to_string());
+                    continue;
+                }
+                Term::Float(f) => {
+                    out.push_str(&f.to_string());
+                    continue;
+                }
+                Term::Rational(r) => {
+                    out.push_str(&r.to_string());
+                    continue;
+                }
+                Term::Var(v) => {
+                    out.push_str(v);
+                    continue;
+                }
+                Term::List(items) => (Some("[".to_owned()), items.as_slice(), "]"),
+                Term::Compound(name, args) => (Some(format!("{name}(")), args.as_slice(), ")"),
+                _ => {
+                    out.push('?');
+                    continue;
+                }
+            };
+            if let Some(open) = open {
+                stack.push(Step::Str(close));
+                for (i, item) in items.iter().enumerate().rev() {
+                    stack.push(Step::Term(item, depth + 1));
+                    if i > 0 {
+                        stack.push(Step::Str(","));
                     }
-                    None => t.parse::<f64>().unwrap_or(f64::NAN),
-                };
-                Number::from_f64(f)
-                    .map(Value::Number)
-                    .ok_or_else(|| format!("the rational {t}, which JSON cannot hold"))?
+                }
+                stack.push(Step::Owned(open));
             }
-            Term::Atom(a) => match a.as_str() {
-                "true" => Value::Bool(true),
-                "false" => Value::Bool(false),
-                "null" => Value::Null,
-                "[]" => Value::Array(Vec::new()),
-                _ => Value::String(a.clone()),
-            },
-            Term::String(s) => Value::String(s.clone()),
-            Term::List(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
-            Term::Compound(s, args) if s == "s" && args.len() == 1 => match &args[0] {
-                Term::String(s) => Value::String(s.clone()),
-                Term::List(chars) => Value::String(chars.iter().map(text).collect()),
-                other => Value::String(text(other)),
-            },
-            Term::Compound(json, args) if json == "json" && args.len() == 1 => Value::Object(object(&args[0])?),
-            Term::Var(_) => Value::Null,
-            other => Value::String(text(other)),
-        })
+        }
+        out
     }
+
+    /// How deep [`text`] writes a term.
+    const TEXT_DEPTH: usize = 30;
+    /// How long [`text`] writes a term (bytes, then `…`).
+    const TEXT_LENGTH: usize = 4_000;
 }
 
 #[cfg(test)]

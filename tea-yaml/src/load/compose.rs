@@ -337,7 +337,7 @@ impl Loader<'_> {
         if let Action::Net(net) = &resolved {
             self.net_with(*net, Some(&args), action, name);
         }
-        let args = self.sending_tree(&args, sending_keys(&resolved));
+        let args = self.action_tree(&args, &resolved);
         Some(Step::Action { name: action_name, action: resolved, args })
     }
 

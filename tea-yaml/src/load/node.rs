@@ -942,7 +942,7 @@ impl Loader<'_> {
         let Some(action) = action else { return Exec::Noop };
         self.literal_path(&action, action_name, fields.get("with").copied(), name);
         let with = match fields.get("with") {
-            Some(w) => self.sending_tree(w, sending_keys(&action)),
+            Some(w) => self.action_tree(w, &action),
             None => Tree::Literal(Value::Object(Map::new())),
         };
         #[cfg(feature = "net")]

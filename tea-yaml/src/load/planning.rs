@@ -77,7 +77,7 @@ impl Loader<'_> {
                     self.net_with(*net, g.get("with").copied(), a, name);
                 }
                 let args = match g.get("with") {
-                    Some(n) => self.sending_tree(n, sending_keys(&resolved)),
+                    Some(n) => self.action_tree(n, &resolved),
                     None => Tree::Map(Vec::new()),
                 };
                 Some((action_name, resolved, args))

@@ -75,3 +75,217 @@ impl Loader<'_> {
         Some(crate::prolog::Loader::new(&self.env.file).block(name, line, text).map(Exec::Prolog))
     }
 }
+
+/// Whether `action` is the engine's own `prolog.query` (not one a host registered under that
+/// name), directly or behind `ratelimit.wrap`.
+pub(super) fn is_prolog_query(action: &Action) -> bool {
+    match action {
+        #[cfg(feature = "prolog")]
+        Action::User(f) => std::sync::Arc::ptr_eq(f, &crate::prolog::query_action()),
+        Action::RateLimit { inner, .. } => is_prolog_query(inner),
+        _ => false,
+    }
+}
+
+impl Loader<'_> {
+    /// The arguments of an action (`with:` of a node, a step's or a tool's): those of the
+    /// engine's `prolog.query` as [`prolog_query_tree`](Self::prolog_query_tree) makes them,
+    /// any other's as a tree whose sending keys may read `secrets`.
+    pub(super) fn action_tree(&mut self, node: &Node, action: &Action) -> Tree {
+        if is_prolog_query(action) {
+            self.prolog_query_tree(node)
+        } else {
+            self.sending_tree(node, sending_keys(action))
+        }
+    }
+
+    /// `with: { code, facts, bindings }` of `prolog.query`: `code` and `facts` are Prolog text,
+    /// never a template rendered into code. Each `{{ expr }}` in them becomes a fresh variable
+    /// (`_TeaArgN`) bound, when the node runs, to the expression's value as a term; a quoted
+    /// text with `{{ }}` in it becomes one variable bound to the rendered text (`_TeaStrN`,
+    /// characters, for `"…"` and `` `…` ``; `_TeaAtomN`, an atom, for `'…'`). So an input that
+    /// closes a quote is still data. `{% %}` and `{# #}` are refused. `bindings: {Var: value}`
+    /// (values may be templates) binds variables of the queries the same way.
+    pub(super) fn prolog_query_tree(&mut self, node: &Node) -> Tree {
+        let Kind::Map(entries) = &node.kind else { return self.tree(node) };
+        let mut out = Vec::with_capacity(entries.len() + 1);
+        let mut bound: Vec<(String, Tree)> = Vec::new();
+        let mut given: Option<&Node> = None;
+        let mut count = 0;
+        for (k, v) in entries {
+            let key = k.scalar_text().unwrap_or_default();
+            match (key.as_str(), &v.kind) {
+                ("code" | "facts", Kind::Str { text, .. }) => {
+                    let text = self.prolog_query_text(&key, v.pos, text, &mut count, &mut bound);
+                    out.push((key, Tree::Literal(Value::String(text))));
+                }
+                ("bindings", _) => given = Some(v),
+                _ => {
+                    let tree = self.tree(v);
+                    out.push((key, tree));
+                }
+            }
+        }
+        if let Some(b) = given {
+            match &b.kind {
+                Kind::Map(pairs) => {
+                    for (k, v) in pairs {
+                        let name = k.scalar_text().unwrap_or_default();
+                        let tree = self.tree(v);
+                        bound.push((name, tree));
+                    }
+                }
+                Kind::Null => {}
+                _ => self.problem(b.pos, "`bindings` of `prolog.query` is a mapping of Prolog variables to values"),
+            }
+        }
+        if !bound.is_empty() {
+            out.push(("bindings".to_owned(), Tree::Map(bound)));
+        }
+        Tree::Map(out)
+    }
+
+    /// `text` (the `key` of `prolog.query`, at `pos`) with each `{{ }}` made a variable, whose
+    /// value goes to `bound`.
+    fn prolog_query_text(
+        &mut self,
+        key: &str,
+        pos: Pos,
+        text: &str,
+        count: &mut usize,
+        bound: &mut Vec<(String, Tree)>,
+    ) -> String {
+        if !text.contains("{{") && !text.contains("{%") && !text.contains("{#") {
+            return text.to_owned();
+        }
+        if text.contains("{%") || text.contains("{#") {
+            self.problem(
+                pos,
+                format!(
+                    "`{key}` of `prolog.query` is Prolog text, not a template: `{{% %}}` and `{{# #}}` would write the \
+                     input into the code; pass values as `{{{{ expr }}}}` (each is bound to a Prolog variable), in \
+                     `bindings:`, or read them with `state/2`"
+                ),
+            );
+            return text.to_owned();
+        }
+        let chars: Vec<char> = text.chars().collect();
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        let starts = |i: usize, s: &str| s.chars().enumerate().all(|(k, c)| chars.get(i + k) == Some(&c));
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '%' {
+                while i < chars.len() && chars[i] != '\n' {
+                    out.push(chars[i]);
+                    i += 1;
+                }
+                continue;
+            }
+            if starts(i, "/*") {
+                let end =
+                    (i + 2..chars.len().saturating_sub(1)).find(|&j| starts(j, "*/")).map_or(chars.len(), |j| j + 2);
+                out.extend(&chars[i..end]);
+                i = end;
+                continue;
+            }
+            let code = c == '\''
+                && out.ends_with('0')
+                && !out[..out.len() - 1].ends_with(|p: char| p.is_alphanumeric() || p == '_');
+            if code {
+                // `0'c`: a character code, not a quote.
+                out.push(c);
+                i += 1;
+                if let Some(&next) = chars.get(i) {
+                    out.push(next);
+                    i += 1;
+                    if next == '\\' || (next == '\'' && chars.get(i) == Some(&'\'')) {
+                        if let Some(&escaped) = chars.get(i) {
+                            out.push(escaped);
+                            i += 1;
+                        }
+                    }
+                }
+                continue;
+            }
+            if c == '\'' || c == '"' || c == '`' {
+                // The quoted text, to its closing quote (escapes and doubled quotes inside).
+                let mut j = i + 1;
+                let mut inner = String::new();
+                let mut closed = false;
+                while j < chars.len() {
+                    let q = chars[j];
+                    if q == '\\' && j + 1 < chars.len() {
+                        inner.push(match chars[j + 1] {
+                            'n' => '\n',
+                            't' => '\t',
+                            other => other,
+                        });
+                        j += 2;
+                    } else if q == c && chars.get(j + 1) == Some(&c) {
+                        inner.push(c);
+                        j += 2;
+                    } else if q == c {
+                        closed = true;
+                        j += 1;
+                        break;
+                    } else {
+                        inner.push(q);
+                        j += 1;
+                    }
+                }
+                if closed && inner.contains("{{") {
+                    *count += 1;
+                    let name = if c == '\'' { format!("_TeaAtom{count}") } else { format!("_TeaStr{count}") };
+                    let tree = self.text(pos, &inner);
+                    let tree = match tree {
+                        // A single `{{ expr }}` keeps its type: rendered as text here.
+                        Tree::Expr(_) => match self.template_at(pos, &inner) {
+                            Ok(id) => Tree::Template(id),
+                            Err(e) => {
+                                self.problem(pos, format!("the template `{inner}` does not parse: {e}"));
+                                Tree::Literal(Value::Null)
+                            }
+                        },
+                        other => other,
+                    };
+                    bound.push((name.clone(), tree));
+                    out.push_str(&name);
+                    // The line breaks the text held, so the lines after it keep their numbers.
+                    out.extend(chars[i..j].iter().filter(|&&ch| ch == '\n'));
+                } else {
+                    out.extend(&chars[i..j]);
+                }
+                i = j;
+                continue;
+            }
+            if starts(i, "{{") {
+                let Some(end) = (i + 2..chars.len().saturating_sub(1)).find(|&j| starts(j, "}}")) else {
+                    self.problem(pos, format!("`{key}` of `prolog.query`: a `{{{{` is never closed"));
+                    return text.to_owned();
+                };
+                let inner: String = chars[i + 2..end].iter().collect();
+                *count += 1;
+                let name = format!("_TeaArg{count}");
+                let tree = match self.expr_at(pos, inner.trim()) {
+                    Ok(id) => Tree::Expr(id),
+                    Err(e) => {
+                        self.problem(pos, format!("the template `{{{{{inner}}}}}` does not parse: {e}"));
+                        Tree::Literal(Value::Null)
+                    }
+                };
+                bound.push((name.clone(), tree));
+                // A space on each side: the variable never joins a neighbouring token.
+                out.push(' ');
+                out.push_str(&name);
+                out.push(' ');
+                out.extend(chars[i..end].iter().filter(|&&ch| ch == '\n'));
+                i = end + 2;
+                continue;
+            }
+            out.push(c);
+            i += 1;
+        }
+        out
+    }
+}
