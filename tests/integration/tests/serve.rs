@@ -1124,7 +1124,7 @@ async fn the_inbox_in_a_browser() {
 /// The load figure of `bench/README.md`: `TEA_SERVE_LOAD_WORKERS` clients (default 8) each run
 /// `TEA_SERVE_LOAD_CYCLES` cycles (default 25) of start → pause (on one replica) → answer (on
 /// the other), on PostgreSQL; then every thread is checked: published once, nothing lost.
-/// `cargo test --features serve,sled,postgres,yaml --test serve -- --ignored --nocapture load`
+/// `cargo test -p tea-integration-tests --features postgres --test serve -- --ignored --nocapture load`
 #[test]
 #[ignore = "a measurement, not a check: run it by name"]
 fn load_two_replicas_postgres() {
