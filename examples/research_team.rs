@@ -8,7 +8,7 @@
 //! ```
 //!
 //! The human's answers are given in code here; in a service they arrive in later requests with
-//! the token (see `examples/approval_server.rs`).
+//! the token (see `examples/approval-server`).
 
 use serde::{Deserialize, Serialize};
 use tea::prelude::*;

@@ -1,4 +1,5 @@
-//! Runs a YAML agent: `cargo run --example yaml_agent -- examples/agents/review.yaml`.
+//! Runs a YAML agent (feature `yaml`):
+//! `cargo run --features yaml --example yaml_agent -- examples/agents/review.yaml`.
 //!
 //! At each pause it prints the question (or the breakpoint) and the pause's checkpoint file,
 //! reads an answer from standard input (a JSON value or plain text; with no input left it
@@ -8,8 +9,8 @@
 
 use serde_json::{json, Value};
 use std::io::BufRead;
+use tea::yaml::{Agent, Engine, State};
 use tea::Outcome;
-use tea_yaml::{Agent, Engine, State};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

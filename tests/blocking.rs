@@ -30,11 +30,26 @@ fn spans(test: &str) -> Vec<(u32, Instant, Instant)> {
 
 mod twenty {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The branches that have started.
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Blocks until all twenty branches have started — waiting on that, not for a fixed time, so
+    /// a loaded machine only makes the test slower. Branches that did not run at once would wait
+    /// out the 30 s and end before the last one started, which the test's timestamps show.
+    fn until_all_started() {
+        STARTED.fetch_add(1, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while STARTED.load(Ordering::SeqCst) < 20 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 
     macro_rules! sleepers {
         ($($name:ident = $i:expr),*) => {$(
             pub fn $name(_: &Calls) -> CallsUpdate {
-                call("twenty", $i, || std::thread::sleep(Duration::from_millis(200)))
+                call("twenty", $i, until_all_started)
             }
         )*};
     }

@@ -248,6 +248,11 @@ fn acknowledged_pause_and_end(dir: &Path, mode: &str) {
 /// not completed — and no node that completed.
 fn killed_as_a_node_starts(dir: &Path, node: &str) {
     let mode = "every_step";
+    // The dead run's lease is written after this instant (when its process starts `node`): a
+    // recover that gets the thread less than `LEASE` after it took the lease of a live run. The
+    // instant the child is killed would not do: on a loaded machine the lease may be written
+    // long before the kill, and have lapsed by the recover.
+    let mut spawned = Instant::now();
     let token = if node == "draft" {
         let (child, report) = spawn("invoke", dir, mode, &[(STOP_AT, node)]);
         assert_eq!(report, ("IN".to_owned(), node.to_owned()));
@@ -255,6 +260,7 @@ fn killed_as_a_node_starts(dir: &Path, node: &str) {
         None
     } else {
         let token = expect(run("invoke", dir, mode, &[]), "TOKEN");
+        spawned = Instant::now();
         let (child, report) = spawn("resume", dir, mode, &[(TOKEN, &token), (STOP_AT, node)]);
         assert_eq!(report, ("IN".to_owned(), node.to_owned()));
         kill(child);
@@ -264,14 +270,13 @@ fn killed_as_a_node_starts(dir: &Path, node: &str) {
     // `publish`'s: both carry the dead run's lease, which holds for a moment (unless this
     // machine took longer than the lease to start the next process). When `publish` starts,
     // the resume's claim was never flushed: the head is still the pause, and recover returns it.
-    let killed = Instant::now();
     let mut out = run("recover", dir, mode, &[]);
     if out.0 == "ERROR" {
         assert!(out.1.starts_with("ThreadBusy"), "{out:?}");
         std::thread::sleep(LEASE + Duration::from_millis(50));
         out = run("recover", dir, mode, &[]);
     } else if node != "publish" {
-        assert!(killed.elapsed() >= LEASE, "killed as {node} started, recovered while its lease held: {out:?}");
+        assert!(spawned.elapsed() >= LEASE, "killed as {node} started, recovered while its lease held: {out:?}");
     }
     let out = if out.0 == "TOKEN" {
         // Stopped at the breakpoint: resume it.

@@ -87,6 +87,23 @@ graph! {
     }
 }
 
+/// Waits until `run` (`{thread} {node}`) has started: a node records itself before it works.
+fn wait_until_started(run: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !RUNS.lock().unwrap().iter().any(|r| r == run) {
+        assert!(std::time::Instant::now() < deadline, "`{run}` did not start within 30 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits until the test sets `gate` (for at most 30 s, so a failed test never hangs).
+fn wait_for(gate: &AtomicBool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !gate.load(Ordering::Acquire) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Tries `recover` on each of `threads` every 50 ms until `live` is over; every attempt must
 /// find the thread busy (or already finished). Returns how many found it busy.
 fn race_recovers<F: Fn(&ThreadId) -> Result<Outcome<Job>, Error>>(
@@ -210,6 +227,8 @@ fn a_subgraph_node_in_a_parallel_branch_keeps_its_parent_alive() {
 
 /// Whether `d2` fails (the first run of `Mom2` stops there).
 static FAIL_D2: AtomicBool = AtomicBool::new(true);
+/// Set once the parent's `recover` has met the live child: `d2` holds the child's thread till then.
+static RELEASE_D2: AtomicBool = AtomicBool::new(false);
 
 fn d1(_: &Job, ctx: &Ctx<Job>) -> JobUpdate {
     slow(ctx)
@@ -218,7 +237,9 @@ fn d2(_: &Job, ctx: &Ctx<Job>) -> Result<JobUpdate, String> {
     if FAIL_D2.load(Ordering::Acquire) {
         return Err("d2 is down".into());
     }
-    Ok(slow(ctx))
+    let update = slow(ctx);
+    wait_for(&RELEASE_D2);
+    Ok(update)
 }
 
 graph! { pub Kid2 for Job { start -> d1; d1 -> d2; d2 -> end; } }
@@ -238,8 +259,9 @@ fn a_parents_recover_finds_its_child_owned_by_a_live_run_busy() {
     std::thread::scope(|s| {
         // A live run of the child's thread (another process recovering it directly, say).
         let live = s.spawn(|| kid.recover(&child));
-        std::thread::sleep(Duration::from_millis(80));
+        wait_until_started("busy/k@1 d2");
         let busy = mom.recover(&ThreadId::from("busy"));
+        RELEASE_D2.store(true, Ordering::Release);
         match busy {
             Err(Error::ThreadBusy { thread, expires_in }) => {
                 assert_eq!(thread, child);
@@ -261,8 +283,13 @@ fn a_parents_recover_finds_its_child_owned_by_a_live_run_busy() {
 // ---------------------------------------------------------------------------------------------
 // A parent taken over while its child runs: the child stops with `LeaseLost`.
 
+/// Set once the test has moved the parent's head: `e1` runs till then.
+static RELEASE_E1: AtomicBool = AtomicBool::new(false);
+
 fn e1(_: &Job, ctx: &Ctx<Job>) -> JobUpdate {
-    slow(ctx)
+    let update = slow(ctx);
+    wait_for(&RELEASE_E1);
+    update
 }
 fn e2(_: &Job, ctx: &Ctx<Job>) -> JobUpdate {
     slow(ctx)
@@ -282,11 +309,12 @@ fn a_child_whose_parent_was_taken_over_stops() {
         let live = s.spawn(|| app.invoke_on(thread.clone(), Job::default()));
         // While `e1` runs, another writer moves the parent's head (as a recover claiming it
         // would): the child's renewal of the parent's lease, due after `e1`, loses.
-        std::thread::sleep(Duration::from_millis(100));
+        wait_until_started("lost/k@1 e1");
         let graph = app.graph().name();
         let (head, bytes) = store.head(graph, &thread).unwrap().expect("the parent's checkpoint");
-        let moved = store.append(graph, &thread, Some(head), head + 1, &bytes, true).unwrap();
-        assert!(matches!(moved, Append::Written));
+        let moved = store.append(graph, &thread, Some(head), head + 1, &bytes, true);
+        RELEASE_E1.store(true, Ordering::Release);
+        assert!(matches!(moved, Ok(Append::Written)), "{moved:?}");
         match live.join().unwrap() {
             Err(Error::LeaseLost { thread: lost }) => assert_eq!(lost, thread),
             other => panic!("the child should stop for its lost parent: {other:?}"),
@@ -294,42 +322,6 @@ fn a_child_whose_parent_was_taken_over_stops() {
     });
     // The child stopped after `e1`: nothing ran for a parent that was gone.
     assert_eq!(runs_under("lost"), ["lost/k@1 e1"]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The async driver.
-
-#[cfg(feature = "tokio")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_live_async_parent_whose_child_outlasts_the_lease_is_not_taken_over() {
-    let app = std::sync::Arc::new(Mom::builder().checkpointer(MemoryStore::new()).lease(LEASE).build());
-    let live = AtomicBool::new(true);
-    let racer = async {
-        let mut busy = 0;
-        while live.load(Ordering::Acquire) {
-            tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(50))).await.unwrap();
-            match app.recover_async(&ThreadId::from("async")).await {
-                Err(Error::ThreadBusy { .. }) => busy += 1,
-                Ok(Outcome::Done(_)) | Err(Error::CheckpointNotFound { .. }) => {}
-                other => panic!("a live run was taken over: {other:?}"),
-            }
-        }
-        busy
-    };
-    let run = async {
-        let outcome = app.invoke_on_async("async", Job::default()).await;
-        live.store(false, Ordering::Release);
-        outcome
-    };
-    let (outcome, busy) = tokio::join!(run, racer);
-    let state = match outcome {
-        Ok(Outcome::Done(state)) => state,
-        other => panic!("the live run failed: {other:?}"),
-    };
-    assert_eq!(state.trail, ["p", "c1", "c2", "c3", "q"]);
-    assert!(busy > 0, "no recover raced the live run");
-    let runs = runs_under("async");
-    assert_eq!(runs.len(), 5, "a node ran twice: {runs:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

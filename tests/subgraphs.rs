@@ -843,13 +843,3 @@ fn invoke_is_unchanged_by_child_streaming() {
     let out = Twice::builder().build().invoke(Doc::default()).unwrap();
     assert_eq!(out.edits, 2);
 }
-
-#[cfg(feature = "tokio")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_async_stream_shows_the_childs_steps_too() {
-    use futures::StreamExt;
-    let app = Desk::builder().checkpointer(MemoryStore::new()).build();
-    let events: Vec<_> = app.stream_on_async("desk-async", Doc::default()).collect().await;
-    let names: Vec<String> = steps_of(events.into_iter()).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, ["write", "review/check", "review/polish", "Interrupted"]);
-}

@@ -3,7 +3,7 @@
 //! The server is `TEA_TEST_POSTGRES_URL`, else `postgres://postgres@127.0.0.1:5432/test`. When
 //! the variable is not set and no server answers, [`TestSchema::new`] prints why the test is
 //! skipped and returns `None`; when it is set, a server that does not answer fails the test.
-//! Shared by the facade's tests and `tea-runtime/tests/store_postgres.rs` (via `#[path]`).
+//! Shared (via `#[path]`) by the tests of tests/integration, tea-runtime and tea-cli.
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

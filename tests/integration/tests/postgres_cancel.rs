@@ -8,6 +8,7 @@
 //! (how many of N runs were left stranded) on stderr.
 #![cfg(feature = "postgres")]
 
+#[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 
 use postgres_support::TestSchema;

@@ -3,7 +3,7 @@
 //! `/inbox` where a person reads the draft and answers in the browser.
 //!
 //! ```text
-//! cargo run --features serve --example approval_server -- --db ./approvals.db
+//! cargo run -p tea-example-approval-server -- --db ./approvals.db
 //! #   open http://127.0.0.1:3000/inbox (loopback needs no token)
 //! curl -s 127.0.0.1:3000/runs/wait -H 'content-type: application/json' \
 //!      -d '{"input": {"text": "tea ships today"}, "on_completion": "keep"}'
@@ -12,15 +12,15 @@
 //!
 //! # Replicas on one PostgreSQL database, each behind a token: a pause taken by one is
 //! # answered through any, exactly once across all of them.
-//! TEA_SERVE_TOKEN=some-long-secret cargo run --features serve,postgres --example approval_server -- \
+//! TEA_SERVE_TOKEN=some-long-secret cargo run -p tea-example-approval-server --features postgres -- \
 //!     --addr 0.0.0.0:3001 --db postgres://app@db.internal:5432/approvals
 //! ```
 //!
 //! The pause's `Resume` token never leaves the server: the run that pauses keeps it in the
 //! thread's record in the store, and the run that answers (on this process, after a restart, or
 //! on another replica) takes it from there; the engine's compare-and-swap on the thread lets
-//! exactly one answer through. `tests/approval_server.rs` includes this file as a module and
-//! drives it over loopback.
+//! exactly one answer through. `tests/integration/tests/approval_server.rs` includes this file
+//! as a module and drives it over loopback.
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
 //! Feature `tracing`: the spans and events of runs, collected by a subscriber and checked as a
-//! tree (`cargo test --features tracing --test tracing`).
+//! tree (`cargo test -p tea-integration-tests --test tracing`).
 //!
 //! The subscriber is the process's global one, since branches run on rayon's workers, where a
 //! thread-local subscriber would see nothing; each test picks out its own runs by thread id.

@@ -1,12 +1,14 @@
 //! Checkpoints, breakpoints and resumes on a `PostgresStore`: the shared scenarios
-//! (`tests/store_scenarios`, each in a schema of its own), and K processes racing to resume one
+//! (the root's `tests/store_scenarios`, each in a schema of its own), and K processes racing to resume one
 //! token, of which exactly one proceeds.
 //!
 //! Without a server (and without `TEA_TEST_POSTGRES_URL`) each test prints why it is skipped.
 #![cfg(feature = "postgres")]
 
 #[macro_use]
+#[path = "../../store_scenarios/mod.rs"]
 mod store_scenarios;
+#[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 
 use postgres_support::TestSchema;

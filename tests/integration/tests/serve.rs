@@ -3,6 +3,7 @@
 //! pauses exactly once, access by token, and every response checked against the protocol's
 //! schemas (`tea-serve/openapi.json`). The browser test drives the inbox in headless Chromium.
 
+#[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 
 use futures::future::join_all;
@@ -21,7 +22,7 @@ struct Spec {
 
 impl Spec {
     fn load() -> Spec {
-        Spec { doc: serde_json::from_str(include_str!("../tea-serve/openapi.json")).unwrap() }
+        Spec { doc: serde_json::from_str(include_str!("../../../tea-serve/openapi.json")).unwrap() }
     }
 
     /// The operation of the spec a request path stands for (`/threads/ab12…` → `/threads/{thread_id}`;
@@ -137,6 +138,25 @@ impl Api {
         let (status, value) = self.call(method.clone(), path, body).await;
         assert!(status.is_success(), "{method} {path}: {status} {value}");
         value
+    }
+
+    /// Waits until `GET path` answers with `status` (a thread `busy` once a run in the
+    /// background has taken it): polls every 10 ms for up to 30 s, so a loaded machine makes the
+    /// test slower, never wrong.
+    async fn wait_for_status(&self, path: &str, status: &str) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let now = self.ok(Method::GET, path, None).await;
+            if now["status"] == status {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "`{path}` is still {} after 30 s, not {status}",
+                now["status"]
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -429,8 +449,7 @@ async fn protocol(api: &Api) {
         api.ok(Method::POST, &format!("/threads/{sleepy}/runs"), Some(json!({ "command": { "resume": null } }))).await;
     let run_id = run["run_id"].as_str().unwrap().to_owned();
     assert_eq!(run["status"], "pending");
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(api.ok(Method::GET, &format!("/threads/{sleepy}"), None).await["status"], "busy");
+    api.wait_for_status(&format!("/threads/{sleepy}"), "busy").await;
     let (status, error) = api.post(&format!("/threads/{sleepy}/runs/wait"), json!({ "command": {} })).await;
     assert_eq!((status, error["code"].as_str().unwrap()), (StatusCode::CONFLICT, "thread_busy"), "{error}");
     // Cancelled: the pause is put back, and answering it again works.
@@ -680,7 +699,7 @@ async fn replicas((one, two, third): (PostgresStore, PostgresStore, PostgresStor
     let sleepy = out["run"]["thread_id"].as_str().unwrap().to_owned();
     let run = one.ok(Method::POST, &format!("/threads/{sleepy}/runs"), Some(json!({ "command": {} }))).await;
     let run_id = run["run_id"].as_str().unwrap().to_owned();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    two.wait_for_status(&format!("/threads/{sleepy}"), "busy").await;
     assert_eq!(two.ok(Method::GET, &format!("/runs/{run_id}"), None).await["status"], "pending");
     let (status, _) = two.call(Method::POST, &format!("/runs/{run_id}/cancel"), None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
@@ -691,7 +710,7 @@ async fn replicas((one, two, third): (PostgresStore, PostgresStore, PostgresStor
     // to the other is refused, or with `enqueue` waits for it and answers the pause.
     let thread = one.ok(Method::POST, "/threads", Some(json!({}))).await["thread_id"].as_str().unwrap().to_owned();
     one.ok(Method::POST, &format!("/threads/{thread}/runs"), Some(json!({ "agent_id": "Queued", "input": {} }))).await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    two.wait_for_status(&format!("/threads/{thread}"), "busy").await;
     let answer = json!({ "command": { "resume": "yes" } });
     let (status, error) = two.post(&format!("/threads/{thread}/runs/wait"), answer.clone()).await;
     assert_eq!((status, error["code"].as_str()), (StatusCode::CONFLICT, Some("thread_busy")), "{error}");
@@ -875,10 +894,19 @@ async fn runs_on_a_running_thread_are_refused_or_queued() {
         let (api, runs) = (api.clone(), runs.clone());
         tokio::spawn(async move { api.post(&format!("{runs}/wait"), answer("no", Some("enqueue"))).await })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // The third answer is listed once its request has arrived: wait for it, not for a fixed time.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listed =
+            api.ok(Method::POST, "/runs/search", Some(json!({ "thread_id": thread, "status": "pending" }))).await;
+        let pending = listed.as_array().unwrap().len();
+        if pending == 3 {
+            break;
+        }
+        assert!(pending < 3 && tokio::time::Instant::now() < deadline, "not 3 pending runs: {listed}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(api.ok(Method::GET, &format!("/threads/{thread}"), None).await["status"], "busy");
-    let listed = api.ok(Method::POST, "/runs/search", Some(json!({ "thread_id": thread, "status": "pending" }))).await;
-    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
 
     let out = api.ok(Method::GET, &format!("/runs/{}/wait", first["run_id"].as_str().unwrap()), None).await;
     assert_eq!(out["run"]["status"], "interrupted", "{out}");
@@ -1029,10 +1057,10 @@ impl Browser {
         panic!("`{css}` says {last:?}, not {want:?}");
     }
 
-    /// Saves a screenshot as `target/serve-browser/NAME.png`.
+    /// Saves a screenshot as `target/serve-browser/NAME.png` (the workspace's `target`).
     async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.unwrap_or_else(|e| panic!("no screenshot {name}: {e}"));
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/serve-browser");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/serve-browser");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
@@ -1046,7 +1074,7 @@ impl Browser {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_in_a_browser() {
     let Some(browser) = Browser::start().await else { return };
-    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/review.yaml");
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents/review.yaml");
     let agent = tea::yaml::Engine::new().load_file_on(&file, MemoryStore::new()).unwrap();
     let token = "inbox-browser-token-0123456789";
     let router = Serve::new()
@@ -1096,7 +1124,7 @@ async fn the_inbox_in_a_browser() {
 /// The load figure of `bench/README.md`: `TEA_SERVE_LOAD_WORKERS` clients (default 8) each run
 /// `TEA_SERVE_LOAD_CYCLES` cycles (default 25) of start → pause (on one replica) → answer (on
 /// the other), on PostgreSQL; then every thread is checked: published once, nothing lost.
-/// `cargo test --features serve,sled,postgres,yaml --test serve -- --ignored --nocapture load`
+/// `cargo test -p tea-integration-tests --features postgres --test serve -- --ignored --nocapture load`
 #[test]
 #[ignore = "a measurement, not a check: run it by name"]
 fn load_two_replicas_postgres() {
@@ -1191,7 +1219,7 @@ async fn shutdown_lets_the_requests_in_flight_finish() {
             api.ok(Method::POST, &format!("/threads/{id}/runs/wait"), Some(json!({ "command": {} }))).await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    api.wait_for_status(&format!("/threads/{id}"), "busy").await;
     stop.send(()).unwrap();
     let out = answering.await.unwrap();
     assert_eq!((out["run"]["status"].as_str(), &out["values"]["log"]), (Some("success"), &json!(["nap"])));

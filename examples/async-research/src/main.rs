@@ -3,12 +3,12 @@
 //! calls with `reqwest`), then the run pauses for a human to pick one, and publishes it.
 //!
 //! ```text
-//! OPENAI_API_KEY=sk-… cargo run --example async_research -- "tea ceremonies"
+//! OPENAI_API_KEY=sk-… cargo run -p tea-example-async-research -- "tea ceremonies"
 //! # any OpenAI-compatible server: a local Ollama, vLLM, llama.cpp …
-//! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 TEA_MODEL=llama3.2 cargo run --example async_research -- "tea ceremonies"
+//! OPENAI_BASE_URL=http://127.0.0.1:11434/v1 TEA_MODEL=llama3.2 cargo run -p tea-example-async-research -- "tea ceremonies"
 //! ```
 //!
-//! `tests/async_research.rs` includes this file and runs it against a mock endpoint on loopback
+//! `tests/integration/tests/async_research.rs` includes this file and runs it against a mock endpoint on loopback
 //! that answers after a delay: the three calls overlap, so the fan-out takes one delay, not three.
 
 use serde::{Deserialize, Serialize};

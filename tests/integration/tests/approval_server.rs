@@ -1,4 +1,4 @@
-//! Drives `examples/approval_server.rs` over loopback with a real HTTP client, through the Agent
+//! Drives `examples/approval-server` over loopback with a real HTTP client, through the Agent
 //! Protocol that `tea::serve` answers: reviews that approve, reject, repeat, race and point at
 //! pauses that are not there, a restart between the pause and the review, and (feature
 //! `postgres`) two server processes on one PostgreSQL database.
@@ -13,9 +13,10 @@
 //! sled database for a restart on the same path.
 
 #[cfg(feature = "postgres")]
+#[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 #[allow(dead_code)]
-#[path = "../examples/approval_server.rs"]
+#[path = "../../../examples/approval-server/src/main.rs"]
 mod server;
 
 use serde_json::{json, Value};
@@ -568,7 +569,7 @@ mod replicas {
     /// Load: `TEA_LOAD_CLIENTS` clients (16) for `TEA_LOAD_SECONDS` (30), each submitting a
     /// document to one replica and approving it on the other, in a loop; every request must
     /// succeed. Prints the throughput and the latency percentiles. Run it with
-    /// `cargo test --release --features serve,postgres --test approval_server -- --ignored --nocapture load`.
+    /// `cargo test --release -p tea-integration-tests --features postgres --test approval_server -- --ignored --nocapture load`.
     #[test]
     #[ignore = "a 30-second load test; run it explicitly"]
     fn load_two_replicas() {

@@ -1,10 +1,10 @@
-//! `examples/async_research.rs` against a mock OpenAI-compatible endpoint on loopback that answers
+//! `examples/async-research` against a mock OpenAI-compatible endpoint on loopback that answers
 //! each chat completion after a delay. The three async branches call it at once: the mock's
 //! timestamps show every request arrived before any was answered (the fan-out took one delay,
 //! not three). Then the run pauses for the pick, and the resume publishes the picked take.
 
 #[allow(dead_code)]
-#[path = "../examples/async_research.rs"]
+#[path = "../../../examples/async-research/src/main.rs"]
 mod research;
 
 use axum::extract::State;

@@ -7,6 +7,7 @@
 //! Every scenario runs on `MemoryStore` and `SledStore`, through the blocking and the async API.
 
 #[cfg(feature = "postgres")]
+#[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 
 use serde::{Deserialize, Serialize};

@@ -17,7 +17,7 @@
 //! `TEA_CRASH_KILLS` sets the kills per scenario and store (50 by default). The PostgreSQL
 //! column skips, saying so, without a server (see `postgres_support`).
 
-#[path = "postgres_support/mod.rs"]
+#[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 
 use serde::{Deserialize, Serialize};
