@@ -39,7 +39,7 @@ const ALLOWED_WITHIN: &[(&str, &str, &[&str], &str)] = &[];
 /// (Lua, templates, Python, Prolog) → the model (actions, the graph) → loading and drawing → the agent.
 const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("problems", &["error"]),
-    ("syntax and data", &["files", "yaml", "state", "items", "initial", "scope", "vectors"]),
+    ("syntax and data", &["files", "grants", "yaml", "state", "items", "initial", "scope", "vectors"]),
     ("languages", &["lua", "template", "python", "prolog"]),
     ("network", &["llm", "net", "services"]),
     ("actions", &["schema_merge", "builtins", "fallback", "a2a", "actions"]),

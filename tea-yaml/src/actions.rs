@@ -878,6 +878,20 @@ pub(crate) trait Composer: Host {
     fn run_node(&self, name: &str, state: &State) -> Result<Option<serde_json::Map<String, Value>>, BoxError>;
 }
 
+/// The engine's `prolog.query` action: one for the process, so that the loader knows it (and
+/// binds the `{{ }}` of its `code` as terms) from an action a host registers under its name.
+#[cfg(feature = "prolog")]
+pub(crate) fn prolog_query() -> std::sync::Arc<ActionFn> {
+    static ACTION: std::sync::OnceLock<std::sync::Arc<ActionFn>> = std::sync::OnceLock::new();
+    ACTION
+        .get_or_init(|| {
+            std::sync::Arc::new(|state: &crate::State, args: &serde_json::Value| {
+                crate::prolog::query(state.shared(), args).map_err(tea_runtime::BoxError::from)
+            })
+        })
+        .clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

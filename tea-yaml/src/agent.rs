@@ -93,7 +93,7 @@ impl Engine {
         let mut actions = HashMap::new();
         // The Edge Agent's `prolog.query` (feature `prolog`), as an action a file may replace.
         #[cfg(feature = "prolog")]
-        actions.insert("prolog.query".to_owned(), Action::User(crate::prolog::query_action()));
+        actions.insert("prolog.query".to_owned(), Action::User(crate::actions::prolog_query()));
         Engine {
             actions,
             secrets: Map::new(),

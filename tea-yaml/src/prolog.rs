@@ -505,19 +505,6 @@ fn clauses_term(clauses: &[(usize, String)]) -> String {
 #[cfg(feature = "prolog")]
 pub(crate) use imp::query;
 
-/// The engine's `prolog.query` action: one for the process, so that the loader knows it (and
-/// binds the `{{ }}` of its `code` as terms) from an action a host registers under its name.
-#[cfg(feature = "prolog")]
-pub(crate) fn query_action() -> std::sync::Arc<crate::actions::ActionFn> {
-    static ACTION: std::sync::OnceLock<std::sync::Arc<crate::actions::ActionFn>> = std::sync::OnceLock::new();
-    ACTION
-        .get_or_init(|| {
-            std::sync::Arc::new(|state: &crate::State, args: &Value| {
-                query(state.shared(), args).map_err(tea_runtime::BoxError::from)
-            })
-        })
-        .clone()
-}
 pub(crate) use imp::Block;
 
 #[cfg(not(feature = "prolog"))]

@@ -483,7 +483,7 @@ fn code_execute_as_a_tool_is_trusted_only_with_the_file() {
     };
     let trusted = observed(&load(&text));
     assert!(trusted.contains("\"return_value\":5"), "{trusted}");
-    let untrusted = Engine::new().load_str(&text).unwrap();
+    let untrusted = Engine::new().allow_net("127.0.0.1").load_str(&text).unwrap();
     assert!(untrusted.warnings().iter().any(|w| w.message().contains("a tool of `reason.react`")));
     let disabled = observed(&untrusted);
     assert!(disabled.contains("Code execution is disabled"), "{disabled}");

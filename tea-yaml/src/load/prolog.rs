@@ -81,7 +81,7 @@ impl Loader<'_> {
 pub(super) fn is_prolog_query(action: &Action) -> bool {
     match action {
         #[cfg(feature = "prolog")]
-        Action::User(f) => std::sync::Arc::ptr_eq(f, &crate::prolog::query_action()),
+        Action::User(f) => std::sync::Arc::ptr_eq(f, &crate::actions::prolog_query()),
         Action::RateLimit { inner, .. } => is_prolog_query(inner),
         _ => false,
     }
