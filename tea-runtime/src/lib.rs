@@ -88,9 +88,11 @@ pub use model::send::Send;
 #[cfg(feature = "sled")]
 pub use store::SledStore;
 pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
+#[cfg(feature = "encryption")]
+pub use store::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
-pub use vocab::error::{error_chain, BoxError, Error};
+pub use vocab::error::{error_chain, BoxError, Error, SealFailure};
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{
     Durability, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,

@@ -44,11 +44,15 @@ mod dir;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "encryption")]
+mod sealed;
 #[cfg(feature = "sled")]
 mod sled;
 
 #[cfg(feature = "postgres")]
 pub use self::postgres::{PostgresStore, PostgresStoreBuilder};
+#[cfg(feature = "encryption")]
+pub use self::sealed::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
 pub use dir::DirStore;

@@ -291,6 +291,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// A sealed store's record does not open (feature `encryption`, `Sealed`): its key is not in
+    /// the ring, it was tampered with or moved to another thread or checkpoint, or it is clear
+    /// while clear reads are off. Nothing was decoded.
+    #[error("checkpoint {checkpoint} of thread `{thread}` (graph `{graph}`) does not open{}: {reason}", key.map(|k| format!(" with key id {k}")).unwrap_or_default())]
+    Unsealable {
+        /// The graph.
+        graph: String,
+        /// The thread.
+        thread: ThreadId,
+        /// The checkpoint's id in the thread's history.
+        checkpoint: CheckpointId,
+        /// The key id the record names, if it names one.
+        key: Option<u32>,
+        /// Why it does not open.
+        reason: SealFailure,
+    },
+
     /// The checkpoint store failed (I/O, a lock, a full disk …); `source` is its error, and its
     /// message is part of this one's.
     #[error("the checkpoint store failed: {source}")]
@@ -299,6 +316,31 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+}
+
+/// Why a sealed record does not open ([`Error::Unsealable`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealFailure {
+    /// The record names a key id the ring does not hold (a key dropped too early, or another ring).
+    #[error("the key ring has no key of this id")]
+    UnknownKey,
+    /// Authentication failed: the record was changed, or moved to another graph, thread or
+    /// checkpoint id, or sealed with another key of the same id.
+    #[error("authentication failed: the record was tampered with or moved from another thread or checkpoint")]
+    Tampered,
+    /// The record is clear (not sealed), and clear reads are not allowed.
+    #[error("the record is not sealed (clear); allow clear reads to read records written before sealing")]
+    NotSealed,
+    /// The record is shorter than a sealed record's header.
+    #[error("the record is truncated")]
+    Truncated,
+    /// The record's format version is not one this build reads.
+    #[error("unknown sealed-record version {0}")]
+    UnknownVersion(u8),
+    /// The checkpoint is too large for the cipher to seal.
+    #[error("the checkpoint is too large to seal")]
+    TooLarge,
 }
 
 impl Error {
