@@ -324,6 +324,49 @@ fn memory_store_meets_the_contract() {
     contract(&MemoryStore::new());
 }
 
+/// The keys of the sealed stores' contract runs (feature `encryption`).
+#[cfg(feature = "encryption")]
+fn test_keys() -> tea_runtime::KeyRing {
+    tea_runtime::KeyRing::new(3, [0x5c; 32])
+}
+
+/// `Sealed` over a store meets the contract (reads return what was appended, byte for byte), and
+/// what the store underneath holds is a sealed record, not the bytes appended.
+#[cfg(feature = "encryption")]
+fn sealed_contract<C: Checkpointer + Clone>(store: C) {
+    contract(&tea_runtime::Sealed::new(store.clone(), test_keys()));
+    let sealed = tea_runtime::Sealed::new(store.clone(), test_keys());
+    let t = thread("sealed-raw");
+    assert_eq!(sealed.append("sealed-raw", &t, None, 1, b"clear text", true).unwrap(), Append::Written);
+    let raw = store.head("sealed-raw", &t).unwrap().unwrap().1;
+    assert_eq!(&raw[..4], b"TEAs");
+    assert!(!raw.windows(10).any(|w| w == b"clear text"), "the record holds the bytes in clear");
+    // A tampered record is an error naming the thread and checkpoint, on this store too.
+    let mut damaged = raw.clone();
+    damaged[20] ^= 0x10;
+    store.append("sealed-raw", &t, Some(1), 2, &damaged, true).unwrap();
+    match sealed.head("sealed-raw", &t) {
+        Err(tea_runtime::Error::Unsealable {
+            thread,
+            checkpoint: 2,
+            reason: tea_runtime::SealFailure::Tampered,
+            ..
+        }) => {
+            assert_eq!(thread, t)
+        }
+        other => panic!("expected Unsealable, got {other:?}"),
+    }
+    // Key rotation: a ring whose current key is another still opens record 1 with key 3.
+    let rotated = tea_runtime::Sealed::new(store, tea_runtime::KeyRing::new(4, [0x77; 32]).with_old_key(3, [0x5c; 32]));
+    assert_eq!(rotated.get("sealed-raw", &t, 1).unwrap().unwrap(), b"clear text");
+}
+
+#[cfg(feature = "encryption")]
+#[test]
+fn sealed_memory_store_meets_the_contract() {
+    sealed_contract(MemoryStore::new());
+}
+
 #[test]
 fn memory_store_clones_share_checkpoints() {
     let store = MemoryStore::new();
@@ -372,6 +415,13 @@ mod dir_store {
     fn dir_store_meets_the_contract() {
         let dir = TempDir::new("contract");
         contract(&DirStore::open(dir.path()).unwrap());
+    }
+
+    #[cfg(feature = "encryption")]
+    #[test]
+    fn sealed_dir_store_meets_the_contract() {
+        let dir = TempDir::new("sealed-contract");
+        super::sealed_contract(DirStore::open(dir.path()).unwrap());
     }
 
     #[test]
@@ -596,6 +646,13 @@ mod sled_store {
         let dir = TempDir::new("contract");
         let store = SledStore::open(dir.path().join("db")).unwrap();
         contract(&store);
+    }
+
+    #[cfg(feature = "encryption")]
+    #[test]
+    fn sealed_sled_store_meets_the_contract() {
+        let dir = TempDir::new("sealed-contract");
+        super::sealed_contract(SledStore::open(dir.path().join("db")).unwrap());
     }
 
     #[test]
@@ -848,6 +905,14 @@ mod crash {
 fn postgres_store_meets_the_contract() {
     let Some(db) = postgres_support::TestSchema::new("contract") else { return };
     contract(&db.store());
+}
+
+/// Skipped, with a message, when no PostgreSQL server answers.
+#[cfg(all(feature = "postgres", feature = "encryption"))]
+#[test]
+fn sealed_postgres_store_meets_the_contract() {
+    let Some(db) = postgres_support::TestSchema::new("sealed_contract") else { return };
+    sealed_contract(db.store());
 }
 
 #[cfg(feature = "postgres")]
