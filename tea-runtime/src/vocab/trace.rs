@@ -148,6 +148,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::NoSuchCheckpoint { .. } => "NoSuchCheckpoint",
         Error::UnknownNode { .. } => "UnknownNode",
         Error::InsideFanOut { .. } => "InsideFanOut",
+        Error::Unsealable { .. } => "Unsealable",
         Error::Store { .. } => "Store",
     }
 }
