@@ -60,6 +60,9 @@ pub struct Engine {
     /// Breakpoints added at load ([`Engine::interrupt_before`], [`Engine::interrupt_after`]):
     /// node name, and whether the run stops after it (else before).
     breakpoints: Vec<(String, bool)>,
+    /// [`Engine::encrypt_with`]: every agent's store is sealed with these keys.
+    #[cfg(feature = "encryption")]
+    keys: Option<tea_runtime::KeyRing>,
 }
 
 impl Default for Engine {
@@ -107,6 +110,8 @@ impl Engine {
             strict: false,
             grants: crate::grants::Grants::default(),
             breakpoints: Vec::new(),
+            #[cfg(feature = "encryption")]
+            keys: None,
         }
     }
 
@@ -275,6 +280,32 @@ impl Engine {
     pub fn checkpointer(mut self, store: impl Checkpointer + 'static) -> Self {
         self.checkpointer = Some(Arc::new(store));
         self
+    }
+
+    /// Seals the checkpoints of every agent this engine loads — on the file's store
+    /// (`config.checkpointer`, `config.checkpoint_dir`), the engine's
+    /// [`checkpointer`](Self::checkpointer) or the store of [`load_file_on`](Self::load_file_on) —
+    /// with `keys` (feature `encryption`; see `tea_runtime::Sealed`). Records are refused unless
+    /// sealed: clear ones written before are an error naming their thread and checkpoint.
+    #[cfg(feature = "encryption")]
+    pub fn encrypt_with(mut self, keys: tea_runtime::KeyRing) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// `store` sealed with the keys of [`encrypt_with`](Self::encrypt_with), if any, and the
+    /// store underneath when it is sealed (whose bytes are those of a pause's file).
+    #[allow(clippy::type_complexity)]
+    fn seal(
+        &self,
+        store: Option<Arc<dyn Checkpointer>>,
+    ) -> (Option<Arc<dyn Checkpointer>>, Option<Arc<dyn Checkpointer>>) {
+        #[cfg(feature = "encryption")]
+        if let (Some(keys), Some(raw)) = (&self.keys, &store) {
+            let sealed: Arc<dyn Checkpointer> = Arc::new(tea_runtime::Sealed::new(raw.clone(), keys.clone()));
+            return (Some(sealed), store);
+        }
+        (store, None)
     }
 
     /// The memory a thread's Lua VM may use, in bytes (default
@@ -475,8 +506,10 @@ impl Engine {
         let names_store = loaded.store.is_some() || loaded.checkpoint_dir.is_some();
         if let Some(dir) = on {
             let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
-            let mut agent = Agent::build(loaded.graph, self.checkpointer.clone(), dir, limit, loaded.checkpoint);
+            let (store, raw) = self.seal(self.checkpointer.clone());
+            let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
             agent.names_store = names_store;
+            agent.raw_store = raw;
             return Ok(agent);
         }
         let mut dir = None;
@@ -510,8 +543,10 @@ impl Engine {
             (None, None) => self.checkpointer.clone(),
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
+        let (store, raw) = self.seal(store);
         let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
         agent.names_store = names_store;
+        agent.raw_store = raw;
         Ok(agent)
     }
 }
@@ -533,6 +568,9 @@ pub struct Agent {
     /// The store: for the runner each async call makes with its own cancel flag, and to find
     /// the thread whose pending pause a checkpoint file is.
     store: Option<Arc<dyn Checkpointer>>,
+    /// When `store` seals ([`Engine::encrypt_with`]): the store underneath, whose heads are what
+    /// a pause's file holds.
+    raw_store: Option<Arc<dyn Checkpointer>>,
     /// The store, when it is a directory: each pause gets a file named after its node.
     dir: Option<DirStore>,
     recursion_limit: usize,
@@ -572,6 +610,7 @@ impl Agent {
             #[cfg(feature = "tokio")]
             async_runner: runner_for(graph.driven(true)),
             store: store.clone(),
+            raw_store: None,
             graph,
             dir,
             recursion_limit: limit,
@@ -596,6 +635,7 @@ impl Agent {
             #[cfg(feature = "tokio")]
             async_runner: runner(&self.async_runner),
             store: self.store.clone(),
+            raw_store: self.raw_store.clone(),
             dir: self.dir.clone(),
             recursion_limit: self.recursion_limit,
             checkpoint: self.checkpoint.clone(),
@@ -836,7 +876,7 @@ impl Agent {
         if let Some((thread, id)) = self.pending_pause(&bytes)? {
             return self.resume_pause_file(&thread, id, &shown, update);
         }
-        if is_pause(&bytes) {
+        if is_pause(&bytes) || bytes.starts_with(SEALED_MAGIC) {
             return Err(match self.pause_thread(path)?.or(self.thread_holding(&bytes)) {
                 Some(thread) => Error::StaleResume { thread },
                 None => Error::store(format!(
@@ -868,7 +908,8 @@ impl Agent {
 
     /// The thread whose head checkpoint is `bytes` (a pending pause), and the head's id.
     fn pending_pause(&self, bytes: &[u8]) -> Result<Option<(ThreadId, tea_runtime::CheckpointId)>, Error> {
-        let Some(store) = &self.store else { return Ok(None) };
+        // A sealed store's pause files hold its sealed records: compare with those.
+        let Some(store) = self.raw_store.as_ref().or(self.store.as_ref()) else { return Ok(None) };
         for thread in store.threads(self.graph.name())? {
             if let Some((id, head)) = store.head(self.graph.name(), &thread)? {
                 if head == bytes {
@@ -1225,6 +1266,9 @@ impl Drop for CancelOnDrop {
 
 /// Whether checkpoint `bytes` (an envelope that decoded) holds a pause: pending interrupts, as
 /// a store writes at a pause, where a `checkpoint.save` file holds none.
+/// The first bytes of a record sealed by `tea_runtime::Sealed` ([`Engine::encrypt_with`]).
+const SEALED_MAGIC: &[u8] = b"TEAs";
+
 fn is_pause(bytes: &[u8]) -> bool {
     // The envelope: a 32-byte header whose bytes 6..8 are the graph name's length, the name,
     // then the JSON payload.

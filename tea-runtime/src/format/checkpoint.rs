@@ -303,6 +303,9 @@ fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Open
     if bytes.len() < HEADER_LEN {
         return Err(corrupt(format!("{} bytes is shorter than a checkpoint header", bytes.len())));
     }
+    if bytes[0..4] == *b"TEAs" {
+        return Err(corrupt("the bytes are a sealed record: read the store through `Sealed` with its keys".into()));
+    }
     if bytes[0..4] != MAGIC {
         return Err(corrupt("the bytes are not a tea checkpoint (bad magic)".into()));
     }
