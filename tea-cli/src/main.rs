@@ -294,6 +294,33 @@ pub struct StoreArg {
     /// Keeps threads as files in DIR: `--store dir:DIR` (The Edge Agent's flag).
     #[arg(short = 'c', long, value_name = "DIR", conflicts_with = "store")]
     pub checkpoint_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub encryption: EncryptionArg,
+}
+
+/// `--encryption-keys`, shared by the commands that open a store (`tea serve` too).
+#[derive(Args, Debug, Clone, Default)]
+pub struct EncryptionArg {
+    /// Seals every checkpoint with XChaCha20-Poly1305: FILE holds one key a line, `ID:KEY` (a
+    /// decimal id, 32 bytes in hex or base64), the current key first, older keys after it for
+    /// reading. Else the variable TEA_ENCRYPTION_KEYS, if set, holds the same text.
+    #[arg(long, value_name = "FILE")]
+    pub encryption_keys: Option<PathBuf>,
+}
+
+/// The variable that holds a key ring's text when `--encryption-keys` is not given.
+pub const KEYS_ENV: &str = "TEA_ENCRYPTION_KEYS";
+
+impl EncryptionArg {
+    /// The key ring the flag or the variable gives, if any.
+    pub fn keys(&self) -> Result<Option<tea_runtime::KeyRing>, String> {
+        let keys = match &self.encryption_keys {
+            Some(file) => tea_runtime::KeyRing::from_file(file),
+            None if std::env::var_os(KEYS_ENV).is_some() => tea_runtime::KeyRing::from_env(KEYS_ENV),
+            None => return Ok(None),
+        };
+        keys.map(Some).map_err(|e| format!("cannot read the encryption keys: {e}"))
+    }
 }
 
 impl StoreArg {

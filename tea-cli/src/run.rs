@@ -144,17 +144,22 @@ fn open(file: &Path, store: &StoreArg, trust: &TrustArg) -> Result<(Agent, Strin
 
 /// [`open`], loading with `engine` (its secrets).
 fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, String), String> {
+    let keys = store.encryption.keys()?;
     let agent = engine.load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))?;
     print_warnings(file, &agent);
     match &store.spec() {
-        Some(spec) => Ok((store::attach(spec, agent)?, store::shown(spec))),
+        Some(spec) => Ok((store::attach(spec, agent, keys)?, store::shown(spec))),
         None if agent.names_store() => {
+            let engine = match keys {
+                Some(keys) => engine.clone().encrypt_with(keys),
+                None => engine.clone(),
+            };
             let agent = engine.load_file(file).map_err(|e| describe(&e))?;
             Ok((agent, "the file's `config` store".to_owned()))
         }
         None if agent.can_pause() => {
             let spec = store::parse(DEFAULT_STORE)?;
-            Ok((store::attach(&spec, agent)?, store::shown(&spec)))
+            Ok((store::attach(&spec, agent, keys)?, store::shown(&spec)))
         }
         None => Ok((agent, String::new())),
     }
@@ -499,6 +504,7 @@ fn continue_command(file: &Path, resume: &Resume<State>) -> String {
 fn checkpoint_answer_key(agent: &Agent, path: &Path) -> Result<String, String> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read checkpoint file `{shown}`: {e}"))?;
+    let bytes = agent.checkpoint_file_bytes(bytes).map_err(|e| describe(&e))?;
     let (node, _) = tea_runtime::decode_checkpoint(agent.graph(), &bytes, &shown).map_err(|e| describe(&e))?;
     agent.resume_key(node.as_str()).map(str::to_owned).ok_or_else(|| {
         format!(

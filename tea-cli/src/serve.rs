@@ -27,6 +27,8 @@ pub struct ServeArgs {
     /// `tea/serve` in the system's temporary directory; never the current directory].
     #[arg(long, value_name = "STORE", value_parser = StoreSpec::parse)]
     pub store: Option<StoreSpec>,
+    #[command(flatten)]
+    pub encryption: crate::EncryptionArg,
     /// The address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
@@ -125,7 +127,10 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
         ));
     }
     let spec = args.store.clone().unwrap_or_else(default_store);
-    let store = open(&spec)?;
+    let store = match args.encryption.keys()? {
+        Some(keys) => Arc::new(tea_runtime::Sealed::new(open(&spec)?, keys)),
+        None => open(&spec)?,
+    };
     let mut server = Serve::new().access(access).body_limit(args.body_limit);
     for host in &args.allowed_host {
         server = server.allowed_host(host.clone());

@@ -1,7 +1,7 @@
 //! `--store`: which checkpointer a command runs its agent on.
 
 use std::fmt;
-use tea_runtime::{DirStore, MemoryStore, SledStore};
+use tea_runtime::{Checkpointer, DirStore, KeyRing, MemoryStore, SledStore};
 use tea_yaml::Agent;
 pub use tea_yaml::StoreSpec;
 
@@ -31,23 +31,35 @@ pub fn shown(spec: &StoreSpec) -> String {
     }
 }
 
-/// The same agent on the store `spec` names.
-pub fn attach(spec: &StoreSpec, agent: Agent) -> Result<Agent, String> {
+/// `agent` on `store`, sealed with `keys` if given (`--encryption-keys`).
+fn put<C: Checkpointer + 'static>(agent: Agent, store: C, keys: Option<KeyRing>) -> Agent {
+    match keys {
+        Some(keys) => agent.with_sealed_checkpointer(store, keys),
+        None => agent.with_checkpointer(store),
+    }
+}
+
+/// The same agent on the store `spec` names, its checkpoints sealed with `keys` if given.
+pub fn attach(spec: &StoreSpec, agent: Agent, keys: Option<KeyRing>) -> Result<Agent, String> {
     let cannot = |e: &dyn fmt::Display| format!("cannot open the store `{}`: {e}", shown(spec));
     Ok(match spec {
-        StoreSpec::Memory => agent.with_checkpointer(MemoryStore::new()),
-        StoreSpec::Sled(path) => agent.with_checkpointer(SledStore::open(path).map_err(|e| {
-            let message = cannot(&e);
-            if message.contains("could not acquire lock") {
-                format!(
-                    "{message} (another process has it open: a sled store serves one process at a time; \
+        StoreSpec::Memory => put(agent, MemoryStore::new(), keys),
+        StoreSpec::Sled(path) => put(
+            agent,
+            SledStore::open(path).map_err(|e| {
+                let message = cannot(&e);
+                if message.contains("could not acquire lock") {
+                    format!(
+                        "{message} (another process has it open: a sled store serves one process at a time; \
                      for several use `dir:PATH` or `postgres://…`)"
-                )
-            } else {
-                message
-            }
-        })?),
-        StoreSpec::Dir(path) => agent.with_checkpointer(DirStore::open(path).map_err(|e| cannot(&e))?),
+                    )
+                } else {
+                    message
+                }
+            })?,
+            keys,
+        ),
+        StoreSpec::Dir(path) => put(agent, DirStore::open(path).map_err(|e| cannot(&e))?, keys),
         #[cfg(feature = "postgres")]
         StoreSpec::Postgres(url) => {
             let (url, schema) = split_schema(url);
@@ -55,7 +67,7 @@ pub fn attach(spec: &StoreSpec, agent: Agent) -> Result<Agent, String> {
             if let Some(schema) = schema {
                 builder = builder.schema(schema);
             }
-            agent.with_checkpointer(builder.connect().map_err(|e| cannot(&e))?)
+            put(agent, builder.connect().map_err(|e| cannot(&e))?, keys)
         }
         #[cfg(not(feature = "postgres"))]
         StoreSpec::Postgres(_) => {

@@ -1435,3 +1435,35 @@ fn tea_serve_loads_its_agents_with_the_grant_flags() {
     assert!(line.contains("on http://127.0.0.1:"), "{line}");
     let _ = std::fs::remove_dir_all(&outside);
 }
+
+#[test]
+fn encryption_keys_seal_the_store_and_are_needed_to_resume() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    s.write("keys.txt", &format!("# current first\n2:{}\n", "ab".repeat(32)));
+    let pause =
+        s.tea(&["run", "ask.yaml", "--store", "dir:sealed", "--encryption-keys", "keys.txt"]).expect(PAUSED).json();
+    let file = pause["checkpoint_path"].as_str().unwrap();
+    let bytes = std::fs::read(s.0.join(file)).unwrap();
+    assert!(bytes.starts_with(b"TEAs") && !bytes.windows(5).any(|w| w == b"hello"), "the pause file is sealed");
+
+    // Without the keys the thread does not read; a bad key file is one clear line.
+    let without = s.tea(&["resume", "ask.yaml", "--store", "dir:sealed", "--checkpoint", file, "--answer", "\"Bo\""]);
+    assert!(without.stderr().contains("sealed"), "{without:?}");
+    s.write("bad.txt", "2:short\n");
+    let bad = s.tea(&["threads", "ask.yaml", "--store", "dir:sealed", "--encryption-keys", "bad.txt"]);
+    assert!(bad.stderr().contains("bad.txt:1") && bad.status() != DONE, "{bad:?}");
+
+    // The variable holds the same text; the pause file resumes.
+    let keys = std::fs::read_to_string(s.0.join("keys.txt")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .args(["resume", "ask.yaml", "--store", "dir:sealed", "--checkpoint", file, "--answer", "\"Bo\""])
+        .env("TEA_ENCRYPTION_KEYS", keys)
+        .env_remove("RUST_LOG")
+        .current_dir(&s.0)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let done = Run(out).expect(DONE);
+    assert_eq!(done.json()["reply"], "hello, Bo");
+}

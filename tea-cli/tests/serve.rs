@@ -236,3 +236,43 @@ fn insecure_local_refuses_what_a_web_page_can_send() {
         .unwrap();
     assert!(String::from_utf8_lossy(&refused.stderr).contains("is not a host name"), "{refused:?}");
 }
+
+#[test]
+fn encryption_keys_seal_what_the_server_stores() {
+    let dir = std::env::temp_dir().join(format!("tea-cli-serve-sealed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = format!("dir:{}", dir.join("store").display());
+    let keys = dir.join("keys");
+    std::fs::write(&keys, format!("1:{}\n", "cd".repeat(32))).unwrap();
+    let keys = keys.to_str().unwrap();
+
+    let (server, address) = start(&store, &["--insecure-local", "--encryption-keys", keys]);
+    let (status, out) =
+        call(&address, "POST", "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" })), None);
+    assert_eq!((status, out["run"]["status"].as_str()), (200, Some("interrupted")), "{out}");
+    let thread = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    stop(server);
+
+    // Every file the store wrote is sealed: no state text at rest.
+    let mut files = vec![dir.join("store")];
+    let mut checkpoints = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.extension().is_some_and(|e| e == "ckpt") {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(bytes.starts_with(b"TEAs"), "{} is not sealed", path.display());
+            assert!(!bytes.windows(13).any(|w| w == b"Release notes"), "{} holds state in clear", path.display());
+            checkpoints += 1;
+        }
+    }
+    assert!(checkpoints > 0, "no checkpoint file under {}", dir.display());
+
+    // With the keys, the next server reads the thread.
+    let (server, address) = start(&store, &["--insecure-local", "--encryption-keys", keys]);
+    let (status, seen) = call(&address, "GET", &format!("/threads/{thread}"), None, None);
+    assert_eq!((status, seen["status"].as_str()), (200, Some("interrupted")), "{seen}");
+    stop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -643,6 +643,20 @@ impl Agent {
         }
     }
 
+    /// [`with_checkpointer`](Self::with_checkpointer) with every checkpoint sealed by `keys`
+    /// (feature `encryption`; see `tea_runtime::Sealed`); a [`DirStore`]'s pause files hold
+    /// the sealed records and resume once, as [`Engine::encrypt_with`]'s do.
+    #[cfg(feature = "encryption")]
+    pub fn with_sealed_checkpointer<C: Checkpointer + 'static>(self, store: C, keys: tea_runtime::KeyRing) -> Agent {
+        let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
+        let raw: Arc<dyn Checkpointer> = Arc::new(store);
+        let sealed: Arc<dyn Checkpointer> = Arc::new(tea_runtime::Sealed::new(raw.clone(), keys));
+        let mut agent = Agent::build(self.graph, Some(sealed), dir, self.recursion_limit, self.checkpoint);
+        agent.names_store = self.names_store;
+        agent.raw_store = Some(raw);
+        agent
+    }
+
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
     /// A [`DirStore`] names each pause's file after its node, as `config.checkpoint_dir` does.
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
@@ -904,6 +918,24 @@ impl Agent {
                 .build()
                 .invoke_at(ThreadId::random(), node.as_str(), state),
         }
+    }
+
+    /// The clear checkpoint that checkpoint file `bytes` stands for: the bytes themselves, or,
+    /// for the pause file of a sealed store ([`Engine::encrypt_with`],
+    /// [`with_sealed_checkpointer`](Self::with_sealed_checkpointer)) that is a thread's pending
+    /// pause, that thread's head opened. A front end reads a pause file's node through it.
+    ///
+    /// # Errors
+    /// The store's errors, and [`Error::Unsealable`] for a head that does not open.
+    pub fn checkpoint_file_bytes(&self, bytes: Vec<u8>) -> Result<Vec<u8>, Error> {
+        if self.raw_store.is_some() && bytes.starts_with(SEALED_MAGIC) {
+            if let (Some((thread, _)), Some(store)) = (self.pending_pause(&bytes)?, &self.store) {
+                if let Some((_, head)) = store.head(self.graph.name(), &thread)? {
+                    return Ok(head);
+                }
+            }
+        }
+        Ok(bytes)
     }
 
     /// The thread whose head checkpoint is `bytes` (a pending pause), and the head's id.
