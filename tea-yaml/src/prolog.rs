@@ -248,6 +248,31 @@ fn load_code_calls(source: &str) -> (String, Vec<(usize, String)>) {
     (out, texts)
 }
 
+/// At a `'` (index `*i`) right after the `0` of a `0'c` character code (a `0` that ends no
+/// longer name or number): copies the code (`'`, the character, and its escape or doubled
+/// quote) to `out`, moves `*i` past it and says so; else leaves both as they were.
+pub(crate) fn copy_char_code(chars: &[char], i: &mut usize, out: &mut String) -> bool {
+    let code = chars.get(*i) == Some(&'\'')
+        && out.ends_with('0')
+        && !out[..out.len() - 1].ends_with(|p: char| p.is_alphanumeric() || p == '_');
+    if !code {
+        return false;
+    }
+    out.push('\'');
+    *i += 1;
+    if let Some(&next) = chars.get(*i) {
+        out.push(next);
+        *i += 1;
+        if next == '\\' || (next == '\'' && chars.get(*i) == Some(&'\'')) {
+            if let Some(&escaped) = chars.get(*i) {
+                out.push(escaped);
+                *i += 1;
+            }
+        }
+    }
+    true
+}
+
 /// The clauses of a block, each with its first line in the file and its text ending with the
 /// end token `.` (added to the last clause when it has none, as The Edge Agent does).
 fn split(source: &str, first_line: usize) -> Result<Vec<(usize, String)>, Problem> {
@@ -300,22 +325,7 @@ fn split(source: &str, first_line: usize) -> Result<Vec<(usize, String)>, Proble
         // backslash escapes stay inside).
         if c == '\'' || c == '"' || c == '`' {
             // `0'c` is a character code, not a quote.
-            let code = c == '\''
-                && current.ends_with('0')
-                && !current[..current.len() - 1].ends_with(|p: char| p.is_alphanumeric() || p == '_');
-            if code {
-                current.push(c);
-                i += 1;
-                if let Some(&next) = chars.get(i) {
-                    current.push(next);
-                    i += 1;
-                    if next == '\\' || (next == '\'' && chars.get(i) == Some(&'\'')) {
-                        if let Some(&escaped) = chars.get(i) {
-                            current.push(escaped);
-                            i += 1;
-                        }
-                    }
-                }
+            if copy_char_code(&chars, &mut i, &mut current) {
                 continue;
             }
             let opened = line;

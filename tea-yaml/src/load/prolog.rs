@@ -189,23 +189,8 @@ impl Loader<'_> {
                 i = end;
                 continue;
             }
-            let code = c == '\''
-                && out.ends_with('0')
-                && !out[..out.len() - 1].ends_with(|p: char| p.is_alphanumeric() || p == '_');
-            if code {
-                // `0'c`: a character code, not a quote.
-                out.push(c);
-                i += 1;
-                if let Some(&next) = chars.get(i) {
-                    out.push(next);
-                    i += 1;
-                    if next == '\\' || (next == '\'' && chars.get(i) == Some(&'\'')) {
-                        if let Some(&escaped) = chars.get(i) {
-                            out.push(escaped);
-                            i += 1;
-                        }
-                    }
-                }
+            // `0'c`: a character code, not a quote.
+            if crate::prolog::copy_char_code(&chars, &mut i, &mut out) {
                 continue;
             }
             if c == '\'' || c == '"' || c == '`' {
