@@ -1,4 +1,5 @@
-//! The layering rule of ARCHITECTURE.md ("Layers"), held by the code.
+//! The layering rule of ARCHITECTURE.md ("The layers of tea-runtime"), held by the code, and
+//! that document's layer table held to the code's ([`RUNTIME_LAYERS`]).
 //!
 //! Scans the `src/` tree of every crate of the workspace, reads the imports between a crate's
 //! own modules (`use crate::…`, `crate::x::…` paths in code, `super::…` resolved against the
@@ -6,7 +7,9 @@
 //! module that defines them), and fails, naming the modules and the import, when
 //!
 //! - a crate of [`CYCLE_CHECKED`] has an import circle between its top-level modules, or
-//! - a module of tea-runtime imports from a layer above its own ([`RUNTIME_LAYERS`]).
+//! - a module of tea-runtime imports from a layer above its own ([`RUNTIME_LAYERS`]), or
+//! - ARCHITECTURE.md's layer table, or the list of layers in `tea-runtime/src/lib.rs`, differs
+//!   from [`RUNTIME_LAYERS`].
 //!
 //! The scanner reads Rust text with a small lexer (comments, strings and character literals
 //! skipped), not a parser: it sees every path that starts with `crate`, `$crate` or `super`,
@@ -28,13 +31,11 @@ const CYCLE_CHECKED: &[&str] = &[".", "tea-runtime", "tea-check", "tea-macros", 
 const WITHIN_LAYERS_CHECKED: &[&str] = &["tea-runtime", "tea-yaml"];
 
 /// The circles inside a layer that are deliberate, each as (crate, layer, the files that reach
-/// each other, why it is harmless). ARCHITECTURE.md ("Layers") states the same rule. An entry
-/// that no longer matches a circle fails too, so that the list cannot outlive what it excuses.
+/// each other, why it is harmless). ARCHITECTURE.md ("The layers of tea-runtime") states the
+/// same rule. An entry that no longer matches a circle fails too, so that the list cannot
+/// outlive what it excuses.
 const ALLOWED_WITHIN: &[(&str, &str, &[&str], &str)] = &[];
 
-/// tea-runtime's layers, bottom to top: the modules of a layer may import from their own layer
-/// and from the layers below it, never from one above. Every top-level module of tea-runtime
-/// must be in one. The same table is written out in ARCHITECTURE.md ("Layers").
 /// tea-yaml's layers, bottom to top, under the same rule: problems → syntax and data → languages
 /// (Lua, templates, Python, Prolog) → the model (actions, the graph) → loading and drawing → the agent.
 const YAML_LAYERS: &[(&str, &[&str])] = &[
@@ -49,6 +50,10 @@ const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("agent", &["agent"]),
 ];
 
+/// tea-runtime's layers, bottom to top: the modules of a layer may import from their own layer
+/// and from the layers below it, never from one above. Every top-level module of tea-runtime
+/// must be in one. ARCHITECTURE.md ("The layers of tea-runtime") and `tea-runtime/src/lib.rs`
+/// write the same table out; `documented_layers_match_the_code` holds them to this one.
 const RUNTIME_LAYERS: &[(&str, &[&str])] = &[
     ("vocabulary", &["vocab"]),
     ("format", &["format"]),
@@ -615,7 +620,7 @@ fn layer_violations(krate: &Crate, edges: &[Edge], layers: &[(&str, &[&str])]) -
     for file in krate.files.iter().filter(|f| f.module.len() == 1) {
         if rank(&file.module[0]).is_none() {
             problems.push(format!(
-                "module `{}` of {} ({}) is in no layer: add it to its crate's table (RUNTIME_LAYERS, YAML_LAYERS) in tests/layers.rs and to ARCHITECTURE.md",
+                "module `{}` of {} ({}) is in no layer: add it to its crate's table (RUNTIME_LAYERS, YAML_LAYERS) in tests/layers.rs (for tea-runtime, to ARCHITECTURE.md's layer table and tea-runtime/src/lib.rs's list too)",
                 file.module[0], krate.name, file.shown
             ));
         }
@@ -713,7 +718,7 @@ fn no_import_circles_and_runtime_layers_hold() {
     );
     assert!(
         problems.is_empty(),
-        "the layering rule of ARCHITECTURE.md (\"Layers\") is broken:\n{}",
+        "the layering rule of ARCHITECTURE.md (\"The layers of tea-runtime\") is broken:\n{}",
         problems.join("\n")
     );
 }
@@ -768,7 +773,7 @@ fn no_import_circles_inside_a_layer() {
     }
     assert!(
         problems.is_empty(),
-        "the layering rule of ARCHITECTURE.md (\"Layers\": no circle inside a layer) is broken:\n{}",
+        "the layering rule of ARCHITECTURE.md (\"The layers of tea-runtime\": no circle inside a layer) is broken:\n{}",
         problems.join("\n")
     );
 }
@@ -904,4 +909,153 @@ fn print_module_graph() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The layer table as ARCHITECTURE.md and tea-runtime/src/lib.rs write it, held to RUNTIME_LAYERS.
+
+/// The heading of ARCHITECTURE.md's section whose first table is tea-runtime's layers.
+const LAYERS_HEADING: &str = "## The layers of tea-runtime";
+
+/// A layer as a document writes it: its number, its name and its modules.
+#[derive(Debug, PartialEq)]
+struct DocLayer {
+    number: String,
+    name: String,
+    modules: Vec<String>,
+}
+
+/// The layers of the first table after the line `heading` of markdown `text`: each row's first
+/// cell is the number, the second the name, the third the modules, each in backticks and
+/// written as a path under `tea-runtime/src/` (`vocab/`, `lease.rs`). `Err` says what is missing.
+fn doc_layer_table(text: &str, heading: &str) -> Result<Vec<DocLayer>, String> {
+    let mut lines = text.lines().skip_while(|l| l.trim_end() != heading);
+    if lines.next().is_none() {
+        return Err(format!("it has no section `{heading}`"));
+    }
+    let rows: Vec<&str> = lines
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // the header and the `|---|` line
+        .collect();
+    if rows.is_empty() {
+        return Err(format!("its section `{heading}` has no table with rows"));
+    }
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<&str> = row.trim().trim_matches('|').split('|').map(str::trim).collect();
+            let [number, name, modules, ..] = cells[..] else {
+                return Err(format!("the row `{row}` has fewer than three cells (number, layer, module)"));
+            };
+            let modules: Vec<String> = modules
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|path| {
+                    let path = path.strip_prefix("tea-runtime/src/").unwrap_or(path);
+                    path.trim_end_matches('/').trim_end_matches(".rs").to_owned()
+                })
+                .collect();
+            if modules.is_empty() {
+                return Err(format!("the row `{row}` names no module in backticks"));
+            }
+            Ok(DocLayer { number: number.to_owned(), name: name.to_owned(), modules })
+        })
+        .collect()
+}
+
+/// The modules of the layer list in the comment above the `mod` items of a crate root (`text`):
+/// its lines `//   N module  what it holds`, in order, as (number, module).
+fn lib_layer_list(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .take_while(|l| !l.starts_with("mod "))
+        .filter_map(|l| {
+            let mut words = l.strip_prefix("//").filter(|rest| !rest.starts_with(['!', '/']))?.split_whitespace();
+            let number = words.next().filter(|n| n.chars().all(|c| c.is_ascii_digit()))?;
+            Some((number.to_owned(), words.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// What differs between the layers `written` in `doc` and `layers`, each problem saying how to
+/// fix it.
+fn table_mismatches(doc: &str, written: &[DocLayer], layers: &[(&str, &[&str])]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for index in 0..written.len().max(layers.len()) {
+        let code = layers.get(index).map(|(name, modules)| (*name, modules.to_vec()));
+        match (written.get(index), code) {
+            (Some(row), Some((name, modules))) => {
+                if row.number != index.to_string() || row.name != name || row.modules != modules {
+                    problems.push(format!(
+                        "{doc}, layer {index}: the document says #{} `{}` {:?}, RUNTIME_LAYERS in tests/layers.rs says `{name}` {modules:?}: make the two tables list the same layers, numbered from 0, in the same order",
+                        row.number, row.name, row.modules
+                    ));
+                }
+            }
+            (Some(row), None) => problems.push(format!(
+                "{doc}: the document has layer #{} `{}` {:?}, which RUNTIME_LAYERS in tests/layers.rs lacks: add it there or remove its row",
+                row.number, row.name, row.modules
+            )),
+            (None, Some((name, modules))) => problems.push(format!(
+                "{doc}: RUNTIME_LAYERS in tests/layers.rs has layer {index} `{name}` {modules:?}, which the document lacks: add its row"
+            )),
+            (None, None) => {}
+        }
+    }
+    problems
+}
+
+#[test]
+fn documented_layers_match_the_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("ARCHITECTURE.md reads");
+    let mut problems = match doc_layer_table(&architecture, LAYERS_HEADING) {
+        Ok(written) => table_mismatches("ARCHITECTURE.md", &written, RUNTIME_LAYERS),
+        Err(missing) => vec![format!(
+            "ARCHITECTURE.md: {missing}; it must hold tea-runtime's layer table (| # | layer | module | holds |) under that heading, as RUNTIME_LAYERS in tests/layers.rs lists it"
+        )],
+    };
+    let lib = std::fs::read_to_string(root.join("tea-runtime/src/lib.rs")).expect("tea-runtime/src/lib.rs reads");
+    let listed: Vec<DocLayer> = lib_layer_list(&lib)
+        .into_iter()
+        .map(|(number, module)| {
+            // The list names modules only: a layer is named as RUNTIME_LAYERS names it.
+            let name = RUNTIME_LAYERS.iter().find(|(_, m)| m.contains(&module.as_str())).map_or("?", |(n, _)| n);
+            DocLayer { number, name: name.to_owned(), modules: vec![module] }
+        })
+        .collect();
+    problems.extend(table_mismatches(
+        "tea-runtime/src/lib.rs (the `//   N module …` lines above the `mod` items)",
+        &listed,
+        RUNTIME_LAYERS,
+    ));
+    assert!(
+        problems.is_empty(),
+        "the documented layers of tea-runtime differ from the code's:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn layer_table_reader_reads_rows_and_reports_differences() {
+    let doc = "# A\n\n## The layers of tea-runtime\n\ntext\n\n| # | layer | module | holds |\n|---|---|---|---|\n\
+               | 0 | vocabulary | `vocab/` | names |\n| 1 | lease | `tea-runtime/src/lease.rs` | the hold |\n\n## Next\n";
+    let written = doc_layer_table(doc, LAYERS_HEADING).expect("the table reads");
+    assert_eq!(
+        written,
+        [
+            DocLayer { number: "0".into(), name: "vocabulary".into(), modules: vec!["vocab".into()] },
+            DocLayer { number: "1".into(), name: "lease".into(), modules: vec!["lease".into()] },
+        ]
+    );
+    let layers: &[(&str, &[&str])] = &[("vocabulary", &["vocab"]), ("lease", &["lease"])];
+    assert!(table_mismatches("doc", &written, layers).is_empty());
+    let moved: &[(&str, &[&str])] = &[("vocabulary", &["vocab"]), ("model", &["model"]), ("lease", &["lease"])];
+    let problems = table_mismatches("doc", &written, moved);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].contains("layer 1: the document says #1 `lease`"), "{problems:?}");
+    assert!(problems[1].contains("has layer 2 `lease`"), "{problems:?}");
+    assert!(doc_layer_table("## Other\n", LAYERS_HEADING).is_err());
+    let lib = "//! Docs.\n// The layers:\n//\n//   0 vocab     names\n//   1 lease     the hold\nmod lease;\nmod vocab;\n// 2 after\n";
+    assert_eq!(lib_layer_list(lib), [("0".to_owned(), "vocab".to_owned()), ("1".to_owned(), "lease".to_owned())]);
 }

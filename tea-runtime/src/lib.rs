@@ -53,17 +53,28 @@
 //! YAML agents (the `tea` facade's feature `yaml`) live in the `tea-yaml` crate, on this engine.
 #![deny(missing_docs, missing_debug_implementations)]
 
-// The layers, bottom to top: a module imports only from layers below its own (ARCHITECTURE.md,
-// "Layers"; `tests/layers.rs` at the workspace root holds the code to it).
-mod api; // 7: Builder, App, resume/recover, streams, snapshots, tokens handed out
-mod drive; // 6: the thread driver, the branch pool, the tokio driver
-mod format; // 1: checkpoint envelope and payload, tokens, memos (data + encode/decode)
-mod lease; // 3: a run's hold on its thread, lent to its subgraph nodes
-mod machine; // 5: the run state machine, fan-outs, checkpoint validation, the Driver trait
-mod model; // 4: Graph, node forms, Command/Send/Ctx, Hitl, events, outcomes, running a node
-mod store; // 2: Checkpointer and its stores (bytes + compare-and-swap)
+// The layers, bottom to top: a module imports only from its own layer and the layers below it
+// (ARCHITECTURE.md, "The layers of tea-runtime"; `tests/layers.rs` at the workspace root holds
+// the code to them and to that table).
+//
+//   0 vocab     names, ids, errors, state traits, reducers, options, clocks, tracing
+//   1 format    the checkpoint envelope and payload, tokens, memos (data + encode/decode)
+//   2 store     Checkpointer and its stores (bytes + compare-and-swap)
+//   3 lease     a run's hold on its thread, lent to its subgraph nodes
+//   4 model     Graph, node forms, Command/Send/Ctx, Hitl, events, outcomes, running a node
+//   5 machine   the run state machine, fan-outs, checkpoint validation, the Driver trait
+//   6 drive     the thread driver, the branch pool, the tokio driver
+//   7 api       Builder, App, resume/recover, streams, snapshots, tokens handed out
+//   8 subgraph  running a child graph (an App of its own) as a node
+mod api;
+mod drive;
+mod format;
+mod lease;
+mod machine;
+mod model;
+mod store;
 mod subgraph;
-mod vocab; // 0: names, ids, errors, state traits, reducers, options, clocks, tracing // 8: running a child graph (an App of its own) as a node
+mod vocab;
 
 // The stores (layer 2) name the vocabulary by these paths.
 use vocab::{error, name};

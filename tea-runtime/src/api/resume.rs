@@ -1,6 +1,7 @@
 //! The resume path's check: a token verified against the app and graph, then the thread's head
 //! checked against the token and answered (`resume_at`), before anything is claimed or run.
-//! `App::resume` (`app.rs`) strings the steps together; ARCHITECTURE.md, "Following a resume".
+//! `App::resume` (`app.rs`) strings the steps together; ARCHITECTURE.md, "Where a run's data
+//! flows".
 
 use crate::api::app::App;
 use crate::format::checkpoint::{BranchAt, Checkpoint, Position};
