@@ -14,7 +14,7 @@
 //! twice, …) stay in the front ends. This crate knows nothing of syntax or of the engine: it
 //! depends on `std` only.
 //!
-//! Two more things both front ends do the same way live here: [`suggest`] picks the known name a
+//! Two more things both front ends do the same way live here: [`suggest()`] picks the known name a
 //! misspelled one most likely means (their "did you mean …?"), and [`draw`] draws a graph as
 //! Mermaid or Graphviz DOT (`graph!`'s `MERMAID`/`DOT` constants, the YAML agents' drawings).
 //!

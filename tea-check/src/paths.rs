@@ -3,7 +3,8 @@
 //!
 //! Each problem is reported once, where it is fixed: the first node of an unreachable part, the
 //! node without edges rather than every node leading to it, the way into a loop with no exit
-//! rather than each of its nodes.
+//! rather than each of its nodes. [`check`](crate::check) skips these checks when an edge is
+//! never taken or a fan-out is malformed: the graph is then not the one its author meant.
 
 use crate::{At, Graph, Kind, Problem, Routing, Spelling, Target};
 

@@ -1,3 +1,6 @@
+//! The checks on small graphs, most built by name ([`Graph::builder`]): where each problem is
+//! reported, its kind and message, and what is not checked once the graph is not the one meant.
+
 use super::*;
 
 fn macro_graph() -> Builder {

@@ -24,6 +24,12 @@
 //!
 //! `sled:` and `dir:` stores and tea-yaml's network actions (`llm.call`, `http.get`,
 //! `http.post`, `actions.notify`; feature `net`) are always built in.
+//!
+//! This file holds the commands and their help (one `Command` enum, one dispatch `match`), the
+//! exit statuses, `-v`/`-q`, `tea completions` (clap_complete), and the `RUST_LOG` logging of
+//! the engine's spans through tracing-subscriber. The CLI runs agents only through tea-yaml's
+//! `Agent`: it has no execution logic of its own, and an interactive session answers each pause
+//! with the pause's token, so every answer goes through a checkpoint.
 
 mod diagnostics;
 mod inspect;

@@ -1,4 +1,7 @@
 //! What goes to stdout: JSON for states, pauses, events and snapshots, each flushed as written.
+//!
+//! Also the summaries of `tea threads`, and `tea draw`'s Mermaid and DOT with the agent's
+//! breakpoints and interrupt nodes marked.
 
 use serde_json::{json, Value};
 use std::io::Write;

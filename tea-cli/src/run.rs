@@ -1,5 +1,18 @@
 //! The commands: loading the agent on its store, running and resuming it (once, streamed, or
 //! interactively until done), and reading what a store holds.
+//!
+//! Loading is first `Engine::load_file_on(file, MemoryStore)`, which opens no store, so
+//! `validate` and `draw` have no effects and a bad file stops before any store is opened; then
+//! the store the command names: `--store`, else the file's `config`, else `sled:.tea/store` when
+//! the agent can pause. Every argument is parsed before a store is opened. [`base_engine`] is
+//! the one place an `Engine` is made (breakpoints and `--trust`).
+//!
+//! Runs go through the async API's event streams (`Agent::stream_on_async` and kin) on a
+//! multi-threaded tokio runtime of this module's own, so each step is seen as it ends; `tea
+//! recover` goes through `recover_async`; a checkpoint file that starts a new thread goes
+//! through the blocking `Agent::resume_from`. A stop asked by Ctrl-C drops the stream after an
+//! event, which abandons the run at that step boundary (its lease released, or a resumed pause
+//! put back). Time travel (`tea update`, `tea fork`) is `Agent::update_state` and `Agent::fork`.
 
 use crate::output;
 use crate::store::{self, StoreSpec, DEFAULT_STORE};

@@ -1,4 +1,8 @@
 //! `--store`: which checkpointer a command runs its agent on.
+//!
+//! The spec is tea-yaml's `StoreSpec` (`memory`, `sled:PATH`, `dir:PATH`,
+//! `postgres://…?schema=NAME`): parsed here, shown in messages without a password, and opened,
+//! sealed when the command is given encryption keys.
 
 use std::fmt;
 use tea_runtime::{Checkpointer, DirStore, KeyRing, MemoryStore, SledStore};

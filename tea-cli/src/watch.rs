@@ -1,7 +1,9 @@
 //! Watching a run: the progress line (the running node and the time), `-v`'s line per node,
 //! the `--trace` timeline, and Ctrl-C (the first stops the run at the next step boundary, a
 //! second exits at once). All of it from the engine's event stream: a step event arrives when
-//! its node has run and its checkpoint is written, and carries the node's duration.
+//! its node has run and its checkpoint is written, and carries the node's duration. The progress
+//! line names the node that runs next from `Graph::try_route`, asked while the run is idle
+//! between events.
 
 use serde_json::{json, Value};
 use std::io::{IsTerminal, Write};

@@ -1,5 +1,9 @@
 //! The Agent Protocol's routes: agents, threads and runs, over the served agents (and the
 //! store's, whose handlers are in `store.rs`).
+//!
+//! The handlers stand on `runs` (this process's runs), `plan` (what a run request means) and
+//! `request` (bodies, ids, pages, blocking store calls), which import downwards in that order;
+//! `tests/layers.rs` at the workspace root fails on an import circle between them.
 
 use crate::error::ApiError;
 use crate::plan::{agent_named, checkpoint_number, locate_now, Prepared};

@@ -1,7 +1,8 @@
 //! The inbox: HTML pages served by the same router, for the person who answers pauses. The
 //! paused threads, each with its pause message and a form typed by the answer its node
 //! expects; a thread's page with its timeline and graph; live updates by polling. Assets are
-//! embedded in the binary; nothing is fetched from elsewhere.
+//! embedded in the binary (the CSS and the polling script in `tea-serve/assets/`); nothing is
+//! fetched from elsewhere.
 
 use crate::access::{self, check_form, Granted, Right, CSRF_COOKIE, SESSION_COOKIE};
 use crate::api::{self, checkpoint_uuid, Id, Located, RunCommand, RunRequest};

@@ -2,7 +2,8 @@
 //! timeline of steps, pauses and answers, the last pause's token, the last run's error — kept
 //! as a record in the agents' own store, under a graph name of its own ([`NAMESPACE`]). Every
 //! write is the store's compare-and-swap on the record's head, so replicas on one database
-//! share the records and never lose each other's writes.
+//! share the records and never lose each other's writes. That compare-and-swap, [`swap`], is
+//! the one `store.rs` and `runlog.rs` write through too.
 
 use crate::error::ApiError;
 use crate::time::now_ms;

@@ -59,7 +59,7 @@ pub(crate) fn write(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(
 }
 
 /// Writes the first record of run `id`: one append where there is none yet (a run that was
-/// not announced), else [`write`].
+/// not announced), else [`write()`].
 pub(crate) fn write_first(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(), ApiError> {
     let record = RunRecord { wait, cancel: false };
     let bytes = serde_json::to_vec(&record).map_err(|e| ApiError::internal(e.to_string()))?;

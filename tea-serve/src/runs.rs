@@ -3,6 +3,11 @@
 //! this process's (a run's events are streamed by the replica that runs it); each run's record
 //! in the store (`runlog.rs`) makes it known to the other replicas and across restarts, while
 //! the threads (checkpoints and records) are shared through the store.
+//!
+//! A launch follows the protocol's multitask strategies: `reject` refuses a run on a thread a run
+//! holds, `enqueue` queues it behind the run that holds the thread (started in order as each
+//! run ends) and polls the store while another replica's run holds it. The task that follows a
+//! run also polls the run's record for a cancel asked through another replica.
 
 use crate::error::ApiError;
 use crate::plan::{prepare_held, Plan, RunRequest};

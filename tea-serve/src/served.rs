@@ -4,7 +4,8 @@
 //! Reads (`state`, `history`, `threads`) are the engine's blocking calls, made from the
 //! blocking pool; runs are the engine's async streams, driven by a task of their own that
 //! forwards each event over a channel and stops (cancelling the run, which leaves the thread
-//! resumable) as soon as nobody listens.
+//! resumable) as soon as nobody listens. A pause's answer kind (what the inbox's form asks
+//! for) is probed with the engine's `Graph::check_answer`.
 
 use crate::error::ApiError;
 use futures_util::StreamExt;

@@ -8,6 +8,12 @@
 //! reach their join or leave their branch, pauses in nested fan-outs — are
 //! `tea_check`'s, shared with the YAML front end; this module lowers the graph to a
 //! `tea_check::Graph` and puts each problem on the identifier it is about.
+//!
+//! The node table lists nodes in order of first appearance. A problem about one statement (an
+//! edge of a list, a fan-out) goes back among the errors of that statement, so errors keep the
+//! statements' order. A node nothing routes out of, named like a node nothing leads to, is one
+//! error ("unknown node `bok`: no statement routes out of it; did you mean `book`?",
+//! `tea_check::suggest`), and the path checks are skipped: they would only repeat it.
 
 use super::parse::{GraphDef, GuardRef, Setting, Stmt, SubgraphDef, When};
 use proc_macro2::Span;

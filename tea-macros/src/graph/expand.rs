@@ -3,6 +3,17 @@
 //! Routing and dispatch become `match` arms over the node enum: no table, no string, no
 //! allocation per step. Calls to user functions are spanned on the user's identifiers so that a
 //! missing or ill-typed node or guard is reported there. Execution logic stays in the runtime.
+//!
+//! Besides the `Graph` impl: `MERMAID`/`DOT`, computed at compile time by `tea_check::draw`
+//! (literals, or for a graph with subgraph nodes `Piece`s that `__private::draw` splices its
+//! children's templates into, since the macro cannot see a child's nodes); the typed gotos (per
+//! router a constant such as `Flow::TRIAGE`, whose type, declared inside the expansion's
+//! `const _`, has one method per declared target); and the fingerprint of the graph's shape.
+//! Nodes listed in an `async` statement get `is_async` and `run_async` arms, which call
+//! `run_node_async` and its kin (the node's future boxed as a `NodeFuture`); their sync `run`
+//! arm returns an error the sync driver never reaches, and a graph with any gets no
+//! `impl SyncGraph`, so the blocking API on it does not compile. Async-ness is not part of the
+//! fingerprint: making a node async does not orphan its checkpoints.
 
 use super::check::{lower, Model, Node, NodeKind, Route, Routing, Target};
 use super::parse::{path_string, GraphDef, Setting, Stmt};

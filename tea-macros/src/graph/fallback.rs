@@ -1,6 +1,11 @@
 //! What a graph that failed its checks expands to (thiserror's `fallback.rs`): the errors, and
 //! everything the graph would have declared, so that the user's code using it reports nothing
 //! more.
+//!
+//! That is the graph type with `NAME`, `MERMAID`/`DOT`, `builder()` and its typed gotos, the node
+//! enum with `ALL` and `name()`, and a `Graph` impl that compiles whatever the problems (never
+//! run: the build fails). The node functions and guards are still type-checked, except names
+//! already reported as unknown nodes.
 
 use super::expand::{async_runner, at, node_enum_ident, span_of_path, typed_routes};
 use super::parse::{path_string, GraphDef, Stmt};

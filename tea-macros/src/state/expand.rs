@@ -2,6 +2,10 @@
 //! caller's scope) and, inside `const _: () = { … };`, its setters, `Debug`, `StateUpdate`,
 //! `GraphState` and `NodeOutput` impls.
 //!
+//! `apply` calls each field's reducer spanned on the reducer's token, so a reducer that does not
+//! fit its field is reported there; `FIELDS` lists the fields and their reducers, and the schema
+//! fingerprint hashes the struct's name and each field's name, type and reducer.
+//!
 //! Generated code names only `::tea::__private::…` and `::core::…`. Local bindings are
 //! prefixed `__tea_` so a user's item of the same name cannot turn them into patterns.
 

@@ -3,7 +3,9 @@
 //! `parse` reads the struct and its `#[reducer(…)]` attributes into a model that keeps the
 //! user's tokens, `check` looks at the model as a whole (generics, colliding method names), and
 //! `expand` writes the `…Update` type and the trait impls. Every problem is collected in one
-//! [`Errors`] and reported together, each spanned on the offending token.
+//! [`Errors`] and reported together, each spanned on the offending token. When `storable` is
+//! sure serde's derives are missing, the expansion adds stand-in serde impls beside that one
+//! error, so that nothing cascades.
 
 mod check;
 mod expand;

@@ -1,6 +1,7 @@
 //! What a thread's checkpoints show ([`Snapshot`]: the state, the nodes that run next, the
 //! pauses, the subgraph nodes paused inside their child), and checkpoint files a front end
-//! writes and reads back ([`encode_checkpoint`], [`decode_checkpoint`]).
+//! writes and reads back ([`encode_checkpoint`], [`decode_checkpoint`]): with a new thread
+//! started at the file's node, they are how a front end saves a run and continues it elsewhere.
 
 use crate::api::app::App;
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Position, Target};

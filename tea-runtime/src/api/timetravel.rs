@@ -6,7 +6,17 @@
 //! A fork is a copy of bytes, not a re-run: the new thread's first checkpoint is the old one's,
 //! its lease dropped, its pause (if any) given a fresh nonce so that no token of the original
 //! resumes the fork. The child threads are copied as JSON (`checkpoint::edit_raw`), since the
-//! parent's app does not know its children's state types.
+//! parent's app does not know its children's state types: each up to its newest checkpoint
+//! paused with the memo's state, renumbered from 1 (a child over its parent's state reads its
+//! first checkpoint back to tell what it changed), recursively for their own paused children,
+//! and the memo renamed to the copy, which the subgraph node reads when it runs again.
+//!
+//! `update_state` reads the head through `decode_for`, refuses a live lease
+//! ([`Error::ThreadBusy`]) and a fan-out under way ([`Error::InsideFanOut`]), applies the update
+//! through `machine::step::apply_update`, routes with `route_from` (the node's edges, guards or
+//! fan-out) with the step count plus one, clears the pause, and appends by compare-and-swap on
+//! the head it read. The async forms: `update_state_async` uses the store's async `head` and
+//! `append`; `fork_async` runs `fork`'s store calls through `store::blocking`.
 
 use crate::api::app::App;
 use crate::format::checkpoint::{self, Checkpoint, Position};

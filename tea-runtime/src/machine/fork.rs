@@ -15,6 +15,13 @@
 //! (updates, position): on resume only the stopped branches continue. With a store, every
 //! branch's progress is also written as it runs (`journal`: pending writes), so a crash, a
 //! dropped future or a failed branch loses none of the nodes that completed.
+//!
+//! A branch (`run_branch`) is a [`Line`] of its own, stepped by `Line::next`/`Line::finish` as
+//! the main line is; around them it does only what a branch does: record its progress in the
+//! journal, record its events, run a fan-out nested in it, and stop at a pause with its state.
+//! A fan-out one of whose branches fails (`ForkOutcome::Failed`) hands back what every branch
+//! completed, which the run checkpoints (unless `Durability::OnPause`), so `recover` runs only
+//! what is left.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState, ParentJump};
 use crate::format::interrupt::Interrupt;

@@ -2,7 +2,19 @@
 //!
 //! `graph!` implements it with generated `match` code (static dispatch, no allocation, no string
 //! look-ups); a front end that loads graphs at run time implements it over its own tables. The
-//! engine in `exec` knows nothing else about a graph.
+//! engine (`machine`) knows nothing else about a graph, so execution logic lives in the engine,
+//! never in generated code.
+//!
+//! Besides the description (`start`, `run`, `route`, `can_goto`, `fork`, `node_named`,
+//! breakpoints, pause timeouts) and the facts that let the engine do less (`fixed_route`,
+//! `reads_branches`, `check_answer`), the trait has the hooks a run-time front end needs, which
+//! default to the compile-time schema and cost `graph!` nothing: `schema_fingerprint` (what
+//! checkpoints and tokens carry), `apply` (every update the engine applies goes through it — a
+//! node's, a branch's at the join, a resume's — so a graph may refuse a write), `join_update`
+//! (what of a branch's update reaches the main state), `keeps_update_on_pause`, and
+//! `try_start`/`try_route` (routing that can fail is the node's failure). [`Fork`] describes a
+//! fan-out; [`PauseFree`] marks graphs that build without a checkpointer and [`SyncGraph`] those
+//! the blocking API runs.
 
 use crate::model::hitl::Hitl;
 use crate::model::node::{Ctx, Goto, NodeFuture, NodeId, NodeStep};

@@ -4,6 +4,10 @@
 //! [`Hitl::interrupt`], the run pauses (the node's update is discarded); when the thread is
 //! resumed with an answer, the node runs again from its start and that call returns the answer.
 //! Calls are matched by order: a node that asks two questions pauses twice.
+//!
+//! The engine learns of a pause from the `Hitl`, never from the node's error value: [`Pause`]
+//! is only what `interrupt` returns so that `?` leaves the node. `Hitl::answering` and
+//! `Hitl::paused_with` let unit tests of a node function run it without an engine.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

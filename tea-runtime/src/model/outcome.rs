@@ -1,4 +1,6 @@
-//! What a run with a checkpointer returns, and what a thread's checkpoints show.
+//! What a run with a checkpointer returns ([`Outcome`]: done, or paused with its token), and
+//! what a thread's checkpoints show ([`Snapshot`], with a [`BranchSnapshot`] per branch of a
+//! fan-out under way and a [`SubgraphSnapshot`] per subgraph node paused inside its child).
 
 use crate::format::checkpoint::BranchState;
 use crate::format::interrupt::Interrupt;

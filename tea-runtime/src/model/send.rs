@@ -1,7 +1,7 @@
 //! Fan-outs by sends: `parallel plan => worker* -> join;`.
 //!
 //! The source node returns `Command::send([Send::new(Node::Worker, input), …])`. Each send
-//! becomes one branch of the node's fan-out, run by the `parallel` machinery like any branch:
+//! becomes one branch of the node's fan-out, run by `machine::fork` like any branch:
 //! it starts at the target on the state at the fan-out with the send's input applied (for that
 //! branch only), follows the target's edges to the join, and its updates merge there through
 //! the reducers in send order. Branch `i` is named `{target}#{i}` (in events, pause ids and

@@ -1,7 +1,7 @@
 //! Graphs inside graphs: subgraph nodes (`subgraph research = Researcher;`).
 //!
 //! A subgraph node runs a whole child graph through the same engine: an [`App`] of the child on
-//! the parent's store and options ([`Host`], carried by the parent's `Ctx`). The child's
+//! the parent's store and options (which the parent's run lends it through its `Ctx`). The child's
 //! checkpoints are a thread of their own in that store, under the child graph's name, with an
 //! id derived from where the parent stands — `{parent thread}/{node}@{step}`, with `@{head}`
 //! inside a parallel branch — so that a recover of the parent, which runs the node again at the
@@ -13,6 +13,36 @@
 //! answers meant for the child, by the child's own ids); the node then resumes the child's
 //! thread with them, so the child continues where it paused and its completed nodes do not run
 //! again.
+//!
+//! Generated code calls `run_subgraph_shared`/`run_subgraph_mapped` from the node's
+//! `Graph::run` (the blocking API) and `run_subgraph_shared_async`/`run_subgraph_mapped_async`
+//! from its `Graph::run_async` (the async driver awaits subgraph nodes, so the child runs on
+//! the async driver whether it has async nodes or not). All four are one `run_child`, async
+//! code written once over a `ChildApi` (`child`), as the machine is over its `Driver`. Neither
+//! asks the child to be a `SyncGraph`: `graph!` bounds the parent's `impl SyncGraph` on its
+//! children's, so a child with async nodes makes its parent async.
+//!
+//! A child over the parent's state turns what it changed into an update (`delta`: `append` by
+//! the items added, `sum` by the difference, …), so it merges in a parallel branch like any
+//! node. A child's busy thread, lost lease, pause without a store and bad answers leave
+//! `run_child` as the parent's run error rather than as the node's failure (`pass_through`).
+//! A child without a store runs within its parent's limits, as a child with one does.
+//!
+//! Streams: a recording parent run gives its nodes' `Ctx` (a branch's too) a sink for child
+//! steps; `run_child` then streams the child and pushes each of its steps there, its node and
+//! branch prefixed with `node/`, and the parent's stream yields them before the node's own step.
+//! A run that does not record has no sink, at no cost to `invoke`.
+//!
+//! `Command::parent` is a `ParentJump`: the child's run ends, its final checkpoint records the
+//! jump with the parent graph's declared name (never a Rust type name), and the subgraph node
+//! checks that name against its own graph's and turns the jump into its step, so a recover of
+//! the parent replays it.
+//!
+//! Leases across levels: while a child runs, whenever it writes its own lease or its
+//! ancestors' are due, it renews the lease of each ancestor whose lease is half gone, by
+//! compare-and-swap on that ancestor's head through the child's own driver; a lost swap is
+//! `Error::LeaseLost`. A live parent whose child outlasts the lease is therefore never taken
+//! over by a `recover`.
 
 use crate::api::app::App;
 use crate::format::checkpoint::ParentJump;

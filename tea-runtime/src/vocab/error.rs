@@ -1,5 +1,10 @@
 //! `tea::Error`: every way a run can fail, each variant naming the node, field or limit it
-//! concerns.
+//! concerns, in one `#[non_exhaustive]` enum.
+//!
+//! Also here: [`error_chain`] (an error and its sources on one line), the helpers that turn a
+//! caught panic's payload into a message, and `Passthrough`, the wrapper a subgraph node's
+//! child errors travel in when the parent's run reports them as its own rather than as the
+//! node's failure.
 
 use crate::vocab::name::CheckpointId;
 use crate::vocab::name::{NodeName, ThreadId};

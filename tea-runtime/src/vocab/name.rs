@@ -1,7 +1,9 @@
-//! Names of nodes and threads as they appear in events, errors and (later) tokens.
+//! Names of nodes and threads as they appear in events, errors and tokens, checkpoint ids, and
+//! the names of the entry and the exit (`START`, `END`).
 //!
-//! Both are cheap to clone: a node name is usually a `&'static str` from generated code, and a
-//! thread id is reference-counted, so the executor never allocates to pass them around.
+//! Both are cheap to clone: a node name is usually a `&'static str` from generated code (a
+//! front end that reads names at run time shares them), and a thread id is reference-counted,
+//! so the executor never allocates to pass them around.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;

@@ -1,6 +1,8 @@
 //! The options of a run that every layer may read: when checkpoints are written, and the
 //! defaults of the builder's limits. Defined here, at the bottom, so that the executor and the
-//! drivers never read them from the API layer above them.
+//! drivers never read them from the API layer above them: [`Durability`], [`RunOptions`] (a
+//! call's own durability and context), [`RunContext`], the limits a run works within, and the
+//! `DEFAULT_*` constants.
 
 use crate::vocab::policy::StreamModes;
 use std::time::Duration;

@@ -2,6 +2,10 @@
 //! per-field metadata (`Field`, `Reducer`) that checkpoints and the join merge rely on.
 //!
 //! `#[derive(GraphState)]` implements both traits; the engine only ever talks to them.
+//!
+//! Also here: [`Write`] (how an update writes a field, which the join's conflict check reads
+//! with `StateUpdate::replaced`), `Slot` (a field of a generated update), and [`fingerprint`]
+//! (FNV-1a, a `const fn`, for schema and graph fingerprints).
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -9,6 +9,12 @@
 //!
 //! Without the feature, `traced! { … }` expands to nothing and `store_call` is the call it
 //! wraps: no tracing code is compiled into the engine.
+//!
+//! The spans are opened where the work is: `run` when a run is made (entered by each advance),
+//! `node` around a node's function on the main line (`machine::run`) and in a branch
+//! (`machine::fork`), `fork` in `fork::run_fork` (each branch runs inside it, on whichever thread
+//! takes it, so that branch spans keep their parent), `checkpoint` around each checkpoint write,
+//! and `store` around each store call (`store_call` here).
 
 /// The statements inside, compiled only with the feature `tracing`.
 #[cfg(feature = "tracing")]
