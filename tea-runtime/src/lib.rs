@@ -58,11 +58,11 @@
 mod api; // 7: Builder, App, resume/recover, streams, snapshots, tokens handed out
 mod drive; // 6: the thread driver, the branch pool, the tokio driver
 mod format; // 1: checkpoint envelope and payload, tokens, memos (data + encode/decode)
-mod lease; // 3: a run's hold on its thread, lent to its subgraph nodes
 mod machine; // 5: the run state machine, fan-outs, checkpoint validation, the Driver trait
 mod model; // 4: Graph, node forms, Command/Send/Ctx, Hitl, events, outcomes, running a node
 mod store; // 2: Checkpointer and its stores (bytes + compare-and-swap)
 mod subgraph;
+mod tenure; // 3: a run's tenure of its thread (store, head, lease), lent to its subgraph nodes
 mod vocab; // 0: names, ids, errors, state traits, reducers, options, clocks, tracing // 8: running a child graph (an App of its own) as a node
 
 // The stores (layer 2) name the vocabulary by these paths.
@@ -92,6 +92,7 @@ pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, Store
 pub use store::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
+pub use vocab::clock::Clock;
 pub use vocab::error::{error_chain, BoxError, Error, SealFailure};
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{

@@ -24,24 +24,20 @@
 //! and before the join's, so no write can land against a checkpoint it does not belong to, and
 //! a stale writer loses its compare-and-swap.
 
-use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, Identity, Lease, ParentJump};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump};
 use crate::format::interrupt::Interrupt;
-use crate::lease::{Host, Wrote};
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
-use crate::store::Checkpointer;
-use crate::vocab::clock::now_ms;
+use crate::tenure::{Tenure, Wrote};
 use crate::vocab::error::Error;
-use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::name::NodeName;
 use crate::vocab::state::GraphState;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The progress of a fan-out's branches, written as they run.
 pub(crate) struct Journal<'a, S: GraphState> {
-    host: &'a Host,
-    store: &'a dyn Checkpointer,
-    identity: Identity<'a>,
-    thread: &'a ThreadId,
+    /// The run's tenure of its thread, which every write goes through.
+    tenure: &'a Tenure,
     node: NodeName,
     /// Flushed writes (`Durability::EveryStep`).
     durable: bool,
@@ -80,13 +76,9 @@ pub(crate) struct Record<'r, S: GraphState> {
 
 impl<'a, S: GraphState> Journal<'a, S> {
     /// The journal of the fan-out after `source`, from `branches` (each branch where it starts
-    /// or continues), for a run on `host` at `step` whose state is `base`.
-    #[allow(clippy::too_many_arguments)]
+    /// or continues), for a run holding its thread by `tenure` at `step` whose state is `base`.
     pub(crate) fn new(
-        host: &'a Host,
-        store: &'a dyn Checkpointer,
-        identity: Identity<'a>,
-        thread: &'a ThreadId,
+        tenure: &'a Tenure,
         durable: bool,
         step: u64,
         base: &'a S,
@@ -94,10 +86,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
         branches: Vec<BranchProgress<S>>,
     ) -> Self {
         Journal {
-            host,
-            store,
-            identity,
-            thread,
+            tenure,
             node: source.clone(),
             durable,
             step,
@@ -191,44 +180,45 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 if !mine && !left {
                     break Ok(());
                 }
-                let head = match self.host.begin_write() {
+                let head = match self.tenure.begin_write() {
                     Ok(head) => head,
                     Err(error) => break Err(error),
                 };
                 inner.writers += 1;
                 writing = true;
-                let until = now_ms().saturating_add(self.host.lease_ms);
+                let lease = self.tenure.lease_from_now();
+                let until = lease.until;
                 let ckpt = ForkCheckpoint {
                     step: self.step,
                     state: self.base,
                     at: ForkAt::Fork { source: &self.source, branches: &inner.branches },
-                    lease: Some(Lease { owner: self.host.owner, until }),
-                    written_at: Some(now_ms()),
+                    lease: Some(lease),
+                    written_at: Some(self.tenure.clock.now_ms()),
                 };
-                let encoded =
-                    checkpoint::encode_fork(&self.identity, &ckpt).and_then(
-                        |bytes| match checkpoint::check_reads_back::<S>(&bytes) {
-                            Ok(()) => Ok(bytes),
-                            Err((path, reason)) => Err(Error::StateNotStorable {
-                                node: self.node.clone(),
-                                thread: self.thread.clone(),
-                                path,
-                                reason,
-                            }),
-                        },
-                    );
+                let encoded = checkpoint::encode_fork(&self.tenure.identity(), &ckpt).and_then(|bytes| {
+                    match checkpoint::check_reads_back::<S>(&bytes) {
+                        Ok(()) => Ok(bytes),
+                        Err((path, reason)) => Err(Error::StateNotStorable {
+                            node: self.node.clone(),
+                            thread: self.tenure.thread.clone(),
+                            path,
+                            reason,
+                        }),
+                    }
+                });
                 match encoded {
                     Ok(bytes) => (head, bytes, until, inner.generation),
                     Err(error) => {
-                        self.host.cancel_write();
+                        self.tenure.cancel_write();
                         break Err(error);
                     }
                 }
             };
             let id = head.map_or(1, |h| h + 1);
+            let tenure = self.tenure;
             let appended =
-                driver.append(self.store, self.identity.graph, self.thread, head, id, &bytes, self.durable).await;
-            match self.host.end_write(head, id, bytes, until, appended) {
+                driver.append(&*tenure.store, &tenure.graph, &tenure.thread, head, id, &bytes, self.durable).await;
+            match self.tenure.end_write(head, id, bytes, until, appended) {
                 Ok(Wrote::Head) => {
                     let mut inner = self.inner();
                     inner.written = inner.written.max(covers);
