@@ -47,10 +47,12 @@ pub(crate) struct Journal<'a, S: GraphState> {
     base: &'a S,
     /// The node the fan-out follows.
     source: NodeName,
-    inner: Mutex<Inner<S>>,
+    ledger: Mutex<Ledger<S>>,
 }
 
-struct Inner<S: GraphState> {
+/// What the journal records, behind its lock: every branch's progress, and how much of it the
+/// store holds.
+struct Ledger<S: GraphState> {
     /// Every branch's progress, without its state.
     branches: Vec<BranchProgress<S>>,
     /// How many records were made.
@@ -92,33 +94,33 @@ impl<'a, S: GraphState> Journal<'a, S> {
             step,
             base,
             source,
-            inner: Mutex::new(Inner { branches, generation: 0, written: 0, writers: 0 }),
+            ledger: Mutex::new(Ledger { branches, generation: 0, written: 0, writers: 0 }),
         }
     }
 
-    fn inner(&self) -> MutexGuard<'_, Inner<S>> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn ledger(&self) -> MutexGuard<'_, Ledger<S>> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The progress of the branch at `path` (its index among the fan-out's branches, then
     /// among those of each nested fan-out on the way), as last recorded (`None` for a path the journal
     /// does not hold).
     pub(crate) fn progress(&self, path: &[usize]) -> Option<BranchProgress<S>> {
-        let inner = self.inner();
-        slot(&inner.branches, path).map(|b| b.copy(false))
+        let ledger = self.ledger();
+        slot(&ledger.branches, path).map(|b| b.copy(false))
     }
 
     /// Records where the branch at `path` stands; the record's generation, for
     /// [`flush`](Self::flush).
     pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) -> u64 {
-        let mut inner = self.inner();
-        set(&mut inner, path, record, None)
+        let mut ledger = self.ledger();
+        set(&mut ledger, path, record, None)
     }
 
     /// How many records were made so far (what the next [`flush`](Self::flush) with `wait`
     /// must cover for all of them to be in the store).
     pub(crate) fn generation(&self) -> u64 {
-        self.inner().generation
+        self.ledger().generation
     }
 
     /// Records that the branch at `path` reached the fan-out after `source` inside it, whose
@@ -143,8 +145,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
             more_pending: &[],
             jump: None,
         };
-        let mut inner = self.inner();
-        set(&mut inner, path, record, Some(heads))
+        let mut ledger = self.ledger();
+        set(&mut ledger, path, record, Some(heads))
     }
 
     /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned).
@@ -169,14 +171,14 @@ impl<'a, S: GraphState> Journal<'a, S> {
         let mut writing = false;
         let result = loop {
             let (head, bytes, until, covers) = {
-                let mut inner = self.inner();
+                let mut ledger = self.ledger();
                 if writing {
-                    inner.writers -= 1;
+                    ledger.writers -= 1;
                     writing = false;
                 }
-                let mine = wait && inner.written < generation;
+                let mine = wait && ledger.written < generation;
                 // The last writer writes what was recorded while others wrote.
-                let left = inner.written < inner.generation && inner.writers == 0;
+                let left = ledger.written < ledger.generation && ledger.writers == 0;
                 if !mine && !left {
                     break Ok(());
                 }
@@ -184,14 +186,14 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     Ok(head) => head,
                     Err(error) => break Err(error),
                 };
-                inner.writers += 1;
+                ledger.writers += 1;
                 writing = true;
                 let lease = self.tenure.lease_from_now();
                 let until = lease.until;
                 let ckpt = ForkCheckpoint {
                     step: self.step,
                     state: self.base,
-                    at: ForkAt::Fork { source: &self.source, branches: &inner.branches },
+                    at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
                     lease: Some(lease),
                     written_at: Some(self.tenure.clock.now_ms()),
                 };
@@ -207,7 +209,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     }
                 });
                 match encoded {
-                    Ok(bytes) => (head, bytes, until, inner.generation),
+                    Ok(bytes) => (head, bytes, until, ledger.generation),
                     Err(error) => {
                         self.tenure.cancel_write();
                         break Err(error);
@@ -220,15 +222,15 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 driver.append(&*tenure.store, &tenure.graph, &tenure.thread, head, id, &bytes, self.durable).await;
             match self.tenure.end_write(head, id, bytes, until, appended) {
                 Ok(Wrote::Head) => {
-                    let mut inner = self.inner();
-                    inner.written = inner.written.max(covers);
+                    let mut ledger = self.ledger();
+                    ledger.written = ledger.written.max(covers);
                 }
                 Ok(Wrote::Again) => {}
                 Err(error) => break Err(error),
             }
         };
         if writing {
-            self.inner().writers -= 1;
+            self.ledger().writers -= 1;
         }
         result
     }
@@ -237,14 +239,14 @@ impl<'a, S: GraphState> Journal<'a, S> {
 /// Sets the progress of the branch at `path` from `record` (and, at a nested fan-out, its
 /// branches from `nested`), under the journal's lock; the new generation.
 fn set<S: GraphState>(
-    inner: &mut Inner<S>,
+    ledger: &mut Ledger<S>,
     path: &[usize],
     record: Record<'_, S>,
     nested: Option<Vec<BranchProgress<S>>>,
 ) -> u64 {
-    inner.generation += 1;
-    let generation = inner.generation;
-    let Some(branch) = slot_mut(&mut inner.branches, path) else { return generation };
+    ledger.generation += 1;
+    let generation = ledger.generation;
+    let Some(branch) = slot_mut(&mut ledger.branches, path) else { return generation };
     // Updates only grow while a branch runs: copy the new ones.
     if branch.updates.len() <= record.updates.len() {
         branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
