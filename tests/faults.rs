@@ -87,7 +87,13 @@ fn close_envelope(mut head: Vec<u8>, payload: &serde_json::Value) -> Vec<u8> {
 /// record, and recovers the parent, which reads the jump back from that checkpoint.
 fn recover_with_jump(rewrite: impl FnOnce(&mut serde_json::Value)) -> Result<Ticket, Error> {
     let store = MemoryStore::new();
-    let app = Desk::builder().checkpointer(store.clone()).lease(std::time::Duration::from_millis(1)).build();
+    // Time passes on this clock only when the test says so.
+    let clock = tea::Clock::manual(std::time::SystemTime::now());
+    let app = Desk::builder()
+        .checkpointer(store.clone())
+        .lease(std::time::Duration::from_millis(1))
+        .clock(clock.clone())
+        .build();
     let thread = ThreadId::from("t");
     let done = app.invoke_on(thread.clone(), Ticket { text: "fire".into(), ..Ticket::default() })?.done().unwrap();
     assert_eq!(done.trail, ["escalated", "human"]);
@@ -110,8 +116,8 @@ fn recover_with_jump(rewrite: impl FnOnce(&mut serde_json::Value)) -> Result<Tic
     let rewound = store.get(Desk::NAME, &thread, first.checkpoint)?.unwrap();
     store.delete(Desk::NAME, &thread)?;
     store.append(Desk::NAME, &thread, None, 1, &rewound, true)?;
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    let parent = Desk::builder().checkpointer(store.clone()).build();
+    clock.advance(std::time::Duration::from_millis(20));
+    let parent = Desk::builder().checkpointer(store.clone()).clock(clock).build();
     Ok(parent.recover(&thread)?.done().unwrap())
 }
 

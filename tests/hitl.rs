@@ -282,10 +282,12 @@ mod interrupt_node {
 
     #[test]
     fn a_late_answer_is_expired_and_the_state_stays_readable() {
-        let app = Expiring::builder().checkpointer(MemoryStore::new()).build();
+        // The pause's second passes on the app's clock, not in a wait.
+        let clock = tea::Clock::manual(std::time::SystemTime::now());
+        let app = Expiring::builder().checkpointer(MemoryStore::new()).clock(clock.clone()).build();
         let (_, resume) = paused(app.invoke(Form::default()).unwrap());
         let thread = resume.thread().clone();
-        std::thread::sleep(Duration::from_millis(2100));
+        clock.advance(Duration::from_millis(2100));
         match app.resume(resume.answer("too late")).unwrap_err() {
             Error::Expired { thread: t, node } => {
                 assert_eq!(t, thread);

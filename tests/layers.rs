@@ -58,7 +58,7 @@ const RUNTIME_LAYERS: &[(&str, &[&str])] = &[
     ("vocabulary", &["vocab"]),
     ("format", &["format"]),
     ("store", &["store"]),
-    ("lease", &["lease"]),
+    ("tenure", &["tenure"]),
     ("model", &["model"]),
     ("machine", &["machine"]),
     ("drivers", &["drive"]),

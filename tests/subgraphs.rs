@@ -579,8 +579,14 @@ fn command_parent_from_a_childs_branch_survives_a_recover() {
     // The child's final checkpoint records the jump its branch made: a parent rewound to before
     // the subgraph node and recovered routes the same way without running the child again.
     let store = MemoryStore::new();
-    // A short lease: the rewound checkpoint's run counts as gone a moment later.
-    let app = Room::builder().checkpointer(store.clone()).lease(std::time::Duration::from_millis(1)).build();
+    // A short lease: the rewound checkpoint's run counts as gone a moment later (on this clock,
+    // which moves only when the test says so).
+    let clock = tea::Clock::manual(std::time::SystemTime::now());
+    let app = Room::builder()
+        .checkpointer(store.clone())
+        .lease(std::time::Duration::from_millis(1))
+        .clock(clock.clone())
+        .build();
     let hot = app.invoke_on("room-1", Ticket { text: "fire".into(), ..Ticket::default() }).unwrap().done().unwrap();
     assert_eq!(hot.trail, ["alarm raised by scan", "alarm", "close"]);
     let thread = tea::ThreadId::from("room-1");
@@ -590,7 +596,7 @@ fn command_parent_from_a_childs_branch_survives_a_recover() {
     let children: Vec<_> = store.threads(Screen::NAME).unwrap();
     assert_eq!(children.len(), 1, "{children:?}");
     let child_checkpoints = store.history(Screen::NAME, &children[0]).unwrap().len();
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    clock.advance(std::time::Duration::from_millis(20));
     let again = app.recover(&thread).unwrap().done().unwrap();
     assert_eq!(again.trail, hot.trail);
     assert_eq!(
@@ -611,21 +617,27 @@ fn a_recovered_parent_routes_as_the_finished_child_did() {
     // The child ended with `Command::parent`; its final checkpoint records the jump, so running
     // the subgraph node again (as a recover does) routes the same way without running the child.
     let store = MemoryStore::new();
-    // A short lease: the rewound checkpoint's run counts as gone a moment later.
-    let app = Helpdesk::builder().checkpointer(store.clone()).lease(std::time::Duration::from_millis(1)).build();
+    // A short lease: the rewound checkpoint's run counts as gone a moment later (on this clock,
+    // which moves only when the test says so).
+    let clock = tea::Clock::manual(std::time::SystemTime::now());
+    let app = Helpdesk::builder()
+        .checkpointer(store.clone())
+        .lease(std::time::Duration::from_millis(1))
+        .clock(clock.clone())
+        .build();
     let thread = ThreadId::from("hot-1");
     app.invoke_on(thread.clone(), Ticket { text: "fire".into(), ..Ticket::default() }).unwrap();
     let child = ThreadId::from("hot-1/triage@1");
     assert_eq!(store.threads(Triager::NAME).unwrap(), std::slice::from_ref(&child));
     // Rewind the parent to before `triage` (its first checkpoint) and recover it.
-    let parent = Helpdesk::builder().checkpointer(store.clone()).build();
+    let parent = Helpdesk::builder().checkpointer(store.clone()).clock(clock.clone()).build();
     let first = parent.history(&thread).unwrap().pop().unwrap();
     assert_eq!(first.next, ["triage"]);
     let rewound = store.get(Helpdesk::NAME, &thread, first.checkpoint).unwrap().unwrap();
     store.delete(Helpdesk::NAME, &thread).unwrap();
     assert_eq!(store.append(Helpdesk::NAME, &thread, None, 1, &rewound, true).unwrap(), tea::Append::Written);
     let child_checkpoints = store.history(Triager::NAME, &child).unwrap().len();
-    std::thread::sleep(std::time::Duration::from_millis(20));
+    clock.advance(std::time::Duration::from_millis(20));
     let done = parent.recover(&thread).unwrap().done().unwrap();
     assert_eq!(done.trail, ["escalated by triage", "human", "close"]);
     assert_eq!(store.history(Triager::NAME, &child).unwrap().len(), child_checkpoints, "the child did not run again");

@@ -60,7 +60,7 @@
 //   0 vocab     names, ids, errors, state traits, reducers, options, clocks, tracing
 //   1 format    the checkpoint envelope and payload, tokens, memos (data + encode/decode)
 //   2 store     Checkpointer and its stores (bytes + compare-and-swap)
-//   3 lease     a run's hold on its thread, lent to its subgraph nodes
+//   3 tenure    a run's tenure of its thread (store, head, lease), lent to its subgraph nodes
 //   4 model     Graph, node forms, Command/Send/Ctx, Hitl, events, outcomes, running a node
 //   5 machine   the run state machine, fan-outs, checkpoint validation, the Driver trait
 //   6 drive     the thread driver, the branch pool, the tokio driver
@@ -69,11 +69,11 @@
 mod api;
 mod drive;
 mod format;
-mod lease;
 mod machine;
 mod model;
 mod store;
 mod subgraph;
+mod tenure;
 mod vocab;
 
 // The stores (layer 2) name the vocabulary by these paths.
@@ -103,6 +103,7 @@ pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, Store
 pub use store::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
+pub use vocab::clock::Clock;
 pub use vocab::error::{error_chain, BoxError, Error, SealFailure};
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{

@@ -1111,7 +1111,9 @@ impl<C: Checkpointer> Checkpointer for FailingAppends<C> {
 pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make: impl Fn() -> C) {
     let store = std::sync::Arc::new(FailingAppends::new(make()));
     let lease = std::time::Duration::from_millis(300);
-    let app = TwoStops::builder().checkpointer(store.clone()).lease(lease).build();
+    // The lease expires when the test advances the clock, not after a wait.
+    let clock = tea::Clock::manual(std::time::SystemTime::now());
+    let app = TwoStops::builder().checkpointer(store.clone()).lease(lease).clock(clock.clone()).build();
     let t = thread("crash");
     let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
     store.fail_after(1); // the claim
@@ -1129,7 +1131,7 @@ pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make:
         Err(Error::ThreadBusy { expires_in, .. }) => assert!(expires_in <= lease),
         other => panic!("the dead run's lease still holds: expected ThreadBusy, got {other:?}"),
     }
-    std::thread::sleep(lease);
+    clock.advance(lease);
 
     let (state, second) = paused(app.recover(&t));
     assert_eq!(state.trail, ["a", "b", "c"], "b ran again (its checkpoint was lost), without pausing");

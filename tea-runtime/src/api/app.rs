@@ -8,14 +8,14 @@ use crate::api::stream::Stream;
 use crate::api::token;
 use crate::format::checkpoint::{self, Checkpoint, Position};
 use crate::format::token::{issue, PauseRecord, Resume, SigningKey};
-use crate::lease::{Host, Tenancy};
-use crate::machine::run::{Over, Persist, Run};
+use crate::machine::run::{Over, Run};
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
 use crate::model::outcome::{Outcome, Snapshot};
 use crate::model::scope::{Emitter, Shared};
 use crate::store::Checkpointer;
-use crate::vocab::clock::{now_ms, random_u64};
+use crate::tenure::Tenure;
+use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::options::{
@@ -56,6 +56,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     max_branches: usize,
     key: Option<SigningKey>,
     sync_inline: bool,
+    clock: Clock,
 }
 
 impl<G: Graph> Builder<G, NoCheckpointer> {
@@ -70,6 +71,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             key: None,
             sync_inline: false,
+            clock: Clock::system(),
         }
     }
 
@@ -91,6 +93,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             max_branches: self.max_branches,
             key: self.key,
             sync_inline: self.sync_inline,
+            clock: self.clock,
             parent_node: None,
             parent: None,
             context: None,
@@ -135,6 +138,7 @@ impl<G: Graph, C> Builder<G, C> {
             max_branches: self.max_branches,
             key: self.key,
             sync_inline: self.sync_inline,
+            clock: self.clock,
         }
     }
 
@@ -187,6 +191,15 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
         self
     }
 
+    /// Where the app's runs read the time — lease expiries, pause timeouts, when a checkpoint
+    /// was written — and draw their lease owners and pause nonces (default
+    /// [`Clock::system`]). A [`Clock::manual`] clock lets a test expire a lease or a pause by
+    /// advancing it, without waiting.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Signs `Resume` tokens with HMAC-SHA256 under `key`, and refuses tokens that are unsigned,
     /// altered or signed under another key ([`Error::InvalidToken`]). The key must not be empty.
     pub fn sign_tokens(mut self, key: impl AsRef<[u8]>) -> Self {
@@ -207,6 +220,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
             max_branches: self.max_branches,
             key: self.key,
             sync_inline: self.sync_inline,
+            clock: self.clock,
             parent_node: None,
             parent: None,
             context: None,
@@ -257,15 +271,17 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     /// A subgraph node's child app: the node type of the parent graph, which `Command::parent`
     /// may route to.
     pub(crate) parent_node: Option<std::any::TypeId>,
-    /// A child app's link to the run of its parent graph (the [`Host`](Host)
+    /// A child app's link to the run of its parent graph (the tenure
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
-    pub(crate) parent: Option<Arc<Host>>,
+    pub(crate) parent: Option<Arc<Tenure>>,
     /// What its runs share: the graph for nodes run on a thread of their own, the node cache.
     pub(crate) shared: Arc<Shared>,
     /// The context of this app's runs ([`App::with_context`]).
     pub(crate) context: Option<RunContext>,
     /// The modes of this call's streams ([`RunOptions::stream_modes`]).
     pub(crate) modes: StreamModes,
+    /// Where its runs read the time and draw random numbers ([`Builder::clock`]).
+    pub(crate) clock: Clock,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -275,7 +291,7 @@ impl<G: Graph, C> App<G, C> {
     pub(crate) fn for_child(
         graph: G,
         checkpointer: C,
-        host: Option<&Arc<Host>>,
+        host: Option<&Arc<Tenure>>,
         parent_node: std::any::TypeId,
     ) -> Self {
         let (recursion_limit, durability, lease, max_branches) = match host {
@@ -285,6 +301,7 @@ impl<G: Graph, C> App<G, C> {
         let checkpointer = Arc::new(checkpointer);
         let graph = Arc::new(graph);
         let parent = host.cloned();
+        let clock = host.map_or_else(Clock::system, |h| h.clock.clone());
         App {
             shared: Arc::new(Shared::new(graph.clone())),
             graph,
@@ -298,6 +315,7 @@ impl<G: Graph, C> App<G, C> {
             sync_inline: false,
             parent_node: Some(parent_node),
             parent,
+            clock,
             // Set from the parent run's `Ctx` (`subgraph`).
             context: None,
             modes: StreamModes::default(),
@@ -345,6 +363,7 @@ impl<G: Graph, C> App<G, C> {
             parent_node: self.parent_node,
             parent: self.parent.clone(),
             sync_inline: self.sync_inline,
+            clock: self.clock.clone(),
             shared: self.shared.clone(),
             context: self.context.clone(),
             modes: self.modes,
@@ -583,7 +602,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Ok(Recovery::Over(Outcome::Done(ckpt.state)));
         }
         if let Some(lease) = ckpt.lease {
-            let now = now_ms();
+            let now = self.clock.now_ms();
             if lease.until > now {
                 return Err(Error::ThreadBusy {
                     thread: thread.clone(),
@@ -594,9 +613,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let resuming = ckpt.resumed;
         // Claim the thread before running anything, as a resume does: of several recovers of one
         // thread, exactly one runs its nodes; the others find its lease.
-        let mut persist = self.persist(thread.clone(), Some(head), None, true);
-        persist.recovering = true;
-        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?;
+        let mut tenure = self.tenure(thread.clone(), Some(head));
+        tenure.recovering = true;
+        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), tenure, false)?;
         self.scope(&mut run)?;
         traced! { run.call(call); }
         Ok(Recovery::Run(run))
@@ -623,7 +642,6 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         };
         let mut run = self.new_run(thread.into(), state, false, "invoke_at")?;
         run.start_at(at);
-        run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
     }
@@ -661,7 +679,6 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// so only when the child is one too (`graph!` bounds the parent's impl on its children's).
     pub(crate) fn invoke_on_now(&self, thread: ThreadId, input: G::State) -> Result<Outcome<G::State>, Error> {
         let mut run = self.new_run(thread, input, false, "invoke")?;
-        run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
     }
@@ -672,7 +689,6 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let thread = self.verify(&resume)?;
         let (head, bytes) = self.head(&thread)?;
         let mut run = self.resume_at(resume, head, bytes, false, &RunOptions::new(), "resume")?;
-        run.claim_now()?;
         let over = run.run_to_end()?;
         token::outcome(run, over)
     }
@@ -684,7 +700,6 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         match self.recovery(thread, head, bytes, "recover")? {
             Recovery::Over(outcome) => Ok(outcome),
             Recovery::Run(mut run) => {
-                run.claim_now()?;
                 let over = run.run_to_end()?;
                 token::outcome(run, over)
             }
@@ -777,51 +792,25 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self.checkpointer
     }
 
-    pub(crate) fn persist(
-        &self,
-        thread: ThreadId,
-        head: Option<CheckpointId>,
-        rollback: Option<Vec<u8>>,
-        claim: bool,
-    ) -> Persist<'_> {
-        self.persist_as(thread, head, rollback, claim, self.durability)
+    /// The tenure of a run of this app on `thread`, found at `head` (`None`: a new thread).
+    pub(crate) fn tenure(&self, thread: ThreadId, head: Option<CheckpointId>) -> Tenure {
+        self.tenure_as(thread, head, self.durability)
     }
 
-    /// [`persist`](Self::persist) with `durability` for this run (and its children's runs).
-    pub(crate) fn persist_as(
-        &self,
-        thread: ThreadId,
-        head: Option<CheckpointId>,
-        rollback: Option<Vec<u8>>,
-        claim: bool,
-        durability: Durability,
-    ) -> Persist<'_> {
+    /// [`tenure`](Self::tenure) with `durability` for this run (and its children's runs).
+    pub(crate) fn tenure_as(&self, thread: ThreadId, head: Option<CheckpointId>, durability: Durability) -> Tenure {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
-        let tenancy = Tenancy {
-            thread: thread.clone(),
-            graph: graph.name().to_owned(),
-            graph_fingerprint: graph.fingerprint(),
-            schema_fingerprint: graph.schema_fingerprint(),
-            relet: checkpoint::relet::<G::State>,
-            owner: random_u64(),
-            lease_ms: u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1),
-            head,
-            parent: self.parent.clone(),
-        };
-        let host = Host::new(store, durability, self.lease, self.recursion_limit, self.max_branches, tenancy);
-        Persist {
-            parent_node: self.parent_node,
-            host: Arc::new(host),
-            store: &*self.checkpointer,
-            thread,
-            durability,
-            key: self.key.as_ref(),
-            rollback,
-            paused_node: None,
-            claim,
-            recovering: false,
-        }
+        let relet = checkpoint::relet::<G::State>;
+        let mut tenure = Tenure::new(store, thread, head, &identity(graph), relet, self.clock.clone());
+        tenure.durability = durability;
+        tenure.lease = self.lease;
+        tenure.key = self.key.clone();
+        tenure.limit = self.recursion_limit;
+        tenure.max_branches = self.max_branches;
+        tenure.parent_node = self.parent_node;
+        tenure.parent = self.parent.clone();
+        tenure
     }
 
     /// A run that starts thread `thread` on `input`, for the API call named `call` (its `run`
@@ -847,8 +836,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Result<Run<'_, G>, Error> {
         self.check_key()?;
         self.check_thread_id(&thread)?;
-        let persist = self.persist_as(thread, None, None, true, options.durability.unwrap_or(self.durability));
-        let mut run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
+        let tenure = self.tenure_as(thread, None, options.durability.unwrap_or(self.durability));
+        let mut run = Run::new(&*self.graph, input, self.limits(), Some(tenure), record);
         self.scope_with(&mut run, options)?;
         traced! { run.call(call); }
         Ok(run)

@@ -23,7 +23,6 @@ use std::task::Poll;
 /// Claims the thread of a run the async driver carries, advances it to a pause or the end, and
 /// makes its outcome (a pause's token is made here).
 async fn outcome<G: Graph>(mut run: AsyncRun<'_, G>) -> Result<Outcome<G::State>, Error> {
-    run.claim().await?;
     let over = run.run_to_end().await?;
     let run = run.run();
     match over {

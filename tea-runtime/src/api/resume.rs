@@ -13,7 +13,6 @@ use crate::machine::step::apply_update;
 use crate::machine::validate::decode_for;
 use crate::model::graph::Graph;
 use crate::store::Checkpointer;
-use crate::vocab::clock::now;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::options::RunOptions;
@@ -71,7 +70,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::StaleResume { thread });
         }
         let continuing = match_answers(graph, &mut ckpt, &resume)?;
-        let now = now();
+        let now = self.clock.now();
         if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
             return Err(Error::Expired { thread, node: expired.node().clone() });
         }
@@ -102,13 +101,15 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.paused_at = None;
         ckpt.nonce = None;
         traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
-        let mut persist = self.persist_as(thread, Some(head), Some(bytes), true, durability);
+        let mut tenure = self.tenure_as(thread, Some(head), durability);
         // The node the pause stands before (a breakpoint, or a node that asked): if the resume
         // fails once it ran, the pause goes back; once a node after it ran, it does not.
-        if let Position::Before(node) = &ckpt.at {
-            persist.paused_node = Some(node.clone());
-        }
-        let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
+        let before = match &ckpt.at {
+            Position::Before(node) => Some(node.clone()),
+            _ => None,
+        };
+        tenure.put_back_on_failure(bytes, before);
+        let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits(), tenure, record)?;
         self.scope_with(&mut run, options)?;
         traced! {
             run.call(call);

@@ -85,7 +85,7 @@ pub fn encode_checkpoint<G: Graph>(graph: &G, node: &NodeName, state: &G::State)
         joined: Vec::new(),
         lease: None,
         parent: None,
-        written_at: Some(crate::vocab::clock::now_ms()),
+        written_at: Some(crate::vocab::clock::Clock::system().now_ms()),
     };
     checkpoint::encode(&identity(graph), &ckpt)
 }

@@ -27,7 +27,7 @@ use crate::model::graph::Graph;
 use crate::model::node::Goto;
 use crate::model::outcome::Snapshot;
 use crate::store::{Append, Checkpointer};
-use crate::vocab::clock::{now_ms, random_u64};
+use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::state::GraphState;
@@ -131,7 +131,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let name = graph.node_name(node);
         let mut ckpt: Checkpoint<G::State> = decode_for(graph, bytes, thread, head)?;
         if let Some(lease) = ckpt.lease {
-            let now = now_ms();
+            let now = self.clock.now_ms();
             if lease.until > now {
                 return Err(Error::ThreadBusy {
                     thread: thread.clone(),
@@ -215,7 +215,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if trace::store_call("head", graph, Some(&new_thread), || store.head(graph, &new_thread))?.is_some() {
             return Err(Error::ThreadExists { thread: new_thread });
         }
-        let copy = fork_bytes(store, graph, &bytes, thread, checkpoint, &new_thread, 1, 0)?;
+        let copy = fork_bytes(store, &self.clock, graph, &bytes, thread, checkpoint, &new_thread, 1, 0)?;
         let written = trace::store_call("append", graph, Some(&new_thread), || {
             store.append(graph, &new_thread, None, 1, &copy, true)
         })?;
@@ -248,6 +248,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 #[allow(clippy::too_many_arguments)]
 fn fork_bytes(
     store: &dyn Checkpointer,
+    clock: &Clock,
     graph: &str,
     bytes: &[u8],
     thread: &ThreadId,
@@ -260,12 +261,12 @@ fn fork_bytes(
         payload.remove("lease");
         if payload.get("pending").and_then(Value::as_array).is_some_and(|p| !p.is_empty()) {
             payload.insert("pause".to_owned(), Value::from(new_id));
-            payload.insert("nonce".to_owned(), Value::from(random_u64()));
+            payload.insert("nonce".to_owned(), Value::from(clock.random_u64()));
         }
         let mut memos = Vec::new();
         memos_of(payload, &mut memos);
         for memo in memos {
-            fork_child(store, memo, thread, new_thread, depth)?;
+            fork_child(store, clock, memo, thread, new_thread, depth)?;
         }
         Ok(())
     })
@@ -319,6 +320,7 @@ fn memos_of<'p>(payload: &'p mut Map<String, Value>, into: &mut Vec<&'p mut Map<
 /// the pause the memo records, and renames the memo's thread to the copy.
 fn fork_child(
     store: &dyn Checkpointer,
+    clock: &Clock,
     memo: &mut Map<String, Value>,
     parent: &ThreadId,
     new_parent: &ThreadId,
@@ -363,7 +365,7 @@ fn fork_child(
     for (n, (id, bytes)) in kept.iter().rev().enumerate() {
         let new_id = n as CheckpointId + 1;
         let copy = if n + 1 == last {
-            fork_bytes(store, &graph, bytes, &child, *id, &new_child, new_id, depth + 1)?
+            fork_bytes(store, clock, &graph, bytes, &child, *id, &new_child, new_id, depth + 1)?
         } else {
             checkpoint::edit_raw(bytes, &graph, &child, *id, &mut |payload| {
                 payload.remove("lease");

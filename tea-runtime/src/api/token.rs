@@ -14,8 +14,8 @@ use crate::vocab::name::START;
 /// The token of `run`'s pause `record`: [`Error::PausedWithoutCheckpointer`] for a run without
 /// a store (which has nowhere to resume from).
 pub(crate) fn token<G: Graph>(run: &Run<'_, G>, record: &PauseRecord) -> Result<Resume<G::State>, Error> {
-    let Some(persist) = &run.persist else { return Err(without_store(run, record)) };
-    issue(&identity(run.graph), &persist.thread, record, persist.key)
+    let Some(tenure) = &run.tenure else { return Err(without_store(run, record)) };
+    issue(&identity(run.graph), &tenure.thread, record, tenure.key.as_ref())
 }
 
 /// The error of `run`, which has no store, pausing as `record` says.

@@ -8,7 +8,7 @@
 //!
 //! [`ThreadDriver`] answers each at once, on the calling thread (branches on the calling thread
 //! and the pool, see `share`): its futures are always ready ([`Driver::READY`]). The blocking
-//! API (`invoke`, `resume`, `recover`, `stream`) takes each step ([`Run::advance`]) through the
+//! API (`invoke`, `resume`, `recover`, `stream`) takes each step (the first claims the thread) ([`Run::advance`]) through the
 //! machine's step in its ready form (`Run::step_ready`, written once with the async
 //! `Run::step`): the node is a call, and the futures only some steps make (checkpoint writes,
 //! pauses, fan-outs) are polled once in place with [`now_or_never`], so that a step allocates
@@ -22,6 +22,7 @@ use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, Produced};
 use crate::store::{Append, Checkpointer};
+use crate::tenure::Appends;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use crate::vocab::trace::traced;
@@ -32,6 +33,26 @@ use std::time::{Duration, Instant};
 
 /// Drives the executor on the calling thread: every future it returns is ready.
 pub(crate) struct ThreadDriver;
+
+#[allow(clippy::manual_async_fn)] // as for the driver below
+impl Appends for ThreadDriver {
+    fn append<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
+        async move {
+            crate::vocab::trace::store_call("append", graph, Some(thread), || {
+                store.append(graph, thread, expected, id, bytes, durable)
+            })
+        }
+    }
+}
 
 // Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for
 // `'a` only, which the blocks state as the trait does.
@@ -124,23 +145,6 @@ impl<G: Graph> Driver<G> for ThreadDriver {
         }
     }
 
-    fn append<'a>(
-        &'a self,
-        store: &'a dyn Checkpointer,
-        graph: &'a str,
-        thread: &'a ThreadId,
-        expected: Option<CheckpointId>,
-        id: CheckpointId,
-        bytes: &'a [u8],
-        durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
-        async move {
-            crate::vocab::trace::store_call("append", graph, Some(thread), || {
-                store.append(graph, thread, expected, id, bytes, durable)
-            })
-        }
-    }
-
     fn branches<'a, J, T, F, Fut>(
         &'a self,
         jobs: Vec<J>,
@@ -161,7 +165,7 @@ impl<G: Graph> Driver<G> for ThreadDriver {
 }
 
 /// The blocking API's calls into the machine, on the calling thread: its ready step and run
-/// loop, the claim and the abandon.
+/// loop, and the abandon.
 impl<G: Graph> Run<'_, G> {
     /// Runs the next node (or fan-out), or pauses: the machine's step made for a ready driver
     /// ([`Run::step_ready`]) on the calling thread. After an error the run is over; a resumed
@@ -169,13 +173,6 @@ impl<G: Graph> Run<'_, G> {
     pub(crate) fn advance(&mut self) -> Result<Progress, Error> {
         traced! { let _run = self.span.clone().entered(); }
         self.step_ready(&ThreadDriver)
-    }
-
-    /// Claims the run's thread on the calling thread ([`Run::claim`]): what the blocking API
-    /// does after it checked a token or a checkpoint and before the run's first step.
-    pub(crate) fn claim_now(&mut self) -> Result<(), Error> {
-        traced! { let _run = self.span.clone().entered(); }
-        now_or_never(pin!(self.claim_step(&ThreadDriver)))
     }
 
     /// Advances the run until it pauses or reaches `end` ([`Run::until_over_ready`], the

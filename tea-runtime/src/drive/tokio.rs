@@ -25,6 +25,7 @@ use crate::model::hitl::Hitl;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, produced, Produced};
 use crate::store::{Append, Checkpointer};
+use crate::tenure::Appends;
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use futures::{FutureExt, StreamExt};
@@ -51,6 +52,26 @@ tokio::task_local! {
 /// subgraph node of a run that does.
 pub(crate) fn inline_here(own: bool) -> bool {
     own || INLINE.try_with(|inline| *inline).unwrap_or(false)
+}
+
+impl<G: Graph> Appends for TokioDriver<G> {
+    fn append<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
+        crate::vocab::trace::store_call_async(
+            "append",
+            graph,
+            Some(thread),
+            store.append_async(graph, thread, expected, id, bytes, durable),
+        )
+    }
 }
 
 #[allow(clippy::manual_async_fn)] // as for the thread driver
@@ -144,24 +165,6 @@ impl<G: Graph> Driver<G> for TokioDriver<G> {
         crate::vocab::trace::store_call_async("head", graph, Some(thread), store.head_async(graph, thread))
     }
 
-    fn append<'a>(
-        &'a self,
-        store: &'a dyn Checkpointer,
-        graph: &'a str,
-        thread: &'a ThreadId,
-        expected: Option<CheckpointId>,
-        id: CheckpointId,
-        bytes: &'a [u8],
-        durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
-        crate::vocab::trace::store_call_async(
-            "append",
-            graph,
-            Some(thread),
-            store.append_async(graph, thread, expected, id, bytes, durable),
-        )
-    }
-
     fn branches<'a, J, T, F, Fut>(
         &'a self,
         jobs: Vec<J>,
@@ -214,18 +217,6 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         // A failed step abandoned the run itself; a pause and the end are final.
         self.over = !matches!(progress, Ok(Progress::Stepped | Progress::Forked));
         progress
-    }
-
-    /// Claims the run's thread ([`Run::claim`]), inside its `run` span; a lost claim is over.
-    pub(crate) async fn claim(&mut self) -> Result<(), Error> {
-        #[cfg(feature = "tracing")]
-        let span = self.run.span.clone();
-        let claim = self.run.claim_step(&self.driver);
-        #[cfg(feature = "tracing")]
-        let claim = tracing::Instrument::instrument(claim, span);
-        let claimed = claim.await;
-        self.over = claimed.is_err();
-        claimed
     }
 
     /// Advances the run until it pauses or reaches `end` ([`Run::until_over`]), inside its

@@ -411,7 +411,7 @@ pub(crate) fn edit_raw(
 
 /// Checkpoint `id` of `thread` (`bytes`, written by this graph) again with `lease` instead of the
 /// one it carries: how a run's lease is renewed, or released, without the run at hand (a child's
-/// run keeping its parent's lease alive, see `lease::Host`).
+/// run keeping its parent's lease alive, see `tenure::Tenure`).
 pub(crate) fn relet<S: GraphState>(
     bytes: &[u8],
     identity: &Identity,

@@ -6,7 +6,8 @@
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::Produced;
-use crate::store::{Append, Checkpointer};
+use crate::store::Checkpointer;
+use crate::tenure::Appends;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use std::future::Future;
@@ -14,8 +15,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// What the executor asks of the code that drives it.
-pub(crate) trait Driver<G: Graph>: Sync {
+/// What the executor asks of the code that drives it; its store writes ([`Appends`]) are what
+/// the run's [`Tenure`](crate::tenure::Tenure) asks of it.
+pub(crate) trait Driver<G: Graph>: Appends {
     /// Whether every future this driver returns is ready on its first poll (the thread
     /// driver's). The step then polls the machine's own futures in place with
     /// [`now_or_never`], allocating nothing; a driver whose futures wait (tokio's) has them
@@ -45,19 +47,6 @@ pub(crate) trait Driver<G: Graph>: Sync {
     ) -> Result<Produced<G::State, G::Node>, Error> {
         now_or_never(std::pin::pin!(self.produce(graph, node, state, ctx, answers)))
     }
-
-    /// [`Checkpointer::append`].
-    #[allow(clippy::too_many_arguments)]
-    fn append<'a>(
-        &'a self,
-        store: &'a dyn Checkpointer,
-        graph: &'a str,
-        thread: &'a ThreadId,
-        expected: Option<CheckpointId>,
-        id: CheckpointId,
-        bytes: &'a [u8],
-        durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a;
 
     /// [`produce`](Self::produce) within `limit`: a run that takes longer fails with
     /// [`Error::NodeTimedOut`]. The default waits for the node and then discards a late result;

@@ -25,7 +25,6 @@
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, BranchState, ParentJump};
 use crate::format::interrupt::Interrupt;
-use crate::lease::Host;
 use crate::machine::driver::Driver;
 use crate::machine::journal::{Journal, Record};
 use crate::machine::line::{Applied, Cursor, Line, LineState, Next, Settle};
@@ -35,6 +34,7 @@ use crate::model::graph::{Fork, Graph};
 use crate::model::node::{child_steps, ChildSteps, Ctx};
 use crate::model::produce::Produced;
 use crate::model::scope::Emitted;
+use crate::tenure::Tenure;
 use crate::vocab::error::Error;
 use crate::vocab::name::{NodeName, ThreadId, START};
 use crate::vocab::options::Limits;
@@ -60,12 +60,12 @@ pub(crate) struct Env {
     /// Whether breakpoints stop branches (only with a checkpointer).
     pub(crate) pausable: bool,
     /// What subgraph nodes in the branches run their child graphs on.
-    pub(crate) host: Option<std::sync::Arc<Host>>,
+    pub(crate) host: Option<std::sync::Arc<Tenure>>,
     /// The run is a child graph's, run by a subgraph node of a parent graph with this node
     /// type: a branch's `Command::parent` to a node of that type ends the child's run.
     pub(crate) parent_node: Option<std::any::TypeId>,
     /// The parent's run (with a store), whose graph's declared name a parent jump records.
-    pub(crate) parent: Option<std::sync::Arc<Host>>,
+    pub(crate) parent: Option<std::sync::Arc<Tenure>>,
     /// What the run's nodes share besides the state (see `model::scope`): every branch's
     /// nodes get it too.
     pub(crate) shared: Option<std::sync::Arc<crate::model::scope::Shared>>,

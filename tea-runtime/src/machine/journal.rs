@@ -24,24 +24,20 @@
 //! and before the join's, so no write can land against a checkpoint it does not belong to, and
 //! a stale writer loses its compare-and-swap.
 
-use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, Identity, Lease, ParentJump};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump};
 use crate::format::interrupt::Interrupt;
-use crate::lease::{Host, Wrote};
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
-use crate::store::Checkpointer;
-use crate::vocab::clock::now_ms;
+use crate::tenure::{Tenure, Wrote};
 use crate::vocab::error::Error;
-use crate::vocab::name::{NodeName, ThreadId};
+use crate::vocab::name::NodeName;
 use crate::vocab::state::GraphState;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The progress of a fan-out's branches, written as they run.
 pub(crate) struct Journal<'a, S: GraphState> {
-    host: &'a Host,
-    store: &'a dyn Checkpointer,
-    identity: Identity<'a>,
-    thread: &'a ThreadId,
+    /// The run's tenure of its thread, which every write goes through.
+    tenure: &'a Tenure,
     node: NodeName,
     /// Flushed writes (`Durability::EveryStep`).
     durable: bool,
@@ -51,10 +47,12 @@ pub(crate) struct Journal<'a, S: GraphState> {
     base: &'a S,
     /// The node the fan-out follows.
     source: NodeName,
-    inner: Mutex<Inner<S>>,
+    ledger: Mutex<Ledger<S>>,
 }
 
-struct Inner<S: GraphState> {
+/// What the journal records, behind its lock: every branch's progress, and how much of it the
+/// store holds.
+struct Ledger<S: GraphState> {
     /// Every branch's progress, without its state.
     branches: Vec<BranchProgress<S>>,
     /// How many records were made.
@@ -80,13 +78,9 @@ pub(crate) struct Record<'r, S: GraphState> {
 
 impl<'a, S: GraphState> Journal<'a, S> {
     /// The journal of the fan-out after `source`, from `branches` (each branch where it starts
-    /// or continues), for a run on `host` at `step` whose state is `base`.
-    #[allow(clippy::too_many_arguments)]
+    /// or continues), for a run holding its thread by `tenure` at `step` whose state is `base`.
     pub(crate) fn new(
-        host: &'a Host,
-        store: &'a dyn Checkpointer,
-        identity: Identity<'a>,
-        thread: &'a ThreadId,
+        tenure: &'a Tenure,
         durable: bool,
         step: u64,
         base: &'a S,
@@ -94,42 +88,39 @@ impl<'a, S: GraphState> Journal<'a, S> {
         branches: Vec<BranchProgress<S>>,
     ) -> Self {
         Journal {
-            host,
-            store,
-            identity,
-            thread,
+            tenure,
             node: source.clone(),
             durable,
             step,
             base,
             source,
-            inner: Mutex::new(Inner { branches, generation: 0, written: 0, writers: 0 }),
+            ledger: Mutex::new(Ledger { branches, generation: 0, written: 0, writers: 0 }),
         }
     }
 
-    fn inner(&self) -> MutexGuard<'_, Inner<S>> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    fn ledger(&self) -> MutexGuard<'_, Ledger<S>> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The progress of the branch at `path` (its index among the fan-out's branches, then
     /// among those of each nested fan-out on the way), as last recorded (`None` for a path the journal
     /// does not hold).
     pub(crate) fn progress(&self, path: &[usize]) -> Option<BranchProgress<S>> {
-        let inner = self.inner();
-        slot(&inner.branches, path).map(|b| b.copy(false))
+        let ledger = self.ledger();
+        slot(&ledger.branches, path).map(|b| b.copy(false))
     }
 
     /// Records where the branch at `path` stands; the record's generation, for
     /// [`flush`](Self::flush).
     pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) -> u64 {
-        let mut inner = self.inner();
-        set(&mut inner, path, record, None)
+        let mut ledger = self.ledger();
+        set(&mut ledger, path, record, None)
     }
 
     /// How many records were made so far (what the next [`flush`](Self::flush) with `wait`
     /// must cover for all of them to be in the store).
     pub(crate) fn generation(&self) -> u64 {
-        self.inner().generation
+        self.ledger().generation
     }
 
     /// Records that the branch at `path` reached the fan-out after `source` inside it, whose
@@ -154,8 +145,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
             more_pending: &[],
             jump: None,
         };
-        let mut inner = self.inner();
-        set(&mut inner, path, record, Some(heads))
+        let mut ledger = self.ledger();
+        set(&mut ledger, path, record, Some(heads))
     }
 
     /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned).
@@ -180,65 +171,66 @@ impl<'a, S: GraphState> Journal<'a, S> {
         let mut writing = false;
         let result = loop {
             let (head, bytes, until, covers) = {
-                let mut inner = self.inner();
+                let mut ledger = self.ledger();
                 if writing {
-                    inner.writers -= 1;
+                    ledger.writers -= 1;
                     writing = false;
                 }
-                let mine = wait && inner.written < generation;
+                let mine = wait && ledger.written < generation;
                 // The last writer writes what was recorded while others wrote.
-                let left = inner.written < inner.generation && inner.writers == 0;
+                let left = ledger.written < ledger.generation && ledger.writers == 0;
                 if !mine && !left {
                     break Ok(());
                 }
-                let head = match self.host.begin_write() {
+                let head = match self.tenure.begin_write() {
                     Ok(head) => head,
                     Err(error) => break Err(error),
                 };
-                inner.writers += 1;
+                ledger.writers += 1;
                 writing = true;
-                let until = now_ms().saturating_add(self.host.lease_ms);
+                let lease = self.tenure.lease_from_now();
+                let until = lease.until;
                 let ckpt = ForkCheckpoint {
                     step: self.step,
                     state: self.base,
-                    at: ForkAt::Fork { source: &self.source, branches: &inner.branches },
-                    lease: Some(Lease { owner: self.host.owner, until }),
-                    written_at: Some(now_ms()),
+                    at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
+                    lease: Some(lease),
+                    written_at: Some(self.tenure.clock.now_ms()),
                 };
-                let encoded =
-                    checkpoint::encode_fork(&self.identity, &ckpt).and_then(
-                        |bytes| match checkpoint::check_reads_back::<S>(&bytes) {
-                            Ok(()) => Ok(bytes),
-                            Err((path, reason)) => Err(Error::StateNotStorable {
-                                node: self.node.clone(),
-                                thread: self.thread.clone(),
-                                path,
-                                reason,
-                            }),
-                        },
-                    );
+                let encoded = checkpoint::encode_fork(&self.tenure.identity(), &ckpt).and_then(|bytes| {
+                    match checkpoint::check_reads_back::<S>(&bytes) {
+                        Ok(()) => Ok(bytes),
+                        Err((path, reason)) => Err(Error::StateNotStorable {
+                            node: self.node.clone(),
+                            thread: self.tenure.thread.clone(),
+                            path,
+                            reason,
+                        }),
+                    }
+                });
                 match encoded {
-                    Ok(bytes) => (head, bytes, until, inner.generation),
+                    Ok(bytes) => (head, bytes, until, ledger.generation),
                     Err(error) => {
-                        self.host.cancel_write();
+                        self.tenure.cancel_write();
                         break Err(error);
                     }
                 }
             };
             let id = head.map_or(1, |h| h + 1);
+            let tenure = self.tenure;
             let appended =
-                driver.append(self.store, self.identity.graph, self.thread, head, id, &bytes, self.durable).await;
-            match self.host.end_write(head, id, bytes, until, appended) {
+                driver.append(&*tenure.store, &tenure.graph, &tenure.thread, head, id, &bytes, self.durable).await;
+            match self.tenure.end_write(head, id, bytes, until, appended) {
                 Ok(Wrote::Head) => {
-                    let mut inner = self.inner();
-                    inner.written = inner.written.max(covers);
+                    let mut ledger = self.ledger();
+                    ledger.written = ledger.written.max(covers);
                 }
                 Ok(Wrote::Again) => {}
                 Err(error) => break Err(error),
             }
         };
         if writing {
-            self.inner().writers -= 1;
+            self.ledger().writers -= 1;
         }
         result
     }
@@ -247,14 +239,14 @@ impl<'a, S: GraphState> Journal<'a, S> {
 /// Sets the progress of the branch at `path` from `record` (and, at a nested fan-out, its
 /// branches from `nested`), under the journal's lock; the new generation.
 fn set<S: GraphState>(
-    inner: &mut Inner<S>,
+    ledger: &mut Ledger<S>,
     path: &[usize],
     record: Record<'_, S>,
     nested: Option<Vec<BranchProgress<S>>>,
 ) -> u64 {
-    inner.generation += 1;
-    let generation = inner.generation;
-    let Some(branch) = slot_mut(&mut inner.branches, path) else { return generation };
+    ledger.generation += 1;
+    let generation = ledger.generation;
+    let Some(branch) = slot_mut(&mut ledger.branches, path) else { return generation };
     // Updates only grow while a branch runs: copy the new ones.
     if branch.updates.len() <= record.updates.len() {
         branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());

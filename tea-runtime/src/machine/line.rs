@@ -14,11 +14,11 @@
 
 use crate::format::checkpoint::ParentJump;
 use crate::format::interrupt::{Interrupt, PauseKind};
-use crate::lease::Host;
-use crate::machine::step::{apply_update, asked, route_from, After};
+use crate::machine::step::{apply_update, asked, clock_of, route_from, After};
 use crate::model::graph::Graph;
 use crate::model::node::{Ctx, Goto, More};
 use crate::model::produce::{Paused, Produced};
+use crate::tenure::Tenure;
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{NodeName, START};
 use crate::vocab::state::GraphState;
@@ -121,7 +121,7 @@ pub(crate) struct Line<N> {
     /// type: `Command::parent` to a node of that type ends it.
     pub(crate) parent_node: Option<TypeId>,
     /// The parent's run (with a store), whose graph's declared name a parent jump records.
-    pub(crate) parent: Option<Arc<Host>>,
+    pub(crate) parent: Option<Arc<Tenure>>,
     /// Where the line routes its parent (`Command::parent`), once it did.
     pub(crate) jump: Option<ParentJump>,
     /// The node the line last routed out of (with a router's choice), until taken: a branch
@@ -236,7 +236,7 @@ impl<N: Copy + PartialEq> Line<N> {
                 }
                 ctx.step = ctx.step.saturating_sub(1);
                 let pending = if nested.is_empty() {
-                    vec![asked(graph, node, payload, answers.len(), ctx.branch.as_ref())]
+                    vec![asked(graph, node, payload, answers.len(), ctx.branch.as_ref(), clock_of(ctx).now())]
                 } else {
                     nested
                 };

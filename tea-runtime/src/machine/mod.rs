@@ -7,7 +7,6 @@ pub(crate) mod driver;
 pub(crate) mod fork;
 pub(crate) mod journal;
 pub(crate) mod line;
-pub(crate) mod persist;
 pub(crate) mod policy;
 pub(crate) mod run;
 pub(crate) mod send;

@@ -13,6 +13,7 @@
 //! steps fails with [`Error::RecursionLimit`] instead of retrying).
 
 use crate::machine::driver::Driver;
+use crate::machine::step::clock_of;
 use crate::model::graph::Graph;
 use crate::model::node::{Ctx, Goto};
 use crate::model::produce::Produced;
@@ -20,9 +21,7 @@ use crate::model::scope::{cache_graph, cache_key, cache_store, entry_bytes, read
 use crate::vocab::error::{error_chain, Error};
 use crate::vocab::policy::{CachePolicy, NodePolicy, RetryPolicy};
 use crate::vocab::state::GraphState;
-use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
-use std::time::SystemTime;
 
 /// Runs `node` on `state` through `driver`, under its policy if it has one.
 #[inline]
@@ -35,7 +34,7 @@ pub(crate) async fn run_node<G: Graph, D: Driver<G>>(
     answers: Vec<serde_json::Value>,
 ) -> Result<Produced<G::State, G::Node>, Error> {
     if ctx.emitter.is_some() {
-        ctx.note(Emit::Started(SystemTime::now()));
+        ctx.note(Emit::Started(clock_of(ctx).time()));
     }
     match graph.policy(node) {
         None => driver.produce(graph, node, state, ctx, answers).await,
@@ -85,7 +84,7 @@ async fn governed<G: Graph, D: Driver<G>>(
                 }
                 ctx.retried.fetch_add(1, Ordering::Relaxed);
                 let retry = policy.retry.unwrap_or(RetryPolicy::attempts(1));
-                let wait = retry.wait_before(attempt + 1, random());
+                let wait = retry.wait_before(attempt + 1, random(ctx));
                 let reason = error_chain(&error);
                 crate::vocab::trace::traced! {
                     tracing::warn!(target: "tea", node = %ctx.node, attempt, wait_ms = wait.as_millis() as u64, error = %reason, "retry");
@@ -105,11 +104,10 @@ async fn governed<G: Graph, D: Driver<G>>(
     }
 }
 
-/// A number in `0.0..1.0` for a retry's jitter (no need for a good generator: it only keeps
-/// many failing runs from retrying in step).
-fn random() -> f64 {
-    let bits = std::collections::hash_map::RandomState::new().hash_one(SystemTime::now());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
+/// A number in `0.0..1.0` for a retry's jitter, drawn from the run's clock (no need for a good
+/// generator: it only keeps many failing runs from retrying in step).
+fn random<S>(ctx: &Ctx<S>) -> f64 {
+    (clock_of(ctx).random_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The cached result of `key`, if there is one.
@@ -128,7 +126,8 @@ async fn lookup<G: Graph, D: Driver<G>>(
         }
         None => shared.remembered(key),
     };
-    let Some(Cached { update, goto }) = bytes.and_then(|bytes| read_entry(&bytes, cache, key)) else {
+    let Some(Cached { update, goto }) = bytes.and_then(|bytes| read_entry(&bytes, cache, key, clock_of(ctx).now_ms()))
+    else {
         return Ok(None);
     };
     // A result that no longer fits the graph (its update's type or its router's targets
@@ -175,7 +174,7 @@ async fn keep<G: Graph, D: Driver<G>>(
         Goto::End => String::new(),
         Goto::Node(target) => graph.node_name(target).to_string(),
     });
-    let bytes = entry_bytes(&key, Cached { update, goto })?;
+    let bytes = entry_bytes(&key, Cached { update, goto }, clock_of(ctx).now_ms())?;
     match cache_store(cache, ctx.host.as_deref()) {
         Some(store) => {
             let (name, thread) = (cache_graph(graph.name()), key.thread());
@@ -186,7 +185,7 @@ async fn keep<G: Graph, D: Driver<G>>(
             Ok(())
         }
         None => {
-            shared.remember(&key, bytes, cache.ttl);
+            shared.remember(&key, bytes, cache.ttl, clock_of(ctx).now_ms());
             Ok(())
         }
     }

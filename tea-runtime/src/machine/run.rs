@@ -10,32 +10,30 @@
 //! driver (the thread driver), which calls the node and polls the rest once in place. Nothing
 //! here allocates per step on the main line without a store: node names are
 //! `Clone` without allocating and the state is updated in place. The run's writes (claim,
-//! leases, checkpoints, pauses, abandons) are in `persist`.
+//! leases, checkpoints, pauses, abandons) are its [`Tenure`]'s, which writes what the run hands
+//! it (its checkpoint, its pause) through the run's driver.
 
 use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, Position};
 use crate::format::interrupt::Interrupt;
-use crate::format::token::{PauseRecord, SigningKey};
-use crate::lease::Host;
+use crate::format::token::PauseRecord;
 use crate::machine::driver::{now_or_never, Driver};
 use crate::machine::fork::{self as parallel, Env, ForkOutcome};
 use crate::machine::journal::Journal;
 use crate::machine::line::{Applied, Cursor, InPlace, Line, Next, Settle};
 use crate::machine::step::{goto_of, node_named, target_of};
-use crate::machine::validate::identity;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::node::{child_steps, ChildSteps, Ctx};
 use crate::model::produce::Produced;
-use crate::store::Checkpointer;
+use crate::tenure::Tenure;
 use crate::vocab::error::Error;
-use crate::vocab::name::{NodeName, ThreadId, START};
+use crate::vocab::name::{NodeName, START};
 use crate::vocab::options::{Durability, Limits};
 use crate::vocab::policy::StreamModes;
 use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
 use crate::vocab::trace;
 use crate::vocab::trace::traced;
-use std::any::TypeId;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -200,32 +198,6 @@ macro_rules! step_machine {
     };
 }
 
-/// A run's link to its checkpoint store.
-pub(crate) struct Persist<'g> {
-    pub(crate) store: &'g dyn Checkpointer,
-    pub(crate) thread: ThreadId,
-    pub(crate) durability: Durability,
-    pub(crate) key: Option<&'g SigningKey>,
-    /// The paused checkpoint this run resumed from, written back if the run fails (until a node
-    /// after the one it paused at completed).
-    pub(crate) rollback: Option<Vec<u8>>,
-    /// For a resumed run, the node its pause stood before, until it completes.
-    pub(crate) paused_node: Option<crate::vocab::name::NodeName>,
-    /// Whether the run's first checkpoint (claiming the thread) is still to be written.
-    pub(crate) claim: bool,
-    /// The run recovers a thread: losing the race for its claim means another run owns it.
-    pub(crate) recovering: bool,
-    /// What subgraph nodes run their child graphs on (this store and the app's options), and
-    /// this run's hold on its thread, shared with their child runs, which keep it alive: the
-    /// thread's head as this run last saw it, the bytes of its last checkpoint (written again
-    /// without the lease if the run fails), and this run's lease (its owner, its length, until
-    /// when the last checkpoint holds it). See [`Host`](crate::lease::Host).
-    pub(crate) host: Arc<Host>,
-    /// The run is a child graph's (an app made by `App::for_child`): the node type of the
-    /// parent graph whose subgraph node runs it.
-    pub(crate) parent_node: Option<TypeId>,
-}
-
 /// One run of a graph: from an input state, a paused checkpoint or a crashed run, to `end` or
 /// the next pause.
 pub(crate) struct Run<'g, G: Graph> {
@@ -241,7 +213,10 @@ pub(crate) struct Run<'g, G: Graph> {
     pub(crate) record: bool,
     /// Events of the last fan-out's branches, in branch order, while streaming.
     pub(crate) branch_events: VecDeque<Event<G::State>>,
-    pub(crate) persist: Option<Persist<'g>>,
+    /// The run's tenure of its thread, with a store: the only writer of its checkpoints,
+    /// shared with its fan-outs' branches and lent to its subgraph nodes' child runs, which keep
+    /// its lease alive.
+    pub(crate) tenure: Option<Arc<Tenure>>,
     /// The branches of a fan-out resumed from a checkpoint.
     pub(crate) saved_branches: Vec<BranchProgress<G::State>>,
     pub(crate) finished: bool,
@@ -259,20 +234,15 @@ pub(crate) struct Run<'g, G: Graph> {
 }
 
 impl<'g, G: Graph> Run<'g, G> {
-    pub(crate) fn new(
-        graph: &'g G,
-        input: G::State,
-        limits: Limits,
-        persist: Option<Persist<'g>>,
-        record: bool,
-    ) -> Self {
-        let thread = persist.as_ref().map(|p| p.thread.clone());
-        let mut line = Line::new(Cursor::Start, 0, limits.recursion, persist.is_some());
-        line.parent_node = persist.as_ref().and_then(|p| p.parent_node);
-        line.parent = persist.as_ref().and_then(|p| p.host.parent.clone());
+    pub(crate) fn new(graph: &'g G, input: G::State, limits: Limits, tenure: Option<Tenure>, record: bool) -> Self {
+        let tenure = tenure.map(Arc::new);
+        let thread = tenure.as_ref().map(|t| t.thread.clone());
+        let mut line = Line::new(Cursor::Start, 0, limits.recursion, tenure.is_some());
+        line.parent_node = tenure.as_ref().and_then(|t| t.parent_node);
+        line.parent = tenure.as_ref().and_then(|t| t.parent.clone());
         let mut ctx = Ctx::new(START, thread.clone());
         ctx.limits = limits;
-        ctx.host = persist.as_ref().map(|p| p.host.clone());
+        ctx.host = tenure.clone();
         if record {
             ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
         }
@@ -292,7 +262,7 @@ impl<'g, G: Graph> Run<'g, G> {
             max_branches: limits.max_branches,
             record,
             branch_events: VecDeque::new(),
-            persist,
+            tenure,
             saved_branches: Vec::new(),
             finished: false,
             last_duration: Duration::ZERO,
@@ -303,17 +273,17 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
-    /// A run that continues from checkpoint `ckpt` (the thread's head, in `persist.head`).
+    /// A run that continues from checkpoint `ckpt` (the thread's head, the one `tenure` holds).
     /// `resuming`: it resumes past the pause the checkpoint records.
     pub(crate) fn from_checkpoint(
         graph: &'g G,
         ckpt: Checkpoint<G::State>,
         resuming: bool,
         limits: Limits,
-        persist: Persist<'g>,
+        tenure: Tenure,
         record: bool,
     ) -> Result<Self, Error> {
-        let thread = persist.thread.clone();
+        let thread = tenure.thread.clone();
         let mut saved_branches = Vec::new();
         let cursor = (|| -> Result<Cursor<G::Node>, Error> {
             Ok(match ckpt.at {
@@ -343,11 +313,11 @@ impl<'g, G: Graph> Run<'g, G> {
         .map_err(|error| match error {
             // `node_named` does not know which checkpoint it reads: this one.
             Error::CorruptCheckpoint { thread, reason, .. } => {
-                Error::CorruptCheckpoint { thread, checkpoint: persist.host.head().unwrap_or_default(), reason }
+                Error::CorruptCheckpoint { thread, checkpoint: tenure.head().unwrap_or_default(), reason }
             }
             other => other,
         })?;
-        let mut run = Run::new(graph, ckpt.state, limits, Some(persist), record);
+        let mut run = Run::new(graph, ckpt.state, limits, Some(tenure), record);
         run.ctx.branches = ckpt.joined;
         run.ctx.step = ckpt.step;
         run.line.first_step = ckpt.step;
@@ -472,7 +442,7 @@ impl<'g, G: Graph> Run<'g, G> {
         produced: Result<Produced<G::State, G::Node>, Error>,
     ) -> Result<Then, Error> {
         match self.finish(node, produced)? {
-            Then::Save if self.persist.is_none() => Ok(Then::Stepped),
+            Then::Save if self.tenure.is_none() => Ok(Then::Stepped),
             then => Ok(then),
         }
     }
@@ -492,9 +462,9 @@ impl<'g, G: Graph> Run<'g, G> {
                     self.save(driver, true).await?;
                     self.finished = true;
                 }
-                if let Some(persist) = &mut self.persist {
+                if let Some(tenure) = &self.tenure {
                     // The resume is complete: nothing is left to roll back to.
-                    persist.rollback = None;
+                    tenure.settled();
                 }
                 Ok(Progress::Done)
             }
@@ -590,7 +560,7 @@ impl<'g, G: Graph> Run<'g, G> {
         sends: Vec<(G::Node, <G::State as GraphState>::Update)>,
     ) -> Result<Cursor<G::Node>, Error> {
         let graph = self.graph;
-        let (branches, join) = crate::machine::send::branches(graph, node, sends, &self.state, self.persist.is_some())?;
+        let (branches, join) = crate::machine::send::branches(graph, node, sends, &self.state, self.tenure.is_some())?;
         if branches.is_empty() {
             return Ok(Cursor::At(join));
         }
@@ -617,7 +587,7 @@ impl<'g, G: Graph> Run<'g, G> {
             limit: self.line.limit,
             max_branches: self.max_branches,
             record: self.record,
-            pausable: self.persist.is_some(),
+            pausable: self.tenure.is_some(),
             host: self.ctx.host.clone(),
             parent_node: self.line.parent_node,
             parent: self.line.parent.clone(),
@@ -628,23 +598,21 @@ impl<'g, G: Graph> Run<'g, G> {
         self.line.resuming = false;
         let saved = std::mem::take(&mut self.saved_branches);
         let keep_states = graph.reads_branches(fork.join);
-        let head_before = self.persist.as_ref().and_then(|p| p.host.head());
+        let tenure = self.tenure.clone();
+        let head_before = tenure.as_ref().and_then(|t| t.head());
         let outcome = {
             // With a store (and unless only pauses are written), the branches' progress is
             // written as they run: the journal of pending writes.
-            let journal = match &self.persist {
-                Some(persist) if persist.durability != Durability::OnPause => {
+            let journal = match &tenure {
+                Some(tenure) if tenure.durability != Durability::OnPause => {
                     let branches = if saved.is_empty() {
                         fork.heads.iter().map(|&head| BranchProgress::fresh(graph.node_name(head))).collect()
                     } else {
                         saved.iter().map(|branch| branch.copy(false)).collect()
                     };
                     Some(Journal::new(
-                        &persist.host,
-                        persist.store,
-                        identity(graph),
-                        &persist.thread,
-                        persist.durability == Durability::EveryStep,
+                        tenure,
+                        tenure.durability == Durability::EveryStep,
                         self.ctx.step,
                         &self.state,
                         graph.node_name(source),
@@ -656,7 +624,7 @@ impl<'g, G: Graph> Run<'g, G> {
             let jot = journal.as_ref().map(|journal| (journal, &[][..]));
             parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states, jot).await
         };
-        if self.persist.as_ref().is_some_and(|p| p.host.head() != head_before) {
+        if tenure.as_ref().is_some_and(|t| t.head() != head_before) {
             // Branch nodes completed and are in the store (pending writes).
             self.progressed();
         }
@@ -671,7 +639,7 @@ impl<'g, G: Graph> Run<'g, G> {
             }
             ForkOutcome::Failed { error, branches } => {
                 // The branches that finished are kept: `recover` runs only the others.
-                if !branches.is_empty() && self.persist.as_ref().is_some_and(|p| p.durability != Durability::OnPause) {
+                if !branches.is_empty() && self.tenure.as_ref().is_some_and(|t| t.durability != Durability::OnPause) {
                     self.saved_branches = branches;
                     // The branch's failure is what the run reports, even if this write fails.
                     let _ = self.save(driver, false).await;
@@ -723,6 +691,142 @@ impl<'g, G: Graph> Run<'g, G> {
                 branches: self.saved_branches.iter().map(|b| b.copy(false)).collect(),
             },
             Cursor::Done => Position::Done,
+        }
+    }
+}
+
+/// The run's writes, each made by its [`Tenure`] through the run's driver: the claim of its
+/// thread, its lease and its ancestors', the checkpoint of each step, its pause, and what it
+/// writes back when it is abandoned.
+impl<G: Graph> Run<'_, G> {
+    /// Whether the run writes its lease before the next node ([`Tenure::lease_due`]): it has
+    /// not claimed its thread yet, or half its lease (or an ancestor's) is gone.
+    pub(crate) fn lease_due(&self) -> bool {
+        !self.finished && self.tenure.as_deref().is_some_and(Tenure::lease_due)
+    }
+
+    /// Whether the run has yet to claim its thread ([`claim`](Self::claim)).
+    #[inline]
+    pub(crate) fn claim_pending(&self) -> bool {
+        self.tenure.as_deref().is_some_and(Tenure::claim_pending)
+    }
+
+    /// Claims the run's thread before any node runs ([`Tenure::claim`]: of two runs of one
+    /// thread exactly one goes on): the first step of every run with a store, so that a stream
+    /// never polled writes nothing. One store call; nothing once claimed.
+    pub(crate) async fn claim<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+        let Some(tenure) = self.tenure.clone() else { return Ok(()) };
+        if !tenure.claim_pending() {
+            return Ok(());
+        }
+        let ckpt = self.checkpoint(&tenure);
+        let node = self.ctx.node.clone();
+        tenure.claim(driver, &ckpt, &node).await
+    }
+
+    /// Writes the run's lease when its own is due, or else only renews its ancestors'.
+    pub(crate) async fn save_lease<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+        let Some(tenure) = self.tenure.clone() else { return Ok(()) };
+        if tenure.own_lease_due() {
+            self.save(driver, false).await
+        } else {
+            tenure.keep_ancestors_alive(driver).await
+        }
+    }
+
+    /// Checkpoints a node's step, as the run's durability says.
+    pub(crate) async fn save_step<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+        let Some(durable) = self.step_durability() else { return Ok(()) };
+        // A step that routed to `end` writes the final checkpoint, which is always flushed.
+        let done = matches!(self.line.cursor, Cursor::Done);
+        self.save(driver, durable || done).await?;
+        self.finished = done;
+        self.progressed();
+        Ok(())
+    }
+
+    /// A node of the run completed and is in the store ([`Tenure::progressed`]).
+    pub(crate) fn progressed(&mut self) {
+        if let Some(tenure) = &self.tenure {
+            tenure.progressed(&self.ctx.node);
+        }
+    }
+
+    /// Whether a node's step is checkpointed, and flushed: `None` without a store or with
+    /// [`Durability::OnPause`].
+    pub(crate) fn step_durability(&self) -> Option<bool> {
+        match self.tenure.as_ref()?.durability {
+            Durability::OnPause => None,
+            Durability::Buffered => Some(false),
+            Durability::EveryStep => Some(true),
+        }
+    }
+
+    /// A checkpoint of where the run stands (no pause): with the lease of `tenure` (the run's),
+    /// renewed, unless the run is over.
+    pub(crate) fn checkpoint(&self, tenure: &Tenure) -> Checkpoint<G::State> {
+        let lease = (!matches!(self.line.cursor, Cursor::Done)).then(|| tenure.lease_from_now());
+        Checkpoint {
+            step: self.ctx.step,
+            state: self.state.clone(),
+            at: self.position(),
+            pending: Vec::new(),
+            pause: None,
+            paused_at: None,
+            nonce: None,
+            resumed: self.line.resuming,
+            answers: self.line.answers.clone(),
+            joined: self.ctx.branches.clone(),
+            lease,
+            parent: self.line.jump.clone(),
+            written_at: Some(tenure.clock.now_ms()),
+        }
+    }
+
+    /// Writes a checkpoint of where the run stands ([`checkpoint`](Self::checkpoint)).
+    pub(crate) async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
+        let Some(tenure) = self.tenure.clone() else { return Ok(()) };
+        let ckpt = self.checkpoint(&tenure);
+        let node = self.ctx.node.clone();
+        tenure.write(driver, &ckpt, durable, &node).await.map(|_| ())
+    }
+
+    /// Pauses on `pending`: writes the paused checkpoint durably and records the pause.
+    pub(crate) async fn pause<D: Driver<G>>(&mut self, driver: &D, pending: Vec<Interrupt>) -> Result<Progress, Error> {
+        let Some(tenure) = self.tenure.clone() else {
+            let node = pending.first().map_or_else(|| self.ctx.node.clone(), |p| p.node().clone());
+            return Err(Error::PausedWithoutCheckpointer { graph: self.graph.name().to_owned(), node });
+        };
+        let id = tenure.next_id();
+        let clock = &tenure.clock;
+        let ckpt = Checkpoint {
+            step: self.ctx.step,
+            state: self.state.clone(),
+            at: self.position(),
+            pending,
+            pause: Some(id),
+            paused_at: Some(clock.now()),
+            nonce: Some(clock.random_u64()),
+            resumed: false,
+            answers: self.line.answers.clone(),
+            joined: self.ctx.branches.clone(),
+            lease: None,
+            parent: None,
+            written_at: Some(clock.now_ms()),
+        };
+        let node = self.ctx.node.clone();
+        tenure.write(driver, &ckpt, true, &node).await?;
+        // The pause is durable: nothing is left to roll back to.
+        tenure.settled();
+        // The token is the API's to make (`api::token`), from what the checkpoint records.
+        let record = PauseRecord { pause: id, nonce: ckpt.nonce.unwrap_or_default(), pending: ckpt.pending };
+        Ok(Progress::Paused(Box::new(record)))
+    }
+
+    /// Lets the run's thread go after a failure, through driver `driver` ([`Tenure::abandon`]).
+    pub(crate) async fn abandon_with<D: Driver<G>>(&mut self, driver: &D) {
+        if let Some(tenure) = self.tenure.clone() {
+            tenure.abandon::<G::State, D>(driver, self.finished).await;
         }
     }
 }

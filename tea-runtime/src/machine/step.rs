@@ -6,8 +6,8 @@
 use crate::format::checkpoint::Target;
 use crate::format::interrupt::{Interrupt, PauseKind};
 use crate::model::graph::Graph;
-use crate::model::node::Goto;
-use crate::vocab::clock::now;
+use crate::model::node::{Ctx, Goto};
+use crate::vocab::clock::Clock;
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{NodeName, ThreadId, END};
 use crate::vocab::state::GraphState;
@@ -19,14 +19,23 @@ pub(crate) enum After<N> {
     Fork(N),
 }
 
+/// The clock of the run `ctx` belongs to ([`Tenure::clock`](crate::tenure::Tenure)): a run
+/// without a store reads the system's.
+pub(crate) fn clock_of<S>(ctx: &Ctx<S>) -> &Clock {
+    static SYSTEM: Clock = Clock::system();
+    ctx.host.as_ref().map_or(&SYSTEM, |tenure| &tenure.clock)
+}
+
 /// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`
-/// inside a branch), and an interrupt node's timeout sets when it expires.
+/// inside a branch), and an interrupt node's timeout sets when it expires (`now`: seconds since
+/// the Unix epoch, on its run's clock).
 pub(crate) fn asked<G: Graph>(
     graph: &G,
     node: G::Node,
     payload: serde_json::Value,
     index: usize,
     branch: Option<&NodeName>,
+    now: u64,
 ) -> Interrupt {
     let name = graph.node_name(node);
     let id = match branch {
@@ -35,7 +44,7 @@ pub(crate) fn asked<G: Graph>(
     };
     let mut interrupt = Interrupt::new(id, name, payload);
     interrupt.kind = PauseKind::Ask;
-    interrupt.expires_at = graph.pause_timeout(node).map(|secs| now().saturating_add(secs));
+    interrupt.expires_at = graph.pause_timeout(node).map(|secs| now.saturating_add(secs));
     interrupt
 }
 

@@ -13,6 +13,7 @@ use crate::model::fixture::{Shop, Stop, Tally, TallyUpdate};
 use crate::model::node::{Ctx, Goto};
 use crate::model::produce::{produce, Produced};
 use crate::store::{Append, Checkpointer};
+use crate::tenure::Appends;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use crate::vocab::options::Limits;
@@ -30,22 +31,8 @@ struct Requests {
     appends: Mutex<Vec<CheckpointId>>,
 }
 
-#[allow(clippy::manual_async_fn)] // the trait's futures borrow for `'a` only, as the drivers'
-impl Driver<Shop> for Requests {
-    fn produce<'a>(
-        &'a self,
-        graph: &'a Shop,
-        node: Stop,
-        state: &'a Tally,
-        ctx: &'a Ctx<Tally>,
-        answers: Vec<serde_json::Value>,
-    ) -> impl Future<Output = Result<Produced<Tally, Stop>, Error>> + Send + 'a {
-        async move {
-            self.ran.lock().unwrap().push(ctx.node().clone());
-            produce(graph, node, state, ctx, answers)
-        }
-    }
-
+#[allow(clippy::manual_async_fn)] // as for the driver below
+impl Appends for Requests {
     fn append<'a>(
         &'a self,
         store: &'a dyn Checkpointer,
@@ -59,6 +46,23 @@ impl Driver<Shop> for Requests {
         async move {
             self.appends.lock().unwrap().push(id);
             store.append(graph, thread, expected, id, bytes, durable)
+        }
+    }
+}
+
+#[allow(clippy::manual_async_fn)] // the trait's futures borrow for `'a` only, as the drivers'
+impl Driver<Shop> for Requests {
+    fn produce<'a>(
+        &'a self,
+        graph: &'a Shop,
+        node: Stop,
+        state: &'a Tally,
+        ctx: &'a Ctx<Tally>,
+        answers: Vec<serde_json::Value>,
+    ) -> impl Future<Output = Result<Produced<Tally, Stop>, Error>> + Send + 'a {
+        async move {
+            self.ran.lock().unwrap().push(ctx.node().clone());
+            produce(graph, node, state, ctx, answers)
         }
     }
 

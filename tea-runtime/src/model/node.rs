@@ -7,11 +7,11 @@
 //! the wrong shape.
 
 use crate::format::checkpoint::{BranchState, ParentJump};
-use crate::lease::Host;
 use crate::model::event::Event;
 use crate::model::hitl::Hitl;
 pub use crate::model::id::{Goto, NodeId};
 use crate::model::scope::{Emit, Emitter, Shared};
+use crate::tenure::Tenure;
 use crate::vocab::error::BoxError;
 use crate::vocab::name::{NodeName, ThreadId};
 use crate::vocab::options::{Limits, RunContext};
@@ -233,7 +233,7 @@ pub struct Ctx<S> {
     pub(crate) branch: Option<NodeName>,
     pub(crate) branches: Vec<BranchState<S>>,
     /// The store and options of the run, for subgraph nodes to run their child on.
-    pub(crate) host: Option<std::sync::Arc<Host>>,
+    pub(crate) host: Option<std::sync::Arc<Tenure>>,
     /// While streaming: where subgraph nodes put their child graph's steps (a
     /// [`ChildSteps<S>`](crate::model::node::ChildSteps), erased because `Ctx` has no `S` bound).
     pub(crate) child_steps: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,

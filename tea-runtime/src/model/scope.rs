@@ -12,7 +12,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Waker;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The part of an app its runs share: made once when the app is built. (Results a node keeps in
 /// the store are under [`cache_graph`], through the run's own store.)
@@ -39,8 +39,8 @@ impl Memory {
     /// Entries are not swept below this many.
     const FEWEST_SWEPT: usize = 64;
 
-    fn insert(&mut self, hash: u64, bytes: Vec<u8>, ttl: Option<Duration>) {
-        let now = now_ms();
+    /// Keeps `bytes` under `hash` at `now` (milliseconds since the Unix epoch), valid for `ttl`.
+    fn insert(&mut self, hash: u64, bytes: Vec<u8>, ttl: Option<Duration>, now: u64) {
         if self.entries.len() >= self.sweep_at.max(Self::FEWEST_SWEPT) {
             self.entries.retain(|_, (_, expires)| expires.is_none_or(|at| at > now));
             self.sweep_at = self.entries.len().saturating_mul(2);
@@ -67,9 +67,10 @@ impl Shared {
         memory.entries.get(&key.hash).map(|(bytes, _)| bytes.clone())
     }
 
-    /// Keeps `bytes` in memory for `key`, valid for `ttl` (dropped some time after).
-    pub(crate) fn remember(&self, key: &CacheKey, bytes: Vec<u8>, ttl: Option<Duration>) {
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner).insert(key.hash, bytes, ttl);
+    /// Keeps `bytes` in memory for `key` at `now` (milliseconds since the Unix epoch, on the
+    /// run's clock), valid for `ttl` (dropped some time after).
+    pub(crate) fn remember(&self, key: &CacheKey, bytes: Vec<u8>, ttl: Option<Duration>, now: u64) {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner).insert(key.hash, bytes, ttl, now);
     }
 
     /// How many results the in-memory cache holds (for tests).
@@ -80,14 +81,15 @@ impl Shared {
 }
 
 /// The result in `bytes` (a cache entry of [`entry_bytes`]), if it is `key`'s and not older
-/// than the policy's `ttl`. An entry that does not read (written by another version) is a miss.
-pub(crate) fn read_entry(bytes: &[u8], policy: &CachePolicy, key: &CacheKey) -> Option<Cached> {
+/// than the policy's `ttl` at `now` (milliseconds since the Unix epoch, on the run's clock). An
+/// entry that does not read (written by another version) is a miss.
+pub(crate) fn read_entry(bytes: &[u8], policy: &CachePolicy, key: &CacheKey, now: u64) -> Option<Cached> {
     let entry = serde_json::from_slice::<Entry>(bytes).ok()?;
     if entry.input != key.input {
         return None;
     }
     if let Some(ttl) = policy.ttl {
-        let age = now_ms().saturating_sub(entry.at);
+        let age = now.saturating_sub(entry.at);
         if u128::from(age) >= ttl.as_millis() {
             return None;
         }
@@ -95,9 +97,9 @@ pub(crate) fn read_entry(bytes: &[u8], policy: &CachePolicy, key: &CacheKey) -> 
     Some(Cached { update: entry.update, goto: entry.goto })
 }
 
-/// A cache entry keeping `result` for `key`.
-pub(crate) fn entry_bytes(key: &CacheKey, result: Cached) -> Result<Vec<u8>, Error> {
-    let entry = Entry { input: key.input.clone(), update: result.update, goto: result.goto, at: now_ms() };
+/// A cache entry keeping `result` for `key`, made at `now` (milliseconds since the Unix epoch).
+pub(crate) fn entry_bytes(key: &CacheKey, result: Cached, now: u64) -> Result<Vec<u8>, Error> {
+    let entry = Entry { input: key.input.clone(), update: result.update, goto: result.goto, at: now };
     serde_json::to_vec(&entry).map_err(|e| Error::Store { source: e.into() })
 }
 
@@ -105,7 +107,7 @@ pub(crate) fn entry_bytes(key: &CacheKey, result: Cached) -> Result<Vec<u8>, Err
 /// without a store keeps them in memory).
 pub(crate) fn cache_store<'a>(
     policy: &CachePolicy,
-    host: Option<&'a crate::lease::Host>,
+    host: Option<&'a crate::tenure::Tenure>,
 ) -> Option<&'a dyn Checkpointer> {
     match policy.scope {
         CacheScope::Store => host.map(|host| &*host.store),
@@ -118,10 +120,6 @@ pub(crate) fn cache_store<'a>(
 /// their graph's name).
 pub(crate) fn cache_graph(graph: &str) -> String {
     format!("tea:cache:{graph}")
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// What a cached node's key is made of: its node, and the fields of the state it reads.
@@ -330,12 +328,14 @@ mod tests {
 
     fn cache_many(policy: CachePolicy, pause_every: usize) -> Shared {
         let shared = Shared::new(Arc::new(()));
+        // Time passes only where the test says so: 3 ms at every `pause_every`-th insert.
+        let clock = crate::vocab::clock::Clock::manual(std::time::UNIX_EPOCH + Duration::from_secs(1_000));
         for input in 0..1000u32 {
             let key = cache_key(&NodeName::from("fetch"), 7, &input, &policy).unwrap();
-            let bytes = entry_bytes(&key, Cached { update: None, goto: None }).unwrap();
-            shared.remember(&key, bytes, policy.ttl);
+            let bytes = entry_bytes(&key, Cached { update: None, goto: None }, clock.now_ms()).unwrap();
+            shared.remember(&key, bytes, policy.ttl, clock.now_ms());
             if pause_every > 0 && (input as usize).is_multiple_of(pause_every) {
-                std::thread::sleep(Duration::from_millis(3));
+                clock.advance(Duration::from_millis(3));
             }
         }
         shared
@@ -348,7 +348,7 @@ mod tests {
         // Each sweep keeps what is still valid (at most the last 20 or so) and runs again when
         // the cache has doubled, or at 64 entries.
         let held = shared.remembered_count();
-        assert!(held < 130, "1000 results of a 1 ms TTL, inserted over ~150 ms, left {held} in memory");
+        assert!(held < 130, "1000 results of a 1 ms TTL, inserted over 150 ms, left {held} in memory");
     }
 
     #[test]

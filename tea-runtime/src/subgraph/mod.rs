@@ -1,7 +1,8 @@
 //! Graphs inside graphs: subgraph nodes (`subgraph research = Researcher;`).
 //!
 //! A subgraph node runs a whole child graph through the same engine: an [`App`] of the child on
-//! the parent's store and options (which the parent's run lends it through its `Ctx`). The child's
+//! the parent's store and options (its [`Tenure`](crate::tenure::Tenure), carried by the parent's
+//! `Ctx`). The child's
 //! checkpoints are a thread of their own in that store, under the child graph's name, with an
 //! id derived from where the parent stands — `{parent thread}/{node}@{step}`, with `@{head}`
 //! inside a parallel branch — so that a recover of the parent, which runs the node again at the

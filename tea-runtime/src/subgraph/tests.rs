@@ -6,7 +6,7 @@ use crate::format::checkpoint::{self, Checkpoint, Lease, Position};
 use crate::machine::validate::identity;
 use crate::model::fixture::{Shop, Stop, Tally};
 use crate::store::{Append, Checkpointer, MemoryStore, StoreFuture};
-use crate::vocab::clock::now_ms;
+use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use std::any::TypeId;
@@ -79,11 +79,17 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
         async_appends: AtomicUsize::new(0),
     });
     let graph = Shop { goal: 2, ..Shop::default() };
-    let parent = Builder::new(graph.clone()).checkpointer(store.clone()).lease(Duration::from_millis(400)).build();
+    // The clock stands still: the parent's lease is as far gone as the test says.
+    let clock = Clock::manual(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let parent = Builder::new(graph.clone())
+        .checkpointer(store.clone())
+        .lease(Duration::from_millis(400))
+        .clock(clock.clone())
+        .build();
     let thread = ThreadId::from("p");
-    let host = parent.persist(thread.clone(), None, None, true).host;
+    let host = Arc::new(parent.tenure(thread.clone(), None));
     // The parent's run holds its thread by a checkpoint whose lease is more than half gone.
-    let until = now_ms() + 100;
+    let until = clock.now_ms() + 100;
     let ckpt = Checkpoint {
         step: 1,
         state: Tally::default(),
@@ -101,7 +107,7 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
     };
     let bytes = checkpoint::encode(&identity(&graph), &ckpt).unwrap();
     assert_eq!(store.inner.append("Shop", &thread, None, 1, &bytes, true).unwrap(), Append::Written);
-    host.wrote(&mut host.held(), 1, bytes, until);
+    host.wrote_for_test(1, bytes, until);
     // A subgraph node's child on the parent's store, run on a tokio runtime on this thread.
     let child = App::for_child(graph.clone(), host.store.clone(), Some(&host), TypeId::of::<Stop>());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

@@ -773,7 +773,9 @@ const LEASE: Duration = Duration::from_millis(40);
 /// Calls one case may take before it counts as a run that never ends.
 const MAX_CALLS: usize = 200;
 
-fn app(def: &Arc<Def>, faults: &Arc<Faults>, store: &Arc<dyn Checkpointer>) -> App<Prop, Crashing> {
+/// The app of one process on `store`; its leases expire on `clock`, which the processes of a
+/// case share and which moves only when the case lets a dead run's lease expire.
+fn app(def: &Arc<Def>, faults: &Arc<Faults>, store: &Arc<dyn Checkpointer>, clock: &tea::Clock) -> App<Prop, Crashing> {
     let asynchronous = faults.lock().asynchronous;
     let graph = Prop { def: def.clone(), faults: faults.clone(), asynchronous };
     tea::Builder::new(graph)
@@ -783,6 +785,7 @@ fn app(def: &Arc<Def>, faults: &Arc<Faults>, store: &Arc<dyn Checkpointer>) -> A
         .checkpointer(Crashing { inner: store.clone(), faults: faults.clone() })
         .durability(Durability::EveryStep)
         .lease(LEASE)
+        .clock(clock.clone())
         .build()
 }
 
@@ -842,7 +845,8 @@ fn drive(
         Recover,
     }
     let asynchronous = faults.lock().asynchronous;
-    let mut app = app(def, faults, store);
+    let clock = tea::Clock::manual(std::time::SystemTime::now());
+    let mut app = app(def, faults, store, &clock);
     let mut call = Call::Invoke;
     let mut trail = Vec::new();
     for _ in 0..MAX_CALLS {
@@ -881,7 +885,7 @@ fn drive(
             trail.push(format!("{name}: dropped"));
             call = if faults.restart() {
                 // The process died as the dropped run was abandoned (`StopAtWrite`).
-                app = self::app(def, faults, store);
+                app = self::app(def, faults, store, &clock);
                 Call::Recover
             } else {
                 if name == "resume" {
@@ -903,9 +907,9 @@ fn drive(
                 Call::Resume(Box::new(answered(resume, &mut choices)), false)
             }
             Err(Error::ThreadBusy { expires_in, .. }) if name == "recover" => {
-                // A dead run's lease; it expires soon.
+                // A dead run's lease: let it expire.
                 trail.push(format!("recover: busy for {expires_in:?}"));
-                std::thread::sleep(expires_in + Duration::from_millis(2));
+                clock.advance(expires_in + Duration::from_millis(2));
                 Call::Recover
             }
             Err(Error::CheckpointNotFound { .. }) if name == "recover" => {
@@ -928,7 +932,7 @@ fn drive(
                 trail.push(format!("{name}: {}", tea::error_chain(&error)));
                 if faults.restart() {
                     // A new process on the same store.
-                    app = self::app(def, faults, store);
+                    app = self::app(def, faults, store, &clock);
                     Call::Recover
                 } else {
                     if name == "resume" {

@@ -1,0 +1,700 @@
+//! A run's tenure of its thread: the one owner of what a run holds of its thread — the store
+//! the thread is kept in, the thread, its head as the run last saw it, the lease its checkpoints
+//! carry — and the only thing that claims the thread, writes to it, renews the lease (its own
+//! run's, and its ancestors' for a subgraph node's child run) and lets it go (a pause put back,
+//! a checkpoint written again without its lease).
+//!
+//! Below the model (a node's `Ctx` carries its run's [`Tenure`], which a subgraph node lends
+//! the run of its child graph) and above the store and the checkpoint format it writes with.
+//! It is sans-IO in two ways: it reads the time and draws its lease owner from the [`Clock`]
+//! its app hands it, never from the system; and it waits for nothing itself — every write goes
+//! through the run's driver ([`Appends`], the store half of the machine's `Driver`), so a run
+//! on tokio never makes a blocking store call.
+//!
+//! With a store, a run writes checkpoints by compare-and-swap on the thread's head: one when it
+//! starts (its claim of a new thread, or of an existing one on resume or recover), one per step
+//! unless `Durability::OnPause` (flushed with `EveryStep`), one durable checkpoint when it pauses
+//! (before the API makes its token) and one durable checkpoint when it finishes (before
+//! `invoke`/`resume`/`recover` returns). While it runs, its checkpoints carry a *lease* (an owner
+//! and an expiry, renewed as it advances), so `recover` can tell a live run from a crashed one.
+//! A resumed run that fails before any node after the one it paused at completed writes its
+//! pause back, so the same token works again; any other run that fails (a resumed one too, once
+//! a node after its pause completed and was written) writes its last checkpoint again without
+//! its lease, so `recover` can continue it at once without running again what completed.
+
+use crate::format::checkpoint::{self, Checkpoint, Identity, Lease};
+use crate::format::token::SigningKey;
+use crate::store::{Append, Checkpointer};
+use crate::vocab::clock::Clock;
+use crate::vocab::error::Error;
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
+use crate::vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
+use crate::vocab::state::GraphState;
+#[cfg(feature = "tracing")]
+use crate::vocab::trace;
+use crate::vocab::trace::traced;
+use std::any::TypeId;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+#[cfg(feature = "tracing")]
+use std::time::Instant;
+
+/// What a tenure asks of the code that drives its run to write to the store: the store half of
+/// the machine's `Driver` (which extends it), so that a write is made the driver's way.
+pub(crate) trait Appends: Sync {
+    /// [`Checkpointer::append`].
+    #[allow(clippy::too_many_arguments)]
+    fn append<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a;
+}
+
+/// A run's tenure of its thread: its store, its thread, the thread's head as the run last saw
+/// it, and its lease; with what it lends the child runs of its subgraph nodes (the store and
+/// its app's options), which keep its lease alive.
+///
+/// One per run with a store (made by `App::tenure`, held by the run, reached by nodes through
+/// `Ctx::host`). While a subgraph node runs, the run writes nothing, so its lease would expire
+/// after `lease` however short each node of the child is. The child's run (whose app carries
+/// this tenure as its `parent`) therefore renews it whenever it writes its own lease and half
+/// of this one is gone ([`keep_alive`](Self::keep_alive)): it writes this run's last checkpoint
+/// again with a new expiry, by compare-and-swap on the head this run last saw, and records it
+/// here, so that this run's next write follows on from it.
+pub(crate) struct Tenure {
+    /// The store the thread is kept in.
+    pub(crate) store: Arc<dyn Checkpointer>,
+    /// The run's thread.
+    pub(crate) thread: ThreadId,
+    /// The identity of the run's graph, which its checkpoints carry: its name, and its
+    /// fingerprints.
+    pub(crate) graph: String,
+    graph_fingerprint: u64,
+    schema_fingerprint: u64,
+    /// Writes a checkpoint of the run's graph again with another lease
+    /// ([`checkpoint::relet`](crate::format::checkpoint::relet) for the graph's state).
+    relet: Relet,
+    /// When the run writes checkpoints.
+    pub(crate) durability: Durability,
+    /// How long the run's lease lasts without news from it.
+    pub(crate) lease: Duration,
+    /// The run's lease owner (drawn from `clock`).
+    pub(crate) owner: u64,
+    /// Where the run reads the time and draws random numbers (its pauses' nonces).
+    pub(crate) clock: Clock,
+    /// The key the tokens of the run's pauses are signed with.
+    pub(crate) key: Option<SigningKey>,
+    /// The app's recursion limit and most parallel branches, lent to child runs.
+    pub(crate) limit: usize,
+    pub(crate) max_branches: usize,
+    /// The run is a child graph's (an app made by `App::for_child`): the node type of the
+    /// parent graph whose subgraph node runs it.
+    pub(crate) parent_node: Option<TypeId>,
+    /// The run recovers the thread: losing the race for its claim means another run owns it.
+    pub(crate) recovering: bool,
+    /// Whether the run's first checkpoint (claiming the thread) is still to be written.
+    claim: AtomicBool,
+    /// Until when (milliseconds since the Unix epoch) the run's last checkpoint holds its lease;
+    /// 0 when it holds none (not claimed yet, paused, finished, abandoned). Written only with
+    /// `held` locked; read without it.
+    until: AtomicU64,
+    /// The thread as the run last wrote it; locked for a renewal's whole compare-and-swap.
+    held: Mutex<Held>,
+    /// The tenure of the run whose subgraph node runs this one (this is a child's run): kept
+    /// alive by this run's progress, and its own parent by it.
+    pub(crate) parent: Option<Arc<Tenure>>,
+}
+
+/// Writes checkpoint `id` of a thread (its bytes) again with another lease.
+pub(crate) type Relet = fn(&[u8], &Identity<'_>, &ThreadId, CheckpointId, Option<Lease>) -> Result<Vec<u8>, Error>;
+
+/// The thread as its run last wrote it, behind the tenure's lock.
+#[derive(Default)]
+struct Held {
+    /// The thread's head as the run last saw it.
+    head: Option<CheckpointId>,
+    /// The bytes of the last checkpoint the run wrote (or a child wrote for it).
+    last: Option<Vec<u8>>,
+    /// The paused checkpoint a resumed run resumed from, written back if the run fails (until a
+    /// node after the one it paused at completed).
+    rollback: Option<Vec<u8>>,
+    /// For a resumed run, the node its pause stood before, until it completes.
+    paused_node: Option<NodeName>,
+    /// A renewal lost its compare-and-swap: another run took the thread over.
+    lost: bool,
+    /// The store's error for a write of this run that it answered with an error (its message):
+    /// such a write may have been stored all the same, and moved the head from under the
+    /// run's next write. A compare-and-swap lost after one is reported with this error (see
+    /// [`Tenure::lost`]), not as a takeover.
+    failed: Option<String>,
+    /// A renewal is being written (the lock is not held across the store call).
+    renewing: bool,
+    /// Writes of a fan-out's progress under way (`machine::journal`).
+    writing: usize,
+}
+
+/// What the store answered to a write of a fan-out's progress ([`Tenure::end_write`]).
+pub(crate) enum Wrote {
+    /// It is the thread's head.
+    Head,
+    /// Another write of this run moved the head first: write again after it.
+    Again,
+}
+
+/// A renewal of a run's lease, planned by [`Tenure::plan_renewal`]: checkpoint `id` (`bytes`,
+/// the run's last checkpoint with a lease until `until`) to append after `head`.
+struct Renewal {
+    head: CheckpointId,
+    id: CheckpointId,
+    bytes: Vec<u8>,
+    until: u64,
+}
+
+/// A checkpoint encoded for the store: its bytes, the head it replaces, and its id.
+struct Encoded {
+    bytes: Vec<u8>,
+    head: Option<CheckpointId>,
+    id: CheckpointId,
+}
+
+impl Tenure {
+    /// The tenure of a run of graph `graph` (its identity, and `relet` for its state) on
+    /// `thread` in `store`, which the run found at `head` (`None`: a new thread), reading the
+    /// time from `clock` (which draws its lease owner); with the default options, which its app
+    /// then sets. Its first write claims the thread.
+    pub(crate) fn new(
+        store: Arc<dyn Checkpointer>,
+        thread: ThreadId,
+        head: Option<CheckpointId>,
+        graph: &Identity<'_>,
+        relet: Relet,
+        clock: Clock,
+    ) -> Self {
+        Tenure {
+            store,
+            thread,
+            graph: graph.graph.to_owned(),
+            graph_fingerprint: graph.graph_fingerprint,
+            schema_fingerprint: graph.schema_fingerprint,
+            relet,
+            durability: Durability::EveryStep,
+            lease: DEFAULT_LEASE,
+            owner: clock.random_u64(),
+            clock,
+            key: None,
+            limit: DEFAULT_RECURSION_LIMIT,
+            max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
+            parent_node: None,
+            recovering: false,
+            claim: AtomicBool::new(true),
+            until: AtomicU64::new(0),
+            held: Mutex::new(Held { head, ..Held::default() }),
+            parent: None,
+        }
+    }
+
+    /// Makes a resumed run's tenure put `paused` (the checkpoint it resumed from) back if the
+    /// run fails before a node after `before` (the node the pause stood before) completed.
+    pub(crate) fn put_back_on_failure(&mut self, paused: Vec<u8>, before: Option<NodeName>) {
+        let held = self.held.get_mut().unwrap_or_else(PoisonError::into_inner);
+        held.rollback = Some(paused);
+        held.paused_node = before;
+    }
+
+    /// The thread as the run last wrote it. Never held across an await.
+    fn held(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The identity of the run's graph, which its checkpoints carry.
+    pub(crate) fn identity(&self) -> Identity<'_> {
+        Identity {
+            graph: &self.graph,
+            graph_fingerprint: self.graph_fingerprint,
+            schema_fingerprint: self.schema_fingerprint,
+        }
+    }
+
+    /// The lease's length in milliseconds (at least one).
+    pub(crate) fn lease_ms(&self) -> u64 {
+        u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1)
+    }
+
+    /// The lease a checkpoint written now carries: this run's, for a lease's length from now.
+    pub(crate) fn lease_from_now(&self) -> Lease {
+        Lease { owner: self.owner, until: self.clock.now_ms().saturating_add(self.lease_ms()) }
+    }
+
+    /// The thread's head as the run last saw it.
+    pub(crate) fn head(&self) -> Option<CheckpointId> {
+        self.held().head
+    }
+
+    /// The id of the checkpoint the run writes next.
+    pub(crate) fn next_id(&self) -> CheckpointId {
+        self.head().map_or(1, |h| h + 1)
+    }
+
+    /// Whether the run has yet to claim its thread ([`claim`](Self::claim)).
+    #[inline]
+    pub(crate) fn claim_pending(&self) -> bool {
+        self.claim.load(Ordering::Acquire)
+    }
+
+    /// Until when the run's last checkpoint holds its lease (0: it holds none).
+    fn until(&self) -> u64 {
+        self.until.load(Ordering::Acquire)
+    }
+
+    /// Records that the run wrote checkpoint `id` (`bytes`), holding its lease until `until`
+    /// (0: released).
+    fn record(&self, held: &mut Held, id: CheckpointId, bytes: Vec<u8>, until: u64) {
+        held.head = Some(id);
+        held.last = Some(bytes);
+        self.until.store(until, Ordering::Release);
+    }
+
+    /// Records that the run wrote checkpoint `id` (`bytes`), holding its lease until `until`:
+    /// for a test that writes a run's checkpoint itself.
+    #[cfg(test)]
+    pub(crate) fn wrote_for_test(&self, id: CheckpointId, bytes: Vec<u8>, until: u64) {
+        self.record(&mut self.held(), id, bytes, until);
+    }
+
+    /// Records that the run let its lease go (it paused, finished, or was abandoned): its
+    /// children no longer renew it.
+    fn released(&self) {
+        let _held = self.held();
+        self.until.store(0, Ordering::Release);
+    }
+
+    /// Whether half of the run's own lease is gone (or it holds none yet).
+    pub(crate) fn own_lease_due(&self) -> bool {
+        self.until() < self.clock.now_ms().saturating_add(self.lease_ms() / 2)
+    }
+
+    /// Whether the run writes its lease before its next node: half of its own is gone (or it
+    /// holds none yet), or half of an ancestor's (this is a child's run, which renews them
+    /// while the subgraph node that runs it writes nothing, see [`keep_alive`](Self::keep_alive)).
+    pub(crate) fn lease_due(&self) -> bool {
+        self.own_lease_due() || self.parent.as_deref().is_some_and(Tenure::due)
+    }
+
+    /// Whether the run holds a lease of which half is gone at `now`.
+    fn half_gone(&self, now: u64) -> bool {
+        let until = self.until();
+        until != 0 && until <= now.saturating_add(self.lease_ms() / 2)
+    }
+
+    /// Whether this run's lease, or an ancestor's, is half gone.
+    fn due(&self) -> bool {
+        let mut at = Some(self);
+        while let Some(tenure) = at {
+            if tenure.half_gone(tenure.clock.now_ms()) {
+                return true;
+            }
+            at = tenure.parent.as_deref();
+        }
+        false
+    }
+
+    /// A node of a resumed run (`node`) completed and is in the store. The node the pause stood
+    /// before runs again on any resume (a breakpoint's node, a node that asked, with its
+    /// answers), so once it completes the pause may still go back if the run fails; once a
+    /// node after it completed, the run is not rolled back to its pause (which would run that
+    /// node again on the next resume) but left where it stands, for `recover`, and its token is
+    /// spent.
+    pub(crate) fn progressed(&self, node: &NodeName) {
+        let mut held = self.held();
+        if held.rollback.is_some() && held.paused_node.as_ref() == Some(node) {
+            held.paused_node = None;
+            return;
+        }
+        held.paused_node = None;
+        held.rollback = None;
+    }
+
+    /// The run paused durably or finished: nothing is left to put back if it fails.
+    pub(crate) fn settled(&self) {
+        self.held().rollback = None;
+    }
+
+    /// Claims the thread with the run's first checkpoint `ckpt` (with its lease), written by
+    /// compare-and-swap on the head the run read — none for a new thread, the paused or stopped
+    /// checkpoint for a resume or a recover — so that of two runs of one thread exactly one
+    /// goes on: the other's claim is `ThreadExists` (a new thread), `ThreadBusy` (a recover)
+    /// or `StaleResume` (a resume). `node`: the node the run stands at, named if the state
+    /// does not store.
+    ///
+    /// # Errors
+    /// Those, and the store's and the encoding's.
+    pub(crate) async fn claim<S: GraphState, IO: Appends>(
+        &self,
+        io: &IO,
+        ckpt: &Checkpoint<S>,
+        node: &NodeName,
+    ) -> Result<(), Error> {
+        self.write(io, ckpt, false, node).await?;
+        self.claim.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes `ckpt` as the thread's new head, by compare-and-swap on the head this run last
+    /// saw, through `io`; then, if it carries a lease and this is a child's run, renews its
+    /// ancestors' leases where half of one is gone ([`keep_alive`](Self::keep_alive)). `node`:
+    /// the node the run stands at, named if the state does not store.
+    ///
+    /// # Errors
+    /// A lost compare-and-swap (see [`claim`](Self::claim); `StaleResume` once claimed), the
+    /// store's and the encoding's errors, [`Error::StateNotStorable`].
+    pub(crate) async fn write<S: GraphState, IO: Appends>(
+        &self,
+        io: &IO,
+        ckpt: &Checkpoint<S>,
+        durable: bool,
+        node: &NodeName,
+    ) -> Result<CheckpointId, Error> {
+        traced! { let (span, started) = checkpoint_span(ckpt, durable); }
+        let encoded = {
+            traced! { let _checkpoint = span.enter(); }
+            self.encode(ckpt, node)?
+        };
+        traced! { span.record("bytes", encoded.bytes.len()); }
+        let appended = {
+            let future =
+                io.append(&*self.store, &self.graph, &self.thread, encoded.head, encoded.id, &encoded.bytes, durable);
+            #[cfg(feature = "tracing")]
+            let future = tracing::Instrument::instrument(future, span.clone());
+            future.await?
+        };
+        traced! { self.traced_write(&span, started, &encoded, &appended); }
+        let id = self.wrote(ckpt.lease, encoded, appended)?;
+        if ckpt.lease.is_some() {
+            self.keep_ancestors_alive(io).await?;
+        }
+        Ok(id)
+    }
+
+    /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
+    /// replace and its id.
+    fn encode<S: GraphState>(&self, ckpt: &Checkpoint<S>, node: &NodeName) -> Result<Encoded, Error> {
+        let bytes = checkpoint::encode(&self.identity(), ckpt)?;
+        if let Err((path, reason)) = checkpoint::check_reads_back::<S>(&bytes) {
+            return Err(Error::StateNotStorable { node: node.clone(), thread: self.thread.clone(), path, reason });
+        }
+        // Read, not held: the lock is never held across an await. While this run writes, no
+        // node of it runs, so no child of it renews its lease.
+        let head = self.head();
+        Ok(Encoded { bytes, head, id: head.map_or(1, |h| h + 1) })
+    }
+
+    /// What the store's answer to writing `encoded` (with `lease`) means: the run's new head,
+    /// or the error of a lost compare-and-swap.
+    fn wrote(&self, lease: Option<Lease>, encoded: Encoded, appended: Append) -> Result<CheckpointId, Error> {
+        match appended {
+            Append::Written => {
+                self.record(&mut self.held(), encoded.id, encoded.bytes, lease.map_or(0, |lease| lease.until));
+                Ok(encoded.id)
+            }
+            Append::Conflict { .. } if encoded.head.is_none() => {
+                Err(Error::ThreadExists { thread: self.thread.clone() })
+            }
+            Append::Conflict { .. } if self.recovering && self.claim_pending() => Err(Error::ThreadBusy {
+                thread: self.thread.clone(),
+                expires_in: Duration::from_millis(self.lease_ms()),
+            }),
+            Append::Conflict { .. } => Err(Error::StaleResume { thread: self.thread.clone() }),
+        }
+    }
+
+    /// Records a write's duration, and its `written` event or a lost compare-and-swap, in its
+    /// `checkpoint` span.
+    #[cfg(feature = "tracing")]
+    fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
+        span.record("duration_us", trace::micros(started.elapsed()));
+        if let Append::Written = appended {
+            // Its size and duration are the span's fields: not repeated.
+            span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, "written"));
+        }
+        if let Append::Conflict { head: found } = appended {
+            let expected = encoded.head;
+            tracing::info!(target: "tea", thread = %self.thread, expected = ?expected, found = ?found, "conflict");
+        }
+    }
+
+    /// Renews the leases of this run's ancestors (this is a child's run) where half of one is
+    /// gone: what a child's run does before a node when its own lease is not due.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when one of them was taken over, and the store's errors.
+    pub(crate) async fn keep_ancestors_alive<IO: Appends>(&self, io: &IO) -> Result<(), Error> {
+        match &self.parent {
+            Some(parent) => parent.keep_alive(io).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Renews this run's lease and each of its ancestors' where half of it is gone: each renewal
+    /// planned by its tenure, appended by compare-and-swap through `io` (so a run on tokio awaits
+    /// the store's async call), and recorded by the tenure.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when one of them was taken over, and the store's errors.
+    pub(crate) async fn keep_alive<IO: Appends>(&self, io: &IO) -> Result<(), Error> {
+        let mut at = Some(self);
+        while let Some(tenure) = at {
+            if let Some(renewal) = tenure.plan_renewal()? {
+                let appended = io
+                    .append(
+                        &*tenure.store,
+                        &tenure.graph,
+                        &tenure.thread,
+                        Some(renewal.head),
+                        renewal.id,
+                        &renewal.bytes,
+                        false,
+                    )
+                    .await;
+                tenure.renewed(renewal, appended)?;
+            }
+            at = tenure.parent.as_deref();
+        }
+        Ok(())
+    }
+
+    /// Lets the thread go after a failure, or when a run is dropped part-way: a resumed run
+    /// writes its pause back as the head, so that the token that resumed it works again; any
+    /// other run writes its last checkpoint again without its lease, so that `recover` may
+    /// continue it at once. A run that has not claimed its thread yet wrote nothing, and writes
+    /// nothing; nor does one that `finished`. Its children (if any still run) no longer renew
+    /// its lease.
+    pub(crate) async fn abandon<S: GraphState, IO: Appends>(&self, io: &IO, finished: bool) {
+        let (rollback, head, last) = {
+            let mut held = self.held();
+            (held.rollback.take(), held.head, held.last.take())
+        };
+        self.released();
+        if self.claim_pending() || finished {
+            return;
+        }
+        traced! { let rollback_pause = rollback.is_some(); }
+        let bytes = match rollback {
+            Some(bytes) => bytes,
+            None => {
+                let Some(last) = last else { return };
+                let id = head.unwrap_or_default();
+                let identity = self.identity();
+                let Ok(mut ckpt) = checkpoint::decode::<S>(&last, &identity, &self.thread, id) else {
+                    return;
+                };
+                if ckpt.lease.is_none() {
+                    return;
+                }
+                ckpt.lease = None;
+                let Ok(bytes) = checkpoint::encode(&identity, &ckpt) else { return };
+                bytes
+            }
+        };
+        let id = head.map_or(1, |h| h + 1);
+        traced! {
+            tracing::info!(target: "tea", thread = %self.thread, put_back_pause = rollback_pause, "abandoned");
+        }
+        let appended = io.append(&*self.store, &self.graph, &self.thread, head, id, &bytes, true).await;
+        if let Ok(Append::Written) = appended {
+            self.held().head = Some(id);
+        }
+    }
+
+    /// What the store answered to a write: its error is kept (a write it failed may have been
+    /// stored nonetheless) and returned.
+    fn answered(held: &mut Held, appended: Result<Append, Error>) -> Result<Append, Error> {
+        appended.inspect_err(|error| {
+            held.failed.get_or_insert_with(|| crate::vocab::error::error_chain(error));
+        })
+    }
+
+    /// The error of a run that lost its thread's compare-and-swap: [`Error::LeaseLost`], or,
+    /// when a write of the run failed before (whose failure the store may have reported after
+    /// storing it, which moves the head just as a takeover would), the store's error.
+    fn lost(&self, held: &Held) -> Error {
+        match &held.failed {
+            None => Error::LeaseLost { thread: self.thread.clone() },
+            Some(failed) => Error::store(format!(
+                "{failed} (a write to thread `{}` failed with that error, and a later write found the thread's \
+                 head moved: the failed write may have been stored nonetheless; the run stopped)",
+                self.thread
+            )),
+        }
+    }
+
+    /// The renewal of this run's lease, if half of it is gone and no other renewal of it is
+    /// under way: its last checkpoint again with a new expiry, to be appended by
+    /// compare-and-swap on the head the run last saw (by the driver of the run that renews it,
+    /// through its own `append`), then handed to [`renewed`](Self::renewed).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when an earlier renewal found the thread taken over, and the
+    /// errors of re-encoding the checkpoint.
+    fn plan_renewal(&self) -> Result<Option<Renewal>, Error> {
+        if !self.half_gone(self.clock.now_ms()) {
+            return Ok(None);
+        }
+        let mut held = self.held();
+        let now = self.clock.now_ms();
+        if held.lost {
+            return Err(self.lost(&held));
+        }
+        // Checked again under the lock: a sibling branch's child may have renewed it meanwhile,
+        // may be renewing it now, or the run released it.
+        if held.renewing || held.writing > 0 || !self.half_gone(now) {
+            return Ok(None);
+        }
+        let (Some(head), Some(last)) = (held.head, held.last.as_deref()) else { return Ok(None) };
+        let until = now.saturating_add(self.lease_ms());
+        let bytes = (self.relet)(last, &self.identity(), &self.thread, head, Some(Lease { owner: self.owner, until }))?;
+        let Some(id) = head.checked_add(1) else {
+            return Err(Error::store(format!("thread `{}` has no checkpoint id after {head}", self.thread)));
+        };
+        held.renewing = true;
+        Ok(Some(Renewal { head, id, bytes, until }))
+    }
+
+    /// Records what the store answered to `renewal` ([`plan_renewal`](Self::plan_renewal)).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the compare-and-swap was lost (another run took the thread
+    /// over), and the store's own error.
+    fn renewed(&self, renewal: Renewal, appended: Result<Append, Error>) -> Result<(), Error> {
+        let mut held = self.held();
+        held.renewing = false;
+        match Self::answered(&mut held, appended)? {
+            Append::Written => {
+                traced! {
+                    tracing::debug!(target: "tea", thread = %self.thread, checkpoint = renewal.id, "lease renewed by a child");
+                }
+                self.record(&mut held, renewal.id, renewal.bytes, renewal.until);
+                Ok(())
+            }
+            // This run wrote its fan-out's progress meanwhile (which renewed the lease).
+            Append::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
+            Append::Conflict { .. } => {
+                held.lost = true;
+                Err(self.lost(&held))
+            }
+        }
+    }
+
+    /// Starts a write of the run's own while a fan-out's branches run (their progress, see
+    /// `machine::journal`; several may be under way): the head to write after. Until
+    /// [`end_write`](Self::end_write), no renewal is planned (the writes renew the lease).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when an earlier write found the thread taken over.
+    pub(crate) fn begin_write(&self) -> Result<Option<CheckpointId>, Error> {
+        let mut held = self.held();
+        if held.lost {
+            return Err(self.lost(&held));
+        }
+        held.writing += 1;
+        Ok(held.head)
+    }
+
+    /// Ends a write begun with [`begin_write`](Self::begin_write) that was not made.
+    pub(crate) fn cancel_write(&self) {
+        let mut held = self.held();
+        held.writing = held.writing.saturating_sub(1);
+    }
+
+    /// Records what the store answered to a write begun with [`begin_write`](Self::begin_write)
+    /// after head `expected`: checkpoint `id` (`bytes`, holding the lease until `until`). A
+    /// compare-and-swap lost to another write of this run (a sibling branch's, a renewal) is
+    /// [`Wrote::Again`]; lost to anyone else, the thread was taken over.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when another run took the thread over, and the store's own error.
+    pub(crate) fn end_write(
+        &self,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: Vec<u8>,
+        until: u64,
+        appended: Result<Append, Error>,
+    ) -> Result<Wrote, Error> {
+        let mut held = self.held();
+        held.writing = held.writing.saturating_sub(1);
+        match Self::answered(&mut held, appended)? {
+            Append::Written => {
+                self.record(&mut held, id, bytes, until);
+                Ok(Wrote::Head)
+            }
+            Append::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => Ok(Wrote::Again),
+            Append::Conflict { .. } => {
+                held.lost = true;
+                Err(self.lost(&held))
+            }
+        }
+    }
+}
+
+/// The `checkpoint` span of a write of `ckpt`, and when the write started.
+#[cfg(feature = "tracing")]
+fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
+    let span = tracing::debug_span!(
+        target: "tea",
+        "checkpoint",
+        step = ckpt.step,
+        pause = ckpt.pause.is_some(),
+        durable,
+        bytes = tracing::field::Empty,
+        duration_us = tracing::field::Empty,
+    );
+    (span, Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::error::error_chain;
+
+    fn host() -> Tenure {
+        let relet: Relet = |bytes, _, _, _, _| Ok(bytes.to_vec());
+        let identity = Identity { graph: "g", graph_fingerprint: 0, schema_fingerprint: 0 };
+        let store: Arc<dyn Checkpointer> = Arc::new(crate::store::MemoryStore::new());
+        let mut tenure = Tenure::new(store, ThreadId::from("t"), Some(1), &identity, relet, Clock::system());
+        tenure.lease = Duration::from_secs(30);
+        tenure
+    }
+
+    #[test]
+    fn a_swap_lost_after_a_write_the_store_failed_is_the_stores_error() {
+        let host = host();
+        let head = host.begin_write().unwrap();
+        let failed = host.end_write(head, 2, Vec::new(), 0, Err(Error::store("EIO after the write")));
+        assert!(matches!(failed, Err(Error::Store { .. })));
+        // The failed write was stored: the next one finds the head moved.
+        let head = host.begin_write().unwrap();
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        let Err(error) = lost else { panic!("a lost swap is an error") };
+        assert!(matches!(error, Error::Store { .. }), "{error:?}");
+        assert!(error_chain(&error).contains("EIO after the write"), "{error}");
+        // And so is every later write of the run.
+        let Err(later) = host.begin_write() else { panic!("a run that lost its thread writes no more") };
+        assert!(error_chain(&later).contains("EIO after the write"), "{later}");
+    }
+
+    #[test]
+    fn a_swap_lost_otherwise_is_a_takeover() {
+        let host = host();
+        let head = host.begin_write().unwrap();
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{:?}", lost.err());
+    }
+}
