@@ -80,6 +80,7 @@ mod vocab;
 use vocab::{error, name};
 
 pub use api::app::{App, Builder, NoCheckpointer};
+pub use api::call::Call;
 pub use api::snapshot::{decode_checkpoint, encode_checkpoint, read_foreign_checkpoint, ForeignCheckpoint};
 pub use api::stream::Stream;
 pub use format::checkpoint::BranchState;

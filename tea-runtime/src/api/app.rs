@@ -4,6 +4,7 @@
 //! app with one ([`Checkpointer`]) runs each invocation as a *thread* whose checkpoints live in
 //! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
+use crate::api::call::{Call, What};
 use crate::api::stream::Stream;
 use crate::api::token;
 use crate::format::checkpoint::{self, Checkpoint, Position};
@@ -398,7 +399,7 @@ impl<G: Graph, C> App<G, C> {
 
     /// [`scope`](Self::scope) with this call's `options` over the app's.
     pub(crate) fn scope_with(&self, run: &mut Run<'_, G>, options: &RunOptions) -> Result<(), Error> {
-        let context = self.context.as_ref();
+        let context = options.context.as_ref().or(self.context.as_ref());
         if let Some((type_id, expected)) = self.graph.context_type() {
             if !context.is_some_and(|context| context.is(type_id)) {
                 return Err(Error::MissingContext {
@@ -420,6 +421,28 @@ impl<G: Graph, C> App<G, C> {
     /// The limits its runs work within.
     pub(crate) fn limits(&self) -> Limits {
         Limits { recursion: self.recursion_limit, max_branches: self.max_branches }
+    }
+
+    /// The limits a run with `options` works within.
+    pub(crate) fn limits_for(&self, options: &RunOptions) -> Limits {
+        Limits { recursion: options.recursion_limit.unwrap_or(self.recursion_limit), max_branches: self.max_branches }
+    }
+}
+
+/// The name of the API call a run's `run` span records (its field `call`).
+fn call_name<S: crate::vocab::state::GraphState>(what: &What<S>, record: bool, on_tokio: bool) -> &'static str {
+    match (what, record, on_tokio) {
+        (What::Start(_), false, false) => "invoke",
+        (What::Start(_), false, true) => "invoke_async",
+        (What::Start(_), true, false) => "stream",
+        (What::Start(_), true, true) => "stream_async",
+        (What::StartAt { .. }, _, _) => "invoke_at",
+        (What::Resume(_), false, false) => "resume",
+        (What::Resume(_), false, true) => "resume_async",
+        (What::Resume(_), true, false) => "stream_resume",
+        (What::Resume(_), true, true) => "stream_resume_async",
+        (What::Recover(_), _, false) => "recover",
+        (What::Recover(_), _, true) => "recover_async",
     }
 }
 
@@ -460,93 +483,82 @@ impl<G: Graph> App<G, NoCheckpointer> {
 }
 
 impl<G: Graph, C: Checkpointer> App<G, C> {
-    /// Starts a new thread (with a random id) on `input` and runs it until it finishes or
-    /// pauses.
+    /// Carries out `call` — starts a thread, answers a pause, recovers a thread or starts one at
+    /// a node ([`Call`]) — on the calling thread, until the run finishes or pauses.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # use tea::Call;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Doc { text: String, approved: bool }
+    /// # fn draft(_: &Doc) -> DocUpdate { Doc::update().text("draft".into()) }
+    /// # fn publish(_: &Doc) {}
+    /// # graph! { Review for Doc { start -> draft; draft -> publish; publish -> end; interrupt_before publish; } }
+    /// let app = Review::builder().checkpointer(MemoryStore::new()).build();
+    /// let paused = app.run(Call::start(Doc::default()).on("doc-1"))?;
+    /// let (_, resume) = paused.interrupted().expect("paused before publish");
+    /// let done = app.run(Call::resume(resume.update(Doc::update().approved(true))))?;
+    /// assert!(done.done().unwrap().approved);
+    /// # Ok::<(), tea::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// Those of the store-less `invoke`, and [`Error::Store`] when the store fails. A run that
-    /// fails leaves its last checkpoint in the store: see [`recover`](Self::recover).
+    /// A start: [`Error::ThreadExists`] when the thread has checkpoints already,
+    /// [`Error::InvalidThreadId`] for an empty id or one longer than [`ThreadId::MAX_LEN`]
+    /// bytes, [`Error::NoRoute`] for a `start_at` node the graph does not have. A resume:
+    /// [`Error::InvalidToken`] (the app signs tokens and this one is unsigned, altered or
+    /// signed under another key, or the call names another thread than the token's),
+    /// [`Error::GraphMismatch`], [`Error::SchemaMismatch`], [`Error::StaleResume`] (the thread
+    /// was resumed already: of two resumes of one token, exactly one proceeds),
+    /// [`Error::CheckpointNotFound`]. A resume that fails puts the pause back, so the same token
+    /// can be used again, unless a node after the one it paused at had completed: the thread
+    /// then stays there for a recover, and the token is spent. A recover:
+    /// [`Error::CheckpointNotFound`], [`Error::ThreadBusy`] while another run owns the thread
+    /// (through its lease, [`Builder::lease`]; of several recovers of a stopped thread exactly
+    /// one runs), [`Error::StaleResume`] when a resume moved the thread on meanwhile,
+    /// [`Error::CorruptCheckpoint`]. Any run: [`Error::NodeFailed`] / [`Error::NodePanicked`]
+    /// naming the node, [`Error::NoRoute`], [`Error::ConflictingWrites`],
+    /// [`Error::RecursionLimit`], [`Error::Store`]. A run that fails leaves its last checkpoint
+    /// in the store for a recover; with [`Durability::EveryStep`] the nodes that completed are
+    /// not run again.
+    pub fn run(&self, call: Call<G::State>) -> Result<Outcome<G::State>, Error>
+    where
+        G: SyncGraph,
+    {
+        self.execute(call)
+    }
+
+    /// Carries out `call` as a stream of events: an [`Event::Step`](crate::Event::Step) after
+    /// each node, ending with [`Event::Interrupted`](crate::Event::Interrupted) or
+    /// [`Event::Done`](crate::Event::Done); a call refused before it runs (an invalid token, a
+    /// busy thread) is the stream's one item. Dropping the stream before the run pauses or
+    /// finishes abandons it: a resume puts its pause back (the same token works again unless a
+    /// node after the one it paused at had completed), another run releases its lease, so a
+    /// recover continues it.
+    pub fn run_stream(&self, call: Call<G::State>) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
+        self.execute_stream(call)
+    }
+
+    /// Starts a new thread (with a random id) on `input` and runs it until it finishes or
+    /// pauses: `run(Call::start(input))`.
+    ///
+    /// # Errors
+    /// Those of [`run`](Self::run).
     pub fn invoke(&self, input: G::State) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
     {
-        self.invoke_on(ThreadId::random(), input)
+        self.execute(Call::start(input))
     }
 
-    /// Starts thread `thread` on `input`; [`Error::ThreadExists`] if it already has checkpoints,
-    /// [`Error::InvalidThreadId`] if the id is empty or longer than [`ThreadId::MAX_LEN`] bytes.
-    pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Result<Outcome<G::State>, Error>
-    where
-        G: SyncGraph,
-    {
-        self.invoke_on_now(thread.into(), input)
-    }
-
-    /// [`invoke`](Self::invoke) with `options` in force for this call (its durability, for
-    /// one: a throw-away run with [`Durability::OnPause`] on an app that checkpoints every step).
+    /// Continues the paused thread `resume` names, with its answers and update:
+    /// `run(Call::resume(resume))`.
     ///
     /// # Errors
-    /// Those of [`invoke`](Self::invoke).
-    pub fn invoke_with(&self, input: G::State, options: impl Into<RunOptions>) -> Result<Outcome<G::State>, Error>
-    where
-        G: SyncGraph,
-    {
-        self.with_options(options.into()).invoke_on(ThreadId::random(), input)
-    }
-
-    /// [`invoke_on`](Self::invoke_on) with `options` in force for this call.
-    ///
-    /// # Errors
-    /// Those of [`invoke_on`](Self::invoke_on).
-    pub fn invoke_on_with(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-        options: impl Into<RunOptions>,
-    ) -> Result<Outcome<G::State>, Error>
-    where
-        G: SyncGraph,
-    {
-        self.with_options(options.into()).invoke_on(thread, input)
-    }
-
-    /// [`resume`](Self::resume) with `options` in force for this call (its pause, if it pauses
-    /// again, and its end are flushed whatever the durability).
-    ///
-    /// # Errors
-    /// Those of [`resume`](Self::resume).
-    pub fn resume_with(
-        &self,
-        resume: Resume<G::State>,
-        options: impl Into<RunOptions>,
-    ) -> Result<Outcome<G::State>, Error>
-    where
-        G: SyncGraph,
-    {
-        self.with_options(options.into()).resume(resume)
-    }
-
-    /// [`recover`](Self::recover) with `options` in force for this call.
-    ///
-    /// # Errors
-    /// Those of [`recover`](Self::recover).
-    pub fn recover_with(&self, thread: &ThreadId, options: impl Into<RunOptions>) -> Result<Outcome<G::State>, Error>
-    where
-        G: SyncGraph,
-    {
-        self.with_options(options.into()).recover(thread)
-    }
-
-    /// Continues the paused thread `resume` names, with its answers and update.
-    ///
-    /// # Errors
-    /// [`Error::InvalidToken`] (the app signs tokens and this one is unsigned, altered or signed
-    /// under another key), [`Error::GraphMismatch`], [`Error::SchemaMismatch`],
-    /// [`Error::StaleResume`] (the thread was resumed already: of two resumes of one token,
-    /// exactly one proceeds), [`Error::CheckpointNotFound`], and the errors of a run. A run that
-    /// fails after resuming puts the pause back, so the same token can be used again, unless a
-    /// node after the one it paused at had completed: the thread then stays there for
-    /// [`recover`](Self::recover), and the token is spent.
+    /// Those of [`run`](Self::run).
     pub fn resume(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error>
     where
         G: SyncGraph,
@@ -555,33 +567,99 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         // and checked against the token (answers, timeouts, the update), the run claims the
         // thread by compare-and-swap on that head, the machine runs on the thread driver until
         // it pauses or ends, and the outcome (a new token at a pause) is made here.
-        self.resume_now(resume)
+        self.execute(Call::resume(resume))
     }
 
-    /// Continues thread `thread` from its last checkpoint after a run that stopped without
-    /// pausing (a node failed or panicked, the process died). With [`Durability::EveryStep`]
-    /// the nodes that completed are not run again. A paused thread returns its pause (with a
-    /// fresh token); a finished one, its final state.
-    ///
-    /// A running thread is owned by its run through a lease ([`Builder::lease`]): recovering
-    /// a thread whose run is alive — in this process or another — is [`Error::ThreadBusy`], and
-    /// of several recovers of a stopped thread exactly one runs (it claims the thread by
-    /// compare-and-swap on the checkpoint it read; the others get `ThreadBusy`). A run that
-    /// failed released its lease, so it can be recovered at once; one whose process died is
-    /// taken over when its lease expires.
-    ///
-    /// # Errors
-    /// [`Error::CheckpointNotFound`] for a thread without checkpoints, [`Error::ThreadBusy`]
-    /// while another run owns the thread (or the thread of the child graph a subgraph node
-    /// continues: the error names that thread, and this recover releases its claim on
-    /// `thread`), [`Error::StaleResume`] when a resume moved the thread
-    /// on while this recover ran, [`Error::CorruptCheckpoint`] for a checkpoint that does not
-    /// decode or records what this graph cannot do, and the errors of a run.
-    pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error>
+    /// Like [`invoke`](Self::invoke), as a stream of events: `run_stream(Call::start(input))`.
+    pub fn stream(&self, input: G::State) -> Stream<'_, G>
     where
         G: SyncGraph,
     {
-        self.recover_now(thread)
+        self.execute_stream(Call::start(input))
+    }
+
+    /// [`run`](Self::run) for any graph, on the calling thread: also a subgraph node's child,
+    /// which the blocking API runs only under a parent that is a [`SyncGraph`] — and so only
+    /// when the child is one too (`graph!` bounds the parent's impl on its children's).
+    pub(crate) fn execute(&self, call: Call<G::State>) -> Result<Outcome<G::State>, Error> {
+        let head = match self.head_to_read(&call)? {
+            Some(thread) => Some(self.head(&thread)?),
+            None => None,
+        };
+        match self.begin(call, head, false, false)? {
+            Recovery::Over(outcome) => Ok(outcome),
+            Recovery::Run(mut run) => {
+                let over = run.run_to_end()?;
+                token::outcome(run, over)
+            }
+        }
+    }
+
+    /// [`run_stream`](Self::run_stream) for any graph (see [`execute`](Self::execute)).
+    pub(crate) fn execute_stream(&self, call: Call<G::State>) -> Stream<'_, G> {
+        let head = match self.head_to_read(&call) {
+            Ok(Some(thread)) => self.head(&thread).map(Some),
+            Ok(None) => Ok(None),
+            Err(error) => Err(error),
+        };
+        match head.and_then(|head| self.begin(call, head, true, false)) {
+            Ok(Recovery::Over(outcome)) => Stream::ended(outcome),
+            Ok(Recovery::Run(run)) => Stream::new(Ok(run)),
+            Err(error) => Stream::new(Err(error)),
+        }
+    }
+
+    /// The thread whose head `call` reads before it runs (a resume's, once its token is checked
+    /// against this app and graph; a recover's), or `None` for a call that starts a thread.
+    pub(crate) fn head_to_read(&self, call: &Call<G::State>) -> Result<Option<ThreadId>, Error> {
+        match &call.what {
+            What::Start(_) | What::StartAt { .. } => Ok(None),
+            What::Resume(resume) => {
+                let thread = self.verify(resume)?;
+                if call.thread.as_ref().is_some_and(|named| *named != thread) {
+                    return Err(Error::InvalidToken { reason: "the call names another thread than its token's" });
+                }
+                Ok(Some(thread))
+            }
+            What::Recover(thread) => Ok(Some(thread.clone())),
+        }
+    }
+
+    /// The run `call` makes, given the head of the thread it reads (`head`, read by the driver
+    /// after [`head_to_read`](Self::head_to_read)), or the outcome of a recover that finds its
+    /// thread over; `record`: the run is streamed; `on_tokio`: by the async API (the name its
+    /// `run` span's field `call` records).
+    pub(crate) fn begin(
+        &self,
+        call: Call<G::State>,
+        head: Option<(CheckpointId, Vec<u8>)>,
+        record: bool,
+        on_tokio: bool,
+    ) -> Result<Recovery<'_, G>, Error> {
+        let name = call_name(&call.what, record, on_tokio);
+        let Call { what, thread, options } = call;
+        match (what, head) {
+            (What::Start(input), _) => {
+                let thread = thread.unwrap_or_else(ThreadId::random);
+                self.new_run_as(thread, input, record, &options, name).map(Recovery::Run)
+            }
+            (What::StartAt { node, state }, _) => {
+                let Some(at) = self.graph.node_named(&node) else {
+                    return Err(Error::NoRoute { node: START, goto: Some(NodeName::from(node)) });
+                };
+                let thread = thread.unwrap_or_else(ThreadId::random);
+                let mut run = self.new_run_as(thread, state, record, &options, name)?;
+                run.start_at(at);
+                Ok(Recovery::Run(run))
+            }
+            (What::Resume(resume), Some((head, bytes))) => {
+                self.resume_at(resume, head, bytes, record, &options, name).map(Recovery::Run)
+            }
+            (What::Recover(thread), Some((head, bytes))) => self.recovery(&thread, head, bytes, record, &options, name),
+            // The driver reads the head `head_to_read` names: a resume or recover has one.
+            (What::Resume(resume), None) => Err(Error::CheckpointNotFound { thread: resume.thread().clone() }),
+            (What::Recover(thread), None) => Err(Error::CheckpointNotFound { thread }),
+        }
     }
 
     /// What recovering `thread`, whose head is checkpoint `head` (`bytes`), does: report where
@@ -591,6 +669,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         thread: &ThreadId,
         head: CheckpointId,
         bytes: Vec<u8>,
+        record: bool,
+        options: &RunOptions,
         #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] call: &'static str,
     ) -> Result<Recovery<'_, G>, Error> {
         let ckpt: Checkpoint<G::State> = decode_for(&*self.graph, &bytes, thread, head)?;
@@ -613,129 +693,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let resuming = ckpt.resumed;
         // Claim the thread before running anything, as a resume does: of several recovers of one
         // thread, exactly one runs its nodes; the others find its lease.
-        let mut tenure = self.tenure(thread.clone(), Some(head));
+        let durability = options.durability.unwrap_or(self.durability);
+        let mut tenure = self.tenure_as(thread.clone(), Some(head), durability);
         tenure.recovering = true;
-        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), tenure, false)?;
-        self.scope(&mut run)?;
+        let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits_for(options), tenure, record)?;
+        self.scope_with(&mut run, options)?;
         traced! { run.call(call); }
         Ok(Recovery::Run(run))
-    }
-
-    /// Starts thread `thread` at `node`, with `state` as the state: `node` runs first (its
-    /// `interrupt_before` breakpoint does not stop it), then the run goes on as usual. This is
-    /// how a front end continues from a checkpoint file ([`decode_checkpoint`](crate::decode_checkpoint)) in a new thread.
-    ///
-    /// # Errors
-    /// [`Error::NoRoute`] (from `start`) when the graph has no node `node`, and those of
-    /// [`invoke_on`](Self::invoke_on).
-    pub fn invoke_at(
-        &self,
-        thread: impl Into<ThreadId>,
-        node: &str,
-        state: G::State,
-    ) -> Result<Outcome<G::State>, Error>
-    where
-        G: SyncGraph,
-    {
-        let Some(at) = self.graph.node_named(node) else {
-            return Err(Error::NoRoute { node: START, goto: Some(NodeName::from(node.to_owned())) });
-        };
-        let mut run = self.new_run(thread.into(), state, false, "invoke_at")?;
-        run.start_at(at);
-        let over = run.run_to_end()?;
-        token::outcome(run, over)
-    }
-
-    /// Like [`invoke`](Self::invoke), as a stream of events ending with
-    /// [`Event::Interrupted`](crate::Event::Interrupted) or [`Event::Done`](crate::Event::Done).
-    pub fn stream(&self, input: G::State) -> Stream<'_, G>
-    where
-        G: SyncGraph,
-    {
-        Stream::new(self.new_run(ThreadId::random(), input, true, "stream"))
-    }
-
-    /// Like [`invoke_on`](Self::invoke_on), as a stream of events.
-    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: G::State) -> Stream<'_, G>
-    where
-        G: SyncGraph,
-    {
-        self.stream_on_now(thread.into(), input)
-    }
-
-    /// Like [`resume`](Self::resume), as a stream of events (an invalid token is the stream's
-    /// one item). Dropping the stream before it pauses again or finishes abandons the resume:
-    /// the pause is put back and the same token works again (unless a node after the one it
-    /// paused at had completed, as for [`resume`](Self::resume)).
-    pub fn stream_resume(&self, resume: Resume<G::State>) -> Stream<'_, G>
-    where
-        G: SyncGraph,
-    {
-        self.stream_resume_now(resume)
-    }
-
-    /// [`invoke_on`](Self::invoke_on) on the calling thread, for any graph: a subgraph node's
-    /// child, which the blocking API runs only under a parent that is a [`SyncGraph`] — and
-    /// so only when the child is one too (`graph!` bounds the parent's impl on its children's).
-    pub(crate) fn invoke_on_now(&self, thread: ThreadId, input: G::State) -> Result<Outcome<G::State>, Error> {
-        let mut run = self.new_run(thread, input, false, "invoke")?;
-        let over = run.run_to_end()?;
-        token::outcome(run, over)
-    }
-
-    /// [`resume`](Self::resume) on the calling thread, for any graph (see
-    /// [`invoke_on_now`](Self::invoke_on_now)).
-    pub(crate) fn resume_now(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
-        let thread = self.verify(&resume)?;
-        let (head, bytes) = self.head(&thread)?;
-        let mut run = self.resume_at(resume, head, bytes, false, &RunOptions::new(), "resume")?;
-        let over = run.run_to_end()?;
-        token::outcome(run, over)
-    }
-
-    /// [`recover`](Self::recover) on the calling thread, for any graph (see
-    /// [`invoke_on_now`](Self::invoke_on_now)).
-    pub(crate) fn recover_now(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
-        let (head, bytes) = self.head(thread)?;
-        match self.recovery(thread, head, bytes, "recover")? {
-            Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(mut run) => {
-                let over = run.run_to_end()?;
-                token::outcome(run, over)
-            }
-        }
-    }
-
-    /// [`stream_on`](Self::stream_on) for any graph (see [`invoke_on_now`](Self::invoke_on_now)).
-    pub(crate) fn stream_on_now(&self, thread: ThreadId, input: G::State) -> Stream<'_, G> {
-        Stream::new(self.new_run(thread, input, true, "stream"))
-    }
-
-    /// [`stream_resume`](Self::stream_resume) for any graph (see
-    /// [`invoke_on_now`](Self::invoke_on_now)).
-    pub(crate) fn stream_resume_now(&self, resume: Resume<G::State>) -> Stream<'_, G> {
-        Stream::new(self.resume_run(resume, true, &RunOptions::new(), "stream_resume"))
-    }
-
-    /// [`stream_on`](Self::stream_on) with `options` in force for this run.
-    pub fn stream_on_with(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-        options: impl Into<RunOptions>,
-    ) -> Stream<'_, G>
-    where
-        G: SyncGraph,
-    {
-        Stream::new(self.new_run_as(thread.into(), input, true, &options.into(), "stream"))
-    }
-
-    /// [`stream_resume`](Self::stream_resume) with `options` in force for this run.
-    pub fn stream_resume_with(&self, resume: Resume<G::State>, options: impl Into<RunOptions>) -> Stream<'_, G>
-    where
-        G: SyncGraph,
-    {
-        Stream::new(self.resume_run(resume, true, &options.into(), "stream_resume"))
     }
 
     /// The thread's latest checkpoint, or `None` if the thread has none.
@@ -792,12 +756,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self.checkpointer
     }
 
-    /// The tenure of a run of this app on `thread`, found at `head` (`None`: a new thread).
-    pub(crate) fn tenure(&self, thread: ThreadId, head: Option<CheckpointId>) -> Tenure {
-        self.tenure_as(thread, head, self.durability)
-    }
-
-    /// [`tenure`](Self::tenure) with `durability` for this run (and its children's runs).
+    /// The tenure of a run of this app on `thread`, found at `head` (`None`: a new thread), with
+    /// `durability` for this run (and its children's runs).
     pub(crate) fn tenure_as(&self, thread: ThreadId, head: Option<CheckpointId>, durability: Durability) -> Tenure {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
@@ -813,19 +773,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         tenure
     }
 
-    /// A run that starts thread `thread` on `input`, for the API call named `call` (its `run`
-    /// span's field `call`, recorded here once).
-    pub(crate) fn new_run(
-        &self,
-        thread: ThreadId,
-        input: G::State,
-        record: bool,
-        call: &'static str,
-    ) -> Result<Run<'_, G>, Error> {
-        self.new_run_as(thread, input, record, &RunOptions::new(), call)
-    }
-
-    /// [`new_run`](Self::new_run) with this call's `options`.
+    /// A run that starts thread `thread` on `input` with this call's `options`, for the API call
+    /// named `call` (its `run` span's field `call`, recorded here once).
     pub(crate) fn new_run_as(
         &self,
         thread: ThreadId,
@@ -837,7 +786,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.check_key()?;
         self.check_thread_id(&thread)?;
         let tenure = self.tenure_as(thread, None, options.durability.unwrap_or(self.durability));
-        let mut run = Run::new(&*self.graph, input, self.limits(), Some(tenure), record);
+        let mut run = Run::new(&*self.graph, input, self.limits_for(options), Some(tenure), record);
         self.scope_with(&mut run, options)?;
         traced! { run.call(call); }
         Ok(run)
@@ -852,16 +801,6 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Err(Error::InvalidThreadId { thread: thread.clone(), reason: "it is longer than 1024 bytes" });
         }
         Ok(())
-    }
-
-    /// This app with `options` in force, for one call: the same graph and store (shared), its
-    /// own durability.
-    pub(crate) fn with_options(&self, options: RunOptions) -> App<G, C> {
-        App {
-            durability: options.durability.unwrap_or(self.durability),
-            modes: options.stream_modes.unwrap_or(self.modes),
-            ..self.copy()
-        }
     }
 
     /// A run must not start (and write anything) when it could not sign its token at a pause.

@@ -1,8 +1,9 @@
-//! The async API (feature `tokio`): `App::invoke_async`, `resume_async`, `recover_async`,
-//! `stream_async` and their kin, carried by the tokio driver (`drive::tokio`).
+//! The async API (feature `tokio`): `App::run_async` and `run_stream_async` (and the short
+//! `invoke_async`, `resume_async`, `stream_async`), carried by the tokio driver (`drive::tokio`).
 
 use crate::api::app::{App, NoCheckpointer, Recovery};
-use crate::api::stream::event_after;
+use crate::api::call::Call;
+use crate::api::stream::{ended_event, event_after};
 use crate::api::token;
 use crate::drive::tokio::AsyncRun;
 use crate::format::token::Resume;
@@ -14,7 +15,6 @@ use crate::model::scope::{Emitted, Emitter};
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
-use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 use futures::{Stream, StreamExt};
 use std::sync::Arc;
@@ -119,6 +119,15 @@ where
     })
 }
 
+/// The name of the async API call that carries out `call`, as [`Error::NoRuntime`] names it.
+fn call_name<S: crate::vocab::state::GraphState>(call: &Call<S>) -> &'static str {
+    match call.kind() {
+        "resume" => "resume_async",
+        "recover" => "recover_async",
+        _ => "invoke_async",
+    }
+}
+
 /// Fails unless polled inside a tokio runtime (the driver spawns onto it).
 fn runtime(call: &'static str) -> Result<(), Error> {
     tokio::runtime::Handle::try_current().map(|_| ()).map_err(|_| Error::NoRuntime { call })
@@ -158,169 +167,71 @@ impl<G: Graph> App<G, NoCheckpointer> {
 }
 
 impl<G: Graph, C: Checkpointer> App<G, C> {
-    /// [`invoke`](Self::invoke) on the current tokio runtime: starts a new thread (with a random
-    /// id) and runs it until it finishes or pauses. Async nodes are awaited, sync nodes run on
-    /// tokio's blocking pool, branches run concurrently, checkpoints are written with the
-    /// store's async calls. Dropping the future part-way cancels the run: see
-    /// [`resume_async`](Self::resume_async).
+    /// [`run`](Self::run) on the current tokio runtime: async nodes are awaited, sync nodes run
+    /// on tokio's blocking pool, branches run concurrently, checkpoints are written with the
+    /// store's async calls.
+    ///
+    /// Dropping the future before it completes cancels the run and leaves the thread as a
+    /// dropped stream does: a resume puts its pause back, so the same token works again unless
+    /// a node after the one it paused at had completed; another run releases its lease, so a
+    /// recover continues it from its last checkpoint.
     ///
     /// # Errors
-    /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn invoke_async(&self, input: G::State) -> Result<Outcome<G::State>, Error> {
-        self.invoke_on_async(ThreadId::random(), input).await
-    }
-
-    /// [`invoke_on`](Self::invoke_on) on the current tokio runtime.
-    pub async fn invoke_on_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-    ) -> Result<Outcome<G::State>, Error> {
-        runtime("invoke_on_async")?;
-        let run = self.new_run(thread.into(), input, false, "invoke_async")?;
-        outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
-    }
-
-    /// [`resume`](Self::resume) on the current tokio runtime.
-    ///
-    /// Dropping the future before it completes cancels the run and leaves the thread resumable:
-    /// the pause it resumed from is put back, so the same token works again unless a node after
-    /// the one it paused at had completed (a run that was not
-    /// resuming releases its lease, so [`recover_async`](Self::recover_async) continues it from
-    /// its last checkpoint).
-    ///
-    /// # Errors
-    /// Those of [`resume`](Self::resume), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn resume_async(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
-        runtime("resume_async")?;
-        let thread = self.verify(&resume)?;
-        let (head, bytes) = self.head_async(&thread).await?;
-        let run = self.resume_at(resume, head, bytes, false, &RunOptions::new(), "resume_async")?;
-        outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await
-    }
-
-    /// [`recover`](Self::recover) on the current tokio runtime.
-    ///
-    /// # Errors
-    /// Those of [`recover`](Self::recover), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn recover_async(&self, thread: &ThreadId) -> Result<Outcome<G::State>, Error> {
-        runtime("recover_async")?;
-        let (head, bytes) = self.head_async(thread).await?;
-        match self.recovery(thread, head, bytes, "recover_async")? {
+    /// Those of [`run`](Self::run), and [`Error::NoRuntime`] outside a tokio runtime.
+    pub async fn run_async(&self, call: Call<G::State>) -> Result<Outcome<G::State>, Error> {
+        runtime(call_name(&call))?;
+        let head = match self.head_to_read(&call)? {
+            Some(thread) => Some(self.head_async(&thread).await?),
+            None => None,
+        };
+        match self.begin(call, head, false, true)? {
             Recovery::Over(outcome) => Ok(outcome),
             Recovery::Run(run) => outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await,
         }
     }
 
-    /// [`invoke_with`](Self::invoke_with) on the current tokio runtime.
-    ///
-    /// # Errors
-    /// Those of [`invoke_async`](Self::invoke_async).
-    pub async fn invoke_with_async(
+    /// [`run_stream`](Self::run_stream) on the current tokio runtime: a `Send` stream of the
+    /// run's events. Dropping it part-way cancels the run, as dropping a blocking `Stream` does.
+    pub fn run_stream_async(
         &self,
-        input: G::State,
-        options: impl Into<RunOptions>,
-    ) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options.into()).invoke_on_async(ThreadId::random(), input).await
-    }
-
-    /// [`invoke_on_with`](Self::invoke_on_with) on the current tokio runtime.
-    ///
-    /// # Errors
-    /// Those of [`invoke_on_async`](Self::invoke_on_async).
-    pub async fn invoke_on_with_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-        options: impl Into<RunOptions>,
-    ) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options.into()).invoke_on_async(thread, input).await
-    }
-
-    /// [`resume_with`](Self::resume_with) on the current tokio runtime.
-    ///
-    /// # Errors
-    /// Those of [`resume_async`](Self::resume_async).
-    pub async fn resume_with_async(
-        &self,
-        resume: Resume<G::State>,
-        options: impl Into<RunOptions>,
-    ) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options.into()).resume_async(resume).await
-    }
-
-    /// [`recover_with`](Self::recover_with) on the current tokio runtime.
-    ///
-    /// # Errors
-    /// Those of [`recover_async`](Self::recover_async).
-    pub async fn recover_with_async(
-        &self,
-        thread: &ThreadId,
-        options: impl Into<RunOptions>,
-    ) -> Result<Outcome<G::State>, Error> {
-        self.with_options(options.into()).recover_async(thread).await
-    }
-
-    /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the events of a
-    /// new thread. Dropping it part-way cancels the run, as dropping a blocking `Stream` does.
-    pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        self.stream_on_async(ThreadId::random(), input)
-    }
-
-    /// [`stream_on`](Self::stream_on) on the current tokio runtime.
-    pub fn stream_on_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        let thread = thread.into();
-        let run = runtime("stream_async").and_then(|()| self.new_run(thread, input, true, "stream_async"));
-        events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
-    }
-
-    /// [`stream_resume`](Self::stream_resume) on the current tokio runtime.
-    pub fn stream_resume_async(
-        &self,
-        resume: Resume<G::State>,
-    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        self.stream_resume_as_async(resume, RunOptions::new())
-    }
-
-    fn stream_resume_as_async(
-        &self,
-        resume: Resume<G::State>,
-        options: RunOptions,
+        call: Call<G::State>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let start = async move {
-            runtime("stream_resume_async")?;
-            let thread = self.verify(&resume)?;
-            let (head, bytes) = self.head_async(&thread).await?;
-            let run = self.resume_at(resume, head, bytes, true, &options, "stream_resume_async")?;
-            Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
+            runtime(call_name(&call))?;
+            let head = match self.head_to_read(&call)? {
+                Some(thread) => Some(self.head_async(&thread).await?),
+                None => None,
+            };
+            self.begin(call, head, true, true)
         };
-        futures::stream::once(start).flat_map(events)
+        futures::stream::once(start).flat_map(move |begun| match begun {
+            Ok(Recovery::Run(run)) => events(Ok(AsyncRun::new(run, &self.graph, self.sync_inline))).left_stream(),
+            Ok(Recovery::Over(outcome)) => {
+                futures::stream::once(std::future::ready(Ok(ended_event(outcome)))).right_stream()
+            }
+            Err(error) => events(Err(error)).left_stream(),
+        })
     }
 
-    /// [`stream_on_with`](Self::stream_on_with) on the current tokio runtime.
-    pub fn stream_on_with_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: G::State,
-        options: impl Into<RunOptions>,
-    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        let thread = thread.into();
-        let run = runtime("stream_async")
-            .and_then(|()| self.new_run_as(thread, input, true, &options.into(), "stream_async"));
-        events(run.map(|run| AsyncRun::new(run, &self.graph, self.sync_inline)))
+    /// [`invoke`](Self::invoke) on the current tokio runtime: `run_async(Call::start(input))`.
+    ///
+    /// # Errors
+    /// Those of [`run_async`](Self::run_async).
+    pub async fn invoke_async(&self, input: G::State) -> Result<Outcome<G::State>, Error> {
+        self.run_async(Call::start(input)).await
     }
 
-    /// [`stream_resume_with`](Self::stream_resume_with) on the current tokio runtime.
-    pub fn stream_resume_with_async(
-        &self,
-        resume: Resume<G::State>,
-        options: impl Into<RunOptions>,
-    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
-        self.stream_resume_as_async(resume, options.into())
+    /// [`resume`](Self::resume) on the current tokio runtime: `run_async(Call::resume(resume))`.
+    ///
+    /// # Errors
+    /// Those of [`run_async`](Self::run_async).
+    pub async fn resume_async(&self, resume: Resume<G::State>) -> Result<Outcome<G::State>, Error> {
+        self.run_async(Call::resume(resume)).await
+    }
+
+    /// [`stream`](Self::stream) on the current tokio runtime: `run_stream_async(Call::start(input))`.
+    pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+        self.run_stream_async(Call::start(input))
     }
 
     /// [`state`](Self::state) for async code: the store is read with its async call.

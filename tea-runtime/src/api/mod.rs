@@ -4,6 +4,7 @@
 pub(crate) mod app;
 #[cfg(feature = "tokio")]
 pub(crate) mod async_app;
+pub(crate) mod call;
 pub(crate) mod resume;
 pub(crate) mod snapshot;
 pub(crate) mod stream;

@@ -1,7 +1,6 @@
 //! The resume path's check: a token verified against the app and graph, then the thread's head
 //! checked against the token and answered (`resume_at`), before anything is claimed or run.
-//! `App::resume` (`app.rs`) strings the steps together; ARCHITECTURE.md, "Where a run's data
-//! flows".
+//! `App::begin` (`app.rs`) strings the steps together for every front end.
 
 use crate::api::app::App;
 use crate::format::checkpoint::{BranchAt, Checkpoint, Position};
@@ -19,17 +18,6 @@ use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 
 impl<G: Graph, C: Checkpointer> App<G, C> {
-    pub(crate) fn resume_run(
-        &self,
-        resume: Resume<G::State>,
-        record: bool,
-        options: &RunOptions,
-        call: &'static str,
-    ) -> Result<Run<'_, G>, Error> {
-        let thread = self.verify(&resume)?;
-        let (head, bytes) = self.head(&thread)?;
-        self.resume_at(resume, head, bytes, record, options, call)
-    }
     /// The thread `resume` continues, once the token is checked against this app and graph.
     pub(crate) fn verify(&self, resume: &Resume<G::State>) -> Result<ThreadId, Error> {
         self.check_key()?;
@@ -109,7 +97,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             _ => None,
         };
         tenure.put_back_on_failure(bytes, before);
-        let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits(), tenure, record)?;
+        let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits_for(options), tenure, record)?;
         self.scope_with(&mut run, options)?;
         traced! {
             run.call(call);

@@ -6,6 +6,7 @@ use crate::format::checkpoint::ParentJump;
 use crate::machine::run::{Progress, Run};
 use crate::model::event::Event;
 use crate::model::graph::Graph;
+use crate::model::outcome::Outcome;
 use crate::model::scope::Emitted;
 use crate::vocab::error::Error;
 use crate::vocab::policy::StreamModes;
@@ -69,6 +70,14 @@ pub(crate) fn event_after<G: Graph>(
     run.branch_events.pop_front().map(Ok)
 }
 
+/// The one event of a thread a recover found over: its pause or its final state.
+pub(crate) fn ended_event<S: crate::vocab::state::GraphState>(outcome: Outcome<S>) -> Event<S> {
+    match outcome {
+        Outcome::Done(state) => Event::Done(state),
+        Outcome::Interrupted { state, resume } => Event::Interrupted { state, resume },
+    }
+}
+
 /// The events of a run: [`Event::Step`] per node (branch nodes after their fan-out, in branch
 /// order), then [`Event::Done`] or, with a checkpointer, [`Event::Interrupted`]; see
 /// [`App::stream`](crate::App::stream). A run that fails yields its error and ends.
@@ -77,14 +86,21 @@ pub struct Stream<'g, G: Graph> {
     error: Option<Error>,
     /// The run paused, finished or failed: what it queued is all that is left.
     over: bool,
+    /// A recovered thread that was over already: its pause or its final state, the one event.
+    ended: Option<Event<G::State>>,
 }
 
 impl<'g, G: Graph> Stream<'g, G> {
     pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
         match run {
-            Ok(run) => Stream { run: Some(run), error: None, over: false },
-            Err(error) => Stream { run: None, error: Some(error), over: true },
+            Ok(run) => Stream { run: Some(run), error: None, over: false, ended: None },
+            Err(error) => Stream { run: None, error: Some(error), over: true, ended: None },
         }
+    }
+
+    /// The stream of a thread found over (paused or finished) by a recover: its one event.
+    pub(crate) fn ended(outcome: Outcome<G::State>) -> Self {
+        Stream { run: None, error: None, over: true, ended: Some(ended_event(outcome)) }
     }
 
     /// Where a child graph's run, once over, routes its parent (`Command::parent`).
@@ -99,6 +115,9 @@ impl<G: Graph> Iterator for Stream<'_, G> {
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(error) = self.error.take() {
             return Some(Err(error));
+        }
+        if let Some(event) = self.ended.take() {
+            return Some(Ok(event));
         }
         let run = self.run.as_mut()?;
         if let Some(event) = run.branch_events.pop_front() {

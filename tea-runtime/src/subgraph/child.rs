@@ -5,6 +5,7 @@
 //! subgraph node decides around them is `run_child`'s (`subgraph/mod.rs`).
 
 use crate::api::app::{App, Recovery};
+use crate::api::call::Call;
 use crate::api::stream::Stream;
 use crate::api::token::without_store;
 use crate::format::checkpoint::ParentJump;
@@ -16,6 +17,7 @@ use crate::model::outcome::Outcome;
 use crate::store::Checkpointer;
 use crate::vocab::error::{BoxError, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
+use crate::vocab::options::RunOptions;
 use crate::vocab::state::GraphState;
 use std::any::TypeId;
 use std::future::Future;
@@ -198,8 +200,8 @@ impl<C: Graph> ChildApi<C> for Blocking {
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         std::future::ready(match forward {
-            Some(forward) => drain(&mut app.stream_on_now(thread, input), forward),
-            None => app.invoke_on_now(thread, input).map_err(BoxError::from),
+            Some(forward) => drain(&mut app.execute_stream(Call::start(input).on(thread)), forward),
+            None => app.execute(Call::start(input).on(thread)).map_err(BoxError::from),
         })
     }
 
@@ -210,9 +212,11 @@ impl<C: Graph> ChildApi<C> for Blocking {
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         let Some(forward) = forward else {
-            return std::future::ready(app.recover_now(thread).map_err(BoxError::from));
+            return std::future::ready(app.execute(Call::recover(thread.clone())).map_err(BoxError::from));
         };
-        let recovered = app.head(thread).and_then(|(head, bytes)| app.recovery(thread, head, bytes, "recover"));
+        let recovered = app
+            .head(thread)
+            .and_then(|(head, bytes)| app.recovery(thread, head, bytes, false, &RunOptions::new(), "recover"));
         std::future::ready(match recovered {
             Ok(Recovery::Over(outcome)) => Ok(outcome),
             Ok(Recovery::Run(mut run)) => {
@@ -230,8 +234,8 @@ impl<C: Graph> ChildApi<C> for Blocking {
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         std::future::ready(match forward {
-            Some(forward) => drain(&mut app.stream_resume_now(resume), forward),
-            None => app.resume_now(resume).map_err(BoxError::from),
+            Some(forward) => drain(&mut app.execute_stream(Call::resume(resume)), forward),
+            None => app.execute(Call::resume(resume)).map_err(BoxError::from),
         })
     }
 
@@ -319,8 +323,8 @@ impl<C: Graph> ChildApi<C> for OnTokio {
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         async move {
             match forward {
-                Some(forward) => drain_async(app.stream_on_async(thread, input), forward).await,
-                None => Ok(app.invoke_on_async(thread, input).await?),
+                Some(forward) => drain_async(app.run_stream_async(Call::start(input).on(thread)), forward).await,
+                None => Ok(app.run_async(Call::start(input).on(thread)).await?),
             }
         }
     }
@@ -334,9 +338,9 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         use crate::api::async_app::events;
         use crate::drive::tokio::AsyncRun;
         async move {
-            let Some(forward) = forward else { return Ok(app.recover_async(thread).await?) };
+            let Some(forward) = forward else { return Ok(app.run_async(Call::recover(thread.clone())).await?) };
             let (head, bytes) = app.head_async(thread).await?;
-            match app.recovery(thread, head, bytes, "recover_async")? {
+            match app.recovery(thread, head, bytes, false, &RunOptions::new(), "recover_async")? {
                 Recovery::Over(outcome) => Ok(outcome),
                 Recovery::Run(mut run) => {
                     run.record_steps();
@@ -354,7 +358,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         async move {
             match forward {
-                Some(forward) => drain_async(app.stream_resume_async(resume), forward).await,
+                Some(forward) => drain_async(app.run_stream_async(Call::resume(resume)), forward).await,
                 None => Ok(app.resume_async(resume).await?),
             }
         }

@@ -87,7 +87,7 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
         .clock(clock.clone())
         .build();
     let thread = ThreadId::from("p");
-    let host = Arc::new(parent.tenure(thread.clone(), None));
+    let host = Arc::new(parent.tenure_as(thread.clone(), None, parent.durability));
     // The parent's run holds its thread by a checkpoint whose lease is more than half gone.
     let until = clock.now_ms() + 100;
     let ckpt = Checkpoint {
@@ -111,7 +111,7 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
     // A subgraph node's child on the parent's store, run on a tokio runtime on this thread.
     let child = App::for_child(graph.clone(), host.store.clone(), Some(&host), TypeId::of::<Stop>());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let out = runtime.block_on(child.invoke_on_async(ThreadId::from("p/sub@1"), Tally::default())).unwrap();
+    let out = runtime.block_on(child.run_async(crate::Call::start(Tally::default()).on("p/sub@1"))).unwrap();
     assert_eq!(out.done().map(|t| t.n), Some(2));
     assert_eq!(store.blocking_at_home.load(Ordering::SeqCst), 0, "no blocking append on the runtime's thread");
     assert!(store.async_appends.load(Ordering::SeqCst) > 1);

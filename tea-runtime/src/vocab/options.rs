@@ -67,54 +67,94 @@ pub enum Durability {
     OnPause,
 }
 
-/// Options of one call (`invoke_with`, `resume_with`, `recover_with`, the `stream_…_with` calls
-/// and their `…_async` forms) that override the app's own for that call only: its
-/// [`durability`](Self::durability), and which events its stream yields
-/// ([`stream_modes`](Self::stream_modes)). A [`Durability`] converts into the options that set
-/// only it. (A run's context is given with [`App::with_context`](crate::App::with_context).)
+/// How one run goes, over the app's own settings for that run only: its
+/// [`durability`](Self::durability), which events its stream yields
+/// ([`stream_modes`](Self::stream_modes)), its [`context`](Self::context) and its
+/// [`recursion_limit`](Self::recursion_limit). A [`Call`](crate::Call) carries them (its setters
+/// set them one by one); a [`Durability`] converts into the options that set only it. A field
+/// left `None` keeps the app's setting.
 ///
 /// ```
 /// # use tea::prelude::*;
-/// # use tea::{Durability, RunOptions};
+/// # use tea::{Call, Durability, RunOptions};
 /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 /// # struct Doc { text: String }
 /// # fn draft(_: &Doc) -> DocUpdate { Doc::update().text("draft".into()) }
 /// # graph! { Write for Doc { start -> draft; draft -> end; } }
 /// let app = Write::builder().checkpointer(MemoryStore::new()).build(); // EveryStep by default
 /// // A cheap, throw-away run: checkpoints only at its start, pauses and end.
-/// let done = app.invoke_with(Doc::default(), RunOptions::new().durability(Durability::OnPause))?;
+/// let cheap = RunOptions::new().durability(Durability::OnPause);
+/// let done = app.run(Call::start(Doc::default()).options(cheap))?;
 /// assert_eq!(done.done().unwrap().text, "draft");
 /// // The same, shorter.
-/// let done = app.invoke_with(Doc::default(), Durability::OnPause)?;
+/// let done = app.run(Call::start(Doc::default()).durability(Durability::OnPause))?;
 /// # Ok::<(), tea::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct RunOptions {
-    /// When this call's checkpoints are written (`None`: the app's
+    /// When this run's checkpoints are written (`None`: the app's
     /// [`Builder::durability`](crate::Builder::durability)). A subgraph node's child run takes
     /// its parent run's.
     pub durability: Option<Durability>,
-    /// Which events a stream of this call yields (`None`: [`StreamModes::default`]).
+    /// Which events a stream of this run yields (`None`: [`StreamModes::default`]).
     pub stream_modes: Option<StreamModes>,
+    /// The value this run's nodes read with [`Ctx::context`](crate::Ctx::context) (`None`: the
+    /// app's, [`App::with_context`](crate::App::with_context)). Never checkpointed: give it again
+    /// to the call that resumes or recovers the thread.
+    pub context: Option<RunContext>,
+    /// How many steps this run may take (`None`: the app's
+    /// [`Builder::recursion_limit`](crate::Builder::recursion_limit)).
+    pub recursion_limit: Option<usize>,
 }
 
 impl RunOptions {
     /// The app's own options.
     pub const fn new() -> Self {
-        RunOptions { durability: None, stream_modes: None }
+        RunOptions { durability: None, stream_modes: None, context: None, recursion_limit: None }
     }
 
-    /// This call writes its checkpoints as `durability` says.
-    pub const fn durability(mut self, durability: Durability) -> Self {
+    /// This run writes its checkpoints as `durability` says.
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = Some(durability);
         self
     }
 
-    /// Which events a stream of this call yields.
-    pub const fn stream_modes(mut self, modes: StreamModes) -> Self {
+    /// Which events a stream of this run yields.
+    #[must_use]
+    pub fn stream_modes(mut self, modes: StreamModes) -> Self {
         self.stream_modes = Some(modes);
         self
+    }
+
+    /// This run's nodes read `context` with [`Ctx::context`](crate::Ctx::context).
+    #[must_use]
+    pub fn context<T: std::any::Any + Send + Sync>(self, context: T) -> Self {
+        self.with_context(RunContext::new(context))
+    }
+
+    /// [`context`](Self::context) with a context value made already (a front end's).
+    #[must_use]
+    pub fn with_context(mut self, context: RunContext) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// This run stops with [`Error::RecursionLimit`](crate::Error::RecursionLimit) after
+    /// `limit` steps.
+    #[must_use]
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// Whether every setting is the app's own.
+    pub fn is_default(&self) -> bool {
+        self.durability.is_none()
+            && self.stream_modes.is_none()
+            && self.context.is_none()
+            && self.recursion_limit.is_none()
     }
 }
 
