@@ -13,7 +13,7 @@ use crate::machine::run::{Over, Persist, Run};
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
 use crate::model::outcome::{Outcome, Snapshot};
-use crate::model::scope::{Emitter, Shared};
+use crate::model::scope::{Emitter, GraphAndCache};
 use crate::store::Checkpointer;
 use crate::vocab::clock::{now_ms, random_u64};
 use crate::vocab::error::Error;
@@ -82,7 +82,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     {
         let graph = Arc::new(self.graph);
         App {
-            shared: Arc::new(Shared::new(graph.clone())),
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
@@ -198,7 +198,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     pub fn build(self) -> App<G, C> {
         let graph = Arc::new(self.graph);
         App {
-            shared: Arc::new(Shared::new(graph.clone())),
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
@@ -261,7 +261,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
     pub(crate) parent: Option<Arc<Host>>,
     /// What its runs share: the graph for nodes run on a thread of their own, the node cache.
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<GraphAndCache>,
     /// The context of this app's runs ([`App::with_context`]).
     pub(crate) context: Option<RunContext>,
     /// The modes of this call's streams ([`RunOptions::stream_modes`]).
@@ -286,7 +286,7 @@ impl<G: Graph, C> App<G, C> {
         let graph = Arc::new(graph);
         let parent = host.cloned();
         App {
-            shared: Arc::new(Shared::new(graph.clone())),
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
             checkpointer,
             recursion_limit,

@@ -11,7 +11,7 @@ use crate::lease::Host;
 use crate::model::event::Event;
 use crate::model::hitl::Hitl;
 pub use crate::model::id::{Goto, NodeId};
-use crate::model::scope::{Emit, Emitter, Shared};
+use crate::model::scope::{Emit, Emitter, GraphAndCache};
 use crate::vocab::error::BoxError;
 use crate::vocab::name::{NodeName, ThreadId};
 use crate::vocab::options::{Limits, RunContext};
@@ -240,7 +240,7 @@ pub struct Ctx<S> {
     /// The run's limits, which a subgraph node's child run honours too.
     pub(crate) limits: Limits,
     /// The app's graph and node cache (see `model::scope`); `None` outside an app's run.
-    pub(crate) shared: Option<std::sync::Arc<Shared>>,
+    pub(crate) shared: Option<std::sync::Arc<GraphAndCache>>,
     /// The run's context ([`App::with_context`](crate::App::with_context)).
     pub(crate) context: Option<RunContext>,
     /// While streaming: where [`emit`](Ctx::emit) puts what the node emits.
