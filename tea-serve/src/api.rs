@@ -235,7 +235,7 @@ async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) ->
             ));
         }
     }
-    let mut threads: Vec<Value> = all_threads(&shared)
+    let threads: Vec<Value> = all_threads(&shared)
         .await?
         .iter()
         .map(|l| thread_json(&shared, l))
@@ -243,13 +243,7 @@ async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) ->
         .filter(|t| search.metadata.as_ref().is_none_or(|m| matches(m, &t["metadata"])))
         .filter(|t| search.values.as_ref().is_none_or(|v| matches(v, &t["values"])))
         .collect();
-    threads.sort_by(|a, b| {
-        b["updated_at"]
-            .as_str()
-            .cmp(&a["updated_at"].as_str())
-            .then_with(|| a["thread_id"].as_str().cmp(&b["thread_id"].as_str()))
-    });
-    Ok(Json(threads.into_iter().skip(offset).take(limit).collect()))
+    Ok(Json(newest_first(threads, "updated_at", "thread_id", offset, limit)))
 }
 
 async fn get_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
@@ -544,20 +538,21 @@ async fn search_runs(State(shared): Shd, Body(search): Body<RunSearch>) -> ApiRe
     let stored = blocking(move || s.records().map(runlog::all).transpose().map(Option::unwrap_or_default)).await?;
     runs.extend(stored.into_iter().filter(|(id, _)| !here.contains(id)).map(|(_, record)| record.run().clone()));
     let wanted = |field: &str, want: &Option<String>, run: &Value| want.as_ref().is_none_or(|w| run[field] == **w);
-    let mut found: Vec<Value> = runs
+    let found: Vec<Value> = runs
         .into_iter()
         .filter(|r| wanted("thread_id", &search.thread_id, r))
         .filter(|r| wanted("agent_id", &search.agent_id, r))
         .filter(|r| wanted("status", &search.status, r))
         .filter(|r| search.metadata.as_ref().is_none_or(|m| matches(m, &r["metadata"])))
         .collect();
-    found.sort_by(|a, b| {
-        b["created_at"]
-            .as_str()
-            .cmp(&a["created_at"].as_str())
-            .then_with(|| a["run_id"].as_str().cmp(&b["run_id"].as_str()))
-    });
-    Ok(Json(found.into_iter().skip(offset).take(limit).collect()))
+    Ok(Json(newest_first(found, "created_at", "run_id", offset, limit)))
+}
+
+/// The page of a search's `found` records from `offset`, at most `limit`: the newest first by
+/// their `time` field (an RFC 3339 string), records of the same time by their `id` field.
+fn newest_first(mut found: Vec<Value>, time: &str, id: &str, offset: usize, limit: usize) -> Value {
+    found.sort_by(|a, b| b[time].as_str().cmp(&a[time].as_str()).then_with(|| a[id].as_str().cmp(&b[id].as_str())));
+    found.into_iter().skip(offset).take(limit).collect()
 }
 
 async fn get_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {

@@ -13,7 +13,7 @@ use crate::machine::run::{Over, Run};
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
 use crate::model::outcome::{Outcome, Snapshot};
-use crate::model::scope::{Emitter, Shared};
+use crate::model::scope::{Emitter, GraphAndCache};
 use crate::store::Checkpointer;
 use crate::tenure::Tenure;
 use crate::vocab::clock::Clock;
@@ -85,7 +85,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     {
         let graph = Arc::new(self.graph);
         App {
-            shared: Arc::new(Shared::new(graph.clone())),
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
@@ -212,7 +212,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     pub fn build(self) -> App<G, C> {
         let graph = Arc::new(self.graph);
         App {
-            shared: Arc::new(Shared::new(graph.clone())),
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
             checkpointer: Arc::new(self.checkpointer),
             recursion_limit: self.recursion_limit,
@@ -276,7 +276,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     /// of the run whose subgraph node made it): its runs keep that run's lease alive.
     pub(crate) parent: Option<Arc<Tenure>>,
     /// What its runs share: the graph for nodes run on a thread of their own, the node cache.
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<GraphAndCache>,
     /// The context of this app's runs ([`App::with_context`]).
     pub(crate) context: Option<RunContext>,
     /// The modes of this call's streams ([`RunOptions::stream_modes`]).
@@ -304,7 +304,7 @@ impl<G: Graph, C> App<G, C> {
         let parent = host.cloned();
         let clock = host.map_or_else(Clock::system, |h| h.clock.clone());
         App {
-            shared: Arc::new(Shared::new(graph.clone())),
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
             checkpointer,
             recursion_limit,

@@ -48,7 +48,7 @@ static RECENT_JOB_NANOS: AtomicU64 = AtomicU64::new(0);
 const LINGER: Duration = Duration::from_millis(200);
 
 /// The jobs, their results, and who has claimed and finished what.
-struct Shared<J: 'static, T: 'static> {
+struct FanOut<J: 'static, T: 'static> {
     jobs: Vec<Mutex<Option<J>>>,
     results: Vec<Mutex<Option<thread::Result<T>>>>,
     /// The next job to claim.
@@ -66,7 +66,7 @@ struct Shared<J: 'static, T: 'static> {
     run: &'static (dyn Fn(J) -> T + Sync),
 }
 
-impl<J: 'static, T: 'static> Shared<J, T> {
+impl<J: 'static, T: 'static> FanOut<J, T> {
     /// Claims and runs jobs until none is left to claim, as a worker counted in `active` when it
     /// was set to work (so that `max` holds even for workers that have not started yet).
     fn work(&self, run: &(dyn Fn(J) -> T + Sync)) {
@@ -110,7 +110,7 @@ trait Stalled: Send + Sync {
     fn assist(self: Arc<Self>) -> bool;
 }
 
-impl<J: Send + 'static, T: Send + 'static> Stalled for Shared<J, T> {
+impl<J: Send + 'static, T: Send + 'static> Stalled for FanOut<J, T> {
     fn assist(self: Arc<Self>) -> bool {
         let count = self.jobs.len();
         let claimed = self.next.load(Ordering::Acquire).min(count);
@@ -226,7 +226,7 @@ where
     let run_anywhere: &'static (dyn Fn(J) -> T + Sync) =
         unsafe { std::mem::transmute::<&(dyn Fn(J) -> T + Sync), &'static (dyn Fn(J) -> T + Sync)>(run) };
     let max = max.max(1);
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(FanOut {
         jobs: jobs.into_iter().map(|job| Mutex::new(Some(job))).collect(),
         results: (0..count).map(|_| Mutex::new(None)).collect(),
         next: AtomicUsize::new(0),

@@ -68,7 +68,7 @@ pub(crate) struct Env {
     pub(crate) parent: Option<std::sync::Arc<Tenure>>,
     /// What the run's nodes share besides the state (see `model::scope`): every branch's
     /// nodes get it too.
-    pub(crate) shared: Option<std::sync::Arc<crate::model::scope::Shared>>,
+    pub(crate) shared: Option<std::sync::Arc<crate::model::scope::GraphAndCache>>,
     pub(crate) context: Option<crate::vocab::options::RunContext>,
     pub(crate) emitter: Option<std::sync::Arc<crate::model::scope::Emitter>>,
 }

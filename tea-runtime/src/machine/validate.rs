@@ -28,32 +28,36 @@ pub(crate) fn decode_for<G: Graph>(
     Ok(ckpt)
 }
 
+/// The node of `graph` a checkpoint names as `name`, or why the checkpoint is wrong.
+fn known<G: Graph>(graph: &G, name: &NodeName) -> Result<G::Node, String> {
+    graph
+        .node_named(name.as_str())
+        .ok_or_else(|| format!("it names node `{name}`, which graph `{}` does not have", graph.name()))
+}
+
+/// Whether the node a checkpoint's `goto` names (if any) is one of `graph`'s.
+fn target<G: Graph>(graph: &G, goto: &Option<Target>) -> Result<(), String> {
+    match goto {
+        Some(Target::Node(name)) => known(graph, name).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
 /// What a checkpoint with a valid envelope may still get wrong: an impossible step count, a
 /// node the graph lacks, a fan-out where the graph has none or with other branches, a finished
 /// run with pending pauses, a pause record without pauses.
 fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), String> {
-    let known = |name: &NodeName| -> Result<G::Node, String> {
-        graph
-            .node_named(name.as_str())
-            .ok_or_else(|| format!("it names node `{name}`, which graph `{}` does not have", graph.name()))
-    };
-    let target = |goto: &Option<Target>| -> Result<(), String> {
-        match goto {
-            Some(Target::Node(name)) => known(name).map(|_| ()),
-            _ => Ok(()),
-        }
-    };
     if ckpt.step > MAX_STEP {
         return Err(format!("its step count {} is impossible", ckpt.step));
     }
     match &ckpt.at {
         Position::Start | Position::Done => {}
         Position::Before(node) => {
-            known(node)?;
+            known(graph, node)?;
         }
         Position::After { node, goto } => {
-            known(node)?;
-            target(goto)?;
+            known(graph, node)?;
+            target(graph, goto)?;
         }
         Position::Fork { source, branches } => fan_out(graph, source, branches, true)?,
     }
@@ -64,7 +68,7 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
         return Err("its pause record and its pending pauses disagree".into());
     }
     for pending in &ckpt.pending {
-        known(pending.node())?;
+        known(graph, pending.node())?;
     }
     for branch in &ckpt.joined {
         // A send's branch is named `{target}#{i}`.
@@ -73,7 +77,7 @@ fn validate<G: Graph>(graph: &G, ckpt: &Checkpoint<G::State>) -> Result<(), Stri
             Some((target, i)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => target,
             _ => head,
         };
-        known(&NodeName::from(node.to_owned()))?;
+        known(graph, &NodeName::from(node.to_owned()))?;
     }
     Ok(())
 }
@@ -87,18 +91,7 @@ fn fan_out<G: Graph>(
     branches: &[BranchProgress<G::State>],
     top: bool,
 ) -> Result<(), String> {
-    let known = |name: &NodeName| -> Result<G::Node, String> {
-        graph
-            .node_named(name.as_str())
-            .ok_or_else(|| format!("it names node `{name}`, which graph `{}` does not have", graph.name()))
-    };
-    let target = |goto: &Option<Target>| -> Result<(), String> {
-        match goto {
-            Some(Target::Node(name)) => known(name).map(|_| ()),
-            _ => Ok(()),
-        }
-    };
-    let source_node = known(source)?;
+    let source_node = known(graph, source)?;
     let Some(fork) = graph.fork(source_node) else {
         return Err(format!("it records a fan-out after node `{source}`, which has none"));
     };
@@ -134,11 +127,11 @@ fn fan_out<G: Graph>(
         match &branch.at {
             BranchAt::Joined => {}
             BranchAt::Before(node) | BranchAt::Start(node) => {
-                known(node)?;
+                known(graph, node)?;
             }
             BranchAt::After { node, goto } => {
-                known(node)?;
-                target(goto)?;
+                known(graph, node)?;
+                target(graph, goto)?;
             }
             BranchAt::Fork { source } => fan_out(graph, source, &branch.branches, false)?,
         }
@@ -146,7 +139,7 @@ fn fan_out<G: Graph>(
             return Err(format!("branch `{}` records a nested fan-out's branches outside one", branch.head));
         }
         for pending in branch.pending.iter().chain(&branch.more_pending) {
-            known(pending.node())?;
+            known(graph, pending.node())?;
         }
     }
     Ok(())

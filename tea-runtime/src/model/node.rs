@@ -10,7 +10,7 @@ use crate::format::checkpoint::{BranchState, ParentJump};
 use crate::model::event::Event;
 use crate::model::hitl::Hitl;
 pub use crate::model::id::{Goto, NodeId};
-use crate::model::scope::{Emit, Emitter, Shared};
+use crate::model::scope::{Emit, Emitter, GraphAndCache};
 use crate::tenure::Tenure;
 use crate::vocab::error::BoxError;
 use crate::vocab::name::{NodeName, ThreadId};
@@ -240,7 +240,7 @@ pub struct Ctx<S> {
     /// The run's limits, which a subgraph node's child run honours too.
     pub(crate) limits: Limits,
     /// The app's graph and node cache (see `model::scope`); `None` outside an app's run.
-    pub(crate) shared: Option<std::sync::Arc<Shared>>,
+    pub(crate) shared: Option<std::sync::Arc<GraphAndCache>>,
     /// The run's context ([`App::with_context`](crate::App::with_context)).
     pub(crate) context: Option<RunContext>,
     /// While streaming: where [`emit`](Ctx::emit) puts what the node emits.
@@ -521,27 +521,42 @@ pub enum StateOnly {}
 #[derive(Debug)]
 pub enum WithCtx {}
 
-impl<S, F, R> NodeFn<S, (StateOnly, R)> for F
-where
-    F: Fn(&S) -> R,
-{
-    type Output = R;
-    const TAKES_CTX: bool = false;
-    fn call(&self, state: &S, _: &Ctx<S>) -> R {
-        self(state)
-    }
+/// Implements a node-function trait for one of its forms: the trait's `call` takes the state
+/// and `$param`s, and hands the function the state and `$arg`s (those of the `$param`s the form
+/// takes, in order). `async` forms return the function's future, borrowing for `'a`.
+macro_rules! node_form {
+    ($Trait:ident<$Form:ident>($($param:ident: $pty:ty),*) => ($($arg:ident: $aty:ty),*), takes_ctx: $takes:literal) => {
+        impl<S, F, R> $Trait<S, ($Form, R)> for F
+        where
+            F: Fn(&S $(, $aty)*) -> R,
+        {
+            type Output = R;
+            const TAKES_CTX: bool = $takes;
+            #[allow(unused_variables)] // the `$param`s the form does not take
+            fn call(&self, state: &S, $($param: $pty),*) -> R {
+                self(state $(, $arg)*)
+            }
+        }
+    };
+    (async $Trait:ident<$Form:ident>($($param:ident: $pty:ty),*) => ($($arg:ident: $aty:ty),*), takes_ctx: $takes:literal) => {
+        impl<'a, S: 'a, F, Fut> $Trait<'a, S, ($Form, Fut)> for F
+        where
+            F: Fn(&'a S $(, $aty)*) -> Fut,
+            Fut: Future + 'a,
+        {
+            type Output = Fut::Output;
+            type Future = Fut;
+            const TAKES_CTX: bool = $takes;
+            #[allow(unused_variables)] // the `$param`s the form does not take
+            fn call(&self, state: &'a S, $($param: $pty),*) -> Fut {
+                self(state $(, $arg)*)
+            }
+        }
+    };
 }
 
-impl<S, F, R> NodeFn<S, (WithCtx, R)> for F
-where
-    F: Fn(&S, &Ctx<S>) -> R,
-{
-    type Output = R;
-    const TAKES_CTX: bool = true;
-    fn call(&self, state: &S, ctx: &Ctx<S>) -> R {
-        self(state, ctx)
-    }
-}
+node_form!(NodeFn<StateOnly>(ctx: &Ctx<S>) => (), takes_ctx: false);
+node_form!(NodeFn<WithCtx>(ctx: &Ctx<S>) => (ctx: &Ctx<S>), takes_ctx: true);
 
 /// The function of an `interruptible` node: `fn(&S, &mut Hitl) -> R` or
 /// `fn(&S, &Ctx<S>, &mut Hitl) -> R`.
@@ -568,27 +583,8 @@ pub enum WithHitl {}
 #[derive(Debug)]
 pub enum WithCtxHitl {}
 
-impl<S, F, R> InterruptibleFn<S, (WithHitl, R)> for F
-where
-    F: Fn(&S, &mut Hitl) -> R,
-{
-    type Output = R;
-    const TAKES_CTX: bool = false;
-    fn call(&self, state: &S, _: &Ctx<S>, hitl: &mut Hitl) -> R {
-        self(state, hitl)
-    }
-}
-
-impl<S, F, R> InterruptibleFn<S, (WithCtxHitl, R)> for F
-where
-    F: Fn(&S, &Ctx<S>, &mut Hitl) -> R,
-{
-    type Output = R;
-    const TAKES_CTX: bool = true;
-    fn call(&self, state: &S, ctx: &Ctx<S>, hitl: &mut Hitl) -> R {
-        self(state, ctx, hitl)
-    }
-}
+node_form!(InterruptibleFn<WithHitl>(ctx: &Ctx<S>, hitl: &mut Hitl) => (hitl: &mut Hitl), takes_ctx: false);
+node_form!(InterruptibleFn<WithCtxHitl>(ctx: &Ctx<S>, hitl: &mut Hitl) => (ctx: &Ctx<S>, hitl: &mut Hitl), takes_ctx: true);
 
 /// A guard on an edge (`a -> b if guard;`): `fn(&S) -> bool`.
 #[diagnostic::on_unimplemented(
@@ -616,8 +612,7 @@ where
     F: NodeFn<S, Form>,
     F::Output: NodeOutput<S>,
 {
-    let update = f.call(state, ctx).into_update()?;
-    Ok(NodeStep::new(update, None))
+    update_step(f.call(state, ctx))
 }
 
 /// Runs a router node (generated code calls this, spanned on the node's name).
@@ -630,8 +625,7 @@ where
     F: NodeFn<S, Form>,
     F::Output: RouterOutput<N>,
 {
-    let command = f.call(state, ctx).into_command()?;
-    Ok(command_step(command))
+    router_step(f.call(state, ctx))
 }
 
 /// A router's command as a step: its goto, or its sends (which go to the node's fan-out).
@@ -644,6 +638,31 @@ fn command_step<S: GraphState, N: NodeId<State = S>>(command: Command<N>) -> Nod
         let sends = command.sends.into_iter().map(crate::model::send::Send::into_parts).collect();
         NodeStep::with_sends(command.update, sends)
     }
+}
+
+/// A plain node's output as its step: the update it returned, if any.
+#[inline(always)]
+fn update_step<S: GraphState, N>(output: impl NodeOutput<S>) -> Result<NodeStep<S, N>, BoxError> {
+    Ok(NodeStep::new(output.into_update()?, None))
+}
+
+/// A router's output as its step ([`command_step`]).
+#[inline(always)]
+fn router_step<S: GraphState, N: NodeId<State = S>>(output: impl RouterOutput<N>) -> Result<NodeStep<S, N>, BoxError> {
+    Ok(command_step(output.into_command()?))
+}
+
+/// An async node's run: its function's `future`, whose output `step` makes the node's step.
+#[inline]
+fn boxed<'a, S, N, Fut>(
+    future: Fut,
+    step: impl FnOnce(Fut::Output) -> Result<NodeStep<S, N>, BoxError> + Send + 'a,
+) -> NodeFuture<'a, S, N>
+where
+    S: GraphState,
+    Fut: Future + Send + 'a,
+{
+    Box::pin(async move { step(future.await) })
 }
 
 /// Runs an `interruptible` plain node (generated code calls this, spanned on the node's name).
@@ -660,8 +679,7 @@ where
     F: InterruptibleFn<S, Form>,
     F::Output: NodeOutput<S>,
 {
-    let update = f.call(state, ctx, hitl).into_update()?;
-    Ok(NodeStep::new(update, None))
+    update_step(f.call(state, ctx, hitl))
 }
 
 /// Runs an `interruptible` router (generated code calls this, spanned on the node's name).
@@ -679,8 +697,7 @@ where
     F: InterruptibleFn<S, Form>,
     F::Output: RouterOutput<N>,
 {
-    let command = f.call(state, ctx, hitl).into_command()?;
-    Ok(command_step(command))
+    router_step(f.call(state, ctx, hitl))
 }
 
 /// Runs an interrupt node (`interrupt ask(question => answer);`): pauses with `payload`, and on
@@ -746,31 +763,8 @@ pub trait AsyncNodeFn<'a, S: 'a, Form> {
     fn call(&self, state: &'a S, ctx: &'a Ctx<S>) -> Self::Future;
 }
 
-impl<'a, S: 'a, F, Fut> AsyncNodeFn<'a, S, (StateOnly, Fut)> for F
-where
-    F: Fn(&'a S) -> Fut,
-    Fut: Future + 'a,
-{
-    type Output = Fut::Output;
-    type Future = Fut;
-    const TAKES_CTX: bool = false;
-    fn call(&self, state: &'a S, _: &'a Ctx<S>) -> Fut {
-        self(state)
-    }
-}
-
-impl<'a, S: 'a, F, Fut> AsyncNodeFn<'a, S, (WithCtx, Fut)> for F
-where
-    F: Fn(&'a S, &'a Ctx<S>) -> Fut,
-    Fut: Future + 'a,
-{
-    type Output = Fut::Output;
-    type Future = Fut;
-    const TAKES_CTX: bool = true;
-    fn call(&self, state: &'a S, ctx: &'a Ctx<S>) -> Fut {
-        self(state, ctx)
-    }
-}
+node_form!(async AsyncNodeFn<StateOnly>(ctx: &'a Ctx<S>) => (), takes_ctx: false);
+node_form!(async AsyncNodeFn<WithCtx>(ctx: &'a Ctx<S>) => (ctx: &'a Ctx<S>), takes_ctx: true);
 
 /// The function of a node declared both `async` and `interruptible`:
 /// `async fn(&S, &mut Hitl) -> R` or `async fn(&S, &Ctx<S>, &mut Hitl) -> R` (or a `fn` with
@@ -794,31 +788,11 @@ pub trait AsyncInterruptibleFn<'a, S: 'a, Form> {
     fn call(&self, state: &'a S, ctx: &'a Ctx<S>, hitl: &'a mut Hitl) -> Self::Future;
 }
 
-impl<'a, S: 'a, F, Fut> AsyncInterruptibleFn<'a, S, (WithHitl, Fut)> for F
-where
-    F: Fn(&'a S, &'a mut Hitl) -> Fut,
-    Fut: Future + 'a,
-{
-    type Output = Fut::Output;
-    type Future = Fut;
-    const TAKES_CTX: bool = false;
-    fn call(&self, state: &'a S, _: &'a Ctx<S>, hitl: &'a mut Hitl) -> Fut {
-        self(state, hitl)
-    }
-}
-
-impl<'a, S: 'a, F, Fut> AsyncInterruptibleFn<'a, S, (WithCtxHitl, Fut)> for F
-where
-    F: Fn(&'a S, &'a Ctx<S>, &'a mut Hitl) -> Fut,
-    Fut: Future + 'a,
-{
-    type Output = Fut::Output;
-    type Future = Fut;
-    const TAKES_CTX: bool = true;
-    fn call(&self, state: &'a S, ctx: &'a Ctx<S>, hitl: &'a mut Hitl) -> Fut {
-        self(state, ctx, hitl)
-    }
-}
+node_form!(async AsyncInterruptibleFn<WithHitl>(ctx: &'a Ctx<S>, hitl: &'a mut Hitl) => (hitl: &'a mut Hitl), takes_ctx: false);
+node_form!(
+    async AsyncInterruptibleFn<WithCtxHitl>(ctx: &'a Ctx<S>, hitl: &'a mut Hitl) => (ctx: &'a Ctx<S>, hitl: &'a mut Hitl),
+    takes_ctx: true
+);
 
 /// Runs an async plain node (generated code calls this, spanned on the node's name).
 #[doc(hidden)]
@@ -831,11 +805,7 @@ where
     Fut: Future + Send + 'a,
     Fut::Output: NodeOutput<S>,
 {
-    let future = f.call(state, ctx);
-    Box::pin(async move {
-        let update = future.await.into_update()?;
-        Ok(NodeStep::new(update, None))
-    })
+    boxed(f.call(state, ctx), update_step)
 }
 
 /// Runs an async router node (generated code calls this, spanned on the node's name).
@@ -849,11 +819,7 @@ where
     Fut: Future + Send + 'a,
     Fut::Output: RouterOutput<N>,
 {
-    let future = f.call(state, ctx);
-    Box::pin(async move {
-        let command = future.await.into_command()?;
-        Ok(command_step(command))
-    })
+    boxed(f.call(state, ctx), router_step)
 }
 
 /// Runs an async `interruptible` plain node (generated code calls this, spanned on the node's
@@ -873,11 +839,7 @@ where
     Fut: Future + Send + 'a,
     Fut::Output: NodeOutput<S>,
 {
-    let future = f.call(state, ctx, hitl);
-    Box::pin(async move {
-        let update = future.await.into_update()?;
-        Ok(NodeStep::new(update, None))
-    })
+    boxed(f.call(state, ctx, hitl), update_step)
 }
 
 /// Runs an async `interruptible` router (generated code calls this, spanned on the node's name).
@@ -896,11 +858,7 @@ where
     Fut: Future + Send + 'a,
     Fut::Output: RouterOutput<N>,
 {
-    let future = f.call(state, ctx, hitl);
-    Box::pin(async move {
-        let command = future.await.into_command()?;
-        Ok(command_step(command))
-    })
+    boxed(f.call(state, ctx, hitl), router_step)
 }
 
 /// What the sync [`Graph::run`](crate::Graph::run) of a graph returns for an async node

@@ -1,7 +1,7 @@
-//! What a run's nodes share besides the state: the app's [`Shared`] part (its graph, for nodes
-//! run on a thread of their own, and its node cache), the run's context, and the [`Emitter`]
-//! that carries what nodes emit to the run's stream. Each is reached through a node's `Ctx`,
-//! and none is ever written to a checkpoint.
+//! What a run's nodes share besides the state: the app's [`GraphAndCache`] (its graph, for
+//! nodes run on a thread of their own, and its node cache), the run's context, and the
+//! [`Emitter`] that carries what nodes emit to the run's stream. Each is reached through a
+//! node's `Ctx`, and none is ever written to a checkpoint.
 
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Waker;
 use std::time::{Duration, SystemTime};
 
-/// The part of an app its runs share: made once when the app is built. (Results a node keeps in
-/// the store are under [`cache_graph`], through the run's own store.)
-pub(crate) struct Shared {
+/// The part of an app its runs share, its graph and its in-memory node cache: made once when
+/// the app is built. (Results a node keeps in the store are under [`cache_graph`], through the
+/// run's own store.)
+pub(crate) struct GraphAndCache {
     /// The app's graph (an `Arc<G>`, erased: `Ctx` knows only the state), for a node with a
     /// timeout that the thread driver runs on a thread of its own.
     pub(crate) graph: Arc<dyn Any + Send + Sync>,
@@ -50,15 +51,15 @@ impl Memory {
     }
 }
 
-impl Shared {
+impl GraphAndCache {
     pub(crate) fn new(graph: Arc<dyn Any + Send + Sync>) -> Self {
-        Shared { graph, memory: Arc::new(Mutex::new(Memory::default())) }
+        GraphAndCache { graph, memory: Arc::new(Mutex::new(Memory::default())) }
     }
 
     /// The same node cache for another graph (equal to this one's, with other per-run
     /// settings).
     pub(crate) fn with_graph(&self, graph: Arc<dyn Any + Send + Sync>) -> Self {
-        Shared { graph, memory: self.memory.clone() }
+        GraphAndCache { graph, memory: self.memory.clone() }
     }
 
     /// The bytes kept in memory for `key`.
@@ -326,8 +327,8 @@ impl std::fmt::Debug for Writer {
 mod tests {
     use super::*;
 
-    fn cache_many(policy: CachePolicy, pause_every: usize) -> Shared {
-        let shared = Shared::new(Arc::new(()));
+    fn cache_many(policy: CachePolicy, pause_every: usize) -> GraphAndCache {
+        let shared = GraphAndCache::new(Arc::new(()));
         // Time passes only where the test says so: 3 ms at every `pause_every`-th insert.
         let clock = crate::vocab::clock::Clock::manual(std::time::UNIX_EPOCH + Duration::from_secs(1_000));
         for input in 0..1000u32 {

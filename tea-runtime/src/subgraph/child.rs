@@ -23,25 +23,40 @@ use std::any::TypeId;
 use std::future::Future;
 use std::sync::Arc;
 
-/// Drives a child's stream to its end or pause, handing `forward` each step.
-fn drain<C: Graph>(stream: &mut Stream<'_, C>, forward: Forward<'_, C::State>) -> Result<Outcome<C::State>, BoxError> {
-    for event in stream.by_ref() {
-        if let Some(outcome) = ended(event?, forward) {
-            return Ok(outcome);
-        }
-    }
-    Err(NEVER_ENDED.into())
+/// A child run's events, one at a time, as the API it runs on yields them: the blocking
+/// [`Stream`] (whose futures are ready), and on the async API the run itself
+/// (`AsyncRun`) or the stream of one of the app's async calls.
+trait Events<T: GraphState> {
+    /// The next event; `None` once the run is over.
+    fn next_event(&mut self) -> impl Future<Output = Option<Result<Event<T>, Error>>> + Send + '_;
 }
 
-/// Drives a child's async event stream to its end or pause, handing `forward` each step.
+impl<C: Graph> Events<C::State> for Stream<'_, C> {
+    fn next_event(&mut self) -> impl Future<Output = Option<Result<Event<C::State>, Error>>> + Send + '_ {
+        std::future::ready(self.next())
+    }
+}
+
 #[cfg(feature = "tokio")]
-async fn drain_async<T: GraphState>(
-    stream: impl futures::Stream<Item = Result<Event<T>, Error>>,
-    forward: Forward<'_, T>,
-) -> Result<Outcome<T>, BoxError> {
-    use futures::StreamExt;
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
+impl<C: Graph> Events<C::State> for crate::drive::tokio::AsyncRun<'_, C> {
+    fn next_event(&mut self) -> impl Future<Output = Option<Result<Event<C::State>, Error>>> + Send + '_ {
+        crate::api::async_app::next_event(self)
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<T: GraphState, E> Events<T> for std::pin::Pin<&mut E>
+where
+    E: futures::Stream<Item = Result<Event<T>, Error>> + Send,
+{
+    fn next_event(&mut self) -> impl Future<Output = Option<Result<Event<T>, Error>>> + Send + '_ {
+        futures::StreamExt::next(self)
+    }
+}
+
+/// Drives a child's `events` to its end or pause, handing `forward` each step.
+async fn drain<T: GraphState>(events: &mut impl Events<T>, forward: Forward<'_, T>) -> Result<Outcome<T>, BoxError> {
+    while let Some(event) = events.next_event().await {
         if let Some(outcome) = ended(event?, forward) {
             return Ok(outcome);
         }
@@ -147,10 +162,12 @@ fn paused_alone(graph: &str, node: &NodeName) -> BoxError {
 }
 
 /// The blocking API: a child of a subgraph node run on the calling thread (by a parent on the
-/// blocking API). Its futures are ready: each call is made when the future is, and the future
-/// only hands its result over.
+/// blocking API). Its futures are ready on their first poll: they make the API's calls then, and
+/// await nothing but ready futures (a [`Stream`]'s events).
 pub(super) struct Blocking;
 
+// Written as `async` blocks, as `OnTokio`'s are (see there).
+#[allow(clippy::manual_async_fn)]
 impl<C: Graph> ChildApi<C> for Blocking {
     fn alone<'a>(
         &'a self,
@@ -160,28 +177,23 @@ impl<C: Graph> ChildApi<C> for Blocking {
         parent_node: TypeId,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<(C::State, Option<ParentJump>), BoxError>> + Send + 'a {
-        let mut run = Run::new(&child, input, inherit.limits, None, forward.is_some());
-        run.line.parent_node = Some(parent_node);
-        inherit.apply(&mut run);
-        let result = match forward {
-            Some(forward) => {
-                let mut stream = Stream::new(Ok(run));
-                match drain(&mut stream, forward) {
-                    Ok(Outcome::Done(last)) => Ok((last, stream.take_jump())),
-                    Ok(Outcome::Interrupted { resume, .. }) => Err(paused_alone(child.name(), resume.node())),
-                    Err(error) => Err(error),
+        async move {
+            let mut run = inherit.run(&child, input, parent_node, forward.is_some());
+            match forward {
+                Some(forward) => {
+                    let mut stream = Stream::new(Ok(run));
+                    let last = alone_end(drain(&mut stream, forward).await?, child.name())?;
+                    Ok((last, stream.take_jump()))
                 }
+                None => match run.run_to_end()? {
+                    Over::Done => {
+                        let jump = run.line.jump.take();
+                        Ok((run.state, jump))
+                    }
+                    Over::Paused(record) => Err(Box::new(without_store(&run, &record)) as BoxError),
+                },
             }
-            None => match run.run_to_end() {
-                Ok(Over::Done) => {
-                    let jump = run.line.jump.take();
-                    Ok((run.state, jump))
-                }
-                Ok(Over::Paused(record)) => Err(Box::new(without_store(&run, &record)) as BoxError),
-                Err(error) => Err(error.into()),
-            },
-        };
-        std::future::ready(result)
+        }
     }
 
     fn started<'a>(
@@ -199,10 +211,12 @@ impl<C: Graph> ChildApi<C> for Blocking {
         input: C::State,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        std::future::ready(match forward {
-            Some(forward) => drain(&mut app.execute_stream(Call::start(input).on(thread)), forward),
-            None => app.execute(Call::start(input).on(thread)).map_err(BoxError::from),
-        })
+        async move {
+            match forward {
+                Some(forward) => drain(&mut app.execute_stream(Call::start(input).on(thread)), forward).await,
+                None => Ok(app.execute(Call::start(input).on(thread))?),
+            }
+        }
     }
 
     fn recover<'a>(
@@ -211,20 +225,14 @@ impl<C: Graph> ChildApi<C> for Blocking {
         thread: &'a ThreadId,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        let Some(forward) = forward else {
-            return std::future::ready(app.execute(Call::recover(thread.clone())).map_err(BoxError::from));
-        };
-        let recovered = app
-            .head(thread)
-            .and_then(|(head, bytes)| app.recovery(thread, head, bytes, false, &RunOptions::new(), "recover"));
-        std::future::ready(match recovered {
-            Ok(Recovery::Over(outcome)) => Ok(outcome),
-            Ok(Recovery::Run(mut run)) => {
-                run.record_steps();
-                drain(&mut Stream::new(Ok(run)), forward)
+        async move {
+            let Some(forward) = forward else { return Ok(app.execute(Call::recover(thread.clone()))?) };
+            let (head, bytes) = app.head(thread)?;
+            match recovered(app, thread, head, bytes, "recover")? {
+                Recovery::Over(outcome) => Ok(outcome),
+                Recovery::Run(run) => drain(&mut Stream::new(Ok(run)), forward).await,
             }
-            Err(error) => Err(error.into()),
-        })
+        }
     }
 
     fn resume<'a>(
@@ -233,10 +241,12 @@ impl<C: Graph> ChildApi<C> for Blocking {
         resume: Resume<C::State>,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        std::future::ready(match forward {
-            Some(forward) => drain(&mut app.execute_stream(Call::resume(resume)), forward),
-            None => app.execute(Call::resume(resume)).map_err(BoxError::from),
-        })
+        async move {
+            match forward {
+                Some(forward) => drain(&mut app.execute_stream(Call::resume(resume)), forward).await,
+                None => Ok(app.execute(Call::resume(resume))?),
+            }
+        }
     }
 
     fn history<'a>(
@@ -254,6 +264,31 @@ impl<C: Graph> ChildApi<C> for Blocking {
     ) -> impl Future<Output = Result<Option<(CheckpointId, Vec<u8>)>, Error>> + Send + 'a {
         std::future::ready(app.checkpointer().head(app.graph().name(), thread))
     }
+}
+
+/// What a store-less child's run came to: its final state, or, for a pause, the error of a
+/// child that cannot pause without a store.
+fn alone_end<T: GraphState>(outcome: Outcome<T>, graph: &str) -> Result<T, BoxError> {
+    match outcome {
+        Outcome::Done(last) => Ok(last),
+        Outcome::Interrupted { resume, .. } => Err(paused_alone(graph, resume.node())),
+    }
+}
+
+/// The recovery of a child's thread from its `head` for a recover that streams: a run that
+/// continues it records its steps (they go to the parent's stream).
+fn recovered<'a, C: Graph>(
+    app: &'a ChildApp<C>,
+    thread: &ThreadId,
+    head: CheckpointId,
+    bytes: Vec<u8>,
+    call: &'static str,
+) -> Result<Recovery<'a, C>, Error> {
+    let mut recovery = app.recovery(thread, head, bytes, false, &RunOptions::new(), call)?;
+    if let Recovery::Run(run) = &mut recovery {
+        run.record_steps();
+    }
+    Ok(recovery)
 }
 
 /// The async API: a child of a subgraph node run on the async driver (by a parent on the async
@@ -275,28 +310,16 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         parent_node: TypeId,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<(C::State, Option<ParentJump>), BoxError>> + Send + 'a {
-        use crate::api::async_app::next_event;
         use crate::drive::tokio::AsyncRun;
         async move {
             let child = Arc::new(child);
-            let mut run = Run::new(&*child, input, inherit.limits, None, forward.is_some());
-            run.line.parent_node = Some(parent_node);
-            inherit.apply(&mut run);
+            let run = inherit.run(&*child, input, parent_node, forward.is_some());
             let mut run = AsyncRun::new(run, &child, false);
             let last = match forward {
-                Some(forward) => loop {
-                    let Some(event) = next_event(&mut run).await else { return Err(NEVER_ENDED.into()) };
-                    match ended(event?, forward) {
-                        None => {}
-                        Some(Outcome::Done(last)) => break last,
-                        Some(Outcome::Interrupted { resume, .. }) => {
-                            return Err(paused_alone(child.name(), resume.node()))
-                        }
-                    }
-                },
+                Some(forward) => alone_end(drain(&mut run, forward).await?, child.name())?,
                 None => {
                     if let Over::Paused(record) = run.run_to_end().await? {
-                        return Err(Box::new(without_store(run.run(), &record)));
+                        return Err(Box::new(without_store(run.run(), &record)) as BoxError);
                     }
                     run.run().state.clone()
                 }
@@ -323,7 +346,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         async move {
             match forward {
-                Some(forward) => drain_async(app.run_stream_async(Call::start(input).on(thread)), forward).await,
+                Some(forward) => drain(&mut std::pin::pin!(app.run_stream_async(Call::start(input).on(thread))), forward).await,
                 None => Ok(app.run_async(Call::start(input).on(thread)).await?),
             }
         }
@@ -340,11 +363,11 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         async move {
             let Some(forward) = forward else { return Ok(app.run_async(Call::recover(thread.clone())).await?) };
             let (head, bytes) = app.head_async(thread).await?;
-            match app.recovery(thread, head, bytes, false, &RunOptions::new(), "recover_async")? {
+            match recovered(app, thread, head, bytes, "recover_async")? {
                 Recovery::Over(outcome) => Ok(outcome),
-                Recovery::Run(mut run) => {
-                    run.record_steps();
-                    drain_async(events(Ok(AsyncRun::new(run, &app.graph, app.sync_inline))), forward).await
+                Recovery::Run(run) => {
+                    let events = events(Ok(AsyncRun::new(run, &app.graph, app.sync_inline)));
+                    drain(&mut std::pin::pin!(events), forward).await
                 }
             }
         }
@@ -358,7 +381,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         async move {
             match forward {
-                Some(forward) => drain_async(app.run_stream_async(Call::resume(resume)), forward).await,
+                Some(forward) => drain(&mut std::pin::pin!(app.run_stream_async(Call::resume(resume))), forward).await,
                 None => Ok(app.resume_async(resume).await?),
             }
         }
@@ -391,7 +414,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
 /// What a store-less child run takes from its parent's: its limits, its context and, when it
 /// streams, its stream's modes (its events reach the parent's stream through [`forwarder`]).
 pub(super) struct Inherit {
-    pub(super) limits: crate::vocab::options::Limits,
+    limits: crate::vocab::options::Limits,
     context: Option<crate::vocab::options::RunContext>,
     modes: Option<crate::vocab::policy::StreamModes>,
 }
@@ -401,11 +424,16 @@ impl Inherit {
         Inherit { limits: ctx.limits, context: ctx.context.clone(), modes: ctx.emitter.as_ref().map(|e| e.modes) }
     }
 
-    /// Gives `run` (the child's) what it inherits besides its limits.
-    pub(super) fn apply<C: Graph>(self, run: &mut Run<'_, C>) {
+    /// The store-less run of `child` from `input` for a subgraph node of the parent's node type
+    /// `parent_node`, recording its steps when it `streams`: within its parent's limits, and
+    /// with what else it inherits.
+    fn run<C: Graph>(self, child: &C, input: C::State, parent_node: TypeId, streams: bool) -> Run<'_, C> {
+        let mut run = Run::new(child, input, self.limits, None, streams);
+        run.line.parent_node = Some(parent_node);
         run.ctx.context = self.context;
         if let (true, Some(modes)) = (run.record, self.modes) {
             run.ctx.emitter = Some(Arc::new(crate::model::scope::Emitter::new(modes)));
         }
+        run
     }
 }

@@ -100,8 +100,9 @@ where
     I: Fn(&S) -> C::State,
     O: Fn(&S, C::State) -> S::Update,
 {
-    let done = run_child_now(child, state, ctx, hitl, TypeId::of::<N>(), input, &|_| None, false)
-        .map_err(pass_through(&ctx.node))?;
+    // The blocking API's answers are ready at once: the child's whole run is one poll.
+    let run = run_child(&Blocking, child, state, ctx, hitl, TypeId::of::<N>(), input, &|_| None, false);
+    let done = now_or_never(pin!(run)).map_err(pass_through(&ctx.node))?;
     mapped_step(done, output, state, ctx)
 }
 
@@ -187,9 +188,9 @@ where
     N: NodeId,
     C: Graph<State = S>,
 {
-    let done =
-        run_child_now(child, state, ctx, hitl, TypeId::of::<N>(), &|s: &S| s.clone(), &|s: &S| Some(s.clone()), true)
-            .map_err(pass_through(&ctx.node))?;
+    let (input, as_parent) = (|s: &S| s.clone(), |s: &S| Some(s.clone()));
+    let run = run_child(&Blocking, child, state, ctx, hitl, TypeId::of::<N>(), &input, &as_parent, true);
+    let done = now_or_never(pin!(run)).map_err(pass_through(&ctx.node))?;
     shared_step(done, state, ctx)
 }
 
@@ -451,26 +452,6 @@ where
             Err(pause_on_child(ctx, hitl, app.graph().name(), &thread, &child_state, &resume))
         }
     }
-}
-
-/// [`run_child`] on the calling thread: the blocking API, whose answers are ready at once.
-#[allow(clippy::too_many_arguments)] // as `run_child`
-fn run_child_now<S, C, I>(
-    child: C,
-    state: &S,
-    ctx: &Ctx<S>,
-    hitl: &mut Hitl,
-    parent_node: TypeId,
-    input: &I,
-    as_parent: &(dyn Fn(&C::State) -> Option<S> + Sync),
-    want_first: bool,
-) -> Result<Finished<C::State>, BoxError>
-where
-    S: GraphState,
-    C: Graph,
-    I: Fn(&S) -> C::State + ?Sized,
-{
-    now_or_never(pin!(run_child(&Blocking, child, state, ctx, hitl, parent_node, input, as_parent, want_first)))
 }
 
 /// The state a child thread started with: its first checkpoint, the last of `history` (newest

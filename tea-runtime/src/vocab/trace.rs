@@ -33,6 +33,20 @@ pub(crate) use traced;
 use crate::vocab::error::Error;
 use crate::vocab::name::ThreadId;
 
+/// The `store` span of a store call (`op` on `thread` of `graph`), its duration recorded when
+/// the call returns.
+#[cfg(feature = "tracing")]
+fn store_span(op: &'static str, graph: &str, thread: Option<&ThreadId>) -> tracing::Span {
+    tracing::trace_span!(
+        target: "tea",
+        "store",
+        op,
+        graph,
+        thread = thread.map(ThreadId::as_str),
+        duration_us = tracing::field::Empty,
+    )
+}
+
 /// Calls the store (`op` on `thread` of `graph`) inside a `store` span.
 #[cfg(feature = "tracing")]
 pub(crate) fn store_call<T>(
@@ -41,14 +55,7 @@ pub(crate) fn store_call<T>(
     thread: Option<&ThreadId>,
     call: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let span = tracing::trace_span!(
-        target: "tea",
-        "store",
-        op,
-        graph,
-        thread = thread.map(ThreadId::as_str),
-        duration_us = tracing::field::Empty,
-    );
+    let span = store_span(op, graph, thread);
     let _entered = span.enter();
     let started = std::time::Instant::now();
     let result = call();
@@ -68,14 +75,7 @@ pub(crate) async fn store_call_async<T>(
     call: impl std::future::Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
     use tracing::Instrument;
-    let span = tracing::trace_span!(
-        target: "tea",
-        "store",
-        op,
-        graph,
-        thread = thread.map(ThreadId::as_str),
-        duration_us = tracing::field::Empty,
-    );
+    let span = store_span(op, graph, thread);
     let started = std::time::Instant::now();
     let result = call.instrument(span.clone()).await;
     span.record("duration_us", micros(started.elapsed()));
