@@ -337,15 +337,6 @@ impl<'g, G: Graph> Run<'g, G> {
         self.line.resuming = true;
     }
 
-    /// Makes a run made without recording record its steps (a child's `recover` while its
-    /// parent streams).
-    pub(crate) fn record_steps(&mut self) {
-        if !self.record {
-            self.record = true;
-            self.ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
-        }
-    }
-
     /// Queues the steps of the child graph a subgraph node just ran (while streaming), ahead of
     /// the node's own step; whether there were any.
     pub(crate) fn queue_child_steps(&mut self) -> bool {

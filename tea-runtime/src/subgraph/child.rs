@@ -4,12 +4,11 @@
 //! the async one (`OnTokio`, feature `tokio`). Each call is one call of that API; what a
 //! subgraph node decides around them is `run_child`'s (`subgraph/mod.rs`).
 
-use crate::api::app::{App, Recovery};
+use crate::api::app::App;
 use crate::api::call::Call;
 use crate::api::stream::Stream;
 use crate::api::token::without_store;
 use crate::format::checkpoint::ParentJump;
-use crate::format::token::Resume;
 use crate::machine::run::{Over, Run};
 use crate::model::event::Event;
 use crate::model::graph::Graph;
@@ -17,7 +16,6 @@ use crate::model::outcome::Outcome;
 use crate::store::Checkpointer;
 use crate::vocab::error::{BoxError, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
-use crate::vocab::options::RunOptions;
 use crate::vocab::state::GraphState;
 use std::any::TypeId;
 use std::future::Future;
@@ -115,29 +113,13 @@ pub(super) trait ChildApi<C: Graph>: Sync {
         thread: &'a ThreadId,
     ) -> impl Future<Output = Result<bool, Error>> + Send + 'a;
 
-    /// Runs a new child thread from `input`.
-    fn invoke<'a>(
+    /// Carries out `call` on the child's thread: starts it, recovers it (paused: its pause comes
+    /// back with a fresh token; finished: its final state; stopped part-way: it continues where
+    /// it stopped) or resumes its pause; its steps go to `forward` while the parent streams.
+    fn call<'a>(
         &'a self,
         app: &'a ChildApp<C>,
-        thread: ThreadId,
-        input: C::State,
-        forward: Option<Forward<'a, C::State>>,
-    ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a;
-
-    /// Recovers the child's thread: paused (its pause comes back with a fresh token),
-    /// finished (its final state), or stopped part-way (it continues where it stopped).
-    fn recover<'a>(
-        &'a self,
-        app: &'a ChildApp<C>,
-        thread: &'a ThreadId,
-        forward: Option<Forward<'a, C::State>>,
-    ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a;
-
-    /// Resumes the child's pause.
-    fn resume<'a>(
-        &'a self,
-        app: &'a ChildApp<C>,
-        resume: Resume<C::State>,
+        call: Call<C::State>,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a;
 
@@ -204,47 +186,16 @@ impl<C: Graph> ChildApi<C> for Blocking {
         std::future::ready(app.state(thread).map(|state| state.is_some()))
     }
 
-    fn invoke<'a>(
+    fn call<'a>(
         &'a self,
         app: &'a ChildApp<C>,
-        thread: ThreadId,
-        input: C::State,
+        call: Call<C::State>,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         async move {
             match forward {
-                Some(forward) => drain(&mut app.execute_stream(Call::start(input).on(thread)), forward).await,
-                None => Ok(app.execute(Call::start(input).on(thread))?),
-            }
-        }
-    }
-
-    fn recover<'a>(
-        &'a self,
-        app: &'a ChildApp<C>,
-        thread: &'a ThreadId,
-        forward: Option<Forward<'a, C::State>>,
-    ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        async move {
-            let Some(forward) = forward else { return Ok(app.execute(Call::recover(thread.clone()))?) };
-            let (head, bytes) = app.head(thread)?;
-            match recovered(app, thread, head, bytes, "recover")? {
-                Recovery::Over(outcome) => Ok(outcome),
-                Recovery::Run(run) => drain(&mut Stream::new(Ok(run)), forward).await,
-            }
-        }
-    }
-
-    fn resume<'a>(
-        &'a self,
-        app: &'a ChildApp<C>,
-        resume: Resume<C::State>,
-        forward: Option<Forward<'a, C::State>>,
-    ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        async move {
-            match forward {
-                Some(forward) => drain(&mut app.execute_stream(Call::resume(resume)), forward).await,
-                None => Ok(app.execute(Call::resume(resume))?),
+                Some(forward) => drain(&mut app.execute_stream(call), forward).await,
+                None => Ok(app.execute(call)?),
             }
         }
     }
@@ -273,22 +224,6 @@ fn alone_end<T: GraphState>(outcome: Outcome<T>, graph: &str) -> Result<T, BoxEr
         Outcome::Done(last) => Ok(last),
         Outcome::Interrupted { resume, .. } => Err(paused_alone(graph, resume.node())),
     }
-}
-
-/// The recovery of a child's thread from its `head` for a recover that streams: a run that
-/// continues it records its steps (they go to the parent's stream).
-fn recovered<'a, C: Graph>(
-    app: &'a ChildApp<C>,
-    thread: &ThreadId,
-    head: CheckpointId,
-    bytes: Vec<u8>,
-    call: &'static str,
-) -> Result<Recovery<'a, C>, Error> {
-    let mut recovery = app.recovery(thread, head, bytes, false, &RunOptions::new(), call)?;
-    if let Recovery::Run(run) = &mut recovery {
-        run.record_steps();
-    }
-    Ok(recovery)
 }
 
 /// The async API: a child of a subgraph node run on the async driver (by a parent on the async
@@ -337,52 +272,16 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         async move { Ok(app.state_async(thread).await?.is_some()) }
     }
 
-    fn invoke<'a>(
+    fn call<'a>(
         &'a self,
         app: &'a ChildApp<C>,
-        thread: ThreadId,
-        input: C::State,
+        call: Call<C::State>,
         forward: Option<Forward<'a, C::State>>,
     ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
         async move {
             match forward {
-                Some(forward) => drain(&mut std::pin::pin!(app.run_stream_async(Call::start(input).on(thread))), forward).await,
-                None => Ok(app.run_async(Call::start(input).on(thread)).await?),
-            }
-        }
-    }
-
-    fn recover<'a>(
-        &'a self,
-        app: &'a ChildApp<C>,
-        thread: &'a ThreadId,
-        forward: Option<Forward<'a, C::State>>,
-    ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        use crate::api::async_app::events;
-        use crate::drive::tokio::AsyncRun;
-        async move {
-            let Some(forward) = forward else { return Ok(app.run_async(Call::recover(thread.clone())).await?) };
-            let (head, bytes) = app.head_async(thread).await?;
-            match recovered(app, thread, head, bytes, "recover_async")? {
-                Recovery::Over(outcome) => Ok(outcome),
-                Recovery::Run(run) => {
-                    let events = events(Ok(AsyncRun::new(run, &app.graph, app.sync_inline)));
-                    drain(&mut std::pin::pin!(events), forward).await
-                }
-            }
-        }
-    }
-
-    fn resume<'a>(
-        &'a self,
-        app: &'a ChildApp<C>,
-        resume: Resume<C::State>,
-        forward: Option<Forward<'a, C::State>>,
-    ) -> impl Future<Output = Result<Outcome<C::State>, BoxError>> + Send + 'a {
-        async move {
-            match forward {
-                Some(forward) => drain(&mut std::pin::pin!(app.run_stream_async(Call::resume(resume))), forward).await,
-                None => Ok(app.resume_async(resume).await?),
+                Some(forward) => drain(&mut std::pin::pin!(app.run_stream_async(call)), forward).await,
+                None => Ok(app.run_async(call).await?),
             }
         }
     }

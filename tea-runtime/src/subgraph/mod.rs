@@ -46,6 +46,7 @@
 //! over by a `recover`.
 
 use crate::api::app::App;
+use crate::api::call::Call;
 use crate::format::checkpoint::ParentJump;
 use crate::format::interrupt::Interrupt;
 use crate::format::memo::{MEMO, REPLY};
@@ -426,14 +427,14 @@ where
         if want_first {
             first = Some(start.clone());
         }
-        api.invoke(&app, thread.clone(), start, again(&mut forward)).await?
+        api.call(&app, Call::start(start).on(thread.clone()), again(&mut forward)).await?
     } else {
         // Paused (its pause comes back with a fresh token), finished (its final state), or
         // stopped part-way by a failure or a crash (it continues where it stopped).
-        let recovered = api.recover(&app, &thread, again(&mut forward)).await?;
+        let recovered = api.call(&app, Call::recover(thread.clone()), again(&mut forward)).await?;
         match (recovered, reply) {
             (Outcome::Interrupted { resume, .. }, Some(reply)) => {
-                api.resume(&app, answered(resume, &reply), again(&mut forward)).await?
+                api.call(&app, Call::resume(answered(resume, &reply)), again(&mut forward)).await?
             }
             (outcome, _) => outcome,
         }
