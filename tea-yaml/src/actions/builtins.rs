@@ -54,7 +54,7 @@ impl Builtin {
         let what = self.name();
         match self {
             Builtin::JsonParse => Ok(json_parse(args)),
-            Builtin::SchemaMerge => crate::schema_merge::merge_action(grants, args),
+            Builtin::SchemaMerge => crate::actions::schema_merge::merge_action(grants, args),
             Builtin::JsonStringify => json_stringify(args),
             Builtin::FileExists => {
                 let path = path(what, grants, args, Access::Read)?;
@@ -103,7 +103,7 @@ impl Builtin {
 fn path(what: &str, grants: &AgentGrants, args: &Value, access: Access) -> Result<PathBuf, BoxError> {
     match args.get("path") {
         Some(Value::String(p)) if !p.is_empty() => {
-            let raw = crate::files::resolve(&grants.base_dir, p);
+            let raw = crate::grants::files::resolve(&grants.base_dir, p);
             let link = std::fs::symlink_metadata(&raw).is_ok_and(|m| m.file_type().is_symlink());
             let confined = match (access, link, raw.parent(), raw.file_name()) {
                 (Access::Write, true, Some(parent), Some(name)) => {

@@ -16,9 +16,9 @@
 //! [`run`], reaching what only it has (templates, Lua) through the [`Composer`] trait (`actions.rs`).
 
 use crate::actions::{self, Action, Call, Composer};
-use crate::lua::ChunkId;
+use crate::lang::lua::ChunkId;
+use crate::lang::template::Tree;
 use crate::state::State;
-use crate::template::Tree;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tea_runtime::{BoxError, NodeName};
@@ -28,13 +28,13 @@ pub(crate) enum Composed {
     Reflection(Box<Reflection>),
     Reason(Reason),
     /// `retry.loop`.
-    Retry(Box<crate::extraction::Retry>),
+    Retry(Box<crate::actions::extraction::Retry>),
     /// `validate.extraction`.
-    Extraction(Arc<crate::extraction::Extraction>),
+    Extraction(Arc<crate::actions::extraction::Extraction>),
     /// `agent.dispatch`, `agent.parallel`, `agent.sequential`, `agent.coordinate`.
-    Crew(crate::crew::Crew),
+    Crew(crate::actions::crew::Crew),
     /// `plan.decompose`, `plan.execute`, `plan.replan`, `plan.status`.
-    Plan(crate::planning::Plan),
+    Plan(crate::actions::planning::Plan),
     /// The Edge Agent's browser build's `lua.eval`: `with.code`, compiled at load; the table
     /// it returns is the result.
     LuaEval(ChunkId),
@@ -66,7 +66,7 @@ pub(crate) enum OnFailure {
 pub(crate) enum Step {
     Action { name: String, action: Action, args: Tree },
     Lua(ChunkId),
-    Python(crate::python::Block),
+    Python(crate::lang::python::Block),
 }
 
 /// How `reflection.loop` judges an output.

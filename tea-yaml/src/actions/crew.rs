@@ -12,8 +12,8 @@
 //! them at once).
 
 use crate::actions::{self, Action, Call, Composer};
+use crate::lang::template::Tree;
 use crate::state::State;
-use crate::template::Tree;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Instant;

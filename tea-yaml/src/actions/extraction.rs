@@ -20,8 +20,8 @@
 //! and validates again, at most `max_retries` times.
 
 use crate::actions::{self, Action, Call, Composer};
+use crate::lang::template::{ExprId, Tree};
 use crate::state::State;
-use crate::template::{ExprId, Tree};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -493,7 +493,7 @@ impl Extraction {
 
     /// Layer 2: runs the program; each `validation_error(Type, Context)` is an error.
     fn constraints(&self, node: &NodeName, text: &str, line: usize) -> Result<Vec<Value>, String> {
-        let block = crate::prolog::Loader::new(&self.file)
+        let block = crate::lang::prolog::Loader::new(&self.file)
             .block(node.as_str(), line, text)
             .map_err(|problems| problems.into_iter().map(|(_, m)| m).collect::<Vec<_>>().join("; "))?;
         let out = block.run(&Arc::new(Map::new()))?.unwrap_or_default();

@@ -11,8 +11,8 @@
 //! whole result (`{plan: {…}, …}`) is read as its `plan`.
 
 use crate::actions::{self, Action, Call, Composer};
+use crate::lang::template::Tree;
 use crate::state::State;
-use crate::template::Tree;
 use serde_json::{json, Map, Value};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tea_runtime::{BoxError, NodeName};

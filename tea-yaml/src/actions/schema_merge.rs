@@ -45,7 +45,7 @@
 //! - A `schemas` that is not a list, and an item that is not a mapping, are reported in
 //!   `errors` with The Edge Agent's "Invalid schema spec" message rather than a Python error.
 
-use crate::files::{read_regular, MAX_READ_FILE};
+use crate::grants::files::{read_regular, MAX_READ_FILE};
 use crate::grants::AgentGrants;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -157,7 +157,7 @@ fn load_file(base: &AgentGrants, path: &Value) -> Result<Value, String> {
     let Value::String(name) = path else {
         return Err(format!("`path` is a file name (a string), not {}", crate::state::describe(path)));
     };
-    let file = crate::files::resolve(&base.base_dir, name);
+    let file = crate::grants::files::resolve(&base.base_dir, name);
     let shown = file.display();
     let confined = base.confine_path(&file, crate::grants::Access::Read)?;
     let bytes = read_regular(&confined, MAX_READ_FILE).map_err(|e| {
@@ -173,7 +173,7 @@ fn load_file(base: &AgentGrants, path: &Value) -> Result<Value, String> {
     if !yaml {
         return serde_json::from_str(&text).map_err(|e| format!("the schema file `{shown}` is not JSON: {e}"));
     }
-    match crate::yaml::parse(&text) {
+    match crate::syntax::yaml::parse(&text) {
         Ok((tree, problems)) => match problems.first() {
             None => Ok(tree.to_json()),
             Some(p) => {

@@ -10,6 +10,8 @@
 // Without the feature `net` nothing sends requests: the network half is unused.
 #![cfg_attr(not(feature = "net"), allow(dead_code))]
 
+pub(crate) mod files;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -195,7 +197,7 @@ impl AgentGrants {
     /// `path` as written in the file (relative to the agent's folder), confined: see
     /// [`confine_path`](Self::confine_path).
     pub(crate) fn confine(&self, path: &str, access: Access) -> Result<PathBuf, String> {
-        self.confine_path(&crate::files::resolve(&self.base_dir, path), access)
+        self.confine_path(&crate::grants::files::resolve(&self.base_dir, path), access)
     }
 
     /// The canonical form of `path` (symbolic links resolved; for a path that does not exist

@@ -6,50 +6,8 @@
 //! its child agent inside it, the child's ids prefixed by the node's (`n2__n0`,
 //! `n2____start__`), so they cannot collide, however deep children nest.
 
-use crate::graph::{Cond, Exec, NodeDef, Rule, YamlGraph};
+use super::{shape, Exec, NodeDef, YamlGraph};
 use tea_check::draw::{self, Format, Ids, Look, Shape};
-use tea_runtime::Goto;
-
-/// The shape of an agent's nodes and rules, as `tea_check` reads it: a condition is a guard
-/// written as its source (`not (…)` when it must not hold), a fan-out node is its fan-out.
-pub(crate) fn shape(nodes: &[NodeDef], start: &[Rule]) -> tea_check::Graph {
-    let target = |g: &Goto<crate::graph::NodeIx>| match g {
-        Goto::Node(n) => tea_check::Target::Node(n.index()),
-        Goto::End => tea_check::Target::End,
-    };
-    let edges = |rules: &[Rule]| -> Vec<tea_check::Edge> {
-        rules
-            .iter()
-            .map(|r| match &r.cond {
-                Cond::Always | Cond::Const(true) => tea_check::Edge::to(target(&r.to)),
-                Cond::Const(false) => tea_check::Edge::guarded(target(&r.to), "false"),
-                Cond::Expr { source, expect: true, .. } => tea_check::Edge::guarded(target(&r.to), source.to_string()),
-                Cond::Expr { source, expect: false, .. } => {
-                    tea_check::Edge::guarded(target(&r.to), format!("not ({source})"))
-                }
-            })
-            .collect()
-    };
-    tea_check::Graph {
-        nodes: nodes
-            .iter()
-            .map(|node| tea_check::Node {
-                name: node.name.as_str().to_owned(),
-                routing: match &node.fork {
-                    Some((heads, join)) => tea_check::Routing::Fork {
-                        heads: heads.iter().map(|h| h.index()).collect(),
-                        join: join.index(),
-                    },
-                    None => tea_check::Routing::Edges(edges(&node.rules)),
-                },
-                can_pause: node.interrupt_before || node.interrupt_after || node.exec.can_pause(),
-                // A YAML child graph cannot route its parent (no `Command::parent`).
-                jumps: Vec::new(),
-            })
-            .collect(),
-        start: edges(start),
-    }
-}
 
 /// `graph`'s template in `format` (ids marked), its children's spliced in.
 fn template(graph: &YamlGraph, format: Format) -> String {
@@ -69,7 +27,7 @@ fn template(graph: &YamlGraph, format: Format) -> String {
     };
     look.interrupt_before = indices(|n| n.interrupt_before);
     look.interrupt_after = indices(|n| n.interrupt_after);
-    let parts = draw::template(&shape(&inner.nodes, &inner.start), &look, format);
+    let parts = draw::template(&shape(&inner.nodes, &inner.start, &inner.jumps), &look, format);
     draw::splice(&parts, |i| match &inner.nodes[i].exec {
         Exec::Subgraph { child, .. } => template(child, format),
         _ => String::new(),

@@ -495,7 +495,7 @@ impl Vm {
             // As big as a block's result may be.
             let mut budget = 64 << 20;
             let value = to_json(&value, 0, &mut budget).map_err(mlua::Error::runtime)?;
-            crate::scope::emit(value);
+            crate::lang::scope::emit(value);
             Ok(())
         })?;
         base.set("emit", emit)?;
@@ -536,7 +536,7 @@ impl Vm {
         };
         let outcome = (|| -> mlua::Result<Result<Option<Map<String, Value>>, String>> {
             self.state.borrow_mut::<MapView>()?.map = Some(state.clone());
-            self.context.borrow_mut::<MapView>()?.map = match crate::scope::run_context() {
+            self.context.borrow_mut::<MapView>()?.map = match crate::lang::scope::run_context() {
                 Value::Object(context) => Some(Arc::new(context)),
                 _ => None,
             };

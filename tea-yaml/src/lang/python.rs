@@ -566,7 +566,7 @@ main()
             }
             globals.set_item("state", dict)?;
             globals.set_item("variables", map_to_py(py, &self.variables)?)?;
-            let context = match crate::scope::run_context() {
+            let context = match crate::lang::scope::run_context() {
                 Value::Object(context) => context,
                 _ => Map::new(),
             };

@@ -3,8 +3,8 @@
 
 use super::compose::with_llm_options;
 use super::*;
-use crate::compose::Composed;
-use crate::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
+use crate::actions::compose::Composed;
+use crate::actions::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
 
 /// The keys of an agent of `settings.agents`.
 const AGENT_KEYS: &[&str] = &["model", "system_prompt", "temperature", "max_tokens", "timeout", "tools", "retry"];

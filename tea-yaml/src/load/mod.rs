@@ -8,11 +8,11 @@
 
 use crate::actions::{self, Action, BUILT_IN_NAMES};
 use crate::error::{suggest, LoadError, Problem};
-use crate::graph::{Cond, Exec, Inner, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
-use crate::lua::{Chunks, Limits};
+use crate::ir::{Cond, Exec, Limit, LoadedAgent, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+use crate::lang::lua::{Chunks, Limits};
+use crate::lang::template::{self, Builder as Templates};
 use crate::state::{Decl, Reducer, Schema, Type};
-use crate::template::{self, Builder as Templates};
-use crate::yaml::{self, Kind, Node, Pos};
+use crate::syntax::yaml::{self, Kind, Node, Pos};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -366,15 +366,15 @@ struct Loader<'a> {
     settings_llm: [Option<Node>; 2],
     templates: Templates,
     lua: Chunks,
-    python: crate::python::Loader,
+    python: crate::lang::python::Loader,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
     settings_keys: [Vec<String>; 2],
     /// `settings.auto_trace: true` with its exporter.
-    auto_trace: Option<crate::graph::AutoTrace>,
+    auto_trace: Option<crate::ir::AutoTrace>,
     /// `settings.rate_limiters`: each limiter's time between calls.
     rate_limiters: HashMap<String, std::time::Duration>,
     /// `settings.a2a`: the agent's id and namespace among the process's agents.
-    a2a: crate::a2a::A2aSettings,
+    a2a: crate::actions::a2a::A2aSettings,
     /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
     /// language of those that name none.
     steps_language: Option<bool>,
@@ -386,14 +386,14 @@ struct Loader<'a> {
     /// `cache: { reads: [...] }` names.
     state_keys: Vec<String>,
     /// The file's `validate.extraction` keys, compiled.
-    extraction: crate::extraction::Config,
+    extraction: crate::actions::extraction::Config,
     /// `retry.loop`'s calls: where each `correct:` is written, its node, the node it names.
     calls: Vec<(Pos, String, String)>,
     /// The same calls resolved (caller, callee by index): ways into the callee for the graph
     /// checks.
     call_edges: Vec<(usize, usize)>,
     /// `settings.agents`, the agents of the `agent.*` actions.
-    crew: Arc<Vec<(String, crate::crew::AgentDef)>>,
+    crew: Arc<Vec<(String, crate::actions::crew::AgentDef)>>,
 }
 
 /// A node as read, before routing is resolved.
@@ -475,7 +475,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     // `extraction_schema.guide_extraction: true`: The Edge Agent's extraction prompt, made
     // from the schema and the rules' comments, in `variables.extraction_prompt`.
     if let Value::Object(file) = root.to_json() {
-        if let Some(prompt) = crate::extraction::Schema::guide(&file) {
+        if let Some(prompt) = crate::actions::extraction::Schema::guide(&file) {
             variables.entry("extraction_prompt").or_insert(Value::String(prompt));
         }
     }
@@ -500,7 +500,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         settings_llm: [None, None],
         templates: Templates::new(),
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
-        python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
+        python: crate::lang::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
         settings_keys: [Vec::new(), Vec::new()],
         auto_trace: None,
         steps_language: None,
@@ -557,7 +557,7 @@ impl<'a> Loader<'a> {
         access: crate::grants::Access,
     ) -> Option<PathBuf> {
         match self.grants.confine(path, access) {
-            Ok(_) => Some(crate::files::resolve(&self.env.base_dir, path)),
+            Ok(_) => Some(crate::grants::files::resolve(&self.env.base_dir, path)),
             Err(e) => {
                 self.problem(pos, format!("{what}: {e}"));
                 None
@@ -711,7 +711,7 @@ impl<'a> Loader<'a> {
         };
         self.state_keys = schema.names().map(str::to_owned).collect();
         // Settings come before the nodes: their keys are the network actions' defaults.
-        let (initial_state, found) = crate::initial::read(top.get("initial_state"), top.get("version"), &schema);
+        let (initial_state, found) = crate::state::initial::read(top.get("initial_state"), top.get("version"), &schema);
         for (pos, message) in found {
             self.problem(pos, message);
         }
@@ -912,7 +912,7 @@ impl<'a> Loader<'a> {
         let lua = std::mem::replace(&mut self.lua, Chunks::new(Arc::new(Map::new()), self.env.limits));
         let fingerprint = tea_runtime::__private::fingerprint(fingerprint::describe(&name, &nodes, &start).as_bytes());
         let schema_fingerprint = tea_runtime::__private::fingerprint(schema.describe().as_bytes());
-        let inner = Inner {
+        let inner = LoadedAgent {
             name,
             grants: Arc::new(self.grants.clone()),
             a2a: std::mem::take(&mut self.a2a),
@@ -930,7 +930,7 @@ impl<'a> Loader<'a> {
                 .secrets
                 .iter()
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .filter(|(_, v)| v.len() >= crate::graph::MIN_SECRET_LEN)
+                .filter(|(_, v)| v.len() >= crate::run::secrets::MIN_SECRET_LEN)
                 .collect(),
             settings_llm,
             settings_notify,
@@ -940,6 +940,7 @@ impl<'a> Loader<'a> {
             schema_fingerprint,
             initial_state,
             auto_trace: self.auto_trace.take(),
+            jumps: self.call_edges.clone(),
             memory: Default::default(),
             warnings: {
                 let mut warnings = std::mem::take(&mut self.warnings);
@@ -947,10 +948,13 @@ impl<'a> Loader<'a> {
                 warnings
             },
             #[cfg(feature = "net")]
-            shells: crate::llm::Shells { configured: std::mem::take(&mut self.shells), trusted: self.env.trust_code },
+            shells: crate::actions::net::llm::Shells {
+                configured: std::mem::take(&mut self.shells),
+                trusted: self.env.trust_code,
+            },
         };
         Some(Loaded {
-            graph: YamlGraph(Arc::new(inner), false, None),
+            graph: YamlGraph { agent: Arc::new(inner), asynchronous: false, cancel: None },
             store,
             checkpoint_dir,
             checkpoint,
@@ -1048,7 +1052,7 @@ impl<'a> Loader<'a> {
     /// stream, as there they are its API's. Its in-memory event log's `buffer_size` and a
     /// handler's `verbose` are refused.
     fn observability(&mut self, node: &Node) {
-        use crate::graph::AutoTrace;
+        use crate::ir::AutoTrace;
         if matches!(node.kind, Kind::Null) {
             return;
         }
@@ -1149,7 +1153,8 @@ impl<'a> Loader<'a> {
         for (key, value) in entries {
             let Some(name) = key.scalar_text() else { continue };
             #[cfg(feature = "net")]
-            if let Err(e) = crate::llm::check_shell_config(&format!("`{what}.{name}`"), &value.to_json()) {
+            if let Err(e) = crate::actions::net::llm::check_shell_config(&format!("`{what}.{name}`"), &value.to_json())
+            {
                 self.problem(value.pos, e);
                 continue;
             }
@@ -1224,8 +1229,8 @@ impl<'a> Loader<'a> {
 
     /// `settings.auto_trace`, `trace_exporter` (`console`, the default, or `file`) and
     /// `trace_file` (relative to the agent file's directory): The Edge Agent's trace of each run.
-    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::graph::AutoTrace> {
-        use crate::graph::AutoTrace;
+    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::ir::AutoTrace> {
+        use crate::ir::AutoTrace;
         let on = match sections.get("auto_trace") {
             None => false,
             Some(n) => match n.kind {

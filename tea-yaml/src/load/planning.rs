@@ -3,8 +3,8 @@
 
 use super::compose::with_llm_options;
 use super::*;
-use crate::compose::Composed;
-use crate::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
+use crate::actions::compose::Composed;
+use crate::actions::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
 
 impl Loader<'_> {
     /// `uses: plan.*` with its `with:` (`plan.status` and `plan.execute` may have none: they

@@ -1,238 +1,25 @@
 //! A loaded agent as the engine sees it: [`YamlGraph`] implements `tea::Graph` over the
-//! tables the loader built (nodes, routing rules, fan-outs), so a YAML agent runs on the same
-//! executor, parallel branches, stores and tokens as a `graph!` graph.
+//! tables the loader built (nodes, routing rules, fan-outs; `ir/`), so a YAML agent runs on the
+//! same executor, parallel branches, stores and tokens as a `graph!` graph. It is also the
+//! agent the actions run in ([`actions::RunningAgent`], [`actions::Composer`]).
 
 use crate::actions::{self, Action, Call};
-use crate::lua::{ChunkId, Chunks};
-use crate::state::{Schema, State, Update};
-pub(crate) use crate::template::Tree;
-use crate::template::{self, ExprId, StateObject, Templates};
-use minijinja::value::Value as Mj;
+use crate::ir::{Cond, Exec, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+use crate::lang::lua::ChunkId;
+use crate::lang::template;
+use crate::state::{State, Update};
 use serde_json::{Map, Value};
-use std::fmt;
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use tea_runtime::__private::NodeStep;
-use tea_runtime::{
-    BoxError, BranchState, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeId, NodeName, PauseFree, SyncGraph,
-};
-
-/// A node of a YAML agent, by its index in the file's `nodes:` list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct NodeIx(pub(crate) u32);
-
-impl NodeId for NodeIx {
-    type State = State;
-}
-
-impl NodeIx {
-    pub(crate) fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-/// A condition: `when`, `condition`, a goto rule's `if`.
-#[derive(Clone, Debug)]
-pub(crate) enum Cond {
-    Always,
-    Const(bool),
-    /// Holds when the expression's Jinja truth equals `expect`.
-    Expr {
-        expr: ExprId,
-        expect: bool,
-        source: Arc<str>,
-    },
-}
-
-/// One routing rule: the first whose condition holds wins.
-#[derive(Clone, Debug)]
-pub(crate) struct Rule {
-    pub(crate) cond: Cond,
-    pub(crate) to: Goto<NodeIx>,
-}
-
-/// Where a node's action result goes.
-#[derive(Clone, Debug)]
-pub(crate) enum Output {
-    /// An object result key by key, anything else under `result`.
-    Spread,
-    Key(String),
-    /// Each key rendered with `result` in the context.
-    Map(Vec<(String, Tree)>),
-}
-
-/// What a node does.
-#[derive(Clone)]
-pub(crate) enum Exec {
-    Noop,
-    Lua(ChunkId),
-    /// A `run:` block in Python (feature `python`; uninhabited without it).
-    Python(crate::python::Block),
-    /// A `run:` block in Prolog (feature `prolog`; uninhabited without it).
-    Prolog(crate::prolog::Block),
-    Expr {
-        expr: ExprId,
-        key: String,
-    },
-    Action {
-        name: String,
-        action: Action,
-        with: Tree,
-        output: Output,
-    },
-    /// One of The Edge Agent's actions that compose steps of their own (`reflection.loop`),
-    /// compiled from its `with:`; its result goes where `output` says, as an action's.
-    Composed {
-        name: String,
-        composed: Arc<crate::compose::Composed>,
-        output: Output,
-    },
-    Interrupt {
-        message: Option<Tree>,
-        state_key: String,
-        resume_key: String,
-        timeout: Option<u64>,
-    },
-    /// `type: dynamic_parallel`: one send per item of `items` to the node's fan-out, with the
-    /// item under `item_var` and its position under `index_var`; `fail_fast` and `limit`
-    /// (`max_concurrency`) as The Edge Agent's.
-    Send {
-        items: ExprId,
-        item_var: String,
-        index_var: String,
-        fail_fast: bool,
-        limit: Option<Limit>,
-        /// `output: KEY`: the fan-in writes the items' results under KEY too.
-        output: Option<String>,
-    },
-    /// `type: while_loop`: `body` run in order while `cond` holds, at most `max` passes, within
-    /// the node (each body node's keys replace the loop's working copy of the state; the keys
-    /// written make the node's update).
-    Loop {
-        cond: Cond,
-        max: usize,
-        body: Vec<(NodeName, Exec)>,
-    },
-    /// `steps:` of a plain node: run in order within the node, as one pass of a loop.
-    Steps(Vec<(NodeName, Exec)>),
-    /// `type: subgraph`: a child agent run through the engine's subgraph hook, its input and
-    /// output mappings (`None`: the whole state in, what the child changed of it out).
-    Subgraph {
-        child: YamlGraph,
-        input: Option<Vec<(String, Tree)>>,
-        output: Option<Vec<(String, Tree)>>,
-    },
-}
-
-/// A `dynamic_parallel` node's `max_concurrency`: a number, or an expression evaluated when
-/// the node runs.
-#[derive(Clone, Debug)]
-pub(crate) enum Limit {
-    Fixed(usize),
-    Expr(ExprId),
-}
-
-impl Exec {
-    /// Whether running it can pause the run: an interrupt node, or a child agent that can.
-    pub(crate) fn can_pause(&self) -> bool {
-        match self {
-            Exec::Interrupt { .. } => true,
-            Exec::Subgraph { child, .. } => child.can_pause(),
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Debug for Exec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Exec::Noop => f.write_str("Noop"),
-            Exec::Lua(id) => write!(f, "Lua({id:?})"),
-            Exec::Python(block) => write!(f, "{block:?}"),
-            Exec::Prolog(block) => write!(f, "{block:?}"),
-            Exec::Expr { key, .. } => write!(f, "Expr(-> {key})"),
-            Exec::Action { name, .. } | Exec::Composed { name, .. } => write!(f, "Action({name})"),
-            Exec::Interrupt { state_key, resume_key, .. } => write!(f, "Interrupt({state_key} => {resume_key})"),
-            Exec::Send { item_var, index_var, .. } => write!(f, "Send({item_var}, {index_var})"),
-            Exec::Subgraph { child, .. } => write!(f, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
-            Exec::Loop { max, body, .. } => write!(f, "Loop({max}, {} nodes)", body.len()),
-            Exec::Steps(body) => write!(f, "Steps({} nodes)", body.len()),
-        }
-    }
-}
-
-/// One node.
-#[derive(Debug)]
-pub(crate) struct NodeDef {
-    pub(crate) name: NodeName,
-    pub(crate) exec: Exec,
-    pub(crate) rules: Vec<Rule>,
-    pub(crate) fork: Option<(Vec<NodeIx>, NodeIx)>,
-    pub(crate) interrupt_before: bool,
-    pub(crate) interrupt_after: bool,
-    /// The node is the fan-in of a fork: it sees `parallel_results`.
-    pub(crate) fan_in: bool,
-    /// The node is the fan-in of a `dynamic_parallel` node: reached with no branches (no
-    /// items), it sees `parallel_results` empty.
-    pub(crate) sends_fan_in: bool,
-    /// A step of a `dynamic_parallel` node: that node, and whether this is the item's first step.
-    pub(crate) item_of: Option<(NodeIx, bool)>,
-    /// `retry:`, `timeout:`, `cache:`.
-    pub(crate) policy: Option<tea_runtime::NodePolicy>,
-}
-
-/// Everything a loaded agent is made of.
-pub(crate) struct Inner {
-    pub(crate) name: String,
-    /// What the agent may reach: its folder (where relative paths in the file start) and the
-    /// operator's grants.
-    pub(crate) grants: Arc<crate::grants::AgentGrants>,
-    /// `settings.a2a`: who the agent is among the process's agents.
-    pub(crate) a2a: crate::a2a::A2aSettings,
-    /// The agent's in-memory vector store (`vector.*`).
-    #[cfg(feature = "net")]
-    pub(crate) vectors: Arc<crate::vectors::Vectors>,
-    pub(crate) nodes: Vec<NodeDef>,
-    pub(crate) start: Vec<Rule>,
-    pub(crate) schema: Schema,
-    pub(crate) templates: Templates,
-    pub(crate) lua: Chunks,
-    pub(crate) variables: Mj,
-    pub(crate) secrets: Mj,
-    /// The secrets' names and values, looked for in every write and error (values of at least
-    /// [`MIN_SECRET_LEN`] bytes).
-    pub(crate) secret_values: Vec<(String, String)>,
-    /// `settings.llm` and `settings.notify`: defaults of `llm.call` and `actions.notify`.
-    #[cfg_attr(not(feature = "net"), allow(dead_code))]
-    pub(crate) settings_llm: Option<Tree>,
-    #[cfg_attr(not(feature = "net"), allow(dead_code))]
-    pub(crate) settings_notify: Option<Tree>,
-    pub(crate) checkpoint_dir: Option<PathBuf>,
-    /// The last path `checkpoint.save` wrote (`{{ checkpoint.last }}`).
-    pub(crate) last_checkpoint: Mutex<String>,
-    pub(crate) fingerprint: u64,
-    pub(crate) schema_fingerprint: u64,
-    /// `initial_state:`: the keys a new run starts with where its input has none.
-    pub(crate) initial_state: Map<String, Value>,
-    /// `settings.auto_trace: true`: where the file asks its runs' trace to go.
-    pub(crate) auto_trace: Option<AutoTrace>,
-    /// The agent's key-value memory (`memory.*` actions).
-    pub(crate) memory: crate::actions::Memory,
-    /// The Edge Agent's keys this file uses that tea accepts and ignores: one warning per key.
-    pub(crate) warnings: Vec<crate::error::Problem>,
-    /// The shell providers `llm.call` may run (`settings.shell_providers`), and whether it may.
-    #[cfg(feature = "net")]
-    pub(crate) shells: crate::llm::Shells,
-}
+use tea_runtime::{BoxError, BranchState, Ctx, Fork, Goto, Graph, Hitl, NodeFuture, NodeName, PauseFree, SyncGraph};
 
 /// Puts back what a node found on its thread, whatever happens to the node.
-struct ContextGuard(Option<crate::scope::RunScope>);
+struct ContextGuard(Option<crate::lang::scope::RunScope>);
 
 impl Drop for ContextGuard {
     fn drop(&mut self) {
         if let Some(old) = self.0.take() {
-            crate::scope::replace(old);
+            crate::lang::scope::replace(old);
         }
     }
 }
@@ -245,7 +32,7 @@ fn enter_context(ctx: &Ctx<State>) -> ContextGuard {
     if context.is_none() && writer.is_none() {
         return ContextGuard(None);
     }
-    ContextGuard(Some(crate::scope::replace((context.unwrap_or(Value::Null), writer))))
+    ContextGuard(Some(crate::lang::scope::replace((context.unwrap_or(Value::Null), writer))))
 }
 
 /// A node's future with its run's context entered at each poll (it may be polled on any of the
@@ -265,176 +52,21 @@ impl std::future::Future for InContext<'_> {
     }
 }
 
-/// Where an agent file asks each run's trace to go (The Edge Agent's `settings.auto_trace:
-/// true`, with `trace_exporter` and `trace_file`). tea-yaml writes no trace itself: the `tea`
-/// command writes its `--trace` timeline there when not given one, or with `Console` shows each
-/// step on standard error (as `-v` does).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AutoTrace {
-    /// `trace_exporter: console` (the default): each step on standard error.
-    Console,
-    /// `trace_exporter: file`: JSON lines to `trace_file` (relative to the agent file's
-    /// directory).
-    File(PathBuf),
-}
-
-/// What templates and conditions see: `state`, `variables`, `secrets` (in [`Tree::Sending`]
-/// arguments only), `checkpoint` (`dir`,
-/// `last`) and, in an `output:` mapping, `result`.
-#[derive(Clone, Debug)]
-struct Scope {
-    graph: YamlGraph,
-    state: Mj,
-    result: Option<Mj>,
-    /// Rendering an argument that sends secrets out ([`Tree::Sending`]): `secrets` is there.
-    secrets: bool,
-    /// Names of a composed action's own (a probe's item fields), after the agent's.
-    locals: Option<Arc<Map<String, Value>>>,
-}
-
-impl minijinja::value::Object for Scope {
-    fn repr(self: &Arc<Self>) -> minijinja::value::ObjectRepr {
-        minijinja::value::ObjectRepr::Map
-    }
-
-    fn get_value(self: &Arc<Self>, key: &Mj) -> Option<Mj> {
-        let inner = &self.graph.0;
-        Some(match key.as_str()? {
-            "state" => self.state.clone(),
-            "variables" => inner.variables.clone(),
-            "secrets" if self.secrets => inner.secrets.clone(),
-            "checkpoint" => {
-                let last = inner.last_checkpoint.lock().map(|l| l.clone()).unwrap_or_default();
-                let dir = inner.checkpoint_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_default();
-                minijinja::context! { dir => dir, last => last }
-            }
-            "result" => self.result.clone()?,
-            "context" => template::to_mj(&crate::scope::run_context()),
-            other => template::to_mj(self.locals.as_ref()?.get(other)?),
-        })
-    }
-
-    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
-        if self.secrets {
-            return minijinja::value::Enumerator::Str(&[
-                "state",
-                "variables",
-                "secrets",
-                "checkpoint",
-                "result",
-                "context",
-            ]);
-        }
-        minijinja::value::Enumerator::Str(&["state", "variables", "checkpoint", "result", "context"])
-    }
-}
-
-/// Secrets shorter than this are not looked for in writes and errors: so short a value cannot
-/// be told apart from ordinary text.
-pub(crate) const MIN_SECRET_LEN: usize = 4;
-
-/// A YAML agent's graph: the engine's view of a loaded file. Cheap to clone (shared).
-///
-/// A node whose action reaches the network (`llm.call`, `http.get`, `http.post`,
-/// `actions.notify`; feature `net`) is an async node of the graph the async driver runs
-/// ([`is_async`](Graph::is_async) holds for it there, and [`run_async`](Graph::run_async)
-/// renders its arguments, then awaits the request without holding a thread); the graph the
-/// blocking API runs runs it with [`run`](Graph::run), which waits for the request on
-/// tea-yaml's own runtime.
-///
-/// A graph made for one async run also carries that run's cancel flag: when the caller drops
-/// the run, a `run:` block under way stops at its next instruction count.
-#[derive(Clone)]
-pub struct YamlGraph(pub(crate) Arc<Inner>, pub(crate) bool, pub(crate) Option<Arc<AtomicBool>>);
-
-impl fmt::Debug for YamlGraph {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("YamlGraph").field("name", &self.0.name).field("nodes", &self.0.nodes.len()).finish()
-    }
-}
-
 impl YamlGraph {
-    pub(crate) fn inner(&self) -> &Inner {
-        &self.0
-    }
-
-    /// The same graph for the async driver (`asynchronous`: its network nodes are async) or
-    /// for the blocking API.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn driven(&self, asynchronous: bool) -> YamlGraph {
-        YamlGraph(self.0.clone(), asynchronous, None)
-    }
-
-    /// The same graph, whose `run:` blocks stop when `cancel` is set.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn cancelled_by(&self, cancel: Arc<AtomicBool>) -> YamlGraph {
-        YamlGraph(self.0.clone(), self.1, Some(cancel))
-    }
-
-    /// The name of the first secret whose value `value` holds somewhere.
-    fn secret_in(&self, value: &Value) -> Option<&str> {
-        let secrets = &self.0.secret_values;
-        if secrets.is_empty() {
-            return None;
-        }
-        match value {
-            Value::String(text) => secrets.iter().find(|(_, v)| text.contains(v.as_str())).map(|(n, _)| n.as_str()),
-            Value::Array(items) => items.iter().find_map(|v| self.secret_in(v)),
-            Value::Object(map) => map.iter().find_map(|(k, v)| {
-                self.secret_in(v)
-                    .or_else(|| secrets.iter().find(|(_, s)| k.contains(s.as_str())).map(|(n, _)| n.as_str()))
-            }),
-            _ => None,
-        }
-    }
-
-    /// Refuses writes that would put a secret in the state (and so in checkpoints, tokens and
-    /// streams).
-    pub(crate) fn refuse_secrets(&self, values: &Map<String, Value>) -> Result<(), String> {
-        if self.0.secret_values.is_empty() {
-            return Ok(());
-        }
-        for (key, value) in values {
-            if let Some(name) = self.secret_in(value) {
-                return Err(format!(
-                    "state key `{key}` would hold the value of secret `{name}`; secrets never go into the state \
-                     (checkpoints and streams would keep them): use `{{{{ secrets.{name} }}}}` where it is needed"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// `error` with every secret's value replaced by `***` (unchanged when it holds none).
-    pub(crate) fn redact(&self, error: BoxError) -> BoxError {
-        let secrets = &self.0.secret_values;
-        if secrets.is_empty() {
-            return error;
-        }
-        let mut text = tea_runtime::error_chain(&*error);
-        if !secrets.iter().any(|(_, v)| text.contains(v.as_str())) {
-            return error;
-        }
-        for (_, value) in secrets {
-            text = text.replace(value.as_str(), "***");
-        }
-        text.into()
-    }
-
     /// A network action's call: its rendered `with:` with the file's settings as defaults,
     /// checked, and the API key to fall back on.
     #[cfg(feature = "net")]
     pub(crate) fn prepare_net(
         &self,
-        action: crate::net::NetAction,
+        action: crate::actions::net::NetAction,
         args: Value,
         state: &State,
-    ) -> Result<crate::net::Call, BoxError> {
-        use crate::net::Section;
+    ) -> Result<crate::actions::net::Call, BoxError> {
+        use crate::actions::net::Section;
         let mut args = args;
         let settings = match action.section() {
-            Some(Section::Llm) => self.0.settings_llm.as_ref().map(|t| ("llm", t)),
-            Some(Section::Notify) => self.0.settings_notify.as_ref().map(|t| ("notify", t)),
+            Some(Section::Llm) => self.agent.settings_llm.as_ref().map(|t| ("llm", t)),
+            Some(Section::Notify) => self.agent.settings_notify.as_ref().map(|t| ("notify", t)),
             None => None,
         };
         if let (Some((section, tree)), Value::Object(map)) = (settings, &mut args) {
@@ -447,8 +79,10 @@ impl YamlGraph {
             }
         }
         let key = match action {
-            crate::net::NetAction::LlmCall | crate::net::NetAction::LlmChat | crate::net::NetAction::LlmEmbed => self
-                .0
+            crate::actions::net::NetAction::LlmCall
+            | crate::actions::net::NetAction::LlmChat
+            | crate::actions::net::NetAction::LlmEmbed => self
+                .agent
                 .secret_values
                 .iter()
                 .find(|(n, _)| n == "llm_api_key")
@@ -456,21 +90,7 @@ impl YamlGraph {
                 .or_else(|| std::env::var("OPENAI_API_KEY").ok()),
             _ => None,
         };
-        Ok(crate::net::prepare(action, args, key, &self.0.shells)?)
-    }
-
-    /// The key an interrupt node named `node` writes its answer to.
-    pub(crate) fn resume_key(&self, node: &NodeName) -> Option<&str> {
-        let def = self.0.nodes.iter().find(|n| n.name == *node)?;
-        match &def.exec {
-            Exec::Interrupt { resume_key, .. } => Some(resume_key),
-            _ => None,
-        }
-    }
-
-    /// Whether a run can pause: a breakpoint, an interrupt node, or a child agent that can.
-    pub(crate) fn can_pause(&self) -> bool {
-        self.0.nodes.iter().any(|n| n.interrupt_before || n.interrupt_after || n.exec.can_pause())
+        Ok(crate::actions::net::prepare(action, args, key, &self.agent.shells)?)
     }
 
     /// A `type: subgraph` node: the child runs on the engine's subgraph hook (its own thread
@@ -506,7 +126,7 @@ impl YamlGraph {
                 // No mapping: what the child changed of the parent's state, not its whole
                 // state written again through the parent's reducers (an `append` key would get
                 // the entries the child started with a second time).
-                None => Ok(Update::from_map(self.0.schema.changes(parent, last.as_map().clone()))),
+                None => Ok(Update::from_map(self.agent.schema.changes(parent, last.as_map().clone()))),
                 Some(entries) => {
                     let ctx = self.context(parent, Some(&last.to_json()));
                     entries
@@ -528,7 +148,8 @@ impl YamlGraph {
             })
         };
         // The child's blocks stop with this run's.
-        let child = YamlGraph(child.0.clone(), child.1, self.2.clone());
+        let child =
+            YamlGraph { agent: child.agent.clone(), asynchronous: child.asynchronous, cancel: self.cancel.clone() };
         let step =
             tea_runtime::__private::run_subgraph_mapped(child, &|_: &State| start.clone(), &out, state, ctx, hitl)?;
         if let Some(e) = failed.lock().ok().and_then(|mut slot| slot.take()) {
@@ -566,7 +187,7 @@ impl YamlGraph {
         ctx: &Ctx<State>,
         hitl: &mut Hitl,
     ) -> Result<NodeStep<State, NodeIx>, BoxError> {
-        use crate::items;
+        use crate::run::items;
         let mut record = items::record(state.as_map());
         if record.contains_key("error") {
             return Ok(NodeStep::new(None, None));
@@ -615,40 +236,7 @@ impl YamlGraph {
     }
 
     fn node(&self, node: NodeIx) -> &NodeDef {
-        &self.0.nodes[node.index()]
-    }
-
-    /// The template context: `state`, `variables`, `secrets`, `checkpoint`, and `result` in
-    /// an `output:` mapping. An object that builds each of them when a template reads it.
-    pub(crate) fn context(&self, state: &State, result: Option<&Value>) -> Mj {
-        Mj::from_object(Scope {
-            graph: self.clone(),
-            state: Mj::from_object(StateObject(state.shared().clone())),
-            result: result.map(template::to_mj),
-            secrets: false,
-            locals: None,
-        })
-    }
-
-    /// Evaluates `tree` in `ctx`.
-    pub(crate) fn render(&self, tree: &Tree, ctx: &Mj) -> Result<Value, String> {
-        let templates = &self.0.templates;
-        Ok(match tree {
-            Tree::Literal(value) => value.clone(),
-            Tree::Sending(tree) => match ctx.downcast_object_ref::<Scope>() {
-                Some(scope) => self.render(tree, &Mj::from_object(Scope { secrets: true, ..scope.clone() }))?,
-                None => self.render(tree, ctx)?,
-            },
-            Tree::Expr(id) => template::to_json(&templates.eval(*id, ctx)?)?,
-            Tree::Template(id) => Value::String(templates.render(*id, ctx)?),
-            Tree::List(items) => Value::Array(items.iter().map(|t| self.render(t, ctx)).collect::<Result<_, _>>()?),
-            Tree::Map(entries) => Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, t)| Ok((k.clone(), self.render(t, ctx)?)))
-                    .collect::<Result<Map<_, _>, String>>()?,
-            ),
-        })
+        &self.agent.nodes[node.index()]
     }
 
     /// The first rule of `rules` that holds on `state`.
@@ -661,7 +249,7 @@ impl YamlGraph {
                 Cond::Expr { expr, expect, source } => {
                     let ctx = ctx.get_or_insert_with(|| self.context(state, None));
                     let value = self
-                        .0
+                        .agent
                         .templates
                         .eval(*expr, ctx)
                         .map_err(|e| format!("the condition `{source}` on the way from `{from}` fails: {e}"))?;
@@ -694,7 +282,7 @@ impl YamlGraph {
     /// under the `output:` key of each `dynamic_parallel` node that meets there.
     fn with_results(&self, node: NodeIx, update: Update, results: Value) -> Update {
         let mut update = update;
-        for def in &self.0.nodes {
+        for def in &self.agent.nodes {
             if let (Exec::Send { output: Some(key), .. }, Some((_, join))) = (&def.exec, &def.fork) {
                 if *join == node {
                     update = update.set(key.clone(), results.clone());
@@ -730,11 +318,11 @@ impl YamlGraph {
         let states = branches.iter().map(|b| b.state().to_json());
         let results = if def.sends_fan_in {
             // The items of `dynamic_parallel` nodes: The Edge Agent's results.
-            let vars = |node: &str| match self.0.nodes.iter().find(|n| n.name == *node).map(|n| &n.exec) {
+            let vars = |node: &str| match self.agent.nodes.iter().find(|n| n.name == *node).map(|n| &n.exec) {
                 Some(Exec::Send { item_var, index_var, .. }) => Some((item_var.clone(), index_var.clone())),
                 _ => None,
             };
-            crate::items::results(states.collect(), &vars)
+            crate::run::items::results(states.collect(), &vars)
         } else {
             Value::Array(states.collect())
         };
@@ -770,12 +358,14 @@ impl YamlGraph {
         let call = {
             let args = self.render(with, &self.context(seen, None)).map_err(|e| format!("`with:` of `{name}`: {e}"))?;
             match action {
-                Action::Service(service) => crate::services::prepare(*service, args, &self.0.grants, &self.0.vectors)?,
+                Action::Service(service) => {
+                    crate::actions::services::prepare(*service, args, &self.agent.grants, &self.agent.vectors)?
+                }
                 Action::Net(net) => self.prepare_net(*net, args, seen)?,
                 _ => return Err(format!("node `{}` is not a network action", def.name).into()),
             }
         };
-        let result = crate::net::spawn(call, &self.0.grants)?.await?;
+        let result = crate::actions::net::spawn(call, &self.agent.grants)?.await?;
         let update = self.output(output, result, seen)?;
         Ok(Some(match fan_in {
             Some((_, results)) => self.with_results(node, update, results),
@@ -792,7 +382,8 @@ impl YamlGraph {
             return Err(format!("`dynamic_parallel` node `{}` has no per-item node", def.name).into());
         };
         let ctx = self.context(state, None);
-        let value = self.0.templates.eval(*items, &ctx).map_err(|e| format!("`items` of node `{}`: {e}", def.name))?;
+        let value =
+            self.agent.templates.eval(*items, &ctx).map_err(|e| format!("`items` of node `{}`: {e}", def.name))?;
         let list = match template::to_json(&value)? {
             Value::Array(list) => list,
             Value::Null => Vec::new(),
@@ -810,7 +401,7 @@ impl YamlGraph {
             Some(Limit::Fixed(n)) => Some(*n),
             Some(Limit::Expr(expr)) => {
                 let value = self
-                    .0
+                    .agent
                     .templates
                     .eval(*expr, &ctx)
                     .map_err(|e| format!("`max_concurrency` of node `{}`: {e}", def.name))?;
@@ -828,7 +419,7 @@ impl YamlGraph {
                 }
             }
         };
-        let id = crate::items::new_id();
+        let id = crate::run::items::new_id();
         let node = def.name.as_str();
         Ok(list
             .into_iter()
@@ -837,7 +428,7 @@ impl YamlGraph {
                 let update = Update::new()
                     .set(item_var.clone(), item)
                     .set(index_var.clone(), i as u64)
-                    .set(crate::items::ITEM_KEY, crate::items::start(id, node, i, limit));
+                    .set(crate::run::items::ITEM_KEY, crate::run::items::start(id, node, i, limit));
                 (head, update)
             })
             .collect())
@@ -854,7 +445,7 @@ impl YamlGraph {
             Cond::Const(b) => *b,
             Cond::Expr { expr, expect, source } => {
                 let value = self
-                    .0
+                    .agent
                     .templates
                     .eval(*expr, &self.context(state, None))
                     .map_err(|e| format!("the condition `{source}` of {what} fails: {e}"))?;
@@ -923,12 +514,12 @@ impl YamlGraph {
         state: &State,
         hitl: &mut Hitl,
     ) -> Result<Option<Update>, BoxError> {
-        let inner = &self.0;
+        let inner = &self.agent;
         Ok(match exec {
             Exec::Noop | Exec::Send { .. } | Exec::Subgraph { .. } => None,
             Exec::Loop { cond, max, body } => self.run_loop(node, (cond, *max, body), false, state, hitl)?,
             Exec::Steps(body) => self.run_loop(node, (&Cond::Always, 1, body), true, state, hitl)?,
-            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.2.as_ref())?.map(Update::from_map),
+            Exec::Lua(chunk) => inner.lua.run(*chunk, state.shared(), self.cancel.as_ref())?.map(Update::from_map),
             Exec::Python(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Prolog(block) => block.run(state.shared())?.map(Update::from_map),
             Exec::Expr { expr, key } => {
@@ -944,7 +535,7 @@ impl YamlGraph {
                 Some(self.output(output, result, state)?)
             }
             Exec::Composed { name, composed, output } => {
-                let result = crate::compose::run(composed, self, node, state)
+                let result = crate::actions::compose::run(composed, self, node, state)
                     .map_err(|e| format!("`{name}` (node `{node}`): {e}"))?;
                 Some(self.output(output, result, state)?)
             }
@@ -991,15 +582,15 @@ impl Graph for YamlGraph {
     type Node = NodeIx;
 
     fn name(&self) -> &str {
-        &self.0.name
+        &self.agent.name
     }
 
     fn fingerprint(&self) -> u64 {
-        self.0.fingerprint
+        self.agent.fingerprint
     }
 
     fn schema_fingerprint(&self) -> u64 {
-        self.0.schema_fingerprint
+        self.agent.schema_fingerprint
     }
 
     fn node_name(&self, node: NodeIx) -> NodeName {
@@ -1011,7 +602,7 @@ impl Graph for YamlGraph {
     }
 
     fn try_start(&self, state: &State) -> Result<Option<Goto<NodeIx>>, BoxError> {
-        self.choose(&self.0.start, state, "__start__")
+        self.choose(&self.agent.start, state, "__start__")
     }
 
     fn run(
@@ -1035,7 +626,7 @@ impl Graph for YamlGraph {
     fn is_async(&self, node: NodeIx) -> bool {
         // A step of a `dynamic_parallel` node runs through `run` (which waits for a network
         // action on tea-yaml's runtime), where its item's failures and permits are handled.
-        self.1 && self.is_net(node) && self.node(node).item_of.is_none()
+        self.asynchronous && self.is_net(node) && self.node(node).item_of.is_none()
     }
 
     fn run_async<'a>(
@@ -1083,7 +674,7 @@ impl Graph for YamlGraph {
     }
 
     fn node_named(&self, name: &str) -> Option<NodeIx> {
-        self.0.nodes.iter().position(|n| n.name == *name).map(|i| NodeIx(i as u32))
+        self.agent.nodes.iter().position(|n| n.name == *name).map(|i| NodeIx(i as u32))
     }
 
     fn interrupt_before(&self, node: NodeIx) -> bool {
@@ -1100,9 +691,9 @@ impl Graph for YamlGraph {
             let mut answer_map = Map::new();
             answer_map.insert(resume_key.clone(), answer.clone());
             self.refuse_secrets(&answer_map).map_err(|reason| ("an answer that holds no secret", reason))?;
-            if let Some(decl) = self.0.schema.get(resume_key) {
+            if let Some(decl) = self.agent.schema.get(resume_key) {
                 if decl.reducer == crate::state::Reducer::Replace {
-                    self.0.schema.check(resume_key, answer).map_err(|reason| (decl.ty.name(), reason))?;
+                    self.agent.schema.check(resume_key, answer).map_err(|reason| (decl.ty.name(), reason))?;
                 }
             }
         }
@@ -1130,13 +721,13 @@ impl Graph for YamlGraph {
 
     fn apply(&self, state: &mut State, update: Update) -> Result<(), BoxError> {
         self.refuse_secrets(update.values())?;
-        self.0.schema.apply(state, update)
+        self.agent.schema.apply(state, update)
     }
 
     fn join_update(&self, _join: NodeIx, update: Update) -> Option<Update> {
         // Branch writes to keys declared with a reducer merge at the fan-in; the rest stay in
         // their branch (and reach the fan-in through `parallel_results`).
-        let schema = &self.0.schema;
+        let schema = &self.agent.schema;
         let values = update.into_values().ok()?;
         let mut kept = Map::new();
         let mut replaced = Vec::new();
@@ -1159,18 +750,18 @@ impl Graph for YamlGraph {
     }
 }
 
-impl actions::Host for YamlGraph {
+impl actions::RunningAgent for YamlGraph {
     fn grants(&self) -> &Arc<crate::grants::AgentGrants> {
-        &self.0.grants
+        &self.agent.grants
     }
 
-    fn a2a(&self) -> &crate::a2a::A2aSettings {
-        &self.0.a2a
+    fn a2a(&self) -> &crate::actions::a2a::A2aSettings {
+        &self.agent.a2a
     }
 
     #[cfg(feature = "net")]
-    fn vectors(&self) -> &Arc<crate::vectors::Vectors> {
-        &self.0.vectors
+    fn vectors(&self) -> &Arc<crate::actions::services::vectors::Vectors> {
+        &self.agent.vectors
     }
 
     fn encode(&self, node: &NodeName, state: &State) -> Result<Vec<u8>, tea_runtime::Error> {
@@ -1182,11 +773,11 @@ impl actions::Host for YamlGraph {
     }
 
     fn memory(&self) -> &crate::actions::Memory {
-        &self.0.memory
+        &self.agent.memory
     }
 
     fn saved(&self, path: &str) {
-        if let Ok(mut last) = self.0.last_checkpoint.lock() {
+        if let Ok(mut last) = self.agent.last_checkpoint.lock() {
             *last = path.to_owned();
         }
     }
@@ -1194,10 +785,10 @@ impl actions::Host for YamlGraph {
     #[cfg(feature = "net")]
     fn prepare_net(
         &self,
-        action: crate::net::NetAction,
+        action: crate::actions::net::NetAction,
         args: Value,
         state: &State,
-    ) -> Result<crate::net::Call, BoxError> {
+    ) -> Result<crate::actions::net::Call, BoxError> {
         YamlGraph::prepare_net(self, action, args, state)
     }
 }
@@ -1208,27 +799,20 @@ impl crate::actions::Composer for YamlGraph {
     }
 
     fn run_lua(&self, chunk: ChunkId, state: &State) -> Result<Option<Map<String, Value>>, String> {
-        self.0.lua.run(chunk, state.shared(), self.2.as_ref())
+        self.agent.lua.run(chunk, state.shared(), self.cancel.as_ref())
     }
 
-    fn host(&self) -> &dyn actions::Host {
+    fn host(&self) -> &dyn actions::RunningAgent {
         self
     }
 
     fn render_with(&self, tree: &Tree, state: &State, locals: &Map<String, Value>) -> Result<Value, String> {
-        let ctx = Mj::from_object(Scope {
-            graph: self.clone(),
-            state: Mj::from_object(StateObject(state.shared().clone())),
-            result: None,
-            secrets: false,
-            locals: Some(Arc::new(locals.clone())),
-        });
-        self.render(tree, &ctx)
+        self.render_with_locals(tree, state, locals)
     }
 
     fn run_node(&self, name: &str, state: &State) -> Result<Option<Map<String, Value>>, BoxError> {
         let _depth = actions::enter_node_call(name)?;
-        let def = self.0.nodes.iter().find(|n| n.name == *name).ok_or_else(|| format!("no node `{name}`"))?;
+        let def = self.agent.nodes.iter().find(|n| n.name == *name).ok_or_else(|| format!("no node `{name}`"))?;
         let mut hitl = Hitl::default();
         let update = self.exec_as(&def.name, &def.exec, state, &mut hitl).map_err(|e| {
             let chain = tea_runtime::error_chain(&*e);

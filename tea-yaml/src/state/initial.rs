@@ -3,7 +3,7 @@
 //! `version:` (the file's own version, accepted and not interpreted).
 
 use crate::state::Schema;
-use crate::yaml::{Kind, Node, Pos};
+use crate::syntax::yaml::{Kind, Node, Pos};
 use serde_json::{Map, Value};
 
 /// `initial_state:` as a map of JSON values, each checked against the declared types, and the

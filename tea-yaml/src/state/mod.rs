@@ -6,6 +6,8 @@
 //! still holds it (a parallel branch's base, an event). The keys a file declares (`state:`)
 //! carry a type and a reducer; the graph applies updates with them ([`Schema::apply`]).
 
+pub(crate) mod initial;
+
 use serde::de::{Deserialize, Deserializer};
 use serde::ser::{Serialize, Serializer};
 use serde_json::{Map, Value};

@@ -12,6 +12,8 @@
 //! name the action, the method and the endpoint (without its query string) and the status,
 //! never the API key: it is taken out of every message.
 
+pub(crate) mod llm;
+
 use crate::grants::AgentGrants;
 use serde_json::{json, Map, Value};
 use std::future::Future;
@@ -165,7 +167,7 @@ pub(crate) fn prepare(
     action: NetAction,
     args: Value,
     key: Option<String>,
-    shells: &crate::llm::Shells,
+    shells: &crate::actions::net::llm::Shells,
 ) -> Result<Call, String> {
     let what = action.name();
     let Value::Object(args) = args else {
@@ -185,10 +187,16 @@ pub(crate) fn prepare(
                     "{what}: `backend: {b}`: tea runs no local model; it calls the provider's API (`backend: api`)"
                 ));
             }
-            let provider = crate::llm::Provider::of(what, &args, crate::llm::Provider::OpenAi)?;
-            if provider == crate::llm::Provider::Shell {
+            let provider =
+                crate::actions::net::llm::Provider::of(what, &args, crate::actions::net::llm::Provider::OpenAi)?;
+            if provider == crate::actions::net::llm::Provider::Shell {
                 let messages = messages_arg(what, &args)?;
-                let call = crate::llm::shell_call(what, &args, messages.as_array().map_or(&[], Vec::as_slice), shells)?;
+                let call = crate::actions::net::llm::shell_call(
+                    what,
+                    &args,
+                    messages.as_array().map_or(&[], Vec::as_slice),
+                    shells,
+                )?;
                 let chat = action == NetAction::LlmChat;
                 return Ok(Box::pin(async move {
                     let mut answer = call.run(what).await?;
@@ -697,18 +705,18 @@ struct LlmRequest {
 impl LlmRequest {
     fn new(
         what: &'static str,
-        provider: crate::llm::Provider,
+        provider: crate::actions::net::llm::Provider,
         args: &Map<String, Value>,
         fallback_key: Option<String>,
     ) -> Result<LlmRequest, String> {
         let messages = messages_arg(what, args)?;
-        let endpoint = crate::llm::endpoint(
+        let endpoint = crate::actions::net::llm::endpoint(
             what,
             provider,
             args,
             fallback_key,
             "chat/completions",
-            crate::llm::DEFAULT_CHAT_MODEL,
+            crate::actions::net::llm::DEFAULT_CHAT_MODEL,
         )?;
         let url = endpoint_url(what, endpoint.url)?;
         let key = endpoint.key;
@@ -841,12 +849,18 @@ impl EmbedRequest {
             return Err(format!("{WHAT}: `backend: {b}`: tea runs no local model; it calls the provider's API"));
         }
         let text = text_arg(WHAT, args, "text")?.ok_or("llm.embed needs `text`, the text to embed")?;
-        let provider = crate::llm::Provider::of(WHAT, args, crate::llm::Provider::Ollama)?;
-        if provider == crate::llm::Provider::Shell {
+        let provider = crate::actions::net::llm::Provider::of(WHAT, args, crate::actions::net::llm::Provider::Ollama)?;
+        if provider == crate::actions::net::llm::Provider::Shell {
             return Err("llm.embed: a shell provider gives no embeddings".to_owned());
         }
-        let endpoint =
-            crate::llm::endpoint(WHAT, provider, args, fallback_key, "embeddings", crate::llm::DEFAULT_EMBED_MODEL)?;
+        let endpoint = crate::actions::net::llm::endpoint(
+            WHAT,
+            provider,
+            args,
+            fallback_key,
+            "embeddings",
+            crate::actions::net::llm::DEFAULT_EMBED_MODEL,
+        )?;
         let url = endpoint_url(WHAT, endpoint.url)?;
         let timeout = timeout_arg(WHAT, args, Duration::from_secs(120))?;
         Ok(EmbedRequest {
@@ -864,13 +878,13 @@ impl EmbedRequest {
 /// they name none). For actions that embed many texts (`text.insert_citations`).
 pub(crate) async fn embed_texts(
     what: &'static str,
-    provider: crate::llm::Provider,
+    provider: crate::actions::net::llm::Provider,
     args: &Map<String, Value>,
     key: Option<String>,
     texts: &[String],
     default_model: &str,
 ) -> Result<Vec<Vec<f64>>, String> {
-    let endpoint = crate::llm::endpoint(what, provider, args, key, "embeddings", default_model)?;
+    let endpoint = crate::actions::net::llm::endpoint(what, provider, args, key, "embeddings", default_model)?;
     let url = endpoint_url(what, endpoint.url)?;
     let shown_url = format!("POST {}", shown(&url));
     let body = json!({ "model": endpoint.model, "input": texts });
@@ -1074,7 +1088,8 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_by_name() {
-        let err = |action, value| prepare(action, value, None, &crate::llm::Shells::default()).err().unwrap();
+        let err =
+            |action, value| prepare(action, value, None, &crate::actions::net::llm::Shells::default()).err().unwrap();
         assert!(err(NetAction::LlmCall, json!({"model": "m", "promt": "x"}))
             .contains("unknown argument `promt`; did you mean `prompt`?"));
         assert!(err(NetAction::LlmCall, json!({"prompt": "x", "provider": "antropic"})).contains("unknown provider"));

@@ -8,6 +8,17 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// A fresh id for a stored text that was given none (`vector.store` without `ids`): random, so
+/// that ids from different runs and processes do not meet.
+pub(crate) fn new_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
+}
+
 /// How many texts the store holds at most, over all its collections.
 pub(crate) const MAX_VECTORS: usize = 100_000;
 
