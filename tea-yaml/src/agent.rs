@@ -890,7 +890,7 @@ impl Agent {
         if let Some((thread, id)) = self.pending_pause(&bytes)? {
             return self.resume_pause_file(&thread, id, &shown, update);
         }
-        if is_pause(&bytes) || bytes.starts_with(SEALED_MAGIC) {
+        if tea_runtime::checkpoint_holds_pause(&bytes) || bytes.starts_with(SEALED_MAGIC) {
             return Err(match self.pause_thread(path)?.or(self.thread_holding(&bytes)) {
                 Some(thread) => Error::StaleResume { thread },
                 None => Error::store(format!(
@@ -1296,21 +1296,8 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Whether checkpoint `bytes` (an envelope that decoded) holds a pause: pending interrupts, as
-/// a store writes at a pause, where a `checkpoint.save` file holds none.
 /// The first bytes of a record sealed by `tea_runtime::Sealed` ([`Engine::encrypt_with`]).
 const SEALED_MAGIC: &[u8] = b"TEAs";
-
-fn is_pause(bytes: &[u8]) -> bool {
-    // The envelope: a 32-byte header whose bytes 6..8 are the graph name's length, the name,
-    // then the JSON payload.
-    let Some(name_len) = bytes.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize) else { return false };
-    let Some(payload) = bytes.get(32 + name_len..) else { return false };
-    let Ok(Value::Object(payload)) = serde_json::from_slice::<Value>(payload) else { return false };
-    payload.get("pending").and_then(Value::as_array).is_some_and(|p| !p.is_empty())
-        || payload.get("pause").is_some_and(|p| !p.is_null())
-        || payload.get("nonce").is_some_and(|n| !n.is_null())
-}
 
 fn no_store(agent: &str, thread: &ThreadId) -> Error {
     Error::store(format!(
