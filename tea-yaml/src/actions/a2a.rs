@@ -92,6 +92,12 @@
 //!   `capabilities` (all of them), `agent_type`, `status` and `mode` (`static`, `dynamic`,
 //!   `all`) filters.
 //! - Waits are capped at one hour.
+//!
+//! The Edge Agent's `a2a.*` (send, receive, broadcast, delegate, shared state, discovery) between
+//! the agents of one process: a process-wide hub of bounded inboxes per (namespace, agent), a
+//! versioned key-value store and a registry per namespace, a condition variable for waits.
+//! `settings.a2a` names the agent (`actions::RunningAgent::a2a`); a delegation that times out hands
+//! its `fallback` action back to `actions/registry.rs`, which runs it (resolved at load).
 
 use serde_json::{json, Map, Value};
 use std::collections::hash_map::RandomState;

@@ -1,7 +1,10 @@
 //! The Edge Agent's small built-in actions that need nothing beyond the state and the files
 //! beside the agent: `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list`,
-//! `schema.merge` (`schema_merge.rs`), with its engines' arguments and results (`actions.rs`
+//! `schema.merge` (`schema_merge.rs`), with its engines' arguments and results (`registry.rs`
 //! dispatches to them).
+//!
+//! `json.parse`, `json.stringify`, `file.exists`, `file.delete`, `file.list` with The Edge Agent's
+//! arguments and results.
 
 use crate::grants::{Access, AgentGrants};
 use serde_json::{json, Map, Value};

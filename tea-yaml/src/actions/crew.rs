@@ -10,6 +10,10 @@
 //! built-in action's. Results have The Edge Agent's Python engine's shapes. The agents of one
 //! node are asked one after another (a node is one step; fan out with a parallel edge to ask
 //! them at once).
+//!
+//! The Edge Agent's multi-agent actions (`agent.dispatch`, `agent.parallel`, `agent.sequential`,
+//! `agent.coordinate`): each agent of `settings.agents` (read by `load/crew.rs`) asked through
+//! `llm.call` with its system prompt; results as its Python engine's.
 
 use crate::actions::{self, Action, Call, Composer};
 use crate::lang::template::Tree;

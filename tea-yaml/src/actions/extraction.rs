@@ -18,6 +18,14 @@
 //! `retry.loop` runs a validating action; while it says `valid: false`, it runs the node named
 //! by `correct:` (a node of the graph, with `_retry_count` and `_retry_errors` in its state)
 //! and validates again, at most `max_retries` times.
+//!
+//! The Edge Agent's `validate.extraction` (schema, Prolog constraints over facts made from the
+//! extraction, LLM probes, the JSON-lines failure log) and `retry.loop` (validate, run the
+//! correction node through `Composer::run_node`, validate again). The loader (`load/extraction.rs`)
+//! reads the file's `extraction_schema`, `validation_constraints`, `semantic_probes` and
+//! `validation_logging` at load (rules compiled, probes' templates and `where` conditions too), and
+//! checks each `correct:` node once every node is known; the graph checks count the correction node
+//! as reached through its `retry.loop` node (a `tea_check::Node::jumps` entry).
 
 use crate::actions::{self, Action, Call, Composer};
 use crate::lang::template::{ExprId, Tree};

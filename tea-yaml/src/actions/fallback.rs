@@ -18,6 +18,14 @@
 //!   missing.
 //!
 //! The loader warns once per file that the library is not there.
+//!
+//! The Edge Agent's DSPy (`reason.dspy.compile`, `optimize`, `list_compiled`, `export`, `import`),
+//! TextGrad (`learn.textgrad.*`) and mem0 (`memory.mem0.*`) actions as its Python engine runs them
+//! where the library is not installed: DSPy reported missing, TextGrad's variables and mem0's
+//! messages kept (in the agent's memory, through the `fallback::Keep` trait `actions/registry.rs`
+//! implements), TextGrad's heuristic feedback, mem0's search reported missing.
+//! `reason.dspy.cot`/`react` are `actions/compose.rs`'s `reason.cot`/`react` marked `dspy_module:
+//! native_fallback`.
 
 use crate::state::State;
 use serde_json::{json, Map, Value};
@@ -47,7 +55,7 @@ pub(crate) enum Fallback {
 /// The error The Edge Agent's DSPy actions give without DSPy.
 const NO_DSPY: &str = "DSPy not installed. Install with: pip install the_edge_agent[dspy]";
 
-/// Where these actions keep what they keep: the agent's key-value memory (`actions.rs`).
+/// Where these actions keep what they keep: the agent's key-value memory (`memory.rs`).
 pub(crate) trait Keep {
     /// The value under `key` of `namespace`, if any.
     fn kept(&self, namespace: &str, key: &str) -> Result<Option<Value>, BoxError>;

@@ -9,6 +9,11 @@
 //! template that sees `goal`; `plan.execute` renders its `subtask_executor`'s `with:` for each
 //! subtask, with `subtask` and `subtask_results` in scope; a plan given as `plan.decompose`'s
 //! whole result (`{plan: {…}, …}`) is read as its `plan`.
+//!
+//! The Edge Agent's `plan.decompose`, `plan.execute`, `plan.replan`, `plan.status`: plans as its
+//! dictionaries (a DAG of subtasks, Kahn's order by id), each subtask run by an action through
+//! `actions::call`; `load/planning.rs` keeps `prompt_template` and `subtask_executor.with` apart to
+//! render when they are used.
 
 use crate::actions::{self, Action, Call, Composer};
 use crate::lang::template::Tree;

@@ -6,6 +6,10 @@
 //! `ratelimit.wrap` (another action behind a process-wide rate limiter, `ratelimit.rs`); the
 //! others are dispatched to their family's module (`memory.rs`, `builtins.rs`, `fallback.rs`,
 //! `a2a.rs`, and with the feature `net` `net/` and `services/`).
+//!
+//! Registered actions and the built-ins (`checkpoint.save/load` use the engine's
+//! `encode_checkpoint`/`decode_checkpoint`; `ratelimit.wrap` and its process-wide limiters), and
+//! the names of The Edge Agent's actions tea lacks, which the loader refuses as such.
 
 use super::memory::{Memory, MemoryOp};
 use super::ratelimit::limiter_named;
@@ -358,7 +362,7 @@ pub(crate) fn node_calls_overflowed() -> bool {
     NODE_CALLS.with(|c| c.get().1)
 }
 
-/// What a composed action (`compose.rs`, `extraction.rs`) needs of the agent it runs in,
+/// What a composed action (`actions/compose.rs`, `actions/extraction.rs`) needs of the agent it runs in,
 /// beyond [`RunningAgent`] (the graph implements it).
 pub(crate) trait Composer: RunningAgent {
     /// `tree` rendered with `state` as the templates' `state`.

@@ -44,6 +44,9 @@
 //!   expression passes), and an error names where it is (`at /type`).
 //! - A `schemas` that is not a list, and an item that is not a mapping, are reported in
 //!   `errors` with The Edge Agent's "Invalid schema spec" message rather than a Python error.
+//!
+//! `schema.merge` (a `actions/builtins.rs` action): JSON Schemas from files and inline parts,
+//! deep-merged as The Edge Agent's `deep_merge`.
 
 use crate::grants::files::{read_regular, MAX_READ_FILE};
 use crate::grants::AgentGrants;

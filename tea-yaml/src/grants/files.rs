@@ -1,5 +1,8 @@
 //! Reading the files an agent names (its own file, subgraph files, checkpoint files): regular
 //! files only, and no more than a limit, checked before anything is read.
+//!
+//! Reading the files an agent names (its own, subgraph files, checkpoint files): regular files
+//! only, sizes checked before reading.
 
 use crate::error::LoadError;
 use std::io::Read;

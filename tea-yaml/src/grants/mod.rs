@@ -6,6 +6,13 @@
 //!
 //! Every path an action opens goes through [`AgentGrants::confine`]; every request goes
 //! through [`AgentGrants::check_request`] (in `net::send`, once the request is built).
+//!
+//! What an untrusted file may reach (`Grants`, `AgentGrants`): every path an action opens confined
+//! to the agent's folder and the operator's `allow_read`/`allow_write` roots (symlinks and `..`
+//! resolved first, special files refused), every request's host checked against `allow_net` before
+//! it is sent, secrets sent only to the hosts bound to them.
+//!
+//! - `files.rs` — reading the files an agent names: regular files only, under a size limit.
 
 // Without the feature `net` nothing sends requests: the network half is unused.
 #![cfg_attr(not(feature = "net"), allow(dead_code))]

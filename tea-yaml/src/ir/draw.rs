@@ -5,6 +5,9 @@
 //! (`n0`, …) and their names as labels (`Ids::Numbered`). A `type: subgraph` node is drawn with
 //! its child agent inside it, the child's ids prefixed by the node's (`n2__n0`,
 //! `n2____start__`), so they cannot collide, however deep children nest.
+//!
+//! Mermaid and DOT through `tea_check::draw` (a `type: subgraph` node drawn with its loaded child
+//! inside it, ids prefixed by the node's, recursively).
 
 use super::{shape, Exec, NodeDef, YamlGraph};
 use tea_check::draw::{self, Format, Ids, Look, Shape};

@@ -225,7 +225,7 @@ pub(crate) struct LoadedAgent {
     /// `settings.auto_trace: true`: where the file asks its runs' trace to go.
     pub(crate) auto_trace: Option<AutoTrace>,
     /// The ways into a node besides routing, (from, to): each `retry.loop` node runs its
-    /// `correct` node. Checked at load and drawn as the rest of the graph ([`shape`]).
+    /// `correct` node. Checked at load and drawn as the rest of the graph ([`shape()`]).
     pub(crate) jumps: Vec<(usize, usize)>,
     /// The agent's key-value memory (`memory.*` actions).
     pub(crate) memory: crate::actions::Memory,
@@ -253,10 +253,10 @@ pub enum AutoTrace {
 ///
 /// A node whose action reaches the network (`llm.call`, `http.get`, `http.post`,
 /// `actions.notify`; feature `net`) is an async node of the graph the async driver runs
-/// ([`is_async`](Graph::is_async) holds for it there, and [`run_async`](Graph::run_async)
-/// renders its arguments, then awaits the request without holding a thread); the graph the
-/// blocking API runs runs it with [`run`](Graph::run), which waits for the request on
-/// tea-yaml's own runtime.
+/// ([`is_async`](tea_runtime::Graph::is_async) holds for it there, and
+/// [`run_async`](tea_runtime::Graph::run_async) renders its arguments, then awaits the request
+/// without holding a thread); the graph the blocking API runs runs it with
+/// [`run`](tea_runtime::Graph::run), which waits for the request on tea-yaml's own runtime.
 ///
 /// A graph made for one async run also carries that run's cancel flag: when the caller drops
 /// the run, a `run:` block under way stops at its next instruction count.

@@ -15,6 +15,15 @@
 //! so no block can change what another block (of any agent on the thread) sees. A memory limit (the VM's
 //! allocator refuses beyond it) and an instruction limit (a hook counts instructions) fail the
 //! node with a message that says which limit it hit.
+//!
+//! One sandboxed Lua VM per OS thread (mlua's `Lua` is not `Sync`), each agent's chunks compiled
+//! into it once; `state` is a lazy userdata that converts only the keys a block reads, and takes
+//! writes into the call's own copy (`return state` writes the keys changed, as The Edge Agent's
+//! Rust engine hands blocks a copy); `variables` is read-only; memory, instruction and time limits.
+//! A `Watch` shared by the instruction hook and the bounded library functions (`string.rep`,
+//! `table.move`, the pattern functions) records why a block stopped; `pcall`, `xpcall` and
+//! `coroutine.resume/close` are wrapped to raise it again, so no block catches a limit. An async
+//! run's graph carries a cancel flag the hook reads.
 
 use mlua::{
     AnyUserData, Function, HookTriggers, Lua, LuaOptions, MetaMethod, MultiValue, StdLib, Table, UserData,

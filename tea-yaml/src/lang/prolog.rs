@@ -49,6 +49,20 @@
 //! text spliced into code: the loader makes each `{{ expr }}` of its `code` and `facts` a
 //! Prolog variable bound to the value when the node runs (and `with: { bindings }` binds named
 //! variables the same way).
+//!
+//! Prolog `run:` blocks on Scryer Prolog, The Edge Agent's contract (`state/2` facts in, `return/2`
+//! out). The loader (`load/prolog.rs`) hands it a block written `language: prolog`, `run: { type:
+//! prolog, code }`, or one with no `language:` that is not Lua and looks like Prolog; `split` cuts
+//! the text into clauses at their end tokens (each with its file line), and the support predicates
+//! of `prolog.pl`, consulted into the process's one machine (owned by a thread of its own,
+//! `tea-prolog`, which takes queries one at a time over a channel; a panic inside Scryer restarts
+//! it), read each clause with Prolog's reader and check it against the sandbox at load
+//! (`'$tea_check'`). `Block::run` passes the state and the clauses (as character codes, which no
+//! text can break) to `'$tea_run'`, which asserts the facts and rules, calls the queries under an
+//! inference limit (an allowlist: goals and closures held in variables checked when called),
+//! returns `return/2`'s keys as one atom of bounded JSON text, and empties every dynamic predicate
+//! of the user module; `load/prolog.rs` also binds `prolog.query`'s `{{ }}` as variables, never as
+//! text spliced into code.
 
 use serde_json::{Map, Value};
 

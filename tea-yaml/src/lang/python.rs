@@ -24,6 +24,16 @@
 //! use): Python blocks of parallel branches run one at a time, and nothing else in tea waits
 //! for the GIL, so branches cannot deadlock on it. The update is converted to JSON values and
 //! goes through the declared types and reducers as a Lua block's returned table does.
+//!
+//! Python `run:` blocks: the loader asks it about a block written `language: python` or one with no
+//! `language:` that is not Lua (`Loader::block`, `Loader::guess`), it compiles it once into a code
+//! object (The Edge Agent's wrapping in `def __run_func__()` when the text says `return`; blank
+//! lines first so lines are the file's) and refuses it unless the engine trusts code; `Block::run`
+//! attaches to the interpreter (the GIL, per call), copies the block's prepared globals, converts
+//! the state to a dict and the update back to JSON, which `run/graph.rs` applies as a Lua block's
+//! table (`Exec::Python`). `code_execute` runs `code.execute`'s code (in trusted files:
+//! `actions::Action::CodeExecute`) through a small Python runner that captures its output and stops
+//! it at its timeout.
 
 use serde_json::{Map, Value};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! What a node's run brings besides the state, for the languages to read: the run's context
 //! (`{{ context.x }}`, `context.x` in `run:` blocks) and the writer its `emit(…)` calls send
-//! through. Set by the graph (`graph.rs`) on the thread that runs a node, for as long as it runs.
+//! through. Set by the graph (`run/graph.rs`) on the thread that runs a node, for as long as it runs
+//! (and at each poll of a network node's future).
 
 use serde_json::Value;
 use std::cell::RefCell;

@@ -8,6 +8,12 @@
 //! The context is built per evaluation and cheap: `state` is an object over the state's shared
 //! map that converts only the keys a template reads; `variables` and `secrets` are converted
 //! once at load.
+//!
+//! Minijinja expressions and templates compiled once at load into one environment owned beside them
+//! (`self_cell`); `state` is a lazy object over the shared map. Fuel and an output cap bound each
+//! evaluation. The loader notes which templates read `secrets`: only those under a `Tree::Sending`
+//! argument (what a network action sends out) may, and only those are rendered with `secrets` in
+//! their context.
 
 use minijinja::value::{Enumerator, Object, ObjectRepr, Value as Mj};
 use minijinja::{Environment, Expression, Template, UndefinedBehavior};

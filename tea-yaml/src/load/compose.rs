@@ -1,4 +1,4 @@
-//! The loader's composed actions (`compose.rs`): a node's `with:` compiled into its steps,
+//! The loader's composed actions (`actions/compose.rs`): a node's `with:` compiled into its steps,
 //! each checked where it is written (an unknown action, a block that does not compile, a
 //! schema that is no schema), its templates left to render at each step.
 

@@ -1,4 +1,4 @@
-//! The loader's side of the `agent.*` actions (`crew.rs`): `settings.agents`, and each node's
+//! The loader's side of the `agent.*` actions (`actions/crew.rs`): `settings.agents`, and each node's
 //! `with:` with the agents it names checked against them.
 
 use super::compose::with_llm_options;

@@ -1,4 +1,4 @@
-//! The loader's side of `validate.extraction` and `retry.loop` (`extraction.rs`): the file's
+//! The loader's side of `validate.extraction` and `retry.loop` (`actions/extraction.rs`): the file's
 //! `extraction_schema`, `validation_constraints`, `semantic_probes` and `validation_logging`
 //! read and checked at load, and each node's `with:`.
 

@@ -1,10 +1,44 @@
 //! The loader: YAML text to a [`YamlGraph`], reporting every problem at once with its line and
 //! column.
 //!
-//! It walks the position-carrying tree of `yaml.rs` by hand (not through serde), so one
+//! It walks the position-carrying tree of `syntax/yaml.rs` by hand (not through serde), so one
 //! mistake does not hide the next: unknown keys (with "did you mean"), missing or duplicate
 //! names, targets that name no node, conditions and templates that do not parse, Lua that does
 //! not compile, unknown actions, interrupts without a checkpointer.
+//!
+//! - `mod.rs` — the file and its sections (`config`, `settings`, `state`, secrets, variables);
+//! - `node.rs` — each kind of node, its templates, conditions and action;
+//! - `routing.rs` — edges and targets into each node's rules, then the graph checks of tea-check
+//!   on the graph's shape (`ir/shape.rs`);
+//! - `fingerprint.rs` — the text every checkpoint of the agent is checked against;
+//! - `compose.rs`, `extraction.rs`, `planning.rs`, `crew.rs` — each action family's `with:` (the
+//!   families run in `actions/`, under the same names);
+//! - `prolog.rs` — Prolog blocks and `prolog.query`'s code.
+//!
+//! The loader walks the tree by hand and collects every problem (unknown keys with "did you mean", names, targets, conditions and templates that
+//! do not parse, Lua that does not compile, actions, interrupts without a checkpointer; The Edge
+//! Agent's keys tea accepts and ignores become `Loader::warn`ings, one per key, kept in
+//! `LoadedAgent::warnings` for `Agent::warnings` and printed by the CLI), then resolves routing —
+//! `goto`, `edges`, fan-outs, implicit chaining, `targets:` edges (a rule per value) — into ordered
+//! rules per node; a fan-out from `__start__` starts at a no-op node of the engine's own,
+//! `__tea_start`. A `type: dynamic_parallel` node becomes a node whose `Exec::Send` evaluates
+//! `items`, a fan-out (`Graph::sends` holds for it) whose one head is the first of its per-item
+//! nodes (appended after the file's own nodes, chained in order, the last routed to its `fan_in`),
+//! and its fan-in: each item is one send, so the engine's `Send` machinery runs, checkpoints,
+//! pauses and merges them. Its steps carry `NodeDef::item_of`; `run/items.rs` holds what The Edge
+//! Agent's item semantics need beyond the engine's: each send starts its item with a record under
+//! the undeclared state key `__tea_item` (a random fan-out id, the node, the index,
+//! `max_concurrency`), `run/graph.rs` runs each step through `run_item_step` (skip once the item
+//! failed; a permit of the fan-out's `max_concurrency`; `fail_fast` cancellation at the first step;
+//! an item's own failure written into its record instead of failing the run), and the fan-in turns
+//! the branches' states into The Edge Agent's `parallel_results` (`branch`, `success`, `state`,
+//! `error`, `timing_ms`). The cancellation flag and permits live in a process-wide registry keyed
+//! by fan-out id, dropped at the fan-in. A `type: subgraph` node loads its child file with the same
+//! loader (the chain of parent files rejects cycles; the child's problems are re-reported at the
+//! parent's `file:` naming the child's file:line:col) into `Exec::Subgraph`, which `run/graph.rs`
+//! runs through `run_subgraph_mapped` (input rendered before the call, output rendered over the
+//! child's final state), so the child's thread, its pauses and resumes are the engine's, as for
+//! `graph!` subgraphs.
 
 use crate::actions::{self, Action, BUILT_IN_NAMES};
 use crate::error::{suggest, LoadError, Problem};

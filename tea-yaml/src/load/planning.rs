@@ -1,4 +1,4 @@
-//! The loader's side of the `plan.*` actions (`planning.rs`): each node's `with:` checked, its
+//! The loader's side of the `plan.*` actions (`actions/planning.rs`): each node's `with:` checked, its
 //! `prompt_template` and `subtask_executor` kept apart to render when they are used.
 
 use super::compose::with_llm_options;

@@ -2,6 +2,13 @@
 //! tables the loader built (nodes, routing rules, fan-outs; `ir/`), so a YAML agent runs on the
 //! same executor, parallel branches, stores and tokens as a `graph!` graph. It is also the
 //! agent the actions run in ([`actions::RunningAgent`], [`actions::Composer`]).
+//!
+//! `YamlGraph`, the `Graph` implementation over those tables: runs a node's `Exec` (Lua,
+//! expression, action, interrupt node through `Hitl`; a `type: while_loop` node's body and a node's
+//! `steps:` run within the node, `Exec::Loop`/`Exec::Steps`, their nodes' keys replacing a working
+//! copy as The Edge Agent's `dict.update`), routes by the first rule that holds, applies updates
+//! through the declared types and reducers (`Graph::apply`), keeps only declared keys' branch
+//! writes at a fan-in (`Graph::join_update`), and puts `parallel_results` in the fan-in's state.
 
 use crate::actions::{self, Action, Call};
 use crate::ir::{Cond, Exec, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};

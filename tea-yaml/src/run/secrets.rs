@@ -1,5 +1,9 @@
 //! Secrets kept where they belong: a write that would put a secret's value in the state (and so
 //! in checkpoints, tokens and streams) is refused, and an error that holds one is redacted.
+//!
+//! `YamlGraph::apply` refuses an update holding a secret's value (so none reaches a checkpoint,
+//! token or stream), `Agent::input` an input holding one, and `YamlGraph::redact` takes them out of
+//! node errors (and so of traces).
 
 use crate::ir::YamlGraph;
 use serde_json::{Map, Value};

@@ -1,6 +1,9 @@
 //! The Edge Agent's top-level `initial_state:` (the keys a new run starts with, under its
 //! input: the input's keys win, as both of The Edge Agent's engines merge them) and
 //! `version:` (the file's own version, accepted and not interpreted).
+//!
+//! `initial_state:` (read and type-checked at load, kept in `LoadedAgent`, merged under the input
+//! by `Agent::input`) and `version:`.
 
 use crate::state::Schema;
 use crate::syntax::yaml::{Kind, Node, Pos};

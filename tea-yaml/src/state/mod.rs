@@ -5,6 +5,12 @@
 //! reference-count increment, and applying an update copies the map only when someone else
 //! still holds it (a parallel branch's base, an event). The keys a file declares (`state:`)
 //! carry a type and a reducer; the graph applies updates with them ([`Schema::apply`]).
+//!
+//! `State` (a JSON object behind an `Arc`: handing it to Lua or a template is a reference count;
+//! applying an update copies only when shared), `Update`, and the `Schema` of declared keys with
+//! their reducers and type checks.
+//!
+//! - `initial.rs` — `initial_state:` and `version:`, read at load and merged under a run's input.
 
 pub(crate) mod initial;
 

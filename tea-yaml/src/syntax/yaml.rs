@@ -3,6 +3,11 @@
 //! Built on saphyr's YAML 1.2 event parser. Plain scalars are resolved with the YAML 1.2 core
 //! schema (`null`/`~`, `true`/`false`, integers, floats; `yes` stays a string); quoted and block
 //! scalars are strings. Duplicate keys in a mapping are reported rather than silently merged.
+//!
+//! YAML text to a tree whose every node keeps its line and column (saphyr's event parser, YAML 1.2
+//! core schema; duplicate keys are reported). The tree is built with an explicit stack under
+//! budgets (values and text once aliases are expanded, counted before an alias is copied; nesting
+//! depth; keys per mapping), so nothing later recurses deeper than the limit.
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde_json::Value;

@@ -2,10 +2,18 @@
 //! Agent names them: `provider: openai | azure | ollama | litellm | shell | auto`.
 //!
 //! Every provider but `shell` is an OpenAI-compatible HTTP endpoint; this module says which
-//! one (its URL, key, the header the key goes in, the model), and `net.rs` sends the request.
+//! one (its URL, key, the header the key goes in, the model), and `net/mod.rs` sends the request.
 //! `shell` runs a command line (The Edge Agent's `claude`, `codex`, `gemini`, `qwen`,
 //! `opencode` and `cursor` ones, or those of `settings.shell_providers`) with the prompt on its
 //! standard input or in its arguments, under a timeout; its standard output is the answer.
+//!
+//! The Edge Agent's LLM providers: `Provider` (`openai`, `azure`, `ollama`, `litellm`, `shell`,
+//! `auto` by its environment variables) and `endpoint` (URL, key, `api-key` header for Azure, model
+//! or the provider's default); `shell_call`/`ShellCall::run`, a shell provider's command line (its
+//! built-ins `claude`, `codex`, `gemini`, `qwen`, `opencode`, `cursor`, or
+//! `settings.shell_providers`) run as a tokio child process with the prompt on stdin, in its
+//! arguments (`{prompt}`) or in a file (`{input_file}`), killed at its timeout or when the call is
+//! dropped; it runs only when the engine trusts the file (`Shells::trusted`).
 
 use serde_json::{json, Map, Value};
 use std::time::Duration;

@@ -11,6 +11,19 @@
 //! (`retry: {max, base_ms}`, honouring `Retry-After`); `timeout` bounds each attempt. Errors
 //! name the action, the method and the endpoint (without its query string) and the status,
 //! never the API key: it is taken out of every message.
+//!
+//! `llm.call`, `llm.chat`, `llm.embed`, `http.get`, `http.post`, `actions.notify` (the LLM ones
+//! through `actions/net/llm.rs`'s providers): `prepare` checks a node's rendered `with:` (the
+//! file's `settings.llm`/`settings.notify` merged in by `YamlGraph::prepare_net`) into an owned
+//! future; it runs on tea-yaml's own tokio runtime (one reqwest client, so connections never belong
+//! to a caller's runtime), waited for by `block_on` (the blocking API) or awaited through `spawn`
+//! (the async driver; dropping it aborts the request). Retries, timeouts, the body cap and errors
+//! that name the endpoint live here. `YamlGraph { agent, asynchronous, cancel }`: only the graph
+//! built for the async driver reports network nodes as `is_async`; the blocking API's graph runs
+//! them with `run` (so it stays a `SyncGraph` and never meets `NeedsAsync`). `Agent` holds one
+//! `App` of each (feature `tokio`: the `…_async` methods), on the same store.
+//!
+//! - `llm.rs` — the LLM providers of `llm.call`, `llm.chat` and `llm.embed`, and shell providers.
 
 pub(crate) mod llm;
 

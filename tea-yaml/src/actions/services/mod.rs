@@ -1,5 +1,5 @@
 //! The Edge Agent's actions over hosted services that answer HTTP (feature `net`), spoken
-//! directly over their REST APIs with `net.rs`'s client, retries and timeouts:
+//! directly over their REST APIs with `actions/net`'s client, retries and timeouts:
 //!
 //! - `web.search` — Perplexity's chat completions (`PERPLEXITY_API_KEY`): the answer, and its
 //!   citations as `results`.
@@ -35,6 +35,11 @@
 //! node. Each also takes `api_key` and `base_url` (tea's: the key of the file's secrets, a
 //! proxy or a test server); the base URL else comes from `PERPLEXITY_API_BASE`,
 //! `FIRECRAWL_API_BASE`, `SCRAPEGRAPH_API_BASE` or `LLAMA_CLOUD_BASE_URL`.
+//!
+//! This file holds what the services share (the actions' names and keys, arguments, requests
+//! and failures); each vendor is a file: `perplexity.rs`, `firecrawl.rs`, `scrapegraph.rs`,
+//! `llamacloud.rs`, and `citations.rs`, `embeddings.rs` over the embeddings endpoints, with
+//! `vectors.rs`, the agent's vector store.
 
 mod citations;
 mod embeddings;

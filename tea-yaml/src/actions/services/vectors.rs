@@ -1,8 +1,12 @@
 //! The agent's in-memory vector store (The Edge Agent's default `vector.*` backend): texts with
 //! their embeddings and metadata, by collection, searched by cosine similarity with its
 //! metadata filters. It lives as long as the loaded agent, in this process, outside the state
-//! (as the agent's key-value memory). `services.rs` embeds texts and queries; this module
+//! (as the agent's key-value memory). `embeddings.rs` embeds texts and queries; this module
 //! keeps and ranks them.
+//!
+//! The agent's in-memory vector store: texts, embeddings and metadata by collection, ranked by
+//! cosine similarity with The Edge Agent's metadata filters (`_gte`, `_lt`, `_ne`, `_in`, …); it
+//! lives as long as the loaded agent (`actions::RunningAgent::vectors`).
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
