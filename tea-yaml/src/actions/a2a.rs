@@ -643,9 +643,9 @@ struct Entry {
     expires: Option<Instant>,
 }
 
-/// What the hub's lock guards.
+/// What the hub's lock guards: the inboxes, the agents and the shared state of every namespace.
 #[derive(Debug, Default)]
-struct Inner {
+struct HubTables {
     /// (namespace, agent id) → its messages, oldest first.
     inboxes: HashMap<(String, String), VecDeque<Message>>,
     /// namespace → agent id → agent.
@@ -657,7 +657,7 @@ struct Inner {
 /// The process-wide transport.
 #[derive(Debug, Default)]
 struct Hub {
-    inner: Mutex<Inner>,
+    inner: Mutex<HubTables>,
     /// Notified (all) whenever a message is queued.
     arrived: Condvar,
 }
@@ -669,12 +669,12 @@ fn hub() -> &'static Hub {
 }
 
 impl Hub {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, HubTables> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits until `ready` gives something or `wait` has passed (`None` then).
-    fn wait_for<T>(&self, wait: Duration, mut ready: impl FnMut(&mut Inner) -> Option<T>) -> Option<T> {
+    fn wait_for<T>(&self, wait: Duration, mut ready: impl FnMut(&mut HubTables) -> Option<T>) -> Option<T> {
         let deadline = Instant::now() + wait.min(MAX_WAIT);
         let mut inner = self.lock();
         loop {
@@ -690,7 +690,7 @@ impl Hub {
     }
 }
 
-impl Inner {
+impl HubTables {
     /// Queues `message` in its recipient's inbox; the error names a full one.
     fn deliver(&mut self, message: Message) -> Result<(), String> {
         let now = Instant::now();
@@ -828,7 +828,7 @@ fn receive(w: &With, me: &Caller) -> Result<Value, BoxError> {
     };
     let inboxes: Vec<&str> =
         if me.agent == SHARED_INBOX { vec![SHARED_INBOX] } else { vec![me.agent.as_str(), SHARED_INBOX] };
-    let senders = |inner: &mut Inner| {
+    let senders = |inner: &mut HubTables| {
         let mut seen = BTreeSet::new();
         for inbox in &inboxes {
             seen.extend(inner.peek(&me.namespace, inbox, &matches).map(|m| m.from.clone()));
