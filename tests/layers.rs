@@ -37,16 +37,16 @@ const WITHIN_LAYERS_CHECKED: &[&str] = &["tea-runtime", "tea-yaml"];
 const ALLOWED_WITHIN: &[(&str, &str, &[&str], &str)] = &[];
 
 /// tea-yaml's layers, bottom to top, under the same rule: problems → syntax and data → languages
-/// (Lua, templates, Python, Prolog) → the model (actions, the graph) → loading and drawing → the agent.
+/// (Lua, templates, Python, Prolog) → actions → the graph (its IR) → the interpreter → loading →
+/// the agent. Each is a folder by concern (`syntax/`, `lang/`, `actions/`, …) but `error`.
 const YAML_LAYERS: &[(&str, &[&str])] = &[
     ("problems", &["error"]),
-    ("syntax and data", &["files", "grants", "yaml", "state", "items", "initial", "scope", "vectors"]),
-    ("languages", &["lua", "template", "python", "prolog"]),
-    ("network", &["llm", "net", "services"]),
-    ("actions", &["schema_merge", "builtins", "fallback", "a2a", "actions"]),
-    ("composed actions", &["compose", "extraction", "crew", "planning"]),
-    ("graph", &["graph"]),
-    ("loading and drawing", &["load", "draw"]),
+    ("syntax and data", &["syntax", "grants", "state"]),
+    ("languages", &["lang"]),
+    ("actions", &["actions"]),
+    ("graph", &["ir"]),
+    ("interpreter", &["run"]),
+    ("loading", &["load"]),
     ("agent", &["agent"]),
 ];
 

@@ -81,7 +81,9 @@ use vocab::{error, name};
 
 pub use api::app::{App, Builder, NoCheckpointer};
 pub use api::call::Call;
-pub use api::snapshot::{decode_checkpoint, encode_checkpoint, read_foreign_checkpoint, ForeignCheckpoint};
+pub use api::snapshot::{
+    checkpoint_holds_pause, decode_checkpoint, encode_checkpoint, read_foreign_checkpoint, ForeignCheckpoint,
+};
 pub use api::stream::Stream;
 pub use format::checkpoint::BranchState;
 pub use format::interrupt::Interrupt;

@@ -3,9 +3,9 @@
 
 use crate::actions::{Action, ActionFn};
 use crate::error::LoadError;
-use crate::graph::YamlGraph;
+use crate::ir::YamlGraph;
+use crate::lang::lua::Limits;
 use crate::load::{self, Env, StoreSpec};
-use crate::lua::Limits;
 use crate::state::{State, Update};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -379,7 +379,7 @@ impl Engine {
             return Ok(());
         }
         let stored = loaded.store.is_some() || loaded.checkpoint_dir.is_some() || self.checkpointer.is_some();
-        let Some(inner) = Arc::get_mut(&mut loaded.graph.0) else {
+        let Some(inner) = Arc::get_mut(&mut loaded.graph.agent) else {
             return Err(LoadError::one(file, 1, 1, "breakpoints cannot be added: the graph is already shared"));
         };
         let mut problems = Vec::new();
@@ -440,7 +440,7 @@ impl Engine {
     /// # Errors
     /// A [`LoadError`]: the file cannot be read, or every problem found in it.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<Agent, LoadError> {
-        let (text, shown, base) = crate::files::read_agent_file(path.as_ref())?;
+        let (text, shown, base) = crate::grants::files::read_agent_file(path.as_ref())?;
         self.load_as(&text, shown, base, None, true)
     }
 
@@ -472,7 +472,7 @@ impl Engine {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let engine = Engine { checkpointer: Some(Arc::new(store)), ..self.clone() };
         let path = path.as_ref();
-        let (text, shown, base) = crate::files::read_agent_file(path)?;
+        let (text, shown, base) = crate::grants::files::read_agent_file(path)?;
         engine.load_as(&text, shown, base, Some(dir), true)
     }
 
@@ -882,7 +882,7 @@ impl Agent {
     pub fn resume_from(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Outcome<State>, Error> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let bytes = crate::files::read_regular(path, crate::files::MAX_CHECKPOINT_FILE)
+        let bytes = crate::grants::files::read_regular(path, crate::grants::files::MAX_CHECKPOINT_FILE)
             .map_err(|e| Error::store(format!("cannot read checkpoint file `{shown}`: {e}")))?;
         // A pause resumes once, wherever its file sits (a copy included): it is the pending
         // pause of the thread whose head it is, or it was resumed already. (A pause inside a
@@ -890,7 +890,7 @@ impl Agent {
         if let Some((thread, id)) = self.pending_pause(&bytes)? {
             return self.resume_pause_file(&thread, id, &shown, update);
         }
-        if is_pause(&bytes) || bytes.starts_with(SEALED_MAGIC) {
+        if tea_runtime::checkpoint_holds_pause(&bytes) || bytes.starts_with(SEALED_MAGIC) {
             return Err(match self.pause_thread(path)?.or(self.thread_holding(&bytes)) {
                 Some(thread) => Error::StaleResume { thread },
                 None => Error::store(format!(
@@ -1244,12 +1244,12 @@ impl Agent {
 
     /// The agent's graph as a Mermaid flowchart.
     pub fn mermaid(&self) -> String {
-        crate::draw::mermaid(&self.graph)
+        crate::ir::draw::mermaid(&self.graph)
     }
 
     /// The agent's graph in Graphviz DOT.
     pub fn dot(&self) -> String {
-        crate::draw::dot(&self.graph)
+        crate::ir::draw::dot(&self.graph)
     }
 
     fn stored(&self, thread: &ThreadId) -> Result<&App<YamlGraph, Arc<dyn Checkpointer>>, Error> {
@@ -1268,7 +1268,7 @@ impl Agent {
                 source: format!("the input must be a JSON object of state keys, not `{input}`").into(),
             });
         };
-        crate::initial::merge(&self.graph.inner().initial_state, &mut map);
+        crate::state::initial::merge(&self.graph.inner().initial_state, &mut map);
         // Secrets first: a type error would show the value.
         self.graph.refuse_secrets(&map).map_err(|reason| Error::NodeFailed {
             node: start(),
@@ -1296,21 +1296,8 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Whether checkpoint `bytes` (an envelope that decoded) holds a pause: pending interrupts, as
-/// a store writes at a pause, where a `checkpoint.save` file holds none.
 /// The first bytes of a record sealed by `tea_runtime::Sealed` ([`Engine::encrypt_with`]).
 const SEALED_MAGIC: &[u8] = b"TEAs";
-
-fn is_pause(bytes: &[u8]) -> bool {
-    // The envelope: a 32-byte header whose bytes 6..8 are the graph name's length, the name,
-    // then the JSON payload.
-    let Some(name_len) = bytes.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize) else { return false };
-    let Some(payload) = bytes.get(32 + name_len..) else { return false };
-    let Ok(Value::Object(payload)) = serde_json::from_slice::<Value>(payload) else { return false };
-    payload.get("pending").and_then(Value::as_array).is_some_and(|p| !p.is_empty())
-        || payload.get("pause").is_some_and(|p| !p.is_null())
-        || payload.get("nonce").is_some_and(|n| !n.is_null())
-}
 
 fn no_store(agent: &str, thread: &ThreadId) -> Error {
     Error::store(format!(

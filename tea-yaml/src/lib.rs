@@ -60,39 +60,16 @@
 //! The `tea` facade re-exports this crate as `tea::yaml` with its feature `yaml`.
 #![deny(missing_docs, missing_debug_implementations)]
 
-mod a2a;
 mod actions;
 mod agent;
-mod builtins;
-mod compose;
-mod crew;
-mod draw;
 mod error;
-mod extraction;
-mod fallback;
-mod files;
 mod grants;
-mod graph;
-mod initial;
-mod items;
-#[cfg(feature = "net")]
-mod llm;
+mod ir;
+mod lang;
 mod load;
-mod lua;
-#[cfg(feature = "net")]
-mod net;
-mod planning;
-mod prolog;
-mod python;
-mod schema_merge;
-mod scope;
-#[cfg(feature = "net")]
-mod services;
+mod run;
 mod state;
-mod template;
-#[cfg(feature = "net")]
-mod vectors;
-mod yaml;
+mod syntax;
 
 pub use actions::ActionFn;
 pub use agent::{
@@ -100,6 +77,6 @@ pub use agent::{
 };
 pub use error::{LoadError, Problem};
 pub use grants::HostGrant;
-pub use graph::{AutoTrace, NodeIx, YamlGraph};
+pub use ir::{AutoTrace, NodeIx, YamlGraph};
 pub use load::StoreSpec;
 pub use state::{State, Update};

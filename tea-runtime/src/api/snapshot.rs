@@ -1,7 +1,8 @@
 //! What a thread's checkpoints show ([`Snapshot`]: the state, the nodes that run next, the
 //! pauses, the subgraph nodes paused inside their child), and checkpoint files a front end
-//! writes and reads back ([`encode_checkpoint`], [`decode_checkpoint`]): with a new thread
-//! started at the file's node, they are how a front end saves a run and continues it elsewhere.
+//! writes and reads back ([`encode_checkpoint`], [`decode_checkpoint`], [`checkpoint_holds_pause`]):
+//! with a new thread started at the file's node, they are how a front end saves a run and
+//! continues it elsewhere.
 
 use crate::api::app::App;
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, Checkpoint, Position, Target};
@@ -152,6 +153,19 @@ pub fn read_foreign_checkpoint(bytes: &[u8], source: &str) -> Result<ForeignChec
         .map(|n| NodeName::from(n.to_owned()));
     let state = payload.get("state").cloned().unwrap_or(Value::Null);
     Ok(ForeignCheckpoint { graph, node, state })
+}
+
+/// Whether `bytes` are a checkpoint that holds a pause (pending interrupts, a pause, its nonce),
+/// as a store writes at a pause, where a file written by [`encode_checkpoint`] holds none: how a
+/// front end tells a pause's file (which resumes its thread once) from a saved state. Bytes that
+/// are not a readable checkpoint (a sealed one included) hold none.
+pub fn checkpoint_holds_pause(bytes: &[u8]) -> bool {
+    let Ok((_, Value::Object(payload))) = checkpoint::decode_raw(bytes, &ThreadId::from(String::new()), 0) else {
+        return false;
+    };
+    payload.get("pending").and_then(Value::as_array).is_some_and(|p| !p.is_empty())
+        || payload.get("pause").is_some_and(|p| !p.is_null())
+        || payload.get("nonce").is_some_and(|n| !n.is_null())
 }
 
 /// What the branches of a fan-out under way show, their states built from the fan-out's

@@ -1,9 +1,9 @@
-//! The loader's composed actions (`compose.rs`): a node's `with:` compiled into its steps,
+//! The loader's composed actions (`actions/compose.rs`): a node's `with:` compiled into its steps,
 //! each checked where it is written (an unknown action, a block that does not compile, a
 //! schema that is no schema), its templates left to render at each step.
 
 use super::*;
-use crate::compose::{Composed, Evaluator, OnFailure, Reason, ReasonKind, Reflection, Step, THINKING_FORMATS};
+use crate::actions::compose::{Composed, Evaluator, OnFailure, Reason, ReasonKind, Reflection, Step, THINKING_FORMATS};
 
 /// The actions the loader compiles into a [`Composed`] (unless the engine registers one of
 /// the same name).
@@ -61,7 +61,7 @@ impl Loader<'_> {
                 None => Exec::Noop,
             };
         }
-        if let Some(kind) = crate::planning::PlanKind::named(action) {
+        if let Some(kind) = crate::actions::planning::PlanKind::named(action) {
             let composed = self.planning(kind, fields.get("with").copied(), name, uses.pos);
             let output = self.output(fields, name);
             return match composed {
@@ -92,8 +92,8 @@ impl Loader<'_> {
             return Exec::Noop;
         };
         let composed = match action {
-            _ if crate::crew::CrewKind::named(action).is_some() => {
-                crate::crew::CrewKind::named(action).and_then(|kind| self.crew(kind, with, name))
+            _ if crate::actions::crew::CrewKind::named(action).is_some() => {
+                crate::actions::crew::CrewKind::named(action).and_then(|kind| self.crew(kind, with, name))
             }
             "reflection.loop" => self.reflection(with, name).map(|r| Composed::Reflection(Box::new(r))),
             "reason.cot" => self.reason(ReasonKind::Cot, with, name, false).map(Composed::Reason),
@@ -512,7 +512,7 @@ impl Loader<'_> {
             return Some(value);
         };
         let path = self.confined(schema.pos, &format!("`$ref` of {what}"), file, crate::grants::Access::Read)?;
-        let text = match crate::files::read_regular(&path, crate::files::MAX_READ_FILE) {
+        let text = match crate::grants::files::read_regular(&path, crate::grants::files::MAX_READ_FILE) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {
                 self.problem(schema.pos, format!("`$ref` of {what}: cannot read `{file}`: {e}"));

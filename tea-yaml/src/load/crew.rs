@@ -1,10 +1,10 @@
-//! The loader's side of the `agent.*` actions (`crew.rs`): `settings.agents`, and each node's
+//! The loader's side of the `agent.*` actions (`actions/crew.rs`): `settings.agents`, and each node's
 //! `with:` with the agents it names checked against them.
 
 use super::compose::with_llm_options;
 use super::*;
-use crate::compose::Composed;
-use crate::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
+use crate::actions::compose::Composed;
+use crate::actions::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
 
 /// The keys of an agent of `settings.agents`.
 const AGENT_KEYS: &[&str] = &["model", "system_prompt", "temperature", "max_tokens", "timeout", "tools", "retry"];

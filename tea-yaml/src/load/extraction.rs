@@ -1,10 +1,10 @@
-//! The loader's side of `validate.extraction` and `retry.loop` (`extraction.rs`): the file's
+//! The loader's side of `validate.extraction` and `retry.loop` (`actions/extraction.rs`): the file's
 //! `extraction_schema`, `validation_constraints`, `semantic_probes` and `validation_logging`
 //! read and checked at load, and each node's `with:`.
 
 use super::*;
-use crate::compose::Composed;
-use crate::extraction::{Config, Extraction, Probe, Retry, Schema, Validator, MAX_RETRIES};
+use crate::actions::compose::Composed;
+use crate::actions::extraction::{Config, Extraction, Probe, Retry, Schema, Validator, MAX_RETRIES};
 
 /// The keys of `validate.extraction`'s `with:`.
 const EXTRACTION_ARGS: &[&str] =
@@ -127,8 +127,8 @@ impl Loader<'_> {
             return None;
         }
         let line = rules.pos.line;
-        let program = crate::extraction::program(&[], &[], &text, false);
-        match crate::prolog::Loader::new(&self.env.file).block("validate.extraction", line, &program) {
+        let program = crate::actions::extraction::program(&[], &[], &text, false);
+        match crate::lang::prolog::Loader::new(&self.env.file).block("validate.extraction", line, &program) {
             Ok(_) => Some((text, line)),
             Err(problems) => {
                 for (at, message) in problems {
@@ -229,7 +229,7 @@ impl Loader<'_> {
         if path.contains("${") {
             // Expanded when a failure is logged: its variables must be granted, and the
             // path it expands to is confined then.
-            if let Err(e) = crate::extraction::expand(&path, &self.grants) {
+            if let Err(e) = crate::actions::extraction::expand(&path, &self.grants) {
                 self.problem(at, format!("`log_path` of {what}: {e}"));
                 return None;
             }

@@ -1,6 +1,6 @@
 //! The graph's fingerprint text: what every checkpoint of the agent is checked against.
 
-use crate::graph::{Cond, Exec, NodeDef, NodeIx, Rule};
+use crate::ir::{Cond, Exec, NodeDef, NodeIx, Rule};
 use tea_runtime::Goto;
 
 /// What a node runs, as its fingerprint spells it. Written out here, not taken from a `Debug`
@@ -18,7 +18,7 @@ fn exec_text(out: &mut String, exec: &Exec) {
         Exec::Action { name, .. } | Exec::Composed { name, .. } => write!(out, "Action({name})"),
         Exec::Interrupt { state_key, resume_key, .. } => write!(out, "Interrupt({state_key} => {resume_key})"),
         Exec::Send { item_var, index_var, .. } => write!(out, "Send({item_var}, {index_var})"),
-        Exec::Subgraph { child, .. } => write!(out, "Subgraph({}:{:x})", child.0.name, child.0.fingerprint),
+        Exec::Subgraph { child, .. } => write!(out, "Subgraph({}:{:x})", child.agent.name, child.agent.fingerprint),
         Exec::Steps(body) => {
             let _ = write!(out, "Steps(");
             for (name, exec) in body {

@@ -1,18 +1,52 @@
 //! The loader: YAML text to a [`YamlGraph`], reporting every problem at once with its line and
 //! column.
 //!
-//! It walks the position-carrying tree of `yaml.rs` by hand (not through serde), so one
+//! It walks the position-carrying tree of `syntax/yaml.rs` by hand (not through serde), so one
 //! mistake does not hide the next: unknown keys (with "did you mean"), missing or duplicate
 //! names, targets that name no node, conditions and templates that do not parse, Lua that does
 //! not compile, unknown actions, interrupts without a checkpointer.
+//!
+//! - `mod.rs` — the file and its sections (`config`, `settings`, `state`, secrets, variables);
+//! - `node.rs` — each kind of node, its templates, conditions and action;
+//! - `routing.rs` — edges and targets into each node's rules, then the graph checks of tea-check
+//!   on the graph's shape (`ir/shape.rs`);
+//! - `fingerprint.rs` — the text every checkpoint of the agent is checked against;
+//! - `compose.rs`, `extraction.rs`, `planning.rs`, `crew.rs` — each action family's `with:` (the
+//!   families run in `actions/`, under the same names);
+//! - `prolog.rs` — Prolog blocks and `prolog.query`'s code.
+//!
+//! The loader walks the tree by hand and collects every problem (unknown keys with "did you mean", names, targets, conditions and templates that
+//! do not parse, Lua that does not compile, actions, interrupts without a checkpointer; The Edge
+//! Agent's keys tea accepts and ignores become `Loader::warn`ings, one per key, kept in
+//! `LoadedAgent::warnings` for `Agent::warnings` and printed by the CLI), then resolves routing —
+//! `goto`, `edges`, fan-outs, implicit chaining, `targets:` edges (a rule per value) — into ordered
+//! rules per node; a fan-out from `__start__` starts at a no-op node of the engine's own,
+//! `__tea_start`. A `type: dynamic_parallel` node becomes a node whose `Exec::Send` evaluates
+//! `items`, a fan-out (`Graph::sends` holds for it) whose one head is the first of its per-item
+//! nodes (appended after the file's own nodes, chained in order, the last routed to its `fan_in`),
+//! and its fan-in: each item is one send, so the engine's `Send` machinery runs, checkpoints,
+//! pauses and merges them. Its steps carry `NodeDef::item_of`; `run/items.rs` holds what The Edge
+//! Agent's item semantics need beyond the engine's: each send starts its item with a record under
+//! the undeclared state key `__tea_item` (a random fan-out id, the node, the index,
+//! `max_concurrency`), `run/graph.rs` runs each step through `run_item_step` (skip once the item
+//! failed; a permit of the fan-out's `max_concurrency`; `fail_fast` cancellation at the first step;
+//! an item's own failure written into its record instead of failing the run), and the fan-in turns
+//! the branches' states into The Edge Agent's `parallel_results` (`branch`, `success`, `state`,
+//! `error`, `timing_ms`). The cancellation flag and permits live in a process-wide registry keyed
+//! by fan-out id, dropped at the fan-in. A `type: subgraph` node loads its child file with the same
+//! loader (the chain of parent files rejects cycles; the child's problems are re-reported at the
+//! parent's `file:` naming the child's file:line:col) into `Exec::Subgraph`, which `run/graph.rs`
+//! runs through `run_subgraph_mapped` (input rendered before the call, output rendered over the
+//! child's final state), so the child's thread, its pauses and resumes are the engine's, as for
+//! `graph!` subgraphs.
 
 use crate::actions::{self, Action, BUILT_IN_NAMES};
 use crate::error::{suggest, LoadError, Problem};
-use crate::graph::{Cond, Exec, Inner, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
-use crate::lua::{Chunks, Limits};
+use crate::ir::{Cond, Exec, Limit, LoadedAgent, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+use crate::lang::lua::{Chunks, Limits};
+use crate::lang::template::{self, Builder as Templates};
 use crate::state::{Decl, Reducer, Schema, Type};
-use crate::template::{self, Builder as Templates};
-use crate::yaml::{self, Kind, Node, Pos};
+use crate::syntax::yaml::{self, Kind, Node, Pos};
 use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -366,15 +400,15 @@ struct Loader<'a> {
     settings_llm: [Option<Node>; 2],
     templates: Templates,
     lua: Chunks,
-    python: crate::python::Loader,
+    python: crate::lang::python::Loader,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
     settings_keys: [Vec<String>; 2],
     /// `settings.auto_trace: true` with its exporter.
-    auto_trace: Option<crate::graph::AutoTrace>,
+    auto_trace: Option<crate::ir::AutoTrace>,
     /// `settings.rate_limiters`: each limiter's time between calls.
     rate_limiters: HashMap<String, std::time::Duration>,
     /// `settings.a2a`: the agent's id and namespace among the process's agents.
-    a2a: crate::a2a::A2aSettings,
+    a2a: crate::actions::a2a::A2aSettings,
     /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
     /// language of those that name none.
     steps_language: Option<bool>,
@@ -386,14 +420,14 @@ struct Loader<'a> {
     /// `cache: { reads: [...] }` names.
     state_keys: Vec<String>,
     /// The file's `validate.extraction` keys, compiled.
-    extraction: crate::extraction::Config,
+    extraction: crate::actions::extraction::Config,
     /// `retry.loop`'s calls: where each `correct:` is written, its node, the node it names.
     calls: Vec<(Pos, String, String)>,
     /// The same calls resolved (caller, callee by index): ways into the callee for the graph
     /// checks.
     call_edges: Vec<(usize, usize)>,
     /// `settings.agents`, the agents of the `agent.*` actions.
-    crew: Arc<Vec<(String, crate::crew::AgentDef)>>,
+    crew: Arc<Vec<(String, crate::actions::crew::AgentDef)>>,
 }
 
 /// A node as read, before routing is resolved.
@@ -475,7 +509,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
     // `extraction_schema.guide_extraction: true`: The Edge Agent's extraction prompt, made
     // from the schema and the rules' comments, in `variables.extraction_prompt`.
     if let Value::Object(file) = root.to_json() {
-        if let Some(prompt) = crate::extraction::Schema::guide(&file) {
+        if let Some(prompt) = crate::actions::extraction::Schema::guide(&file) {
             variables.entry("extraction_prompt").or_insert(Value::String(prompt));
         }
     }
@@ -500,7 +534,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
         settings_llm: [None, None],
         templates: Templates::new(),
         lua: Chunks::new(Arc::new(variables.clone()), env.limits),
-        python: crate::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
+        python: crate::lang::python::Loader::new(&env.file, Arc::new(variables.clone()), env.trust_code),
         settings_keys: [Vec::new(), Vec::new()],
         auto_trace: None,
         steps_language: None,
@@ -557,7 +591,7 @@ impl<'a> Loader<'a> {
         access: crate::grants::Access,
     ) -> Option<PathBuf> {
         match self.grants.confine(path, access) {
-            Ok(_) => Some(crate::files::resolve(&self.env.base_dir, path)),
+            Ok(_) => Some(crate::grants::files::resolve(&self.env.base_dir, path)),
             Err(e) => {
                 self.problem(pos, format!("{what}: {e}"));
                 None
@@ -711,7 +745,7 @@ impl<'a> Loader<'a> {
         };
         self.state_keys = schema.names().map(str::to_owned).collect();
         // Settings come before the nodes: their keys are the network actions' defaults.
-        let (initial_state, found) = crate::initial::read(top.get("initial_state"), top.get("version"), &schema);
+        let (initial_state, found) = crate::state::initial::read(top.get("initial_state"), top.get("version"), &schema);
         for (pos, message) in found {
             self.problem(pos, message);
         }
@@ -912,7 +946,7 @@ impl<'a> Loader<'a> {
         let lua = std::mem::replace(&mut self.lua, Chunks::new(Arc::new(Map::new()), self.env.limits));
         let fingerprint = tea_runtime::__private::fingerprint(fingerprint::describe(&name, &nodes, &start).as_bytes());
         let schema_fingerprint = tea_runtime::__private::fingerprint(schema.describe().as_bytes());
-        let inner = Inner {
+        let inner = LoadedAgent {
             name,
             grants: Arc::new(self.grants.clone()),
             a2a: std::mem::take(&mut self.a2a),
@@ -930,7 +964,7 @@ impl<'a> Loader<'a> {
                 .secrets
                 .iter()
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .filter(|(_, v)| v.len() >= crate::graph::MIN_SECRET_LEN)
+                .filter(|(_, v)| v.len() >= crate::run::secrets::MIN_SECRET_LEN)
                 .collect(),
             settings_llm,
             settings_notify,
@@ -940,6 +974,7 @@ impl<'a> Loader<'a> {
             schema_fingerprint,
             initial_state,
             auto_trace: self.auto_trace.take(),
+            jumps: self.call_edges.clone(),
             memory: Default::default(),
             warnings: {
                 let mut warnings = std::mem::take(&mut self.warnings);
@@ -947,10 +982,13 @@ impl<'a> Loader<'a> {
                 warnings
             },
             #[cfg(feature = "net")]
-            shells: crate::llm::Shells { configured: std::mem::take(&mut self.shells), trusted: self.env.trust_code },
+            shells: crate::actions::net::llm::Shells {
+                configured: std::mem::take(&mut self.shells),
+                trusted: self.env.trust_code,
+            },
         };
         Some(Loaded {
-            graph: YamlGraph(Arc::new(inner), false, None),
+            graph: YamlGraph { agent: Arc::new(inner), asynchronous: false, cancel: None },
             store,
             checkpoint_dir,
             checkpoint,
@@ -1048,7 +1086,7 @@ impl<'a> Loader<'a> {
     /// stream, as there they are its API's. Its in-memory event log's `buffer_size` and a
     /// handler's `verbose` are refused.
     fn observability(&mut self, node: &Node) {
-        use crate::graph::AutoTrace;
+        use crate::ir::AutoTrace;
         if matches!(node.kind, Kind::Null) {
             return;
         }
@@ -1149,7 +1187,8 @@ impl<'a> Loader<'a> {
         for (key, value) in entries {
             let Some(name) = key.scalar_text() else { continue };
             #[cfg(feature = "net")]
-            if let Err(e) = crate::llm::check_shell_config(&format!("`{what}.{name}`"), &value.to_json()) {
+            if let Err(e) = crate::actions::net::llm::check_shell_config(&format!("`{what}.{name}`"), &value.to_json())
+            {
                 self.problem(value.pos, e);
                 continue;
             }
@@ -1224,8 +1263,8 @@ impl<'a> Loader<'a> {
 
     /// `settings.auto_trace`, `trace_exporter` (`console`, the default, or `file`) and
     /// `trace_file` (relative to the agent file's directory): The Edge Agent's trace of each run.
-    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::graph::AutoTrace> {
-        use crate::graph::AutoTrace;
+    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::ir::AutoTrace> {
+        use crate::ir::AutoTrace;
         let on = match sections.get("auto_trace") {
             None => false,
             Some(n) => match n.kind {

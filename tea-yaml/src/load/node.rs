@@ -401,7 +401,7 @@ impl Loader<'_> {
     /// Reads and loads subgraph file `path` (`canonical`: its canonical path). A file that
     /// cannot be read is an error whose file is [`READ_FAILED`].
     pub(super) fn load_child(&self, path: &std::path::Path, canonical: PathBuf) -> Result<Loaded, LoadError> {
-        let (text, shown, base_dir) = crate::files::read_agent_file(path)
+        let (text, shown, base_dir) = crate::grants::files::read_agent_file(path)
             .map_err(|e| LoadError { file: READ_FAILED.to_owned(), problems: e.problems })?;
         let mut parents = self.env.parents.clone();
         parents.push(canonical);
@@ -959,14 +959,14 @@ impl Loader<'_> {
             let with = fields.get("with").copied();
             self.checked_with(what, fallback.keys(), fallback.required(), with, uses, name);
         }
-        if let Action::Builtin(crate::builtins::Builtin::SchemaMerge) = &action {
+        if let Action::Builtin(crate::actions::builtins::Builtin::SchemaMerge) = &action {
             let with = fields.get("with").copied();
-            self.checked_with("schema.merge", crate::schema_merge::KEYS, 1, with, uses, name);
+            self.checked_with("schema.merge", crate::actions::schema_merge::KEYS, 1, with, uses, name);
         }
         let action = match action {
             Action::CodeExecute { trusted } => {
                 let with = fields.get("with").copied();
-                self.checked_with("code.execute", crate::python::CODE_EXECUTE_KEYS, 1, with, uses, name);
+                self.checked_with("code.execute", crate::lang::python::CODE_EXECUTE_KEYS, 1, with, uses, name);
                 Action::CodeExecute { trusted }
             }
             Action::A2a { op, .. } => {
@@ -1031,7 +1031,7 @@ impl Loader<'_> {
     /// (a path the operator did not grant is a problem naming the grant). Behind
     /// `ratelimit.wrap`, its `args.path`.
     fn literal_path(&mut self, action: &Action, action_name: &str, with: Option<&Node>, name: &str) {
-        use crate::builtins::Builtin;
+        use crate::actions::builtins::Builtin;
         use crate::grants::Access;
         let (action, action_name, with) = match action {
             Action::RateLimit { inner, name: inner_name, .. } => {
@@ -1222,9 +1222,9 @@ impl Loader<'_> {
 
     /// `a2a.delegate`'s `fallback: { action: NAME, with }` (for `on_timeout: fallback_local`):
     /// the action, resolved now (its name is written in the file).
-    fn a2a_fallback(&mut self, op: crate::a2a::A2a, with: Option<&Node>, name: &str) -> Option<Box<Action>> {
+    fn a2a_fallback(&mut self, op: crate::actions::a2a::A2a, with: Option<&Node>, name: &str) -> Option<Box<Action>> {
         let fallback = with?.as_map()?.iter().find(|(k, _)| k.as_str() == Some("fallback")).map(|(_, v)| v)?;
-        if op != crate::a2a::A2a::Delegate {
+        if op != crate::actions::a2a::A2a::Delegate {
             return None;
         }
         let action = fallback.as_map()?.iter().find(|(k, _)| k.as_str() == Some("action")).map(|(_, v)| v)?;
@@ -1256,8 +1256,14 @@ impl Loader<'_> {
     /// that neither it nor the file's `settings` give. (Rendered arguments are checked again
     /// when the node runs.)
     #[cfg(feature = "net")]
-    pub(super) fn net_with(&mut self, action: crate::net::NetAction, with: Option<&Node>, uses: &Node, name: &str) {
-        use crate::net::{NetAction, Section};
+    pub(super) fn net_with(
+        &mut self,
+        action: crate::actions::net::NetAction,
+        with: Option<&Node>,
+        uses: &Node,
+        name: &str,
+    ) {
+        use crate::actions::net::{NetAction, Section};
         let what = action.name();
         let keys: Vec<String> = match with {
             Some(w) => match w.as_map() {
@@ -1327,7 +1333,7 @@ impl Loader<'_> {
     /// file the engine trusts (it runs a program).
     #[cfg(feature = "net")]
     fn llm_provider(&mut self, with: Option<&Node>, name: &str, what: &str) {
-        use crate::llm::Provider;
+        use crate::actions::net::llm::Provider;
         let entries = with.and_then(Node::as_map).unwrap_or_default();
         let get = |key: &str| entries.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v);
         let literal = |n: &Node| n.as_str().filter(|t| !t.contains("{{") && !t.contains("{%")).map(str::to_owned);
@@ -1361,13 +1367,15 @@ impl Loader<'_> {
                 at,
                 format!(
                     "`{what}` (node `{name}`): `provider: shell` needs `shell_provider`, the command line to run ({})",
-                    crate::llm::built_in_shells().collect::<Vec<_>>().join(", ")
+                    crate::actions::net::llm::built_in_shells().collect::<Vec<_>>().join(", ")
                 ),
             ),
             Some((n, Some(shell))) => {
-                let known = crate::llm::built_in_shells().any(|b| b == shell) || self.shells.contains_key(&shell);
+                let known =
+                    crate::actions::net::llm::built_in_shells().any(|b| b == shell) || self.shells.contains_key(&shell);
                 if !known {
-                    let mut names: Vec<String> = crate::llm::built_in_shells().map(str::to_owned).collect();
+                    let mut names: Vec<String> =
+                        crate::actions::net::llm::built_in_shells().map(str::to_owned).collect();
                     names.extend(self.shells.keys().cloned());
                     let hint = suggest(&shell, names.iter().map(String::as_str));
                     self.problem(
@@ -1551,7 +1559,7 @@ impl Loader<'_> {
             }
             names.push(name.to_owned());
         }
-        crate::scope::static_names(names)
+        crate::lang::scope::static_names(names)
     }
 
     /// A value with templates in it.

@@ -1,10 +1,10 @@
-//! The loader's side of the `plan.*` actions (`planning.rs`): each node's `with:` checked, its
+//! The loader's side of the `plan.*` actions (`actions/planning.rs`): each node's `with:` checked, its
 //! `prompt_template` and `subtask_executor` kept apart to render when they are used.
 
 use super::compose::with_llm_options;
 use super::*;
-use crate::compose::Composed;
-use crate::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
+use crate::actions::compose::Composed;
+use crate::actions::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
 
 impl Loader<'_> {
     /// `uses: plan.*` with its `with:` (`plan.status` and `plan.execute` may have none: they

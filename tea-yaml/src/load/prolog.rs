@@ -1,5 +1,5 @@
 //! The loader's Prolog blocks (`language: prolog`, `run: { type: prolog, code: … }`, and blocks
-//! that look like Prolog): read and checked at load by `crate::prolog`.
+//! that look like Prolog): read and checked at load by `crate::lang::prolog`.
 
 use super::*;
 
@@ -50,7 +50,7 @@ impl Loader<'_> {
 
     /// A block's text, starting on `line`, as a Prolog node (its problems reported).
     pub(super) fn prolog_text(&mut self, name: &str, line: usize, text: &str) -> Exec {
-        match crate::prolog::Loader::new(&self.env.file).block(name, line, text) {
+        match crate::lang::prolog::Loader::new(&self.env.file).block(name, line, text) {
             Ok(block) => Exec::Prolog(block),
             Err(problems) => {
                 for (line, message) in problems {
@@ -69,10 +69,10 @@ impl Loader<'_> {
         line: usize,
         text: &str,
     ) -> Option<Result<Exec, Vec<(usize, String)>>> {
-        if !crate::prolog::looks_like_prolog(text) {
+        if !crate::lang::prolog::looks_like_prolog(text) {
             return None;
         }
-        Some(crate::prolog::Loader::new(&self.env.file).block(name, line, text).map(Exec::Prolog))
+        Some(crate::lang::prolog::Loader::new(&self.env.file).block(name, line, text).map(Exec::Prolog))
     }
 }
 
@@ -190,7 +190,7 @@ impl Loader<'_> {
                 continue;
             }
             // `0'c`: a character code, not a quote.
-            if crate::prolog::copy_char_code(&chars, &mut i, &mut out) {
+            if crate::lang::prolog::copy_char_code(&chars, &mut i, &mut out) {
                 continue;
             }
             if c == '\'' || c == '"' || c == '`' {

@@ -453,7 +453,7 @@ impl Loader<'_> {
         if !self.problems.is_empty() {
             return (None, None);
         }
-        self.shape(&nodes, &start_rules, drafts, &places);
+        self.shape(&nodes, &start_rules, &places);
         if self.problems.len() != before {
             return (None, None);
         }
@@ -475,48 +475,9 @@ impl Loader<'_> {
     /// The graph checks `graph!` runs (tea-check): reachability, a way to `__end__`, edges that
     /// are never taken or repeated, branches that leave their fan-out, pauses inside nested
     /// fan-outs. Each problem is placed at the node, rule or fan-out it is about.
-    fn shape(&mut self, nodes: &[NodeDef], start: &[Rule], drafts: &[Draft<'_>], places: &Places) {
-        let target = |g: &Goto<NodeIx>| match g {
-            Goto::Node(n) => tea_check::Target::Node(n.index()),
-            Goto::End => tea_check::Target::End,
-        };
-        let edges = |rules: &[Rule]| -> Vec<tea_check::Edge> {
-            rules
-                .iter()
-                .map(|r| match &r.cond {
-                    Cond::Always | Cond::Const(true) => tea_check::Edge::to(target(&r.to)),
-                    Cond::Const(false) => tea_check::Edge::guarded(target(&r.to), "false"),
-                    Cond::Expr { source, expect: true, .. } => {
-                        tea_check::Edge::guarded(target(&r.to), source.to_string())
-                    }
-                    Cond::Expr { source, expect: false, .. } => {
-                        tea_check::Edge::guarded(target(&r.to), format!("not ({source})"))
-                    }
-                })
-                .collect()
-        };
-        let graph = tea_check::Graph {
-            nodes: nodes
-                .iter()
-                .zip(drafts)
-                .enumerate()
-                .map(|(i, (node, draft))| tea_check::Node {
-                    name: draft.name.clone(),
-                    routing: match &node.fork {
-                        Some((heads, join)) => tea_check::Routing::Fork {
-                            heads: heads.iter().map(|h| h.index()).collect(),
-                            join: join.index(),
-                        },
-                        None => tea_check::Routing::Edges(edges(&node.rules)),
-                    },
-                    can_pause: node.interrupt_before || node.interrupt_after || node.exec.can_pause(),
-                    // A YAML child graph cannot route its parent (no `Command::parent`); a
-                    // `retry.loop` node runs its correction node, a way into it.
-                    jumps: self.call_edges.iter().filter(|(from, _)| *from == i).map(|(_, to)| *to).collect(),
-                })
-                .collect(),
-            start: edges(start),
-        };
+    fn shape(&mut self, nodes: &[NodeDef], start: &[Rule], places: &Places) {
+        let graph = crate::ir::shape(nodes, start, &self.call_edges);
+        let target = crate::ir::shape::target;
         for problem in tea_check::check(&graph, tea_check::Spelling::Yaml) {
             let pos = match problem.at {
                 tea_check::At::Node(i) => places.nodes.get(i).copied(),
