@@ -4,13 +4,15 @@
 //! Its layer table is held to the code by `tests/layers.rs`.
 //!
 //! A path is read from the repository root, or else (the engine's module paths, `machine/run.rs`)
-//! from `tea-runtime/src/`, as the document's introduction says. A path ending in `/` must be a
+//! from `tea-runtime/src/`, or else (the YAML crate's folders, `load/`) from `tea-yaml/src/`, as
+//! the document's introduction says. A path ending in `/` must be a
 //! folder; one `*` in a path's last part (`tests/state_*.rs`) must match at least one file.
 
 use std::path::{Path, PathBuf};
 
-/// Where paths are looked up, in order: the repository root, then tea-runtime's sources.
-const BASES: &[&str] = &["", "tea-runtime/src"];
+/// Where paths are looked up, in order: the repository root, then tea-runtime's sources, then
+/// tea-yaml's.
+const BASES: &[&str] = &["", "tea-runtime/src", "tea-yaml/src"];
 
 /// The inline code spans of markdown `text` that look like paths, each with its line number.
 /// Fenced code blocks are skipped.
