@@ -49,8 +49,8 @@ fn resume_key_names_the_key_an_interrupt_node_answers() {
 #[test]
 fn threads_delete_and_prune_reach_the_store() {
     let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
-    agent.invoke_on("a", json!({})).unwrap();
-    agent.invoke_on("b", json!({})).unwrap();
+    agent.start(json!({})).and_then(|call| agent.run(call.on("a"))).unwrap();
+    agent.start(json!({})).and_then(|call| agent.run(call.on("b"))).unwrap();
     let mut threads = agent.threads().unwrap();
     threads.sort_by(|x, y| x.as_str().cmp(y.as_str()));
     assert_eq!(threads, [ThreadId::from("a"), ThreadId::from("b")]);
@@ -74,12 +74,13 @@ fn threads_delete_and_prune_reach_the_store() {
 #[test]
 fn stream_on_runs_on_the_named_thread() {
     let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
-    let events: Vec<_> = agent.stream_on("named", json!({})).collect::<Result<_, _>>().unwrap();
+    let events: Vec<_> =
+        agent.run_stream(agent.start(json!({})).unwrap().on("named")).collect::<Result<_, _>>().unwrap();
     let last = events.last().unwrap();
     let tea::Event::Interrupted { resume, .. } = last else { panic!("{last:?}") };
     assert_eq!(resume.thread().as_str(), "named");
     assert!(agent.state(&ThreadId::from("named")).unwrap().is_some());
-    let again: Vec<_> = agent.stream_on("named", json!({})).collect();
+    let again: Vec<_> = agent.run_stream(agent.start(json!({})).unwrap().on("named")).collect();
     assert!(again[0].as_ref().unwrap_err().to_string().contains("already exists"));
 }
 
@@ -98,7 +99,12 @@ fn load_file_on_runs_on_the_given_store_and_leaves_the_file_s_alone() {
     let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();
     let pause_file = agent.checkpoint_path(&resume).expect("a DirStore names each pause's file");
     assert!(pause_file.starts_with(dir.join("given")), "{}", pause_file.display());
-    let done = agent.resume_from(&pause_file, Some(json!({ "name": "Ada" }))).unwrap().done().unwrap();
+    let done = agent
+        .checkpoint_call(&pause_file, Some(json!({ "name": "Ada" })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(done["name"], "Ada");
 
     assert!(Engine::new().load_file_on(dir.join("missing.yaml"), MemoryStore::new()).is_err());
