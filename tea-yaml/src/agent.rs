@@ -1482,3 +1482,27 @@ impl fmt::Debug for AgentStream<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An agent without a checkpointer forgets each run's scratch thread when the run is over:
+    /// finished, failed, or a stream dropped part-way.
+    #[test]
+    fn scratch_threads_are_forgotten_after_their_runs() {
+        let agent = Engine::new()
+            .load_str("nodes:\n  - { name: a, run: 'return { x = 1 }' }\n  - { name: b, run: 'return { y = 2 }' }\n")
+            .unwrap();
+        let held = |agent: &Agent| agent.scratch.memory.threads(agent.name()).unwrap().len();
+        agent.invoke(json!({})).unwrap();
+        assert!(agent.run(agent.start(json!({})).unwrap().recursion_limit(1)).is_err());
+        let mut stream = agent.stream(json!({}));
+        assert!(matches!(stream.next(), Some(Ok(Event::Step { .. }))));
+        assert_eq!(held(&agent), 1, "the stream's run holds its thread while it runs");
+        drop(stream);
+        assert_eq!(held(&agent), 0);
+        assert_eq!(*agent.scratch.graphs.lock().unwrap(), [agent.name().to_owned()].into_iter().collect());
+    }
+}

@@ -2,7 +2,7 @@
 //! command line) asks before choosing a store, answering a pause, or listing threads.
 
 use serde_json::json;
-use tea::{MemoryStore, ThreadId};
+use tea::{Call, Error, Event, MemoryStore, ThreadId};
 use tea_yaml::Engine;
 
 const ASKS: &str = r#"
@@ -72,7 +72,7 @@ fn threads_delete_and_prune_reach_the_store() {
 }
 
 #[test]
-fn stream_on_runs_on_the_named_thread() {
+fn a_stream_runs_on_the_thread_its_call_names() {
     let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
     let events: Vec<_> =
         agent.run_stream(agent.start(json!({})).unwrap().on("named")).collect::<Result<_, _>>().unwrap();
@@ -125,4 +125,37 @@ fn continues_from_names_the_file_s_config_checkpoint() {
         .load_str("config: { checkpoint: ./saved/job.ckpt }\nnodes:\n  - { name: a, run: 'return {}' }\n")
         .unwrap();
     assert!(agent.continues_from().is_some_and(|p| p.ends_with("saved/job.ckpt")), "{:?}", agent.continues_from());
+}
+
+const GREETS: &str =
+    "nodes:\n  - { name: a, run: 'return { who = context.user }' }\n  - { name: b, run: 'return { seen = true }' }\n";
+
+/// One call shape on an agent with a store and on one without: `start` checks the JSON input,
+/// a call's options (context, recursion limit) reach the run, and an agent that keeps no
+/// threads refuses to continue one.
+#[test]
+fn a_call_carries_its_input_thread_and_options_with_or_without_a_store() {
+    let stored = Engine::new().checkpointer(MemoryStore::new()).load_str(GREETS).unwrap();
+    let free = Engine::new().load_str(GREETS).unwrap();
+    for agent in [&stored, &free] {
+        let call = agent.start(json!({})).unwrap().on("t-1").context(json!({ "user": "ada" }));
+        let done = agent.run(call).unwrap().done().unwrap();
+        assert_eq!((&done["who"], &done["seen"]), (&json!("ada"), &json!(true)));
+        let events: Vec<Event<_>> = agent
+            .run_stream(agent.start(json!({})).unwrap().context(json!({ "user": "bo" })))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let Some(Event::Done(state)) = events.last() else { panic!("the stream ended with {events:?}") };
+        assert_eq!(state["who"], "bo");
+        let limited = agent.run(agent.start(json!({})).unwrap().recursion_limit(1));
+        assert!(matches!(limited, Err(Error::RecursionLimit { limit: 1 })), "{limited:?}");
+        let bad = agent.start(json!(3));
+        assert!(matches!(bad, Err(Error::NodeFailed { ref node, .. }) if node.as_str() == "__start__"), "{bad:?}");
+    }
+    // The stored agent kept its thread; the one without a store kept none, and refuses a recover.
+    assert_eq!(stored.run(Call::recover("t-1")).unwrap().done().unwrap()["who"], "ada");
+    assert!(free.threads().unwrap().is_empty());
+    let refused = free.run(Call::recover("t-1"));
+    assert!(matches!(&refused, Err(Error::Store { .. })), "{refused:?}");
+    assert!(refused.unwrap_err().to_string().contains("has no checkpointer"));
 }
