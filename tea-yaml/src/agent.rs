@@ -1505,4 +1505,23 @@ mod tests {
         assert_eq!(held(&agent), 0);
         assert_eq!(*agent.scratch.graphs.lock().unwrap(), [agent.name().to_owned()].into_iter().collect());
     }
+
+    /// The threads of a run's subgraph children go with the run's own.
+    #[test]
+    fn a_scratch_thread_goes_with_its_children() {
+        let dir = std::env::temp_dir().join(format!("tea-yaml-scratch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("child.yaml"), "name: child\nnodes:\n  - { name: c, run: 'return { y = 2 }' }\n")
+            .unwrap();
+        let parent = "name: parent\nnodes:\n  - name: sub\n    type: subgraph\n    file: child.yaml\n    output: { y: \"{{ result.y }}\" }\n";
+        std::fs::write(dir.join("parent.yaml"), parent).unwrap();
+        let agent = Engine::new().load_file(dir.join("parent.yaml")).unwrap();
+        assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["y"], 2);
+        let graphs = agent.scratch.graphs.lock().unwrap().clone();
+        assert!(graphs.len() > 1, "the child's run was checkpointed too: {graphs:?}");
+        for graph in graphs {
+            assert_eq!(agent.scratch.memory.threads(&graph).unwrap(), Vec::<ThreadId>::new(), "{graph}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
