@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tea_runtime::{Error, Event, MemoryStore, Outcome, Resume, ThreadId};
+use tea_runtime::{Call, Error, Event, MemoryStore, Outcome, Resume, ThreadId};
 use tea_yaml::{Agent, Engine, LoadError, State, Update};
 
 /// Loads an agent file on a `MemoryStore`, without opening or connecting to the store its
@@ -472,7 +472,7 @@ fn latest_pause(agent: &Agent, store: &str, thread: &str) -> Result<Resume<State
         return Err(format!("--thread: thread `{thread}` is not paused: {at}"));
     }
     // A paused thread's recover runs nothing: it reports the pause, with its token.
-    match runtime().map_err(|e| describe(&e))?.block_on(agent.recover_async(&id)) {
+    match runtime().map_err(|e| describe(&e))?.block_on(agent.run_async(Call::recover(id))) {
         Ok(Outcome::Interrupted { resume, .. }) => Ok(resume),
         Ok(Outcome::Done(_)) => Err(format!("--thread: thread `{thread}` is not paused: it has finished")),
         Err(error) => Err(format!("--thread: {}", describe(&error))),
@@ -611,12 +611,14 @@ fn advance_from(agent: &Agent, start: Start, stream: bool) -> Result<Ended, Erro
 
 /// [`advance_from`] under `watch`.
 fn drive(agent: &Agent, start: Start, stream: bool, watch: &mut Watch<'_>) -> Result<Ended, Error> {
-    let (thread, input) = match start {
-        // A checkpoint file (`--checkpoint`, `config.checkpoint`) may start a new thread at the
-        // node that saved it, which only the blocking API does; it waits for network nodes
-        // itself, and Ctrl-C ends the process as usual. (clap refuses `--checkpoint` with
-        // `--stream`.)
-        Start::Checkpoint { path, update } => return agent.resume_from(path, update).map(Ended::Outcome),
+    let call = match start {
+        // A checkpoint file (`--checkpoint`, `config.checkpoint`) is read with blocking calls,
+        // and its run (which may start a new thread at the node that saved it) is carried out on
+        // the blocking API: it waits for network nodes itself, and Ctrl-C ends the process as
+        // usual. (clap refuses `--checkpoint` with `--stream`.)
+        Start::Checkpoint { path, update } => {
+            return agent.run(agent.checkpoint_call(path, update)?).map(Ended::Outcome)
+        }
         Start::New { thread: None, input } if agent.continues_from().is_some() => {
             return agent.invoke(input).map(Ended::Outcome)
         }
@@ -628,13 +630,14 @@ fn drive(agent: &Agent, start: Start, stream: bool, watch: &mut Watch<'_>) -> Re
             watch::stops_at_steps(false);
             return runtime.block_on(async {
                 tokio::select! {
-                    outcome = agent.recover_async(&thread) => outcome.map(Ended::Outcome),
+                    outcome = agent.run_async(Call::recover(thread)) => outcome.map(Ended::Outcome),
                     () = stop() => Ok(Ended::Stopped),
                 }
             });
         }
-        Start::Token(resume) => (None, Err(*resume)),
-        Start::New { thread, input } => (thread, Ok(input)),
+        Start::Token(resume) => Call::resume(*resume),
+        Start::New { thread: Some(thread), input } => agent.start(input)?.on(thread),
+        Start::New { thread: None, input } => agent.start(input)?,
     };
     // Everything else runs as a stream on the async driver: the network nodes of a fan-out are
     // awaited together, without a thread each, and each step is seen as it ends.
@@ -643,11 +646,7 @@ fn drive(agent: &Agent, start: Start, stream: bool, watch: &mut Watch<'_>) -> Re
     watch::stops_at_steps(true);
     runtime.block_on(async move {
         use futures_util::StreamExt;
-        let mut events = match (thread, input) {
-            (Some(thread), Ok(input)) => agent.stream_on_async(thread, input).boxed(),
-            (None, Ok(input)) => agent.stream_async(input).boxed(),
-            (_, Err(resume)) => agent.stream_resume_async(resume).boxed(),
-        };
+        let mut events = agent.run_stream_async(call).boxed();
         while let Some(event) = events.next().await {
             let event = event?;
             if stream {

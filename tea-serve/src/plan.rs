@@ -350,7 +350,7 @@ async fn prepare_run(
         let recorded = located.as_ref().and_then(|l| l.record.as_ref()).and_then(|r| r.pause.clone());
         let token = match recorded.filter(|p| p.checkpoint == snapshot.checkpoint) {
             Some(pause) => pause.token,
-            None => agent.clone().token(thread.clone()).await?.ok_or_else(|| {
+            None => crate::served::token(agent.clone(), thread.clone()).await?.ok_or_else(|| {
                 ApiError::conflict("not_paused", format!("thread `{thread}` has finished: there is nothing to answer"))
             })?,
         };

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::plan::{prepare_held, Plan, RunRequest};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog;
-use crate::served::{Events, JsonEvent, Served};
+use crate::served::{Events, JsonCall, JsonEvent, Served};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
@@ -448,9 +448,12 @@ fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan:
     let resuming = matches!(plan, Plan::Resume { .. });
     let (first, events) = match plan {
         Plan::Start { input } => {
-            (Entry::new("start", None, json!({ "input": input })), agent.clone().start(thread, input))
+            let entry = Entry::new("start", None, json!({ "input": input }));
+            (entry, agent.clone().run_stream(JsonCall::start(input).on(thread)))
         }
-        Plan::Resume { token, answer, update, entry } => (entry, agent.clone().resume(token, answer, update)),
+        Plan::Resume { token, answer, update, entry } => {
+            (entry, agent.clone().run_stream(JsonCall::resume(token, answer, update)))
+        }
         Plan::Queued(_) => {
             let error = ApiError::internal("a queued run was started without being planned");
             return end_unstarted(shared, &run, End::Failed(error));

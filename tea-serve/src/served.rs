@@ -11,7 +11,10 @@ use crate::error::ApiError;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tea_runtime::{App, Checkpointer, Error, Event, Graph, GraphState, Interrupt, Outcome, Resume, Snapshot, ThreadId};
+use tea_runtime::{
+    App, Call, Checkpointer, Error, Event, Graph, GraphState, Interrupt, Outcome, Resume, RunOptions, Snapshot,
+    ThreadId,
+};
 use tokio::sync::mpsc;
 
 /// A checkpoint of a thread, with the state as JSON.
@@ -117,6 +120,78 @@ impl AnswerKind {
 /// The events of a run, as its driving task forwards them.
 pub(crate) type Events = mpsc::Receiver<Result<JsonEvent, ApiError>>;
 
+/// One run of a served agent, as the protocol gives it (JSON input, a token in text): the
+/// engine's [`Call`] before it is typed by the agent's state. What it does, on which thread,
+/// and how ([`RunOptions`], which a request's settings would fill: the protocol passes none
+/// yet): a new run option is a field of `RunOptions`, carried through to the engine as is.
+#[derive(Debug)]
+pub(crate) struct JsonCall {
+    what: JsonWhat,
+    thread: Option<ThreadId>,
+    options: RunOptions,
+}
+
+/// What a [`JsonCall`] does.
+#[derive(Debug)]
+enum JsonWhat {
+    /// Starts a new thread on this input.
+    Start(Value),
+    /// Resumes with this token, these answers and an optional state update.
+    Resume { token: String, answer: Answer, update: Option<Value> },
+    /// Continues this thread from its last checkpoint (on a paused thread: runs nothing, hands
+    /// out the pause's token).
+    Recover(ThreadId),
+}
+
+impl JsonCall {
+    /// Starts a new thread on `input`.
+    pub(crate) fn start(input: Value) -> Self {
+        JsonCall { what: JsonWhat::Start(input), thread: None, options: RunOptions::new() }
+    }
+
+    /// Resumes with `token`, `answer` and an optional state `update`.
+    pub(crate) fn resume(token: String, answer: Answer, update: Option<Value>) -> Self {
+        JsonCall { what: JsonWhat::Resume { token, answer, update }, thread: None, options: RunOptions::new() }
+    }
+
+    /// Continues `thread` from its last checkpoint.
+    pub(crate) fn recover(thread: ThreadId) -> Self {
+        JsonCall { what: JsonWhat::Recover(thread), thread: None, options: RunOptions::new() }
+    }
+
+    /// Runs on `thread` (see [`Call::on`]).
+    pub(crate) fn on(mut self, thread: ThreadId) -> Self {
+        self.thread = Some(thread);
+        self
+    }
+
+    /// This call typed by state `S`: `start` makes the call that starts a thread on an input,
+    /// `update` reads a resume's state update.
+    fn typed<S: GraphState>(
+        self,
+        start: impl FnOnce(Value) -> Result<Call<S>, ApiError>,
+        update: impl FnOnce(Value) -> Result<S::Update, ApiError>,
+    ) -> Result<Call<S>, ApiError> {
+        let call = match self.what {
+            JsonWhat::Start(input) => start(input)?,
+            JsonWhat::Resume { token, answer, update: changes } => {
+                let resume: Resume<S> = token.parse()?;
+                let mut resume = with_answers(resume, answer);
+                if let Some(changes) = changes {
+                    resume = resume.update(update(changes)?);
+                }
+                Call::resume(resume)
+            }
+            JsonWhat::Recover(thread) => Call::recover(thread),
+        };
+        let call = match self.thread {
+            Some(thread) => call.on(thread),
+            None => call,
+        };
+        Ok(call.options(self.options))
+    }
+}
+
 /// A served agent. Object-safe: the router keeps `Arc<dyn Served>`s.
 pub(crate) trait Served: Send + Sync + 'static {
     /// The agent's id in the protocol: its graph's name.
@@ -133,15 +208,20 @@ pub(crate) trait Served: Send + Sync + 'static {
     fn history(&self, thread: &ThreadId) -> Result<Vec<JsonSnapshot>, ApiError>;
     fn threads(&self) -> Result<Vec<ThreadId>, ApiError>;
     fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError>;
-    /// Starts `thread` on `input`.
-    fn start(self: Arc<Self>, thread: ThreadId, input: Value) -> Events;
-    /// Resumes with the token `token`, the answers and an optional state update.
-    fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events;
-    /// A token for paused `thread` (the engine's `recover`, which runs nothing on a paused thread).
-    fn token(
-        self: Arc<Self>,
-        thread: ThreadId,
-    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>>;
+    /// Carries out `call` as a stream of events, on a task of its own.
+    fn run_stream(self: Arc<Self>, call: JsonCall) -> Events;
+    /// Carries out `call` until its run finishes or pauses: its last event (`Interrupted` or
+    /// `Done`).
+    fn run(self: Arc<Self>, call: JsonCall) -> futures_util::future::BoxFuture<'static, Result<JsonEvent, ApiError>>;
+}
+
+/// A token for paused `thread` (a recover, which runs nothing on a paused thread); `None` when
+/// the thread has finished.
+pub(crate) async fn token(agent: Arc<dyn Served>, thread: ThreadId) -> Result<Option<String>, ApiError> {
+    match agent.run(JsonCall::recover(thread)).await? {
+        JsonEvent::Interrupted { token, .. } => Ok(Some(token)),
+        _ => Ok(None),
+    }
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ApiError> {
@@ -220,6 +300,14 @@ where
         }
     });
     rx
+}
+
+/// How a run ended, as its last event.
+fn json_outcome<S: GraphState>(outcome: Result<Outcome<S>, Error>) -> Result<JsonEvent, ApiError> {
+    json_event(outcome.map(|outcome| match outcome {
+        Outcome::Interrupted { state, resume } => Event::Interrupted { state, resume },
+        Outcome::Done(state) => Event::Done(state),
+    }))
 }
 
 fn failed(error: ApiError) -> Events {
@@ -318,49 +406,43 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
         Ok(self.app.delete(thread)?)
     }
 
-    fn start(self: Arc<Self>, thread: ThreadId, input: Value) -> Events {
-        let state: G::State = match serde_json::from_value(input) {
-            Ok(state) => state,
-            Err(e) => {
-                return failed(ApiError::unprocessable(
-                    "bad_input",
-                    format!("the input does not fit the state of graph `{}`: {e}", self.name()),
-                ))
-            }
-        };
-        forward(self, move |me| me.app.stream_on_async(thread, state).map(json_event).boxed())
-    }
-
-    fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events {
-        let resume: Resume<G::State> = match token.parse() {
-            Ok(resume) => resume,
-            Err(e) => return failed(ApiError::from(e)),
-        };
-        let mut resume = with_answers(resume, answer);
-        if let Some(update) = update {
-            match serde_json::from_value::<<G::State as GraphState>::Update>(update) {
-                Ok(update) => resume = resume.update(update),
-                Err(e) => {
-                    return failed(ApiError::unprocessable(
-                        "bad_update",
-                        format!("the state update does not fit the state of graph `{}`: {e}", self.name()),
-                    ))
-                }
-            }
+    fn run_stream(self: Arc<Self>, call: JsonCall) -> Events {
+        match self.typed(call) {
+            Ok(call) => forward(self, move |me| me.app.run_stream_async(call).map(json_event).boxed()),
+            Err(error) => failed(error),
         }
-        forward(self, move |me| me.app.stream_resume_async(resume).map(json_event).boxed())
     }
 
-    fn token(
-        self: Arc<Self>,
-        thread: ThreadId,
-    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
+    fn run(self: Arc<Self>, call: JsonCall) -> futures_util::future::BoxFuture<'static, Result<JsonEvent, ApiError>> {
         Box::pin(async move {
-            match self.app.recover_async(&thread).await? {
-                Outcome::Interrupted { resume, .. } => Ok(Some(resume.to_string())),
-                Outcome::Done(_) => Ok(None),
-            }
+            let call = self.typed(call)?;
+            json_outcome(self.app.run_async(call).await)
         })
+    }
+}
+
+impl<G: Graph, C: Checkpointer> GraphServed<G, C> {
+    /// `call` typed by the graph's state: its input and update read from JSON.
+    fn typed(&self, call: JsonCall) -> Result<Call<G::State>, ApiError> {
+        let name = self.app.graph().name();
+        call.typed(
+            |input| {
+                serde_json::from_value(input).map(Call::start).map_err(|e| {
+                    ApiError::unprocessable(
+                        "bad_input",
+                        format!("the input does not fit the state of graph `{name}`: {e}"),
+                    )
+                })
+            },
+            |update| {
+                serde_json::from_value(update).map_err(|e| {
+                    ApiError::unprocessable(
+                        "bad_update",
+                        format!("the state update does not fit the state of graph `{name}`: {e}"),
+                    )
+                })
+            },
+        )
     }
 }
 
@@ -410,31 +492,25 @@ impl Served for YamlServed {
         Ok(self.agent.delete(thread)?)
     }
 
-    fn start(self: Arc<Self>, thread: ThreadId, input: Value) -> Events {
-        forward(self, move |me| me.agent.stream_on_async(thread, input).map(json_event).boxed())
-    }
-
-    fn resume(self: Arc<Self>, token: String, answer: Answer, update: Option<Value>) -> Events {
-        let resume: Resume<tea_yaml::State> = match token.parse() {
-            Ok(resume) => resume,
-            Err(e) => return failed(ApiError::from(e)),
-        };
-        let mut resume = with_answers(resume, answer);
-        if let Some(update) = update {
-            resume = resume.update(tea_yaml::Update::from(update));
+    fn run_stream(self: Arc<Self>, call: JsonCall) -> Events {
+        match self.typed(call) {
+            Ok(call) => forward(self, move |me| me.agent.run_stream_async(call).map(json_event).boxed()),
+            Err(error) => failed(error),
         }
-        forward(self, move |me| me.agent.stream_resume_async(resume).map(json_event).boxed())
     }
 
-    fn token(
-        self: Arc<Self>,
-        thread: ThreadId,
-    ) -> futures_util::future::BoxFuture<'static, Result<Option<String>, ApiError>> {
+    fn run(self: Arc<Self>, call: JsonCall) -> futures_util::future::BoxFuture<'static, Result<JsonEvent, ApiError>> {
         Box::pin(async move {
-            match self.agent.recover_async(&thread).await? {
-                Outcome::Interrupted { resume, .. } => Ok(Some(resume.to_string())),
-                Outcome::Done(_) => Ok(None),
-            }
+            let call = self.typed(call)?;
+            json_outcome(self.agent.run_async(call).await)
         })
+    }
+}
+
+#[cfg(feature = "yaml")]
+impl YamlServed {
+    /// `call` typed by the agent's state: its input checked against the file's declared types.
+    fn typed(&self, call: JsonCall) -> Result<Call<tea_yaml::State>, ApiError> {
+        call.typed(|input| Ok(self.agent.start(input)?), |update| Ok(tea_yaml::Update::from(update)))
     }
 }

@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tea_runtime::{
-    App, BoxError, Builder, Checkpointer, DirStore, Error, Event, Graph, Interrupt, MemoryStore, NoCheckpointer,
+    App, BoxError, Builder, Call, Checkpointer, DirStore, Durability, Error, Event, Graph, Interrupt, MemoryStore,
     NodeName, Outcome, Resume, Snapshot, Stream, ThreadId,
 };
 
@@ -552,9 +552,102 @@ impl Engine {
 }
 
 enum Runner {
-    /// No store: runs return their final state; nothing pauses (checked at load).
-    Free(App<YamlGraph, NoCheckpointer>),
+    /// No store: the agent keeps no threads. Each run goes on a scratch thread of a store of
+    /// the runner's own, checkpointed at its start and end only and deleted when the run is
+    /// over; nothing pauses (checked at load).
+    Free(App<YamlGraph, Arc<dyn Checkpointer>>),
     Stored(App<YamlGraph, Arc<dyn Checkpointer>>),
+}
+
+impl Runner {
+    /// The app that carries out the runs.
+    fn app(&self) -> &App<YamlGraph, Arc<dyn Checkpointer>> {
+        match self {
+            Runner::Free(app) | Runner::Stored(app) => app,
+        }
+    }
+}
+
+/// The store of an agent without a checkpointer: in memory, holding only the scratch threads
+/// of the runs in progress (and their subgraph children's, `{thread}/…`), each forgotten when
+/// its run is over.
+#[derive(Default)]
+struct ScratchStore {
+    memory: MemoryStore,
+    /// The graphs written to: the agent's and its subgraphs'.
+    graphs: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl ScratchStore {
+    /// Deletes `thread` and its children's threads, in every graph.
+    fn forget(&self, thread: &ThreadId) {
+        let graphs: Vec<String> = self.graphs.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let children = format!("{thread}/");
+        for graph in graphs {
+            for held in self.memory.threads(&graph).unwrap_or_default() {
+                if held == *thread || held.as_str().starts_with(&children) {
+                    // In memory, read by nothing else: a failure loses nothing.
+                    let _ = self.memory.delete(&graph, &held);
+                }
+            }
+        }
+    }
+}
+
+impl Checkpointer for ScratchStore {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<tea_runtime::CheckpointId>,
+        id: tea_runtime::CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<tea_runtime::Append, Error> {
+        let mut graphs = self.graphs.lock().unwrap_or_else(|e| e.into_inner());
+        if !graphs.contains(graph) {
+            graphs.insert(graph.to_owned());
+        }
+        drop(graphs);
+        self.memory.append(graph, thread, expected, id, bytes, durable)
+    }
+
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(tea_runtime::CheckpointId, Vec<u8>)>, Error> {
+        self.memory.head(graph, thread)
+    }
+
+    fn get(&self, graph: &str, thread: &ThreadId, id: tea_runtime::CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.memory.get(graph, thread, id)
+    }
+
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(tea_runtime::CheckpointId, Vec<u8>)>, Error> {
+        self.memory.history(graph, thread)
+    }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.memory.threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.memory.delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.memory.prune(graph, thread, keep_last)
+    }
+}
+
+/// A scratch thread of an agent without a checkpointer: forgotten by its store when the run
+/// that owns it is over (or dropped part-way).
+struct Scratch {
+    store: Arc<ScratchStore>,
+    thread: ThreadId,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.store.forget(&self.thread);
+    }
 }
 
 /// A loaded YAML agent, run on tea's engine: pauses, checkpoints, tokens and resumes work as
@@ -578,6 +671,8 @@ pub struct Agent {
     checkpoint: Option<PathBuf>,
     /// The file's `config:` names a store (`checkpointer`, `checkpoint_dir`).
     names_store: bool,
+    /// Without a store: the runners' own, holding each run's scratch thread while it runs.
+    scratch: Arc<ScratchStore>,
 }
 
 impl fmt::Debug for Agent {
@@ -598,11 +693,12 @@ impl Agent {
         limit: usize,
         checkpoint: Option<PathBuf>,
     ) -> Agent {
+        let scratch = Arc::new(ScratchStore::default());
         let runner_for = |graph: YamlGraph| {
             let builder = Builder::new(graph).recursion_limit(limit);
             match &store {
                 Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
-                None => Runner::Free(builder.build()),
+                None => Runner::Free(builder.checkpointer(scratch.clone() as Arc<dyn Checkpointer>).build()),
             }
         };
         Agent {
@@ -616,6 +712,7 @@ impl Agent {
             recursion_limit: limit,
             checkpoint,
             names_store: false,
+            scratch,
         }
     }
 
@@ -640,6 +737,7 @@ impl Agent {
             recursion_limit: self.recursion_limit,
             checkpoint: self.checkpoint.clone(),
             names_store: self.names_store,
+            scratch: self.scratch.clone(),
         }
     }
 
@@ -697,8 +795,8 @@ impl Agent {
     }
 
     /// The checkpoint file the file's `config.checkpoint` names: [`invoke`](Self::invoke)
-    /// continues from it instead of starting at the first node ([`invoke_on`](Self::invoke_on)
-    /// and the streams do not).
+    /// continues from it instead of starting at the first node ([`start`](Self::start) and the
+    /// streams do not; [`checkpoint_call`](Self::checkpoint_call) makes the call that does).
     pub fn continues_from(&self) -> Option<&Path> {
         self.checkpoint.as_deref()
     }
@@ -806,13 +904,70 @@ impl Agent {
         &self.graph
     }
 
-    /// Runs the agent on `input` (a JSON object) in a new thread, until it finishes or pauses.
-    /// With `config.checkpoint`, it continues from that checkpoint file instead (the input's
-    /// keys are written over the saved state).
+    /// The call that starts a new thread on `input` (a JSON object of state keys), checked
+    /// against the file's declared types and merged over its `initial_state`: refine it with
+    /// [`Call::on`], [`Call::context`] (a JSON value templates read as `{{ context.x }}`),
+    /// [`Call::durability`], [`Call::recursion_limit`] or [`Call::stream_modes`], and carry it
+    /// out with [`run`](Self::run), [`run_async`](Self::run_async), [`run_stream`](Self::run_stream)
+    /// or [`run_stream_async`](Self::run_stream_async). The other calls are the engine's own:
+    /// `Call::resume(token)`, `Call::recover(thread)`, and [`checkpoint_call`](Self::checkpoint_call)
+    /// for a checkpoint file.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tea::{Call, MemoryStore};
+    /// let agent = tea_yaml::Engine::new()
+    ///     .checkpointer(MemoryStore::new())
+    ///     .load_str("nodes:\n  - { name: a, run: 'return { who = context.user }' }\n")?;
+    /// let call = agent.start(json!({}))?.on("chat-1").context(json!({ "user": "ada" }));
+    /// assert_eq!(agent.run(call)?.done().unwrap()["who"], "ada");
+    /// // A finished thread recovers to its final state.
+    /// assert_eq!(agent.run(Call::recover("chat-1"))?.done().unwrap()["who"], "ada");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// [`Error::NodeFailed`] naming `__start__` for an input that is not an object or does not
-    /// fit the declared types, and the errors of `App::invoke`.
+    /// fit the declared types (or holds a secret's value).
+    pub fn start(&self, input: Value) -> Result<Call<State>, Error> {
+        Ok(Call::start(self.input(input)?))
+    }
+
+    /// Carries out `call` on the calling thread, until the run finishes or pauses (see
+    /// `App::run`). A pause's file is named after its node in a checkpoint directory. An agent
+    /// without a checkpointer keeps no threads: it refuses a resume or a recover, and runs a
+    /// start on a scratch thread of its own (a thread the call names is not used).
+    ///
+    /// # Errors
+    /// Those of `App::run`; [`Error::Store`] for a resume or recover on an agent without a
+    /// checkpointer.
+    pub fn run(&self, call: Call<State>) -> Result<Outcome<State>, Error> {
+        let (call, scratch) = self.ready(&self.runner, call)?;
+        let outcome = self.runner.app().run(call);
+        self.ended(scratch, outcome)
+    }
+
+    /// Carries out `call` as a stream of events (see `App::run_stream`); each pause's file is
+    /// named as [`run`](Self::run) names it.
+    pub fn run_stream(&self, call: Call<State>) -> AgentStream<'_> {
+        match self.ready(&self.runner, call) {
+            Ok((call, scratch)) => AgentStream {
+                agent: Some(self),
+                state: StreamState::Running(Box::new(self.runner.app().run_stream(call))),
+                scratch,
+            },
+            Err(error) => AgentStream::failed(error),
+        }
+    }
+
+    /// Runs the agent on `input` (a JSON object) in a new thread, until it finishes or pauses:
+    /// `run(start(input)?)`. With `config.checkpoint`, it continues from that checkpoint file
+    /// instead (the input's keys are written over the saved state): `run(checkpoint_call(file,
+    /// input)?)`.
+    ///
+    /// # Errors
+    /// [`Error::NodeFailed`] naming `__start__` for an input that is not an object or does not
+    /// fit the declared types, and the errors of [`run`](Self::run).
     pub fn invoke(&self, input: Value) -> Result<Outcome<State>, Error> {
         if let Some(path) = &self.checkpoint {
             // Checked at load, and again now: the file named is read where the agent may read.
@@ -822,30 +977,60 @@ impl Agent {
                 .grants
                 .confine_path(path, crate::grants::Access::Read)
                 .map_err(|e| Error::store(format!("`config.checkpoint`: {e}")))?;
-            return self.resume_from(&path, Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty())));
+            let update = Some(input).filter(|i| i.as_object().is_some_and(|m| !m.is_empty()));
+            return self.run(self.checkpoint_call(&path, update)?);
         }
-        self.invoke_on(ThreadId::random(), input)
+        self.run(self.start(input)?)
     }
 
-    /// Like [`invoke`](Self::invoke), on thread `thread` ([`Error::ThreadExists`] if it has
-    /// checkpoints already).
-    pub fn invoke_on(&self, thread: impl Into<ThreadId>, input: Value) -> Result<Outcome<State>, Error> {
-        let state = self.input(input)?;
-        match &self.runner {
-            Runner::Free(app) => app.invoke(state).map(Outcome::Done),
-            Runner::Stored(app) => self.linked(app.invoke_on(thread, state)),
-        }
-    }
-
-    /// Continues the paused thread `resume` names (see `App::resume`).
+    /// Continues the paused thread `resume` names: `run(Call::resume(resume))`.
+    ///
+    /// # Errors
+    /// Those of [`run`](Self::run).
     pub fn resume(&self, resume: Resume<State>) -> Result<Outcome<State>, Error> {
-        self.linked(self.stored(resume.thread())?.resume(resume))
+        self.run(Call::resume(resume))
     }
 
-    /// Continues thread `thread` after a run that stopped without pausing (see
-    /// `App::recover`).
-    pub fn recover(&self, thread: &ThreadId) -> Result<Outcome<State>, Error> {
-        self.linked(self.stored(thread)?.recover(thread))
+    /// Runs the agent on `input`, as a stream of events: `run_stream(start(input)?)` (a stream
+    /// never continues from `config.checkpoint`).
+    pub fn stream(&self, input: Value) -> AgentStream<'_> {
+        match self.start(input) {
+            Ok(call) => self.run_stream(call),
+            Err(error) => AgentStream::failed(error),
+        }
+    }
+
+    /// Readies `call` for `runner`: on an agent without a checkpointer, refuses a call that
+    /// continues a thread, and puts a start on a scratch thread (deleted when the returned
+    /// [`Scratch`] is dropped), checkpointed only at its start and end unless the call says.
+    fn ready(&self, runner: &Runner, call: Call<State>) -> Result<(Call<State>, Option<Scratch>), Error> {
+        let Runner::Free(_) = runner else { return Ok((call, None)) };
+        if matches!(call.kind(), "resume" | "recover") {
+            let thread = call.thread().cloned().unwrap_or_else(ThreadId::random);
+            return Err(no_store(self.name(), &thread));
+        }
+        let thread = ThreadId::random();
+        let scratch = Scratch { store: self.scratch.clone(), thread: thread.clone() };
+        let mut call = call.on(thread);
+        if call.run_options().durability.is_none() {
+            call = call.durability(Durability::OnPause);
+        }
+        Ok((call, Some(scratch)))
+    }
+
+    /// How a run readied by [`ready`](Self::ready) ended, as the agent shows it: a pause gets its
+    /// file (see [`linked`](Self::linked)); a run on a scratch thread cannot pause.
+    fn ended(&self, scratch: Option<Scratch>, outcome: Result<Outcome<State>, Error>) -> Result<Outcome<State>, Error> {
+        match (scratch, outcome) {
+            (Some(_), Ok(Outcome::Interrupted { resume, .. })) => Err(self.paused_without_store(&resume)),
+            (Some(_), outcome) => outcome,
+            (None, outcome) => self.linked(outcome),
+        }
+    }
+
+    /// The error of a pause on an agent that keeps no threads (refused at load; a safeguard).
+    fn paused_without_store(&self, resume: &Resume<State>) -> Error {
+        Error::PausedWithoutCheckpointer { graph: self.name().to_owned(), node: resume.node().clone() }
     }
 
     /// The file of the pause `resume` stands for, `{node}_{thread}_{checkpoint}.ckpt` in the
@@ -857,29 +1042,31 @@ impl Agent {
     }
 
     /// The state key the pending interrupt node of `resume` writes its answer to (its
-    /// `resume_key`); `None` when the pause is a breakpoint. With [`resume_from`](Self::resume_from),
-    /// `{ key: answer }` in the update answers it.
+    /// `resume_key`); `None` when the pause is a breakpoint. With
+    /// [`checkpoint_call`](Self::checkpoint_call), `{ key: answer }` in the update answers it.
     pub fn answer_key(&self, resume: &Resume<State>) -> Option<&str> {
         let interrupt = resume.interrupts().iter().find(|i| i.needs_answer())?;
         self.graph.resume_key(interrupt.node())
     }
 
-    /// Continues from checkpoint file `path` with `update` (a JSON object of keys to write)
-    /// applied first.
+    /// The call that continues from checkpoint file `path` with `update` (a JSON object of keys
+    /// to write) applied first; carry it out with [`run`](Self::run) (or `run_async`).
     ///
     /// A pause's file in the agent's checkpoint directory ([`checkpoint_path`](Self::checkpoint_path))
-    /// resumes its own thread, once, like its token: the update is merged through the reducers,
-    /// and for an interrupt node its `resume_key` in the update is the answer. Any other
-    /// checkpoint file (written by `checkpoint.save`) starts a new thread at the node that saved
-    /// it, with the saved state; it can be used many times, by an agent without a checkpointer
-    /// too (its run then keeps no thread).
+    /// resumes its own thread, once, like its token (a `Call::resume`): the update is merged
+    /// through the reducers, and for an interrupt node its `resume_key` in the update is the
+    /// answer. Any other checkpoint file (written by `checkpoint.save`) starts a new thread at
+    /// the node that saved it, with the saved state (a `Call::start_at`); it can be used many
+    /// times, by an agent without a checkpointer too (its run then keeps no thread).
+    ///
+    /// Reads the file and the agent's store with blocking calls.
     ///
     /// # Errors
-    /// [`Error::Store`] when the file cannot be read, [`Error::CorruptCheckpoint`],
-    /// [`Error::GraphMismatch`] or [`Error::SchemaMismatch`] for a file that is not this
-    /// agent's, [`Error::BadResumeValue`] for an update that does not fit, and the errors of a
-    /// run.
-    pub fn resume_from(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Outcome<State>, Error> {
+    /// [`Error::Store`] when the file cannot be read, [`Error::StaleResume`] for a pause resumed
+    /// already, [`Error::CorruptCheckpoint`], [`Error::GraphMismatch`] or
+    /// [`Error::SchemaMismatch`] for a file that is not this agent's, [`Error::BadResumeValue`]
+    /// for an update that does not fit.
+    pub fn checkpoint_call(&self, path: impl AsRef<Path>, update: Option<Value>) -> Result<Call<State>, Error> {
         let path = path.as_ref();
         let shown = path.display().to_string();
         let bytes = crate::grants::files::read_regular(path, crate::grants::files::MAX_CHECKPOINT_FILE)
@@ -888,7 +1075,7 @@ impl Agent {
         // pause of the thread whose head it is, or it was resumed already. (A pause inside a
         // fan-out stands at no single node: it is continued in its thread, never decoded here.)
         if let Some((thread, id)) = self.pending_pause(&bytes)? {
-            return self.resume_pause_file(&thread, id, &shown, update);
+            return self.resume_pause_file(&thread, id, &shown, update).map(Call::resume);
         }
         if tea_runtime::checkpoint_holds_pause(&bytes) || bytes.starts_with(SEALED_MAGIC) {
             return Err(match self.pause_thread(path)?.or(self.thread_holding(&bytes)) {
@@ -908,16 +1095,9 @@ impl Agent {
                 reason: e.to_string(),
             })?;
         }
-        match &self.runner {
-            Runner::Stored(app) => app.invoke_at(ThreadId::random(), node.as_str(), state),
-            // An agent without a store continues the file as The Edge Agent does, needing none: the
-            // run cannot pause (checked at load), so it runs on a store of its own, dropped after.
-            Runner::Free(_) => Builder::new(self.graph.clone())
-                .recursion_limit(self.recursion_limit)
-                .checkpointer(MemoryStore::new())
-                .build()
-                .invoke_at(ThreadId::random(), node.as_str(), state),
-        }
+        // An agent without a store continues the file as The Edge Agent does, needing none: the
+        // run cannot pause (checked at load), so it runs on a scratch thread (see `run`).
+        Ok(Call::start_at(node.as_str(), state))
     }
 
     /// The clear checkpoint that checkpoint file `bytes` stands for: the bytes themselves, or,
@@ -981,21 +1161,22 @@ impl Agent {
         Ok(None)
     }
 
-    /// Resumes the pause of `thread` at checkpoint `id` (a file `shown` holds), if it is still
-    /// pending.
+    /// The resume of the pause of `thread` at checkpoint `id` (a file `shown` holds), if it is
+    /// still pending.
     fn resume_pause_file(
         &self,
         thread: &ThreadId,
         id: tea_runtime::CheckpointId,
         shown: &str,
         update: Option<Value>,
-    ) -> Result<Outcome<State>, Error> {
+    ) -> Result<Resume<State>, Error> {
         let app = self.stored(thread)?;
         let pending = app.state(thread)?.is_some_and(|snapshot| !snapshot.interrupts.is_empty());
         if !pending {
             return Err(Error::StaleResume { thread: thread.clone() });
         }
-        let Outcome::Interrupted { resume, .. } = app.recover(thread)? else {
+        // A paused thread's recover runs nothing: it hands out the pause's token.
+        let Outcome::Interrupted { resume, .. } = app.run(Call::recover(thread.clone()))? else {
             return Err(Error::StaleResume { thread: thread.clone() });
         };
         if id != resume.checkpoint() {
@@ -1023,13 +1204,42 @@ impl Agent {
                 resume = resume.update(Update::from(map));
             }
         }
-        self.resume(resume)
+        Ok(resume)
     }
 
-    /// [`invoke`](Self::invoke) on the current tokio runtime (the engine's async driver):
-    /// network nodes (`llm.call`, `http.*`, `actions.notify`) are awaited without holding a
-    /// thread, so the branches of a fan-out wait for their requests together; Lua and the other
-    /// nodes run on tokio's blocking pool.
+    /// [`run`](Self::run) on the current tokio runtime (the engine's async driver): network
+    /// nodes (`llm.call`, `http.*`, `actions.notify`) are awaited without holding a thread, so
+    /// the branches of a fan-out wait for their requests together; Lua and the other nodes run
+    /// on tokio's blocking pool. Dropping the future part-way stops the call's `run:` blocks
+    /// and leaves the thread as `App::run_async` does: a resumed pause is put back, so the same
+    /// token works again.
+    ///
+    /// # Errors
+    /// Those of [`run`](Self::run); `Error::NoRuntime` outside a tokio runtime.
+    #[cfg(feature = "tokio")]
+    pub async fn run_async(&self, call: Call<State>) -> Result<Outcome<State>, Error> {
+        let (runner, _cancel) = self.cancellable();
+        let (call, scratch) = self.ready(&runner, call)?;
+        let outcome = runner.app().run_async(call).await;
+        self.ended(scratch, outcome)
+    }
+
+    /// [`run_stream`](Self::run_stream) on the current tokio runtime: a `Send` stream of events.
+    #[cfg(feature = "tokio")]
+    pub fn run_stream_async(
+        &self,
+        call: Call<State>,
+    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
+        use futures_util::StreamExt;
+        let (events, scratch) = match self.ready(&self.async_runner, call) {
+            Ok((call, scratch)) => (self.async_runner.app().run_stream_async(call).boxed(), scratch),
+            Err(error) => (futures_util::stream::once(std::future::ready(Err(error))).boxed(), None),
+        };
+        // The scratch thread goes with the stream (after the run, which the stream holds).
+        events.map(move |event| self.shown_event(event, scratch.as_ref()))
+    }
+
+    /// [`invoke`](Self::invoke) on the current tokio runtime: `run_async(start(input)?)`.
     ///
     /// `config.checkpoint` (continuing from a file `checkpoint.save` wrote) has no async form:
     /// use [`invoke`](Self::invoke) (from `spawn_blocking`) for such an agent.
@@ -1046,41 +1256,30 @@ impl Agent {
                 path.display()
             )));
         }
-        self.invoke_on_async(ThreadId::random(), input).await
+        self.run_async(self.start(input)?).await
     }
 
-    /// [`invoke_on`](Self::invoke_on) on the current tokio runtime.
-    #[cfg(feature = "tokio")]
-    pub async fn invoke_on_async(&self, thread: impl Into<ThreadId>, input: Value) -> Result<Outcome<State>, Error> {
-        let state = self.input(input)?;
-        let (runner, _cancel) = self.cancellable();
-        match &runner {
-            Runner::Free(app) => app.invoke_async(state).await.map(Outcome::Done),
-            Runner::Stored(app) => self.linked(app.invoke_on_async(thread, state).await),
-        }
-    }
-
-    /// [`resume`](Self::resume) on the current tokio runtime. Dropping the future part-way
-    /// leaves the pause in place: the same token works again.
+    /// [`resume`](Self::resume) on the current tokio runtime: `run_async(Call::resume(resume))`.
+    /// Dropping the future part-way leaves the pause in place: the same token works again.
+    ///
+    /// # Errors
+    /// Those of [`run_async`](Self::run_async).
     #[cfg(feature = "tokio")]
     pub async fn resume_async(&self, resume: Resume<State>) -> Result<Outcome<State>, Error> {
-        let (runner, _cancel) = self.cancellable();
-        let app = match &runner {
-            Runner::Stored(app) => app,
-            Runner::Free(_) => return Err(no_store(self.name(), resume.thread())),
-        };
-        self.linked(app.resume_async(resume).await)
+        self.run_async(Call::resume(resume)).await
     }
 
-    /// [`recover`](Self::recover) on the current tokio runtime.
+    /// [`stream`](Self::stream) on the current tokio runtime: `run_stream_async(start(input)?)`.
     #[cfg(feature = "tokio")]
-    pub async fn recover_async(&self, thread: &ThreadId) -> Result<Outcome<State>, Error> {
-        let (runner, _cancel) = self.cancellable();
-        let app = match &runner {
-            Runner::Stored(app) => app,
-            Runner::Free(_) => return Err(no_store(self.name(), thread)),
-        };
-        self.linked(app.recover_async(thread).await)
+    pub fn stream_async(
+        &self,
+        input: Value,
+    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
+        use futures_util::StreamExt;
+        match self.start(input) {
+            Ok(call) => self.run_stream_async(call).left_stream(),
+            Err(error) => futures_util::stream::once(std::future::ready(Err(error))).right_stream(),
+        }
     }
 
     /// A runner for one async call, whose `run:` blocks stop when the returned guard is
@@ -1097,102 +1296,21 @@ impl Agent {
         (runner, CancelOnDrop(flag))
     }
 
-    /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of events.
-    #[cfg(feature = "tokio")]
-    pub fn stream_async(
+    /// An event of a run as the agent shows it: a pause gets its file named after its node (with
+    /// a directory store) and its fan-in state; a run on a `scratch` thread cannot pause.
+    fn shown_event(
         &self,
-        input: Value,
-    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
-        self.stream_on_async(ThreadId::random(), input)
-    }
-
-    /// [`stream_on`](Self::stream_on) on the current tokio runtime.
-    #[cfg(feature = "tokio")]
-    pub fn stream_on_async(
-        &self,
-        thread: impl Into<ThreadId>,
-        input: Value,
-    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
-        use futures_util::StreamExt;
-        let thread = thread.into();
-        let events = match self.input(input) {
-            Err(error) => futures_util::stream::once(std::future::ready(Err(error))).boxed(),
-            Ok(state) => match &self.async_runner {
-                Runner::Free(app) => app.stream_async(state).boxed(),
-                Runner::Stored(app) => app.stream_on_async(thread, state).boxed(),
-            },
-        };
-        self.linked_events(events)
-    }
-
-    /// [`stream_resume`](Self::stream_resume) on the current tokio runtime.
-    #[cfg(feature = "tokio")]
-    pub fn stream_resume_async(
-        &self,
-        resume: Resume<State>,
-    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
-        use futures_util::StreamExt;
-        let events = match &self.async_runner {
-            Runner::Stored(app) => app.stream_resume_async(resume).boxed(),
-            Runner::Free(_) => {
-                futures_util::stream::once(std::future::ready(Err(no_store(self.name(), resume.thread())))).boxed()
+        mut event: Result<Event<State>, Error>,
+        scratch: Option<&Scratch>,
+    ) -> Result<Event<State>, Error> {
+        if let Ok(Event::Interrupted { state, resume }) = &mut event {
+            if scratch.is_some() {
+                return Err(self.paused_without_store(resume));
             }
-        };
-        self.linked_events(events)
-    }
-
-    /// With a directory store, gives each pause of `events` its file named after its node.
-    #[cfg(feature = "tokio")]
-    fn linked_events<'a>(
-        &'a self,
-        events: futures_util::stream::BoxStream<'a, Result<Event<State>, Error>>,
-    ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + 'a {
-        use futures_util::StreamExt;
-        events.map(move |mut event| {
-            if let Ok(Event::Interrupted { state, resume }) = &mut event {
-                self.link(resume)?;
-                self.show_paused(state, resume)?;
-            }
-            event
-        })
-    }
-
-    /// Runs the agent on `input`, as a stream of events (see `App::stream`).
-    pub fn stream(&self, input: Value) -> AgentStream<'_> {
-        let state = match self.input(input) {
-            Ok(state) => state,
-            Err(error) => return AgentStream::failed(error),
-        };
-        let stream = match &self.runner {
-            Runner::Free(app) => app.stream(state),
-            Runner::Stored(app) => app.stream(state),
-        };
-        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
-    }
-
-    /// Like [`stream`](Self::stream), on thread `thread` (see `App::stream_on`). Without a
-    /// checkpointer the agent keeps no threads, and the id is not used (as with
-    /// [`invoke_on`](Self::invoke_on)).
-    pub fn stream_on(&self, thread: impl Into<ThreadId>, input: Value) -> AgentStream<'_> {
-        let state = match self.input(input) {
-            Ok(state) => state,
-            Err(error) => return AgentStream::failed(error),
-        };
-        let stream = match &self.runner {
-            Runner::Free(app) => app.stream(state),
-            Runner::Stored(app) => app.stream_on(thread, state),
-        };
-        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
-    }
-
-    /// Continues a paused thread as a stream of events (see `App::stream_resume`).
-    pub fn stream_resume(&self, resume: Resume<State>) -> AgentStream<'_> {
-        match &self.runner {
-            Runner::Stored(app) => {
-                AgentStream { agent: Some(self), state: StreamState::Running(Box::new(app.stream_resume(resume))) }
-            }
-            Runner::Free(_) => AgentStream::failed(no_store(self.name(), resume.thread())),
+            self.link(resume)?;
+            self.show_paused(state, resume)?;
         }
+        event
     }
 
     /// The thread's latest checkpoint (`None` without one, or without a checkpointer).
@@ -1217,7 +1335,7 @@ impl Agent {
 
     /// Writes a checkpoint at the head of `thread` as if node `as_node` had run and returned
     /// `update` (a JSON object of state keys, applied through the declared types and reducers),
-    /// routed from `as_node` on the new state; [`recover`](Self::recover) continues from there.
+    /// routed from `as_node` on the new state; `Call::recover(thread)` continues from there.
     /// See `App::update_state`.
     ///
     /// # Errors
@@ -1228,7 +1346,7 @@ impl Agent {
     }
 
     /// Starts thread `new_thread` from checkpoint `checkpoint` of `thread`, which stays
-    /// untouched; [`recover`](Self::recover) of the new thread continues from there (a paused
+    /// untouched; `Call::recover(new_thread)` continues from there (a paused
     /// checkpoint hands out the fork's own token). See `App::fork`.
     ///
     /// # Errors
@@ -1310,6 +1428,9 @@ fn no_store(agent: &str, thread: &ThreadId) -> Error {
 pub struct AgentStream<'a> {
     agent: Option<&'a Agent>,
     state: StreamState<'a>,
+    /// The run's scratch thread on an agent without a checkpointer: deleted after the run
+    /// (declared after `state`, so dropped after it).
+    scratch: Option<Scratch>,
 }
 
 enum StreamState<'a> {
@@ -1319,7 +1440,7 @@ enum StreamState<'a> {
 
 impl AgentStream<'_> {
     fn failed(error: Error) -> Self {
-        AgentStream { agent: None, state: StreamState::Failed(Some(error)) }
+        AgentStream { agent: None, state: StreamState::Failed(Some(error)), scratch: None }
     }
 }
 
@@ -1329,13 +1450,11 @@ impl Iterator for AgentStream<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.state {
             StreamState::Running(stream) => {
-                let mut event = stream.next()?;
-                if let (Ok(Event::Interrupted { state, resume }), Some(agent)) = (&mut event, self.agent) {
-                    if let Err(error) = agent.link(resume).and_then(|_| agent.show_paused(state, resume)) {
-                        return Some(Err(error));
-                    }
-                }
-                Some(event)
+                let event = stream.next()?;
+                Some(match self.agent {
+                    Some(agent) => agent.shown_event(event, self.scratch.as_ref()),
+                    None => event,
+                })
             }
             StreamState::Failed(error) => error.take().map(Err),
         }
@@ -1348,5 +1467,48 @@ impl fmt::Debug for AgentStream<'_> {
             StreamState::Running(stream) => stream.fmt(f),
             StreamState::Failed(error) => f.debug_tuple("AgentStream").field(error).finish(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An agent without a checkpointer forgets each run's scratch thread when the run is over:
+    /// finished, failed, or a stream dropped part-way.
+    #[test]
+    fn scratch_threads_are_forgotten_after_their_runs() {
+        let agent = Engine::new()
+            .load_str("nodes:\n  - { name: a, run: 'return { x = 1 }' }\n  - { name: b, run: 'return { y = 2 }' }\n")
+            .unwrap();
+        let held = |agent: &Agent| agent.scratch.memory.threads(agent.name()).unwrap().len();
+        agent.invoke(json!({})).unwrap();
+        assert!(agent.run(agent.start(json!({})).unwrap().recursion_limit(1)).is_err());
+        let mut stream = agent.stream(json!({}));
+        assert!(matches!(stream.next(), Some(Ok(Event::Step { .. }))));
+        assert_eq!(held(&agent), 1, "the stream's run holds its thread while it runs");
+        drop(stream);
+        assert_eq!(held(&agent), 0);
+        assert_eq!(*agent.scratch.graphs.lock().unwrap(), [agent.name().to_owned()].into_iter().collect());
+    }
+
+    /// The threads of a run's subgraph children go with the run's own.
+    #[test]
+    fn a_scratch_thread_goes_with_its_children() {
+        let dir = std::env::temp_dir().join(format!("tea-yaml-scratch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("child.yaml"), "name: child\nnodes:\n  - { name: c, run: 'return { y = 2 }' }\n")
+            .unwrap();
+        let parent = "name: parent\nnodes:\n  - name: sub\n    type: subgraph\n    file: child.yaml\n    output: { y: \"{{ result.y }}\" }\n";
+        std::fs::write(dir.join("parent.yaml"), parent).unwrap();
+        let agent = Engine::new().load_file(dir.join("parent.yaml")).unwrap();
+        assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["y"], 2);
+        let graphs = agent.scratch.graphs.lock().unwrap().clone();
+        assert!(graphs.len() > 1, "the child's run was checkpointed too: {graphs:?}");
+        for graph in graphs {
+            assert_eq!(agent.scratch.memory.threads(&graph).unwrap(), Vec::<ThreadId>::new(), "{graph}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -2,7 +2,7 @@
 //! command line) asks before choosing a store, answering a pause, or listing threads.
 
 use serde_json::json;
-use tea::{MemoryStore, ThreadId};
+use tea::{Call, Error, Event, MemoryStore, ThreadId};
 use tea_yaml::Engine;
 
 const ASKS: &str = r#"
@@ -49,8 +49,8 @@ fn resume_key_names_the_key_an_interrupt_node_answers() {
 #[test]
 fn threads_delete_and_prune_reach_the_store() {
     let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
-    agent.invoke_on("a", json!({})).unwrap();
-    agent.invoke_on("b", json!({})).unwrap();
+    agent.start(json!({})).and_then(|call| agent.run(call.on("a"))).unwrap();
+    agent.start(json!({})).and_then(|call| agent.run(call.on("b"))).unwrap();
     let mut threads = agent.threads().unwrap();
     threads.sort_by(|x, y| x.as_str().cmp(y.as_str()));
     assert_eq!(threads, [ThreadId::from("a"), ThreadId::from("b")]);
@@ -72,14 +72,15 @@ fn threads_delete_and_prune_reach_the_store() {
 }
 
 #[test]
-fn stream_on_runs_on_the_named_thread() {
+fn a_stream_runs_on_the_thread_its_call_names() {
     let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
-    let events: Vec<_> = agent.stream_on("named", json!({})).collect::<Result<_, _>>().unwrap();
+    let events: Vec<_> =
+        agent.run_stream(agent.start(json!({})).unwrap().on("named")).collect::<Result<_, _>>().unwrap();
     let last = events.last().unwrap();
     let tea::Event::Interrupted { resume, .. } = last else { panic!("{last:?}") };
     assert_eq!(resume.thread().as_str(), "named");
     assert!(agent.state(&ThreadId::from("named")).unwrap().is_some());
-    let again: Vec<_> = agent.stream_on("named", json!({})).collect();
+    let again: Vec<_> = agent.run_stream(agent.start(json!({})).unwrap().on("named")).collect();
     assert!(again[0].as_ref().unwrap_err().to_string().contains("already exists"));
 }
 
@@ -98,7 +99,12 @@ fn load_file_on_runs_on_the_given_store_and_leaves_the_file_s_alone() {
     let (_, resume) = agent.invoke(json!({})).unwrap().interrupted().unwrap();
     let pause_file = agent.checkpoint_path(&resume).expect("a DirStore names each pause's file");
     assert!(pause_file.starts_with(dir.join("given")), "{}", pause_file.display());
-    let done = agent.resume_from(&pause_file, Some(json!({ "name": "Ada" }))).unwrap().done().unwrap();
+    let done = agent
+        .checkpoint_call(&pause_file, Some(json!({ "name": "Ada" })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(done["name"], "Ada");
 
     assert!(Engine::new().load_file_on(dir.join("missing.yaml"), MemoryStore::new()).is_err());
@@ -119,4 +125,37 @@ fn continues_from_names_the_file_s_config_checkpoint() {
         .load_str("config: { checkpoint: ./saved/job.ckpt }\nnodes:\n  - { name: a, run: 'return {}' }\n")
         .unwrap();
     assert!(agent.continues_from().is_some_and(|p| p.ends_with("saved/job.ckpt")), "{:?}", agent.continues_from());
+}
+
+const GREETS: &str =
+    "nodes:\n  - { name: a, run: 'return { who = context.user }' }\n  - { name: b, run: 'return { seen = true }' }\n";
+
+/// One call shape on an agent with a store and on one without: `start` checks the JSON input,
+/// a call's options (context, recursion limit) reach the run, and an agent that keeps no
+/// threads refuses to continue one.
+#[test]
+fn a_call_carries_its_input_thread_and_options_with_or_without_a_store() {
+    let stored = Engine::new().checkpointer(MemoryStore::new()).load_str(GREETS).unwrap();
+    let free = Engine::new().load_str(GREETS).unwrap();
+    for agent in [&stored, &free] {
+        let call = agent.start(json!({})).unwrap().on("t-1").context(json!({ "user": "ada" }));
+        let done = agent.run(call).unwrap().done().unwrap();
+        assert_eq!((&done["who"], &done["seen"]), (&json!("ada"), &json!(true)));
+        let events: Vec<Event<_>> = agent
+            .run_stream(agent.start(json!({})).unwrap().context(json!({ "user": "bo" })))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let Some(Event::Done(state)) = events.last() else { panic!("the stream ended with {events:?}") };
+        assert_eq!(state["who"], "bo");
+        let limited = agent.run(agent.start(json!({})).unwrap().recursion_limit(1));
+        assert!(matches!(limited, Err(Error::RecursionLimit { limit: 1 })), "{limited:?}");
+        let bad = agent.start(json!(3));
+        assert!(matches!(bad, Err(Error::NodeFailed { ref node, .. }) if node.as_str() == "__start__"), "{bad:?}");
+    }
+    // The stored agent kept its thread; the one without a store kept none, and refuses a recover.
+    assert_eq!(stored.run(Call::recover("t-1")).unwrap().done().unwrap()["who"], "ada");
+    assert!(free.threads().unwrap().is_empty());
+    let refused = free.run(Call::recover("t-1"));
+    assert!(matches!(&refused, Err(Error::Store { .. })), "{refused:?}");
+    assert!(refused.unwrap_err().to_string().contains("has no checkpointer"));
 }

@@ -135,8 +135,12 @@ fn a_pause_inside_an_item_is_answered_by_id_and_finished_items_do_not_run_again(
         .load_str(ASK)
         .unwrap();
     let thread = ThreadId::from("t1");
-    let (_, resume) =
-        agent.invoke_on(thread.clone(), json!({ "questions": ["x", "y", "z"] })).unwrap().interrupted().unwrap();
+    let (_, resume) = agent
+        .start(json!({ "questions": ["x", "y", "z"] }))
+        .and_then(|call| agent.run(call.on(thread.clone())))
+        .unwrap()
+        .interrupted()
+        .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 3);
     let asked: Vec<(String, Value)> =
         resume.interrupts().iter().map(|i| (i.id().to_owned(), i.value().clone())).collect();
@@ -641,8 +645,12 @@ fn a_failed_item_stays_failed_across_a_pause_of_another_item() {
             "    items: \"{{ state.qs }}\"\n    steps:\n      - name: check\n        run: |\n          if state.item == 'bad' then error('refused ' .. state.item) end\n          return {}\n      - name: ask\n        type: interrupt\n        message: \"{{ state.item }}?\"\n        resume_key: reply\n",
         ))
         .unwrap();
-    let (_, resume) =
-        agent.invoke_on(ThreadId::from("t"), json!({ "qs": ["good", "bad"] })).unwrap().interrupted().unwrap();
+    let (_, resume) = agent
+        .start(json!({ "qs": ["good", "bad"] }))
+        .and_then(|call| agent.run(call.on(ThreadId::from("t"))))
+        .unwrap()
+        .interrupted()
+        .unwrap();
     // The failed item skipped its question: only the good one asks.
     let asked: Vec<Value> = resume.interrupts().iter().map(|i| i.value().clone()).collect();
     assert_eq!(asked, [json!("good?")]);

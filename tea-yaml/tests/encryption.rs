@@ -27,7 +27,8 @@ fn a_sealed_engine_s_dir_store_holds_no_clear_state_and_its_pause_files_resume_o
 
     let engine = Engine::new().encrypt_with(KeyRing::new(5, [0x42; 32]));
     let agent = engine.load_file(&file).unwrap();
-    let (state, resume) = agent.invoke_on("t-1", json!({})).unwrap().interrupted().unwrap();
+    let (state, resume) =
+        agent.start(json!({})).and_then(|call| agent.run(call.on("t-1"))).unwrap().interrupted().unwrap();
     assert_eq!(state["greeting"], "hello from a sealed thread");
     let pause_file = agent.checkpoint_path(&resume).expect("a DirStore names each pause's file");
     let bytes = std::fs::read(&pause_file).unwrap();
@@ -52,9 +53,14 @@ fn a_sealed_engine_s_dir_store_holds_no_clear_state_and_its_pause_files_resume_o
     }
 
     // The pause file resumes its thread, once.
-    let done = agent.resume_from(&pause_file, Some(json!({ "name": "Ada" }))).unwrap().done().unwrap();
+    let done = agent
+        .checkpoint_call(&pause_file, Some(json!({ "name": "Ada" })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(done["name"], "Ada");
-    match agent.resume_from(&pause_file, None) {
+    match agent.checkpoint_call(&pause_file, None).and_then(|call| agent.run(call)) {
         Err(Error::StaleResume { thread: t }) => assert_eq!(t, thread),
         other => panic!("expected StaleResume, got {other:?}"),
     }
@@ -67,7 +73,7 @@ fn the_engine_s_own_checkpointer_is_sealed_too() {
     let engine = Engine::new().checkpointer(store.clone()).encrypt_with(KeyRing::new(1, [7; 32]));
     let text = ASKS.replace("config: { checkpoint_dir: ./threads }\n", "");
     let agent = engine.load_str(&text).unwrap();
-    let (_, resume) = agent.invoke_on("t-2", json!({})).unwrap().interrupted().unwrap();
+    let (_, resume) = agent.start(json!({})).and_then(|call| agent.run(call.on("t-2"))).unwrap().interrupted().unwrap();
     let thread = ThreadId::from("t-2");
     let (_, raw) = tea::Checkpointer::head(&store, "asks", &thread).unwrap().unwrap();
     assert!(raw.starts_with(b"TEAs") && !raw.windows(6).any(|w| w == b"sealed"));

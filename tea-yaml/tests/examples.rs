@@ -43,11 +43,21 @@ fn review_pauses_for_approval_and_before_publishing_and_resumes_from_its_files()
     let key = agent.answer_key(&resume).unwrap();
     assert_eq!(key, "approved");
     // Rejected once: revised and asked again.
-    let (_, resume) = agent.resume_from(&path, Some(json!({ key: false }))).unwrap().interrupted().unwrap();
+    let (_, resume) = agent
+        .checkpoint_call(&path, Some(json!({ key: false })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .interrupted()
+        .unwrap();
     assert_eq!(resume.interrupts()[0].value(), "Approve \"Release notes, take 2\"? (true/false)");
     let (_, resume) = agent.resume(resume.answer(true)).unwrap().interrupted().unwrap();
     assert_eq!(resume.node().as_str(), "publish");
-    let done = agent.resume_from(agent.checkpoint_path(&resume).unwrap(), None).unwrap().done().unwrap();
+    let done = agent
+        .checkpoint_call(agent.checkpoint_path(&resume).unwrap(), None)
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(done["published"], "Release notes, take 2");
     assert_eq!(done["log"], json!(["drafted take 1", "revised", "drafted take 2", "published"]));
     let _ = std::fs::remove_dir_all(&dir);
@@ -100,7 +110,12 @@ fn checkpoints_saves_and_reloads_and_the_file_restarts_the_run() {
     assert_eq!(done["reloaded_steps"], json!(["collected"]));
     let saved = PathBuf::from(done["saved_to"].as_str().unwrap());
     assert!(saved.starts_with(dir.canonicalize().unwrap()));
-    let again = agent.resume_from(&saved, Some(json!({ "items": 5 }))).unwrap().done().unwrap();
+    let again = agent
+        .checkpoint_call(&saved, Some(json!({ "items": 5 })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(again["steps"], json!(["collected", "processed 5 items"]));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -172,7 +172,7 @@ fn parallel_saves_to_paths_of_one_stem_never_share_a_temporary_file() {
     for n in 0..64 {
         // A file `checkpoint.save` wrote continues in a new run, without a store too: each file
         // holds its own run's state, whole.
-        let resumed = reader.resume_from(dir.join(format!("ck.{n}")), None);
+        let resumed = reader.checkpoint_call(dir.join(format!("ck.{n}")), None).and_then(|call| reader.run(call));
         let out = resumed.unwrap_or_else(|e| panic!("{n}: {}", chain(&e))).done().unwrap();
         assert_eq!(out["tag"], format!("state {n}"), "{n}: {out:?}");
     }
@@ -218,10 +218,10 @@ fn a_pause_file_resumes_once_wherever_its_copies_sit_and_no_temporary_file_is_le
         std::fs::copy(&original, copy).unwrap();
     }
     // A copy resumes the pause (once).
-    let done = agent.resume_from(&copies[0], None).unwrap().done().unwrap();
+    let done = agent.checkpoint_call(&copies[0], None).and_then(|call| agent.run(call)).unwrap().done().unwrap();
     assert_eq!(done["counted"], 1);
     for path in copies.iter().skip(1).chain([&original]) {
-        let error = agent.resume_from(path, None).unwrap_err();
+        let error = agent.checkpoint_call(path, None).and_then(|call| agent.run(call)).unwrap_err();
         assert!(matches!(error, Error::StaleResume { .. }), "{}: {error:?}", path.display());
     }
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the node behind the pause ran once in all");
@@ -232,7 +232,7 @@ fn a_pause_file_resumes_once_wherever_its_copies_sit_and_no_temporary_file_is_le
         let zero = dir.join("zero.ckpt");
         std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
         let began = Instant::now();
-        let error = chain(&agent.resume_from(&zero, None).unwrap_err());
+        let error = chain(&agent.checkpoint_call(&zero, None).and_then(|call| agent.run(call)).unwrap_err());
         assert!(error.contains("not a regular file"), "{error}");
         // `file.read` of it is refused whatever is granted (grants: hostile_grants.rs).
         let reader = Engine::new()

@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::mock::Mock;
-use tea::{Event, Graph, MemoryStore};
+use tea::{Call, Event, Graph, MemoryStore};
 use tea_yaml::{Agent, Engine};
 
 const KEY: &str = "sk-async-0123456789";
@@ -129,11 +129,11 @@ fn dropping_the_future_cancels_the_run_and_the_thread_stays_recoverable() {
     let agent = agent(&mock, "slow:700:drop");
     let runtime = one_blocking_thread();
     let thread = tea::ThreadId::from("cancelled");
-    let run = agent.invoke_on_async(thread.clone(), json!({}));
+    let run = agent.run_async(agent.start(json!({})).unwrap().on(thread.clone()));
     let cut = runtime.block_on(async { tokio::time::timeout(Duration::from_millis(200), run).await.is_err() });
     assert!(cut, "the run was still waiting for the model");
     // The dropped run released its thread: recover continues from its last checkpoint (before
     // the fan-out) and the calls run again.
-    let (state, _) = runtime.block_on(agent.recover_async(&thread)).unwrap().interrupted().unwrap();
+    let (state, _) = runtime.block_on(agent.run_async(Call::recover(&thread))).unwrap().interrupted().unwrap();
     assert_eq!(state["answers"], json!(["echo: A", "echo: B", "echo: C"]));
 }

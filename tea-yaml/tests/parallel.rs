@@ -195,7 +195,8 @@ fn a_breakpoint_before_the_fan_in_shows_parallel_results_in_the_paused_state() {
     // holds the branches' results the fan-in will read.
     let check = |agent: &tea_yaml::Agent| {
         let thread = tea::ThreadId::from("fan-in-pause");
-        let (state, resume) = agent.invoke_on(thread.clone(), json!({})).unwrap().interrupted().unwrap();
+        let (state, resume) =
+            agent.start(json!({})).and_then(|call| agent.run(call.on(thread.clone()))).unwrap().interrupted().unwrap();
         assert_eq!(resume.node().as_str(), "merge");
         let results = state["parallel_results"].as_array().unwrap_or_else(|| panic!("no parallel_results: {state:?}"));
         assert_eq!(results.len(), 2);
@@ -209,7 +210,7 @@ fn a_breakpoint_before_the_fan_in_shows_parallel_results_in_the_paused_state() {
         assert_eq!(snapshot.state["parallel_results"], state["parallel_results"]);
         // So does a stream's pause event.
         let paused = agent
-            .stream_on("fan-in-stream", json!({}))
+            .run_stream(agent.start(json!({})).unwrap().on("fan-in-stream"))
             .filter_map(Result::ok)
             .find_map(|event| match event {
                 tea::Event::Interrupted { state, .. } => Some(state),

@@ -2,7 +2,7 @@
 //! with answers and state updates, single-use tokens, timeouts, checkpoint files.
 
 use serde_json::{json, Value};
-use tea::{Error, Event, MemoryStore, Resume};
+use tea::{Call, Error, Event, MemoryStore, Resume};
 use tea_yaml::{Engine, State, Update};
 
 const REVIEW: &str = r#"
@@ -185,11 +185,11 @@ fn an_engine_checkpointer_serves_files_that_name_none_and_state_shows_the_pause(
     let store = MemoryStore::new();
     let engine = Engine::new().checkpointer(store.clone());
     let agent = engine.load_str("nodes:\n  - name: a\n    interrupt: before\n    run: return { a = 1 }\n").unwrap();
-    let (_, resume) = agent.invoke_on("t-1", json!({})).unwrap().interrupted().unwrap();
+    let (_, resume) = agent.start(json!({})).and_then(|call| agent.run(call.on("t-1"))).unwrap().interrupted().unwrap();
     let snapshot = agent.state(resume.thread()).unwrap().unwrap();
     assert_eq!(snapshot.next, ["a"]);
     assert_eq!(snapshot.interrupts.len(), 1);
-    let events: Vec<Event<State>> = agent.stream_resume(resume).collect::<Result<_, _>>().unwrap();
+    let events: Vec<Event<State>> = agent.run_stream(Call::resume(resume)).collect::<Result<_, _>>().unwrap();
     assert!(matches!(events.last(), Some(Event::Done(state)) if state["a"] == 1));
 }
 
@@ -231,18 +231,29 @@ nodes:
     // Resuming from the file re-runs the saving node with the saved state, in a new thread,
     // as often as wanted.
     for _ in 0..2 {
-        let again = agent.resume_from(&path, Some(json!({ "approved": true }))).unwrap().done().unwrap();
+        let again = agent
+            .checkpoint_call(&path, Some(json!({ "approved": true })))
+            .and_then(|call| agent.run(call))
+            .unwrap()
+            .done()
+            .unwrap();
         assert_eq!(again["log"], json!(["prepared", "after true approved"]));
     }
     // Another agent's file is refused.
     let other = Engine::new()
         .load_str("name: other\nconfig: { checkpointer: memory }\nnodes:\n  - name: x\n    run: return {}\n")
         .unwrap();
-    assert!(matches!(other.resume_from(&path, None), Err(Error::GraphMismatch { .. })));
+    assert!(matches!(
+        other.checkpoint_call(&path, None).and_then(|call| other.run(call)),
+        Err(Error::GraphMismatch { .. })
+    ));
     // So is one of another shape of this agent (same name, other nodes).
     let changed =
         Engine::new().load_str("config: { checkpointer: memory }\nnodes:\n  - name: x\n    run: return {}\n").unwrap();
-    assert!(matches!(changed.resume_from(&path, None), Err(Error::SchemaMismatch { .. })));
+    assert!(matches!(
+        changed.checkpoint_call(&path, None).and_then(|call| changed.run(call)),
+        Err(Error::SchemaMismatch { .. })
+    ));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -266,7 +277,12 @@ fn another_agents_checkpoint_loads_and_a_saved_file_continues_without_a_checkpoi
     let path = dir.join("s.ckpt");
     // Continued by the agent that saved it, which has no checkpointer: `save` runs again, then
     // `after`, from the saved state.
-    let again = saver.resume_from(&path, Some(json!({ "count": 5 }))).unwrap().done().unwrap();
+    let again = saver
+        .checkpoint_call(&path, Some(json!({ "count": 5 })))
+        .and_then(|call| saver.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(again["count"], 15);
     // Loaded by another agent: the saver's state and node (as `save` wrote it again just now).
     let loader = Engine::new()
@@ -350,13 +366,26 @@ nodes:
     assert!(name.starts_with("ask_"), "{name}");
     assert!(path.starts_with(dir.join("checkpoints")), "{}", path.display());
     // The interrupt node's answer comes through its resume_key in the update.
-    let (state, resume) = agent.resume_from(&path, Some(json!({ "approved": true }))).unwrap().interrupted().unwrap();
+    let (state, resume) = agent
+        .checkpoint_call(&path, Some(json!({ "approved": true })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .interrupted()
+        .unwrap();
     assert_eq!(state["approved"], true);
-    assert!(matches!(agent.resume_from(&path, Some(json!({ "approved": true }))), Err(Error::StaleResume { .. })));
+    assert!(matches!(
+        agent.checkpoint_call(&path, Some(json!({ "approved": true }))).and_then(|call| agent.run(call)),
+        Err(Error::StaleResume { .. })
+    ));
     // The breakpoint before publish: its file, with a plain update.
     let before = agent.checkpoint_path(&resume).unwrap();
     assert!(before.file_name().unwrap().to_str().unwrap().starts_with("publish_"));
-    let done = agent.resume_from(&before, Some(json!({ "log": ["reviewed"] }))).unwrap().done().unwrap();
+    let done = agent
+        .checkpoint_call(&before, Some(json!({ "log": ["reviewed"] })))
+        .and_then(|call| agent.run(call))
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(done["log"], json!(["drafted", "reviewed", "published"]));
     assert_eq!(done["where"], "{{ checkpoint.dir }}", "Lua strings are not templates");
     assert_eq!(done["dir"], dir.join("checkpoints").display().to_string());

@@ -74,7 +74,10 @@ fn play(role: &str, file: &Path, arg: &str) {
             println!("PAUSE_FILE={}", agent.checkpoint_path(&resume).unwrap().display());
         }
         "resume-file" => {
-            let out = agent.resume_from(arg, Some(json!({ "approved_by": "Ada" }))).unwrap();
+            let out = agent
+                .checkpoint_call(arg, Some(json!({ "approved_by": "Ada" })))
+                .and_then(|call| agent.run(call))
+                .unwrap();
             println!("DONE={}", out.done().unwrap().to_json());
         }
         "resume-token" => {

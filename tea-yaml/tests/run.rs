@@ -351,12 +351,15 @@ fn a_file_that_cannot_pause_runs_without_a_store_and_with_one() {
     let events: Vec<_> = agent.stream(json!({})).collect::<Result<_, _>>().unwrap();
     assert_eq!(events.len(), 2);
     let stored = agent.with_checkpointer(MemoryStore::new());
-    let out = stored.invoke_on("t1", json!({})).unwrap().done().unwrap();
+    let out = stored.start(json!({})).and_then(|call| stored.run(call.on("t1"))).unwrap().done().unwrap();
     assert_eq!(out["a"], 1);
     let snapshot = stored.state(&"t1".into()).unwrap().unwrap();
     assert_eq!(snapshot.state["a"], 1);
     assert!(!stored.history(&"t1".into()).unwrap().is_empty());
-    assert!(matches!(stored.invoke_on("t1", json!({})), Err(Error::ThreadExists { .. })));
+    assert!(matches!(
+        stored.start(json!({})).and_then(|call| stored.run(call.on("t1"))),
+        Err(Error::ThreadExists { .. })
+    ));
 }
 
 #[test]
@@ -415,8 +418,8 @@ fn an_agent_lists_its_nodes_and_threads_and_deletes_them() {
         .load_str("config: { checkpointer: memory }\nnodes:\n  - name: first\n    run: return {}\n  - name: second\n    run: return {}\n")
         .unwrap();
     assert_eq!(agent.nodes(), ["first", "second"]);
-    agent.invoke_on("t-a", json!({})).unwrap();
-    agent.invoke_on("t-b", json!({})).unwrap();
+    agent.start(json!({})).and_then(|call| agent.run(call.on("t-a"))).unwrap();
+    agent.start(json!({})).and_then(|call| agent.run(call.on("t-b"))).unwrap();
     let mut threads: Vec<String> = agent.threads().unwrap().iter().map(|t| t.to_string()).collect();
     threads.sort();
     assert_eq!(threads, ["t-a", "t-b"]);

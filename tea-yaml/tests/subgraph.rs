@@ -70,7 +70,12 @@ fn a_pause_inside_the_child_pauses_the_parent_and_resumes_inside_it() {
     let agent = engine(&runs).load_file(dir.join("parent.yaml")).unwrap();
     assert!(agent.can_pause());
     let thread = ThreadId::from("p1");
-    let (state, resume) = agent.invoke_on(thread.clone(), json!({ "subject": "rust" })).unwrap().interrupted().unwrap();
+    let (state, resume) = agent
+        .start(json!({ "subject": "rust" }))
+        .and_then(|call| agent.run(call.on(thread.clone())))
+        .unwrap()
+        .interrupted()
+        .unwrap();
     assert_eq!(state["log"], json!(["before"]));
     assert_eq!(resume.interrupts().len(), 1);
     let pause = &resume.interrupts()[0];
