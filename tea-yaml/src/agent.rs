@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tea_runtime::{
-    App, BoxError, Builder, Call, Checkpointer, DirStore, Durability, Error, Event, Graph, Interrupt, MemoryStore,
+    App, BoxError, Builder, Call, Checkpointer, DirStore, Error, Event, Graph, Interrupt, MemoryStore, NoCheckpointer,
     NodeName, Outcome, Resume, Snapshot, Stream, ThreadId,
 };
 
@@ -552,102 +552,9 @@ impl Engine {
 }
 
 enum Runner {
-    /// No store: the agent keeps no threads. Each run goes on a scratch thread of a store of
-    /// the runner's own, checkpointed at its start and end only and deleted when the run is
-    /// over; nothing pauses (checked at load).
-    Free(App<YamlGraph, Arc<dyn Checkpointer>>),
+    /// No store: runs return their final state; nothing pauses (checked at load).
+    Free(App<YamlGraph, NoCheckpointer>),
     Stored(App<YamlGraph, Arc<dyn Checkpointer>>),
-}
-
-impl Runner {
-    /// The app that carries out the runs.
-    fn app(&self) -> &App<YamlGraph, Arc<dyn Checkpointer>> {
-        match self {
-            Runner::Free(app) | Runner::Stored(app) => app,
-        }
-    }
-}
-
-/// The store of an agent without a checkpointer: in memory, holding only the scratch threads
-/// of the runs in progress (and their subgraph children's, `{thread}/…`), each forgotten when
-/// its run is over.
-#[derive(Default)]
-struct ScratchStore {
-    memory: MemoryStore,
-    /// The graphs written to: the agent's and its subgraphs'.
-    graphs: std::sync::Mutex<std::collections::BTreeSet<String>>,
-}
-
-impl ScratchStore {
-    /// Deletes `thread` and its children's threads, in every graph.
-    fn forget(&self, thread: &ThreadId) {
-        let graphs: Vec<String> = self.graphs.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
-        let children = format!("{thread}/");
-        for graph in graphs {
-            for held in self.memory.threads(&graph).unwrap_or_default() {
-                if held == *thread || held.as_str().starts_with(&children) {
-                    // In memory, read by nothing else: a failure loses nothing.
-                    let _ = self.memory.delete(&graph, &held);
-                }
-            }
-        }
-    }
-}
-
-impl Checkpointer for ScratchStore {
-    fn append(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        expected: Option<tea_runtime::CheckpointId>,
-        id: tea_runtime::CheckpointId,
-        bytes: &[u8],
-        durable: bool,
-    ) -> Result<tea_runtime::Append, Error> {
-        let mut graphs = self.graphs.lock().unwrap_or_else(|e| e.into_inner());
-        if !graphs.contains(graph) {
-            graphs.insert(graph.to_owned());
-        }
-        drop(graphs);
-        self.memory.append(graph, thread, expected, id, bytes, durable)
-    }
-
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(tea_runtime::CheckpointId, Vec<u8>)>, Error> {
-        self.memory.head(graph, thread)
-    }
-
-    fn get(&self, graph: &str, thread: &ThreadId, id: tea_runtime::CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.memory.get(graph, thread, id)
-    }
-
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(tea_runtime::CheckpointId, Vec<u8>)>, Error> {
-        self.memory.history(graph, thread)
-    }
-
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.memory.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.memory.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.memory.prune(graph, thread, keep_last)
-    }
-}
-
-/// A scratch thread of an agent without a checkpointer: forgotten by its store when the run
-/// that owns it is over (or dropped part-way).
-struct Scratch {
-    store: Arc<ScratchStore>,
-    thread: ThreadId,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        self.store.forget(&self.thread);
-    }
 }
 
 /// A loaded YAML agent, run on tea's engine: pauses, checkpoints, tokens and resumes work as
@@ -671,8 +578,6 @@ pub struct Agent {
     checkpoint: Option<PathBuf>,
     /// The file's `config:` names a store (`checkpointer`, `checkpoint_dir`).
     names_store: bool,
-    /// Without a store: the runners' own, holding each run's scratch thread while it runs.
-    scratch: Arc<ScratchStore>,
 }
 
 impl fmt::Debug for Agent {
@@ -693,12 +598,11 @@ impl Agent {
         limit: usize,
         checkpoint: Option<PathBuf>,
     ) -> Agent {
-        let scratch = Arc::new(ScratchStore::default());
         let runner_for = |graph: YamlGraph| {
             let builder = Builder::new(graph).recursion_limit(limit);
             match &store {
                 Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
-                None => Runner::Free(builder.checkpointer(scratch.clone() as Arc<dyn Checkpointer>).build()),
+                None => Runner::Free(builder.build()),
             }
         };
         Agent {
@@ -712,7 +616,6 @@ impl Agent {
             recursion_limit: limit,
             checkpoint,
             names_store: false,
-            scratch,
         }
     }
 
@@ -737,7 +640,6 @@ impl Agent {
             recursion_limit: self.recursion_limit,
             checkpoint: self.checkpoint.clone(),
             names_store: self.names_store,
-            scratch: self.scratch.clone(),
         }
     }
 
@@ -936,28 +838,29 @@ impl Agent {
     /// Carries out `call` on the calling thread, until the run finishes or pauses (see
     /// `App::run`). A pause's file is named after its node in a checkpoint directory. An agent
     /// without a checkpointer keeps no threads: it refuses a resume or a recover, and runs a
-    /// start on a scratch thread of its own (a thread the call names is not used).
+    /// start to its end (a thread the call names is only a name).
     ///
     /// # Errors
     /// Those of `App::run`; [`Error::Store`] for a resume or recover on an agent without a
     /// checkpointer.
     pub fn run(&self, call: Call<State>) -> Result<Outcome<State>, Error> {
-        let (call, scratch) = self.ready(&self.runner, call)?;
-        let outcome = self.runner.app().run(call);
-        self.ended(scratch, outcome)
+        match &self.runner {
+            Runner::Stored(app) => self.linked(app.run(call)),
+            Runner::Free(app) => app.run(self.unstored(call)?).map(Outcome::Done),
+        }
     }
 
     /// Carries out `call` as a stream of events (see `App::run_stream`); each pause's file is
     /// named as [`run`](Self::run) names it.
     pub fn run_stream(&self, call: Call<State>) -> AgentStream<'_> {
-        match self.ready(&self.runner, call) {
-            Ok((call, scratch)) => AgentStream {
-                agent: Some(self),
-                state: StreamState::Running(Box::new(self.runner.app().run_stream(call))),
-                scratch,
+        let stream = match &self.runner {
+            Runner::Stored(app) => app.run_stream(call),
+            Runner::Free(app) => match self.unstored(call) {
+                Ok(call) => app.run_stream(call),
+                Err(error) => return AgentStream::failed(error),
             },
-            Err(error) => AgentStream::failed(error),
-        }
+        };
+        AgentStream { agent: Some(self), state: StreamState::Running(Box::new(stream)) }
     }
 
     /// Runs the agent on `input` (a JSON object) in a new thread, until it finishes or pauses:
@@ -1000,37 +903,14 @@ impl Agent {
         }
     }
 
-    /// Readies `call` for `runner`: on an agent without a checkpointer, refuses a call that
-    /// continues a thread, and puts a start on a scratch thread (deleted when the returned
-    /// [`Scratch`] is dropped), checkpointed only at its start and end unless the call says.
-    fn ready(&self, runner: &Runner, call: Call<State>) -> Result<(Call<State>, Option<Scratch>), Error> {
-        let Runner::Free(_) = runner else { return Ok((call, None)) };
+    /// `call` for an agent without a checkpointer, which keeps no threads: a start, never a
+    /// resume or a recover.
+    fn unstored(&self, call: Call<State>) -> Result<Call<State>, Error> {
         if matches!(call.kind(), "resume" | "recover") {
             let thread = call.thread().cloned().unwrap_or_else(ThreadId::random);
             return Err(no_store(self.name(), &thread));
         }
-        let thread = ThreadId::random();
-        let scratch = Scratch { store: self.scratch.clone(), thread: thread.clone() };
-        let mut call = call.on(thread);
-        if call.run_options().durability.is_none() {
-            call = call.durability(Durability::OnPause);
-        }
-        Ok((call, Some(scratch)))
-    }
-
-    /// How a run readied by [`ready`](Self::ready) ended, as the agent shows it: a pause gets its
-    /// file (see [`linked`](Self::linked)); a run on a scratch thread cannot pause.
-    fn ended(&self, scratch: Option<Scratch>, outcome: Result<Outcome<State>, Error>) -> Result<Outcome<State>, Error> {
-        match (scratch, outcome) {
-            (Some(_), Ok(Outcome::Interrupted { resume, .. })) => Err(self.paused_without_store(&resume)),
-            (Some(_), outcome) => outcome,
-            (None, outcome) => self.linked(outcome),
-        }
-    }
-
-    /// The error of a pause on an agent that keeps no threads (refused at load; a safeguard).
-    fn paused_without_store(&self, resume: &Resume<State>) -> Error {
-        Error::PausedWithoutCheckpointer { graph: self.name().to_owned(), node: resume.node().clone() }
+        Ok(call)
     }
 
     /// The file of the pause `resume` stands for, `{node}_{thread}_{checkpoint}.ckpt` in the
@@ -1096,7 +976,7 @@ impl Agent {
             })?;
         }
         // An agent without a store continues the file as The Edge Agent does, needing none: the
-        // run cannot pause (checked at load), so it runs on a scratch thread (see `run`).
+        // run cannot pause (checked at load).
         Ok(Call::start_at(node.as_str(), state))
     }
 
@@ -1219,9 +1099,10 @@ impl Agent {
     #[cfg(feature = "tokio")]
     pub async fn run_async(&self, call: Call<State>) -> Result<Outcome<State>, Error> {
         let (runner, _cancel) = self.cancellable();
-        let (call, scratch) = self.ready(&runner, call)?;
-        let outcome = runner.app().run_async(call).await;
-        self.ended(scratch, outcome)
+        match &runner {
+            Runner::Stored(app) => self.linked(app.run_async(call).await),
+            Runner::Free(app) => app.run_async(self.unstored(call)?).await.map(Outcome::Done),
+        }
     }
 
     /// [`run_stream`](Self::run_stream) on the current tokio runtime: a `Send` stream of events.
@@ -1231,12 +1112,14 @@ impl Agent {
         call: Call<State>,
     ) -> impl futures_core::Stream<Item = Result<Event<State>, Error>> + Send + '_ {
         use futures_util::StreamExt;
-        let (events, scratch) = match self.ready(&self.async_runner, call) {
-            Ok((call, scratch)) => (self.async_runner.app().run_stream_async(call).boxed(), scratch),
-            Err(error) => (futures_util::stream::once(std::future::ready(Err(error))).boxed(), None),
+        let events = match &self.async_runner {
+            Runner::Stored(app) => app.run_stream_async(call).boxed(),
+            Runner::Free(app) => match self.unstored(call) {
+                Ok(call) => app.run_stream_async(call).boxed(),
+                Err(error) => futures_util::stream::once(std::future::ready(Err(error))).boxed(),
+            },
         };
-        // The scratch thread goes with the stream (after the run, which the stream holds).
-        events.map(move |event| self.shown_event(event, scratch.as_ref()))
+        events.map(move |event| self.shown_event(event))
     }
 
     /// [`invoke`](Self::invoke) on the current tokio runtime: `run_async(start(input)?)`.
@@ -1297,16 +1180,9 @@ impl Agent {
     }
 
     /// An event of a run as the agent shows it: a pause gets its file named after its node (with
-    /// a directory store) and its fan-in state; a run on a `scratch` thread cannot pause.
-    fn shown_event(
-        &self,
-        mut event: Result<Event<State>, Error>,
-        scratch: Option<&Scratch>,
-    ) -> Result<Event<State>, Error> {
+    /// a directory store) and its fan-in state.
+    fn shown_event(&self, mut event: Result<Event<State>, Error>) -> Result<Event<State>, Error> {
         if let Ok(Event::Interrupted { state, resume }) = &mut event {
-            if scratch.is_some() {
-                return Err(self.paused_without_store(resume));
-            }
             self.link(resume)?;
             self.show_paused(state, resume)?;
         }
@@ -1428,9 +1304,6 @@ fn no_store(agent: &str, thread: &ThreadId) -> Error {
 pub struct AgentStream<'a> {
     agent: Option<&'a Agent>,
     state: StreamState<'a>,
-    /// The run's scratch thread on an agent without a checkpointer: deleted after the run
-    /// (declared after `state`, so dropped after it).
-    scratch: Option<Scratch>,
 }
 
 enum StreamState<'a> {
@@ -1440,7 +1313,7 @@ enum StreamState<'a> {
 
 impl AgentStream<'_> {
     fn failed(error: Error) -> Self {
-        AgentStream { agent: None, state: StreamState::Failed(Some(error)), scratch: None }
+        AgentStream { agent: None, state: StreamState::Failed(Some(error)) }
     }
 }
 
@@ -1452,7 +1325,7 @@ impl Iterator for AgentStream<'_> {
             StreamState::Running(stream) => {
                 let event = stream.next()?;
                 Some(match self.agent {
-                    Some(agent) => agent.shown_event(event, self.scratch.as_ref()),
+                    Some(agent) => agent.shown_event(event),
                     None => event,
                 })
             }
@@ -1467,48 +1340,5 @@ impl fmt::Debug for AgentStream<'_> {
             StreamState::Running(stream) => stream.fmt(f),
             StreamState::Failed(error) => f.debug_tuple("AgentStream").field(error).finish(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// An agent without a checkpointer forgets each run's scratch thread when the run is over:
-    /// finished, failed, or a stream dropped part-way.
-    #[test]
-    fn scratch_threads_are_forgotten_after_their_runs() {
-        let agent = Engine::new()
-            .load_str("nodes:\n  - { name: a, run: 'return { x = 1 }' }\n  - { name: b, run: 'return { y = 2 }' }\n")
-            .unwrap();
-        let held = |agent: &Agent| agent.scratch.memory.threads(agent.name()).unwrap().len();
-        agent.invoke(json!({})).unwrap();
-        assert!(agent.run(agent.start(json!({})).unwrap().recursion_limit(1)).is_err());
-        let mut stream = agent.stream(json!({}));
-        assert!(matches!(stream.next(), Some(Ok(Event::Step { .. }))));
-        assert_eq!(held(&agent), 1, "the stream's run holds its thread while it runs");
-        drop(stream);
-        assert_eq!(held(&agent), 0);
-        assert_eq!(*agent.scratch.graphs.lock().unwrap(), [agent.name().to_owned()].into_iter().collect());
-    }
-
-    /// The threads of a run's subgraph children go with the run's own.
-    #[test]
-    fn a_scratch_thread_goes_with_its_children() {
-        let dir = std::env::temp_dir().join(format!("tea-yaml-scratch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("child.yaml"), "name: child\nnodes:\n  - { name: c, run: 'return { y = 2 }' }\n")
-            .unwrap();
-        let parent = "name: parent\nnodes:\n  - name: sub\n    type: subgraph\n    file: child.yaml\n    output: { y: \"{{ result.y }}\" }\n";
-        std::fs::write(dir.join("parent.yaml"), parent).unwrap();
-        let agent = Engine::new().load_file(dir.join("parent.yaml")).unwrap();
-        assert_eq!(agent.invoke(json!({})).unwrap().done().unwrap()["y"], 2);
-        let graphs = agent.scratch.graphs.lock().unwrap().clone();
-        assert!(graphs.len() > 1, "the child's run was checkpointed too: {graphs:?}");
-        for graph in graphs {
-            assert_eq!(agent.scratch.memory.threads(&graph).unwrap(), Vec::<ThreadId>::new(), "{graph}");
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

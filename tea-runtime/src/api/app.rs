@@ -393,11 +393,7 @@ impl<G: Graph, C> App<G, C> {
     /// Gives `run` what this app's runs share (its graph, its node cache), this call's context,
     /// and — when it streams — where its nodes' emits go; refuses it if the graph declares a
     /// context type this call did not supply. Allocates only for a stream.
-    pub(crate) fn scope(&self, run: &mut Run<'_, G>) -> Result<(), Error> {
-        self.scope_with(run, &RunOptions::new())
-    }
-
-    /// [`scope`](Self::scope) with this call's `options` over the app's.
+    /// This call's `options` come over the app's.
     pub(crate) fn scope_with(&self, run: &mut Run<'_, G>, options: &RunOptions) -> Result<(), Error> {
         let context = options.context.as_ref().or(self.context.as_ref());
         if let Some((type_id, expected)) = self.graph.context_type() {
@@ -416,11 +412,6 @@ impl<G: Graph, C> App<G, C> {
             run.ctx.emitter = Some(Arc::new(Emitter::new(options.stream_modes.unwrap_or(self.modes))));
         }
         Ok(())
-    }
-
-    /// The limits its runs work within.
-    pub(crate) fn limits(&self) -> Limits {
-        Limits { recursion: self.recursion_limit, max_branches: self.max_branches }
     }
 
     /// The limits a run with `options` works within.
@@ -447,38 +438,96 @@ fn call_name<S: crate::vocab::state::GraphState>(what: &What<S>, record: bool, o
 }
 
 impl<G: Graph> App<G, NoCheckpointer> {
-    /// Runs the graph from `start` to `end` on `input` and returns the final state.
+    /// Carries out `call` without a store: a start ([`Call::start`], or [`Call::start_at`] a
+    /// node) runs to its end and returns the final state. Nothing is kept, so a thread the call
+    /// names is only a name, and a resume or a recover finds no checkpoint.
     ///
     /// # Errors
-    /// [`Error::NodeFailed`] / [`Error::NodePanicked`] naming the node, [`Error::NoRoute`] when no
-    /// edge applies, [`Error::ConflictingWrites`] when parallel branches replace the same field,
-    /// [`Error::RecursionLimit`] when the run takes too many steps.
-    pub fn invoke(&self, input: G::State) -> Result<G::State, Error>
+    /// [`Error::CheckpointNotFound`] for a resume or a recover; [`Error::NoRoute`] for a
+    /// `start_at` node the graph does not have; [`Error::NodeFailed`] / [`Error::NodePanicked`]
+    /// naming the node, [`Error::NoRoute`] when no edge applies, [`Error::ConflictingWrites`]
+    /// when parallel branches replace the same field, [`Error::RecursionLimit`] when the run
+    /// takes too many steps.
+    pub fn run(&self, call: Call<G::State>) -> Result<G::State, Error>
     where
         G: SyncGraph,
     {
+        let (input, at, options) = self.unstored(call)?;
         // Scoped in place: a run is large, and this is every call's path.
-        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
-        self.scope(&mut run)?;
-        traced! { run.call("invoke"); }
+        let mut run = Run::new(&*self.graph, input, self.limits_for(&options), None, false);
+        if let Some(at) = at {
+            run.start_at(at);
+        }
+        self.scope_with(&mut run, &options)?;
+        traced! { run.call(if at.is_some() { "invoke_at" } else { "invoke" }); }
         match run.run_to_end()? {
             Over::Done => Ok(run.state),
             Over::Paused(record) => Err(token::without_store(&run, &record)),
         }
     }
 
-    /// Runs the graph on `input`, yielding an [`Event::Step`](crate::Event::Step) after each
-    /// node and [`Event::Done`](crate::Event::Done) at the end; a failing run yields its error
-    /// and ends. A subgraph node's child steps come before the node's own step, named by their
-    /// path (`review/check`).
+    /// Carries out `call` without a store as a stream of events: an
+    /// [`Event::Step`](crate::Event::Step) after each node and [`Event::Done`](crate::Event::Done)
+    /// at the end; a failing run yields its error and ends. A subgraph node's child steps come
+    /// before the node's own step, named by their path (`review/check`).
+    pub fn run_stream(&self, call: Call<G::State>) -> Stream<'_, G>
+    where
+        G: SyncGraph,
+    {
+        Stream::new(self.unstored_run(call, true, "stream"))
+    }
+
+    /// Runs the graph from `start` to `end` on `input` and returns the final state:
+    /// `run(Call::start(input))`.
+    ///
+    /// # Errors
+    /// Those of [`run`](Self::run).
+    pub fn invoke(&self, input: G::State) -> Result<G::State, Error>
+    where
+        G: SyncGraph,
+    {
+        self.run(Call::start(input))
+    }
+
+    /// Runs the graph on `input` as a stream of events: `run_stream(Call::start(input))`.
     pub fn stream(&self, input: G::State) -> Stream<'_, G>
     where
         G: SyncGraph,
     {
-        let mut run = Run::new(&*self.graph, input, self.limits(), None, true);
-        let run = self.scope(&mut run).map(|()| run);
-        traced! { if let Ok(run) = &run { run.call("stream"); } }
-        Stream::new(run)
+        self.run_stream(Call::start(input))
+    }
+
+    /// What a store-less `call` starts from: its input, the node it starts at, its options.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn unstored(&self, call: Call<G::State>) -> Result<(G::State, Option<G::Node>, RunOptions), Error> {
+        let Call { what, thread: _, options } = call;
+        match what {
+            What::Start(input) => Ok((input, None, options)),
+            What::StartAt { node, state } => match self.graph.node_named(&node) {
+                Some(at) => Ok((state, Some(at), options)),
+                None => Err(Error::NoRoute { node: START, goto: Some(NodeName::from(node)) }),
+            },
+            What::Resume(resume) => Err(Error::CheckpointNotFound { thread: resume.thread().clone() }),
+            What::Recover(thread) => Err(Error::CheckpointNotFound { thread }),
+        }
+    }
+
+    /// The run a store-less `call` makes; `record`: it is streamed; `name`: the API call its
+    /// `run` span records.
+    pub(crate) fn unstored_run(
+        &self,
+        call: Call<G::State>,
+        record: bool,
+        #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] name: &'static str,
+    ) -> Result<Run<'_, G>, Error> {
+        let (input, at, options) = self.unstored(call)?;
+        let mut run = Run::new(&*self.graph, input, self.limits_for(&options), None, record);
+        if let Some(at) = at {
+            run.start_at(at);
+        }
+        self.scope_with(&mut run, &options)?;
+        traced! { run.call(name); }
+        Ok(run)
     }
 }
 

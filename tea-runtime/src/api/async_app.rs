@@ -7,7 +7,7 @@ use crate::api::stream::{ended_event, event_after};
 use crate::api::token;
 use crate::drive::tokio::AsyncRun;
 use crate::format::token::Resume;
-use crate::machine::run::{Over, Run};
+use crate::machine::run::Over;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::outcome::{Outcome, Snapshot};
@@ -15,7 +15,6 @@ use crate::model::scope::{Emitted, Emitter};
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
-use crate::vocab::trace::traced;
 use futures::{Stream, StreamExt};
 use std::sync::Arc;
 use std::task::Poll;
@@ -134,17 +133,14 @@ fn runtime(call: &'static str) -> Result<(), Error> {
 }
 
 impl<G: Graph> App<G, NoCheckpointer> {
-    /// Runs the graph from `start` to `end` on `input` on the current tokio runtime and returns
-    /// the final state: async nodes are awaited, sync nodes run on tokio's blocking pool, the
-    /// branches of a fan-out run concurrently.
+    /// [`run`](Self::run) on the current tokio runtime: async nodes are awaited, sync nodes run
+    /// on tokio's blocking pool, the branches of a fan-out run concurrently.
     ///
     /// # Errors
-    /// Those of [`invoke`](Self::invoke), and [`Error::NoRuntime`] outside a tokio runtime.
-    pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
+    /// Those of [`run`](Self::run), and [`Error::NoRuntime`] outside a tokio runtime.
+    pub async fn run_async(&self, call: Call<G::State>) -> Result<G::State, Error> {
         runtime("invoke_async")?;
-        let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
-        self.scope(&mut run)?;
-        traced! { run.call("invoke_async"); }
+        let run = self.unstored_run(call, false, "invoke_async")?;
         match outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await? {
             Outcome::Done(state) => Ok(state),
             Outcome::Interrupted { resume, .. } => {
@@ -154,15 +150,31 @@ impl<G: Graph> App<G, NoCheckpointer> {
         }
     }
 
-    /// [`stream`](Self::stream) on the current tokio runtime: a `Send` stream of the run's events.
-    pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+    /// [`run_stream`](Self::run_stream) on the current tokio runtime: a `Send` stream of the
+    /// run's events.
+    pub fn run_stream_async(
+        &self,
+        call: Call<G::State>,
+    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let run = runtime("stream_async").and_then(|()| {
-            let mut run = Run::new(&*self.graph, input, self.limits(), None, true);
-            self.scope(&mut run)?;
-            traced! { run.call("stream_async"); }
+            let run = self.unstored_run(call, true, "stream_async")?;
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         });
         events(run)
+    }
+
+    /// Runs the graph from `start` to `end` on `input` on the current tokio runtime and returns
+    /// the final state: `run_async(Call::start(input))`.
+    ///
+    /// # Errors
+    /// Those of [`run_async`](Self::run_async).
+    pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
+        self.run_async(Call::start(input)).await
+    }
+
+    /// [`stream`](Self::stream) on the current tokio runtime: `run_stream_async(Call::start(input))`.
+    pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+        self.run_stream_async(Call::start(input))
     }
 }
 
