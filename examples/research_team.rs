@@ -115,7 +115,7 @@ fn main() -> Result<(), tea::Error> {
     let questions = ["why is tea green", "which tea is best", "how hot should the water be"];
     let input = Report { questions: questions.iter().map(|q| (*q).to_owned()).collect(), ..Report::default() };
 
-    let mut outcome = app.invoke_on("report-1", input)?;
+    let mut outcome = app.run(Call::start(input).on("report-1"))?;
     loop {
         let resume = match outcome {
             Outcome::Done(report) => {

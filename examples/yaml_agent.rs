@@ -80,7 +80,7 @@ fn continue_run(
                 (Some(answer), Some(key)) => Some(json!({ key: answer })),
                 _ => None,
             };
-            agent.resume_from(&file, update)
+            agent.checkpoint_call(&file, update).and_then(|call| agent.run(call))
         }
         None => agent.resume(match answer {
             Some(answer) => resume.answer(answer),

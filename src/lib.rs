@@ -30,7 +30,7 @@ pub mod prelude {
     #[cfg(feature = "sled")]
     pub use crate::SledStore;
     pub use crate::{
-        graph, App, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
-        MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
+        graph, App, Call, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl,
+        Interrupt, MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
     };
 }

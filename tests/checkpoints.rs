@@ -87,7 +87,7 @@ fn the_envelope_is_as_documented() {
     let store = MemoryStore::new();
     let app = StopBefore::builder().checkpointer(store.clone()).build();
     let t = thread("envelope");
-    paused(app.invoke_on(t.clone(), Doc::default()));
+    paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let (_, bytes) = store.head(StopBefore::NAME, &t).unwrap().unwrap();
     let envelope = Envelope::parse(&bytes);
     assert_eq!(envelope.version, 1);
@@ -103,7 +103,7 @@ fn a_valid_envelope_around_something_else_is_refused_by_name_fingerprint_or_payl
     let store = Arc::new(Corrupting::new(MemoryStore::new()));
     let app = StopBefore::builder().checkpointer(store.clone()).build();
     let t = thread("crafted");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let (head, bytes) = store.inner.head(StopBefore::NAME, &t).unwrap().unwrap();
     let original = Envelope::parse(&bytes);
     let with = |change: &dyn Fn(&mut Envelope)| {
@@ -155,7 +155,7 @@ fn a_valid_envelope_around_something_else_is_refused_by_name_fingerprint_or_payl
         let results = [
             ("state", app.state(&t).map(drop)),
             ("history", app.history(&t).map(drop)),
-            ("recover", app.recover(&t).map(drop)),
+            ("recover", app.run(Call::recover(&t)).map(drop)),
             ("resume", app.resume(resume.clone()).map(drop)),
         ];
         for (call, result) in results {
@@ -184,7 +184,7 @@ fn a_valid_envelope_around_something_else_is_refused_by_name_fingerprint_or_payl
     store.replace_head(Some(nowhere(true)));
     let resumed = app.resume(resume.clone()).map(drop);
     store.replace_head(Some(nowhere(false)));
-    let recovered = app.recover(&t).map(drop);
+    let recovered = app.run(Call::recover(&t)).map(drop);
     for (call, result) in [("resume", resumed), ("recover", recovered)] {
         match result {
             Err(Error::CorruptCheckpoint { thread, checkpoint, reason }) => {
@@ -256,7 +256,7 @@ fn pauses_and_the_end_are_flushed_in_every_mode_and_steps_with_every_step() {
         let store = Recording::default();
         let app = TwoStops::builder().checkpointer(store.clone()).durability(durability).build();
         let t = thread("durable");
-        let mut outcome = app.invoke_on(t.clone(), Doc::default()).unwrap();
+        let mut outcome = app.run(Call::start(Doc::default()).on(t.clone())).unwrap();
         let mut pauses = Vec::new();
         while let Outcome::Interrupted { resume, .. } = outcome {
             // The token's checkpoint is the head, and was appended durably.
@@ -298,7 +298,7 @@ fn a_paused_fan_out_naming_an_unknown_branch_node_is_corrupt_and_nothing_is_writ
     let store = Arc::new(Corrupting::new(MemoryStore::new()));
     let app = Fan::builder().checkpointer(store.clone()).build();
     let t = thread("crafted-fan");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let (head, bytes) = store.inner.head(Fan::NAME, &t).unwrap().unwrap();
     let mut envelope = Envelope::parse(&bytes);
     let mut json = envelope.json();

@@ -49,7 +49,7 @@ fn a_pause_file_is_found_by_its_node_and_holds_the_head() {
     let store = tmp.store();
     let app = StopBefore::builder().checkpointer(store.clone()).build();
     let t = thread("pause-file");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc { note: "on disk".into(), ..Doc::default() }));
+    let (_, resume) = paused(app.run(Call::start(Doc { note: "on disk".into(), ..Doc::default() }).on(t.clone())));
     let graph = app.graph().name();
 
     let head = app.state(&t).unwrap().unwrap().checkpoint;
@@ -77,7 +77,7 @@ fn damaged_files_on_disk_are_errors_never_panics() {
     let store = tmp.store();
     let app = StopBefore::builder().checkpointer(store.clone()).build();
     let t = thread("damaged");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let file = store.checkpoint_path(app.graph().name(), &t, resume.checkpoint());
     let good = std::fs::read(&file).unwrap();
 
@@ -87,7 +87,7 @@ fn damaged_files_on_disk_are_errors_never_panics() {
     flipped[last] ^= 0x40;
     for bad in [good[..good.len() / 2].to_vec(), Vec::new(), flipped, b"not a checkpoint".to_vec()] {
         std::fs::write(&file, &bad).unwrap();
-        for error in [app.state(&t).err(), app.recover(&t).err(), app.resume(resume.clone()).err()] {
+        for error in [app.state(&t).err(), app.run(Call::recover(&t)).err(), app.resume(resume.clone()).err()] {
             match error {
                 Some(Error::CorruptCheckpoint { thread, checkpoint, .. }) => {
                     assert_eq!(thread, t);

@@ -79,12 +79,13 @@ fn unsealable(
 fn a_sealed_run_ends_as_in_clear_and_nothing_is_readable_at_rest() {
     on_every_store("same", |name, raw| {
         let clear = StopBefore::builder().checkpointer(MemoryStore::new()).build();
-        let (_, clear_resume) = paused(clear.invoke_on(thread("clear"), Doc { note: SECRET.into(), ..Doc::default() }));
+        let (_, clear_resume) =
+            paused(clear.run(Call::start(Doc { note: SECRET.into(), ..Doc::default() }).on(thread("clear"))));
         let mut expected = done(clear.resume(clear_resume));
 
         let app = StopBefore::builder().checkpointer(Sealed::new(raw.clone(), ring_a())).build();
         let t = thread("same");
-        let (_, resume) = paused(app.invoke_on(t.clone(), Doc { note: SECRET.into(), ..Doc::default() }));
+        let (_, resume) = paused(app.run(Call::start(Doc { note: SECRET.into(), ..Doc::default() }).on(t.clone())));
         let token = resume.to_string();
         // Another app on the same sealed store resumes it, as another process would.
         let other = StopBefore::builder().checkpointer(Sealed::new(raw.clone(), ring_a())).build();
@@ -111,7 +112,7 @@ fn keys_rotate_old_records_read_new_ones_carry_the_new_id() {
     on_every_store("rotate", |name, raw| {
         let t = thread("rotate");
         let with_a = StopBefore::builder().checkpointer(Sealed::new(raw.clone(), ring_a())).build();
-        let (_, resume) = paused(with_a.invoke_on(t.clone(), Doc { note: SECRET.into(), ..Doc::default() }));
+        let (_, resume) = paused(with_a.run(Call::start(Doc { note: SECRET.into(), ..Doc::default() }).on(t.clone())));
         let paused_at = resume.checkpoint();
 
         // Rotate: B seals, A still opens.
@@ -149,7 +150,7 @@ fn a_tampered_record_is_an_error_naming_thread_and_checkpoint() {
         let t = thread("tamper");
         let sealed = Sealed::new(raw.clone(), ring_a());
         let app = StopBefore::builder().checkpointer(sealed.clone()).build();
-        let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         let (head, record) = raw.head(StopBefore::NAME, &t).unwrap().unwrap();
 
         // Every byte flipped in turn, written back as the head's successor (the store appends only).
@@ -187,7 +188,7 @@ fn a_record_moved_to_another_thread_or_checkpoint_does_not_open() {
     on_every_store("moved", |name, raw| {
         let t = thread("moved");
         let app = StopBefore::builder().checkpointer(Sealed::new(raw.clone(), ring_a())).build();
-        let _ = paused(app.invoke_on(t.clone(), Doc { note: SECRET.into(), ..Doc::default() }));
+        let _ = paused(app.run(Call::start(Doc { note: SECRET.into(), ..Doc::default() }).on(t.clone())));
         let (head, record) = raw.head(StopBefore::NAME, &t).unwrap().unwrap();
         let sealed = Sealed::new(raw.clone(), ring_a());
 
@@ -213,7 +214,7 @@ fn clear_records_are_refused_unless_clear_reads_are_allowed() {
     on_every_store("clear", |name, raw| {
         let t = thread("clear");
         let clear = StopBefore::builder().checkpointer(raw.clone()).build();
-        let (_, resume) = paused(clear.invoke_on(t.clone(), Doc { note: SECRET.into(), ..Doc::default() }));
+        let (_, resume) = paused(clear.run(Call::start(Doc { note: SECRET.into(), ..Doc::default() }).on(t.clone())));
 
         let strict = StopBefore::builder().checkpointer(Sealed::new(raw.clone(), ring_a())).build();
         let (_, thread, _, key, reason, _) = unsealable(strict.state(&t));

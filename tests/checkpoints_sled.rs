@@ -63,7 +63,7 @@ fn a_store_closed_and_reopened_between_pause_and_resume() {
 
     let token = {
         let app = EdgeAgent::builder().checkpointer(SledStore::open(&path).unwrap()).build();
-        let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         resume.to_string()
     };
 
@@ -106,7 +106,7 @@ fn a_thread_started_on_one_store_handle_resumes_on_a_reopened_one_with_the_same_
     let t = thread("reopen-simple");
     let token = {
         let app = StopBefore::builder().checkpointer(SledStore::open(&path).unwrap()).build();
-        paused(app.invoke_on(t.clone(), Doc { note: "kept on disk".into(), ..Doc::default() })).1.to_string()
+        paused(app.run(Call::start(Doc { note: "kept on disk".into(), ..Doc::default() }).on(t.clone()))).1.to_string()
     };
     let app = StopBefore::builder().checkpointer(reopen(&path)).build();
     let out = done(app.resume(token.parse().unwrap()));
@@ -162,7 +162,7 @@ fn a_pause_and_resume_cycle_flushes_once_per_durable_write() {
     for durability in [Durability::EveryStep, Durability::OnPause] {
         let store = CountingDurable { inner: tmp.store(), durable: AtomicUsize::new(0) };
         let app = StopBefore::builder().checkpointer(store).durability(durability).build();
-        let (_, resume) = paused(app.invoke_on(thread("flushes"), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(thread("flushes"))));
         done(app.resume(resume));
         let store = app.checkpointer();
         let durable = store.durable.load(Ordering::Relaxed) as u64;

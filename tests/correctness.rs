@@ -109,9 +109,9 @@ use line::Line;
 fn sixty_four_concurrent_recovers_run_the_rest_of_a_stopped_thread_once() {
     let app = Line::builder().checkpointer(MemoryStore::new()).build();
     let t = "fail-b-race";
-    assert!(matches!(app.invoke_on(t, Doc::default()), Err(Error::NodeFailed { .. })));
+    assert!(matches!(app.run(Call::start(Doc::default()).on(t)), Err(Error::NodeFailed { .. })));
     let results: Vec<Result<Outcome<Doc>, Error>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..64).map(|_| scope.spawn(|| app.recover(&ThreadId::from(t)))).collect();
+        let handles: Vec<_> = (0..64).map(|_| scope.spawn(|| app.run(Call::recover(ThreadId::from(t))))).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let paused = results.iter().filter(|r| matches!(r, Ok(Outcome::Interrupted { .. }))).count();
@@ -129,11 +129,11 @@ fn a_live_run_is_never_taken_over_and_a_resume_racing_recovers_runs_each_node_on
     let app = Line::builder().checkpointer(MemoryStore::new()).build();
     for round in 0..8 {
         let t = format!("race-{round}");
-        let (_, resume) = paused(app.invoke_on(t.as_str(), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.as_str())));
         let results: Vec<Result<Outcome<Doc>, Error>> = std::thread::scope(|scope| {
             let mut handles = vec![scope.spawn(|| app.resume(resume))];
             for _ in 0..7 {
-                handles.push(scope.spawn(|| app.recover(&ThreadId::from(t.as_str()))));
+                handles.push(scope.spawn(|| app.run(Call::recover(ThreadId::from(t.as_str())))));
             }
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
@@ -183,9 +183,9 @@ fn recover_of_a_running_thread_is_thread_busy_until_it_finishes() {
     let (release_tx, release_rx) = std::sync::mpsc::channel();
     *slow::GATE.lock().unwrap() = Some((entered_tx, release_rx));
     std::thread::scope(|scope| {
-        let running = scope.spawn(|| app.invoke_on("live", Doc::default()));
+        let running = scope.spawn(|| app.run(Call::start(Doc::default()).on("live")));
         entered_rx.recv().unwrap();
-        match app.recover(&ThreadId::from("live")) {
+        match app.run(Call::recover(ThreadId::from("live"))) {
             Err(Error::ThreadBusy { thread, expires_in }) => {
                 assert_eq!(thread, ThreadId::from("live"));
                 assert!(expires_in <= tea::DEFAULT_LEASE && expires_in > Duration::ZERO);
@@ -195,7 +195,7 @@ fn recover_of_a_running_thread_is_thread_busy_until_it_finishes() {
         release_tx.send(()).unwrap();
         assert_eq!(done(running.join().unwrap()).trail, ["begin", "slow"]);
     });
-    assert_eq!(done(app.recover(&ThreadId::from("live"))).trail, ["begin", "slow"]);
+    assert_eq!(done(app.run(Call::recover(ThreadId::from("live")))).trail, ["begin", "slow"]);
     assert_eq!(runs("live", "slow"), 1);
 }
 
@@ -203,10 +203,10 @@ fn recover_of_a_running_thread_is_thread_busy_until_it_finishes() {
 fn dropping_an_unpolled_resumed_stream_changes_nothing() {
     let app = Line::builder().checkpointer(MemoryStore::new()).build();
     let t = ThreadId::from("unpolled");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let before = app.history(&t).unwrap().len();
     for _ in 0..5 {
-        drop(app.stream_resume(resume.clone()));
+        drop(app.run_stream(Call::resume(resume.clone())));
     }
     assert_eq!(app.history(&t).unwrap().len(), before, "nothing was claimed, nothing is written");
     assert_eq!(done(app.resume(resume)).trail, ["a", "b", "c", "d"]);
@@ -299,7 +299,7 @@ fn a_nan_in_the_state_is_refused_naming_the_field_and_no_token_is_handed_out() {
         let store = MemoryStore::new();
         let app = nan::Nan::builder().checkpointer(store).durability(durability).build();
         let t = ThreadId::from("nan");
-        match app.invoke_on(t.clone(), Doc::default()) {
+        match app.run(Call::start(Doc::default()).on(t.clone())) {
             Err(Error::StateNotStorable { node, thread, path, reason }) => {
                 assert_eq!(node, "divide");
                 assert_eq!(thread, t);
@@ -317,7 +317,7 @@ fn a_nan_in_the_state_is_refused_naming_the_field_and_no_token_is_handed_out() {
     let store = MemoryStore::new();
     let app = nan::Nan::builder().checkpointer(store.clone()).build();
     let input = Doc { score: f64::INFINITY, ..Doc::default() };
-    assert!(matches!(app.invoke_on("inf", input), Err(Error::StateNotStorable { .. })));
+    assert!(matches!(app.run(Call::start(input).on("inf")), Err(Error::StateNotStorable { .. })));
     assert!(app.history(&ThreadId::from("inf")).unwrap().is_empty());
 }
 
@@ -402,8 +402,8 @@ fn an_interruptible_join_sees_its_branches_when_it_asks_and_when_it_resumes() {
 #[test]
 fn a_recovered_join_sees_its_branches() {
     let app = joins::Flaky::builder().checkpointer(MemoryStore::new()).build();
-    assert!(matches!(app.invoke_on("flaky-join", Doc::default()), Err(Error::NodeFailed { .. })));
-    assert_eq!(done(app.recover(&ThreadId::from("flaky-join"))).seen, BRANCHES);
+    assert!(matches!(app.run(Call::start(Doc::default()).on("flaky-join")), Err(Error::NodeFailed { .. })));
+    assert_eq!(done(app.run(Call::recover(ThreadId::from("flaky-join")))).seen, BRANCHES);
 }
 
 /// A fan-out nested inside a branch, whose join reads its branches.
@@ -624,7 +624,7 @@ fn impossible_checkpoints_with_valid_checksums_are_corrupt_everywhere_they_are_r
         let store = MemoryStore::new();
         let app = Line::builder().checkpointer(store.clone()).build();
         let t = ThreadId::from("forged");
-        let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         let (head, bytes) = store.head("Line", &t).unwrap().unwrap();
         let forged = forge(&bytes, edit);
         assert_eq!(store.append("Line", &t, Some(head), head + 1, &forged, true).unwrap(), tea::Append::Written);
@@ -634,7 +634,7 @@ fn impossible_checkpoints_with_valid_checksums_are_corrupt_everywhere_they_are_r
         };
         corrupt(app.state(&t).map(drop), "state");
         corrupt(app.history(&t).map(drop), "history");
-        corrupt(app.recover(&t).map(drop), "recover");
+        corrupt(app.run(Call::recover(&t)).map(drop), "recover");
         let resumed = app.resume(resume.clone()).map(drop);
         assert!(
             matches!(resumed, Err(Error::CorruptCheckpoint { .. } | Error::StaleResume { .. })),
@@ -647,10 +647,10 @@ fn impossible_checkpoints_with_valid_checksums_are_corrupt_everywhere_they_are_r
 fn a_token_of_a_deleted_thread_never_resumes_a_new_thread_of_the_same_id() {
     let app = Line::builder().checkpointer(MemoryStore::new()).build();
     let t = ThreadId::from("reborn");
-    let (_, old) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, old) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert!(app.delete(&t).unwrap());
     // The new thread pauses at the same node and the same checkpoint number.
-    let (_, new) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, new) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(new.checkpoint(), old.checkpoint());
     assert!(matches!(app.resume(old), Err(Error::StaleResume { .. })), "the old token is spent with its thread");
     assert_eq!(done(app.resume(new)).trail, ["a", "b", "c", "d"]);

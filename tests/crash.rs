@@ -147,17 +147,17 @@ fn child_main(role: &str) {
     let thread = ThreadId::from(std::env::var(THREAD).unwrap());
     if role == "invoke_reviewed" {
         // Runs into the node the test kills this process in (inside the child graph).
-        let result = reviewed_app(&db).invoke_on(thread, Job::default());
+        let result = reviewed_app(&db).run(Call::start(Job::default()).on(thread));
         return report("ERROR", format!("the run did not stop where it was told to: {result:?}"));
     }
     let app = app(&db, &mode);
     let result = match role {
-        "invoke" => app.invoke_on(thread, Job::default()),
+        "invoke" => app.run(Call::start(Job::default()).on(thread)),
         "resume" => {
             let token: Resume<Job> = std::env::var(TOKEN).unwrap().parse().unwrap();
             app.resume(token.update(Job::update().approved(true)))
         }
-        "recover" => app.recover(&thread),
+        "recover" => app.run(Call::recover(&thread)),
         other => panic!("unknown role {other}"),
     };
     match result {
@@ -343,7 +343,7 @@ fn a_process_killed_inside_a_child_graph_is_recovered_without_rerunning_complete
     // The parent's head is `prepare`'s checkpoint and the child's (`job-1/review@2`) is
     // `lint`'s, both flushed with the dead run's lease, which holds for a moment (unless this
     // machine took half the lease to get here).
-    let first = app.recover(&thread);
+    let first = app.run(Call::recover(&thread));
     let first_at = killed.elapsed();
     match &first {
         Err(Error::ThreadBusy { thread: busy, expires_in }) => {
@@ -361,7 +361,7 @@ fn a_process_killed_inside_a_child_graph_is_recovered_without_rerunning_complete
             // `lint`'s checkpoint), and a recover between the two expiries fails with
             // `NodeFailed { node: "review", source: ThreadBusy { thread: "job-1/review@2", .. } }`.
             std::thread::sleep((LEASE + Duration::from_millis(100)).saturating_sub(killed.elapsed()));
-            app.recover(&thread).expect("the parent recovers once the dead run's leases expired")
+            app.run(Call::recover(&thread)).expect("the parent recovers once the dead run's leases expired")
         }
     };
     let done = out.done().expect("the recovered run completes");
@@ -370,7 +370,7 @@ fn a_process_killed_inside_a_child_graph_is_recovered_without_rerunning_complete
         assert_eq!(starts(&dir, node), expected, "killed inside the child's `proof`: node {node}");
     }
     // The end is durable: another recover returns it without running anything.
-    assert_eq!(app.recover(&thread).unwrap().done().unwrap(), done);
+    assert_eq!(app.run(Call::recover(&thread)).unwrap().done().unwrap(), done);
     assert_eq!(starts(&dir, "archive"), 1);
     drop(app);
     let _ = std::fs::remove_dir_all(&dir);

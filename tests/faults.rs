@@ -95,7 +95,8 @@ fn recover_with_jump(rewrite: impl FnOnce(&mut serde_json::Value)) -> Result<Tic
         .clock(clock.clone())
         .build();
     let thread = ThreadId::from("t");
-    let done = app.invoke_on(thread.clone(), Ticket { text: "fire".into(), ..Ticket::default() })?.done().unwrap();
+    let done =
+        app.run(Call::start(Ticket { text: "fire".into(), ..Ticket::default() }).on(thread.clone()))?.done().unwrap();
     assert_eq!(done.trail, ["escalated", "human"]);
     // The child's final checkpoint records the jump by the parent graph's declared name.
     let child = ThreadId::from("t/triage@1");
@@ -118,7 +119,7 @@ fn recover_with_jump(rewrite: impl FnOnce(&mut serde_json::Value)) -> Result<Tic
     store.append(Desk::NAME, &thread, None, 1, &rewound, true)?;
     clock.advance(std::time::Duration::from_millis(20));
     let parent = Desk::builder().checkpointer(store.clone()).clock(clock).build();
-    Ok(parent.recover(&thread)?.done().unwrap())
+    Ok(parent.run(Call::recover(&thread))?.done().unwrap())
 }
 
 #[test]

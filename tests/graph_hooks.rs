@@ -1,7 +1,7 @@
 //! The `Graph` hooks a run-time front end (YAML) relies on, on a hand-written graph: updates
 //! applied through the graph (and refused by it), the join keeping only some branch writes, a
 //! pausing node keeping its update, the graph's own schema fingerprint, and checkpoint files
-//! continued in a new thread with `invoke_at`, routing that fails.
+//! continued in a new thread with `Call::start_at`, routing that fails.
 
 use serde::{Deserialize, Serialize};
 use tea::__private::NodeStep;
@@ -204,7 +204,7 @@ fn an_update_the_graph_refuses_fails_the_node_or_the_resume() {
     // A node's refused write is that node's failure: `right` writes a long owner once the log
     // is long enough (started at `right` with a long log).
     let long = Doc { log: vec!["x".into(); 6], ..Doc::default() };
-    match app.invoke_at("long", "right", long).unwrap_err() {
+    match app.run(Call::start_at("right", long).on("long")).unwrap_err() {
         Error::NodeFailed { node, source } => {
             assert_eq!(node, "right");
             assert!(source.to_string().contains("far-too-long"), "{source}");
@@ -220,7 +220,7 @@ fn tokens_and_checkpoints_carry_the_graphs_own_schema_fingerprint() {
     let new = tea::Builder::new(Hand { keep_owner: false, schema: 2 }).checkpointer(store).build();
     let (_, resume) = old.invoke(Doc::default()).unwrap().interrupted().unwrap();
     assert!(matches!(new.resume(resume.clone()), Err(Error::SchemaMismatch { what: "state struct", .. })));
-    assert!(matches!(new.recover(resume.thread()), Err(Error::SchemaMismatch { .. })));
+    assert!(matches!(new.run(Call::recover(resume.thread())), Err(Error::SchemaMismatch { .. })));
     assert!(old.resume(resume.answer("Ada")).unwrap().is_done());
 }
 
@@ -235,7 +235,8 @@ fn a_checkpoint_file_continues_in_a_new_thread_at_its_node() {
     assert_eq!(state.log, ["before"]);
     // Usable many times: each start is a new thread.
     for thread in ["one", "two"] {
-        let (state, _) = app.invoke_at(thread, node.as_str(), state.clone()).unwrap().interrupted().unwrap();
+        let (state, _) =
+            app.run(Call::start_at(node.as_str(), state.clone()).on(thread)).unwrap().interrupted().unwrap();
         assert_eq!(state.log, ["before", "join saw owner=\"\"", "asked"]);
     }
     // Another shape of the graph's state refuses the file; altered bytes are corrupt.
@@ -245,5 +246,5 @@ fn a_checkpoint_file_continues_in_a_new_thread_at_its_node() {
     let last = altered.len() - 2;
     altered[last] ^= 1;
     assert!(matches!(decode_checkpoint(graph, &altered, "saved.ckpt"), Err(Error::CorruptCheckpoint { .. })));
-    assert!(matches!(app.invoke_at("three", "nowhere", state), Err(Error::NoRoute { .. })));
+    assert!(matches!(app.run(Call::start_at("nowhere", state).on("three")), Err(Error::NoRoute { .. })));
 }

@@ -181,7 +181,7 @@ mod interrupt_node {
         let app = Approval::builder().checkpointer(MemoryStore::new()).build();
         let (_, resume) = paused(app.invoke(Form::default()).unwrap());
         {
-            let mut events = app.stream_resume(resume.clone().answer("first try"));
+            let mut events = app.run_stream(Call::resume(resume.clone().answer("first try")));
             // `ask` runs and writes its answer; the stream is dropped before `finish`.
             assert!(matches!(events.next(), Some(Ok(Event::Step { node, .. })) if node == "ask"));
         }
@@ -197,7 +197,7 @@ mod interrupt_node {
         let app = Approval::builder().checkpointer(MemoryStore::new()).build();
         let (_, resume) = paused(app.invoke(Form::default()).unwrap());
         let events: Vec<Event<Form>> =
-            app.stream_resume(resume.clone().answer("yes")).collect::<Result<_, _>>().unwrap();
+            app.run_stream(Call::resume(resume.clone().answer("yes"))).collect::<Result<_, _>>().unwrap();
         assert!(matches!(events.last(), Some(Event::Done(state)) if state.name == "yes"));
         let snapshot = app.state(resume.thread()).unwrap().unwrap();
         assert!(snapshot.interrupts.is_empty() && snapshot.next.is_empty(), "the thread stays finished");

@@ -56,7 +56,7 @@ fn app(path: &Path) -> App<Fulfilment, SledStore> {
 /// Role `pause`: start the thread, print its token.
 fn pause_here(path: &Path) {
     let app = app(path);
-    match app.invoke_on(THREAD, Order::default()).unwrap() {
+    match app.run(Call::start(Order::default()).on(THREAD)).unwrap() {
         Outcome::Interrupted { resume, .. } => println!("TOKEN={resume}"),
         Outcome::Done(state) => panic!("the run did not pause: {state:?}"),
     }

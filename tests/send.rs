@@ -210,7 +210,7 @@ fn a_failed_send_is_recovered<C: Checkpointer>(store: C, tag: &str) {
     let app = BatchFlow::builder().checkpointer(store).build();
     let jobs = vec![format!("{tag}-1"), format!("flaky-{tag}"), format!("{tag}-3")];
     let thread = ThreadId::from(format!("batch-{tag}"));
-    let error = app.invoke_on(thread.clone(), Batch { jobs: jobs.clone(), ..Batch::default() }).unwrap_err();
+    let error = app.run(Call::start(Batch { jobs: jobs.clone(), ..Batch::default() }).on(thread.clone())).unwrap_err();
     match &error {
         Error::NodeFailed { node, source } => {
             assert_eq!(node, "job");
@@ -219,7 +219,7 @@ fn a_failed_send_is_recovered<C: Checkpointer>(store: C, tag: &str) {
         other => panic!("expected the job to fail, got {other}"),
     }
     // The sends were checkpointed before they ran: recover runs the fan-out from there.
-    let done = app.recover(&thread).unwrap().done().unwrap();
+    let done = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(done.done, jobs);
     // The failed fan-out's checkpoint kept the sends that finished: recover ran only the flaky
     // one again (LangGraph #6208: completed sends re-run).
@@ -350,8 +350,8 @@ graph! {
 fn a_failed_branch_does_not_rerun_its_finished_siblings_on_recover() {
     let app = Pair::builder().checkpointer(MemoryStore::new()).build();
     let thread = ThreadId::from("pair");
-    assert!(app.invoke_on(thread.clone(), Batch::default()).is_err());
-    let done = app.recover(&thread).unwrap().done().unwrap();
+    assert!(app.run(Call::start(Batch::default()).on(thread.clone())).is_err());
+    let done = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(done.done, ["steady", "shaky"], "declared order");
     assert_eq!(STEADY.load(Ordering::SeqCst), 1, "the finished branch kept its result");
     assert_eq!(SHAKY.load(Ordering::SeqCst), 2);

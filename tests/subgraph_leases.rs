@@ -156,8 +156,8 @@ where
 fn a_live_parent_whose_child_outlasts_the_lease_is_not_taken_over<C: Checkpointer + Clone>(store: C, thread: &str) {
     let app = Mom::builder().checkpointer(store).lease(LEASE).build();
     not_taken_over(
-        || app.invoke_on(thread, Job::default()),
-        |t| app.recover(t),
+        || app.run(Call::start(Job::default()).on(thread)),
+        |t| app.run(Call::recover(t)),
         thread,
         &[thread],
         &["p", "c1", "c2", "c3", "q"],
@@ -188,8 +188,8 @@ fn a_grandchild_keeps_its_parent_and_grandparent_alive() {
     let mom = Mom::builder().checkpointer(store).lease(LEASE).build();
     // The middle run (`Mom` in thread `two/m@2`) is raced too, through an app of its own graph.
     not_taken_over(
-        || gran.invoke_on("two", Job::default()),
-        |t| if t.as_str() == "two" { gran.recover(t) } else { mom.recover(t) },
+        || gran.run(Call::start(Job::default()).on("two")),
+        |t| if t.as_str() == "two" { gran.run(Call::recover(t)) } else { mom.run(Call::recover(t)) },
         "two",
         &["two", "two/m@2"],
         &["g", "p", "c1", "c2", "c3", "q"],
@@ -202,8 +202,8 @@ fn a_subgraph_node_in_a_parallel_branch_keeps_its_parent_alive() {
     let (outcome, busy) = {
         let live = AtomicBool::new(true);
         std::thread::scope(|s| {
-            let racer = s.spawn(|| race_recovers(|t| app.recover(t), &["fan"], &live));
-            let outcome = app.invoke_on("fan", Job::default());
+            let racer = s.spawn(|| race_recovers(|t| app.run(Call::recover(t)), &["fan"], &live));
+            let outcome = app.run(Call::start(Job::default()).on("fan"));
             live.store(false, Ordering::Release);
             (outcome, racer.join().unwrap())
         })
@@ -252,15 +252,15 @@ fn a_parents_recover_finds_its_child_owned_by_a_live_run_busy() {
     let mom = Mom2::builder().checkpointer(store.clone()).lease(lease).build();
     let kid = Kid2::builder().checkpointer(store).lease(lease).build();
     // The first run stops at `d2`: the parent and the child release their leases.
-    let failed = mom.invoke_on("busy", Job::default());
+    let failed = mom.run(Call::start(Job::default()).on("busy"));
     assert!(matches!(failed, Err(Error::NodeFailed { .. })), "{failed:?}");
     FAIL_D2.store(false, Ordering::Release);
     let child = ThreadId::from("busy/k@1");
     std::thread::scope(|s| {
         // A live run of the child's thread (another process recovering it directly, say).
-        let live = s.spawn(|| kid.recover(&child));
+        let live = s.spawn(|| kid.run(Call::recover(&child)));
         wait_until_started("busy/k@1 d2");
-        let busy = mom.recover(&ThreadId::from("busy"));
+        let busy = mom.run(Call::recover(ThreadId::from("busy")));
         RELEASE_D2.store(true, Ordering::Release);
         match busy {
             Err(Error::ThreadBusy { thread, expires_in }) => {
@@ -274,7 +274,7 @@ fn a_parents_recover_finds_its_child_owned_by_a_live_run_busy() {
     });
     // The refused recover released its claim on the parent: the next one runs at once (the
     // 30 s lease would make it `ThreadBusy` otherwise) and finds the child finished.
-    let done = mom.recover(&ThreadId::from("busy")).unwrap();
+    let done = mom.run(Call::recover(ThreadId::from("busy"))).unwrap();
     let state = done.done().expect("the parent finishes");
     assert_eq!(state.trail, ["d1", "d2"]);
     assert_eq!(runs_under("busy"), ["busy/k@1 d1", "busy/k@1 d2"]);
@@ -306,7 +306,7 @@ fn a_child_whose_parent_was_taken_over_stops() {
     let app = Mom3::builder().checkpointer(store.clone()).lease(LEASE).build();
     let thread = ThreadId::from("lost");
     std::thread::scope(|s| {
-        let live = s.spawn(|| app.invoke_on(thread.clone(), Job::default()));
+        let live = s.spawn(|| app.run(Call::start(Job::default()).on(thread.clone())));
         // While `e1` runs, another writer moves the parent's head (as a recover claiming it
         // would): the child's renewal of the parent's lease, due after `e1`, loses.
         wait_until_started("lost/k@1 e1");
@@ -387,7 +387,7 @@ fn a_write_that_lands_but_fails_is_reported_as_the_stores_error() {
             seen: Default::default(),
         };
         let app = Fan::builder().checkpointer(store).lease(LEASE).build();
-        match app.invoke_on(thread.clone(), Job::default()) {
+        match app.run(Call::start(Job::default()).on(thread.clone())) {
             Err(error) => {
                 let chain = tea::error_chain(&error);
                 assert!(chain.contains("the disk answered EIO after the write"), "write {failing}: {chain}");

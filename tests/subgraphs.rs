@@ -72,7 +72,8 @@ graph! {
 
 fn pause_inside_a_child_and_resume_without_rerunning_it<C: Checkpointer>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
-    let (state, resume) = app.invoke_on(thread, Doc::default()).unwrap().interrupted().expect("the child asks");
+    let (state, resume) =
+        app.run(Call::start(Doc::default()).on(thread)).unwrap().interrupted().expect("the child asks");
     // The parent paused before its subgraph node's update: its state is the state before it.
     assert_eq!(state.log, ["write"]);
     let ids: Vec<&str> = resume.interrupts().iter().map(|i| i.id()).collect();
@@ -113,7 +114,7 @@ fn a_pause_inside_a_child_pauses_the_parent_sled() {
 fn the_child_runs_on_the_parents_store_under_a_deterministic_thread() {
     let store = MemoryStore::new();
     let app = Desk::builder().checkpointer(store.clone()).build();
-    app.invoke_on("desk-2", Doc::default()).unwrap();
+    app.run(Call::start(Doc::default()).on("desk-2")).unwrap();
     // The parent's `write` is step 1, so the child of `review` at step 2 is `desk-2/review@2`.
     assert_eq!(store.threads(Reviewer::NAME).unwrap(), [ThreadId::from("desk-2/review@2")]);
     let child = Reviewer::builder().checkpointer(store.clone()).build();
@@ -267,7 +268,7 @@ fn a_pause_two_levels_deep_names_its_path() {
 fn a_wrongly_typed_answer_to_a_childs_pause_is_bad_resume_value_at_any_depth() {
     // One level: `review/judge` asks for a `String`.
     let app = Desk::builder().checkpointer(MemoryStore::new()).build();
-    let (_, resume) = app.invoke_on("bad-answer-1", Doc::default()).unwrap().interrupted().unwrap();
+    let (_, resume) = app.run(Call::start(Doc::default()).on("bad-answer-1")).unwrap().interrupted().unwrap();
     let token = resume.to_string();
     let error = app.resume(resume.answer(42)).unwrap_err();
     assert!(
@@ -280,7 +281,7 @@ fn a_wrongly_typed_answer_to_a_childs_pause_is_bad_resume_value_at_any_depth() {
 
     // Two levels: `outer/inner/judge`.
     let app = Top::builder().checkpointer(MemoryStore::new()).build();
-    let (_, resume) = app.invoke_on("bad-answer-2", Doc::default()).unwrap().interrupted().unwrap();
+    let (_, resume) = app.run(Call::start(Doc::default()).on("bad-answer-2")).unwrap().interrupted().unwrap();
     let token = resume.to_string();
     let error = app.resume(resume.answer(vec![1, 2])).unwrap_err();
     assert!(matches!(&error, Error::BadResumeValue { node, .. } if node == "outer/inner/judge"), "{error:?}");
@@ -359,7 +360,7 @@ fn run_role(role: &str, path: &Path) {
     let app = Desk::builder().checkpointer(SledStore::open(path).unwrap()).build();
     match role {
         "pause" => {
-            let (_, resume) = app.invoke_on("desk-proc", Doc::default()).unwrap().interrupted().unwrap();
+            let (_, resume) = app.run(Call::start(Doc::default()).on("desk-proc")).unwrap().interrupted().unwrap();
             println!("TOKEN={resume}");
         }
         _ => {
@@ -587,7 +588,8 @@ fn command_parent_from_a_childs_branch_survives_a_recover() {
         .lease(std::time::Duration::from_millis(1))
         .clock(clock.clone())
         .build();
-    let hot = app.invoke_on("room-1", Ticket { text: "fire".into(), ..Ticket::default() }).unwrap().done().unwrap();
+    let hot =
+        app.run(Call::start(Ticket { text: "fire".into(), ..Ticket::default() }).on("room-1")).unwrap().done().unwrap();
     assert_eq!(hot.trail, ["alarm raised by scan", "alarm", "close"]);
     let thread = tea::ThreadId::from("room-1");
     let first = store.get(Room::NAME, &thread, 1).unwrap().unwrap();
@@ -597,7 +599,7 @@ fn command_parent_from_a_childs_branch_survives_a_recover() {
     assert_eq!(children.len(), 1, "{children:?}");
     let child_checkpoints = store.history(Screen::NAME, &children[0]).unwrap().len();
     clock.advance(std::time::Duration::from_millis(20));
-    let again = app.recover(&thread).unwrap().done().unwrap();
+    let again = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(again.trail, hot.trail);
     assert_eq!(
         store.history(Screen::NAME, &children[0]).unwrap().len(),
@@ -626,7 +628,7 @@ fn a_recovered_parent_routes_as_the_finished_child_did() {
         .clock(clock.clone())
         .build();
     let thread = ThreadId::from("hot-1");
-    app.invoke_on(thread.clone(), Ticket { text: "fire".into(), ..Ticket::default() }).unwrap();
+    app.run(Call::start(Ticket { text: "fire".into(), ..Ticket::default() }).on(thread.clone())).unwrap();
     let child = ThreadId::from("hot-1/triage@1");
     assert_eq!(store.threads(Triager::NAME).unwrap(), std::slice::from_ref(&child));
     // Rewind the parent to before `triage` (its first checkpoint) and recover it.
@@ -638,7 +640,7 @@ fn a_recovered_parent_routes_as_the_finished_child_did() {
     assert_eq!(store.append(Helpdesk::NAME, &thread, None, 1, &rewound, true).unwrap(), tea::Append::Written);
     let child_checkpoints = store.history(Triager::NAME, &child).unwrap().len();
     clock.advance(std::time::Duration::from_millis(20));
-    let done = parent.recover(&thread).unwrap().done().unwrap();
+    let done = parent.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(done.trail, ["escalated by triage", "human", "close"]);
     assert_eq!(store.history(Triager::NAME, &child).unwrap().len(), child_checkpoints, "the child did not run again");
 }
@@ -719,7 +721,7 @@ fn owned(items: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
 #[test]
 fn a_stream_shows_the_childs_steps_with_their_path() {
     let app = Desk::builder().checkpointer(MemoryStore::new()).build();
-    let events: Vec<_> = app.stream_on("desk-stream", Doc::default()).collect();
+    let events: Vec<_> = app.run_stream(Call::start(Doc::default()).on("desk-stream")).collect();
     let resume = match events.last() {
         Some(Ok(Event::Interrupted { resume, .. })) => resume.clone(),
         other => panic!("the child pauses the stream: {other:?}"),
@@ -734,7 +736,7 @@ fn a_stream_shows_the_childs_steps_with_their_path() {
         ])
     );
     // The resumed stream continues inside the child: `judge`, then the subgraph node itself.
-    let after = steps_of(app.stream_resume(resume.answer("ok")));
+    let after = steps_of(app.run_stream(Call::resume(resume.answer("ok"))));
     let full: &[&str] = &["write", "check d1", "polish", "judge"];
     assert_eq!(
         after,
@@ -755,7 +757,7 @@ fn a_stream_names_a_grandchilds_steps_by_the_whole_path() {
     assert_eq!(names, ["write", "outer/inner/check", "outer/inner/polish", "Interrupted"]);
     let Some(Event::Interrupted { resume, .. }) = events.last() else { panic!("paused") };
     let names: Vec<String> =
-        steps_of(app.stream_resume(resume.clone().answer("deep"))).into_iter().map(|(n, _)| n).collect();
+        steps_of(app.run_stream(Call::resume(resume.clone().answer("deep")))).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["outer/inner/judge", "outer/inner", "outer", "Done"]);
 }
 

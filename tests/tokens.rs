@@ -49,7 +49,7 @@ fn app() -> App<Review, MemoryStore> {
 
 #[track_caller]
 fn pause<G: tea::SyncGraph<State = Memo>, C: Checkpointer>(app: &App<G, C>, thread: &str, input: Memo) -> Resume<Memo> {
-    match app.invoke_on(thread, input) {
+    match app.run(Call::start(input).on(thread)) {
         Ok(Outcome::Interrupted { resume, .. }) => resume,
         other => panic!("expected a pause, got {other:?}"),
     }
@@ -351,14 +351,14 @@ fn thread_ids_that_a_token_could_not_carry_are_refused() {
     let store = MemoryStore::new();
     let app = Review::builder().checkpointer(store.clone()).build();
     for id in [String::new(), "x".repeat(ThreadId::MAX_LEN + 1)] {
-        match app.invoke_on(id.as_str(), Memo::default()) {
+        match app.run(Call::start(Memo::default()).on(id.as_str())) {
             Err(Error::InvalidThreadId { thread, .. }) => assert_eq!(thread.as_str(), id),
             other => panic!("expected InvalidThreadId, got {other:?}"),
         }
     }
     assert_eq!(store.thread_count(), 0, "nothing was written");
     let longest = "y".repeat(ThreadId::MAX_LEN);
-    let resume = app.invoke_on(longest.as_str(), Memo::default()).unwrap().interrupted().unwrap().1;
+    let resume = app.run(Call::start(Memo::default()).on(longest.as_str())).unwrap().interrupted().unwrap().1;
     let parsed: Resume<Memo> = resume.to_string().parse().unwrap();
     assert_eq!(parsed.thread().as_str(), longest);
 }

@@ -7,10 +7,10 @@
 //! the agent can pause. Every argument is parsed before a store is opened. [`base_engine`] is
 //! the one place an `Engine` is made (breakpoints and `--trust`).
 //!
-//! Runs go through the async API's event streams (`Agent::stream_on_async` and kin) on a
-//! multi-threaded tokio runtime of this module's own, so each step is seen as it ends; `tea
-//! recover` goes through `recover_async`; a checkpoint file that starts a new thread goes
-//! through the blocking `Agent::resume_from`. A stop asked by Ctrl-C drops the stream after an
+//! Each run is one `Call` carried out through the async API's event stream
+//! (`Agent::run_stream_async`) on a multi-threaded tokio runtime of this module's own, so each
+//! step is seen as it ends; `tea recover` is a `Call::recover`; a checkpoint file is read into
+//! its call by `Agent::checkpoint_call`. A stop asked by Ctrl-C drops the stream after an
 //! event, which abandons the run at that step boundary (its lease released, or a resumed pause
 //! put back). Time travel (`tea update`, `tea fork`) is `Agent::update_state` and `Agent::fork`.
 

@@ -258,7 +258,7 @@ nodes:
 }
 
 /// YE.1's contract, as The Edge Agent: `checkpoint.load` of a file another agent saved gives its
-/// state and node; a file `checkpoint.save` wrote continues with `resume_from` in an agent that
+/// state and node; a file `checkpoint.save` wrote continues through `checkpoint_call` in an agent that
 /// declares no checkpointer.
 #[test]
 fn another_agents_checkpoint_loads_and_a_saved_file_continues_without_a_checkpointer() {

@@ -307,7 +307,7 @@ pub fn describe(event: &Result<Event<Doc>, Error>) -> String {
 pub fn stop_before<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
     let t = thread("before");
-    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(state.trail, ["a"]);
     assert_eq!(*resume.thread(), t);
     assert_eq!(*resume.node(), "b");
@@ -326,7 +326,7 @@ pub fn stop_before<C: Checkpointer + Clone>(make: impl Fn() -> C) {
 pub fn stop_after<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopAfter::builder().checkpointer(make()).build();
     let t = thread("after");
-    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(state.trail, ["a", "b"], "b's update is applied before the pause");
     assert_eq!(*resume.node(), "b");
     assert_eq!(ids(&resume), ["after:b"]);
@@ -343,11 +343,11 @@ pub fn stop_after<C: Checkpointer + Clone>(make: impl Fn() -> C) {
 pub fn resume_with_and_without_update<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
 
-    let (_, resume) = paused(app.invoke_on(thread("plain"), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(thread("plain"))));
     let out = done(app.resume(resume));
     assert_eq!(out, Doc { trail: trail(&["a", "b", "c"]), total: 3, approved: false, note: String::new() });
 
-    let (_, resume) = paused(app.invoke_on(thread("updated"), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(thread("updated"))));
     let update = Doc::update().trail(vec!["human".into()]).total(10).note("from the reviewer".into());
     let out = done(app.resume(resume.update(update)));
     assert_eq!(out.trail, ["a", "human", "b", "c"], "append reducer, applied before b runs");
@@ -360,7 +360,7 @@ pub fn two_breakpoints_need_two_resumes<C: Checkpointer + Clone>(make: impl Fn()
     let store = make();
     let app = TwoStops::builder().checkpointer(store.clone()).build();
     let t = thread("two");
-    let (state, first) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, first) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!((state.trail.clone(), ids(&first)), (trail(&["a"]), trail(&["before:b"])));
     let (state, second) = paused(app.resume(first.clone()));
     assert_eq!((state.trail.clone(), ids(&second)), (trail(&["a", "b", "c"]), trail(&["before:d"])));
@@ -370,7 +370,7 @@ pub fn two_breakpoints_need_two_resumes<C: Checkpointer + Clone>(make: impl Fn()
 
     let app = BothSides::builder().checkpointer(store).build();
     let t = thread("both");
-    let (state, first) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, first) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!((state.trail.clone(), ids(&first)), (trail(&["a"]), trail(&["before:b"])));
     let (state, second) = paused(app.resume(first));
     assert_eq!((state.trail.clone(), ids(&second)), (trail(&["a", "b"]), trail(&["after:b"])));
@@ -384,7 +384,7 @@ pub fn two_breakpoints_need_two_resumes<C: Checkpointer + Clone>(make: impl Fn()
 pub fn edge_agent<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = EdgeAgent::builder().checkpointer(make()).build();
     let t = thread("edge-agent");
-    let mut outcome = app.invoke_on(t.clone(), Doc::default()).unwrap();
+    let mut outcome = app.run(Call::start(Doc::default()).on(t.clone())).unwrap();
     let mut stops = Vec::new();
     let final_state = loop {
         match outcome {
@@ -424,7 +424,7 @@ pub fn edge_agent<C: Checkpointer + Clone>(make: impl Fn() -> C) {
 pub fn stale_token<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
     let t = thread("stale");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let text = resume.to_string();
     let out = done(app.resume(resume.clone()));
     let head = app.state(&t).unwrap().unwrap().checkpoint;
@@ -445,7 +445,7 @@ pub fn eight_resumes_one_winner<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
     for round in 0..3 {
         let t = thread(&format!("race{round}"));
-        let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         let barrier = Barrier::new(8);
         let results: Vec<Result<Outcome<Doc>, Error>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..8)
@@ -477,7 +477,7 @@ pub fn second_replica<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let first = StopBefore::builder().checkpointer(store.clone()).build();
     let second = StopBefore::builder().checkpointer(store).build();
     let t = thread("replica");
-    let (_, resume) = paused(first.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(first.run(Call::start(Doc::default()).on(t.clone())));
     let text = resume.to_string();
     let seen = second.state(&t).unwrap().expect("the replica sees the paused thread");
     assert_eq!(names(&seen.next), ["b"]);
@@ -487,22 +487,22 @@ pub fn second_replica<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     assert!(matches!(first.resume(resume), Err(Error::StaleResume { .. })));
 }
 
-/// `invoke_on` a thread that has checkpoints is `ThreadExists`, and changes nothing.
+/// Starting a thread that has checkpoints is `ThreadExists`, and changes nothing.
 pub fn invoke_on_a_taken_thread<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
     let t = thread("taken");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let head = app.state(&t).unwrap().unwrap().checkpoint;
-    match app.invoke_on(t.clone(), Doc { note: "second".into(), ..Doc::default() }) {
+    match app.run(Call::start(Doc { note: "second".into(), ..Doc::default() }).on(t.clone())) {
         Err(Error::ThreadExists { thread }) => assert_eq!(thread, t),
         other => panic!("expected ThreadExists, got {other:?}"),
     }
     assert_eq!(app.state(&t).unwrap().unwrap().checkpoint, head);
     assert_eq!(runs(&t, "a"), 1, "the refused run did not run a node");
     done(app.resume(resume));
-    assert!(matches!(app.invoke_on(t.clone(), Doc::default()), Err(Error::ThreadExists { .. })));
+    assert!(matches!(app.run(Call::start(Doc::default()).on(t.clone())), Err(Error::ThreadExists { .. })));
     // A stream on a taken thread yields the error and ends.
-    let events: Vec<String> = app.stream_on(t, Doc::default()).map(|e| describe(&e)).collect();
+    let events: Vec<String> = app.run_stream(Call::start(Doc::default()).on(t)).map(|e| describe(&e)).collect();
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(events[0].starts_with("error ThreadExists"), "{events:?}");
 }
@@ -513,14 +513,14 @@ pub fn token_of_another_graph<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let before = StopBefore::builder().checkpointer(store.clone()).build();
     let after = StopAfter::builder().checkpointer(store).build();
     let thread = thread("mismatch");
-    let (_, resume) = paused(before.invoke_on(thread.clone(), Doc::default()));
+    let (_, resume) = paused(before.run(Call::start(Doc::default()).on(thread.clone())));
     match after.resume(resume.to_string().parse().unwrap()) {
         Err(Error::GraphMismatch { expected, .. }) => assert_eq!(expected, "StopAfter"),
         other => panic!("expected GraphMismatch, got {other:?}"),
     }
     assert_eq!(done(before.resume(resume)).trail, ["a", "b", "c"]);
     // Thread ids are per graph: the same id in another graph is another thread.
-    let (state, _) = paused(after.invoke_on(thread.clone(), Doc::default()));
+    let (state, _) = paused(after.run(Call::start(Doc::default()).on(thread.clone())));
     assert_eq!(state.trail, ["a", "b"]);
 }
 
@@ -531,7 +531,7 @@ pub fn recover_after_a_failure<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     for how in [Failure::Error, Failure::Panic] {
         let t = thread("recover");
         arm(&t, "b", how);
-        match (how, app.invoke_on(t.clone(), Doc::default())) {
+        match (how, app.run(Call::start(Doc::default()).on(t.clone()))) {
             (Failure::Error, Err(Error::NodeFailed { node, source })) => {
                 assert_eq!(node, "b");
                 assert_eq!(source.to_string(), "b failed");
@@ -546,11 +546,11 @@ pub fn recover_after_a_failure<C: Checkpointer + Clone>(make: impl Fn() -> C) {
         assert_eq!(snapshot.state.trail, ["a"]);
         assert_eq!(names(&snapshot.next), ["b"]);
         assert!(snapshot.interrupts.is_empty());
-        let out = done(app.recover(&t));
+        let out = done(app.run(Call::recover(&t)));
         assert_eq!(out.trail, ["a", "b", "c"]);
         assert_eq!((runs(&t, "a"), runs(&t, "b"), runs(&t, "c")), (1, 2, 1), "{how:?}");
         // Recovering a finished thread returns its final state and runs nothing.
-        assert_eq!(done(app.recover(&t)), out);
+        assert_eq!(done(app.run(Call::recover(&t))), out);
         assert_eq!(runs(&t, "c"), 1);
     }
 }
@@ -560,8 +560,8 @@ pub fn recover_after_a_failure<C: Checkpointer + Clone>(make: impl Fn() -> C) {
 pub fn recover_paused_done_and_unknown<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
     let t = thread("recover-paused");
-    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
-    let (again, fresh) = paused(app.recover(&t));
+    let (state, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
+    let (again, fresh) = paused(app.run(Call::recover(&t)));
     assert_eq!(again, state);
     assert_eq!(ids(&fresh), ids(&resume));
     assert_eq!(*fresh.thread(), t);
@@ -569,9 +569,9 @@ pub fn recover_paused_done_and_unknown<C: Checkpointer + Clone>(make: impl Fn() 
     let out = done(app.resume(fresh));
     assert_eq!(out.trail, ["a", "b", "c"]);
     assert!(matches!(app.resume(resume), Err(Error::StaleResume { .. })));
-    assert_eq!(done(app.recover(&t)), out);
+    assert_eq!(done(app.run(Call::recover(&t))), out);
     let nobody = thread("nobody");
-    match app.recover(&nobody) {
+    match app.run(Call::recover(&nobody)) {
         Err(Error::CheckpointNotFound { thread }) => assert_eq!(thread, nobody),
         other => panic!("expected CheckpointNotFound, got {other:?}"),
     }
@@ -588,7 +588,7 @@ pub fn on_pause_durability<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let mut counts = Vec::new();
     for app in [&every, &lazy] {
         let t = thread("durability");
-        let (_, first) = paused(app.invoke_on(t.clone(), Doc::default()));
+        let (_, first) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         let at_first = app.history(&t).unwrap().len();
         let (_, second) = paused(app.resume(first));
         let out = done(app.resume(second));
@@ -602,9 +602,9 @@ pub fn on_pause_durability<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = fragile::Fragile::builder().checkpointer(store).durability(Durability::OnPause).build();
     let t = thread("durability-recover");
     arm(&t, "b", Failure::Error);
-    assert!(matches!(app.invoke_on(t.clone(), Doc::default()), Err(Error::NodeFailed { .. })));
+    assert!(matches!(app.run(Call::start(Doc::default()).on(t.clone())), Err(Error::NodeFailed { .. })));
     assert_eq!(app.history(&t).unwrap().len(), 2, "the claim, and the claim again without the failed run's lease");
-    let out = done(app.recover(&t));
+    let out = done(app.run(Call::recover(&t)));
     assert_eq!(out.trail, ["a", "b", "c"]);
     assert_eq!(runs(&t, "a"), 2, "OnPause: a crashed run restarts from its last checkpoint");
 }
@@ -614,19 +614,19 @@ pub fn interrupt_after_routes_on_the_resumed_state<C: Checkpointer + Clone>(make
     let app = Routed::builder().checkpointer(make()).build();
 
     let t = thread("route-approved");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["d"], "as things stand b goes to d");
     let out = done(app.resume(resume.update(Doc::update().approved(true))));
     assert_eq!(out.trail, ["a", "b", "c"]);
     assert_eq!((runs(&t, "c"), runs(&t, "d")), (1, 0));
 
     let t = thread("route-plain");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(done(app.resume(resume)).trail, ["a", "b", "d"]);
 
     // Approved before the pause: the guard already holds.
     let t = thread("route-early");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc { approved: true, ..Doc::default() }));
+    let (_, resume) = paused(app.run(Call::start(Doc { approved: true, ..Doc::default() }).on(t.clone())));
     assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["c"]);
     let out = done(app.resume(resume.update(Doc::update().approved(false))));
     assert_eq!(out.trail, ["a", "b", "d"], "the resume update wins over the state at the pause");
@@ -639,7 +639,7 @@ pub fn interrupt_after_a_router_or_a_fan_out_source<C: Checkpointer + Clone>(mak
     let store = make();
     let app = Chooser::builder().checkpointer(store.clone()).build();
     let t = thread("router");
-    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(state.trail, ["pick"]);
     assert_eq!(ids(&resume), ["after:pick"]);
     assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["b"]);
@@ -649,7 +649,7 @@ pub fn interrupt_after_a_router_or_a_fan_out_source<C: Checkpointer + Clone>(mak
 
     let app = ForkAfter::builder().checkpointer(store).build();
     let t = thread("fork-after");
-    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(state.trail, ["a"]);
     assert_eq!(ids(&resume), ["after:a"]);
     assert_eq!(names(&app.state(&t).unwrap().unwrap().next), ["b", "c"]);
@@ -664,7 +664,7 @@ pub fn interrupt_after_a_router_or_a_fan_out_source<C: Checkpointer + Clone>(mak
 pub fn breakpoint_in_a_parallel_branch<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = Fan::builder().checkpointer(make()).build();
     let t = thread("fan");
-    let (state, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (state, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     assert_eq!(ids(&resume), ["before:d@c"]);
     assert_eq!(*resume.node(), "d");
     assert_eq!(state.trail, ["a"], "the branches merge only at the join");
@@ -694,7 +694,7 @@ pub fn state_and_history<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     assert!(app.state(&t).unwrap().is_none());
     assert!(app.history(&t).unwrap().is_empty());
 
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc { note: "input".into(), ..Doc::default() }));
+    let (_, resume) = paused(app.run(Call::start(Doc { note: "input".into(), ..Doc::default() }).on(t.clone())));
     let snapshot = app.state(&t).unwrap().unwrap();
     assert_eq!(snapshot.state.trail, ["a"]);
     assert_eq!(snapshot.state.note, "input");
@@ -736,8 +736,8 @@ pub fn threads_delete_prune<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let listed = |t: &ThreadId| app.threads().unwrap().contains(t);
     assert!(!listed(&paused_thread));
 
-    let (_, resume) = paused(app.invoke_on(paused_thread.clone(), Doc::default()));
-    let (_, first) = paused(app.invoke_on(finished.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(paused_thread.clone())));
+    let (_, first) = paused(app.run(Call::start(Doc::default()).on(finished.clone())));
     let out = done(app.resume(first));
     let threads = app.threads().unwrap();
     assert!(threads.contains(&paused_thread) && threads.contains(&finished), "{threads:?}");
@@ -758,7 +758,7 @@ pub fn threads_delete_prune<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let left = app.history(&paused_thread).unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(names(&left[0].next), ["b"]);
-    assert!(matches!(app.recover(&paused_thread), Ok(Outcome::Interrupted { .. })));
+    assert!(matches!(app.run(Call::recover(&paused_thread)), Ok(Outcome::Interrupted { .. })));
     assert_eq!(done(app.resume(resume.clone())).trail, ["a", "b", "c"]);
 
     // Deleting: the thread is gone, its token finds nothing, its id is free again.
@@ -769,8 +769,9 @@ pub fn threads_delete_prune<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     assert!(listed(&finished));
     assert!(!app.delete(&paused_thread).unwrap());
     assert!(matches!(app.resume(resume), Err(Error::CheckpointNotFound { .. })));
-    assert!(matches!(app.recover(&paused_thread), Err(Error::CheckpointNotFound { .. })));
-    let (state, resume) = paused(app.invoke_on(paused_thread.clone(), Doc { note: "again".into(), ..Doc::default() }));
+    assert!(matches!(app.run(Call::recover(&paused_thread)), Err(Error::CheckpointNotFound { .. })));
+    let (state, resume) =
+        paused(app.run(Call::start(Doc { note: "again".into(), ..Doc::default() }).on(paused_thread.clone())));
     assert_eq!(state.trail, ["a"]);
     assert_eq!(done(app.resume(resume)).note, "again");
     assert_eq!(app.history(&paused_thread).unwrap().len(), kept.len());
@@ -780,33 +781,33 @@ pub fn threads_delete_prune<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     assert!(!listed(&finished) && !listed(&paused_thread));
 }
 
-/// `stream` / `stream_resume`: steps, then exactly one `Interrupted` whose token continues the
+/// `run_stream` of a start / of a resume: steps, then exactly one `Interrupted` whose token continues the
 /// thread, on the main line and in a parallel branch.
 pub fn stream_pause_and_resume<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let store = make();
     let app = StopBefore::builder().checkpointer(store.clone()).build();
     let t = thread("stream");
-    let events: Vec<_> = app.stream_on(t.clone(), Doc::default()).take(20).collect();
+    let events: Vec<_> = app.run_stream(Call::start(Doc::default()).on(t.clone())).take(20).collect();
     assert_eq!(events.iter().map(describe).collect::<Vec<_>>(), ["a", "interrupted before:b"]);
     let Some(Ok(Event::Interrupted { state, resume })) = events.last() else { unreachable!() };
     assert_eq!(state.trail, ["a"]);
-    let events: Vec<String> = app.stream_resume(resume.clone()).take(20).map(|e| describe(&e)).collect();
+    let events: Vec<String> = app.run_stream(Call::resume(resume.clone())).take(20).map(|e| describe(&e)).collect();
     assert_eq!(events, ["b", "c", "done a,b,c"]);
     // The token is used up: the stream is its error alone.
-    let events: Vec<String> = app.stream_resume(resume.clone()).take(20).map(|e| describe(&e)).collect();
+    let events: Vec<String> = app.run_stream(Call::resume(resume.clone())).take(20).map(|e| describe(&e)).collect();
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(events[0].starts_with("error StaleResume"), "{events:?}");
 
     let app = Fan::builder().checkpointer(store).build();
     let t = thread("stream-fan");
-    let events: Vec<_> = app.stream_on(t.clone(), Doc::default()).take(20).collect();
+    let events: Vec<_> = app.run_stream(Call::start(Doc::default()).on(t.clone())).take(20).collect();
     assert_eq!(
         events.iter().map(describe).collect::<Vec<_>>(),
         ["a", "b@b", "c@c", "e@e", "interrupted before:d@c"],
         "one pause, after the branch steps"
     );
     let Some(Ok(Event::Interrupted { resume, .. })) = events.last() else { unreachable!() };
-    let events: Vec<String> = app.stream_resume(resume.clone()).take(20).map(|e| describe(&e)).collect();
+    let events: Vec<String> = app.run_stream(Call::resume(resume.clone())).take(20).map(|e| describe(&e)).collect();
     assert_eq!(events, ["d@c", "h", "done a,b,c,d,e,h"]);
     assert_eq!(runs(&t, "d"), 1);
 }
@@ -817,7 +818,7 @@ pub fn panic_during_resume_then_retry<C: Checkpointer + Clone>(make: impl Fn() -
     let app = fragile::FragileStop::builder().checkpointer(make()).build();
     for how in [Failure::Panic, Failure::Error] {
         let t = thread("retry");
-        let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         arm(&t, "b", how);
         let attempt = resume.clone().update(Doc::update().note("lost".into()));
         match app.resume(attempt) {
@@ -839,7 +840,7 @@ pub fn panic_during_resume_then_retry<C: Checkpointer + Clone>(make: impl Fn() -
 pub fn answer_to_a_breakpoint<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
     let t = thread("answer");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let head = app.state(&t).unwrap().unwrap().checkpoint;
     for attempt in [resume.clone().answer("yes"), resume.clone().answer_to("before:b", 42)] {
         match app.resume(attempt) {
@@ -863,14 +864,14 @@ pub fn signed_tokens<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let plain = StopBefore::builder().checkpointer(store).build();
 
     let t = thread("signed");
-    let (_, resume) = paused(signer.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(signer.run(Call::start(Doc::default()).on(t.clone())));
     let text = resume.to_string();
     assert!(matches!(other.resume(text.parse().unwrap()), Err(Error::InvalidToken { .. })));
     // Recovering the paused thread hands out the same signed token again.
-    let (_, fresh) = paused(signer.recover(&t));
+    let (_, fresh) = paused(signer.run(Call::recover(&t)));
     assert_eq!(fresh.to_string(), text);
 
-    let (_, unsigned) = paused(plain.invoke_on(thread("unsigned"), Doc::default()));
+    let (_, unsigned) = paused(plain.run(Call::start(Doc::default()).on(thread("unsigned"))));
     match signer.resume(unsigned.clone()) {
         Err(Error::InvalidToken { reason }) => assert!(reason.contains("not signed"), "{reason}"),
         other => panic!("expected InvalidToken, got {other:?}"),
@@ -897,7 +898,7 @@ pub fn schema_mismatch<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let new_state = v2::Flow::builder().checkpointer(store.clone()).build();
     let new_graph = v3::Flow::builder().checkpointer(store).build();
     let t = thread("schema");
-    let (_, resume) = paused(old.invoke_on(t.clone(), v1::Form::default()));
+    let (_, resume) = paused(old.run(Call::start(v1::Form::default()).on(t.clone())));
     let text = resume.to_string();
 
     let check = |result: Result<(), Error>, expected_what: &str| match result {
@@ -909,11 +910,11 @@ pub fn schema_mismatch<C: Checkpointer + Clone>(make: impl Fn() -> C) {
         other => panic!("expected SchemaMismatch ({expected_what}), got {other:?}"),
     };
     check(new_state.resume(text.parse().unwrap()).map(drop), "state struct");
-    check(new_state.recover(&t).map(drop), "state struct");
+    check(new_state.run(Call::recover(&t)).map(drop), "state struct");
     check(new_state.state(&t).map(drop), "state struct");
     check(new_state.history(&t).map(drop), "state struct");
     check(new_graph.resume(text.parse().unwrap()).map(drop), "graph");
-    check(new_graph.recover(&t).map(drop), "graph");
+    check(new_graph.run(Call::recover(&t)).map(drop), "graph");
     check(new_graph.state(&t).map(drop), "graph");
     // A new thread of the new shape works on the same store; the old thread is untouched.
     assert_eq!(done(new_state.resume(paused(new_state.invoke(v2::Form::default())).1)).trail, ["fill", "send"]);
@@ -990,7 +991,7 @@ pub fn damaged_checkpoints_are_corrupt<C: Checkpointer + Clone + 'static>(make: 
     let store = std::sync::Arc::new(Corrupting::new(make()));
     let app = StopBefore::builder().checkpointer(store.clone()).build();
     let t = thread("corrupt");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc { note: "x".repeat(100), ..Doc::default() }));
+    let (_, resume) = paused(app.run(Call::start(Doc { note: "x".repeat(100), ..Doc::default() }).on(t.clone())));
     let (head, bytes) = store.inner.head(StopBefore::NAME, &t).unwrap().unwrap();
     assert!(bytes.len() > 150, "{} bytes", bytes.len());
 
@@ -1016,7 +1017,7 @@ pub fn damaged_checkpoints_are_corrupt<C: Checkpointer + Clone + 'static>(make: 
         let results = [
             ("state", app.state(&t).map(drop)),
             ("history", app.history(&t).map(drop)),
-            ("recover", app.recover(&t).map(drop)),
+            ("recover", app.run(Call::recover(&t)).map(drop)),
             ("resume", app.resume(resume.clone()).map(drop)),
         ];
         for (call, result) in results {
@@ -1115,7 +1116,7 @@ pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make:
     let clock = tea::Clock::manual(std::time::SystemTime::now());
     let app = TwoStops::builder().checkpointer(store.clone()).lease(lease).clock(clock.clone()).build();
     let t = thread("crash");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     store.fail_after(1); // the claim
     match app.resume(resume.clone().update(Doc::update().note("kept".into()))) {
         Err(Error::Store { source }) => assert_eq!(source.to_string(), "the disk is full"),
@@ -1127,13 +1128,13 @@ pub fn recover_after_a_crash_mid_resume<C: Checkpointer + Clone + 'static>(make:
     assert!(snapshot.interrupts.is_empty(), "the claim is the head: the thread is not paused");
     assert_eq!(names(&snapshot.next), ["b"]);
     assert!(matches!(app.resume(resume), Err(Error::StaleResume { .. })));
-    match app.recover(&t) {
+    match app.run(Call::recover(&t)) {
         Err(Error::ThreadBusy { expires_in, .. }) => assert!(expires_in <= lease),
         other => panic!("the dead run's lease still holds: expected ThreadBusy, got {other:?}"),
     }
     clock.advance(lease);
 
-    let (state, second) = paused(app.recover(&t));
+    let (state, second) = paused(app.run(Call::recover(&t)));
     assert_eq!(state.trail, ["a", "b", "c"], "b ran again (its checkpoint was lost), without pausing");
     assert_eq!(state.note, "kept", "the resume's update was in the claim");
     assert_eq!(ids(&second), ["before:d"], "the next breakpoint still stops the run");
@@ -1196,13 +1197,13 @@ pub fn concurrent_recovers_run_once<C: Checkpointer + Clone + 'static>(make: imp
     let app = fragile::Fragile::builder().checkpointer(store.clone()).build();
     let t = thread("recover-race");
     arm(&t, "b", Failure::Error);
-    assert!(matches!(app.invoke_on(t.clone(), Doc::default()), Err(Error::NodeFailed { .. })));
+    assert!(matches!(app.run(Call::start(Doc::default()).on(t.clone())), Err(Error::NodeFailed { .. })));
     *store.gate.lock().unwrap() = Some(std::sync::Arc::new(Barrier::new(8)));
     let results: Vec<Result<Outcome<Doc>, Error>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let (app, t) = (&app, &t);
-                scope.spawn(move || app.recover(t))
+                scope.spawn(move || app.run(Call::recover(t)))
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()

@@ -173,7 +173,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// [`DEFAULT_LEASE`], one minute).
     ///
     /// A run's checkpoints carry a lease on its thread, renewed as the run advances (at every
-    /// checkpoint, and before a node once half the lease has gone). [`App::recover`] of a
+    /// checkpoint, and before a node once half the lease has gone). A [`Call::recover`] of a
     /// thread whose lease has not expired is [`Error::ThreadBusy`]: a live run is never taken
     /// over, so no node runs twice because two processes recovered one thread. A run that
     /// crashed is taken over once its lease expires; a run that failed releases it at once.
@@ -777,7 +777,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     /// Deletes every checkpoint of `thread`; `Ok(false)` if it had none. The thread id is free
-    /// again: [`invoke_on`](Self::invoke_on) can start it anew. A token of the deleted thread
+    /// again: [`Call::start`]`(…).on(thread)` can start it anew. A token of the deleted thread
     /// fails with [`Error::CheckpointNotFound`] while the id is unused, and with
     /// [`Error::StaleResume`] once it is reused: a token carries its pause's random nonce, which
     /// no pause of the new thread has.

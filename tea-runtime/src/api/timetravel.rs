@@ -42,7 +42,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// Writes a new checkpoint at the head of `thread` as if node `as_node` had run and
     /// produced `update`: the update goes through the reducers, and the run goes on where
     /// `as_node`'s edges and guards lead on the new state (its fan-out, if it has one). A
-    /// [`recover`](Self::recover) then continues from there (its breakpoints stop it, as they
+    /// [`Call::recover`](crate::Call::recover) then continues from there (its breakpoints stop it, as they
     /// would after `as_node` ran). Returns the new checkpoint's [`Snapshot`] (its
     /// [`next`](Snapshot::next) is where the run goes on).
     ///
@@ -173,10 +173,10 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 
     /// Starts thread `new_thread` from checkpoint `checkpoint` of `thread`: its first checkpoint
-    /// is a copy of that one, and `thread` stays untouched. [`recover`](Self::recover) of the
+    /// is a copy of that one, and `thread` stays untouched. [`Call::recover`](crate::Call::recover) of the
     /// new thread continues as `recover` of `thread` would have from there: only what comes
     /// after the checkpoint runs. A paused checkpoint's pause is the fork's too, under a token of
-    /// its own, which [`recover`](Self::recover) of the fork hands out: a token of `thread`
+    /// its own, which a recover of the fork hands out: a token of `thread`
     /// never resumes the fork, nor a token of the fork `thread`. A checkpoint written while a run
     /// held `thread` is copied without its lease, so the fork can be recovered at once.
     ///

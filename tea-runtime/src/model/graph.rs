@@ -239,8 +239,8 @@ pub struct Fork<'g, N> {
     pub join: N,
 }
 
-/// Graphs whose nodes are all sync, and so run with the blocking `invoke`, `resume`, `recover`
-/// and `stream`.
+/// Graphs whose nodes are all sync, and so run with the blocking `run`, `run_stream`, `invoke`,
+/// `resume` and `stream`.
 ///
 /// `graph!` implements it for every graph without an `async` statement; a graph with async nodes
 /// runs with `invoke_async(…).await` and its kin (feature `tokio`). A graph built at run time
@@ -249,7 +249,7 @@ pub struct Fork<'g, N> {
 #[diagnostic::on_unimplemented(
     message = "graph `{Self}` has async nodes, so it runs with the async API",
     label = "`{Self}` has an `async` statement: its nodes await, which a blocking call cannot do",
-    note = "call `.invoke_async(input).await` (or `resume_async`, `recover_async`, `stream_async`) inside a tokio runtime; they need tea's feature `tokio`"
+    note = "call `.invoke_async(input).await` (or `run_async`, `resume_async`, `stream_async`) inside a tokio runtime; they need tea's feature `tokio`"
 )]
 pub trait SyncGraph: Graph {}
 

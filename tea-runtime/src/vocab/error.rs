@@ -90,7 +90,7 @@ pub enum Error {
     /// at compile time this does not compile instead ([`SyncGraph`](crate::SyncGraph)); a graph
     /// built at run time reports it before the node runs, and the thread stays as it was at its
     /// last checkpoint.
-    #[error("node `{node}` of graph `{graph}` is async: run the graph with `invoke_async`/`resume_async`/`recover_async` (feature `tokio`)")]
+    #[error("node `{node}` of graph `{graph}` is async: run the graph with the async API (`invoke_async` and its kin, feature `tokio`)")]
     NeedsAsync {
         /// The graph.
         graph: String,
@@ -170,14 +170,15 @@ pub enum Error {
         branches: Vec<NodeName>,
     },
 
-    /// `invoke_on` named a thread that already has checkpoints.
+    /// A call that starts a thread (`Call::start(…).on(thread)`) named one that already has
+    /// checkpoints.
     #[error("thread `{thread}` already exists; resume it, recover it, or start a new thread")]
     ThreadExists {
         /// The thread.
         thread: ThreadId,
     },
 
-    /// `invoke_on` named a thread id that cannot be used: empty, or longer than
+    /// A call that starts a thread named a thread id that cannot be used: empty, or longer than
     /// [`ThreadId::MAX_LEN`] bytes (tokens carry the id).
     #[error("thread id {thread:?} cannot be used: {reason}")]
     InvalidThreadId {

@@ -53,9 +53,9 @@ impl Default for Limits {
 /// from the run's last checkpoint: with `EveryStep` and `Buffered` the node that failed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
-    /// A checkpoint after every node, flushed before the next node starts: `app.recover(thread)`
-    /// continues a run that crashed without running again the nodes that completed. One flush
-    /// per node on a disk store.
+    /// A checkpoint after every node, flushed before the next node starts:
+    /// `app.run(Call::recover(thread))` continues a run that crashed without running again the
+    /// nodes that completed. One flush per node on a disk store.
     #[default]
     EveryStep,
     /// A checkpoint after every node, flushed only at pauses and at the end (LangGraph's

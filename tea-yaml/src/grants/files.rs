@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 pub(crate) const MAX_AGENT_FILE: u64 = 8 << 20;
 /// The largest file `file.read` reads: 64 MiB.
 pub(crate) const MAX_READ_FILE: u64 = 64 << 20;
-/// The largest checkpoint file read (`checkpoint.load`, `resume_from`, `config.checkpoint`):
+/// The largest checkpoint file read (`checkpoint.load`, `Agent::checkpoint_call`, `config.checkpoint`):
 /// 256 MiB.
 pub(crate) const MAX_CHECKPOINT_FILE: u64 = 256 << 20;
 

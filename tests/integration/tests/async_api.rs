@@ -1,4 +1,4 @@
-//! The async driver: `invoke_async`, `resume_async`, `recover_async`, `stream_async` on tokio.
+//! The async driver: `run_async`, `run_stream_async`, `invoke_async`, `resume_async`, `stream_async` on tokio.
 //!
 //! The graphs are written with `graph!`; `Delayed` wraps one and makes some of its nodes wait
 //! before they run — async nodes awaiting a tokio timer, or sync nodes blocking their thread
@@ -348,7 +348,7 @@ fn a_resume_that_fails_after_a_later_node_completed_keeps_that_node() {
         assert_eq!(snapshot.next, ["finish"]);
         assert!(matches!(app.resume_async(resume.answer("Lisbon")).await, Err(Error::StaleResume { .. })));
         app.graph().delay_ms.store(1, Ordering::SeqCst);
-        let out = app.recover_async(&thread).await.unwrap().done().unwrap();
+        let out = app.run_async(Call::recover(&thread)).await.unwrap().done().unwrap();
         assert_eq!(out.log, ["prepare", "ask", "slow", "finish"]);
     });
 }
@@ -357,13 +357,13 @@ fn a_resume_that_fails_after_a_later_node_completed_keeps_that_node() {
 async fn a_dropped_run_is_recovered_from_its_last_checkpoint() {
     let graph = Delayed::new(Fan, branch_node, Wait::Async, Duration::from_secs(30));
     let app = tea::Builder::new(graph).checkpointer(MemoryStore::new()).build();
-    let run = app.invoke_on_async("trip-1", Trip::default());
+    let run = app.run_async(Call::start(Trip::default()).on("trip-1"));
     // The branches wait 30 s: the caller gives up after 100 ms, dropping the run's future.
     assert!(tokio::time::timeout(Duration::from_millis(100), run).await.is_err());
     // The dropped run released its lease, so the thread can be recovered at once; `plan`,
     // checkpointed before the fan-out, does not run again.
     app.graph().delay_ms.store(1, Ordering::SeqCst);
-    let out = app.recover_async(&ThreadId::from("trip-1")).await.unwrap().done().unwrap();
+    let out = app.run_async(Call::recover(ThreadId::from("trip-1"))).await.unwrap().done().unwrap();
     assert_eq!(out.log, EXPECTED_LOG);
 }
 
@@ -387,7 +387,7 @@ async fn stream_resume_async_ends_with_done() {
     assert_eq!(events, ["prepare", "interrupted"]);
     let resume = app.invoke_async(Trip::default()).await.unwrap().interrupted().unwrap().1;
     let events: Vec<String> =
-        app.stream_resume_async(resume.answer("Lisbon")).map(|e| describe(&e.unwrap())).collect().await;
+        app.run_stream_async(Call::resume(resume.answer("Lisbon"))).map(|e| describe(&e.unwrap())).collect().await;
     assert_eq!(events, ["ask", "slow", "finish", "done"]);
 }
 
@@ -410,12 +410,12 @@ fn the_async_api_is_send() {
     send(store_less.stream_async(Trip::default()));
     let app = desk(MemoryStore::new(), Duration::ZERO);
     send(app.invoke_async(Trip::default()));
-    send(app.recover_async(&ThreadId::from("t")));
+    send(app.run_async(Call::recover(ThreadId::from("t"))));
     send(app.stream_async(Trip::default()));
     let resume: Resume<Trip> = "x".parse().unwrap_or_else(|_| {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(app.invoke_async(Trip::default())).unwrap().interrupted().unwrap().1
     });
     send(app.resume_async(resume.clone()));
-    send(app.stream_resume_async(resume));
+    send(app.run_stream_async(Call::resume(resume)));
 }

@@ -78,7 +78,7 @@ fn processes_racing_to_resume_one_token_have_one_winner() {
     let Some(db) = TestSchema::new("process_race") else { return };
     let app = StopBefore::builder().checkpointer(db.store()).build();
     let t = thread("race");
-    let (_, resume) = paused(app.invoke_on(t.clone(), Doc::default()));
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
     let spec = format!("{}\n{}\n{resume}", db.url(), db.name());
 
     let mut racers: Vec<(Child, BufReader<std::process::ChildStdout>)> = (0..RACERS)

@@ -22,7 +22,7 @@
 //!   dead run's (short) lease expires; a failed or dropped run is recovered at once. Stores:
 //!   `MemoryStore`, and `SledStore` in a temporary directory, behind a `Checkpointer` of this
 //!   file's that fails as planned. Drivers: the blocking API, or the async one on tokio
-//!   (`invoke_on_async` and kin; odd-numbered nodes are then async, the others run on the
+//!   (`run_async` and kin; odd-numbered nodes are then async, the others run on the
 //!   blocking pool). The uninterrupted run is always the blocking API's.
 //! - how pauses are answered: the uninterrupted run answers every question at each pause; the
 //!   crashed run answers a random non-empty part of them at each pause (the rest wait for a
@@ -764,7 +764,7 @@ struct Case {
     /// (0: answer all, recover).
     resumes: u64,
     sled: bool,
-    /// The async API (`invoke_on_async` and kin, odd-numbered nodes async) rather than the
+    /// The async API (`run_async` and kin, odd-numbered nodes async) rather than the
     /// blocking one.
     asynchronous: bool,
 }
@@ -861,9 +861,9 @@ fn drive(
             runtime.block_on(async {
                 let called = async {
                     match call {
-                        Call::Invoke => app.invoke_on_async(thread.clone(), Trail::default()).await,
+                        Call::Invoke => app.run_async(tea::Call::start(Trail::default()).on(thread.clone())).await,
                         Call::Resume(token, _) => app.resume_async(*token).await,
-                        Call::Recover => app.recover_async(thread).await,
+                        Call::Recover => app.run_async(tea::Call::recover(thread)).await,
                     }
                 };
                 // `DropAtNode` drops the call's future.
@@ -875,9 +875,9 @@ fn drive(
             })
         } else {
             Some(match call {
-                Call::Invoke => app.invoke_on(thread.clone(), Trail::default()),
+                Call::Invoke => app.run(tea::Call::start(Trail::default()).on(thread.clone())),
                 Call::Resume(token, _) => app.resume(*token),
-                Call::Recover => app.recover(thread),
+                Call::Recover => app.run(tea::Call::recover(thread)),
             })
         };
         let Some(result) = result else {

@@ -262,7 +262,11 @@ fn drive(scenario: &str, store: Arc<dyn Checkpointer>, thread: &str, recover: bo
     macro_rules! blocking {
         ($graph:ident) => {{
             let app = $graph::builder().checkpointer(store).durability(Durability::EveryStep).lease(LEASE).build();
-            let outcome = if recover { app.recover(&id) } else { app.invoke_on(thread, input(thread, scenario)) };
+            let outcome = if recover {
+                app.run(Call::recover(&id))
+            } else {
+                app.run(Call::start(input(thread, scenario)).on(thread))
+            };
             outcome.map(|o| o.done().expect("the scenarios do not pause"))
         }};
     }
@@ -275,9 +279,9 @@ fn drive(scenario: &str, store: Arc<dyn Checkpointer>, thread: &str, recover: bo
             let app = AsyncSends::builder().checkpointer(store).durability(Durability::EveryStep).lease(LEASE).build();
             runtime.block_on(async {
                 if recover {
-                    app.recover_async(&id).await.map(|o| o.done().expect("the scenarios do not pause"))
+                    app.run_async(Call::recover(&id)).await.map(|o| o.done().expect("the scenarios do not pause"))
                 } else {
-                    app.invoke_on_async(thread, input(thread, scenario)).await.map(|o| o.done().unwrap())
+                    app.run_async(Call::start(input(thread, scenario)).on(thread)).await.map(|o| o.done().unwrap())
                 }
             })
         }

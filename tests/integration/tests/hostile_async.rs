@@ -116,7 +116,7 @@ impl Drop for TempDb {
 
 /// Starts `thread` and returns the token of its pause in `ask`.
 async fn paused<C: Checkpointer>(app: &App<Desk, C>, thread: &str) -> Resume<Ticket> {
-    match app.invoke_on_async(thread, Ticket::default()).await {
+    match app.run_async(Call::start(Ticket::default()).on(thread)).await {
         Ok(Outcome::Interrupted { state, resume }) => {
             assert_eq!(state.log, ["prepare"]);
             resume

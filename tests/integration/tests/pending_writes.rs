@@ -103,7 +103,7 @@ graph! {
 fn a_failed_send_reruns_only_its_failed_step<C: Checkpointer>(store: C, test: &str) {
     let app = Sends::builder().checkpointer(store).durability(Durability::EveryStep).build();
     fail_once(&format!("{test}/check/b"));
-    let err = app.invoke_on(test, work(test, &["a", "b", "c"])).unwrap_err();
+    let err = app.run(Call::start(work(test, &["a", "b", "c"])).on(test)).unwrap_err();
     assert!(matches!(&err, Error::NodeFailed { node, .. } if node.as_str() == "check"), "{err:?}");
     // What is durable: sends `a` and `c` at their join, `b` past `probe`.
     let snapshot = app.state(&ThreadId::from(test)).unwrap().unwrap();
@@ -113,7 +113,7 @@ fn a_failed_send_reruns_only_its_failed_step<C: Checkpointer>(store: C, test: &s
     assert_eq!(snapshot.next, ["check"]);
     assert_eq!(snapshot.branches[1].state.done, ["probe:b"], "a branch's own state: its updates only");
 
-    let out = app.recover(&ThreadId::from(test)).unwrap().done().unwrap();
+    let out = app.run(Call::recover(ThreadId::from(test))).unwrap().done().unwrap();
     assert_eq!(sorted(out.done), ["check:a", "check:b", "check:c", "probe:a", "probe:b", "probe:c"]);
     let expected: BTreeMap<String, usize> = [
         ("check/a", 1),
@@ -187,14 +187,14 @@ fn a_failure_inside_a_nested_fan_out_reruns_only_what_failed<C: Checkpointer>(st
     let app = nested_app(store);
     fail_once(&format!("{test}/inner_b/"));
     fail_once(&format!("{test}/left_more/"));
-    assert!(app.invoke_on(test, work(test, &[])).is_err());
+    assert!(app.run(Call::start(work(test, &[])).on(test)).is_err());
     let snapshot = app.state(&ThreadId::from(test)).unwrap().unwrap();
     let outer = &snapshot.branches[1];
     assert_eq!((outer.head.as_str(), outer.steps, outer.done), ("outer", 1, false));
     let inner: Vec<(&str, u64, bool)> = outer.branches.iter().map(|b| (b.head.as_str(), b.steps, b.done)).collect();
     assert_eq!(inner, [("inner_a", 1, true), ("inner_b", 0, false)]);
 
-    let out = app.recover(&ThreadId::from(test)).unwrap().done().unwrap();
+    let out = app.run(Call::recover(ThreadId::from(test))).unwrap().done().unwrap();
     // The same result as a run that never failed.
     let clean = Nested::builder().build().invoke(work(&format!("{test}-clean"), &[])).unwrap();
     assert_eq!(out.done, clean.done);
@@ -230,7 +230,7 @@ fn with_on_pause_durability_nothing_of_a_fan_out_is_written_while_it_runs() {
     let test = "on-pause";
     let app = Nested::builder().checkpointer(MemoryStore::new()).durability(Durability::OnPause).build();
     fail_once(&format!("{test}/left_more/"));
-    assert!(app.invoke_on(test, work(test, &[])).is_err());
+    assert!(app.run(Call::start(work(test, &[])).on(test)).is_err());
     // The run wrote only its claim: nothing of the fan-out is kept, as documented.
     let history = app.history(&ThreadId::from(test)).unwrap();
     assert!(history.iter().all(|s| s.branches.is_empty()), "{history:?}");
@@ -263,11 +263,11 @@ graph! {
 
 async fn a_dropped_fan_out_keeps_the_sends_that_finished<C: Checkpointer>(store: C, test: &str) {
     let app = AsyncSends::builder().checkpointer(store).durability(Durability::EveryStep).build();
-    let run = app.invoke_on_async(test, work(test, &["a", "b", "slow"]));
+    let run = app.run_async(Call::start(work(test, &["a", "b", "slow"])).on(test));
     // `a` and `b` finish at once; the caller gives up 200 ms later, dropping the run.
     assert!(tokio::time::timeout(Duration::from_millis(200), run).await.is_err());
     HOLD.store(false, Ordering::SeqCst);
-    let out = app.recover_async(&ThreadId::from(test)).await.unwrap().done().unwrap();
+    let out = app.run_async(Call::recover(ThreadId::from(test))).await.unwrap().done().unwrap();
     assert_eq!(out.done, ["fetch:a", "fetch:b", "fetch:slow"]);
     let expected: BTreeMap<String, usize> =
         [("fetch/a", 1), ("fetch/b", 1), ("fetch/slow", 2)].into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
@@ -311,7 +311,7 @@ graph! {
 fn a_fan_out_whose_branches_all_finished_shows_its_join_next() {
     // Both branches replace `item`: the merge fails after both finished and were written.
     let app = Clash::builder().checkpointer(MemoryStore::new()).durability(Durability::EveryStep).build();
-    let error = app.invoke_on("clash", work("clash", &[])).unwrap_err();
+    let error = app.run(Call::start(work("clash", &[])).on("clash")).unwrap_err();
     assert!(matches!(error, Error::ConflictingWrites { .. }), "{error:?}");
     let snapshot = app.state(&ThreadId::from("clash")).unwrap().unwrap();
     assert!(snapshot.branches.iter().all(|b| b.done), "{snapshot:?}");

@@ -333,10 +333,10 @@ graph! {
 fn timed_out_branch<C: Checkpointer>(tag: &str, store: C) {
     let app = SlowBranch::builder().checkpointer(store).build();
     let thread = ThreadId::from(tag);
-    let error = app.invoke_on(thread.clone(), Job { slow_ms: 2_000, ..job(tag) }).unwrap_err();
+    let error = app.run(Call::start(Job { slow_ms: 2_000, ..job(tag) }).on(thread.clone())).unwrap_err();
     assert!(matches!(error, Error::NodeTimedOut { .. }), "{error:?}");
     assert_eq!(runs(tag, "quick"), 1, "{tag}: the sibling finished");
-    let out = app.recover(&thread).unwrap().done().unwrap();
+    let out = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(out.log, ["slow", "quick"]);
     assert_eq!((runs(tag, "slow"), runs(tag, "quick")), (2, 1), "{tag}: only the timed-out branch ran again");
 }
@@ -542,8 +542,10 @@ fn custom_events_come_in_order_with_the_steps() {
 fn stream_modes_pick_the_events() {
     let app = Speaker::builder().checkpointer(MemoryStore::new()).build();
     let modes = RunOptions::new().stream_modes(StreamModes::UPDATES);
-    let seen: Vec<String> =
-        app.stream_on_with("modes-updates", job("modes"), modes).map(|e| describe(&e.unwrap())).collect();
+    let seen: Vec<String> = app
+        .run_stream(Call::start(job("modes")).on("modes-updates").options(modes))
+        .map(|e| describe(&e.unwrap()))
+        .collect();
     assert_eq!(
         seen,
         [
@@ -556,8 +558,10 @@ fn stream_modes_pick_the_events() {
         ]
     );
     let modes = RunOptions::new().stream_modes(StreamModes::DEBUG | StreamModes::VALUES);
-    let seen: Vec<String> =
-        app.stream_on_with("modes-debug", job("modes"), modes).map(|e| describe(&e.unwrap())).collect();
+    let seen: Vec<String> = app
+        .run_stream(Call::start(job("modes")).on("modes-debug").options(modes))
+        .map(|e| describe(&e.unwrap()))
+        .collect();
     assert_eq!(&seen[..4], ["started speak 1", "step speak", "started split 2", "step split"]);
 }
 
@@ -722,7 +726,7 @@ fn a_process_killed_while_a_retry_waits_is_recovered() {
         assert_eq!(role, "wait-in-retry");
         let dir = std::path::PathBuf::from(std::env::var(KILL_DIR).unwrap());
         let log = dir.join("nodes.log").to_string_lossy().into_owned();
-        let outcome = killed_in_retry_app(&dir).invoke_on("killed", Job { query: log, ..job("killed") });
+        let outcome = killed_in_retry_app(&dir).run(Call::start(Job { query: log, ..job("killed") }).on("killed"));
         panic!("the run should have been killed in its retry's wait: {outcome:?}");
     }
     let dir = std::env::temp_dir().join(format!("tea-policies-killed-{}", std::process::id()));
@@ -748,7 +752,7 @@ fn a_process_killed_while_a_retry_waits_is_recovered() {
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(400)); // the killed run's lease lapses
     let app = killed_in_retry_app(&dir);
-    let out = app.recover(&ThreadId::from("killed")).unwrap().done().unwrap();
+    let out = app.run(Call::recover(ThreadId::from("killed"))).unwrap().done().unwrap();
     assert_eq!(out.log, ["prepared", "fragile ok"]);
     assert_eq!(logged(&log), ["prepare", "fragile", "fragile"], "`prepare` ran once; `fragile` again after recover");
     drop(app);

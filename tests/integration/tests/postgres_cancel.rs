@@ -138,7 +138,7 @@ async fn dropped_resumes(db: &TestSchema) {
     let mut tokens = Vec::new();
     for i in 0..DROPPED {
         let input = Ticket { wait_ms: 60_000, ..Ticket::default() };
-        match app.invoke_on_async(format!("r{i}"), input).await {
+        match app.run_async(Call::start(input).on(format!("r{i}"))).await {
             Ok(Outcome::Interrupted { resume, .. }) => tokens.push(resume),
             other => panic!("expected the pause in `ask`, got {other:?}"),
         }
@@ -188,7 +188,7 @@ async fn dropped_invokes(db: &TestSchema) {
     for i in 0..DROPPED {
         let give_up = Duration::from_micros(rng.below(5_000));
         tokio::select! {
-            _ = app.invoke_on_async(format!("i{i}"), Ticket::default()) => finished += 1,
+            _ = app.run_async(Call::start(Ticket::default()).on(format!("i{i}"))) => finished += 1,
             () = tokio::time::sleep(give_up) => {}
         }
     }
@@ -197,7 +197,7 @@ async fn dropped_invokes(db: &TestSchema) {
         let thread = ThreadId::from(format!("i{i}"));
         // Otherwise it continued to the pause, or had nothing to continue (never written, or
         // already paused).
-        if let Err(Error::ThreadBusy { expires_in, .. }) = app.recover_async(&thread).await {
+        if let Err(Error::ThreadBusy { expires_in, .. }) = app.run_async(Call::recover(&thread)).await {
             stranded.push(format!("{thread}: ThreadBusy for {expires_in:?}"));
         }
     }
@@ -238,7 +238,7 @@ fn a_run_failed_by_a_killed_connection_releases_its_lease() {
     let mut failed = Vec::new();
     for i in 0..RUNS {
         let thread = ThreadId::from(format!("k{i}"));
-        match app.invoke_on(thread.clone(), Ticket::default()) {
+        match app.run(Call::start(Ticket::default()).on(thread.clone())) {
             Ok(_) => {}
             Err(Error::Store { .. }) => failed.push(thread),
             Err(other) => panic!("{thread}: expected done or a store error, got {other:?}"),
@@ -248,7 +248,7 @@ fn a_run_failed_by_a_killed_connection_releases_its_lease() {
     killer.join().unwrap();
     let mut stranded = Vec::new();
     for thread in &failed {
-        match app.recover(thread) {
+        match app.run(Call::recover(thread)) {
             Err(Error::ThreadBusy { expires_in, .. }) => {
                 stranded.push(format!("{thread}: ThreadBusy for {expires_in:?}"))
             }

@@ -99,7 +99,8 @@ fn doc(topic: &str) -> Doc {
 
 async fn pause_inside_an_async_child_and_resume<C: Checkpointer>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
-    let (state, resume) = app.invoke_on_async(thread, doc("tea")).await.unwrap().interrupted().expect("the child asks");
+    let (state, resume) =
+        app.run_async(Call::start(doc("tea")).on(thread)).await.unwrap().interrupted().expect("the child asks");
     assert_eq!(state.log, ["write"]);
     assert_eq!(resume.interrupts()[0].id(), "think/judge#0");
     let snapshot = app.state_async(&ThreadId::from(thread)).await.unwrap().unwrap();
@@ -135,7 +136,7 @@ async fn an_async_child_pauses_and_resumes_on_sled() {
 #[tokio::test]
 async fn a_bad_answer_to_an_async_childs_pause_is_bad_resume_value() {
     let app = Desk::builder().checkpointer(MemoryStore::new()).build();
-    let (_, resume) = app.invoke_on_async("async-bad", doc("tea")).await.unwrap().interrupted().unwrap();
+    let (_, resume) = app.run_async(Call::start(doc("tea")).on("async-bad")).await.unwrap().interrupted().unwrap();
     let token = resume.to_string();
     let error = app.resume_async(resume.answer(7)).await.unwrap_err();
     assert!(matches!(&error, Error::BadResumeValue { node, .. } if node == "think/judge"), "{error:?}");
@@ -146,10 +147,10 @@ async fn a_bad_answer_to_an_async_childs_pause_is_bad_resume_value() {
 #[tokio::test]
 async fn a_failed_async_child_is_recovered_without_running_its_completed_nodes() {
     let app = Desk::builder().checkpointer(MemoryStore::new()).build();
-    let error = app.invoke_on_async("async-flaky", doc("flaky")).await.unwrap_err();
+    let error = app.run_async(Call::start(doc("flaky")).on("async-flaky")).await.unwrap_err();
     assert!(matches!(&error, Error::NodeFailed { node, .. } if node == "think"), "{error:?}");
     let thread = ThreadId::from("async-flaky");
-    let (_, resume) = app.recover_async(&thread).await.unwrap().interrupted().expect("the child asks");
+    let (_, resume) = app.run_async(Call::recover(&thread)).await.unwrap().interrupted().expect("the child asks");
     let done = app.resume_async(resume.answer("fine")).await.unwrap().done().unwrap();
     assert_eq!(done.log, ["write", "research flaky", "check", "judge", "publish (fine)"]);
     let researched = runs_under("async-flaky").iter().filter(|r| r.ends_with(" research")).count();
@@ -170,7 +171,7 @@ async fn an_async_childs_steps_stream_named_by_their_path() {
             })
             .collect()
     };
-    let events: Vec<_> = app.stream_on_async("async-stream", doc("tea")).collect().await;
+    let events: Vec<_> = app.run_stream_async(Call::start(doc("tea")).on("async-stream")).collect().await;
     let token = events.iter().find_map(|event| match event {
         Ok(Event::Interrupted { resume, .. }) => Some(resume.to_string()),
         _ => None,
@@ -178,7 +179,7 @@ async fn an_async_childs_steps_stream_named_by_their_path() {
     assert_eq!(names(events), ["write", "think/research", "think/check", "Interrupted"]);
     let token: Resume<Doc> = token.expect("paused").parse().unwrap();
     assert_eq!(token.interrupts()[0].id(), "think/judge#0");
-    let events: Vec<_> = app.stream_resume_async(token.answer("go")).collect().await;
+    let events: Vec<_> = app.run_stream_async(Call::resume(token.answer("go"))).collect().await;
     assert_eq!(names(events), ["think/judge", "think", "publish", "Done"]);
 }
 
@@ -232,7 +233,7 @@ graph! {
 #[tokio::test]
 async fn a_mapped_async_child_two_levels_deep_with_and_without_a_store() {
     let stored = Top::builder().checkpointer(MemoryStore::new()).build();
-    let done = stored.invoke_on_async("deep", doc("rust")).await.unwrap().done().unwrap();
+    let done = stored.run_async(Call::start(doc("rust")).on("deep")).await.unwrap().done().unwrap();
     assert_eq!(done.log, ["hit rust"]);
     let bare = Top::builder().build();
     assert_eq!(bare.invoke_async(doc("rust")).await.unwrap().log, ["hit rust"]);

@@ -1,5 +1,5 @@
 //! Leases across subgraph nodes on the async driver (feature `tokio`): a live async parent whose
-//! child outlasts the lease is never taken over by a concurrent `recover_async`, as on the
+//! child outlasts the lease is never taken over by a concurrent `run_async(Call::recover(…))`, as on the
 //! blocking API (`tests/subgraph_leases.rs` at the root, whose `Mom` and `Kid` graphs these are).
 //!
 //! Every node takes 200 ms, half the 400 ms lease; the child of three nodes takes 600 ms, so a
@@ -72,7 +72,7 @@ async fn a_live_async_parent_whose_child_outlasts_the_lease_is_not_taken_over() 
         let mut busy = 0;
         while live.load(Ordering::Acquire) {
             tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(50))).await.unwrap();
-            match app.recover_async(&ThreadId::from("async")).await {
+            match app.run_async(Call::recover(ThreadId::from("async"))).await {
                 Err(Error::ThreadBusy { .. }) => busy += 1,
                 Ok(Outcome::Done(_)) | Err(Error::CheckpointNotFound { .. }) => {}
                 other => panic!("a live run was taken over: {other:?}"),
@@ -81,7 +81,7 @@ async fn a_live_async_parent_whose_child_outlasts_the_lease_is_not_taken_over() 
         busy
     };
     let run = async {
-        let outcome = app.invoke_on_async("async", Job::default()).await;
+        let outcome = app.run_async(Call::start(Job::default()).on("async")).await;
         live.store(false, Ordering::Release);
         outcome
     };

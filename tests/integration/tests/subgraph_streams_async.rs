@@ -1,4 +1,4 @@
-//! A subgraph node's child steps in an async stream (feature `tokio`): `stream_on_async` shows
+//! A subgraph node's child steps in an async stream (feature `tokio`): `run_stream_async` shows
 //! them before the node's own step, named by their path, as `stream` does on the blocking API
 //! (`tests/subgraphs.rs` at the root, whose `Desk` and `Reviewer` graphs these are).
 #![cfg(feature = "tokio")]
@@ -73,6 +73,6 @@ fn names_of(events: Vec<Result<Event<Doc>, Error>>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_stream_shows_the_childs_steps_too() {
     let app = Desk::builder().checkpointer(MemoryStore::new()).build();
-    let events: Vec<_> = app.stream_on_async("desk-async", Doc::default()).collect().await;
+    let events: Vec<_> = app.run_stream_async(Call::start(Doc::default()).on("desk-async")).collect().await;
     assert_eq!(names_of(events), ["write", "review/check", "review/polish", "Interrupted"]);
 }

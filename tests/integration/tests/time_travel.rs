@@ -2,7 +2,7 @@
 //! original untouched; a fork of a parent paused inside a subgraph node keeps the child where it
 //! paused — LangGraph #8458 and #6792 must not happen here), `App::update_state` (a checkpoint
 //! as if a node had produced an update; `recover` continues from the node its edges lead to),
-//! and `invoke_with`/`resume_with`/`recover_with` with `RunOptions`.
+//! and `Call::start`/`resume`/`recover` with `RunOptions`.
 //!
 //! Every scenario runs on `MemoryStore` and `SledStore`, through the blocking and the async API.
 
@@ -86,7 +86,7 @@ fn shape(history: &[Snapshot<Line>]) -> Vec<(u64, Line, Vec<NodeName>)> {
 fn fork_three_steps_back<C: Checkpointer>(store: C, thread: &str) {
     let app = Five::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
-    let done = app.invoke_on(thread.clone(), Line::default()).unwrap().done().unwrap();
+    let done = app.run(Call::start(Line::default()).on(thread.clone())).unwrap().done().unwrap();
     assert_eq!(done.log, ["a", "b", "c", "d", "e"]);
     let before = shape(&app.history(&thread).unwrap());
     // Three steps back from the end: the checkpoint after `b`, before `c`.
@@ -96,7 +96,7 @@ fn fork_three_steps_back<C: Checkpointer>(store: C, thread: &str) {
     let first = app.fork(&thread, back.checkpoint, fork.clone()).unwrap();
     assert_eq!((first.checkpoint, first.state.clone(), first.next.clone()), (1, back.state.clone(), back.next));
     // The fork continues from there: only c, d, e run again.
-    let out = app.recover(&fork).unwrap().done().unwrap();
+    let out = app.run(Call::recover(&fork)).unwrap().done().unwrap();
     assert_eq!(out.log, ["a", "b", "c", "d", "e"]);
     assert_eq!(out.n, 5);
     assert_eq!(runs_on(fork.as_str()), ["c", "d", "e"]);
@@ -129,13 +129,13 @@ fn a_fork_from_three_steps_back_reruns_only_what_follows_on_sled() {
 async fn fork_three_steps_back_async<C: Checkpointer>(store: C, thread: &str) {
     let app = Five::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
-    app.invoke_on_async(thread.clone(), Line::default()).await.unwrap().done().unwrap();
+    app.run_async(Call::start(Line::default()).on(thread.clone())).await.unwrap().done().unwrap();
     let before = shape(&app.history(&thread).unwrap());
     let back = app.history(&thread).unwrap().into_iter().find(|s| s.step == 2).unwrap();
     let fork = ThreadId::from(format!("{thread}-fork"));
     let first = app.fork_async(&thread, back.checkpoint, fork.clone()).await.unwrap();
     assert_eq!(first.next, ["c"]);
-    let out = app.recover_async(&fork).await.unwrap().done().unwrap();
+    let out = app.run_async(Call::recover(&fork)).await.unwrap().done().unwrap();
     assert_eq!(out.log, ["a", "b", "c", "d", "e"]);
     assert_eq!(runs_on(fork.as_str()), ["c", "d", "e"]);
     assert_eq!(shape(&app.history(&thread).unwrap()), before);
@@ -202,7 +202,7 @@ use orders::{Busy, Orders, Split};
 fn update_then_recover<C: Checkpointer>(store: C, thread: &str) {
     let app = Orders::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
-    let (_, resume) = app.invoke_on(thread.clone(), Order::default()).unwrap().interrupted().unwrap();
+    let (_, resume) = app.run(Call::start(Order::default()).on(thread.clone())).unwrap().interrupted().unwrap();
     let head = app.state(&thread).unwrap().unwrap();
     assert_eq!(head.next, ["approve"]);
     // A node the graph lacks: nothing written.
@@ -218,7 +218,7 @@ fn update_then_recover<C: Checkpointer>(store: C, thread: &str) {
     // The pause is replaced: its token is stale.
     let stale = app.resume(resume);
     assert!(matches!(stale, Err(Error::StaleResume { .. })), "{stale:?}");
-    let out = app.recover(&thread).unwrap().done().unwrap();
+    let out = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(out.amount, 250);
     assert_eq!(out.log, ["plan", "big"]);
     assert_eq!(runs_on(thread.as_str()), ["plan", "big"]);
@@ -226,7 +226,7 @@ fn update_then_recover<C: Checkpointer>(store: C, thread: &str) {
     // (`amount` replaces).
     let again = app.update_state(&thread, Order::update().amount(5), "approve").unwrap();
     assert_eq!(again.next, ["small"]);
-    let out = app.recover(&thread).unwrap().done().unwrap();
+    let out = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(out.log, ["plan", "big", "small"]);
     // No thread: its own error.
     let none = app.update_state(&ThreadId::from("tt-nobody"), Order::update(), "approve");
@@ -248,10 +248,10 @@ fn update_state_then_recover_continues_from_the_computed_node_on_sled() {
 async fn update_then_recover_async<C: Checkpointer>(store: C, thread: &str) {
     let app = Orders::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
-    app.invoke_on_async(thread.clone(), Order::default()).await.unwrap().interrupted().unwrap();
+    app.run_async(Call::start(Order::default()).on(thread.clone())).await.unwrap().interrupted().unwrap();
     let updated = app.update_state_async(&thread, Order::update().amount(7), "approve").await.unwrap();
     assert_eq!(updated.next, ["small"]);
-    let out = app.recover_async(&thread).await.unwrap().done().unwrap();
+    let out = app.run_async(Call::recover(&thread)).await.unwrap().done().unwrap();
     assert_eq!(out.log, ["plan", "small"]);
     assert_eq!(runs_on(thread.as_str()), ["plan", "small"]);
 }
@@ -261,14 +261,14 @@ async fn update_then_recover_async<C: Checkpointer>(store: C, thread: &str) {
 async fn the_async_time_travel_calls_are_send() {
     let app = std::sync::Arc::new(Orders::builder().checkpointer(MemoryStore::new()).build());
     let thread = ThreadId::from("tt-send");
-    app.invoke_on_async(thread.clone(), Order::default()).await.unwrap();
+    app.run_async(Call::start(Order::default()).on(thread.clone())).await.unwrap();
     let head = app.state(&thread).unwrap().unwrap().checkpoint;
     let spawned = {
         let (app, thread) = (app.clone(), thread.clone());
         tokio::spawn(async move {
             app.fork_async(&thread, head, "tt-send-fork").await?;
             app.update_state_async(&thread, Order::update().amount(1), "approve").await?;
-            app.recover_with_async(&thread, RunOptions::new().durability(Durability::Buffered)).await
+            app.run_async(Call::recover(&thread).durability(Durability::Buffered)).await
         })
     };
     assert_eq!(spawned.await.unwrap().unwrap().done().unwrap().log, ["plan", "small"]);
@@ -306,7 +306,7 @@ fn update_state_of_a_running_thread_is_thread_busy() {
     let thread = ThreadId::from("tt-busy");
     let running = {
         let (app, thread) = (app.clone(), thread.clone());
-        std::thread::spawn(move || app.invoke_on(thread, Order::default()))
+        std::thread::spawn(move || app.run(Call::start(Order::default()).on(thread)))
     };
     while !ENTERED.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(5));
@@ -319,7 +319,7 @@ fn update_state_of_a_running_thread_is_thread_busy() {
     RELEASE.store(true, Ordering::SeqCst);
     let done = running.join().unwrap().unwrap().done().unwrap();
     assert_eq!(done.log, ["plan", "hold"]);
-    let forked = app.recover(&ThreadId::from("tt-busy-fork")).unwrap().done().unwrap();
+    let forked = app.run(Call::recover(ThreadId::from("tt-busy-fork"))).unwrap().done().unwrap();
     assert_eq!(forked.log, ["plan", "hold"]);
 }
 
@@ -332,7 +332,7 @@ pub fn ask(_: &Order, hitl: &mut Hitl) -> Result<OrderUpdate, Pause> {
 fn update_state_inside_a_paused_fan_out_is_refused() {
     let app = Split::builder().checkpointer(MemoryStore::new()).build();
     let thread = ThreadId::from("tt-split");
-    let (_, resume) = app.invoke_on(thread.clone(), Order::default()).unwrap().interrupted().unwrap();
+    let (_, resume) = app.run(Call::start(Order::default()).on(thread.clone())).unwrap().interrupted().unwrap();
     let head = app.state(&thread).unwrap().unwrap();
     let refused = app.update_state(&thread, Order::update().amount(3), "big");
     assert!(
@@ -346,7 +346,7 @@ fn update_state_inside_a_paused_fan_out_is_refused() {
     // finished does not run again.
     let fork = ThreadId::from("tt-split-fork");
     app.fork(&thread, head.checkpoint, fork.clone()).unwrap();
-    let (_, token) = app.recover(&fork).unwrap().interrupted().unwrap();
+    let (_, token) = app.run(Call::recover(&fork)).unwrap().interrupted().unwrap();
     assert_eq!(token.thread(), &fork);
     let out = app.resume(token.answer(9u64)).unwrap().done().unwrap();
     assert_eq!(out.amount, 9);
@@ -416,7 +416,7 @@ use docs::{Desk, Top, Wide};
 fn fork_inside_a_subgraph<C: Checkpointer + Clone>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
-    let (_, original) = app.invoke_on(thread.clone(), Doc::default()).unwrap().interrupted().unwrap();
+    let (_, original) = app.run(Call::start(Doc::default()).on(thread.clone())).unwrap().interrupted().unwrap();
     let paused = app.state(&thread).unwrap().unwrap();
     assert_eq!(paused.subgraphs.len(), 1);
     let fork = ThreadId::from(format!("{thread}-fork"));
@@ -425,7 +425,7 @@ fn fork_inside_a_subgraph<C: Checkpointer + Clone>(store: C, thread: &str) {
     assert_eq!(first.subgraphs.len(), 1);
     assert!(first.subgraphs[0].thread.as_str().starts_with(&format!("{fork}/review@")), "{:?}", first.subgraphs);
     // The fork's pause has a token of its own; the original's does not resume the fork.
-    let (_, token) = app.recover(&fork).unwrap().interrupted().unwrap();
+    let (_, token) = app.run(Call::recover(&fork)).unwrap().interrupted().unwrap();
     assert_eq!(token.thread(), &fork);
     assert_ne!(token.to_string(), original.to_string());
     let out = app.resume(token.answer("fine")).unwrap().done().unwrap();
@@ -455,7 +455,7 @@ fn fork_inside_a_subgraph<C: Checkpointer + Clone>(store: C, thread: &str) {
         .expect("the resume's claim");
     let mid = ThreadId::from(format!("{thread}-mid"));
     app.fork(&thread, claimed.checkpoint, mid.clone()).unwrap();
-    let out = app.recover(&mid).unwrap().done().unwrap();
+    let out = app.run(Call::recover(&mid)).unwrap().done().unwrap();
     assert_eq!(out.verdict, "bad");
     let mid_runs: Vec<String> = runs_under(&format!("{mid}")).into_iter().map(|(_, n)| n).collect();
     assert_eq!(mid_runs, ["publish"]);
@@ -467,7 +467,7 @@ fn fork_inside_a_subgraph<C: Checkpointer + Clone>(store: C, thread: &str) {
     // the child's thread is copied up to that pause, not from its head.
     let late = ThreadId::from(format!("{thread}-late"));
     app.fork(&thread, paused.checkpoint, late.clone()).unwrap();
-    let (_, token) = app.recover(&late).unwrap().interrupted().unwrap();
+    let (_, token) = app.run(Call::recover(&late)).unwrap().interrupted().unwrap();
     let out = app.resume(token.answer("late")).unwrap().done().unwrap();
     assert_eq!(out.verdict, "late");
     assert_eq!(out.log, ["write", "check", "polish", "judge", "publish"]);
@@ -476,7 +476,7 @@ fn fork_inside_a_subgraph<C: Checkpointer + Clone>(store: C, thread: &str) {
     // The fork deleted, and forked again under its id: the children it left are replaced.
     assert!(app.delete(&late).unwrap());
     app.fork(&thread, paused.checkpoint, late.clone()).unwrap();
-    let (_, token) = app.recover(&late).unwrap().interrupted().unwrap();
+    let (_, token) = app.run(Call::recover(&late)).unwrap().interrupted().unwrap();
     assert_eq!(app.resume(token.answer("again")).unwrap().done().unwrap().verdict, "again");
 }
 
@@ -495,11 +495,11 @@ fn a_fork_of_a_parent_paused_inside_a_subgraph_keeps_the_child_where_it_paused_o
 async fn fork_inside_a_subgraph_async<C: Checkpointer>(store: C, thread: &str) {
     let app = Desk::builder().checkpointer(store).build();
     let thread = ThreadId::from(thread.to_owned());
-    app.invoke_on_async(thread.clone(), Doc::default()).await.unwrap().interrupted().unwrap();
+    app.run_async(Call::start(Doc::default()).on(thread.clone())).await.unwrap().interrupted().unwrap();
     let paused = app.state_async(&thread).await.unwrap().unwrap();
     let fork = ThreadId::from(format!("{thread}-fork"));
     app.fork_async(&thread, paused.checkpoint, fork.clone()).await.unwrap();
-    let (_, token) = app.recover_async(&fork).await.unwrap().interrupted().unwrap();
+    let (_, token) = app.run_async(Call::recover(&fork)).await.unwrap().interrupted().unwrap();
     let out = app.resume_async(token.answer("fine")).await.unwrap().done().unwrap();
     assert_eq!(out.log, ["write", "check", "polish", "judge", "publish"]);
     let fork_runs: Vec<String> = runs_under(&format!("{fork}")).into_iter().map(|(_, n)| n).collect();
@@ -526,13 +526,13 @@ fn fork_paused_and_resume<G: tea::SyncGraph<State = Doc>, C: Checkpointer>(
     fork: &ThreadId,
 ) -> (Vec<String>, Vec<String>) {
     let paused = app.state(thread).unwrap().unwrap();
-    let (_, original) = app.recover(thread).unwrap().interrupted().unwrap();
+    let (_, original) = app.run(Call::recover(thread)).unwrap().interrupted().unwrap();
     let first = app.fork(thread, paused.checkpoint, fork.clone()).unwrap();
     assert!(!first.subgraphs.is_empty());
     for child in &first.subgraphs {
         assert!(child.thread.as_str().starts_with(&format!("{fork}/")), "{:?}", first.subgraphs);
     }
-    let (_, token) = app.recover(fork).unwrap().interrupted().unwrap();
+    let (_, token) = app.run(Call::recover(fork)).unwrap().interrupted().unwrap();
     let out = app.resume(token.answer("ok")).unwrap().done().unwrap();
     assert_eq!(out.verdict, "ok");
     // The original's children were not touched by the fork's resume: its own answer lands.
@@ -544,14 +544,14 @@ fn fork_paused_and_resume<G: tea::SyncGraph<State = Doc>, C: Checkpointer>(
 fn forks_two_levels_and_in_a_branch<C: Checkpointer + Clone>(store: C, thread: &str) {
     let top = Top::builder().checkpointer(store.clone()).build();
     let t = ThreadId::from(format!("{thread}-top"));
-    top.invoke_on(t.clone(), Doc::default()).unwrap().interrupted().unwrap();
+    top.run(Call::start(Doc::default()).on(t.clone())).unwrap().interrupted().unwrap();
     let (log, runs) = fork_paused_and_resume(&top, &t, &ThreadId::from(format!("{thread}-topfork")));
     assert_eq!(log, ["intro", "write", "check", "polish", "judge", "publish", "outro"]);
     assert_eq!(runs, ["publish", "outro"], "no node of either child ran again");
 
     let wide = Wide::builder().checkpointer(store).build();
     let w = ThreadId::from(format!("{thread}-wide"));
-    wide.invoke_on(w.clone(), Doc::default()).unwrap().interrupted().unwrap();
+    wide.run(Call::start(Doc::default()).on(w.clone())).unwrap().interrupted().unwrap();
     let (log, runs) = fork_paused_and_resume(&wide, &w, &ThreadId::from(format!("{thread}-widefork")));
     assert!(log.contains(&"judge".to_owned()) && log.ends_with(&["publish".to_owned()]), "{log:?}");
     assert_eq!(runs, ["publish"], "neither the child's nodes nor the finished branch ran again");
@@ -594,10 +594,10 @@ mod sends {
 fn update_state_as_a_sending_node_goes_on_at_its_join() {
     let app = sends::Fan::builder().checkpointer(MemoryStore::new()).build();
     let thread = ThreadId::from("tt-sends");
-    app.invoke_on(thread.clone(), Order::default()).unwrap().interrupted().unwrap();
+    app.run(Call::start(Order::default()).on(thread.clone())).unwrap().interrupted().unwrap();
     let updated = app.update_state(&thread, Order::update().amount(40), "plan").unwrap();
     assert_eq!(updated.next, ["join"]);
-    let out = app.recover(&thread).unwrap().done().unwrap();
+    let out = app.run(Call::recover(&thread)).unwrap().done().unwrap();
     assert_eq!(out.amount, 40);
     assert_eq!(runs_on(thread.as_str()), ["join"]);
 }
@@ -609,24 +609,26 @@ fn durability_per_call<C: Checkpointer>(store: C, thread: &str) {
     let app = Five::builder().checkpointer(store).build(); // EveryStep
     let every = ThreadId::from(format!("{thread}-every"));
     let cheap = ThreadId::from(format!("{thread}-cheap"));
-    app.invoke_on(every.clone(), Line::default()).unwrap().done().unwrap();
+    app.run(Call::start(Line::default()).on(every.clone())).unwrap().done().unwrap();
     let on_pause = RunOptions::new().durability(Durability::OnPause);
-    let out = app.invoke_on_with(cheap.clone(), Line::default(), on_pause).unwrap().done().unwrap();
+    let out =
+        app.run(Call::start(Line::default()).on(cheap.clone()).options(on_pause.clone())).unwrap().done().unwrap();
     assert_eq!(out.n, 5);
     let (every_n, cheap_n) = (app.history(&every).unwrap().len(), app.history(&cheap).unwrap().len());
     assert!(every_n >= 6, "{every_n}");
     assert_eq!(cheap_n, 2, "the start and the end only");
     // The app's own durability is unchanged for the next call.
     let later = ThreadId::from(format!("{thread}-later"));
-    app.invoke_on_with(later.clone(), Line::default(), RunOptions::new()).unwrap();
+    app.run(Call::start(Line::default()).on(later.clone()).options(RunOptions::new())).unwrap();
     assert_eq!(app.history(&later).unwrap().len(), every_n);
     // Streams too.
     let streamed = ThreadId::from(format!("{thread}-stream"));
-    let events: Vec<_> = app.stream_on_with(streamed.clone(), Line::default(), on_pause).collect();
+    let events: Vec<_> =
+        app.run_stream(Call::start(Line::default()).on(streamed.clone()).options(on_pause.clone())).collect();
     assert!(events.iter().all(Result::is_ok) && events.len() == 6, "{} events", events.len());
     assert_eq!(app.history(&streamed).unwrap().len(), 2);
-    // recover_with of a finished thread reports it.
-    assert_eq!(app.recover_with(&cheap, on_pause).unwrap().done().unwrap().n, 5);
+    // A recover with options of a finished thread reports it.
+    assert_eq!(app.run(Call::recover(&cheap).options(on_pause)).unwrap().done().unwrap().n, 5);
 }
 
 #[test]
@@ -645,15 +647,15 @@ fn durability_chosen_per_call_on_sled() {
 fn resume_with_writes_as_its_options_say() {
     let app = Orders::builder().checkpointer(MemoryStore::new()).build();
     let (a, b) = (ThreadId::from("tt-res-a"), ThreadId::from("tt-res-b"));
-    let (_, ra) = app.invoke_on(a.clone(), Order::default()).unwrap().interrupted().unwrap();
-    let (_, rb) = app.invoke_on(b.clone(), Order::default()).unwrap().interrupted().unwrap();
+    let (_, ra) = app.run(Call::start(Order::default()).on(a.clone())).unwrap().interrupted().unwrap();
+    let (_, rb) = app.run(Call::start(Order::default()).on(b.clone())).unwrap().interrupted().unwrap();
     app.resume(ra).unwrap().done().unwrap();
-    app.resume_with(rb, RunOptions::new().durability(Durability::OnPause)).unwrap().done().unwrap();
+    app.run(Call::resume(rb).durability(Durability::OnPause)).unwrap().done().unwrap();
     assert!(app.history(&b).unwrap().len() < app.history(&a).unwrap().len());
     let c = ThreadId::from("tt-res-c");
-    let (_, rc) = app.invoke_on(c.clone(), Order::default()).unwrap().interrupted().unwrap();
+    let (_, rc) = app.run(Call::start(Order::default()).on(c.clone())).unwrap().interrupted().unwrap();
     let on_pause = RunOptions::new().durability(Durability::OnPause);
-    assert!(app.stream_resume_with(rc, on_pause).all(|e| e.is_ok()));
+    assert!(app.run_stream(Call::resume(rc).options(on_pause)).all(|e| e.is_ok()));
     assert_eq!(app.history(&c).unwrap().len(), app.history(&b).unwrap().len());
 }
 
@@ -662,21 +664,30 @@ async fn durability_chosen_per_call_through_the_async_api() {
     let app = Five::builder().checkpointer(MemoryStore::new()).build();
     let on_pause = RunOptions::new().durability(Durability::OnPause);
     let thread = ThreadId::from("tt-adur");
-    let out = app.invoke_on_with_async(thread.clone(), Line::default(), on_pause).await.unwrap().done().unwrap();
+    let out = app
+        .run_async(Call::start(Line::default()).on(thread.clone()).options(on_pause.clone()))
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
     assert_eq!(out.n, 5);
     assert_eq!(app.history(&thread).unwrap().len(), 2);
-    assert!(app.invoke_with_async(Line::default(), on_pause).await.unwrap().done().is_some());
-    assert_eq!(app.recover_with_async(&thread, on_pause).await.unwrap().done().unwrap().n, 5);
+    assert!(app.run_async(Call::start(Line::default()).options(on_pause.clone())).await.unwrap().done().is_some());
+    assert_eq!(app.run_async(Call::recover(&thread).options(on_pause.clone())).await.unwrap().done().unwrap().n, 5);
     use futures::StreamExt;
     let streamed = ThreadId::from("tt-adur-stream");
-    let events: Vec<_> = app.stream_on_with_async(streamed.clone(), Line::default(), on_pause).collect().await;
+    let events: Vec<_> = app
+        .run_stream_async(Call::start(Line::default()).on(streamed.clone()).options(on_pause.clone()))
+        .collect()
+        .await;
     assert_eq!(events.len(), 6);
     assert_eq!(app.history(&streamed).unwrap().len(), 2);
     let orders = Orders::builder().checkpointer(MemoryStore::new()).build();
     let paused = ThreadId::from("tt-adur-resume");
-    let (_, resume) = orders.invoke_on_async(paused.clone(), Order::default()).await.unwrap().interrupted().unwrap();
+    let (_, resume) =
+        orders.run_async(Call::start(Order::default()).on(paused.clone())).await.unwrap().interrupted().unwrap();
     let before = orders.history(&paused).unwrap().len();
-    let events: Vec<_> = orders.stream_resume_with_async(resume, on_pause).collect().await;
+    let events: Vec<_> = orders.run_stream_async(Call::resume(resume).options(on_pause)).collect().await;
     assert!(events.iter().all(Result::is_ok), "{events:?}");
     assert_eq!(orders.history(&paused).unwrap().len(), before + 2, "the claim and the end only");
 }

@@ -228,7 +228,7 @@ const SHOWN: &[&str] = &["call", "node", "branch", "step", "join", "branches", "
 fn a_run_with_a_fan_out_and_a_pause_is_one_tree_of_spans() {
     collected();
     let app = Proposal::builder().checkpointer(MemoryStore::new()).build();
-    let paused = app.invoke_on("tree", Plan::default()).unwrap();
+    let paused = app.run(Call::start(Plan::default()).on("tree")).unwrap();
     let resume = paused.interrupted().expect("paused before review").1;
     let done = app.resume(resume.update(Plan::update().approved(true))).unwrap();
     assert!(done.is_done());
@@ -312,7 +312,7 @@ graph! {
 fn a_failed_run_reports_the_error_variant() {
     collected();
     let app = Refused::builder().checkpointer(MemoryStore::new()).build();
-    let error = app.invoke_on("refused", Plan::default()).unwrap_err();
+    let error = app.run(Call::start(Plan::default()).on("refused")).unwrap_err();
     assert!(matches!(error, Error::NodeFailed { .. }));
     assert_eq!(
         tree("refused", &["call", "node", "error"]),
@@ -332,8 +332,8 @@ fn starting_a_thread_that_exists_reports_the_conflict() {
     collected();
     // Not `Proposal`: its branches' barrier belongs to the span-tree test.
     let app = Refused::builder().checkpointer(MemoryStore::new()).build();
-    app.invoke_on("taken", Plan::default()).unwrap_err();
-    let error = app.invoke_on("taken", Plan::default()).unwrap_err();
+    app.run(Call::start(Plan::default()).on("taken")).unwrap_err();
+    let error = app.run(Call::start(Plan::default()).on("taken")).unwrap_err();
     assert!(matches!(error, Error::ThreadExists { .. }), "{error:?}");
     let tree = tree("taken", &["call", "error", "expected", "found"]);
     assert!(
@@ -368,12 +368,12 @@ graph! {
 fn span_fields_are_set_once_and_a_node_is_seen_starting() {
     collected();
     let app = Refused::builder().checkpointer(MemoryStore::new()).build();
-    app.invoke_on("once-sync", Plan::default()).unwrap_err();
+    app.run(Call::start(Plan::default()).on("once-sync")).unwrap_err();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let proposal = Steady::builder().checkpointer(MemoryStore::new()).build();
     let approved = Plan { approved: true, ..Plan::default() };
     runtime.block_on(async {
-        let paused = proposal.invoke_on_async("once-async", approved.clone()).await.unwrap();
+        let paused = proposal.run_async(Call::start(approved.clone()).on("once-async")).await.unwrap();
         let resume = paused.interrupted().expect("paused before review").1;
         assert!(proposal.resume_async(resume).await.unwrap().is_done());
     });
