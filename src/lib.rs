@@ -9,7 +9,29 @@ pub use tea_macros::graph;
 #[doc(inline)]
 #[cfg_attr(not(doctest), doc = include_str!("../docs/src/state.md"))]
 pub use tea_macros::GraphState;
-pub use tea_runtime::*;
+// The crate root holds what users write: the macros above, the app and its runs, node return
+// values, stores, errors and options. What only generated code names (the node-form traits,
+// `Field`, `Reducer`, `Write`, …) is under `__private`, and `tea_runtime`'s root keeps both for
+// the workspace's front ends.
+#[cfg(feature = "sled")]
+pub use tea_runtime::SledStore;
+pub use tea_runtime::{
+    decode_checkpoint, encode_checkpoint, error_chain, read_foreign_checkpoint, reducers, App, AppendOutcome, BoxError,
+    BranchSnapshot, BranchState, Builder, CachePolicy, CacheScope, CheckpointId, Checkpointer, Command, Ctx, DirStore,
+    Durability, Error, Event, ForeignCheckpoint, Fork, Goto, Graph, GraphState, Hitl, Interrupt, MemoryStore,
+    NoCheckpointer, NodeFuture, NodeId, NodeName, NodePolicy, Outcome, ParentCommand, Pause, PauseFree, Resume,
+    RetryOn, RetryPolicy, RunOptions, SealFailure, SendTo, Snapshot, StateUpdate, StoreFuture, Stream, StreamModes,
+    SubgraphSnapshot, SyncGraph, ThreadId, Writer, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,
+    DEFAULT_RECURSION_LIMIT,
+};
+#[cfg(feature = "encryption")]
+pub use tea_runtime::{KeyRing, KeyRingError, Sealed};
+#[cfg(feature = "postgres")]
+pub use tea_runtime::{PostgresStore, PostgresStoreBuilder};
+
+/// What generated code names: reached as `::tea::__private::…`, never by users.
+#[doc(hidden)]
+pub use tea_runtime::__private;
 
 /// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the guide's
 /// chapter "The YAML language" (`docs/src/yaml.md`).
@@ -31,6 +53,6 @@ pub mod prelude {
     pub use crate::SledStore;
     pub use crate::{
         graph, App, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl, Interrupt,
-        MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
+        MemoryStore, NodeName, Outcome, Pause, Resume, SendTo, Snapshot, StateUpdate, ThreadId,
     };
 }

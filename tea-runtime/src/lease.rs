@@ -6,7 +6,7 @@
 //! written by whoever drives the run, through its driver's `append`.
 
 use crate::format::checkpoint::{Identity, Lease};
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::vocab::clock::now_ms;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
@@ -193,7 +193,7 @@ impl Host {
 
     /// What the store answered to a write: its error is kept (a write it failed may have been
     /// stored nonetheless) and returned.
-    fn answered(held: &mut Held, appended: Result<Append, Error>) -> Result<Append, Error> {
+    fn answered(held: &mut Held, appended: Result<AppendOutcome, Error>) -> Result<AppendOutcome, Error> {
         appended.inspect_err(|error| {
             held.failed.get_or_insert_with(|| crate::vocab::error::error_chain(error));
         })
@@ -285,17 +285,19 @@ impl Host {
         id: CheckpointId,
         bytes: Vec<u8>,
         until: u64,
-        appended: Result<Append, Error>,
+        appended: Result<AppendOutcome, Error>,
     ) -> Result<Wrote, Error> {
         let mut held = self.held();
         held.writing = held.writing.saturating_sub(1);
         match Self::answered(&mut held, appended)? {
-            Append::Written => {
+            AppendOutcome::Written => {
                 self.wrote(&mut held, id, bytes, until);
                 Ok(Wrote::Head)
             }
-            Append::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => Ok(Wrote::Again),
-            Append::Conflict { .. } => {
+            AppendOutcome::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => {
+                Ok(Wrote::Again)
+            }
+            AppendOutcome::Conflict { .. } => {
                 held.lost = true;
                 Err(self.lost(&held))
             }
@@ -307,11 +309,11 @@ impl Host {
     /// # Errors
     /// [`Error::LeaseLost`] when the compare-and-swap was lost (another run took the thread
     /// over), and the store's own error.
-    pub(crate) fn renewed(&self, renewal: Renewal, appended: Result<Append, Error>) -> Result<(), Error> {
+    pub(crate) fn renewed(&self, renewal: Renewal, appended: Result<AppendOutcome, Error>) -> Result<(), Error> {
         let mut held = self.held();
         held.renewing = false;
         match Self::answered(&mut held, appended)? {
-            Append::Written => {
+            AppendOutcome::Written => {
                 traced! {
                     tracing::debug!(target: "tea", thread = %self.thread, checkpoint = renewal.id, "lease renewed by a child");
                 }
@@ -319,8 +321,8 @@ impl Host {
                 Ok(())
             }
             // This run wrote its fan-out's progress meanwhile (which renewed the lease).
-            Append::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
-            Append::Conflict { .. } => {
+            AppendOutcome::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
+            AppendOutcome::Conflict { .. } => {
                 held.lost = true;
                 Err(self.lost(&held))
             }
@@ -358,7 +360,7 @@ mod tests {
         assert!(matches!(failed, Err(Error::Store { .. })));
         // The failed write was stored: the next one finds the head moved.
         let head = host.begin_write().unwrap();
-        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
         let Err(error) = lost else { panic!("a lost swap is an error") };
         assert!(matches!(error, Error::Store { .. }), "{error:?}");
         assert!(error_chain(&error).contains("EIO after the write"), "{error}");
@@ -371,7 +373,7 @@ mod tests {
     fn a_swap_lost_otherwise_is_a_takeover() {
         let host = host();
         let head = host.begin_write().unwrap();
-        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
         assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{:?}", lost.err());
     }
 }

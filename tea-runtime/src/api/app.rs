@@ -373,12 +373,16 @@ impl<G: Graph, C> App<G, C> {
     /// Gives `run` what this app's runs share (its graph, its node cache), this call's context,
     /// and — when it streams — where its nodes' emits go; refuses it if the graph declares a
     /// context type this call did not supply. Allocates only for a stream.
-    pub(crate) fn scope(&self, run: &mut Run<'_, G>) -> Result<(), Error> {
-        self.scope_with(run, &RunOptions::new())
+    pub(crate) fn attach_cache_context_emitter(&self, run: &mut Run<'_, G>) -> Result<(), Error> {
+        self.attach_cache_context_emitter_with(run, &RunOptions::new())
     }
 
-    /// [`scope`](Self::scope) with this call's `options` over the app's.
-    pub(crate) fn scope_with(&self, run: &mut Run<'_, G>, options: &RunOptions) -> Result<(), Error> {
+    /// [`attach_cache_context_emitter`](Self::attach_cache_context_emitter) with this call's `options` over the app's.
+    pub(crate) fn attach_cache_context_emitter_with(
+        &self,
+        run: &mut Run<'_, G>,
+        options: &RunOptions,
+    ) -> Result<(), Error> {
         let context = self.context.as_ref();
         if let Some((type_id, expected)) = self.graph.context_type() {
             if !context.is_some_and(|context| context.is(type_id)) {
@@ -417,7 +421,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     {
         // Scoped in place: a run is large, and this is every call's path.
         let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
-        self.scope(&mut run)?;
+        self.attach_cache_context_emitter(&mut run)?;
         traced! { run.call("invoke"); }
         match run.run_to_end()? {
             Over::Done => Ok(run.state),
@@ -434,7 +438,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         G: SyncGraph,
     {
         let mut run = Run::new(&*self.graph, input, self.limits(), None, true);
-        let run = self.scope(&mut run).map(|()| run);
+        let run = self.attach_cache_context_emitter(&mut run).map(|()| run);
         traced! { if let Ok(run) = &run { run.call("stream"); } }
         Stream::new(run)
     }
@@ -597,7 +601,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let mut persist = self.persist(thread.clone(), Some(head), None, true);
         persist.recovering = true;
         let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits(), persist, false)?;
-        self.scope(&mut run)?;
+        self.attach_cache_context_emitter(&mut run)?;
         traced! { run.call(call); }
         Ok(Recovery::Run(run))
     }
@@ -849,7 +853,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.check_thread_id(&thread)?;
         let persist = self.persist_as(thread, None, None, true, options.durability.unwrap_or(self.durability));
         let mut run = Run::new(&*self.graph, input, self.limits(), Some(persist), record);
-        self.scope_with(&mut run, options)?;
+        self.attach_cache_context_emitter_with(&mut run, options)?;
         traced! { run.call(call); }
         Ok(run)
     }

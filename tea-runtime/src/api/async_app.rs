@@ -135,7 +135,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     pub async fn invoke_async(&self, input: G::State) -> Result<G::State, Error> {
         runtime("invoke_async")?;
         let mut run = Run::new(&*self.graph, input, self.limits(), None, false);
-        self.scope(&mut run)?;
+        self.attach_cache_context_emitter(&mut run)?;
         traced! { run.call("invoke_async"); }
         match outcome(AsyncRun::new(run, &self.graph, self.sync_inline)).await? {
             Outcome::Done(state) => Ok(state),
@@ -150,7 +150,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
     pub fn stream_async(&self, input: G::State) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let run = runtime("stream_async").and_then(|()| {
             let mut run = Run::new(&*self.graph, input, self.limits(), None, true);
-            self.scope(&mut run)?;
+            self.attach_cache_context_emitter(&mut run)?;
             traced! { run.call("stream_async"); }
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         });

@@ -108,7 +108,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             persist.paused_node = Some(node.clone());
         }
         let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits(), persist, record)?;
-        self.scope_with(&mut run, options)?;
+        self.attach_cache_context_emitter_with(&mut run, options)?;
         traced! {
             run.call(call);
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));

@@ -6,7 +6,7 @@
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::Produced;
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use std::future::Future;
@@ -57,7 +57,7 @@ pub(crate) trait Driver<G: Graph>: Sync {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a;
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a;
 
     /// [`produce`](Self::produce) within `limit`: a run that takes longer fails with
     /// [`Error::NodeTimedOut`]. The default waits for the node and then discards a late result;

@@ -23,7 +23,7 @@ use crate::machine::line::Cursor;
 use crate::machine::run::{Persist, Progress, Run};
 use crate::machine::validate::identity;
 use crate::model::graph::Graph;
-use crate::store::Append;
+use crate::store::AppendOutcome;
 use crate::vocab::clock::{now, now_ms, random_u64};
 use crate::vocab::error::Error;
 use crate::vocab::name::CheckpointId;
@@ -287,35 +287,41 @@ impl<'g, G: Graph> Run<'g, G> {
         &mut self,
         ckpt: &Checkpoint<G::State>,
         encoded: Encoded,
-        appended: Append,
+        appended: AppendOutcome,
     ) -> Result<CheckpointId, Error> {
         let Some(persist) = &mut self.persist else { return Err(no_store(self.graph)) };
         match appended {
-            Append::Written => {
+            AppendOutcome::Written => {
                 let host = &persist.host;
                 host.wrote(&mut host.held(), encoded.id, encoded.bytes, ckpt.lease.map_or(0, |lease| lease.until));
                 Ok(encoded.id)
             }
-            Append::Conflict { .. } if encoded.head.is_none() => {
+            AppendOutcome::Conflict { .. } if encoded.head.is_none() => {
                 Err(Error::ThreadExists { thread: persist.thread.clone() })
             }
-            Append::Conflict { .. } if persist.recovering && persist.claim => Err(Error::ThreadBusy {
+            AppendOutcome::Conflict { .. } if persist.recovering && persist.claim => Err(Error::ThreadBusy {
                 thread: persist.thread.clone(),
                 expires_in: std::time::Duration::from_millis(persist.host.lease_ms),
             }),
-            Append::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
+            AppendOutcome::Conflict { .. } => Err(Error::StaleResume { thread: persist.thread.clone() }),
         }
     }
     /// Records a write's duration, and its `written` event or a lost compare-and-swap, in its
     /// `checkpoint` span.
     #[cfg(feature = "tracing")]
-    pub(crate) fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
+    pub(crate) fn traced_write(
+        &self,
+        span: &tracing::Span,
+        started: Instant,
+        encoded: &Encoded,
+        appended: &AppendOutcome,
+    ) {
         span.record("duration_us", trace::micros(started.elapsed()));
-        if let Append::Written = appended {
+        if let AppendOutcome::Written = appended {
             // Its size and duration are the span's fields: not repeated.
             span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, "written"));
         }
-        if let (Append::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
+        if let (AppendOutcome::Conflict { head: found }, Some(persist)) = (appended, &self.persist) {
             let expected = encoded.head;
             tracing::info!(target: "tea", thread = %persist.thread, expected = ?expected, found = ?found, "conflict");
         }
@@ -387,7 +393,7 @@ impl<'g, G: Graph> Run<'g, G> {
             tracing::info!(target: "tea", thread = %persist.thread, put_back_pause = rollback_pause, "abandoned");
         }
         let appended = driver.append(persist.store, graph.name(), &persist.thread, head, id, &bytes, true).await;
-        if let Ok(Append::Written) = appended {
+        if let Ok(AppendOutcome::Written) = appended {
             persist.host.held().head = Some(id);
         }
     }
