@@ -13,8 +13,6 @@ pub use tea_macros::GraphState;
 // values, stores, errors and options. What only generated code names (the node-form traits,
 // `Field`, `Reducer`, `Write`, …) is under `__private`, and `tea_runtime`'s root keeps both for
 // the workspace's front ends.
-#[cfg(feature = "sled")]
-pub use tea_runtime::SledStore;
 pub use tea_runtime::{
     decode_checkpoint, encode_checkpoint, error_chain, read_foreign_checkpoint, reducers, App, AppendOutcome, BoxError,
     BranchSnapshot, BranchState, Builder, CachePolicy, CacheScope, CheckpointId, Checkpointer, Command, Ctx, DirStore,
@@ -24,10 +22,10 @@ pub use tea_runtime::{
     SubgraphSnapshot, SyncGraph, ThreadId, Writer, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,
     DEFAULT_RECURSION_LIMIT,
 };
-#[cfg(feature = "encryption")]
-pub use tea_runtime::{KeyRing, KeyRingError, Sealed};
-#[cfg(feature = "postgres")]
-pub use tea_runtime::{PostgresStore, PostgresStoreBuilder};
+// `SledStore` (feature `sled`), `KeyRing`, `KeyRingError`, `Sealed` (`encryption`),
+// `PostgresStore`, `PostgresStoreBuilder` (`postgres`): present whenever the engine is built with
+// the feature, whichever crate of the build asked for it.
+pub use tea_runtime::__feature_stores::*;
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]

@@ -102,6 +102,18 @@ pub use vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolic
 pub use vocab::reducers;
 pub use vocab::state::{Field, GraphState, Reducer, StateUpdate, Write};
 
+/// The stores behind cargo features, for the `tea` facade to re-export whenever this crate has
+/// them (whichever crate of the build turned the feature on).
+#[doc(hidden)]
+pub mod __feature_stores {
+    #[cfg(feature = "sled")]
+    pub use crate::store::SledStore;
+    #[cfg(feature = "encryption")]
+    pub use crate::store::{KeyRing, KeyRingError, Sealed};
+    #[cfg(feature = "postgres")]
+    pub use crate::store::{PostgresStore, PostgresStoreBuilder};
+}
+
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]
 pub mod __private {
