@@ -1,4 +1,4 @@
-//! A supervisor with two sub-agent graphs: `Send` maps a researcher sub-agent over a list of
+//! A supervisor with two sub-agent graphs: `SendTo` maps a researcher sub-agent over a list of
 //! questions (each run with its own question, in parallel), then a writer sub-agent drafts the
 //! report and pauses for a human to approve it. A researcher that finds a question ambiguous
 //! pauses inside its own graph to ask the human too.
@@ -86,7 +86,7 @@ graph! {
 /// One researcher per question, each with its own input.
 fn plan(r: &Report) -> Command<SupervisorNode> {
     Command::send(
-        r.questions.iter().map(|q| tea::Send::new(SupervisorNode::Research, Report::update().question(q.clone()))),
+        r.questions.iter().map(|q| tea::SendTo::new(SupervisorNode::Research, Report::update().question(q.clone()))),
     )
 }
 

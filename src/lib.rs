@@ -9,7 +9,27 @@ pub use tea_macros::graph;
 #[doc(inline)]
 #[cfg_attr(not(doctest), doc = include_str!("../docs/src/state.md"))]
 pub use tea_macros::GraphState;
-pub use tea_runtime::*;
+// The crate root holds what users write: the macros above, the app and its runs, node return
+// values, stores, errors and options. What only generated code names (the node-form traits,
+// `Field`, `Reducer`, `Write`, …) is under `__private`, and `tea_runtime`'s root keeps both for
+// the workspace's front ends.
+pub use tea_runtime::{
+    checkpoint_holds_pause, decode_checkpoint, encode_checkpoint, error_chain, read_foreign_checkpoint, reducers, App,
+    AppendOutcome, BoxError, BranchSnapshot, BranchState, Builder, CachePolicy, CacheScope, Call, CheckpointId,
+    Checkpointer, Clock, Command, Ctx, DirStore, Durability, Error, Event, ForeignCheckpoint, Fork, Goto, Graph,
+    GraphState, Hitl, Interrupt, MemoryStore, NoCheckpointer, NodeFuture, NodeId, NodeName, NodePolicy, Outcome,
+    ParentCommand, Pause, PauseFree, Resume, RetryOn, RetryPolicy, RunContext, RunOptions, SealFailure, SendTo,
+    Snapshot, StateUpdate, StoreFuture, Stream, StreamModes, SubgraphSnapshot, SyncGraph, ThreadId, Writer,
+    DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+};
+// `SledStore` (feature `sled`), `KeyRing`, `KeyRingError`, `Sealed` (`encryption`),
+// `PostgresStore`, `PostgresStoreBuilder` (`postgres`): present whenever the engine is built with
+// the feature, whichever crate of the build asked for it.
+pub use tea_runtime::__feature_stores::*;
+
+/// What generated code names: reached as `::tea::__private::…`, never by users.
+#[doc(hidden)]
+pub use tea_runtime::__private;
 
 /// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the guide's
 /// chapter "The YAML language" (`docs/src/yaml.md`).
@@ -31,6 +51,6 @@ pub mod prelude {
     pub use crate::SledStore;
     pub use crate::{
         graph, App, Call, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl,
-        Interrupt, MemoryStore, NodeName, Outcome, Pause, Resume, Snapshot, StateUpdate, ThreadId,
+        Interrupt, MemoryStore, NodeName, Outcome, Pause, Resume, SendTo, Snapshot, StateUpdate, ThreadId,
     };
 }

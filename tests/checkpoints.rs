@@ -221,9 +221,9 @@ impl Checkpointer for Recording {
         id: u64,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<tea::Append, Error> {
+    ) -> Result<tea::AppendOutcome, Error> {
         let result = self.inner.append(graph, thread, expected, id, bytes, durable)?;
-        if result == tea::Append::Written {
+        if result == tea::AppendOutcome::Written {
             self.appends.lock().unwrap().push((id, durable));
         }
         Ok(result)

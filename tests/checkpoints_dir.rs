@@ -125,7 +125,8 @@ fn race_as_child(spec: &str) {
             std::thread::yield_now();
         }
         let expected = Some(id - 1).filter(|&head| head > 0);
-        if store.append("race", &t, expected, id, name.as_bytes(), id % 4 == 0).unwrap() == tea::Append::Written {
+        if store.append("race", &t, expected, id, name.as_bytes(), id % 4 == 0).unwrap() == tea::AppendOutcome::Written
+        {
             wins.push(id.to_string());
         }
     }

@@ -129,9 +129,9 @@ impl Checkpointer for CountingDurable {
         id: u64,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<tea::Append, Error> {
+    ) -> Result<tea::AppendOutcome, Error> {
         let outcome = self.inner.append(graph, thread, expected, id, bytes, durable)?;
-        if durable && outcome == tea::Append::Written {
+        if durable && outcome == tea::AppendOutcome::Written {
             self.durable.fetch_add(1, Ordering::Relaxed);
         }
         Ok(outcome)

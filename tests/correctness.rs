@@ -627,7 +627,7 @@ fn impossible_checkpoints_with_valid_checksums_are_corrupt_everywhere_they_are_r
         let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
         let (head, bytes) = store.head("Line", &t).unwrap().unwrap();
         let forged = forge(&bytes, edit);
-        assert_eq!(store.append("Line", &t, Some(head), head + 1, &forged, true).unwrap(), tea::Append::Written);
+        assert_eq!(store.append("Line", &t, Some(head), head + 1, &forged, true).unwrap(), tea::AppendOutcome::Written);
         let corrupt = |result: Result<(), Error>, call: &str| match result {
             Err(Error::CorruptCheckpoint { reason, .. }) => reason,
             other => panic!("{what}: {call} gave {other:?}"),

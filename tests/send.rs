@@ -1,4 +1,4 @@
-//! `Send`: a node fans out to one node many times, each run with its own input
+//! `SendTo`: a node fans out to one node many times, each run with its own input
 //! (`parallel plan => worker* -> join;` and `Command::send`).
 //!
 //! The scenarios run on `MemoryStore` and `SledStore`: merges in send order whatever order the
@@ -29,7 +29,7 @@ fn runs(question: &str) -> usize {
 }
 
 fn plan(m: &Map) -> Command<FanNode> {
-    Command::send(m.questions.iter().map(|q| tea::Send::new(FanNode::Worker, Map::update().question(q.clone()))))
+    Command::send(m.questions.iter().map(|q| tea::SendTo::new(FanNode::Worker, Map::update().question(q.clone()))))
 }
 
 fn worker(m: &Map) -> MapUpdate {
@@ -106,7 +106,7 @@ pub struct Review {
 static ASKED: AtomicUsize = AtomicUsize::new(0);
 
 fn split(r: &Review) -> Command<ReviewsNode> {
-    Command::send(r.items.iter().map(|i| tea::Send::new(ReviewsNode::Judge, Review::update().item(i.clone()))))
+    Command::send(r.items.iter().map(|i| tea::SendTo::new(ReviewsNode::Judge, Review::update().item(i.clone()))))
 }
 
 fn judge(r: &Review, hitl: &mut Hitl) -> Result<ReviewUpdate, Pause> {
@@ -179,7 +179,7 @@ pub struct Batch {
 }
 
 fn fan(b: &Batch) -> Command<BatchFlowNode> {
-    Command::send(b.jobs.iter().map(|j| tea::Send::new(BatchFlowNode::Job, Batch::update().job(j.clone()))))
+    Command::send(b.jobs.iter().map(|j| tea::SendTo::new(BatchFlowNode::Job, Batch::update().job(j.clone()))))
 }
 
 fn job(b: &Batch) -> Result<BatchUpdate, String> {
@@ -250,7 +250,7 @@ pub struct Clash {
 }
 
 fn race(_: &Clash) -> Command<RaceNode> {
-    Command::send((0..3).map(|i| tea::Send::new(RaceNode::Runner, Clash::update().n(i))))
+    Command::send((0..3).map(|i| tea::SendTo::new(RaceNode::Runner, Clash::update().n(i))))
 }
 
 fn runner(c: &Clash) -> ClashUpdate {
@@ -264,7 +264,7 @@ fn runner(c: &Clash) -> ClashUpdate {
 fn finish(_: &Clash) {}
 
 fn wrong(_: &Clash) -> Command<RaceNode> {
-    Command::send([tea::Send::new(RaceNode::Finish, Clash::update())])
+    Command::send([tea::SendTo::new(RaceNode::Finish, Clash::update())])
 }
 
 graph! {
@@ -295,7 +295,7 @@ fn two_sends_replacing_one_field_conflict() {
 #[test]
 fn a_send_to_another_node_is_no_route() {
     fn once(_: &Clash) -> Command<OnceNode> {
-        Command::send([tea::Send::new(OnceNode::Finish, Clash::update())])
+        Command::send([tea::SendTo::new(OnceNode::Finish, Clash::update())])
     }
     fn runner(_: &Clash) {}
     fn finish(_: &Clash) {}

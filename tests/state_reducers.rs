@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tea::prelude::*;
-use tea::{Field, NodeOutput, Reducer, Write};
+// `Field`, `Reducer`, `Write` and `NodeOutput` are what the derive generates code against
+// (`tea::__private`), not what users write: these tests read that generated code.
+use tea::__private::{Field, NodeOutput, Reducer, Write};
 
 fn keep_longer(current: &mut String, new: String) {
     if new.len() > current.len() {

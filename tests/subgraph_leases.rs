@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tea::prelude::*;
-use tea::{Append, Graph};
+use tea::{AppendOutcome, Graph};
 
 const LEASE: Duration = Duration::from_millis(400);
 const NODE: Duration = Duration::from_millis(200);
@@ -314,7 +314,7 @@ fn a_child_whose_parent_was_taken_over_stops() {
         let (head, bytes) = store.head(graph, &thread).unwrap().expect("the parent's checkpoint");
         let moved = store.append(graph, &thread, Some(head), head + 1, &bytes, true);
         RELEASE_E1.store(true, Ordering::Release);
-        assert!(matches!(moved, Ok(Append::Written)), "{moved:?}");
+        assert!(matches!(moved, Ok(AppendOutcome::Written)), "{moved:?}");
         match live.join().unwrap() {
             Err(Error::LeaseLost { thread: lost }) => assert_eq!(lost, thread),
             other => panic!("the child should stop for its lost parent: {other:?}"),
@@ -345,7 +345,7 @@ impl Checkpointer for LandsThenFails {
         id: tea::CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         let appended = self.inner.append(graph, thread, expected, id, bytes, durable)?;
         if *thread == self.thread && self.seen.fetch_add(1, Ordering::SeqCst) == self.good {
             return Err(Error::store("the disk answered EIO after the write"));

@@ -594,7 +594,7 @@ fn command_parent_from_a_childs_branch_survives_a_recover() {
     let thread = tea::ThreadId::from("room-1");
     let first = store.get(Room::NAME, &thread, 1).unwrap().unwrap();
     store.delete(Room::NAME, &thread).unwrap();
-    assert_eq!(store.append(Room::NAME, &thread, None, 1, &first, true).unwrap(), tea::Append::Written);
+    assert_eq!(store.append(Room::NAME, &thread, None, 1, &first, true).unwrap(), tea::AppendOutcome::Written);
     let children: Vec<_> = store.threads(Screen::NAME).unwrap();
     assert_eq!(children.len(), 1, "{children:?}");
     let child_checkpoints = store.history(Screen::NAME, &children[0]).unwrap().len();
@@ -637,7 +637,7 @@ fn a_recovered_parent_routes_as_the_finished_child_did() {
     assert_eq!(first.next, ["triage"]);
     let rewound = store.get(Helpdesk::NAME, &thread, first.checkpoint).unwrap().unwrap();
     store.delete(Helpdesk::NAME, &thread).unwrap();
-    assert_eq!(store.append(Helpdesk::NAME, &thread, None, 1, &rewound, true).unwrap(), tea::Append::Written);
+    assert_eq!(store.append(Helpdesk::NAME, &thread, None, 1, &rewound, true).unwrap(), tea::AppendOutcome::Written);
     let child_checkpoints = store.history(Triager::NAME, &child).unwrap().len();
     clock.advance(std::time::Duration::from_millis(20));
     let done = parent.run(Call::recover(&thread)).unwrap().done().unwrap();

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tea::prelude::*;
-use tea::{Append, CheckpointId, Graph, SyncGraph};
+use tea::{AppendOutcome, CheckpointId, Graph, SyncGraph};
 
 /// The script's `Hitl` state.
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
@@ -250,7 +250,7 @@ impl<C: Checkpointer> Checkpointer for Recording<C> {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         if durable {
             self.last_durable.store(bytes.len(), Ordering::Relaxed);
         }

@@ -76,7 +76,7 @@ mod send100 {
     use super::*;
 
     pub(super) fn a(_: &Items) -> Command<Send100Node> {
-        Command::send((0..100).map(|i| tea::Send::new(Send100Node::Worker, Items::update().i(i))))
+        Command::send((0..100).map(|i| tea::SendTo::new(Send100Node::Worker, Items::update().i(i))))
             .update(Items::update().count(0))
     }
     pub(super) fn worker(s: &Items) -> ItemsUpdate {
@@ -95,7 +95,7 @@ mod send100 {
     }
 }
 
-/// A node sends one node 100 times, each with its own input (map-reduce with `Send`).
+/// A node sends one node 100 times, each with its own input (map-reduce with `SendTo`).
 pub fn send_100() -> impl FnMut() {
     let app = send100::Send100::builder().build();
     move || {

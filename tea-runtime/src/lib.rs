@@ -1,7 +1,8 @@
 //! The engine of [tea](https://docs.rs/tea): state traits, reducers, the executor, errors.
 //!
-//! Users depend on the `tea` facade, which re-exports everything here together with the
-//! `#[derive(GraphState)]` and `graph!` macros; the examples below use it.
+//! Users depend on the `tea` facade, which re-exports what users write from here together with
+//! the `#[derive(GraphState)]` and `graph!` macros (what only generated code names stays under
+//! `tea::__private`); the examples below use it.
 //!
 //! The engine is generic over the [`Graph`] trait, which `graph!` implements with generated
 //! `match` code and a run-time front end can implement over tables: execution logic lives here,
@@ -98,10 +99,10 @@ pub use model::node::{
 };
 pub use model::outcome::{BranchSnapshot, Outcome, Snapshot, SubgraphSnapshot};
 pub use model::scope::Writer;
-pub use model::send::Send;
+pub use model::send::SendTo;
 #[cfg(feature = "sled")]
 pub use store::SledStore;
-pub use store::{Append, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
+pub use store::{AppendOutcome, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
 #[cfg(feature = "encryption")]
 pub use store::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "postgres")]
@@ -115,6 +116,18 @@ pub use vocab::options::{
 pub use vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolicy, StreamModes};
 pub use vocab::reducers;
 pub use vocab::state::{Field, GraphState, Reducer, StateUpdate, Write};
+
+/// The stores behind cargo features, for the `tea` facade to re-export whenever this crate has
+/// them (whichever crate of the build turned the feature on).
+#[doc(hidden)]
+pub mod __feature_stores {
+    #[cfg(feature = "sled")]
+    pub use crate::store::SledStore;
+    #[cfg(feature = "encryption")]
+    pub use crate::store::{KeyRing, KeyRingError, Sealed};
+    #[cfg(feature = "postgres")]
+    pub use crate::store::{PostgresStore, PostgresStoreBuilder};
+}
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]
@@ -138,8 +151,9 @@ pub mod __private {
     pub use crate::vocab::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::vocab::state::{deserialize_some, fingerprint, has_field, Slot};
     pub use crate::{
-        App, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Hitl, NodeFuture, NodeId, NodeName,
-        NodeOutput, PauseFree, Reducer, RouterOutput, StateUpdate, SyncGraph, Write,
+        App, AsyncInterruptibleFn, AsyncNodeFn, Builder, Command, Ctx, Field, Fork, Goto, Graph, GraphState, Guard,
+        Hitl, InterruptibleFn, NodeFn, NodeFuture, NodeId, NodeName, NodeOutput, PauseFree, Reducer, RouterOutput,
+        StateUpdate, SyncGraph, Write,
     };
     /// `Option`, `Result` and friends, by absolute path.
     pub use ::core;

@@ -24,7 +24,7 @@
 
 use crate::format::checkpoint::{self, Checkpoint, Identity, Lease};
 use crate::format::token::SigningKey;
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
@@ -55,7 +55,7 @@ pub(crate) trait Appends: Sync {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a;
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a;
 }
 
 /// A run's tenure of its thread: its store, its thread, the thread's head as the run last saw
@@ -398,33 +398,33 @@ impl Tenure {
 
     /// What the store's answer to writing `encoded` (with `lease`) means: the run's new head,
     /// or the error of a lost compare-and-swap.
-    fn wrote(&self, lease: Option<Lease>, encoded: Encoded, appended: Append) -> Result<CheckpointId, Error> {
+    fn wrote(&self, lease: Option<Lease>, encoded: Encoded, appended: AppendOutcome) -> Result<CheckpointId, Error> {
         match appended {
-            Append::Written => {
+            AppendOutcome::Written => {
                 self.record(&mut self.held(), encoded.id, encoded.bytes, lease.map_or(0, |lease| lease.until));
                 Ok(encoded.id)
             }
-            Append::Conflict { .. } if encoded.head.is_none() => {
+            AppendOutcome::Conflict { .. } if encoded.head.is_none() => {
                 Err(Error::ThreadExists { thread: self.thread.clone() })
             }
-            Append::Conflict { .. } if self.recovering && self.claim_pending() => Err(Error::ThreadBusy {
+            AppendOutcome::Conflict { .. } if self.recovering && self.claim_pending() => Err(Error::ThreadBusy {
                 thread: self.thread.clone(),
                 expires_in: Duration::from_millis(self.lease_ms()),
             }),
-            Append::Conflict { .. } => Err(Error::StaleResume { thread: self.thread.clone() }),
+            AppendOutcome::Conflict { .. } => Err(Error::StaleResume { thread: self.thread.clone() }),
         }
     }
 
     /// Records a write's duration, and its `written` event or a lost compare-and-swap, in its
     /// `checkpoint` span.
     #[cfg(feature = "tracing")]
-    fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &Append) {
+    fn traced_write(&self, span: &tracing::Span, started: Instant, encoded: &Encoded, appended: &AppendOutcome) {
         span.record("duration_us", trace::micros(started.elapsed()));
-        if let Append::Written = appended {
+        if let AppendOutcome::Written = appended {
             // Its size and duration are the span's fields: not repeated.
             span.in_scope(|| tracing::debug!(target: "tea", id = %encoded.id, "written"));
         }
-        if let Append::Conflict { head: found } = appended {
+        if let AppendOutcome::Conflict { head: found } = appended {
             let expected = encoded.head;
             tracing::info!(target: "tea", thread = %self.thread, expected = ?expected, found = ?found, "conflict");
         }
@@ -508,14 +508,14 @@ impl Tenure {
             tracing::info!(target: "tea", thread = %self.thread, put_back_pause = rollback_pause, "abandoned");
         }
         let appended = io.append(&*self.store, &self.graph, &self.thread, head, id, &bytes, true).await;
-        if let Ok(Append::Written) = appended {
+        if let Ok(AppendOutcome::Written) = appended {
             self.held().head = Some(id);
         }
     }
 
     /// What the store answered to a write: its error is kept (a write it failed may have been
     /// stored nonetheless) and returned.
-    fn answered(held: &mut Held, appended: Result<Append, Error>) -> Result<Append, Error> {
+    fn answered(held: &mut Held, appended: Result<AppendOutcome, Error>) -> Result<AppendOutcome, Error> {
         appended.inspect_err(|error| {
             held.failed.get_or_insert_with(|| crate::vocab::error::error_chain(error));
         })
@@ -572,11 +572,11 @@ impl Tenure {
     /// # Errors
     /// [`Error::LeaseLost`] when the compare-and-swap was lost (another run took the thread
     /// over), and the store's own error.
-    fn renewed(&self, renewal: Renewal, appended: Result<Append, Error>) -> Result<(), Error> {
+    fn renewed(&self, renewal: Renewal, appended: Result<AppendOutcome, Error>) -> Result<(), Error> {
         let mut held = self.held();
         held.renewing = false;
         match Self::answered(&mut held, appended)? {
-            Append::Written => {
+            AppendOutcome::Written => {
                 traced! {
                     tracing::debug!(target: "tea", thread = %self.thread, checkpoint = renewal.id, "lease renewed by a child");
                 }
@@ -584,8 +584,8 @@ impl Tenure {
                 Ok(())
             }
             // This run wrote its fan-out's progress meanwhile (which renewed the lease).
-            Append::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
-            Append::Conflict { .. } => {
+            AppendOutcome::Conflict { .. } if held.head != Some(renewal.head) || held.writing > 0 => Ok(()),
+            AppendOutcome::Conflict { .. } => {
                 held.lost = true;
                 Err(self.lost(&held))
             }
@@ -626,17 +626,19 @@ impl Tenure {
         id: CheckpointId,
         bytes: Vec<u8>,
         until: u64,
-        appended: Result<Append, Error>,
+        appended: Result<AppendOutcome, Error>,
     ) -> Result<Wrote, Error> {
         let mut held = self.held();
         held.writing = held.writing.saturating_sub(1);
         match Self::answered(&mut held, appended)? {
-            Append::Written => {
+            AppendOutcome::Written => {
                 self.record(&mut held, id, bytes, until);
                 Ok(Wrote::Head)
             }
-            Append::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => Ok(Wrote::Again),
-            Append::Conflict { .. } => {
+            AppendOutcome::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => {
+                Ok(Wrote::Again)
+            }
+            AppendOutcome::Conflict { .. } => {
                 held.lost = true;
                 Err(self.lost(&held))
             }
@@ -681,7 +683,7 @@ mod tests {
         assert!(matches!(failed, Err(Error::Store { .. })));
         // The failed write was stored: the next one finds the head moved.
         let head = host.begin_write().unwrap();
-        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
         let Err(error) = lost else { panic!("a lost swap is an error") };
         assert!(matches!(error, Error::Store { .. }), "{error:?}");
         assert!(error_chain(&error).contains("EIO after the write"), "{error}");
@@ -694,7 +696,7 @@ mod tests {
     fn a_swap_lost_otherwise_is_a_takeover() {
         let host = host();
         let head = host.begin_write().unwrap();
-        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(Append::Conflict { head: Some(2) }));
+        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
         assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{:?}", lost.err());
     }
 }

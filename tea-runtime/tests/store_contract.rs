@@ -9,7 +9,7 @@
 mod postgres_support;
 
 use std::sync::Barrier;
-use tea_runtime::{Append, CheckpointId, Checkpointer, MemoryStore, ThreadId};
+use tea_runtime::{AppendOutcome, CheckpointId, Checkpointer, MemoryStore, ThreadId};
 
 /// Every case of the contract, run on `store`.
 fn contract<C: Checkpointer>(store: &C) {
@@ -55,7 +55,7 @@ fn append_all<C: Checkpointer>(store: &C, graph: &str, id: &str, payloads: &[&[u
     for (checkpoint, bytes) in (1..).zip(payloads) {
         let expected = Some(checkpoint - 1).filter(|&head| head > 0);
         let outcome = store.append(graph, &thread, expected, checkpoint, bytes, false).unwrap();
-        assert_eq!(outcome, Append::Written, "checkpoint {checkpoint} of {graph}/{id}");
+        assert_eq!(outcome, AppendOutcome::Written, "checkpoint {checkpoint} of {graph}/{id}");
     }
 }
 
@@ -69,7 +69,7 @@ fn empty_thread<C: Checkpointer>(store: &C) {
 fn first_append<C: Checkpointer>(store: &C) {
     let t = thread("t");
     let outcome = store.append("first", &t, None, 1, b"one", true).unwrap();
-    assert_eq!(outcome, Append::Written);
+    assert_eq!(outcome, AppendOutcome::Written);
     assert_eq!(store.head("first", &t).unwrap(), Some((1, b"one".to_vec())));
     assert_thread(store, "first", "t", &[b"one"]);
 }
@@ -78,19 +78,19 @@ fn stale_expected_head_conflicts<C: Checkpointer>(store: &C) {
     let t = thread("t");
     // Expecting a head on an empty thread: the store has none, and stores nothing.
     let outcome = store.append("stale", &t, Some(1), 2, b"two", true).unwrap();
-    assert_eq!(outcome, Append::Conflict { head: None });
+    assert_eq!(outcome, AppendOutcome::Conflict { head: None });
     assert_thread(store, "stale", "t", &[]);
 
     append_all(store, "stale", "t", &[b"one", b"two"]);
     // An empty thread, an older head and a newer head than the real one all conflict.
     for (expected, id) in [(None, 1), (Some(1), 2), (Some(3), 4)] {
         let outcome = store.append("stale", &t, expected, id, b"late", true).unwrap();
-        assert_eq!(outcome, Append::Conflict { head: Some(2) }, "expected {expected:?}");
+        assert_eq!(outcome, AppendOutcome::Conflict { head: Some(2) }, "expected {expected:?}");
     }
     assert_thread(store, "stale", "t", &[b"one", b"two"]);
     // The real head still works.
     let outcome = store.append("stale", &t, Some(2), 3, b"three", false).unwrap();
-    assert_eq!(outcome, Append::Written);
+    assert_eq!(outcome, AppendOutcome::Written);
     assert_thread(store, "stale", "t", &[b"one", b"two", b"three"]);
 }
 
@@ -125,7 +125,7 @@ fn graphs_and_threads_are_independent<C: Checkpointer>(store: &C) {
 
     // A head in one graph is no head in the other.
     let outcome = store.append("graph-b", &thread("t"), Some(2), 3, b"x", false).unwrap();
-    assert_eq!(outcome, Append::Conflict { head: Some(1) });
+    assert_eq!(outcome, AppendOutcome::Conflict { head: Some(1) });
 }
 
 fn payloads_round_trip<C: Checkpointer>(store: &C) {
@@ -144,7 +144,7 @@ fn racing_appends_have_one_winner<C: Checkpointer>(store: &C) {
     for round in 0..ROUNDS {
         let expected = Some(round).filter(|&head| head > 0);
         let id = round + 1;
-        let outcomes: Vec<(String, Append)> = std::thread::scope(|scope| {
+        let outcomes: Vec<(String, AppendOutcome)> = std::thread::scope(|scope| {
             let racers: Vec<_> = (0..RACERS)
                 .map(|racer| {
                     let (barrier, t) = (&barrier, &t);
@@ -160,11 +160,11 @@ fn racing_appends_have_one_winner<C: Checkpointer>(store: &C) {
             racers.into_iter().map(|r| r.join().unwrap()).collect()
         });
         let winners: Vec<&String> =
-            outcomes.iter().filter(|(_, outcome)| *outcome == Append::Written).map(|(name, _)| name).collect();
+            outcomes.iter().filter(|(_, outcome)| *outcome == AppendOutcome::Written).map(|(name, _)| name).collect();
         assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
         for (_, outcome) in &outcomes {
-            if *outcome != Append::Written {
-                assert_eq!(*outcome, Append::Conflict { head: Some(id) }, "round {round}");
+            if *outcome != AppendOutcome::Written {
+                assert_eq!(*outcome, AppendOutcome::Conflict { head: Some(id) }, "round {round}");
             }
         }
         assert_eq!(store.head("race", &t).unwrap(), Some((id, winners[0].clone().into_bytes())), "round {round}");
@@ -182,11 +182,11 @@ fn threads_are_listed_by_id<C: Checkpointer>(store: &C) {
     for id in ["b", "ab", "a", "a/b", "", "é", "B"] {
         append_all(store, "listing", id, &[b"one"]);
     }
-    assert_eq!(store.append("listing", &thread("b"), Some(1), 2, b"two", false).unwrap(), Append::Written);
+    assert_eq!(store.append("listing", &thread("b"), Some(1), 2, b"two", false).unwrap(), AppendOutcome::Written);
     append_all(store, "listing-other", "c", &[b"one"]);
     // A conflict on an unknown thread stores nothing, so it lists nothing.
     let outcome = store.append("listing", &thread("ghost"), Some(4), 5, b"x", false).unwrap();
-    assert_eq!(outcome, Append::Conflict { head: None });
+    assert_eq!(outcome, AppendOutcome::Conflict { head: None });
     let expected: Vec<ThreadId> = ["", "B", "a", "a/b", "ab", "b", "é"].into_iter().map(thread).collect();
     assert_eq!(store.threads("listing").unwrap(), expected);
     assert_eq!(store.threads("listing-other").unwrap(), vec![thread("c")]);
@@ -215,7 +215,7 @@ fn delete_removes_one_thread<C: Checkpointer>(store: &C) {
 
     // A writer that still expects the old head loses; the thread starts again from 1.
     let outcome = store.append("delete", &thread("t"), Some(3), 4, b"late", true).unwrap();
-    assert_eq!(outcome, Append::Conflict { head: None });
+    assert_eq!(outcome, AppendOutcome::Conflict { head: None });
     append_all(store, "delete", "t", &[b"again 1", b"again 2"]);
     assert_thread(store, "delete", "t", &[b"again 1", b"again 2"]);
 
@@ -252,7 +252,7 @@ fn prune_keeps_the_newest<C: Checkpointer>(store: &C) {
 
     // The thread goes on from its head; the other thread was not touched.
     let outcome = store.append("prune", &thread("t"), Some(6), 7, b"prune 7", true).unwrap();
-    assert_eq!(outcome, Append::Written);
+    assert_eq!(outcome, AppendOutcome::Written);
     assert_eq!(ids_of(store, "prune", "t"), [7, 6]);
     assert_thread(store, "prune", "t1", &payloads[..2]);
     assert_eq!(store.threads("prune").unwrap(), vec![thread("t"), thread("t1")]);
@@ -284,11 +284,11 @@ fn delete_and_prune_racing_appends_leave_whole_threads<C: Checkpointer>(store: &
                 let id = head.map_or(1, |h| h + 1);
                 match store.append("raced", &t, head, id, format!("raced {id}").as_bytes(), written % 50 == 0).unwrap()
                 {
-                    Append::Written => {
+                    AppendOutcome::Written => {
                         head = Some(id);
                         written += 1;
                     }
-                    Append::Conflict { head: now } => head = now,
+                    AppendOutcome::Conflict { head: now } => head = now,
                 }
             }
             writing.store(false, std::sync::atomic::Ordering::Relaxed);
@@ -337,7 +337,7 @@ fn sealed_contract<C: Checkpointer + Clone>(store: C) {
     contract(&tea_runtime::Sealed::new(store.clone(), test_keys()));
     let sealed = tea_runtime::Sealed::new(store.clone(), test_keys());
     let t = thread("sealed-raw");
-    assert_eq!(sealed.append("sealed-raw", &t, None, 1, b"clear text", true).unwrap(), Append::Written);
+    assert_eq!(sealed.append("sealed-raw", &t, None, 1, b"clear text", true).unwrap(), AppendOutcome::Written);
     let raw = store.head("sealed-raw", &t).unwrap().unwrap().1;
     assert_eq!(&raw[..4], b"TEAs");
     assert!(!raw.windows(10).any(|w| w == b"clear text"), "the record holds the bytes in clear");
@@ -430,8 +430,11 @@ mod dir_store {
         let (one, two) = (DirStore::open(dir.path()).unwrap(), DirStore::open(dir.path()).unwrap());
         append_all(&one, "g", "t", &[b"one"]);
         assert_thread(&two, "g", "t", &[b"one"]);
-        assert_eq!(one.append("g", &thread("t"), None, 1, b"x", true).unwrap(), Append::Conflict { head: Some(1) });
-        assert_eq!(two.append("g", &thread("t"), Some(1), 2, b"two", true).unwrap(), Append::Written);
+        assert_eq!(
+            one.append("g", &thread("t"), None, 1, b"x", true).unwrap(),
+            AppendOutcome::Conflict { head: Some(1) }
+        );
+        assert_eq!(two.append("g", &thread("t"), Some(1), 2, b"two", true).unwrap(), AppendOutcome::Written);
         assert_thread(&one.clone(), "g", "t", &[b"one", b"two"]);
         // Racing appends from handles that share nothing in memory still have one winner.
         racing_appends_have_one_winner(&RoundRobin { stores: vec![one, two], next: AtomicUsize::new(0) });
@@ -458,7 +461,7 @@ mod dir_store {
             id: CheckpointId,
             bytes: &[u8],
             durable: bool,
-        ) -> Result<Append, Error> {
+        ) -> Result<AppendOutcome, Error> {
             self.pick().append(graph, thread, expected, id, bytes, durable)
         }
         fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
@@ -670,10 +673,10 @@ mod sled_store {
         let store = SledStore::open(&path).unwrap();
         let clone = store.clone();
         let t = thread("t");
-        assert_eq!(store.append("g", &t, None, 1, b"one", true).unwrap(), Append::Written);
-        assert_eq!(clone.append("g", &t, Some(1), 2, b"two", true).unwrap(), Append::Written);
+        assert_eq!(store.append("g", &t, None, 1, b"one", true).unwrap(), AppendOutcome::Written);
+        assert_eq!(clone.append("g", &t, Some(1), 2, b"two", true).unwrap(), AppendOutcome::Written);
         // Not flushed by `append`; closing the database still keeps it.
-        assert_eq!(store.append("other", &t, None, 1, b"other one", false).unwrap(), Append::Written);
+        assert_eq!(store.append("other", &t, None, 1, b"other one", false).unwrap(), AppendOutcome::Written);
         drop(store);
         drop(clone);
 
@@ -681,8 +684,11 @@ mod sled_store {
         assert_thread(&store, "g", "t", &[b"one", b"two"]);
         assert_thread(&store, "other", "t", &[b"other one"]);
         // The reopened head still guards appends.
-        assert_eq!(store.append("g", &t, Some(1), 2, b"late", true).unwrap(), Append::Conflict { head: Some(2) });
-        assert_eq!(store.append("g", &t, Some(2), 3, b"three", true).unwrap(), Append::Written);
+        assert_eq!(
+            store.append("g", &t, Some(1), 2, b"late", true).unwrap(),
+            AppendOutcome::Conflict { head: Some(2) }
+        );
+        assert_eq!(store.append("g", &t, Some(2), 3, b"three", true).unwrap(), AppendOutcome::Written);
         drop(store);
 
         let store = SledStore::open(&path).unwrap();
@@ -827,7 +833,7 @@ mod crash {
             let expected = Some(id - 1).filter(|&head| head > 0);
             let durable = id % 3 == 0;
             let outcome = store.append("crash", &t, expected, id, &payload(id), durable).unwrap();
-            assert_eq!(outcome, Append::Written);
+            assert_eq!(outcome, AppendOutcome::Written);
             if durable {
                 writeln!(out, "durable {id}").unwrap();
                 out.flush().unwrap();
@@ -882,7 +888,7 @@ mod crash {
         }
         // The thread goes on from its head.
         let next = store.append("crash", &t, Some(head), head + 1, b"after", true).unwrap();
-        assert_eq!(next, Append::Written);
+        assert_eq!(next, AppendOutcome::Written);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -12,7 +12,7 @@ mod postgres_support;
 
 use postgres_support::TestSchema;
 use std::sync::Barrier;
-use tea_runtime::{Append, CheckpointId, Checkpointer, Error, PostgresStore, ThreadId};
+use tea_runtime::{AppendOutcome, CheckpointId, Checkpointer, Error, PostgresStore, ThreadId};
 
 fn thread(id: &str) -> ThreadId {
     ThreadId::from(id)
@@ -44,7 +44,7 @@ fn append_all(store: &PostgresStore, graph: &str, id: &str, payloads: &[&[u8]]) 
     let t = thread(id);
     for (checkpoint, bytes) in (1..).zip(payloads) {
         let expected = Some(checkpoint - 1).filter(|&head| head > 0);
-        assert_eq!(store.append(graph, &t, expected, checkpoint, bytes, false).unwrap(), Append::Written);
+        assert_eq!(store.append(graph, &t, expected, checkpoint, bytes, false).unwrap(), AppendOutcome::Written);
     }
 }
 
@@ -83,7 +83,7 @@ fn racing_appends_from_separate_pools_have_one_winner() {
     for round in 0..ROUNDS {
         let expected = Some(round).filter(|&head| head > 0);
         let id = round + 1;
-        let outcomes: Vec<(String, Append)> = std::thread::scope(|scope| {
+        let outcomes: Vec<(String, AppendOutcome)> = std::thread::scope(|scope| {
             let racers: Vec<_> = stores
                 .iter()
                 .enumerate()
@@ -100,11 +100,11 @@ fn racing_appends_from_separate_pools_have_one_winner() {
             racers.into_iter().map(|r| r.join().unwrap()).collect()
         });
         let winners: Vec<&String> =
-            outcomes.iter().filter(|(_, outcome)| *outcome == Append::Written).map(|(name, _)| name).collect();
+            outcomes.iter().filter(|(_, outcome)| *outcome == AppendOutcome::Written).map(|(name, _)| name).collect();
         assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
         for (_, outcome) in &outcomes {
-            if *outcome != Append::Written {
-                assert_eq!(*outcome, Append::Conflict { head: Some(id) }, "round {round}");
+            if *outcome != AppendOutcome::Written {
+                assert_eq!(*outcome, AppendOutcome::Conflict { head: Some(id) }, "round {round}");
             }
         }
         assert_eq!(stores[0].head("race", &t).unwrap(), Some((id, winners[0].clone().into_bytes())));
@@ -217,10 +217,10 @@ fn sync_calls_work_inside_a_runtime_and_async_calls_await() {
         // The async twins, and a store connected from async code whose last handle goes there.
         let other = PostgresStore::builder(&url).schema(&schema).connect_async().await.unwrap();
         let t = thread("async");
-        assert_eq!(other.append_async("g", &t, None, 1, b"a1", true).await.unwrap(), Append::Written);
+        assert_eq!(other.append_async("g", &t, None, 1, b"a1", true).await.unwrap(), AppendOutcome::Written);
         assert_eq!(
             other.append_async("g", &t, None, 1, b"late", false).await.unwrap(),
-            Append::Conflict { head: Some(1) }
+            AppendOutcome::Conflict { head: Some(1) }
         );
         assert_eq!(other.head_async("g", &t).await.unwrap(), Some((1, b"a1".to_vec())));
         assert_eq!(other.get_async("g", &t, 1).await.unwrap(), Some(b"a1".to_vec()));

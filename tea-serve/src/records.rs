@@ -10,7 +10,7 @@ use crate::time::now_ms;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tea_runtime::{Append, Checkpointer, ThreadId};
+use tea_runtime::{AppendOutcome, Checkpointer, ThreadId};
 
 /// The graph name the records are stored under.
 pub(crate) const NAMESPACE: &str = "tea-serve#threads";
@@ -136,13 +136,13 @@ pub(crate) fn swap<T: Serialize + DeserializeOwned + Clone>(
         let bytes = serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
         let n = expected.map_or(1, |n| n + 1);
         match store.append(graph, id, expected, n, &bytes, true)? {
-            Append::Written => {
+            AppendOutcome::Written => {
                 if n % 16 == 0 {
                     store.prune(graph, id, 1)?;
                 }
                 return Ok(Some(new));
             }
-            Append::Conflict { .. } => continue,
+            AppendOutcome::Conflict { .. } => continue,
         }
     }
     Err(ApiError::conflict(

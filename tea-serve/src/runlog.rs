@@ -19,7 +19,7 @@ use crate::records::{decode_in, swap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-use tea_runtime::{Append, Checkpointer, ThreadId};
+use tea_runtime::{AppendOutcome, Checkpointer, ThreadId};
 
 /// The graph name the run records are stored under.
 pub(crate) const GRAPH: &str = "tea-serve#runs";
@@ -64,8 +64,8 @@ pub(crate) fn write_first(store: &dyn Checkpointer, id: &str, wait: Value) -> Re
     let record = RunRecord { wait, cancel: false };
     let bytes = serde_json::to_vec(&record).map_err(|e| ApiError::internal(e.to_string()))?;
     match store.append(GRAPH, &ThreadId::from(id), None, 1, &bytes, true)? {
-        Append::Written => Ok(()),
-        Append::Conflict { .. } => write(store, id, record.wait),
+        AppendOutcome::Written => Ok(()),
+        AppendOutcome::Conflict { .. } => write(store, id, record.wait),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `type: dynamic_parallel` (The Edge Agent's fan-out over a list known at run time): one send
-//! per item on the engine's `Send` fan-out, merged in item order at the `fan_in` node, pauses
+//! per item on the engine's `SendTo` fan-out, merged in item order at the `fan_in` node, pauses
 //! inside items answered by id, and a load error per bad field. The second half ports The Edge
 //! Agent's own tests (`python/tests/test_yaml_dynamic_parallel.py`): its `parallel_results`
 //! (`branch`, `success`, `state`, `error`, `timing_ms`), failing items collected rather than

@@ -948,7 +948,7 @@ impl<C: Checkpointer> Checkpointer for Corrupting<C> {
         id: u64,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<tea::Append, Error> {
+    ) -> Result<tea::AppendOutcome, Error> {
         self.inner.append(graph, thread, expected, id, bytes, durable)
     }
 
@@ -1069,7 +1069,7 @@ impl<C: Checkpointer> Checkpointer for FailingAppends<C> {
         id: u64,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<tea::Append, Error> {
+    ) -> Result<tea::AppendOutcome, Error> {
         use std::sync::atomic::Ordering::SeqCst;
         let left = self.left.load(SeqCst);
         if left == 0 {
@@ -1157,7 +1157,7 @@ impl<C: Checkpointer> Checkpointer for GatedHeads<C> {
         id: u64,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<tea::Append, Error> {
+    ) -> Result<tea::AppendOutcome, Error> {
         self.inner.append(graph, thread, expected, id, bytes, durable)
     }
 

@@ -25,7 +25,7 @@ graph! {
 }
 
 fn send_elsewhere(_: &Job) -> Command<PlainUpdateNode> {
-    Command::send([tea::Send::new(PlainUpdateNode::Nowhere, Job::update())])
+    Command::send([tea::SendTo::new(PlainUpdateNode::Nowhere, Job::update())])
 }
 
 graph! {

@@ -64,7 +64,7 @@ fn reset(_: &Review) -> Result<ReviewUpdate, String> {
         .overwrite_bytes(Vec::new()))
 }
 
-fn returns<S: GraphState, R: tea::NodeOutput<S>>(_: fn(&S) -> R) {}
+fn returns<S: GraphState, R: tea::__private::NodeOutput<S>>(_: fn(&S) -> R) {}
 
 fn main() {
     let mut state = Review::default();
@@ -72,7 +72,7 @@ fn main() {
     state.apply(reset(&state).unwrap());
     returns::<Review, ReviewUpdate>(write);
     returns::<Review, Result<ReviewUpdate, String>>(reset);
-    let _: &[tea::Field] = Review::FIELDS;
+    let _: &[tea::__private::Field] = Review::FIELDS;
     let _: u64 = Review::SCHEMA_FINGERPRINT;
     println!("{:?}", Review::update().draft(String::new()));
 }

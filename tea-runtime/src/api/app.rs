@@ -394,7 +394,7 @@ impl<G: Graph, C> App<G, C> {
     /// and — when it streams — where its nodes' emits go; refuses it if the graph declares a
     /// context type this call did not supply. Allocates only for a stream.
     /// This call's `options` come over the app's.
-    pub(crate) fn scope_with(&self, run: &mut Run<'_, G>, options: &RunOptions) -> Result<(), Error> {
+    pub(crate) fn attach_cache_context_emitter(&self, run: &mut Run<'_, G>, options: &RunOptions) -> Result<(), Error> {
         let context = options.context.as_ref().or(self.context.as_ref());
         if let Some((type_id, expected)) = self.graph.context_type() {
             if !context.is_some_and(|context| context.is(type_id)) {
@@ -458,7 +458,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         if let Some(at) = at {
             run.start_at(at);
         }
-        self.scope_with(&mut run, &options)?;
+        self.attach_cache_context_emitter(&mut run, &options)?;
         traced! { run.call(if at.is_some() { "invoke_at" } else { "invoke" }); }
         match run.run_to_end()? {
             Over::Done => Ok(run.state),
@@ -525,7 +525,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         if let Some(at) = at {
             run.start_at(at);
         }
-        self.scope_with(&mut run, &options)?;
+        self.attach_cache_context_emitter(&mut run, &options)?;
         traced! { run.call(name); }
         Ok(run)
     }
@@ -746,7 +746,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let mut tenure = self.tenure_as(thread.clone(), Some(head), durability);
         tenure.recovering = true;
         let mut run = Run::from_checkpoint(&*self.graph, ckpt, resuming, self.limits_for(options), tenure, record)?;
-        self.scope_with(&mut run, options)?;
+        self.attach_cache_context_emitter(&mut run, options)?;
         traced! { run.call(call); }
         Ok(Recovery::Run(run))
     }
@@ -836,7 +836,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.check_thread_id(&thread)?;
         let tenure = self.tenure_as(thread, None, options.durability.unwrap_or(self.durability));
         let mut run = Run::new(&*self.graph, input, self.limits_for(options), Some(tenure), record);
-        self.scope_with(&mut run, options)?;
+        self.attach_cache_context_emitter(&mut run, options)?;
         traced! { run.call(call); }
         Ok(run)
     }

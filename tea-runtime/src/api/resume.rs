@@ -98,7 +98,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         };
         tenure.put_back_on_failure(bytes, before);
         let mut run = Run::from_checkpoint(graph, ckpt, true, self.limits_for(options), tenure, record)?;
-        self.scope_with(&mut run, options)?;
+        self.attach_cache_context_emitter(&mut run, options)?;
         traced! {
             run.call(call);
             run.span.in_scope(|| tracing::info!(target: "tea", pause, answers, update = updated, "resumed"));

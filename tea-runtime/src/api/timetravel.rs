@@ -26,7 +26,7 @@ use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::Graph;
 use crate::model::node::Goto;
 use crate::model::outcome::Snapshot;
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
@@ -105,13 +105,15 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     fn after_update(
         &self,
         thread: &ThreadId,
-        written: Append,
+        written: AppendOutcome,
         id: CheckpointId,
         bytes: &[u8],
     ) -> Result<Snapshot<G::State>, Error> {
         match written {
-            Append::Written => self.snapshot(thread, id, bytes),
-            Append::Conflict { .. } => Err(Error::ThreadBusy { thread: thread.clone(), expires_in: Duration::ZERO }),
+            AppendOutcome::Written => self.snapshot(thread, id, bytes),
+            AppendOutcome::Conflict { .. } => {
+                Err(Error::ThreadBusy { thread: thread.clone(), expires_in: Duration::ZERO })
+            }
         }
     }
 
@@ -219,7 +221,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let written = trace::store_call("append", graph, Some(&new_thread), || {
             store.append(graph, &new_thread, None, 1, &copy, true)
         })?;
-        if let Append::Conflict { .. } = written {
+        if let AppendOutcome::Conflict { .. } = written {
             return Err(Error::ThreadExists { thread: new_thread });
         }
         self.snapshot(&new_thread, 1, &copy)
@@ -379,7 +381,7 @@ fn fork_child(
         let written = trace::store_call("append", &graph, Some(&new_child), || {
             store.append(&graph, &new_child, expected, new_id, &copy, n + 1 == last)
         })?;
-        if let Append::Conflict { .. } = written {
+        if let AppendOutcome::Conflict { .. } = written {
             return Err(Error::ThreadExists { thread: new_child });
         }
     }

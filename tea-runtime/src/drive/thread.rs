@@ -21,7 +21,7 @@ use crate::machine::run::{Over, Progress, Run};
 use crate::model::graph::Graph;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, Produced};
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::tenure::Appends;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
@@ -45,7 +45,7 @@ impl Appends for ThreadDriver {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
         async move {
             crate::vocab::trace::store_call("append", graph, Some(thread), || {
                 store.append(graph, thread, expected, id, bytes, durable)

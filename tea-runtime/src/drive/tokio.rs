@@ -24,7 +24,7 @@ use crate::model::graph::Graph;
 use crate::model::hitl::Hitl;
 use crate::model::node::Ctx;
 use crate::model::produce::{produce, produced, Produced};
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::tenure::Appends;
 use crate::vocab::error::{panic_message, Error};
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
@@ -64,7 +64,7 @@ impl<G: Graph> Appends for TokioDriver<G> {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
         crate::vocab::trace::store_call_async(
             "append",
             graph,

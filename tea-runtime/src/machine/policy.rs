@@ -180,7 +180,7 @@ async fn keep<G: Graph, D: Driver<G>>(
             let (name, thread) = (cache_graph(graph.name()), key.thread());
             let head = driver.head(store, &name, &thread).await?.map(|(id, _)| id);
             // Two runs caching the same key at once store the same result: losing the race
-            // (`Append::Conflict`) is as good as winning it.
+            // (`AppendOutcome::Conflict`) is as good as winning it.
             driver.append(store, &name, &thread, head, head.map_or(1, |id| id + 1), &bytes, false).await?;
             Ok(())
         }

@@ -12,7 +12,7 @@ use crate::machine::validate::{decode_for, identity, MAX_STEP};
 use crate::model::fixture::{Shop, Stop, Tally, TallyUpdate};
 use crate::model::node::{Ctx, Goto};
 use crate::model::produce::{produce, Produced};
-use crate::store::{Append, Checkpointer};
+use crate::store::{AppendOutcome, Checkpointer};
 use crate::tenure::Appends;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
@@ -42,7 +42,7 @@ impl Appends for Requests {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'a {
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
         async move {
             self.appends.lock().unwrap().push(id);
             store.append(graph, thread, expected, id, bytes, durable)

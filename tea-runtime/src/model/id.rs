@@ -1,5 +1,5 @@
 //! The names of a graph's nodes to the engine: [`NodeId`], the node type `graph!` generates,
-//! and [`Goto`], where a node goes next. Below the node forms (`node`) and `Send` (`send`),
+//! and [`Goto`], where a node goes next. Below the node forms (`node`) and `SendTo` (`send`),
 //! which both name them.
 
 use crate::vocab::state::GraphState;

@@ -1,5 +1,5 @@
 //! Layer 4, the model: what a graph is to the engine — the [`Graph`](graph::Graph) trait, node
-//! forms, `Command`/`Send`/`Ctx`, `Hitl`, events and outcomes — and running one node
+//! forms, `Command`/`SendTo`/`Ctx`, `Hitl`, events and outcomes — and running one node
 //! (`produce`). Nothing here routes, applies or writes.
 
 pub(crate) mod draw;

@@ -45,7 +45,7 @@ pub type NodeFuture<'a, S, N> = Pin<Box<dyn Future<Output = Result<NodeStep<S, N
 pub struct Command<N: NodeId> {
     goto: Goto<N>,
     update: Option<<N::State as GraphState>::Update>,
-    sends: Vec<crate::model::send::Send<N>>,
+    sends: Vec<crate::model::send::SendTo<N>>,
     parent: Option<ParentJump>,
 }
 
@@ -113,7 +113,7 @@ impl<N: NodeId> Command<N> {
     /// struct Job { topics: Vec<String>, topic: String, #[reducer(append)] done: Vec<String> }
     ///
     /// fn plan(job: &Job) -> Command<MapNode> {
-    ///     Command::send(job.topics.iter().map(|t| tea::Send::new(MapNode::Work, Job::update().topic(t.clone()))))
+    ///     Command::send(job.topics.iter().map(|t| tea::SendTo::new(MapNode::Work, Job::update().topic(t.clone()))))
     /// }
     /// fn work(job: &Job) -> JobUpdate {
     ///     Job::update().done(vec![format!("did {}", job.topic)])
@@ -132,12 +132,12 @@ impl<N: NodeId> Command<N> {
     /// assert_eq!(out.done, ["did a", "did b"]);
     /// # Ok::<(), tea::Error>(())
     /// ```
-    pub fn send(sends: impl IntoIterator<Item = crate::model::send::Send<N>>) -> Self {
+    pub fn send(sends: impl IntoIterator<Item = crate::model::send::SendTo<N>>) -> Self {
         Command { goto: Goto::End, update: None, sends: sends.into_iter().collect(), parent: None }
     }
 
     /// The sends of this command ([`Command::send`]).
-    pub fn sends(&self) -> &[crate::model::send::Send<N>] {
+    pub fn sends(&self) -> &[crate::model::send::SendTo<N>] {
         &self.sends
     }
 
@@ -635,7 +635,7 @@ fn command_step<S: GraphState, N: NodeId<State = S>>(command: Command<N>) -> Nod
     } else if command.sends.is_empty() {
         NodeStep::new(command.update, Some(command.goto))
     } else {
-        let sends = command.sends.into_iter().map(crate::model::send::Send::into_parts).collect();
+        let sends = command.sends.into_iter().map(crate::model::send::SendTo::into_parts).collect();
         NodeStep::with_sends(command.update, sends)
     }
 }

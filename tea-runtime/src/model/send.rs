@@ -1,6 +1,6 @@
 //! Fan-outs by sends: `parallel plan => worker* -> join;`.
 //!
-//! The source node returns `Command::send([Send::new(Node::Worker, input), …])`. Each send
+//! The source node returns `Command::send([SendTo::new(Node::Worker, input), …])`. Each send
 //! becomes one branch of the node's fan-out, run by `machine::fork` like any branch:
 //! it starts at the target on the state at the fan-out with the send's input applied (for that
 //! branch only), follows the target's edges to the join, and its updates merge there through
@@ -19,17 +19,18 @@ use std::fmt;
 /// One run of a node with its own input, sent by a node that fans out to a node many times
 /// (`parallel plan => worker* -> join;`): see [`Command::send`](crate::Command::send).
 ///
-/// Not in the prelude (its name would hide the `Send` marker trait): write `tea::Send`.
-pub struct Send<N: NodeId> {
+/// LangGraph calls it `Send`; here that name would hide the `Send` marker trait under
+/// `use tea::*`, so it is `SendTo` (in the prelude).
+pub struct SendTo<N: NodeId> {
     node: N,
     input: <N::State as GraphState>::Update,
 }
 
-impl<N: NodeId> Send<N> {
+impl<N: NodeId> SendTo<N> {
     /// Run `node` on the state at the fan-out with `input` applied (for this run only: the
     /// input is not merged into the main state, the node's own update is).
     pub fn new(node: N, input: <N::State as GraphState>::Update) -> Self {
-        Send { node, input }
+        SendTo { node, input }
     }
 
     /// The node this send runs.
@@ -47,14 +48,14 @@ impl<N: NodeId> Send<N> {
     }
 }
 
-impl<N: NodeId> Clone for Send<N> {
+impl<N: NodeId> Clone for SendTo<N> {
     fn clone(&self) -> Self {
-        Send { node: self.node, input: self.input.clone() }
+        SendTo { node: self.node, input: self.input.clone() }
     }
 }
 
-impl<N: NodeId> fmt::Debug for Send<N> {
+impl<N: NodeId> fmt::Debug for SendTo<N> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Send").field("node", &self.node).field("input", &self.input).finish()
+        f.debug_struct("SendTo").field("node", &self.node).field("input", &self.input).finish()
     }
 }

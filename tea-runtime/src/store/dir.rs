@@ -50,7 +50,7 @@
 //! missing checkpoint is then damage, an [`Error::Store`] naming the path. `threads` reads each
 //! `HEAD` without the lock.
 
-use super::{Append, CheckpointId, Checkpointer};
+use super::{AppendOutcome, CheckpointId, Checkpointer};
 use crate::error::Error;
 use crate::name::ThreadId;
 use sha2::{Digest, Sha256};
@@ -107,14 +107,14 @@ const HEAD_MAX: u64 = 32;
 /// waiting on.
 ///
 /// ```
-/// use tea::{Append, Checkpointer, DirStore, ThreadId};
+/// use tea::{AppendOutcome, Checkpointer, DirStore, ThreadId};
 ///
 /// # let dir = std::env::temp_dir().join(format!("tea-dir-doc-{}", std::process::id()));
 /// let store = DirStore::open(&dir)?;
 /// let thread = ThreadId::from("order-1234");
-/// assert_eq!(store.append("orders", &thread, None, 1, b"first", true)?, Append::Written);
+/// assert_eq!(store.append("orders", &thread, None, 1, b"first", true)?, AppendOutcome::Written);
 /// // A writer that still expects an empty thread loses, and nothing changes:
-/// assert_eq!(store.append("orders", &thread, None, 1, b"other", true)?, Append::Conflict { head: Some(1) });
+/// assert_eq!(store.append("orders", &thread, None, 1, b"other", true)?, AppendOutcome::Conflict { head: Some(1) });
 ///
 /// let file = store.checkpoint_path("orders", &thread, 1);
 /// assert!(file.ends_with("orders/order-1234/000001.ckpt"));
@@ -403,7 +403,7 @@ impl Checkpointer for DirStore {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
             return Err(Error::store(Fault::OutOfSequence { expected, id }));
         }
@@ -417,12 +417,12 @@ impl Checkpointer for DirStore {
         } else {
             match self.lock_existing(&dir)? {
                 Some(lock) => lock,
-                None => return Ok(Append::Conflict { head: None }),
+                None => return Ok(AppendOutcome::Conflict { head: None }),
             }
         };
         let head = self.read_head(&dir)?;
         if head != expected {
-            return Ok(Append::Conflict { head });
+            return Ok(AppendOutcome::Conflict { head });
         }
         if durable {
             self.sync_parents_once(&graph_dir, &dir)?;
@@ -432,7 +432,7 @@ impl Checkpointer for DirStore {
         if durable {
             self.sync_dir(&dir)?;
         }
-        Ok(Append::Written)
+        Ok(AppendOutcome::Written)
     }
 
     fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {

@@ -1,6 +1,6 @@
 //! `MemoryStore`: checkpoints in this process's memory.
 
-use super::{Append, CheckpointId, Checkpointer};
+use super::{AppendOutcome, CheckpointId, Checkpointer};
 use crate::error::Error;
 use crate::name::ThreadId;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ impl Checkpointer for MemoryStore {
         id: CheckpointId,
         bytes: &[u8],
         _durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         let next = expected.map_or(1, |head| head + 1);
         if id != next {
             return Err(Error::store(format!(
@@ -71,10 +71,10 @@ impl Checkpointer for MemoryStore {
         };
         let head = log.last().map(|(id, _)| *id);
         if head != expected {
-            return Ok(Append::Conflict { head });
+            return Ok(AppendOutcome::Conflict { head });
         }
         log.push((id, Arc::from(bytes)));
-        Ok(Append::Written)
+        Ok(AppendOutcome::Written)
     }
 
     fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {

@@ -24,7 +24,7 @@ macro_rules! disk_async_methods {
             id: $crate::store::CheckpointId,
             bytes: &'a [u8],
             durable: bool,
-        ) -> $crate::store::StoreFuture<'a, $crate::store::Append> {
+        ) -> $crate::store::StoreFuture<'a, $crate::store::AppendOutcome> {
             // A durable write waits on the disk: hand the runtime's thread over while it does.
             let written = $crate::store::blocking(|| self.append(graph, thread, expected, id, bytes, durable));
             Box::pin(std::future::ready(written))
@@ -61,9 +61,10 @@ pub use memory::MemoryStore;
 /// Defined with the names and ids (`vocab`), which every layer reads.
 pub use crate::name::CheckpointId;
 
-/// The result of [`Checkpointer::append`].
+/// What [`Checkpointer::append`] did: the checkpoint became the head, or the compare-and-swap
+/// found another head and stored nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Append {
+pub enum AppendOutcome {
     /// The checkpoint was stored and is the thread's new head.
     Written,
     /// The head was not the expected one (another writer moved it); nothing was stored.
@@ -104,7 +105,7 @@ pub trait Checkpointer: Send + Sync + 'static {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error>;
+    ) -> Result<AppendOutcome, Error>;
 
     /// The head of `thread` and its bytes, or `None` if the thread has no checkpoint.
     fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error>;
@@ -139,7 +140,7 @@ pub trait Checkpointer: Send + Sync + 'static {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> StoreFuture<'a, Append> {
+    ) -> StoreFuture<'a, AppendOutcome> {
         Box::pin(std::future::ready(self.append(graph, thread, expected, id, bytes, durable)))
     }
 
@@ -179,7 +180,7 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         (**self).append(graph, thread, expected, id, bytes, durable)
     }
 
@@ -215,7 +216,7 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> StoreFuture<'a, Append> {
+    ) -> StoreFuture<'a, AppendOutcome> {
         (**self).append_async(graph, thread, expected, id, bytes, durable)
     }
 

@@ -56,7 +56,7 @@
 //! if nothing moved the head since). The thread is then exactly as its writer last knew it, and
 //! what the writer does next (an abandoned run puts back its pause or releases its lease) lands.
 
-use super::{Append, CheckpointId, Checkpointer};
+use super::{AppendOutcome, CheckpointId, Checkpointer};
 use crate::error::Error;
 use crate::name::ThreadId;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
@@ -116,13 +116,13 @@ const MIGRATIONS: &[&str] = &["
 /// waiting for the flush.
 ///
 /// ```no_run
-/// use tea::{Append, Checkpointer, PostgresStore, ThreadId};
+/// use tea::{AppendOutcome, Checkpointer, PostgresStore, ThreadId};
 ///
 /// let store = PostgresStore::connect("postgres://postgres@127.0.0.1:5432/test")?;
 /// let thread = ThreadId::from("order-1234");
-/// assert_eq!(store.append("orders", &thread, None, 1, b"first", true)?, Append::Written);
+/// assert_eq!(store.append("orders", &thread, None, 1, b"first", true)?, AppendOutcome::Written);
 /// // Another process expecting an empty thread loses, and nothing changes:
-/// assert_eq!(store.append("orders", &thread, None, 1, b"other", true)?, Append::Conflict { head: Some(1) });
+/// assert_eq!(store.append("orders", &thread, None, 1, b"other", true)?, AppendOutcome::Conflict { head: Some(1) });
 /// # Ok::<(), tea::Error>(())
 /// ```
 #[derive(Clone)]
@@ -350,7 +350,7 @@ impl PostgresStore {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> impl Future<Output = Result<Append, Error>> + Send + 'static {
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'static {
         let (graph, thread) = (graph.to_owned(), thread.clone());
         let work =
             append(Arc::clone(&self.inner), graph.clone(), thread.clone(), expected, id, bytes.to_vec(), durable);
@@ -402,7 +402,7 @@ impl Checkpointer for PostgresStore {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         let work =
             append(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), expected, id, bytes.to_vec(), durable);
         self.block(work)
@@ -440,7 +440,7 @@ impl Checkpointer for PostgresStore {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> super::StoreFuture<'a, Append> {
+    ) -> super::StoreFuture<'a, AppendOutcome> {
         Box::pin(PostgresStore::append_async(self, graph, thread, expected, id, bytes, durable))
     }
 
@@ -712,7 +712,7 @@ async fn append(
     id: CheckpointId,
     bytes: Vec<u8>,
     durable: bool,
-) -> Result<Append, Error> {
+) -> Result<AppendOutcome, Error> {
     if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
         return Err(Error::store(Located {
             target: Arc::clone(&inner.target),
@@ -736,7 +736,7 @@ async fn append(
             }
         };
         if written == 1 {
-            return Ok(Append::Written);
+            return Ok(AppendOutcome::Written);
         }
         // The statement's snapshot predates the writer it lost to; a new statement sees its head.
         let statement = client.prepare_cached(&inner.sql.head_id).await.map_err(failed)?;
@@ -751,10 +751,10 @@ async fn append(
             let statement = client.prepare_cached(&inner.sql.get).await.map_err(failed)?;
             let row = client.query_opt(&statement, &[graph, &thread, &sql_id]).await.map_err(failed)?;
             if row.is_some_and(|row| row.get::<_, &[u8]>(0) == bytes.as_slice()) {
-                return Ok(Append::Written);
+                return Ok(AppendOutcome::Written);
             }
         }
-        Ok(Append::Conflict { head })
+        Ok(AppendOutcome::Conflict { head })
     })
     .await
 }
@@ -800,13 +800,13 @@ async fn take_back(inner: Arc<Inner>, undo: Undo) -> Result<(), Error> {
 /// runtime. Dropped before it has the task's answer, it waits for the append and takes it back
 /// if it landed, so the thread is as its writer last knew it.
 struct Landing {
-    task: Option<tokio::task::JoinHandle<Result<Append, Error>>>,
+    task: Option<tokio::task::JoinHandle<Result<AppendOutcome, Error>>>,
     inner: Arc<Inner>,
     undo: Option<Undo>,
 }
 
 impl Future for Landing {
-    type Output = Result<Append, Error>;
+    type Output = Result<AppendOutcome, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
@@ -831,7 +831,7 @@ impl Drop for Landing {
         // a crash of the writer would (its lease then expires).
         let _ = block(&self.inner, async move {
             match task.await {
-                Ok(Ok(Append::Written)) => take_back(inner, undo).await,
+                Ok(Ok(AppendOutcome::Written)) => take_back(inner, undo).await,
                 _ => Ok(()),
             }
         });

@@ -6,7 +6,7 @@
 //! record to its graph, thread and checkpoint id, so a record copied to another thread or another
 //! place in the history does not open.
 
-use super::{Append, CheckpointId, Checkpointer, StoreFuture};
+use super::{AppendOutcome, CheckpointId, Checkpointer, StoreFuture};
 use crate::error::{Error, SealFailure};
 use crate::name::ThreadId;
 use base64::Engine as _;
@@ -268,7 +268,7 @@ impl<C: Checkpointer> Checkpointer for Sealed<C> {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         let record = self.seal(graph, thread, id, bytes)?;
         self.inner.append(graph, thread, expected, id, &record, durable)
     }
@@ -312,7 +312,7 @@ impl<C: Checkpointer> Checkpointer for Sealed<C> {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> StoreFuture<'a, Append> {
+    ) -> StoreFuture<'a, AppendOutcome> {
         Box::pin(async move {
             let record = self.seal(graph, thread, id, bytes)?;
             self.inner.append_async(graph, thread, expected, id, &record, durable).await

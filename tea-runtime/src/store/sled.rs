@@ -36,7 +36,7 @@
 //! `delete` and `prune` apply one sled batch (atomic on recovery), while holding an in-process
 //! lock that keeps appends and reads out (sled opens a database in one process at a time).
 
-use super::{Append, CheckpointId, Checkpointer};
+use super::{AppendOutcome, CheckpointId, Checkpointer};
 use crate::error::Error;
 use crate::name::ThreadId;
 use ::sled::{Batch, CompareAndSwapError, IVec};
@@ -82,18 +82,18 @@ const ID_LEN: usize = 8;
 /// checkpoint bytes fail the engine's checks as [`Error::CorruptCheckpoint`].
 ///
 /// ```
-/// use tea::{Append, Checkpointer, SledStore, ThreadId};
+/// use tea::{AppendOutcome, Checkpointer, SledStore, ThreadId};
 ///
 /// # let dir = std::env::temp_dir().join(format!("tea-sled-doc-{}", std::process::id()));
 /// let store = SledStore::open(dir.join("checkpoints"))?;
 /// let thread = ThreadId::from("order-1234");
 ///
 /// let first = store.append("orders", &thread, None, 1, b"first", true)?;
-/// assert_eq!(first, Append::Written);
+/// assert_eq!(first, AppendOutcome::Written);
 /// assert_eq!(store.flushes(), 1, "one flush per durable append");
 /// // A writer that still expects an empty thread loses, and nothing changes:
 /// let late = store.append("orders", &thread, None, 1, b"other", true)?;
-/// assert_eq!(late, Append::Conflict { head: Some(1) });
+/// assert_eq!(late, AppendOutcome::Conflict { head: Some(1) });
 /// assert_eq!(store.head("orders", &thread)?, Some((1, b"first".to_vec())));
 /// # drop(store);
 /// # std::fs::remove_dir_all(&dir).ok();
@@ -319,7 +319,7 @@ impl Checkpointer for SledStore {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         // Keys sort by id, so an id out of sequence would break the order `history` relies on.
         if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
             return Err(Error::store(Fault::OutOfSequence { expected, id }));
@@ -330,7 +330,7 @@ impl Checkpointer for SledStore {
         let current = self.read_head(&tree, graph, thread)?;
         let head = current.as_ref().map(|(head, _)| *head);
         if head != expected {
-            return Ok(Append::Conflict { head });
+            return Ok(AppendOutcome::Conflict { head });
         }
         if let Some((head, record)) = &current {
             // The head is about to be replaced: its checkpoint gets a record of its own first.
@@ -347,14 +347,14 @@ impl Checkpointer for SledStore {
                     self.db.flush().map_err(Error::store)?;
                     self.flushes.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(Append::Written)
+                Ok(AppendOutcome::Written)
             }
             Err(CompareAndSwapError { current, .. }) => {
                 let head = match current {
                     Some(record) => Some(decode_head(graph, thread, &record).map_err(Error::store)?.0),
                     None => None,
                 };
-                Ok(Append::Conflict { head })
+                Ok(AppendOutcome::Conflict { head })
             }
         }
     }
@@ -562,7 +562,10 @@ mod tests {
             store.append("g", &thread, Some(id - 1), id, b"more", true).unwrap();
             assert_eq!(store.flushes(), id - 1);
         }
-        assert_eq!(store.append("g", &thread, Some(1), 2, b"late", true).unwrap(), Append::Conflict { head: Some(5) });
+        assert_eq!(
+            store.append("g", &thread, Some(1), 2, b"late", true).unwrap(),
+            AppendOutcome::Conflict { head: Some(5) }
+        );
         assert_eq!(store.clone().flushes(), 4, "clones share the count; a conflict does not flush");
     }
 

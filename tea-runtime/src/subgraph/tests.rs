@@ -5,7 +5,7 @@ use crate::api::app::{App, Builder};
 use crate::format::checkpoint::{self, Checkpoint, Lease, Position};
 use crate::machine::validate::identity;
 use crate::model::fixture::{Shop, Stop, Tally};
-use crate::store::{Append, Checkpointer, MemoryStore, StoreFuture};
+use crate::store::{AppendOutcome, Checkpointer, MemoryStore, StoreFuture};
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
@@ -32,7 +32,7 @@ impl Checkpointer for Watched {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         if std::thread::current().id() == self.home {
             self.blocking_at_home.fetch_add(1, Ordering::SeqCst);
         }
@@ -64,7 +64,7 @@ impl Checkpointer for Watched {
         id: CheckpointId,
         bytes: &'a [u8],
         durable: bool,
-    ) -> StoreFuture<'a, Append> {
+    ) -> StoreFuture<'a, AppendOutcome> {
         self.async_appends.fetch_add(1, Ordering::SeqCst);
         Box::pin(std::future::ready(self.inner.append(graph, thread, expected, id, bytes, durable)))
     }
@@ -106,7 +106,7 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
         lease: Some(Lease { owner: host.owner, until }),
     };
     let bytes = checkpoint::encode(&identity(&graph), &ckpt).unwrap();
-    assert_eq!(store.inner.append("Shop", &thread, None, 1, &bytes, true).unwrap(), Append::Written);
+    assert_eq!(store.inner.append("Shop", &thread, None, 1, &bytes, true).unwrap(), AppendOutcome::Written);
     host.wrote_for_test(1, bytes, until);
     // A subgraph node's child on the parent's store, run on a tokio runtime on this thread.
     let child = App::for_child(graph.clone(), host.store.clone(), Some(&host), TypeId::of::<Stop>());

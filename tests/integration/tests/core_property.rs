@@ -69,8 +69,8 @@ use std::time::Duration;
 use tea::__private::NodeStep;
 use tea::prelude::*;
 use tea::{
-    Append, BoxError, CheckpointId, Checkpointer, Durability, Fork, Graph, NodeFuture, NodeId, SledStore, SyncGraph,
-    ThreadId,
+    AppendOutcome, BoxError, CheckpointId, Checkpointer, Durability, Fork, Graph, NodeFuture, NodeId, SledStore,
+    SyncGraph, ThreadId,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -576,7 +576,7 @@ impl Checkpointer for Crashing {
         id: CheckpointId,
         bytes: &[u8],
         durable: bool,
-    ) -> Result<Append, Error> {
+    ) -> Result<AppendOutcome, Error> {
         self.faults.write()?;
         self.inner.append(graph, thread, expected, id, bytes, durable)
     }

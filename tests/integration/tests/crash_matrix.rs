@@ -93,7 +93,7 @@ fn items() -> Vec<String> {
 // Scenario `sends`: 20 sends of two steps each.
 
 fn plan(job: &Job) -> Command<SendsNode> {
-    Command::send(job.items.iter().map(|i| tea::Send::new(SendsNode::Fetch, Job::update().item(i.clone()))))
+    Command::send(job.items.iter().map(|i| tea::SendTo::new(SendsNode::Fetch, Job::update().item(i.clone()))))
 }
 fn fetch(job: &Job) -> JobUpdate {
     step(job, "fetch")
@@ -213,7 +213,7 @@ graph! {
 // Scenario `async`: 20 async sends.
 
 fn plan_async(job: &Job) -> Command<AsyncSendsNode> {
-    Command::send(job.items.iter().map(|i| tea::Send::new(AsyncSendsNode::Call, Job::update().item(i.clone()))))
+    Command::send(job.items.iter().map(|i| tea::SendTo::new(AsyncSendsNode::Call, Job::update().item(i.clone()))))
 }
 async fn call(job: &Job) -> JobUpdate {
     step_async(job, "call").await

@@ -78,7 +78,7 @@ fn sorted(mut done: Vec<String>) -> Vec<String> {
 // Sends that each run `probe` then `check` (blocking).
 
 fn plan(w: &Work) -> Command<SendsNode> {
-    Command::send(w.items.iter().map(|i| tea::Send::new(SendsNode::Probe, Work::update().item(i.clone()))))
+    Command::send(w.items.iter().map(|i| tea::SendTo::new(SendsNode::Probe, Work::update().item(i.clone()))))
 }
 fn probe(w: &Work) -> Result<WorkUpdate, String> {
     count(w, "probe")
@@ -242,7 +242,7 @@ fn with_on_pause_durability_nothing_of_a_fan_out_is_written_while_it_runs() {
 static HOLD: AtomicBool = AtomicBool::new(true);
 
 fn plan_async(w: &Work) -> Command<AsyncSendsNode> {
-    Command::send(w.items.iter().map(|i| tea::Send::new(AsyncSendsNode::Fetch, Work::update().item(i.clone()))))
+    Command::send(w.items.iter().map(|i| tea::SendTo::new(AsyncSendsNode::Fetch, Work::update().item(i.clone()))))
 }
 async fn fetch(w: &Work) -> Result<WorkUpdate, String> {
     let update = count(w, "fetch")?;

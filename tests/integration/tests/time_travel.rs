@@ -577,7 +577,7 @@ mod sends {
     use super::*;
     pub fn plan(_: &Order, ctx: &Ctx<Order>) -> Command<FanNode> {
         crate::ran(ctx.thread(), "plan");
-        Command::send([tea::Send::new(FanNode::Worker, Order::update().amount(1))])
+        Command::send([tea::SendTo::new(FanNode::Worker, Order::update().amount(1))])
     }
     visits!(Order, OrderUpdate, |u| u; worker, join);
     graph! {
