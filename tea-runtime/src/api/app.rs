@@ -453,17 +453,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         G: SyncGraph,
     {
         let (input, at, options) = self.unstored(call)?;
-        // Scoped in place: a run is large, and this is every call's path.
-        let mut run = Run::new(&*self.graph, input, self.limits_for(&options), None, false);
-        if let Some(at) = at {
-            run.start_at(at);
-        }
-        self.attach_cache_context_emitter(&mut run, &options)?;
-        traced! { run.call(if at.is_some() { "invoke_at" } else { "invoke" }); }
-        match run.run_to_end()? {
-            Over::Done => Ok(run.state),
-            Over::Paused(record) => Err(token::without_store(&run, &record)),
-        }
+        self.run_unstored(input, at, &options)
     }
 
     /// Carries out `call` without a store as a stream of events: an
@@ -486,7 +476,26 @@ impl<G: Graph> App<G, NoCheckpointer> {
     where
         G: SyncGraph,
     {
-        self.run(Call::start(input))
+        // `run(Call::start(input))` without making and taking apart the call: every call's path.
+        self.run_unstored(input, None, &RunOptions::new())
+    }
+
+    /// Runs the graph from `input` (from node `at`, if given) to its end with `options`.
+    fn run_unstored(&self, input: G::State, at: Option<G::Node>, options: &RunOptions) -> Result<G::State, Error>
+    where
+        G: SyncGraph,
+    {
+        // Scoped in place: a run is large, and this is every call's path.
+        let mut run = Run::new(&*self.graph, input, self.limits_for(options), None, false);
+        if let Some(at) = at {
+            run.start_at(at);
+        }
+        self.attach_cache_context_emitter(&mut run, options)?;
+        traced! { run.call(if at.is_some() { "invoke_at" } else { "invoke" }); }
+        match run.run_to_end()? {
+            Over::Done => Ok(run.state),
+            Over::Paused(record) => Err(token::without_store(&run, &record)),
+        }
     }
 
     /// Runs the graph on `input` as a stream of events: `run_stream(Call::start(input))`.
