@@ -22,7 +22,8 @@
 //! a node after its pause completed and was written) writes its last checkpoint again without
 //! its lease, so `recover` can continue it at once without running again what completed.
 
-use crate::format::checkpoint::{self, Checkpoint, Identity, Lease};
+use crate::format::checkpoint::{self, Checkpoint, Identity, Lease, Position};
+use crate::format::delta;
 use crate::format::token::SigningKey;
 use crate::store::{AppendOutcome, Checkpointer};
 use crate::vocab::clock::Clock;
@@ -79,9 +80,6 @@ pub(crate) struct Tenure {
     pub(crate) graph: String,
     graph_fingerprint: u64,
     schema_fingerprint: u64,
-    /// Writes a checkpoint of the run's graph again with another lease
-    /// ([`checkpoint::relet`](crate::format::checkpoint::relet) for the graph's state).
-    relet: Relet,
     /// When the run writes checkpoints.
     pub(crate) durability: Durability,
     /// How long the run's lease lasts without news from it.
@@ -113,16 +111,14 @@ pub(crate) struct Tenure {
     pub(crate) parent: Option<Arc<Tenure>>,
 }
 
-/// Writes checkpoint `id` of a thread (its bytes) again with another lease.
-pub(crate) type Relet = fn(&[u8], &Identity<'_>, &ThreadId, CheckpointId, Option<Lease>) -> Result<Vec<u8>, Error>;
-
 /// The thread as its run last wrote it, behind the tenure's lock.
 #[derive(Default)]
 struct Held {
     /// The thread's head as the run last saw it.
     head: Option<CheckpointId>,
-    /// The bytes of the last checkpoint the run wrote (or a child wrote for it).
-    last: Option<Vec<u8>>,
+    /// The payload of the last checkpoint the run wrote (or a child wrote for it), which its
+    /// next record is a delta of.
+    chain: Option<Chain>,
     /// The paused checkpoint a resumed run resumed from, written back if the run fails (until a
     /// node after the one it paused at completed).
     rollback: Option<Vec<u8>>,
@@ -141,6 +137,48 @@ struct Held {
     writing: usize,
 }
 
+/// What the run's next record folds onto (`format::delta`): the payload of the thread's head
+/// as the run last wrote it, and how far the deltas since the last full record have grown.
+///
+/// A record is written as a delta of the record before it while the deltas since the last full
+/// record, this one included, stay within the size of that full record; else, and always at a
+/// pause, it is written full. So the bytes a thread stores stay within twice what full records
+/// alone would cost when every record changes everything, and grow with what changed when
+/// little does; and a head is read from at most its full record and that many bytes of deltas.
+/// A pause is full because its record stands alone: a failed resume writes it back as the head
+/// (after other records), a directory store's pause file is read on its own (`resume_from`), and
+/// a paused thread's head is read at once. The end is full for the last reason: a finished
+/// thread's head is what is read of it, by `state` and by whoever reads the store itself.
+pub(crate) struct Chain {
+    /// The payload of the head, as JSON.
+    pub(crate) value: serde_json::Value,
+    /// The full record the head folds from.
+    full: CheckpointId,
+    /// The size of that full record.
+    full_len: usize,
+    /// The size of the deltas written since.
+    since_full: usize,
+}
+
+/// A record planned for the store ([`Tenure::plan_whole`], [`Tenure::plan_patch`]): its bytes,
+/// and what the run's [`Chain`] becomes once it is the head.
+pub(crate) struct Planned {
+    pub(crate) bytes: Vec<u8>,
+    next: Next,
+}
+
+/// What a [`Planned`] record makes of the chain.
+enum Next {
+    /// A full record of this payload.
+    Full(serde_json::Value),
+    /// A delta whose payload, folded, is this.
+    Delta(serde_json::Value),
+    /// A delta of this patch, to apply to the chain's payload.
+    Patch(serde_json::Value),
+    /// A record whose payload is not at hand as JSON: the next record is full.
+    Unknown,
+}
+
 /// What the store answered to a write of a fan-out's progress ([`Tenure::end_write`]).
 pub(crate) enum Wrote {
     /// It is the thread's head.
@@ -154,20 +192,19 @@ pub(crate) enum Wrote {
 struct Renewal {
     head: CheckpointId,
     id: CheckpointId,
-    bytes: Vec<u8>,
+    planned: Planned,
     until: u64,
 }
 
-/// A checkpoint encoded for the store: its bytes, the head it replaces, and its id.
+/// A checkpoint encoded for the store: its record, the head it replaces, and its id.
 struct Encoded {
-    bytes: Vec<u8>,
+    planned: Planned,
     head: Option<CheckpointId>,
     id: CheckpointId,
 }
 
 impl Tenure {
-    /// The tenure of a run of graph `graph` (its identity, and `relet` for its state) on
-    /// `thread` in `store`, which the run found at `head` (`None`: a new thread), reading the
+    /// The tenure of a run of graph `graph` (its identity) on `thread` in `store`, which the run found at `head` (`None`: a new thread), reading the
     /// time from `clock` (which draws its lease owner); with the default options, which its app
     /// then sets. Its first write claims the thread.
     pub(crate) fn new(
@@ -175,7 +212,6 @@ impl Tenure {
         thread: ThreadId,
         head: Option<CheckpointId>,
         graph: &Identity<'_>,
-        relet: Relet,
         clock: Clock,
     ) -> Self {
         Tenure {
@@ -184,7 +220,6 @@ impl Tenure {
             graph: graph.graph.to_owned(),
             graph_fingerprint: graph.graph_fingerprint,
             schema_fingerprint: graph.schema_fingerprint,
-            relet,
             durability: Durability::EveryStep,
             lease: DEFAULT_LEASE,
             owner: clock.random_u64(),
@@ -254,19 +289,74 @@ impl Tenure {
         self.until.load(Ordering::Acquire)
     }
 
-    /// Records that the run wrote checkpoint `id` (`bytes`), holding its lease until `until`
+    /// Records that the run wrote checkpoint `id` (`planned`), holding its lease until `until`
     /// (0: released).
-    fn record(&self, held: &mut Held, id: CheckpointId, bytes: Vec<u8>, until: u64) {
+    fn record(&self, held: &mut Held, id: CheckpointId, planned: Planned, until: u64) {
         held.head = Some(id);
-        held.last = Some(bytes);
+        let len = planned.bytes.len();
+        held.chain = match (planned.next, held.chain.take()) {
+            (Next::Full(value), _) => Some(Chain { value, full: id, full_len: len, since_full: 0 }),
+            (Next::Delta(value), Some(chain)) => Some(Chain { value, since_full: chain.since_full + len, ..chain }),
+            (Next::Patch(patch), Some(mut chain)) => match delta::apply(&mut chain.value, &patch) {
+                Ok(()) => Some(Chain { since_full: chain.since_full + len, ..chain }),
+                Err(_) => None,
+            },
+            (Next::Delta(_) | Next::Patch(_) | Next::Unknown, _) => None,
+        };
         self.until.store(until, Ordering::Release);
     }
 
-    /// Records that the run wrote checkpoint `id` (`bytes`), holding its lease until `until`:
-    /// for a test that writes a run's checkpoint itself.
+    /// Records that the run wrote checkpoint `id` (`bytes`, a full record), holding its lease
+    /// until `until`: for a test that writes a run's checkpoint itself.
     #[cfg(test)]
     pub(crate) fn wrote_for_test(&self, id: CheckpointId, bytes: Vec<u8>, until: u64) {
-        self.record(&mut self.held(), id, bytes, until);
+        let next = match checkpoint::decode_raw(&bytes, &self.thread, id) {
+            Ok((_, value)) => Next::Full(value),
+            Err(_) => Next::Unknown,
+        };
+        self.record(&mut self.held(), id, Planned { bytes, next }, until);
+    }
+
+    /// The record of `value` (a whole payload) after the chain `chain` (`None`: the run knows
+    /// no head it may write a delta of): a delta of what changed, unless `full` (a pause), or
+    /// the deltas since the last full record would outgrow it. With the patch written, if it
+    /// is a delta.
+    ///
+    /// # Errors
+    /// The encoding's.
+    pub(crate) fn plan_whole(
+        &self,
+        chain: Option<&Chain>,
+        value: serde_json::Value,
+        full: bool,
+    ) -> Result<(Planned, Option<serde_json::Value>), Error> {
+        if let (Some(chain), false) = (chain, full) {
+            let patch =
+                delta::diff(&chain.value, &value).unwrap_or_else(|| delta::object_patch(Default::default(), &[]));
+            let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
+            if chain.since_full + bytes.len() <= chain.full_len {
+                return Ok((Planned { bytes, next: Next::Delta(value) }, Some(patch)));
+            }
+        }
+        let bytes = checkpoint::encode_value(&self.identity(), &value)?;
+        Ok((Planned { bytes, next: Next::Full(value) }, None))
+    }
+
+    /// The record of `patch` applied to the head `chain` holds: a delta, or a full record when
+    /// the deltas since the last would outgrow it.
+    ///
+    /// # Errors
+    /// The encoding's, and a patch that does not fit the head.
+    pub(crate) fn plan_patch(&self, chain: &Chain, patch: serde_json::Value) -> Result<Planned, Error> {
+        let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
+        if chain.since_full + bytes.len() <= chain.full_len {
+            return Ok(Planned { bytes, next: Next::Patch(patch) });
+        }
+        let mut value = chain.value.clone();
+        delta::apply(&mut value, &patch)
+            .map_err(|e| Error::store(format!("a checkpoint of thread `{}` does not fold: {e}", self.thread)))?;
+        let bytes = checkpoint::encode_value(&self.identity(), &value)?;
+        Ok(Planned { bytes, next: Next::Full(value) })
     }
 
     /// Records that the run let its lease go (it paused, finished, or was abandoned): its
@@ -367,10 +457,10 @@ impl Tenure {
             traced! { let _checkpoint = span.enter(); }
             self.encode(ckpt, node)?
         };
-        traced! { span.record("bytes", encoded.bytes.len()); }
+        traced! { span.record("bytes", encoded.planned.bytes.len()); }
         let appended = {
-            let future =
-                io.append(&*self.store, &self.graph, &self.thread, encoded.head, encoded.id, &encoded.bytes, durable);
+            let bytes = &encoded.planned.bytes;
+            let future = io.append(&*self.store, &self.graph, &self.thread, encoded.head, encoded.id, bytes, durable);
             #[cfg(feature = "tracing")]
             let future = tracing::Instrument::instrument(future, span.clone());
             future.await?
@@ -383,17 +473,38 @@ impl Tenure {
         Ok(id)
     }
 
-    /// Encodes `ckpt` for the store and checks that its state reads back; the head it is to
-    /// replace and its id.
+    /// Encodes `ckpt` for the store (a delta of the run's last record, or a full record, see
+    /// [`Chain`]) and checks that its state reads back; the head it is to replace and its id.
     fn encode<S: GraphState>(&self, ckpt: &Checkpoint<S>, node: &NodeName) -> Result<Encoded, Error> {
-        let bytes = checkpoint::encode(&self.identity(), ckpt)?;
-        if let Err((path, reason)) = checkpoint::check_reads_back::<S>(&bytes) {
-            return Err(Error::StateNotStorable { node: node.clone(), thread: self.thread.clone(), path, reason });
-        }
-        // Read, not held: the lock is never held across an await. While this run writes, no
-        // node of it runs, so no child of it renews its lease.
-        let head = self.head();
-        Ok(Encoded { bytes, head, id: head.map_or(1, |h| h + 1) })
+        let not_storable =
+            |(path, reason)| Error::StateNotStorable { node: node.clone(), thread: self.thread.clone(), path, reason };
+        // The lock is never held across an await. While this run writes, no node of it runs,
+        // so no child of it renews its lease.
+        let (planned, head) = match serde_json::to_value(ckpt) {
+            Ok(value) => {
+                let held = self.held();
+                // Pauses and the end are full records (see `Chain`).
+                let full = !ckpt.pending.is_empty() || matches!(ckpt.at, Position::Done);
+                let (planned, patch) = self.plan_whole(held.chain.as_ref(), value, full)?;
+                let head = held.head;
+                drop(held);
+                match (&planned.next, patch) {
+                    (Next::Delta(value), Some(patch)) if delta::writes_null(&patch) => {
+                        checkpoint::check_value_reads_back::<Checkpoint<S>>(value).map_err(not_storable)?;
+                    }
+                    (Next::Delta(_), _) => {}
+                    _ => checkpoint::check_reads_back::<S>(&planned.bytes).map_err(not_storable)?,
+                }
+                (planned, head)
+            }
+            // A payload that JSON values cannot hold (a number beyond 64 bits): written whole.
+            Err(_) => {
+                let bytes = checkpoint::encode(&self.identity(), ckpt)?;
+                checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
+                (Planned { bytes, next: Next::Unknown }, self.head())
+            }
+        };
+        Ok(Encoded { planned, head, id: head.map_or(1, |h| h + 1) })
     }
 
     /// What the store's answer to writing `encoded` (with `lease`) means: the run's new head,
@@ -401,7 +512,7 @@ impl Tenure {
     fn wrote(&self, lease: Option<Lease>, encoded: Encoded, appended: AppendOutcome) -> Result<CheckpointId, Error> {
         match appended {
             AppendOutcome::Written => {
-                self.record(&mut self.held(), encoded.id, encoded.bytes, lease.map_or(0, |lease| lease.until));
+                self.record(&mut self.held(), encoded.id, encoded.planned, lease.map_or(0, |lease| lease.until));
                 Ok(encoded.id)
             }
             AppendOutcome::Conflict { .. } if encoded.head.is_none() => {
@@ -459,7 +570,7 @@ impl Tenure {
                         &tenure.thread,
                         Some(renewal.head),
                         renewal.id,
-                        &renewal.bytes,
+                        &renewal.planned.bytes,
                         false,
                     )
                     .await;
@@ -477,9 +588,9 @@ impl Tenure {
     /// nothing; nor does one that `finished`. Its children (if any still run) no longer renew
     /// its lease.
     pub(crate) async fn abandon<S: GraphState, IO: Appends>(&self, io: &IO, finished: bool) {
-        let (rollback, head, last) = {
+        let (rollback, head, chain) = {
             let mut held = self.held();
-            (held.rollback.take(), held.head, held.last.take())
+            (held.rollback.take(), held.head, held.chain.take())
         };
         self.released();
         if self.claim_pending() || finished {
@@ -489,18 +600,14 @@ impl Tenure {
         let bytes = match rollback {
             Some(bytes) => bytes,
             None => {
-                let Some(last) = last else { return };
-                let id = head.unwrap_or_default();
-                let identity = self.identity();
-                let Ok(mut ckpt) = checkpoint::decode::<S>(&last, &identity, &self.thread, id) else {
-                    return;
-                };
-                if ckpt.lease.is_none() {
+                let Some(chain) = chain else { return };
+                if chain.value.get("lease").is_none_or(serde_json::Value::is_null) {
                     return;
                 }
-                ckpt.lease = None;
-                let Ok(bytes) = checkpoint::encode(&identity, &ckpt) else { return };
-                bytes
+                let Ok(planned) = self.plan_patch(&chain, delta::object_patch(Default::default(), &["lease"])) else {
+                    return;
+                };
+                planned.bytes
             }
         };
         let id = head.map_or(1, |h| h + 1);
@@ -557,14 +664,17 @@ impl Tenure {
         if held.renewing || held.writing > 0 || !self.half_gone(now) {
             return Ok(None);
         }
-        let (Some(head), Some(last)) = (held.head, held.last.as_deref()) else { return Ok(None) };
+        let (Some(head), Some(chain)) = (held.head, held.chain.as_ref()) else { return Ok(None) };
         let until = now.saturating_add(self.lease_ms());
-        let bytes = (self.relet)(last, &self.identity(), &self.thread, head, Some(Lease { owner: self.owner, until }))?;
+        let lease = serde_json::to_value(Lease { owner: self.owner, until }).map_err(Error::store)?;
+        let mut changed = serde_json::Map::new();
+        changed.insert("lease".to_owned(), delta::set(lease));
+        let planned = self.plan_patch(chain, delta::object_patch(changed, &[]))?;
         let Some(id) = head.checked_add(1) else {
             return Err(Error::store(format!("thread `{}` has no checkpoint id after {head}", self.thread)));
         };
         held.renewing = true;
-        Ok(Some(Renewal { head, id, bytes, until }))
+        Ok(Some(Renewal { head, id, planned, until }))
     }
 
     /// Records what the store answered to `renewal` ([`plan_renewal`](Self::plan_renewal)).
@@ -580,7 +690,7 @@ impl Tenure {
                 traced! {
                     tracing::debug!(target: "tea", thread = %self.thread, checkpoint = renewal.id, "lease renewed by a child");
                 }
-                self.record(&mut held, renewal.id, renewal.bytes, renewal.until);
+                self.record(&mut held, renewal.id, renewal.planned, renewal.until);
                 Ok(())
             }
             // This run wrote its fan-out's progress meanwhile (which renewed the lease).
@@ -593,28 +703,28 @@ impl Tenure {
     }
 
     /// Starts a write of the run's own while a fan-out's branches run (their progress, see
-    /// `machine::journal`; several may be under way): the head to write after. Until
-    /// [`end_write`](Self::end_write), no renewal is planned (the writes renew the lease).
+    /// `machine::journal`; several may be under way): the head to write after, and the record
+    /// `plan` makes of the run's [`Chain`] at that head (`None`: the run knows none, write a
+    /// full record). Until [`end_write`](Self::end_write), no renewal is planned (the writes
+    /// renew the lease).
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] when an earlier write found the thread taken over.
-    pub(crate) fn begin_write(&self) -> Result<Option<CheckpointId>, Error> {
+    /// [`Error::LeaseLost`] when an earlier write found the thread taken over, and `plan`'s.
+    pub(crate) fn begin_write(
+        &self,
+        plan: impl FnOnce(Option<&Chain>) -> Result<Planned, Error>,
+    ) -> Result<(Option<CheckpointId>, Planned), Error> {
         let mut held = self.held();
         if held.lost {
             return Err(self.lost(&held));
         }
+        let planned = plan(held.chain.as_ref())?;
         held.writing += 1;
-        Ok(held.head)
-    }
-
-    /// Ends a write begun with [`begin_write`](Self::begin_write) that was not made.
-    pub(crate) fn cancel_write(&self) {
-        let mut held = self.held();
-        held.writing = held.writing.saturating_sub(1);
+        Ok((held.head, planned))
     }
 
     /// Records what the store answered to a write begun with [`begin_write`](Self::begin_write)
-    /// after head `expected`: checkpoint `id` (`bytes`, holding the lease until `until`). A
+    /// after head `expected`: checkpoint `id` (`planned`, holding the lease until `until`). A
     /// compare-and-swap lost to another write of this run (a sibling branch's, a renewal) is
     /// [`Wrote::Again`]; lost to anyone else, the thread was taken over.
     ///
@@ -624,7 +734,7 @@ impl Tenure {
         &self,
         expected: Option<CheckpointId>,
         id: CheckpointId,
-        bytes: Vec<u8>,
+        planned: Planned,
         until: u64,
         appended: Result<AppendOutcome, Error>,
     ) -> Result<Wrote, Error> {
@@ -632,7 +742,7 @@ impl Tenure {
         held.writing = held.writing.saturating_sub(1);
         match Self::answered(&mut held, appended)? {
             AppendOutcome::Written => {
-                self.record(&mut held, id, bytes, until);
+                self.record(&mut held, id, planned, until);
                 Ok(Wrote::Head)
             }
             AppendOutcome::Conflict { .. } if held.head != expected || held.writing > 0 || held.renewing => {
@@ -666,11 +776,14 @@ mod tests {
     use super::*;
     use crate::vocab::error::error_chain;
 
+    fn nothing(_: Option<&Chain>) -> Result<Planned, Error> {
+        Ok(Planned { bytes: Vec::new(), next: Next::Unknown })
+    }
+
     fn host() -> Tenure {
-        let relet: Relet = |bytes, _, _, _, _| Ok(bytes.to_vec());
         let identity = Identity { graph: "g", graph_fingerprint: 0, schema_fingerprint: 0 };
         let store: Arc<dyn Checkpointer> = Arc::new(crate::store::MemoryStore::new());
-        let mut tenure = Tenure::new(store, ThreadId::from("t"), Some(1), &identity, relet, Clock::system());
+        let mut tenure = Tenure::new(store, ThreadId::from("t"), Some(1), &identity, Clock::system());
         tenure.lease = Duration::from_secs(30);
         tenure
     }
@@ -678,25 +791,25 @@ mod tests {
     #[test]
     fn a_swap_lost_after_a_write_the_store_failed_is_the_stores_error() {
         let host = host();
-        let head = host.begin_write().unwrap();
-        let failed = host.end_write(head, 2, Vec::new(), 0, Err(Error::store("EIO after the write")));
+        let (head, planned) = host.begin_write(nothing).unwrap();
+        let failed = host.end_write(head, 2, planned, 0, Err(Error::store("EIO after the write")));
         assert!(matches!(failed, Err(Error::Store { .. })));
         // The failed write was stored: the next one finds the head moved.
-        let head = host.begin_write().unwrap();
-        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
+        let (head, planned) = host.begin_write(nothing).unwrap();
+        let lost = host.end_write(head, 2, planned, 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
         let Err(error) = lost else { panic!("a lost swap is an error") };
         assert!(matches!(error, Error::Store { .. }), "{error:?}");
         assert!(error_chain(&error).contains("EIO after the write"), "{error}");
         // And so is every later write of the run.
-        let Err(later) = host.begin_write() else { panic!("a run that lost its thread writes no more") };
+        let Err(later) = host.begin_write(nothing) else { panic!("a run that lost its thread writes no more") };
         assert!(error_chain(&later).contains("EIO after the write"), "{later}");
     }
 
     #[test]
     fn a_swap_lost_otherwise_is_a_takeover() {
         let host = host();
-        let head = host.begin_write().unwrap();
-        let lost = host.end_write(head, 2, Vec::new(), 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
+        let (head, planned) = host.begin_write(nothing).unwrap();
+        let lost = host.end_write(head, 2, planned, 0, Ok(AppendOutcome::Conflict { head: Some(2) }));
         assert!(matches!(lost, Err(Error::LeaseLost { .. })), "{:?}", lost.err());
     }
 }

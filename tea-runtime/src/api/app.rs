@@ -7,14 +7,14 @@
 use crate::api::call::{Call, What};
 use crate::api::stream::Stream;
 use crate::api::token;
-use crate::format::checkpoint::{self, Checkpoint, Position};
+use crate::format::checkpoint::{Checkpoint, Position};
 use crate::format::token::{issue, PauseRecord, Resume, SigningKey};
 use crate::machine::run::{Over, Run};
 use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
 use crate::model::outcome::{Outcome, Snapshot};
 use crate::model::scope::{Emitter, GraphAndCache};
-use crate::store::Checkpointer;
+use crate::store::{fold, Checkpointer};
 use crate::tenure::Tenure;
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
@@ -745,7 +745,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// The thread's latest checkpoint, or `None` if the thread has none.
     pub fn state(&self, thread: &ThreadId) -> Result<Option<Snapshot<G::State>>, Error> {
         let graph = self.graph.name();
-        match trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))? {
+        match trace::store_call("head", graph, Some(thread), || fold::head(&*self.checkpointer, graph, thread))? {
             None => Ok(None),
             Some((id, bytes)) => self.snapshot(thread, id, &bytes).map(Some),
         }
@@ -754,7 +754,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// Every checkpoint of the thread, newest first (empty if it has none).
     pub fn history(&self, thread: &ThreadId) -> Result<Vec<Snapshot<G::State>>, Error> {
         let graph = self.graph.name();
-        let entries = trace::store_call("history", graph, Some(thread), || self.checkpointer.history(graph, thread))?;
+        let entries =
+            trace::store_call("history", graph, Some(thread), || fold::history(&*self.checkpointer, graph, thread))?;
         entries.iter().map(|(id, bytes)| self.snapshot(thread, *id, bytes)).collect()
     }
 
@@ -784,11 +785,18 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// than one: the head stays, so the thread can still be resumed or recovered). Returns how
     /// many were deleted; [`history`](Self::history) lists what is left.
     ///
+    /// A checkpoint stored as a delta (what changed since the one before) is read from the full
+    /// checkpoint before it: such full checkpoints older than the newest `keep_last` stay while
+    /// a kept delta needs them, and [`history`](Self::history) then lists them too.
+    ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn prune(&self, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
         let graph = self.graph.name();
-        trace::store_call("prune", graph, Some(thread), || self.checkpointer.prune(graph, thread, keep_last))
+        trace::store_call("prune", graph, Some(thread), || {
+            let keep = fold::keep_for_prune(&*self.checkpointer, graph, thread, keep_last)?;
+            self.checkpointer.prune(graph, thread, keep)
+        })
     }
 
     /// The app's checkpoint store.
@@ -801,8 +809,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub(crate) fn tenure_as(&self, thread: ThreadId, head: Option<CheckpointId>, durability: Durability) -> Tenure {
         let store: Arc<dyn Checkpointer> = self.checkpointer.clone();
         let graph = &*self.graph;
-        let relet = checkpoint::relet::<G::State>;
-        let mut tenure = Tenure::new(store, thread, head, &identity(graph), relet, self.clock.clone());
+        let mut tenure = Tenure::new(store, thread, head, &identity(graph), self.clock.clone());
         tenure.durability = durability;
         tenure.lease = self.lease;
         tenure.key = self.key.clone();
@@ -855,7 +862,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     pub(crate) fn head(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
         let graph = self.graph.name();
-        trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
+        trace::store_call("head", graph, Some(thread), || fold::head(&*self.checkpointer, graph, thread))?
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
     }
 }

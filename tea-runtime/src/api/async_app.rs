@@ -240,7 +240,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             "head",
             graph,
             Some(thread),
-            self.checkpointer.head_async(graph, thread),
+            crate::store::fold::head_async(&*self.checkpointer, graph, thread),
         )
         .await?;
         match head {
@@ -251,7 +251,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
 
     pub(crate) async fn head_async(&self, thread: &ThreadId) -> Result<(CheckpointId, Vec<u8>), Error> {
         let graph = self.graph.name();
-        crate::vocab::trace::store_call_async("head", graph, Some(thread), self.checkpointer.head_async(graph, thread))
+        let head = crate::store::fold::head_async(&*self.checkpointer, graph, thread);
+        crate::vocab::trace::store_call_async("head", graph, Some(thread), head)
             .await?
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
     }

@@ -26,7 +26,7 @@ use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::Graph;
 use crate::model::node::Goto;
 use crate::model::outcome::Snapshot;
-use crate::store::{AppendOutcome, Checkpointer};
+use crate::store::{fold, AppendOutcome, Checkpointer};
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
@@ -88,7 +88,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> Result<Snapshot<G::State>, Error> {
         let graph = self.graph.name();
         let (head, bytes) =
-            trace::store_call_async("head", graph, Some(thread), self.checkpointer.head_async(graph, thread))
+            trace::store_call_async("head", graph, Some(thread), fold::head_async(&*self.checkpointer, graph, thread))
                 .await?
                 .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })?;
         let (id, bytes) = self.updated(thread, head, &bytes, update, as_node)?;
@@ -209,7 +209,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.check_thread_id(&new_thread)?;
         let graph = self.graph.name();
         let store: &dyn Checkpointer = &*self.checkpointer;
-        let bytes = trace::store_call("get", graph, Some(thread), || store.get(graph, thread, checkpoint))?
+        let bytes = trace::store_call("get", graph, Some(thread), || fold::get(store, graph, thread, checkpoint))?
             .ok_or_else(|| Error::NoSuchCheckpoint { thread: thread.clone(), checkpoint })?;
         // Read as this graph's, so that what is copied is a checkpoint it can continue.
         decode_for(&*self.graph, &bytes, thread, checkpoint)?;
@@ -341,7 +341,7 @@ fn fork_child(
     let rest = child.as_str().strip_prefix(parent.as_str()).and_then(|r| r.strip_prefix('/')).unwrap_or(child.as_str());
     let new_child = ThreadId::from(format!("{new_parent}/{rest}"));
     let state = memo.get("state").cloned().unwrap_or(Value::Null);
-    let history = trace::store_call("history", &graph, Some(&child), || store.history(&graph, &child))?;
+    let history = trace::store_call("history", &graph, Some(&child), || fold::history(store, &graph, &child))?;
     // The child's pause the memo records: the newest paused checkpoint with the memo's state.
     let mut found = None;
     for (i, (id, bytes)) in history.iter().enumerate() {

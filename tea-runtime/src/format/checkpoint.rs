@@ -15,7 +15,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 const MAGIC: [u8; 4] = *b"TEAc";
+/// The envelope version of a full record: the whole payload (all tea versions write it).
 const FORMAT_VERSION: u16 = 1;
+/// The envelope version of a delta record ([`delta`](super::delta)): the id of the full record
+/// it folds from (8 bytes, little-endian), then its patch as JSON.
+const DELTA_VERSION: u16 = 2;
 const HEADER_LEN: usize = 32;
 /// The longest graph name an envelope carries.
 const MAX_NAME_LEN: usize = 1024;
@@ -247,25 +251,38 @@ pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>
     encode_payload(identity, payload)
 }
 
-/// Frames a fan-out's checkpoint in an envelope.
-pub(crate) fn encode_fork<S: GraphState>(
-    identity: &Identity,
-    payload: &ForkCheckpoint<'_, S>,
-) -> Result<Vec<u8>, Error> {
+/// Frames a whole payload, as a JSON value, in an envelope: a full record.
+pub(crate) fn encode_value(identity: &Identity, payload: &serde_json::Value) -> Result<Vec<u8>, Error> {
     encode_payload(identity, payload)
 }
 
+/// Frames `patch` ([`delta`](super::delta)) as a delta record that folds from full record
+/// `from`.
+pub(crate) fn encode_delta(
+    identity: &Identity,
+    from: CheckpointId,
+    patch: &serde_json::Value,
+) -> Result<Vec<u8>, Error> {
+    frame(identity, DELTA_VERSION, &from.to_le_bytes(), patch)
+}
+
 fn encode_payload<P: Serialize>(identity: &Identity, payload: &P) -> Result<Vec<u8>, Error> {
+    frame(identity, FORMAT_VERSION, &[], payload)
+}
+
+/// An envelope of `version` around `prefix` then `payload` as JSON.
+fn frame<P: Serialize>(identity: &Identity, version: u16, prefix: &[u8], payload: &P) -> Result<Vec<u8>, Error> {
     let name = identity.graph.as_bytes();
     let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256);
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(name.len().min(MAX_NAME_LEN) as u16).to_le_bytes());
     out.extend_from_slice(&identity.graph_fingerprint.to_le_bytes());
     out.extend_from_slice(&identity.schema_fingerprint.to_le_bytes());
     out.extend_from_slice(&[0; 8]); // payload length and checksum, filled in below
     out.extend_from_slice(&name[..name.len().min(MAX_NAME_LEN)]);
     let start = out.len();
+    out.extend_from_slice(prefix);
     serde_json::to_writer(&mut out, payload).map_err(Error::store)?;
     let payload_len = out.len() - start;
     if payload_len > MAX_PAYLOAD_LEN {
@@ -291,6 +308,8 @@ fn checksum(envelope: &[u8]) -> u32 {
 /// An envelope checked for integrity (magic, version, lengths, checksum), not yet against a
 /// graph: its graph name, fingerprints and payload.
 struct Opened<'b> {
+    /// A delta record: the id of the full record it folds from (its payload is its patch).
+    from: Option<CheckpointId>,
     name: &'b [u8],
     graph_fingerprint: u64,
     schema_fingerprint: u64,
@@ -310,9 +329,9 @@ fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Open
         return Err(corrupt("the bytes are not a tea checkpoint (bad magic)".into()));
     }
     let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != DELTA_VERSION {
         return Err(corrupt(format!(
-            "checkpoint format version {version} is not supported (this tea reads {FORMAT_VERSION})"
+            "checkpoint format version {version} is not supported (this tea reads {FORMAT_VERSION} and {DELTA_VERSION})"
         )));
     }
     let name_len = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
@@ -334,7 +353,120 @@ fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Open
     let name = &bytes[HEADER_LEN..HEADER_LEN + name_len];
     let graph_fingerprint = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default());
     let schema_fingerprint = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or_default());
-    Ok(Opened { name, graph_fingerprint, schema_fingerprint, payload: &bytes[HEADER_LEN + name_len..] })
+    let mut payload = &bytes[HEADER_LEN + name_len..];
+    let mut from = None;
+    if version == DELTA_VERSION {
+        let Some((base, patch)) = payload.split_first_chunk::<8>() else {
+            return Err(corrupt("a delta record is shorter than its header".into()));
+        };
+        let base = u64::from_le_bytes(*base);
+        if base == 0 || (id != 0 && base >= id) {
+            return Err(corrupt(format!("a delta record folds from checkpoint {base}, which is not before it")));
+        }
+        from = Some(base);
+        payload = patch;
+    }
+    Ok(Opened { from, name, graph_fingerprint, schema_fingerprint, payload })
+}
+
+/// Opens a full record: a delta's payload is a patch, which reads only folded onto the records
+/// before it (`store::fold`).
+fn open_full<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Opened<'b>, Error> {
+    let opened = open(bytes, thread, id)?;
+    if let Some(from) = opened.from {
+        return Err(Error::CorruptCheckpoint {
+            thread: thread.clone(),
+            checkpoint: id,
+            reason: format!(
+                "it is a delta record (what changed since the record before it, folding from checkpoint {from}): \
+                 read it through its store, not alone"
+            ),
+        });
+    }
+    Ok(opened)
+}
+
+/// The full record a record folds from, if `bytes` are a sound delta record (`None` for a
+/// full record, and for bytes that are no record, which the decoders then report).
+pub(crate) fn delta_base(bytes: &[u8], thread: &ThreadId, id: CheckpointId) -> Option<CheckpointId> {
+    if bytes.len() < HEADER_LEN || bytes[0..4] != MAGIC || u16::from_le_bytes([bytes[4], bytes[5]]) != DELTA_VERSION {
+        return None;
+    }
+    open(bytes, thread, id).ok().and_then(|opened| opened.from)
+}
+
+/// Checkpoint `records` (ascending ids, each one after the other) folded: a full record first,
+/// then delta records, each applied to what the records before it hold. The last record as a
+/// full record, in an envelope of the same graph and fingerprints.
+///
+/// # Errors
+/// [`Error::CorruptCheckpoint`] naming the record that does not fold: damaged, of another
+/// graph or fingerprints than the first, a gap in the ids, a patch that does not fit.
+pub(crate) fn fold(records: &[(CheckpointId, Vec<u8>)], thread: &ThreadId) -> Result<Vec<u8>, Error> {
+    let mut folder = Folder::default();
+    let mut last = None;
+    for (id, bytes) in records {
+        last = Some(folder.next(*id, bytes, thread)?);
+    }
+    last.ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
+}
+
+/// Folds a thread's records one after the other, oldest first ([`fold`]).
+#[derive(Default)]
+pub(crate) struct Folder {
+    /// The id, envelope header fields and payload of the record before.
+    before: Option<(CheckpointId, String, u64, u64, serde_json::Value)>,
+}
+
+impl Folder {
+    /// Record `id` (`bytes`, the one after the record before, unless it is a full record) as a
+    /// full record. A full record is returned as it is.
+    pub(crate) fn next(&mut self, id: CheckpointId, bytes: &[u8], thread: &ThreadId) -> Result<Vec<u8>, Error> {
+        let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
+        let opened = open(bytes, thread, id)?;
+        let name = String::from_utf8_lossy(opened.name).into_owned();
+        let mut payload: serde_json::Value = match opened.from {
+            Some(from) => {
+                let Some((before, graph, graph_fingerprint, schema_fingerprint, mut value)) = self.before.take() else {
+                    return Err(corrupt(format!(
+                        "it is a delta record folding from checkpoint {from}, which is no longer stored (pruned)"
+                    )));
+                };
+                if before + 1 != id {
+                    return Err(corrupt(format!("it is a delta record, and checkpoint {} is missing", before + 1)));
+                }
+                if graph != name
+                    || graph_fingerprint != opened.graph_fingerprint
+                    || schema_fingerprint != opened.schema_fingerprint
+                {
+                    return Err(corrupt(
+                        "it is a delta record of another graph or shape than the record before it".into(),
+                    ));
+                }
+                let patch: serde_json::Value = serde_json::from_slice(opened.payload)
+                    .map_err(|e| corrupt(format!("the delta's patch does not decode: {e}")))?;
+                super::delta::apply(&mut value, &patch)
+                    .map_err(|e| corrupt(format!("the delta does not fold: {e}")))?;
+                value
+            }
+            None => serde_json::from_slice(opened.payload)
+                .map_err(|e| corrupt(format!("the payload does not decode: {e}")))?,
+        };
+        let identity = Identity {
+            graph: &name,
+            graph_fingerprint: opened.graph_fingerprint,
+            schema_fingerprint: opened.schema_fingerprint,
+        };
+        let full = if opened.from.is_some() { encode_payload(&identity, &payload)? } else { bytes.to_vec() };
+        let value = std::mem::take(&mut payload);
+        self.before = Some((id, name, opened.graph_fingerprint, opened.schema_fingerprint, value));
+        Ok(full)
+    }
+
+    /// Whether a record was folded: else the next must be a full record.
+    pub(crate) fn started(&self) -> bool {
+        self.before.is_some()
+    }
 }
 
 /// Checks the envelope of checkpoint `id` of `thread` against `expected`, then decodes it.
@@ -345,7 +477,7 @@ pub(crate) fn decode<S: GraphState>(
     id: CheckpointId,
 ) -> Result<Checkpoint<S>, Error> {
     let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
-    let Opened { name, graph_fingerprint, schema_fingerprint, payload } = open(bytes, thread, id)?;
+    let Opened { name, graph_fingerprint, schema_fingerprint, payload, .. } = open_full(bytes, thread, id)?;
     if name != expected.graph.as_bytes() {
         return Err(Error::GraphMismatch {
             expected: expected.graph.to_owned(),
@@ -370,7 +502,7 @@ pub(crate) fn decode_raw(
     id: CheckpointId,
 ) -> Result<(String, serde_json::Value), Error> {
     let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
-    let opened = open(bytes, thread, id)?;
+    let opened = open_full(bytes, thread, id)?;
     let payload: serde_json::Value =
         serde_json::from_slice(opened.payload).map_err(|e| corrupt(format!("the payload does not decode: {e}")))?;
     Ok((String::from_utf8_lossy(opened.name).into_owned(), payload))
@@ -391,7 +523,7 @@ pub(crate) fn edit_raw(
     edit: &mut PayloadEdit<'_>,
 ) -> Result<Vec<u8>, Error> {
     let corrupt = |reason: String| Error::CorruptCheckpoint { thread: thread.clone(), checkpoint: id, reason };
-    let opened = open(bytes, thread, id)?;
+    let opened = open_full(bytes, thread, id)?;
     if opened.name != graph.as_bytes() {
         return Err(Error::GraphMismatch {
             expected: graph.to_owned(),
@@ -409,21 +541,6 @@ pub(crate) fn edit_raw(
     encode_payload(&identity, &payload)
 }
 
-/// Checkpoint `id` of `thread` (`bytes`, written by this graph) again with `lease` instead of the
-/// one it carries: how a run's lease is renewed, or released, without the run at hand (a child's
-/// run keeping its parent's lease alive, see `tenure::Tenure`).
-pub(crate) fn relet<S: GraphState>(
-    bytes: &[u8],
-    identity: &Identity,
-    thread: &ThreadId,
-    id: CheckpointId,
-    lease: Option<Lease>,
-) -> Result<Vec<u8>, Error> {
-    let mut ckpt = decode::<S>(bytes, identity, thread, id)?;
-    ckpt.lease = lease;
-    encode(identity, &ckpt)
-}
-
 /// Whether the payload of `envelope` (just encoded) reads back as a checkpoint of `S`:
 /// `Err((path, reason))` naming where it does not. JSON has no NaN or infinity, so serde_json
 /// writes such a float as `null`, which an `f64` field then refuses to read: the only values
@@ -436,18 +553,27 @@ pub(crate) fn check_reads_back<S: GraphState>(envelope: &[u8]) -> Result<(), (St
         return Ok(());
     }
     let mut deserializer = serde_json::Deserializer::from_slice(payload);
-    match serde_path_to_error::deserialize::<_, Checkpoint<S>>(&mut deserializer) {
-        Ok(_) => Ok(()),
-        Err(error) => {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            let mut reason = inner.to_string();
-            if reason.contains("null") {
-                reason.push_str(" (a float that is NaN or infinite is written as null, which JSON cannot hold)");
-            }
-            Err((path, reason))
-        }
+    serde_path_to_error::deserialize::<_, Checkpoint<S>>(&mut deserializer).map(drop).map_err(not_read_back)
+}
+
+/// Whether `value` (a payload, or a part of one, as a JSON value) reads back as a `T`: what
+/// [`check_reads_back`] checks of a delta record's whole payload, or of a branch's progress
+/// a fan-out's delta writes.
+pub(crate) fn check_value_reads_back<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+) -> Result<(), (String, String)> {
+    serde_path_to_error::deserialize::<_, T>(value).map(drop).map_err(not_read_back)
+}
+
+/// The path and reason of a payload that does not read back.
+fn not_read_back(error: serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
+    let path = error.path().to_string();
+    let inner = error.into_inner();
+    let mut reason = inner.to_string();
+    if reason.contains("null") {
+        reason.push_str(" (a float that is NaN or infinite is written as null, which JSON cannot hold)");
     }
+    (path, reason)
 }
 
 /// A node of a child graph routing its parent (`Command::parent`): the parent's node type (to

@@ -3,6 +3,7 @@
 //! and the memo a paused subgraph node keeps. Data and encode/decode, no behaviour.
 
 pub(crate) mod checkpoint;
+pub(crate) mod delta;
 pub(crate) mod interrupt;
 pub(crate) mod memo;
 pub(crate) mod token;

@@ -25,13 +25,16 @@
 //! a stale writer loses its compare-and-swap.
 
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump};
+use crate::format::delta;
 use crate::format::interrupt::Interrupt;
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
-use crate::tenure::{Tenure, Wrote};
+use crate::tenure::{Chain, Planned, Tenure, Wrote};
 use crate::vocab::error::Error;
 use crate::vocab::name::NodeName;
 use crate::vocab::state::GraphState;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The progress of a fan-out's branches, written as they run.
@@ -61,6 +64,12 @@ struct Ledger<S: GraphState> {
     written: u64,
     /// Branches writing now.
     writers: usize,
+    /// The branches whose progress changed since the store's head recorded it: each one's
+    /// path, and the generation of its newest record.
+    dirty: BTreeMap<Vec<usize>, u64>,
+    /// Whether the store's head records this fan-out's branches (a write of the journal was
+    /// stored): a write is then a delta naming the branches in `dirty` alone.
+    based: bool,
 }
 
 /// What a branch records of itself.
@@ -94,7 +103,14 @@ impl<'a, S: GraphState> Journal<'a, S> {
             step,
             base,
             source,
-            ledger: Mutex::new(Ledger { branches, generation: 0, written: 0, writers: 0 }),
+            ledger: Mutex::new(Ledger {
+                branches,
+                generation: 0,
+                written: 0,
+                writers: 0,
+                dirty: BTreeMap::new(),
+                based: false,
+            }),
         }
     }
 
@@ -170,7 +186,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
         // it finds nothing left to write: under the lock, so a record made meanwhile is seen).
         let mut writing = false;
         let result = loop {
-            let (head, bytes, until, covers) = {
+            let (head, planned, until, covers) = {
                 let mut ledger = self.ledger();
                 if writing {
                     ledger.writers -= 1;
@@ -182,48 +198,30 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 if !mine && !left {
                     break Ok(());
                 }
-                let head = match self.tenure.begin_write() {
-                    Ok(head) => head,
-                    Err(error) => break Err(error),
-                };
-                ledger.writers += 1;
-                writing = true;
                 let lease = self.tenure.lease_from_now();
                 let until = lease.until;
-                let ckpt = ForkCheckpoint {
-                    step: self.step,
-                    state: self.base,
-                    at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
-                    lease: Some(lease),
-                    written_at: Some(self.tenure.clock.now_ms()),
-                };
-                let encoded = checkpoint::encode_fork(&self.tenure.identity(), &ckpt).and_then(|bytes| {
-                    match checkpoint::check_reads_back::<S>(&bytes) {
-                        Ok(()) => Ok(bytes),
-                        Err((path, reason)) => Err(Error::StateNotStorable {
-                            node: self.node.clone(),
-                            thread: self.tenure.thread.clone(),
-                            path,
-                            reason,
-                        }),
+                let now = self.tenure.clock.now_ms();
+                let planned = self.tenure.begin_write(|chain| self.plan(&ledger, chain, lease, now));
+                match planned {
+                    Ok((head, planned)) => {
+                        ledger.writers += 1;
+                        writing = true;
+                        (head, planned, until, ledger.generation)
                     }
-                });
-                match encoded {
-                    Ok(bytes) => (head, bytes, until, ledger.generation),
-                    Err(error) => {
-                        self.tenure.cancel_write();
-                        break Err(error);
-                    }
+                    Err(error) => break Err(error),
                 }
             };
             let id = head.map_or(1, |h| h + 1);
             let tenure = self.tenure;
+            let bytes = &planned.bytes;
             let appended =
-                driver.append(&*tenure.store, &tenure.graph, &tenure.thread, head, id, &bytes, self.durable).await;
-            match self.tenure.end_write(head, id, bytes, until, appended) {
+                driver.append(&*tenure.store, &tenure.graph, &tenure.thread, head, id, bytes, self.durable).await;
+            match self.tenure.end_write(head, id, planned, until, appended) {
                 Ok(Wrote::Head) => {
                     let mut ledger = self.ledger();
                     ledger.written = ledger.written.max(covers);
+                    ledger.based = true;
+                    ledger.dirty.retain(|_, generation| *generation > covers);
                 }
                 Ok(Wrote::Again) => {}
                 Err(error) => break Err(error),
@@ -234,6 +232,97 @@ impl<'a, S: GraphState> Journal<'a, S> {
         }
         result
     }
+}
+
+impl<S: GraphState> Journal<'_, S> {
+    /// The record of what `ledger` holds, after the run's head `chain`: once the store's head
+    /// records this fan-out's branches, a delta of the branches that moved since (their new
+    /// progress, by path), the lease and the time; before, the fan-out's checkpoint whole, as
+    /// a delta of the head before it or a full record (see `tenure::Chain`).
+    fn plan(
+        &self,
+        ledger: &Ledger<S>,
+        chain: Option<&Chain>,
+        lease: checkpoint::Lease,
+        now: u64,
+    ) -> Result<Planned, Error> {
+        let not_storable = |(path, reason)| Error::StateNotStorable {
+            node: self.node.clone(),
+            thread: self.tenure.thread.clone(),
+            path,
+            reason,
+        };
+        let store_error = |e: serde_json::Error| Error::store(e);
+        match chain {
+            Some(chain) if ledger.based => {
+                let paths: Vec<&[usize]> = ledger.dirty.keys().map(Vec::as_slice).collect();
+                let branches = branches_patch(&ledger.branches, &paths, "at.fork.branches", &not_storable)?;
+                let mut fork = Map::new();
+                fork.insert("branches".to_owned(), branches);
+                let mut at = Map::new();
+                at.insert("fork".to_owned(), delta::object_patch(fork, &[]));
+                let mut changed = Map::new();
+                changed.insert("at".to_owned(), delta::object_patch(at, &[]));
+                changed.insert("lease".to_owned(), delta::set(serde_json::to_value(lease).map_err(store_error)?));
+                changed.insert("written_at".to_owned(), delta::set(Value::from(now)));
+                self.tenure.plan_patch(chain, delta::object_patch(changed, &[]))
+            }
+            _ => {
+                let ckpt = ForkCheckpoint {
+                    step: self.step,
+                    state: self.base,
+                    at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
+                    lease: Some(lease),
+                    written_at: Some(now),
+                };
+                let value = serde_json::to_value(&ckpt).map_err(store_error)?;
+                let (planned, patch) = self.tenure.plan_whole(chain, value.clone(), false)?;
+                match patch {
+                    Some(patch) if !delta::writes_null(&patch) => {}
+                    _ => {
+                        checkpoint::check_value_reads_back::<checkpoint::Checkpoint<S>>(&value).map_err(not_storable)?
+                    }
+                }
+                Ok(planned)
+            }
+        }
+    }
+}
+
+/// The patch of a fan-out's `branches` that writes the progress of the branches at `paths`
+/// (sorted, an outer branch before those inside it) whole, each checked to read back (`at`
+/// names the branches in its errors).
+fn branches_patch<S: GraphState>(
+    branches: &[BranchProgress<S>],
+    paths: &[&[usize]],
+    at: &str,
+    not_storable: &dyn Fn((String, String)) -> Error,
+) -> Result<Value, Error> {
+    let mut changed = Vec::new();
+    let mut rest = paths;
+    while let Some((&first, _)) = rest.first().and_then(|p| p.split_first()) {
+        let end = rest.iter().position(|p| p.first() != Some(&first)).unwrap_or(rest.len());
+        let (group, after) = rest.split_at(end);
+        rest = after;
+        let Some(branch) = branches.get(first) else { continue };
+        let here = format!("{at}[{first}]");
+        let patch = if group.iter().any(|p| p.len() == 1) {
+            let value = serde_json::to_value(branch).map_err(Error::store)?;
+            if delta::holds_null(&value) {
+                checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
+                    .map_err(|(path, reason)| not_storable((format!("{here}.{path}"), reason)))?;
+            }
+            delta::set(value)
+        } else {
+            let inner: Vec<&[usize]> = group.iter().map(|p| &p[1..]).collect();
+            let mut nested = Map::new();
+            let patch = branches_patch(&branch.branches, &inner, &format!("{here}.branches"), not_storable)?;
+            nested.insert("branches".to_owned(), patch);
+            delta::object_patch(nested, &[])
+        };
+        changed.push(Value::Array(vec![Value::from(first), patch]));
+    }
+    Ok(delta::array_patch(changed, branches.len()))
 }
 
 /// Sets the progress of the branch at `path` from `record` (and, at a nested fan-out, its
@@ -247,6 +336,7 @@ fn set<S: GraphState>(
     ledger.generation += 1;
     let generation = ledger.generation;
     let Some(branch) = slot_mut(&mut ledger.branches, path) else { return generation };
+    ledger.dirty.insert(path.to_vec(), generation);
     // Updates only grow while a branch runs: copy the new ones.
     if branch.updates.len() <= record.updates.len() {
         branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());

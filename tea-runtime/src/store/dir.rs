@@ -464,6 +464,29 @@ impl Checkpointer for DirStore {
         }
     }
 
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let dir = self.thread_dir(graph, thread);
+        let Some(_lock) = self.lock_shared(&dir)? else { return Ok(Vec::new()) };
+        // Files beyond the head are left over from a deleted thread (or an append cut short).
+        let Some(head) = self.read_head(&dir)? else { return Ok(Vec::new()) };
+        let mut found = Vec::new();
+        for id in from.max(1)..=to.min(head) {
+            let path = dir.join(checkpoint_file(id));
+            match fs::read(&path) {
+                Ok(bytes) => found.push((id, bytes)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_fault("read", &path, e)),
+            }
+        }
+        Ok(found)
+    }
+
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         let dir = self.thread_dir(graph, thread);
         let Some(_lock) = self.lock_shared(&dir)? else { return Ok(Vec::new()) };

@@ -95,6 +95,23 @@ impl Checkpointer for MemoryStore {
         Ok(log.map(|log| log.iter().rev().map(|(id, bytes)| (*id, bytes.to_vec())).collect()).unwrap_or_default())
     }
 
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let graphs = self.lock();
+        let log = graphs.get(graph).and_then(|threads| threads.get(thread));
+        // Ids ascend along the log: find the first in range, then take while in range.
+        let found = log.map(|log| {
+            let start = log.partition_point(|(id, _)| *id < from);
+            log[start..].iter().take_while(|(id, _)| *id <= to).map(|(id, bytes)| (*id, bytes.to_vec())).collect()
+        });
+        Ok(found.unwrap_or_default())
+    }
+
     fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
         let graphs = self.lock();
         let mut threads: Vec<ThreadId> = graphs

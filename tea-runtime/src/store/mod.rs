@@ -41,6 +41,7 @@ macro_rules! disk_async_methods {
 }
 
 mod dir;
+pub(crate) mod fold;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -127,6 +128,26 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// head is always kept, so `keep_last == 0` is treated as 1). Returns how many were deleted.
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error>;
 
+    /// The stored checkpoints of `thread` with ids `from` to `to` (both included), oldest
+    /// first: what reading a delta record needs (the records back to the full record it folds
+    /// from, see `format::delta`). The default calls [`get`](Self::get) for each id, which is
+    /// correct for any store; tea's stores override it with one read.
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let mut found = Vec::new();
+        for id in from..=to {
+            if let Some(bytes) = self.get(graph, thread, id)? {
+                found.push((id, bytes));
+            }
+        }
+        Ok(found)
+    }
+
     /// [`append`](Self::append) for the async driver (`App::invoke_async` and its kin): the
     /// returned future must not block the runtime's thread for long. The default calls
     /// `append`, which suits a store whose writes do not wait (such as [`MemoryStore`]); a store
@@ -194,6 +215,16 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         (**self).history(graph, thread)
+    }
+
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        (**self).range(graph, thread, from, to)
     }
 
     fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {

@@ -416,6 +416,16 @@ impl Checkpointer for PostgresStore {
         self.block(get(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), id))
     }
 
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.block(range(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), from, to))
+    }
+
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
         self.block(history(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
     }
@@ -480,6 +490,8 @@ struct Sql {
     head_id: String,
     head: String,
     get: String,
+    /// The checkpoints of a thread with ids `$3` to `$4`, oldest first.
+    range: String,
     history: String,
     threads: String,
     /// Locks a thread's head row for the transaction (waiting for an append in flight).
@@ -535,6 +547,9 @@ impl Sql {
                  WHERE t.graph = $1 AND t.thread = $2"
             ),
             get: format!("SELECT bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 AND id = $3"),
+            range: format!(
+                "SELECT id, bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 AND id >= $3 AND id <= $4 ORDER BY id"
+            ),
             history: format!("SELECT id, bytes FROM {checkpoints} WHERE graph = $1 AND thread = $2 ORDER BY id DESC"),
             threads: format!("SELECT thread FROM {threads} WHERE graph = $1"),
             lock_thread: format!("SELECT head FROM {threads} WHERE graph = $1 AND thread = $2 FOR UPDATE"),
@@ -868,6 +883,26 @@ async fn get(inner: Arc<Inner>, graph: String, thread: ThreadId, id: CheckpointI
         Ok(row.map(|row| row.get(0)))
     })
     .await
+}
+
+async fn range(
+    inner: Arc<Inner>,
+    graph: String,
+    thread: ThreadId,
+    from: CheckpointId,
+    to: CheckpointId,
+) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+    // No stored id is beyond `bigint`.
+    let from = i64::try_from(from).unwrap_or(i64::MAX);
+    let to = i64::try_from(to).unwrap_or(i64::MAX);
+    let (inner, graph, thread) = (&*inner, &graph, thread.as_str());
+    let rows = retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "read checkpoints", &client, e);
+        let statement = client.prepare_cached(&inner.sql.range).await.map_err(failed)?;
+        client.query(&statement, &[graph, &thread, &from, &to]).await.map_err(failed)
+    })
+    .await?;
+    rows.iter().map(|row| Ok((from_sql_id(inner, row.get(0))?, row.get(1)))).collect()
 }
 
 async fn history(inner: Arc<Inner>, graph: String, thread: ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {

@@ -292,6 +292,20 @@ impl<C: Checkpointer> Checkpointer for Sealed<C> {
             .collect()
     }
 
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner
+            .range(graph, thread, from, to)?
+            .into_iter()
+            .map(|(id, record)| Ok((id, self.open(graph, thread, id, record)?)))
+            .collect()
+    }
+
     fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
         self.inner.threads(graph)
     }

@@ -398,6 +398,38 @@ impl Checkpointer for SledStore {
         Ok(history)
     }
 
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        let _shared = self.shared();
+        let tree = self.tree(graph)?;
+        let Some((head, record)) = self.read_head(&tree, graph, thread)? else {
+            return Ok(Vec::new());
+        };
+        let mut found = Vec::new();
+        // Below the head: records written before the head moved past them, in one scan.
+        let below = to.min(head.saturating_sub(1));
+        if from <= below {
+            let prefix = checkpoints_prefix(thread);
+            for entry in tree.range(checkpoint_key(thread, from)..=checkpoint_key(thread, below)) {
+                let (key, bytes) = entry.map_err(Error::store)?;
+                let id = key
+                    .get(prefix.len()..)
+                    .and_then(decode_id)
+                    .ok_or_else(|| Error::store(Fault::Key { graph: graph.to_owned(), thread: thread.clone() }))?;
+                found.push((id, bytes.to_vec()));
+            }
+        }
+        if (from..=to).contains(&head) {
+            found.push((head, record[ID_LEN..].to_vec()));
+        }
+        Ok(found)
+    }
+
     fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
         let tree = self.tree(graph)?;
         let unreadable = || Error::store(Fault::Unreadable { graph: graph.to_owned() });

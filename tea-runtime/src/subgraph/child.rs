@@ -205,7 +205,8 @@ impl<C: Graph> ChildApi<C> for Blocking {
         app: &'a ChildApp<C>,
         thread: &'a ThreadId,
     ) -> impl Future<Output = Result<Vec<(CheckpointId, Vec<u8>)>, BoxError>> + Send + 'a {
-        std::future::ready(app.checkpointer().history(app.graph().name(), thread).map_err(BoxError::from))
+        let history = crate::store::fold::history(&**app.checkpointer(), app.graph().name(), thread);
+        std::future::ready(history.map_err(BoxError::from))
     }
 
     fn head<'a>(
@@ -213,7 +214,7 @@ impl<C: Graph> ChildApi<C> for Blocking {
         app: &'a ChildApp<C>,
         thread: &'a ThreadId,
     ) -> impl Future<Output = Result<Option<(CheckpointId, Vec<u8>)>, Error>> + Send + 'a {
-        std::future::ready(app.checkpointer().head(app.graph().name(), thread))
+        std::future::ready(crate::store::fold::head(&**app.checkpointer(), app.graph().name(), thread))
     }
 }
 
@@ -294,7 +295,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         async move {
             // The store's history has no async call: read it off the runtime's threads.
             let (store, name, id) = (Arc::clone(app.checkpointer()), app.graph().name().to_owned(), thread.clone());
-            let history = tokio::task::spawn_blocking(move || store.history(&name, &id))
+            let history = tokio::task::spawn_blocking(move || crate::store::fold::history(&*store, &name, &id))
                 .await
                 .map_err(|e| format!("the task reading the child's history was lost: {e}"))??;
             Ok(history)
@@ -306,7 +307,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
         app: &'a ChildApp<C>,
         thread: &'a ThreadId,
     ) -> impl Future<Output = Result<Option<(CheckpointId, Vec<u8>)>, Error>> + Send + 'a {
-        app.checkpointer().head_async(app.graph().name(), thread)
+        crate::store::fold::head_async(&**app.checkpointer(), app.graph().name(), thread)
     }
 }
 

@@ -116,7 +116,7 @@ fn a_child_on_tokio_renews_its_parents_lease_through_the_async_store() {
     assert_eq!(store.blocking_at_home.load(Ordering::SeqCst), 0, "no blocking append on the runtime's thread");
     assert!(store.async_appends.load(Ordering::SeqCst) > 1);
     // The parent's lease was renewed (its last checkpoint written again, later), by the child.
-    let (head, renewed) = store.head("Shop", &thread).unwrap().unwrap();
+    let (head, renewed) = crate::store::fold::head(&*store, "Shop", &thread).unwrap().unwrap();
     assert_eq!(head, 2);
     let renewed: Checkpoint<Tally> = checkpoint::decode(&renewed, &identity(&graph), &thread, head).unwrap();
     assert!(renewed.lease.is_some_and(|lease| lease.owner == host.owner && lease.until > until));
