@@ -212,6 +212,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         }
         let number: u64 = rest[..digits].parse().map_err(|_| refuse("the number is too large"))?;
         rest = &rest[digits..];
+        if rest.starts_with(['.', ',']) {
+            return Err(refuse("numbers are whole: write `90m` rather than `1.5h`"));
+        }
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
         let seconds = match &rest[..unit_len] {
             "" => return Err(refuse("the number has no unit")),
@@ -263,7 +266,8 @@ mod tests {
             ("30", "the number has no unit"),
             ("d", "a unit must follow a number"),
             ("30x", "the unit is not one of s, m, h, d, w"),
-            ("3.5h", "a unit must follow a number"),
+            ("3.5h", "numbers are whole: write `90m` rather than `1.5h`"),
+            ("3 days", "the number has no unit"),
             ("-3d", "a unit must follow a number"),
             ("99999999999999999999d", "the number is too large"),
             ("999999999999999w", "the duration is too large"),

@@ -308,3 +308,26 @@ fn a_stopped_thread_is_never_expired() {
     assert!(report.expired.is_empty() && report.kept_paused.is_empty(), "{report:?}");
     assert_eq!(ids(&app.threads().unwrap()), ["stopped"]);
 }
+
+#[cfg(feature = "serve")]
+#[test]
+fn a_served_app_is_swept_while_its_router_lives() {
+    let clock = clock();
+    let store = MemoryStore::new();
+    let app = app(store.clone(), &clock, Retention::new().expire_finished_after(DAY));
+    finish(&app, "served");
+    let router = tea::serve::Serve::new().app(app).sweep_every(Duration::from_millis(5)).router();
+    clock.advance(2 * DAY);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while store.thread_count() > 0 {
+        assert!(std::time::Instant::now() < deadline, "the router's sweeper expires the thread");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(router);
+    // With the router gone, so is its sweeper: a thread finished now stays.
+    let app = self::app(store.clone(), &clock, Retention::new().expire_finished_after(DAY));
+    finish(&app, "after");
+    clock.advance(2 * DAY);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(ids(&app.threads().unwrap()), ["after"]);
+}
