@@ -22,6 +22,11 @@ pub use tea_runtime::{
     Snapshot, StateUpdate, StoreFuture, Stream, StreamModes, SubgraphSnapshot, SyncGraph, ThreadId, Writer,
     DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
+// Retention: what a sweep keeps, what it did, and what a store may do in bulk for it.
+pub use tea_runtime::{
+    parse_duration, DurationError, Expired, ExpiredThread, Expiry, KeptBecause, KeptPaused, Rest, RestMark, RestMarks,
+    Retention, SweepReport, Sweeper,
+};
 // `SledStore` (feature `sled`), `KeyRing`, `KeyRingError`, `Sealed` (`encryption`),
 // `PostgresStore`, `PostgresStoreBuilder` (`postgres`): present whenever the engine is built with
 // the feature, whichever crate of the build asked for it.

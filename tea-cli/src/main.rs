@@ -192,6 +192,21 @@ enum Command {
         #[command(flatten)]
         trust: TrustArg,
     },
+    /// Deletes what the store no longer needs to keep of an agent's threads: old checkpoints,
+    /// finished threads past an age, and (only when asked) paused threads past it.
+    #[command(after_help = "Finished threads whose last checkpoint is older than --older-than are \
+        deleted; paused threads are kept unless --include-paused (or --paused-older-than) is given, \
+        and each paused thread kept past that age is listed with why. Running threads and threads \
+        stopped part-way (`tea recover` continues them) are never deleted. A thread's own retention \
+        (set through the API) comes over these flags. Prints a JSON report: {\"threads\", \
+        \"expired\": [{\"thread\", \"status\", \"idle_seconds\"}], \"pruned\" (checkpoints), \
+        \"kept_paused\": [{\"thread\", \"idle_seconds\", \"reason\"}], \"unreadable\": [{\"thread\", \
+        \"error\"}]}. Ages are a number and a unit: 90s, 15m, 12h, 30d, 2w.\n\n\
+        Examples:\n  \
+        tea prune examples/agents/review.yaml --keep-last 10\n  \
+        tea prune examples/agents/review.yaml --older-than 30d --store postgres://db/agents\n  \
+        tea prune examples/agents/review.yaml --older-than 30d --include-paused --store sled:.tea/store")]
+    Prune(PruneArgs),
     /// Prints a thread's latest checkpoint (or every one, newest first) as JSON.
     #[command(after_help = "Checkpoints carry no wall-clock time: each shows its number (`checkpoint`) \
         and the node runs before it (`step`); `tea run --trace FILE` records when each node ran.\n\n\
@@ -508,6 +523,61 @@ pub struct ResumeArgs {
     pub trace: Option<PathBuf>,
 }
 
+/// `tea prune`'s arguments (and, as [`RetentionArgs`], `tea serve`'s sweeper).
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    /// The agent file.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub trust: TrustArg,
+}
+
+/// What a sweep keeps: `tea prune`'s flags, and `tea serve`'s for its sweeper.
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionArgs {
+    /// Keeps the newest K checkpoints of each thread (at least 1: the head stays).
+    #[arg(long, value_name = "K")]
+    pub keep_last: Option<usize>,
+    /// Deletes finished threads whose last checkpoint is older than AGE (`30d`, `12h`, `15m`).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub older_than: Option<std::time::Duration>,
+    /// Deletes paused threads older than --older-than too (their tokens stop working).
+    #[arg(long, requires = "older_than", conflicts_with = "paused_older_than")]
+    pub include_paused: bool,
+    /// Deletes paused threads whose pause is older than AGE (their tokens stop working).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub paused_older_than: Option<std::time::Duration>,
+}
+
+/// An age flag: tea's duration syntax, its error as clap's.
+fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    tea_runtime::parse_duration(text).map_err(|e| e.to_string())
+}
+
+impl RetentionArgs {
+    /// The retention the flags give (empty when none is given).
+    pub fn retention(&self) -> tea_runtime::Retention {
+        let mut retention = tea_runtime::Retention::new();
+        if let Some(k) = self.keep_last {
+            retention = retention.keep_last(k);
+        }
+        if let Some(age) = self.older_than {
+            retention = retention.expire_finished_after(age);
+            if self.include_paused {
+                retention = retention.expire_paused_after(age);
+            }
+        }
+        if let Some(age) = self.paused_older_than {
+            retention = retention.expire_paused_after(age);
+        }
+        retention
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RecoverArgs {
     /// The agent file.
@@ -605,6 +675,7 @@ fn main() -> ExitCode {
             EXIT_DONE
         }),
         Command::Threads { file, store, trust } => run::threads(&file, &store, &trust),
+        Command::Prune(args) => run::prune(&args),
         Command::State { file, thread, history, at, store, trust } => {
             run::state(&file, &thread, history, at, &store, &trust)
         }
@@ -637,6 +708,24 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn prune_reads_its_ages_and_refuses_bad_ones_as_usage_errors() {
+        let cli = Cli::try_parse_from(["tea", "prune", "a.yaml", "--keep-last", "3", "--older-than", "30d"]).unwrap();
+        let Command::Prune(args) = cli.command else { panic!("not prune") };
+        let retention = args.retention.retention();
+        assert_eq!(retention.kept_checkpoints(), Some(3));
+        assert_eq!(retention.finished_ttl(), Some(std::time::Duration::from_secs(30 * 86_400)));
+        assert_eq!(retention.paused_ttl(), None);
+        let cli = Cli::try_parse_from(["tea", "prune", "a.yaml", "--older-than", "12h", "--include-paused"]).unwrap();
+        let Command::Prune(args) = cli.command else { panic!("not prune") };
+        assert_eq!(args.retention.retention().paused_ttl(), Some(std::time::Duration::from_secs(43_200)));
+        let error = Cli::try_parse_from(["tea", "prune", "a.yaml", "--older-than", "30"]).unwrap_err();
+        assert_eq!(error.exit_code(), i32::from(EXIT_USAGE));
+        assert!(error.to_string().contains("`30` is not a duration: the number has no unit"), "{error}");
+        let error = Cli::try_parse_from(["tea", "prune", "a.yaml", "--include-paused"]).unwrap_err();
+        assert!(error.to_string().contains("--older-than"), "{error}");
     }
 
     #[test]

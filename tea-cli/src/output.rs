@@ -112,6 +112,46 @@ fn written_at(snapshot: &Snapshot<State>) -> Value {
     snapshot.written_at.map_or(Value::Null, |at| Value::String(humantime::format_rfc3339_seconds(at).to_string()))
 }
 
+/// `tea prune`'s report: what the sweep deleted and kept.
+pub fn sweep_report(report: &tea_runtime::SweepReport) -> Value {
+    use tea_runtime::{KeptBecause, Rest};
+    let expired: Vec<Value> = report
+        .expired
+        .iter()
+        .map(|e| {
+            let status = if e.rest == Rest::Paused { "paused" } else { "done" };
+            json!({ "thread": e.thread.as_str(), "status": status, "idle_seconds": e.idle.as_secs() })
+        })
+        .collect();
+    let kept: Vec<Value> = report
+        .kept_paused
+        .iter()
+        .map(|k| {
+            let mut entry = json!({ "thread": k.thread.as_str(), "idle_seconds": k.idle.as_secs() });
+            match k.because {
+                KeptBecause::PausedNotExpired => entry["reason"] = json!("paused threads do not expire"),
+                KeptBecause::NotIdleLongEnough { ttl } => {
+                    entry["reason"] = json!("paused threads expire later");
+                    entry["expires_after_seconds"] = json!(ttl.as_secs());
+                }
+            }
+            entry
+        })
+        .collect();
+    let unreadable: Vec<Value> = report
+        .unreadable
+        .iter()
+        .map(|(thread, error)| json!({ "thread": thread.as_str(), "error": tea_runtime::error_chain(error) }))
+        .collect();
+    json!({
+        "threads": report.threads,
+        "expired": expired,
+        "pruned": report.pruned,
+        "kept_paused": kept,
+        "unreadable": unreadable,
+    })
+}
+
 /// A thread as `tea threads` lists it: its status (`paused`, `done`, or `stopped` — running now,
 /// or stopped part-way), the nodes next, the pause's message, and where its latest checkpoint
 /// stands, and when it was written (`updated_at`).

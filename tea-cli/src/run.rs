@@ -871,6 +871,24 @@ pub fn threads(file: &Path, store: &StoreArg, trust: &TrustArg) -> Result<u8, St
     Ok(EXIT_DONE)
 }
 
+/// `tea prune`: one sweep of the agent's threads under the flags' retention; the report as JSON.
+pub fn prune(args: &crate::PruneArgs) -> Result<u8, String> {
+    let retention = args.retention.retention();
+    if retention.is_empty() {
+        return Err("nothing to prune: give --keep-last K, --older-than AGE or --paused-older-than AGE".to_owned());
+    }
+    let (agent, name) = open(&args.file, &args.store, &args.trust)?;
+    if name.is_empty() {
+        return Err(no_threads(&agent));
+    }
+    let report = agent.with_retention(retention).sweep().map_err(|e| describe(&e))?;
+    for kept in &report.kept_paused {
+        eprintln!("tea: {kept}");
+    }
+    output::pretty(&output::sweep_report(&report));
+    Ok(EXIT_DONE)
+}
+
 /// `tea state`: the thread's latest checkpoint, or its history.
 pub fn state(
     file: &Path,

@@ -47,6 +47,22 @@ pub struct ServeArgs {
     /// rebinding). Repeat it for several.
     #[arg(long, value_name = "HOST", value_parser = parse_host)]
     pub allowed_host: Vec<String>,
+    /// What the sweeper keeps of the agents' threads (`tea prune`'s flags): it runs at start
+    /// and every --sweep-every while the server runs, when any of them is given.
+    #[command(flatten)]
+    pub retention: crate::RetentionArgs,
+    /// How often the sweeper runs (`10m`, `1h`).
+    #[arg(long, value_name = "AGE", default_value = "10m", value_parser = parse_every)]
+    pub sweep_every: std::time::Duration,
+}
+
+/// `--sweep-every`: tea's duration syntax, and not zero.
+fn parse_every(text: &str) -> Result<std::time::Duration, String> {
+    match tea_runtime::parse_duration(text) {
+        Ok(every) if every.is_zero() => Err("the sweeper needs a time between sweeps above zero".to_owned()),
+        Ok(every) => Ok(every),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// An `--allowed-host`: a host name or address, with an optional port; no scheme, no path.
@@ -131,13 +147,17 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
         Some(keys) => Arc::new(tea_runtime::Sealed::new(open(&spec)?, keys)),
         None => open(&spec)?,
     };
+    let retention = args.retention.retention();
     let mut server = Serve::new().access(access).body_limit(args.body_limit);
+    if !retention.is_empty() {
+        server = server.sweep_every(args.sweep_every);
+    }
     for host in &args.allowed_host {
         server = server.allowed_host(host.clone());
     }
     let mut names = Vec::new();
     for file in &args.files {
-        let agent = run::load(file, &args.trust)?;
+        let agent = run::load(file, &args.trust)?.with_retention(retention);
         if names.iter().any(|n| n == agent.name()) {
             return Err(format!(
                 "{}: a second agent named `{}`: agent names must differ",
@@ -162,6 +182,9 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
             names.join(", "),
             spec
         );
+        if !retention.is_empty() {
+            eprintln!("tea serve: sweeping every {}: {retention}", show_every(args.sweep_every));
+        }
         tea_serve::serve(listener, server.router(), tea_serve::shutdown_signal())
             .await
             .map_err(|e| format!("the server failed: {e}"))?;
@@ -170,9 +193,47 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
     })
 }
 
+/// `every` as `--sweep-every` takes it.
+fn show_every(every: std::time::Duration) -> String {
+    let s = every.as_secs();
+    match s {
+        _ if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        _ if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        _ if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct ServeCli {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn the_sweepers_configuration_reads_from_the_flags() {
+        let parse = |extra: &[&str]| ServeCli::try_parse_from(["serve", "a.yaml"].iter().chain(extra)).map(|s| s.args);
+        let args = parse(&[]).unwrap();
+        assert!(args.retention.retention().is_empty(), "no flag: no sweeper");
+        assert_eq!(args.sweep_every, std::time::Duration::from_secs(600));
+        let args = parse(&["--keep-last", "5", "--older-than", "30d", "--paused-older-than", "90d", "--sweep-every", "1h"])
+            .unwrap();
+        let retention = args.retention.retention();
+        assert_eq!(retention.kept_checkpoints(), Some(5));
+        assert_eq!(retention.finished_ttl(), Some(std::time::Duration::from_secs(30 * 86_400)));
+        assert_eq!(retention.paused_ttl(), Some(std::time::Duration::from_secs(90 * 86_400)));
+        assert_eq!(args.sweep_every, std::time::Duration::from_secs(3_600));
+        assert_eq!(show_every(args.sweep_every), "1h");
+        let error = parse(&["--older-than", "soon"]).err().unwrap().to_string();
+        assert!(error.contains("`soon` is not a duration"), "{error}");
+        let error = parse(&["--sweep-every", "0s"]).err().unwrap().to_string();
+        assert!(error.contains("above zero"), "{error}");
+    }
 
     #[test]
     fn the_data_directory_is_xdgs_else_the_homes_else_the_temporary_one() {

@@ -1467,3 +1467,58 @@ fn encryption_keys_seal_the_store_and_are_needed_to_resume() {
     let done = Run(out).expect(DONE);
     assert_eq!(done.json()["reply"], "hello, Bo");
 }
+
+#[test]
+fn prune_expires_finished_threads_keeps_paused_ones_and_trims_histories() {
+    let s = Scratch::new();
+    s.write("ask.yaml", ASK);
+    s.write("keys.txt", &format!("1:{}\n", "cd".repeat(32)));
+    for store in [&["--store", "sled:st"][..], &["--store", "dir:sealed", "--encryption-keys", "keys.txt"][..]] {
+        let tea = |args: &[&str]| s.tea(&[args, store].concat());
+        tea(&["run", "ask.yaml", "--thread", "waiting"]).expect(PAUSED);
+        tea(&["run", "ask.yaml", "--thread", "answered"]).expect(PAUSED);
+        tea(&["resume", "ask.yaml", "--thread", "answered", "--answer", "Ada"]).expect(DONE);
+        let listed = |tea: &dyn Fn(&[&str]) -> Run| -> Vec<String> {
+            let threads = tea(&["threads", "ask.yaml"]).expect(DONE).json();
+            threads.as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap().to_owned()).collect()
+        };
+
+        // Nothing is a month old.
+        let report = tea(&["prune", "ask.yaml", "--older-than", "30d"]).expect(DONE).json();
+        assert_eq!(report["threads"], 2, "{report}");
+        assert_eq!(report["expired"], serde_json::json!([]), "{report}");
+
+        // Everything is at least zero seconds old: the finished thread goes, the paused one stays,
+        // said on stderr and in the report.
+        let run = tea(&["prune", "ask.yaml", "--older-than", "0s"]).expect(DONE);
+        let report = run.json();
+        assert_eq!(report["expired"][0]["thread"], "answered", "{report}");
+        assert_eq!(report["expired"][0]["status"], "done", "{report}");
+        assert_eq!(report["kept_paused"][0]["thread"], "waiting", "{report}");
+        assert_eq!(report["kept_paused"][0]["reason"], "paused threads do not expire", "{report}");
+        assert!(run.stderr().contains("thread `waiting` kept"), "{run:?}");
+        assert_eq!(listed(&tea), ["waiting"]);
+
+        // --keep-last trims the history to the head.
+        let before = tea(&["state", "ask.yaml", "waiting", "--history"]).expect(DONE).json();
+        assert!(before.as_array().unwrap().len() > 1, "{before}");
+        let report = tea(&["prune", "ask.yaml", "--keep-last", "1"]).expect(DONE).json();
+        assert_eq!(report["pruned"].as_u64().unwrap() as usize, before.as_array().unwrap().len() - 1, "{report}");
+        let after = tea(&["state", "ask.yaml", "waiting", "--history"]).expect(DONE).json();
+        assert_eq!(after.as_array().unwrap().len(), 1, "{after}");
+
+        // Paused threads go only when asked.
+        let report = tea(&["prune", "ask.yaml", "--older-than", "0s", "--include-paused"]).expect(DONE).json();
+        assert_eq!(report["expired"][0]["thread"], "waiting", "{report}");
+        assert_eq!(report["expired"][0]["status"], "paused", "{report}");
+        assert!(listed(&tea).is_empty());
+    }
+
+    // Bad or missing flags are clear errors.
+    let none = s.tea(&["prune", "ask.yaml"]).expect(ERROR);
+    assert!(none.stderr().contains("nothing to prune"), "{none:?}");
+    let bad = s.tea(&["prune", "ask.yaml", "--older-than", "3 days"]).expect(USAGE);
+    assert!(bad.stderr().contains("`3 days` is not a duration"), "{bad:?}");
+    let free = s.tea(&["prune", "research.yaml", "--keep-last", "2"]).expect(ERROR);
+    assert!(free.stderr().contains("--store"), "{free:?}");
+}

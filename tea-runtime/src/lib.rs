@@ -82,6 +82,7 @@ use vocab::{error, name};
 
 pub use api::app::{App, Builder, NoCheckpointer};
 pub use api::call::Call;
+pub use api::retention::{ExpiredThread, KeptBecause, KeptPaused, SweepReport, Sweeper};
 pub use api::snapshot::{
     checkpoint_holds_pause, decode_checkpoint, encode_checkpoint, read_foreign_checkpoint, ForeignCheckpoint,
 };
@@ -103,6 +104,7 @@ pub use model::send::SendTo;
 #[cfg(feature = "sled")]
 pub use store::SledStore;
 pub use store::{AppendOutcome, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
+pub use store::{Expired, Expiry, Rest, RestMark, RestMarks};
 #[cfg(feature = "encryption")]
 pub use store::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "postgres")]
@@ -115,6 +117,7 @@ pub use vocab::options::{
 };
 pub use vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolicy, StreamModes};
 pub use vocab::reducers;
+pub use vocab::retention::{parse_duration, DurationError, Retention};
 pub use vocab::state::{Field, GraphState, Reducer, StateUpdate, Write};
 
 /// The stores behind cargo features, for the `tea` facade to re-export whenever this crate has

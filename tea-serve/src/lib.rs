@@ -125,6 +125,8 @@ pub struct Serve {
     body_limit: usize,
     body_read_timeout: Duration,
     allowed_hosts: Vec<String>,
+    /// [`Serve::sweep_every`].
+    sweep_every: Option<Duration>,
 }
 
 impl fmt::Debug for Serve {
@@ -135,6 +137,7 @@ impl fmt::Debug for Serve {
             .field("body_limit", &self.body_limit)
             .field("body_read_timeout", &self.body_read_timeout)
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("sweep_every", &self.sweep_every)
             .finish()
     }
 }
@@ -155,6 +158,7 @@ impl Serve {
             body_limit: DEFAULT_BODY_LIMIT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             allowed_hosts: Vec::new(),
+            sweep_every: None,
         }
     }
 
@@ -211,8 +215,26 @@ impl Serve {
         self
     }
 
+    /// Sweeps each agent's threads under its retention — a `graph!` app's
+    /// (`Builder::retention`), a YAML agent's (`Engine::retention`) — when the router is made
+    /// and then every `every`, each on a thread of its own (`App::sweep_every`), for as long as
+    /// the router (or a clone of it) lives. Expired threads lose their records too; a paused
+    /// thread kept past the finished threads' time, and a sweep that fails, are logged to
+    /// stderr. `tea serve --sweep-every` sets it.
+    pub fn sweep_every(mut self, every: Duration) -> Self {
+        self.sweep_every = Some(every);
+        self
+    }
+
     /// The router. With no agent, every protocol route answers `404`.
     pub fn router(self) -> Router {
+        let sweepers = match self.sweep_every {
+            Some(every) => {
+                let keeper = self.agents.first().cloned();
+                self.agents.iter().filter_map(|agent| sweeper(agent, keeper.clone(), every)).collect()
+            }
+            None => Vec::new(),
+        };
         let shared = Arc::new(Shared {
             agents: self.agents,
             access: self.access,
@@ -220,6 +242,7 @@ impl Serve {
             body_limit: self.body_limit,
             body_read_timeout: self.body_read_timeout,
             allowed_hosts: self.allowed_hosts,
+            _sweepers: sweepers,
         });
         api::routes()
             .merge(inbox::routes())
@@ -240,6 +263,38 @@ pub(crate) struct Shared {
     pub(crate) body_read_timeout: Duration,
     /// Hosts besides the loopback names that tokenless loopback requests may name.
     pub(crate) allowed_hosts: Vec<String>,
+    /// The agents' sweepers ([`Serve::sweep_every`]): they stop when the router goes.
+    _sweepers: Vec<tea_runtime::Sweeper>,
+}
+
+/// `agent`'s sweeper: each report's expired threads lose their records (kept in `keeper`'s
+/// store, the first agent's); what it kept paused, and its failures, go to stderr.
+fn sweeper(
+    agent: &Arc<dyn Served>,
+    keeper: Option<Arc<dyn Served>>,
+    every: Duration,
+) -> Option<tea_runtime::Sweeper> {
+    let name = agent.name().to_owned();
+    let records = keeper.unwrap_or_else(|| Arc::clone(agent));
+    agent.sweep_every(
+        every,
+        Box::new(move |report| match report {
+            Ok(report) => {
+                for expired in &report.expired {
+                    if let Err(error) = records::delete(records.store(), &expired.thread) {
+                        eprintln!("tea serve: agent `{name}`: the record of expired thread `{}`: {error:?}", expired.thread);
+                    }
+                }
+                for kept in &report.kept_paused {
+                    eprintln!("tea serve: agent `{name}`: {kept}");
+                }
+                for (thread, error) in &report.unreadable {
+                    eprintln!("tea serve: agent `{name}`: thread `{thread}` kept, unreadable: {}", tea_runtime::error_chain(error));
+                }
+            }
+            Err(error) => eprintln!("tea serve: agent `{name}`: the sweep failed: {}", tea_runtime::error_chain(&error)),
+        }),
+    )
 }
 
 impl Shared {

@@ -193,6 +193,9 @@ impl JsonCall {
 }
 
 /// A served agent. Object-safe: the router keeps `Arc<dyn Served>`s.
+/// What a served agent's sweeper does with each report.
+pub(crate) type SweepHandler = Box<dyn FnMut(Result<tea_runtime::SweepReport, tea_runtime::Error>) + Send>;
+
 pub(crate) trait Served: Send + Sync + 'static {
     /// The agent's id in the protocol: its graph's name.
     fn name(&self) -> &str;
@@ -208,6 +211,8 @@ pub(crate) trait Served: Send + Sync + 'static {
     fn history(&self, thread: &ThreadId) -> Result<Vec<JsonSnapshot>, ApiError>;
     fn threads(&self) -> Result<Vec<ThreadId>, ApiError>;
     fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError>;
+    /// Sweeps the agent's threads under its retention every `every` ([`crate::Serve::sweep_every`]).
+    fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper>;
     /// Carries out `call` as a stream of events, on a task of its own.
     fn run_stream(self: Arc<Self>, call: JsonCall) -> Events;
     /// Carries out `call` until its run finishes or pauses: its last event (`Interrupted` or
@@ -406,6 +411,10 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
         Ok(self.app.delete(thread)?)
     }
 
+    fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper> {
+        Some(self.app.sweep_every(every, on_report))
+    }
+
     fn run_stream(self: Arc<Self>, call: JsonCall) -> Events {
         match self.typed(call) {
             Ok(call) => forward(self, move |me| me.app.run_stream_async(call).map(json_event).boxed()),
@@ -490,6 +499,10 @@ impl Served for YamlServed {
 
     fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError> {
         Ok(self.agent.delete(thread)?)
+    }
+
+    fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper> {
+        self.agent.sweep_every(every, on_report)
     }
 
     fn run_stream(self: Arc<Self>, call: JsonCall) -> Events {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tea_runtime::{
     App, BoxError, Builder, Call, Checkpointer, DirStore, Error, Event, Graph, Interrupt, MemoryStore, NoCheckpointer,
-    NodeName, Outcome, Resume, Snapshot, Stream, ThreadId,
+    NodeName, Outcome, Resume, Retention, Snapshot, Stream, SweepReport, Sweeper, ThreadId,
 };
 
 /// The default memory limit of a thread's Lua VM: 64 MiB.
@@ -63,6 +63,8 @@ pub struct Engine {
     /// [`Engine::encrypt_with`]: every agent's store is sealed with these keys.
     #[cfg(feature = "encryption")]
     keys: Option<tea_runtime::KeyRing>,
+    /// [`Engine::retention`]: what the agents' sweeps keep.
+    retention: Retention,
 }
 
 impl Default for Engine {
@@ -84,6 +86,7 @@ impl fmt::Debug for Engine {
             .field("strict", &self.strict)
             .field("grants", &self.grants)
             .field("breakpoints", &self.breakpoints)
+            .field("retention", &self.retention)
             .finish()
     }
 }
@@ -112,7 +115,17 @@ impl Engine {
             breakpoints: Vec::new(),
             #[cfg(feature = "encryption")]
             keys: None,
+            retention: Retention::new(),
         }
+    }
+
+    /// What the loaded agents' sweeps ([`Agent::sweep`], [`Agent::sweep_every`]) keep of their
+    /// threads: the engine's retention (`tea_runtime::Builder::retention`), for every agent
+    /// this engine loads (default: everything, for ever). `tea prune` and `tea serve` set it from
+    /// their flags.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// Whether files may run code tea cannot sandbox: `run:` blocks in Python (feature
@@ -510,6 +523,7 @@ impl Engine {
             let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
             agent.names_store = names_store;
             agent.raw_store = raw;
+            agent.retention = self.retention;
             return Ok(agent);
         }
         let mut dir = None;
@@ -547,6 +561,7 @@ impl Engine {
         let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
         agent.names_store = names_store;
         agent.raw_store = raw;
+        agent.retention = self.retention;
         Ok(agent)
     }
 }
@@ -578,6 +593,8 @@ pub struct Agent {
     checkpoint: Option<PathBuf>,
     /// The file's `config:` names a store (`checkpointer`, `checkpoint_dir`).
     names_store: bool,
+    /// What its sweeps keep ([`Engine::retention`]).
+    retention: Retention,
 }
 
 impl fmt::Debug for Agent {
@@ -616,6 +633,7 @@ impl Agent {
             recursion_limit: limit,
             checkpoint,
             names_store: false,
+            retention: Retention::new(),
         }
     }
 
@@ -640,6 +658,7 @@ impl Agent {
             recursion_limit: self.recursion_limit,
             checkpoint: self.checkpoint.clone(),
             names_store: self.names_store,
+            retention: self.retention,
         }
     }
 
@@ -653,6 +672,7 @@ impl Agent {
         let sealed: Arc<dyn Checkpointer> = Arc::new(tea_runtime::Sealed::new(raw.clone(), keys));
         let mut agent = Agent::build(self.graph, Some(sealed), dir, self.recursion_limit, self.checkpoint);
         agent.names_store = self.names_store;
+        agent.retention = self.retention;
         agent.raw_store = Some(raw);
         agent
     }
@@ -664,6 +684,7 @@ impl Agent {
         let store: Arc<dyn Checkpointer> = Arc::new(store);
         let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint);
         agent.names_store = self.names_store;
+        agent.retention = self.retention;
         agent
     }
 
@@ -798,6 +819,53 @@ impl Agent {
         match &self.runner {
             Runner::Stored(app) => app.prune(thread, keep_last),
             Runner::Free(_) => Ok(0),
+        }
+    }
+
+    /// What the agent's sweeps keep ([`Engine::retention`], [`with_retention`](Self::with_retention)).
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// The same agent whose sweeps keep what `retention` says.
+    pub fn with_retention(mut self, retention: Retention) -> Agent {
+        self.retention = retention;
+        self
+    }
+
+    /// Applies the agent's retention to its threads once (see `App::sweep_with`): finished
+    /// threads past their time deleted, paused ones only when the retention asks for it (and
+    /// reported when kept), each thread's last K checkpoints kept. Without a checkpointer,
+    /// nothing to do.
+    pub fn sweep(&self) -> Result<SweepReport, Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.sweep_with(self.retention),
+            Runner::Free(_) => Ok(SweepReport::default()),
+        }
+    }
+
+    /// Sweeps the agent's threads now and then every `every` on a thread of its own (see
+    /// `App::sweep_every`) until the [`Sweeper`] is dropped; `None` without a checkpointer.
+    pub fn sweep_every<F>(&self, every: std::time::Duration, on_report: F) -> Option<Sweeper>
+    where
+        F: FnMut(Result<SweepReport, Error>) + Send + 'static,
+    {
+        match &self.runner {
+            Runner::Stored(app) => Some(app.with_retention(self.retention).sweep_every(every, on_report)),
+            Runner::Free(_) => None,
+        }
+    }
+
+    /// Gives `thread` a retention of its own over the agent's (`None`: removes it); kept in
+    /// the store (see `App::set_retention`). Without a checkpointer, nothing to keep it in:
+    /// [`Error::Store`].
+    pub fn set_retention(&self, thread: &ThreadId, retention: Option<Retention>) -> Result<(), Error> {
+        match &self.runner {
+            Runner::Stored(app) => app.set_retention(thread, retention),
+            Runner::Free(_) => Err(Error::store(format!(
+                "agent `{}` has no checkpointer, so thread `{thread}` has no store to keep a retention in",
+                self.name()
+            ))),
         }
     }
 

@@ -72,6 +72,46 @@ fn threads_delete_and_prune_reach_the_store() {
 }
 
 #[test]
+fn an_agent_sweeps_under_the_engines_retention_and_keeps_paused_threads() {
+    use std::time::Duration;
+    use tea::{KeptBecause, Retention};
+    // Finished threads expire at once; paused ones are kept (and reported) unless asked.
+    let retention = Retention::new().keep_last(1).expire_finished_after(Duration::ZERO);
+    let agent = Engine::new().checkpointer(MemoryStore::new()).retention(retention).load_str(ASKS).unwrap();
+    assert_eq!(agent.retention(), retention);
+    let paused = agent.start(json!({})).and_then(|call| agent.run(call.on("waits"))).unwrap();
+    let (_, token) = paused.interrupted().unwrap();
+    let finish = |thread: &str| {
+        let outcome = agent.start(json!({})).and_then(|call| agent.run(call.on(thread))).unwrap();
+        let (_, token) = outcome.interrupted().unwrap();
+        assert!(agent.run(Call::resume(token.answer("Ada"))).unwrap().is_done());
+    };
+    finish("answered");
+    agent.set_retention(&ThreadId::from("keeper"), Some(Retention::new().never_expire_finished())).unwrap();
+    finish("keeper");
+
+    let report = agent.sweep().unwrap();
+    let expired: Vec<&str> = report.expired.iter().map(|e| e.thread.as_str()).collect();
+    assert_eq!(expired, ["answered"], "{report:?}");
+    assert_eq!(report.kept_paused.len(), 1, "{report:?}");
+    assert_eq!(report.kept_paused[0].because, KeptBecause::PausedNotExpired);
+    assert!(report.pruned > 0, "keep_last 1 trims the kept threads: {report:?}");
+    assert_eq!(agent.threads().unwrap(), [ThreadId::from("keeper"), ThreadId::from("waits")]);
+    assert!(agent.run(Call::resume(token.answer("Cy"))).unwrap().is_done(), "the paused thread still resumes");
+
+    // Asked, paused threads expire too; an agent without a store has nothing to sweep.
+    let both = agent.with_retention(retention.expire_paused_after(Duration::ZERO));
+    both.start(json!({})).and_then(|call| both.run(call.on("later"))).unwrap();
+    let report = both.sweep().unwrap();
+    assert!(report.expired.iter().any(|e| e.thread.as_str() == "later" && e.rest == tea::Rest::Paused), "{report:?}");
+    let free = Engine::new().load_str("nodes:\n  - { name: a, run: 'return {}' }\n").unwrap();
+    assert_eq!(free.sweep().unwrap().threads, 0);
+    assert!(free.sweep_every(Duration::from_secs(1), |_| {}).is_none());
+    let refused = free.set_retention(&ThreadId::from("x"), None).unwrap_err();
+    assert!(tea::error_chain(&refused).contains("no checkpointer"), "{refused:?}");
+}
+
+#[test]
 fn a_stream_runs_on_the_thread_its_call_names() {
     let agent = Engine::new().checkpointer(MemoryStore::new()).load_str(ASKS).unwrap();
     let events: Vec<_> =

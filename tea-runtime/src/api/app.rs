@@ -23,6 +23,7 @@ use crate::vocab::options::{
     Durability, Limits, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
 use crate::vocab::policy::StreamModes;
+use crate::vocab::retention::Retention;
 use crate::vocab::trace::{self, traced};
 use std::fmt;
 use std::sync::Arc;
@@ -58,6 +59,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     key: Option<SigningKey>,
     sync_inline: bool,
     clock: Clock,
+    retention: Retention,
 }
 
 impl<G: Graph> Builder<G, NoCheckpointer> {
@@ -73,6 +75,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             key: None,
             sync_inline: false,
             clock: Clock::system(),
+            retention: Retention::new(),
         }
     }
 
@@ -132,6 +135,7 @@ impl<G: Graph, C> Builder<G, C> {
             key: self.key,
             sync_inline: self.sync_inline,
             clock: self.clock,
+            retention: self.retention,
             parent_node: None,
             parent: None,
             context: None,
@@ -152,6 +156,7 @@ impl<G: Graph, C> Builder<G, C> {
             key: self.key,
             sync_inline: self.sync_inline,
             clock: self.clock,
+            retention: self.retention,
         }
     }
 
@@ -213,6 +218,15 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
         self
     }
 
+    /// What [`App::sweep`] (and [`App::sweep_every`], `tea prune`, `tea serve`'s sweeper) keeps
+    /// of the app's threads: the last checkpoints of each, finished threads for a time, paused
+    /// ones for a time only if asked (default: everything, for ever). A thread's own setting
+    /// ([`App::set_retention`]) comes over this one. Nothing is deleted until a sweep runs.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// Signs `Resume` tokens with HMAC-SHA256 under `key`, and refuses tokens that are unsigned,
     /// altered or signed under another key ([`Error::InvalidToken`]). The key must not be empty.
     pub fn sign_tokens(mut self, key: impl AsRef<[u8]>) -> Self {
@@ -236,6 +250,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
             .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
             .field("sync_nodes_inline", &self.sync_inline)
+            .field("retention", &self.retention)
             .finish()
     }
 }
@@ -279,6 +294,8 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) modes: StreamModes,
     /// Where its runs read the time and draw random numbers ([`Builder::clock`]).
     pub(crate) clock: Clock,
+    /// What a sweep keeps of its threads ([`Builder::retention`]).
+    pub(crate) retention: Retention,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -333,7 +350,7 @@ impl<G: Graph, C> App<G, C> {
     }
 
     /// A copy of this app: its graph, store, options, context and node cache shared.
-    fn copy(&self) -> App<G, C> {
+    pub(crate) fn copy(&self) -> App<G, C> {
         App {
             graph: self.graph.clone(),
             checkpointer: self.checkpointer.clone(),
@@ -346,6 +363,7 @@ impl<G: Graph, C> App<G, C> {
             parent: self.parent.clone(),
             sync_inline: self.sync_inline,
             clock: self.clock.clone(),
+            retention: self.retention,
             shared: self.shared.clone(),
             context: self.context.clone(),
             modes: self.modes,
@@ -772,13 +790,16 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// again: [`Call::start`]`(…).on(thread)` can start it anew. A token of the deleted thread
     /// fails with [`Error::CheckpointNotFound`] while the id is unused, and with
     /// [`Error::StaleResume`] once it is reused: a token carries its pause's random nonce, which
-    /// no pause of the new thread has.
+    /// no pause of the new thread has. Its own retention ([`App::set_retention`]) goes too.
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails.
     pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
         let graph = self.graph.name();
-        trace::store_call("delete", graph, Some(thread), || self.checkpointer.delete(graph, thread))
+        let deleted = trace::store_call("delete", graph, Some(thread), || self.checkpointer.delete(graph, thread))?;
+        // The thread's own retention goes with it: a new thread of the id starts with the app's.
+        self.set_retention(thread, None)?;
+        Ok(deleted)
     }
 
     /// Deletes the oldest checkpoints of `thread`, keeping the newest `keep_last` (never fewer
@@ -884,6 +905,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
             .field("sync_nodes_inline", &self.sync_inline)
+            .field("retention", &self.retention)
             .finish()
     }
 }

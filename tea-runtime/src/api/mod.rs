@@ -6,6 +6,7 @@ pub(crate) mod app;
 pub(crate) mod async_app;
 pub(crate) mod call;
 pub(crate) mod resume;
+pub(crate) mod retention;
 pub(crate) mod snapshot;
 pub(crate) mod stream;
 pub(crate) mod timetravel;

@@ -508,6 +508,71 @@ pub(crate) fn decode_raw(
     Ok((String::from_utf8_lossy(opened.name).into_owned(), payload))
 }
 
+/// Where checkpoint `id` of `thread` leaves its thread, read without decoding its state: what a
+/// retention sweep needs (`api::retention`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Standing {
+    /// The run reached `end`.
+    pub(crate) done: bool,
+    /// The checkpoint waits on pauses.
+    pub(crate) paused: bool,
+    /// Until when a live run owns the thread (milliseconds since the Unix epoch).
+    pub(crate) lease_until: Option<u64>,
+    /// When the checkpoint was written (milliseconds since the Unix epoch).
+    pub(crate) written_at: Option<u64>,
+    /// When its pause began (seconds since the Unix epoch).
+    pub(crate) paused_at: Option<u64>,
+}
+
+/// [`Standing`] of checkpoint `id` of `thread` (`bytes`, of graph `graph`): the envelope's
+/// integrity and graph name are checked; of the payload only the position, the pauses, the
+/// lease and the times are read.
+pub(crate) fn standing(bytes: &[u8], graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Standing, Error> {
+    use serde::de::IgnoredAny;
+    // Only which variant it is matters: the fields are skipped unread.
+    #[allow(dead_code)]
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum At {
+        Start,
+        Before(IgnoredAny),
+        After(IgnoredAny),
+        Fork(IgnoredAny),
+        Done,
+    }
+    #[derive(Deserialize)]
+    struct Peek {
+        at: At,
+        #[serde(default)]
+        pending: Vec<IgnoredAny>,
+        #[serde(default)]
+        lease: Option<Lease>,
+        #[serde(default)]
+        written_at: Option<u64>,
+        #[serde(default)]
+        paused_at: Option<u64>,
+    }
+    let opened = open(bytes, thread, id)?;
+    if opened.name != graph.as_bytes() {
+        return Err(Error::GraphMismatch {
+            expected: graph.to_owned(),
+            found: Some(String::from_utf8_lossy(opened.name).into_owned()),
+        });
+    }
+    let peek: Peek = serde_json::from_slice(opened.payload).map_err(|e| Error::CorruptCheckpoint {
+        thread: thread.clone(),
+        checkpoint: id,
+        reason: format!("the payload does not decode: {e}"),
+    })?;
+    Ok(Standing {
+        done: matches!(peek.at, At::Done),
+        paused: !peek.pending.is_empty(),
+        lease_until: peek.lease.map(|lease| lease.until),
+        written_at: peek.written_at,
+        paused_at: peek.paused_at,
+    })
+}
+
 /// A change to a checkpoint's payload, as a JSON object ([`edit_raw`]).
 pub(crate) type PayloadEdit<'e> = dyn FnMut(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), Error> + 'e;
 

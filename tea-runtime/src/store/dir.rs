@@ -264,6 +264,34 @@ impl DirStore {
         Ok(Some(file))
     }
 
+    /// Deletes `thread` under its lock, if its head is `head` (any head: `None`).
+    fn delete_if(&self, graph: &str, thread: &ThreadId, head: Option<CheckpointId>) -> Result<bool, Error> {
+        let dir = self.thread_dir(graph, thread);
+        let Some(_lock) = self.lock_existing(&dir)? else { return Ok(false) };
+        if let Some(head) = head {
+            if self.read_head(&dir)? != Some(head) {
+                return Ok(false);
+            }
+        }
+        let head_path = dir.join(HEAD);
+        match fs::remove_file(&head_path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_fault("remove", &head_path, e)),
+        }
+        let entries = fs::read_dir(&dir).map_err(|e| io_fault("list", &dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| io_fault("list", &dir, e))?;
+            let name = entry.file_name();
+            if name == LOCK || name == NAME {
+                continue;
+            }
+            let path = entry.path();
+            remove_if_present(&path)?;
+        }
+        Ok(true)
+    }
+
     /// The head recorded in `dir/HEAD`, `None` if there is none.
     fn read_head(&self, dir: &Path) -> Result<Option<CheckpointId>, Error> {
         let path = dir.join(HEAD);
@@ -527,25 +555,11 @@ impl Checkpointer for DirStore {
     }
 
     fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        let dir = self.thread_dir(graph, thread);
-        let Some(_lock) = self.lock_existing(&dir)? else { return Ok(false) };
-        let head_path = dir.join(HEAD);
-        match fs::remove_file(&head_path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(io_fault("remove", &head_path, e)),
-        }
-        let entries = fs::read_dir(&dir).map_err(|e| io_fault("list", &dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| io_fault("list", &dir, e))?;
-            let name = entry.file_name();
-            if name == LOCK || name == NAME {
-                continue;
-            }
-            let path = entry.path();
-            remove_if_present(&path)?;
-        }
-        Ok(true)
+        self.delete_if(graph, thread, None)
+    }
+
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        self.delete_if(graph, thread, Some(head))
     }
 
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {

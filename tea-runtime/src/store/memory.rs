@@ -131,6 +131,25 @@ impl Checkpointer for MemoryStore {
         Ok(removed.is_some_and(|log| !log.is_empty()))
     }
 
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        let mut graphs = self.lock();
+        let at_head = graphs
+            .get(graph)
+            .and_then(|threads| threads.get(thread))
+            .and_then(|log| log.last())
+            .is_some_and(|(id, _)| *id == head);
+        if !at_head {
+            return Ok(false);
+        }
+        if let Some(threads) = graphs.get_mut(graph) {
+            threads.remove(thread);
+            if threads.is_empty() {
+                graphs.remove(graph);
+            }
+        }
+        Ok(true)
+    }
+
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
         let mut graphs = self.lock();
         let Some(log) = graphs.get_mut(graph).and_then(|threads| threads.get_mut(thread)) else {

@@ -173,6 +173,116 @@ pub trait Checkpointer: Send + Sync + 'static {
     ) -> StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
         Box::pin(std::future::ready(self.head(graph, thread)))
     }
+
+    // -----------------------------------------------------------------------------------------
+    // Retention (`App::sweep`): both defaulted, so a store written before them stays correct.
+
+    /// Deletes every checkpoint of `thread` if its head is still `head` (a sweep expiring a
+    /// thread it found finished or paused there): `Ok(false)`, deleting nothing, if the thread
+    /// moved on meanwhile or has no checkpoint.
+    ///
+    /// The default reads the head and then calls [`delete`](Self::delete), which a write landing
+    /// between the two would escape; tea's stores do both under one lock or in one statement.
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        match self.head(graph, thread)? {
+            Some((id, _)) if id == head => self.delete(graph, thread),
+            _ => Ok(false),
+        }
+    }
+
+    /// The store's own bookkeeping for retention, if it keeps one ([`RestMarks`]): then a sweep
+    /// reads only the heads written since the last sweep and expires threads in bulk (one
+    /// statement on `PostgresStore`). `None` (the default): a sweep reads every head.
+    fn rest_marks(&self) -> Option<&dyn RestMarks> {
+        None
+    }
+}
+
+/// How a thread rests at its head, as a sweep read it ([`RestMark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rest {
+    /// The run reached `end`.
+    Finished,
+    /// The thread waits on pauses.
+    Paused,
+    /// Neither: a run owns it, or it stopped part-way (`recover` continues it). Never expired.
+    Active,
+}
+
+impl Rest {
+    /// `finished`, `paused` or `active`: how [`RestMarks`] stores write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rest::Finished => "finished",
+            Rest::Paused => "paused",
+            Rest::Active => "active",
+        }
+    }
+
+    /// The rest [`as_str`](Self::as_str) wrote.
+    pub fn parse(text: &str) -> Option<Rest> {
+        match text {
+            "finished" => Some(Rest::Finished),
+            "paused" => Some(Rest::Paused),
+            "active" => Some(Rest::Active),
+            _ => None,
+        }
+    }
+}
+
+/// A thread's rest at head `head`, since `since_ms` (milliseconds since the Unix epoch, by the
+/// app's [`Clock`](crate::Clock): when its head was written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestMark {
+    /// The thread.
+    pub thread: ThreadId,
+    /// The head the mark was read from: a mark counts only while the head is still this one.
+    pub head: CheckpointId,
+    /// How the thread rests there.
+    pub rest: Rest,
+    /// Since when (`None`: the checkpoint records no time; such a thread is never expired).
+    pub since_ms: Option<u64>,
+}
+
+/// What [`RestMarks::expire`] deletes: the threads marked, at their current head, finished
+/// since `finished_before` or earlier, or paused since `paused_before` or earlier (milliseconds
+/// since the Unix epoch; `None`: none of that kind), but none of `except` (threads with
+/// retention of their own, which the sweep judges itself).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expiry {
+    /// Finished threads marked before this expire.
+    pub finished_before: Option<u64>,
+    /// Paused threads marked before this expire.
+    pub paused_before: Option<u64>,
+    /// Threads left out.
+    pub except: Vec<ThreadId>,
+}
+
+/// What [`RestMarks::expire`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// The threads deleted, each with its mark.
+    pub expired: Vec<RestMark>,
+    /// The paused threads (not in `except`) marked at `finished_before` or earlier, and kept:
+    /// what a sweep reports as paused threads it did not expire.
+    pub kept_paused: Vec<RestMark>,
+}
+
+/// A store's bookkeeping of how each thread rests (finished, paused, active) and since when,
+/// kept beside its checkpoints so that a sweep expires threads without reading them: the engine
+/// reads a thread's head once after it changes and marks it; the store expires marked threads
+/// in bulk. `PostgresStore` keeps them as columns of its threads' table (a mark is a status
+/// and a time in clear, also under `Sealed`, which forwards to the store it seals).
+pub trait RestMarks: Send + Sync {
+    /// The threads of `graph` whose head has no mark for it (new or written since).
+    fn unmarked(&self, graph: &str) -> Result<Vec<ThreadId>, Error>;
+
+    /// Records `marks`; a mark whose head is no longer the thread's is dropped.
+    fn mark(&self, graph: &str, marks: &[RestMark]) -> Result<(), Error>;
+
+    /// Deletes, atomically per thread, every thread of `graph` that `expiry` names whose mark is
+    /// for its current head, with its checkpoints.
+    fn expire(&self, graph: &str, expiry: &Expiry) -> Result<Expired, Error>;
 }
 
 /// What the async methods of a [`Checkpointer`] return: a boxed `Send` future of the result.
@@ -257,5 +367,12 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
         thread: &'a ThreadId,
     ) -> StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
         (**self).head_async(graph, thread)
+    }
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        (**self).delete_at(graph, thread, head)
+    }
+
+    fn rest_marks(&self) -> Option<&dyn RestMarks> {
+        (**self).rest_marks()
     }
 }

@@ -7,8 +7,14 @@
 //! | table                | columns                                                    | one row per |
 //! |----------------------|------------------------------------------------------------|-------------|
 //! | `tea_schema_version` | `version integer` (primary key), `applied_at timestamptz`  | migration applied |
-//! | `tea_threads`        | `graph text`, `thread text` (primary key), `head bigint`   | thread: its newest checkpoint's id |
+//! | `tea_threads`        | `graph text`, `thread text` (primary key), `head bigint`, `rest text`, `rest_head bigint`, `rest_since bigint` | thread: its newest checkpoint's id, and its retention mark |
 //! | `tea_checkpoints`    | `graph text`, `thread text`, `id bigint` (primary key), `bytes bytea` | checkpoint |
+//!
+//! A thread's retention mark (`RestMarks`, version 2) is how it rests at head `rest_head`
+//! (`finished`, `paused`, `active`) and since when (`rest_since`, milliseconds since the Unix
+//! epoch by the app's clock), written by a sweep that read that head; it counts only while
+//! `rest_head = head`. A sweep then expires threads with one statement that deletes the marked
+//! threads past their time, and their checkpoints, for the heads they were marked at.
 //!
 //! `connect` brings the tables up to date: in one transaction holding a transaction-scoped
 //! advisory lock derived from the schema's name, it reads the highest version in
@@ -56,7 +62,7 @@
 //! if nothing moved the head since). The thread is then exactly as its writer last knew it, and
 //! what the writer does next (an abandoned run puts back its pause or releases its lease) lands.
 
-use super::{AppendOutcome, CheckpointId, Checkpointer};
+use super::{AppendOutcome, CheckpointId, Checkpointer, Expired, Expiry, Rest, RestMark, RestMarks};
 use crate::error::Error;
 use crate::name::ThreadId;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
@@ -98,6 +104,12 @@ const MIGRATIONS: &[&str] = &["
         bytes  bytea  NOT NULL,
         PRIMARY KEY (graph, thread, id)
     );
+", "
+    ALTER TABLE {schema}.tea_threads
+        ADD COLUMN rest       text,
+        ADD COLUMN rest_head  bigint,
+        ADD COLUMN rest_since bigint;
+    CREATE INDEX tea_threads_rest ON {schema}.tea_threads (graph, rest, rest_since);
 "];
 
 /// Checkpoints in a [PostgreSQL](https://www.postgresql.org) database: many processes, on many
@@ -442,6 +454,14 @@ impl Checkpointer for PostgresStore {
         self.block(prune(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), keep_last))
     }
 
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        self.block(delete_at(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), head))
+    }
+
+    fn rest_marks(&self) -> Option<&dyn RestMarks> {
+        Some(self)
+    }
+
     fn append_async<'a>(
         &'a self,
         graph: &'a str,
@@ -460,6 +480,25 @@ impl Checkpointer for PostgresStore {
         thread: &'a ThreadId,
     ) -> super::StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
         Box::pin(PostgresStore::head_async(self, graph, thread))
+    }
+}
+
+/// Retention marks as columns of `tea_threads` (see the module docs): a sweep expires threads
+/// with one statement.
+impl RestMarks for PostgresStore {
+    fn unmarked(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.block(unmarked(Arc::clone(&self.inner), graph.to_owned()))
+    }
+
+    fn mark(&self, graph: &str, marks: &[RestMark]) -> Result<(), Error> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        self.block(mark(Arc::clone(&self.inner), graph.to_owned(), marks.to_vec()))
+    }
+
+    fn expire(&self, graph: &str, expiry: &Expiry) -> Result<Expired, Error> {
+        self.block(expire(Arc::clone(&self.inner), graph.to_owned(), expiry.clone()))
     }
 }
 
@@ -505,6 +544,14 @@ struct Sql {
     unstart: String,
     /// Deletes checkpoint `$3` of `$1`/`$2`.
     delete_checkpoint: String,
+    /// Deletes thread `$1`/`$2` and its checkpoints if its head is `$3`.
+    delete_at: String,
+    /// The threads of `$1` whose head has no mark.
+    unmarked: String,
+    /// Marks threads of `$1`: arrays of threads `$2`, rests `$3`, heads `$4`, times `$5`.
+    mark: String,
+    /// Expires threads of `$1` finished before `$2` or paused before `$3`, none of `$4`.
+    expire: String,
 }
 
 impl Sql {
@@ -558,6 +605,40 @@ impl Sql {
             head_back: format!("UPDATE {threads} SET head = $3 WHERE graph = $1 AND thread = $2 AND head = $4"),
             unstart: format!("DELETE FROM {threads} WHERE graph = $1 AND thread = $2 AND head = 1"),
             delete_checkpoint: format!("DELETE FROM {checkpoints} WHERE graph = $1 AND thread = $2 AND id = $3"),
+            delete_at: format!(
+                "WITH gone AS (
+                     DELETE FROM {threads} WHERE graph = $1 AND thread = $2 AND head = $3
+                     RETURNING graph, thread
+                 ), removed AS (
+                     DELETE FROM {checkpoints} c USING gone WHERE c.graph = gone.graph AND c.thread = gone.thread
+                 )
+                 SELECT count(*) FROM gone"
+            ),
+            unmarked: format!("SELECT thread FROM {threads} WHERE graph = $1 AND rest_head IS DISTINCT FROM head"),
+            mark: format!(
+                "UPDATE {threads} t SET rest = m.rest, rest_head = m.head, rest_since = m.since
+                 FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS m(thread, rest, head, since)
+                 WHERE t.graph = $1 AND t.thread = m.thread AND t.head = m.head"
+            ),
+            // A thread is deleted only while its head is the one it was marked at: an append
+            // that moves the head first (it holds the row) keeps it; one that comes after finds
+            // no thread. The second part lists the paused threads past the finished cutoff kept.
+            expire: format!(
+                "WITH gone AS (
+                     DELETE FROM {threads} t
+                     WHERE t.graph = $1 AND t.rest_head = t.head AND NOT (t.thread = ANY($4::text[]))
+                       AND ((t.rest = 'finished' AND t.rest_since <= $2) OR (t.rest = 'paused' AND t.rest_since <= $3))
+                     RETURNING t.graph, t.thread, t.rest, t.head, t.rest_since
+                 ), removed AS (
+                     DELETE FROM {checkpoints} c USING gone WHERE c.graph = gone.graph AND c.thread = gone.thread
+                 )
+                 SELECT thread, rest, head, rest_since, true FROM gone
+                 UNION ALL
+                 SELECT t.thread, t.rest, t.head, t.rest_since, false FROM {threads} t
+                 WHERE t.graph = $1 AND t.rest = 'paused' AND t.rest_head = t.head AND t.rest_since <= $2
+                   AND NOT (t.thread = ANY($4::text[]))
+                   AND NOT EXISTS (SELECT 1 FROM gone WHERE gone.thread = t.thread)"
+            ),
             prune: format!(
                 "DELETE FROM {checkpoints} c USING {threads} t
                  WHERE t.graph = $1 AND t.thread = $2
@@ -964,6 +1045,77 @@ async fn prune(inner: Arc<Inner>, graph: String, thread: ThreadId, keep_last: us
         Ok(deleted as usize)
     })
     .await
+}
+
+async fn delete_at(inner: Arc<Inner>, graph: String, thread: ThreadId, head: CheckpointId) -> Result<bool, Error> {
+    let Ok(head) = i64::try_from(head) else { return Ok(false) };
+    let (inner, graph, thread) = (&*inner, &graph, thread.as_str());
+    retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "delete a thread at its head", &client, e);
+        let statement = client.prepare_cached(&inner.sql.delete_at).await.map_err(failed)?;
+        let row = client.query_one(&statement, &[graph, &thread, &head]).await.map_err(failed)?;
+        Ok(row.get::<_, i64>(0) > 0)
+    })
+    .await
+}
+
+async fn unmarked(inner: Arc<Inner>, graph: String) -> Result<Vec<ThreadId>, Error> {
+    let (inner, graph) = (&*inner, &graph);
+    let rows = retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "list unmarked threads", &client, e);
+        let statement = client.prepare_cached(&inner.sql.unmarked).await.map_err(failed)?;
+        client.query(&statement, &[graph]).await.map_err(failed)
+    })
+    .await?;
+    let mut threads: Vec<ThreadId> = rows.iter().map(|row| ThreadId::from(row.get::<_, String>(0))).collect();
+    threads.sort();
+    Ok(threads)
+}
+
+async fn mark(inner: Arc<Inner>, graph: String, marks: Vec<RestMark>) -> Result<(), Error> {
+    let threads: Vec<&str> = marks.iter().map(|m| m.thread.as_str()).collect();
+    let rests: Vec<&str> = marks.iter().map(|m| m.rest.as_str()).collect();
+    let heads = marks.iter().map(|m| to_sql_id(&inner, m.head)).collect::<Result<Vec<i64>, Error>>()?;
+    let since: Vec<Option<i64>> = marks.iter().map(|m| m.since_ms.and_then(|ms| i64::try_from(ms).ok())).collect();
+    let (inner, graph, threads, rests, heads, since) = (&*inner, &graph, &threads, &rests, &heads, &since);
+    retrying(inner, &inner.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner, "mark threads", &client, e);
+        let statement = client.prepare_cached(&inner.sql.mark).await.map_err(failed)?;
+        client.execute(&statement, &[graph, threads, rests, heads, since]).await.map_err(failed)?;
+        Ok(())
+    })
+    .await
+}
+
+async fn expire(inner: Arc<Inner>, graph: String, expiry: Expiry) -> Result<Expired, Error> {
+    let cutoff = |ms: Option<u64>| ms.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX));
+    let (finished, paused) = (cutoff(expiry.finished_before), cutoff(expiry.paused_before));
+    let except: Vec<&str> = expiry.except.iter().map(ThreadId::as_str).collect();
+    let (inner_ref, graph_ref, except) = (&*inner, &graph, &except);
+    let rows = retrying(inner_ref, &inner_ref.pool, move |client, _| async move {
+        let failed = |e| Failed::query(inner_ref, "expire threads", &client, e);
+        let statement = client.prepare_cached(&inner_ref.sql.expire).await.map_err(failed)?;
+        client.query(&statement, &[graph_ref, &finished, &paused, except]).await.map_err(failed)
+    })
+    .await?;
+    let mut outcome = Expired::default();
+    for row in rows {
+        let rest: Option<String> = row.get(1);
+        let mark = RestMark {
+            thread: ThreadId::from(row.get::<_, String>(0)),
+            head: from_sql_id(&inner, row.get(2))?,
+            rest: rest.as_deref().and_then(Rest::parse).unwrap_or(Rest::Active),
+            since_ms: row.get::<_, Option<i64>>(3).and_then(|ms| u64::try_from(ms).ok()),
+        };
+        if row.get::<_, bool>(4) {
+            outcome.expired.push(mark);
+        } else {
+            outcome.kept_paused.push(mark);
+        }
+    }
+    outcome.expired.sort_by(|a, b| a.thread.cmp(&b.thread));
+    outcome.kept_paused.sort_by(|a, b| a.thread.cmp(&b.thread));
+    Ok(outcome)
 }
 
 // ---------------------------------------------------------------------------------------------

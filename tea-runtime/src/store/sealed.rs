@@ -318,6 +318,15 @@ impl<C: Checkpointer> Checkpointer for Sealed<C> {
         self.inner.prune(graph, thread, keep_last)
     }
 
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        self.inner.delete_at(graph, thread, head)
+    }
+
+    /// The sealed store's own marks: a thread's rest and its time are kept in clear there.
+    fn rest_marks(&self) -> Option<&dyn super::RestMarks> {
+        self.inner.rest_marks()
+    }
+
     fn append_async<'a>(
         &'a self,
         graph: &'a str,

@@ -187,6 +187,30 @@ impl SledStore {
         self.removal.write().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Deletes `thread` in one batch, with no append under way, if its head is `head` (any
+    /// head: `None`).
+    fn delete_if(&self, graph: &str, thread: &ThreadId, head: Option<CheckpointId>) -> Result<bool, Error> {
+        let _exclusive = self.exclusive();
+        let tree = self.tree(graph)?;
+        let head_key = head_key(thread);
+        let Some(_) = tree.get(&head_key).map_err(Error::store)? else {
+            return Ok(false);
+        };
+        if let Some(head) = head {
+            if self.read_head(&tree, graph, thread)?.map(|(id, _)| id) != Some(head) {
+                return Ok(false);
+            }
+        }
+        // Every record of the thread, including any at or past the head, in one atomic batch.
+        let mut batch = Batch::default();
+        batch.remove(head_key);
+        for key in tree.scan_prefix(checkpoints_prefix(thread)).keys() {
+            batch.remove(key.map_err(Error::store)?);
+        }
+        tree.apply_batch(batch).map_err(Error::store)?;
+        Ok(true)
+    }
+
     /// The tree holding the threads of `graph`; sled creates it on first use.
     fn tree(&self, graph: &str) -> Result<::sled::Tree, Error> {
         let mut name = Vec::with_capacity(TREE_PREFIX.len() + graph.len());
@@ -454,20 +478,11 @@ impl Checkpointer for SledStore {
     }
 
     fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        let _exclusive = self.exclusive();
-        let tree = self.tree(graph)?;
-        let head_key = head_key(thread);
-        let Some(_) = tree.get(&head_key).map_err(Error::store)? else {
-            return Ok(false);
-        };
-        // Every record of the thread, including any at or past the head, in one atomic batch.
-        let mut batch = Batch::default();
-        batch.remove(head_key);
-        for key in tree.scan_prefix(checkpoints_prefix(thread)).keys() {
-            batch.remove(key.map_err(Error::store)?);
-        }
-        tree.apply_batch(batch).map_err(Error::store)?;
-        Ok(true)
+        self.delete_if(graph, thread, None)
+    }
+
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        self.delete_if(graph, thread, Some(head))
     }
 
     fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {

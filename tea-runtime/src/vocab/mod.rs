@@ -7,5 +7,6 @@ pub(crate) mod name;
 pub(crate) mod options;
 pub(crate) mod policy;
 pub mod reducers;
+pub(crate) mod retention;
 pub(crate) mod state;
 pub(crate) mod trace;

@@ -26,6 +26,8 @@ mod guide {
     struct Pauses;
     #[doc = include_str!("../../../docs/src/postgres.md")]
     struct Postgres;
+    #[doc = include_str!("../../../docs/src/retention.md")]
+    struct Retention;
     #[doc = include_str!("../../../docs/src/hitl.md")]
     struct Hitl;
     #[doc = include_str!("../../../docs/src/subgraphs.md")]
