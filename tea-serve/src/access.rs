@@ -186,10 +186,17 @@ fn reads(method: &Method, path: &str) -> bool {
     method == Method::GET
         || method == Method::HEAD
         || (method == Method::POST
-            && matches!(
+            && (matches!(
                 path,
-                "/agents/search" | "/threads/search" | "/runs/search" | "/store/items/search" | "/store/namespaces"
-            ))
+                "/agents/search"
+                    | "/assistants/search"
+                    | "/assistants/count"
+                    | "/threads/search"
+                    | "/runs/search"
+                    | "/store/items/search"
+                    | "/store/namespaces"
+            ) || path.starts_with("/threads/")
+                && (path.ends_with("/history") || path.ends_with("/state/checkpoint"))))
 }
 
 /// The middleware: finds the request's rights before any route runs. Without the right
@@ -202,10 +209,12 @@ pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Re
         return next.run(request).await;
     }
     let headers = request.headers();
+    // `x-api-key` is how LangGraph's SDKs send a key (`get_client(api_key=…)`).
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim);
     let mut right = bearer.and_then(|t| shared.access.right_of(t));
     if right.is_none() && inbox {
@@ -227,7 +236,7 @@ pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Re
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "this server wants `Authorization: Bearer TOKEN` with a token it knows",
+            "this server wants `Authorization: Bearer TOKEN` (or `x-api-key: TOKEN`) with a token it knows",
         )
         .into_response();
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -64,6 +64,8 @@ mod draw;
 mod error;
 mod guard;
 mod inbox;
+mod langgraph;
+mod modes;
 mod plan;
 mod records;
 mod request;
@@ -220,6 +222,7 @@ impl Serve {
             body_limit: self.body_limit,
             body_read_timeout: self.body_read_timeout,
             allowed_hosts: self.allowed_hosts,
+            started_at: time::now_ms(),
         });
         api::routes()
             .merge(inbox::routes())
@@ -240,6 +243,8 @@ pub(crate) struct Shared {
     pub(crate) body_read_timeout: Duration,
     /// Hosts besides the loopback names that tokenless loopback requests may name.
     pub(crate) allowed_hosts: Vec<String>,
+    /// When the router was made: its assistants' creation time.
+    pub(crate) started_at: u64,
 }
 
 impl Shared {
