@@ -95,8 +95,8 @@ check("threads.get_history", len(history) >= 2 and history[0]["checkpoint"] == n
 check("threads.get_history limit", len(client.threads.get_history(tid, limit=1)) == 1)
 older = client.threads.get_history(tid, before=now["checkpoint"])
 check("threads.get_history before", older and all(h["checkpoint"] != now["checkpoint"] for h in older), older)
-step = now["metadata"]["step"]
-check("threads.get_history metadata", [h["metadata"]["step"] for h in client.threads.get_history(tid, metadata={"step": step})] == [step])
+first_state = client.threads.get_history(tid, metadata={"step": 0})
+check("threads.get_history metadata", [h["checkpoint"] for h in first_state] == [history[-1]["checkpoint"]], first_state)
 
 # ---- an answer (command.resume), once ----
 done = client.runs.wait(tid, "chat", command={"resume": True})
