@@ -16,6 +16,16 @@
 //! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
 //!
+//! Beside the protocol, LangGraph Platform's routes that its SDKs call (one implementation under
+//! both): `POST /assistants/search`, `POST /assistants/count`, `GET /assistants/{id}` (`/graph`,
+//! `/schemas`, `/subgraphs`) — an assistant per agent, its id the agent's name; `GET` and `POST
+//! /threads/{id}/state` (an update as a node), `GET /threads/{id}/state/{checkpoint_id}`, `POST
+//! /threads/{id}/history`; `GET /threads/{id}/runs`, `GET`/`DELETE /threads/{id}/runs/{run_id}`,
+//! its `/join`, `/stream` and `/cancel`. A run request naming `assistant_id` is answered as
+//! LangGraph answers it (`runs.wait`: the state, with `__interrupt__` at a pause); `stream_mode`
+//! chooses the streamed events (`values`, `updates`, `custom`, `debug`, `messages-tuple`,
+//! `messages`); `x-api-key` carries a token as the bearer header does.
+//!
 //! A pause is answered by a run with `command: {resume: ANSWER}` (LangGraph Server's
 //! convention), `{resume: {INTERRUPT_ID: ANSWER, …}}` when several pauses are pending, and an
 //! optional `command.update` merged into the state first. Of several answers to one pause —
