@@ -195,8 +195,15 @@ fn reads(method: &Method, path: &str) -> bool {
                     | "/runs/search"
                     | "/store/items/search"
                     | "/store/namespaces"
-            ) || path.starts_with("/threads/")
-                && (path.ends_with("/history") || path.ends_with("/state/checkpoint"))))
+            ) || thread_read(path)))
+}
+
+/// Whether `path` is a thread's route that reads by `POST`: its history, its state at a
+/// checkpoint, its event stream (`/threads/{id}/history`, `/threads/{id}/state/checkpoint`,
+/// `/threads/{id}/stream`; not `/threads/{id}/runs/stream`, which starts a run).
+fn thread_read(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    matches!(parts.as_slice(), ["", "threads", _, "history" | "stream"] | ["", "threads", _, "state", "checkpoint"])
 }
 
 /// The middleware: finds the request's rights before any route runs. Without the right

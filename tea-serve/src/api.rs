@@ -53,6 +53,8 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/threads/{thread_id}/state/checkpoint", post(langgraph::post_state_at))
         .route("/threads/{thread_id}/state/{checkpoint_id}", get(langgraph::get_state_at))
         .route("/threads/{thread_id}/copy", post(copy_thread))
+        .route("/threads/{thread_id}/stream", post(crate::streaming::open_stream))
+        .route("/threads/{thread_id}/commands", post(crate::streaming::command))
         .route("/threads/{thread_id}/runs", post(thread_run_background).get(langgraph::list_runs))
         .route("/threads/{thread_id}/runs/wait", post(thread_run_wait))
         .route("/threads/{thread_id}/runs/stream", post(thread_run_stream))

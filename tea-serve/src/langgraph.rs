@@ -284,13 +284,26 @@ async fn history_of(located: &Located) -> ApiResult<Vec<(JsonSnapshot, Option<u6
     Ok(history.into_iter().zip(parents).collect())
 }
 
+/// The state of thread `id` now, as `GET /threads/{id}/state` answers it.
+pub(crate) async fn state_now(shared: &Arc<Shared>, id: &str) -> ApiResult<Value> {
+    let located = locate(shared, id).await?;
+    let history = history_of(&located).await?;
+    let head = history.first();
+    Ok(thread_state_json(&located.thread, head.map(|(s, _)| s), head.and_then(|(_, p)| *p)))
+}
+
+/// The last `limit` (10 by default) checkpoints of thread `id`, newest first, as states.
+pub(crate) async fn checkpoints(shared: &Arc<Shared>, id: &str, limit: Option<i64>) -> ApiResult<Vec<Value>> {
+    let (limit, _) = page(limit, None)?;
+    let located = locate(shared, id).await?;
+    let history = history_of(&located).await?;
+    Ok(history.iter().take(limit).map(|(s, p)| thread_state_json(&located.thread, Some(s), *p)).collect())
+}
+
 /// `GET /threads/{id}/state`: the thread's state now.
 pub(crate) async fn get_state(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
     query_pairs(query, &["subgraphs"])?;
-    let located = locate(&shared, &id).await?;
-    let history = history_of(&located).await?;
-    let head = history.first();
-    Ok(Json(thread_state_json(&located.thread, head.map(|(s, _)| s), head.and_then(|(_, p)| *p))))
+    Ok(Json(state_now(&shared, &id).await?))
 }
 
 /// The state of `thread` at checkpoint `checkpoint` (a `checkpoint_id`), or `404`.

@@ -14,6 +14,7 @@
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
 //! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records in the store) those of other replicas and earlier processes |
 //! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
+//! | `POST /threads/{id}/stream`, `POST /threads/{id}/commands` | a thread's events by channel (every run's on this server, replayed after `since`); `run.start`, `input.respond`, `state.get`, `state.listCheckpoints` |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
 //!
 //! Beside the protocol, LangGraph Platform's routes that its SDKs call (one implementation under
@@ -83,6 +84,7 @@ mod runlog;
 mod runs;
 mod served;
 mod store;
+mod streaming;
 mod time;
 
 pub use access::{Access, AccessError, Right};

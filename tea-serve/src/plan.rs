@@ -373,6 +373,7 @@ async fn prepare_run(
         ("on_disconnect", request.on_disconnect.clone().map(Value::String)),
         ("if_not_exists", request.if_not_exists.clone().map(Value::String)),
         ("stream_mode", request.stream_mode.clone()),
+        ("multitask_strategy", request.multitask_strategy.clone().map(Value::String)),
     ] {
         if let Some(value) = value {
             echo.insert(key.into(), value);

@@ -14,6 +14,7 @@ use crate::plan::{prepare_held, Plan, RunRequest, Settings};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog;
 use crate::served::{Events, JsonCall, JsonEvent, Served};
+use crate::streaming::Hub;
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
@@ -76,6 +77,8 @@ pub(crate) struct RunEntry {
     announced: bool,
     /// How it runs (its options) and what its streams send by default (its modes).
     pub(crate) settings: Settings,
+    /// Its thread's events (`/threads/{id}/stream`), which its own join.
+    hub: Arc<Hub>,
 }
 
 /// LangGraph's answer to a wait (see [`RunEntry::state_json`]) from the protocol's
@@ -180,6 +183,7 @@ impl RunEntry {
 
     fn emit(&self, progress: &mut Progress, event: &'static str, data: Value) {
         let item = SseItem { event, data };
+        self.hub.publish(&self.id, event, &item.data);
         progress.log.push(item.clone());
         let _ = self.events.send(item);
     }
@@ -211,9 +215,22 @@ pub(crate) struct Runs {
     runs: Mutex<HashMap<String, Arc<RunEntry>>>,
     finished: Mutex<VecDeque<String>>,
     busy: Mutex<HashMap<ThreadId, Holder>>,
+    hubs: Mutex<HashMap<ThreadId, Arc<Hub>>>,
 }
 
+/// How many threads' hubs are kept before those nobody streams are let go.
+const HUBS_KEPT: usize = 1000;
+
 impl Runs {
+    /// The events hub of `thread` (made on first use).
+    pub(crate) fn hub(&self, thread: &ThreadId) -> Arc<Hub> {
+        let mut hubs = lock(&self.hubs);
+        if hubs.len() > HUBS_KEPT {
+            hubs.retain(|_, hub| Arc::strong_count(hub) > 1 || hub.listened());
+        }
+        hubs.entry(thread.clone()).or_default().clone()
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<Arc<RunEntry>> {
         lock(&self.runs).get(id).cloned()
     }
@@ -408,6 +425,7 @@ pub(crate) fn launch(
         recorded: watch::channel(false).0,
         announced: announce,
         settings,
+        hub: shared.runs.hub(&thread),
     });
     let plan = {
         let mut busy = lock(&shared.runs.busy);

@@ -607,3 +607,20 @@ impl YamlServed {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rust_type_schema;
+    use serde_json::json;
+
+    #[test]
+    fn a_state_fields_rust_type_gives_its_json_type() {
+        assert_eq!(rust_type_schema("String"), json!({ "type": "string", "description": "String" }));
+        assert_eq!(rust_type_schema("u32")["type"], "integer");
+        assert_eq!(rust_type_schema("f64")["type"], "number");
+        assert_eq!(rust_type_schema("Vec < String >")["type"], "array");
+        assert_eq!(rust_type_schema("std::collections::BTreeMap<String, u8>")["type"], "object");
+        assert_eq!(rust_type_schema("Option<bool>")["type"], json!(["boolean", "null"]));
+        assert_eq!(rust_type_schema("Draft"), json!({ "description": "Draft" }));
+    }
+}
