@@ -186,10 +186,24 @@ fn reads(method: &Method, path: &str) -> bool {
     method == Method::GET
         || method == Method::HEAD
         || (method == Method::POST
-            && matches!(
+            && (matches!(
                 path,
-                "/agents/search" | "/threads/search" | "/runs/search" | "/store/items/search" | "/store/namespaces"
-            ))
+                "/agents/search"
+                    | "/assistants/search"
+                    | "/assistants/count"
+                    | "/threads/search"
+                    | "/runs/search"
+                    | "/store/items/search"
+                    | "/store/namespaces"
+            ) || thread_read(path)))
+}
+
+/// Whether `path` is a thread's route that reads by `POST`: its history, its state at a
+/// checkpoint, its event stream (`/threads/{id}/history`, `/threads/{id}/state/checkpoint`,
+/// `/threads/{id}/stream`; not `/threads/{id}/runs/stream`, which starts a run).
+fn thread_read(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    matches!(parts.as_slice(), ["", "threads", _, "history" | "stream"] | ["", "threads", _, "state", "checkpoint"])
 }
 
 /// The middleware: finds the request's rights before any route runs. Without the right
@@ -202,10 +216,12 @@ pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Re
         return next.run(request).await;
     }
     let headers = request.headers();
+    // `x-api-key` is how LangGraph's SDKs send a key (`get_client(api_key=…)`).
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim);
     let mut right = bearer.and_then(|t| shared.access.right_of(t));
     if right.is_none() && inbox {
@@ -227,7 +243,7 @@ pub(crate) async fn authorize(State(shared): State<Arc<Shared>>, mut request: Re
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "this server wants `Authorization: Bearer TOKEN` with a token it knows",
+            "this server wants `Authorization: Bearer TOKEN` (or `x-api-key: TOKEN`) with a token it knows",
         )
         .into_response();
         response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

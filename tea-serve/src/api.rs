@@ -15,7 +15,8 @@ use crate::runlog::{self, RunRecord};
 use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, RunEntry};
 use crate::served::Served;
 use crate::time::rfc3339;
-use crate::{store, Shared};
+use crate::modes::Modes;
+use crate::{langgraph, store, Shared};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -38,14 +39,32 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/agents/search", post(search_agents))
         .route("/agents/{agent_id}", get(get_agent))
         .route("/agents/{agent_id}/schemas", get(agent_schemas))
+        .route("/assistants/search", post(langgraph::search_assistants))
+        .route("/assistants/count", post(langgraph::count_assistants))
+        .route("/assistants/{assistant_id}", get(langgraph::get_assistant))
+        .route("/assistants/{assistant_id}/graph", get(langgraph::assistant_graph))
+        .route("/assistants/{assistant_id}/schemas", get(langgraph::assistant_schemas))
+        .route("/assistants/{assistant_id}/subgraphs", get(langgraph::assistant_subgraphs))
         .route("/threads", post(create_thread))
         .route("/threads/search", post(search_threads))
         .route("/threads/{thread_id}", get(get_thread).patch(patch_thread).delete(delete_thread))
-        .route("/threads/{thread_id}/history", get(thread_history))
+        .route("/threads/{thread_id}/history", get(thread_history).post(langgraph::post_history))
+        .route("/threads/{thread_id}/state", get(langgraph::get_state).post(langgraph::update_state))
+        .route("/threads/{thread_id}/state/checkpoint", post(langgraph::post_state_at))
+        .route("/threads/{thread_id}/state/{checkpoint_id}", get(langgraph::get_state_at))
         .route("/threads/{thread_id}/copy", post(copy_thread))
-        .route("/threads/{thread_id}/runs", post(thread_run_background))
+        .route("/threads/{thread_id}/stream", post(crate::streaming::open_stream))
+        .route("/threads/{thread_id}/commands", post(crate::streaming::command))
+        .route("/threads/{thread_id}/runs", post(thread_run_background).get(langgraph::list_runs))
         .route("/threads/{thread_id}/runs/wait", post(thread_run_wait))
         .route("/threads/{thread_id}/runs/stream", post(thread_run_stream))
+        .route(
+            "/threads/{thread_id}/runs/{run_id}",
+            get(langgraph::get_thread_run).delete(langgraph::delete_thread_run),
+        )
+        .route("/threads/{thread_id}/runs/{run_id}/join", get(langgraph::join_run))
+        .route("/threads/{thread_id}/runs/{run_id}/stream", get(langgraph::join_stream))
+        .route("/threads/{thread_id}/runs/{run_id}/cancel", post(langgraph::cancel_thread_run))
         .route("/runs", post(run_background))
         .route("/runs/wait", post(run_wait))
         .route("/runs/stream", post(run_stream))
@@ -135,16 +154,7 @@ async fn get_agent(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
 }
 
 async fn agent_schemas(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
-    let agent = agent_named(&shared, &id)?;
-    let properties: Map<String, Value> =
-        agent.fields().into_iter().map(|(name, ty)| (name, json!({ "description": ty }))).collect();
-    let state = json!({ "type": "object", "properties": properties });
-    Ok(Json(json!({
-        "agent_id": agent.name(),
-        "input_schema": state,
-        "output_schema": state,
-        "state_schema": state,
-    })))
+    Ok(Json(langgraph::schemas_json(&*agent_named(&shared, &id)?)))
 }
 
 // ---- threads ----
@@ -390,10 +400,14 @@ async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
 /// Launches a prepared run.
 pub(crate) fn start(shared: &Arc<Shared>, prepared: Prepared) -> ApiResult<Arc<RunEntry>> {
     let p = prepared;
-    runs::launch(shared, p.agent, p.thread, p.plan, p.echo, p.delete_after, p.announce)
+    runs::launch(shared, p.agent, p.thread, p.plan, p.echo, p.delete_after, p.announce, p.settings)
 }
 
+/// Runs `request` and answers when it ends: the protocol's `RunWaitResponse`, or for a request
+/// in LangGraph's words (it names an `assistant_id`) the state where the run stopped
+/// ([`RunEntry::state_json`]).
 async fn wait_for(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Json<Value>> {
+    let langgraph = request.assistant_id.is_some();
     let mut prepared = prepare(&shared, thread, request).await?;
     prepared.unannounced();
     let cancel = prepared.cancel_on_disconnect;
@@ -404,7 +418,7 @@ async fn wait_for(shared: Arc<Shared>, thread: Option<String>, request: RunReque
     if let End::Refused(error) = &run.progress().end {
         return Err(error.clone());
     }
-    Ok(Json(run.wait_json()))
+    Ok(Json(if langgraph { run.state_json() } else { run.wait_json() }))
 }
 
 async fn stream_for(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Response> {
@@ -417,7 +431,8 @@ async fn stream_for(shared: Arc<Shared>, thread: Option<String>, request: RunReq
     if let End::Refused(error) = &run.progress().end {
         return Err(error.clone());
     }
-    Ok(sse(run, guard).into_response())
+    let modes = run.settings.modes;
+    Ok(sse(run, guard, modes, None).into_response())
 }
 
 async fn background(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Json<Value>> {
@@ -456,13 +471,21 @@ async fn thread_run_background(
     background(shared, Some(id), request).await
 }
 
-/// A run's events as server-sent events: `metadata`, then `updates` and `values` after each
-/// step (`values` with `__interrupt__` at a pause), `error` if it fails, and `end`.
-fn sse(run: Arc<RunEntry>, guard: CancelOnDrop) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+/// A run's events as server-sent events, those of `modes` (`crate::modes`): `metadata`, then
+/// after each step `updates` and `values` (`values` with `__interrupt__` at a pause), `error`
+/// if it fails, and `end`. Each event's id is its place in the run's events, so a client that
+/// reconnects with `Last-Event-ID: N` (`after`) gets the events after the `N`th.
+pub(crate) fn sse(
+    run: Arc<RunEntry>,
+    guard: CancelOnDrop,
+    modes: Modes,
+    after: Option<usize>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let (log, rx) = run.subscribe();
     let ended = log.iter().any(|i| i.event == "end");
-    let head = futures_util::stream::iter(log);
-    let tail = futures_util::stream::unfold((rx, ended, guard), |(mut rx, ended, guard)| async move {
+    let seen = log.len();
+    let head = futures_util::stream::iter(log.into_iter().enumerate());
+    let tail = futures_util::stream::unfold((rx, ended, guard, seen), |(mut rx, ended, guard, n)| async move {
         if ended {
             return None;
         }
@@ -470,7 +493,7 @@ fn sse(run: Arc<RunEntry>, guard: CancelOnDrop) -> Sse<impl Stream<Item = Result
             match rx.recv().await {
                 Ok(item) => {
                     let ended = item.event == "end";
-                    return Some((item, (rx, ended, guard)));
+                    return Some(((n, item), (rx, ended, guard, n + 1)));
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
@@ -478,19 +501,22 @@ fn sse(run: Arc<RunEntry>, guard: CancelOnDrop) -> Sse<impl Stream<Item = Result
         }
     });
     use futures_util::StreamExt;
-    let events = head.chain(tail).map(|item| Ok(SseEvent::default().event(item.event).data(item.data.to_string())));
+    let events = head
+        .chain(tail)
+        .filter(move |(n, item)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(item.event)))
+        .map(|(n, item)| Ok(SseEvent::default().id(n.to_string()).event(item.event).data(item.data.to_string())));
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
 /// A run as this server knows it: its own (with its events), or another replica's (or an
 /// earlier process's) through the run's record in the store.
-enum Found {
+pub(crate) enum Found {
     Here(Arc<RunEntry>),
     Stored(RunRecord),
 }
 
 /// The run `id`, or `404`.
-async fn find_run(shared: &Arc<Shared>, id: &str) -> ApiResult<Found> {
+pub(crate) async fn find_run(shared: &Arc<Shared>, id: &str) -> ApiResult<Found> {
     if let Some(run) = shared.runs.get(id) {
         return Ok(Found::Here(run));
     }
@@ -502,10 +528,10 @@ async fn find_run(shared: &Arc<Shared>, id: &str) -> ApiResult<Found> {
 
 /// How long a wait on another replica's run polls its record before it answers with the run
 /// as it stands.
-const STORED_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const STORED_WAIT: Duration = Duration::from_secs(300);
 
 /// The record of run `id` once it is no longer pending (polled), or as it stands after `limit`.
-async fn stored_end(shared: &Arc<Shared>, id: &str, mut record: RunRecord, limit: Duration) -> ApiResult<RunRecord> {
+pub(crate) async fn stored_end(shared: &Arc<Shared>, id: &str, mut record: RunRecord, limit: Duration) -> ApiResult<RunRecord> {
     let deadline = tokio::time::Instant::now() + limit;
     while record.pending() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -517,18 +543,24 @@ async fn stored_end(shared: &Arc<Shared>, id: &str, mut record: RunRecord, limit
     Ok(record)
 }
 
-#[derive(Deserialize)]
-struct RunSearch {
-    metadata: Option<Map<String, Value>>,
-    status: Option<String>,
-    thread_id: Option<String>,
-    agent_id: Option<String>,
-    limit: Option<i64>,
-    offset: Option<i64>,
+/// What a search of runs filters on (`POST /runs/search`, `GET /threads/{id}/runs`).
+#[derive(Deserialize, Default)]
+pub(crate) struct RunFilter {
+    pub(crate) metadata: Option<Map<String, Value>>,
+    pub(crate) status: Option<String>,
+    pub(crate) thread_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
+    pub(crate) limit: Option<i64>,
+    pub(crate) offset: Option<i64>,
 }
 
 /// `POST /runs/search`: this server's runs and the records of the others' (read through).
-async fn search_runs(State(shared): Shd, Body(search): Body<RunSearch>) -> ApiResult<Json<Value>> {
+async fn search_runs(State(shared): Shd, Body(search): Body<RunFilter>) -> ApiResult<Json<Value>> {
+    Ok(Json(runs_matching(&shared, search).await?))
+}
+
+/// The runs `search` finds, this server's and (from their records) the others', newest first.
+pub(crate) async fn runs_matching(shared: &Arc<Shared>, search: RunFilter) -> ApiResult<Value> {
     let (limit, offset) = page(search.limit, search.offset)?;
     one_of("status", &search.status, &["pending", "error", "success", "timeout", "interrupted"])?;
     let mut runs: Vec<Value> = shared.runs.all().iter().map(|r| r.json()).collect();
@@ -545,7 +577,7 @@ async fn search_runs(State(shared): Shd, Body(search): Body<RunSearch>) -> ApiRe
         .filter(|r| wanted("status", &search.status, r))
         .filter(|r| search.metadata.as_ref().is_none_or(|m| matches(m, &r["metadata"])))
         .collect();
-    Ok(Json(newest_first(found, "created_at", "run_id", offset, limit)))
+    Ok(newest_first(found, "created_at", "run_id", offset, limit))
 }
 
 /// The page of a search's `found` records from `offset`, at most `limit`: the newest first by
@@ -574,9 +606,12 @@ async fn wait_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
 
 /// `GET /runs/{id}/stream`: this server's run as it goes; another's once it has ended, as
 /// its record tells it (`metadata`, the last `values`, `error`, `end`).
-async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Response> {
+pub(crate) async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Response> {
     let record = match find_run(&shared, &id).await? {
-        Found::Here(run) => return Ok(sse(run, CancelOnDrop(None)).into_response()),
+        Found::Here(run) => {
+            let modes = run.settings.modes;
+            return Ok(sse(run, CancelOnDrop(None), modes, None).into_response());
+        }
         Found::Stored(record) => stored_end(&shared, &id, record, STORED_WAIT).await?,
     };
     let run = record.run();
@@ -631,12 +666,12 @@ async fn cancel_anywhere(shared: &Arc<Shared>, id: &str) -> ApiResult<()> {
     Ok(())
 }
 
-async fn cancel_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
+pub(crate) async fn cancel_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     cancel_anywhere(&shared, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn delete_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
+pub(crate) async fn delete_run(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     cancel_anywhere(&shared, &id).await?;
     shared.runs.remove(&id);
     let s = shared.clone();

@@ -68,6 +68,41 @@ fn parse(mermaid: &str) -> (Vec<Node>, Vec<Edge>) {
     (nodes, edges)
 }
 
+/// `mermaid` as LangGraph draws a graph in JSON (`GET /assistants/{id}/graph`): `nodes`
+/// (`{id, type, data}`; `__start__` and `__end__` of type `schema`) and `edges`
+/// (`{source, target, conditional}`, with the condition as `data` when it has one), the
+/// drawing's ids replaced by the nodes' names.
+pub(crate) fn json(mermaid: &str) -> serde_json::Value {
+    use serde_json::json;
+    let (nodes, edges) = parse(mermaid);
+    let name = |id: &str| match id {
+        "__start__" | "__end__" => id.to_owned(),
+        _ => nodes.iter().find(|n| n.id == id).map_or(id, |n| n.label.as_str()).to_owned(),
+    };
+    let nodes: Vec<_> = nodes
+        .iter()
+        .map(|n| match n.id.as_str() {
+            "__start__" | "__end__" => json!({ "id": n.id, "type": "schema", "data": n.id }),
+            _ => json!({ "id": n.label, "type": "runnable", "data": { "id": ["tea", "node", n.label], "name": n.label } }),
+        })
+        .collect();
+    let edges: Vec<_> = edges
+        .iter()
+        .map(|e| {
+            let mut edge = json!({
+                "source": name(&e.from),
+                "target": name(&e.to),
+                "conditional": e.label.is_some() || e.arrow != "→",
+            });
+            if let Some(label) = &e.label {
+                edge["data"] = json!(label);
+            }
+            edge
+        })
+        .collect();
+    json!({ "nodes": nodes, "edges": edges })
+}
+
 /// `mermaid` as an HTML list: each node with its outgoing edges; nodes whose name is in
 /// `current` are marked.
 pub(crate) fn html(mermaid: &str, current: &HashSet<String>) -> String {

@@ -14,7 +14,18 @@
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
 //! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records in the store) those of other replicas and earlier processes |
 //! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
+//! | `POST /threads/{id}/stream`, `POST /threads/{id}/commands` | a thread's events by channel (every run's on this server, replayed after `since`); `run.start`, `input.respond`, `state.get`, `state.listCheckpoints` |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
+//!
+//! Beside the protocol, LangGraph Platform's routes that its SDKs call (one implementation under
+//! both): `POST /assistants/search`, `POST /assistants/count`, `GET /assistants/{id}` (`/graph`,
+//! `/schemas`, `/subgraphs`) — an assistant per agent, its id the agent's name; `GET` and `POST
+//! /threads/{id}/state` (an update as a node), `GET /threads/{id}/state/{checkpoint_id}`, `POST
+//! /threads/{id}/history`; `GET /threads/{id}/runs`, `GET`/`DELETE /threads/{id}/runs/{run_id}`,
+//! its `/join`, `/stream` and `/cancel`. A run request naming `assistant_id` is answered as
+//! LangGraph answers it (`runs.wait`: the state, with `__interrupt__` at a pause); `stream_mode`
+//! chooses the streamed events (`values`, `updates`, `custom`, `debug`, `messages-tuple`,
+//! `messages`); `x-api-key` carries a token as the bearer header does.
 //!
 //! A pause is answered by a run with `command: {resume: ANSWER}` (LangGraph Server's
 //! convention), `{resume: {INTERRUPT_ID: ANSWER, …}}` when several pauses are pending, and an
@@ -64,6 +75,8 @@ mod draw;
 mod error;
 mod guard;
 mod inbox;
+mod langgraph;
+mod modes;
 mod plan;
 mod records;
 mod request;
@@ -71,6 +84,7 @@ mod runlog;
 mod runs;
 mod served;
 mod store;
+mod streaming;
 mod time;
 
 pub use access::{Access, AccessError, Right};
@@ -243,6 +257,7 @@ impl Serve {
             body_read_timeout: self.body_read_timeout,
             allowed_hosts: self.allowed_hosts,
             _sweepers: sweepers,
+            started_at: time::now_ms(),
         });
         api::routes()
             .merge(inbox::routes())
@@ -265,6 +280,8 @@ pub(crate) struct Shared {
     pub(crate) allowed_hosts: Vec<String>,
     /// The agents' sweepers ([`Serve::sweep_every`]): they stop when the router goes.
     _sweepers: Vec<tea_runtime::Sweeper>,
+    /// When the router was made: its assistants' creation time.
+    pub(crate) started_at: u64,
 }
 
 /// `agent`'s sweeper: each report's expired threads lose their records (kept in `keeper`'s

@@ -3,6 +3,7 @@
 //! (`enqueue`) wait for the run that holds the thread.
 
 use crate::error::ApiError;
+use crate::modes::Modes;
 use crate::records::{self, Entry, ThreadRecord};
 use crate::request::{blocking, one_of, valid_thread_id};
 use crate::served::{Answer, JsonSnapshot, Served};
@@ -10,7 +11,7 @@ use crate::Shared;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use tea_runtime::{Interrupt, ThreadId};
+use tea_runtime::{Durability, Interrupt, RunOptions, ThreadId};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -25,9 +26,70 @@ pub(crate) enum Plan {
         update: Option<Value>,
         entry: Entry,
     },
+    /// Continues the thread from where it stands (a run without input on a thread that an
+    /// update moved, or whose run stopped part-way): the engine's recover, which refuses a
+    /// thread a live run holds.
+    Recover,
     /// Waits for the run that holds the thread (the protocol's `enqueue` multitask strategy),
     /// then is planned again, from this request, as if it came then.
     Queued(Box<RunRequest>),
+}
+
+/// How a run goes, from its request: the engine's options (durability, recursion limit, the
+/// stream modes its events need), its JSON context, and the modes its streams send.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) options: RunOptions,
+    pub(crate) context: Option<Value>,
+    pub(crate) modes: Modes,
+}
+
+impl Settings {
+    /// The settings of `request`: `stream_mode`; `durability` (LangGraph's `sync`, `async`,
+    /// `exit`: the engine's `EveryStep`, `Buffered`, `OnPause`; `checkpoint_during: false` is
+    /// `exit`); `config.recursion_limit`; `context` (also `config.configurable`, LangGraph's
+    /// older place for it).
+    pub(crate) fn of(request: &RunRequest) -> ApiResult<Settings> {
+        let modes = Modes::parse(request.stream_mode.as_ref())?;
+        let mut options = RunOptions::new().stream_modes(modes.engine());
+        let durability = match (request.durability.as_deref(), request.checkpoint_during) {
+            (Some("sync"), _) => Some(Durability::EveryStep),
+            (Some("async"), _) => Some(Durability::Buffered),
+            (Some("exit"), _) | (None, Some(false)) => Some(Durability::OnPause),
+            (Some(other), _) => {
+                return Err(ApiError::unprocessable(
+                    "bad_request",
+                    format!("`durability` must be one of sync, async, exit, not `{other}`"),
+                ))
+            }
+            (None, _) => None,
+        };
+        if let Some(durability) = durability {
+            options = options.durability(durability);
+        }
+        let config = request.config.as_ref().filter(|c| !c.is_null());
+        if let Some(config) = config {
+            if !config.is_object() {
+                return Err(ApiError::unprocessable("bad_request", format!("`config` must be an object, not {config}")));
+            }
+        }
+        if let Some(limit) = config.and_then(|c| c.get("recursion_limit")).filter(|l| !l.is_null()) {
+            match limit.as_u64().filter(|l| *l >= 1) {
+                Some(limit) => options = options.recursion_limit(usize::try_from(limit).unwrap_or(usize::MAX)),
+                None => {
+                    return Err(ApiError::unprocessable(
+                        "bad_request",
+                        format!("`config.recursion_limit` must be a whole number of steps, at least 1, not {limit}"),
+                    ))
+                }
+            }
+        }
+        let configurable = config
+            .and_then(|c| c.get("configurable"))
+            .filter(|c| c.as_object().is_some_and(|m| m.keys().any(|k| !k.starts_with("__") && k != "thread_id")));
+        let context = request.context.clone().filter(|c| !c.is_null()).or_else(|| configurable.cloned());
+        Ok(Settings { options, context, modes })
+    }
 }
 
 /// A thread as the served agents and the records know it.
@@ -70,7 +132,8 @@ pub(crate) async fn locate(shared: &Arc<Shared>, id: &str) -> ApiResult<Located>
 }
 
 /// A thread's status: `busy` while a run holds it, `interrupted` when it waits on a pause,
-/// `idle` when it has not started or has finished, `error` when its last run failed.
+/// `idle` when it has not started or has finished (or stands where a state update put it),
+/// `error` when its last run failed.
 pub(crate) fn status(shared: &Shared, located: &Located) -> &'static str {
     if shared.runs.running(&located.thread) {
         return "busy";
@@ -82,8 +145,14 @@ pub(crate) fn status(shared: &Shared, located: &Located) -> &'static str {
         Some(s) if s.paused() => "interrupted",
         Some(s) if s.finished() => "idle",
         Some(_) if failed => "error",
+        Some(s) if stands(located, s) => "idle",
         Some(_) => "busy",
     }
+}
+
+/// Whether the thread stands at `snapshot` because a state update put it there (no run holds it).
+fn stands(located: &Located, snapshot: &JsonSnapshot) -> bool {
+    located.record.as_ref().and_then(|r| r.updated_to) == Some(snapshot.checkpoint)
 }
 
 /// A checkpoint number as the protocol's `checkpoint_id` (a UUID): the number in its last
@@ -106,6 +175,24 @@ pub(crate) fn agent_named(shared: &Shared, id: &str) -> ApiResult<Arc<dyn Served
     shared.agent(id).ok_or_else(|| ApiError::not_found(format!("agent `{id}` not found")))
 }
 
+/// The agent a run request names: by `agent_id` (the protocol) or `assistant_id` (LangGraph,
+/// whose assistant ids here are the graphs' names); `404` for one not served, `422` when the
+/// two name different agents.
+fn named_agent(shared: &Shared, request: &RunRequest) -> ApiResult<Option<Arc<dyn Served>>> {
+    match (request.agent_id.as_deref(), request.assistant_id.as_deref()) {
+        (Some(a), Some(b)) if a != b => Err(ApiError::unprocessable(
+            "bad_request",
+            format!("`agent_id` `{a}` and `assistant_id` `{b}` name different agents: name one"),
+        )),
+        (Some(id), _) => agent_named(shared, id).map(Some),
+        (None, Some(id)) => shared
+            .agent(id)
+            .map(Some)
+            .ok_or_else(|| ApiError::not_found(format!("assistant `{id}` not found"))),
+        (None, None) => Ok(None),
+    }
+}
+
 #[derive(Deserialize, Default, Clone)]
 pub(crate) struct RunCommand {
     #[serde(default)]
@@ -122,6 +209,28 @@ pub(crate) struct RunCommand {
 pub(crate) struct RunRequest {
     pub(crate) thread_id: Option<String>,
     pub(crate) agent_id: Option<String>,
+    /// LangGraph's name for the agent: its assistant, whose id here is the graph's name.
+    pub(crate) assistant_id: Option<String>,
+    /// LangGraph's run context (what nodes read with `Ctx::context`).
+    pub(crate) context: Option<Value>,
+    /// LangGraph's durability: `sync`, `async`, `exit`.
+    pub(crate) durability: Option<String>,
+    /// LangGraph's older form of `durability: exit` (`false`).
+    pub(crate) checkpoint_during: Option<bool>,
+    /// LangGraph's breakpoints of one run: tea's breakpoints are the graph's own.
+    pub(crate) interrupt_before: Option<Value>,
+    pub(crate) interrupt_after: Option<Value>,
+    /// LangGraph's delayed start.
+    pub(crate) after_seconds: Option<f64>,
+    /// LangGraph's subgraph streaming (tea streams a child graph's steps under their path).
+    pub(crate) stream_subgraphs: Option<bool>,
+    /// LangGraph's resumable streams: every stream here is (events carry ids).
+    pub(crate) stream_resumable: Option<bool>,
+    /// LangGraph's resume checks: tea's are always strict.
+    pub(crate) strict_resume: Option<bool>,
+    /// LangGraph's per-run tracing, and its feedback keys: LangSmith's, not served here.
+    pub(crate) langsmith_tracer: Option<Value>,
+    pub(crate) feedback_keys: Option<Value>,
     pub(crate) input: Option<Value>,
     pub(crate) metadata: Option<Map<String, Value>>,
     pub(crate) config: Option<Value>,
@@ -182,6 +291,7 @@ pub(crate) struct Prepared {
     pub(crate) cancel_on_disconnect: bool,
     /// Whether the run's record is written when it starts (not only when it ends).
     pub(crate) announce: bool,
+    pub(crate) settings: Settings,
 }
 
 impl Prepared {
@@ -226,6 +336,23 @@ async fn prepare_run(
     one_of("on_disconnect", &request.on_disconnect, &["cancel", "continue"])?;
     one_of("if_not_exists", &request.if_not_exists, &["create", "reject"])?;
     one_of("multitask_strategy", &request.multitask_strategy, &["reject", "enqueue"])?;
+    let settings = Settings::of(&request)?;
+    let unsupported = |what: &str| Err(ApiError::unprocessable("unsupported", what.to_owned()));
+    let given = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null() && v != &json!([]));
+    if given(&request.interrupt_before) || given(&request.interrupt_after) {
+        return unsupported(
+            "`interrupt_before` / `interrupt_after` per run are not supported: a graph's breakpoints are its own (`interrupt_before:` in YAML)",
+        );
+    }
+    if request.after_seconds.is_some_and(|s| s > 0.0) {
+        return unsupported("`after_seconds` is not supported: runs start at once");
+    }
+    if given(&request.langsmith_tracer) || given(&request.feedback_keys) {
+        return unsupported("LangSmith tracing and feedback keys are not supported by this server");
+    }
+    // Accepted as they are: every stream here is resumable, a child graph's steps stream under
+    // their path, and every resume is checked strictly.
+    let _ = (request.stream_subgraphs, request.stream_resumable, request.strict_resume);
     // Kept whole for a run that may wait its turn: it is planned again when the turn comes.
     let queueable = (request.multitask_strategy.as_deref() == Some("enqueue")).then(|| request.clone());
     if request.webhook.is_some() {
@@ -246,6 +373,7 @@ async fn prepare_run(
         ("on_disconnect", request.on_disconnect.clone().map(Value::String)),
         ("if_not_exists", request.if_not_exists.clone().map(Value::String)),
         ("stream_mode", request.stream_mode.clone()),
+        ("multitask_strategy", request.multitask_strategy.clone().map(Value::String)),
     ] {
         if let Some(value) = value {
             echo.insert(key.into(), value);
@@ -257,7 +385,7 @@ async fn prepare_run(
         Some(id) => valid_thread_id(id)?,
         None => ThreadId::random(),
     };
-    let wanted = request.agent_id.as_deref().map(|id| agent_named(shared, id)).transpose()?;
+    let wanted = named_agent(shared, &request)?;
     let located = if stateless {
         None
     } else {
@@ -297,7 +425,16 @@ async fn prepare_run(
     if !holding && shared.runs.running(&thread) {
         if let Some(request) = queueable {
             let plan = Plan::Queued(Box::new(request));
-            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true });
+            return Ok(Prepared {
+                agent,
+                thread,
+                plan,
+                delete_after,
+                echo,
+                cancel_on_disconnect,
+                announce: true,
+                settings,
+            });
         }
         return Err(ApiError::conflict(
             "thread_busy",
@@ -306,14 +443,26 @@ async fn prepare_run(
             ),
         ));
     }
-    // Mid-run without a failed run: a run of another replica (or one that crashed) holds it.
+    // Mid-run without a failed run, nor an update that put it there: a run of another replica
+    // (or one that crashed) holds it.
     let failed = located.as_ref().and_then(|l| l.record.as_ref()).is_some_and(|r| r.error.is_some());
-    let elsewhere =
-        !failed && located.as_ref().and_then(|l| l.snapshot.as_ref()).is_some_and(|s| !s.paused() && !s.finished());
+    let standing = located.as_ref().is_some_and(|l| l.snapshot.as_ref().is_some_and(|s| stands(l, s)));
+    let elsewhere = !failed
+        && !standing
+        && located.as_ref().and_then(|l| l.snapshot.as_ref()).is_some_and(|s| !s.paused() && !s.finished());
     if elsewhere {
         if let (false, Some(request)) = (holding, queueable) {
             let plan = Plan::Queued(Box::new(request));
-            return Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true });
+            return Ok(Prepared {
+                agent,
+                thread,
+                plan,
+                delete_after,
+                echo,
+                cancel_on_disconnect,
+                announce: true,
+                settings,
+            });
         }
         return Err(ApiError::conflict(
             "thread_busy",
@@ -373,6 +522,29 @@ async fn prepare_run(
                     format!("thread `{thread}` has finished; a thread runs its graph once: start a new thread"),
                 ))
             }
+            // Standing where an update (or a failed run) left it: a run without input goes on.
+            Some(s) if standing || failed => {
+                let empty = request.input.as_ref().is_none_or(|i| i.is_null() || i == &json!({}));
+                if !empty {
+                    return Err(ApiError::conflict(
+                        "thread_started",
+                        format!(
+                            "thread `{thread}` stands before {}: send a run without `input` to go on from there",
+                            s.next.join(", ")
+                        ),
+                    ));
+                }
+                return Ok(Prepared {
+                    agent,
+                    thread,
+                    plan: Plan::Recover,
+                    delete_after,
+                    echo,
+                    cancel_on_disconnect,
+                    announce: true,
+                    settings,
+                });
+            }
             Some(_) => {
                 return Err(ApiError::conflict(
                     "thread_busy",
@@ -389,5 +561,5 @@ async fn prepare_run(
         }
         Plan::Start { input }
     };
-    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true })
+    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true, settings })
 }

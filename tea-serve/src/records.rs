@@ -67,6 +67,10 @@ pub(crate) struct ThreadRecord {
     /// The ids of the thread's last runs (whose records `runlog.rs` keeps), oldest first.
     #[serde(default)]
     pub(crate) runs: Vec<String>,
+    /// The checkpoint a state update wrote (`POST /threads/{id}/state`): while it is the head,
+    /// no run holds the thread, and a run without input goes on from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) updated_to: Option<u64>,
 }
 
 impl ThreadRecord {

@@ -10,10 +10,11 @@
 //! run also polls the run's record for a cancel asked through another replica.
 
 use crate::error::ApiError;
-use crate::plan::{prepare_held, Plan, RunRequest};
+use crate::plan::{prepare_held, Plan, RunRequest, Settings};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog;
 use crate::served::{Events, JsonCall, JsonEvent, Served};
+use crate::streaming::Hub;
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
@@ -74,6 +75,24 @@ pub(crate) struct RunEntry {
     recorded: watch::Sender<bool>,
     /// Whether a `pending` record is written as the run starts.
     announced: bool,
+    /// How it runs (its options) and what its streams send by default (its modes).
+    pub(crate) settings: Settings,
+    /// Its thread's events (`/threads/{id}/stream`), which its own join.
+    hub: Arc<Hub>,
+}
+
+/// LangGraph's answer to a wait (see [`RunEntry::state_json`]) from the protocol's
+/// `RunWaitResponse` `wait`, as a run or its record has it.
+pub(crate) fn state_json(wait: &Value) -> Value {
+    if let Some(error) = wait.get("error") {
+        let code = error["code"].clone();
+        return json!({ "__error__": { "error": code, "message": error["message"] } });
+    }
+    let mut values = wait["values"].clone();
+    if let (Value::Object(map), Some(interrupts)) = (&mut values, wait.get("interrupts")) {
+        map.insert("__interrupt__".into(), interrupts.clone());
+    }
+    values
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,7 +114,7 @@ impl RunEntry {
         }
     }
 
-    /// The protocol's `Run`.
+    /// The protocol's `Run` (also LangGraph's: `assistant_id`, `multitask_strategy`).
     pub(crate) fn json(&self) -> Value {
         let mut run = self.request.clone();
         let status = self.status();
@@ -103,6 +122,8 @@ impl RunEntry {
         run.insert("run_id".into(), json!(self.id));
         run.insert("thread_id".into(), json!(self.thread.as_str()));
         run.insert("agent_id".into(), json!(self.agent));
+        run.insert("assistant_id".into(), json!(self.agent));
+        run.entry("multitask_strategy").or_insert_with(|| json!("reject"));
         run.insert("created_at".into(), json!(rfc3339(self.created_at)));
         run.insert("updated_at".into(), json!(rfc3339(progress.updated_at)));
         run.insert("status".into(), json!(status));
@@ -130,6 +151,13 @@ impl RunEntry {
         out
     }
 
+    /// What LangGraph's `runs.wait` and `runs.join` answer: the state where the run stopped,
+    /// with the pauses under `__interrupt__`, or `{"__error__": {error, message}}` for a run
+    /// that failed or was cancelled.
+    pub(crate) fn state_json(&self) -> Value {
+        state_json(&self.wait_json())
+    }
+
     /// Waits until the run's `pending` record is in the store.
     pub(crate) async fn recorded(&self) {
         let mut rx = self.recorded.subscribe();
@@ -155,6 +183,7 @@ impl RunEntry {
 
     fn emit(&self, progress: &mut Progress, event: &'static str, data: Value) {
         let item = SseItem { event, data };
+        self.hub.publish(&self.id, event, &item.data);
         progress.log.push(item.clone());
         let _ = self.events.send(item);
     }
@@ -186,9 +215,22 @@ pub(crate) struct Runs {
     runs: Mutex<HashMap<String, Arc<RunEntry>>>,
     finished: Mutex<VecDeque<String>>,
     busy: Mutex<HashMap<ThreadId, Holder>>,
+    hubs: Mutex<HashMap<ThreadId, Arc<Hub>>>,
 }
 
+/// How many threads' hubs are kept before those nobody streams are let go.
+const HUBS_KEPT: usize = 1000;
+
 impl Runs {
+    /// The events hub of `thread` (made on first use).
+    pub(crate) fn hub(&self, thread: &ThreadId) -> Arc<Hub> {
+        let mut hubs = lock(&self.hubs);
+        if hubs.len() > HUBS_KEPT {
+            hubs.retain(|_, hub| Arc::strong_count(hub) > 1 || hub.listened());
+        }
+        hubs.entry(thread.clone()).or_default().clone()
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<Arc<RunEntry>> {
         lock(&self.runs).get(id).cloned()
     }
@@ -351,6 +393,7 @@ pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End)
 /// of another process holds it). `delete_after`: the thread is deleted when the run finishes
 /// (a stateless run's `on_completion: delete`). `announce`: the run's record is written as it
 /// starts (else only when it ends).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     shared: &Arc<Shared>,
     agent: Arc<dyn Served>,
@@ -359,6 +402,7 @@ pub(crate) fn launch(
     request: Map<String, Value>,
     delete_after: bool,
     announce: bool,
+    settings: Settings,
 ) -> Result<Arc<RunEntry>, ApiError> {
     let id = uuid::Uuid::new_v4().to_string();
     let now = now_ms();
@@ -380,6 +424,8 @@ pub(crate) fn launch(
         cancel: watch::channel(false).0,
         recorded: watch::channel(false).0,
         announced: announce,
+        settings,
+        hub: shared.runs.hub(&thread),
     });
     let plan = {
         let mut busy = lock(&shared.runs.busy);
@@ -446,13 +492,19 @@ fn start_planned(
 fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan: Plan, delete_after: bool) {
     let thread = run.thread.clone();
     let resuming = matches!(plan, Plan::Resume { .. });
+    let settings = &run.settings;
+    let how = |call: JsonCall| call.options(settings.options.clone()).context(settings.context.clone());
     let (first, events) = match plan {
         Plan::Start { input } => {
             let entry = Entry::new("start", None, json!({ "input": input }));
-            (entry, agent.clone().run_stream(JsonCall::start(input).on(thread)))
+            (entry, agent.clone().run_stream(how(JsonCall::start(input).on(thread))))
         }
         Plan::Resume { token, answer, update, entry } => {
-            (entry, agent.clone().run_stream(JsonCall::resume(token, answer, update)))
+            (entry, agent.clone().run_stream(how(JsonCall::resume(token, answer, update))))
+        }
+        Plan::Recover => {
+            let entry = Entry::new("continue", None, Value::Null);
+            (entry, agent.clone().run_stream(how(JsonCall::recover(thread))))
         }
         Plan::Queued(_) => {
             let error = ApiError::internal("a queued run was started without being planned");
@@ -483,9 +535,30 @@ enum Outcome {
     Cancelled,
 }
 
+/// The `messages` (mode `messages-tuple`) and `messages/…` (mode `messages`) events of the
+/// messages node `node` added to the state's `messages` in its update: each message object
+/// whole, with LangGraph's metadata (`langgraph_node`, `langgraph_step`).
+fn message_events(run: &RunEntry, progress: &mut Progress, node: &str, step: u64, update: &Value) {
+    let Some(messages) = update.get("messages") else { return };
+    let listed: Vec<&Value> = match messages {
+        Value::Array(list) => list.iter().filter(|m| m.is_object()).collect(),
+        one @ Value::Object(_) => vec![one],
+        _ => return,
+    };
+    for message in listed {
+        let metadata = json!({ "langgraph_node": node, "langgraph_step": step, "run_id": run.id });
+        run.emit(progress, "messages", json!([message, metadata]));
+        let id = message.get("id").and_then(Value::as_str).unwrap_or_default();
+        run.emit(progress, "messages/metadata", json!({ id: { "metadata": metadata } }));
+        run.emit(progress, "messages/complete", json!([message]));
+    }
+}
+
 /// Follows the run's events until it ends, publishing each and noting the timeline.
 async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) -> Outcome {
     let mut first = true;
+    // Steps seen, for the `debug` and message events' `step`.
+    let mut step = 0u64;
     loop {
         let Some(event) = events.recv().await else {
             return Outcome::Failed(ApiError::internal("the run stopped without finishing or pausing"));
@@ -504,9 +577,21 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
                     Entry::new("step", Some(node.clone()), branch.map_or(Value::Null, |b| json!({ "branch": b })));
                 entry.duration_ms = Some(duration_ms);
                 timeline.push(entry);
-                run.emit(&mut progress, "updates", json!({ node: state.clone() }));
+                step += 1;
                 run.emit(&mut progress, "values", state.clone());
                 progress.values = state;
+            }
+            Ok(JsonEvent::Note { kind: "update", node, data }) => {
+                let update = data["update"].clone();
+                message_events(run, &mut progress, &node, step + 1, &update);
+                run.emit(&mut progress, "updates", json!({ node.clone(): update.clone() }));
+                let payload = json!({ "id": format!("{}:{node}", step + 1), "name": node, "result": update, "error": null, "interrupts": [] });
+                run.emit(&mut progress, "debug", debug_event("task_result", step + 1, payload));
+            }
+            Ok(JsonEvent::Note { kind: "start", node, data }) => {
+                let at = data["step"].as_u64().unwrap_or(step + 1);
+                let payload = json!({ "id": format!("{at}:{node}"), "name": node, "input": progress.values, "triggers": [] });
+                run.emit(&mut progress, "debug", debug_event("task", at, payload));
             }
             Ok(JsonEvent::Interrupted { state, token, checkpoint, interrupts }) => {
                 let listed: Vec<Value> = interrupts.iter().map(interrupt_json_plain).collect();
@@ -521,6 +606,7 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
                 if let Value::Object(map) = &mut values {
                     map.insert("__interrupt__".into(), Value::Array(listed.clone()));
                 }
+                run.emit(&mut progress, "updates", json!({ "__interrupt__": listed }));
                 run.emit(&mut progress, "values", values);
                 progress.values = state;
                 progress.interrupts = Value::Array(listed);
@@ -542,6 +628,11 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
         }
         first = false;
     }
+}
+
+/// A `debug` event of LangGraph's form: `{type, timestamp, step, payload}`.
+fn debug_event(kind: &str, step: u64, payload: Value) -> Value {
+    json!({ "type": kind, "timestamp": rfc3339(now_ms()), "step": step, "payload": payload })
 }
 
 /// After a cancelled resume, waits (up to 10 s) until the engine has put the pause back, which

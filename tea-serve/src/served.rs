@@ -25,6 +25,8 @@ pub(crate) struct JsonSnapshot {
     pub(crate) interrupts: Vec<Interrupt>,
     pub(crate) checkpoint: u64,
     pub(crate) step: u64,
+    /// When the checkpoint was written, when it says.
+    pub(crate) written_at: Option<std::time::SystemTime>,
 }
 
 impl JsonSnapshot {
@@ -35,6 +37,7 @@ impl JsonSnapshot {
             interrupts: snapshot.interrupts,
             checkpoint: snapshot.checkpoint,
             step: snapshot.step,
+            written_at: snapshot.written_at,
         })
     }
 
@@ -122,13 +125,15 @@ pub(crate) type Events = mpsc::Receiver<Result<JsonEvent, ApiError>>;
 
 /// One run of a served agent, as the protocol gives it (JSON input, a token in text): the
 /// engine's [`Call`] before it is typed by the agent's state. What it does, on which thread,
-/// and how ([`RunOptions`], which a request's settings would fill: the protocol passes none
-/// yet): a new run option is a field of `RunOptions`, carried through to the engine as is.
+/// and how ([`RunOptions`], filled from a request's settings: durability, stream modes,
+/// recursion limit; its `context`, JSON, is checked against the graph's context type when the
+/// call is typed): a new run option is a field of `RunOptions`, carried through as is.
 #[derive(Debug)]
 pub(crate) struct JsonCall {
     what: JsonWhat,
     thread: Option<ThreadId>,
     options: RunOptions,
+    context: Option<Value>,
 }
 
 /// What a [`JsonCall`] does.
@@ -146,17 +151,30 @@ enum JsonWhat {
 impl JsonCall {
     /// Starts a new thread on `input`.
     pub(crate) fn start(input: Value) -> Self {
-        JsonCall { what: JsonWhat::Start(input), thread: None, options: RunOptions::new() }
+        JsonCall { what: JsonWhat::Start(input), thread: None, options: RunOptions::new(), context: None }
     }
 
     /// Resumes with `token`, `answer` and an optional state `update`.
     pub(crate) fn resume(token: String, answer: Answer, update: Option<Value>) -> Self {
-        JsonCall { what: JsonWhat::Resume { token, answer, update }, thread: None, options: RunOptions::new() }
+        let what = JsonWhat::Resume { token, answer, update };
+        JsonCall { what, thread: None, options: RunOptions::new(), context: None }
     }
 
     /// Continues `thread` from its last checkpoint.
     pub(crate) fn recover(thread: ThreadId) -> Self {
-        JsonCall { what: JsonWhat::Recover(thread), thread: None, options: RunOptions::new() }
+        JsonCall { what: JsonWhat::Recover(thread), thread: None, options: RunOptions::new(), context: None }
+    }
+
+    /// Runs with `options` (their `context` aside: see [`context`](Self::context)).
+    pub(crate) fn options(mut self, options: RunOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The run's nodes read `context` (JSON) with `Ctx::context`.
+    pub(crate) fn context(mut self, context: Option<Value>) -> Self {
+        self.context = context;
+        self
     }
 
     /// Runs on `thread` (see [`Call::on`]).
@@ -167,11 +185,24 @@ impl JsonCall {
 
     /// This call typed by state `S`: `start` makes the call that starts a thread on an input,
     /// `update` reads a resume's state update.
+    /// `context_type` is the graph's ([`Graph::context_type`]): a JSON context is given to a
+    /// graph whose nodes read a `serde_json::Value`, or that names no type.
     fn typed<S: GraphState>(
         self,
+        context_type: Option<(std::any::TypeId, &'static str)>,
         start: impl FnOnce(Value) -> Result<Call<S>, ApiError>,
         update: impl FnOnce(Value) -> Result<S::Update, ApiError>,
     ) -> Result<Call<S>, ApiError> {
+        let mut options = self.options;
+        if let Some(context) = self.context {
+            if let Some((_, name)) = context_type.filter(|(id, _)| *id != std::any::TypeId::of::<Value>()) {
+                return Err(ApiError::unprocessable(
+                    "bad_context",
+                    format!("this graph's nodes read a context of type `{name}`, which a request cannot give as JSON"),
+                ));
+            }
+            options = options.context(context);
+        }
         let call = match self.what {
             JsonWhat::Start(input) => start(input)?,
             JsonWhat::Resume { token, answer, update: changes } => {
@@ -188,7 +219,7 @@ impl JsonCall {
             Some(thread) => call.on(thread),
             None => call,
         };
-        Ok(call.options(self.options))
+        Ok(call.options(options))
     }
 }
 
@@ -201,8 +232,6 @@ pub(crate) trait Served: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The graph as a Mermaid flowchart, when known.
     fn drawing(&self) -> Option<&str>;
-    /// The state's fields and their types, when known at compile time.
-    fn fields(&self) -> Vec<(String, String)>;
     /// The store the agent's checkpoints are in.
     fn store(&self) -> &dyn Checkpointer;
     /// What `interrupt`'s node expects as its answer.
@@ -213,6 +242,11 @@ pub(crate) trait Served: Send + Sync + 'static {
     fn delete(&self, thread: &ThreadId) -> Result<bool, ApiError>;
     /// Sweeps the agent's threads under its retention every `every` ([`crate::Serve::sweep_every`]).
     fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper>;
+    /// The JSON Schema of the state (its declared keys and their types).
+    fn state_schema(&self) -> Value;
+    /// Writes `update` at the head of `thread` as if node `as_node` had produced it (the
+    /// engine's `update_state`).
+    fn update_state(&self, thread: &ThreadId, update: Value, as_node: &str) -> Result<JsonSnapshot, ApiError>;
     /// Carries out `call` as a stream of events, on a task of its own.
     fn run_stream(self: Arc<Self>, call: JsonCall) -> Events;
     /// Carries out `call` until its run finishes or pauses: its last event (`Interrupted` or
@@ -355,6 +389,39 @@ pub(crate) fn hinted(payload: &Value) -> AnswerKind {
     }
 }
 
+/// The JSON Schema of a state field of Rust type `ty` (as `#[derive(GraphState)]` writes it):
+/// the JSON type where the Rust type says it, the Rust type as its description either way.
+fn rust_type_schema(ty: &str) -> Value {
+    let compact: String = ty.chars().filter(|c| !c.is_whitespace()).collect();
+    let base = compact.rsplit("::").next().unwrap_or(&compact).to_owned();
+    let head = compact.split('<').next().unwrap_or("").rsplit("::").next().unwrap_or("");
+    let json_type = match (base.as_str(), head) {
+        ("String" | "str" | "&str" | "char", _) => Some("string"),
+        ("bool", _) => Some("boolean"),
+        ("u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32" | "i64" | "i128" | "isize", _) => {
+            Some("integer")
+        }
+        ("f32" | "f64", _) => Some("number"),
+        (_, "Vec" | "VecDeque" | "HashSet" | "BTreeSet") => Some("array"),
+        (_, "HashMap" | "BTreeMap" | "Map") => Some("object"),
+        _ => None,
+    };
+    match (json_type, head) {
+        (_, "Option") => {
+            let inner = compact.strip_prefix("Option<").or_else(|| compact.split_once("Option<").map(|(_, r)| r));
+            let inner = inner.and_then(|i| i.strip_suffix('>')).unwrap_or("");
+            let mut schema = rust_type_schema(inner);
+            if let Some(t) = schema.get("type").and_then(Value::as_str).map(str::to_owned) {
+                schema["type"] = json!([t, "null"]);
+            }
+            schema["description"] = json!(ty);
+            schema
+        }
+        (Some(t), _) => json!({ "type": t, "description": ty }),
+        (None, _) => json!({ "description": ty }),
+    }
+}
+
 fn with_answers<S: GraphState>(mut resume: Resume<S>, answer: Answer) -> Resume<S> {
     match answer {
         Answer::None => resume,
@@ -383,10 +450,6 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
         self.drawing.as_deref()
     }
 
-    fn fields(&self) -> Vec<(String, String)> {
-        G::State::FIELDS.iter().map(|f| (f.name.to_owned(), f.ty.to_owned())).collect()
-    }
-
     fn store(&self) -> &dyn Checkpointer {
         self.app.checkpointer()
     }
@@ -413,6 +476,18 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
 
     fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper> {
         Some(self.app.sweep_every(every, on_report))
+    fn state_schema(&self) -> Value {
+        let properties: serde_json::Map<String, Value> =
+            G::State::FIELDS.iter().map(|f| (f.name.to_owned(), rust_type_schema(f.ty))).collect();
+        json!({ "title": self.name(), "type": "object", "properties": properties })
+    }
+
+    fn update_state(&self, thread: &ThreadId, update: Value, as_node: &str) -> Result<JsonSnapshot, ApiError> {
+        let name = self.app.graph().name();
+        let update = serde_json::from_value(update).map_err(|e| {
+            ApiError::unprocessable("bad_update", format!("the values do not fit the state of graph `{name}`: {e}"))
+        })?;
+        JsonSnapshot::of(self.app.update_state(thread, update, as_node)?)
     }
 
     fn run_stream(self: Arc<Self>, call: JsonCall) -> Events {
@@ -433,8 +508,10 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
 impl<G: Graph, C: Checkpointer> GraphServed<G, C> {
     /// `call` typed by the graph's state: its input and update read from JSON.
     fn typed(&self, call: JsonCall) -> Result<Call<G::State>, ApiError> {
-        let name = self.app.graph().name();
+        let graph = self.app.graph();
+        let name = graph.name();
         call.typed(
+            graph.context_type(),
             |input| {
                 serde_json::from_value(input).map(Call::start).map_err(|e| {
                     ApiError::unprocessable(
@@ -473,10 +550,6 @@ impl Served for YamlServed {
         Some(&self.drawing)
     }
 
-    fn fields(&self) -> Vec<(String, String)> {
-        Vec::new()
-    }
-
     fn store(&self) -> &dyn Checkpointer {
         &*self.store
     }
@@ -503,6 +576,18 @@ impl Served for YamlServed {
 
     fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper> {
         self.agent.sweep_every(every, on_report)
+    fn state_schema(&self) -> Value {
+        self.agent.state_schema()
+    }
+
+    fn update_state(&self, thread: &ThreadId, update: Value, as_node: &str) -> Result<JsonSnapshot, ApiError> {
+        if !update.is_object() {
+            return Err(ApiError::unprocessable(
+                "bad_update",
+                format!("the values of agent `{}` are a JSON object of state keys, not {update}", self.name()),
+            ));
+        }
+        JsonSnapshot::of(self.agent.update_state(thread, update, as_node)?)
     }
 
     fn run_stream(self: Arc<Self>, call: JsonCall) -> Events {
@@ -524,6 +609,27 @@ impl Served for YamlServed {
 impl YamlServed {
     /// `call` typed by the agent's state: its input checked against the file's declared types.
     fn typed(&self, call: JsonCall) -> Result<Call<tea_yaml::State>, ApiError> {
-        call.typed(|input| Ok(self.agent.start(input)?), |update| Ok(tea_yaml::Update::from(update)))
+        call.typed(
+            self.agent.graph().context_type(),
+            |input| Ok(self.agent.start(input)?),
+            |update| Ok(tea_yaml::Update::from(update)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rust_type_schema;
+    use serde_json::json;
+
+    #[test]
+    fn a_state_fields_rust_type_gives_its_json_type() {
+        assert_eq!(rust_type_schema("String"), json!({ "type": "string", "description": "String" }));
+        assert_eq!(rust_type_schema("u32")["type"], "integer");
+        assert_eq!(rust_type_schema("f64")["type"], "number");
+        assert_eq!(rust_type_schema("Vec < String >")["type"], "array");
+        assert_eq!(rust_type_schema("std::collections::BTreeMap<String, u8>")["type"], "object");
+        assert_eq!(rust_type_schema("Option<bool>")["type"], json!(["boolean", "null"]));
+        assert_eq!(rust_type_schema("Draft"), json!({ "description": "Draft" }));
     }
 }

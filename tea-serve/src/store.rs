@@ -264,8 +264,12 @@ pub(crate) struct NamespacesRequest {
 
 /// `POST /store/namespaces`: the namespaces that hold items, matching the prefix and suffix,
 /// cut to `max_depth` labels, sorted and without repeats.
+///
+/// The protocol answers a bare array of namespaces; LangGraph's SDKs (by their `User-Agent`)
+/// get LangGraph's `{"namespaces": [...]}` from the same route and body.
 pub(crate) async fn list_namespaces(
     State(shared): Shd,
+    headers: axum::http::HeaderMap,
     Body(request): Body<NamespacesRequest>,
 ) -> Result<Json<Value>, ApiError> {
     let (limit, offset) = page(Some(request.limit.unwrap_or(100)), request.offset)?;
@@ -290,5 +294,9 @@ pub(crate) async fn list_namespaces(
             ns
         })
         .collect();
-    Ok(Json(namespaces.into_iter().skip(offset).take(limit).map(|ns| json!(ns)).collect()))
+    let page: Vec<Value> = namespaces.into_iter().skip(offset).take(limit).map(|ns| json!(ns)).collect();
+    if crate::langgraph::from_sdk(&headers) {
+        return Ok(Json(json!({ "namespaces": page })));
+    }
+    Ok(Json(Value::Array(page)))
 }

@@ -792,6 +792,24 @@ impl Agent {
         self.graph.name()
     }
 
+    /// The state's keys as a JSON Schema object (`state:` in the file): each declared key's JSON
+    /// type (`str` is `string`, `int` `integer`, `float` `number`, `bool` `boolean`, `list`
+    /// `array`, `dict` `object`, `any` no type; `null` fits each) with its type and reducer as its
+    /// description. An agent that declares no key takes any (`additionalProperties: true`).
+    ///
+    /// ```
+    /// let agent = tea_yaml::Engine::new().load_str(
+    ///     "name: count\nstate:\n  n: { type: int, reducer: sum }\nnodes:\n  - name: add\n    run: return { n = 1 }\n    goto: __end__\n",
+    /// )?;
+    /// let schema = agent.state_schema();
+    /// assert_eq!(schema["properties"]["n"]["type"], serde_json::json!(["integer", "null"]));
+    /// assert_eq!(schema["additionalProperties"], false);
+    /// # Ok::<(), tea_yaml::LoadError>(())
+    /// ```
+    pub fn state_schema(&self) -> Value {
+        self.graph.inner().schema.json_schema(self.name())
+    }
+
     /// The agent's nodes' names, in file order.
     pub fn nodes(&self) -> Vec<&str> {
         self.graph.inner().nodes.iter().map(|n| n.name.as_str()).collect()

@@ -379,6 +379,40 @@ impl Schema {
         self.sorted.iter().map(|(name, _)| name.as_str())
     }
 
+    /// The declared keys as a JSON Schema object: each key's JSON type (none for `any`) and
+    /// its tea type and reducer as its description; other keys are allowed only when the file
+    /// declares none.
+    pub(crate) fn json_schema(&self, title: &str) -> Value {
+        let mut properties = Map::new();
+        for (name, decl) in &self.sorted {
+            let mut property = Map::new();
+            let json_type = match decl.ty {
+                Type::Str => Some("string"),
+                Type::Int => Some("integer"),
+                Type::Float => Some("number"),
+                Type::Bool => Some("boolean"),
+                Type::List => Some("array"),
+                Type::Dict => Some("object"),
+                Type::Any => None,
+            };
+            if let Some(json_type) = json_type {
+                // A declared key may hold `null`: it has no value yet.
+                property.insert("type".into(), Value::from(vec![json_type, "null"]));
+            }
+            property.insert(
+                "description".into(),
+                Value::from(format!("{}, reducer {}", decl.ty.name(), decl.reducer.name())),
+            );
+            properties.insert(name.clone(), Value::Object(property));
+        }
+        let mut schema = Map::new();
+        schema.insert("title".into(), Value::from(title));
+        schema.insert("type".into(), Value::from("object"));
+        schema.insert("additionalProperties".into(), Value::from(self.sorted.is_empty()));
+        schema.insert("properties".into(), Value::Object(properties));
+        Value::Object(schema)
+    }
+
     /// Names, types and reducers of the declared keys, in a stable order.
     pub(crate) fn describe(&self) -> String {
         let mut out = String::new();

@@ -1225,3 +1225,103 @@ async fn shutdown_lets_the_requests_in_flight_finish() {
     assert_eq!((out["run"]["status"].as_str(), &out["values"]["log"]), (Some("success"), &json!(["nap"])));
     server.await.unwrap().unwrap();
 }
+
+/// The next server-sent event of `response` whose name is `name` (its data as JSON), reading
+/// chunks as they come (30 s at most).
+async fn next_event(response: &mut reqwest::Response, buffer: &mut String, name: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let event = block.lines().find_map(|l| l.strip_prefix("event: "));
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "));
+            if let (Some(event), Some(data)) = (event, data) {
+                if event == name {
+                    return serde_json::from_str(data).unwrap();
+                }
+            }
+        }
+        let chunk = tokio::time::timeout_at(deadline, response.chunk()).await;
+        let chunk = chunk.unwrap_or_else(|_| panic!("no `{name}` event within 30 s: {buffer}")).unwrap();
+        buffer.push_str(&String::from_utf8_lossy(&chunk.expect("the stream ended")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langgraph_routes_and_the_protocols_streaming_operations() {
+    let api = Api::new(spawn(serve_on(MemoryStore::new()).router()).await);
+    // A `graph!` state's schema: the JSON types of its fields' Rust types, for both dialects.
+    let schemas = api.ok(Method::GET, "/agents/Approval/schemas", None).await;
+    let (status, text) = api.raw(Method::GET, "/assistants/Approval/schemas", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["state_schema"], schemas["state_schema"]);
+    let fields = &schemas["state_schema"]["properties"];
+    assert_eq!((&fields["draft"]["type"], &fields["approved"]["type"]), (&json!("string"), &json!("boolean")));
+    assert_eq!(fields["log"], json!({ "type": "array", "description": "Vec<String>" }));
+    let (status, text) = api.raw(Method::GET, "/assistants/Nobody", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{text}");
+    // A run naming an unknown assistant is refused; one naming a served one runs it.
+    let (status, _) = api.post("/runs/wait", json!({ "assistant_id": "Nobody", "input": {} })).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // The thread's event stream, and its commands.
+    let thread = api.ok(Method::POST, "/threads", Some(json!({}))).await;
+    let id = thread["thread_id"].as_str().unwrap().to_owned();
+    let mut stream = api
+        .http
+        .post(format!("{}/threads/{id}/stream", api.base))
+        .header("content-type", "application/json")
+        .body(json!({ "channels": ["lifecycle", "values", "input"] }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let mut buffer = String::new();
+    let command = |id: u64, method: &str, params: Value| json!({ "id": id, "method": method, "params": params });
+    let started = api
+        .ok(
+            Method::POST,
+            &format!("/threads/{id}/commands"),
+            Some(command(1, "run.start", json!({ "agent_id": "Approval", "input": {} }))),
+        )
+        .await;
+    assert_eq!((&started["type"], &started["id"]), (&json!("success"), &json!(1)), "{started}");
+    let asked = next_event(&mut stream, &mut buffer, "input.requested").await;
+    assert_eq!(asked["params"]["data"]["interrupts"][0]["id"], "ask#0", "{asked}");
+    assert_eq!(asked["params"]["run_id"], started["result"]["run_id"]);
+    let answered = api
+        .ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(2, "input.respond", json!({ "response": true }))))
+        .await;
+    assert_eq!(answered["type"], "success", "{answered}");
+    loop {
+        let event = next_event(&mut stream, &mut buffer, "lifecycle").await;
+        if event["params"]["data"]["event"] == "completed" {
+            break;
+        }
+    }
+    let state = api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(3, "state.get", json!({})))).await;
+    assert_eq!(state["result"]["values"]["log"], json!(["write", "publish"]), "{state}");
+    let listed =
+        api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(4, "state.listCheckpoints", json!({})))).await;
+    assert!(listed["result"]["checkpoints"].as_array().unwrap().len() >= 3, "{listed}");
+    let again = api
+        .ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(5, "input.respond", json!({ "response": true }))))
+        .await;
+    assert_eq!((&again["type"], &again["error"]), (&json!("error"), &json!("not_paused")), "{again}");
+    let unknown = api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(6, "state.fork", json!({})))).await;
+    assert_eq!(unknown["error"], "unknown_method", "{unknown}");
+    // Replayed from the start for a stream that comes later.
+    let mut replay = api
+        .http
+        .post(format!("{}/threads/{id}/stream", api.base))
+        .header("content-type", "application/json")
+        .body(json!({ "channels": ["lifecycle"], "since": 0 }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut buffer = String::new();
+    let first = next_event(&mut replay, &mut buffer, "lifecycle").await;
+    assert_eq!((&first["seq"], &first["params"]["data"]["event"]), (&json!(1), &json!("running")), "{first}");
+    let (status, _) = api.post(&format!("/threads/{id}/stream"), json!({ "channels": ["tokens"] })).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}

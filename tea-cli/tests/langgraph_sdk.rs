@@ -1,0 +1,81 @@
+//! LangGraph's Python SDK against `tea serve`, unchanged: `tea-serve/tests/sdk/langgraph_sdk_check.py`
+//! makes every SDK call tea serves and checks each result, against `tea serve` with two agents
+//! and a token file (the SDK sends its key as `x-api-key`).
+//!
+//! The script runs with the Python named by `TEA_TEST_LANGGRAPH_SDK_PYTHON`, one with the pinned
+//! `langgraph-sdk` installed (`.ci/run` makes it:
+//! `python3 -m venv V && V/bin/pip install langgraph-sdk==0.4.14`). Without it the test says
+//! that it skipped.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "sdk-check-token-0123456789";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `tea serve` of the SDK's test agents in `dir`, on a free loopback port; it and its address.
+fn start(dir: &Path) -> (Child, String) {
+    std::fs::write(dir.join("tokens"), format!("answer {TOKEN}\n")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        .current_dir(dir)
+        .arg("serve")
+        .arg(root().join("tea-serve/tests/sdk/chat.yaml"))
+        .arg(root().join("examples/agents/review.yaml"))
+        .args(["--store", "memory", "--bind", "127.0.0.1:0", "--token-file", "tokens"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address =
+        line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("{line}"));
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
+    (child, address.to_owned())
+}
+
+fn stop(mut child: Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn langgraph_python_sdk_calls_work_unchanged() {
+    let Some(python) = std::env::var_os("TEA_TEST_LANGGRAPH_SDK_PYTHON") else {
+        eprintln!(
+            "skipped: LangGraph's Python SDK check needs TEA_TEST_LANGGRAPH_SDK_PYTHON, a Python with \
+             langgraph-sdk installed (python3 -m venv V && V/bin/pip install langgraph-sdk==0.4.14)"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tea-cli-langgraph-sdk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (server, address) = start(&dir);
+    let output = Command::new(python)
+        .arg(root().join("tea-serve/tests/sdk/langgraph_sdk_check.py"))
+        .env("TEA_URL", format!("http://{address}"))
+        .env("TEA_KEY", TOKEN)
+        .output()
+        .unwrap();
+    stop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the SDK check failed:\n{stdout}\n{stderr}");
+    // Every call of the script was made and checked.
+    assert!(stdout.lines().last().is_some_and(|l| l.ends_with("checks passed")), "{stdout}");
+    println!("{stdout}");
+}
