@@ -14,6 +14,9 @@ pub use tea_macros::GraphState;
 // `Field`, `Reducer`, `Write`, …) is under `__private`, and `tea_runtime`'s root keeps both for
 // the workspace's front ends.
 pub use tea_runtime::{
+    add_messages, Content, ContentPart, ImageUrl, Message, ToolCall, ToolDefinition, REMOVE_ALL_MESSAGES,
+};
+pub use tea_runtime::{
     checkpoint_holds_pause, decode_checkpoint, encode_checkpoint, error_chain, read_foreign_checkpoint, reducers, App,
     AppendOutcome, BoxError, BranchSnapshot, BranchState, Builder, CachePolicy, CacheScope, Call, CheckpointId,
     Checkpointer, Clock, Command, Ctx, DirStore, Durability, Error, Event, ForeignCheckpoint, Fork, Goto, Graph,
@@ -43,6 +46,52 @@ pub use tea_yaml as yaml;
 #[doc(inline)]
 pub use tea_serve as serve;
 
+/// Chat models (cargo feature `models`): the `ChatModel` trait, OpenAI-compatible endpoints and
+/// Anthropic's Messages API, tokens streamed into a node's stream; see the guide's chapter
+/// "Messages and models" (`docs/src/models.md`).
+#[cfg(feature = "models")]
+#[doc(inline)]
+pub use tea_models as models;
+
+// `MessagesState` is derived here, where the derive's `::tea::…` paths name this crate.
+extern crate self as tea;
+
+/// A state that is a conversation: one `messages` field merged by
+/// [`add_messages`](crate::add_messages) (`#[reducer(messages)]`), LangGraph's `MessagesState`.
+/// A graph of chat nodes can run on it as it is; a state with more fields declares its own
+/// `#[reducer(messages)] messages: Vec<Message>`.
+///
+/// ```
+/// use tea::prelude::*;
+/// use tea::{Message, MessagesState};
+///
+/// fn echo(state: &MessagesState) -> tea::MessagesStateUpdate {
+///     let last = state.messages.last().map(Message::text).unwrap_or_default();
+///     MessagesState::update().messages(vec![Message::assistant(format!("you said: {last}"))])
+/// }
+/// graph! { Echo for MessagesState { start -> echo; echo -> end; } }
+///
+/// let out = Echo::builder().build().invoke(MessagesState { messages: vec![Message::user("hi")] })?;
+/// assert_eq!(out.messages[1].text(), "you said: hi");
+/// assert_eq!(out.messages[1].id(), Some("msg-2"));
+/// # Ok::<(), tea::Error>(())
+/// ```
+#[derive(
+    GraphState,
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    tea_runtime::__private::serde::Serialize,
+    tea_runtime::__private::serde::Deserialize,
+)]
+#[serde(crate = "tea_runtime::__private::serde")]
+pub struct MessagesState {
+    /// The conversation, merged by [`add_messages`](crate::add_messages).
+    #[reducer(messages)]
+    pub messages: Vec<Message>,
+}
+
 /// `use tea::prelude::*;` brings in what a graph author writes every day.
 pub mod prelude {
     #[cfg(feature = "postgres")]
@@ -51,6 +100,7 @@ pub mod prelude {
     pub use crate::SledStore;
     pub use crate::{
         graph, App, Call, Checkpointer, Command, Ctx, DirStore, Durability, Error, Event, Goto, GraphState, Hitl,
-        Interrupt, MemoryStore, NodeName, Outcome, Pause, Resume, SendTo, Snapshot, StateUpdate, ThreadId,
+        Interrupt, MemoryStore, Message, MessagesState, NodeName, Outcome, Pause, Resume, SendTo, Snapshot,
+        StateUpdate, ThreadId,
     };
 }

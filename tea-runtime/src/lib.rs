@@ -109,6 +109,10 @@ pub use store::{KeyRing, KeyRingError, Sealed};
 pub use store::{PostgresStore, PostgresStoreBuilder};
 pub use vocab::clock::Clock;
 pub use vocab::error::{error_chain, BoxError, Error, SealFailure};
+pub use vocab::messages::{
+    add_messages, try_add_messages, AddMessages, Content, ContentPart, ImageUrl, Message, ToolCall, ToolDefinition,
+    REMOVE_ALL_MESSAGES,
+};
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{
     Durability, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
@@ -147,6 +151,7 @@ pub mod __private {
         subgraph_output,
     };
     pub use crate::vocab::error::BoxError;
+    pub use crate::vocab::messages::AddMessages;
     pub use crate::vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolicy};
     pub use crate::vocab::reducers::{Append, CustomReducer, Extremum, Merge, Sum, Union};
     pub use crate::vocab::state::{deserialize_some, fingerprint, has_field, Slot};

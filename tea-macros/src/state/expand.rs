@@ -350,6 +350,7 @@ fn field_const(field: &Field) -> TokenStream {
             Builtin::Min => quote!(Min),
             Builtin::Union => quote!(Union),
             Builtin::Merge => quote!(Merge),
+            Builtin::Messages => quote!(Messages),
         },
         Reducer::With { .. } => {
             let path = reducer_label(&field.reducer);
@@ -454,6 +455,7 @@ fn apply(state: &State, value: &Ident) -> TokenStream {
                     Builtin::Min => (quote_spanned!(span=> Extremum), quote_spanned!(span=> min)),
                     Builtin::Union => (quote_spanned!(span=> Union), quote_spanned!(span=> union)),
                     Builtin::Merge => (quote_spanned!(span=> Merge), quote_spanned!(span=> merge)),
+                    Builtin::Messages => (quote_spanned!(span=> AddMessages), quote_spanned!(span=> add_messages)),
                 };
                 quote_spanned! {span=>
                     ::tea::__private::#trait_::#method(&mut self.#ident, #value)

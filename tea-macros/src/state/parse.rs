@@ -11,7 +11,8 @@ use syn::punctuated::Punctuated;
 use syn::{Attribute, Data, DeriveInput, ExprPath, Fields, Ident, Meta, Token, Type, Visibility};
 
 /// The reducers a user can name, as listed in error messages.
-pub const KNOWN: &str = "`replace` (the default), `append`, `sum`, `max`, `min`, `union`, `merge`, `with = path`";
+pub const KNOWN: &str =
+    "`replace` (the default), `append`, `sum`, `max`, `min`, `union`, `merge`, `messages`, `with = path`";
 
 /// A struct deriving `GraphState`.
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -53,6 +54,7 @@ pub enum Builtin {
     Min,
     Union,
     Merge,
+    Messages,
 }
 
 impl Builtin {
@@ -64,6 +66,7 @@ impl Builtin {
             Builtin::Min => "min",
             Builtin::Union => "union",
             Builtin::Merge => "merge",
+            Builtin::Messages => "messages",
         }
     }
 }
@@ -321,6 +324,7 @@ fn resolve(item: Item, errors: &mut Errors) -> Option<Reducer> {
         "min" => Some(Builtin::Min),
         "union" => Some(Builtin::Union),
         "merge" => Some(Builtin::Merge),
+        "messages" => Some(Builtin::Messages),
         _ => {
             let hint = match suggest(&name) {
                 Some(known) => format!("did you mean `{known}`? "),
@@ -348,7 +352,7 @@ fn resolve(item: Item, errors: &mut Errors) -> Option<Reducer> {
 
 /// The known reducer closest to a misspelled `name`, if one is close.
 fn suggest(name: &str) -> Option<&'static str> {
-    tea_check::suggest(name, ["replace", "append", "sum", "max", "min", "union", "merge", "with"])
+    tea_check::suggest(name, ["replace", "append", "sum", "max", "min", "union", "merge", "messages", "with"])
 }
 
 #[cfg(test)]

@@ -523,7 +523,8 @@ pub(crate) fn delta<S: GraphState>(before: &S, after: &S) -> Result<S::Update, B
 /// is sure to (the field is then overwritten).
 fn reduced(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
     match (reducer, old, new) {
-        (Reducer::Append, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
+        // Messages keyed by id: the new ones appended (a replaced or removed one overwrites).
+        (Reducer::Append | Reducer::Messages, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
             Some(Value::Array(new[old.len()..].to_vec()))
         }
         (Reducer::Append, Value::String(old), Value::String(new)) => new.strip_prefix(old.as_str()).map(|s| json!(s)),

@@ -107,6 +107,8 @@ pub enum Reducer {
     Merge,
     /// A function `fn(&mut T, T)`, named by its path.
     With(&'static str),
+    /// `Vec<Message>`: chat messages merged by id ([`add_messages`](crate::add_messages)).
+    Messages,
 }
 
 impl fmt::Display for Reducer {
@@ -120,6 +122,7 @@ impl fmt::Display for Reducer {
             Reducer::Union => f.write_str("union"),
             Reducer::Merge => f.write_str("merge"),
             Reducer::With(path) => write!(f, "with = {path}"),
+            Reducer::Messages => f.write_str("messages"),
         }
     }
 }

@@ -291,10 +291,12 @@ pub(crate) enum Reducer {
     Max,
     Min,
     Merge,
+    /// Chat messages merged by id (`tea_runtime::add_messages`, LangGraph's `add_messages`).
+    Messages,
 }
 
 impl Reducer {
-    pub(crate) const NAMES: [&'static str; 6] = ["replace", "append", "sum", "max", "min", "merge"];
+    pub(crate) const NAMES: [&'static str; 7] = ["replace", "append", "sum", "max", "min", "merge", "messages"];
 
     pub(crate) fn parse(name: &str) -> Option<Reducer> {
         Some(match name {
@@ -304,6 +306,7 @@ impl Reducer {
             "max" => Reducer::Max,
             "min" => Reducer::Min,
             "merge" => Reducer::Merge,
+            "messages" | "add_messages" => Reducer::Messages,
             _ => return None,
         })
     }
@@ -316,6 +319,7 @@ impl Reducer {
             Reducer::Max => "max",
             Reducer::Min => "min",
             Reducer::Merge => "merge",
+            Reducer::Messages => "messages",
         }
     }
 
@@ -323,7 +327,7 @@ impl Reducer {
     pub(crate) fn fits(self, ty: Type) -> bool {
         match self {
             Reducer::Replace => true,
-            Reducer::Append => matches!(ty, Type::List | Type::Any),
+            Reducer::Append | Reducer::Messages => matches!(ty, Type::List | Type::Any),
             Reducer::Sum | Reducer::Max | Reducer::Min => matches!(ty, Type::Int | Type::Float | Type::Any),
             Reducer::Merge => matches!(ty, Type::Dict | Type::Any),
         }
@@ -547,7 +551,8 @@ pub(crate) fn describe(value: &Value) -> String {
 /// none that surely does (the key is then overwritten).
 fn added(reducer: Reducer, old: &Value, new: &Value) -> Option<Value> {
     match (reducer, old, new) {
-        (Reducer::Append, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
+        // Messages keyed by id: the new ones appended (a replaced or removed one overwrites).
+        (Reducer::Append | Reducer::Messages, Value::Array(old), Value::Array(new)) if new.starts_with(old) => {
             Some(Value::Array(new[old.len()..].to_vec()))
         }
         (Reducer::Sum, Value::Number(old), Value::Number(new)) => {
@@ -593,6 +598,7 @@ fn reduce(key: &str, decl: Decl, current: Option<&Value>, value: Value) -> Resul
             }
             Value::Array(list)
         }
+        (Reducer::Messages, current) => messages(key, current, value)?,
         (Reducer::Sum, Some(current)) => match (current, &value) {
             (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
                 (Some(a), Some(b)) => a
@@ -639,6 +645,40 @@ fn reduce(key: &str, decl: Decl, current: Option<&Value>, value: Value) -> Resul
         return Err(type_error(key, decl.ty, &out).into());
     }
     Ok(out)
+}
+
+/// The `messages` reducer: `value` (a message, or a list of them) merged into the list
+/// `current` by `add_messages`' rules — a known id replaces, `{"role": "remove", "id"}`
+/// deletes, a message without an id gets one.
+fn messages(key: &str, current: Option<&Value>, value: Value) -> Result<Value, BoxError> {
+    let read = |what: &str, items: Vec<Value>| -> Result<Vec<tea_runtime::Message>, BoxError> {
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| {
+                serde_json::from_value(item).map_err(|e| {
+                    BoxError::from(format!(
+                        "state key `{key}` (reducer messages): {what}[{i}] is not a chat message: {e}"
+                    ))
+                })
+            })
+            .collect()
+    };
+    let mut list = match current {
+        None => Vec::new(),
+        Some(Value::Array(items)) => read("its item", items.clone())?,
+        Some(other) => {
+            return Err(format!("state key `{key}` (reducer messages) holds {}, not a list", describe(other)).into())
+        }
+    };
+    let new = match value {
+        Value::Array(items) => read("the written item", items)?,
+        Value::Null => Vec::new(),
+        single => read("the written item", vec![single])?,
+    };
+    tea_runtime::try_add_messages(&mut list, new)
+        .map_err(|why| format!("state key `{key}` (reducer messages): {why}"))?;
+    serde_json::to_value(list).map_err(|e| format!("state key `{key}`: {e}").into())
 }
 
 fn number(key: &str, value: f64) -> Result<Value, BoxError> {

@@ -704,14 +704,17 @@ pub(crate) fn endpoint_url(what: &str, url: String) -> Result<reqwest::Url, Stri
     url_arg(what, &with_url, "base_url")
 }
 
-/// A chat-completions request, checked.
+/// A chat-completions request, checked: sent by tea-models' OpenAI-compatible provider, the
+/// one Rust agents use, through tea-yaml's client and under the agent's grants.
 struct LlmRequest {
     what: &'static str,
     url: reqwest::Url,
     key: Option<String>,
     /// The key goes in an `api-key` header (Azure).
     api_key_header: bool,
-    body: Value,
+    model: String,
+    messages: Vec<tea_runtime::Message>,
+    options: tea_models::ChatOptions,
     timeout: Duration,
 }
 
@@ -723,6 +726,16 @@ impl LlmRequest {
         fallback_key: Option<String>,
     ) -> Result<LlmRequest, String> {
         let messages = messages_arg(what, args)?;
+        let messages: Vec<tea_runtime::Message> = match messages {
+            Value::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    serde_json::from_value(m).map_err(|e| format!("{what}: `messages[{i}]` is not a chat message: {e}"))
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err(format!("{what}: `messages` must be a list of {{role, content}}")),
+        };
         let endpoint = crate::actions::net::llm::endpoint(
             what,
             provider,
@@ -732,15 +745,17 @@ impl LlmRequest {
             crate::actions::net::llm::DEFAULT_CHAT_MODEL,
         )?;
         let url = endpoint_url(what, endpoint.url)?;
-        let key = endpoint.key;
-        let mut body = Map::new();
-        body.insert("model".to_owned(), Value::String(endpoint.model));
-        body.insert("messages".to_owned(), messages);
+        let mut options = tea_models::ChatOptions::new();
         for key in ["temperature", "top_p"] {
             match args.get(key) {
                 None | Some(Value::Null) => {}
-                Some(v @ Value::Number(_)) => {
-                    body.insert(key.to_owned(), v.clone());
+                Some(Value::Number(n)) => {
+                    let n = n.as_f64();
+                    if key == "temperature" {
+                        options.temperature = n;
+                    } else {
+                        options.top_p = n;
+                    }
                 }
                 Some(other) => {
                     return Err(format!("{what}: `{key}` must be a number, not {}", crate::state::describe(other)))
@@ -749,8 +764,8 @@ impl LlmRequest {
         }
         match args.get("max_tokens") {
             None | Some(Value::Null) => {}
-            Some(v) if v.as_u64().is_some_and(|n| n > 0) => {
-                body.insert("max_tokens".to_owned(), v.clone());
+            Some(v) if v.as_u64().is_some_and(|n| n > 0 && n <= u64::from(u32::MAX)) => {
+                options.max_tokens = v.as_u64().and_then(|n| u32::try_from(n).ok());
             }
             Some(other) => {
                 return Err(format!(
@@ -759,9 +774,11 @@ impl LlmRequest {
                 ))
             }
         }
+        // Sent as they are written: `stop` may be a text or a list, `response_format` any form
+        // the server takes.
         for key in ["stop", "seed", "response_format"] {
             if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                body.insert(key.to_owned(), v.clone());
+                options.extra.insert(key.to_owned(), v.clone());
             }
         }
         // The OpenAI client's `extra_body`: more fields of the request's body.
@@ -769,7 +786,7 @@ impl LlmRequest {
             None | Some(Value::Null) => {}
             Some(Value::Object(extra)) => {
                 for (k, v) in extra {
-                    body.insert(k.clone(), v.clone());
+                    options.extra.insert(k.clone(), v.clone());
                 }
             }
             Some(other) => {
@@ -777,11 +794,38 @@ impl LlmRequest {
             }
         }
         let timeout = timeout_arg(what, args, Duration::from_secs(120))?;
-        Ok(LlmRequest { what, url, key, api_key_header: endpoint.api_key_header, body: Value::Object(body), timeout })
+        Ok(LlmRequest {
+            what,
+            url,
+            key: endpoint.key,
+            api_key_header: endpoint.api_key_header,
+            model: endpoint.model,
+            messages,
+            options,
+            timeout,
+        })
+    }
+
+    /// The provider that sends it: tea-yaml's client (its redirect policy), each request
+    /// checked against the agent's grants (`granted`) and bounded by the call's timeout.
+    fn provider(&self) -> Result<tea_models::OpenAi, String> {
+        let timeout = self.timeout;
+        let mut model = tea_models::OpenAi::compatible(self.url.as_str(), self.model.clone())
+            .url(self.url.as_str())
+            .api_key_header(self.api_key_header)
+            .client(client()?)
+            .request_hook(move |request| {
+                *request.timeout_mut() = Some(timeout);
+                granted(request)
+            });
+        if let Some(key) = &self.key {
+            model = model.api_key(key.clone());
+        }
+        Ok(model)
     }
 }
 
-/// The request `builder` with the API key in its header.
+/// The request `builder` with the API key in its header (`llm.embed`'s).
 fn authorized(builder: reqwest::RequestBuilder, key: Option<&String>, api_key_header: bool) -> reqwest::RequestBuilder {
     match key {
         Some(key) if api_key_header => builder.header("api-key", key),
@@ -790,53 +834,78 @@ fn authorized(builder: reqwest::RequestBuilder, key: Option<&String>, api_key_he
     }
 }
 
+/// Whether `llm.call` tries again after `error`: a refused connection, 429, or a 5xx status.
+fn retried(error: &tea_models::ModelError) -> bool {
+    error.is_connect() || error.status().is_some_and(|s| s == 429 || s >= 500)
+}
+
 async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
+    use tea_models::{ChatModel, ModelError};
     let what = request.what;
     let endpoint = format!("POST {}", shown(&request.url));
-    let key = request.key.clone();
-    let client = client()?;
-    let answer = send(what, &endpoint, retry, request.timeout, || {
-        authorized(client.post(request.url.clone()).json(&request.body), request.key.as_ref(), request.api_key_header)
-    })
-    .await;
     // The key is taken out of whatever the server said back.
-    let hide = |text: String| match &key {
+    let hide = |text: String| match &request.key {
         Some(key) if key.len() >= 4 => text.replace(key.as_str(), "***"),
         _ => text,
     };
-    let answer = answer.map_err(hide)?;
-    if !answer.status.is_success() {
-        return Err(hide(format!(
-            "{what}: {endpoint} answered {}{}: {}",
-            status_text(answer.status),
-            after(answer.attempts),
-            excerpt(&answer.body)
-        )));
-    }
-    let not_completion = |why: &str| {
-        hide(format!(
-            "{what}: the answer of {endpoint} ({}) is not a chat completion: {why}; it begins `{}`",
-            status_text(answer.status),
-            excerpt(&answer.body)
-        ))
+    let model = request.provider().map_err(hide)?;
+    let chat = tea_models::ChatRequest::new(&request.messages).options(request.options.clone());
+    let mut attempt = 0u32;
+    let reply = loop {
+        let tried = after(attempt + 1);
+        let error = match model.chat(chat.clone()).await {
+            Ok(reply) => break reply,
+            Err(error) if retried(&error) && attempt < retry.max => {
+                let later = error.retry_after().unwrap_or_default();
+                tokio::time::sleep(retry.wait(attempt).max(later).min(MAX_WAIT)).await;
+                attempt += 1;
+                continue;
+            }
+            Err(error) => error,
+        };
+        return Err(hide(match error {
+            ModelError::Status { status, message, .. } => {
+                let status = reqwest::StatusCode::from_u16(status).map_or_else(|_| status.to_string(), status_text);
+                format!("{what}: {endpoint} answered {status}{tried}: {message}")
+            }
+            ModelError::Transport { source, .. } if source.is_timeout() => {
+                format!("{what}: {endpoint} did not answer within {}{tried}", seconds(request.timeout))
+            }
+            ModelError::Transport { source, .. } if source.is_connect() => {
+                format!("{what}: cannot connect to {endpoint}{tried}: {}", chain(&source))
+            }
+            ModelError::Transport { source, .. } => format!("{what}: {endpoint}: {}", chain(&source)),
+            ModelError::Decode { status, why, excerpt, .. } => {
+                let status = reqwest::StatusCode::from_u16(status).map_or_else(|_| status.to_string(), status_text);
+                format!("{what}: the answer of {endpoint} ({status}) is not a chat completion: {why}; it begins `{excerpt}`")
+            }
+            ModelError::TooLarge { limit, .. } => {
+                format!("{what}: the answer of {endpoint} is larger than {} MiB", limit >> 20)
+            }
+            ModelError::Refused { why, .. } => format!("{what}: {endpoint}: {why}"),
+            other => format!("{what}: {}", chain(&other)),
+        }));
     };
-    let body: Value = serde_json::from_slice(&answer.body).map_err(|e| not_completion(&format!("not JSON ({e})")))?;
-    let choice = body.get("choices").and_then(|c| c.get(0)).ok_or_else(|| not_completion("no `choices[0]`"))?;
-    let content = match choice.get("message").and_then(|m| m.get("content")) {
-        Some(Value::String(text)) => text.clone(),
-        _ => return Err(not_completion("no text in `choices[0].message.content`")),
+    let content = match reply.message.content() {
+        Some(tea_runtime::Content::Text(text)) => text.clone(),
+        Some(parts) => parts.text(),
+        None => {
+            return Err(hide(format!(
+                "{what}: the answer of {endpoint} (200 OK) is not a chat completion: no text in \
+                 `choices[0].message.content`"
+            )))
+        }
     };
-    let usage = body.get("usage").cloned().unwrap_or(Value::Null);
-    let count = |key: &str| usage.get(key).filter(|v| v.is_u64()).cloned().unwrap_or(Value::Null);
+    let count = |n: Option<u64>| n.map_or(Value::Null, Value::from);
     Ok(json!({
         "content": content,
         "response": content,
-        "model": body.get("model").filter(|m| m.is_string()).cloned().unwrap_or_else(|| request.body["model"].clone()),
-        "finish_reason": choice.get("finish_reason").cloned().unwrap_or(Value::Null),
+        "model": reply.model.unwrap_or_else(|| request.model.clone()),
+        "finish_reason": reply.finish_reason.map_or(Value::Null, Value::from),
         "usage": {
-            "prompt_tokens": count("prompt_tokens"),
-            "completion_tokens": count("completion_tokens"),
-            "total_tokens": count("total_tokens"),
+            "prompt_tokens": count(reply.usage.input_tokens),
+            "completion_tokens": count(reply.usage.output_tokens),
+            "total_tokens": count(reply.usage.total()),
         },
     }))
 }
