@@ -9,6 +9,10 @@ pub use tea_macros::graph;
 #[doc(inline)]
 #[cfg_attr(not(doctest), doc = include_str!("../docs/src/state.md"))]
 pub use tea_macros::GraphState;
+/// `#[tool]`: a function becomes a tool a model calls (cargo feature `models`); see
+/// [`models::Tool`] and the guide's tutorial "A chatbot".
+#[cfg(feature = "models")]
+pub use tea_macros::tool;
 // The crate root holds what users write: the macros above, the app and its runs, node return
 // values, stores, errors and options. What only generated code names (the node-form traits,
 // `Field`, `Reducer`, `Write`, …) is under `__private`, and `tea_runtime`'s root keeps both for
@@ -37,7 +41,12 @@ pub use tea_runtime::__feature_stores::*;
 
 /// What generated code names: reached as `::tea::__private::…`, never by users.
 #[doc(hidden)]
-pub use tea_runtime::__private;
+pub mod __private {
+    pub use tea_runtime::__private::*;
+    // `#[tool]`'s: the `Tool` trait, its argument decoding and schemas, and `schemars`.
+    #[cfg(feature = "models")]
+    pub use tea_models::__private::*;
+}
 
 /// Agents written as YAML files, run on this engine (cargo feature `yaml`): see the guide's
 /// chapter "The YAML language" (`docs/src/yaml.md`).

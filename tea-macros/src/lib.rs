@@ -1,4 +1,4 @@
-//! The procedural macros of [tea](https://docs.rs/tea): `#[derive(GraphState)]` and `graph! { }`.
+//! The procedural macros of [tea](https://docs.rs/tea): `#[derive(GraphState)]`, `graph! { }` and `#[tool]`.
 //!
 //! Depend on the `tea` facade, which re-exports both macros: the code they generate names only
 //! `::tea::__private::…` and `::core::…`, so this crate is not used on its own. It has no cargo
@@ -41,6 +41,7 @@
 
 mod graph;
 mod state;
+mod tool;
 
 use proc_macro::TokenStream;
 
@@ -62,4 +63,17 @@ pub fn derive_graph_state(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn graph(input: TokenStream) -> TokenStream {
     graph::expand(input.into()).into()
+}
+
+/// Makes a function a tool a model can call: `#[tool] fn get_weather(city: String) -> String`.
+///
+/// The doc comment is the tool's description, each parameter a property of its JSON Schema
+/// (its doc comment the property's description; an `Option<T>` may be left out), and a unit
+/// struct named after the function (`GetWeather`) implements `Tool`, decoding a call's JSON
+/// arguments into the parameters' types. Options: `#[tool(name = "weather")]` names the tool
+/// for the model, `#[tool(approval)]` makes each call wait for a person. See the `tea` crate's
+/// `models` module.
+#[proc_macro_attribute]
+pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
+    tool::expand(attr.into(), item.into()).into()
 }

@@ -42,6 +42,11 @@
 //! | `testing` | [`testing`]: a local OpenAI- and Anthropic-compatible server with scripted answers (axum) |
 #![deny(missing_docs, missing_debug_implementations)]
 
+// `react_agent`'s state derives `GraphState`, whose generated code names `::tea::__private::…`:
+// here that is the engine's.
+extern crate tea_runtime as tea;
+
+mod agent;
 mod anthropic;
 mod chat;
 mod error;
@@ -55,3 +60,17 @@ pub use chat::{ChatModel, ChatOptions, ChatRequest, JsonSchema, ModelFuture, Rep
 pub use error::ModelError;
 pub use http::RequestHook;
 pub use openai::OpenAi;
+
+pub use agent::react::{react_agent, AgentError, AgentNode, AgentState, AgentStateUpdate, ReactAgent};
+pub use agent::scripted::{Recorded, ScriptedModel};
+pub use agent::tool::{block_on, Tool, ToolArgument, ToolError, ToolExt, ToolFuture, WithApproval};
+pub use agent::tool_node::{tool_message, tools_condition, Approval, ApprovalRequest, ToolNode, ToolsRoute};
+
+/// What `#[tool]`'s generated code names, through the `tea` facade's `__private`.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::agent::tool::{
+        boxed_tool, tool_output, tool_param, tool_ready, tool_result, Tool, ToolArgs, ToolFuture, ToolParam, ToolSchema,
+    };
+    pub use schemars;
+}
