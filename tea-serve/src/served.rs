@@ -476,6 +476,8 @@ impl<G: Graph, C: Checkpointer> Served for GraphServed<G, C> {
 
     fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper> {
         Some(self.app.sweep_every(every, on_report))
+    }
+
     fn state_schema(&self) -> Value {
         let properties: serde_json::Map<String, Value> =
             G::State::FIELDS.iter().map(|f| (f.name.to_owned(), rust_type_schema(f.ty))).collect();
@@ -576,6 +578,8 @@ impl Served for YamlServed {
 
     fn sweep_every(&self, every: std::time::Duration, on_report: SweepHandler) -> Option<tea_runtime::Sweeper> {
         self.agent.sweep_every(every, on_report)
+    }
+
     fn state_schema(&self) -> Value {
         self.agent.state_schema()
     }
