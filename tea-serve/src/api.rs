@@ -6,6 +6,7 @@
 //! `tests/layers.rs` at the workspace root fails on an import circle between them.
 
 use crate::error::ApiError;
+use crate::modes::Modes;
 use crate::plan::{agent_named, checkpoint_number, locate_now, Prepared};
 pub(crate) use crate::plan::{checkpoint_uuid, locate, prepare, status, Located, RunCommand, RunRequest};
 use crate::records::{self, ThreadRecord};
@@ -15,7 +16,6 @@ use crate::runlog::{self, RunRecord};
 use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, RunEntry};
 use crate::served::Served;
 use crate::time::rfc3339;
-use crate::modes::Modes;
 use crate::{langgraph, store, Shared};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -531,7 +531,12 @@ pub(crate) async fn find_run(shared: &Arc<Shared>, id: &str) -> ApiResult<Found>
 pub(crate) const STORED_WAIT: Duration = Duration::from_secs(300);
 
 /// The record of run `id` once it is no longer pending (polled), or as it stands after `limit`.
-pub(crate) async fn stored_end(shared: &Arc<Shared>, id: &str, mut record: RunRecord, limit: Duration) -> ApiResult<RunRecord> {
+pub(crate) async fn stored_end(
+    shared: &Arc<Shared>,
+    id: &str,
+    mut record: RunRecord,
+    limit: Duration,
+) -> ApiResult<RunRecord> {
     let deadline = tokio::time::Instant::now() + limit;
     while record.pending() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -145,7 +145,9 @@ pub(crate) async fn search_assistants(State(shared): Shd, Body(search): Body<Ass
         }
     };
     let mut found = search.found(&shared);
-    found.sort_by(|a, b| a[sort_by].as_str().cmp(&b[sort_by].as_str()).then(a["name"].as_str().cmp(&b["name"].as_str())));
+    found.sort_by(|a, b| {
+        a[sort_by].as_str().cmp(&b[sort_by].as_str()).then(a["name"].as_str().cmp(&b["name"].as_str()))
+    });
     if descending {
         found.reverse();
     }
@@ -164,7 +166,10 @@ pub(crate) async fn search_assistants(State(shared): Shd, Body(search): Body<Ass
 }
 
 /// `POST /assistants/count`: how many assistants a search finds.
-pub(crate) async fn count_assistants(State(shared): Shd, Body(search): Body<AssistantSearch>) -> ApiResult<Json<Value>> {
+pub(crate) async fn count_assistants(
+    State(shared): Shd,
+    Body(search): Body<AssistantSearch>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(json!(search.found(&shared).len())))
 }
 
@@ -179,7 +184,11 @@ pub(crate) async fn get_assistant(State(shared): Shd, Id(id): Id) -> ApiResult<J
 
 /// `GET /assistants/{id}/graph`: the graph's nodes and edges, as LangGraph draws them
 /// (`__start__` and `__end__` included), read from its drawing.
-pub(crate) async fn assistant_graph(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
+pub(crate) async fn assistant_graph(
+    State(shared): Shd,
+    Id(id): Id,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<Value>> {
     query_pairs(query, &["xray"])?;
     let agent = assistant_named(&shared, &id)?;
     let drawing = agent.drawing().ok_or_else(|| {
@@ -211,7 +220,11 @@ pub(crate) async fn assistant_schemas(State(shared): Shd, Id(id): Id) -> ApiResu
 }
 
 /// `GET /assistants/{id}/subgraphs`: the subgraphs' schemas, none known here.
-pub(crate) async fn assistant_subgraphs(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
+pub(crate) async fn assistant_subgraphs(
+    State(shared): Shd,
+    Id(id): Id,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<Value>> {
     query_pairs(query, &["recurse"])?;
     assistant_named(&shared, &id)?;
     Ok(Json(json!({})))
@@ -242,12 +255,8 @@ fn thread_state_json(thread: &ThreadId, s: Option<&JsonSnapshot>, parent: Option
         .next
         .iter()
         .map(|node| {
-            let pauses: Vec<Value> = s
-                .interrupts
-                .iter()
-                .filter(|i| i.node().as_str() == node)
-                .map(interrupt_json_plain)
-                .collect();
+            let pauses: Vec<Value> =
+                s.interrupts.iter().filter(|i| i.node().as_str() == node).map(interrupt_json_plain).collect();
             json!({
                 "id": format!("{}:{node}", s.step + 1),
                 "name": node,
@@ -387,16 +396,19 @@ pub(crate) struct StateUpdate {
 /// returned them (the engine's `update_state`: through the reducers, routed by the node's
 /// edges); without `as_node`, as the node that paused the thread, or else the last node that
 /// ran. A run without input then goes on from there. Answers the new checkpoint.
-pub(crate) async fn update_state(State(shared): Shd, Id(id): Id, Body(update): Body<StateUpdate>) -> ApiResult<Json<Value>> {
+pub(crate) async fn update_state(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(update): Body<StateUpdate>,
+) -> ApiResult<Json<Value>> {
     let located = locate(&shared, &id).await?;
     let thread = located.thread.clone();
     if shared.runs.running(&thread) {
         return Err(ApiError::conflict("thread_busy", format!("thread `{id}` is running: update it once it stops")));
     }
-    let agent = located
-        .agent
-        .clone()
-        .ok_or_else(|| ApiError::conflict("thread_unstarted", format!("thread `{id}` has not run: start it with a run")))?;
+    let agent = located.agent.clone().ok_or_else(|| {
+        ApiError::conflict("thread_unstarted", format!("thread `{id}` has not run: start it with a run"))
+    })?;
     let snapshot = located.snapshot.as_ref().ok_or_else(|| {
         ApiError::conflict("thread_unstarted", format!("thread `{id}` has no checkpoint yet: start it with a run"))
     })?;
@@ -427,7 +439,10 @@ pub(crate) async fn update_state(State(shared): Shd, Id(id): Id, Body(update): B
         .or_else(|| snapshot.interrupts.first().map(|i| i.node().as_str().to_owned()))
         .or_else(last_step)
         .ok_or_else(|| {
-            ApiError::unprocessable("bad_request", format!("name the node the update is from with `as_node` (thread `{id}`)"))
+            ApiError::unprocessable(
+                "bad_request",
+                format!("name the node the update is from with `as_node` (thread `{id}`)"),
+            )
         })?;
     let values = update.values.clone().filter(|v| !v.is_null()).unwrap_or_else(|| json!({}));
     let s = shared.clone();
@@ -463,7 +478,11 @@ pub(crate) struct HistoryRequest {
 /// `POST /threads/{id}/history`: the thread's states, newest first: at most `limit`, those
 /// before checkpoint `before` (an id, or `{checkpoint_id}`), those whose metadata holds
 /// `metadata`.
-pub(crate) async fn post_history(State(shared): Shd, Id(id): Id, Body(request): Body<HistoryRequest>) -> ApiResult<Json<Value>> {
+pub(crate) async fn post_history(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(request): Body<HistoryRequest>,
+) -> ApiResult<Json<Value>> {
     let (limit, _) = page(request.limit, None)?;
     if let Some(checkpoint) = &request.checkpoint {
         checkpoint.id()?;
@@ -550,7 +569,9 @@ pub(crate) async fn list_runs(State(shared): Shd, Id(id): Id, RawQuery(query): R
     let runs = found.as_array().cloned().unwrap_or_default();
     Ok(Json(
         runs.into_iter()
-            .map(|r| Value::Object(fields.iter().filter_map(|f| r.get(*f).map(|v| ((*f).to_owned(), v.clone()))).collect()))
+            .map(|r| {
+                Value::Object(fields.iter().filter_map(|f| r.get(*f).map(|v| ((*f).to_owned(), v.clone()))).collect())
+            })
             .collect(),
     ))
 }
@@ -600,7 +621,9 @@ pub(crate) async fn join_stream(
     let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::parse::<usize>)) {
         None => None,
         Some(Ok(Ok(n))) => Some(n),
-        Some(_) => return Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server")),
+        Some(_) => {
+            return Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server"))
+        }
     };
     match thread_run(&shared, &thread, &run).await? {
         api::Found::Here(entry) => {
@@ -631,7 +654,10 @@ pub(crate) async fn cancel_thread_run(
             ))
         }
         Some(other) => {
-            return Err(ApiError::unprocessable("bad_request", format!("`action` is interrupt or rollback, not `{other}`")))
+            return Err(ApiError::unprocessable(
+                "bad_request",
+                format!("`action` is interrupt or rollback, not `{other}`"),
+            ))
         }
     }
     thread_run(&shared, &thread, &run).await?;
@@ -646,4 +672,3 @@ pub(crate) fn from_sdk(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ua| ua.starts_with("langgraph-sdk"))
 }
-

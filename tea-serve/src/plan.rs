@@ -70,7 +70,10 @@ impl Settings {
         let config = request.config.as_ref().filter(|c| !c.is_null());
         if let Some(config) = config {
             if !config.is_object() {
-                return Err(ApiError::unprocessable("bad_request", format!("`config` must be an object, not {config}")));
+                return Err(ApiError::unprocessable(
+                    "bad_request",
+                    format!("`config` must be an object, not {config}"),
+                ));
             }
         }
         if let Some(limit) = config.and_then(|c| c.get("recursion_limit")).filter(|l| !l.is_null()) {
@@ -185,10 +188,9 @@ fn named_agent(shared: &Shared, request: &RunRequest) -> ApiResult<Option<Arc<dy
             format!("`agent_id` `{a}` and `assistant_id` `{b}` name different agents: name one"),
         )),
         (Some(id), _) => agent_named(shared, id).map(Some),
-        (None, Some(id)) => shared
-            .agent(id)
-            .map(Some)
-            .ok_or_else(|| ApiError::not_found(format!("assistant `{id}` not found"))),
+        (None, Some(id)) => {
+            shared.agent(id).map(Some).ok_or_else(|| ApiError::not_found(format!("assistant `{id}` not found")))
+        }
         (None, None) => Ok(None),
     }
 }

@@ -590,7 +590,8 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
             }
             Ok(JsonEvent::Note { kind: "start", node, data }) => {
                 let at = data["step"].as_u64().unwrap_or(step + 1);
-                let payload = json!({ "id": format!("{at}:{node}"), "name": node, "input": progress.values, "triggers": [] });
+                let payload =
+                    json!({ "id": format!("{at}:{node}"), "name": node, "input": progress.values, "triggers": [] });
                 run.emit(&mut progress, "debug", debug_event("task", at, payload));
             }
             Ok(JsonEvent::Interrupted { state, token, checkpoint, interrupts }) => {

@@ -30,7 +30,8 @@ use tokio::sync::broadcast;
 const KEPT: usize = 1000;
 
 /// The channels a stream may ask for (and `custom:NAME`).
-const CHANNELS: [&str; 9] = ["values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints", "tasks", "custom"];
+const CHANNELS: [&str; 9] =
+    ["values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints", "tasks", "custom"];
 
 /// One event of a thread: its sequence number, method (its channel, or `input.requested`) and data.
 #[derive(Clone, Debug)]
@@ -90,7 +91,9 @@ impl Hub {
             "values" => ("values", "values", data.clone()),
             "updates" => ("updates", "updates", data.clone()),
             "custom" => ("custom", "custom", data.clone()),
-            "messages" => ("messages", "messages", json!({ "event": "message", "message": data[0], "metadata": data[1] })),
+            "messages" => {
+                ("messages", "messages", json!({ "event": "message", "message": data[0], "metadata": data[1] }))
+            }
             "debug" => ("tasks", "tasks", data.clone()),
             _ => return,
         };
@@ -179,10 +182,9 @@ pub(crate) async fn open_stream(
         }
     });
     use futures_util::StreamExt;
-    let events = head
-        .chain(tail)
-        .filter(move |e| std::future::ready(root_only && wanted(&channels, e)))
-        .map(|e| Ok::<_, Infallible>(SseEvent::default().id(e.seq.to_string()).event(e.method).data(e.json().to_string())));
+    let events = head.chain(tail).filter(move |e| std::future::ready(root_only && wanted(&channels, e))).map(|e| {
+        Ok::<_, Infallible>(SseEvent::default().id(e.seq.to_string()).event(e.method).data(e.json().to_string()))
+    });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
 }
 
