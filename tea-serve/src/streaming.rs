@@ -151,7 +151,7 @@ pub(crate) async fn open_stream(
         return Err(ApiError::unprocessable("bad_request", "`channels` must name at least one channel"));
     }
     for channel in &request.channels {
-        if !CHANNELS.contains(&channel.as_str()) && !channel.strip_prefix("custom:").is_some_and(|n| !n.is_empty()) {
+        if !CHANNELS.contains(&channel.as_str()) && channel.strip_prefix("custom:").is_none_or(str::is_empty) {
             return Err(ApiError::unprocessable(
                 "bad_request",
                 format!("`{channel}` is not a channel ({}, or custom:NAME)", CHANNELS.join(", ")),
