@@ -199,24 +199,9 @@ pub(crate) async fn assistant_graph(
     Ok(Json(draw::json(drawing)))
 }
 
-/// The schemas of `agent`, LangGraph's `GraphSchema` and the protocol's `AgentSchema` at once:
-/// the state's JSON Schema as its input, output and state schema.
-pub(crate) fn schemas_json(agent: &dyn Served) -> Value {
-    let state = agent.state_schema();
-    json!({
-        "agent_id": agent.name(),
-        "graph_id": agent.name(),
-        "input_schema": state,
-        "output_schema": state,
-        "state_schema": state,
-        "config_schema": { "type": "object", "properties": {} },
-        "context_schema": null,
-    })
-}
-
 /// `GET /assistants/{id}/schemas`.
 pub(crate) async fn assistant_schemas(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
-    Ok(Json(schemas_json(&*assistant_named(&shared, &id)?)))
+    Ok(Json(api::schemas_json(&*assistant_named(&shared, &id)?)))
 }
 
 /// `GET /assistants/{id}/subgraphs`: the subgraphs' schemas, none known here.
@@ -662,13 +647,4 @@ pub(crate) async fn cancel_thread_run(
     }
     thread_run(&shared, &thread, &run).await?;
     api::cancel_run(State(shared), Id(run)).await
-}
-
-/// Whether a request comes from one of LangGraph's SDKs (its `User-Agent`), for the one route
-/// whose answer differs with the same request: `POST /store/namespaces`.
-pub(crate) fn from_sdk(headers: &HeaderMap) -> bool {
-    headers
-        .get(axum::http::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ua| ua.starts_with("langgraph-sdk"))
 }

@@ -10,11 +10,11 @@
 //! run also polls the run's record for a cancel asked through another replica.
 
 use crate::error::ApiError;
+use crate::hub::Hub;
 use crate::plan::{prepare_held, Plan, RunRequest, Settings};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog;
 use crate::served::{Events, JsonCall, JsonEvent, Served};
-use crate::streaming::Hub;
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
