@@ -296,8 +296,8 @@ pub(crate) async fn checkpoints(shared: &Arc<Shared>, id: &str, limit: Option<i6
 
 /// `GET /threads/{id}/state`: the thread's state now.
 pub(crate) async fn get_state(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
-    query_pairs(query, &["subgraphs"])?;
-    Ok(Json(state_now(&shared, &id).await?))
+    let pairs = query_pairs(query, &["subgraphs", "select"])?;
+    Ok(Json(select(state_now(&shared, &id).await?, selected(&pairs).as_deref())))
 }
 
 /// The state of `thread` at checkpoint `checkpoint` (a `checkpoint_id`), or `404`.
@@ -320,8 +320,8 @@ pub(crate) async fn get_state_at(
     ThreadRun(id, checkpoint): ThreadRun,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<Value>> {
-    query_pairs(query, &["subgraphs"])?;
-    state_at(&shared, &id, &checkpoint).await
+    let pairs = query_pairs(query, &["subgraphs", "select"])?;
+    Ok(Json(select(state_at(&shared, &id, &checkpoint).await?.0, selected(&pairs).as_deref())))
 }
 
 /// A checkpoint named in a body: `{checkpoint_id, checkpoint_ns?, …}`; a namespace other than
@@ -355,6 +355,7 @@ impl CheckpointRef {
 #[serde(deny_unknown_fields)]
 pub(crate) struct StateAt {
     checkpoint: CheckpointRef,
+    select: Option<Vec<String>>,
     #[serde(default)]
     #[allow(dead_code)]
     subgraphs: Option<bool>,
@@ -362,10 +363,11 @@ pub(crate) struct StateAt {
 
 /// `POST /threads/{id}/state/checkpoint`: the state at the body's `checkpoint`.
 pub(crate) async fn post_state_at(State(shared): Shd, Id(id): Id, Body(at): Body<StateAt>) -> ApiResult<Json<Value>> {
-    match at.checkpoint.id()? {
-        Some(checkpoint) => state_at(&shared, &id, checkpoint).await,
-        None => get_state(State(shared), Id(id), RawQuery(None)).await,
-    }
+    let state = match at.checkpoint.id()? {
+        Some(checkpoint) => state_at(&shared, &id, checkpoint).await?.0,
+        None => state_now(&shared, &id).await?,
+    };
+    Ok(Json(select(state, at.select.as_deref())))
 }
 
 #[derive(Deserialize)]
@@ -497,6 +499,12 @@ pub(crate) async fn post_history(
         .map(|state| select(state, request.select.as_deref()))
         .collect();
     Ok(Json(Value::Array(states)))
+}
+
+/// The fields a query's `select` parameters ask for (`None`: all).
+fn selected(pairs: &[(String, String)]) -> Option<Vec<String>> {
+    let fields: Vec<String> = pairs.iter().filter(|(n, _)| n == "select").map(|(_, v)| v.clone()).collect();
+    (!fields.is_empty()).then_some(fields)
 }
 
 /// `state` with only the `fields` asked for (`values.KEY` keeps one key of the values).
