@@ -509,6 +509,21 @@ async fn prepare_run(
         let entry = Entry::new("answer", node, json!({ "resume": command.resume, "update": command.update }));
         Plan::Resume { token, answer, update: command.update, entry }
     } else {
+        // A run from a past checkpoint (LangGraph's replay) is a fork here: refused, not ignored.
+        let pinned = request.checkpoint_id.clone().or_else(|| {
+            request.checkpoint.as_ref().and_then(|c| c.get("checkpoint_id")).and_then(Value::as_str).map(str::to_owned)
+        });
+        if let Some(pinned) = pinned {
+            let head = snapshot.as_ref().map(|s| s.checkpoint);
+            if checkpoint_number(&pinned).is_none_or(|n| Some(n) != head) {
+                return Err(ApiError::unprocessable(
+                    "unsupported",
+                    format!(
+                        "a run from checkpoint `{pinned}` of thread `{thread}` is not supported: a run goes on from the thread's head"
+                    ),
+                ));
+            }
+        }
         match &snapshot {
             None => {}
             Some(s) if s.paused() => {

@@ -105,6 +105,9 @@ check("threads.get_history before", older and all(h["checkpoint"] != now["checkp
 first_state = client.threads.get_history(tid, metadata={"step": 0})
 check("threads.get_history metadata", [h["checkpoint"] for h in first_state] == [history[-1]["checkpoint"]], first_state)
 
+oldest = history[-1]["checkpoint"]["checkpoint_id"]
+check("a run from a past checkpoint refused", status_of(lambda: client.runs.wait(tid, "chat", checkpoint_id=oldest)) == 422)
+
 # ---- an answer (command.resume), once ----
 done = client.runs.wait(tid, "chat", command={"resume": True})
 check("runs.wait command.resume", done["sent"] == 1 and done["approved"] is True and "__interrupt__" not in done, done)
