@@ -379,6 +379,18 @@ mod tests {
     }
 
     #[test]
+    fn a_read_token_reads_by_post_but_never_starts_a_run() {
+        for path in ["/threads/t/history", "/threads/t/state/checkpoint", "/threads/t/stream", "/assistants/search"] {
+            assert!(reads(&Method::POST, path), "{path}");
+        }
+        for path in
+            ["/threads/t/runs/stream", "/threads/t/runs", "/threads/t/state", "/threads/t/commands", "/runs/stream"]
+        {
+            assert!(!reads(&Method::POST, path), "{path}");
+        }
+    }
+
+    #[test]
     fn token_files_name_the_bad_line() {
         let dir = std::env::temp_dir().join(format!("tea-serve-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -1,11 +1,13 @@
-//! The Agent Protocol's routes: agents, threads and runs, over the served agents (and the
-//! store's, whose handlers are in `store.rs`).
+//! The Agent Protocol's handlers: agents, threads and runs, over the served agents (the
+//! store's are in `store.rs`, a thread's streaming operations in `streaming.rs`; `routes.rs`
+//! is the table of routes).
 //!
 //! The handlers stand on `runs` (this process's runs), `plan` (what a run request means) and
 //! `request` (bodies, ids, pages, blocking store calls), which import downwards in that order;
 //! `tests/layers.rs` at the workspace root fails on an import circle between them.
 
 use crate::error::ApiError;
+use crate::modes::Modes;
 use crate::plan::{agent_named, checkpoint_number, locate_now, Prepared};
 pub(crate) use crate::plan::{checkpoint_uuid, locate, prepare, status, Located, RunCommand, RunRequest};
 use crate::records::{self, ThreadRecord};
@@ -15,14 +17,12 @@ use crate::runlog::{self, RunRecord};
 use crate::runs::{self, interrupt_json_plain, CancelOnDrop, End, RunEntry};
 use crate::served::Served;
 use crate::time::rfc3339;
-use crate::modes::Modes;
-use crate::{langgraph, store, Shared};
+use crate::Shared;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -33,54 +33,6 @@ use tea_runtime::{Interrupt, ThreadId};
 
 type Shd = State<Arc<Shared>>;
 type ApiResult<T> = Result<T, ApiError>;
-
-pub(crate) fn routes() -> Router<Arc<Shared>> {
-    Router::new()
-        .route("/agents/search", post(search_agents))
-        .route("/agents/{agent_id}", get(get_agent))
-        .route("/agents/{agent_id}/schemas", get(agent_schemas))
-        .route("/assistants/search", post(langgraph::search_assistants))
-        .route("/assistants/count", post(langgraph::count_assistants))
-        .route("/assistants/{assistant_id}", get(langgraph::get_assistant))
-        .route("/assistants/{assistant_id}/graph", get(langgraph::assistant_graph))
-        .route("/assistants/{assistant_id}/schemas", get(langgraph::assistant_schemas))
-        .route("/assistants/{assistant_id}/subgraphs", get(langgraph::assistant_subgraphs))
-        .route("/threads", post(create_thread))
-        .route("/threads/search", post(search_threads))
-        .route("/threads/{thread_id}", get(get_thread).patch(patch_thread).delete(delete_thread))
-        .route("/threads/{thread_id}/history", get(thread_history).post(langgraph::post_history))
-        .route("/threads/{thread_id}/state", get(langgraph::get_state).post(langgraph::update_state))
-        .route("/threads/{thread_id}/state/checkpoint", post(langgraph::post_state_at))
-        .route("/threads/{thread_id}/state/{checkpoint_id}", get(langgraph::get_state_at))
-        .route("/threads/{thread_id}/copy", post(copy_thread))
-        .route("/threads/{thread_id}/stream", post(crate::streaming::open_stream))
-        .route("/threads/{thread_id}/commands", post(crate::streaming::command))
-        .route("/threads/{thread_id}/runs", post(thread_run_background).get(langgraph::list_runs))
-        .route("/threads/{thread_id}/runs/wait", post(thread_run_wait))
-        .route("/threads/{thread_id}/runs/stream", post(thread_run_stream))
-        .route(
-            "/threads/{thread_id}/runs/{run_id}",
-            get(langgraph::get_thread_run).delete(langgraph::delete_thread_run),
-        )
-        .route("/threads/{thread_id}/runs/{run_id}/join", get(langgraph::join_run))
-        .route("/threads/{thread_id}/runs/{run_id}/stream", get(langgraph::join_stream))
-        .route("/threads/{thread_id}/runs/{run_id}/cancel", post(langgraph::cancel_thread_run))
-        .route("/runs", post(run_background))
-        .route("/runs/wait", post(run_wait))
-        .route("/runs/stream", post(run_stream))
-        .route("/runs/search", post(search_runs))
-        .route("/runs/{run_id}", get(get_run).delete(delete_run))
-        .route("/runs/{run_id}/wait", get(wait_run))
-        .route("/runs/{run_id}/stream", get(stream_run))
-        .route("/runs/{run_id}/cancel", post(cancel_run))
-        .route("/store/items", get(store::get_item).put(store::put_item).delete(store::delete_item))
-        .route("/store/items/search", post(store::search_items))
-        .route("/store/namespaces", post(store::list_namespaces))
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
-        })
-}
 
 fn interrupt_json(agent: &dyn Served, interrupt: &Interrupt) -> Value {
     let mut out = interrupt_json_plain(interrupt);
@@ -128,14 +80,14 @@ fn agent_json(agent: &dyn Served) -> Value {
 }
 
 #[derive(Deserialize)]
-struct AgentSearch {
+pub(crate) struct AgentSearch {
     name: Option<String>,
     metadata: Option<Map<String, Value>>,
     limit: Option<i64>,
     offset: Option<i64>,
 }
 
-async fn search_agents(State(shared): Shd, Body(search): Body<AgentSearch>) -> ApiResult<Json<Value>> {
+pub(crate) async fn search_agents(State(shared): Shd, Body(search): Body<AgentSearch>) -> ApiResult<Json<Value>> {
     let (limit, offset) = page(search.limit, search.offset)?;
     let found: Vec<Value> = shared
         .agents
@@ -149,25 +101,40 @@ async fn search_agents(State(shared): Shd, Body(search): Body<AgentSearch>) -> A
     Ok(Json(Value::Array(found)))
 }
 
-async fn get_agent(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
+pub(crate) async fn get_agent(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     Ok(Json(agent_json(&*agent_named(&shared, &id)?)))
 }
 
-async fn agent_schemas(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
-    Ok(Json(langgraph::schemas_json(&*agent_named(&shared, &id)?)))
+/// The schemas of `agent`, LangGraph's `GraphSchema` and the protocol's `AgentSchema` at once:
+/// the state's JSON Schema as its input, output and state schema.
+pub(crate) fn schemas_json(agent: &dyn Served) -> Value {
+    let state = agent.state_schema();
+    json!({
+        "agent_id": agent.name(),
+        "graph_id": agent.name(),
+        "input_schema": state,
+        "output_schema": state,
+        "state_schema": state,
+        "config_schema": { "type": "object", "properties": {} },
+        "context_schema": null,
+    })
+}
+
+pub(crate) async fn agent_schemas(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
+    Ok(Json(schemas_json(&*agent_named(&shared, &id)?)))
 }
 
 // ---- threads ----
 
 #[derive(Deserialize)]
-struct ThreadCreate {
+pub(crate) struct ThreadCreate {
     thread_id: Option<String>,
     #[serde(default)]
     metadata: Map<String, Value>,
     if_exists: Option<String>,
 }
 
-async fn create_thread(State(shared): Shd, Body(create): Body<ThreadCreate>) -> ApiResult<Json<Value>> {
+pub(crate) async fn create_thread(State(shared): Shd, Body(create): Body<ThreadCreate>) -> ApiResult<Json<Value>> {
     let do_nothing = match create.if_exists.as_deref() {
         None | Some("raise") => false,
         Some("do_nothing") => true,
@@ -205,7 +172,7 @@ async fn create_thread(State(shared): Shd, Body(create): Body<ThreadCreate>) -> 
 }
 
 #[derive(Deserialize)]
-struct ThreadSearch {
+pub(crate) struct ThreadSearch {
     metadata: Option<Map<String, Value>>,
     values: Option<Map<String, Value>>,
     status: Option<String>,
@@ -235,7 +202,7 @@ pub(crate) async fn all_threads(shared: &Arc<Shared>) -> ApiResult<Vec<Located>>
     .await
 }
 
-async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) -> ApiResult<Json<Value>> {
+pub(crate) async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) -> ApiResult<Json<Value>> {
     let (limit, offset) = page(search.limit, search.offset)?;
     if let Some(status) = &search.status {
         if !["idle", "busy", "interrupted", "error"].contains(&status.as_str()) {
@@ -256,19 +223,23 @@ async fn search_threads(State(shared): Shd, Body(search): Body<ThreadSearch>) ->
     Ok(Json(newest_first(threads, "updated_at", "thread_id", offset, limit)))
 }
 
-async fn get_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
+pub(crate) async fn get_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     let located = locate(&shared, &id).await?;
     Ok(Json(thread_json(&shared, &located)))
 }
 
 #[derive(Deserialize)]
-struct ThreadPatch {
+pub(crate) struct ThreadPatch {
     metadata: Option<Map<String, Value>>,
     values: Option<Value>,
     messages: Option<Value>,
 }
 
-async fn patch_thread(State(shared): Shd, Id(id): Id, Body(patch): Body<ThreadPatch>) -> ApiResult<Json<Value>> {
+pub(crate) async fn patch_thread(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(patch): Body<ThreadPatch>,
+) -> ApiResult<Json<Value>> {
     if patch.values.is_some() || patch.messages.is_some() {
         return Err(ApiError::unprocessable(
             "unsupported",
@@ -294,7 +265,7 @@ async fn patch_thread(State(shared): Shd, Id(id): Id, Body(patch): Body<ThreadPa
     get_thread(State(shared), Id(id)).await
 }
 
-async fn delete_thread(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
+pub(crate) async fn delete_thread(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> {
     let located = locate(&shared, &id).await?;
     if shared.runs.running(&located.thread) {
         return Err(ApiError::conflict("thread_busy", format!("thread `{id}` is running: cancel its run first")));
@@ -317,12 +288,12 @@ async fn delete_thread(State(shared): Shd, Id(id): Id) -> ApiResult<StatusCode> 
 }
 
 #[derive(Deserialize)]
-struct HistoryQuery {
+pub(crate) struct HistoryQuery {
     limit: Option<i64>,
     before: Option<String>,
 }
 
-async fn thread_history(
+pub(crate) async fn thread_history(
     State(shared): Shd,
     Id(id): Id,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
@@ -359,7 +330,7 @@ async fn thread_history(
     Ok(Json(Value::Array(states)))
 }
 
-async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
+pub(crate) async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     let located = locate(&shared, &id).await?;
     if shared.runs.running(&located.thread) {
         return Err(ApiError::conflict("thread_busy", format!("thread `{id}` is running: copy it once it stops")));
@@ -406,7 +377,11 @@ pub(crate) fn start(shared: &Arc<Shared>, prepared: Prepared) -> ApiResult<Arc<R
 /// Runs `request` and answers when it ends: the protocol's `RunWaitResponse`, or for a request
 /// in LangGraph's words (it names an `assistant_id`) the state where the run stopped
 /// ([`RunEntry::state_json`]).
-async fn wait_for(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Json<Value>> {
+pub(crate) async fn wait_for(
+    shared: Arc<Shared>,
+    thread: Option<String>,
+    request: RunRequest,
+) -> ApiResult<Json<Value>> {
     let langgraph = request.assistant_id.is_some();
     let mut prepared = prepare(&shared, thread, request).await?;
     prepared.unannounced();
@@ -421,7 +396,11 @@ async fn wait_for(shared: Arc<Shared>, thread: Option<String>, request: RunReque
     Ok(Json(if langgraph { run.state_json() } else { run.wait_json() }))
 }
 
-async fn stream_for(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Response> {
+pub(crate) async fn stream_for(
+    shared: Arc<Shared>,
+    thread: Option<String>,
+    request: RunRequest,
+) -> ApiResult<Response> {
     let prepared = prepare(&shared, thread, request).await?;
     let cancel = prepared.cancel_on_disconnect;
     let run = start(&shared, prepared)?;
@@ -435,7 +414,11 @@ async fn stream_for(shared: Arc<Shared>, thread: Option<String>, request: RunReq
     Ok(sse(run, guard, modes, None).into_response())
 }
 
-async fn background(shared: Arc<Shared>, thread: Option<String>, request: RunRequest) -> ApiResult<Json<Value>> {
+pub(crate) async fn background(
+    shared: Arc<Shared>,
+    thread: Option<String>,
+    request: RunRequest,
+) -> ApiResult<Json<Value>> {
     let prepared = prepare(&shared, thread, request).await?;
     let run = start(&shared, prepared)?;
     // Answered once the run is in the store, so any replica can be asked about it next.
@@ -443,27 +426,35 @@ async fn background(shared: Arc<Shared>, thread: Option<String>, request: RunReq
     Ok(Json(run.json()))
 }
 
-async fn run_wait(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
+pub(crate) async fn run_wait(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
     wait_for(shared, None, request).await
 }
 
-async fn thread_run_wait(State(shared): Shd, Id(id): Id, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
+pub(crate) async fn thread_run_wait(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(request): Body<RunRequest>,
+) -> ApiResult<Json<Value>> {
     wait_for(shared, Some(id), request).await
 }
 
-async fn run_stream(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiResult<Response> {
+pub(crate) async fn run_stream(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiResult<Response> {
     stream_for(shared, None, request).await
 }
 
-async fn thread_run_stream(State(shared): Shd, Id(id): Id, Body(request): Body<RunRequest>) -> ApiResult<Response> {
+pub(crate) async fn thread_run_stream(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(request): Body<RunRequest>,
+) -> ApiResult<Response> {
     stream_for(shared, Some(id), request).await
 }
 
-async fn run_background(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
+pub(crate) async fn run_background(State(shared): Shd, Body(request): Body<RunRequest>) -> ApiResult<Json<Value>> {
     background(shared, None, request).await
 }
 
-async fn thread_run_background(
+pub(crate) async fn thread_run_background(
     State(shared): Shd,
     Id(id): Id,
     Body(request): Body<RunRequest>,
@@ -531,7 +522,12 @@ pub(crate) async fn find_run(shared: &Arc<Shared>, id: &str) -> ApiResult<Found>
 pub(crate) const STORED_WAIT: Duration = Duration::from_secs(300);
 
 /// The record of run `id` once it is no longer pending (polled), or as it stands after `limit`.
-pub(crate) async fn stored_end(shared: &Arc<Shared>, id: &str, mut record: RunRecord, limit: Duration) -> ApiResult<RunRecord> {
+pub(crate) async fn stored_end(
+    shared: &Arc<Shared>,
+    id: &str,
+    mut record: RunRecord,
+    limit: Duration,
+) -> ApiResult<RunRecord> {
     let deadline = tokio::time::Instant::now() + limit;
     while record.pending() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -555,7 +551,7 @@ pub(crate) struct RunFilter {
 }
 
 /// `POST /runs/search`: this server's runs and the records of the others' (read through).
-async fn search_runs(State(shared): Shd, Body(search): Body<RunFilter>) -> ApiResult<Json<Value>> {
+pub(crate) async fn search_runs(State(shared): Shd, Body(search): Body<RunFilter>) -> ApiResult<Json<Value>> {
     Ok(Json(runs_matching(&shared, search).await?))
 }
 
@@ -587,14 +583,14 @@ fn newest_first(mut found: Vec<Value>, time: &str, id: &str, offset: usize, limi
     found.into_iter().skip(offset).take(limit).collect()
 }
 
-async fn get_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
+pub(crate) async fn get_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     match find_run(&shared, &id).await? {
         Found::Here(run) => Ok(Json(run.json())),
         Found::Stored(record) => Ok(Json(record.run().clone())),
     }
 }
 
-async fn wait_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
+pub(crate) async fn wait_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
     match find_run(&shared, &id).await? {
         Found::Here(run) => {
             run.finished().await;
@@ -645,7 +641,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
 /// Cancels run `id` wherever it runs: here, or (through its record, which the replica that runs
 /// it polls) on another replica; waits until it stops.
-async fn cancel_anywhere(shared: &Arc<Shared>, id: &str) -> ApiResult<()> {
+pub(crate) async fn cancel_anywhere(shared: &Arc<Shared>, id: &str) -> ApiResult<()> {
     match find_run(shared, id).await? {
         Found::Here(run) => {
             cancel(shared, &run);

@@ -145,7 +145,9 @@ pub(crate) async fn search_assistants(State(shared): Shd, Body(search): Body<Ass
         }
     };
     let mut found = search.found(&shared);
-    found.sort_by(|a, b| a[sort_by].as_str().cmp(&b[sort_by].as_str()).then(a["name"].as_str().cmp(&b["name"].as_str())));
+    found.sort_by(|a, b| {
+        a[sort_by].as_str().cmp(&b[sort_by].as_str()).then(a["name"].as_str().cmp(&b["name"].as_str()))
+    });
     if descending {
         found.reverse();
     }
@@ -164,7 +166,10 @@ pub(crate) async fn search_assistants(State(shared): Shd, Body(search): Body<Ass
 }
 
 /// `POST /assistants/count`: how many assistants a search finds.
-pub(crate) async fn count_assistants(State(shared): Shd, Body(search): Body<AssistantSearch>) -> ApiResult<Json<Value>> {
+pub(crate) async fn count_assistants(
+    State(shared): Shd,
+    Body(search): Body<AssistantSearch>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(json!(search.found(&shared).len())))
 }
 
@@ -179,7 +184,11 @@ pub(crate) async fn get_assistant(State(shared): Shd, Id(id): Id) -> ApiResult<J
 
 /// `GET /assistants/{id}/graph`: the graph's nodes and edges, as LangGraph draws them
 /// (`__start__` and `__end__` included), read from its drawing.
-pub(crate) async fn assistant_graph(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
+pub(crate) async fn assistant_graph(
+    State(shared): Shd,
+    Id(id): Id,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<Value>> {
     query_pairs(query, &["xray"])?;
     let agent = assistant_named(&shared, &id)?;
     let drawing = agent.drawing().ok_or_else(|| {
@@ -190,28 +199,17 @@ pub(crate) async fn assistant_graph(State(shared): Shd, Id(id): Id, RawQuery(que
     Ok(Json(draw::json(drawing)))
 }
 
-/// The schemas of `agent`, LangGraph's `GraphSchema` and the protocol's `AgentSchema` at once:
-/// the state's JSON Schema as its input, output and state schema.
-pub(crate) fn schemas_json(agent: &dyn Served) -> Value {
-    let state = agent.state_schema();
-    json!({
-        "agent_id": agent.name(),
-        "graph_id": agent.name(),
-        "input_schema": state,
-        "output_schema": state,
-        "state_schema": state,
-        "config_schema": { "type": "object", "properties": {} },
-        "context_schema": null,
-    })
-}
-
 /// `GET /assistants/{id}/schemas`.
 pub(crate) async fn assistant_schemas(State(shared): Shd, Id(id): Id) -> ApiResult<Json<Value>> {
-    Ok(Json(schemas_json(&*assistant_named(&shared, &id)?)))
+    Ok(Json(api::schemas_json(&*assistant_named(&shared, &id)?)))
 }
 
 /// `GET /assistants/{id}/subgraphs`: the subgraphs' schemas, none known here.
-pub(crate) async fn assistant_subgraphs(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
+pub(crate) async fn assistant_subgraphs(
+    State(shared): Shd,
+    Id(id): Id,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<Value>> {
     query_pairs(query, &["recurse"])?;
     assistant_named(&shared, &id)?;
     Ok(Json(json!({})))
@@ -242,12 +240,8 @@ fn thread_state_json(thread: &ThreadId, s: Option<&JsonSnapshot>, parent: Option
         .next
         .iter()
         .map(|node| {
-            let pauses: Vec<Value> = s
-                .interrupts
-                .iter()
-                .filter(|i| i.node().as_str() == node)
-                .map(interrupt_json_plain)
-                .collect();
+            let pauses: Vec<Value> =
+                s.interrupts.iter().filter(|i| i.node().as_str() == node).map(interrupt_json_plain).collect();
             json!({
                 "id": format!("{}:{node}", s.step + 1),
                 "name": node,
@@ -302,8 +296,8 @@ pub(crate) async fn checkpoints(shared: &Arc<Shared>, id: &str, limit: Option<i6
 
 /// `GET /threads/{id}/state`: the thread's state now.
 pub(crate) async fn get_state(State(shared): Shd, Id(id): Id, RawQuery(query): RawQuery) -> ApiResult<Json<Value>> {
-    query_pairs(query, &["subgraphs"])?;
-    Ok(Json(state_now(&shared, &id).await?))
+    let pairs = query_pairs(query, &["subgraphs", "select"])?;
+    Ok(Json(select(state_now(&shared, &id).await?, selected(&pairs).as_deref())))
 }
 
 /// The state of `thread` at checkpoint `checkpoint` (a `checkpoint_id`), or `404`.
@@ -326,8 +320,8 @@ pub(crate) async fn get_state_at(
     ThreadRun(id, checkpoint): ThreadRun,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<Value>> {
-    query_pairs(query, &["subgraphs"])?;
-    state_at(&shared, &id, &checkpoint).await
+    let pairs = query_pairs(query, &["subgraphs", "select"])?;
+    Ok(Json(select(state_at(&shared, &id, &checkpoint).await?.0, selected(&pairs).as_deref())))
 }
 
 /// A checkpoint named in a body: `{checkpoint_id, checkpoint_ns?, …}`; a namespace other than
@@ -361,6 +355,7 @@ impl CheckpointRef {
 #[serde(deny_unknown_fields)]
 pub(crate) struct StateAt {
     checkpoint: CheckpointRef,
+    select: Option<Vec<String>>,
     #[serde(default)]
     #[allow(dead_code)]
     subgraphs: Option<bool>,
@@ -368,10 +363,11 @@ pub(crate) struct StateAt {
 
 /// `POST /threads/{id}/state/checkpoint`: the state at the body's `checkpoint`.
 pub(crate) async fn post_state_at(State(shared): Shd, Id(id): Id, Body(at): Body<StateAt>) -> ApiResult<Json<Value>> {
-    match at.checkpoint.id()? {
-        Some(checkpoint) => state_at(&shared, &id, checkpoint).await,
-        None => get_state(State(shared), Id(id), RawQuery(None)).await,
-    }
+    let state = match at.checkpoint.id()? {
+        Some(checkpoint) => state_at(&shared, &id, checkpoint).await?.0,
+        None => state_now(&shared, &id).await?,
+    };
+    Ok(Json(select(state, at.select.as_deref())))
 }
 
 #[derive(Deserialize)]
@@ -387,16 +383,19 @@ pub(crate) struct StateUpdate {
 /// returned them (the engine's `update_state`: through the reducers, routed by the node's
 /// edges); without `as_node`, as the node that paused the thread, or else the last node that
 /// ran. A run without input then goes on from there. Answers the new checkpoint.
-pub(crate) async fn update_state(State(shared): Shd, Id(id): Id, Body(update): Body<StateUpdate>) -> ApiResult<Json<Value>> {
+pub(crate) async fn update_state(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(update): Body<StateUpdate>,
+) -> ApiResult<Json<Value>> {
     let located = locate(&shared, &id).await?;
     let thread = located.thread.clone();
     if shared.runs.running(&thread) {
         return Err(ApiError::conflict("thread_busy", format!("thread `{id}` is running: update it once it stops")));
     }
-    let agent = located
-        .agent
-        .clone()
-        .ok_or_else(|| ApiError::conflict("thread_unstarted", format!("thread `{id}` has not run: start it with a run")))?;
+    let agent = located.agent.clone().ok_or_else(|| {
+        ApiError::conflict("thread_unstarted", format!("thread `{id}` has not run: start it with a run"))
+    })?;
     let snapshot = located.snapshot.as_ref().ok_or_else(|| {
         ApiError::conflict("thread_unstarted", format!("thread `{id}` has no checkpoint yet: start it with a run"))
     })?;
@@ -427,7 +426,10 @@ pub(crate) async fn update_state(State(shared): Shd, Id(id): Id, Body(update): B
         .or_else(|| snapshot.interrupts.first().map(|i| i.node().as_str().to_owned()))
         .or_else(last_step)
         .ok_or_else(|| {
-            ApiError::unprocessable("bad_request", format!("name the node the update is from with `as_node` (thread `{id}`)"))
+            ApiError::unprocessable(
+                "bad_request",
+                format!("name the node the update is from with `as_node` (thread `{id}`)"),
+            )
         })?;
     let values = update.values.clone().filter(|v| !v.is_null()).unwrap_or_else(|| json!({}));
     let s = shared.clone();
@@ -463,7 +465,11 @@ pub(crate) struct HistoryRequest {
 /// `POST /threads/{id}/history`: the thread's states, newest first: at most `limit`, those
 /// before checkpoint `before` (an id, or `{checkpoint_id}`), those whose metadata holds
 /// `metadata`.
-pub(crate) async fn post_history(State(shared): Shd, Id(id): Id, Body(request): Body<HistoryRequest>) -> ApiResult<Json<Value>> {
+pub(crate) async fn post_history(
+    State(shared): Shd,
+    Id(id): Id,
+    Body(request): Body<HistoryRequest>,
+) -> ApiResult<Json<Value>> {
     let (limit, _) = page(request.limit, None)?;
     if let Some(checkpoint) = &request.checkpoint {
         checkpoint.id()?;
@@ -493,6 +499,12 @@ pub(crate) async fn post_history(State(shared): Shd, Id(id): Id, Body(request): 
         .map(|state| select(state, request.select.as_deref()))
         .collect();
     Ok(Json(Value::Array(states)))
+}
+
+/// The fields a query's `select` parameters ask for (`None`: all).
+fn selected(pairs: &[(String, String)]) -> Option<Vec<String>> {
+    let fields: Vec<String> = pairs.iter().filter(|(n, _)| n == "select").map(|(_, v)| v.clone()).collect();
+    (!fields.is_empty()).then_some(fields)
 }
 
 /// `state` with only the `fields` asked for (`values.KEY` keeps one key of the values).
@@ -550,7 +562,9 @@ pub(crate) async fn list_runs(State(shared): Shd, Id(id): Id, RawQuery(query): R
     let runs = found.as_array().cloned().unwrap_or_default();
     Ok(Json(
         runs.into_iter()
-            .map(|r| Value::Object(fields.iter().filter_map(|f| r.get(*f).map(|v| ((*f).to_owned(), v.clone()))).collect()))
+            .map(|r| {
+                Value::Object(fields.iter().filter_map(|f| r.get(*f).map(|v| ((*f).to_owned(), v.clone()))).collect())
+            })
             .collect(),
     ))
 }
@@ -600,7 +614,9 @@ pub(crate) async fn join_stream(
     let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::parse::<usize>)) {
         None => None,
         Some(Ok(Ok(n))) => Some(n),
-        Some(_) => return Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server")),
+        Some(_) => {
+            return Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server"))
+        }
     };
     match thread_run(&shared, &thread, &run).await? {
         api::Found::Here(entry) => {
@@ -631,19 +647,12 @@ pub(crate) async fn cancel_thread_run(
             ))
         }
         Some(other) => {
-            return Err(ApiError::unprocessable("bad_request", format!("`action` is interrupt or rollback, not `{other}`")))
+            return Err(ApiError::unprocessable(
+                "bad_request",
+                format!("`action` is interrupt or rollback, not `{other}`"),
+            ))
         }
     }
     thread_run(&shared, &thread, &run).await?;
     api::cancel_run(State(shared), Id(run)).await
 }
-
-/// Whether a request comes from one of LangGraph's SDKs (its `User-Agent`), for the one route
-/// whose answer differs with the same request: `POST /store/namespaces`.
-pub(crate) fn from_sdk(headers: &HeaderMap) -> bool {
-    headers
-        .get(axum::http::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ua| ua.starts_with("langgraph-sdk"))
-}
-

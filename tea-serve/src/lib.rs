@@ -74,12 +74,14 @@ mod api;
 mod draw;
 mod error;
 mod guard;
+mod hub;
 mod inbox;
 mod langgraph;
 mod modes;
 mod plan;
 mod records;
 mod request;
+mod routes;
 mod runlog;
 mod runs;
 mod served;
@@ -259,7 +261,7 @@ impl Serve {
             _sweepers: sweepers,
             started_at: time::now_ms(),
         });
-        api::routes()
+        routes::routes()
             .merge(inbox::routes())
             // After the rights: a request refused them is answered before its body is read.
             .layer(axum::middleware::from_fn_with_state(shared.clone(), guard::guard))

@@ -36,7 +36,8 @@ impl Modes {
     pub(crate) const DEFAULT: Modes =
         Modes { values: true, updates: true, custom: true, debug: false, tuples: false, messages: false };
 
-    const NONE: Modes = Modes { values: false, updates: false, custom: false, debug: false, tuples: false, messages: false };
+    const NONE: Modes =
+        Modes { values: false, updates: false, custom: false, debug: false, tuples: false, messages: false };
 
     /// Reads `stream_mode` (a name or a list of names; `None`: [`Modes::DEFAULT`]).
     pub(crate) fn parse(given: Option<&Value>) -> Result<Modes, ApiError> {

@@ -70,7 +70,10 @@ impl Settings {
         let config = request.config.as_ref().filter(|c| !c.is_null());
         if let Some(config) = config {
             if !config.is_object() {
-                return Err(ApiError::unprocessable("bad_request", format!("`config` must be an object, not {config}")));
+                return Err(ApiError::unprocessable(
+                    "bad_request",
+                    format!("`config` must be an object, not {config}"),
+                ));
             }
         }
         if let Some(limit) = config.and_then(|c| c.get("recursion_limit")).filter(|l| !l.is_null()) {
@@ -185,10 +188,9 @@ fn named_agent(shared: &Shared, request: &RunRequest) -> ApiResult<Option<Arc<dy
             format!("`agent_id` `{a}` and `assistant_id` `{b}` name different agents: name one"),
         )),
         (Some(id), _) => agent_named(shared, id).map(Some),
-        (None, Some(id)) => shared
-            .agent(id)
-            .map(Some)
-            .ok_or_else(|| ApiError::not_found(format!("assistant `{id}` not found"))),
+        (None, Some(id)) => {
+            shared.agent(id).map(Some).ok_or_else(|| ApiError::not_found(format!("assistant `{id}` not found")))
+        }
         (None, None) => Ok(None),
     }
 }
@@ -507,6 +509,21 @@ async fn prepare_run(
         let entry = Entry::new("answer", node, json!({ "resume": command.resume, "update": command.update }));
         Plan::Resume { token, answer, update: command.update, entry }
     } else {
+        // A run from a past checkpoint (LangGraph's replay) is a fork here: refused, not ignored.
+        let pinned = request.checkpoint_id.clone().or_else(|| {
+            request.checkpoint.as_ref().and_then(|c| c.get("checkpoint_id")).and_then(Value::as_str).map(str::to_owned)
+        });
+        if let Some(pinned) = pinned {
+            let head = snapshot.as_ref().map(|s| s.checkpoint);
+            if checkpoint_number(&pinned).is_none_or(|n| Some(n) != head) {
+                return Err(ApiError::unprocessable(
+                    "unsupported",
+                    format!(
+                        "a run from checkpoint `{pinned}` of thread `{thread}` is not supported: a run goes on from the thread's head"
+                    ),
+                ));
+            }
+        }
         match &snapshot {
             None => {}
             Some(s) if s.paused() => {

@@ -4,6 +4,7 @@
 use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -92,4 +93,13 @@ pub(crate) fn valid_thread_id(id: &str) -> ApiResult<ThreadId> {
         ));
     }
     Ok(ThreadId::from(id))
+}
+
+/// Whether a request comes from one of LangGraph's SDKs (its `User-Agent`), for the one route
+/// whose answer differs with the same request: `POST /store/namespaces`.
+pub(crate) fn from_sdk(headers: &HeaderMap) -> bool {
+    headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ua| ua.starts_with("langgraph-sdk"))
 }

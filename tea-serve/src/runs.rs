@@ -10,11 +10,11 @@
 //! run also polls the run's record for a cancel asked through another replica.
 
 use crate::error::ApiError;
+use crate::hub::Hub;
 use crate::plan::{prepare_held, Plan, RunRequest, Settings};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog;
 use crate::served::{Events, JsonCall, JsonEvent, Served};
-use crate::streaming::Hub;
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
@@ -590,7 +590,8 @@ async fn drive(run: &RunEntry, mut events: Events, timeline: &mut Vec<Entry>) ->
             }
             Ok(JsonEvent::Note { kind: "start", node, data }) => {
                 let at = data["step"].as_u64().unwrap_or(step + 1);
-                let payload = json!({ "id": format!("{at}:{node}"), "name": node, "input": progress.values, "triggers": [] });
+                let payload =
+                    json!({ "id": format!("{at}:{node}"), "name": node, "input": progress.values, "triggers": [] });
                 run.emit(&mut progress, "debug", debug_event("task", at, payload));
             }
             Ok(JsonEvent::Interrupted { state, token, checkpoint, interrupts }) => {

@@ -286,7 +286,10 @@ fn json_event<S: GraphState>(event: Result<Event<S>, Error>) -> Result<JsonEvent
         Event::Update { node, branch, update } => Ok(JsonEvent::Note {
             kind: "update",
             node: node.as_str().to_owned(),
-            data: serde_json::json!({ "branch": branch.map(|b| b.as_str().to_owned()), "update": to_json(&update)? }),
+            data: serde_json::json!({
+                "branch": branch.map(|b| b.as_str().to_owned()),
+                "update": plain_update::<S>(to_json(&update)?),
+            }),
         }),
         Event::Started { node, branch, step, .. } => Ok(JsonEvent::Note {
             kind: "start",
@@ -312,6 +315,23 @@ fn json_event<S: GraphState>(event: Result<Event<S>, Error>) -> Result<JsonEvent
         #[allow(unreachable_patterns)]
         _ => Ok(JsonEvent::Note { kind: "event", node: String::new(), data: Value::Null }),
     }
+}
+
+/// An update as a client reads it: each reducer field's value as the node gave it (`["write"]`),
+/// not as the engine's `Slot` records how it merges (`{"reduce": ["write"]}`).
+fn plain_update<S: GraphState>(mut update: Value) -> Value {
+    for field in S::FIELDS.iter().filter(|f| f.reducer != tea_runtime::Reducer::Replace) {
+        if let Some(slot) = update.get_mut(field.name) {
+            let inner = match slot {
+                Value::Object(map) if map.len() == 1 => map.remove("reduce").or_else(|| map.remove("overwrite")),
+                _ => None,
+            };
+            if let Some(inner) = inner {
+                *slot = inner;
+            }
+        }
+    }
+    update
 }
 
 /// Drives `events` on a task of its own, forwarding them until the run ends or the receiver

@@ -295,7 +295,7 @@ pub(crate) async fn list_namespaces(
         })
         .collect();
     let page: Vec<Value> = namespaces.into_iter().skip(offset).take(limit).map(|ns| json!(ns)).collect();
-    if crate::langgraph::from_sdk(&headers) {
+    if crate::request::from_sdk(&headers) {
         return Ok(Json(json!({ "namespaces": page })));
     }
     Ok(Json(Value::Array(page)))

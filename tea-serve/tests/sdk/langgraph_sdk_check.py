@@ -54,6 +54,7 @@ found = client.assistants.search()
 check("assistants.search", sorted(a["assistant_id"] for a in found) == ["chat", "review"], found)
 check("assistants.search graph_id", [a["graph_id"] for a in client.assistants.search(graph_id="chat")] == ["chat"])
 check("assistants.search limit", len(client.assistants.search(limit=1)) == 1)
+check("assistants.count", client.assistants.count() == 2 and client.assistants.count(graph_id="chat") == 1)
 chat = client.assistants.get("chat")
 check("assistants.get", chat["assistant_id"] == "chat" and chat["graph_id"] == "chat" and "created_at" in chat, chat)
 check("assistants.get unknown", status_of(lambda: client.assistants.get("nobody")) == 404)
@@ -90,13 +91,22 @@ check("threads.get_state interrupts", now["interrupts"][0]["id"] == paused["__in
 check("threads.get_state tasks", now["tasks"][0]["name"] == "review" and now["tasks"][0]["interrupts"], now)
 at = client.threads.get_state(tid, checkpoint_id=now["checkpoint"]["checkpoint_id"])
 check("threads.get_state at a checkpoint", at["values"] == now["values"], at)
+picked = client.threads.get_state(tid, select=["values.messages", "next"], subgraphs=True)
+check("threads.get_state select", picked.keys() == {"values", "next"} and list(picked["values"]) == ["messages"], picked)
+posted = client.threads.get_state(tid, checkpoint={"checkpoint_id": now["checkpoint"]["checkpoint_id"], "checkpoint_ns": ""})
+check("threads.get_state checkpoint", posted["checkpoint"] == now["checkpoint"], posted)
 history = client.threads.get_history(tid)
 check("threads.get_history", len(history) >= 2 and history[0]["checkpoint"] == now["checkpoint"], history)
+selected = client.threads.get_history(tid, limit=1, select=["values.messages", "next"])
+check("threads.get_history select", selected[0].keys() == {"values", "next"} and list(selected[0]["values"]) == ["messages"], selected)
 check("threads.get_history limit", len(client.threads.get_history(tid, limit=1)) == 1)
 older = client.threads.get_history(tid, before=now["checkpoint"])
 check("threads.get_history before", older and all(h["checkpoint"] != now["checkpoint"] for h in older), older)
 first_state = client.threads.get_history(tid, metadata={"step": 0})
 check("threads.get_history metadata", [h["checkpoint"] for h in first_state] == [history[-1]["checkpoint"]], first_state)
+
+oldest = history[-1]["checkpoint"]["checkpoint_id"]
+check("a run from a past checkpoint refused", status_of(lambda: client.runs.wait(tid, "chat", checkpoint_id=oldest)) == 422)
 
 # ---- an answer (command.resume), once ----
 done = client.runs.wait(tid, "chat", command={"resume": True})
@@ -133,6 +143,8 @@ check("runs.stream debug", {d["type"] for e, d in debug if e == "debug"} >= {"ta
 tuples = parts(client.runs.stream(None, "chat", input=hello, stream_mode="messages-tuple", context={"user": "Bo"}))
 message, meta = [d for e, d in tuples if e == "messages"][0]
 check("runs.stream messages-tuple", message["content"] == "Hello Bo, you said: hi" and meta["langgraph_node"] == "answer", tuples)
+whole = parts(client.runs.stream(None, "chat", input=hello, stream_mode="messages"))
+check("runs.stream messages", [d[0]["type"] for e, d in whole if e == "messages/complete"] == ["ai"], whole)
 several = parts(client.runs.stream(None, "chat", input=hello, stream_mode=["values", "updates", "custom"]))
 check("runs.stream several modes", {"values", "updates", "custom"} <= {e for e, _ in several}, several)
 check("runs.stream bad mode", status_of(lambda: parts(client.runs.stream(None, "chat", input=hello, stream_mode="tokens"))) == 422)
@@ -159,6 +171,8 @@ check("runs.list status", [r["run_id"] for r in client.runs.list(fourth, status=
 check("runs.get elsewhere", status_of(lambda: client.runs.get(tid, first["run_id"])) == 404)
 replay = parts(client.runs.join_stream(fourth, first["run_id"], stream_mode="values"))
 check("runs.join_stream", [e for e, _ in replay if e not in ("metadata", "end")] and all(e in ("metadata", "values", "end") for e, _ in replay), replay)
+client.runs.delete(fourth, queued["run_id"])
+check("runs.delete", status_of(lambda: client.runs.get(fourth, queued["run_id"])) == 404)
 fifth = client.threads.create()["thread_id"]
 client.runs.wait(fifth, "chat", input={**hello, "spin": 40_000_000})
 slow = client.runs.create(fifth, "chat", command={"resume": True})

@@ -425,9 +425,13 @@ async fn protocol(api: &Api) {
         })
         .collect();
     let names: Vec<&str> = events.iter().map(|(e, _)| *e).collect();
-    assert_eq!(names, ["metadata", "updates", "values", "values", "end"], "{text}");
+    // Each node's update, the state after it; at the pause the pauses as an update (LangGraph's
+    // `{"__interrupt__": [...]}`) and the state with them.
+    assert_eq!(names, ["metadata", "updates", "values", "updates", "values", "end"], "{text}");
+    assert_eq!(events[1].1, json!({ "write": { "draft": "Tea is served.", "log": ["write"] } }), "{text}");
     assert_eq!(events[3].1["__interrupt__"][0]["id"], "ask#0");
-    assert_eq!(events[4].1["status"], "interrupted");
+    assert_eq!(events[4].1["__interrupt__"][0]["id"], "ask#0");
+    assert_eq!(events[5].1["status"], "interrupted");
     let streamed = events[0].1["thread_id"].as_str().unwrap().to_owned();
     assert_eq!(api.ok(Method::GET, &format!("/threads/{streamed}"), None).await["status"], "interrupted");
 
@@ -1290,7 +1294,11 @@ async fn langgraph_routes_and_the_protocols_streaming_operations() {
     assert_eq!(asked["params"]["data"]["interrupts"][0]["id"], "ask#0", "{asked}");
     assert_eq!(asked["params"]["run_id"], started["result"]["run_id"]);
     let answered = api
-        .ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(2, "input.respond", json!({ "response": true }))))
+        .ok(
+            Method::POST,
+            &format!("/threads/{id}/commands"),
+            Some(command(2, "input.respond", json!({ "response": true }))),
+        )
         .await;
     assert_eq!(answered["type"], "success", "{answered}");
     loop {
@@ -1299,16 +1307,23 @@ async fn langgraph_routes_and_the_protocols_streaming_operations() {
             break;
         }
     }
-    let state = api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(3, "state.get", json!({})))).await;
+    let state =
+        api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(3, "state.get", json!({})))).await;
     assert_eq!(state["result"]["values"]["log"], json!(["write", "publish"]), "{state}");
-    let listed =
-        api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(4, "state.listCheckpoints", json!({})))).await;
+    let listed = api
+        .ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(4, "state.listCheckpoints", json!({}))))
+        .await;
     assert!(listed["result"]["checkpoints"].as_array().unwrap().len() >= 3, "{listed}");
     let again = api
-        .ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(5, "input.respond", json!({ "response": true }))))
+        .ok(
+            Method::POST,
+            &format!("/threads/{id}/commands"),
+            Some(command(5, "input.respond", json!({ "response": true }))),
+        )
         .await;
     assert_eq!((&again["type"], &again["error"]), (&json!("error"), &json!("not_paused")), "{again}");
-    let unknown = api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(6, "state.fork", json!({})))).await;
+    let unknown =
+        api.ok(Method::POST, &format!("/threads/{id}/commands"), Some(command(6, "state.fork", json!({})))).await;
     assert_eq!(unknown["error"], "unknown_method", "{unknown}");
     // Replayed from the start for a stream that comes later.
     let mut replay = api
