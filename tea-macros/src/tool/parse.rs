@@ -58,7 +58,12 @@ pub fn options(attr: TokenStream, errors: &mut Errors) -> Options {
             options.approval = true;
             Ok(())
         } else {
-            Err(meta.error("unknown `#[tool]` option: expected `name = \"…\"` or `approval`"))
+            let written = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            let hint = match tea_check::suggest(&written, ["name", "approval"]) {
+                Some(known) => format!("; did you mean `{known}`?"),
+                None => String::new(),
+            };
+            Err(meta.error(format_args!("unknown `#[tool]` option: expected `name = \"…\"` or `approval`{hint}")))
         }
     });
     if let Err(error) = parser.parse2(attr) {

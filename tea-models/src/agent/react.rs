@@ -10,7 +10,7 @@
 //! recover serve it as they serve any graph.
 
 use crate::agent::tool_node::ToolNode;
-use crate::chat::{ChatModel, ChatOptions, ChatRequest};
+use crate::chat::{ChatModel, ChatOptions, ChatRequest, TokenSink};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -164,6 +164,26 @@ pub struct ReactAgent {
     max_steps: u32,
     output: Option<Output>,
     options: ChatOptions,
+    on_token: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+}
+
+/// Where the model's tokens go: the node's stream, and the agent's `on_token` callback.
+struct Tokens {
+    writer: tea_runtime::Writer,
+    callback: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+}
+
+impl TokenSink for Tokens {
+    fn token(&self, text: &str) {
+        self.writer.token(text);
+        if let Some(callback) = &self.callback {
+            callback(text);
+        }
+    }
+
+    fn is_listened(&self) -> bool {
+        self.callback.is_some() || self.writer.is_listened()
+    }
 }
 
 impl fmt::Debug for ReactAgent {
@@ -190,6 +210,7 @@ pub fn react_agent(model: impl ChatModel + 'static, tools: impl Into<ToolNode>) 
         max_steps: ReactAgent::DEFAULT_MAX_STEPS,
         output: None,
         options: ChatOptions::default(),
+        on_token: None,
     }
 }
 
@@ -217,6 +238,16 @@ impl ReactAgent {
     #[must_use]
     pub fn max_steps(mut self, steps: u32) -> Self {
         self.max_steps = steps.max(1);
+        self
+    }
+
+    /// Calls `callback` with each piece of the model's text as it arrives (the model is asked
+    /// for a streamed answer), besides the run's stream (`Event::Custom` values
+    /// `{"type": "token", "text": …}`): a terminal chat prints them from here under the blocking
+    /// API, whose stream yields a node's tokens when the node is done.
+    #[must_use]
+    pub fn on_token(mut self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_token = Some(Arc::new(callback));
         self
     }
 
@@ -272,6 +303,10 @@ impl ReactAgent {
         let turn = state.messages.iter().rposition(|m| matches!(m, Message::User { .. })).map_or(0, |i| i + 1);
         let steps = state.messages[turn..].iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
         u32::try_from(steps).unwrap_or(u32::MAX)
+    }
+
+    fn tokens(&self, ctx: &Ctx<AgentState>) -> Tokens {
+        Tokens { writer: ctx.writer(), callback: self.on_token.clone() }
     }
 
     fn options_for_request(&self) -> ChatOptions {
@@ -377,7 +412,7 @@ impl Graph for ReactAgent {
                 let request = ChatRequest::new(&messages)
                     .tools(&self.definitions)
                     .options(self.options_for_request())
-                    .stream_to(ctx.writer());
+                    .stream_to(self.tokens(ctx));
                 let reply = self.model.chat_blocking(request)?;
                 Ok(self.after_reply(reply.message))
             }
@@ -408,7 +443,7 @@ impl Graph for ReactAgent {
                     let request = ChatRequest::new(&messages)
                         .tools(&self.definitions)
                         .options(self.options_for_request())
-                        .stream_to(ctx.writer());
+                        .stream_to(self.tokens(ctx));
                     let reply = self.model.chat(request).await?;
                     Ok(self.after_reply(reply.message))
                 }
