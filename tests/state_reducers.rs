@@ -488,3 +488,62 @@ mod hygiene {
         assert_eq!(printed, "CapturedUpdate { total: sum(1) }");
     }
 }
+
+/// `#[reducer(messages)]`: a conversation merged by id, also across parallel branches, which
+/// merge in declared order whichever finishes first.
+mod messages {
+    use tea::prelude::*;
+    use tea::Message;
+
+    #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    struct Chat {
+        #[reducer(messages)]
+        messages: Vec<Message>,
+    }
+
+    fn ask(_: &Chat) -> ChatUpdate {
+        Chat::update().messages(vec![Message::user("weather and time?")])
+    }
+    fn weather(_: &Chat) -> ChatUpdate {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        Chat::update().messages(vec![Message::tool("c1", "rain")])
+    }
+    fn time(_: &Chat) -> ChatUpdate {
+        Chat::update().messages(vec![Message::tool("c2", "noon")])
+    }
+    fn answer(state: &Chat) -> ChatUpdate {
+        // The first answer is corrected in place, by its id.
+        let corrected = Message::assistant("Rain at noon.").with_id(state.messages[0].id().unwrap_or_default());
+        Chat::update().messages(vec![corrected, Message::remove("msg-3")])
+    }
+
+    graph! {
+        Talk for Chat {
+            start -> ask;
+            parallel ask => [weather, time] -> answer;
+            answer -> end;
+        }
+    }
+
+    #[test]
+    fn messages_merge_by_id_in_declared_order_with_ids_that_do_not_depend_on_timing() {
+        let out = Talk::builder().build().invoke(Chat { messages: vec![Message::assistant("draft")] }).unwrap();
+        let shown: Vec<_> = out.messages.iter().map(|m| (m.id().unwrap().to_owned(), m.text())).collect();
+        assert_eq!(
+            shown,
+            [("msg-1".to_owned(), "Rain at noon.".to_owned()), ("msg-2".into(), "weather and time?".into()), ("msg-4".into(), "noon".into())]
+        );
+        assert_eq!(Chat::FIELDS[0].reducer, tea::__private::Reducer::Messages);
+        assert_eq!(Chat::FIELDS[0].reducer.to_string(), "messages");
+    }
+
+    #[test]
+    fn removing_an_unknown_message_fails_the_node_naming_the_id() {
+        fn forget(_: &Chat) -> ChatUpdate {
+            Chat::update().messages(vec![Message::remove("nope")])
+        }
+        graph! { Forget for Chat { start -> forget; forget -> end; } }
+        let error = Forget::builder().build().invoke(Chat::default()).unwrap_err();
+        assert!(error.to_string().contains("forget") && tea::error_chain(&error).contains("no message has id `nope`"), "{error}");
+    }
+}

@@ -270,7 +270,7 @@ async fn answer_async(state: &Chat, ctx: &Ctx<Chat>) -> Result<ChatUpdate, tea::
 }
 
 graph! { Bot for Chat { context Model; start -> answer; answer -> end; } }
-graph! { AsyncBot for Chat { context Model; start -> answer_async; answer_async -> end; } }
+graph! { AsyncBot for Chat { context Model; async answer_async; start -> answer_async; answer_async -> end; } }
 
 fn tokens_of(values: Vec<Value>) -> String {
     values

@@ -324,6 +324,20 @@ mod net {
     }
 
     #[test]
+    fn an_llm_call_to_a_host_not_granted_is_never_reached() {
+        // `llm.call` sends through tea-models' provider: its request hook holds the grants.
+        let (dir, agent_dir, _) = sandbox("net-llm-host");
+        let server = Server::ok();
+        let base = format!("http://127.0.0.1:{}/v1", server.port);
+        let text = "nodes:\n  - { name: ask, uses: llm.call, with: { base_url: \"{{ state.base }}\", prompt: hi }, output: answer }\n";
+        let agent = load_in(&Engine::new().allow_net("127.0.0.1:1").trust_code(true), &agent_dir, text).unwrap();
+        let error = run_error(&agent, json!({ "base": base }));
+        assert!(error.contains("not granted") && error.contains("llm.call"), "{error}");
+        assert!(server.requests().is_empty(), "{:?}", server.requests());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_redirect_to_another_host_is_not_followed() {
         let (dir, agent_dir, _) = sandbox("net-redirect");
         let target = Server::ok();

@@ -754,6 +754,26 @@ mod tests {
     }
 
     #[test]
+    fn the_messages_reducer_appends_replaces_by_id_and_removes() {
+        let schema = Schema::new(vec![("messages".into(), Decl { ty: Type::List, reducer: Reducer::Messages })]);
+        let mut s = State::new();
+        let mut apply = |value: Value| schema.apply(&mut s, Update::from(value)).map_err(|e| e.to_string());
+        apply(json!({"messages": [{"role": "user", "content": "hi"}]})).unwrap();
+        apply(json!({"messages": {"role": "assistant", "content": "hello"}})).unwrap();
+        apply(json!({"messages": [{"role": "assistant", "content": "Hello!", "id": "msg-2"}]})).unwrap();
+        apply(json!({"messages": [{"role": "remove", "id": "msg-1"}, {"role": "user", "content": "bye"}]})).unwrap();
+        let error = apply(json!({"messages": [{"role": "remove", "id": "gone"}]})).unwrap_err();
+        assert!(error.contains("state key `messages` (reducer messages): no message has id `gone`"), "{error}");
+        let error = apply(json!({"messages": [{"role": "robot", "content": "x"}]})).unwrap_err();
+        assert!(error.contains("the written item[0] is not a chat message"), "{error}");
+        assert_eq!(
+            s.to_json()["messages"],
+            json!([{"role": "assistant", "content": "Hello!", "id": "msg-2"}, {"role": "user", "content": "bye", "id": "msg-3"}])
+        );
+        assert_eq!(Reducer::parse("messages"), Some(Reducer::Messages));
+    }
+
+    #[test]
     fn reducers_merge_and_undeclared_keys_replace() {
         let mut s = State::new();
         apply(&mut s, json!({"log": ["a"], "count": 2, "best": 1.5, "meta": {"a": 1}, "x": 1})).unwrap();

@@ -38,6 +38,9 @@ mod guide {
     struct Web;
     #[doc = include_str!("../../../docs/src/yaml.md")]
     struct Yaml;
+    #[cfg(feature = "models")]
+    #[doc = include_str!("../../../docs/src/models.md")]
+    struct Models;
     #[doc = include_str!("../../../docs/src/yaml-net.md")]
     struct YamlNet;
     #[doc = include_str!("../../../docs/src/yaml-python.md")]
