@@ -212,10 +212,7 @@ fn approval_pauses_with_the_call_and_approve_edit_reject_answer_it() {
     let app = react_agent(model.clone(), tools()).builder().checkpointer(MemoryStore::new()).build();
     let resume = paused(app.invoke(AgentState::user("delete a.txt")).unwrap());
     let out = done(app.resume(resume.answer(Approval::reject("keep it"))).unwrap());
-    assert_eq!(
-        out.messages[2].text(),
-        "the person rejected this call of `delete`: it did not run. They said: keep it"
-    );
+    assert_eq!(out.messages[2].text(), "the person rejected this call of `delete`: it did not run. They said: keep it");
     assert_eq!(DELETED.load(Ordering::SeqCst), before + 2);
     assert_eq!(model.requests()[1].messages[2], out.messages[2]);
 
@@ -302,10 +299,8 @@ fn recover_after_a_crash_runs_no_finished_tool_again() {
         calls(&[("c1", "quick", json!({})), ("c2", "crashy", json!({}))]),
         Message::assistant("both done"),
     ]);
-    let app = react_agent(model.clone(), ToolNode::new().with(Quick).with(Crashy))
-        .builder()
-        .checkpointer(store)
-        .build();
+    let app =
+        react_agent(model.clone(), ToolNode::new().with(Quick).with(Crashy)).builder().checkpointer(store).build();
     let crashed = app.run(Call::start(AgentState::user("go")).on("crash-1"));
     assert!(matches!(crashed, Err(tea::Error::NodePanicked { .. })), "{crashed:?}");
     assert_eq!(SLOW_RUNS.load(Ordering::SeqCst), 1);
@@ -377,4 +372,3 @@ async fn the_async_api_awaits_the_model_and_async_tools() {
     assert_eq!(plain(&out.messages[2]), Message::tool("c1", "18 degrees C in Oslo"));
     assert_eq!(plain(&out.messages[3]), Message::tool("c2", "3"));
 }
-

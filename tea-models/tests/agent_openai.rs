@@ -42,7 +42,9 @@ fn parallel_calls_bad_arguments_and_streamed_tokens_through_the_openai_provider(
     let mut done = None;
     for event in app.stream(AgentState::user("1 + 2 and 3 + 4?")) {
         match event.unwrap() {
-            Event::Custom { value, .. } if value["type"] == "token" => streamed.push_str(value["text"].as_str().unwrap()),
+            Event::Custom { value, .. } if value["type"] == "token" => {
+                streamed.push_str(value["text"].as_str().unwrap())
+            }
             Event::Done(state) => done = Some(state),
             _ => {}
         }
@@ -86,10 +88,8 @@ fn an_approval_resumed_from_bytes_runs_the_tool_once_through_the_provider() {
     assert_eq!(resume.interrupts()[0].value()["arguments"], json!({"a": 6, "b": 7}));
     let bytes = resume.to_string().into_bytes();
     // Another app on the same store: the token from its bytes, the arguments edited.
-    let again = react_agent(server.openai("test-model"), ToolNode::new().with(Multiply))
-        .builder()
-        .checkpointer(store)
-        .build();
+    let again =
+        react_agent(server.openai("test-model"), ToolNode::new().with(Multiply)).builder().checkpointer(store).build();
     let token: Resume<AgentState> = String::from_utf8(bytes).unwrap().parse().unwrap();
     let done = again.resume(token.answer(Approval::edit(json!({"a": 6, "b": 8})))).unwrap().done().unwrap();
     assert_eq!(done.messages[2].text(), "48");

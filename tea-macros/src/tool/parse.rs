@@ -138,7 +138,13 @@ pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -
             continue;
         }
         let key = pat.ident.unraw().to_string();
-        params.push(Param { ident: pat.ident.clone(), key, ty: (*typed.ty).clone(), doc, optional: is_option(&typed.ty) });
+        params.push(Param {
+            ident: pat.ident.clone(),
+            key,
+            ty: (*typed.ty).clone(),
+            doc,
+            optional: is_option(&typed.ty),
+        });
     }
     let fn_name = function.sig.ident.unraw().to_string();
     let (name, name_span) = match &options.name {
@@ -148,9 +154,7 @@ pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') || name.len() > 64 {
         errors.at(
             name_span,
-            format_args!(
-                "tool name `{name}` is not one models accept: use 1 to 64 ASCII letters, digits, `_` or `-`"
-            ),
+            format_args!("tool name `{name}` is not one models accept: use 1 to 64 ASCII letters, digits, `_` or `-`"),
         );
     }
     let type_name = syn::Ident::new(&camel(&fn_name), function.sig.ident.span());

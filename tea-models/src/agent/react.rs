@@ -164,13 +164,16 @@ pub struct ReactAgent {
     max_steps: u32,
     output: Option<Output>,
     options: ChatOptions,
-    on_token: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    on_token: Option<OnToken>,
 }
+
+/// The agent's token callback ([`ReactAgent::on_token`]).
+type OnToken = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Where the model's tokens go: the node's stream, and the agent's `on_token` callback.
 struct Tokens {
     writer: tea_runtime::Writer,
-    callback: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    callback: Option<OnToken>,
 }
 
 impl TokenSink for Tokens {
@@ -327,7 +330,10 @@ impl ReactAgent {
     /// The agent node's step for the model's `reply`.
     fn after_reply(&self, reply: Message) -> NodeStep<AgentState, AgentNode> {
         if !reply.tool_calls().is_empty() {
-            return NodeStep::new(Some(AgentState::update().messages(vec![reply])), Some(Goto::Node(AgentNode::Dispatch)));
+            return NodeStep::new(
+                Some(AgentState::update().messages(vec![reply])),
+                Some(Goto::Node(AgentNode::Dispatch)),
+            );
         }
         let Some(output) = &self.output else {
             return NodeStep::new(Some(AgentState::update().messages(vec![reply])), Some(Goto::End));
@@ -347,7 +353,10 @@ impl ReactAgent {
                      Answer again with only a JSON value that matches this schema: {}",
                     output.name, output.schema
                 ));
-                NodeStep::new(Some(AgentState::update().messages(vec![reply, retry])), Some(Goto::Node(AgentNode::Agent)))
+                NodeStep::new(
+                    Some(AgentState::update().messages(vec![reply, retry])),
+                    Some(Goto::Node(AgentNode::Agent)),
+                )
             }
         }
     }
@@ -370,7 +379,8 @@ fn tool_step(message: Message) -> NodeStep<AgentState, AgentNode> {
 
 /// The graph's shape, for its fingerprint (FNV-1a): two nodes, a fan-out by sends whose join is
 /// the agent, an edge to the end.
-const SHAPE: &str = "react_agent: start -> agent; agent -> dispatch | agent | end; parallel dispatch => tools* -> agent;";
+const SHAPE: &str =
+    "react_agent: start -> agent; agent -> dispatch | agent | end; parallel dispatch => tools* -> agent;";
 
 fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
