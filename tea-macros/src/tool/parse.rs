@@ -105,8 +105,10 @@ fn camel(name: &str) -> String {
             out.push_str(chars.as_str());
         }
     }
-    if out.is_empty() {
-        out.push_str("Tool");
+    // A name that cannot start a type's name (`_1st` → `1st`), or a keyword (`self_` → `Self`),
+    // gets a `Tool` prefix, so that the struct's name is always an identifier.
+    if !out.starts_with(|c: char| c.is_alphabetic()) || syn::parse_str::<syn::Ident>(&out).is_err() {
+        out.insert_str(0, "Tool");
     }
     out
 }
@@ -157,6 +159,27 @@ pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -
             format_args!("tool name `{name}` is not one models accept: use 1 to 64 ASCII letters, digits, `_` or `-`"),
         );
     }
-    let type_name = syn::Ident::new(&camel(&fn_name), function.sig.ident.span());
+    let span = function.sig.ident.span();
+    let type_name = syn::parse_str::<syn::Ident>(&camel(&fn_name)).map_or_else(
+        |_| syn::Ident::new("Tool", span),
+        |mut ident| {
+            ident.set_span(span);
+            ident
+        },
+    );
     Tool { name, name_span, description, approval: options.approval, params, type_name }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::camel;
+
+    #[test]
+    fn a_tools_struct_is_named_in_camel_case_and_always_an_identifier() {
+        assert_eq!(camel("get_weather"), "GetWeather");
+        assert_eq!(camel("add"), "Add");
+        assert_eq!(camel("_1st_try"), "Tool1stTry");
+        assert_eq!(camel("self_"), "ToolSelf");
+        assert_eq!(camel("__"), "Tool");
+    }
 }
