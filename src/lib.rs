@@ -66,7 +66,7 @@ pub use tea_models as models;
 extern crate self as tea;
 
 /// A state that is a conversation: one `messages` field merged by
-/// [`add_messages`](crate::add_messages) (`#[reducer(messages)]`), LangGraph's `MessagesState`.
+/// [`add_messages`] (`#[reducer(messages)]`), LangGraph's `MessagesState`.
 /// A graph of chat nodes can run on it as it is; a state with more fields declares its own
 /// `#[reducer(messages)] messages: Vec<Message>`.
 ///
@@ -96,7 +96,7 @@ extern crate self as tea;
 )]
 #[serde(crate = "tea_runtime::__private::serde")]
 pub struct MessagesState {
-    /// The conversation, merged by [`add_messages`](crate::add_messages).
+    /// The conversation, merged by [`add_messages`].
     #[reducer(messages)]
     pub messages: Vec<Message>,
 }

@@ -531,7 +531,11 @@ mod messages {
         let shown: Vec<_> = out.messages.iter().map(|m| (m.id().unwrap().to_owned(), m.text())).collect();
         assert_eq!(
             shown,
-            [("msg-1".to_owned(), "Rain at noon.".to_owned()), ("msg-2".into(), "weather and time?".into()), ("msg-4".into(), "noon".into())]
+            [
+                ("msg-1".to_owned(), "Rain at noon.".to_owned()),
+                ("msg-2".into(), "weather and time?".into()),
+                ("msg-4".into(), "noon".into())
+            ]
         );
         assert_eq!(Chat::FIELDS[0].reducer, tea::__private::Reducer::Messages);
         assert_eq!(Chat::FIELDS[0].reducer.to_string(), "messages");
@@ -544,6 +548,9 @@ mod messages {
         }
         graph! { Forget for Chat { start -> forget; forget -> end; } }
         let error = Forget::builder().build().invoke(Chat::default()).unwrap_err();
-        assert!(error.to_string().contains("forget") && tea::error_chain(&error).contains("no message has id `nope`"), "{error}");
+        assert!(
+            error.to_string().contains("forget") && tea::error_chain(&error).contains("no message has id `nope`"),
+            "{error}"
+        );
     }
 }

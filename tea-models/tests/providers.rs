@@ -334,3 +334,13 @@ async fn an_async_node_streams_its_model_tokens_into_the_async_stream() {
     }
     assert_eq!(tokens_of(custom), "Streaming from an async node.");
 }
+
+#[tokio::test]
+async fn the_blocking_form_works_inside_a_runtime_too() {
+    // A sync node of an async run calls `chat_blocking` on a thread with a runtime: it must
+    // neither panic ("cannot start a runtime from within a runtime") nor deadlock.
+    let server = TestServer::start();
+    server.script([Scripted::text("fine")]);
+    let reply = server.anthropic("c").chat_blocking(ChatRequest::new(&[Message::user("ok?")])).unwrap();
+    assert_eq!(reply.message.text(), "fine");
+}

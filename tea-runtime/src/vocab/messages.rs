@@ -496,10 +496,9 @@ fn assign_missing(messages: &mut [Message]) {
     if messages.iter().all(|m| m.id().is_some()) {
         return;
     }
-    let mut next = highest_auto_id(messages) + 1;
-    for message in messages.iter_mut().filter(|m| m.id().is_none()) {
-        message.set_id(Some(format!("{AUTO_ID}{next}")));
-        next += 1;
+    let first = highest_auto_id(messages) + 1;
+    for (n, message) in (first..).zip(messages.iter_mut().filter(|m| m.id().is_none())) {
+        message.set_id(Some(format!("{AUTO_ID}{n}")));
     }
 }
 

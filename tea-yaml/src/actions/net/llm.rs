@@ -2,7 +2,9 @@
 //! Agent names them: `provider: openai | azure | ollama | litellm | shell | auto`.
 //!
 //! Every provider but `shell` is an OpenAI-compatible HTTP endpoint; this module says which
-//! one (its URL, key, the header the key goes in, the model), and `net/mod.rs` sends the request.
+//! one (its URL, key, the header the key goes in, the model), and `net/mod.rs` sends the chat
+//! request through tea-models' `OpenAi` provider (the one Rust agents use), with the agent's
+//! grants checked by its request hook.
 //! `shell` runs a command line (The Edge Agent's `claude`, `codex`, `gemini`, `qwen`,
 //! `opencode` and `cursor` ones, or those of `settings.shell_providers`) with the prompt on its
 //! standard input or in its arguments, under a timeout; its standard output is the answer.
