@@ -286,7 +286,7 @@ fn crashy() -> String {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Let the finished branch's write land before the crash.
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(500));
         panic!("the process died here");
     }
     "crashy done".to_owned()
