@@ -372,3 +372,75 @@ async fn the_async_api_awaits_the_model_and_async_tools() {
     assert_eq!(plain(&out.messages[2]), Message::tool("c1", "18 degrees C in Oslo"));
     assert_eq!(plain(&out.messages[3]), Message::tool("c2", "3"));
 }
+
+mod own_graph {
+    //! `ToolNode` and `tools_condition` in a `graph!` of one's own: the same shape as
+    //! `react_agent`, the model and tools given as the run's context.
+    use super::*;
+    use tea::models::{tools_condition, ChatModel, ChatRequest, ToolsRoute};
+    use tea::prelude::*;
+
+    #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    pub struct Chat {
+        #[reducer(messages)]
+        messages: Vec<Message>,
+        call: Option<ToolCall>,
+    }
+
+    pub struct Parts {
+        model: ScriptedModel,
+        tools: ToolNode,
+    }
+
+    fn agent(chat: &Chat, ctx: &Ctx<Chat>) -> Result<Command<BotNode>, tea::BoxError> {
+        let parts = ctx.context::<Parts>()?;
+        let definitions = parts.tools.definitions();
+        let reply = parts.model.chat_blocking(ChatRequest::new(&chat.messages).tools(&definitions))?;
+        let next = match tools_condition(std::slice::from_ref(&reply.message)) {
+            ToolsRoute::Tools => Command::goto(BotNode::Dispatch),
+            ToolsRoute::End => Command::end(),
+        };
+        Ok(next.update(Chat::update().messages(vec![reply.message])))
+    }
+
+    fn dispatch(chat: &Chat) -> Command<BotNode> {
+        let calls = chat.messages.last().map(Message::tool_calls).unwrap_or_default();
+        Command::send(calls.iter().map(|call| SendTo::new(BotNode::Tools, Chat::update().call(Some(call.clone())))))
+    }
+
+    fn tools(chat: &Chat, ctx: &Ctx<Chat>, hitl: &mut Hitl) -> Result<ChatUpdate, tea::BoxError> {
+        let call = chat.call.as_ref().ok_or("no call")?;
+        let message = ctx.context::<Parts>()?.tools.call_blocking(call, hitl)?;
+        Ok(Chat::update().messages(vec![message]))
+    }
+
+    graph! {
+        Bot for Chat {
+            context Parts;
+            start -> agent;
+            agent -> dispatch | end;
+            parallel dispatch => tools* -> agent;
+            interruptible tools;
+        }
+    }
+
+    #[test]
+    fn a_graph_of_ones_own_runs_tool_calls_with_approval() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let before = DELETED.load(Ordering::SeqCst);
+        let model = ScriptedModel::new([
+            calls(&[("c1", "delete", json!({"path": "a.txt"})), ("c2", "add", json!({"a": 1, "b": 2}))]),
+            Message::assistant("done"),
+        ]);
+        let parts = Parts { model, tools: ToolNode::new().with(Delete).with(Add) };
+        let app = Bot::builder().checkpointer(MemoryStore::new()).build().with_context(parts);
+        let chat = Chat { messages: vec![Message::user("clean up")], call: None };
+        let (_, resume) = app.invoke(chat).unwrap().interrupted().expect("paused for the approval");
+        assert_eq!(resume.interrupts()[0].value()["tool"], "delete");
+        let done = app.resume(resume.answer(Approval::Approve)).unwrap().done().unwrap();
+        assert_eq!(plain(&done.messages[2]), Message::tool("c1", "deleted a.txt"));
+        assert_eq!(plain(&done.messages[3]), Message::tool("c2", "3"));
+        assert_eq!(done.messages[4].text(), "done");
+        assert_eq!(DELETED.load(Ordering::SeqCst), before + 1);
+    }
+}
