@@ -5,14 +5,14 @@
 #[doc(inline)]
 #[cfg_attr(not(doctest), doc = include_str!("../docs/src/graphs.md"))]
 pub use tea_macros::graph;
-/// The `#[derive(GraphState)]` reference: the guide's chapter *State* follows.
-#[doc(inline)]
-#[cfg_attr(not(doctest), doc = include_str!("../docs/src/state.md"))]
-pub use tea_macros::GraphState;
 /// `#[tool]`: a function becomes a tool a model calls (cargo feature `models`); see
 /// [`models::Tool`] and the guide's tutorial "A chatbot".
 #[cfg(feature = "models")]
 pub use tea_macros::tool;
+/// The `#[derive(GraphState)]` reference: the guide's chapter *State* follows.
+#[doc(inline)]
+#[cfg_attr(not(doctest), doc = include_str!("../docs/src/state.md"))]
+pub use tea_macros::GraphState;
 // The crate root holds what users write: the macros above, the app and its runs, node return
 // values, stores, errors and options. What only generated code names (the node-form traits,
 // `Field`, `Reducer`, `Write`, …) is under `__private`, and `tea_runtime`'s root keeps both for

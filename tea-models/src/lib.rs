@@ -62,7 +62,7 @@ pub use http::RequestHook;
 pub use openai::OpenAi;
 
 pub use agent::react::{react_agent, AgentError, AgentNode, AgentState, AgentStateUpdate, ReactAgent};
-pub use agent::scripted::{Recorded, ScriptedModel};
+pub use agent::scripted::{ScriptedModel, ScriptedRequest};
 pub use agent::tool::{block_on, Tool, ToolArgument, ToolError, ToolExt, ToolFuture, WithApproval};
 pub use agent::tool_node::{tool_message, tools_condition, Approval, ApprovalRequest, ToolNode, ToolsRoute};
 

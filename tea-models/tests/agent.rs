@@ -212,10 +212,7 @@ fn approval_pauses_with_the_call_and_approve_edit_reject_answer_it() {
     let app = react_agent(model.clone(), tools()).builder().checkpointer(MemoryStore::new()).build();
     let resume = paused(app.invoke(AgentState::user("delete a.txt")).unwrap());
     let out = done(app.resume(resume.answer(Approval::reject("keep it"))).unwrap());
-    assert_eq!(
-        out.messages[2].text(),
-        "the person rejected this call of `delete`: it did not run. They said: keep it"
-    );
+    assert_eq!(out.messages[2].text(), "the person rejected this call of `delete`: it did not run. They said: keep it");
     assert_eq!(DELETED.load(Ordering::SeqCst), before + 2);
     assert_eq!(model.requests()[1].messages[2], out.messages[2]);
 
@@ -289,7 +286,7 @@ fn crashy() -> String {
             std::thread::sleep(Duration::from_millis(5));
         }
         // Let the finished branch's write land before the crash.
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(500));
         panic!("the process died here");
     }
     "crashy done".to_owned()
@@ -302,10 +299,8 @@ fn recover_after_a_crash_runs_no_finished_tool_again() {
         calls(&[("c1", "quick", json!({})), ("c2", "crashy", json!({}))]),
         Message::assistant("both done"),
     ]);
-    let app = react_agent(model.clone(), ToolNode::new().with(Quick).with(Crashy))
-        .builder()
-        .checkpointer(store)
-        .build();
+    let app =
+        react_agent(model.clone(), ToolNode::new().with(Quick).with(Crashy)).builder().checkpointer(store).build();
     let crashed = app.run(Call::start(AgentState::user("go")).on("crash-1"));
     assert!(matches!(crashed, Err(tea::Error::NodePanicked { .. })), "{crashed:?}");
     assert_eq!(SLOW_RUNS.load(Ordering::SeqCst), 1);
@@ -378,3 +373,74 @@ async fn the_async_api_awaits_the_model_and_async_tools() {
     assert_eq!(plain(&out.messages[3]), Message::tool("c2", "3"));
 }
 
+mod own_graph {
+    //! `ToolNode` and `tools_condition` in a `graph!` of one's own: the same shape as
+    //! `react_agent`, the model and tools given as the run's context.
+    use super::*;
+    use tea::models::{tools_condition, ChatModel, ChatRequest, ToolsRoute};
+    use tea::prelude::*;
+
+    #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    pub struct Chat {
+        #[reducer(messages)]
+        messages: Vec<Message>,
+        call: Option<ToolCall>,
+    }
+
+    pub struct Parts {
+        model: ScriptedModel,
+        tools: ToolNode,
+    }
+
+    fn agent(chat: &Chat, ctx: &Ctx<Chat>) -> Result<Command<BotNode>, tea::BoxError> {
+        let parts = ctx.context::<Parts>()?;
+        let definitions = parts.tools.definitions();
+        let reply = parts.model.chat_blocking(ChatRequest::new(&chat.messages).tools(&definitions))?;
+        let next = match tools_condition(std::slice::from_ref(&reply.message)) {
+            ToolsRoute::Tools => Command::goto(BotNode::Dispatch),
+            ToolsRoute::End => Command::end(),
+        };
+        Ok(next.update(Chat::update().messages(vec![reply.message])))
+    }
+
+    fn dispatch(chat: &Chat) -> Command<BotNode> {
+        let calls = chat.messages.last().map(Message::tool_calls).unwrap_or_default();
+        Command::send(calls.iter().map(|call| SendTo::new(BotNode::Tools, Chat::update().call(Some(call.clone())))))
+    }
+
+    fn tools(chat: &Chat, ctx: &Ctx<Chat>, hitl: &mut Hitl) -> Result<ChatUpdate, tea::BoxError> {
+        let call = chat.call.as_ref().ok_or("no call")?;
+        let message = ctx.context::<Parts>()?.tools.call_blocking(call, hitl)?;
+        Ok(Chat::update().messages(vec![message]))
+    }
+
+    graph! {
+        Bot for Chat {
+            context Parts;
+            start -> agent;
+            agent -> dispatch | end;
+            parallel dispatch => tools* -> agent;
+            interruptible tools;
+        }
+    }
+
+    #[test]
+    fn a_graph_of_ones_own_runs_tool_calls_with_approval() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let before = DELETED.load(Ordering::SeqCst);
+        let model = ScriptedModel::new([
+            calls(&[("c1", "delete", json!({"path": "a.txt"})), ("c2", "add", json!({"a": 1, "b": 2}))]),
+            Message::assistant("done"),
+        ]);
+        let parts = Parts { model, tools: ToolNode::new().with(Delete).with(Add) };
+        let app = Bot::builder().checkpointer(MemoryStore::new()).build().with_context(parts);
+        let chat = Chat { messages: vec![Message::user("clean up")], call: None };
+        let (_, resume) = app.invoke(chat).unwrap().interrupted().expect("paused for the approval");
+        assert_eq!(resume.interrupts()[0].value()["tool"], "delete");
+        let done = app.resume(resume.answer(Approval::Approve)).unwrap().done().unwrap();
+        assert_eq!(plain(&done.messages[2]), Message::tool("c1", "deleted a.txt"));
+        assert_eq!(plain(&done.messages[3]), Message::tool("c2", "3"));
+        assert_eq!(done.messages[4].text(), "done");
+        assert_eq!(DELETED.load(Ordering::SeqCst), before + 1);
+    }
+}

@@ -78,11 +78,7 @@ fn owned(ty: &syn::Type, errors: &mut Errors) -> bool {
                 if let syn::PathArguments::AngleBracketed(args) = &segment.arguments {
                     for arg in &args.args {
                         match arg {
-                            syn::GenericArgument::Type(inner) => {
-                                if !owned(inner, errors) {
-                                    return false;
-                                }
-                            }
+                            syn::GenericArgument::Type(inner) if !owned(inner, errors) => return false,
                             syn::GenericArgument::Lifetime(lifetime) => {
                                 errors.spanned(
                                     lifetime,

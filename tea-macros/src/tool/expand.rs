@@ -33,6 +33,10 @@ impl UnrawName for syn::Ident {
 }
 
 pub fn fallback(function: &syn::ItemFn, tool: &Tool) -> TokenStream {
+    if function.sig.receiver().is_some() {
+        // A method: the attribute sits in an `impl`, where no struct can be declared.
+        return quote!(#function);
+    }
     let declaration = declaration(function, tool);
     quote! {
         #function

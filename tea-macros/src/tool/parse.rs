@@ -58,7 +58,12 @@ pub fn options(attr: TokenStream, errors: &mut Errors) -> Options {
             options.approval = true;
             Ok(())
         } else {
-            Err(meta.error("unknown `#[tool]` option: expected `name = \"…\"` or `approval`"))
+            let written = meta.path.get_ident().map(ToString::to_string).unwrap_or_default();
+            let hint = match tea_check::suggest(&written, ["name", "approval"]) {
+                Some(known) => format!("; did you mean `{known}`?"),
+                None => String::new(),
+            };
+            Err(meta.error(format_args!("unknown `#[tool]` option: expected `name = \"…\"` or `approval`{hint}")))
         }
     });
     if let Err(error) = parser.parse2(attr) {
@@ -100,8 +105,10 @@ fn camel(name: &str) -> String {
             out.push_str(chars.as_str());
         }
     }
-    if out.is_empty() {
-        out.push_str("Tool");
+    // A name that cannot start a type's name (`_1st` → `1st`), or a keyword (`self_` → `Self`),
+    // gets a `Tool` prefix, so that the struct's name is always an identifier.
+    if !out.starts_with(|c: char| c.is_alphabetic()) || syn::parse_str::<syn::Ident>(&out).is_err() {
+        out.insert_str(0, "Tool");
     }
     out
 }
@@ -133,7 +140,13 @@ pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -
             continue;
         }
         let key = pat.ident.unraw().to_string();
-        params.push(Param { ident: pat.ident.clone(), key, ty: (*typed.ty).clone(), doc, optional: is_option(&typed.ty) });
+        params.push(Param {
+            ident: pat.ident.clone(),
+            key,
+            ty: (*typed.ty).clone(),
+            doc,
+            optional: is_option(&typed.ty),
+        });
     }
     let fn_name = function.sig.ident.unraw().to_string();
     let (name, name_span) = match &options.name {
@@ -143,11 +156,30 @@ pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') || name.len() > 64 {
         errors.at(
             name_span,
-            format_args!(
-                "tool name `{name}` is not one models accept: use 1 to 64 ASCII letters, digits, `_` or `-`"
-            ),
+            format_args!("tool name `{name}` is not one models accept: use 1 to 64 ASCII letters, digits, `_` or `-`"),
         );
     }
-    let type_name = syn::Ident::new(&camel(&fn_name), function.sig.ident.span());
+    let span = function.sig.ident.span();
+    let type_name = syn::parse_str::<syn::Ident>(&camel(&fn_name)).map_or_else(
+        |_| syn::Ident::new("Tool", span),
+        |mut ident| {
+            ident.set_span(span);
+            ident
+        },
+    );
     Tool { name, name_span, description, approval: options.approval, params, type_name }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::camel;
+
+    #[test]
+    fn a_tools_struct_is_named_in_camel_case_and_always_an_identifier() {
+        assert_eq!(camel("get_weather"), "GetWeather");
+        assert_eq!(camel("add"), "Add");
+        assert_eq!(camel("_1st_try"), "Tool1stTry");
+        assert_eq!(camel("self_"), "ToolSelf");
+        assert_eq!(camel("__"), "Tool");
+    }
 }

@@ -10,7 +10,7 @@
 //! recover serve it as they serve any graph.
 
 use crate::agent::tool_node::ToolNode;
-use crate::chat::{ChatModel, ChatOptions, ChatRequest};
+use crate::chat::{ChatModel, ChatOptions, ChatRequest, TokenSink};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -164,6 +164,29 @@ pub struct ReactAgent {
     max_steps: u32,
     output: Option<Output>,
     options: ChatOptions,
+    on_token: Option<OnToken>,
+}
+
+/// The agent's token callback ([`ReactAgent::on_token`]).
+type OnToken = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Where the model's tokens go: the node's stream, and the agent's `on_token` callback.
+struct Tokens {
+    writer: tea_runtime::Writer,
+    callback: Option<OnToken>,
+}
+
+impl TokenSink for Tokens {
+    fn token(&self, text: &str) {
+        self.writer.token(text);
+        if let Some(callback) = &self.callback {
+            callback(text);
+        }
+    }
+
+    fn is_listened(&self) -> bool {
+        self.callback.is_some() || self.writer.is_listened()
+    }
 }
 
 impl fmt::Debug for ReactAgent {
@@ -190,6 +213,7 @@ pub fn react_agent(model: impl ChatModel + 'static, tools: impl Into<ToolNode>) 
         max_steps: ReactAgent::DEFAULT_MAX_STEPS,
         output: None,
         options: ChatOptions::default(),
+        on_token: None,
     }
 }
 
@@ -217,6 +241,16 @@ impl ReactAgent {
     #[must_use]
     pub fn max_steps(mut self, steps: u32) -> Self {
         self.max_steps = steps.max(1);
+        self
+    }
+
+    /// Calls `callback` with each piece of the model's text as it arrives (the model is asked
+    /// for a streamed answer), besides the run's stream (`Event::Custom` values
+    /// `{"type": "token", "text": …}`): a terminal chat prints them from here under the blocking
+    /// API, whose stream yields a node's tokens when the node is done.
+    #[must_use]
+    pub fn on_token(mut self, callback: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_token = Some(Arc::new(callback));
         self
     }
 
@@ -274,6 +308,10 @@ impl ReactAgent {
         u32::try_from(steps).unwrap_or(u32::MAX)
     }
 
+    fn tokens(&self, ctx: &Ctx<AgentState>) -> Tokens {
+        Tokens { writer: ctx.writer(), callback: self.on_token.clone() }
+    }
+
     fn options_for_request(&self) -> ChatOptions {
         let mut options = self.options.clone();
         if let Some(output) = &self.output {
@@ -292,7 +330,10 @@ impl ReactAgent {
     /// The agent node's step for the model's `reply`.
     fn after_reply(&self, reply: Message) -> NodeStep<AgentState, AgentNode> {
         if !reply.tool_calls().is_empty() {
-            return NodeStep::new(Some(AgentState::update().messages(vec![reply])), Some(Goto::Node(AgentNode::Dispatch)));
+            return NodeStep::new(
+                Some(AgentState::update().messages(vec![reply])),
+                Some(Goto::Node(AgentNode::Dispatch)),
+            );
         }
         let Some(output) = &self.output else {
             return NodeStep::new(Some(AgentState::update().messages(vec![reply])), Some(Goto::End));
@@ -312,7 +353,10 @@ impl ReactAgent {
                      Answer again with only a JSON value that matches this schema: {}",
                     output.name, output.schema
                 ));
-                NodeStep::new(Some(AgentState::update().messages(vec![reply, retry])), Some(Goto::Node(AgentNode::Agent)))
+                NodeStep::new(
+                    Some(AgentState::update().messages(vec![reply, retry])),
+                    Some(Goto::Node(AgentNode::Agent)),
+                )
             }
         }
     }
@@ -335,7 +379,8 @@ fn tool_step(message: Message) -> NodeStep<AgentState, AgentNode> {
 
 /// The graph's shape, for its fingerprint (FNV-1a): two nodes, a fan-out by sends whose join is
 /// the agent, an edge to the end.
-const SHAPE: &str = "react_agent: start -> agent; agent -> dispatch | agent | end; parallel dispatch => tools* -> agent;";
+const SHAPE: &str =
+    "react_agent: start -> agent; agent -> dispatch | agent | end; parallel dispatch => tools* -> agent;";
 
 fn fnv(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
@@ -377,7 +422,7 @@ impl Graph for ReactAgent {
                 let request = ChatRequest::new(&messages)
                     .tools(&self.definitions)
                     .options(self.options_for_request())
-                    .stream_to(ctx.writer());
+                    .stream_to(self.tokens(ctx));
                 let reply = self.model.chat_blocking(request)?;
                 Ok(self.after_reply(reply.message))
             }
@@ -408,7 +453,7 @@ impl Graph for ReactAgent {
                     let request = ChatRequest::new(&messages)
                         .tools(&self.definitions)
                         .options(self.options_for_request())
-                        .stream_to(ctx.writer());
+                        .stream_to(self.tokens(ctx));
                     let reply = self.model.chat(request).await?;
                     Ok(self.after_reply(reply.message))
                 }

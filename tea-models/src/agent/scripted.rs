@@ -30,12 +30,12 @@ pub struct ScriptedModel {
 #[derive(Debug, Default)]
 struct Script {
     replies: VecDeque<Message>,
-    requests: Vec<Recorded>,
+    requests: Vec<ScriptedRequest>,
 }
 
 /// A request a [`ScriptedModel`] received.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Recorded {
+pub struct ScriptedRequest {
     /// The messages sent.
     pub messages: Vec<Message>,
     /// The names of the tools offered.
@@ -57,7 +57,7 @@ impl ScriptedModel {
     }
 
     /// The requests received so far.
-    pub fn requests(&self) -> Vec<Recorded> {
+    pub fn requests(&self) -> Vec<ScriptedRequest> {
         self.lock().requests.clone()
     }
 
@@ -73,7 +73,7 @@ impl ScriptedModel {
     fn answer(&self, request: &ChatRequest<'_>) -> Result<Reply, ModelError> {
         let reply = {
             let mut script = self.lock();
-            script.requests.push(Recorded {
+            script.requests.push(ScriptedRequest {
                 messages: request.messages.to_vec(),
                 tools: request.tools.iter().map(|tool| tool.name.clone()).collect(),
                 json_schema: request.options.json_schema.as_ref().map(|format| format.schema.clone()),

@@ -372,7 +372,12 @@ impl ToolArgs {
 
     /// The argument `key` decoded by `decode`; a missing optional argument is decoded from
     /// `null`. `None` after recording the problem.
-    pub fn take<T>(&mut self, key: &str, optional: bool, decode: fn(Value) -> Result<T, serde_json::Error>) -> Option<T> {
+    pub fn take<T>(
+        &mut self,
+        key: &str,
+        optional: bool,
+        decode: fn(Value) -> Result<T, serde_json::Error>,
+    ) -> Option<T> {
         let value = match self.arguments.remove(key) {
             Some(value) => value,
             None if optional => Value::Null,

@@ -112,7 +112,7 @@ impl ToolNode {
     }
 
     /// The tool to run and its arguments, once approved; or the error that stands for its result.
-    fn arguments(&self, call: &ToolCall, hitl: &mut Hitl) -> Result<Result<(Arc<dyn Tool>, Value), ToolError>, Pause> {
+    fn arguments(&self, call: &ToolCall, hitl: &mut Hitl) -> Result<Approved, Pause> {
         let Some(tool) = self.get(&call.name) else {
             let known = self.tools.iter().map(|tool| tool.name().to_owned()).collect();
             return Ok(Err(ToolError::UnknownTool { tool: call.name.clone(), known }));
@@ -133,6 +133,9 @@ impl ToolNode {
         })
     }
 }
+
+/// The tool to run and its arguments once approved, or the error that stands for its result.
+type Approved = Result<(Arc<dyn Tool>, Value), ToolError>;
 
 /// A tool message answering `call` with `result`: the result's text (a JSON string as itself,
 /// any other value as JSON), or the error's.

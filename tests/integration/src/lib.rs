@@ -43,6 +43,9 @@ mod guide {
     #[cfg(feature = "models")]
     #[doc = include_str!("../../../docs/src/models.md")]
     struct Models;
+    #[cfg(feature = "models")]
+    #[doc = include_str!("../../../docs/src/tutorial-chatbot.md")]
+    struct TutorialChatbot;
     #[doc = include_str!("../../../docs/src/yaml-net.md")]
     struct YamlNet;
     #[doc = include_str!("../../../docs/src/yaml-python.md")]
