@@ -174,8 +174,13 @@ fn tables_of_version_1_gain_retention_marks_and_keep_their_threads() {
     assert_thread(&store, "g", "old", &[b"kept"]);
     let marks = store.rest_marks().expect("marks kept as columns");
     assert_eq!(marks.unmarked("g").unwrap(), [ThreadId::from("old")], "not marked yet");
-    let mark = tea_runtime::RestMark { thread: ThreadId::from("old"), head: 1, rest: tea_runtime::Rest::Finished, since_ms: Some(10) };
-    marks.mark("g", &[mark.clone()]).unwrap();
+    let mark = tea_runtime::RestMark {
+        thread: ThreadId::from("old"),
+        head: 1,
+        rest: tea_runtime::Rest::Finished,
+        since_ms: Some(10),
+    };
+    marks.mark("g", std::slice::from_ref(&mark)).unwrap();
     assert!(marks.unmarked("g").unwrap().is_empty());
     // A mark for a head the thread has left is dropped; a moved head is unmarked again.
     let old = ThreadId::from("old");

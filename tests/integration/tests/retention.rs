@@ -263,7 +263,9 @@ fn sealed_postgres_store() {
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_store() {
-    eprintln!("skipped: this build has no `postgres` feature (cargo test -p tea-integration-tests --features postgres)");
+    eprintln!(
+        "skipped: this build has no `postgres` feature (cargo test -p tea-integration-tests --features postgres)"
+    );
 }
 
 #[test]
