@@ -361,6 +361,18 @@ fn edges(krate: &Crate) -> Vec<Edge> {
     edges_within(krate, &[])
 }
 
+/// A feature folder's loading: tea-yaml keeps each action family's `with:` loading next to its
+/// running (`actions/crew/load.rs` beside `actions/crew/mod.rs`), and such a `load` module two
+/// levels down belongs to the crate's top-level `load` module, the loading layer, for the
+/// layers and the circles between top-level modules (it is the loader's methods, written
+/// where the feature lives). `Some("load")` for such a path when the crate has a `load` module.
+fn loading_part(path: &[String], tops: &BTreeSet<String>) -> Option<String> {
+    (path.len() >= 3 && path[2] == LOADING && path[0] != LOADING && tops.contains(LOADING)).then(|| LOADING.to_owned())
+}
+
+/// The name of the loading layer's module, and of a feature folder's part of it.
+const LOADING: &str = "load";
+
 /// What a module's own file (`mod.rs`) is called among its submodules, as an import circle
 /// names it.
 const OWN_FILE: &str = "mod";
@@ -379,6 +391,10 @@ fn edges_within(krate: &Crate, scope: &[String]) -> Vec<Edge> {
         .collect();
     // The child of `scope` a module path from the crate root is in, if it is inside `scope`.
     let child_of = |path: &[String]| -> Option<String> {
+        if let Some(top) = loading_part(path, &tops) {
+            // Inside the folder it is written in, it is not part of the folder's layer.
+            return scope.is_empty().then_some(top);
+        }
         if !path.starts_with(scope) {
             return None;
         }
@@ -835,6 +851,29 @@ fn checker_reads_use_trees_and_finds_upward_imports() {
     let circles = cycles(&edges);
     assert_eq!(circles.len(), 1);
     assert_eq!(circles[0].modules, ["api", "model", "vocab"]);
+}
+
+#[test]
+fn a_feature_folders_loading_is_in_the_loading_layer() {
+    // `actions/crew/load.rs` is the loader's, written beside the family it loads: its import of
+    // the loader is within the loading layer; the family's running part may not import it.
+    let krate = synthetic(&[
+        ("src/lib.rs", "mod actions;\nmod load;\n"),
+        ("src/actions/mod.rs", "pub(crate) mod crew;\n"),
+        ("src/actions/crew/mod.rs", "pub(crate) mod load;\npub(crate) struct Crew;\nuse crate::load::Loader;\n"),
+        ("src/actions/crew/load.rs", "use crate::load::*;\nuse crate::actions::crew::Crew;\n"),
+        ("src/load/mod.rs", "pub(crate) struct Loader;\nuse crate::actions::crew::Crew;\n"),
+    ]);
+    let edges = edges(&krate);
+    let pairs: BTreeSet<(&str, &str)> = edges.iter().map(|e| (e.from.as_str(), e.to.as_str())).collect();
+    assert_eq!(pairs, BTreeSet::from([("actions", "load"), ("load", "actions")]));
+    let layers: &[(&str, &[&str])] = &[("actions", &["actions"]), ("loading", &["load"])];
+    let problems = layer_violations(&krate, &edges, layers);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("src/actions/crew/mod.rs:3"), "{problems:?}");
+    // Nor is it one of the folder's modules when circles inside the `actions` layer are sought.
+    let within = edges_within(&krate, &["actions".to_owned()]);
+    assert!(within.iter().all(|e| !e.at.contains("crew/load.rs")), "{within:?}");
 }
 
 #[test]

@@ -63,7 +63,7 @@ pub(crate) trait Appends: Sync {
 /// its app's options), which keep its lease alive.
 ///
 /// One per run with a store (made by `App::tenure`, held by the run, reached by nodes through
-/// `Ctx::host`). While a subgraph node runs, the run writes nothing, so its lease would expire
+/// `Ctx::tenure`). While a subgraph node runs, the run writes nothing, so its lease would expire
 /// after `lease` however short each node of the child is. The child's run (whose app carries
 /// this tenure as its `parent`) therefore renews it whenever it writes its own lease and half
 /// of this one is gone ([`keep_alive`](Self::keep_alive)): it writes this run's last checkpoint

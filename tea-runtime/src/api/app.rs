@@ -86,24 +86,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     where
         G: PauseFree,
     {
-        let graph = Arc::new(self.graph);
-        App {
-            shared: Arc::new(GraphAndCache::new(graph.clone())),
-            graph,
-            checkpointer: Arc::new(self.checkpointer),
-            recursion_limit: self.recursion_limit,
-            durability: self.durability,
-            lease: self.lease,
-            max_branches: self.max_branches,
-            key: self.key,
-            sync_inline: self.sync_inline,
-            clock: self.clock,
-            retention: self.retention,
-            parent_node: None,
-            parent: None,
-            context: None,
-            modes: StreamModes::default(),
-        }
+        self.assemble()
     }
 }
 
@@ -134,6 +117,35 @@ impl<G: Graph, C> Builder<G, C> {
     /// your own [`Checkpointer`]). Required for graphs that can pause; with it, `invoke` returns
     /// an [`Outcome`] rather than the final state.
     pub fn checkpointer<K: Checkpointer>(self, store: K) -> Builder<G, K> {
+        self.keeping_in(store)
+    }
+
+    /// The app these settings describe: every [`App`] is made here (both `build`s and
+    /// [`App::for_child`]).
+    fn assemble(self) -> App<G, C> {
+        let graph = Arc::new(self.graph);
+        App {
+            shared: Arc::new(GraphAndCache::new(graph.clone())),
+            graph,
+            checkpointer: Arc::new(self.checkpointer),
+            recursion_limit: self.recursion_limit,
+            durability: self.durability,
+            lease: self.lease,
+            max_branches: self.max_branches,
+            key: self.key,
+            sync_inline: self.sync_inline,
+            clock: self.clock,
+            retention: self.retention,
+            parent_node: None,
+            parent: None,
+            context: None,
+            modes: StreamModes::default(),
+        }
+    }
+
+    /// These settings with `store` (any type: a child app's store is its parent's, whatever
+    /// that is).
+    fn keeping_in<K>(self, store: K) -> Builder<G, K> {
         Builder {
             graph: self.graph,
             checkpointer: store,
@@ -224,24 +236,7 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
 
     /// Builds the app.
     pub fn build(self) -> App<G, C> {
-        let graph = Arc::new(self.graph);
-        App {
-            shared: Arc::new(GraphAndCache::new(graph.clone())),
-            graph,
-            checkpointer: Arc::new(self.checkpointer),
-            recursion_limit: self.recursion_limit,
-            durability: self.durability,
-            lease: self.lease,
-            max_branches: self.max_branches,
-            key: self.key,
-            sync_inline: self.sync_inline,
-            clock: self.clock,
-            retention: self.retention,
-            parent_node: None,
-            parent: None,
-            context: None,
-            modes: StreamModes::default(),
-        }
+        self.assemble()
     }
 }
 
@@ -305,41 +300,25 @@ pub struct App<G: Graph, C = NoCheckpointer> {
 
 impl<G: Graph, C> App<G, C> {
     /// An app running `graph`, a subgraph node's child, on its parent's store and options
-    /// (`host`, the parent's run; `None`: the parent has no store). Its runs keep the parent's
+    /// (`tenure`, the parent's run's; `None`: the parent has no store). Its runs keep the parent's
     /// lease alive. Its tokens are never handed out: the parent lists its pauses in its own.
     pub(crate) fn for_child(
         graph: G,
         checkpointer: C,
-        host: Option<&Arc<Tenure>>,
+        tenure: Option<&Arc<Tenure>>,
         parent_node: std::any::TypeId,
     ) -> Self {
-        let (recursion_limit, durability, lease, max_branches) = match host {
-            Some(h) => (h.limit, h.durability, h.lease, h.max_branches),
-            None => (DEFAULT_RECURSION_LIMIT, Durability::EveryStep, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES),
-        };
-        let checkpointer = Arc::new(checkpointer);
-        let graph = Arc::new(graph);
-        let parent = host.cloned();
-        let clock = host.map_or_else(Clock::system, |h| h.clock.clone());
-        App {
-            shared: Arc::new(GraphAndCache::new(graph.clone())),
-            graph,
-            checkpointer,
-            recursion_limit,
-            durability,
-            lease,
-            max_branches,
-            key: None,
-            // Inherited from the parent's driver when it runs the child (`drive::tokio`).
-            sync_inline: false,
-            parent_node: Some(parent_node),
-            parent,
-            clock,
-            retention: Retention::new(),
-            // Set from the parent run's `Ctx` (`subgraph`).
-            context: None,
-            modes: StreamModes::default(),
+        let mut settings = Builder::new(graph).keeping_in(checkpointer);
+        if let Some(parent) = tenure {
+            settings.recursion_limit = parent.limit;
+            settings.durability = parent.durability;
+            settings.lease = parent.lease;
+            settings.max_branches = parent.max_branches;
+            settings.clock = parent.clock.clone();
         }
+        // `sync_inline` is inherited from the parent's driver when it runs the child
+        // (`drive::tokio`); `context` is set from the parent run's `Ctx` (`subgraph`).
+        App { parent_node: Some(parent_node), parent: tenure.cloned(), ..settings.assemble() }
     }
 
     /// This app, sharing its graph, store, options and node cache, whose runs have `context`:
@@ -440,8 +419,9 @@ impl<G: Graph, C> App<G, C> {
     }
 }
 
-/// The name of the API call a run's `run` span records (its field `call`).
-fn call_name<S: crate::vocab::state::GraphState>(what: &What<S>, record: bool, on_tokio: bool) -> &'static str {
+/// The name of the API call a run's `run` span records (its field `call`), and
+/// [`Error::NoRuntime`] names.
+pub(crate) fn call_name<S: crate::vocab::state::GraphState>(what: &What<S>, record: bool, on_tokio: bool) -> &'static str {
     match (what, record, on_tokio) {
         (What::Start(_), false, false) => "invoke",
         (What::Start(_), false, true) => "invoke_async",
@@ -514,7 +494,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
         traced! { run.call(if at.is_some() { "invoke_at" } else { "invoke" }); }
         match run.run_to_end()? {
             Over::Done => Ok(run.state),
-            Over::Paused(record) => Err(token::without_store(&run, &record)),
+            Over::Paused(record) => Err(token::without_store(run.graph, &record)),
         }
     }
 
@@ -668,7 +648,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             Recovery::Over(outcome) => Ok(outcome),
             Recovery::Run(mut run) => {
                 let over = run.run_to_end()?;
-                token::outcome(run, over)
+                token::outcome(run.graph, run.tenure.as_deref(), over, run.state)
             }
         }
     }

@@ -1,13 +1,12 @@
 //! The async API (feature `tokio`): `App::run_async` and `run_stream_async` (and the short
 //! `invoke_async`, `resume_async`, `stream_async`), carried by the tokio driver (`drive::tokio`).
 
-use crate::api::app::{App, NoCheckpointer, Recovery};
+use crate::api::app::{call_name, App, NoCheckpointer, Recovery};
 use crate::api::call::Call;
 use crate::api::stream::{ended_event, event_after};
 use crate::api::token;
 use crate::drive::tokio::AsyncRun;
 use crate::format::token::Resume;
-use crate::machine::run::Over;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::outcome::{Outcome, Snapshot};
@@ -19,18 +18,12 @@ use futures::{Stream, StreamExt};
 use std::sync::Arc;
 use std::task::Poll;
 
-/// Claims the thread of a run the async driver carries, advances it to a pause or the end, and
-/// makes its outcome (a pause's token is made here).
+/// Advances a run the async driver carries to a pause or the end, and makes its outcome
+/// ([`token::outcome`], as the blocking driver does).
 async fn outcome<G: Graph>(mut run: AsyncRun<'_, G>) -> Result<Outcome<G::State>, Error> {
     let over = run.run_to_end().await?;
     let run = run.run();
-    match over {
-        Over::Done => Ok(Outcome::Done(run.state.clone())),
-        Over::Paused(record) => {
-            let resume = token::token(run, &record)?;
-            Ok(Outcome::Interrupted { state: run.state.clone(), resume })
-        }
-    }
+    token::outcome(run.graph, run.tenure.as_deref(), over, run.state.clone())
 }
 
 /// The next event of a run the async driver carries, as the blocking `Stream` yields them
@@ -118,15 +111,6 @@ where
     })
 }
 
-/// The name of the async API call that carries out `call`, as [`Error::NoRuntime`] names it.
-fn call_name<S: crate::vocab::state::GraphState>(call: &Call<S>) -> &'static str {
-    match call.kind() {
-        "resume" => "resume_async",
-        "recover" => "recover_async",
-        _ => "invoke_async",
-    }
-}
-
 /// Fails unless polled inside a tokio runtime (the driver spawns onto it).
 fn runtime(call: &'static str) -> Result<(), Error> {
     tokio::runtime::Handle::try_current().map(|_| ()).map_err(|_| Error::NoRuntime { call })
@@ -191,7 +175,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// # Errors
     /// Those of [`run`](Self::run), and [`Error::NoRuntime`] outside a tokio runtime.
     pub async fn run_async(&self, call: Call<G::State>) -> Result<Outcome<G::State>, Error> {
-        runtime(call_name(&call))?;
+        runtime(call_name(&call.what, false, true))?;
         let head = match self.head_to_read(&call)? {
             Some(thread) => Some(self.head_async(&thread).await?),
             None => None,
@@ -209,7 +193,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         call: Call<G::State>,
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let start = async move {
-            runtime(call_name(&call))?;
+            runtime(call_name(&call.what, true, true))?;
             let head = match self.head_to_read(&call)? {
                 Some(thread) => Some(self.head_async(&thread).await?),
                 None => None,

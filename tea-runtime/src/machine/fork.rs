@@ -60,7 +60,7 @@ pub(crate) struct Env {
     /// Whether breakpoints stop branches (only with a checkpointer).
     pub(crate) pausable: bool,
     /// What subgraph nodes in the branches run their child graphs on.
-    pub(crate) host: Option<std::sync::Arc<Tenure>>,
+    pub(crate) tenure: Option<std::sync::Arc<Tenure>>,
     /// The run is a child graph's, run by a subgraph node of a parent graph with this node
     /// type: a branch's `Command::parent` to a node of that type ends the child's run.
     pub(crate) parent_node: Option<std::any::TypeId>,
@@ -531,7 +531,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     let mut ctx = Ctx::new(head.clone(), env.thread.clone());
     ctx.limits = Limits { recursion: env.limit, max_branches: env.max_branches };
     ctx.branch = Some(head.clone());
-    ctx.host = env.host.clone();
+    ctx.tenure = env.tenure.clone();
     ctx.shared = env.shared.clone();
     ctx.context = env.context.clone();
     ctx.emitter = env.emitter.clone();
@@ -771,7 +771,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         max_branches: env.max_branches,
         record: env.record,
         pausable: false,
-        host: env.host.clone(),
+        tenure: env.tenure.clone(),
         parent_node: env.parent_node,
         parent: env.parent.clone(),
         shared: env.shared.clone(),

@@ -262,7 +262,7 @@ impl<N: Copy + PartialEq> Line<N> {
                 }
                 // Stored by the parent's declared name, which the parent checks on reading it
                 // back (`subgraph`), never by a Rust type name.
-                jump.parent = self.parent.as_ref().map(|host| host.graph.clone());
+                jump.parent = self.parent.as_ref().map(|tenure| tenure.graph.clone());
                 self.jump = Some(jump);
                 self.cursor = Cursor::Done;
                 return Ok(Applied::Save);

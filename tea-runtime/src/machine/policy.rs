@@ -119,7 +119,7 @@ async fn lookup<G: Graph, D: Driver<G>>(
     key: &CacheKey,
 ) -> Result<Option<Produced<G::State, G::Node>>, Error> {
     let Some(shared) = &ctx.shared else { return Ok(None) };
-    let bytes = match cache_store(cache, ctx.host.as_deref()) {
+    let bytes = match cache_store(cache, ctx.tenure.as_deref()) {
         Some(store) => {
             let (name, thread) = (cache_graph(graph.name()), key.thread());
             driver.head(store, &name, &thread).await?.map(|(_, bytes)| bytes)
@@ -175,7 +175,7 @@ async fn keep<G: Graph, D: Driver<G>>(
         Goto::Node(target) => graph.node_name(target).to_string(),
     });
     let bytes = entry_bytes(&key, Cached { update, goto }, clock_of(ctx).now_ms())?;
-    match cache_store(cache, ctx.host.as_deref()) {
+    match cache_store(cache, ctx.tenure.as_deref()) {
         Some(store) => {
             let (name, thread) = (cache_graph(graph.name()), key.thread());
             let head = driver.head(store, &name, &thread).await?.map(|(id, _)| id);

@@ -242,7 +242,7 @@ impl<'g, G: Graph> Run<'g, G> {
         line.parent = tenure.as_ref().and_then(|t| t.parent.clone());
         let mut ctx = Ctx::new(START, thread.clone());
         ctx.limits = limits;
-        ctx.host = tenure.clone();
+        ctx.tenure = tenure.clone();
         if record {
             ctx.child_steps = Some(Arc::new(ChildSteps::<G::State>::default()));
         }
@@ -579,7 +579,7 @@ impl<'g, G: Graph> Run<'g, G> {
             max_branches: self.max_branches,
             record: self.record,
             pausable: self.tenure.is_some(),
-            host: self.ctx.host.clone(),
+            tenure: self.ctx.tenure.clone(),
             parent_node: self.line.parent_node,
             parent: self.line.parent.clone(),
             shared: self.ctx.shared.clone(),

@@ -23,7 +23,7 @@ pub(crate) enum After<N> {
 /// without a store reads the system's.
 pub(crate) fn clock_of<S>(ctx: &Ctx<S>) -> &Clock {
     static SYSTEM: Clock = Clock::system();
-    ctx.host.as_ref().map_or(&SYSTEM, |tenure| &tenure.clock)
+    ctx.tenure.as_ref().map_or(&SYSTEM, |tenure| &tenure.clock)
 }
 
 /// The pause a node asked for: its id counts the node's pauses (`ask#0`, `ask#1`, …; `@head`

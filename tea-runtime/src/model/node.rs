@@ -233,7 +233,7 @@ pub struct Ctx<S> {
     pub(crate) branch: Option<NodeName>,
     pub(crate) branches: Vec<BranchState<S>>,
     /// The store and options of the run, for subgraph nodes to run their child on.
-    pub(crate) host: Option<std::sync::Arc<Tenure>>,
+    pub(crate) tenure: Option<std::sync::Arc<Tenure>>,
     /// While streaming: where subgraph nodes put their child graph's steps (a
     /// [`ChildSteps<S>`](crate::model::node::ChildSteps), erased because `Ctx` has no `S` bound).
     pub(crate) child_steps: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
@@ -261,7 +261,7 @@ impl<S> Ctx<S> {
             thread,
             branch: None,
             branches: Vec::new(),
-            host: None,
+            tenure: None,
             child_steps: None,
             limits: Limits::default(),
             shared: None,
@@ -284,7 +284,7 @@ impl<S> Ctx<S> {
             thread: self.thread.clone(),
             branch: self.branch.clone(),
             branches: self.branches.clone(),
-            host: self.host.clone(),
+            tenure: self.tenure.clone(),
             child_steps: self.child_steps.clone(),
             limits: self.limits,
             shared: self.shared.clone(),

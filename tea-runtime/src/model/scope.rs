@@ -108,10 +108,10 @@ pub(crate) fn entry_bytes(key: &CacheKey, result: Cached, now: u64) -> Result<Ve
 /// without a store keeps them in memory).
 pub(crate) fn cache_store<'a>(
     policy: &CachePolicy,
-    host: Option<&'a crate::tenure::Tenure>,
+    tenure: Option<&'a crate::tenure::Tenure>,
 ) -> Option<&'a dyn Checkpointer> {
     match policy.scope {
-        CacheScope::Store => host.map(|host| &*host.store),
+        CacheScope::Store => tenure.map(|tenure| &*tenure.store),
         _ => None,
     }
 }

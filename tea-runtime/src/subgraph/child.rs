@@ -172,7 +172,7 @@ impl<C: Graph> ChildApi<C> for Blocking {
                         let jump = run.line.jump.take();
                         Ok((run.state, jump))
                     }
-                    Over::Paused(record) => Err(Box::new(without_store(&run, &record)) as BoxError),
+                    Over::Paused(record) => Err(Box::new(without_store(run.graph, &record)) as BoxError),
                 },
             }
         }
@@ -254,7 +254,7 @@ impl<C: Graph> ChildApi<C> for OnTokio {
                 Some(forward) => alone_end(drain(&mut run, forward).await?, child.name())?,
                 None => {
                     if let Over::Paused(record) = run.run_to_end().await? {
-                        return Err(Box::new(without_store(run.run(), &record)) as BoxError);
+                        return Err(Box::new(without_store(run.run().graph, &record)) as BoxError);
                     }
                     run.run().state.clone()
                 }

@@ -267,7 +267,7 @@ struct Finished<T> {
 
 /// The declared name of the graph whose run runs this subgraph node (`None` without a store).
 fn parent_graph<S>(ctx: &Ctx<S>) -> Option<&str> {
-    ctx.host.as_deref().map(|host| host.graph.as_str())
+    ctx.tenure.as_deref().map(|tenure| tenure.graph.as_str())
 }
 
 /// Marks the child's errors that the parent's run reports as its own ([`Passthrough`]) rather
@@ -405,7 +405,7 @@ where
         Some(_) => Some(&mut forwarding),
         None => None,
     };
-    let (Some(host), Some(parent)) = (ctx.host.as_ref(), ctx.thread.as_ref()) else {
+    let (Some(tenure), Some(parent)) = (ctx.tenure.as_ref(), ctx.thread.as_ref()) else {
         // No store: the child runs to its end, within its parent's limits (as a child with a
         // store does, `App::for_child`).
         let graph = child.name().to_owned();
@@ -415,7 +415,7 @@ where
         return Ok(Finished { first: kept, last, jump, graph, thread: None });
     };
     let (thread, reply) = thread_and_reply(ctx, hitl, parent);
-    let mut app = App::for_child(child, host.store.clone(), Some(host), parent_node);
+    let mut app = App::for_child(child, tenure.store.clone(), Some(tenure), parent_node);
     // The parent run's context, and its stream's modes, hold in the child's runs.
     app.context = ctx.context.clone();
     if let Some(emitter) = &ctx.emitter {

@@ -24,7 +24,7 @@
 //! where the library is not installed: DSPy reported missing, TextGrad's variables and mem0's
 //! messages kept (in the agent's memory, through the `fallback::Keep` trait `actions/registry.rs`
 //! implements), TextGrad's heuristic feedback, mem0's search reported missing.
-//! `reason.dspy.cot`/`react` are `actions/compose.rs`'s `reason.cot`/`react` marked `dspy_module:
+//! `reason.dspy.cot`/`react` are `actions/compose/`'s `reason.cot`/`react` marked `dspy_module:
 //! native_fallback`.
 
 use crate::state::State;

@@ -362,7 +362,7 @@ pub(crate) fn node_calls_overflowed() -> bool {
     NODE_CALLS.with(|c| c.get().1)
 }
 
-/// What a composed action (`actions/compose.rs`, `actions/extraction.rs`) needs of the agent it runs in,
+/// What a composed action (`actions/compose/`, `actions/extraction/`) needs of the agent it runs in,
 /// beyond [`RunningAgent`] (the graph implements it).
 pub(crate) trait Composer: RunningAgent {
     /// `tree` rendered with `state` as the templates' `state`.

@@ -11,9 +11,11 @@
 //! - `routing.rs` — edges and targets into each node's rules, then the graph checks of tea-check
 //!   on the graph's shape (`ir/shape.rs`);
 //! - `fingerprint.rs` — the text every checkpoint of the agent is checked against;
-//! - `compose.rs`, `extraction.rs`, `planning.rs`, `crew.rs` — each action family's `with:` (the
-//!   families run in `actions/`, under the same names);
-//! - `prolog.rs` — Prolog blocks and `prolog.query`'s code.
+//!
+//! Each action family's `with:` is loaded next to where it runs, in its folder's `load.rs`
+//! (`actions/{compose, extraction, planning, crew}/load.rs`, `lang/prolog/load.rs` for Prolog
+//! blocks and `prolog.query`'s code): those files are methods of this module's `Loader` and
+//! belong to the loading layer, so one feature's change touches one folder.
 //!
 //! The loader walks the tree by hand and collects every problem (unknown keys with "did you mean", names, targets, conditions and templates that
 //! do not parse, Lua that does not compile, actions, interrupts without a checkpointer; The Edge
@@ -40,29 +42,25 @@
 //! child's final state), so the child's thread, its pauses and resumes are the engine's, as for
 //! `graph!` subgraphs.
 
-use crate::actions::{self, Action, BUILT_IN_NAMES};
-use crate::error::{suggest, LoadError, Problem};
-use crate::ir::{Cond, Exec, Limit, LoadedAgent, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
-use crate::lang::lua::{Chunks, Limits};
-use crate::lang::template::{self, Builder as Templates};
-use crate::state::{Decl, Reducer, Schema, Type};
-use crate::syntax::yaml::{self, Kind, Node, Pos};
-use serde_json::{Map, Value};
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
+// What the loader's files share, the action families' `load.rs` files included.
+pub(crate) use crate::actions::{self, Action, BUILT_IN_NAMES};
+pub(crate) use crate::error::{suggest, LoadError, Problem};
+pub(crate) use crate::ir::{Cond, Exec, Limit, LoadedAgent, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
+pub(crate) use crate::lang::lua::{Chunks, Limits};
+pub(crate) use crate::lang::template::{self, Builder as Templates};
+pub(crate) use crate::state::{Decl, Reducer, Schema, Type};
+pub(crate) use crate::syntax::yaml::{self, Kind, Node, Pos};
+pub(crate) use serde_json::{Map, Value};
+pub(crate) use std::cell::RefCell;
+pub(crate) use std::collections::HashMap;
+pub(crate) use std::path::PathBuf;
+pub(crate) use std::rc::Rc;
+pub(crate) use std::sync::{Arc, Mutex};
+pub(crate) use std::time::Duration;
+pub(crate) use tea_runtime::{CachePolicy, Goto, NodeName, NodePolicy, RetryPolicy};
 
-mod compose;
-mod crew;
-mod extraction;
 mod fingerprint;
 mod node;
-mod planning;
-mod prolog;
 mod routing;
 
 /// What the engine brings to a load.
@@ -101,7 +99,7 @@ pub(crate) const MAX_SUBGRAPH_DEPTH: usize = 16;
 /// How many candidate names "did you mean" compares, over a whole file: beyond it, problems
 /// come without a suggestion (so a file of thousands of misspelled targets loads in linear
 /// time).
-const MAX_SUGGESTION_WORK: usize = 200_000;
+pub(crate) const MAX_SUGGESTION_WORK: usize = 200_000;
 
 /// A checkpoint store by name: what a file's `config.checkpointer` names, and what `tea --store`
 /// takes (`memory`, `sled:PATH`, `dir:PATH`, `postgres://…`).
@@ -180,7 +178,7 @@ pub(crate) struct Loaded {
     pub(crate) recursion_limit: Option<usize>,
 }
 
-const TOP_KEYS: &[&str] = &[
+pub(crate) const TOP_KEYS: &[&str] = &[
     "name",
     "description",
     "state",
@@ -196,7 +194,7 @@ const TOP_KEYS: &[&str] = &[
     // The Edge Agent's breakpoints at the top level, as `config.interrupt_before/after`.
     "interrupt_before",
     "interrupt_after",
-    // What `validate.extraction` checks (load/extraction.rs).
+    // What `validate.extraction` checks (actions/extraction/load.rs).
     "extraction_schema",
     "validation_constraints",
     "semantic_probes",
@@ -204,7 +202,7 @@ const TOP_KEYS: &[&str] = &[
 ];
 /// The Edge Agent's top-level keys that tea accepts and ignores, with what tea does instead
 /// (a warning says so).
-const EDGE_AGENT_TOP_KEYS: &[(&str, &str)] = &[
+pub(crate) const EDGE_AGENT_TOP_KEYS: &[(&str, &str)] = &[
     ("data", "tea's templates read `variables`; put reusable text there"),
     ("imports", "tea loads no action modules from a file; register actions with `Engine::action`"),
     ("input_schema", "tea checks the input against `state` instead"),
@@ -214,7 +212,7 @@ const EDGE_AGENT_TOP_KEYS: &[(&str, &str)] = &[
     ("checkpoint", "tea checkpoints with `config.checkpoint_dir` or `config.checkpointer`"),
 ];
 /// `settings:` sections, and the keys of each (defaults of the network actions).
-const SETTINGS: [(&str, &[&str]); 2] = [
+pub(crate) const SETTINGS: [(&str, &[&str]); 2] = [
     (
         "llm",
         &[
@@ -236,10 +234,10 @@ const SETTINGS: [(&str, &[&str]); 2] = [
     ("notify", &["url", "headers", "timeout", "retry"]),
 ];
 /// The Edge Agent's trace settings: tea writes its trace as `tea run --trace` does.
-const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"];
+pub(crate) const TRACE_SETTINGS: [&str; 3] = ["auto_trace", "trace_exporter", "trace_file"];
 /// The Edge Agent's `settings:` keys that tea accepts and ignores (a warning says so), and
 /// what each is.
-const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
+pub(crate) const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
     ("auth", "request authentication of its server"),
     ("cache", "its cache backends"),
     ("dspy", "DSPy"),
@@ -260,7 +258,7 @@ const EDGE_AGENT_SETTINGS: &[(&str, &str)] = &[
 ];
 /// The Edge Agent's `settings.llm` keys that tea accepts and ignores (a warning says so), and
 /// what each is.
-const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
+pub(crate) const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
     ("backend", "local models through llama.cpp"),
     ("chat_format", "local models' chat template"),
     ("default_model", "a default model of its older actions; tea's is `settings.llm.model`"),
@@ -270,7 +268,7 @@ const EDGE_AGENT_LLM_SETTINGS: &[(&str, &str)] = &[
     ("n_gpu_layers", "local models through llama.cpp"),
     ("n_threads", "local models through llama.cpp"),
 ];
-const CONFIG_KEYS: &[&str] = &[
+pub(crate) const CONFIG_KEYS: &[&str] = &[
     "interrupt_before",
     "interrupt_after",
     "checkpoint_dir",
@@ -280,7 +278,7 @@ const CONFIG_KEYS: &[&str] = &[
     "raise_exceptions",
     "max_execution_time",
 ];
-const NODE_KEYS: &[&str] = &[
+pub(crate) const NODE_KEYS: &[&str] = &[
     "name",
     "description",
     "run",
@@ -351,10 +349,10 @@ pub(crate) const EDGE_AGENT_NODE_KEYS: &[(&str, &str)] = &[
 pub(crate) const MAX_LOOP_ITERATIONS: i64 = 1_000;
 /// The keys of `settings.llm` and `settings.notify` whose values may read `secrets` (they are
 /// sent out: an API key, a webhook's address and headers).
-const SETTINGS_SENDING: [&[&str]; 2] = [&["api_key"], &["url", "headers"]];
+pub(crate) const SETTINGS_SENDING: [&[&str]; 2] = [&["api_key"], &["url", "headers"]];
 
 /// The arguments of `action` whose values may read `secrets`: those it sends out.
-fn sending_keys(action: &Action) -> &'static [&'static str] {
+pub(crate) fn sending_keys(action: &Action) -> &'static [&'static str] {
     match action {
         #[cfg(feature = "net")]
         Action::Net(net) => net.sending_keys(),
@@ -365,127 +363,127 @@ fn sending_keys(action: &Action) -> &'static [&'static str] {
 }
 
 /// The keys of a `dynamic_parallel` node's `parallel_config:` (The Edge Agent's nested form).
-const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
+pub(crate) const PARALLEL_CONFIG_KEYS: &[&str] = &["max_concurrency", "fail_fast"];
 /// The keys of a `dynamic_parallel` node's `action:` (The Edge Agent's action mode).
-const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
-const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in", "targets"];
+pub(crate) const ITEM_ACTION_KEYS: &[&str] = &["uses", "with", "output"];
+pub(crate) const EDGE_KEYS: &[&str] = &["from", "to", "when", "condition", "type", "parallel", "fan_in", "targets"];
 /// The Edge Agent's edge keys that tea accepts and ignores, with what tea does instead.
 pub(crate) const EDGE_AGENT_EDGE_KEYS: &[(&str, &str)] = &[
     ("parallel_strategy", "tea runs a fan-out's branches as threads of this process"),
     ("stream_mode", "tea's branches pass data through the state, not through pipes"),
 ];
-const START: [&str; 2] = ["__start__", "START"];
+pub(crate) const START: [&str; 2] = ["__start__", "START"];
 /// The node a fan-out from the entry starts at: it does nothing and fans out.
 pub(crate) const START_FORK: &str = "__tea_start";
 /// The file name of the cached load of a subgraph file that could not be read.
-const READ_FAILED: &str = "\0unreadable";
-const END: [&str; 2] = ["__end__", "END"];
+pub(crate) const READ_FAILED: &str = "\0unreadable";
+pub(crate) const END: [&str; 2] = ["__end__", "END"];
 
-struct Loader<'a> {
-    env: &'a Env<'a>,
+pub(crate) struct Loader<'a> {
+    pub(crate) env: &'a Env<'a>,
     /// The file's text, for columns inside `run:` blocks.
-    source: &'a str,
+    pub(crate) source: &'a str,
     /// The grants of the agent being loaded: paths and hosts written in the file are checked
     /// against them at load.
-    grants: crate::grants::AgentGrants,
-    problems: Vec<Problem>,
+    pub(crate) grants: crate::grants::AgentGrants,
+    pub(crate) problems: Vec<Problem>,
     /// The Edge Agent's keys accepted with a warning, and the keys warned about (each once).
-    warnings: Vec<Problem>,
-    warned: std::collections::HashSet<String>,
+    pub(crate) warnings: Vec<Problem>,
+    pub(crate) warned: std::collections::HashSet<String>,
     /// `settings.shell_providers` and `settings.llm.shell_providers` (the latter wins).
     #[cfg_attr(not(feature = "net"), allow(dead_code))]
-    shells: Map<String, Value>,
+    pub(crate) shells: Map<String, Value>,
     /// `settings.llm.provider` and `settings.llm.shell_provider`, as written.
     #[cfg_attr(not(feature = "net"), allow(dead_code))]
-    settings_llm: [Option<Node>; 2],
-    templates: Templates,
-    lua: Chunks,
-    python: crate::lang::python::Loader,
+    pub(crate) settings_llm: [Option<Node>; 2],
+    pub(crate) templates: Templates,
+    pub(crate) lua: Chunks,
+    pub(crate) python: crate::lang::python::Loader,
     /// The keys `settings.llm` and `settings.notify` give (defaults of the network actions).
-    settings_keys: [Vec<String>; 2],
+    pub(crate) settings_keys: [Vec<String>; 2],
     /// `settings.auto_trace: true` with its exporter.
-    auto_trace: Option<crate::ir::AutoTrace>,
+    pub(crate) auto_trace: Option<crate::ir::AutoTrace>,
     /// `settings.rate_limiters`: each limiter's time between calls.
-    rate_limiters: HashMap<String, std::time::Duration>,
+    pub(crate) rate_limiters: HashMap<String, std::time::Duration>,
     /// `settings.a2a`: the agent's id and namespace among the process's agents.
-    a2a: crate::actions::a2a::A2aSettings,
+    pub(crate) a2a: crate::actions::a2a::A2aSettings,
     /// The `language:` of the node whose `steps:` are read now (`Some(true)`: Python), the
     /// language of those that name none.
-    steps_language: Option<bool>,
+    pub(crate) steps_language: Option<bool>,
     /// Candidate names "did you mean" may still compare (see [`MAX_SUGGESTION_WORK`]).
-    suggestion_work: usize,
+    pub(crate) suggestion_work: usize,
     /// Templates read now are arguments that send secrets out: they may read `secrets`.
-    sending: bool,
+    pub(crate) sending: bool,
     /// The state's declared keys (empty: the agent declares none), which a node's
     /// `cache: { reads: [...] }` names.
-    state_keys: Vec<String>,
+    pub(crate) state_keys: Vec<String>,
     /// The file's `validate.extraction` keys, compiled.
-    extraction: crate::actions::extraction::Config,
+    pub(crate) extraction: crate::actions::extraction::Config,
     /// `retry.loop`'s calls: where each `correct:` is written, its node, the node it names.
-    calls: Vec<(Pos, String, String)>,
+    pub(crate) calls: Vec<(Pos, String, String)>,
     /// The same calls resolved (caller, callee by index): ways into the callee for the graph
     /// checks.
-    call_edges: Vec<(usize, usize)>,
+    pub(crate) call_edges: Vec<(usize, usize)>,
     /// `settings.agents`, the agents of the `agent.*` actions.
-    crew: Arc<Vec<(String, crate::actions::crew::AgentDef)>>,
+    pub(crate) crew: Arc<Vec<(String, crate::actions::crew::AgentDef)>>,
 }
 
 /// A node as read, before routing is resolved.
 /// How a node hands over: its breakpoints, its `goto:`, its `fan_in: true` marker.
-struct Flow<'n> {
-    interrupt_before: bool,
-    interrupt_after: bool,
-    goto: Option<Vec<(Cond, &'n Node)>>,
-    marked_fan_in: Option<Pos>,
+pub(crate) struct Flow<'n> {
+    pub(crate) interrupt_before: bool,
+    pub(crate) interrupt_after: bool,
+    pub(crate) goto: Option<Vec<(Cond, &'n Node)>>,
+    pub(crate) marked_fan_in: Option<Pos>,
 }
 
-struct Draft<'n> {
-    name: String,
-    pos: Pos,
-    exec: Exec,
+pub(crate) struct Draft<'n> {
+    pub(crate) name: String,
+    pub(crate) pos: Pos,
+    pub(crate) exec: Exec,
     /// `retry:`, `timeout:`, `cache:`.
-    policy: Option<NodePolicy>,
-    goto: Option<Vec<(Cond, &'n Node)>>,
-    interrupt_before: bool,
-    interrupt_after: bool,
+    pub(crate) policy: Option<NodePolicy>,
+    pub(crate) goto: Option<Vec<(Cond, &'n Node)>>,
+    pub(crate) interrupt_before: bool,
+    pub(crate) interrupt_after: bool,
     /// `fan_in: true` (The Edge Agent's marker): where it is written.
-    marked_fan_in: Option<Pos>,
+    pub(crate) marked_fan_in: Option<Pos>,
     /// A `type: dynamic_parallel` node: its `fan_in` and the nodes each item runs.
-    dynamic: Option<Dynamic<'n>>,
+    pub(crate) dynamic: Option<Dynamic<'n>>,
     /// A node a `dynamic_parallel` node runs per item: where it goes next.
-    after: Option<After>,
+    pub(crate) after: Option<After>,
     /// A node a `dynamic_parallel` node runs per item: that node (by index among the drafts),
     /// and whether this is the item's first step.
-    item_of: Option<(usize, bool)>,
+    pub(crate) item_of: Option<(usize, bool)>,
 }
 
 /// What a `type: dynamic_parallel` node runs per item, and where the items meet.
-struct Dynamic<'n> {
-    fan_in: &'n Node,
+pub(crate) struct Dynamic<'n> {
+    pub(crate) fan_in: &'n Node,
     /// The item's nodes in order (`steps:`, or the one node of `action:`).
-    steps: Vec<Draft<'n>>,
+    pub(crate) steps: Vec<Draft<'n>>,
 }
 
 /// Where a per-item node of a `dynamic_parallel` node goes: its next step (by index among the
 /// drafts), or the fan-in of the `dynamic_parallel` node (by index).
 #[derive(Clone, Copy)]
-enum After {
+pub(crate) enum After {
     Node(usize),
     Join(usize),
 }
 
 /// A fan-out as read: its heads, its fan-in if named, where it is declared.
-type ForkDraft = (Vec<NodeIx>, Option<NodeIx>, Pos);
+pub(crate) type ForkDraft = (Vec<NodeIx>, Option<NodeIx>, Pos);
 
 /// An edge as read.
-struct EdgeDraft<'n> {
-    from: &'n Node,
+pub(crate) struct EdgeDraft<'n> {
+    pub(crate) from: &'n Node,
     /// Where the edge is written.
-    pos: Pos,
-    kind: EdgeKind<'n>,
+    pub(crate) pos: Pos,
+    pub(crate) kind: EdgeKind<'n>,
 }
 
-enum EdgeKind<'n> {
+pub(crate) enum EdgeKind<'n> {
     Plain {
         to: &'n Node,
         cond: Cond,
@@ -566,7 +564,7 @@ pub(crate) fn load(text: &str, env: &Env<'_>) -> Result<Loaded, LoadError> {
 
 /// The hosts of the URLs a file's `settings` name (reached with
 /// `Engine::allow_net_from_settings`).
-fn settings_hosts(value: &Value, out: &mut Vec<crate::grants::HostGrant>) {
+pub(crate) fn settings_hosts(value: &Value, out: &mut Vec<crate::grants::HostGrant>) {
     match value {
         Value::String(s) if s.contains("://") && !s.contains("{{") => {
             if let Ok(host) = crate::grants::HostGrant::parse(s) {
@@ -600,7 +598,7 @@ impl<'a> Loader<'a> {
     }
 
     /// "did you mean" among the file's node names: within the file's budget of comparisons.
-    fn hint_node(&mut self, word: &str, index: &HashMap<String, usize>) -> String {
+    pub(crate) fn hint_node(&mut self, word: &str, index: &HashMap<String, usize>) -> String {
         if index.len() > self.suggestion_work {
             self.suggestion_work = 0;
             return String::new();
@@ -611,20 +609,20 @@ impl<'a> Loader<'a> {
 
     /// Compiles expression `source` (written at `pos`); one that reads `secrets` where they
     /// are not sent out is a problem.
-    fn expr_at(&mut self, pos: Pos, source: &str) -> Result<template::ExprId, String> {
+    pub(crate) fn expr_at(&mut self, pos: Pos, source: &str) -> Result<template::ExprId, String> {
         let id = self.templates.expr(source)?;
         self.secrets_at(pos, source);
         Ok(id)
     }
 
     /// Compiles template `source` (written at `pos`), as [`expr_at`](Self::expr_at).
-    fn template_at(&mut self, pos: Pos, source: &str) -> Result<template::TplId, String> {
+    pub(crate) fn template_at(&mut self, pos: Pos, source: &str) -> Result<template::TplId, String> {
         let id = self.templates.template(source)?;
         self.secrets_at(pos, source);
         Ok(id)
     }
 
-    fn secrets_at(&mut self, pos: Pos, source: &str) {
+    pub(crate) fn secrets_at(&mut self, pos: Pos, source: &str) {
         if self.templates.take_reads_secrets() && !self.sending {
             self.problem(
                 pos,
@@ -641,7 +639,7 @@ impl<'a> Loader<'a> {
 
     /// `with:` (or a `settings:` section) as a tree: the values of `sending` keys, the
     /// arguments that carry secrets out, may read `secrets` (rendered with them); nothing else.
-    fn sending_tree(&mut self, node: &Node, sending: &[&str]) -> Tree {
+    pub(crate) fn sending_tree(&mut self, node: &Node, sending: &[&str]) -> Tree {
         let Kind::Map(entries) = &node.kind else { return self.tree(node) };
         let mut out = Vec::with_capacity(entries.len());
         for (k, v) in entries {
@@ -658,13 +656,13 @@ impl<'a> Loader<'a> {
         Tree::Map(out)
     }
 
-    fn problem(&mut self, pos: Pos, message: impl Into<String>) {
+    pub(crate) fn problem(&mut self, pos: Pos, message: impl Into<String>) {
         self.problems.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
     }
 
     /// Accepts one of The Edge Agent's keys, `key` (as `settings.ltm`, or `params` for a node
     /// key), with a warning that says what tea does instead: once per key in a file.
-    fn warn(&mut self, pos: Pos, key: &str, message: impl Into<String>) {
+    pub(crate) fn warn(&mut self, pos: Pos, key: &str, message: impl Into<String>) {
         if self.warned.insert(key.to_owned()) {
             self.warnings.push(Problem { message: message.into(), line: pos.line.max(1), column: pos.column.max(1) });
         }
@@ -672,7 +670,7 @@ impl<'a> Loader<'a> {
 
     /// The entries of mapping `node` (`what` names it in messages), each key checked against
     /// `allowed`. `None` if `node` is not a mapping.
-    fn fields<'n>(&mut self, node: &'n Node, what: &str, allowed: &[&str]) -> Option<HashMap<&'n str, &'n Node>> {
+    pub(crate) fn fields<'n>(&mut self, node: &'n Node, what: &str, allowed: &[&str]) -> Option<HashMap<&'n str, &'n Node>> {
         let Some(entries) = node.as_map() else {
             self.problem(node.pos, format!("{what} must be a mapping, not {}", node.what()));
             return None;
@@ -693,7 +691,7 @@ impl<'a> Loader<'a> {
         Some(out)
     }
 
-    fn string<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+    pub(crate) fn string<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
         match node.as_str() {
             Some(s) => Some(s),
             None => {
@@ -703,7 +701,7 @@ impl<'a> Loader<'a> {
         }
     }
 
-    fn file(&mut self, root: &Node, variables: Map<String, Value>) -> Option<Loaded> {
+    pub(crate) fn file(&mut self, root: &Node, variables: Map<String, Value>) -> Option<Loaded> {
         let known: Vec<&str> = TOP_KEYS.iter().copied().chain(EDGE_AGENT_TOP_KEYS.iter().map(|(k, _)| *k)).collect();
         let mut top = self.fields(root, "the agent file", &known)?;
         for (key, instead) in EDGE_AGENT_TOP_KEYS {
@@ -998,7 +996,7 @@ impl<'a> Loader<'a> {
 
     /// `settings: { llm: {…}, notify: {…} }`: each section's values may be templates. The
     /// Edge Agent's other settings are refused by name, saying what they are.
-    fn settings(&mut self, node: &Node) -> [Option<Tree>; 2] {
+    pub(crate) fn settings(&mut self, node: &Node) -> [Option<Tree>; 2] {
         let mut out = [None, None];
         if matches!(node.kind, Kind::Null) {
             return out;
@@ -1085,7 +1083,7 @@ impl<'a> Loader<'a> {
     /// tea follows as it does `settings.auto_trace`; without a handler, the events are the run's
     /// stream, as there they are its API's. Its in-memory event log's `buffer_size` and a
     /// handler's `verbose` are refused.
-    fn observability(&mut self, node: &Node) {
+    pub(crate) fn observability(&mut self, node: &Node) {
         use crate::ir::AutoTrace;
         if matches!(node.kind, Kind::Null) {
             return;
@@ -1176,7 +1174,7 @@ impl<'a> Loader<'a> {
     /// `settings.shell_providers` (or `settings.llm.shell_providers`, `what`): command lines
     /// `llm.call` runs with `provider: shell`, by name, each `{ command, args, stdin_mode,
     /// timeout, env }`; a later one of the same name wins.
-    fn shell_providers(&mut self, node: &Node, what: &str) {
+    pub(crate) fn shell_providers(&mut self, node: &Node, what: &str) {
         if matches!(node.kind, Kind::Null) {
             return;
         }
@@ -1199,7 +1197,7 @@ impl<'a> Loader<'a> {
     /// `settings.a2a: { agent_id, namespace, enabled }`: who the agent is among the process's
     /// agents (`a2a.*`). `enabled` is read and changes nothing: the `a2a.*` actions are always
     /// there.
-    fn a2a_settings(&mut self, node: &Node) {
+    pub(crate) fn a2a_settings(&mut self, node: &Node) {
         if matches!(node.kind, Kind::Null) {
             return;
         }
@@ -1226,7 +1224,7 @@ impl<'a> Loader<'a> {
 
     /// `settings.rate_limiters: { NAME: { rpm: N } | { rps: N } }`: the limiters
     /// `ratelimit.wrap` names.
-    fn rate_limiters(&mut self, node: &Node) {
+    pub(crate) fn rate_limiters(&mut self, node: &Node) {
         if matches!(node.kind, Kind::Null) {
             return;
         }
@@ -1263,7 +1261,7 @@ impl<'a> Loader<'a> {
 
     /// `settings.auto_trace`, `trace_exporter` (`console`, the default, or `file`) and
     /// `trace_file` (relative to the agent file's directory): The Edge Agent's trace of each run.
-    fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::ir::AutoTrace> {
+    pub(crate) fn trace_settings(&mut self, sections: &HashMap<&str, &Node>) -> Option<crate::ir::AutoTrace> {
         use crate::ir::AutoTrace;
         let on = match sections.get("auto_trace") {
             None => false,
@@ -1315,7 +1313,7 @@ impl<'a> Loader<'a> {
         }
     }
 
-    fn schema(&mut self, node: &Node) -> Schema {
+    pub(crate) fn schema(&mut self, node: &Node) -> Schema {
         if matches!(node.kind, Kind::Null) {
             return Schema::default();
         }
@@ -1407,7 +1405,7 @@ impl<'a> Loader<'a> {
         Schema::new(decls)
     }
 
-    fn type_name(&mut self, node: &Node, text: &str) -> Option<Type> {
+    pub(crate) fn type_name(&mut self, node: &Node, text: &str) -> Option<Type> {
         match Type::parse(text) {
             Some(ty) => Some(ty),
             None => {
@@ -1418,7 +1416,7 @@ impl<'a> Loader<'a> {
         }
     }
 
-    fn store(&mut self, node: &Node) -> Option<StoreSpec> {
+    pub(crate) fn store(&mut self, node: &Node) -> Option<StoreSpec> {
         if node.as_str() == Some("memory") {
             return Some(StoreSpec::Memory);
         }
@@ -1453,12 +1451,12 @@ impl<'a> Loader<'a> {
 }
 
 /// `{{ expr }}` → `expr`; anything else unchanged.
-fn strip_braces(text: &str) -> &str {
+pub(crate) fn strip_braces(text: &str) -> &str {
     single_expression(text.trim()).unwrap_or(text)
 }
 
 /// The expression of a string that is exactly one `{{ expr }}`.
-fn single_expression(text: &str) -> Option<&str> {
+pub(crate) fn single_expression(text: &str) -> Option<&str> {
     let inner = text.strip_prefix("{{")?.strip_suffix("}}")?;
     if inner.contains("{{") || inner.contains("}}") || inner.contains("{%") {
         return None;
@@ -1467,15 +1465,15 @@ fn single_expression(text: &str) -> Option<&str> {
 }
 
 /// What a problem says of a reserved name.
-const RESERVED: &str = "a name the engine keeps for itself (names starting with `__tea`, `__start__`, `__end__`)";
+pub(crate) const RESERVED: &str = "a name the engine keeps for itself (names starting with `__tea`, `__start__`, `__end__`)";
 
 /// A state key the engine uses itself: `__tea…` (a `dynamic_parallel` item's record), the
 /// entry and the exit.
-fn is_reserved(name: &str) -> bool {
+pub(crate) fn is_reserved(name: &str) -> bool {
     name.starts_with("__tea") || name == START[0] || name == END[0]
 }
 
-fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -5,13 +5,13 @@
 use super::*;
 
 impl Loader<'_> {
-    pub(super) fn node<'n>(&mut self, item: &'n Node) -> Option<Draft<'n>> {
+    pub(crate) fn node<'n>(&mut self, item: &'n Node) -> Option<Draft<'n>> {
         self.node_or(item, None)
     }
 
     /// A node; `unnamed`: the name of a node written without one (a step of a
     /// `dynamic_parallel` node, `step_{k}` as in The Edge Agent), else that is a problem.
-    pub(super) fn node_or<'n>(&mut self, item: &'n Node, unnamed: Option<String>) -> Option<Draft<'n>> {
+    pub(crate) fn node_or<'n>(&mut self, item: &'n Node, unnamed: Option<String>) -> Option<Draft<'n>> {
         let known: Vec<&str> = NODE_KEYS.iter().chain(EDGE_AGENT_NODE_KEYS.iter().map(|(k, _)| k)).copied().collect();
         let mut fields = self.fields(item, "a node", &known)?;
         // `action: NAME` with `params:`, as The Edge Agent's documentation writes a node: the
@@ -291,7 +291,7 @@ impl Loader<'_> {
     /// state) and `output:` (this state's keys, templates over the child's final state as
     /// `result`; absent: what the child's final state changed of this state is written key by
     /// key, see `Schema::changes`).
-    pub(super) fn subgraph(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
+    pub(crate) fn subgraph(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
         for key in
             ["run", "script", "uses", "action", "with", "message", "state_key", "resume_key", "timeout", "language"]
         {
@@ -400,7 +400,7 @@ impl Loader<'_> {
 
     /// Reads and loads subgraph file `path` (`canonical`: its canonical path). A file that
     /// cannot be read is an error whose file is [`READ_FAILED`].
-    pub(super) fn load_child(&self, path: &std::path::Path, canonical: PathBuf) -> Result<Loaded, LoadError> {
+    pub(crate) fn load_child(&self, path: &std::path::Path, canonical: PathBuf) -> Result<Loaded, LoadError> {
         let (text, shown, base_dir) = crate::grants::files::read_agent_file(path)
             .map_err(|e| LoadError { file: READ_FAILED.to_owned(), problems: e.problems })?;
         let mut parents = self.env.parents.clone();
@@ -427,7 +427,7 @@ impl Loader<'_> {
     /// expression, checked before each pass), `max_iterations` (1 to 1000: the loop stops
     /// there, as The Edge Agent's Python engine stops, without an error) and `body` (nodes run
     /// in order on each pass: `run:` blocks, expressions and actions).
-    pub(super) fn while_loop(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
+    pub(crate) fn while_loop(&mut self, fields: &HashMap<&str, &Node>, name: &str, pos: Pos) -> Exec {
         for key in [
             "run",
             "script",
@@ -511,7 +511,7 @@ impl Loader<'_> {
     /// The nodes a node runs within itself, in order (a `while_loop`'s `body`, a node's
     /// `steps`; `what` is that key): `run:` blocks, expressions and actions, each named by its
     /// `name` or `{what}_{k}`.
-    pub(super) fn inline_nodes(&mut self, items: &[Node], name: &str, what: &str) -> Vec<(NodeName, Exec)> {
+    pub(crate) fn inline_nodes(&mut self, items: &[Node], name: &str, what: &str) -> Vec<(NodeName, Exec)> {
         let mut out = Vec::new();
         for (k, item) in items.iter().enumerate() {
             let nested = item
@@ -548,7 +548,7 @@ impl Loader<'_> {
     /// A `type: dynamic_parallel` node (The Edge Agent's fan-out over a list known at run
     /// time): `items`, `item_var`, `index_var`, `fan_in: NODE`, and per item either `steps:`
     /// (nodes, run in order) or `action:` (`uses`/`with`/`output`).
-    pub(super) fn dynamic<'n>(
+    pub(crate) fn dynamic<'n>(
         &mut self,
         fields: &HashMap<&str, &'n Node>,
         name: &str,
@@ -795,7 +795,7 @@ impl Loader<'_> {
     /// The file's column of column `column` of a line of the `run:` block `run`: a block scalar's
     /// lines sit at the indentation of its first line; a one-line scalar starts at its position
     /// (after its opening quote, if quoted).
-    fn block_column(&self, run: &Node, block: bool, column: usize) -> usize {
+    pub(crate) fn block_column(&self, run: &Node, block: bool, column: usize) -> usize {
         let line = self.source.lines().nth(run.pos.line.saturating_sub(1)).unwrap_or_default();
         if block {
             return line.chars().take_while(|c| *c == ' ').count() + column;
@@ -805,7 +805,7 @@ impl Loader<'_> {
     }
 
     /// `python`: the node's `language:` (`Some(true)` for Python, `Some(false)` for Lua).
-    pub(super) fn run(&mut self, run: &Node, name: &str, output: Option<&Node>, python: Option<bool>) -> Exec {
+    pub(crate) fn run(&mut self, run: &Node, name: &str, output: Option<&Node>, python: Option<bool>) -> Exec {
         match &run.kind {
             Kind::Str { text, block } => {
                 if let Some(o) = output {
@@ -929,9 +929,9 @@ impl Loader<'_> {
         }
     }
 
-    pub(super) fn action(&mut self, uses: &Node, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
+    pub(crate) fn action(&mut self, uses: &Node, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
         let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
-        if !self.env.actions.contains_key(action_name) && compose::COMPOSED.contains(&action_name) {
+        if !self.env.actions.contains_key(action_name) && crate::actions::compose::load::COMPOSED.contains(&action_name) {
             return self.composed(action_name, fields, uses, name);
         }
         let action = if action_name == "ratelimit.wrap" && !self.env.actions.contains_key(action_name) {
@@ -1005,7 +1005,7 @@ impl Loader<'_> {
     /// run is settled once: `code.execute` runs Python only when the engine trusts the file
     /// (`Engine::trust_code`), wherever it is written, and answers "Code execution is disabled"
     /// everywhere else (with a warning at its line).
-    pub(super) fn known_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
+    pub(crate) fn known_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
         if let Some(a) = self.env.actions.get(action_name) {
             return Some(a.clone());
         }
@@ -1030,7 +1030,7 @@ impl Loader<'_> {
     /// A file action's `with.path` when the file writes it out (no template): confined at load
     /// (a path the operator did not grant is a problem naming the grant). Behind
     /// `ratelimit.wrap`, its `args.path`.
-    fn literal_path(&mut self, action: &Action, action_name: &str, with: Option<&Node>, name: &str) {
+    pub(crate) fn literal_path(&mut self, action: &Action, action_name: &str, with: Option<&Node>, name: &str) {
         use crate::actions::builtins::Builtin;
         use crate::grants::Access;
         let (action, action_name, with) = match action {
@@ -1061,7 +1061,7 @@ impl Loader<'_> {
     /// The action named `action_name` (written at `pos`; `context` says where, as "node `x`"):
     /// registered with the engine, else built in. Else a problem: one that needs the feature
     /// `net`, one of The Edge Agent's that tea lacks, or an unknown one with "did you mean".
-    pub(super) fn resolve_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
+    pub(crate) fn resolve_action(&mut self, action_name: &str, pos: Pos, context: &str) -> Option<Action> {
         if let Some(a) = self.known_action(action_name, pos, context) {
             return Some(a);
         }
@@ -1091,7 +1091,7 @@ impl Loader<'_> {
 
     /// An action node's `output:`: a key, a mapping of keys to templates, or (absent) the
     /// result spread into the state.
-    pub(super) fn output(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Output {
+    pub(crate) fn output(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Output {
         match fields.get("output") {
             None => Output::Spread,
             Some(o) => match &o.kind {
@@ -1115,7 +1115,7 @@ impl Loader<'_> {
     /// rpm | rps, timeout }`. The action and the limiter are names written in the file; the
     /// limiter's rate is `rpm`/`rps` here, else `settings.rate_limiters`, else one call a second
     /// (the first use of a limiter in the process fixes its rate).
-    pub(super) fn rate_limit(&mut self, fields: &HashMap<&str, &Node>, name: &str, uses: &Node) -> Option<Action> {
+    pub(crate) fn rate_limit(&mut self, fields: &HashMap<&str, &Node>, name: &str, uses: &Node) -> Option<Action> {
         let what = format!("`ratelimit.wrap` (node `{name}`)");
         let Some(with) = fields.get("with") else {
             self.problem(uses.pos, format!("{what} needs `with: {{ action, limiter, args }}`"));
@@ -1177,7 +1177,7 @@ impl Loader<'_> {
     /// The `with:` of action `what` (node `name`), when written as a mapping: each key one of
     /// `keys`, the first `required` of them given. (Rendered arguments are checked again when
     /// the node runs.)
-    fn checked_with(
+    pub(crate) fn checked_with(
         &mut self,
         what: &str,
         keys: &[&str],
@@ -1222,7 +1222,7 @@ impl Loader<'_> {
 
     /// `a2a.delegate`'s `fallback: { action: NAME, with }` (for `on_timeout: fallback_local`):
     /// the action, resolved now (its name is written in the file).
-    fn a2a_fallback(&mut self, op: crate::actions::a2a::A2a, with: Option<&Node>, name: &str) -> Option<Box<Action>> {
+    pub(crate) fn a2a_fallback(&mut self, op: crate::actions::a2a::A2a, with: Option<&Node>, name: &str) -> Option<Box<Action>> {
         let fallback = with?.as_map()?.iter().find(|(k, _)| k.as_str() == Some("fallback")).map(|(_, v)| v)?;
         if op != crate::actions::a2a::A2a::Delegate {
             return None;
@@ -1231,7 +1231,7 @@ impl Loader<'_> {
         match action.as_str() {
             Some(text) if !text.contains("{{") => {
                 let context = format!("the `fallback` of `a2a.delegate` (node `{name}`)");
-                if compose::COMPOSED.contains(&text) && !self.env.actions.contains_key(text) {
+                if crate::actions::compose::load::COMPOSED.contains(&text) && !self.env.actions.contains_key(text) {
                     self.problem(
                         action.pos,
                         format!("{context} cannot be `{text}`: an action that runs steps of its own is not a fallback"),
@@ -1256,7 +1256,7 @@ impl Loader<'_> {
     /// that neither it nor the file's `settings` give. (Rendered arguments are checked again
     /// when the node runs.)
     #[cfg(feature = "net")]
-    pub(super) fn net_with(
+    pub(crate) fn net_with(
         &mut self,
         action: crate::actions::net::NetAction,
         with: Option<&Node>,
@@ -1332,7 +1332,7 @@ impl Loader<'_> {
     /// is checked when it runs): a provider tea knows; a shell provider that is configured, in a
     /// file the engine trusts (it runs a program).
     #[cfg(feature = "net")]
-    fn llm_provider(&mut self, with: Option<&Node>, name: &str, what: &str) {
+    pub(crate) fn llm_provider(&mut self, with: Option<&Node>, name: &str, what: &str) {
         use crate::actions::net::llm::Provider;
         let entries = with.and_then(Node::as_map).unwrap_or_default();
         let get = |key: &str| entries.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v);
@@ -1392,7 +1392,7 @@ impl Loader<'_> {
         }
     }
 
-    pub(super) fn interrupt(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
+    pub(crate) fn interrupt(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
         let message = fields.get("message").map(|m| self.tree(m));
         let key = |this: &mut Self, k: &str, default: &str| match fields.get(k) {
             Some(n) => this.string(n, &format!("`{k}` of node `{name}`")).unwrap_or(default).to_owned(),
@@ -1422,7 +1422,7 @@ impl Loader<'_> {
     /// What a node declares besides how it runs: `retry:` (The Edge Agent's `max_retries`,
     /// `base_delay_ms`, `max_delay_ms`, `backoff_multiplier`, `jitter`), `timeout:` (seconds)
     /// and `cache:` (`true`, or `ttl` in seconds and `store: true`).
-    pub(super) fn policy(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Option<NodePolicy> {
+    pub(crate) fn policy(&mut self, fields: &HashMap<&str, &Node>, name: &str) -> Option<NodePolicy> {
         let mut policy = NodePolicy::NONE;
         let mut any = false;
         let seconds = |this: &mut Self, n: &Node, what: String| -> Option<Duration> {
@@ -1537,7 +1537,7 @@ impl Loader<'_> {
 
     /// The state keys a cached node's result depends on (`cache: { reads: [...] }`): each a key
     /// the state declares, when it declares any.
-    fn cache_reads(&mut self, list: &Node, what: &str) -> &'static [&'static str] {
+    pub(crate) fn cache_reads(&mut self, list: &Node, what: &str) -> &'static [&'static str] {
         let items: Vec<&Node> = match &list.kind {
             Kind::Seq(items) => items.iter().collect(),
             Kind::Str { .. } => vec![list],
@@ -1563,7 +1563,7 @@ impl Loader<'_> {
     }
 
     /// A value with templates in it.
-    pub(super) fn tree(&mut self, node: &Node) -> Tree {
+    pub(crate) fn tree(&mut self, node: &Node) -> Tree {
         match &node.kind {
             Kind::Str { text, .. } => self.text(node.pos, text),
             Kind::Seq(items) => Tree::List(items.iter().map(|i| self.tree(i)).collect()),
@@ -1575,7 +1575,7 @@ impl Loader<'_> {
     }
 
     /// A string: literal, a single `{{ expr }}` (keeps its type), or a template.
-    pub(super) fn text(&mut self, pos: Pos, text: &str) -> Tree {
+    pub(crate) fn text(&mut self, pos: Pos, text: &str) -> Tree {
         if !text.contains("{{") && !text.contains("{%") {
             return Tree::Literal(Value::String(text.to_owned()));
         }
@@ -1599,7 +1599,7 @@ impl Loader<'_> {
     }
 
     /// A condition: an expression, a bare state key, `!key`, or a literal.
-    pub(super) fn cond(&mut self, node: &Node, expect: bool) -> Cond {
+    pub(crate) fn cond(&mut self, node: &Node, expect: bool) -> Cond {
         match &node.kind {
             Kind::Bool(b) => Cond::Const(*b == expect),
             Kind::Str { text, .. } => {
@@ -1627,7 +1627,7 @@ impl Loader<'_> {
     }
 
     /// A node's `interrupt:`, `goto:` and `fan_in: true` marker.
-    pub(super) fn flow<'n>(&mut self, fields: &HashMap<&str, &'n Node>, name: &str) -> Flow<'n> {
+    pub(crate) fn flow<'n>(&mut self, fields: &HashMap<&str, &'n Node>, name: &str) -> Flow<'n> {
         let (mut interrupt_before, mut interrupt_after) = (false, false);
         if let Some(i) = fields.get("interrupt") {
             match i.as_str() {
@@ -1641,7 +1641,7 @@ impl Loader<'_> {
         Flow { interrupt_before, interrupt_after, goto, marked_fan_in }
     }
 
-    pub(super) fn goto<'n>(&mut self, node: &'n Node, name: &str) -> Vec<(Cond, &'n Node)> {
+    pub(crate) fn goto<'n>(&mut self, node: &'n Node, name: &str) -> Vec<(Cond, &'n Node)> {
         match &node.kind {
             Kind::Str { .. } => vec![(Cond::Always, node)],
             Kind::Seq(rules) => {
@@ -1674,6 +1674,6 @@ impl Loader<'_> {
 }
 
 /// Whether a node's fields have no `steps:`.
-fn steps_absent(fields: &HashMap<&str, &Node>) -> bool {
+pub(crate) fn steps_absent(fields: &HashMap<&str, &Node>) -> bool {
     !fields.contains_key("steps")
 }

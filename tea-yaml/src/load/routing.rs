@@ -4,7 +4,7 @@
 use super::*;
 
 impl Loader<'_> {
-    pub(super) fn edges<'n>(&mut self, node: &'n Node) -> Vec<EdgeDraft<'n>> {
+    pub(crate) fn edges<'n>(&mut self, node: &'n Node) -> Vec<EdgeDraft<'n>> {
         let Some(items) = node.as_seq() else {
             if !matches!(node.kind, Kind::Null) {
                 self.problem(node.pos, format!("`edges` must be a list, not {}", node.what()));
@@ -124,7 +124,7 @@ impl Loader<'_> {
     /// An edge with `targets: { VALUE: NODE, … }` (The Edge Agent's Rust engine): one rule per
     /// entry, in file order, taken when the edge's `when` (or `condition`; `state.result` if
     /// neither) gives VALUE, compared as text.
-    fn targets<'n>(
+    pub(crate) fn targets<'n>(
         &mut self,
         f: &HashMap<&str, &'n Node>,
         from: &'n Node,
@@ -183,7 +183,7 @@ impl Loader<'_> {
     }
 
     /// A routing target by name: a node or the end.
-    pub(super) fn target(&mut self, index: &HashMap<String, usize>, node: &Node, what: &str) -> Option<Goto<NodeIx>> {
+    pub(crate) fn target(&mut self, index: &HashMap<String, usize>, node: &Node, what: &str) -> Option<Goto<NodeIx>> {
         let Some(name) = node.scalar_text() else {
             self.problem(node.pos, format!("{what} must be a node name"));
             return None;
@@ -209,7 +209,7 @@ impl Loader<'_> {
     /// rules; returns the start rules and the nodes.
     /// `drafts`: the file's `declared` nodes, then the per-item nodes of its `dynamic_parallel`
     /// nodes; `dynamic`: each `dynamic_parallel` node, its first per-item node and its `fan_in`.
-    pub(super) fn routing(
+    pub(crate) fn routing(
         &mut self,
         drafts: &[Draft<'_>],
         declared: usize,
@@ -462,20 +462,20 @@ impl Loader<'_> {
 }
 
 /// Where the parts of the routing are written, for the shape checks' problems.
-struct Places {
-    nodes: Vec<Pos>,
+pub(crate) struct Places {
+    pub(crate) nodes: Vec<Pos>,
     /// Per node, where each of its rules is written (an implicit rule: at the node).
-    rules: Vec<Vec<Pos>>,
-    start: Vec<Pos>,
+    pub(crate) rules: Vec<Vec<Pos>>,
+    pub(crate) start: Vec<Pos>,
     /// Per node, where its fan-out is declared.
-    forks: Vec<Option<Pos>>,
+    pub(crate) forks: Vec<Option<Pos>>,
 }
 
 impl Loader<'_> {
     /// The graph checks `graph!` runs (tea-check): reachability, a way to `__end__`, edges that
     /// are never taken or repeated, branches that leave their fan-out, pauses inside nested
     /// fan-outs. Each problem is placed at the node, rule or fan-out it is about.
-    fn shape(&mut self, nodes: &[NodeDef], start: &[Rule], places: &Places) {
+    pub(crate) fn shape(&mut self, nodes: &[NodeDef], start: &[Rule], places: &Places) {
         let graph = crate::ir::shape(nodes, start, &self.call_edges);
         let target = crate::ir::shape::target;
         for problem in tea_check::check(&graph, tea_check::Spelling::Yaml) {
@@ -515,7 +515,7 @@ impl Loader<'_> {
 }
 
 /// For a fork without `fan_in`: the one node every branch reaches first by its explicit routing.
-fn common_successor(
+pub(crate) fn common_successor(
     drafts: &[Draft<'_>],
     heads: &[NodeIx],
     plain: &[Vec<(Rule, Pos)>],

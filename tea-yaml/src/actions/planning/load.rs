@@ -1,15 +1,15 @@
-//! The loader's side of the `plan.*` actions (`actions/planning.rs`): each node's `with:` checked, its
+//! The loader's side of the `plan.*` actions (`mod.rs`): each node's `with:` checked, its
 //! `prompt_template` and `subtask_executor` kept apart to render when they are used.
 
-use super::compose::with_llm_options;
-use super::*;
+use crate::actions::compose::load::with_llm_options;
+use crate::load::*;
 use crate::actions::compose::Composed;
 use crate::actions::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
 
 impl Loader<'_> {
     /// `uses: plan.*` with its `with:` (`plan.status` and `plan.execute` may have none: they
     /// read `state.plan`).
-    pub(super) fn planning(&mut self, kind: PlanKind, with: Option<&Node>, name: &str, pos: Pos) -> Option<Composed> {
+    pub(crate) fn planning(&mut self, kind: PlanKind, with: Option<&Node>, name: &str, pos: Pos) -> Option<Composed> {
         let action = kind.name();
         let what = format!("`with` of `{action}` (node `{name}`)");
         let empty = Node { pos, kind: Kind::Map(Vec::new()) };

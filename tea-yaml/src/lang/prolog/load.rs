@@ -1,11 +1,11 @@
 //! The loader's Prolog blocks (`language: prolog`, `run: { type: prolog, code: … }`, and blocks
 //! that look like Prolog): read and checked at load by `crate::lang::prolog`.
 
-use super::*;
+use crate::load::*;
 
 impl Loader<'_> {
     /// The `run:` of node `name`, a Prolog block (`language: prolog`).
-    pub(super) fn prolog_run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
+    pub(crate) fn prolog_run(&mut self, run: &Node, name: &str, output: Option<&Node>) -> Exec {
         if let Some(o) = output {
             self.problem(
                 o.pos,
@@ -27,7 +27,7 @@ impl Loader<'_> {
     }
 
     /// `run: { type: prolog, code: TEXT }`, or `None` when `run` is not that mapping.
-    pub(super) fn prolog_map(&mut self, run: &Node, name: &str) -> Option<Exec> {
+    pub(crate) fn prolog_map(&mut self, run: &Node, name: &str) -> Option<Exec> {
         let entries = run.as_map()?;
         let is_prolog = entries.iter().any(|(k, v)| k.as_str() == Some("type") && v.as_str() == Some("prolog"));
         if !is_prolog {
@@ -49,7 +49,7 @@ impl Loader<'_> {
     }
 
     /// A block's text, starting on `line`, as a Prolog node (its problems reported).
-    pub(super) fn prolog_text(&mut self, name: &str, line: usize, text: &str) -> Exec {
+    pub(crate) fn prolog_text(&mut self, name: &str, line: usize, text: &str) -> Exec {
         match crate::lang::prolog::Loader::new(&self.env.file).block(name, line, text) {
             Ok(block) => Exec::Prolog(block),
             Err(problems) => {
@@ -63,7 +63,7 @@ impl Loader<'_> {
 
     /// A block with no `language:` that is not Lua but looks like Prolog: Prolog if it reads
     /// as Prolog (feature `prolog`), its problems if it reads as nothing else.
-    pub(super) fn prolog_guess(
+    pub(crate) fn prolog_guess(
         &mut self,
         name: &str,
         line: usize,
@@ -78,7 +78,7 @@ impl Loader<'_> {
 
 /// Whether `action` is the engine's own `prolog.query` (not one a host registered under that
 /// name), directly or behind `ratelimit.wrap`.
-pub(super) fn is_prolog_query(action: &Action) -> bool {
+pub(crate) fn is_prolog_query(action: &Action) -> bool {
     match action {
         #[cfg(feature = "prolog")]
         Action::User(f) => std::sync::Arc::ptr_eq(f, &crate::actions::prolog_query()),
@@ -91,7 +91,7 @@ impl Loader<'_> {
     /// The arguments of an action (`with:` of a node, a step's or a tool's): those of the
     /// engine's `prolog.query` as [`prolog_query_tree`](Self::prolog_query_tree) makes them,
     /// any other's as a tree whose sending keys may read `secrets`.
-    pub(super) fn action_tree(&mut self, node: &Node, action: &Action) -> Tree {
+    pub(crate) fn action_tree(&mut self, node: &Node, action: &Action) -> Tree {
         if is_prolog_query(action) {
             self.prolog_query_tree(node)
         } else {
@@ -106,7 +106,7 @@ impl Loader<'_> {
     /// characters, for `"…"` and `` `…` ``; `_TeaAtomN`, an atom, for `'…'`). So an input that
     /// closes a quote is still data. `{% %}` and `{# #}` are refused. `bindings: {Var: value}`
     /// (values may be templates) binds variables of the queries the same way.
-    pub(super) fn prolog_query_tree(&mut self, node: &Node) -> Tree {
+    pub(crate) fn prolog_query_tree(&mut self, node: &Node) -> Tree {
         let Kind::Map(entries) = &node.kind else { return self.tree(node) };
         let mut out = Vec::with_capacity(entries.len() + 1);
         let mut bound: Vec<(String, Tree)> = Vec::new();

@@ -10,14 +10,14 @@
 //!   few-shot `examples`), or a `run:` block whose value is `true`/`false`, a score, or
 //!   `{valid, score, errors, suggestions}`.
 //!
-//! The loader (`load/compose.rs`) compiles a node's `with:` into a [`Composed`] (templates
+//! The loader (`load.rs`) compiles a node's `with:` into a [`Composed`] (templates
 //! stay unrendered: they are rendered at each step, against the working state, where
 //! `state.reflection_output` and its kin are the loop's); the graph runs it through
 //! [`run`], reaching what only it has (templates, Lua) through the [`Composer`] trait (`registry.rs`).
 //!
 //! The Edge Agent's actions that run steps of their own (`reflection.loop`: generate → evaluate →
 //! correct; `reason.cot`, `reason.react`, `reason.self_correct`, `reason.decompose`: its reasoning
-//! prompts over `llm.call`). The loader (`load/compose.rs`) compiles the node's `with:` into
+//! prompts over `llm.call`). The loader (`load.rs`) compiles the node's `with:` into
 //! `Exec::Composed`: each step an action with its arguments as an unrendered `Tree` or a Lua/Python
 //! block, the evaluator a JSON Schema compiled at load (`jsonschema`, draft 7; `$ref` files read at
 //! load), an LLM judge or a block. `compose::run` renders each step against the loop's working
@@ -1030,3 +1030,6 @@ mod tests {
         assert_eq!((v.valid, v.score, v.errors.len()), (false, 0.5, 1));
     }
 }
+
+/// Loading its `with:` (part of the loading layer, `crate::load`).
+pub(crate) mod load;

@@ -51,7 +51,7 @@
 //! variables the same way).
 //!
 //! Prolog `run:` blocks on Scryer Prolog, The Edge Agent's contract (`state/2` facts in, `return/2`
-//! out). The loader (`load/prolog.rs`) hands it a block written `language: prolog`, `run: { type:
+//! out). The loader (`load.rs`) hands it a block written `language: prolog`, `run: { type:
 //! prolog, code }`, or one with no `language:` that is not Lua and looks like Prolog; `split` cuts
 //! the text into clauses at their end tokens (each with its file line), and the support predicates
 //! of `prolog.pl`, consulted into the process's one machine (owned by a thread of its own,
@@ -61,7 +61,7 @@
 //! text can break) to `'$tea_run'`, which asserts the facts and rules, calls the queries under an
 //! inference limit (an allowlist: goals and closures held in variables checked when called),
 //! returns `return/2`'s keys as one atom of bounded JSON text, and empties every dynamic predicate
-//! of the user module; `load/prolog.rs` also binds `prolog.query`'s `{{ }}` as variables, never as
+//! of the user module; `load.rs` also binds `prolog.query`'s `{{ }}` as variables, never as
 //! text spliced into code.
 
 use serde_json::{Map, Value};
@@ -1004,3 +1004,6 @@ mod tests {
         assert!(split("x :- y = 'open", 1).is_err());
     }
 }
+
+/// Loading its `with:` (part of the loading layer, `crate::load`).
+pub(crate) mod load;

@@ -1,8 +1,8 @@
-//! The loader's side of `validate.extraction` and `retry.loop` (`actions/extraction.rs`): the file's
+//! The loader's side of `validate.extraction` and `retry.loop` (`mod.rs`): the file's
 //! `extraction_schema`, `validation_constraints`, `semantic_probes` and `validation_logging`
 //! read and checked at load, and each node's `with:`.
 
-use super::*;
+use crate::load::*;
 use crate::actions::compose::Composed;
 use crate::actions::extraction::{Config, Extraction, Probe, Retry, Schema, Validator, MAX_RETRIES};
 
@@ -14,7 +14,7 @@ const RETRY_ARGS: &[&str] = &["validate", "validate_args", "correct", "max_retri
 
 impl Loader<'_> {
     /// Reads the file's `validate.extraction` keys (each checked now, used or not).
-    pub(super) fn extraction_top(&mut self, top: &HashMap<&str, &Node>) -> Config {
+    pub(crate) fn extraction_top(&mut self, top: &HashMap<&str, &Node>) -> Config {
         let mut out = Config::default();
         if let Some(node) = top.get("extraction_schema") {
             out.schema = self.extraction_schema(node, "`extraction_schema`");
@@ -241,7 +241,7 @@ impl Loader<'_> {
 
     /// `uses: validate.extraction` with its `with:` (keys the file's top level gives unless
     /// the node gives them).
-    pub(super) fn validate_extraction(&mut self, with: Option<&Node>, name: &str, pos: Pos) -> Option<Extraction> {
+    pub(crate) fn validate_extraction(&mut self, with: Option<&Node>, name: &str, pos: Pos) -> Option<Extraction> {
         let what = format!("`with` of `validate.extraction` (node `{name}`)");
         let empty = Node { pos, kind: Kind::Map(Vec::new()) };
         let with = with.unwrap_or(&empty);
@@ -284,7 +284,7 @@ impl Loader<'_> {
 
     /// `uses: retry.loop` with its `with:`; the correction node is checked once every node is
     /// known ([`check_calls`](Self::check_calls)).
-    pub(super) fn retry_loop(&mut self, with: &Node, name: &str) -> Option<Retry> {
+    pub(crate) fn retry_loop(&mut self, with: &Node, name: &str) -> Option<Retry> {
         let what = format!("`with` of `retry.loop` (node `{name}`)");
         let f = self.fields(with, &what, RETRY_ARGS)?;
         let Some(v) = f.get("validate") else {
@@ -350,7 +350,7 @@ impl Loader<'_> {
 
     /// The nodes `retry.loop` nodes call: each a node of the file that runs a block or an
     /// action (not a pause, a loop over items or a child agent), reached through its caller.
-    pub(super) fn check_calls(&mut self, drafts: &[Draft<'_>], index: &HashMap<String, usize>) -> Vec<(usize, usize)> {
+    pub(crate) fn check_calls(&mut self, drafts: &[Draft<'_>], index: &HashMap<String, usize>) -> Vec<(usize, usize)> {
         let mut out = Vec::new();
         for (pos, caller, callee) in std::mem::take(&mut self.calls) {
             let Some(&to) = index.get(&callee) else {
@@ -397,7 +397,7 @@ impl Loader<'_> {
 }
 
 /// A composed action of this module: `retry.loop` or `validate.extraction`.
-pub(super) fn composed(
+pub(crate) fn composed(
     loader: &mut Loader<'_>,
     action: &str,
     with: Option<&Node>,

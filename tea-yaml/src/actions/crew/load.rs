@@ -1,8 +1,8 @@
-//! The loader's side of the `agent.*` actions (`actions/crew.rs`): `settings.agents`, and each node's
+//! The loader's side of the `agent.*` actions (`mod.rs`): `settings.agents`, and each node's
 //! `with:` with the agents it names checked against them.
 
-use super::compose::with_llm_options;
-use super::*;
+use crate::actions::compose::load::with_llm_options;
+use crate::load::*;
 use crate::actions::compose::Composed;
 use crate::actions::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
 
@@ -11,7 +11,7 @@ const AGENT_KEYS: &[&str] = &["model", "system_prompt", "temperature", "max_toke
 
 impl Loader<'_> {
     /// `settings.agents`: each agent's `llm.call` options.
-    pub(super) fn crew_agents(&mut self, node: &Node) {
+    pub(crate) fn crew_agents(&mut self, node: &Node) {
         let Some(entries) = node.as_map() else {
             self.problem(
                 node.pos,
@@ -85,7 +85,7 @@ impl Loader<'_> {
     }
 
     /// `uses: agent.*` with its `with:`.
-    pub(super) fn crew(&mut self, kind: CrewKind, with: &Node, name: &str) -> Option<Composed> {
+    pub(crate) fn crew(&mut self, kind: CrewKind, with: &Node, name: &str) -> Option<Composed> {
         let action = kind.name();
         let what = format!("`with` of `{action}` (node `{name}`)");
         let llm = self.step_action("llm.call", with.pos, &what)?;

@@ -12,7 +12,7 @@
 //! them at once).
 //!
 //! The Edge Agent's multi-agent actions (`agent.dispatch`, `agent.parallel`, `agent.sequential`,
-//! `agent.coordinate`): each agent of `settings.agents` (read by `load/crew.rs`) asked through
+//! `agent.coordinate`): each agent of `settings.agents` (read by `load.rs`) asked through
 //! `llm.call` with its system prompt; results as its Python engine's.
 
 use crate::actions::{self, Action, Call, Composer};
@@ -536,3 +536,6 @@ impl Crew {
         }))
     }
 }
+
+/// Loading its `with:` (part of the loading layer, `crate::load`).
+pub(crate) mod load;

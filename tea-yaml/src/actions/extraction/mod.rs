@@ -11,7 +11,7 @@
 //!    (feature `prolog`);
 //! 3. its `semantic_probes`: a yes/no question to the LLM per entity or relationship.
 //!
-//! Its result is `{valid, errors, validated_at}`. The loader (`load/extraction.rs`) reads the
+//! Its result is `{valid, errors, validated_at}`. The loader (`load.rs`) reads the
 //! schema, rules and probes at load (the rules compile there, a probe's template and `where`
 //! too); `validation_logging` appends each failure to a JSON-lines file.
 //!
@@ -21,7 +21,7 @@
 //!
 //! The Edge Agent's `validate.extraction` (schema, Prolog constraints over facts made from the
 //! extraction, LLM probes, the JSON-lines failure log) and `retry.loop` (validate, run the
-//! correction node through `Composer::run_node`, validate again). The loader (`load/extraction.rs`)
+//! correction node through `Composer::run_node`, validate again). The loader (`load.rs`)
 //! reads the file's `extraction_schema`, `validation_constraints`, `semantic_probes` and
 //! `validation_logging` at load (rules compiled, probes' templates and `where` conditions too), and
 //! checks each `correct:` node once every node is known; the graph checks count the correction node
@@ -719,3 +719,6 @@ impl Retry {
         }
     }
 }
+
+/// Loading its `with:` (part of the loading layer, `crate::load`).
+pub(crate) mod load;

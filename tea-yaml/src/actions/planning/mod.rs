@@ -12,7 +12,7 @@
 //!
 //! The Edge Agent's `plan.decompose`, `plan.execute`, `plan.replan`, `plan.status`: plans as its
 //! dictionaries (a DAG of subtasks, Kahn's order by id), each subtask run by an action through
-//! `actions::call`; `load/planning.rs` keeps `prompt_template` and `subtask_executor.with` apart to
+//! `actions::call`; `load.rs` keeps `prompt_template` and `subtask_executor.with` apart to
 //! render when they are used.
 
 use crate::actions::{self, Action, Call, Composer};
@@ -1035,3 +1035,6 @@ fn status(args: &Map<String, Value>, state: &State) -> Value {
     }
     out
 }
+
+/// Loading its `with:` (part of the loading layer, `crate::load`).
+pub(crate) mod load;

@@ -1,13 +1,13 @@
-//! The loader's composed actions (`actions/compose.rs`): a node's `with:` compiled into its steps,
+//! The loader's composed actions (`mod.rs`): a node's `with:` compiled into its steps,
 //! each checked where it is written (an unknown action, a block that does not compile, a
 //! schema that is no schema), its templates left to render at each step.
 
-use super::*;
+use crate::load::*;
 use crate::actions::compose::{Composed, Evaluator, OnFailure, Reason, ReasonKind, Reflection, Step, THINKING_FORMATS};
 
 /// The actions the loader compiles into a [`Composed`] (unless the engine registers one of
 /// the same name).
-pub(super) const COMPOSED: &[&str] = &[
+pub(crate) const COMPOSED: &[&str] = &[
     "reflection.loop",
     "reason.cot",
     "reason.react",
@@ -36,7 +36,7 @@ const MAX_REFLECTION_ITERATIONS: i64 = 100;
 
 /// The keys of a composed action's `with:` that calls `llm.call`: its own, then `llm.call`'s
 /// options (the model, the provider, …; not its messages), which go to each call.
-pub(super) fn with_llm_options(own: &[&'static str], llm: &Action) -> Vec<&'static str> {
+pub(crate) fn with_llm_options(own: &[&'static str], llm: &Action) -> Vec<&'static str> {
     let llm_keys: &[&'static str] = match llm {
         #[cfg(feature = "net")]
         Action::Net(net) => net.keys(),
@@ -48,7 +48,7 @@ pub(super) fn with_llm_options(own: &[&'static str], llm: &Action) -> Vec<&'stat
 
 impl Loader<'_> {
     /// Node `name`'s `uses: NAME` (one of [`COMPOSED`]) with its `with:`.
-    pub(super) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
+    pub(crate) fn composed(&mut self, action: &str, fields: &HashMap<&str, &Node>, uses: &Node, name: &str) -> Exec {
         if matches!(action, "lua.eval" | "return") {
             let composed = self.browser_action(action, fields.get("with").copied(), name, uses.pos);
             // As its browser build: without `output:`, the result goes under the node's name.
@@ -70,7 +70,7 @@ impl Loader<'_> {
             };
         }
         if matches!(action, "retry.loop" | "validate.extraction") {
-            let composed = super::extraction::composed(self, action, fields.get("with").copied(), name, uses.pos);
+            let composed = crate::actions::extraction::load::composed(self, action, fields.get("with").copied(), name, uses.pos);
             let output = self.output(fields, name);
             return match composed {
                 Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },
@@ -343,7 +343,7 @@ impl Loader<'_> {
 
     /// The action a step names: registered, else built in (not one that runs steps of its
     /// own).
-    pub(super) fn step_action(&mut self, action: &str, pos: Pos, what: &str) -> Option<Action> {
+    pub(crate) fn step_action(&mut self, action: &str, pos: Pos, what: &str) -> Option<Action> {
         if COMPOSED.contains(&action) && !self.env.actions.contains_key(action) {
             self.problem(
                 pos,
