@@ -197,9 +197,9 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
 fn show_every(every: std::time::Duration) -> String {
     let s = every.as_secs();
     match s {
-        _ if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        _ if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
-        _ if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        _ if s >= 86_400 && s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s >= 3_600 && s.is_multiple_of(3_600) => format!("{}h", s / 3_600),
+        _ if s >= 60 && s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{s}s"),
     }
 }
@@ -221,8 +221,9 @@ mod tests {
         let args = parse(&[]).unwrap();
         assert!(args.retention.retention().is_empty(), "no flag: no sweeper");
         assert_eq!(args.sweep_every, std::time::Duration::from_secs(600));
-        let args = parse(&["--keep-last", "5", "--older-than", "30d", "--paused-older-than", "90d", "--sweep-every", "1h"])
-            .unwrap();
+        let args =
+            parse(&["--keep-last", "5", "--older-than", "30d", "--paused-older-than", "90d", "--sweep-every", "1h"])
+                .unwrap();
         let retention = args.retention.retention();
         assert_eq!(retention.kept_checkpoints(), Some(5));
         assert_eq!(retention.finished_ttl(), Some(std::time::Duration::from_secs(30 * 86_400)));

@@ -48,3 +48,35 @@ fn a_pause_kept_in_postgres_resumes_in_another_process() {
     assert!(!err.contains("secret"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn prune_expires_finished_threads_on_postgres_and_keeps_paused_ones() {
+    let Some(schema) = TestSchema::new("cli_prune") else { return };
+    let dir = std::env::temp_dir().join(format!("tea-cli-postgres-prune-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("ask.yaml"),
+        "name: ask\nnodes:\n  - { name: ask, type: interrupt, message: 'name?', resume_key: name }\n",
+    )
+    .unwrap();
+    let store = format!("{}?schema={}", schema.url(), schema.name());
+    let (status, _, err) = tea(&dir, &["run", "ask.yaml", "--store", &store, "--thread", "waits"]);
+    assert_eq!(status, 3, "{err}");
+    let (status, _, err) = tea(&dir, &["run", "ask.yaml", "--store", &store, "--thread", "answered"]);
+    assert_eq!(status, 3, "{err}");
+    let (status, _, err) =
+        tea(&dir, &["resume", "ask.yaml", "--store", &store, "--thread", "answered", "--answer", "Ada"]);
+    assert_eq!(status, 0, "{err}");
+
+    let (status, report, err) = tea(&dir, &["prune", "ask.yaml", "--store", &store, "--older-than", "0s"]);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(report["expired"][0]["thread"], "answered", "{report}");
+    assert_eq!(report["kept_paused"][0]["thread"], "waits", "{report}");
+    let (_, threads, _) = tea(&dir, &["threads", "ask.yaml", "--store", &store]);
+    assert_eq!(threads.as_array().unwrap().len(), 1, "{threads}");
+    let (status, report, err) =
+        tea(&dir, &["prune", "ask.yaml", "--store", &store, "--older-than", "0s", "--include-paused"]);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(report["expired"][0]["status"], "paused", "{report}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -276,3 +276,25 @@ fn encryption_keys_seal_what_the_server_stores() {
     stop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_servers_sweeper_expires_threads_under_its_flags() {
+    let (server, address) =
+        start("memory", &["--insecure-local", "--older-than", "0s", "--include-paused", "--sweep-every", "1s"]);
+    let (status, out) =
+        call(&address, "POST", "/runs/wait", Some(json!({ "input": {}, "on_completion": "keep" })), None);
+    assert_eq!(status, 200, "{out}");
+    let thread = out["run"]["thread_id"].as_str().unwrap().to_owned();
+    // Paused threads expire at once under these flags: the next sweep (within a second or so)
+    // deletes the thread and its record.
+    let started = Instant::now();
+    loop {
+        let (status, _) = call(&address, "GET", &format!("/threads/{thread}"), None, None);
+        if status == 404 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the sweeper did not expire the thread");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop(server);
+}

@@ -22,6 +22,7 @@ fn contract<C: Checkpointer>(store: &C) {
     racing_appends_have_one_winner(store);
     threads_are_listed_by_id(store);
     delete_removes_one_thread(store);
+    delete_at_deletes_only_at_the_head_it_names(store);
     prune_keeps_the_newest(store);
     delete_and_prune_racing_appends_leave_whole_threads(store);
 }
@@ -222,6 +223,19 @@ fn delete_removes_one_thread<C: Checkpointer>(store: &C) {
     assert!(store.delete("delete", &thread("")).unwrap());
     assert!(store.delete("delete", &thread("t1")).unwrap());
     assert_eq!(store.threads("delete").unwrap(), vec![thread("t")]);
+}
+
+fn delete_at_deletes_only_at_the_head_it_names<C: Checkpointer>(store: &C) {
+    append_all(store, "delete-at", "t", &[b"t 1", b"t 2"]);
+    append_all(store, "delete-at", "u", &[b"u 1"]);
+    assert!(!store.delete_at("delete-at", &thread("t"), 1).unwrap(), "the head moved on to 2");
+    assert!(!store.delete_at("delete-at", &thread("t"), 3).unwrap(), "no such head");
+    assert!(!store.delete_at("delete-at", &thread("nobody"), 1).unwrap());
+    assert_thread(store, "delete-at", "t", &[b"t 1", b"t 2"]);
+    assert!(store.delete_at("delete-at", &thread("t"), 2).unwrap());
+    assert_thread(store, "delete-at", "t", &[]);
+    assert_eq!(store.threads("delete-at").unwrap(), vec![thread("u")]);
+    assert!(store.delete("delete-at", &thread("u")).unwrap());
 }
 
 fn prune_keeps_the_newest<C: Checkpointer>(store: &C) {

@@ -130,14 +130,14 @@ fn concurrent_connects_migrate_once() {
             .collect();
         connects.into_iter().map(|c| c.join().unwrap().unwrap()).collect()
     });
-    // Each store sees the others' writes; the version table says one migration, applied once.
+    // Each store sees the others' writes; the version table says two migrations, each applied once.
     append_all(&stores[0], "g", "t", &[b"one"]);
     assert_thread(&stores[PROCESSES - 1], "g", "t", &[b"one"]);
     db.execute(&format!(
         "DO $$ BEGIN
-             IF (SELECT count(*) FROM \"{0}\".tea_schema_version) <> 1
-                OR (SELECT max(version) FROM \"{0}\".tea_schema_version) <> 1 THEN
-                 RAISE EXCEPTION 'expected exactly version 1';
+             IF (SELECT count(*) FROM \"{0}\".tea_schema_version) <> 2
+                OR (SELECT max(version) FROM \"{0}\".tea_schema_version) <> 2 THEN
+                 RAISE EXCEPTION 'expected exactly versions 1 and 2';
              END IF;
          END $$",
         db.name()
@@ -152,8 +152,46 @@ fn tables_of_a_newer_tea_are_refused() {
     drop(db.store());
     db.execute(&format!("INSERT INTO \"{}\".tea_schema_version (version) VALUES (99)", db.name()));
     let message = store_message(PostgresStore::builder(db.url()).schema(db.name()).connect());
-    assert!(message.contains("version 99, newer than this tea knows (1)"), "{message}");
+    assert!(message.contains("version 99, newer than this tea knows (2)"), "{message}");
     assert!(message.contains(db.name()), "{message}");
+}
+
+#[test]
+fn tables_of_version_1_gain_retention_marks_and_keep_their_threads() {
+    let Some(db) = TestSchema::new("version_1") else { return };
+    // The tables as the first version of the store made them, with a thread in them.
+    db.execute(&format!(
+        "CREATE SCHEMA \"{0}\";
+         CREATE TABLE \"{0}\".tea_schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+         INSERT INTO \"{0}\".tea_schema_version (version) VALUES (1);
+         CREATE TABLE \"{0}\".tea_threads (graph text NOT NULL, thread text NOT NULL, head bigint NOT NULL CHECK (head > 0), PRIMARY KEY (graph, thread));
+         CREATE TABLE \"{0}\".tea_checkpoints (graph text NOT NULL, thread text NOT NULL, id bigint NOT NULL CHECK (id > 0), bytes bytea NOT NULL, PRIMARY KEY (graph, thread, id));
+         INSERT INTO \"{0}\".tea_threads VALUES ('g', 'old', 1);
+         INSERT INTO \"{0}\".tea_checkpoints VALUES ('g', 'old', 1, 'kept');",
+        db.name()
+    ));
+    let store = db.store();
+    assert_thread(&store, "g", "old", &[b"kept"]);
+    let marks = store.rest_marks().expect("marks kept as columns");
+    assert_eq!(marks.unmarked("g").unwrap(), [ThreadId::from("old")], "not marked yet");
+    let mark = tea_runtime::RestMark {
+        thread: ThreadId::from("old"),
+        head: 1,
+        rest: tea_runtime::Rest::Finished,
+        since_ms: Some(10),
+    };
+    marks.mark("g", std::slice::from_ref(&mark)).unwrap();
+    assert!(marks.unmarked("g").unwrap().is_empty());
+    // A mark for a head the thread has left is dropped; a moved head is unmarked again.
+    let old = ThreadId::from("old");
+    assert_eq!(store.append("g", &old, Some(1), 2, b"newer", false).unwrap(), AppendOutcome::Written);
+    assert_eq!(marks.unmarked("g").unwrap(), [ThreadId::from("old")]);
+    let expiry = tea_runtime::Expiry { finished_before: Some(100), paused_before: None, except: Vec::new() };
+    assert!(marks.expire("g", &expiry).unwrap().expired.is_empty(), "marked at another head");
+    marks.mark("g", &[tea_runtime::RestMark { head: 2, ..mark }]).unwrap();
+    let expired = marks.expire("g", &expiry).unwrap();
+    assert_eq!(expired.expired.len(), 1);
+    assert!(store.threads("g").unwrap().is_empty() && store.history("g", &old).unwrap().is_empty());
 }
 
 #[test]

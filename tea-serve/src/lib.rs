@@ -288,11 +288,7 @@ pub(crate) struct Shared {
 
 /// `agent`'s sweeper: each report's expired threads lose their records (kept in `keeper`'s
 /// store, the first agent's); what it kept paused, and its failures, go to stderr.
-fn sweeper(
-    agent: &Arc<dyn Served>,
-    keeper: Option<Arc<dyn Served>>,
-    every: Duration,
-) -> Option<tea_runtime::Sweeper> {
+fn sweeper(agent: &Arc<dyn Served>, keeper: Option<Arc<dyn Served>>, every: Duration) -> Option<tea_runtime::Sweeper> {
     let name = agent.name().to_owned();
     let records = keeper.unwrap_or_else(|| Arc::clone(agent));
     agent.sweep_every(
@@ -301,17 +297,25 @@ fn sweeper(
             Ok(report) => {
                 for expired in &report.expired {
                     if let Err(error) = records::delete(records.store(), &expired.thread) {
-                        eprintln!("tea serve: agent `{name}`: the record of expired thread `{}`: {error:?}", expired.thread);
+                        eprintln!(
+                            "tea serve: agent `{name}`: the record of expired thread `{}`: {error:?}",
+                            expired.thread
+                        );
                     }
                 }
                 for kept in &report.kept_paused {
                     eprintln!("tea serve: agent `{name}`: {kept}");
                 }
                 for (thread, error) in &report.unreadable {
-                    eprintln!("tea serve: agent `{name}`: thread `{thread}` kept, unreadable: {}", tea_runtime::error_chain(error));
+                    eprintln!(
+                        "tea serve: agent `{name}`: thread `{thread}` kept, unreadable: {}",
+                        tea_runtime::error_chain(error)
+                    );
                 }
             }
-            Err(error) => eprintln!("tea serve: agent `{name}`: the sweep failed: {}", tea_runtime::error_chain(&error)),
+            Err(error) => {
+                eprintln!("tea serve: agent `{name}`: the sweep failed: {}", tea_runtime::error_chain(&error))
+            }
         }),
     )
 }

@@ -421,7 +421,11 @@ impl<G: Graph, C> App<G, C> {
 
 /// The name of the API call a run's `run` span records (its field `call`), and
 /// [`Error::NoRuntime`] names.
-pub(crate) fn call_name<S: crate::vocab::state::GraphState>(what: &What<S>, record: bool, on_tokio: bool) -> &'static str {
+pub(crate) fn call_name<S: crate::vocab::state::GraphState>(
+    what: &What<S>,
+    record: bool,
+    on_tokio: bool,
+) -> &'static str {
     match (what, record, on_tokio) {
         (What::Start(_), false, false) => "invoke",
         (What::Start(_), false, true) => "invoke_async",

@@ -148,8 +148,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         for _ in 0..ATTEMPTS {
             let head = trace::store_call("head", &side, Some(thread), || store.head(&side, thread))?.map(|(id, _)| id);
             let id = head.map_or(1, |id| id + 1);
-            let written =
-                trace::store_call("append", &side, Some(thread), || store.append(&side, thread, head, id, &bytes, true))?;
+            let written = trace::store_call("append", &side, Some(thread), || {
+                store.append(&side, thread, head, id, &bytes, true)
+            })?;
             if written == AppendOutcome::Written {
                 trace::store_call("prune", &side, Some(thread), || store.prune(&side, thread, 1))?;
                 return Ok(());
@@ -259,7 +260,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 }
                 for mark in expired.kept_paused {
                     let idle = Duration::from_millis(now.saturating_sub(mark.since_ms.unwrap_or(now)));
-                    report.kept_paused.push(KeptPaused { thread: mark.thread, idle, because: kept_because(&retention) });
+                    report.kept_paused.push(KeptPaused {
+                        thread: mark.thread,
+                        idle,
+                        because: kept_because(&retention),
+                    });
                 }
                 own.keys().filter(|t| threads.contains(*t)).cloned().collect()
             }
@@ -339,9 +344,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             loop {
                 on_report(app.sweep());
                 let guard = stopped.lock().unwrap_or_else(PoisonError::into_inner);
-                let (guard, _) = wake
-                    .wait_timeout_while(guard, every, |stopped| !*stopped)
-                    .unwrap_or_else(PoisonError::into_inner);
+                let (guard, _) =
+                    wake.wait_timeout_while(guard, every, |stopped| !*stopped).unwrap_or_else(PoisonError::into_inner);
                 if *guard {
                     return;
                 }
@@ -379,7 +383,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// is active) and since when (`None`: the thread has no checkpoint).
     fn standing_of(&self, thread: &ThreadId, now: u64) -> Result<Option<(CheckpointId, Rest, Option<u64>)>, Error> {
         let graph = self.graph.name();
-        let Some((head, bytes)) = trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
+        let Some((head, bytes)) =
+            trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
         else {
             return Ok(None);
         };
@@ -418,7 +423,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             return Ok(Judged::Kept);
         }
         if rest == Rest::Paused && retention.finished_ttl().is_some_and(|ttl| idle >= ttl) {
-            return Ok(Judged::KeptPaused(KeptPaused { thread: thread.clone(), idle, because: kept_because(&retention) }));
+            return Ok(Judged::KeptPaused(KeptPaused {
+                thread: thread.clone(),
+                idle,
+                because: kept_because(&retention),
+            }));
         }
         Ok(Judged::Kept)
     }

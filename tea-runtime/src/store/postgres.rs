@@ -90,7 +90,8 @@ const FIRST_RETRY: Duration = Duration::from_millis(10);
 
 /// The migrations, in order: migration `i` (from 0) brings the tables to version `i + 1`. Each
 /// runs in the transaction that records it. `{schema}` stands for the quoted schema name.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE {schema}.tea_threads (
         graph  text   NOT NULL,
         thread text   NOT NULL,
@@ -104,13 +105,15 @@ const MIGRATIONS: &[&str] = &["
         bytes  bytea  NOT NULL,
         PRIMARY KEY (graph, thread, id)
     );
-", "
+",
+    "
     ALTER TABLE {schema}.tea_threads
         ADD COLUMN rest       text,
         ADD COLUMN rest_head  bigint,
         ADD COLUMN rest_since bigint;
     CREATE INDEX tea_threads_rest ON {schema}.tea_threads (graph, rest, rest_since);
-"];
+",
+];
 
 /// Checkpoints in a [PostgreSQL](https://www.postgresql.org) database: many processes, on many
 /// machines, share one space of threads. A pause taken in one process can be resumed in any

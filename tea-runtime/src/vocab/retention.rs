@@ -237,12 +237,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 /// `d` in the largest unit that writes it whole (`30d`, `36h`, `90s`, `250ms`).
 pub(crate) fn show_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let s = ms / 1000;
     for (unit, size) in [("w", 604_800), ("d", 86_400), ("h", 3_600), ("m", 60)] {
-        if s >= size && s % size == 0 {
+        if s >= size && s.is_multiple_of(size) {
             return format!("{}{unit}", s / size);
         }
     }

@@ -263,7 +263,9 @@ fn sealed_postgres_store() {
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_store() {
-    eprintln!("skipped: this build has no `postgres` feature (cargo test -p tea-integration-tests --features postgres)");
+    eprintln!(
+        "skipped: this build has no `postgres` feature (cargo test -p tea-integration-tests --features postgres)"
+    );
 }
 
 #[test]
@@ -330,4 +332,33 @@ fn a_served_app_is_swept_while_its_router_lives() {
     clock.advance(2 * DAY);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(ids(&app.threads().unwrap()), ["after"]);
+}
+
+#[test]
+fn a_pause_inside_a_parallel_branch_counts_as_paused() {
+    fn step(_: &Doc) -> DocUpdate {
+        Doc::update().trail(vec!["step".to_owned()])
+    }
+    graph! {
+        Fan for Doc {
+            start -> draft;
+            parallel draft => [edit, step] -> publish;
+            publish -> end;
+            interrupt_before step;
+        }
+    }
+    let clock = clock();
+    let app = Fan::builder()
+        .checkpointer(MemoryStore::new())
+        .clock(clock.clone())
+        .retention(Retention::new().expire_finished_after(DAY))
+        .build();
+    let (_, token) = app.run(Call::start(Doc::default()).on("fan")).unwrap().interrupted().unwrap();
+    clock.advance(2 * DAY);
+    let report = app.sweep().unwrap();
+    assert!(report.expired.is_empty(), "{report:?}");
+    assert_eq!(report.kept_paused.len(), 1, "the branch's pause is the thread's: {report:?}");
+    let paused = app.with_retention(Retention::new().expire_paused_after(DAY));
+    assert_eq!(paused.sweep().unwrap().expired[0].rest, Rest::Paused);
+    assert!(matches!(app.resume(token), Err(Error::CheckpointNotFound { .. })));
 }
