@@ -670,7 +670,12 @@ impl<'a> Loader<'a> {
 
     /// The entries of mapping `node` (`what` names it in messages), each key checked against
     /// `allowed`. `None` if `node` is not a mapping.
-    pub(crate) fn fields<'n>(&mut self, node: &'n Node, what: &str, allowed: &[&str]) -> Option<HashMap<&'n str, &'n Node>> {
+    pub(crate) fn fields<'n>(
+        &mut self,
+        node: &'n Node,
+        what: &str,
+        allowed: &[&str],
+    ) -> Option<HashMap<&'n str, &'n Node>> {
         let Some(entries) = node.as_map() else {
             self.problem(node.pos, format!("{what} must be a mapping, not {}", node.what()));
             return None;
@@ -1465,7 +1470,8 @@ pub(crate) fn single_expression(text: &str) -> Option<&str> {
 }
 
 /// What a problem says of a reserved name.
-pub(crate) const RESERVED: &str = "a name the engine keeps for itself (names starting with `__tea`, `__start__`, `__end__`)";
+pub(crate) const RESERVED: &str =
+    "a name the engine keeps for itself (names starting with `__tea`, `__start__`, `__end__`)";
 
 /// A state key the engine uses itself: `__tea…` (a `dynamic_parallel` item's record), the
 /// entry and the exit.

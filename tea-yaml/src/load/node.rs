@@ -931,7 +931,8 @@ impl Loader<'_> {
 
     pub(crate) fn action(&mut self, uses: &Node, fields: &HashMap<&str, &Node>, name: &str) -> Exec {
         let Some(action_name) = self.string(uses, &format!("`uses` of node `{name}`")) else { return Exec::Noop };
-        if !self.env.actions.contains_key(action_name) && crate::actions::compose::load::COMPOSED.contains(&action_name) {
+        if !self.env.actions.contains_key(action_name) && crate::actions::compose::load::COMPOSED.contains(&action_name)
+        {
             return self.composed(action_name, fields, uses, name);
         }
         let action = if action_name == "ratelimit.wrap" && !self.env.actions.contains_key(action_name) {
@@ -1222,7 +1223,12 @@ impl Loader<'_> {
 
     /// `a2a.delegate`'s `fallback: { action: NAME, with }` (for `on_timeout: fallback_local`):
     /// the action, resolved now (its name is written in the file).
-    pub(crate) fn a2a_fallback(&mut self, op: crate::actions::a2a::A2a, with: Option<&Node>, name: &str) -> Option<Box<Action>> {
+    pub(crate) fn a2a_fallback(
+        &mut self,
+        op: crate::actions::a2a::A2a,
+        with: Option<&Node>,
+        name: &str,
+    ) -> Option<Box<Action>> {
         let fallback = with?.as_map()?.iter().find(|(k, _)| k.as_str() == Some("fallback")).map(|(_, v)| v)?;
         if op != crate::actions::a2a::A2a::Delegate {
             return None;

@@ -2,8 +2,8 @@
 //! each checked where it is written (an unknown action, a block that does not compile, a
 //! schema that is no schema), its templates left to render at each step.
 
-use crate::load::*;
 use crate::actions::compose::{Composed, Evaluator, OnFailure, Reason, ReasonKind, Reflection, Step, THINKING_FORMATS};
+use crate::load::*;
 
 /// The actions the loader compiles into a [`Composed`] (unless the engine registers one of
 /// the same name).
@@ -70,7 +70,8 @@ impl Loader<'_> {
             };
         }
         if matches!(action, "retry.loop" | "validate.extraction") {
-            let composed = crate::actions::extraction::load::composed(self, action, fields.get("with").copied(), name, uses.pos);
+            let composed =
+                crate::actions::extraction::load::composed(self, action, fields.get("with").copied(), name, uses.pos);
             let output = self.output(fields, name);
             return match composed {
                 Some(composed) => Exec::Composed { name: action.to_owned(), composed: Arc::new(composed), output },

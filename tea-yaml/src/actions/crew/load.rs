@@ -2,9 +2,9 @@
 //! `with:` with the agents it names checked against them.
 
 use crate::actions::compose::load::with_llm_options;
-use crate::load::*;
 use crate::actions::compose::Composed;
 use crate::actions::crew::{AgentDef, Crew, CrewKind, AGGREGATIONS};
+use crate::load::*;
 
 /// The keys of an agent of `settings.agents`.
 const AGENT_KEYS: &[&str] = &["model", "system_prompt", "temperature", "max_tokens", "timeout", "tools", "retry"];

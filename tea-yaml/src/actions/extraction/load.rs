@@ -2,9 +2,9 @@
 //! `extraction_schema`, `validation_constraints`, `semantic_probes` and `validation_logging`
 //! read and checked at load, and each node's `with:`.
 
-use crate::load::*;
 use crate::actions::compose::Composed;
 use crate::actions::extraction::{Config, Extraction, Probe, Retry, Schema, Validator, MAX_RETRIES};
+use crate::load::*;
 
 /// The keys of `validate.extraction`'s `with:`.
 const EXTRACTION_ARGS: &[&str] =

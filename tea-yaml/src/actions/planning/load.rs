@@ -2,9 +2,9 @@
 //! `prompt_template` and `subtask_executor` kept apart to render when they are used.
 
 use crate::actions::compose::load::with_llm_options;
-use crate::load::*;
 use crate::actions::compose::Composed;
 use crate::actions::planning::{Plan, PlanKind, ON_FAILURE, PLANNER_KEYS, STRATEGIES};
+use crate::load::*;
 
 impl Loader<'_> {
     /// `uses: plan.*` with its `with:` (`plan.status` and `plan.execute` may have none: they
