@@ -284,7 +284,7 @@ fn history_time_travel_and_prune_read_the_states_a_full_snapshot_run_would() {
     let history = app.history(&t).unwrap();
     let raw = store.history("Ticks", &t).unwrap();
     assert_eq!(history.len(), raw.len(), "every checkpoint reads");
-    let deltas = raw.iter().filter(|(_, bytes)| bytes[4] == 2).count();
+    let deltas = raw.iter().filter(|(_, bytes)| bytes[0..4] == *b"TEAd").count();
     assert!(deltas * 2 > raw.len(), "most checkpoints are deltas: {deltas} of {}", raw.len());
     for snapshot in &history {
         assert_eq!(snapshot.state, after(&input, snapshot.state.n), "checkpoint {}", snapshot.checkpoint);
@@ -328,7 +328,8 @@ fn a_resumed_pause_and_a_recover_continue_from_delta_checkpoints() {
     // Rewind to a delta in the middle, as a crash after it would leave the thread: every
     // checkpoint after it gone. A recover continues from there, and ends where the run did.
     let raw = store.history("Ticks", &t).unwrap();
-    let middle = raw.iter().find(|(id, bytes)| bytes[4] == 2 && *id < raw[0].0 / 2).map(|(id, _)| *id).unwrap();
+    let middle =
+        raw.iter().find(|(id, bytes)| bytes[0..4] == *b"TEAd" && *id < raw[0].0 / 2).map(|(id, _)| *id).unwrap();
     let kept: Vec<_> = raw.iter().rev().filter(|(id, _)| *id <= middle).cloned().collect();
     let other = ThreadId::from("recover-copy");
     for (id, bytes) in &kept {

@@ -140,11 +140,12 @@ struct Held {
 /// What the run's next record folds onto (`format::delta`): the payload of the thread's head
 /// as the run last wrote it, and how far the deltas since the last full record have grown.
 ///
-/// A record is written as a delta of the record before it while the deltas since the last full
-/// record, this one included, stay within the size of that full record; else, and always at a
-/// pause, it is written full. So the bytes a thread stores stay within twice what full records
-/// alone would cost when every record changes everything, and grow with what changed when
-/// little does; and a head is read from at most its full record and that many bytes of deltas.
+/// A record is written as a delta of the record before it when that is at most half the size
+/// of the last full record (else a delta saves too little to be worth folding on a read: small
+/// states are written full, as before delta records) and the deltas since the last full
+/// record, this one included, stay within its size; else, and always at a pause and at the
+/// end, it is written full. So the bytes a thread stores stay within about twice what changed,
+/// and a head is read from at most its full record and as many bytes of deltas.
 /// A pause is full because its record stands alone: a failed resume writes it back as the head
 /// (after other records), a directory store's pause file is read on its own (`resume_from`), and
 /// a paused thread's head is read at once. The end is full for the last reason: a finished
@@ -158,6 +159,14 @@ pub(crate) struct Chain {
     full_len: usize,
     /// The size of the deltas written since.
     since_full: usize,
+}
+
+impl Chain {
+    /// Whether a delta record of `len` bytes is written rather than a full record (see
+    /// [`Chain`]).
+    fn worth(&self, len: usize) -> bool {
+        len.saturating_mul(2) <= self.full_len && self.since_full.saturating_add(len) <= self.full_len
+    }
 }
 
 /// A record planned for the store ([`Tenure::plan_whole`], [`Tenure::plan_patch`]): its bytes,
@@ -334,7 +343,7 @@ impl Tenure {
             let patch =
                 delta::diff(&chain.value, &value).unwrap_or_else(|| delta::object_patch(Default::default(), &[]));
             let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
-            if chain.since_full + bytes.len() <= chain.full_len {
+            if chain.worth(bytes.len()) {
                 return Ok((Planned { bytes, next: Next::Delta(value) }, Some(patch)));
             }
         }
@@ -349,7 +358,7 @@ impl Tenure {
     /// The encoding's, and a patch that does not fit the head.
     pub(crate) fn plan_patch(&self, chain: &Chain, patch: serde_json::Value) -> Result<Planned, Error> {
         let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
-        if chain.since_full + bytes.len() <= chain.full_len {
+        if chain.worth(bytes.len()) {
             return Ok(Planned { bytes, next: Next::Patch(patch) });
         }
         let mut value = chain.value.clone();
