@@ -596,7 +596,7 @@ impl Tenure {
     /// continue it at once. A run that has not claimed its thread yet wrote nothing, and writes
     /// nothing; nor does one that `finished`. Its children (if any still run) no longer renew
     /// its lease.
-    pub(crate) async fn abandon<S: GraphState, IO: Appends>(&self, io: &IO, finished: bool) {
+    pub(crate) async fn abandon<IO: Appends>(&self, io: &IO, finished: bool) {
         let (rollback, head, chain) = {
             let mut held = self.held();
             (held.rollback.take(), held.head, held.chain.take())
