@@ -216,7 +216,7 @@ pub struct Long {
 fn tick(s: &Long) -> LongUpdate {
     // Every tenth step appends to the log; every step moves `n` and `last`.
     let update = Long::update().n(1).last(s.n * 7 % 13);
-    if s.n % 10 == 0 {
+    if s.n.is_multiple_of(10) {
         update.log(vec![s.n])
     } else {
         update
@@ -241,7 +241,7 @@ fn after(input: &Long, k: u64) -> Long {
     let mut s = input.clone();
     for _ in 0..k {
         let before = s.n;
-        if before % 10 == 0 {
+        if before.is_multiple_of(10) {
             s.log.push(before);
         }
         s.last = before * 7 % 13;
