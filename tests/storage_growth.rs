@@ -352,7 +352,7 @@ fn a_durable_fan_out_writes_bytes_linear_in_its_branches_on_postgres() {
     };
     let store = tea::PostgresStore::connect(&url).unwrap();
     let tag = std::process::id();
-    fan_outs_grow_linearly(&format!("postgres{tag}"), store.clone(), &[30, 100]);
+    fan_outs_grow_linearly(&format!("postgres{tag}"), store.clone(), &[100, 300]);
     for thread in store.threads("Spread").unwrap() {
         if thread.as_str().contains(&format!("postgres{tag}")) {
             store.delete("Spread", &thread).unwrap();

@@ -152,7 +152,7 @@ struct Held {
 /// thread's head is what is read of it, by `state` and by whoever reads the store itself.
 pub(crate) struct Chain {
     /// The payload of the head, as JSON.
-    pub(crate) value: serde_json::Value,
+    value: serde_json::Value,
     /// The full record the head folds from.
     full: CheckpointId,
     /// The size of that full record.
@@ -213,9 +213,10 @@ struct Encoded {
 }
 
 impl Tenure {
-    /// The tenure of a run of graph `graph` (its identity) on `thread` in `store`, which the run found at `head` (`None`: a new thread), reading the
-    /// time from `clock` (which draws its lease owner); with the default options, which its app
-    /// then sets. Its first write claims the thread.
+    /// The tenure of a run of graph `graph` (its identity) on `thread` in `store`, which the
+    /// run found at `head` (`None`: a new thread), reading the time from `clock` (which draws
+    /// its lease owner); with the default options, which its app then sets. Its first write
+    /// claims the thread.
     pub(crate) fn new(
         store: Arc<dyn Checkpointer>,
         thread: ThreadId,
