@@ -144,6 +144,17 @@ fn fan_outs_grow_linearly<C: Checkpointer + Clone>(name: &str, store: C, sizes: 
         assert!(appends >= u64::from(n), "{name}: a write per branch ({appends} appends for {n} branches)");
         rows.push((n, bytes));
     }
+    // The smallest fan-out's checkpoints read back through the store's `range`: a fork from a
+    // checkpoint inside it (a delta, folded from the full record before it) reads its state.
+    let app = Spread::builder().checkpointer(store.clone()).build();
+    let t = ThreadId::from(format!("fan-{name}-{}", sizes[0]));
+    let history = app.history(&t).unwrap();
+    assert!(history.len() > sizes[0] as usize);
+    for snapshot in history.iter().step_by(history.len() / 5) {
+        let fork = app.fork(&t, snapshot.checkpoint, format!("{t}-fork-{}", snapshot.checkpoint)).unwrap();
+        assert_eq!(fork.state, snapshot.state);
+        assert_eq!(fork.branches.len(), snapshot.branches.len());
+    }
     let (first, last) = (rows[0], rows[rows.len() - 1]);
     let fitted = exponent(first, last);
     println!("{name}: growth exponent {fitted:.3} from {} to {} branches", first.0, last.0);
