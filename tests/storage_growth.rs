@@ -144,6 +144,17 @@ fn fan_outs_grow_linearly<C: Checkpointer + Clone>(name: &str, store: C, sizes: 
         assert!(appends >= u64::from(n), "{name}: a write per branch ({appends} appends for {n} branches)");
         rows.push((n, bytes));
     }
+    // The smallest fan-out's checkpoints read back through the store's `range`: a fork from a
+    // checkpoint inside it (a delta, folded from the full record before it) reads its state.
+    let app = Spread::builder().checkpointer(store.clone()).build();
+    let t = ThreadId::from(format!("fan-{name}-{}", sizes[0]));
+    let history = app.history(&t).unwrap();
+    assert!(history.len() > sizes[0] as usize);
+    for snapshot in history.iter().step_by(history.len() / 5) {
+        let fork = app.fork(&t, snapshot.checkpoint, format!("{t}-fork-{}", snapshot.checkpoint)).unwrap();
+        assert_eq!(fork.state, snapshot.state);
+        assert_eq!(fork.branches.len(), snapshot.branches.len());
+    }
     let (first, last) = (rows[0], rows[rows.len() - 1]);
     let fitted = exponent(first, last);
     println!("{name}: growth exponent {fitted:.3} from {} to {} branches", first.0, last.0);
@@ -216,7 +227,7 @@ pub struct Long {
 fn tick(s: &Long) -> LongUpdate {
     // Every tenth step appends to the log; every step moves `n` and `last`.
     let update = Long::update().n(1).last(s.n * 7 % 13);
-    if s.n % 10 == 0 {
+    if s.n.is_multiple_of(10) {
         update.log(vec![s.n])
     } else {
         update
@@ -241,7 +252,7 @@ fn after(input: &Long, k: u64) -> Long {
     let mut s = input.clone();
     for _ in 0..k {
         let before = s.n;
-        if before % 10 == 0 {
+        if before.is_multiple_of(10) {
             s.log.push(before);
         }
         s.last = before * 7 % 13;
@@ -284,7 +295,7 @@ fn history_time_travel_and_prune_read_the_states_a_full_snapshot_run_would() {
     let history = app.history(&t).unwrap();
     let raw = store.history("Ticks", &t).unwrap();
     assert_eq!(history.len(), raw.len(), "every checkpoint reads");
-    let deltas = raw.iter().filter(|(_, bytes)| bytes[4] == 2).count();
+    let deltas = raw.iter().filter(|(_, bytes)| bytes[0..4] == *b"TEAd").count();
     assert!(deltas * 2 > raw.len(), "most checkpoints are deltas: {deltas} of {}", raw.len());
     for snapshot in &history {
         assert_eq!(snapshot.state, after(&input, snapshot.state.n), "checkpoint {}", snapshot.checkpoint);
@@ -328,7 +339,8 @@ fn a_resumed_pause_and_a_recover_continue_from_delta_checkpoints() {
     // Rewind to a delta in the middle, as a crash after it would leave the thread: every
     // checkpoint after it gone. A recover continues from there, and ends where the run did.
     let raw = store.history("Ticks", &t).unwrap();
-    let middle = raw.iter().find(|(id, bytes)| bytes[4] == 2 && *id < raw[0].0 / 2).map(|(id, _)| *id).unwrap();
+    let middle =
+        raw.iter().find(|(id, bytes)| bytes[0..4] == *b"TEAd" && *id < raw[0].0 / 2).map(|(id, _)| *id).unwrap();
     let kept: Vec<_> = raw.iter().rev().filter(|(id, _)| *id <= middle).cloned().collect();
     let other = ThreadId::from("recover-copy");
     for (id, bytes) in &kept {
@@ -351,7 +363,7 @@ fn a_durable_fan_out_writes_bytes_linear_in_its_branches_on_postgres() {
     };
     let store = tea::PostgresStore::connect(&url).unwrap();
     let tag = std::process::id();
-    fan_outs_grow_linearly(&format!("postgres{tag}"), store.clone(), &[30, 100]);
+    fan_outs_grow_linearly(&format!("postgres{tag}"), store.clone(), &[100, 300]);
     for thread in store.threads("Spread").unwrap() {
         if thread.as_str().contains(&format!("postgres{tag}")) {
             store.delete("Spread", &thread).unwrap();

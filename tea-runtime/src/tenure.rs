@@ -140,24 +140,33 @@ struct Held {
 /// What the run's next record folds onto (`format::delta`): the payload of the thread's head
 /// as the run last wrote it, and how far the deltas since the last full record have grown.
 ///
-/// A record is written as a delta of the record before it while the deltas since the last full
-/// record, this one included, stay within the size of that full record; else, and always at a
-/// pause, it is written full. So the bytes a thread stores stay within twice what full records
-/// alone would cost when every record changes everything, and grow with what changed when
-/// little does; and a head is read from at most its full record and that many bytes of deltas.
+/// A record is written as a delta of the record before it when that is at most half the size
+/// of the last full record (else a delta saves too little to be worth folding on a read: small
+/// states are written full, as before delta records) and the deltas since the last full
+/// record, this one included, stay within its size; else, and always at a pause and at the
+/// end, it is written full. So the bytes a thread stores stay within about twice what changed,
+/// and a head is read from at most its full record and as many bytes of deltas.
 /// A pause is full because its record stands alone: a failed resume writes it back as the head
 /// (after other records), a directory store's pause file is read on its own (`resume_from`), and
 /// a paused thread's head is read at once. The end is full for the last reason: a finished
 /// thread's head is what is read of it, by `state` and by whoever reads the store itself.
 pub(crate) struct Chain {
     /// The payload of the head, as JSON.
-    pub(crate) value: serde_json::Value,
+    value: serde_json::Value,
     /// The full record the head folds from.
     full: CheckpointId,
     /// The size of that full record.
     full_len: usize,
     /// The size of the deltas written since.
     since_full: usize,
+}
+
+impl Chain {
+    /// Whether a delta record of `len` bytes is written rather than a full record (see
+    /// [`Chain`]).
+    fn worth(&self, len: usize) -> bool {
+        len.saturating_mul(2) <= self.full_len && self.since_full.saturating_add(len) <= self.full_len
+    }
 }
 
 /// A record planned for the store ([`Tenure::plan_whole`], [`Tenure::plan_patch`]): its bytes,
@@ -204,9 +213,10 @@ struct Encoded {
 }
 
 impl Tenure {
-    /// The tenure of a run of graph `graph` (its identity) on `thread` in `store`, which the run found at `head` (`None`: a new thread), reading the
-    /// time from `clock` (which draws its lease owner); with the default options, which its app
-    /// then sets. Its first write claims the thread.
+    /// The tenure of a run of graph `graph` (its identity) on `thread` in `store`, which the
+    /// run found at `head` (`None`: a new thread), reading the time from `clock` (which draws
+    /// its lease owner); with the default options, which its app then sets. Its first write
+    /// claims the thread.
     pub(crate) fn new(
         store: Arc<dyn Checkpointer>,
         thread: ThreadId,
@@ -334,7 +344,7 @@ impl Tenure {
             let patch =
                 delta::diff(&chain.value, &value).unwrap_or_else(|| delta::object_patch(Default::default(), &[]));
             let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
-            if chain.since_full + bytes.len() <= chain.full_len {
+            if chain.worth(bytes.len()) {
                 return Ok((Planned { bytes, next: Next::Delta(value) }, Some(patch)));
             }
         }
@@ -349,7 +359,7 @@ impl Tenure {
     /// The encoding's, and a patch that does not fit the head.
     pub(crate) fn plan_patch(&self, chain: &Chain, patch: serde_json::Value) -> Result<Planned, Error> {
         let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
-        if chain.since_full + bytes.len() <= chain.full_len {
+        if chain.worth(bytes.len()) {
             return Ok(Planned { bytes, next: Next::Patch(patch) });
         }
         let mut value = chain.value.clone();
@@ -587,7 +597,7 @@ impl Tenure {
     /// continue it at once. A run that has not claimed its thread yet wrote nothing, and writes
     /// nothing; nor does one that `finished`. Its children (if any still run) no longer renew
     /// its lease.
-    pub(crate) async fn abandon<S: GraphState, IO: Appends>(&self, io: &IO, finished: bool) {
+    pub(crate) async fn abandon<IO: Appends>(&self, io: &IO, finished: bool) {
         let (rollback, head, chain) = {
             let mut held = self.held();
             (held.rollback.take(), held.head, held.chain.take())

@@ -48,6 +48,13 @@ fn assert_thread<C: Checkpointer>(store: &C, graph: &str, id: &str, expected: &[
     }
     let past_head = stored.len() as CheckpointId + 1;
     assert_eq!(store.get(graph, &thread, past_head).unwrap(), None);
+    // `range` reads a run of ids at once, oldest first, as `get` reads them one by one.
+    for from in 0..=past_head {
+        for to in [from.saturating_sub(1), from, from + 1, past_head] {
+            let expected: Vec<_> = stored.iter().filter(|(id, _)| (from..=to).contains(id)).cloned().collect();
+            assert_eq!(store.range(graph, &thread, from, to).unwrap(), expected, "range {from}..={to} of {graph}/{id}");
+        }
+    }
 }
 
 /// Appends `payloads` as checkpoints 1, 2, … of a new thread, each expecting the one before.
@@ -256,6 +263,8 @@ fn prune_keeps_the_newest<C: Checkpointer>(store: &C) {
         assert_eq!(store.get("prune", &thread("t"), id).unwrap(), None, "pruned checkpoint {id}");
     }
     assert_eq!(store.get("prune", &thread("t"), 4).unwrap().as_deref(), Some(payloads[3]));
+    let kept: Vec<(CheckpointId, Vec<u8>)> = (4..=6).map(|id| (id, payloads[id as usize - 1].to_vec())).collect();
+    assert_eq!(store.range("prune", &thread("t"), 1, 6).unwrap(), kept, "range skips what was pruned");
     assert_eq!(store.head("prune", &thread("t")).unwrap(), Some((6, payloads[5].to_vec())));
     assert_eq!(store.prune("prune", &thread("t"), 3).unwrap(), 0, "nothing more to prune");
 

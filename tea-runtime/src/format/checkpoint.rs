@@ -14,12 +14,13 @@ use crate::vocab::state::GraphState;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The magic of a full record: the whole payload (what every version of tea writes and reads).
 const MAGIC: [u8; 4] = *b"TEAc";
-/// The envelope version of a full record: the whole payload (all tea versions write it).
+/// The magic of a delta record ([`delta`](super::delta)): its payload is the id of the full
+/// record it folds from (8 bytes, little-endian), then its patch as JSON. Same envelope
+/// otherwise; a tea that predates delta records refuses it as not a checkpoint.
+const DELTA_MAGIC: [u8; 4] = *b"TEAd";
 const FORMAT_VERSION: u16 = 1;
-/// The envelope version of a delta record ([`delta`](super::delta)): the id of the full record
-/// it folds from (8 bytes, little-endian), then its patch as JSON.
-const DELTA_VERSION: u16 = 2;
 const HEADER_LEN: usize = 32;
 /// The longest graph name an envelope carries.
 const MAX_NAME_LEN: usize = 1024;
@@ -263,19 +264,19 @@ pub(crate) fn encode_delta(
     from: CheckpointId,
     patch: &serde_json::Value,
 ) -> Result<Vec<u8>, Error> {
-    frame(identity, DELTA_VERSION, &from.to_le_bytes(), patch)
+    frame(identity, DELTA_MAGIC, &from.to_le_bytes(), patch)
 }
 
 fn encode_payload<P: Serialize>(identity: &Identity, payload: &P) -> Result<Vec<u8>, Error> {
-    frame(identity, FORMAT_VERSION, &[], payload)
+    frame(identity, MAGIC, &[], payload)
 }
 
-/// An envelope of `version` around `prefix` then `payload` as JSON.
-fn frame<P: Serialize>(identity: &Identity, version: u16, prefix: &[u8], payload: &P) -> Result<Vec<u8>, Error> {
+/// An envelope of kind `magic` around `prefix` then `payload` as JSON.
+fn frame<P: Serialize>(identity: &Identity, magic: [u8; 4], prefix: &[u8], payload: &P) -> Result<Vec<u8>, Error> {
     let name = identity.graph.as_bytes();
     let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&magic);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(name.len().min(MAX_NAME_LEN) as u16).to_le_bytes());
     out.extend_from_slice(&identity.graph_fingerprint.to_le_bytes());
     out.extend_from_slice(&identity.schema_fingerprint.to_le_bytes());
@@ -325,13 +326,14 @@ fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Open
     if bytes[0..4] == *b"TEAs" {
         return Err(corrupt("the bytes are a sealed record: read the store through `Sealed` with its keys".into()));
     }
-    if bytes[0..4] != MAGIC {
+    let is_delta = bytes[0..4] == DELTA_MAGIC;
+    if bytes[0..4] != MAGIC && !is_delta {
         return Err(corrupt("the bytes are not a tea checkpoint (bad magic)".into()));
     }
     let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-    if version != FORMAT_VERSION && version != DELTA_VERSION {
+    if version != FORMAT_VERSION {
         return Err(corrupt(format!(
-            "checkpoint format version {version} is not supported (this tea reads {FORMAT_VERSION} and {DELTA_VERSION})"
+            "checkpoint format version {version} is not supported (this tea reads {FORMAT_VERSION})"
         )));
     }
     let name_len = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
@@ -355,7 +357,7 @@ fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Open
     let schema_fingerprint = u64::from_le_bytes(bytes[16..24].try_into().unwrap_or_default());
     let mut payload = &bytes[HEADER_LEN + name_len..];
     let mut from = None;
-    if version == DELTA_VERSION {
+    if is_delta {
         let Some((base, patch)) = payload.split_first_chunk::<8>() else {
             return Err(corrupt("a delta record is shorter than its header".into()));
         };
@@ -389,7 +391,7 @@ fn open_full<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result
 /// The full record a record folds from, if `bytes` are a sound delta record (`None` for a
 /// full record, and for bytes that are no record, which the decoders then report).
 pub(crate) fn delta_base(bytes: &[u8], thread: &ThreadId, id: CheckpointId) -> Option<CheckpointId> {
-    if bytes.len() < HEADER_LEN || bytes[0..4] != MAGIC || u16::from_le_bytes([bytes[4], bytes[5]]) != DELTA_VERSION {
+    if bytes.len() < HEADER_LEN || bytes[0..4] != DELTA_MAGIC {
         return None;
     }
     open(bytes, thread, id).ok().and_then(|opened| opened.from)

@@ -1,9 +1,9 @@
 //! Delta records: a checkpoint written as what changed since the record before it.
 //!
 //! A thread's checkpoints form a chain. A *full* record holds the whole payload (the format of
-//! [`checkpoint`](super::checkpoint), envelope version 1, what every earlier tea wrote); a
-//! *delta* record (envelope version 2) holds the id of the newest full record at or before it
-//! and a [patch](diff) that turns the payload of the record just before it into its own. A
+//! [`checkpoint`](super::checkpoint), magic `TEAc`, what every earlier tea wrote); a *delta*
+//! record (the same envelope with magic `TEAd`) holds the id of the newest full record before
+//! it and a [patch](diff) that turns the payload of the record just before it into its own. A
 //! record is read by folding: the full record, then each delta after it up to the one asked
 //! for ([`fold`]).
 //!

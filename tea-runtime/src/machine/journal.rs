@@ -252,7 +252,6 @@ impl<S: GraphState> Journal<'_, S> {
             path,
             reason,
         };
-        let store_error = |e: serde_json::Error| Error::store(e);
         match chain {
             Some(chain) if ledger.based => {
                 let paths: Vec<&[usize]> = ledger.dirty.keys().map(Vec::as_slice).collect();
@@ -263,7 +262,7 @@ impl<S: GraphState> Journal<'_, S> {
                 at.insert("fork".to_owned(), delta::object_patch(fork, &[]));
                 let mut changed = Map::new();
                 changed.insert("at".to_owned(), delta::object_patch(at, &[]));
-                changed.insert("lease".to_owned(), delta::set(serde_json::to_value(lease).map_err(store_error)?));
+                changed.insert("lease".to_owned(), delta::set(serde_json::to_value(lease).map_err(Error::store)?));
                 changed.insert("written_at".to_owned(), delta::set(Value::from(now)));
                 self.tenure.plan_patch(chain, delta::object_patch(changed, &[]))
             }
@@ -275,13 +274,14 @@ impl<S: GraphState> Journal<'_, S> {
                     lease: Some(lease),
                     written_at: Some(now),
                 };
-                let value = serde_json::to_value(&ckpt).map_err(store_error)?;
+                let value = serde_json::to_value(&ckpt).map_err(Error::store)?;
                 let (planned, patch) = self.tenure.plan_whole(chain, value.clone(), false)?;
                 match patch {
                     Some(patch) if !delta::writes_null(&patch) => {}
-                    _ => {
+                    Some(_) => {
                         checkpoint::check_value_reads_back::<checkpoint::Checkpoint<S>>(&value).map_err(not_storable)?
                     }
+                    None => checkpoint::check_reads_back::<S>(&planned.bytes).map_err(not_storable)?,
                 }
                 Ok(planned)
             }

@@ -817,7 +817,7 @@ impl<G: Graph> Run<'_, G> {
     /// Lets the run's thread go after a failure, through driver `driver` ([`Tenure::abandon`]).
     pub(crate) async fn abandon_with<D: Driver<G>>(&mut self, driver: &D) {
         if let Some(tenure) = self.tenure.clone() {
-            tenure.abandon::<G::State, D>(driver, self.finished).await;
+            tenure.abandon(driver, self.finished).await;
         }
     }
 }

@@ -48,6 +48,7 @@ pub(crate) fn head<C: Checkpointer + ?Sized>(
 ///
 /// # Errors
 /// Those of [`resolve`].
+#[cfg(feature = "tokio")]
 pub(crate) async fn head_async<C: Checkpointer + ?Sized>(
     store: &C,
     graph: &str,
