@@ -383,8 +383,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// is active) and since when (`None`: the thread has no checkpoint).
     fn standing_of(&self, thread: &ThreadId, now: u64) -> Result<Option<(CheckpointId, Rest, Option<u64>)>, Error> {
         let graph = self.graph.name();
-        let Some((head, bytes)) =
-            trace::store_call("head", graph, Some(thread), || self.checkpointer.head(graph, thread))?
+        let Some((head, bytes)) = trace::store_call("head", graph, Some(thread), || {
+            crate::store::fold::head(&*self.checkpointer, graph, thread)
+        })?
         else {
             return Ok(None);
         };
