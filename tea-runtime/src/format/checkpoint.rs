@@ -696,3 +696,49 @@ impl<S: fmt::Debug> fmt::Debug for BranchState<S> {
         f.debug_struct("BranchState").field("head", &self.head).field("state", &self.state).finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn identity(graph: &str) -> Identity<'_> {
+        Identity { graph, graph_fingerprint: 7, schema_fingerprint: 9 }
+    }
+
+    fn payload(bytes: &[u8]) -> serde_json::Value {
+        decode_raw(bytes, &ThreadId::from("t"), 0).unwrap().1
+    }
+
+    fn reason(result: Result<Vec<u8>, Error>) -> String {
+        match result {
+            Err(Error::CorruptCheckpoint { reason, .. }) => reason,
+            other => panic!("expected CorruptCheckpoint, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn deltas_fold_onto_the_full_record_and_refuse_what_does_not_fit() {
+        let t = ThreadId::from("t");
+        let (one, two, three) = (json!({"n": 1, "big": "x"}), json!({"n": 2, "big": "x"}), json!({"n": 3, "big": "x"}));
+        let full = encode_value(&identity("g"), &one).unwrap();
+        let d2 = encode_delta(&identity("g"), 1, &super::super::delta::diff(&one, &two).unwrap()).unwrap();
+        let d3 = encode_delta(&identity("g"), 1, &super::super::delta::diff(&two, &three).unwrap()).unwrap();
+        assert_eq!(delta_base(&full, &t, 1), None);
+        assert_eq!(delta_base(&d3, &t, 3), Some(1));
+        let folded = fold(&[(1, full.clone()), (2, d2.clone()), (3, d3.clone())], &t).unwrap();
+        assert_eq!(payload(&folded), three);
+        // A gap, a missing full record, another graph's delta, a delta read alone.
+        assert!(reason(fold(&[(1, full.clone()), (3, d3.clone())], &t)).contains("checkpoint 2 is missing"));
+        assert!(reason(fold(&[(2, d2.clone()), (3, d3.clone())], &t)).contains("pruned"));
+        let other = encode_delta(&identity("h"), 1, &super::super::delta::diff(&one, &two).unwrap()).unwrap();
+        assert!(reason(fold(&[(1, full.clone()), (2, other)], &t)).contains("another graph"));
+        assert!(reason(decode_raw(&d2, &t, 2).map(|_| Vec::new())).contains("delta record"));
+        // A delta naming a full record at or after itself, and a newer version of the envelope.
+        let bad = encode_delta(&identity("g"), 5, &json!({})).unwrap();
+        assert!(reason(fold(&[(1, full.clone()), (2, bad)], &t)).contains("not before it"));
+        let mut newer = d2.clone();
+        newer[4] = 2;
+        assert!(reason(fold(&[(1, full), (2, newer)], &t)).contains("version 2"));
+    }
+}
