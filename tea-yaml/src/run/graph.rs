@@ -10,9 +10,9 @@
 //! through the declared types and reducers (`Graph::apply`), keeps only declared keys' branch
 //! writes at a fan-in (`Graph::join_update`), and puts `parallel_results` in the fan-in's state.
 
-use crate::actions::{self, Call};
 #[cfg(feature = "net")]
 use crate::actions::Action;
+use crate::actions::{self, Call};
 use crate::ir::{Cond, Exec, Limit, NodeDef, NodeIx, Output, Rule, Tree, YamlGraph};
 use crate::lang::lua::ChunkId;
 use crate::lang::template;
