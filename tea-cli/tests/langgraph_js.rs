@@ -57,7 +57,9 @@ fn stop(mut child: Child) {
 fn modules() -> Result<PathBuf, String> {
     let how = "cp tea-serve/tests/sdk/package*.json DIR && (cd DIR && npm ci), then TEA_TEST_LANGGRAPH_JS_DIR=DIR";
     let Some(dir) = std::env::var_os("TEA_TEST_LANGGRAPH_JS_DIR") else {
-        return Err(format!("LangGraph's JS SDK check needs TEA_TEST_LANGGRAPH_JS_DIR, a folder with the SDK installed ({how})"));
+        return Err(format!(
+            "LangGraph's JS SDK check needs TEA_TEST_LANGGRAPH_JS_DIR, a folder with the SDK installed ({how})"
+        ));
     };
     let dir = PathBuf::from(dir);
     if !dir.join("node_modules/@langchain/langgraph-sdk/package.json").is_file() {
