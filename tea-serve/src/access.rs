@@ -330,6 +330,58 @@ fn origin_allowed(origin: &str, host: &str, allowed: &[String]) -> bool {
     !rest.contains('/') && (rest.eq_ignore_ascii_case(host) || host_allowed(rest, allowed))
 }
 
+/// The methods a page of another origin may use ([`cors`]): the JSON API's.
+const CORS_METHODS: &str = "GET, POST, PUT, PATCH, DELETE";
+
+/// The response headers such a page may read: where a run is (LangGraph's SDKs read a run's
+/// id from `Content-Location`), and a listing's next page.
+const CORS_EXPOSED: &str = "Content-Location, Location, X-Pagination-Next";
+
+/// The middleware, outermost: CORS for the JSON API, so that a web page served from another
+/// port of this machine (a dev server, a UI on LangGraph's SDK) or from an allowed host
+/// ([`Serve::allowed_host`](crate::Serve::allowed_host)) can call it from the browser. A
+/// request whose `Origin` is loopback or allowed (what [`local_only`] lets in) is answered
+/// with `Access-Control-Allow-Origin` naming that origin; its preflight (`OPTIONS` with
+/// `Access-Control-Request-Method`) gets `204` with the API's methods and the headers it
+/// asked for, before any token is asked for (a preflight carries none). No other origin gets
+/// a CORS header, so its page's JSON requests never leave the browser; credentials (the
+/// inbox's cookie) are never allowed, and the inbox's own pages get no CORS header. A page
+/// let in this way still needs a token unless the access is `insecure_local`, which already
+/// trusts these origins.
+pub(crate) async fn cors(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let origin = headers.get(header::ORIGIN).filter(|origin| {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        origin.to_str().is_ok_and(|o| origin_allowed(o, host, &shared.allowed_hosts))
+    });
+    let Some(origin) = origin.filter(|_| !crate::guard::inbox_path(request.uri().path())).cloned() else {
+        return next.run(request).await;
+    };
+    let mut response = if request.method() == Method::OPTIONS
+        && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        let mut preflight = StatusCode::NO_CONTENT.into_response();
+        let out = preflight.headers_mut();
+        out.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(CORS_METHODS));
+        if let Some(asked) = headers.get(header::ACCESS_CONTROL_REQUEST_HEADERS) {
+            out.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked.clone());
+        }
+        out.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+        out.append(
+            header::VARY,
+            HeaderValue::from_static("Access-Control-Request-Method, Access-Control-Request-Headers"),
+        );
+        preflight
+    } else {
+        let mut response = next.run(request).await;
+        response.headers_mut().insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(CORS_EXPOSED));
+        response
+    };
+    response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    response.headers_mut().append(header::VARY, HeaderValue::from_static("Origin"));
+    response
+}
+
 /// Refuses a form post that comes from another site: its `Origin` (or `Sec-Fetch-Site`) must
 /// be this server's, and its `csrf` field must match the session's CSRF cookie.
 pub(crate) fn check_form(headers: &HeaderMap, csrf: &str) -> Result<(), ApiError> {
@@ -388,6 +440,72 @@ mod tests {
         {
             assert!(!reads(&Method::POST, path), "{path}");
         }
+    }
+
+    /// The router's answer to `request` (no peer: every request needs the token).
+    async fn answer(request: axum::http::Request<axum::body::Body>) -> Response {
+        let mut router =
+            crate::Serve::new().access(Access::tokens([("cors-test-token-0123456789", Right::Answer)])).router();
+        match tower_service::Service::call(&mut router, request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    fn request(
+        method: Method,
+        path: &str,
+        origin: &str,
+        extra: &[(&str, &str)],
+    ) -> axum::http::Request<axum::body::Body> {
+        let mut builder = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "127.0.0.1:2024")
+            .header("origin", origin);
+        for (name, value) in extra {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(axum::body::Body::empty()).unwrap()
+    }
+
+    fn allowed_origin(response: &Response) -> Option<&str> {
+        response.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).and_then(|v| v.to_str().ok())
+    }
+
+    #[tokio::test]
+    async fn cors_lets_loopback_pages_call_the_api_and_no_other() {
+        let asked =
+            [("access-control-request-method", "POST"), ("access-control-request-headers", "content-type,x-api-key")];
+        // A page on another loopback port: its preflight is granted without a token.
+        let preflight = answer(request(Method::OPTIONS, "/threads", "http://localhost:5173", &asked)).await;
+        assert_eq!(preflight.status(), StatusCode::NO_CONTENT);
+        assert_eq!(allowed_origin(&preflight), Some("http://localhost:5173"));
+        let allowed = |name| preflight.headers().get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+        assert_eq!(allowed(header::ACCESS_CONTROL_ALLOW_HEADERS), Some("content-type,x-api-key"));
+        assert!(
+            allowed(header::ACCESS_CONTROL_ALLOW_METHODS).is_some_and(|m| m.contains("POST") && m.contains("DELETE"))
+        );
+        assert!(preflight.headers().get(header::ACCESS_CONTROL_ALLOW_CREDENTIALS).is_none());
+        // Its requests are answered with its origin, and still need the token.
+        let key = [("x-api-key", "cors-test-token-0123456789")];
+        let read = answer(request(Method::GET, "/assistants/nobody", "http://127.0.0.1:5173", &key)).await;
+        assert_eq!((read.status(), allowed_origin(&read)), (StatusCode::NOT_FOUND, Some("http://127.0.0.1:5173")));
+        assert!(read
+            .headers()
+            .get(header::ACCESS_CONTROL_EXPOSE_HEADERS)
+            .is_some_and(|v| v.to_str().unwrap().contains("Content-Location")));
+        let refused = answer(request(Method::GET, "/assistants/nobody", "http://[::1]:5173", &[])).await;
+        assert_eq!((refused.status(), allowed_origin(&refused)), (StatusCode::UNAUTHORIZED, Some("http://[::1]:5173")));
+        // Another site's page gets no CORS header: its preflight meets the token check.
+        let other = answer(request(Method::OPTIONS, "/threads", "http://evil.example", &asked)).await;
+        assert_eq!((other.status(), allowed_origin(&other)), (StatusCode::UNAUTHORIZED, None));
+        let other =
+            answer(request(Method::GET, "/assistants/nobody", "http://localhost.evil.example:5173", &key)).await;
+        assert_eq!(allowed_origin(&other), None);
+        // Nor do the inbox's pages, whoever asks.
+        let inbox = answer(request(Method::OPTIONS, "/inbox/login", "http://localhost:5173", &asked)).await;
+        assert_eq!(allowed_origin(&inbox), None);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!
 //! The content type is what keeps a web page from posting to the API: a browser sends a
 //! cross-site `text/plain`, form or multipart body without asking (a "simple" request, `no-cors`),
-//! but `application/json` only after a CORS preflight, which this server never grants. A request
+//! but `application/json` only after a CORS preflight, which this server grants only to pages
+//! of a loopback origin or an allowed host (`access::cors`: the origins `insecure_local` access
+//! already lets in), never with credentials. A request
 //! without a body (a `cancel`, a `DELETE`) carries no command; from a browser it carries an
 //! `Origin`, which `insecure_local` access checks ([`crate::access`]), and no bearer token,
 //! which token access needs.

@@ -62,7 +62,12 @@
 //! `text/plain`, form or multipart bodies). A request let in without a token, as a loopback
 //! peer, must also name a loopback host (`Host: localhost`, `127.0.0.1`, `[::1]`, or a host of
 //! [`Serve::allowed_host`]; `421` otherwise, which stops DNS rebinding) and, when it has an
-//! `Origin`, come from the server's own or a loopback origin (`403` otherwise). Each connection
+//! `Origin`, come from the server's own or a loopback origin (`403` otherwise). A page of a
+//! loopback origin (another port of this machine: a dev server, a UI on LangGraph's JS SDK) or
+//! of an allowed host may call the JSON API from the browser: its CORS preflight is granted and
+//! its responses name its origin (`Access-Control-Allow-Origin`); no other origin's is, and
+//! credentials (cookies) never are, so it still needs a token unless the access is
+//! `insecure_local`. Each connection
 //! has [`HEADER_READ_TIMEOUT`] for a request's headers ([`serve`]), each body
 //! [`Serve::body_read_timeout`] (`408`).
 //!
@@ -266,6 +271,8 @@ impl Serve {
             // After the rights: a request refused them is answered before its body is read.
             .layer(axum::middleware::from_fn_with_state(shared.clone(), guard::guard))
             .layer(axum::middleware::from_fn_with_state(shared.clone(), access::authorize))
+            // Outermost: a CORS preflight is answered before any token is asked for.
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), access::cors))
             .layer(axum::extract::DefaultBodyLimit::max(shared.body_limit))
             .with_state(shared)
     }

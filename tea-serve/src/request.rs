@@ -95,11 +95,15 @@ pub(crate) fn valid_thread_id(id: &str) -> ApiResult<ThreadId> {
     Ok(ThreadId::from(id))
 }
 
-/// Whether a request comes from one of LangGraph's SDKs (its `User-Agent`), for the one route
-/// whose answer differs with the same request: `POST /store/namespaces`.
+/// Whether a request comes from one of LangGraph's SDKs, for the one route whose answer differs
+/// with the same request: `POST /store/namespaces`. The Python SDK says so in its `User-Agent`
+/// (`langgraph-sdk-py/…`); the JS SDK sends no agent of its own (Node's `fetch` says `node`, a
+/// browser its own), so its key header, `x-api-key` (LangGraph's; the protocol's clients send
+/// a bearer token), is taken as the sign.
 pub(crate) fn from_sdk(headers: &HeaderMap) -> bool {
     headers
         .get(axum::http::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ua| ua.starts_with("langgraph-sdk"))
+        || headers.contains_key("x-api-key")
 }

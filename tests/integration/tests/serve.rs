@@ -6,6 +6,8 @@
 #[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
 
+mod browser_support;
+
 use futures::future::join_all;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
@@ -938,146 +940,11 @@ async fn runs_on_a_running_thread_are_refused_or_queued() {
 
 // ---- the inbox in a real browser ----
 
-/// chromedriver's process, killed when dropped: at the end of the test, and also when it fails.
-struct Driver(std::process::Child);
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A WebDriver session (fantoccini) with chromedriver driving a headless Chromium.
-struct Browser {
-    client: fantoccini::Client,
-    _driver: Driver,
-}
-
-/// How long the browser waits for an element or a text to appear.
-const PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
-const POLL: std::time::Duration = std::time::Duration::from_millis(100);
-
-fn on_path(names: &[&str]) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).flat_map(|dir| names.iter().map(move |n| dir.join(n))).find(|p| p.is_file())
-}
-
-impl Browser {
-    /// Starts chromedriver and a headless Chromium, or says why it cannot (`None`).
-    async fn start() -> Option<Browser> {
-        let Some(driver) = on_path(&["chromedriver"]) else {
-            eprintln!("skipped: no chromedriver on PATH (Debian: apt-get install -y chromium chromium-driver)");
-            return None;
-        };
-        let Some(chromium) = on_path(&["chromium", "chromium-browser", "google-chrome"]) else {
-            eprintln!("skipped: no Chromium on PATH (Debian: apt-get install -y chromium chromium-driver)");
-            return None;
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let driver = Driver(
-            std::process::Command::new(driver)
-                .arg(format!("--port={port}"))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let http = Client::new();
-        let base = format!("http://127.0.0.1:{port}");
-        for _ in 0..100 {
-            if http.get(format!("{base}/status")).send().await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert("browserName".into(), json!("chrome"));
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"],
-            }),
-        );
-        // chromedriver is on loopback and speaks plain HTTP: no TLS connector.
-        let client = fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&base)
-            .await
-            .unwrap_or_else(|e| panic!("no WebDriver session with chromedriver at {base}: {e}"));
-        Some(Browser { client, _driver: driver })
-    }
-
-    async fn goto(&self, url: &str) {
-        self.client.goto(url).await.unwrap_or_else(|e| panic!("cannot open {url}: {e}"));
-    }
-
-    /// The element `css` selects, waiting up to 10 s for it.
-    async fn find(&self, css: &str) -> fantoccini::elements::Element {
-        match self.client.wait().at_most(PATIENCE).every(POLL).for_element(fantoccini::Locator::Css(css)).await {
-            Ok(element) => element,
-            Err(e) => {
-                let source = self.client.source().await.unwrap_or_default();
-                panic!("no element `{css}` ({e}) on the page:\n{source}");
-            }
-        }
-    }
-
-    async fn click(&self, css: &str) {
-        self.find(css).await.click().await.unwrap_or_else(|e| panic!("cannot click `{css}`: {e}"));
-    }
-
-    async fn type_into(&self, css: &str, text: &str) {
-        self.find(css).await.send_keys(text).await.unwrap_or_else(|e| panic!("cannot type into `{css}`: {e}"));
-    }
-
-    /// The text of `css`. The inbox re-renders as the thread moves on: an element found just
-    /// before a re-render is stale, and is found again.
-    async fn text(&self, css: &str) -> String {
-        let mut tries = PATIENCE.as_millis() / POLL.as_millis();
-        loop {
-            match self.find(css).await.text().await {
-                Ok(text) => return text,
-                Err(e) if tries > 0 && e.to_string().contains("stale element") => {
-                    tries -= 1;
-                    tokio::time::sleep(POLL).await;
-                }
-                Err(e) => panic!("no text of `{css}`: {e}"),
-            }
-        }
-    }
-
-    /// Waits until `css`'s text is `want`.
-    async fn wait_text(&self, css: &str, want: &str) {
-        let mut last = String::new();
-        for _ in 0..PATIENCE.as_millis() / POLL.as_millis() {
-            last = self.text(css).await;
-            if last == want {
-                return;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        panic!("`{css}` says {last:?}, not {want:?}");
-    }
-
-    /// Saves a screenshot as `target/serve-browser/NAME.png` (the workspace's `target`).
-    async fn screenshot(&self, name: &str) {
-        let png = self.client.screenshot().await.unwrap_or_else(|e| panic!("no screenshot {name}: {e}"));
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/serve-browser");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
-    }
-
-    /// Ends the WebDriver session (Chromium quits); dropping `_driver` then kills chromedriver.
-    async fn quit(self) {
-        let _ = self.client.close().await;
-    }
-}
+use browser_support::Browser;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_in_a_browser() {
-    let Some(browser) = Browser::start().await else { return };
+    let Some(browser) = Browser::start("serve-browser").await else { return };
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents/review.yaml");
     let agent = tea::yaml::Engine::new().load_file_on(&file, MemoryStore::new()).unwrap();
     let token = "inbox-browser-token-0123456789";
