@@ -42,6 +42,7 @@ macro_rules! disk_async_methods {
 
 mod dir;
 pub(crate) mod fold;
+pub(crate) mod items;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -57,6 +58,7 @@ pub use self::sealed::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
 pub use dir::DirStore;
+pub use items::{Embedder, Item, Memory, SearchQuery};
 pub use memory::MemoryStore;
 
 /// Defined with the names and ids (`vocab`), which every layer reads.
