@@ -92,7 +92,10 @@ fn namespaces_and_filters(store: &Arc<dyn Checkpointer>) {
             (ns(&["nf", "users", "bob"]), "prefs".to_owned()),
         ]
     );
-    assert_eq!(keys(SearchQuery::under(&["nf"]).filter("theme", "light")), [(ns(&["nf", "users", "bob"]), "prefs".into())]);
+    assert_eq!(
+        keys(SearchQuery::under(&["nf"]).filter("theme", "light")),
+        [(ns(&["nf", "users", "bob"]), "prefs".into())]
+    );
     assert_eq!(
         keys(SearchQuery::under(&["nf"]).filter("age", json!({ "$gt": 35 }))),
         [(ns(&["nf", "users", "ada"]), "prefs".into())]
@@ -103,7 +106,12 @@ fn namespaces_and_filters(store: &Arc<dyn Checkpointer>) {
     let none: &[&str] = &[];
     assert_eq!(
         memory.namespaces(&["nf"], none, None).unwrap(),
-        [ns(&["nf", "teams"]), ns(&["nf", "users", "ada"]), ns(&["nf", "users", "ada", "notes"]), ns(&["nf", "users", "bob"])]
+        [
+            ns(&["nf", "teams"]),
+            ns(&["nf", "users", "ada"]),
+            ns(&["nf", "users", "ada", "notes"]),
+            ns(&["nf", "users", "bob"])
+        ]
     );
     assert_eq!(
         memory.namespaces(&["nf", "users"], none, Some(3)).unwrap(),
@@ -215,13 +223,18 @@ fn bad_calls_are_typed_errors(store: &Arc<dyn Checkpointer>) {
     };
     let none: &[&str] = &[];
     assert!(matches!(problem(memory.put(none, "k", json!({}))), MemoryProblem::BadNamespace { .. }));
-    assert!(matches!(problem(memory.put(&["a.b"], "k", json!({}))), MemoryProblem::BadNamespace { label } if label == "a.b"));
+    assert!(
+        matches!(problem(memory.put(&["a.b"], "k", json!({}))), MemoryProblem::BadNamespace { label } if label == "a.b")
+    );
     assert!(matches!(problem(memory.put(&[""], "k", json!({}))), MemoryProblem::BadNamespace { .. }));
     assert!(matches!(problem(memory.put(&["bad"], "", json!({}))), MemoryProblem::BadKey));
     assert!(matches!(problem(memory.put(&["bad"], "a\nb", json!({}))), MemoryProblem::BadKey));
     assert!(matches!(problem(memory.put(&["bad"], &"k".repeat(2000), json!({}))), MemoryProblem::TooLong { .. }));
     assert!(matches!(problem(memory.put(&["bad"], "k", json!([1, 2]))), MemoryProblem::NotAnObject { .. }));
-    assert!(matches!(problem(memory.search(&SearchQuery::under(&["a.b"])).map(drop)), MemoryProblem::BadNamespace { .. }));
+    assert!(matches!(
+        problem(memory.search(&SearchQuery::under(&["a.b"])).map(drop)),
+        MemoryProblem::BadNamespace { .. }
+    ));
     let message = memory.put(&["bad"], "k", json!("text")).unwrap_err().to_string();
     assert!(message.contains("\"k\"") && message.contains("[\"bad\"]"), "names the item: {message}");
 

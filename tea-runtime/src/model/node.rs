@@ -460,8 +460,9 @@ impl<S> Ctx<S> {
     /// # struct Chat { user: String, reply: String }
     /// fn answer(state: &Chat, ctx: &Ctx<Chat>) -> Result<ChatUpdate, tea::BoxError> {
     ///     let memory = ctx.store()?;
-    ///     let seen = memory.get(&["users", &state.user], "visits")?.map_or(0, |i| i.value["n"].as_u64().unwrap_or(0));
-    ///     memory.put(&["users", &state.user], "visits", json!({ "n": seen + 1 }))?;
+    ///     let ns = ["users", state.user.as_str()];
+    ///     let seen = memory.get(&ns, "visits")?.map_or(0, |item| item.value["n"].as_u64().unwrap_or(0));
+    ///     memory.put(&ns, "visits", json!({ "n": seen + 1 }))?;
     ///     Ok(Chat::update().reply(format!("visit {}", seen + 1)))
     /// }
     /// graph! { Bot for Chat { start -> answer; answer -> end; } }

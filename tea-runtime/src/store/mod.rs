@@ -1,4 +1,5 @@
-//! Checkpoint stores: the [`Checkpointer`] trait and the stores tea provides.
+//! Checkpoint stores: the [`Checkpointer`] trait and the stores tea provides; and, on any of
+//! them, [`Memory`], long-term memory across threads (`items.rs`).
 //!
 //! A store keeps, per graph and thread, a history of checkpoints (opaque bytes: the engine's
 //! envelope, see `envelope`) numbered 1, 2, 3, … and a *head*, the newest. Every write is a
