@@ -58,7 +58,7 @@ impl Drop for TempDir {
     }
 }
 
-fn run(engine: &Engine, text: &str, input: Value) -> Value {
+fn run(engine: &Engine, text: &str, input: Value) -> tea_yaml::State {
     let agent = engine.load_str(text).unwrap();
     agent.invoke(input).unwrap().done().unwrap()
 }
@@ -75,12 +75,12 @@ fn durable_across_engines(open: impl Fn() -> Box<dyn Fn() -> Engine>) {
 
     let second = open();
     let out = run(&second(), RECALL, json!({ "user": "ada" }));
-    assert_eq!(out["recalled"]["found"], true, "{out}");
+    assert_eq!(out["recalled"]["found"], true, "{out:?}");
     assert_eq!(out["recalled"]["value"], json!({ "likes": "green tea" }));
     assert_eq!(out["recalled"]["metadata"], json!({ "source": "chat", "user": "ada" }));
     assert_eq!(out["noted"], json!({ "value": "green tea", "found": true, "key": "last" }));
     // The search's words are found in ada's value only.
-    assert_eq!(out["found"]["count"], 1, "{out}");
+    assert_eq!(out["found"]["count"], 1, "{out:?}");
     assert_eq!(out["found"]["results"][0]["key"], "ada");
     assert_eq!(out["found"]["results"][0]["score"], 1.0);
     let out = run(&second(), RECALL, json!({ "user": "carol" }));
