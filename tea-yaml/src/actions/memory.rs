@@ -80,6 +80,9 @@ type Slot = (String, String);
 /// An item, when it expires, and its size as JSON text.
 type Entry = (Map<String, Value>, Option<std::time::Instant>, usize);
 
+/// Items of one namespace, by key.
+type Keyed = Vec<(String, Map<String, Value>)>;
+
 /// Where the items go: the engine's memory on the agent's store, or this process's.
 enum Backend<'a> {
     Local(&'a Memory),
@@ -118,8 +121,8 @@ impl Backend<'_> {
     }
 
     /// The items of namespace `ns` (exactly), by key, sorted by key.
-    fn items(&self, ns: &[String]) -> Result<Vec<(String, Map<String, Value>)>, BoxError> {
-        let mut found: Vec<(String, Map<String, Value>)> = match self {
+    fn items(&self, ns: &[String]) -> Result<Keyed, BoxError> {
+        let mut found: Keyed = match self {
             Backend::Durable(memory) => memory
                 .search(&tea_runtime::SearchQuery::under(ns).limit(MAX_READ))?
                 .into_iter()
