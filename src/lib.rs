@@ -29,6 +29,8 @@ pub use tea_runtime::{
     Snapshot, StateUpdate, StoreFuture, Stream, StreamModes, SubgraphSnapshot, SyncGraph, ThreadId, Writer,
     DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
+// Long-term memory across threads: items under namespaces, kept in any store.
+pub use tea_runtime::{Embedder, Item, Memory, MemoryProblem, SearchQuery};
 // Retention: what a sweep keeps, what it did, and what a store may do in bulk for it.
 pub use tea_runtime::{
     parse_duration, DurationError, Expired, ExpiredThread, Expiry, KeptBecause, KeptPaused, Rest, RestMark, RestMarks,

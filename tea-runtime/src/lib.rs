@@ -104,13 +104,14 @@ pub use model::send::SendTo;
 #[cfg(feature = "sled")]
 pub use store::SledStore;
 pub use store::{AppendOutcome, CheckpointId, Checkpointer, DirStore, MemoryStore, StoreFuture};
+pub use store::{Embedder, Item, Memory, SearchQuery};
 pub use store::{Expired, Expiry, Rest, RestMark, RestMarks};
 #[cfg(feature = "encryption")]
 pub use store::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresStore, PostgresStoreBuilder};
 pub use vocab::clock::Clock;
-pub use vocab::error::{error_chain, BoxError, Error, SealFailure};
+pub use vocab::error::{error_chain, BoxError, Error, MemoryProblem, SealFailure};
 pub use vocab::messages::{
     add_messages, try_add_messages, AddMessages, Content, ContentPart, ImageUrl, Message, ToolCall, ToolDefinition,
     REMOVE_ALL_MESSAGES,

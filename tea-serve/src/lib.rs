@@ -148,6 +148,10 @@ pub struct Serve {
     allowed_hosts: Vec<String>,
     /// [`Serve::sweep_every`].
     sweep_every: Option<Duration>,
+    /// What `/store` serves ([`Serve::memory`]; else the first agent's).
+    memory: Option<tea_runtime::Memory>,
+    /// Whether `memory` was given rather than taken from the first agent.
+    memory_given: bool,
 }
 
 impl fmt::Debug for Serve {
@@ -159,6 +163,7 @@ impl fmt::Debug for Serve {
             .field("body_read_timeout", &self.body_read_timeout)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("sweep_every", &self.sweep_every)
+            .field("memory", &self.memory)
             .finish()
     }
 }
@@ -180,12 +185,15 @@ impl Serve {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             allowed_hosts: Vec::new(),
             sweep_every: None,
+            memory: None,
+            memory_given: false,
         }
     }
 
     /// Serves `app` (agent id: its graph's name). The first agent's store also keeps the
     /// threads' records (metadata, timeline), so replicas share them when it is shared.
     pub fn app<G: Graph, C: Checkpointer>(mut self, app: App<G, C>) -> Self {
+        self.take_memory(app.memory());
         self.agents.push(Arc::new(served::GraphServed { app, drawing: None }));
         self
     }
@@ -193,6 +201,7 @@ impl Serve {
     /// Serves `app` with its drawing (`Flow::MERMAID`), which the thread page shows with the
     /// current node marked.
     pub fn app_drawn<G: Graph, C: Checkpointer>(mut self, app: App<G, C>, mermaid: &str) -> Self {
+        self.take_memory(app.memory());
         self.agents.push(Arc::new(served::GraphServed { app, drawing: Some(mermaid.to_owned()) }));
         self
     }
@@ -201,9 +210,27 @@ impl Serve {
     #[cfg(feature = "yaml")]
     pub fn yaml(mut self, agent: tea_yaml::Agent, store: Arc<dyn Checkpointer>) -> Self {
         let agent = agent.with_checkpointer(store.clone());
+        // The agent's `ltm.*` and `memory.*` actions keep their items in this memory too.
+        self.take_memory(Some(&tea_runtime::Memory::on(store.clone())));
         let drawing = agent.mermaid();
         self.agents.push(Arc::new(served::YamlServed { agent, store, drawing }));
         self
+    }
+
+    /// The long-term memory the `/store` routes serve (default: the first agent's,
+    /// `App::memory`, which its nodes reach with `ctx.store()`; a YAML agent's is on its
+    /// store). Give one with an embedder (`Memory::embedder`) for searches with a `query`.
+    pub fn memory(mut self, memory: tea_runtime::Memory) -> Self {
+        self.memory = Some(memory);
+        self.memory_given = true;
+        self
+    }
+
+    /// The first agent's memory, unless one was given or taken already.
+    fn take_memory(&mut self, memory: Option<&tea_runtime::Memory>) {
+        if !self.memory_given && self.agents.is_empty() {
+            self.memory = memory.cloned();
+        }
     }
 
     /// Who may call the router.
@@ -265,6 +292,7 @@ impl Serve {
             allowed_hosts: self.allowed_hosts,
             _sweepers: sweepers,
             started_at: time::now_ms(),
+            memory: self.memory,
         });
         routes::routes()
             .merge(inbox::routes())
@@ -291,6 +319,8 @@ pub(crate) struct Shared {
     _sweepers: Vec<tea_runtime::Sweeper>,
     /// When the router was made: its assistants' creation time.
     pub(crate) started_at: u64,
+    /// What the `/store` routes serve ([`Serve::memory`]).
+    pub(crate) memory: Option<tea_runtime::Memory>,
 }
 
 /// `agent`'s sweeper: each report's expired threads lose their records (kept in `keeper`'s

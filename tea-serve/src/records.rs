@@ -3,7 +3,7 @@
 //! as a record in the agents' own store, under a graph name of its own ([`NAMESPACE`]). Every
 //! write is the store's compare-and-swap on the record's head, so replicas on one database
 //! share the records and never lose each other's writes. That compare-and-swap, [`swap`], is
-//! the one `store.rs` and `runlog.rs` write through too.
+//! the one `runlog.rs` writes through too (the store's items are the engine's `Memory`'s).
 
 use crate::error::ApiError;
 use crate::time::now_ms;

@@ -14,7 +14,7 @@ use crate::machine::validate::{decode_for, identity};
 use crate::model::graph::{Graph, PauseFree, SyncGraph};
 use crate::model::outcome::{Outcome, Snapshot};
 use crate::model::scope::{Emitter, GraphAndCache};
-use crate::store::{fold, Checkpointer};
+use crate::store::{fold, Checkpointer, Memory};
 use crate::tenure::Tenure;
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
@@ -60,6 +60,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     sync_inline: bool,
     clock: Clock,
     retention: Retention,
+    memory: Option<Memory>,
 }
 
 impl<G: Graph> Builder<G, NoCheckpointer> {
@@ -76,6 +77,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             sync_inline: false,
             clock: Clock::system(),
             retention: Retention::new(),
+            memory: None,
         }
     }
 
@@ -86,7 +88,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
     where
         G: PauseFree,
     {
-        self.assemble()
+        self.assemble(None)
     }
 }
 
@@ -120,14 +122,38 @@ impl<G: Graph, C> Builder<G, C> {
         self.keeping_in(store)
     }
 
+    /// The long-term memory the app's nodes reach with [`Ctx::store`](crate::Ctx::store), and
+    /// [`App::sweep`] sweeps: by default (without this), a memory on the app's own checkpointer
+    /// at the app's clock, and none for an app without a checkpointer. Give one to keep items
+    /// elsewhere than the threads, to share one memory (with its [`Memory::embedder`]) among
+    /// apps, or to give a store-less app a memory.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Doc { text: String }
+    /// # fn draft(_: &Doc) {}
+    /// # graph! { Drafts for Doc { start -> draft; draft -> end; } }
+    /// let memory = tea::Memory::new(MemoryStore::new());
+    /// let app = Drafts::builder().memory(memory.clone()).build();
+    /// assert!(app.memory().is_some());
+    /// ```
+    pub fn memory(mut self, memory: Memory) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
     /// The app these settings describe: every [`App`] is made here (both `build`s and
-    /// [`App::for_child`]).
-    fn assemble(self) -> App<G, C> {
+    /// [`App::for_child`]). `default_memory`: the memory the app gets when not given one.
+    fn assemble(self, default_memory: Option<fn(&Arc<C>, &Clock) -> Memory>) -> App<G, C> {
         let graph = Arc::new(self.graph);
+        let checkpointer = Arc::new(self.checkpointer);
+        let memory = self.memory.or_else(|| default_memory.map(|make| make(&checkpointer, &self.clock)));
         App {
             shared: Arc::new(GraphAndCache::new(graph.clone())),
             graph,
-            checkpointer: Arc::new(self.checkpointer),
+            checkpointer,
+            memory,
             recursion_limit: self.recursion_limit,
             durability: self.durability,
             lease: self.lease,
@@ -157,6 +183,7 @@ impl<G: Graph, C> Builder<G, C> {
             sync_inline: self.sync_inline,
             clock: self.clock,
             retention: self.retention,
+            memory: self.memory,
         }
     }
 
@@ -236,7 +263,9 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
 
     /// Builds the app.
     pub fn build(self) -> App<G, C> {
-        self.assemble()
+        self.assemble(Some(|store: &Arc<C>, clock: &Clock| {
+            Memory::on(store.clone() as Arc<dyn Checkpointer>).clock(clock.clone())
+        }))
     }
 }
 
@@ -251,6 +280,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
             .field("signs_tokens", &self.key.is_some())
             .field("sync_nodes_inline", &self.sync_inline)
             .field("retention", &self.retention)
+            .field("memory", &self.memory)
             .finish()
     }
 }
@@ -296,6 +326,8 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) clock: Clock,
     /// What a sweep keeps of its threads ([`Builder::retention`]).
     pub(crate) retention: Retention,
+    /// Its nodes' long-term memory ([`Builder::memory`]).
+    pub(crate) memory: Option<Memory>,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -318,7 +350,7 @@ impl<G: Graph, C> App<G, C> {
         }
         // `sync_inline` is inherited from the parent's driver when it runs the child
         // (`drive::tokio`); `context` is set from the parent run's `Ctx` (`subgraph`).
-        App { parent_node: Some(parent_node), parent: tenure.cloned(), ..settings.assemble() }
+        App { parent_node: Some(parent_node), parent: tenure.cloned(), ..settings.assemble(None) }
     }
 
     /// This app, sharing its graph, store, options and node cache, whose runs have `context`:
@@ -364,6 +396,7 @@ impl<G: Graph, C> App<G, C> {
             sync_inline: self.sync_inline,
             clock: self.clock.clone(),
             retention: self.retention,
+            memory: self.memory.clone(),
             shared: self.shared.clone(),
             context: self.context.clone(),
             modes: self.modes,
@@ -382,6 +415,12 @@ impl<G: Graph, C> App<G, C> {
     /// The graph this app runs.
     pub fn graph(&self) -> &G {
         &self.graph
+    }
+
+    /// The long-term memory its nodes reach with [`Ctx::store`](crate::Ctx::store)
+    /// ([`Builder::memory`]; `None` for an app with neither a checkpointer nor a memory).
+    pub fn memory(&self) -> Option<&Memory> {
+        self.memory.as_ref()
     }
 
     /// The recursion limit in force.
@@ -407,6 +446,7 @@ impl<G: Graph, C> App<G, C> {
         }
         run.ctx.shared = Some(self.shared.clone());
         run.ctx.context = context.cloned();
+        run.ctx.memory.clone_from(&self.memory);
         if run.record {
             run.ctx.emitter = Some(Arc::new(Emitter::new(options.stream_modes.unwrap_or(self.modes))));
         }
@@ -910,6 +950,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("signs_tokens", &self.key.is_some())
             .field("sync_nodes_inline", &self.sync_inline)
             .field("retention", &self.retention)
+            .field("memory", &self.memory)
             .finish()
     }
 }

@@ -46,6 +46,9 @@ pub struct SweepReport {
     /// The threads whose head (or retention record) did not read, each with why: kept as they
     /// are.
     pub unreadable: Vec<(ThreadId, Error)>,
+    /// How many items of the app's long-term memory ([`App::memory`]) it deleted because their
+    /// time to live had passed.
+    pub memory_expired: usize,
 }
 
 /// A thread a sweep deleted.
@@ -189,7 +192,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ///   is older than that; otherwise one that has waited longer than the finished time is
     ///   listed in [`SweepReport::kept_paused`] with why;
     /// - a running thread, or one whose run stopped part-way, is never deleted;
-    /// - every other thread keeps its last K checkpoints ([`App::prune`]).
+    /// - every other thread keeps its last K checkpoints ([`App::prune`]);
+    /// - the items of the app's memory ([`App::memory`]) whose time to live has passed are
+    ///   deleted ([`Memory::sweep`](crate::Memory::sweep)).
     ///
     /// A thread that moves on while the sweep looks at it (a resume, a new step) is not
     /// deleted. A token of an expired paused thread fails with [`Error::CheckpointNotFound`].
@@ -294,6 +299,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             if own.contains_key(thread) {
                 self.set_retention(thread, None)?;
             }
+        }
+        if let Some(memory) = &self.memory {
+            report.memory_expired = memory.sweep()?;
         }
         report.expired.sort_by(|a, b| a.thread.cmp(&b.thread));
         report.kept_paused.sort_by(|a, b| a.thread.cmp(&b.thread));

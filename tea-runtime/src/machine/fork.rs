@@ -70,6 +70,8 @@ pub(crate) struct Env {
     /// nodes get it too.
     pub(crate) shared: Option<std::sync::Arc<crate::model::scope::GraphAndCache>>,
     pub(crate) context: Option<crate::vocab::options::RunContext>,
+    /// The run's long-term memory ([`Ctx::store`](crate::Ctx::store)): every branch's too.
+    pub(crate) memory: Option<crate::store::Memory>,
     pub(crate) emitter: Option<std::sync::Arc<crate::model::scope::Emitter>>,
 }
 
@@ -534,6 +536,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     ctx.tenure = env.tenure.clone();
     ctx.shared = env.shared.clone();
     ctx.context = env.context.clone();
+    ctx.memory = env.memory.clone();
     ctx.emitter = env.emitter.clone();
     if env.record {
         // A subgraph node in the branch streams its child's steps through here.
@@ -776,6 +779,7 @@ async fn nested_fork<G: Graph, D: Driver<G>>(
         parent: env.parent.clone(),
         shared: env.shared.clone(),
         context: env.context.clone(),
+        memory: env.memory.clone(),
         emitter: env.emitter.clone(),
     };
     let keep_states = graph.reads_branches(fork.join);

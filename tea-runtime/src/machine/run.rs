@@ -584,6 +584,7 @@ impl<'g, G: Graph> Run<'g, G> {
             parent: self.line.parent.clone(),
             shared: self.ctx.shared.clone(),
             context: self.ctx.context.clone(),
+            memory: self.ctx.memory.clone(),
             emitter: self.ctx.emitter.clone(),
         };
         self.line.resuming = false;

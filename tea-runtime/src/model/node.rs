@@ -243,6 +243,8 @@ pub struct Ctx<S> {
     pub(crate) shared: Option<std::sync::Arc<GraphAndCache>>,
     /// The run's context ([`App::with_context`](crate::App::with_context)).
     pub(crate) context: Option<RunContext>,
+    /// The app's long-term memory ([`Ctx::store`]).
+    pub(crate) memory: Option<crate::store::Memory>,
     /// While streaming: where [`emit`](Ctx::emit) puts what the node emits.
     pub(crate) emitter: Option<std::sync::Arc<Emitter>>,
     /// Node runs the line may still take after the one running (set as each node starts): a
@@ -266,6 +268,7 @@ impl<S> Ctx<S> {
             limits: Limits::default(),
             shared: None,
             context: None,
+            memory: None,
             emitter: None,
             steps_left: u64::MAX,
             retried: std::sync::atomic::AtomicU64::new(0),
@@ -289,6 +292,7 @@ impl<S> Ctx<S> {
             limits: self.limits,
             shared: self.shared.clone(),
             context: self.context.clone(),
+            memory: self.memory.clone(),
             emitter: self.emitter.clone(),
             steps_left: self.steps_left,
             retried: std::sync::atomic::AtomicU64::new(self.retried()),
@@ -427,6 +431,51 @@ impl<S> Ctx<S> {
     /// ```
     pub fn detached(node: impl Into<NodeName>) -> Self {
         Ctx::new(node.into(), None)
+    }
+
+    /// This `Ctx` with `memory` as its [`store`](Self::store): for a node function called
+    /// outside a run ([`detached`](Self::detached)).
+    pub fn with_store(mut self, memory: crate::store::Memory) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// The app's long-term memory: JSON items under namespaces, shared by every thread (and
+    /// every app and process on the same store) — what an agent remembers of a user from one
+    /// conversation to the next. It is the app's [`Builder::memory`](crate::Builder::memory),
+    /// or else a memory on the app's own checkpointer; subgraph nodes' children and parallel
+    /// branches share their run's.
+    ///
+    /// Its calls are blocking store calls (an async node on a disk or network store makes them
+    /// as it makes any blocking call).
+    ///
+    /// # Errors
+    /// [`Error::NoMemory`](crate::Error::NoMemory) in an app with neither a checkpointer nor a
+    /// memory.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// use serde_json::json;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Chat { user: String, reply: String }
+    /// fn answer(state: &Chat, ctx: &Ctx<Chat>) -> Result<ChatUpdate, tea::BoxError> {
+    ///     let memory = ctx.store()?;
+    ///     let ns = ["users", state.user.as_str()];
+    ///     let seen = memory.get(&ns, "visits")?.map_or(0, |item| item.value["n"].as_u64().unwrap_or(0));
+    ///     memory.put(&ns, "visits", json!({ "n": seen + 1 }))?;
+    ///     Ok(Chat::update().reply(format!("visit {}", seen + 1)))
+    /// }
+    /// graph! { Bot for Chat { start -> answer; answer -> end; } }
+    ///
+    /// let app = Bot::builder().checkpointer(MemoryStore::new()).build();
+    /// let ada = || Chat { user: "ada".into(), ..Chat::default() };
+    /// app.run(Call::start(ada()).on("monday"))?;
+    /// let out = app.run(Call::start(ada()).on("tuesday"))?.done().unwrap();
+    /// assert_eq!(out.reply, "visit 2"); // another thread, the same memory
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn store(&self) -> Result<&crate::store::Memory, crate::vocab::error::Error> {
+        self.memory.as_ref().ok_or_else(|| crate::vocab::error::Error::NoMemory { node: self.node.clone() })
     }
 }
 

@@ -1,4 +1,5 @@
-//! Checkpoint stores: the [`Checkpointer`] trait and the stores tea provides.
+//! Checkpoint stores: the [`Checkpointer`] trait and the stores tea provides; and, on any of
+//! them, [`Memory`], long-term memory across threads (`items.rs`).
 //!
 //! A store keeps, per graph and thread, a history of checkpoints (opaque bytes: the engine's
 //! envelope, see `envelope`) numbered 1, 2, 3, … and a *head*, the newest. Every write is a
@@ -42,6 +43,7 @@ macro_rules! disk_async_methods {
 
 mod dir;
 pub(crate) mod fold;
+pub(crate) mod items;
 mod memory;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -57,6 +59,7 @@ pub use self::sealed::{KeyRing, KeyRingError, Sealed};
 #[cfg(feature = "sled")]
 pub use self::sled::SledStore;
 pub use dir::DirStore;
+pub use items::{Embedder, Item, Memory, SearchQuery};
 pub use memory::MemoryStore;
 
 /// Defined with the names and ids (`vocab`), which every layer reads.

@@ -316,12 +316,18 @@ impl<C: Graph> ChildApi<C> for OnTokio {
 pub(super) struct Inherit {
     limits: crate::vocab::options::Limits,
     context: Option<crate::vocab::options::RunContext>,
+    memory: Option<crate::store::Memory>,
     modes: Option<crate::vocab::policy::StreamModes>,
 }
 
 impl Inherit {
     pub(super) fn of<S>(ctx: &crate::model::node::Ctx<S>) -> Inherit {
-        Inherit { limits: ctx.limits, context: ctx.context.clone(), modes: ctx.emitter.as_ref().map(|e| e.modes) }
+        Inherit {
+            limits: ctx.limits,
+            context: ctx.context.clone(),
+            memory: ctx.memory.clone(),
+            modes: ctx.emitter.as_ref().map(|e| e.modes),
+        }
     }
 
     /// The store-less run of `child` from `input` for a subgraph node of the parent's node type
@@ -331,6 +337,7 @@ impl Inherit {
         let mut run = Run::new(child, input, self.limits, None, streams);
         run.line.parent_node = Some(parent_node);
         run.ctx.context = self.context;
+        run.ctx.memory = self.memory;
         if let (true, Some(modes)) = (run.record, self.modes) {
             run.ctx.emitter = Some(Arc::new(crate::model::scope::Emitter::new(modes)));
         }

@@ -418,6 +418,7 @@ where
     let mut app = App::for_child(child, tenure.store.clone(), Some(tenure), parent_node);
     // The parent run's context, and its stream's modes, hold in the child's runs.
     app.context = ctx.context.clone();
+    app.memory = ctx.memory.clone();
     if let Some(emitter) = &ctx.emitter {
         app.modes = emitter.modes;
     }

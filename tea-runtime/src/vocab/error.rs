@@ -314,6 +314,29 @@ pub enum Error {
         reason: SealFailure,
     },
 
+    /// A node asked for its app's long-term memory ([`Ctx::store`](crate::Ctx::store)), and the
+    /// app has none: it has no checkpointer and was given no
+    /// [`Builder::memory`](crate::Builder::memory).
+    #[error("node `{node}` asked for the app's memory (`ctx.store()`), and the app has none: give it a checkpointer or a `Builder::memory`")]
+    NoMemory {
+        /// The node.
+        node: NodeName,
+    },
+
+    /// A call to long-term memory ([`Memory`](crate::Memory)) could not be carried out: a
+    /// namespace or key that cannot be used, a value that is not a JSON object, a semantic
+    /// search without an embedder, an embedder that failed, a damaged item.
+    #[error("memory item {key:?} in namespace {namespace:?}: {problem}")]
+    Memory {
+        /// The namespace the call named (for a search, its prefix).
+        namespace: Vec<String>,
+        /// The key the call named (`None`: a search or a listing).
+        key: Option<String>,
+        /// What went wrong.
+        #[source]
+        problem: MemoryProblem,
+    },
+
     /// The checkpoint store failed (I/O, a lock, a full disk …); `source` is its error, and its
     /// message is part of this one's.
     #[error("the checkpoint store failed: {source}")]
@@ -347,6 +370,56 @@ pub enum SealFailure {
     /// The checkpoint is too large for the cipher to seal.
     #[error("the checkpoint is too large to seal")]
     TooLarge,
+}
+
+/// What went wrong with a call to long-term memory ([`Error::Memory`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryProblem {
+    /// A namespace label is empty, holds a `.` (the separator of labels in dotted namespaces)
+    /// or a control character; or a put named no label at all.
+    #[error("namespace label {label:?} cannot be used: a namespace has at least one label, each non-empty, without `.` or control characters")]
+    BadNamespace {
+        /// The label (empty when the namespace has none).
+        label: String,
+    },
+    /// The key is empty or holds a control character.
+    #[error("the key must be non-empty, without control characters")]
+    BadKey,
+    /// The namespace and key together are longer than a store's thread id allows.
+    #[error("the namespace and key are too long: at most {max} bytes together, as a JSON array")]
+    TooLong {
+        /// The most bytes allowed.
+        max: usize,
+    },
+    /// An item's value is not a JSON object.
+    #[error("an item's value must be a JSON object, not {found}")]
+    NotAnObject {
+        /// The value given, as JSON text (cut short).
+        found: String,
+    },
+    /// A search asked for similarity to a text, and the memory has no embedder.
+    #[error("semantic search needs an embedder (`Memory::embedder`); search by namespace and filter instead")]
+    NoEmbedder,
+    /// The embedder failed, or gave a wrong number of vectors.
+    #[error("the embedder failed")]
+    Embedder {
+        /// Its error.
+        #[source]
+        source: BoxError,
+    },
+    /// A stored item does not read.
+    #[error("the stored item is damaged: {reason}")]
+    Damaged {
+        /// Why it does not read.
+        reason: String,
+    },
+    /// Other writers changed the item again and again while this call wrote it.
+    #[error("the item changed {attempts} times while it was being written")]
+    Busy {
+        /// How many times the write was tried.
+        attempts: usize,
+    },
 }
 
 impl Error {

@@ -155,6 +155,8 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::UnknownNode { .. } => "UnknownNode",
         Error::InsideFanOut { .. } => "InsideFanOut",
         Error::Unsealable { .. } => "Unsealable",
+        Error::NoMemory { .. } => "NoMemory",
+        Error::Memory { .. } => "Memory",
         Error::Store { .. } => "Store",
     }
 }

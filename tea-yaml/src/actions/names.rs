@@ -3,7 +3,7 @@
 //! why ([`edge_agent_only`]) — what the loader suggests from and refuses with.
 
 /// The built-in actions' names.
-pub(crate) const BUILT_IN_NAMES: [&str; 25] = [
+pub(crate) const BUILT_IN_NAMES: [&str; 29] = [
     "json.parse",
     "json.stringify",
     "file.exists",
@@ -14,6 +14,10 @@ pub(crate) const BUILT_IN_NAMES: [&str; 25] = [
     "memory.retrieve",
     "memory.delete",
     "memory.clear",
+    "ltm.store",
+    "ltm.retrieve",
+    "ltm.delete",
+    "ltm.search",
     "checkpoint.save",
     "checkpoint.load",
     "file.read",
@@ -210,10 +214,6 @@ const EDGE_AGENT_NAMES: &[&str] = &[
     "llm.similarity",
     "llm.stream",
     "llm.tools",
-    "ltm.delete",
-    "ltm.retrieve",
-    "ltm.search",
-    "ltm.store",
     "markdown.extract_tasks",
     "markdown.extract_variables",
     "markdown.parse",

@@ -32,8 +32,7 @@ pub(crate) enum Action {
     CheckpointLoad,
     FileRead,
     FileWrite,
-    /// `memory.store`, `memory.retrieve`, `memory.delete`, `memory.clear`: the agent's
-    /// key-value memory.
+    /// `memory.*` and `ltm.*`: the agent's memory, on its store when it has one.
     Memory(MemoryOp),
     /// `ratelimit.wrap`: `inner` (named `name`) run once the limiter `limiter` lets it, at
     /// most one call per `interval` across the process (The Edge Agent's global limiters).
@@ -75,10 +74,7 @@ pub(crate) fn built_in(name: &str) -> Option<Action> {
         "checkpoint.load" => Action::CheckpointLoad,
         "file.read" => Action::FileRead,
         "file.write" => Action::FileWrite,
-        "memory.store" => Action::Memory(MemoryOp::Store),
-        "memory.retrieve" => Action::Memory(MemoryOp::Retrieve),
-        "memory.delete" => Action::Memory(MemoryOp::Delete),
-        "memory.clear" => Action::Memory(MemoryOp::Clear),
+        other if MemoryOp::named(other).is_some() => Action::Memory(MemoryOp::named(other)?),
         other if crate::actions::builtins::Builtin::named(other).is_some() => {
             Action::Builtin(crate::actions::builtins::Builtin::named(other)?)
         }

@@ -1,17 +1,23 @@
-//! What a node's run brings besides the state, for the languages to read: the run's context
-//! (`{{ context.x }}`, `context.x` in `run:` blocks) and the writer its `emit(…)` calls send
-//! through. Set by the graph (`run/graph.rs`) on the thread that runs a node, for as long as it runs
+//! What a node's run brings besides the state, for the languages and actions to read: the
+//! run's context (`{{ context.x }}`, `context.x` in `run:` blocks), the writer its `emit(…)`
+//! calls send through, and the app's long-term memory (`ltm.*`, `memory.*`). Set by the graph (`run/graph.rs`) on the thread that runs a node, for as long as it runs
 //! (and at each poll of a network node's future).
 
 use serde_json::Value;
 use std::cell::RefCell;
-use tea_runtime::Writer;
+use tea_runtime::{Memory, Writer};
 
-/// A node's run context and its writer.
-pub(crate) type RunScope = (Value, Option<Writer>);
+/// A node's run context, its writer and its app's memory.
+pub(crate) type RunScope = (Value, Option<Writer>, Option<Memory>);
 
 thread_local! {
-    static RUN_SCOPE: RefCell<RunScope> = const { RefCell::new((Value::Null, None)) };
+    static RUN_SCOPE: RefCell<RunScope> = const { RefCell::new((Value::Null, None, None)) };
+}
+
+/// The long-term memory of the app whose node this thread runs (`ctx.store()`): the agent's
+/// store's, when it has one.
+pub(crate) fn run_memory() -> Option<Memory> {
+    RUN_SCOPE.with(|c| c.borrow().2.clone())
 }
 
 /// The run context of the node this thread runs (`null` without one).

@@ -33,15 +33,17 @@ impl Drop for ContextGuard {
     }
 }
 
-/// Makes a node's run context (if it is JSON) and its writer the thread's while the guard lives.
+/// Makes a node's run context (if it is JSON), its writer and its app's memory the thread's
+/// while the guard lives.
 fn enter_context(ctx: &Ctx<State>) -> ContextGuard {
     let context = ctx.context::<Value>().ok().cloned();
     let writer = ctx.writer();
     let writer = writer.is_listened().then_some(writer);
-    if context.is_none() && writer.is_none() {
+    let memory = ctx.store().ok().cloned();
+    if context.is_none() && writer.is_none() && memory.is_none() {
         return ContextGuard(None);
     }
-    ContextGuard(Some(crate::lang::scope::replace((context.unwrap_or(Value::Null), writer))))
+    ContextGuard(Some(crate::lang::scope::replace((context.unwrap_or(Value::Null), writer, memory))))
 }
 
 /// A node's future with its run's context entered at each poll (it may be polled on any of the

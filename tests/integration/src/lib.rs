@@ -28,6 +28,8 @@ mod guide {
     struct Postgres;
     #[doc = include_str!("../../../docs/src/retention.md")]
     struct Retention;
+    #[doc = include_str!("../../../docs/src/memory.md")]
+    struct Memory;
     #[doc = include_str!("../../../docs/src/hitl.md")]
     struct Hitl;
     #[doc = include_str!("../../../docs/src/subgraphs.md")]
