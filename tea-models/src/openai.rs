@@ -306,11 +306,11 @@ impl Assembly {
             self.usage = usage_of(Some(usage));
         }
         // The last chunk with usage has no choices; other servers send `choices: []` on the way.
-        let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) else { return None };
+        let choice = chunk.get("choices").and_then(|c| c.get(0))?;
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             self.finish_reason = Some(reason.to_owned());
         }
-        let Some(delta) = choice.get("delta") else { return None };
+        let delta = choice.get("delta")?;
         for call in delta.get("tool_calls").and_then(Value::as_array).map_or(&[][..], Vec::as_slice) {
             let index = match call.get("index").and_then(Value::as_u64) {
                 Some(i) => i as usize,
