@@ -130,10 +130,7 @@ pub(crate) fn report(reps: usize, json: bool) {
     let agent = crate::median(reps, conversation()) / turns;
     let floor = crate::median(reps, model_only()) / turns;
     if json {
-        println!(
-            "{}",
-            json!({ "react_agent_turn": agent, "model_only_turn": floor, "overhead_turn": agent - floor })
-        );
+        println!("{}", json!({ "react_agent_turn": agent, "model_only_turn": floor, "overhead_turn": agent - floor }));
     } else {
         println!("react_agent, {TURNS}-turn conversation, per turn: {}", crate::human(agent));
         println!("the same requests by the client alone, per turn: {}", crate::human(floor));
