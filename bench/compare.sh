@@ -111,3 +111,7 @@ if os.path.exists(path):
     print(f"build of a crate with one graph! of {b['graph_nodes']} nodes (dev profile, deps warm): "
           f"{b['build_seconds']:.2f} s")
 PY
+
+# A 10-turn tool-calling conversation: react_agent against LangGraph's create_react_agent on one test server.
+"$venv/bin/python" -c 'import langchain_openai' 2>/dev/null || "$venv/bin/pip" install --quiet 'langchain-openai==1.7.4'
+echo && "$venv/bin/python" bench/langgraph_react.py "${quick[@]}"

@@ -8,10 +8,13 @@
 //! tea-bench --build-time [--nodes N]    build time of a crate holding one graph! of N (200) nodes
 //! tea-bench --only KEY [--loop SECONDS] one workload (with --loop: run it over and over, to profile)
 //! tea-bench --yaml-state-scaling        a YAML loop's cost per node with 0 to 1000 extra state keys
+//! tea-bench --react-agent [--json]      a 10-turn tool-calling conversation, per turn (react.rs)
+//! tea-bench --model-server              the test model server for bench/langgraph_react.py
 //! ```
 
 mod build_time;
 mod hitl;
+mod react;
 mod seq;
 mod wide;
 mod yaml;
@@ -99,6 +102,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("hitl_cycle_durable/interrupt_before", r * 10, hitl::cycle_durable::<Before>()),
         extra("yaml_loop_1000", r, yaml::loop_1000()),
         extra("yaml_pipeline_10", r * 10, yaml::pipeline_10()),
+        extra("react_agent_10_turns", r, react::conversation()),
+        extra("react_agent_10_turns/model_only", r, react::model_only()),
     ];
     #[cfg(feature = "python")]
     all.push(extra("yaml_python_pipeline_10", r * 10, yaml::python_pipeline_10()));
@@ -242,6 +247,7 @@ fn main() {
     let mut only = None;
     let mut seconds = None;
     let mut scaling = false;
+    let mut react = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut number = || it.next().and_then(|n| n.parse::<usize>().ok()).unwrap_or_else(|| usage());
@@ -251,6 +257,8 @@ fn main() {
             "--rss-paused-threads" => rss = Some(number()),
             "--build-time" => build = true,
             "--yaml-state-scaling" => scaling = true,
+            "--react-agent" => react = true,
+            "--model-server" => return react::serve(),
             "--nodes" => nodes = number(),
             "--only" => only = Some(it.next().unwrap_or_else(|| usage()).clone()),
             "--loop" => seconds = Some(it.next().and_then(|s| s.parse::<f64>().ok()).unwrap_or_else(|| usage())),
@@ -259,6 +267,8 @@ fn main() {
     }
     if let Some(threads) = rss {
         hitl::rss_paused_threads(threads, json);
+    } else if react {
+        react::report(if quick { 3 } else { 10 }, json);
     } else if scaling {
         yaml::state_scaling(if quick { 3 } else { 10 }, json);
     } else if build {

@@ -6,9 +6,8 @@
 
 use crate::chat::{ChatModel, ChatRequest, ModelFuture, Reply, ToolChoice, Usage};
 use crate::error::ModelError;
-use crate::http::{self, Events, Http, RequestHook, Target};
+use crate::http::{endpoint_builders, Added, Assemble, Endpoint};
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
 use tea_runtime::{Content, ContentPart, Message, ToolCall};
 
 const EXPECTED: &str = "a Messages API answer";
@@ -26,24 +25,19 @@ const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// assert_eq!(claude.model(), "claude-sonnet-4-5");
 /// let local = Anthropic::new("http://127.0.0.1:9000", "claude-haiku-4-5").api_key("test");
 /// assert_eq!(local.messages_url(), "http://127.0.0.1:9000/v1/messages");
+/// // A gateway that serves the Messages API at a path of its own.
+/// let proxied = Anthropic::new("http://gateway", "claude").url("http://gateway/anthropic/messages");
+/// assert_eq!(proxied.messages_url(), "http://gateway/anthropic/messages");
 /// ```
 #[derive(Clone)]
 pub struct Anthropic {
-    url: String,
-    model: String,
-    key: Option<String>,
+    endpoint: Endpoint,
     version: String,
-    headers: Vec<(String, String)>,
-    http: Http,
 }
 
 impl std::fmt::Debug for Anthropic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Anthropic")
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("key", &self.key.as_ref().map(|_| "***"))
-            .finish_non_exhaustive()
+        self.endpoint.debug(f, "Anthropic")
     }
 }
 
@@ -52,12 +46,8 @@ impl Anthropic {
     /// for `model`, with no key yet.
     pub fn new(base_url: impl AsRef<str>, model: impl Into<String>) -> Anthropic {
         Anthropic {
-            url: format!("{}/v1/messages", base_url.as_ref().trim_end_matches('/')),
-            model: model.into(),
-            key: None,
+            endpoint: Endpoint::new(format!("{}/v1/messages", base_url.as_ref().trim_end_matches('/')), model.into()),
             version: ANTHROPIC_VERSION.to_owned(),
-            headers: Vec::new(),
-            http: Http::default(),
         }
     }
 
@@ -78,7 +68,14 @@ impl Anthropic {
     /// The API key (the `x-api-key` header).
     #[must_use]
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.key = Some(key.into()).filter(|k| !k.is_empty());
+        self.endpoint.set_key(key.into());
+        self
+    }
+
+    /// The full URL the requests go to, for a server whose path is not `…/v1/messages`.
+    #[must_use]
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.endpoint.url = url.into();
         self
     }
 
@@ -89,40 +86,17 @@ impl Anthropic {
         self
     }
 
-    /// A header sent with every request (`anthropic-beta`, a proxy's own).
-    #[must_use]
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// The HTTP client the requests go through.
-    #[must_use]
-    pub fn client(mut self, client: reqwest::Client) -> Self {
-        self.http.set_client(client);
-        self
-    }
-
-    /// A check every request passes before it is sent ([`RequestHook`]).
-    #[must_use]
-    pub fn request_hook(
-        mut self,
-        hook: impl Fn(&mut reqwest::Request) -> Result<(), String> + Send + Sync + 'static,
-    ) -> Self {
-        let hook: RequestHook = Arc::new(hook);
-        self.http.hook = Some(hook);
-        self
-    }
+    endpoint_builders!();
 
     /// The URL the requests go to.
     pub fn messages_url(&self) -> &str {
-        &self.url
+        &self.endpoint.url
     }
 
     /// The JSON body of `request` as the Messages API takes it (`stream` for a streamed
     /// answer).
     pub fn request_body(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Value, ModelError> {
-        let refuse = |why: String| ModelError::Request { model: self.model.clone(), why };
+        let refuse = |why: String| ModelError::Request { model: self.endpoint.model.clone(), why };
         let mut system = Vec::new();
         let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
         for (i, message) in request.messages.iter().enumerate() {
@@ -181,7 +155,7 @@ impl Anthropic {
             turns.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
         let options = &request.options;
         let mut body = Map::new();
-        body.insert("model".to_owned(), json!(self.model));
+        body.insert("model".to_owned(), json!(self.endpoint.model));
         body.insert("max_tokens".to_owned(), json!(options.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)));
         if !system.is_empty() {
             body.insert("system".to_owned(), json!(system.join("\n\n")));
@@ -236,63 +210,24 @@ impl Anthropic {
         Ok(Value::Object(body))
     }
 
-    fn headers(&self) -> Vec<(&str, String)> {
-        let mut headers: Vec<(&str, String)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        headers.push(("anthropic-version", self.version.clone()));
-        if let Some(key) = &self.key {
+    /// The version header, and the key's (`x-api-key`).
+    fn auth(&self) -> Vec<(&'static str, String)> {
+        let mut headers = vec![("anthropic-version", self.version.clone())];
+        if let Some(key) = &self.endpoint.key {
             headers.push(("x-api-key", key.clone()));
         }
         headers
     }
 
     async fn call(&self, request: ChatRequest<'_>) -> Result<Reply, ModelError> {
-        let url = http::parse_url(&self.model, &self.url)?;
-        let target = Target { model: &self.model, endpoint: http::shown(&url), key: self.key.as_deref() };
         let stream = request.streams();
         let body = self.request_body(&request, stream)?;
         let structured = request.options.json_schema.as_ref().map(|s| s.name.clone());
-        let response = http::post(&self.http, &target, url, &self.headers(), &body).await?;
-        let status = response.status().as_u16();
+        let answer = self.endpoint.send(&self.auth(), &body, EXPECTED).await?;
         let reply = if stream {
-            let sink = request.tokens.clone();
-            let mut events = Events::new(response);
-            let mut assembly = Assembly::default();
-            while let Some(event) = events.next(&target).await? {
-                let data: Value = serde_json::from_str(&event.data).map_err(|e| {
-                    target.decode(
-                        status,
-                        EXPECTED,
-                        format!("a streamed event is not JSON ({e})"),
-                        event.data.as_bytes(),
-                    )
-                })?;
-                let kind = data.get("type").and_then(Value::as_str).or(event.name.as_deref()).unwrap_or_default();
-                if kind == "error" {
-                    let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("no message");
-                    return Err(target.decode(
-                        status,
-                        EXPECTED,
-                        format!("the stream ended with an error: {message}"),
-                        event.data.as_bytes(),
-                    ));
-                }
-                let done = kind == "message_stop";
-                if let Some(text) = assembly
-                    .add(kind, &data)
-                    .map_err(|why| target.decode(status, EXPECTED, why, event.data.as_bytes()))?
-                {
-                    if let Some(sink) = &sink {
-                        sink.token(&text);
-                    }
-                }
-                if done {
-                    break;
-                }
-            }
-            assembly.finish().map_err(|why| target.decode(status, EXPECTED, why, b""))?
+            answer.stream(request.tokens.as_ref(), Assembly::default()).await?
         } else {
-            let bytes = http::read_all(&target, response).await?;
-            parse_message(&bytes).map_err(|why| target.decode(status, EXPECTED, why, &bytes))?
+            answer.whole(parse_message).await?
         };
         Ok(match structured {
             Some(name) => structured_answer(reply, &name),
@@ -303,7 +238,7 @@ impl Anthropic {
 
 impl ChatModel for Anthropic {
     fn model(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn chat<'a>(&'a self, request: ChatRequest<'a>) -> ModelFuture<'a> {
@@ -417,9 +352,28 @@ struct Assembly {
     stopped: bool,
 }
 
+impl Assemble for Assembly {
+    fn add(&mut self, name: Option<&str>, data: &Value) -> Result<Added, String> {
+        let kind = data.get("type").and_then(Value::as_str).or(name).unwrap_or_default();
+        if kind == "error" {
+            let message = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("no message");
+            return Err(format!("the stream ended with an error: {message}"));
+        }
+        Ok(match self.event(kind, data)? {
+            Some(text) => Added::Text(text),
+            None if kind == "message_stop" => Added::End,
+            None => Added::Nothing,
+        })
+    }
+
+    fn finish(self, _: &str) -> Result<Reply, String> {
+        self.reply()
+    }
+}
+
 impl Assembly {
     /// Adds one event; the text it adds, if any.
-    fn add(&mut self, kind: &str, data: &Value) -> Result<Option<String>, String> {
+    fn event(&mut self, kind: &str, data: &Value) -> Result<Option<String>, String> {
         let index = data.get("index").and_then(Value::as_u64);
         match kind {
             "message_start" => {
@@ -484,7 +438,7 @@ impl Assembly {
         Ok(None)
     }
 
-    fn finish(mut self) -> Result<Reply, String> {
+    fn reply(mut self) -> Result<Reply, String> {
         if !self.stopped {
             return Err("the stream ended before `message_stop`".to_owned());
         }
@@ -579,9 +533,9 @@ mod tests {
             ("message_delta", json!({"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 4}})),
             ("message_stop", json!({})),
         ];
-        let texts: Vec<_> = events.iter().filter_map(|(k, d)| assembly.add(k, d).unwrap()).collect();
+        let texts: Vec<_> = events.iter().filter_map(|(k, d)| assembly.event(k, d).unwrap()).collect();
         assert_eq!(texts, ["On it"]);
-        let reply = assembly.finish().unwrap();
+        let reply = assembly.reply().unwrap();
         assert_eq!(reply.message.tool_calls(), [ToolCall::new("t1", "weather", json!({"city": "Oslo"}))]);
         assert_eq!(reply.message.id(), Some("msg_1"));
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_use"));

@@ -58,7 +58,7 @@ pub mod testing;
 pub use anthropic::{Anthropic, ANTHROPIC_VERSION};
 pub use chat::{ChatModel, ChatOptions, ChatRequest, JsonSchema, ModelFuture, Reply, TokenSink, ToolChoice, Usage};
 pub use error::ModelError;
-pub use http::RequestHook;
+pub use http::{excerpt, RequestHook};
 pub use openai::OpenAi;
 
 pub use agent::react::{react_agent, AgentError, AgentNode, AgentState, AgentStateUpdate, ReactAgent};

@@ -5,9 +5,8 @@
 
 use crate::chat::{ChatModel, ChatRequest, ModelFuture, Reply, ToolChoice, Usage};
 use crate::error::ModelError;
-use crate::http::{self, Events, Http, RequestHook, Target};
+use crate::http::{endpoint_builders, Added, Assemble, Endpoint};
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
 use tea_runtime::{Content, Message, ToolCall};
 
 const EXPECTED: &str = "a chat completion";
@@ -30,23 +29,15 @@ const EXPECTED: &str = "a chat completion";
 /// ```
 #[derive(Clone)]
 pub struct OpenAi {
-    url: String,
-    model: String,
-    key: Option<String>,
+    endpoint: Endpoint,
     /// Azure: the key goes in an `api-key` header, not `Authorization: Bearer`.
     api_key_header: bool,
-    headers: Vec<(String, String)>,
     stream_usage: bool,
-    http: Http,
 }
 
 impl std::fmt::Debug for OpenAi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAi")
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("key", &self.key.as_ref().map(|_| "***"))
-            .finish_non_exhaustive()
+        self.endpoint.debug(f, "OpenAi")
     }
 }
 
@@ -72,13 +63,12 @@ impl OpenAi {
     /// proxy's `http://localhost:4000/v1`).
     pub fn compatible(base_url: impl AsRef<str>, model: impl Into<String>) -> OpenAi {
         OpenAi {
-            url: format!("{}/chat/completions", base_url.as_ref().trim_end_matches('/')),
-            model: model.into(),
-            key: None,
+            endpoint: Endpoint::new(
+                format!("{}/chat/completions", base_url.as_ref().trim_end_matches('/')),
+                model.into(),
+            ),
             api_key_header: false,
-            headers: Vec::new(),
             stream_usage: true,
-            http: Http::default(),
         }
     }
 
@@ -95,32 +85,25 @@ impl OpenAi {
     /// refuse `stream_options`).
     pub fn azure(endpoint: impl AsRef<str>, deployment: impl Into<String>, api_version: impl AsRef<str>) -> OpenAi {
         let deployment = deployment.into();
-        OpenAi {
-            url: format!(
-                "{}/openai/deployments/{deployment}/chat/completions?api-version={}",
-                endpoint.as_ref().trim_end_matches('/'),
-                api_version.as_ref()
-            ),
-            model: deployment,
-            key: None,
-            api_key_header: true,
-            headers: Vec::new(),
-            stream_usage: false,
-            http: Http::default(),
-        }
+        let url = format!(
+            "{}/openai/deployments/{deployment}/chat/completions?api-version={}",
+            endpoint.as_ref().trim_end_matches('/'),
+            api_version.as_ref()
+        );
+        OpenAi { endpoint: Endpoint::new(url, deployment), api_key_header: true, stream_usage: false }
     }
 
     /// The API key (`Authorization: Bearer …`; Azure's `api-key` header).
     #[must_use]
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.key = Some(key.into()).filter(|k| !k.is_empty());
+        self.endpoint.set_key(key.into());
         self
     }
 
     /// The full URL the requests go to, for a server whose path is not `…/chat/completions`.
     #[must_use]
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.url = url.into();
+        self.endpoint.url = url.into();
         self
     }
 
@@ -132,13 +115,6 @@ impl OpenAi {
         self
     }
 
-    /// A header sent with every request (OpenAI's `OpenAI-Organization`, a proxy's own).
-    #[must_use]
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
     /// Whether a streamed request asks for usage in its last chunk (`stream_options:
     /// {include_usage: true}`); on by default but for Azure.
     #[must_use]
@@ -147,33 +123,17 @@ impl OpenAi {
         self
     }
 
-    /// The HTTP client the requests go through (its timeouts, proxy, redirect policy).
-    #[must_use]
-    pub fn client(mut self, client: reqwest::Client) -> Self {
-        self.http.set_client(client);
-        self
-    }
-
-    /// A check every request passes before it is sent ([`RequestHook`]).
-    #[must_use]
-    pub fn request_hook(
-        mut self,
-        hook: impl Fn(&mut reqwest::Request) -> Result<(), String> + Send + Sync + 'static,
-    ) -> Self {
-        let hook: RequestHook = Arc::new(hook);
-        self.http.hook = Some(hook);
-        self
-    }
+    endpoint_builders!();
 
     /// The URL the requests go to.
     pub fn chat_url(&self) -> &str {
-        &self.url
+        &self.endpoint.url
     }
 
     /// The JSON body of `request` as the chat-completions API takes it (`stream` for a
     /// streamed answer).
     pub fn request_body(&self, request: &ChatRequest<'_>, stream: bool) -> Result<Value, ModelError> {
-        let refuse = |why: String| ModelError::Request { model: self.model.clone(), why };
+        let refuse = |why: String| ModelError::Request { model: self.endpoint.model.clone(), why };
         let mut messages = Vec::with_capacity(request.messages.len());
         for (i, message) in request.messages.iter().enumerate() {
             if let Message::Remove { id } = message {
@@ -187,7 +147,7 @@ impl OpenAi {
             messages.push(value);
         }
         let mut body = Map::new();
-        body.insert("model".to_owned(), json!(self.model));
+        body.insert("model".to_owned(), json!(self.endpoint.model));
         body.insert("messages".to_owned(), Value::Array(messages));
         if !request.tools.is_empty() {
             let tools = request
@@ -249,70 +209,27 @@ impl OpenAi {
         Ok(Value::Object(body))
     }
 
-    fn headers(&self) -> Vec<(&str, String)> {
-        let mut headers: Vec<(&str, String)> = self.headers.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-        if let Some(key) = &self.key {
-            if self.api_key_header {
-                headers.push(("api-key", key.clone()));
-            } else {
-                headers.push(("authorization", format!("Bearer {key}")));
-            }
-        }
-        headers
+    /// The key's header: `Authorization: Bearer …`, or Azure's `api-key`.
+    fn auth(&self) -> Option<(&'static str, String)> {
+        let key = self.endpoint.key.as_ref()?;
+        Some(if self.api_key_header { ("api-key", key.clone()) } else { ("authorization", format!("Bearer {key}")) })
     }
 
     async fn call(&self, request: ChatRequest<'_>) -> Result<Reply, ModelError> {
-        let url = http::parse_url(&self.model, &self.url)?;
-        let target = Target { model: &self.model, endpoint: http::shown(&url), key: self.key.as_deref() };
         let stream = request.streams();
         let body = self.request_body(&request, stream)?;
-        let response = http::post(&self.http, &target, url, &self.headers(), &body).await?;
-        let status = response.status().as_u16();
+        let answer = self.endpoint.send(self.auth().as_slice(), &body, EXPECTED).await?;
         if stream {
-            let sink = request.tokens.clone();
-            let mut events = Events::new(response);
-            let mut assembly = Assembly::default();
-            while let Some(event) = events.next(&target).await? {
-                if event.data == "[DONE]" {
-                    break;
-                }
-                let chunk: Value = serde_json::from_str(&event.data).map_err(|e| {
-                    target.decode(
-                        status,
-                        EXPECTED,
-                        format!("a streamed chunk is not JSON ({e})"),
-                        event.data.as_bytes(),
-                    )
-                })?;
-                if let Some(error) = chunk.get("error") {
-                    let message =
-                        error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
-                    return Err(target.decode(
-                        status,
-                        EXPECTED,
-                        format!("the stream ended with an error: {message}"),
-                        event.data.as_bytes(),
-                    ));
-                }
-                if let Some(text) =
-                    assembly.add(&chunk).map_err(|why| target.decode(status, EXPECTED, why, event.data.as_bytes()))?
-                {
-                    if let Some(sink) = &sink {
-                        sink.token(&text);
-                    }
-                }
-            }
-            assembly.finish(&self.model).map_err(|why| target.decode(status, EXPECTED, why, b""))
+            answer.stream(request.tokens.as_ref(), Assembly::default()).await
         } else {
-            let bytes = http::read_all(&target, response).await?;
-            parse_completion(&bytes).map_err(|why| target.decode(status, EXPECTED, why, &bytes))
+            answer.whole(parse_completion).await
         }
     }
 }
 
 impl ChatModel for OpenAi {
     fn model(&self) -> &str {
-        &self.model
+        &self.endpoint.model
     }
 
     fn chat<'a>(&'a self, request: ChatRequest<'a>) -> ModelFuture<'a> {
@@ -362,9 +279,23 @@ struct Assembly {
     usage: Usage,
 }
 
+impl Assemble for Assembly {
+    fn add(&mut self, _: Option<&str>, chunk: &Value) -> Result<Added, String> {
+        if let Some(error) = chunk.get("error") {
+            let message = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
+            return Err(format!("the stream ended with an error: {message}"));
+        }
+        Ok(self.chunk(chunk).map_or(Added::Nothing, Added::Text))
+    }
+
+    fn finish(self, model: &str) -> Result<Reply, String> {
+        self.reply(model)
+    }
+}
+
 impl Assembly {
     /// Adds one chunk; the text it adds, if any.
-    fn add(&mut self, chunk: &Value) -> Result<Option<String>, String> {
+    fn chunk(&mut self, chunk: &Value) -> Option<String> {
         if let Some(id) = chunk.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
             self.id.get_or_insert_with(|| id.to_owned());
         }
@@ -375,11 +306,11 @@ impl Assembly {
             self.usage = usage_of(Some(usage));
         }
         // The last chunk with usage has no choices; other servers send `choices: []` on the way.
-        let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) else { return Ok(None) };
+        let choice = chunk.get("choices").and_then(|c| c.get(0))?;
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             self.finish_reason = Some(reason.to_owned());
         }
-        let Some(delta) = choice.get("delta") else { return Ok(None) };
+        let delta = choice.get("delta")?;
         for call in delta.get("tool_calls").and_then(Value::as_array).map_or(&[][..], Vec::as_slice) {
             let index = match call.get("index").and_then(Value::as_u64) {
                 Some(i) => i as usize,
@@ -411,13 +342,13 @@ impl Assembly {
         match delta.get("content") {
             Some(Value::String(piece)) if !piece.is_empty() => {
                 self.text.get_or_insert_with(String::new).push_str(piece);
-                Ok(Some(piece.clone()))
+                Some(piece.clone())
             }
-            _ => Ok(None),
+            _ => None,
         }
     }
 
-    fn finish(mut self, model: &str) -> Result<Reply, String> {
+    fn reply(mut self, model: &str) -> Result<Reply, String> {
         self.calls.sort_by_key(|c| c.0);
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for (index, id, name, arguments) in self.calls {
@@ -489,9 +420,9 @@ mod tests {
             json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
             json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7}}),
         ];
-        let texts: Vec<_> = chunks.iter().filter_map(|c| assembly.add(c).unwrap()).collect();
+        let texts: Vec<_> = chunks.iter().filter_map(|c| assembly.chunk(c)).collect();
         assert_eq!(texts, ["Let me ", "check."]);
-        let reply = assembly.finish("m").unwrap();
+        let reply = assembly.reply("m").unwrap();
         assert_eq!(reply.message.text(), "Let me check.");
         assert_eq!(
             reply.message.tool_calls(),

@@ -4,7 +4,7 @@
 //!
 //! It answers from a script ([`Scripted`]: a text, tool calls — several for parallel calls —
 //! or an error status), in order; with the script used up, it echoes the last user message
-//! (`echo: …`). A request with `"stream": true` gets Server-Sent Events shaped as the API
+//! (`echo: …`), or answers as a function of the request says ([`TestServer::answer_with`]). A request with `"stream": true` gets Server-Sent Events shaped as the API
 //! documents them: OpenAI's `data:` chunks with `delta.content` pieces and `delta.tool_calls`
 //! fragments (then usage when asked, then `[DONE]`), Anthropic's `message_start`,
 //! `content_block_*` (`text_delta`, `input_json_delta`), `message_delta` and `message_stop`.
@@ -99,12 +99,19 @@ impl Recorded {
     }
 }
 
+/// How a server answers once its script is used up ([`TestServer::answer_with`]).
+type Responder = Arc<dyn Fn(&Value) -> Scripted + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     script: VecDeque<Scripted>,
     requests: Vec<Recorded>,
     /// Numbers for response and tool-call ids.
     next: u64,
+    /// What answers when the script is used up; `None`: the echo.
+    responder: Option<Responder>,
+    /// Whether requests are recorded.
+    unrecorded: bool,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -178,6 +185,37 @@ impl TestServer {
         self.lock().script.extend(answers);
     }
 
+    /// How the server answers once the script is used up, instead of the echo: `answer` gets
+    /// each request's JSON body (in the shape of the API it was sent to) and returns the
+    /// answer. For conversations of any length, a benchmark's say.
+    ///
+    /// ```
+    /// use tea_models::testing::{Scripted, TestServer};
+    /// use tea_models::{ChatModel, ChatRequest};
+    /// use tea::Message;
+    /// use serde_json::json;
+    ///
+    /// let server = TestServer::start();
+    /// // A tool call after each user message, a text after each tool result.
+    /// server.answer_with(|body| match body["messages"].as_array().and_then(|m| m.last()) {
+    ///     Some(last) if last["role"] == "tool" => Scripted::text("done"),
+    ///     _ => Scripted::tool_calls([("lookup", json!({"item": 1}))]),
+    /// });
+    /// let model = server.openai("m");
+    /// let reply = model.chat_blocking(ChatRequest::new(&[Message::user("look it up")]))?;
+    /// assert_eq!(reply.message.tool_calls()[0].name, "lookup");
+    /// # Ok::<(), tea_models::ModelError>(())
+    /// ```
+    pub fn answer_with(&self, answer: impl Fn(&Value) -> Scripted + Send + Sync + 'static) {
+        self.lock().responder = Some(Arc::new(answer));
+    }
+
+    /// Whether requests are recorded ([`requests`](Self::requests)); on by default. A server
+    /// that answers a long benchmark keeps none.
+    pub fn record(&self, on: bool) {
+        self.lock().unrecorded = !on;
+    }
+
     /// The requests received so far, in order.
     pub fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
@@ -203,14 +241,25 @@ impl Drop for TestServer {
 fn take(inner: &Shared, uri: &Uri, headers: &HeaderMap, body: &Value) -> (Scripted, u64) {
     let path = uri.path_and_query().map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
     let mut inner = inner.lock().unwrap_or_else(PoisonError::into_inner);
-    let headers = headers
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-        .collect();
-    inner.requests.push(Recorded { path, headers, body: body.clone() });
+    if !inner.unrecorded {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        inner.requests.push(Recorded { path, headers, body: body.clone() });
+    }
     inner.next += 1;
     let n = inner.next;
-    let answer = inner.script.pop_front().unwrap_or_else(|| Scripted::Text(format!("echo: {}", last_user_text(body))));
+    let answer = match (inner.script.pop_front(), &inner.responder) {
+        (Some(scripted), _) => scripted,
+        (None, Some(responder)) => {
+            let responder = responder.clone();
+            // Not under the lock: the responder may take its time.
+            drop(inner);
+            return (responder(body), n);
+        }
+        (None, None) => Scripted::Text(format!("echo: {}", last_user_text(body))),
+    };
     (answer, n)
 }
 

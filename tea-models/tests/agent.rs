@@ -13,7 +13,7 @@ use std::time::Duration;
 use tea::models::{
     react_agent, AgentError, AgentState, Approval, ApprovalRequest, ScriptedModel, Tool, ToolError, ToolNode,
 };
-use tea::{tool, Call, MemoryStore, Message, Outcome, Resume, ToolCall};
+use tea::{tool, Call, Checkpointer, MemoryStore, Message, Outcome, Resume, ToolCall};
 
 /// Adds two numbers.
 #[tool]
@@ -277,16 +277,23 @@ fn quick() -> &'static str {
     "quick done"
 }
 
-/// Crashes the first time, after `quick` has finished.
+/// The store of `recover_after_a_crash_runs_no_finished_tool_again`, which `crashy` watches.
+static CRASH_STORE: std::sync::OnceLock<MemoryStore> = std::sync::OnceLock::new();
+
+/// Crashes the first time, once `quick`'s result is in the store (its branch's pending write).
 #[tool]
 fn crashy() -> String {
     if CRASHES.fetch_add(1, Ordering::SeqCst) == 0 {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while SLOW_RUNS.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        let thread = tea::ThreadId::from("crash-1");
+        let stored = || {
+            let history = CRASH_STORE.get().and_then(|s| s.history("react_agent", &thread).ok()).unwrap_or_default();
+            history.iter().any(|(_, bytes)| bytes.windows(10).any(|w| w == b"quick done"))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !stored() {
+            assert!(std::time::Instant::now() < deadline, "`quick`'s result never reached the store");
+            std::thread::sleep(Duration::from_millis(2));
         }
-        // Let the finished branch's write land before the crash.
-        std::thread::sleep(Duration::from_millis(500));
         panic!("the process died here");
     }
     "crashy done".to_owned()
@@ -294,7 +301,7 @@ fn crashy() -> String {
 
 #[test]
 fn recover_after_a_crash_runs_no_finished_tool_again() {
-    let store = MemoryStore::new();
+    let store = CRASH_STORE.get_or_init(MemoryStore::new).clone();
     let model = ScriptedModel::new([
         calls(&[("c1", "quick", json!({})), ("c2", "crashy", json!({}))]),
         Message::assistant("both done"),

@@ -34,6 +34,7 @@ const SPECIAL_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
 pub(crate) const PROVIDER_KEYS: &[(&str, &str, &str)] = &[
     ("OPENAI_API_KEY", "api.openai.com", "OPENAI_BASE_URL"),
     ("AZURE_OPENAI_API_KEY", "", "AZURE_OPENAI_ENDPOINT"),
+    ("ANTHROPIC_API_KEY", "api.anthropic.com", "ANTHROPIC_BASE_URL"),
     ("PERPLEXITY_API_KEY", "api.perplexity.ai", "PERPLEXITY_API_BASE"),
     ("FIRECRAWL_API_KEY", "api.firecrawl.dev", "FIRECRAWL_API_BASE"),
     ("SCRAPEGRAPH_API_KEY", "api.scrapegraphai.com", "SCRAPEGRAPH_API_BASE"),
@@ -44,8 +45,9 @@ pub(crate) const PROVIDER_KEYS: &[(&str, &str, &str)] = &[
 /// The hosts secret `llm_api_key` (the key `llm.call` uses when the file names none) goes to
 /// unless the operator binds it: the model providers' own endpoints, and those the operator's
 /// environment names for them.
-const LLM_KEY_HOSTS: &[&str] = &["api.openai.com"];
-const LLM_KEY_HOST_VARS: &[&str] = &["OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "OLLAMA_API_BASE"];
+const LLM_KEY_HOSTS: &[&str] = &["api.openai.com", "api.anthropic.com"];
+const LLM_KEY_HOST_VARS: &[&str] =
+    &["OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "OLLAMA_API_BASE", "ANTHROPIC_BASE_URL"];
 
 /// Values shorter than this are not looked for in requests (as the secrets guard of the state).
 const MIN_SECRET_LEN: usize = 4;

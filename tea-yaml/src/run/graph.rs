@@ -65,7 +65,7 @@ impl std::future::Future for InContext<'_> {
 
 impl YamlGraph {
     /// A network action's call: its rendered `with:` with the file's settings as defaults,
-    /// checked, and the API key to fall back on.
+    /// checked, and the API key to fall back on (the secret `llm_api_key`).
     #[cfg(feature = "net")]
     pub(crate) fn prepare_net(
         &self,
@@ -97,8 +97,9 @@ impl YamlGraph {
                 .secret_values
                 .iter()
                 .find(|(n, _)| n == "llm_api_key")
-                .map(|(_, v)| v.clone())
-                .or_else(|| std::env::var("OPENAI_API_KEY").ok()),
+                // The provider's own variable (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`) when
+                // there is no secret: `actions/net/llm.rs`.
+                .map(|(_, v)| v.clone()),
             _ => None,
         };
         Ok(crate::actions::net::prepare(action, args, key, &self.agent.shells)?)

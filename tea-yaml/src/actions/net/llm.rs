@@ -1,10 +1,12 @@
 //! The LLM providers of `llm.call`, `llm.chat` and `llm.embed` (feature `net`), as The Edge
-//! Agent names them: `provider: openai | azure | ollama | litellm | shell | auto`.
+//! Agent names them: `provider: openai | azure | ollama | litellm | shell | auto`, and
+//! `anthropic` (Anthropic's Messages API, which The Edge Agent reaches through LiteLLM's
+//! `anthropic/…` models: `provider: litellm` with such a model and no endpoint goes there too).
 //!
-//! Every provider but `shell` is an OpenAI-compatible HTTP endpoint; this module says which
-//! one (its URL, key, the header the key goes in, the model), and `net/mod.rs` sends the chat
-//! request through tea-models' `OpenAi` provider (the one Rust agents use), with the agent's
-//! grants checked by its request hook.
+//! Every provider but `shell` and `anthropic` is an OpenAI-compatible HTTP endpoint; this
+//! module says which one (its API, URL, key, the header the key goes in, the model), and
+//! `net/mod.rs` sends the chat request through tea-models' `OpenAi` or `Anthropic` provider
+//! (the ones Rust agents use), with the agent's grants checked by its request hook.
 //! `shell` runs a command line (The Edge Agent's `claude`, `codex`, `gemini`, `qwen`,
 //! `opencode` and `cursor` ones, or those of `settings.shell_providers`) with the prompt on its
 //! standard input or in its arguments, under a timeout; its standard output is the answer.
@@ -48,12 +50,15 @@ pub(crate) enum Provider {
     Ollama,
     /// A LiteLLM proxy, which speaks OpenAI's API (`base_url`, else `OPENAI_BASE_URL`).
     LiteLlm,
+    /// Anthropic's Messages API (`base_url`, else `ANTHROPIC_BASE_URL`, else
+    /// `https://api.anthropic.com`).
+    Anthropic,
     /// A command line (`shell_provider`).
     Shell,
 }
 
 /// The provider names `provider:` takes.
-pub(crate) const PROVIDER_NAMES: &str = "`openai`, `azure`, `ollama`, `litellm`, `shell` or `auto`";
+pub(crate) const PROVIDER_NAMES: &str = "`openai`, `azure`, `ollama`, `litellm`, `anthropic`, `shell` or `auto`";
 
 impl Provider {
     /// The provider `name` names; `auto` is The Edge Agent's detection: Ollama when
@@ -65,6 +70,7 @@ impl Provider {
             "azure" | "azure_openai" | "azureopenai" => Provider::Azure,
             "ollama" => Provider::Ollama,
             "litellm" => Provider::LiteLlm,
+            "anthropic" => Provider::Anthropic,
             "shell" => Provider::Shell,
             "auto" | "" => {
                 let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty());
@@ -90,9 +96,20 @@ impl Provider {
     }
 }
 
+/// The API an endpoint speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// OpenAI's chat completions (and embeddings).
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
 /// An HTTP endpoint of a provider, resolved.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
+    /// The API it speaks.
+    pub(crate) api: Api,
     /// The full URL, the operation's path included.
     pub(crate) url: String,
     /// The API key, if any.
@@ -116,9 +133,27 @@ fn env(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
 
+/// The path of a chat call on an OpenAI-compatible endpoint.
+pub(crate) const CHAT_PATH: &str = "chat/completions";
+
+/// The Messages API's URL from a base: Anthropic's SDKs' form (`https://api.anthropic.com`),
+/// with `/v1`, or LiteLLM's whole URL (`…/v1/messages`).
+fn messages_url(base: &str) -> String {
+    let base = base.trim_end_matches('/');
+    if base.ends_with("/v1/messages") {
+        base.to_owned()
+    } else if base.ends_with("/v1") {
+        format!("{base}/messages")
+    } else {
+        format!("{base}/v1/messages")
+    }
+}
+
 /// The endpoint of `provider` for the operation at `path` (`chat/completions`, `embeddings`):
 /// `base_url` (or The Edge Agent's `api_base`) wins over the provider's environment variable
-/// and default; `fallback_key` is the key when `args` name none (OpenAI and LiteLLM only).
+/// and default; `fallback_key` (the secret `llm_api_key`) is the key when `args` name none
+/// (OpenAI, LiteLLM and Anthropic; then `OPENAI_API_KEY`, or `ANTHROPIC_API_KEY`). Anthropic's
+/// endpoint is its Messages API whatever `path` is: it has no embeddings.
 pub(crate) fn endpoint(
     what: &str,
     provider: Provider,
@@ -135,28 +170,56 @@ pub(crate) fn endpoint(
     };
     let key = text(what, args, "api_key")?;
     let model = text(what, args, "model")?;
-    Ok(match provider {
-        Provider::OpenAi | Provider::LiteLlm => {
+    // The Edge Agent's LiteLLM calls `anthropic/…` models on Anthropic's API when no proxy is named.
+    let direct = |m: &str| m.strip_prefix("anthropic/").filter(|m| !m.is_empty()).map(str::to_owned);
+    let to_anthropic = provider == Provider::LiteLlm && base.is_none() && env("OPENAI_BASE_URL").is_none();
+    let anthropic = to_anthropic && model.as_deref().and_then(direct).is_some();
+    Ok(match (anthropic, provider) {
+        (true, _) | (_, Provider::Anthropic) => {
+            if path != CHAT_PATH {
+                return Err(format!("{what}: Anthropic's API gives no embeddings; use an OpenAI-compatible provider"));
+            }
+            let model = match model {
+                Some(m) => direct(&m).unwrap_or(m),
+                None => {
+                    return Err(format!(
+                    "{what}: `provider: anthropic` needs `model`, the Claude model to call (`claude-sonnet-4-5`, …)"
+                ))
+                }
+            };
+            let base =
+                base.or_else(|| env("ANTHROPIC_BASE_URL")).unwrap_or_else(|| "https://api.anthropic.com".to_owned());
+            Endpoint {
+                api: Api::Anthropic,
+                url: messages_url(&base),
+                key: key.or(fallback_key).or_else(|| env("ANTHROPIC_API_KEY")).filter(|k| !k.is_empty()),
+                api_key_header: false,
+                model,
+            }
+        }
+        (false, Provider::OpenAi | Provider::LiteLlm) => {
             let base =
                 base.or_else(|| env("OPENAI_BASE_URL")).unwrap_or_else(|| "https://api.openai.com/v1".to_owned());
             Endpoint {
+                api: Api::OpenAi,
                 url: format!("{}/{path}", base.trim_end_matches('/')),
-                key: key.or(fallback_key).filter(|k| !k.is_empty()),
+                key: key.or(fallback_key).or_else(|| env("OPENAI_API_KEY")).filter(|k| !k.is_empty()),
                 api_key_header: false,
                 model: model.unwrap_or_else(|| default_model.to_owned()),
             }
         }
-        Provider::Ollama => {
+        (false, Provider::Ollama) => {
             let base =
                 base.or_else(|| env("OLLAMA_API_BASE")).unwrap_or_else(|| "http://localhost:11434/v1".to_owned());
             Endpoint {
+                api: Api::OpenAi,
                 url: format!("{}/{path}", base.trim_end_matches('/')),
                 key,
                 api_key_header: false,
                 model: model.unwrap_or_else(|| default_model.to_owned()),
             }
         }
-        Provider::Azure => {
+        (false, Provider::Azure) => {
             let base = base.or_else(|| env("AZURE_OPENAI_ENDPOINT")).ok_or_else(|| {
                 format!("{what}: `provider: azure` needs the resource's endpoint: `base_url`, or AZURE_OPENAI_ENDPOINT")
             })?;
@@ -166,6 +229,7 @@ pub(crate) fn endpoint(
                 .unwrap_or_else(|| "gpt-4".to_owned());
             let version = env("OPENAI_API_VERSION").unwrap_or_else(|| AZURE_API_VERSION.to_owned());
             Endpoint {
+                api: Api::OpenAi,
                 url: format!(
                     "{}/openai/deployments/{deployment}/{path}?api-version={version}",
                     base.trim_end_matches('/')
@@ -175,7 +239,9 @@ pub(crate) fn endpoint(
                 model: deployment,
             }
         }
-        Provider::Shell => return Err(format!("{what}: `provider: shell` runs a command line, not an endpoint")),
+        (false, Provider::Shell) => {
+            return Err(format!("{what}: `provider: shell` runs a command line, not an endpoint"))
+        }
     })
 }
 
@@ -529,6 +595,31 @@ mod tests {
         assert!(e.url.starts_with("https://r.openai.azure.com/openai/deployments/d1/chat/completions?api-version="));
         assert!(e.api_key_header);
         assert_eq!(e.model, "d1");
+    }
+
+    #[test]
+    fn anthropic_endpoints_take_the_sdks_base_and_name_a_model() {
+        assert_eq!(messages_url("https://api.anthropic.com/"), "https://api.anthropic.com/v1/messages");
+        assert_eq!(messages_url("http://gw/v1"), "http://gw/v1/messages");
+        assert_eq!(messages_url("http://gw/v1/messages"), "http://gw/v1/messages");
+        let args = json!({"base_url": "http://gw", "model": "claude-haiku-4-5", "api_key": "k"});
+        let e = endpoint("llm.call", Provider::Anthropic, args.as_object().unwrap(), None, CHAT_PATH, "m").unwrap();
+        assert_eq!(
+            (e.api, e.url.as_str(), e.model.as_str()),
+            (Api::Anthropic, "http://gw/v1/messages", "claude-haiku-4-5")
+        );
+        let args = json!({"base_url": "http://gw"});
+        let err =
+            endpoint("llm.call", Provider::Anthropic, args.as_object().unwrap(), None, CHAT_PATH, "m").unwrap_err();
+        assert!(err.contains("needs `model`"), "{err}");
+        let args = json!({"base_url": "http://gw", "model": "c"});
+        let err =
+            endpoint("llm.embed", Provider::Anthropic, args.as_object().unwrap(), None, "embeddings", "m").unwrap_err();
+        assert!(err.contains("no embeddings"), "{err}");
+        // A LiteLLM proxy named by `base_url` gets `anthropic/…` models as they are.
+        let args = json!({"base_url": "http://proxy/v1", "model": "anthropic/claude"});
+        let e = endpoint("llm.call", Provider::LiteLlm, args.as_object().unwrap(), None, CHAT_PATH, "m").unwrap();
+        assert_eq!((e.api, e.model.as_str()), (Api::OpenAi, "anthropic/claude"));
     }
 
     #[test]

@@ -631,19 +631,8 @@ fn chain(error: &dyn std::error::Error) -> String {
     tea_runtime::error_chain(error)
 }
 
-/// The start of a body, for an error message.
-pub(crate) fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    if text.is_empty() {
-        return "(empty body)".to_owned();
-    }
-    let mut cut: String = text.chars().take(200).collect();
-    if cut.len() < text.len() {
-        cut.push('…');
-    }
-    cut
-}
+/// The start of a body, for an error message: as tea-models' errors show one.
+pub(crate) use tea_models::excerpt;
 
 /// `429 Too Many Requests`.
 fn status_text(status: reqwest::StatusCode) -> String {
@@ -704,10 +693,11 @@ pub(crate) fn endpoint_url(what: &str, url: String) -> Result<reqwest::Url, Stri
     url_arg(what, &with_url, "base_url")
 }
 
-/// A chat-completions request, checked: sent by tea-models' OpenAI-compatible provider, the
-/// one Rust agents use, through tea-yaml's client and under the agent's grants.
+/// A chat request, checked: sent by tea-models' OpenAI-compatible or Anthropic provider, the
+/// ones Rust agents use, through tea-yaml's client and under the agent's grants.
 struct LlmRequest {
     what: &'static str,
+    api: crate::actions::net::llm::Api,
     url: reqwest::Url,
     key: Option<String>,
     /// The key goes in an `api-key` header (Azure).
@@ -741,9 +731,10 @@ impl LlmRequest {
             provider,
             args,
             fallback_key,
-            "chat/completions",
+            crate::actions::net::llm::CHAT_PATH,
             crate::actions::net::llm::DEFAULT_CHAT_MODEL,
         )?;
+        let anthropic = endpoint.api == crate::actions::net::llm::Api::Anthropic;
         let url = endpoint_url(what, endpoint.url)?;
         let mut options = tea_models::ChatOptions::new();
         for key in ["temperature", "top_p"] {
@@ -774,11 +765,15 @@ impl LlmRequest {
                 ))
             }
         }
-        // Sent as they are written: `stop` may be a text or a list, `response_format` any form
-        // the server takes.
-        for key in ["stop", "seed", "response_format"] {
-            if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
-                options.extra.insert(key.to_owned(), v.clone());
+        if anthropic {
+            anthropic_options(what, args, &mut options)?;
+        } else {
+            // Sent as they are written: `stop` may be a text or a list, `response_format` any
+            // form the server takes.
+            for key in ["stop", "seed", "response_format"] {
+                if let Some(v) = args.get(key).filter(|v| !v.is_null()) {
+                    options.extra.insert(key.to_owned(), v.clone());
+                }
             }
         }
         // The OpenAI client's `extra_body`: more fields of the request's body.
@@ -796,6 +791,7 @@ impl LlmRequest {
         let timeout = timeout_arg(what, args, Duration::from_secs(120))?;
         Ok(LlmRequest {
             what,
+            api: endpoint.api,
             url,
             key: endpoint.key,
             api_key_header: endpoint.api_key_header,
@@ -808,21 +804,75 @@ impl LlmRequest {
 
     /// The provider that sends it: tea-yaml's client (its redirect policy), each request
     /// checked against the agent's grants (`granted`) and bounded by the call's timeout.
-    fn provider(&self) -> Result<tea_models::OpenAi, String> {
+    fn provider(&self) -> Result<Box<dyn tea_models::ChatModel>, String> {
         let timeout = self.timeout;
-        let mut model = tea_models::OpenAi::compatible(self.url.as_str(), self.model.clone())
-            .url(self.url.as_str())
-            .api_key_header(self.api_key_header)
-            .client(client()?)
-            .request_hook(move |request| {
-                *request.timeout_mut() = Some(timeout);
-                granted(request)
-            });
-        if let Some(key) = &self.key {
-            model = model.api_key(key.clone());
-        }
-        Ok(model)
+        let hook = move |request: &mut reqwest::Request| {
+            *request.timeout_mut() = Some(timeout);
+            granted(request)
+        };
+        let key = self.key.clone().unwrap_or_default();
+        Ok(match self.api {
+            crate::actions::net::llm::Api::OpenAi => Box::new(
+                tea_models::OpenAi::compatible(self.url.as_str(), self.model.clone())
+                    .url(self.url.as_str())
+                    .api_key_header(self.api_key_header)
+                    .api_key(key)
+                    .client(client()?)
+                    .request_hook(hook),
+            ),
+            crate::actions::net::llm::Api::Anthropic => Box::new(
+                tea_models::Anthropic::new(self.url.as_str(), self.model.clone())
+                    .url(self.url.as_str())
+                    .api_key(key)
+                    .client(client()?)
+                    .request_hook(hook),
+            ),
+        })
     }
+}
+
+/// The options of a call to Anthropic's Messages API that are not OpenAI's: `stop` (a text or
+/// a list) becomes `stop_sequences`; `response_format` of OpenAI's `json_schema` form a schema
+/// the answer follows (tea-models asks for it as a tool the model must call); `seed`, which the
+/// API does not take, is refused.
+fn anthropic_options(
+    what: &str,
+    args: &Map<String, Value>,
+    options: &mut tea_models::ChatOptions,
+) -> Result<(), String> {
+    match args.get("stop") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(stop)) => options.stop = vec![stop.clone()],
+        Some(Value::Array(list)) if list.iter().all(Value::is_string) => {
+            options.stop = list.iter().filter_map(Value::as_str).map(str::to_owned).collect();
+        }
+        Some(other) => {
+            return Err(format!(
+                "{what}: `stop` must be a text or a list of texts, not {}",
+                crate::state::describe(other)
+            ))
+        }
+    }
+    if args.get("seed").is_some_and(|v| !v.is_null()) {
+        return Err(format!("{what}: `seed`: Anthropic's Messages API takes no seed (`provider: anthropic`)"));
+    }
+    if let Some(format) = args.get("response_format").filter(|v| !v.is_null()) {
+        let schema =
+            format.get("json_schema").filter(|_| format.get("type").and_then(Value::as_str) == Some("json_schema"));
+        let Some(schema) = schema else {
+            return Err(format!(
+                "{what}: `response_format` with `provider: anthropic` must be `{{type: json_schema, json_schema: \
+                 {{name, schema}}}}`, not {}",
+                crate::state::describe(format)
+            ));
+        };
+        let name = schema.get("name").and_then(Value::as_str).unwrap_or("answer").to_owned();
+        let Some(body) = schema.get("schema").filter(|s| s.is_object()) else {
+            return Err(format!("{what}: `response_format.json_schema.schema` must be a JSON Schema (a mapping)"));
+        };
+        options.json_schema = Some(tea_models::JsonSchema { name, schema: body.clone(), strict: false });
+    }
+    Ok(())
 }
 
 /// The request `builder` with the API key in its header (`llm.embed`'s).
@@ -875,9 +925,9 @@ async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
                 format!("{what}: cannot connect to {endpoint}{tried}: {}", chain(&source))
             }
             ModelError::Transport { source, .. } => format!("{what}: {endpoint}: {}", chain(&source)),
-            ModelError::Decode { status, why, excerpt, .. } => {
+            ModelError::Decode { status, expected, why, excerpt, .. } => {
                 let status = reqwest::StatusCode::from_u16(status).map_or_else(|_| status.to_string(), status_text);
-                format!("{what}: the answer of {endpoint} ({status}) is not a chat completion: {why}; it begins `{excerpt}`")
+                format!("{what}: the answer of {endpoint} ({status}) is not {expected}: {why}; it begins `{excerpt}`")
             }
             ModelError::TooLarge { limit, .. } => {
                 format!("{what}: the answer of {endpoint} is larger than {} MiB", limit >> 20)
@@ -890,10 +940,13 @@ async fn llm_call(request: LlmRequest, retry: Retry) -> Result<Value, String> {
         Some(tea_runtime::Content::Text(text)) => text.clone(),
         Some(parts) => parts.text(),
         None => {
+            let (expected, field) = match request.api {
+                crate::actions::net::llm::Api::OpenAi => ("a chat completion", "`choices[0].message.content`"),
+                crate::actions::net::llm::Api::Anthropic => ("a Messages API answer", "its `content` blocks"),
+            };
             return Err(hide(format!(
-                "{what}: the answer of {endpoint} (200 OK) is not a chat completion: no text in \
-                 `choices[0].message.content`"
-            )))
+                "{what}: the answer of {endpoint} (200 OK) is not {expected}: no text in {field}"
+            )));
         }
     };
     let count = |n: Option<u64>| n.map_or(Value::Null, Value::from);
