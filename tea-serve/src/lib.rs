@@ -12,7 +12,7 @@
 //! | `POST /threads`, `POST /threads/search`, `GET/PATCH/DELETE /threads/{id}` | threads: status `idle`, `busy`, `interrupted`, `error`; search by status, metadata and values |
 //! | `GET /threads/{id}/history`, `POST /threads/{id}/copy` | a thread's checkpoints; a copy under a new id |
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
-//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records in the store) those of other replicas and earlier processes |
+//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records and stored events) those of other replicas and earlier processes; a stream resumes after `Last-Event-ID` |
 //! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
 //! | `POST /threads/{id}/stream`, `POST /threads/{id}/commands` | a thread's events by channel (every run's on this server, replayed after `since`); `run.start`, `input.respond`, `state.get`, `state.listCheckpoints` |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
@@ -36,9 +36,19 @@
 //! protocol's `ErrorResponse` (`{code, message}`).
 //!
 //! Besides the agents' checkpoints, the first agent's store keeps what the protocol knows of
-//! threads (metadata, timeline), of runs (each run's outcome) and the store's items, each under
-//! a graph name of its own (`tea-serve#threads`, `tea-serve#runs`, `tea-serve#store`): on one
+//! threads (metadata, timeline), of runs (each run's outcome, its events, and while it lasts
+//! its claim) and the store's items, each under a graph name of its own (`tea-serve#threads`,
+//! `tea-serve#runs`, `tea-serve#events`, `tea-serve#queue`, `tea-serve#store`): on one
 //! PostgreSQL database, every replica serves the same threads, runs and items.
+//!
+//! **Runs survive their replica.** A run's claim — which server holds it, until when, its
+//! request — is in the store before the run touches its thread, renewed while it runs
+//! ([`Serve::lease`]). Each router's worker takes over the runs whose claims lapsed (their
+//! server died or restarted) and finishes them: from the request when the thread is untouched
+//! (an answer still waiting at its pause is applied then, once), else by the engine's
+//! `recover`, from the last checkpoint, with no recorded node run again; the engine's own lease
+//! keeps a live run from being taken. A run's events are stored as they come, so its stream on
+//! any replica follows it live, and `Last-Event-ID` resumes there.
 //!
 //! ```no_run
 //! # use tea_runtime as tea;

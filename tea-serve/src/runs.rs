@@ -1,8 +1,9 @@
 //! Runs: each one a task that drives the engine's stream of a thread, keeps its events for
-//! whoever streams or waits on it, and writes the thread's record when it ends. The registry is
-//! this process's (a run's events are streamed by the replica that runs it); each run's record
-//! in the store (`runlog.rs`) makes it known to the other replicas and across restarts, while
-//! the threads (checkpoints and records) are shared through the store.
+//! whoever streams or waits on it (and stores them, `journal.rs`), and writes the thread's
+//! record when it ends. The registry is this process's; each run's record in the store
+//! (`runlog.rs`) makes it known to the other replicas and across restarts, and its claim
+//! (`queue.rs`), written before it begins and renewed by this replica's worker ([`work`]), lets
+//! another replica take it over when this one dies ([`take_over`]).
 //!
 //! A launch follows the protocol's multitask strategies: `reject` refuses a run on a thread a run
 //! holds, `enqueue` queues it behind the run that holds the thread (started in order as each
@@ -77,6 +78,9 @@ pub(crate) struct RunEntry {
     /// final record waits for it, and a background run's response too (so every replica knows
     /// the run).
     recorded: watch::Sender<bool>,
+    /// Whether its events' writer (`journal_events`) has stopped: a record deleted after it
+    /// leaves no events behind.
+    journaled: watch::Sender<bool>,
     /// Taken over from a replica whose lease on it lapsed (`queue.rs`).
     takeover: bool,
     /// Another replica took the run's claim from this one (this one stalled past its lease):
@@ -332,6 +336,10 @@ async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
     if run.lost.load(Ordering::SeqCst) {
         return;
     }
+    if !keep {
+        let mut journaled = run.journaled.subscribe();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), journaled.wait_for(|done| *done)).await;
+    }
     let (s, id, wait) = (shared.clone(), run.id.clone(), run.wait_json());
     let _ = tokio::task::spawn_blocking(move || {
         let Some(store) = s.records() else { return };
@@ -350,6 +358,11 @@ async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
 /// Stores the run's events as they come (`journal.rs`), from place `run.base` on, until its
 /// `end` is stored (or another replica took it over).
 async fn journal_events(shared: Arc<Shared>, run: Arc<RunEntry>) {
+    write_events(&shared, &run).await;
+    run.journaled.send_replace(true);
+}
+
+async fn write_events(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
     let mut rx = run.events.subscribe();
     let mut written = 0usize;
     loop {
@@ -480,6 +493,7 @@ fn entry(
         finished: watch::channel(false).0,
         cancel: watch::channel(false).0,
         recorded: watch::channel(false).0,
+        journaled: watch::channel(false).0,
         takeover,
         lost: AtomicBool::new(false),
         base,
@@ -872,6 +886,8 @@ async fn put_back(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
         let mut progress = run.progress();
         progress.end = End::Cancelled;
     }
+    // Wakes its events' writer, which sees it lost and stops (the event is not kept).
+    let _ = run.events.send(SseItem { event: "end", data: Value::Null });
     let _ = shared.runs.done(run);
     shared.runs.remove(&run.id);
     run.finished.send_replace(true);
