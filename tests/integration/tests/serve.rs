@@ -105,8 +105,13 @@ impl Api {
 
     /// The text of the event stream at `path`, reopened with `Last-Event-ID: after`.
     async fn sse_after(&self, path: &str, after: usize) -> String {
-        let response =
-            self.http.get(format!("{}{path}", self.base)).header("last-event-id", after.to_string()).send().await.unwrap();
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("last-event-id", after.to_string())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         response.text().await.unwrap()
     }
