@@ -54,6 +54,21 @@ pub struct ServeArgs {
     /// How often the sweeper runs (`10m`, `1h`).
     #[arg(long, value_name = "AGE", default_value = "10m", value_parser = parse_every)]
     pub sweep_every: std::time::Duration,
+    /// How long a run stays with this server without news from it (`30s`, `1m`, the default):
+    /// when a server on the same store dies mid-run (or this one restarts), another takes its
+    /// runs over once their lease lapses and finishes them from their last checkpoint. The
+    /// agents' runs hold their threads by the same lease; make it longer than the slowest node.
+    #[arg(long, value_name = "AGE", default_value = "1m", value_parser = parse_lease)]
+    pub lease: std::time::Duration,
+}
+
+/// `--lease`: tea's duration syntax, and not zero.
+fn parse_lease(text: &str) -> Result<std::time::Duration, String> {
+    match tea_runtime::parse_duration(text) {
+        Ok(lease) if lease.is_zero() => Err("a run's lease needs a time above zero".to_owned()),
+        Ok(lease) => Ok(lease),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `--sweep-every`: tea's duration syntax, and not zero.
@@ -148,7 +163,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
         None => open(&spec)?,
     };
     let retention = args.retention.retention();
-    let mut server = Serve::new().access(access).body_limit(args.body_limit);
+    let mut server = Serve::new().access(access).body_limit(args.body_limit).lease(args.lease);
     if !retention.is_empty() {
         server = server.sweep_every(args.sweep_every);
     }
@@ -157,7 +172,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
     }
     let mut names = Vec::new();
     for file in &args.files {
-        let agent = run::load(file, &args.trust)?.with_retention(retention);
+        let agent = run::load(file, &args.trust)?.with_retention(retention).with_lease(args.lease);
         if names.iter().any(|n| n == agent.name()) {
             return Err(format!(
                 "{}: a second agent named `{}`: agent names must differ",

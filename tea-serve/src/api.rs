@@ -7,6 +7,7 @@
 //! `tests/layers.rs` at the workspace root fails on an import circle between them.
 
 use crate::error::ApiError;
+use crate::journal;
 use crate::modes::Modes;
 use crate::plan::{agent_named, checkpoint_number, locate_now, Prepared};
 pub(crate) use crate::plan::{checkpoint_uuid, locate, prepare, status, Located, RunCommand, RunRequest};
@@ -19,7 +20,7 @@ use crate::served::Served;
 use crate::time::rfc3339;
 use crate::Shared;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -370,8 +371,7 @@ pub(crate) async fn copy_thread(State(shared): Shd, Id(id): Id) -> ApiResult<Jso
 
 /// Launches a prepared run.
 pub(crate) fn start(shared: &Arc<Shared>, prepared: Prepared) -> ApiResult<Arc<RunEntry>> {
-    let p = prepared;
-    runs::launch(shared, p.agent, p.thread, p.plan, p.echo, p.delete_after, p.announce, p.settings)
+    runs::launch(shared, prepared)
 }
 
 /// Runs `request` and answers when it ends: the protocol's `RunWaitResponse`, or for a request
@@ -383,8 +383,7 @@ pub(crate) async fn wait_for(
     request: RunRequest,
 ) -> ApiResult<Json<Value>> {
     let langgraph = request.assistant_id.is_some();
-    let mut prepared = prepare(&shared, thread, request).await?;
-    prepared.unannounced();
+    let prepared = prepare(&shared, thread, request).await?;
     let cancel = prepared.cancel_on_disconnect;
     let run = start(&shared, prepared)?;
     let guard = CancelOnDrop(cancel.then(|| run.clone()));
@@ -465,13 +464,15 @@ pub(crate) async fn thread_run_background(
 /// A run's events as server-sent events, those of `modes` (`crate::modes`): `metadata`, then
 /// after each step `updates` and `values` (`values` with `__interrupt__` at a pause), `error`
 /// if it fails, and `end`. Each event's id is its place in the run's events, so a client that
-/// reconnects with `Last-Event-ID: N` (`after`) gets the events after the `N`th.
+/// reconnects with `Last-Event-ID: N` (`after`) gets the events after the `N`th — on this
+/// replica or another, which reads them from the store (`journal.rs`, [`stored_stream`]).
 pub(crate) fn sse(
     run: Arc<RunEntry>,
     guard: CancelOnDrop,
     modes: Modes,
     after: Option<usize>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let base = run.base;
     let (log, rx) = run.subscribe();
     let ended = log.iter().any(|i| i.event == "end");
     let seen = log.len();
@@ -494,6 +495,7 @@ pub(crate) fn sse(
     use futures_util::StreamExt;
     let events = head
         .chain(tail)
+        .map(move |(n, item)| (base + n, item))
         .filter(move |(n, item)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(item.event)))
         .map(|(n, item)| Ok(SseEvent::default().id(n.to_string()).event(item.event).data(item.data.to_string())));
     Sse::new(events).keep_alive(KeepAlive::default())
@@ -600,16 +602,140 @@ pub(crate) async fn wait_run(State(shared): Shd, Id(id): Id) -> ApiResult<Json<V
     }
 }
 
-/// `GET /runs/{id}/stream`: this server's run as it goes; another's once it has ended, as
-/// its record tells it (`metadata`, the last `values`, `error`, `end`).
-pub(crate) async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Response> {
-    let record = match find_run(&shared, &id).await? {
-        Found::Here(run) => {
-            let modes = run.settings.modes;
-            return Ok(sse(run, CancelOnDrop(None), modes, None).into_response());
+/// `GET /runs/{id}/stream`: the run's events as they come, from the start or after
+/// `Last-Event-ID` — this server's run from its own events, another replica's from the store.
+pub(crate) async fn stream_run(State(shared): Shd, Id(id): Id, headers: HeaderMap) -> ApiResult<Response> {
+    let after = last_event_id(&headers)?;
+    let found = find_run(&shared, &id).await?;
+    stream_found(&shared, &id, found, None, after, false).await
+}
+
+/// The place of the last event a client saw, from its `Last-Event-ID` header.
+pub(crate) fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<usize>> {
+    match headers.get("last-event-id").map(|v| v.to_str().map(str::parse::<usize>)) {
+        None => Ok(None),
+        Some(Ok(Ok(n))) => Ok(Some(n)),
+        Some(_) => Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server")),
+    }
+}
+
+/// The events of run `id` (`found`), of `modes` (else those it was started with), after place
+/// `after`: from the run's own events when this replica runs it and has them all, else from
+/// the store as they are stored. `cancel`: a client that goes cancels the run (here).
+pub(crate) async fn stream_found(
+    shared: &Arc<Shared>,
+    id: &str,
+    found: Found,
+    modes: Option<Modes>,
+    after: Option<usize>,
+    cancel: bool,
+) -> ApiResult<Response> {
+    match found {
+        Found::Here(run) if run.base == 0 || after.is_some_and(|a| a + 1 >= run.base) => {
+            let modes = modes.unwrap_or(run.settings.modes);
+            let guard = CancelOnDrop(cancel.then(|| run.clone()));
+            Ok(sse(run, guard, modes, after).into_response())
         }
-        Found::Stored(record) => stored_end(&shared, &id, record, STORED_WAIT).await?,
+        _ => stored_stream(shared, id, modes, after).await,
+    }
+}
+
+/// How many empty reads of a run's stored events pass between looks at its record (whether it
+/// ended without its `end` stored, or was deleted).
+const QUIET_READS: u32 = 20;
+
+/// Run `id`'s stored events (`journal.rs`) after place `after`, of `modes` (else those the run
+/// was started with), as they are stored, until its `end`. A run that ended with no event
+/// stored (recorded by an older server) is answered from its record: `metadata`, the last
+/// `values`, `error`, `end`.
+pub(crate) async fn stored_stream(
+    shared: &Arc<Shared>,
+    id: &str,
+    modes: Option<Modes>,
+    after: Option<usize>,
+) -> ApiResult<Response> {
+    let (s, i) = (shared.clone(), id.to_owned());
+    let (record, stored) = blocking(move || match s.records() {
+        Some(store) => Ok((runlog::read(store, &i)?, journal::stored(store, &i)?)),
+        None => Ok((None, 0)),
+    })
+    .await?;
+    let record = record.ok_or_else(|| ApiError::not_found(format!("run `{id}` not found")))?;
+    let modes = match modes {
+        Some(modes) => modes,
+        None => Modes::parse(record.run().get("stream_mode").filter(|m| !m.is_null()))?,
     };
+    if stored == 0 && !record.pending() {
+        return Ok(ended_stream(id, &record));
+    }
+    let start = (shared.clone(), id.to_owned(), 0u64, false);
+    let batches = futures_util::stream::unfold(start, |(shared, id, mut batch, ended)| async move {
+        if ended {
+            return None;
+        }
+        let mut quiet = 0u32;
+        loop {
+            let (s, i) = (shared.clone(), id.clone());
+            let found = blocking(move || match s.records() {
+                Some(store) => journal::after(store, &i, batch),
+                None => Ok(Vec::new()),
+            })
+            .await
+            .ok()?;
+            if !found.is_empty() {
+                let mut items = Vec::new();
+                let mut end = false;
+                for (n, stored) in found {
+                    batch = n;
+                    for (k, (event, data)) in stored.events.into_iter().enumerate() {
+                        end |= event == "end";
+                        items.push((stored.first + k, event, data));
+                    }
+                }
+                return Some((futures_util::stream::iter(items), (shared, id, batch, end)));
+            }
+            quiet += 1;
+            if quiet % QUIET_READS == 0 {
+                let (s, i) = (shared.clone(), id.clone());
+                let record = blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose())
+                    .await
+                    .ok()
+                    .flatten()
+                    .flatten();
+                if record.is_none_or(|r| !r.pending()) {
+                    // Ended (or deleted) with no `end` stored after it: read once more, then stop.
+                    let (s, i) = (shared.clone(), id.clone());
+                    let last = blocking(move || match s.records() {
+                        Some(store) => journal::after(store, &i, batch),
+                        None => Ok(Vec::new()),
+                    })
+                    .await
+                    .ok()?;
+                    let items: Vec<(usize, String, Value)> = last
+                        .into_iter()
+                        .flat_map(|(_, b)| {
+                            let first = b.first;
+                            b.events.into_iter().enumerate().map(move |(k, (e, d))| (first + k, e, d))
+                        })
+                        .collect();
+                    return Some((futures_util::stream::iter(items), (shared, id, batch, true)));
+                }
+            }
+            tokio::time::sleep(journal::POLL).await;
+        }
+    });
+    use futures_util::StreamExt;
+    let events = batches
+        .flatten()
+        .filter(move |(n, event, _)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(event)))
+        .map(|(n, event, data)| {
+            Ok::<_, Infallible>(SseEvent::default().id(n.to_string()).event(event).data(data.to_string()))
+        });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// A run that ended, as its record tells it: `metadata`, the last `values`, `error`, `end`.
+fn ended_stream(id: &str, record: &RunRecord) -> Response {
     let run = record.run();
     let mut values = record.wait["values"].clone();
     if let (Value::Object(map), Some(interrupts)) = (&mut values, record.wait.get("interrupts")) {
@@ -625,7 +751,7 @@ pub(crate) async fn stream_run(State(shared): Shd, Id(id): Id) -> ApiResult<Resp
             .into_iter()
             .map(|(event, data)| Ok::<_, Infallible>(SseEvent::default().event(event).data(data.to_string()))),
     );
-    Ok(Sse::new(events).into_response())
+    Sse::new(events).into_response()
 }
 
 /// Cancels `run`: a queued one leaves its queue at once, a running one stops its stream.

@@ -14,7 +14,7 @@ use crate::modes::Modes;
 use crate::plan::{checkpoint_number, checkpoint_uuid};
 use crate::records::{self, Entry, ThreadRecord};
 use crate::request::{blocking, matches, page, Body, Id};
-use crate::runs::{interrupt_json_plain, state_json, CancelOnDrop};
+use crate::runs::{interrupt_json_plain, state_json};
 use crate::served::{JsonSnapshot, Served};
 use crate::time::rfc3339;
 use crate::{draw, Shared};
@@ -611,21 +611,10 @@ pub(crate) async fn join_stream(
     let asked: Vec<Value> =
         pairs.iter().filter(|(n, _)| n == "stream_mode").map(|(_, v)| Value::String(v.clone())).collect();
     let cancel = query_flag(&pairs, "cancel_on_disconnect")?.unwrap_or(false);
-    let after = match headers.get("last-event-id").map(|v| v.to_str().map(str::parse::<usize>)) {
-        None => None,
-        Some(Ok(Ok(n))) => Some(n),
-        Some(_) => {
-            return Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server"))
-        }
-    };
-    match thread_run(&shared, &thread, &run).await? {
-        api::Found::Here(entry) => {
-            let modes = if asked.is_empty() { entry.settings.modes } else { Modes::parse(Some(&Value::Array(asked)))? };
-            let guard = CancelOnDrop(cancel.then(|| entry.clone()));
-            Ok(api::sse(entry, guard, modes, after).into_response())
-        }
-        api::Found::Stored(_) => api::stream_run(State(shared), Id(run)).await,
-    }
+    let after = api::last_event_id(&headers)?;
+    let modes = if asked.is_empty() { None } else { Some(Modes::parse(Some(&Value::Array(asked)))?) };
+    let found = thread_run(&shared, &thread, &run).await?;
+    api::stream_found(&shared, &run, found, modes, after, cancel).await
 }
 
 /// `POST /threads/{id}/runs/{run_id}/cancel?wait=…&action=interrupt`: cancels the run (here or

@@ -12,7 +12,7 @@
 //! | `POST /threads`, `POST /threads/search`, `GET/PATCH/DELETE /threads/{id}` | threads: status `idle`, `busy`, `interrupted`, `error`; search by status, metadata and values |
 //! | `GET /threads/{id}/history`, `POST /threads/{id}/copy` | a thread's checkpoints; a copy under a new id |
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
-//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records in the store) those of other replicas and earlier processes |
+//! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records and stored events) those of other replicas and earlier processes; a stream resumes after `Last-Event-ID` |
 //! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
 //! | `POST /threads/{id}/stream`, `POST /threads/{id}/commands` | a thread's events by channel (every run's on this server, replayed after `since`); `run.start`, `input.respond`, `state.get`, `state.listCheckpoints` |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
@@ -36,9 +36,19 @@
 //! protocol's `ErrorResponse` (`{code, message}`).
 //!
 //! Besides the agents' checkpoints, the first agent's store keeps what the protocol knows of
-//! threads (metadata, timeline), of runs (each run's outcome) and the store's items, each under
-//! a graph name of its own (`tea-serve#threads`, `tea-serve#runs`, `tea-serve#store`): on one
+//! threads (metadata, timeline), of runs (each run's outcome, its events, and while it lasts
+//! its claim) and the store's items, each under a graph name of its own (`tea-serve#threads`,
+//! `tea-serve#runs`, `tea-serve#events`, `tea-serve#queue`, `tea-serve#store`): on one
 //! PostgreSQL database, every replica serves the same threads, runs and items.
+//!
+//! **Runs survive their replica.** A run's claim — which server holds it, until when, its
+//! request — is in the store before the run touches its thread, renewed while it runs
+//! ([`Serve::lease`]). Each router's worker takes over the runs whose claims lapsed (their
+//! server died or restarted) and finishes them: from the request when the thread is untouched
+//! (an answer still waiting at its pause is applied then, once), else by the engine's
+//! `recover`, from the last checkpoint, with no recorded node run again; the engine's own lease
+//! keeps a live run from being taken. A run's events are stored as they come, so its stream on
+//! any replica follows it live, and `Last-Event-ID` resumes there.
 //!
 //! ```no_run
 //! # use tea_runtime as tea;
@@ -76,9 +86,11 @@ mod error;
 mod guard;
 mod hub;
 mod inbox;
+mod journal;
 mod langgraph;
 mod modes;
 mod plan;
+mod queue;
 mod records;
 mod request;
 mod routes;
@@ -143,6 +155,8 @@ pub struct Serve {
     allowed_hosts: Vec<String>,
     /// [`Serve::sweep_every`].
     sweep_every: Option<Duration>,
+    /// [`Serve::lease`].
+    lease: Duration,
 }
 
 impl fmt::Debug for Serve {
@@ -154,6 +168,7 @@ impl fmt::Debug for Serve {
             .field("body_read_timeout", &self.body_read_timeout)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("sweep_every", &self.sweep_every)
+            .field("lease", &self.lease)
             .finish()
     }
 }
@@ -175,6 +190,7 @@ impl Serve {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             allowed_hosts: Vec::new(),
             sweep_every: None,
+            lease: tea_runtime::DEFAULT_LEASE,
         }
     }
 
@@ -242,7 +258,22 @@ impl Serve {
         self
     }
 
-    /// The router. With no agent, every protocol route answers `404`.
+    /// How long this server's claim on a run it runs lasts without renewal (default
+    /// [`tea_runtime::DEFAULT_LEASE`]): once a server that shares the store with others (or
+    /// restarted on it) has not renewed a run's claim for that long — it died, or was cut off —
+    /// another takes the run over and finishes it from the thread's last checkpoint. Give the
+    /// agents' engine lease the same (`Builder::lease`, `tea_yaml::Agent::with_lease`): the
+    /// engine refuses to recover a thread while its own lease shows the run alive, so the
+    /// longer of the two decides. `tea serve --lease` sets both.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(200));
+        self
+    }
+
+    /// The router. With no agent, every protocol route answers `404`. It starts the server's
+    /// worker (on the tokio runtime it is made in, else on a thread of its own), which renews
+    /// its runs' claims and takes over the runs of servers whose claims lapsed, for as long as
+    /// the router (or a clone of it) lives.
     pub fn router(self) -> Router {
         let sweepers = match self.sweep_every {
             Some(every) => {
@@ -260,7 +291,9 @@ impl Serve {
             allowed_hosts: self.allowed_hosts,
             _sweepers: sweepers,
             started_at: time::now_ms(),
+            worker: queue::Worker { replica: uuid::Uuid::new_v4().to_string(), lease: self.lease },
         });
+        start_worker(Arc::downgrade(&shared));
         routes::routes()
             .merge(inbox::routes())
             // After the rights: a request refused them is answered before its body is read.
@@ -284,6 +317,26 @@ pub(crate) struct Shared {
     _sweepers: Vec<tea_runtime::Sweeper>,
     /// When the router was made: its assistants' creation time.
     pub(crate) started_at: u64,
+    /// This server as a replica: its id and lease (`queue.rs`).
+    pub(crate) worker: queue::Worker,
+}
+
+/// Runs the replica's worker (`runs::work`) on the current tokio runtime, or on a thread of
+/// its own when the router is made outside one.
+fn start_worker(shared: std::sync::Weak<Shared>) {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        handle.spawn(runs::work(shared));
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("tea-serve-worker".into()).spawn(move || {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime.block_on(runs::work(shared)),
+            Err(error) => eprintln!("tea serve: the worker's runtime: {error}"),
+        }
+    });
+    if let Err(error) = spawned {
+        eprintln!("tea serve: the worker's thread: {error}");
+    }
 }
 
 /// `agent`'s sweeper: each report's expired threads lose their records (kept in `keeper`'s

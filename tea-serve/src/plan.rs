@@ -8,7 +8,7 @@ use crate::records::{self, Entry, ThreadRecord};
 use crate::request::{blocking, one_of, valid_thread_id};
 use crate::served::{Answer, JsonSnapshot, Served};
 use crate::Shared;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tea_runtime::{Durability, Interrupt, RunOptions, ThreadId};
@@ -195,7 +195,7 @@ fn named_agent(shared: &Shared, request: &RunRequest) -> ApiResult<Option<Arc<dy
     }
 }
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Serialize, Deserialize, Default, Clone)]
 pub(crate) struct RunCommand {
     #[serde(default)]
     pub(crate) resume: Option<Value>,
@@ -207,7 +207,7 @@ pub(crate) struct RunCommand {
 
 /// The body of a run request: the protocol's `RunCreate` / `RunStream`, with LangGraph
 /// Server's `command` (answers to pauses) and `checkpoint_id` (the pause being answered).
-#[derive(Deserialize, Default, Clone)]
+#[derive(Serialize, Deserialize, Default, Clone)]
 pub(crate) struct RunRequest {
     pub(crate) thread_id: Option<String>,
     pub(crate) agent_id: Option<String>,
@@ -291,21 +291,17 @@ pub(crate) struct Prepared {
     /// The request's fields the protocol's `Run` echoes.
     pub(crate) echo: Map<String, Value>,
     pub(crate) cancel_on_disconnect: bool,
-    /// Whether the run's record is written when it starts (not only when it ends).
-    pub(crate) announce: bool,
     pub(crate) settings: Settings,
+    /// The request, kept with the run's claim (`queue.rs`) so that another replica can run it.
+    pub(crate) request: Value,
+    /// The thread's head when the run was planned.
+    pub(crate) from: Option<u64>,
 }
 
 impl Prepared {
     /// Keeps the thread when the run finishes, even for a run that named no thread.
     pub(crate) fn keep(&mut self) {
         self.delete_after = false;
-    }
-
-    /// Writes the run's record only when it ends, for a run whose id nobody learns before
-    /// (one waited for): a store write less per run.
-    pub(crate) fn unannounced(&mut self) {
-        self.announce = false;
     }
 
     /// The agent, the plan and whether the thread goes when the run ends.
@@ -339,6 +335,7 @@ async fn prepare_run(
     one_of("if_not_exists", &request.if_not_exists, &["create", "reject"])?;
     one_of("multitask_strategy", &request.multitask_strategy, &["reject", "enqueue"])?;
     let settings = Settings::of(&request)?;
+    let kept = serde_json::to_value(&request).map_err(|e| ApiError::internal(e.to_string()))?;
     let unsupported = |what: &str| Err(ApiError::unprocessable("unsupported", what.to_owned()));
     let given = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null() && v != &json!([]));
     if given(&request.interrupt_before) || given(&request.interrupt_after) {
@@ -434,8 +431,9 @@ async fn prepare_run(
                 delete_after,
                 echo,
                 cancel_on_disconnect,
-                announce: true,
                 settings,
+                request: kept,
+                from: None,
             });
         }
         return Err(ApiError::conflict(
@@ -462,8 +460,9 @@ async fn prepare_run(
                 delete_after,
                 echo,
                 cancel_on_disconnect,
-                announce: true,
                 settings,
+                request: kept,
+                from: None,
             });
         }
         return Err(ApiError::conflict(
@@ -472,6 +471,7 @@ async fn prepare_run(
         ));
     }
     let snapshot = located.as_ref().and_then(|l| l.snapshot.clone());
+    let from = snapshot.as_ref().map(|s| s.checkpoint);
     let status = located.as_ref().map_or("idle", |l| status(shared, l));
     let plan = if let Some(command) = request.command {
         let Some(snapshot) = snapshot.filter(JsonSnapshot::paused) else {
@@ -558,8 +558,9 @@ async fn prepare_run(
                     delete_after,
                     echo,
                     cancel_on_disconnect,
-                    announce: true,
                     settings,
+                    request: kept,
+                    from,
                 });
             }
             Some(_) => {
@@ -578,5 +579,5 @@ async fn prepare_run(
         }
         Plan::Start { input }
     };
-    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, announce: true, settings })
+    Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, settings, request: kept, from })
 }

@@ -1,25 +1,24 @@
 //! Runs as the store keeps them, so that a run is known beyond the process that runs it: to
-//! the other replicas on one database, and to this server after a restart. Each run's record is
-//! the protocol's `RunWaitResponse` as it last stood (`run`, `values`, `interrupts`, `error`),
-//! written when the run starts (`pending`; not for a run waited for, whose id nobody learns
-//! before it ends) and when it ends, in the agents' own `Checkpointer` under a graph name of its
-//! own ([`GRAPH`]), one store thread per run id.
+//! the other replicas on one database, and to this server after a restart. Each run's record
+//! is the protocol's `RunWaitResponse` as it last stood (`run`, `values`, `interrupts`,
+//! `error`), written when the run starts (`pending`) and when it ends, in the agents' own
+//! `Checkpointer` under a graph name of its own ([`GRAPH`]), one store thread per run id.
+//! Which replica holds a run that has not ended, and how another takes it over, is the run's
+//! claim (`queue.rs`); its events as it goes are stored beside it (`journal.rs`).
 //!
-//! The events of a run (what `/runs/{id}/stream` sends as it goes) stay with the process that
-//! runs it. Another replica answers for a run from its record: its state, its end (waited for by
+//! Another replica answers for a run from its record: its state, its end (waited for by
 //! polling the record), and its cancel, which it asks for by setting the record's `cancel`,
-//! which the running replica polls (every [`CANCEL_POLL`]) while the run lasts.
+//! which the replica running it polls (every [`CANCEL_POLL`]) while the run lasts.
 //!
 //! A thread keeps the records of its last [`KEPT_PER_THREAD`] runs (the thread's record lists
-//! them; older ones are deleted as new ones end) and loses them with the thread. A run whose
-//! process stopped while it ran stays `pending` in its record (its thread can be recovered).
+//! them; older ones are deleted as new ones end) and loses them with the thread.
 
 use crate::error::ApiError;
 use crate::records::{decode_in, swap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
-use tea_runtime::{AppendOutcome, Checkpointer, ThreadId};
+use tea_runtime::{Checkpointer, ThreadId};
 
 /// The graph name the run records are stored under.
 pub(crate) const GRAPH: &str = "tea-serve#runs";
@@ -58,17 +57,6 @@ pub(crate) fn write(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(
     .map(drop)
 }
 
-/// Writes the first record of run `id`: one append where there is none yet (a run that was
-/// not announced), else [`write()`].
-pub(crate) fn write_first(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(), ApiError> {
-    let record = RunRecord { wait, cancel: false };
-    let bytes = serde_json::to_vec(&record).map_err(|e| ApiError::internal(e.to_string()))?;
-    match store.append(GRAPH, &ThreadId::from(id), None, 1, &bytes, true)? {
-        AppendOutcome::Written => Ok(()),
-        AppendOutcome::Conflict { .. } => write(store, id, record.wait),
-    }
-}
-
 /// The record of run `id`, if there is one.
 pub(crate) fn read(store: &dyn Checkpointer, id: &str) -> Result<Option<RunRecord>, ApiError> {
     let thread = ThreadId::from(id);
@@ -85,8 +73,9 @@ pub(crate) fn ask_cancel(store: &dyn Checkpointer, id: &str) -> Result<Option<Ru
     })
 }
 
-/// Deletes the record of run `id`.
+/// Deletes the record of run `id`, and its stored events.
 pub(crate) fn delete(store: &dyn Checkpointer, id: &str) -> Result<bool, ApiError> {
+    crate::journal::delete(store, id)?;
     Ok(store.delete(GRAPH, &ThreadId::from(id))?)
 }
 

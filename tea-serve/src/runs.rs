@@ -1,8 +1,9 @@
 //! Runs: each one a task that drives the engine's stream of a thread, keeps its events for
-//! whoever streams or waits on it, and writes the thread's record when it ends. The registry is
-//! this process's (a run's events are streamed by the replica that runs it); each run's record
-//! in the store (`runlog.rs`) makes it known to the other replicas and across restarts, while
-//! the threads (checkpoints and records) are shared through the store.
+//! whoever streams or waits on it (and stores them, `journal.rs`), and writes the thread's
+//! record when it ends. The registry is this process's; each run's record in the store
+//! (`runlog.rs`) makes it known to the other replicas and across restarts, and its claim
+//! (`queue.rs`), written before it begins and renewed by this replica's worker ([`work`]), lets
+//! another replica take it over when this one dies ([`take_over`]).
 //!
 //! A launch follows the protocol's multitask strategies: `reject` refuses a run on a thread a run
 //! holds, `enqueue` queues it behind the run that holds the thread (started in order as each
@@ -11,15 +12,18 @@
 
 use crate::error::ApiError;
 use crate::hub::Hub;
-use crate::plan::{prepare_held, Plan, RunRequest, Settings};
+use crate::plan::{locate_now, prepare_held, Plan, Prepared, RunRequest, Settings};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
-use crate::runlog;
+use crate::queue::{self, Claim};
+use crate::runlog::RunRecord;
+use crate::{journal, runlog};
 use crate::served::{Events, JsonCall, JsonEvent, Served};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tea_runtime::{Interrupt, ThreadId};
 use tokio::sync::{broadcast, watch};
 
@@ -70,11 +74,21 @@ pub(crate) struct RunEntry {
     events: broadcast::Sender<SseItem>,
     finished: watch::Sender<bool>,
     cancel: watch::Sender<bool>,
-    /// Whether the run's `pending` record has been written (or failed to be): its final record
-    /// waits for it, and a background run's response too (so every replica knows the run).
+    /// Whether the run's claim and `pending` record have been written (or failed to be): its
+    /// final record waits for it, and a background run's response too (so every replica knows
+    /// the run).
     recorded: watch::Sender<bool>,
-    /// Whether a `pending` record is written as the run starts.
-    announced: bool,
+    /// Whether its events' writer (`journal_events`) has stopped: a record deleted after it
+    /// leaves no events behind.
+    journaled: watch::Sender<bool>,
+    /// Taken over from a replica whose lease on it lapsed (`queue.rs`).
+    takeover: bool,
+    /// Another replica took the run's claim from this one (this one stalled past its lease):
+    /// the taker records the run, this one no longer does.
+    lost: AtomicBool,
+    /// How many of the run's events were stored before this replica had it (`journal.rs`):
+    /// the place of its first event here.
+    pub(crate) base: usize,
     /// How it runs (its options) and what its streams send by default (its modes).
     pub(crate) settings: Settings,
     /// Its thread's events (`/threads/{id}/stream`), which its own join.
@@ -315,21 +329,73 @@ async fn cancel_elsewhere(shared: &Arc<Shared>, id: &str) {
 }
 
 /// Writes the run's final record (after its `pending` one) — or, for a run that never ran or
-/// whose thread went with it, deletes it.
+/// whose thread went with it, deletes it — and then lets its claim go. A run another replica
+/// took from this one is left to it.
 async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
     run.recorded().await;
-    let (s, id, wait, announced) = (shared.clone(), run.id.clone(), run.wait_json(), run.announced);
+    if run.lost.load(Ordering::SeqCst) {
+        return;
+    }
+    if !keep {
+        let mut journaled = run.journaled.subscribe();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), journaled.wait_for(|done| *done)).await;
+    }
+    let (s, id, wait) = (shared.clone(), run.id.clone(), run.wait_json());
     let _ = tokio::task::spawn_blocking(move || {
         let Some(store) = s.records() else { return };
         // Best effort, as the `pending` record: the run's own answer does not depend on it.
-        let _ = match (keep, announced) {
-            (true, true) => runlog::write(store, &id, wait),
-            (true, false) => runlog::write_first(store, &id, wait),
-            (false, true) => runlog::delete(store, &id).map(drop),
-            (false, false) => Ok(()),
-        };
+        let written = if keep { runlog::write(store, &id, wait) } else { runlog::delete(store, &id).map(drop) };
+        if let Err(error) = written {
+            eprintln!("tea serve: the record of run `{id}`: {}", error.message);
+        }
+        if let Err(error) = queue::release(store, &id, &s.worker.replica) {
+            eprintln!("tea serve: the claim of run `{id}`: {}", error.message);
+        }
     })
     .await;
+}
+
+/// Stores the run's events as they come (`journal.rs`), from place `run.base` on, until its
+/// `end` is stored (or another replica took it over).
+async fn journal_events(shared: Arc<Shared>, run: Arc<RunEntry>) {
+    write_events(&shared, &run).await;
+    run.journaled.send_replace(true);
+}
+
+async fn write_events(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
+    let mut rx = run.events.subscribe();
+    let mut written = 0usize;
+    loop {
+        let (batch, ended) = {
+            let progress = run.progress();
+            let batch: Vec<(String, Value)> =
+                progress.log[written.min(progress.log.len())..].iter().map(|i| (i.event.to_owned(), i.data.clone())).collect();
+            (batch, progress.log.last().is_some_and(|i| i.event == "end"))
+        };
+        if run.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        if !batch.is_empty() {
+            let (s, id, first, count) = (shared.clone(), run.id.clone(), run.base + written, batch.len());
+            let stored = tokio::task::spawn_blocking(move || match s.records() {
+                Some(store) => journal::append(store, &id, first, &batch),
+                None => Ok(()),
+            })
+            .await;
+            if let Ok(Err(error)) = stored {
+                eprintln!("tea serve: the events of run `{}`: {}", run.id, error.message);
+            }
+            written += count;
+        }
+        if ended {
+            return;
+        }
+        match rx.recv().await {
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+        tokio::time::sleep(journal::COALESCE).await;
+    }
 }
 
 /// Starts a run that waited in the queue, now that it holds the thread: plans it from its
@@ -353,6 +419,7 @@ async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunR
     };
     match planned {
         Ok(prepared) => {
+            let from = prepared.from;
             let (agent, plan, delete_after) = prepared.parts();
             match plan {
                 Plan::Queued(_) => end_unstarted(
@@ -360,7 +427,15 @@ async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunR
                     &run,
                     End::Failed(ApiError::internal("a queued run was queued again while it held its thread")),
                 ),
-                plan => begin(&shared, agent, run, plan, delete_after),
+                plan => {
+                    let (s, id) = (shared.clone(), run.id.clone());
+                    let _ = tokio::task::spawn_blocking(move || match s.records() {
+                        Some(store) => queue::started(store, &id, &s.worker.replica, from),
+                        None => Ok(()),
+                    })
+                    .await;
+                    begin(&shared, agent, run, plan, delete_after)
+                }
             }
         }
         Err(error) => end_unstarted(&shared, &run, End::Refused(error)),
@@ -387,30 +462,25 @@ pub(crate) fn end_unstarted(shared: &Arc<Shared>, run: &Arc<RunEntry>, end: End)
     });
 }
 
-/// Starts a run of `agent` on `thread`: the protocol's `reject` multitask strategy refuses it
-/// with `409` while a run of this process holds the thread, and `enqueue` ([`Plan::Queued`])
-/// queues it behind that run (the engine's own claim on the thread refuses a run while a run
-/// of another process holds it). `delete_after`: the thread is deleted when the run finishes
-/// (a stateless run's `on_completion: delete`). `announce`: the run's record is written as it
-/// starts (else only when it ends).
+/// A run's entry in this process's registry, before it runs.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn launch(
-    shared: &Arc<Shared>,
-    agent: Arc<dyn Served>,
+fn entry(
+    shared: &Shared,
+    id: String,
     thread: ThreadId,
-    plan: Plan,
+    agent: String,
+    created_at: u64,
     request: Map<String, Value>,
-    delete_after: bool,
-    announce: bool,
     settings: Settings,
-) -> Result<Arc<RunEntry>, ApiError> {
-    let id = uuid::Uuid::new_v4().to_string();
+    takeover: bool,
+    base: usize,
+) -> Arc<RunEntry> {
     let now = now_ms();
-    let run = Arc::new(RunEntry {
-        id: id.clone(),
+    Arc::new(RunEntry {
+        id,
         thread: thread.clone(),
-        agent: agent.name().to_owned(),
-        created_at: now,
+        agent,
+        created_at,
         request,
         progress: Mutex::new(Progress {
             end: End::Running,
@@ -423,10 +493,25 @@ pub(crate) fn launch(
         finished: watch::channel(false).0,
         cancel: watch::channel(false).0,
         recorded: watch::channel(false).0,
-        announced: announce,
+        journaled: watch::channel(false).0,
+        takeover,
+        lost: AtomicBool::new(false),
+        base,
         settings,
         hub: shared.runs.hub(&thread),
-    });
+    })
+}
+
+/// Starts the prepared run: the protocol's `reject` multitask strategy refuses it with `409`
+/// while a run of this process holds the thread, and `enqueue` ([`Plan::Queued`]) queues it
+/// behind that run (the engine's own claim on the thread refuses a run while a run of another
+/// process holds it). Before it touches its thread, its claim (`queue.rs`, held by this
+/// replica) and its `pending` record are written, so that another replica finishes it if this
+/// one dies; its events are stored as they come (`journal.rs`).
+pub(crate) fn launch(shared: &Arc<Shared>, prepared: Prepared) -> Result<Arc<RunEntry>, ApiError> {
+    let Prepared { agent, thread, plan, delete_after, echo, settings, request, from, .. } = prepared;
+    let id = uuid::Uuid::new_v4().to_string();
+    let run = entry(shared, id.clone(), thread.clone(), agent.name().to_owned(), now_ms(), echo, settings, false, 0);
     let plan = {
         let mut busy = lock(&shared.runs.busy);
         if let Some(holder) = busy.get_mut(&thread) {
@@ -448,24 +533,42 @@ pub(crate) fn launch(
         let mut progress = run.progress();
         run.emit(&mut progress, "metadata", json!({ "run_id": run.id, "thread_id": thread.as_str() }));
     }
-    if !announce {
-        run.recorded.send_replace(true);
-        return Ok(start_planned(shared, agent, run, plan, delete_after));
-    }
+    let started = plan.as_ref().is_some_and(|p| !matches!(p, Plan::Queued(_)));
+    let claim = Claim {
+        thread: thread.as_str().to_owned(),
+        agent: run.agent.clone(),
+        holder: shared.worker.replica.clone(),
+        until: shared.worker.until(),
+        request,
+        started,
+        from: from.filter(|_| started),
+        delete_after,
+        takeovers: 0,
+        created_at: run.created_at,
+    };
     let pending = run.wait_json();
-    let (s, run_id) = (shared.clone(), run.id.clone());
+    let (shared, run_id) = (shared.clone(), run.id.clone());
     let written = run.clone();
     tokio::spawn(async move {
-        // Best effort: a run whose record cannot be written is known to this process only.
+        // Best effort: a run whose claim or record cannot be written is known to this process
+        // only (and a store that fails these fails the run's own writes too).
+        let s = shared.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(store) = s.records() {
-                let _ = runlog::write(store, &run_id, pending);
+                if let Err(error) = queue::put(store, &run_id, &claim) {
+                    eprintln!("tea serve: the claim of run `{run_id}`: {}", error.message);
+                }
+                if let Err(error) = runlog::write(store, &run_id, pending) {
+                    eprintln!("tea serve: the record of run `{run_id}`: {}", error.message);
+                }
             }
         })
         .await;
         written.recorded.send_replace(true);
+        tokio::spawn(journal_events(shared.clone(), written.clone()));
+        start_planned(&shared, agent, written, plan, delete_after);
     });
-    Ok(start_planned(shared, agent, run, plan, delete_after))
+    Ok(run)
 }
 
 /// Starts `run` as `launch` planned it (`None`: it waits in a queue, which starts it).
@@ -475,7 +578,7 @@ fn start_planned(
     run: Arc<RunEntry>,
     plan: Option<Plan>,
     delete_after: bool,
-) -> Arc<RunEntry> {
+) {
     match plan {
         // Queued behind the run that holds the thread: `release` starts it.
         None => {}
@@ -483,9 +586,8 @@ fn start_planned(
         Some(Plan::Queued(request)) => {
             tokio::spawn(start_queued(shared.clone(), run.clone(), request));
         }
-        Some(plan) => begin(shared, agent, run.clone(), plan, delete_after),
+        Some(plan) => begin(shared, agent, run, plan, delete_after),
     }
-    run
 }
 
 /// Runs `run` (which holds its thread) on a task of its own until it ends.
@@ -673,9 +775,20 @@ async fn finish(
     if matches!(outcome, Outcome::Cancelled) {
         timeline.push(Entry::new("cancelled", None, Value::Null));
     }
-    // A refused run did not happen (the request failed); a deleted thread takes its runs along.
-    let keep_record = !(matches!(outcome, Outcome::Refused(_)) || delete_after && matches!(outcome, Outcome::Done));
-    let written = if matches!(outcome, Outcome::Refused(_)) {
+    if run.takeover {
+        if let Outcome::Refused(error) = &outcome {
+            if error.code == "thread_busy" {
+                // The engine's lease shows the old run alive: the claim goes back, for this
+                // replica or another to try again once that lease has lapsed.
+                return put_back(shared, run).await;
+            }
+        }
+    }
+    // A refused run did not happen (the request failed) — unless it was taken over, when its
+    // request was answered long ago; a deleted thread takes its runs along.
+    let keep_record = !(matches!(outcome, Outcome::Refused(_)) && !run.takeover
+        || delete_after && matches!(outcome, Outcome::Done));
+    let written = if matches!(outcome, Outcome::Refused(_)) || run.lost.load(Ordering::SeqCst) {
         Ok(())
     } else {
         let shared = shared.clone();
@@ -756,6 +869,228 @@ async fn finish(
     record_end(shared, run, keep_record).await;
     release(shared, run);
     run.finished.send_replace(true);
+}
+
+/// Gives a taken-over run back to the queue without recording anything: its claim may be
+/// taken again (by any replica) after a tick.
+async fn put_back(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
+    let (s, id) = (shared.clone(), run.id.clone());
+    let until = now_ms() + u64::try_from(shared.worker.every().as_millis()).unwrap_or(1000);
+    let _ = tokio::task::spawn_blocking(move || match s.records() {
+        Some(store) => queue::put_back(store, &id, &s.worker.replica, until),
+        None => Ok(()),
+    })
+    .await;
+    run.lost.store(true, Ordering::SeqCst);
+    {
+        let mut progress = run.progress();
+        progress.end = End::Cancelled;
+    }
+    // Wakes its events' writer, which sees it lost and stops (the event is not kept).
+    let _ = run.events.send(SseItem { event: "end", data: Value::Null });
+    let _ = shared.runs.done(run);
+    shared.runs.remove(&run.id);
+    run.finished.send_replace(true);
+}
+
+/// Renews the claims of this replica's runs that have not ended; a run whose claim another
+/// replica took (this one stalled past its lease) is marked lost, and left to the taker.
+async fn renew_claims(shared: &Arc<Shared>) {
+    let mine: Vec<Arc<RunEntry>> = shared
+        .runs
+        .all()
+        .into_iter()
+        .filter(|r| matches!(r.progress().end, End::Running) && !r.lost.load(Ordering::SeqCst))
+        .collect();
+    if mine.is_empty() {
+        return;
+    }
+    let s = shared.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        let Some(store) = s.records() else { return };
+        let until = s.worker.until();
+        for run in mine {
+            // A run whose claim is not written yet has nothing to renew.
+            if !*run.recorded.borrow() {
+                continue;
+            }
+            match queue::renew(store, &run.id, &s.worker.replica, until) {
+                Ok(true) => {}
+                Ok(false) => {
+                    eprintln!("tea serve: run `{}` was taken over by another replica", run.id);
+                    run.lost.store(true, Ordering::SeqCst);
+                }
+                Err(error) => eprintln!("tea serve: renewing the claim of run `{}`: {}", run.id, error.message),
+            }
+        }
+    })
+    .await;
+}
+
+/// The worker of a replica, for as long as its router lives: every [`queue::Worker::every`],
+/// renews its runs' claims and takes over the runs whose claims lapsed.
+pub(crate) async fn work(shared: Weak<Shared>) {
+    loop {
+        let every = match shared.upgrade() {
+            Some(shared) => shared.worker.every(),
+            None => return,
+        };
+        tokio::time::sleep(every).await;
+        let Some(shared) = shared.upgrade() else { return };
+        renew_claims(&shared).await;
+        let s = shared.clone();
+        let lapsed = tokio::task::spawn_blocking(move || match s.records() {
+            Some(store) => queue::lapsed(store, now_ms()),
+            None => Ok(Vec::new()),
+        })
+        .await;
+        let lapsed = match lapsed {
+            Ok(Ok(lapsed)) => lapsed,
+            Ok(Err(error)) => {
+                eprintln!("tea serve: reading the queue of runs: {}", error.message);
+                continue;
+            }
+            Err(_) => continue,
+        };
+        for (id, claim) in lapsed {
+            // An agent this replica does not serve, or a thread one of its runs holds: left
+            // to another replica, or to a later tick.
+            if shared.agent(&claim.agent).is_none() || shared.runs.running(&ThreadId::from(claim.thread.as_str())) {
+                continue;
+            }
+            let (s, i) = (shared.clone(), id.clone());
+            let taken = tokio::task::spawn_blocking(move || match s.records() {
+                Some(store) => queue::take(store, &i, &s.worker.replica, now_ms(), s.worker.until()),
+                None => Ok(None),
+            })
+            .await;
+            if let Ok(Ok(Some(claim))) = taken {
+                take_over(&shared, id, claim).await;
+            }
+        }
+    }
+}
+
+/// Finishes run `id`, whose claim this replica just took from one whose lease lapsed: from
+/// its request when it had not changed its thread yet (it never began; the thread does not
+/// exist yet; or the answer it carries still waits, its thread paused where it began), else by
+/// the engine's `recover` (no recorded node runs again). Its events go on after those stored.
+async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
+    let s = shared.clone();
+    let i = id.clone();
+    let thread = ThreadId::from(claim.thread.as_str());
+    let t = thread.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let store = s.records().ok_or_else(|| ApiError::internal("no store"))?;
+        let record = runlog::read(store, &i)?;
+        let base = journal::stored(store, &i)?;
+        let located = locate_now(&s, &t)?;
+        Ok::<_, ApiError>((record, base, located))
+    })
+    .await;
+    let (record, base, located) = match read {
+        Ok(Ok(found)) => found,
+        Ok(Err(error)) => {
+            eprintln!("tea serve: taking over run `{id}`: {}", error.message);
+            return give_back(shared, &id).await;
+        }
+        Err(_) => return give_back(shared, &id).await,
+    };
+    // No record: the run never began (its replica died before it wrote it). Ended: its end is
+    // recorded, only its claim was left.
+    let Some(record) = record.filter(RunRecord::pending) else {
+        let (s, i) = (shared.clone(), id.clone());
+        let _ = tokio::task::spawn_blocking(move || s.records().map(|store| queue::release(store, &i, &s.worker.replica)))
+            .await;
+        return;
+    };
+    let Some(agent) = shared.agent(&claim.agent) else { return give_back(shared, &id).await };
+    let mut request: RunRequest = match serde_json::from_value(claim.request.clone()) {
+        Ok(request) => request,
+        Err(error) => {
+            eprintln!("tea serve: taking over run `{id}`: its request does not read: {error}");
+            return give_back(shared, &id).await;
+        }
+    };
+    let settings = match Settings::of(&request) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("tea serve: taking over run `{id}`: {}", error.message);
+            return give_back(shared, &id).await;
+        }
+    };
+    let snapshot = located.as_ref().and_then(|l| l.snapshot.as_ref());
+    let answer_waits = request.command.is_some()
+        && snapshot.is_some_and(|s| s.paused() && Some(s.checkpoint) == claim.from);
+    let again = snapshot.is_none() || !claim.started || answer_waits;
+    let echo = record.run().as_object().cloned().unwrap_or_default();
+    let run = entry(shared, id.clone(), thread.clone(), claim.agent.clone(), claim.created_at, echo, settings, true, base);
+    let held_here = {
+        let mut busy = lock(&shared.runs.busy);
+        let held = busy.contains_key(&thread);
+        if !held {
+            busy.insert(thread.clone(), Holder { run: id.clone(), queue: VecDeque::new() });
+        }
+        held
+    };
+    if held_here {
+        return give_back(shared, &id).await;
+    }
+    lock(&shared.runs.runs).insert(id.clone(), run.clone());
+    run.recorded.send_replace(true);
+    tokio::spawn(journal_events(shared.clone(), run.clone()));
+    eprintln!("tea serve: taking over run `{id}` of thread `{thread}` (its replica's lease lapsed)");
+    if !again {
+        return begin(shared, agent, run, Plan::Recover, claim.delete_after);
+    }
+    if snapshot.is_none() {
+        request.if_not_exists = Some("create".into());
+    }
+    match prepare_held(shared, thread.as_str().to_owned(), request).await {
+        Ok(prepared) => {
+            let from = prepared.from;
+            let (agent, plan, _) = prepared.parts();
+            let (s, i) = (shared.clone(), id.clone());
+            let _ = tokio::task::spawn_blocking(move || match s.records() {
+                Some(store) => queue::started(store, &i, &s.worker.replica, from),
+                None => Ok(()),
+            })
+            .await;
+            begin(shared, agent, run, plan, claim.delete_after);
+        }
+        // Another run holds the thread (a queued run's turn has not come): later.
+        Err(error) if error.code == "thread_busy" => put_back(shared, &run).await,
+        Err(error) => end_unstarted_kept(shared, &run, error),
+    }
+}
+
+/// Gives a claim this replica took back to the queue, for a later tick.
+async fn give_back(shared: &Arc<Shared>, id: &str) {
+    let (s, i) = (shared.clone(), id.to_owned());
+    let until = now_ms() + u64::try_from(shared.worker.every().as_millis()).unwrap_or(1000);
+    let _ = tokio::task::spawn_blocking(move || match s.records() {
+        Some(store) => queue::put_back(store, &i, &s.worker.replica, until),
+        None => Ok(()),
+    })
+    .await;
+}
+
+/// Ends a taken-over run that its request no longer fits (the thread moved on meanwhile):
+/// its record says why.
+fn end_unstarted_kept(shared: &Arc<Shared>, run: &Arc<RunEntry>, error: ApiError) {
+    {
+        let mut progress = run.progress();
+        progress.updated_at = now_ms();
+        run.emit(&mut progress, "error", error.body());
+        progress.end = End::Failed(error);
+        run.emit(&mut progress, "end", json!({ "run_id": run.id, "status": "error" }));
+    }
+    release(shared, run);
+    let (shared, run) = (shared.clone(), run.clone());
+    tokio::spawn(async move {
+        record_end(&shared, &run, true).await;
+        run.finished.send_replace(true);
+    });
 }
 
 /// What a pause asks, as a line of text.

@@ -520,7 +520,7 @@ impl Engine {
         if let Some(dir) = on {
             let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
             let (store, raw) = self.seal(self.checkpointer.clone());
-            let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
+            let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint, None);
             agent.names_store = names_store;
             agent.raw_store = raw;
             agent.retention = self.retention;
@@ -558,7 +558,7 @@ impl Engine {
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
         let (store, raw) = self.seal(store);
-        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint);
+        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint, None);
         agent.names_store = names_store;
         agent.raw_store = raw;
         agent.retention = self.retention;
@@ -595,6 +595,8 @@ pub struct Agent {
     names_store: bool,
     /// What its sweeps keep ([`Engine::retention`]).
     retention: Retention,
+    /// Its runs' lease on their threads ([`Agent::with_lease`]; `None`: the engine's default).
+    lease: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for Agent {
@@ -614,11 +616,19 @@ impl Agent {
         dir: Option<DirStore>,
         limit: usize,
         checkpoint: Option<PathBuf>,
+        lease: Option<std::time::Duration>,
     ) -> Agent {
         let runner_for = |graph: YamlGraph| {
             let builder = Builder::new(graph).recursion_limit(limit);
             match &store {
-                Some(store) => Runner::Stored(builder.checkpointer(store.clone()).build()),
+                Some(store) => {
+                    let builder = builder.checkpointer(store.clone());
+                    let builder = match lease {
+                        Some(lease) => builder.lease(lease),
+                        None => builder,
+                    };
+                    Runner::Stored(builder.build())
+                }
                 None => Runner::Free(builder.build()),
             }
         };
@@ -634,6 +644,7 @@ impl Agent {
             checkpoint,
             names_store: false,
             retention: Retention::new(),
+            lease,
         }
     }
 
@@ -659,6 +670,7 @@ impl Agent {
             checkpoint: self.checkpoint.clone(),
             names_store: self.names_store,
             retention: self.retention,
+            lease: self.lease,
         }
     }
 
@@ -670,7 +682,7 @@ impl Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let raw: Arc<dyn Checkpointer> = Arc::new(store);
         let sealed: Arc<dyn Checkpointer> = Arc::new(tea_runtime::Sealed::new(raw.clone(), keys));
-        let mut agent = Agent::build(self.graph, Some(sealed), dir, self.recursion_limit, self.checkpoint);
+        let mut agent = Agent::build(self.graph, Some(sealed), dir, self.recursion_limit, self.checkpoint, self.lease);
         agent.names_store = self.names_store;
         agent.retention = self.retention;
         agent.raw_store = Some(raw);
@@ -682,7 +694,7 @@ impl Agent {
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let store: Arc<dyn Checkpointer> = Arc::new(store);
-        let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint);
+        let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint, self.lease);
         agent.names_store = self.names_store;
         agent.retention = self.retention;
         agent
@@ -843,6 +855,20 @@ impl Agent {
     /// What the agent's sweeps keep ([`Engine::retention`], [`with_retention`](Self::with_retention)).
     pub fn retention(&self) -> Retention {
         self.retention
+    }
+
+    /// The same agent (on the same store) whose runs hold their thread by a lease of `lease`
+    /// (`tea_runtime::Builder::lease`; default `tea_runtime::DEFAULT_LEASE`): how long a run
+    /// that stopped answering keeps its thread before `recover` may take it over. Kept by
+    /// [`with_checkpointer`](Self::with_checkpointer); give it before
+    /// [`with_context`](Self::with_context), whose context it does not keep.
+    pub fn with_lease(self, lease: std::time::Duration) -> Agent {
+        let mut agent =
+            Agent::build(self.graph, self.store, self.dir, self.recursion_limit, self.checkpoint, Some(lease));
+        agent.names_store = self.names_store;
+        agent.retention = self.retention;
+        agent.raw_store = self.raw_store;
+        agent
     }
 
     /// The same agent whose sweeps keep what `retention` says.
