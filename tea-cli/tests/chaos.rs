@@ -81,6 +81,10 @@ nodes:
     goto: __end__
 "#;
 
+/// The replicas' lease (`tea serve --lease`): how long a killed replica's runs wait before
+/// another takes them over. Short, so that the short form settles quickly.
+const LEASE: &str = "2s";
+
 // ---- a seeded random number generator (splitmix64) ----
 
 struct Rng(u64);
@@ -182,7 +186,7 @@ impl Cluster {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
             .arg("serve")
             .arg(&self.agent)
-            .args(["--store", &self.store, "--bind", "127.0.0.1:0", "--insecure-local"])
+            .args(["--store", &self.store, "--bind", "127.0.0.1:0", "--insecure-local", "--lease", LEASE])
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
