@@ -330,7 +330,10 @@ struct Tally {
     answers_lost: AtomicU64,
     answers_twice: AtomicU64,
     requests: AtomicU64,
-    retried: AtomicU64,
+    /// Requests that got no answer (their replica was killed under them).
+    died: AtomicU64,
+    /// Requests answered with a 5xx.
+    server_errors: AtomicU64,
     refused: AtomicU64,
     duplicates_sent: AtomicU64,
     failed_runs_continued: AtomicU64,
@@ -386,7 +389,8 @@ impl Chaos {
         let Some(address) = self.cluster.pick(rng) else { return Err("no replica is up".into()) };
         let result = http(&address, method, path, body, Duration::from_secs(30));
         match &result {
-            Err(_) | Ok((500.., _)) => add(&self.tally.retried),
+            Err(_) => add(&self.tally.died),
+            Ok((500.., _)) => add(&self.tally.server_errors),
             Ok((409, _)) => add(&self.tally.refused),
             _ => {}
         }
@@ -731,13 +735,14 @@ fn replicas_killed_and_connections_cut_lose_and_double_nothing() {
     let t = &chaos.tally;
     let get = |c: &AtomicU64| c.load(Ordering::SeqCst);
     println!(
-        "chaos: {} s; {} threads ({} finished), {} requests ({} retried after a dead replica or a 5xx, {} refused with 409), \
+        "chaos: {} s; {} threads ({} finished), {} requests ({} died with their replica, {} answered 5xx, {} refused with 409), \
          {} answers also sent to a second replica, {} failed runs continued by the client",
         chaos_time.as_secs(),
         found.threads,
         found.finished,
         get(&t.requests),
-        get(&t.retried),
+        get(&t.died),
+        get(&t.server_errors),
         get(&t.refused),
         get(&t.duplicates_sent),
         get(&t.failed_runs_continued),
