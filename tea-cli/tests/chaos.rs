@@ -85,6 +85,10 @@ nodes:
 /// another takes them over. Short, so that the short form settles quickly.
 const LEASE: &str = "2s";
 
+/// Longer than any run takes on a loaded machine, shorter than the lease: a thread `busy` for
+/// this long was (almost surely) held by a killed replica's run.
+const LONG_BUSY: Duration = Duration::from_millis(1500);
+
 // ---- a seeded random number generator (splitmix64) ----
 
 struct Rng(u64);
@@ -116,9 +120,16 @@ impl Rng {
 /// Why a request got no answer: the connection failed (a killed replica), or timed out.
 type Transport = String;
 
-fn http(address: &str, method: &str, path: &str, body: Option<&Value>, timeout: Duration) -> Result<(u16, Value), Transport> {
+fn http(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    timeout: Duration,
+) -> Result<(u16, Value), Transport> {
     let socket = address.to_socket_addrs().map_err(|e| e.to_string())?.next().ok_or("no address")?;
-    let mut stream = TcpStream::connect_timeout(&socket, Duration::from_secs(2)).map_err(|e| format!("connect: {e}"))?;
+    let mut stream =
+        TcpStream::connect_timeout(&socket, Duration::from_secs(2)).map_err(|e| format!("connect: {e}"))?;
     stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -131,7 +142,8 @@ fn http(address: &str, method: &str, path: &str, body: Option<&Value>, timeout: 
     let mut response = Vec::new();
     stream.read_to_end(&mut response).map_err(|e| format!("read: {e}"))?;
     let response = String::from_utf8_lossy(&response);
-    let status = response.get(9..12).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no status line: {response:?}"))?;
+    let status =
+        response.get(9..12).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no status line: {response:?}"))?;
     let (_, payload) = response.split_once("\r\n\r\n").ok_or("no end of headers")?;
     Ok((status, serde_json::from_str(payload).unwrap_or(Value::Null)))
 }
@@ -337,6 +349,9 @@ struct Tally {
     refused: AtomicU64,
     duplicates_sent: AtomicU64,
     failed_runs_continued: AtomicU64,
+    /// Threads seen `busy` for longer than any run takes here: a killed replica's run, until
+    /// another took it over.
+    long_busy: AtomicU64,
     kills: AtomicU64,
     restarts: AtomicU64,
     connection_cuts: AtomicU64,
@@ -357,6 +372,8 @@ struct Task {
     /// How often each lost event was counted already (each is counted once per thread).
     lost_start: bool,
     lost_answer: [bool; 2],
+    /// Since when the thread has been seen `busy`.
+    busy_since: Option<Instant>,
     due: Instant,
 }
 
@@ -413,6 +430,13 @@ impl Chaos {
             (200, Some(state)) => state,
             _ => panic!("GET /threads/{}: {status} {thread}", task.key),
         };
+        if state == "busy" {
+            task.busy_since.get_or_insert_with(Instant::now);
+        } else if let Some(since) = task.busy_since.take() {
+            if since.elapsed() > LONG_BUSY {
+                add(&self.tally.long_busy);
+            }
+        }
         match state {
             "missing" | "idle" if marks == 0 => {
                 if task.started && !task.lost_start {
@@ -420,13 +444,18 @@ impl Chaos {
                     add(&self.tally.runs_lost);
                     eprintln!("chaos: run lost: thread {} was started, now it is {state} without a step", task.key);
                 }
-                let body = json!({ "input": { "key": task.key }, "if_not_exists": "create", "on_disconnect": "continue" });
+                let body =
+                    json!({ "input": { "key": task.key }, "if_not_exists": "create", "on_disconnect": "continue" });
                 if let Ok((200, out)) = self.send(rng, "POST", &Self::path(&task.key, "/runs/wait"), Some(&body)) {
                     task.started |= out["run"]["status"] == "interrupted";
                 }
                 Next::Later(think)
             }
-            "idle" if thread["values"]["marks"].as_array().is_some_and(|m| m.iter().any(|m| m.as_str().is_some_and(|m| m.starts_with("use2@")))) => {
+            "idle"
+                if thread["values"]["marks"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|m| m.as_str().is_some_and(|m| m.starts_with("use2@")))) =>
+            {
                 Next::Done
             }
             "busy" => Next::Later(rng.millis(50, 250)),
@@ -439,7 +468,11 @@ impl Chaos {
                 if task.answered[pause] && !task.lost_answer[pause] {
                     task.lost_answer[pause] = true;
                     add(&self.tally.answers_lost);
-                    eprintln!("chaos: answer lost: thread {}'s pause ask{} was answered, it is pending again", task.key, pause + 1);
+                    eprintln!(
+                        "chaos: answer lost: thread {}'s pause ask{} was answered, it is pending again",
+                        task.key,
+                        pause + 1
+                    );
                 }
                 self.answer(rng, task, pause);
                 Next::Later(think)
@@ -473,9 +506,7 @@ impl Chaos {
         let path = Self::path(&task.key, "/runs/wait");
         let twice = rng.chance(20);
         let mut other = Rng(rng.next());
-        let acknowledged = |result: Result<(u16, Value), Transport>| {
-            matches!(result, Ok((200, out)) if out["run"]["status"] == "interrupted" || out["run"]["status"] == "success")
-        };
+        let acknowledged = |result: Result<(u16, Value), Transport>| matches!(result, Ok((200, out)) if out["run"]["status"] == "interrupted" || out["run"]["status"] == "success");
         let (first, second) = std::thread::scope(|s| {
             let duplicate = twice.then(|| {
                 add(&self.tally.duplicates_sent);
@@ -526,6 +557,7 @@ impl Chaos {
                         answered: [false; 2],
                         lost_start: false,
                         lost_answer: [false; 2],
+                        busy_since: None,
                         due: Instant::now(),
                     }
                 }
@@ -630,7 +662,9 @@ fn check(chaos: &Chaos) -> Findings {
         let state = thread["status"].as_str().unwrap_or("?");
         let values = &thread["values"];
         let strings = |field: &str| -> Vec<String> {
-            values[field].as_array().map_or(Vec::new(), |a| a.iter().map(|v| v.as_str().map_or(v.to_string(), str::to_owned)).collect())
+            values[field]
+                .as_array()
+                .map_or(Vec::new(), |a| a.iter().map(|v| v.as_str().map_or(v.to_string(), str::to_owned)).collect())
         };
         let (marks, applied) = (strings("marks"), strings("applied"));
         let mut counted: BTreeMap<&str, u64> = BTreeMap::new();
@@ -675,10 +709,14 @@ fn check(chaos: &Chaos) -> Findings {
             chaos.cluster.ask(&mut rng, "GET", &Chaos::path(&key, "/history?limit=1000"), None, patience);
         assert_eq!(status, 200, "history of {key}: {history}");
         for checkpoint in history.as_array().into_iter().flatten() {
-            let seen: Vec<&str> = checkpoint["values"]["marks"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let seen: Vec<&str> =
+                checkpoint["values"]["marks"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             if seen.len() > marks.len() || seen.iter().zip(&marks).any(|(a, b)| a != b) {
                 found.nodes_rerun += 1;
-                eprintln!("check: thread {key}: checkpoint {} has marks {seen:?}, not a prefix of {marks:?}", checkpoint["checkpoint"]);
+                eprintln!(
+                    "check: thread {key}: checkpoint {} has marks {seen:?}, not a prefix of {marks:?}",
+                    checkpoint["checkpoint"]
+                );
             }
         }
     }
@@ -736,7 +774,8 @@ fn replicas_killed_and_connections_cut_lose_and_double_nothing() {
     let get = |c: &AtomicU64| c.load(Ordering::SeqCst);
     println!(
         "chaos: {} s; {} threads ({} finished), {} requests ({} died with their replica, {} answered 5xx, {} refused with 409), \
-         {} answers also sent to a second replica, {} failed runs continued by the client",
+         {} answers also sent to a second replica, {} failed runs continued by the client, \
+         {} threads busy for over {LONG_BUSY:?} (a killed replica's run, taken over)",
         chaos_time.as_secs(),
         found.threads,
         found.finished,
@@ -746,6 +785,7 @@ fn replicas_killed_and_connections_cut_lose_and_double_nothing() {
         get(&t.refused),
         get(&t.duplicates_sent),
         get(&t.failed_runs_continued),
+        get(&t.long_busy),
     );
     println!(
         "chaos: nemesis: {} SIGKILLs, {} restarts, {} connection cuts ({} connections terminated)",
@@ -757,7 +797,12 @@ fn replicas_killed_and_connections_cut_lose_and_double_nothing() {
     println!(
         "chaos: runs lost {}, answers lost {}, answers applied twice {}, nodes re-run after they were recorded {}, \
          threads stuck busy {}, runs stuck pending {}",
-        found.runs_lost, found.answers_lost, found.answers_twice, found.nodes_rerun, found.stuck_busy, found.stuck_pending_runs
+        found.runs_lost,
+        found.answers_lost,
+        found.answers_twice,
+        found.nodes_rerun,
+        found.stuck_busy,
+        found.stuck_pending_runs
     );
     let clean = [
         found.runs_lost,
