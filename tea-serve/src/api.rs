@@ -695,7 +695,7 @@ pub(crate) async fn stored_stream(
                 return Some((futures_util::stream::iter(items), (shared, id, batch, end)));
             }
             quiet += 1;
-            if quiet % QUIET_READS == 0 {
+            if quiet.is_multiple_of(QUIET_READS) {
                 let (s, i) = (shared.clone(), id.clone());
                 let record = blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose())
                     .await

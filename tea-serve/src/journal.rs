@@ -41,7 +41,12 @@ impl Batch {
 
 /// Appends `events` (from place `first` on) to run `id`'s events; those of places already
 /// stored (written before by a replica that lost the run) are not written again.
-pub(crate) fn append(store: &dyn Checkpointer, id: &str, first: usize, events: &[(String, Value)]) -> Result<(), ApiError> {
+pub(crate) fn append(
+    store: &dyn Checkpointer,
+    id: &str,
+    first: usize,
+    events: &[(String, Value)],
+) -> Result<(), ApiError> {
     let thread = ThreadId::from(id);
     for _ in 0..ATTEMPTS {
         let head = store.head(GRAPH, &thread)?;
@@ -67,7 +72,10 @@ pub(crate) fn append(store: &dyn Checkpointer, id: &str, first: usize, events: &
             AppendOutcome::Conflict { .. } => continue,
         }
     }
-    Err(ApiError::conflict("busy", format!("the events of run `{id}` changed {ATTEMPTS} times while they were being written")))
+    Err(ApiError::conflict(
+        "busy",
+        format!("the events of run `{id}` changed {ATTEMPTS} times while they were being written"),
+    ))
 }
 
 /// The batches of run `id` after batch `after` (0: from the first kept), oldest first, with

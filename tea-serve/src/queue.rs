@@ -79,7 +79,13 @@ pub(crate) fn started(store: &dyn Checkpointer, id: &str, replica: &str, from: O
 
 /// Takes run `id` for `replica` until `until` if its holder's lease lapsed before `now`: the
 /// claim as taken, or `None` when it is held (or gone).
-pub(crate) fn take(store: &dyn Checkpointer, id: &str, replica: &str, now: u64, until: u64) -> Result<Option<Claim>, ApiError> {
+pub(crate) fn take(
+    store: &dyn Checkpointer,
+    id: &str,
+    replica: &str,
+    now: u64,
+    until: u64,
+) -> Result<Option<Claim>, ApiError> {
     let mut taken = false;
     let claim = swap(store, GRAPH, &ThreadId::from(id), |current: Option<Claim>| {
         taken = current.as_ref().is_some_and(|c| c.until < now);

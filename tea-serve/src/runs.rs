@@ -13,13 +13,13 @@
 use crate::error::ApiError;
 use crate::hub::Hub;
 use crate::plan::{locate_now, prepare_held, Plan, Prepared, RunRequest, Settings};
-use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::queue::{self, Claim};
+use crate::records::{self, Entry, PauseToken, ThreadRecord};
 use crate::runlog::RunRecord;
-use crate::{journal, runlog};
 use crate::served::{Events, JsonCall, JsonEvent, Served};
 use crate::time::{now_ms, rfc3339};
 use crate::Shared;
+use crate::{journal, runlog};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -368,8 +368,10 @@ async fn write_events(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
     loop {
         let (batch, ended) = {
             let progress = run.progress();
-            let batch: Vec<(String, Value)> =
-                progress.log[written.min(progress.log.len())..].iter().map(|i| (i.event.to_owned(), i.data.clone())).collect();
+            let batch: Vec<(String, Value)> = progress.log[written.min(progress.log.len())..]
+                .iter()
+                .map(|i| (i.event.to_owned(), i.data.clone()))
+                .collect();
             (batch, progress.log.last().is_some_and(|i| i.event == "end"))
         };
         if run.lost.load(Ordering::SeqCst) {
@@ -786,8 +788,8 @@ async fn finish(
     }
     // A refused run did not happen (the request failed) — unless it was taken over, when its
     // request was answered long ago; a deleted thread takes its runs along.
-    let keep_record = !(matches!(outcome, Outcome::Refused(_)) && !run.takeover
-        || delete_after && matches!(outcome, Outcome::Done));
+    let keep_record =
+        !(matches!(outcome, Outcome::Refused(_)) && !run.takeover || delete_after && matches!(outcome, Outcome::Done));
     let written = if matches!(outcome, Outcome::Refused(_)) || run.lost.load(Ordering::SeqCst) {
         Ok(())
     } else {
@@ -1000,8 +1002,9 @@ async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
     // recorded, only its claim was left.
     let Some(record) = record.filter(RunRecord::pending) else {
         let (s, i) = (shared.clone(), id.clone());
-        let _ = tokio::task::spawn_blocking(move || s.records().map(|store| queue::release(store, &i, &s.worker.replica)))
-            .await;
+        let _ =
+            tokio::task::spawn_blocking(move || s.records().map(|store| queue::release(store, &i, &s.worker.replica)))
+                .await;
         return;
     };
     let Some(agent) = shared.agent(&claim.agent) else { return give_back(shared, &id).await };
@@ -1020,11 +1023,12 @@ async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
         }
     };
     let snapshot = located.as_ref().and_then(|l| l.snapshot.as_ref());
-    let answer_waits = request.command.is_some()
-        && snapshot.is_some_and(|s| s.paused() && Some(s.checkpoint) == claim.from);
+    let answer_waits =
+        request.command.is_some() && snapshot.is_some_and(|s| s.paused() && Some(s.checkpoint) == claim.from);
     let again = snapshot.is_none() || !claim.started || answer_waits;
     let echo = record.run().as_object().cloned().unwrap_or_default();
-    let run = entry(shared, id.clone(), thread.clone(), claim.agent.clone(), claim.created_at, echo, settings, true, base);
+    let run =
+        entry(shared, id.clone(), thread.clone(), claim.agent.clone(), claim.created_at, echo, settings, true, base);
     let held_here = {
         let mut busy = lock(&shared.runs.busy);
         let held = busy.contains_key(&thread);

@@ -103,6 +103,19 @@ impl Api {
         (status, response.text().await.unwrap())
     }
 
+    /// The text of the event stream at `path`, reopened with `Last-Event-ID: after`.
+    async fn sse_after(&self, path: &str, after: usize) -> String {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("last-event-id", after.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        response.text().await.unwrap()
+    }
+
     /// `method path` with `body`: the status and the JSON answer (`null` for none), checked.
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let (status, text) = self.raw(method.clone(), path, body.map(|b| b.to_string().into_bytes())).await;
@@ -694,8 +707,16 @@ async fn replicas((one, two, third): (PostgresStore, PostgresStore, PostgresStor
     assert_eq!(found.as_array().unwrap().iter().map(|r| r["run_id"].clone()).collect::<Vec<_>>(), [json!(run_id)]);
     let (status, text) = two.raw(Method::GET, &format!("/runs/{run_id}/stream"), None).await;
     assert_eq!(status, StatusCode::OK);
+    // Every event of the run, stored as it ran, with its id (its place in the run's events).
     let events: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
-    assert_eq!(events, ["metadata", "values", "end"], "{text}");
+    let ids: Vec<usize> = text.lines().filter_map(|l| l.strip_prefix("id: ")?.parse().ok()).collect();
+    assert_eq!((events.first(), events.last()), (Some(&"metadata"), Some(&"end")), "{text}");
+    assert!(events.contains(&"updates") && events.contains(&"values"), "{text}");
+    assert!(ids.len() == events.len() && ids.windows(2).all(|w| w[0] < w[1]), "{text}");
+    // Reopened after its second event: the rest.
+    let resumed = two.sse_after(&format!("/runs/{run_id}/stream"), ids[1]).await;
+    let resumed: Vec<usize> = resumed.lines().filter_map(|l| l.strip_prefix("id: ")?.parse().ok()).collect();
+    assert_eq!(resumed, ids[2..].to_vec());
     // Cancelled through the other replica: the answer stops, and the pause is back.
     let out = one
         .ok(Method::POST, "/runs/wait", Some(json!({ "agent_id": "Sleepy", "input": {}, "on_completion": "keep" })))
