@@ -160,13 +160,15 @@ struct Cluster {
     agent: PathBuf,
     store: String,
     dir: PathBuf,
+    /// `--lease`, if not the default.
+    lease: Option<&'static str>,
     replicas: Mutex<Vec<Replica>>,
 }
 
 impl Cluster {
-    fn new(agent: PathBuf, store: String, dir: PathBuf, count: usize) -> Cluster {
+    fn new(agent: PathBuf, store: String, dir: PathBuf, count: usize, lease: Option<&'static str>) -> Cluster {
         let replicas = (0..count).map(|_| Replica { child: None, address: None }).collect();
-        let cluster = Cluster { agent, store, dir, replicas: Mutex::new(replicas) };
+        let cluster = Cluster { agent, store, dir, lease, replicas: Mutex::new(replicas) };
         for i in 0..count {
             cluster.start(i);
         }
@@ -198,7 +200,8 @@ impl Cluster {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
             .arg("serve")
             .arg(&self.agent)
-            .args(["--store", &self.store, "--bind", "127.0.0.1:0", "--insecure-local", "--lease", LEASE])
+            .args(["--store", &self.store, "--bind", "127.0.0.1:0", "--insecure-local"])
+            .args(self.lease.map(|lease| ["--lease", lease]).into_iter().flatten())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -750,7 +753,7 @@ fn replicas_killed_and_connections_cut_lose_and_double_nothing() {
     let url = store_url(&schema, &application);
     let started = Instant::now();
     let chaos = Chaos {
-        cluster: Cluster::new(agent, url, dir.clone(), 3),
+        cluster: Cluster::new(agent, url, dir.clone(), 3, Some(LEASE)),
         tally: Tally::default(),
         seed,
         runs,
@@ -821,13 +824,13 @@ fn replicas_killed_and_connections_cut_lose_and_double_nothing() {
 
 // ---- throughput ----
 
-/// Runs per second and the latency of start → pause → answer, with `replicas` replicas and 8
-/// clients: each run is two requests (`POST /threads/{id}/runs/wait` with the input, which
+/// Runs per second and the latency of start → pause → answer, with `replicas` replicas (with
+/// the default lease) and 8 clients: each run is two requests (`POST /threads/{id}/runs/wait` with the input, which
 /// returns at the pause, then with `command.resume`, which returns at the end).
 fn throughput(schema: &TestSchema, replicas: usize, runs: usize) -> (f64, Duration, Duration) {
     let (dir, agent) = scratch("throughput", THROUGHPUT_AGENT);
     let url = store_url(schema, schema.name());
-    let cluster = Cluster::new(agent, url, dir.clone(), replicas);
+    let cluster = Cluster::new(agent, url, dir.clone(), replicas, None);
     let clients = 8;
     let next = AtomicUsize::new(0);
     let latencies = Mutex::new(Vec::new());
