@@ -169,7 +169,10 @@ pub(crate) struct Chain {
 /// The payload of a chain's head, as text or as a JSON value (whichever it was last made as).
 enum Head {
     /// `bytes` from `at` on: a full record's envelope (made here), or, at 0, the bare JSON.
-    Text { bytes: Vec<u8>, at: usize },
+    Text {
+        bytes: Vec<u8>,
+        at: usize,
+    },
     Value(serde_json::Value),
 }
 

@@ -278,7 +278,10 @@ pub(crate) fn encode_delta_with(
 }
 
 /// Frames a fan-out's checkpoint under way in an envelope: a full record.
-pub(crate) fn encode_fork<S: GraphState>(identity: &Identity, payload: &ForkCheckpoint<'_, S>) -> Result<Vec<u8>, Error> {
+pub(crate) fn encode_fork<S: GraphState>(
+    identity: &Identity,
+    payload: &ForkCheckpoint<'_, S>,
+) -> Result<Vec<u8>, Error> {
     encode_payload(identity, payload)
 }
 

@@ -441,7 +441,12 @@ mod tests {
             text_round_trip(old, new, &serde_json::to_string_pretty(old).unwrap(), &new.to_string());
         }
         // Fields in another order than the head's text (a struct's order against a map's).
-        text_round_trip(&json!({"a": 1, "b": [2]}), &json!({"a": 1, "b": [2]}), r#"{"b":[2],"a":1}"#, r#"{"a":1,"b":[2]}"#);
+        text_round_trip(
+            &json!({"a": 1, "b": [2]}),
+            &json!({"a": 1, "b": [2]}),
+            r#"{"b":[2],"a":1}"#,
+            r#"{"a":1,"b":[2]}"#,
+        );
         let patch = {
             let mut out = Vec::new();
             assert!(diff_text(r#"{"log":[1,2,3,4,5,6]}"#, r#"{"log":[1,2,3,4,5,6,7]}"#, &mut out).unwrap());
@@ -513,5 +518,4 @@ mod tests {
             assert!(apply(&mut target, &patch).is_err(), "{patch}");
         }
     }
-
 }
