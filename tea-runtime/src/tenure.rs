@@ -373,7 +373,7 @@ impl Tenure {
                 let at = bytes.len() - checkpoint::payload(&bytes).len();
                 Some(Chain { head: Head::Text { bytes, at }, since_full: chain.since_full + len, ..chain })
             }
-            (Next::Patch(patch), Some(mut chain)) => match chain.value().map(|value| delta::apply(value, &patch)) {
+            (Next::Patch(patch), Some(mut chain)) => match chain.value().map(|value| delta::apply(value, patch)) {
                 Some(Ok(())) => Some(Chain { since_full: chain.since_full + len, ..chain }),
                 _ => None,
             },
@@ -441,7 +441,7 @@ impl Tenure {
         }
         let Some(value) = chain.value() else { return Ok(None) };
         let mut value = value.clone();
-        delta::apply(&mut value, &patch)
+        delta::apply(&mut value, patch)
             .map_err(|e| Error::store(format!("a checkpoint of thread `{}` does not fold: {e}", self.thread)))?;
         let bytes = checkpoint::encode_value(&self.identity(), &value)?;
         Ok(Some(Planned { bytes, next: Next::FullValue(value) }))

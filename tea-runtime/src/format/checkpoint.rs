@@ -486,8 +486,7 @@ impl Folder {
                 }
                 let patch: serde_json::Value = serde_json::from_slice(opened.payload)
                     .map_err(|e| corrupt(format!("the delta's patch does not decode: {e}")))?;
-                super::delta::apply(&mut value, &patch)
-                    .map_err(|e| corrupt(format!("the delta does not fold: {e}")))?;
+                super::delta::apply(&mut value, patch).map_err(|e| corrupt(format!("the delta does not fold: {e}")))?;
                 value
             }
             None => serde_json::from_slice(opened.payload)

@@ -322,12 +322,12 @@ pub(crate) fn set(value: Value) -> Value {
     Value::Object(map)
 }
 
-/// Applies `patch` (made by [`diff_text`]) to `target`; what is wrong with it otherwise (the
-/// target is then partly patched, and must not be used).
-pub(crate) fn apply(target: &mut Value, patch: &Value) -> Result<(), String> {
-    let Value::Object(patch) = patch else { return Err("a patch is not a JSON object".into()) };
-    if let Some(value) = patch.get("v") {
-        *target = value.clone();
+/// Applies `patch` (made by [`diff_text`]) to `target`, moving the values it sets into it;
+/// what is wrong with it otherwise (the target is then partly patched, and must not be used).
+pub(crate) fn apply(target: &mut Value, patch: Value) -> Result<(), String> {
+    let Value::Object(mut patch) = patch else { return Err("a patch is not a JSON object".into()) };
+    if let Some(value) = patch.remove("v") {
+        *target = value;
         return Ok(());
     }
     if patch.contains_key("a") || patch.contains_key("n") {
@@ -336,14 +336,24 @@ pub(crate) fn apply(target: &mut Value, patch: &Value) -> Result<(), String> {
         };
         let len = patch.get("n").and_then(Value::as_u64).ok_or("an array patch has no length")?;
         let len = usize::try_from(len).map_err(|_| "an array patch's length is too large")?;
+        let entries = match patch.remove("a") {
+            Some(Value::Array(entries)) => entries,
+            _ => Vec::new(),
+        };
         let old_len = array.len();
-        if len > old_len.saturating_add(patch.get("a").and_then(Value::as_array).map_or(0, Vec::len)) {
+        if len > old_len.saturating_add(entries.len()) {
             return Err(format!("an array patch grows an array of {old_len} to {len} with fewer new elements"));
         }
         array.resize(len, Value::Null);
         let mut given = vec![false; len.saturating_sub(old_len)];
-        for entry in patch.get("a").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-            let (Some(index), Some(element)) = (entry.get(0).and_then(Value::as_u64), entry.get(1)) else {
+        for entry in entries {
+            let (Some(index), Some(element)) = (match entry {
+                Value::Array(mut pair) if pair.len() >= 2 => {
+                    let element = pair.swap_remove(1);
+                    (pair[0].as_u64(), Some(element))
+                }
+                _ => (None, None),
+            }) else {
                 return Err("an array patch's entry is not [index, patch]".into());
             };
             let index = usize::try_from(index).unwrap_or(usize::MAX);
@@ -374,19 +384,25 @@ pub(crate) fn apply(target: &mut Value, patch: &Value) -> Result<(), String> {
             object.remove(key);
         }
     }
-    if let Some(changed) = patch.get("o") {
-        let Value::Object(changed) = changed else { return Err("an object patch's changes are not an object".into()) };
-        for (key, element) in changed {
-            match object.get_mut(key) {
-                Some(slot) => apply(slot, element)?,
-                None => {
-                    let Some(value) = element.get("v") else {
-                        return Err(format!("an object patch patches key `{key}`, which is absent"));
-                    };
-                    object.insert(key.clone(), value.clone());
+    match patch.remove("o") {
+        Some(Value::Object(changed)) => {
+            for (key, element) in changed {
+                match object.get_mut(&key) {
+                    Some(slot) => apply(slot, element)?,
+                    None => {
+                        let Value::Object(mut element) = element else {
+                            return Err(format!("an object patch patches key `{key}`, which is absent"));
+                        };
+                        let Some(value) = element.remove("v") else {
+                            return Err(format!("an object patch patches key `{key}`, which is absent"));
+                        };
+                        object.insert(key, value);
+                    }
                 }
             }
         }
+        Some(_) => return Err("an object patch's changes are not an object".into()),
+        None => {}
     }
     Ok(())
 }
@@ -413,7 +429,7 @@ mod tests {
         let mut target = old.clone();
         if wrote {
             let patch: Value = serde_json::from_slice(&out).unwrap();
-            apply(&mut target, &patch).unwrap();
+            apply(&mut target, patch).unwrap();
         }
         assert_eq!(&target, new, "{old_text} -> {new_text}: {}", String::from_utf8_lossy(&out));
         assert!(wrote || old == new, "{old_text} -> {new_text}: nothing written");
@@ -515,7 +531,7 @@ mod tests {
             (json!([1]), json!({"a": [], "n": u64::MAX})),
         ] {
             let mut target = target;
-            assert!(apply(&mut target, &patch).is_err(), "{patch}");
+            assert!(apply(&mut target, patch.clone()).is_err(), "{patch}");
         }
     }
 }

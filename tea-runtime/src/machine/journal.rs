@@ -296,18 +296,17 @@ fn branches_patch<S: GraphState>(
         let (group, after) = rest.split_at(end);
         rest = after;
         let Some(branch) = branches.get(first) else { continue };
-        let here = format!("{at}[{first}]");
         let patch = if group.iter().any(|p| p.len() == 1) {
             let value = serde_json::to_value(branch).map_err(Error::store)?;
             if delta::holds_null(&value) {
                 checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
-                    .map_err(|(path, reason)| not_storable((format!("{here}.{path}"), reason)))?;
+                    .map_err(|(path, reason)| not_storable((format!("{at}[{first}].{path}"), reason)))?;
             }
             delta::set(value)
         } else {
             let inner: Vec<&[usize]> = group.iter().map(|p| &p[1..]).collect();
             let mut nested = Map::new();
-            let patch = branches_patch(&branch.branches, &inner, &format!("{here}.branches"), not_storable)?;
+            let patch = branches_patch(&branch.branches, &inner, &format!("{at}[{first}].branches"), not_storable)?;
             nested.insert("branches".to_owned(), patch);
             delta::object_patch(nested, &[])
         };
