@@ -149,6 +149,30 @@ pub fn cycle_memory<G: Form>() -> impl FnMut() {
     move || cycle(&app)
 }
 
+/// The cycle in a `MemoryStore` sealed at rest (`Sealed`, XChaCha20-Poly1305).
+pub fn cycle_memory_sealed<G: Form>() -> impl FnMut() {
+    let app = G::builder().checkpointer(crate::sealed(MemoryStore::new())).build();
+    move || cycle(&app)
+}
+
+/// The durable cycle on a `SledStore` sealed at rest.
+pub fn cycle_durable_sealed<G: Form>() -> impl FnMut() {
+    struct Durable<G: Form> {
+        app: Option<App<G, tea::Sealed<SledStore>>>,
+        dir: PathBuf,
+    }
+    impl<G: Form> Drop for Durable<G> {
+        fn drop(&mut self) {
+            drop(self.app.take());
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+    let dir = temp_dir("sled-sealed");
+    let store = crate::sealed(SledStore::open(dir.join("ck.db")).expect("open the sled store"));
+    let durable = Durable { app: Some(G::builder().checkpointer(store).build()), dir };
+    move || cycle(durable.app.as_ref().expect("open until dropped"))
+}
+
 /// A fresh directory under the system's temporary directory.
 fn temp_dir(tag: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());

@@ -61,6 +61,11 @@ struct Workload {
     run: Box<dyn FnMut()>,
 }
 
+/// `store` sealed at rest with a fixed benchmark key (the `/sealed` rows: what encryption costs).
+fn sealed<C: tea::Checkpointer>(store: C) -> tea::Sealed<C> {
+    tea::Sealed::new(store, tea::KeyRing::new(1, [7; 32]))
+}
+
 fn w(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workload {
     Workload { key, reps, script: true, run: Box::new(run) }
 }
@@ -73,8 +78,9 @@ fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workloa
 /// `chain_8_cpu` (the baseline of `parallel_speedup`), `rayon_8_cpu` (the same loops on rayon
 /// without tea), the durable hitl cycle with `Durability::OnPause`, the hitl cycle in its two
 /// other forms, and (when a PostgreSQL server answers, see `hitl::postgres_url`) the durable
-/// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`, and the two YAML
-/// agents (`yaml_loop_1000`, `yaml_pipeline_10`).
+/// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`, the two YAML
+/// agents (`yaml_loop_1000`, `yaml_pipeline_10`), and the `/sealed` rows: store rows again with
+/// their store sealed at rest (`Sealed`), what encryption costs.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
     let mut all = vec![
@@ -85,6 +91,9 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("send_100", r, seq::send_100()),
         extra("fanout_100_memory_store", r, seq::fanout_100_memory_store()),
         extra("send_100_memory_store", r, seq::send_100_memory_store()),
+        extra("sequential_1000_memory_store/sealed", r, seq::sequential_1000_memory_store_sealed()),
+        extra("fanout_100_memory_store/sealed", r, seq::fanout_100_memory_store_sealed()),
+        extra("send_100_memory_store/sealed", r, seq::send_100_memory_store_sealed()),
         w("fanout_io_100", 5, seq::fanout_io_100()),
         w("fanout_io_100_async", 5, seq::fanout_io_100_async()),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
@@ -94,6 +103,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         w("wide_state_9x1200", r, wide::wide_state_9x1200()),
         w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>()),
         w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>()),
+        extra("hitl_cycle_memory/sealed", r * 20, hitl::cycle_memory_sealed::<Node>()),
+        extra("hitl_cycle_durable/sealed", r * 10, hitl::cycle_durable_sealed::<Node>()),
         extra("hitl_cycle_durable/buffered", r * 10, hitl::cycle_durable_buffered::<Node>()),
         extra("hitl_cycle_durable/on_pause", r * 10, hitl::cycle_durable_on_pause::<Node>()),
         extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>()),
@@ -201,6 +212,7 @@ fn print_table(rows: &[Row]) {
                 format!("{note}, {:.3} µs per node", row.value * 1e6 / 10.0)
             }
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
+            key if key.ends_with("/sealed") => format!("{note}, the row above in a Sealed store (XChaCha20-Poly1305)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
             key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),
             _ => note,

@@ -34,7 +34,16 @@ pub fn sequential_1000() -> impl FnMut() {
 
 /// The 1000-node chain with a checkpoint after every step, each run a new thread.
 pub fn sequential_1000_memory_store() -> impl FnMut() {
-    let app = seq1000::Seq1000::builder().checkpointer(MemoryStore::new()).build();
+    sequential_1000_in(MemoryStore::new())
+}
+
+/// The same in a `MemoryStore` sealed at rest (`Sealed`, XChaCha20-Poly1305).
+pub fn sequential_1000_memory_store_sealed() -> impl FnMut() {
+    sequential_1000_in(crate::sealed(MemoryStore::new()))
+}
+
+fn sequential_1000_in(store: impl Checkpointer + 'static) -> impl FnMut() {
+    let app = seq1000::Seq1000::builder().checkpointer(store).build();
     move || {
         let outcome = app.invoke(black_box(Seq::default())).expect("sequential_1000_memory_store runs");
         check_count(&outcome.done().expect("a graph without breakpoints finishes"), 1000);
@@ -54,7 +63,16 @@ pub fn fanout_100() -> impl FnMut() {
 /// `fanout_100` with a checkpoint store (`Durability::EveryStep`, each run a new thread): every
 /// branch's progress is written as it completes (pending writes), and the join's step.
 pub fn fanout_100_memory_store() -> impl FnMut() {
-    let app = fan100::Fan100::builder().checkpointer(MemoryStore::new()).build();
+    fanout_100_in(MemoryStore::new())
+}
+
+/// The same in a `MemoryStore` sealed at rest.
+pub fn fanout_100_memory_store_sealed() -> impl FnMut() {
+    fanout_100_in(crate::sealed(MemoryStore::new()))
+}
+
+fn fanout_100_in(store: impl Checkpointer + 'static) -> impl FnMut() {
+    let app = fan100::Fan100::builder().checkpointer(store).build();
     move || {
         let outcome = app.invoke(black_box(Seq::default())).expect("fanout_100_memory_store runs");
         check_fanout(&outcome.done().expect("a graph without breakpoints finishes"), 100);
@@ -107,7 +125,16 @@ pub fn send_100() -> impl FnMut() {
 
 /// `send_100` with a checkpoint store (`Durability::EveryStep`, each run a new thread).
 pub fn send_100_memory_store() -> impl FnMut() {
-    let app = send100::Send100::builder().checkpointer(MemoryStore::new()).build();
+    send_100_in(MemoryStore::new())
+}
+
+/// The same in a `MemoryStore` sealed at rest.
+pub fn send_100_memory_store_sealed() -> impl FnMut() {
+    send_100_in(crate::sealed(MemoryStore::new()))
+}
+
+fn send_100_in(store: impl Checkpointer + 'static) -> impl FnMut() {
+    let app = send100::Send100::builder().checkpointer(store).build();
     move || {
         let outcome = app.invoke(black_box(Items::default())).expect("send_100_memory_store runs");
         let out = outcome.done().expect("a graph without breakpoints finishes");

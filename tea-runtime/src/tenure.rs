@@ -150,9 +150,14 @@ struct Held {
 /// (after other records), a directory store's pause file is read on its own (`resume_from`), and
 /// a paused thread's head is read at once. The end is full for the last reason: a finished
 /// thread's head is what is read of it, by `state` and by whoever reads the store itself.
+///
+/// The head is kept as the text it was encoded to, and made a JSON value only when a patch is
+/// applied to it (a fan-out's progress, a lease renewed or released): a step of the main line
+/// encodes its checkpoint once, compares its text with the head's field by field
+/// ([`delta::diff_text`]), and writes a small state whole without comparing at all.
 pub(crate) struct Chain {
-    /// The payload of the head, as JSON.
-    value: serde_json::Value,
+    /// The payload of the head.
+    head: Head,
     /// The full record the head folds from.
     full: CheckpointId,
     /// The size of that full record.
@@ -161,11 +166,66 @@ pub(crate) struct Chain {
     since_full: usize,
 }
 
+/// The payload of a chain's head, as text or as a JSON value (whichever it was last made as).
+enum Head {
+    /// `bytes` from `at` on: a full record's envelope (made here), or, at 0, the bare JSON.
+    Text {
+        bytes: Vec<u8>,
+        at: usize,
+    },
+    Value(serde_json::Value),
+}
+
 impl Chain {
+    /// A chain whose head is full record `id` (`bytes`).
+    fn full(id: CheckpointId, bytes: Vec<u8>) -> Self {
+        let len = bytes.len();
+        let at = len - checkpoint::payload(&bytes).len();
+        Chain { head: Head::Text { bytes, at }, full: id, full_len: len, since_full: 0 }
+    }
+
+    /// The head's payload as JSON text (`None`: it does not encode).
+    fn text(&mut self) -> Option<&str> {
+        if let Head::Value(value) = &self.head {
+            self.head = Head::Text { bytes: serde_json::to_vec(value).ok()?, at: 0 };
+        }
+        match &self.head {
+            Head::Text { bytes, at } => std::str::from_utf8(bytes.get(*at..)?).ok(),
+            Head::Value(_) => None,
+        }
+    }
+
+    /// The head's payload as a JSON value (`None`: its text does not read back exactly as one,
+    /// e.g. an integer beyond 64 bits, which a JSON value holds only as an inexact float).
+    fn value(&mut self) -> Option<&mut serde_json::Value> {
+        if let Head::Text { bytes, at } = &self.head {
+            let value: serde_json::Value = serde_json::from_slice(bytes.get(*at..)?).ok()?;
+            if !exact(&value) {
+                return None;
+            }
+            self.head = Head::Value(value);
+        }
+        match &mut self.head {
+            Head::Value(value) => Some(value),
+            Head::Text { .. } => None,
+        }
+    }
+
     /// Whether a delta record of `len` bytes is written rather than a full record (see
     /// [`Chain`]).
     fn worth(&self, len: usize) -> bool {
         len.saturating_mul(2) <= self.full_len && self.since_full.saturating_add(len) <= self.full_len
+    }
+}
+
+/// Whether `value` (read from JSON text) holds no float that may stand for an integer beyond 64
+/// bits (which serde_json reads inexactly, as a float).
+fn exact(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Number(n) => n.as_f64().is_none_or(|f| !n.is_f64() || f.fract() != 0.0 || f.abs() < 9.2e18),
+        serde_json::Value::Array(items) => items.iter().all(exact),
+        serde_json::Value::Object(map) => map.values().all(exact),
+        _ => true,
     }
 }
 
@@ -178,14 +238,14 @@ pub(crate) struct Planned {
 
 /// What a [`Planned`] record makes of the chain.
 enum Next {
+    /// A full record (the planned bytes).
+    Full,
     /// A full record of this payload.
-    Full(serde_json::Value),
-    /// A delta whose payload, folded, is this.
-    Delta(serde_json::Value),
+    FullValue(serde_json::Value),
+    /// A delta whose payload, folded, is that of this full record.
+    Delta(Vec<u8>),
     /// A delta of this patch, to apply to the chain's payload.
     Patch(serde_json::Value),
-    /// A record whose payload is not at hand as JSON: the next record is full.
-    Unknown,
 }
 
 /// What the store answered to a write of a fan-out's progress ([`Tenure::end_write`]).
@@ -305,13 +365,19 @@ impl Tenure {
         held.head = Some(id);
         let len = planned.bytes.len();
         held.chain = match (planned.next, held.chain.take()) {
-            (Next::Full(value), _) => Some(Chain { value, full: id, full_len: len, since_full: 0 }),
-            (Next::Delta(value), Some(chain)) => Some(Chain { value, since_full: chain.since_full + len, ..chain }),
-            (Next::Patch(patch), Some(mut chain)) => match delta::apply(&mut chain.value, &patch) {
-                Ok(()) => Some(Chain { since_full: chain.since_full + len, ..chain }),
-                Err(_) => None,
+            (Next::Full, _) => Some(Chain::full(id, planned.bytes)),
+            (Next::FullValue(value), _) => {
+                Some(Chain { head: Head::Value(value), full: id, full_len: len, since_full: 0 })
+            }
+            (Next::Delta(bytes), Some(chain)) => {
+                let at = bytes.len() - checkpoint::payload(&bytes).len();
+                Some(Chain { head: Head::Text { bytes, at }, since_full: chain.since_full + len, ..chain })
+            }
+            (Next::Patch(patch), Some(mut chain)) => match chain.value().map(|value| delta::apply(value, patch)) {
+                Some(Ok(())) => Some(Chain { since_full: chain.since_full + len, ..chain }),
+                _ => None,
             },
-            (Next::Delta(_) | Next::Patch(_) | Next::Unknown, _) => None,
+            (Next::Delta(_) | Next::Patch(_), _) => None,
         };
         self.until.store(until, Ordering::Release);
     }
@@ -320,53 +386,65 @@ impl Tenure {
     /// until `until`: for a test that writes a run's checkpoint itself.
     #[cfg(test)]
     pub(crate) fn wrote_for_test(&self, id: CheckpointId, bytes: Vec<u8>, until: u64) {
-        let next = match checkpoint::decode_raw(&bytes, &self.thread, id) {
-            Ok((_, value)) => Next::Full(value),
-            Err(_) => Next::Unknown,
-        };
-        self.record(&mut self.held(), id, Planned { bytes, next }, until);
+        let known = checkpoint::decode_raw(&bytes, &self.thread, id).is_ok();
+        let mut held = self.held();
+        self.record(&mut held, id, Planned { bytes, next: Next::Full }, until);
+        if !known {
+            held.chain = None;
+        }
     }
 
-    /// The record of `value` (a whole payload) after the chain `chain` (`None`: the run knows
-    /// no head it may write a delta of): a delta of what changed, unless `full` (a pause), or
-    /// the deltas since the last full record would outgrow it. With the patch written, if it
-    /// is a delta.
+    /// The record of `bytes` (a full record, its state checked to read back) after the chain
+    /// `chain` (`None`: the run knows no head it may write a delta of): a delta of what
+    /// changed, unless `full` (a pause), the head is too small for a delta to pay, or the
+    /// deltas since the last full record would outgrow it.
     ///
     /// # Errors
     /// The encoding's.
-    pub(crate) fn plan_whole(
-        &self,
-        chain: Option<&Chain>,
-        value: serde_json::Value,
-        full: bool,
-    ) -> Result<(Planned, Option<serde_json::Value>), Error> {
+    pub(crate) fn plan_whole(&self, chain: Option<&mut Chain>, bytes: Vec<u8>, full: bool) -> Result<Planned, Error> {
+        let identity = self.identity();
+        // A delta's patch names at least the step, the time and the lease (about 100 bytes):
+        // below twice that with its envelope, a delta never pays (see `Chain::worth`).
+        let least = 2 * (checkpoint::delta_overhead(&identity) + 100);
         if let (Some(chain), false) = (chain, full) {
-            let patch =
-                delta::diff(&chain.value, &value).unwrap_or_else(|| delta::object_patch(Default::default(), &[]));
-            let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
-            if chain.worth(bytes.len()) {
-                return Ok((Planned { bytes, next: Next::Delta(value) }, Some(patch)));
+            if chain.full_len >= least {
+                let new = std::str::from_utf8(checkpoint::payload(&bytes)).ok();
+                let from = chain.full;
+                if let (Some(old), Some(new)) = (chain.text(), new) {
+                    let delta = checkpoint::encode_delta_with(&identity, from, |out| {
+                        if !delta::diff_text(old, new, out).map_err(Error::store)? {
+                            out.extend_from_slice(b"{}");
+                        }
+                        Ok(())
+                    });
+                    if let Ok(delta) = delta {
+                        if chain.worth(delta.len()) {
+                            return Ok(Planned { bytes: delta, next: Next::Delta(bytes) });
+                        }
+                    }
+                }
             }
         }
-        let bytes = checkpoint::encode_value(&self.identity(), &value)?;
-        Ok((Planned { bytes, next: Next::Full(value) }, None))
+        Ok(Planned { bytes, next: Next::Full })
     }
 
     /// The record of `patch` applied to the head `chain` holds: a delta, or a full record when
-    /// the deltas since the last would outgrow it.
+    /// the deltas since the last would outgrow it; `None` when the head's payload is not at
+    /// hand as a JSON value to patch (see [`Chain::value`]).
     ///
     /// # Errors
     /// The encoding's, and a patch that does not fit the head.
-    pub(crate) fn plan_patch(&self, chain: &Chain, patch: serde_json::Value) -> Result<Planned, Error> {
+    pub(crate) fn plan_patch(&self, chain: &mut Chain, patch: serde_json::Value) -> Result<Option<Planned>, Error> {
         let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
         if chain.worth(bytes.len()) {
-            return Ok(Planned { bytes, next: Next::Patch(patch) });
+            return Ok(Some(Planned { bytes, next: Next::Patch(patch) }));
         }
-        let mut value = chain.value.clone();
-        delta::apply(&mut value, &patch)
+        let Some(value) = chain.value() else { return Ok(None) };
+        let mut value = value.clone();
+        delta::apply(&mut value, patch)
             .map_err(|e| Error::store(format!("a checkpoint of thread `{}` does not fold: {e}", self.thread)))?;
         let bytes = checkpoint::encode_value(&self.identity(), &value)?;
-        Ok(Planned { bytes, next: Next::Full(value) })
+        Ok(Some(Planned { bytes, next: Next::FullValue(value) }))
     }
 
     /// Records that the run let its lease go (it paused, finished, or was abandoned): its
@@ -490,30 +568,14 @@ impl Tenure {
             |(path, reason)| Error::StateNotStorable { node: node.clone(), thread: self.thread.clone(), path, reason };
         // The lock is never held across an await. While this run writes, no node of it runs,
         // so no child of it renews its lease.
-        let (planned, head) = match serde_json::to_value(ckpt) {
-            Ok(value) => {
-                let held = self.held();
-                // Pauses and the end are full records (see `Chain`).
-                let full = !ckpt.pending.is_empty() || matches!(ckpt.at, Position::Done);
-                let (planned, patch) = self.plan_whole(held.chain.as_ref(), value, full)?;
-                let head = held.head;
-                drop(held);
-                match (&planned.next, patch) {
-                    (Next::Delta(value), Some(patch)) if delta::writes_null(&patch) => {
-                        checkpoint::check_value_reads_back::<Checkpoint<S>>(value).map_err(not_storable)?;
-                    }
-                    (Next::Delta(_), _) => {}
-                    _ => checkpoint::check_reads_back::<S>(&planned.bytes).map_err(not_storable)?,
-                }
-                (planned, head)
-            }
-            // A payload that JSON values cannot hold (a number beyond 64 bits): written whole.
-            Err(_) => {
-                let bytes = checkpoint::encode(&self.identity(), ckpt)?;
-                checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
-                (Planned { bytes, next: Next::Unknown }, self.head())
-            }
-        };
+        let bytes = checkpoint::encode(&self.identity(), ckpt)?;
+        checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
+        // Pauses and the end are full records (see `Chain`).
+        let full = !ckpt.pending.is_empty() || matches!(ckpt.at, Position::Done);
+        let mut held = self.held();
+        let planned = self.plan_whole(held.chain.as_mut(), bytes, full)?;
+        let head = held.head;
+        drop(held);
         Ok(Encoded { planned, head, id: head.map_or(1, |h| h + 1) })
     }
 
@@ -610,11 +672,13 @@ impl Tenure {
         let bytes = match rollback {
             Some(bytes) => bytes,
             None => {
-                let Some(chain) = chain else { return };
-                if chain.value.get("lease").is_none_or(serde_json::Value::is_null) {
+                let Some(mut chain) = chain else { return };
+                if chain.value().is_none_or(|value| value.get("lease").is_none_or(serde_json::Value::is_null)) {
                     return;
                 }
-                let Ok(planned) = self.plan_patch(&chain, delta::object_patch(Default::default(), &["lease"])) else {
+                let Ok(Some(planned)) =
+                    self.plan_patch(&mut chain, delta::object_patch(Default::default(), &["lease"]))
+                else {
                     return;
                 };
                 planned.bytes
@@ -674,12 +738,13 @@ impl Tenure {
         if held.renewing || held.writing > 0 || !self.half_gone(now) {
             return Ok(None);
         }
-        let (Some(head), Some(chain)) = (held.head, held.chain.as_ref()) else { return Ok(None) };
+        let Some(head) = held.head else { return Ok(None) };
+        let Some(chain) = held.chain.as_mut() else { return Ok(None) };
         let until = now.saturating_add(self.lease_ms());
         let lease = serde_json::to_value(Lease { owner: self.owner, until }).map_err(Error::store)?;
         let mut changed = serde_json::Map::new();
         changed.insert("lease".to_owned(), delta::set(lease));
-        let planned = self.plan_patch(chain, delta::object_patch(changed, &[]))?;
+        let Some(planned) = self.plan_patch(chain, delta::object_patch(changed, &[]))? else { return Ok(None) };
         let Some(id) = head.checked_add(1) else {
             return Err(Error::store(format!("thread `{}` has no checkpoint id after {head}", self.thread)));
         };
@@ -722,13 +787,13 @@ impl Tenure {
     /// [`Error::LeaseLost`] when an earlier write found the thread taken over, and `plan`'s.
     pub(crate) fn begin_write(
         &self,
-        plan: impl FnOnce(Option<&Chain>) -> Result<Planned, Error>,
+        plan: impl FnOnce(Option<&mut Chain>) -> Result<Planned, Error>,
     ) -> Result<(Option<CheckpointId>, Planned), Error> {
         let mut held = self.held();
         if held.lost {
             return Err(self.lost(&held));
         }
-        let planned = plan(held.chain.as_ref())?;
+        let planned = plan(held.chain.as_mut())?;
         held.writing += 1;
         Ok((held.head, planned))
     }
@@ -786,8 +851,8 @@ mod tests {
     use super::*;
     use crate::vocab::error::error_chain;
 
-    fn nothing(_: Option<&Chain>) -> Result<Planned, Error> {
-        Ok(Planned { bytes: Vec::new(), next: Next::Unknown })
+    fn nothing(_: Option<&mut Chain>) -> Result<Planned, Error> {
+        Ok(Planned { bytes: Vec::new(), next: Next::Full })
     }
 
     fn host() -> Tenure {

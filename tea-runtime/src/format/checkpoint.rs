@@ -267,12 +267,51 @@ pub(crate) fn encode_delta(
     frame(identity, DELTA_MAGIC, &from.to_le_bytes(), patch)
 }
 
+/// Frames a patch that `write` writes (as JSON, see [`delta::diff_text`](super::delta::diff_text))
+/// as a delta record that folds from full record `from`.
+pub(crate) fn encode_delta_with(
+    identity: &Identity,
+    from: CheckpointId,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>,
+) -> Result<Vec<u8>, Error> {
+    frame_with(identity, DELTA_MAGIC, &from.to_le_bytes(), write)
+}
+
+/// Frames a fan-out's checkpoint under way in an envelope: a full record.
+pub(crate) fn encode_fork<S: GraphState>(
+    identity: &Identity,
+    payload: &ForkCheckpoint<'_, S>,
+) -> Result<Vec<u8>, Error> {
+    encode_payload(identity, payload)
+}
+
+/// The payload of a full record this process framed (its JSON).
+pub(crate) fn payload(envelope: &[u8]) -> &[u8] {
+    let name_len = envelope.get(6..8).map_or(0, |len| u16::from_le_bytes([len[0], len[1]]) as usize);
+    envelope.get(HEADER_LEN + name_len.min(MAX_NAME_LEN)..).unwrap_or_default()
+}
+
+/// The bytes a delta record of graph `identity` takes besides its patch.
+pub(crate) fn delta_overhead(identity: &Identity) -> usize {
+    HEADER_LEN + identity.graph.len().min(MAX_NAME_LEN) + 8
+}
+
 fn encode_payload<P: Serialize>(identity: &Identity, payload: &P) -> Result<Vec<u8>, Error> {
     frame(identity, MAGIC, &[], payload)
 }
 
 /// An envelope of kind `magic` around `prefix` then `payload` as JSON.
 fn frame<P: Serialize>(identity: &Identity, magic: [u8; 4], prefix: &[u8], payload: &P) -> Result<Vec<u8>, Error> {
+    frame_with(identity, magic, prefix, |out| serde_json::to_writer(out, payload).map_err(Error::store))
+}
+
+/// An envelope of kind `magic` around `prefix` then what `write` writes.
+fn frame_with(
+    identity: &Identity,
+    magic: [u8; 4],
+    prefix: &[u8],
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>,
+) -> Result<Vec<u8>, Error> {
     let name = identity.graph.as_bytes();
     let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256);
     out.extend_from_slice(&magic);
@@ -284,7 +323,7 @@ fn frame<P: Serialize>(identity: &Identity, magic: [u8; 4], prefix: &[u8], paylo
     out.extend_from_slice(&name[..name.len().min(MAX_NAME_LEN)]);
     let start = out.len();
     out.extend_from_slice(prefix);
-    serde_json::to_writer(&mut out, payload).map_err(Error::store)?;
+    write(&mut out)?;
     let payload_len = out.len() - start;
     if payload_len > MAX_PAYLOAD_LEN {
         return Err(Error::store(format!(
@@ -447,8 +486,7 @@ impl Folder {
                 }
                 let patch: serde_json::Value = serde_json::from_slice(opened.payload)
                     .map_err(|e| corrupt(format!("the delta's patch does not decode: {e}")))?;
-                super::delta::apply(&mut value, &patch)
-                    .map_err(|e| corrupt(format!("the delta does not fold: {e}")))?;
+                super::delta::apply(&mut value, patch).map_err(|e| corrupt(format!("the delta does not fold: {e}")))?;
                 value
             }
             None => serde_json::from_slice(opened.payload)

@@ -242,7 +242,7 @@ impl<S: GraphState> Journal<'_, S> {
     fn plan(
         &self,
         ledger: &Ledger<S>,
-        chain: Option<&Chain>,
+        mut chain: Option<&mut Chain>,
         lease: checkpoint::Lease,
         now: u64,
     ) -> Result<Planned, Error> {
@@ -252,40 +252,31 @@ impl<S: GraphState> Journal<'_, S> {
             path,
             reason,
         };
-        match chain {
-            Some(chain) if ledger.based => {
-                let paths: Vec<&[usize]> = ledger.dirty.keys().map(Vec::as_slice).collect();
-                let branches = branches_patch(&ledger.branches, &paths, "at.fork.branches", &not_storable)?;
-                let mut fork = Map::new();
-                fork.insert("branches".to_owned(), branches);
-                let mut at = Map::new();
-                at.insert("fork".to_owned(), delta::object_patch(fork, &[]));
-                let mut changed = Map::new();
-                changed.insert("at".to_owned(), delta::object_patch(at, &[]));
-                changed.insert("lease".to_owned(), delta::set(serde_json::to_value(lease).map_err(Error::store)?));
-                changed.insert("written_at".to_owned(), delta::set(Value::from(now)));
-                self.tenure.plan_patch(chain, delta::object_patch(changed, &[]))
-            }
-            _ => {
-                let ckpt = ForkCheckpoint {
-                    step: self.step,
-                    state: self.base,
-                    at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
-                    lease: Some(lease),
-                    written_at: Some(now),
-                };
-                let value = serde_json::to_value(&ckpt).map_err(Error::store)?;
-                let (planned, patch) = self.tenure.plan_whole(chain, value.clone(), false)?;
-                match patch {
-                    Some(patch) if !delta::writes_null(&patch) => {}
-                    Some(_) => {
-                        checkpoint::check_value_reads_back::<checkpoint::Checkpoint<S>>(&value).map_err(not_storable)?
-                    }
-                    None => checkpoint::check_reads_back::<S>(&planned.bytes).map_err(not_storable)?,
-                }
-                Ok(planned)
+        if let (Some(chain), true) = (chain.as_deref_mut(), ledger.based) {
+            let paths: Vec<&[usize]> = ledger.dirty.keys().map(Vec::as_slice).collect();
+            let branches = branches_patch(&ledger.branches, &paths, "at.fork.branches", &not_storable)?;
+            let mut fork = Map::new();
+            fork.insert("branches".to_owned(), branches);
+            let mut at = Map::new();
+            at.insert("fork".to_owned(), delta::object_patch(fork, &[]));
+            let mut changed = Map::new();
+            changed.insert("at".to_owned(), delta::object_patch(at, &[]));
+            changed.insert("lease".to_owned(), delta::set(serde_json::to_value(lease).map_err(Error::store)?));
+            changed.insert("written_at".to_owned(), delta::set(Value::from(now)));
+            if let Some(planned) = self.tenure.plan_patch(chain, delta::object_patch(changed, &[]))? {
+                return Ok(planned);
             }
         }
+        let ckpt = ForkCheckpoint {
+            step: self.step,
+            state: self.base,
+            at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
+            lease: Some(lease),
+            written_at: Some(now),
+        };
+        let bytes = checkpoint::encode_fork(&self.tenure.identity(), &ckpt)?;
+        checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
+        self.tenure.plan_whole(chain, bytes, false)
     }
 }
 
@@ -305,18 +296,17 @@ fn branches_patch<S: GraphState>(
         let (group, after) = rest.split_at(end);
         rest = after;
         let Some(branch) = branches.get(first) else { continue };
-        let here = format!("{at}[{first}]");
         let patch = if group.iter().any(|p| p.len() == 1) {
             let value = serde_json::to_value(branch).map_err(Error::store)?;
             if delta::holds_null(&value) {
                 checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
-                    .map_err(|(path, reason)| not_storable((format!("{here}.{path}"), reason)))?;
+                    .map_err(|(path, reason)| not_storable((format!("{at}[{first}].{path}"), reason)))?;
             }
             delta::set(value)
         } else {
             let inner: Vec<&[usize]> = group.iter().map(|p| &p[1..]).collect();
             let mut nested = Map::new();
-            let patch = branches_patch(&branch.branches, &inner, &format!("{here}.branches"), not_storable)?;
+            let patch = branches_patch(&branch.branches, &inner, &format!("{at}[{first}].branches"), not_storable)?;
             nested.insert("branches".to_owned(), patch);
             delta::object_patch(nested, &[])
         };
