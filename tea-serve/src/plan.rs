@@ -264,6 +264,21 @@ pub(crate) fn answers(thread: &ThreadId, resume: Option<Value>, interrupts: &[In
         if !map.is_empty() && map.keys().all(|k| interrupts.iter().any(|i| i.id() == k)) {
             return Ok(Answer::Keyed(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()));
         }
+        // Keyed by pause ids, one of which is not waiting (answered already, or never there):
+        // refused, never taken whole as the answer to whatever pause waits now.
+        if !map.is_empty() && map.keys().all(|k| looks_like_pause_id(k)) {
+            let gone: Vec<&str> =
+                map.keys().map(String::as_str).filter(|k| !interrupts.iter().any(|i| i.id() == *k)).collect();
+            let waiting: Vec<&str> = asks.iter().map(|i| i.id()).collect();
+            return Err(ApiError::conflict(
+                "stale_resume",
+                format!(
+                    "thread `{thread}` has no pause {} waiting for an answer (waiting: {})",
+                    gone.join(", "),
+                    if waiting.is_empty() { String::from("none") } else { waiting.join(", ") }
+                ),
+            ));
+        }
     }
     match asks.len() {
         0 => Ok(Answer::None),
@@ -279,6 +294,17 @@ pub(crate) fn answers(thread: &ThreadId, resume: Option<Value>, interrupts: &[In
                 ),
             ))
         }
+    }
+}
+
+/// Whether `key` has the shape of a pause's id: a node's name (with its subgraph path), `#`,
+/// the pause's number in that node, and for a pause in a parallel branch `@` and the branch
+/// (`ask#0`, `research/ask#1`, `review#0@check#2`).
+fn looks_like_pause_id(key: &str) -> bool {
+    let own = key.split_once('@').map_or(key, |(own, _)| own);
+    match own.rsplit_once('#') {
+        Some((node, number)) => !node.is_empty() && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
     }
 }
 
@@ -580,4 +606,38 @@ async fn prepare_run(
         Plan::Start { input }
     };
     Ok(Prepared { agent, thread, plan, delete_after, echo, cancel_on_disconnect, settings, request: kept, from })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pause_ids_are_told_from_other_keys() {
+        for id in ["ask#0", "research/ask#12", "review#0@check#2"] {
+            assert!(looks_like_pause_id(id), "{id}");
+        }
+        for key in ["approved", "#0", "ask#", "ask#x", "note#1a", ""] {
+            assert!(!looks_like_pause_id(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn an_answer_keyed_to_a_pause_that_is_not_waiting_is_refused_not_given_to_another() {
+        let thread = ThreadId::from("t");
+        let waiting: Interrupt =
+            serde_json::from_value(json!({"id": "ask2#0", "node": "ask2", "kind": "ask"})).unwrap();
+        let refused = answers(&thread, Some(json!({"ask1#0": "yes"})), std::slice::from_ref(&waiting)).unwrap_err();
+        assert_eq!((refused.status, refused.code), (axum::http::StatusCode::CONFLICT, "stale_resume"));
+        assert!(refused.message.contains("ask1#0") && refused.message.contains("ask2#0"), "{}", refused.message);
+        // Keyed to the waiting pause: its answer; a plain object: the answer to the one pause.
+        assert!(matches!(
+            answers(&thread, Some(json!({"ask2#0": "yes"})), std::slice::from_ref(&waiting)),
+            Ok(Answer::Keyed(_))
+        ));
+        assert!(matches!(
+            answers(&thread, Some(json!({"approved": true})), std::slice::from_ref(&waiting)),
+            Ok(Answer::One(_))
+        ));
+    }
 }
