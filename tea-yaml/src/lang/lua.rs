@@ -1198,6 +1198,11 @@ mod tests {
         assert!(err.contains(&format!("{file}:4:")), "{err}");
     }
 
+    /// How long a block stopped by a limit may take before the test calls it a runaway: what
+    /// these blocks would do without their limits takes years, so the bound is generous for a
+    /// debug build on a machine running other builds (speed is the benchmarks' business).
+    const RUNAWAY: Duration = Duration::from_secs(30);
+
     fn quick(c: &mut Chunks, code: &str) -> (Result<Option<Map<String, Value>>, String>, std::time::Duration) {
         let id = c.add("a.yaml", 1, code).unwrap();
         let began = Instant::now();
@@ -1220,7 +1225,7 @@ mod tests {
             let (result, took) = quick(&mut c, code);
             let err = result.unwrap_err();
             assert!(err.contains("instruction limit of 1000000"), "{code}: {err}");
-            assert!(took < std::time::Duration::from_secs(5), "{code}: {took:?}");
+            assert!(took < RUNAWAY, "{code}: {took:?}");
         }
         let (result, _) =
             quick(&mut c, "while true do pcall(function() local t = {} for i = 1, 1e9 do t[i] = {} end end) end");
@@ -1237,7 +1242,7 @@ mod tests {
         );
         let (result, took) = quick(&mut c, "while true do pcall(function() while true do end end) end");
         assert!(result.unwrap_err().contains("time limit of 200ms"));
-        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
         let cancel = Arc::new(AtomicBool::new(true));
         let id = c.add("a.yaml", 1, "while true do end").unwrap();
         let err = c.run(id, &state(json!({})), Some(&cancel)).unwrap_err();
@@ -1249,7 +1254,7 @@ mod tests {
         let mut c = chunks();
         let (ok, took) = quick(&mut c, "return { n = #string.rep('', math.maxinteger) + #('x'):rep(3, ',') }");
         assert_eq!(Value::Object(ok.unwrap().unwrap()), json!({ "n": 5 }));
-        assert!(took < Duration::from_secs(1), "{took:?}");
+        assert!(took < RUNAWAY, "{took:?}");
         for (code, says) in [
             ("return { s = string.rep('x', math.maxinteger) }", "over the Lua memory limit"),
             ("return { s = ('x'):rep(1 << 40, 'yy') }", "over the Lua memory limit"),
@@ -1262,7 +1267,7 @@ mod tests {
             let (result, took) = quick(&mut c, code);
             let err = result.unwrap_err();
             assert!(err.contains(says), "{code}: {err}");
-            assert!(took < Duration::from_secs(5), "{code}: {took:?}");
+            assert!(took < RUNAWAY, "{code}: {took:?}");
         }
         // Ordinary patterns on ordinary text run.
         let text = "  the quick brown fox  ".repeat(50);
@@ -1285,7 +1290,7 @@ mod tests {
             let (result, took) = quick(&mut c, code);
             let err = result.unwrap_err();
             assert!(err.contains("larger than the Lua memory limit"), "{code}: {err}");
-            assert!(took < Duration::from_secs(5), "{code}: {took:?}");
+            assert!(took < RUNAWAY, "{code}: {took:?}");
         }
     }
 
