@@ -11,6 +11,7 @@ use crate::journal;
 use crate::modes::Modes;
 use crate::plan::{agent_named, checkpoint_number, locate_now, Prepared};
 pub(crate) use crate::plan::{checkpoint_uuid, locate, prepare, status, Located, RunCommand, RunRequest};
+use crate::queue;
 use crate::records::{self, ThreadRecord};
 pub(crate) use crate::request::Id;
 use crate::request::{blocking, matches, one_of, page, valid_thread_id, Body};
@@ -278,6 +279,7 @@ pub(crate) async fn delete_thread(State(shared): Shd, Id(id): Id) -> ApiResult<S
         }
         if let Some(store) = s.records() {
             for id in located.record.as_ref().map_or(&[][..], |r| &r.runs) {
+                queue::forget(store, id)?;
                 runlog::delete(store, id)?;
             }
             records::delete(store, &located.thread)?;

@@ -119,6 +119,18 @@ pub(crate) fn release(store: &dyn Checkpointer, id: &str, replica: &str) -> Resu
     Ok(())
 }
 
+/// Deletes the claim of run `id` whoever holds it: its thread was deleted, so no replica may
+/// take the run over (which would make the thread again from the run's request).
+pub(crate) fn forget(store: &dyn Checkpointer, id: &str) -> Result<(), ApiError> {
+    let thread = ThreadId::from(id);
+    while let Some((head, _)) = store.head(GRAPH, &thread)? {
+        if store.delete_at(GRAPH, &thread, head)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The claims whose lease lapsed before `now`, with their run ids.
 pub(crate) fn lapsed(store: &dyn Checkpointer, now: u64) -> Result<Vec<(String, Claim)>, ApiError> {
     let mut found = Vec::new();
@@ -152,5 +164,45 @@ impl Worker {
     /// The lease's end for a claim made or renewed now.
     pub(crate) fn until(&self) -> u64 {
         now_ms() + u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX / 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(holder: &str, until: u64) -> Claim {
+        Claim {
+            thread: "t".into(),
+            agent: "a".into(),
+            holder: holder.into(),
+            until,
+            request: Value::Null,
+            started: true,
+            from: None,
+            delete_after: false,
+            takeovers: 0,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_lapsed_claim_is_taken_once_and_a_forgotten_one_by_nobody() {
+        let store = tea_runtime::MemoryStore::new();
+        put(&store, "run-1", &claim("dead", 10)).unwrap();
+        put(&store, "run-2", &claim("dead", 10)).unwrap();
+        assert_eq!(lapsed(&store, 20).unwrap().len(), 2);
+        // Of two replicas that race for a lapsed claim, one gets it.
+        assert!(take(&store, "run-1", "b", 20, 1_000).unwrap().is_some());
+        assert!(take(&store, "run-1", "c", 20, 1_000).unwrap().is_none());
+        // The thread of run 2 was deleted: its claim goes, whoever held it.
+        forget(&store, "run-2").unwrap();
+        assert!(lapsed(&store, 2_000).unwrap().iter().all(|(id, _)| id != "run-2"));
+        assert!(take(&store, "run-2", "b", 2_000, 3_000).unwrap().is_none());
+        // Releasing is the holder's only.
+        release(&store, "run-1", "c").unwrap();
+        assert_eq!(lapsed(&store, 2_000).unwrap().len(), 1);
+        release(&store, "run-1", "b").unwrap();
+        assert!(lapsed(&store, 2_000).unwrap().is_empty());
     }
 }
