@@ -29,14 +29,15 @@
 
 #[path = "../../tests/postgres_support/mod.rs"]
 mod postgres_support;
+mod serve_support;
 
 use postgres_support::TestSchema;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -197,35 +198,16 @@ impl Cluster {
             .append(true)
             .open(self.dir.join(format!("replica-{i}.log")))
             .map_err(|e| e.to_string())?;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+        let mut command = serve_support::tea();
+        command
             .arg("serve")
             .arg(&self.agent)
             .args(["--store", &self.store, "--bind", "127.0.0.1:0", "--insecure-local"])
             .args(self.lease.map(|lease| ["--lease", lease]).into_iter().flatten())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut seen = String::new();
-        let address = loop {
-            let mut line = String::new();
-            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("tea serve exited before listening: {seen}"));
-            }
-            seen.push_str(&line);
-            if let Some(address) = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()) {
-                break address.to_owned();
-            }
-        };
-        let mut log = log;
-        let _ = log.write_all(seen.as_bytes());
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut log));
-        Ok((child, address))
+            .stdout(Stdio::null());
+        serve_support::listening(&mut command, log)
     }
 
     /// SIGKILL to replica `i` (`Child::kill`); false if it was down already.

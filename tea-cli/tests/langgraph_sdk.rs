@@ -7,10 +7,10 @@
 //! `python3 -m venv V && V/bin/pip install langgraph-sdk==0.4.14`). Without it the test says
 //! that it skipped.
 
-use std::io::{BufRead, BufReader};
+mod serve_support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
 
 const TOKEN: &str = "sdk-check-token-0123456789";
 
@@ -21,34 +21,18 @@ fn root() -> PathBuf {
 /// `tea serve` of the SDK's test agents in `dir`, on a free loopback port; it and its address.
 fn start(dir: &Path) -> (Child, String) {
     std::fs::write(dir.join("tokens"), format!("answer {TOKEN}\n")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
+    let mut command = serve_support::tea();
+    command
         .current_dir(dir)
         .arg("serve")
         .arg(root().join("tea-serve/tests/sdk/chat.yaml"))
         .arg(root().join("examples/agents/review.yaml"))
-        .args(["--store", "memory", "--bind", "127.0.0.1:0", "--token-file", "tokens"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let address =
-        line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("{line}"));
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
-    (child, address.to_owned())
+        .args(["--store", "memory", "--bind", "127.0.0.1:0", "--token-file", "tokens"]);
+    serve_support::serve(&mut command, std::io::stderr())
 }
 
-fn stop(mut child: Child) {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn stop(child: Child) {
+    serve_support::stop(child);
 }
 
 #[test]

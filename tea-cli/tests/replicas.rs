@@ -11,13 +11,14 @@
 
 #[path = "../../tests/postgres_support/mod.rs"]
 mod postgres_support;
+mod serve_support;
 
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -116,19 +117,15 @@ fn agent(dir: &Path, gate: &Gate) -> PathBuf {
 
 /// `tea serve AGENT --store STORE --lease 2s` on a free loopback port: the child and its address.
 fn serve(agent: &Path, store: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
-        .args(["serve", agent.to_str().unwrap(), "--store", store, "--bind", "127.0.0.1:0"])
-        .args(["--insecure-local", "--lease", "2s", "--allow-net", "127.0.0.1"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let address =
-        line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("{line}"));
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::stderr()));
-    (child, address.to_owned())
+    let mut command = serve_support::tea();
+    command.args(["serve", agent.to_str().unwrap(), "--store", store, "--bind", "127.0.0.1:0"]).args([
+        "--insecure-local",
+        "--lease",
+        "2s",
+        "--allow-net",
+        "127.0.0.1",
+    ]);
+    serve_support::serve(&mut command, std::io::stderr())
 }
 
 fn kill(mut child: Child) {
@@ -138,19 +135,7 @@ fn kill(mut child: Child) {
 
 /// A request over a fresh connection; the status and the body as JSON.
 fn call(address: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response[9..12].parse().unwrap();
-    let (_, payload) = response.split_once("\r\n\r\n").unwrap();
-    (status, serde_json::from_str(payload).unwrap_or(Value::Null))
+    serve_support::call(address, method, path, body, None)
 }
 
 /// One server-sent event: its id, name and data.

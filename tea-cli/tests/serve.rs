@@ -1,7 +1,10 @@
 //! `tea serve`: the review agent served over HTTP; SIGTERM stops the server cleanly and the
 //! paused thread is answered by the next server on the same store.
 
+mod serve_support;
+
 use serde_json::{json, Value};
+use serve_support::call;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -15,51 +18,14 @@ fn agent() -> PathBuf {
 /// `tea serve` on `store`, listening on a free loopback port; returns it and its address once it
 /// says it listens.
 fn start(store: &str, extra: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tea"))
-        .args(["serve", agent().to_str().unwrap(), "--store", store, "--bind", "127.0.0.1:0"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let address =
-        line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_else(|| panic!("{line}"));
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (child, address.to_owned())
+    let mut command = serve_support::tea();
+    command.args(["serve", agent().to_str().unwrap(), "--store", store, "--bind", "127.0.0.1:0"]).args(extra);
+    serve_support::serve(&mut command, std::io::sink())
 }
 
-/// A request over a fresh connection; the status and the body as JSON.
-fn call(address: &str, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status: u16 = response[9..12].parse().unwrap();
-    let (_, payload) = response.split_once("\r\n\r\n").unwrap();
-    (status, serde_json::from_str(payload).unwrap_or(Value::Null))
-}
-
-fn stop(mut child: Child) {
-    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(killed.success());
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "tea serve exits cleanly on SIGTERM: {status}");
-            return;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "tea serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn stop(child: Child) {
+    let status = serve_support::stop(child).expect("tea serve did not stop on SIGTERM");
+    assert!(status.success(), "tea serve exits cleanly on SIGTERM: {status}");
 }
 
 #[test]
