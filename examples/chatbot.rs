@@ -1,5 +1,6 @@
-//! A chatbot: a model, two tools (saving a note needs your approval), the answer's tokens
-//! printed as they come. `cargo run --example chatbot --features models-testing`
+//! A chatbot: a model, tools (saving a note needs your approval), memory across
+//! conversations, the answer's tokens printed as they come.
+//! `cargo run --example chatbot --features models-testing` (`/new` starts a new conversation).
 //!
 //! The model is OpenAI's (or any compatible server's) when `OPENAI_API_KEY` is set
 //! (`OPENAI_BASE_URL`, `OPENAI_MODEL`), a local Ollama's when one listens (`OLLAMA_MODEL`), and
@@ -8,7 +9,7 @@
 use std::io::{BufRead, Write};
 use tea::models::testing::{Scripted, TestServer};
 use tea::models::{react_agent, AgentState, Approval, ApprovalRequest, OpenAi, ToolNode};
-use tea::{tool, Call, MemoryStore, Message, Outcome};
+use tea::{tool, Call, Memory, MemoryStore, Message, Outcome, SearchQuery};
 
 /// Tells the weather in a city.
 #[tool]
@@ -16,15 +17,22 @@ fn weather(city: String) -> String {
     format!("18 °C and sunny in {city}")
 }
 
-/// Saves a note for the person.
+/// Saves a note for the person, kept for later conversations.
 #[tool(approval)]
-fn save_note(text: String) -> String {
-    format!("saved the note {text:?}")
+fn save_note(text: String, memory: &Memory) -> Result<String, tea::Error> {
+    memory.put(&["notes"], &text, serde_json::json!({ "text": text }))?;
+    Ok(format!("saved the note {text:?}"))
+}
+
+/// Lists the notes the person saved, in this conversation or an earlier one.
+#[tool]
+fn notes(memory: &Memory) -> Result<Vec<serde_json::Value>, tea::Error> {
+    Ok(memory.search(&SearchQuery::under(&["notes"]))?.into_iter().map(|note| note.value["text"].clone()).collect())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (model, _server) = model();
-    let app = react_agent(model, ToolNode::new().with(Weather).with(SaveNote))
+    let app = react_agent(model, ToolNode::new().with(Weather).with(SaveNote).with(Notes))
         .system_prompt("You are a friendly assistant. Use the tools when they help.")
         .on_token(|token| print!("{token}"))
         .builder()
@@ -33,6 +41,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut chat = AgentState::default();
     let mut lines = std::io::stdin().lock().lines();
     while let Some(line) = prompt("you> ", &mut lines) {
+        if line == "/new" {
+            chat = AgentState::default(); // a new conversation; the notes stay in memory
+            continue;
+        }
         chat.messages.push(Message::user(line));
         let mut call = Call::start(chat.clone());
         print!("bot> ");
@@ -74,6 +86,8 @@ fn model() -> (OpenAi, Option<TestServer>) {
         Scripted::text("It is 18 °C and sunny in Oslo."),
         Scripted::tool_calls([("save_note", serde_json::json!({"text": "take sunglasses"}))]),
         Scripted::text("Done: your note is saved (if you approved it)."),
+        Scripted::tool_calls([("notes", serde_json::json!({}))]),
+        Scripted::text("You noted: take sunglasses."),
     ]);
     (server.openai("test-model"), Some(server))
 }

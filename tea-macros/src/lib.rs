@@ -71,8 +71,9 @@ pub fn graph(input: TokenStream) -> TokenStream {
 /// (its doc comment the property's description; an `Option<T>` may be left out), and a unit
 /// struct named after the function (`GetWeather`) implements `Tool`, decoding a call's JSON
 /// arguments into the parameters' types. Options: `#[tool(name = "weather")]` names the tool
-/// for the model, `#[tool(approval)]` makes each call wait for a person. See the `tea` crate's
-/// `models` module.
+/// for the model, `#[tool(approval)]` makes each call wait for a person. A parameter of type
+/// `&Memory` is not the model's: it is the app's long-term memory (`tea::Memory`), given by the
+/// `ToolNode` that runs the call. See the `tea` crate's `models` module.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     tool::expand(attr.into(), item.into()).into()

@@ -70,7 +70,9 @@ pub use agent::tool_node::{tool_message, tools_condition, Approval, ApprovalRequ
 #[doc(hidden)]
 pub mod __private {
     pub use crate::agent::tool::{
-        boxed_tool, tool_output, tool_param, tool_ready, tool_result, Tool, ToolArgs, ToolFuture, ToolParam, ToolSchema,
+        boxed_tool, tool_output, tool_param, tool_ready, tool_result, tool_without_memory, Tool, ToolArgs, ToolFuture,
+        ToolParam, ToolSchema,
     };
     pub use schemars;
+    pub use tea_runtime::Memory;
 }

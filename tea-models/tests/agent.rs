@@ -417,7 +417,7 @@ mod own_graph {
 
     fn tools(chat: &Chat, ctx: &Ctx<Chat>, hitl: &mut Hitl) -> Result<ChatUpdate, tea::BoxError> {
         let call = chat.call.as_ref().ok_or("no call")?;
-        let message = ctx.context::<Parts>()?.tools.call_blocking(call, hitl)?;
+        let message = ctx.context::<Parts>()?.tools.call_blocking(call, ctx, hitl)?;
         Ok(Chat::update().messages(vec![message]))
     }
 
@@ -450,4 +450,74 @@ mod own_graph {
         assert_eq!(done.messages[4].text(), "done");
         assert_eq!(DELETED.load(Ordering::SeqCst), before + 1);
     }
+}
+
+/// Saves a note for the person, for later conversations too.
+#[tool(approval)]
+fn save_note(text: String, memory: &tea::Memory) -> Result<String, tea::Error> {
+    memory.put(&["notes", "ada"], &text, json!({ "text": text }))?;
+    Ok(format!("saved {text:?}"))
+}
+
+/// The notes the person saved, in this conversation or an earlier one.
+#[tool]
+async fn notes(memory: &tea::Memory, limit: Option<usize>) -> Result<Vec<String>, tea::Error> {
+    let found = memory.search(&tea::SearchQuery::under(&["notes", "ada"]).limit(limit.unwrap_or(10)))?;
+    Ok(found.iter().filter_map(|item| item.value["text"].as_str().map(str::to_owned)).collect())
+}
+
+#[test]
+fn a_tools_memory_parameter_is_not_the_models_and_needs_a_memory() {
+    assert!(SaveNote.uses_memory() && Notes.uses_memory() && !Add.uses_memory());
+    assert_eq!(SaveNote.parameters()["required"], json!(["text"]));
+    assert_eq!(Notes.parameters()["properties"].as_object().unwrap().len(), 1, "only `limit`");
+    // Called without a memory: a failure the model reads, not a panic.
+    let failed = tea::models::block_on(Notes.call(json!({}))).unwrap_err();
+    assert!(matches!(failed, ToolError::Failed { .. }), "{failed}");
+    let memory = tea::Memory::new(MemoryStore::new());
+    memory.put(&["notes", "ada"], "milk", json!({ "text": "milk" })).unwrap();
+    assert_eq!(tea::models::block_on(Notes.call_with_memory(json!({}), &memory)), Ok(json!(["milk"])));
+    // A node with no memory (an app with neither a checkpointer nor a memory) fails, naming it.
+    let tools = ToolNode::new().with(Notes);
+    let call = ToolCall::new("c1", "notes", json!({}));
+    let bare = tea::Ctx::<AgentState>::detached("tools");
+    let error = tools.call_blocking(&call, &bare, &mut tea::Hitl::default()).unwrap_err();
+    let error = error.downcast::<tea::Error>().expect("a tea error");
+    assert!(matches!(&*error, tea::Error::NoMemory { node } if node.as_str() == "tools"), "{error:?}");
+    // With one, the call runs.
+    let with = tea::Ctx::<AgentState>::detached("tools").with_store(memory);
+    let reply = tools.call_blocking(&call, &with, &mut tea::Hitl::default()).unwrap();
+    assert_eq!(reply, Message::tool("c1", r#"["milk"]"#));
+}
+
+#[test]
+fn a_note_saved_with_approval_in_one_thread_is_recalled_in_another() {
+    let model = ScriptedModel::new([
+        calls(&[("c1", "save_note", json!({"text": "take sunglasses"}))]),
+        Message::assistant("Saved."),
+        calls(&[("c2", "save_note", json!({"text": "sell the car"}))]),
+        Message::assistant("Not saved."),
+        calls(&[("c3", "notes", json!({}))]),
+        Message::assistant("You noted: take sunglasses."),
+    ]);
+    let tools = ToolNode::new().with(SaveNote).with(Notes);
+    let app = react_agent(model, tools).builder().checkpointer(MemoryStore::new()).build();
+    let memory = app.memory().expect("a memory on the app's checkpointer").clone();
+    let noted = || memory.search(&tea::SearchQuery::under(&["notes"])).unwrap().len();
+
+    // Monday: the note waits for the person's approval, then is kept.
+    let start = |text: &str, thread: &str| Call::start(AgentState::user(text)).on(thread);
+    let resume = paused(app.run(start("remember: take sunglasses", "monday")).unwrap());
+    assert_eq!(noted(), 0, "nothing is saved before the approval");
+    done(app.resume(resume.answer(Approval::Approve)).unwrap());
+    assert_eq!(noted(), 1);
+    // Tuesday: a rejected note is not kept.
+    let resume = paused(app.run(start("remember: sell the car", "tuesday")).unwrap());
+    let out = done(app.resume(resume.answer(Approval::reject("no"))).unwrap());
+    assert!(out.messages[2].text().contains("rejected"), "{:?}", out.messages[2]);
+    assert_eq!(noted(), 1);
+    // Wednesday, a new thread: the agent recalls Monday's note.
+    let out = done(app.run(start("what are my notes?", "wednesday")).unwrap());
+    assert_eq!(plain(&out.messages[2]), Message::tool("c3", r#"["take sunglasses"]"#));
+    assert_eq!(out.last_text(), "You noted: take sunglasses.");
 }

@@ -47,7 +47,21 @@ pub fn check(function: &syn::ItemFn, tool: &Tool, errors: &mut Errors) {
                 if let Some(attr) = typed.attrs.first() {
                     errors.spanned(attr, "a tool's parameter takes no attribute but its doc comment");
                 }
-                owned(&typed.ty, errors);
+                if let syn::Type::Reference(reference @ syn::TypeReference { mutability: Some(_), .. }) = &*typed.ty {
+                    if super::parse::is_memory(&syn::Type::Reference(syn::TypeReference {
+                        mutability: None,
+                        ..reference.clone()
+                    })) {
+                        errors.spanned(
+                            &typed.ty,
+                            "a tool takes the app's memory as `&Memory`: its methods take `&self`, and calls share it",
+                        );
+                        continue;
+                    }
+                }
+                if !super::parse::is_memory(&typed.ty) {
+                    owned(&typed.ty, errors);
+                }
             }
         }
     }

@@ -82,13 +82,20 @@ pub fn expand(function: &syn::ItemFn, tool: &Tool) -> TokenStream {
     } else {
         quote_spanned!(function.sig.output.span()=> #private::tool_output)
     };
+    // The function's arguments in its order: the `&Memory` one is the memory the call was
+    // given (an owned clone, which an async tool's future keeps).
+    let arguments: Vec<_> = tool
+        .order
+        .iter()
+        .map(|ident| if tool.memory.as_ref() == Some(ident) { quote!(&__tea_memory) } else { quote!(#ident) })
+        .collect();
     let body = if function.sig.asyncness.is_some() {
         quote! {
-            #private::boxed_tool(async move { #output(#name, #fn_ident(#(#idents),*).await) })
+            #private::boxed_tool(async move { #output(#name, #fn_ident(#(#arguments),*).await) })
         }
     } else {
         quote! {
-            #private::tool_ready(#output(#name, #fn_ident(#(#idents),*)))
+            #private::tool_ready(#output(#name, #fn_ident(#(#arguments),*)))
         }
     };
     let decode = if tool.params.is_empty() {
@@ -110,35 +117,59 @@ pub fn expand(function: &syn::ItemFn, tool: &Tool) -> TokenStream {
             };
         }
     };
+    let calls = if tool.memory.is_some() {
+        quote! {
+            fn uses_memory(&self) -> bool {
+                true
+            }
+            fn call(&self, __arguments: #private::serde_json::Value) -> #private::ToolFuture {
+                ::core::mem::drop(__arguments);
+                #private::tool_without_memory(#name)
+            }
+            fn call_with_memory(
+                &self,
+                __arguments: #private::serde_json::Value,
+                __memory: &#private::Memory,
+            ) -> #private::ToolFuture {
+                let __tea_memory: #private::Memory = ::core::clone::Clone::clone(__memory);
+                #decode
+                #body
+            }
+        }
+    } else {
+        quote! {
+            fn call(&self, __arguments: #private::serde_json::Value) -> #private::ToolFuture {
+                #decode
+                #body
+            }
+        }
+    };
     let name_span = tool.name_span;
     let name_lit = quote_spanned!(name_span=> #name);
     quote! {
-        #function
-        #declaration
-        #[allow(non_upper_case_globals, clippy::all)]
-        const _: () = {
-            #(#params)*
-            #[automatically_derived]
-            impl #private::Tool for #ty {
-                fn name(&self) -> &str {
-                    #name_lit
+            #function
+            #declaration
+            #[allow(non_upper_case_globals, clippy::all)]
+            const _: () = {
+                #(#params)*
+                #[automatically_derived]
+                impl #private::Tool for #ty {
+                    fn name(&self) -> &str {
+                        #name_lit
+                    }
+                    fn description(&self) -> &str {
+                        #description
+                    }
+                    fn parameters(&self) -> #private::serde_json::Value {
+                        let mut __schema = #private::ToolSchema::new();
+                        #(__schema.param(#keys, #docs, #optional, #slots.schema);)*
+                        __schema.finish()
+                    }
+                    fn needs_approval(&self) -> bool {
+                        #approval
+                    }
+    #calls
                 }
-                fn description(&self) -> &str {
-                    #description
-                }
-                fn parameters(&self) -> #private::serde_json::Value {
-                    let mut __schema = #private::ToolSchema::new();
-                    #(__schema.param(#keys, #docs, #optional, #slots.schema);)*
-                    __schema.finish()
-                }
-                fn needs_approval(&self) -> bool {
-                    #approval
-                }
-                fn call(&self, __arguments: #private::serde_json::Value) -> #private::ToolFuture {
-                    #decode
-                    #body
-                }
-            }
-        };
-    }
+            };
+        }
 }

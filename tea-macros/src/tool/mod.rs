@@ -2,11 +2,14 @@
 //!
 //! `parse` reads the attribute's options (`name = "…"`, `approval`) and the function into a
 //! model that keeps the user's tokens; `check` refuses what cannot be a tool (a receiver, a
-//! generic, a parameter that is not a plain name or whose type is borrowed or `impl Trait`),
-//! each problem spanned on its token and all reported together; `expand` writes the function
-//! back (its parameters' doc comments taken off) and a unit struct implementing `Tool`. When
-//! there are errors, the function and the struct are still emitted (the struct without its
-//! `Tool` impl), so that one mistake gives one error and not one at every use.
+//! generic, a parameter that is not a plain name or whose type is borrowed — but `&Memory` — or
+//! `impl Trait`), each problem spanned on its token and all reported together; `expand` writes
+//! the function back (its parameters' doc comments taken off) and a unit struct implementing
+//! `Tool`. A `&Memory` parameter is no argument of the model's: the struct's `call_with_memory`
+//! passes it the memory the `ToolNode` gives (the node's `ctx.store()`), and its `call` fails
+//! without one. When there are errors, the function and the struct are still emitted (the
+//! struct without its `Tool` impl), so that one mistake gives one error and not one at every
+//! use.
 
 mod check;
 mod expand;

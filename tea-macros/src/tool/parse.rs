@@ -35,6 +35,11 @@ pub struct Tool {
     pub description: String,
     pub approval: bool,
     pub params: Vec<Param>,
+    /// The `&Memory` parameter, if any: not an argument of the model's, but the app's
+    /// long-term memory, given by the `ToolNode` that runs the call.
+    pub memory: Option<syn::Ident>,
+    /// Every parameter's name, in the function's order (the call passes them so).
+    pub order: Vec<syn::Ident>,
     /// The generated struct's name (`get_weather` → `GetWeather`).
     pub type_name: syn::Ident,
 }
@@ -125,18 +130,47 @@ pub fn is_option(ty: &syn::Type) -> bool {
     }
 }
 
+/// Whether `ty` is written `&Memory` (also `&tea::Memory`): the parameter that receives the
+/// app's memory. A type of another name `Memory` is refused by the compiler where the generated
+/// code passes `&tea::Memory` to it.
+pub fn is_memory(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Reference(reference) if reference.mutability.is_none() => match &*reference.elem {
+            syn::Type::Path(path) if path.qself.is_none() => path
+                .path
+                .segments
+                .last()
+                .is_some_and(|last| last.ident == "Memory" && matches!(last.arguments, syn::PathArguments::None)),
+            _ => false,
+        },
+        syn::Type::Group(group) => is_memory(&group.elem),
+        syn::Type::Paren(paren) => is_memory(&paren.elem),
+        _ => false,
+    }
+}
+
 /// Reads the function into a [`Tool`], taking the doc comments off its parameters (rustc
 /// accepts no doc comment there once the attribute has run). Parameters that are not `name:
 /// Type` are left to `check`.
 pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -> Tool {
     let description = doc_text(&function.attrs);
     let mut params = Vec::new();
+    let mut memory = None;
+    let mut order = Vec::new();
     for input in &mut function.sig.inputs {
         let syn::FnArg::Typed(typed) = input else { continue };
         let doc = doc_text(&typed.attrs);
         typed.attrs.retain(|attr| !attr.path().is_ident("doc"));
         let syn::Pat::Ident(pat) = &*typed.pat else { continue };
         if pat.by_ref.is_some() || pat.subpat.is_some() {
+            continue;
+        }
+        order.push(pat.ident.clone());
+        if is_memory(&typed.ty) {
+            if memory.is_some() {
+                errors.spanned(&typed.ty, "a tool takes the app's memory once: remove this second `&Memory` parameter");
+            }
+            memory = Some(pat.ident.clone());
             continue;
         }
         let key = pat.ident.unraw().to_string();
@@ -167,7 +201,7 @@ pub fn tool(function: &mut syn::ItemFn, options: Options, errors: &mut Errors) -
             ident
         },
     );
-    Tool { name, name_span, description, approval: options.approval, params, type_name }
+    Tool { name, name_span, description, approval: options.approval, params, memory, order, type_name }
 }
 
 #[cfg(test)]

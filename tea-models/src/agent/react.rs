@@ -429,7 +429,7 @@ impl Graph for ReactAgent {
             AgentNode::Dispatch => Ok(dispatch_step(state)),
             AgentNode::Tools => {
                 let call = Self::call_of(state)?;
-                Ok(tool_step(self.tools.call_blocking(call, hitl)?))
+                Ok(tool_step(self.tools.call_blocking(call, ctx, hitl)?))
             }
         }
     }
@@ -460,7 +460,7 @@ impl Graph for ReactAgent {
                 AgentNode::Dispatch => Ok(dispatch_step(state)),
                 AgentNode::Tools => {
                     let call = Self::call_of(state)?;
-                    Ok(tool_step(self.tools.call(call, hitl).await?))
+                    Ok(tool_step(self.tools.call(call, ctx, hitl).await?))
                 }
             }
         })

@@ -9,7 +9,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use tea_runtime::ToolDefinition;
+use tea_runtime::{Memory, ToolDefinition};
 
 /// What [`Tool::call`] returns: a boxed future of the tool's result as JSON.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'static>>;
@@ -66,6 +66,19 @@ pub trait Tool: Send + Sync + 'static {
     /// parameters are [`ToolError::BadArguments`], whose text tells the model what to fix.
     fn call(&self, arguments: Value) -> ToolFuture;
 
+    /// Whether the tool reads or writes the app's long-term [`Memory`] (a `#[tool]` function
+    /// with a `&Memory` parameter): a [`ToolNode`](crate::ToolNode) then runs it with
+    /// [`call_with_memory`](Self::call_with_memory), on the node's `ctx.store()`.
+    fn uses_memory(&self) -> bool {
+        false
+    }
+
+    /// [`call`](Self::call), with the app's memory at hand (by default the memory is not used).
+    fn call_with_memory(&self, arguments: Value, memory: &Memory) -> ToolFuture {
+        let _ = memory;
+        self.call(arguments)
+    }
+
     /// The tool as a model is shown it.
     fn definition(&self) -> ToolDefinition {
         ToolDefinition::new(self.name(), self.description(), self.parameters())
@@ -88,6 +101,12 @@ impl<T: Tool + ?Sized> Tool for Arc<T> {
     fn call(&self, arguments: Value) -> ToolFuture {
         (**self).call(arguments)
     }
+    fn uses_memory(&self) -> bool {
+        (**self).uses_memory()
+    }
+    fn call_with_memory(&self, arguments: Value, memory: &Memory) -> ToolFuture {
+        (**self).call_with_memory(arguments, memory)
+    }
 }
 
 impl<T: Tool + ?Sized> Tool for Box<T> {
@@ -105,6 +124,12 @@ impl<T: Tool + ?Sized> Tool for Box<T> {
     }
     fn call(&self, arguments: Value) -> ToolFuture {
         (**self).call(arguments)
+    }
+    fn uses_memory(&self) -> bool {
+        (**self).uses_memory()
+    }
+    fn call_with_memory(&self, arguments: Value, memory: &Memory) -> ToolFuture {
+        (**self).call_with_memory(arguments, memory)
     }
 }
 
@@ -137,6 +162,12 @@ impl<T: Tool> Tool for WithApproval<T> {
     }
     fn call(&self, arguments: Value) -> ToolFuture {
         self.0.call(arguments)
+    }
+    fn uses_memory(&self) -> bool {
+        self.0.uses_memory()
+    }
+    fn call_with_memory(&self, arguments: Value, memory: &Memory) -> ToolFuture {
+        self.0.call_with_memory(arguments, memory)
     }
 }
 
@@ -434,4 +465,16 @@ pub fn tool_result<T: Serialize, E: fmt::Display>(tool: &str, output: Result<T, 
         Ok(value) => tool_output(tool, value),
         Err(error) => Err(ToolError::Failed { tool: tool.to_owned(), message: error.to_string() }),
     }
+}
+
+/// The failure of a call of a tool that uses the app's memory, made without one (through
+/// [`Tool::call`] rather than a [`ToolNode`](crate::ToolNode) in a run).
+#[doc(hidden)]
+pub fn tool_without_memory(tool: &str) -> ToolFuture {
+    tool_ready(Err(ToolError::Failed {
+        tool: tool.to_owned(),
+        message: "it uses the app's memory (`tea::Memory`) and was called without one: call it with \
+                  `Tool::call_with_memory`, or run it through a `ToolNode` in an app that has a checkpointer"
+            .to_owned(),
+    }))
 }

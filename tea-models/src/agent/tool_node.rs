@@ -12,13 +12,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
-use tea_runtime::{Hitl, Message, Pause, ToolCall, ToolDefinition};
+use tea_runtime::{BoxError, Ctx, Hitl, Message, Pause, ToolCall, ToolDefinition};
 
 /// The tools a model may call, run one call at a time by [`call`](Self::call).
 ///
 /// ```
 /// use tea::models::{ToolNode, Approval};
-/// use tea::{tool, Hitl, Message, ToolCall};
+/// use tea::{tool, Ctx, Hitl, Message, MessagesState, ToolCall};
 ///
 /// /// Deletes a file.
 /// #[tool(approval)]
@@ -28,15 +28,17 @@ use tea_runtime::{Hitl, Message, Pause, ToolCall, ToolDefinition};
 ///
 /// let tools = ToolNode::new().with(Delete);
 /// let call = ToolCall::new("call_1", "delete", serde_json::json!({"path": "notes.txt"}));
+/// // In a node, `ctx` is the node's; here, one outside a run.
+/// let ctx = Ctx::<MessagesState>::detached("tools");
 /// // The first run pauses with the call, for a person to answer.
 /// let mut first = Hitl::default();
-/// assert!(tools.call_blocking(&call, &mut first).is_err());
+/// assert!(tools.call_blocking(&call, &ctx, &mut first).is_err());
 /// assert_eq!(first.paused_with().unwrap()["tool"], "delete");
 /// // Resumed with an edit, the tool runs once, on the edited arguments.
 /// let edit = serde_json::to_value(Approval::edit(serde_json::json!({"path": "old.txt"})))?;
-/// let reply = tools.call_blocking(&call, &mut Hitl::answering([edit])).unwrap();
+/// let reply = tools.call_blocking(&call, &ctx, &mut Hitl::answering([edit]))?;
 /// assert_eq!(reply, Message::tool("call_1", "deleted old.txt"));
-/// # Ok::<(), serde_json::Error>(())
+/// # Ok::<(), tea::BoxError>(())
 /// ```
 #[derive(Clone, Default)]
 pub struct ToolNode {
@@ -90,12 +92,17 @@ impl ToolNode {
     ///
     /// A tool that [needs approval](Tool::needs_approval) pauses the run first, through `hitl`,
     /// with an [`ApprovalRequest`] as the pause's value; the resume's answer is an
-    /// [`Approval`], and the tool runs on the approved or edited arguments, or not at all.
+    /// [`Approval`], and the tool runs on the approved or edited arguments, or not at all. A tool
+    /// that [uses memory](Tool::uses_memory) (a `#[tool]` with a `&Memory` parameter) runs with
+    /// the node's [`ctx.store()`](Ctx::store): the app's long-term memory, shared by its threads.
     ///
     /// # Errors
-    /// [`Pause`] when the run pauses for approval (propagate it with `?`).
-    pub async fn call(&self, call: &ToolCall, hitl: &mut Hitl) -> Result<Message, Pause> {
+    /// [`Pause`] when the run pauses for approval (propagate it with `?`);
+    /// [`Error::NoMemory`](tea_runtime::Error::NoMemory) when the tool uses memory and the app
+    /// has neither a checkpointer nor a memory.
+    pub async fn call<S>(&self, call: &ToolCall, ctx: &Ctx<S>, hitl: &mut Hitl) -> Result<Message, BoxError> {
         let result = match self.arguments(call, hitl)? {
+            Ok((tool, arguments)) if tool.uses_memory() => tool.call_with_memory(arguments, ctx.store()?).await,
             Ok((tool, arguments)) => tool.call(arguments).await,
             Err(error) => Err(error),
         };
@@ -106,9 +113,9 @@ impl ToolNode {
     /// end, which a tool needing tokio's reactor cannot be: run those under the async API).
     ///
     /// # Errors
-    /// [`Pause`] when the run pauses for approval.
-    pub fn call_blocking(&self, call: &ToolCall, hitl: &mut Hitl) -> Result<Message, Pause> {
-        crate::agent::tool::block_on(self.call(call, hitl))
+    /// As [`call`](Self::call).
+    pub fn call_blocking<S>(&self, call: &ToolCall, ctx: &Ctx<S>, hitl: &mut Hitl) -> Result<Message, BoxError> {
+        crate::agent::tool::block_on(self.call(call, ctx, hitl))
     }
 
     /// The tool to run and its arguments, once approved; or the error that stands for its result.

@@ -44,4 +44,16 @@ fn main() {
     let out = tea::models::block_on(Distance.call(serde_json::json!({"point": {"x": 3.0, "y": 4.0}})));
     assert_eq!(out, Ok(serde_json::json!(5.0)));
     assert_eq!(distance(Point { x: 0.0, y: 1.0 }, None), 1.0);
+    assert!(Remember.uses_memory());
+    assert_eq!(Remember.parameters()["required"], serde_json::json!(["fact"]));
+    let memory = tea::Memory::new(tea::MemoryStore::new());
+    let out = tea::models::block_on(Remember.call_with_memory(serde_json::json!({"fact": "tea"}), &memory));
+    assert_eq!(out, Ok(serde_json::Value::Null));
+    assert_eq!(memory.get(&["facts"], "tea").unwrap().unwrap().value["fact"], "tea");
+}
+
+/// Remembers a fact; `&Memory` is the app's memory, not an argument of the model's.
+#[tool]
+async fn remember(fact: String, memory: &tea::Memory) -> Result<(), tea::Error> {
+    memory.put(&["facts"], &fact, serde_json::json!({ "fact": fact }))
 }
