@@ -597,6 +597,8 @@ pub struct Agent {
     retention: Retention,
     /// Its runs' lease on their threads ([`Agent::with_lease`]; `None`: the engine's default).
     lease: Option<std::time::Duration>,
+    /// Its runs' context ([`Agent::with_context`]), given again to an agent rebuilt from it.
+    context: Option<Value>,
 }
 
 impl fmt::Debug for Agent {
@@ -645,6 +647,18 @@ impl Agent {
             names_store: false,
             retention: Retention::new(),
             lease,
+            context: None,
+        }
+    }
+
+    /// `agent` (this one rebuilt on another store or lease) with what this one was given
+    /// besides: whether its file names a store, its retention and its runs' context.
+    fn carry_into(self, mut agent: Agent) -> Agent {
+        agent.names_store = self.names_store;
+        agent.retention = self.retention;
+        match self.context {
+            Some(context) => agent.with_context(context),
+            None => agent,
         }
     }
 
@@ -671,6 +685,7 @@ impl Agent {
             names_store: self.names_store,
             retention: self.retention,
             lease: self.lease,
+            context: Some(context),
         }
     }
 
@@ -682,11 +697,16 @@ impl Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let raw: Arc<dyn Checkpointer> = Arc::new(store);
         let sealed: Arc<dyn Checkpointer> = Arc::new(tea_runtime::Sealed::new(raw.clone(), keys));
-        let mut agent = Agent::build(self.graph, Some(sealed), dir, self.recursion_limit, self.checkpoint, self.lease);
-        agent.names_store = self.names_store;
-        agent.retention = self.retention;
+        let mut agent = Agent::build(
+            self.graph.clone(),
+            Some(sealed),
+            dir,
+            self.recursion_limit,
+            self.checkpoint.clone(),
+            self.lease,
+        );
         agent.raw_store = Some(raw);
-        agent
+        self.carry_into(agent)
     }
 
     /// The same agent on `store` (any [`Checkpointer`]), whatever its file's `config:` names.
@@ -694,10 +714,15 @@ impl Agent {
     pub fn with_checkpointer<C: Checkpointer + 'static>(self, store: C) -> Agent {
         let dir = (&store as &dyn std::any::Any).downcast_ref::<DirStore>().cloned();
         let store: Arc<dyn Checkpointer> = Arc::new(store);
-        let mut agent = Agent::build(self.graph, Some(store), dir, self.recursion_limit, self.checkpoint, self.lease);
-        agent.names_store = self.names_store;
-        agent.retention = self.retention;
-        agent
+        let agent = Agent::build(
+            self.graph.clone(),
+            Some(store),
+            dir,
+            self.recursion_limit,
+            self.checkpoint.clone(),
+            self.lease,
+        );
+        self.carry_into(agent)
     }
 
     /// Whether the file's `config:` names a store (`checkpointer:` or `checkpoint_dir:`), as
@@ -860,15 +885,19 @@ impl Agent {
     /// The same agent (on the same store) whose runs hold their thread by a lease of `lease`
     /// (`tea_runtime::Builder::lease`; default `tea_runtime::DEFAULT_LEASE`): how long a run
     /// that stopped answering keeps its thread before `recover` may take it over. Kept by
-    /// [`with_checkpointer`](Self::with_checkpointer); give it before
-    /// [`with_context`](Self::with_context), whose context it does not keep.
+    /// [`with_checkpointer`](Self::with_checkpointer); it keeps the agent's
+    /// [`with_context`](Self::with_context) too, in either order.
     pub fn with_lease(self, lease: std::time::Duration) -> Agent {
-        let mut agent =
-            Agent::build(self.graph, self.store, self.dir, self.recursion_limit, self.checkpoint, Some(lease));
-        agent.names_store = self.names_store;
-        agent.retention = self.retention;
-        agent.raw_store = self.raw_store;
-        agent
+        let mut agent = Agent::build(
+            self.graph.clone(),
+            self.store.clone(),
+            self.dir.clone(),
+            self.recursion_limit,
+            self.checkpoint.clone(),
+            Some(lease),
+        );
+        agent.raw_store = self.raw_store.clone();
+        self.carry_into(agent)
     }
 
     /// The same agent whose sweeps keep what `retention` says.

@@ -122,6 +122,18 @@ nodes:
 }
 
 #[test]
+fn the_run_context_outlives_a_new_store_or_lease_given_after_it() {
+    let agent = Engine::new()
+        .load_str("nodes:\n  - name: greet\n    run: return { greeting = \"hi \" .. (context.user or \"nobody\") }\n")
+        .unwrap()
+        .with_context(json!({ "user": "ada" }))
+        .with_lease(std::time::Duration::from_secs(5))
+        .with_checkpointer(tea::MemoryStore::new());
+    let out = agent.invoke(json!({})).unwrap().done().unwrap();
+    assert_eq!(out["greeting"], "hi ada");
+}
+
+#[test]
 fn the_run_context_is_not_checkpointed() {
     let agent = Engine::new()
         .load_str(
