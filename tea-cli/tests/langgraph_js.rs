@@ -23,15 +23,7 @@ fn root() -> PathBuf {
 
 /// `tea serve` of the SDK's test agents in `dir`, on a free loopback port; it and its address.
 fn start(dir: &Path) -> (Child, String) {
-    std::fs::write(dir.join("tokens"), format!("answer {TOKEN}\n")).unwrap();
-    let mut command = serve_support::tea();
-    command
-        .current_dir(dir)
-        .arg("serve")
-        .arg(root().join("tea-serve/tests/sdk/chat.yaml"))
-        .arg(root().join("examples/agents/review.yaml"))
-        .args(["--store", "memory", "--bind", "127.0.0.1:0", "--token-file", "tokens"]);
-    serve_support::serve(&mut command, std::io::stderr())
+    serve_support::sdk_server(dir, TOKEN)
 }
 
 fn stop(child: Child) {

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,22 @@ pub fn listening(command: &mut Command, mut rest: impl Write + Send + 'static) -
 /// [`listening`], failing the test when the server does not start.
 pub fn serve(command: &mut Command, rest: impl Write + Send + 'static) -> (Child, String) {
     listening(command, rest).unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// `tea serve` of the LangGraph SDK checks' two agents (`tea-serve/tests/sdk/chat.yaml` and
+/// `examples/agents/review.yaml`) on a memory store, run in `dir` with a token file granting
+/// `token` answer rights, on a free loopback port: the child and its address.
+pub fn sdk_server(dir: &Path, token: &str) -> (Child, String) {
+    std::fs::write(dir.join("tokens"), format!("answer {token}\n")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut command = tea();
+    command
+        .current_dir(dir)
+        .arg("serve")
+        .arg(root.join("tea-serve/tests/sdk/chat.yaml"))
+        .arg(root.join("examples/agents/review.yaml"))
+        .args(["--store", "memory", "--bind", "127.0.0.1:0", "--token-file", "tokens"]);
+    serve(&mut command, std::io::stderr())
 }
 
 /// SIGTERM to `child`, then its exit status once it stops; `None` (and SIGKILL) when it has
