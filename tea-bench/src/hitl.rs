@@ -354,3 +354,57 @@ pub fn rss_paused_threads(threads: usize, json: bool) {
         println!("each thread's history     {} checkpoints, {kept} bytes", history.len());
     }
 }
+
+/// `hitl_cycle_durable/sync_floor`: four synced writes of a paused checkpoint's size to a log file
+/// in a fresh temporary directory, without tea or sled — the floor under a durable cycle that
+/// flushes four times. Each write is what one `SledStore` flush costs the disk: a `pwrite` at the
+/// log's end, then `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)` over it (sled's sync on
+/// Linux; elsewhere `fdatasync`). The file is removed when the run is dropped.
+pub fn sync_floor(syncs: usize) -> impl FnMut() {
+    struct Log {
+        file: std::fs::File,
+        dir: PathBuf,
+        offset: u64,
+        record: Vec<u8>,
+    }
+    impl Drop for Log {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+    let dir = temp_dir("sync-floor");
+    std::fs::create_dir_all(&dir).expect("create the floor's directory");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(dir.join("log"))
+        .expect("open the floor's log");
+    // A log record: the checkpoint and about the bytes sled frames it with (key, headers).
+    let record = vec![0x5a; checkpoint_bytes() + 64];
+    let mut log = Log { file, dir, offset: 0, record };
+    move || {
+        for _ in 0..syncs {
+            synced_write(&log.file, &log.record, log.offset);
+            log.offset += log.record.len() as u64;
+        }
+    }
+}
+
+/// Writes `bytes` at `offset` of `file` and waits until they are on the disk, as sled does.
+fn synced_write(file: &std::fs::File, bytes: &[u8], offset: u64) {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, offset).expect("write the floor's log");
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        let (start, len) = (offset as libc::off64_t, bytes.len() as libc::off64_t);
+        // SAFETY: a plain system call on an open descriptor, with no memory handed over.
+        let synced = unsafe { libc::sync_file_range(file.as_raw_fd(), start, len, flags) };
+        assert_eq!(synced, 0, "sync_file_range: {}", std::io::Error::last_os_error());
+    }
+    #[cfg(not(target_os = "linux"))]
+    file.sync_data().expect("sync the floor's log");
+}

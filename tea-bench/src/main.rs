@@ -53,25 +53,31 @@ enum Unit {
 }
 
 /// A workload: its key, its repetitions (`r` = 10, or 3 with `--quick`), whether it is one of
-/// the script's keys (the JSON object holds those only), and a run.
+/// the script's keys (the JSON object holds those only), and how to make its run. A run is made
+/// just before it is timed and dropped right after, so no other row's store (a sled database
+/// with its flusher thread, a PostgreSQL pool) is open while a row is measured; `None`: the
+/// row cannot run here (no PostgreSQL server), and is left out.
 struct Workload {
     key: &'static str,
     reps: usize,
     script: bool,
-    run: Box<dyn FnMut()>,
+    make: Box<dyn FnOnce() -> Option<Run>>,
 }
+
+/// One workload's run, called once per repetition.
+type Run = Box<dyn FnMut()>;
 
 /// `store` sealed at rest with a fixed benchmark key (the `/sealed` rows: what encryption costs).
 fn sealed<C: tea::Checkpointer>(store: C) -> tea::Sealed<C> {
     tea::Sealed::new(store, tea::KeyRing::new(1, [7; 32]))
 }
 
-fn w(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workload {
-    Workload { key, reps, script: true, run: Box::new(run) }
+fn w<R: FnMut() + 'static>(key: &'static str, reps: usize, make: impl FnOnce() -> R + 'static) -> Workload {
+    Workload { key, reps, script: true, make: Box::new(move || Some(Box::new(make()) as Run)) }
 }
 
-fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workload {
-    Workload { key, reps, script: false, run: Box::new(run) }
+fn extra<R: FnMut() + 'static>(key: &'static str, reps: usize, make: impl FnOnce() -> R + 'static) -> Workload {
+    Workload { script: false, ..w(key, reps, make) }
 }
 
 /// The workloads in the script's order, with the script's repetition counts, plus extras:
@@ -79,59 +85,66 @@ fn extra(key: &'static str, reps: usize, run: impl FnMut() + 'static) -> Workloa
 /// without tea), the durable hitl cycle with `Durability::OnPause`, the hitl cycle in its two
 /// other forms, and (when a PostgreSQL server answers, see `hitl::postgres_url`) the durable
 /// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`, the two YAML
-/// agents (`yaml_loop_1000`, `yaml_pipeline_10`), and the `/sealed` rows: store rows again with
+/// agents (`yaml_loop_1000`, `yaml_pipeline_10`), `hitl_cycle_durable/sync_floor` (four synced
+/// log writes without tea: the floor under the durable cycle), and the `/sealed` rows: store rows again with
 /// their store sealed at rest (`Sealed`), what encryption costs.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
     let mut all = vec![
-        w("sequential_10", r * 10, seq::sequential_10()),
-        w("sequential_1000", r, seq::sequential_1000()),
-        w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store()),
-        w("fanout_100", r, seq::fanout_100()),
-        w("send_100", r, seq::send_100()),
-        extra("fanout_100_memory_store", r, seq::fanout_100_memory_store()),
-        extra("send_100_memory_store", r, seq::send_100_memory_store()),
-        extra("sequential_1000_memory_store/sealed", r, seq::sequential_1000_memory_store_sealed()),
-        extra("fanout_100_memory_store/sealed", r, seq::fanout_100_memory_store_sealed()),
-        extra("send_100_memory_store/sealed", r, seq::send_100_memory_store_sealed()),
-        w("fanout_io_100", 5, seq::fanout_io_100()),
-        w("fanout_io_100_async", 5, seq::fanout_io_100_async()),
-        w("fanout_8_cpu", 3, seq::fanout_8_cpu()),
-        extra("chain_8_cpu", 3, seq::chain_8_cpu()),
-        extra("rayon_8_cpu", 3, seq::rayon_8_cpu()),
-        w("wide_state_25x300", r, wide::wide_state_25x300()),
-        w("wide_state_9x1200", r, wide::wide_state_9x1200()),
-        w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>()),
-        w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>()),
-        extra("hitl_cycle_memory/sealed", r * 20, hitl::cycle_memory_sealed::<Node>()),
-        extra("hitl_cycle_durable/sealed", r * 10, hitl::cycle_durable_sealed::<Node>()),
-        extra("hitl_cycle_durable/buffered", r * 10, hitl::cycle_durable_buffered::<Node>()),
-        extra("hitl_cycle_durable/on_pause", r * 10, hitl::cycle_durable_on_pause::<Node>()),
-        extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>()),
-        extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>()),
-        extra("hitl_cycle_memory/interrupt_before", r * 20, hitl::cycle_memory::<Before>()),
-        extra("hitl_cycle_durable/interrupt_before", r * 10, hitl::cycle_durable::<Before>()),
-        extra("yaml_loop_1000", r, yaml::loop_1000()),
-        extra("yaml_pipeline_10", r * 10, yaml::pipeline_10()),
-        extra("react_agent_10_turns", r, react::conversation()),
-        extra("react_agent_10_turns/model_only", r, react::model_only()),
+        w("sequential_10", r * 10, seq::sequential_10),
+        w("sequential_1000", r, seq::sequential_1000),
+        w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store),
+        w("fanout_100", r, seq::fanout_100),
+        w("send_100", r, seq::send_100),
+        extra("fanout_100_memory_store", r, seq::fanout_100_memory_store),
+        extra("send_100_memory_store", r, seq::send_100_memory_store),
+        extra("sequential_1000_memory_store/sealed", r, seq::sequential_1000_memory_store_sealed),
+        extra("fanout_100_memory_store/sealed", r, seq::fanout_100_memory_store_sealed),
+        extra("send_100_memory_store/sealed", r, seq::send_100_memory_store_sealed),
+        w("fanout_io_100", 5, seq::fanout_io_100),
+        w("fanout_io_100_async", 5, seq::fanout_io_100_async),
+        w("fanout_8_cpu", 3, seq::fanout_8_cpu),
+        extra("chain_8_cpu", 3, seq::chain_8_cpu),
+        extra("rayon_8_cpu", 3, seq::rayon_8_cpu),
+        w("wide_state_25x300", r, wide::wide_state_25x300),
+        w("wide_state_9x1200", r, wide::wide_state_9x1200),
+        w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>),
+        w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>),
+        extra("hitl_cycle_memory/sealed", r * 20, hitl::cycle_memory_sealed::<Node>),
+        extra("hitl_cycle_durable/sealed", r * 10, hitl::cycle_durable_sealed::<Node>),
+        extra("hitl_cycle_durable/sync_floor", r * 10, || hitl::sync_floor(4)),
+        extra("hitl_cycle_durable/buffered", r * 10, hitl::cycle_durable_buffered::<Node>),
+        extra("hitl_cycle_durable/on_pause", r * 10, hitl::cycle_durable_on_pause::<Node>),
+        extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>),
+        extra("hitl_cycle_durable/interruptible", r * 10, hitl::cycle_durable::<Interruptible>),
+        extra("hitl_cycle_memory/interrupt_before", r * 20, hitl::cycle_memory::<Before>),
+        extra("hitl_cycle_durable/interrupt_before", r * 10, hitl::cycle_durable::<Before>),
+        extra("yaml_loop_1000", r, yaml::loop_1000),
+        extra("yaml_pipeline_10", r * 10, yaml::pipeline_10),
+        extra("react_agent_10_turns", r, react::conversation),
+        extra("react_agent_10_turns/model_only", r, react::model_only),
     ];
     #[cfg(feature = "python")]
-    all.push(extra("yaml_python_pipeline_10", r * 10, yaml::python_pipeline_10()));
-    if let Some(run) = hitl::cycle_durable_postgres::<Node>() {
-        all.push(w("hitl_cycle_durable_postgres", r * 10, run));
-    }
+    all.push(extra("yaml_python_pipeline_10", r * 10, yaml::python_pipeline_10));
+    all.push(Workload {
+        key: "hitl_cycle_durable_postgres",
+        reps: r * 10,
+        script: true,
+        make: Box::new(|| hitl::cycle_durable_postgres::<Node>().map(|run| Box::new(run) as Run)),
+    });
     all
 }
 
 fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
     let r = if quick { 3 } else { 10 };
     let mut rows = Vec::new();
-    for mut workload in workloads(r) {
+    for workload in workloads(r) {
         if only.is_some_and(|only| only != workload.key) {
             continue;
         }
-        let value = median(workload.reps, &mut workload.run);
+        let Some(mut run) = (workload.make)() else { continue };
+        let value = median(workload.reps, &mut run);
+        drop(run);
         rows.push(Row { key: workload.key, value, unit: Unit::Seconds, script: workload.script });
         eprint!(".");
     }
@@ -162,7 +175,11 @@ fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
 
 /// Runs workload `key` over and over for `seconds` (for a profiler).
 fn spin(key: &str, seconds: f64) {
-    let mut run = workloads(1).into_iter().find(|w| w.key == key).unwrap_or_else(|| usage()).run;
+    let make = workloads(1).into_iter().find(|w| w.key == key).unwrap_or_else(|| usage()).make;
+    let mut run = make().unwrap_or_else(|| {
+        eprintln!("{key} cannot run here");
+        std::process::exit(1)
+    });
     let t0 = Instant::now();
     let mut runs = 0u64;
     while t0.elapsed().as_secs_f64() < seconds {
@@ -212,6 +229,9 @@ fn print_table(rows: &[Row]) {
                 format!("{note}, {:.3} µs per node", row.value * 1e6 / 10.0)
             }
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
+            "hitl_cycle_durable/sync_floor" => {
+                format!("{note}, four synced log writes of a paused checkpoint's size, no tea (sled's sync_file_range)")
+            }
             key if key.ends_with("/sealed") => format!("{note}, the row above in a Sealed store (XChaCha20-Poly1305)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
             key if key.ends_with("/interrupt_before") => format!("{note}, {}", <hitl::Before as hitl::Form>::NAME),
