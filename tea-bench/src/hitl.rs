@@ -361,6 +361,22 @@ pub fn rss_paused_threads(threads: usize, json: bool) {
 /// log's end, then `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)` over it (sled's sync on
 /// Linux; elsewhere `fdatasync`). The file is removed when the run is dropped.
 pub fn sync_floor(syncs: usize) -> impl FnMut() {
+    floor(syncs, synced_write)
+}
+
+/// `hitl_cycle_durable/fsync_floor`: as [`sync_floor`], each write followed by `fdatasync`
+/// (`File::sync_data`): the "four fsyncs" the issue measures the durable cycle against.
+pub fn fsync_floor(syncs: usize) -> impl FnMut() {
+    floor(syncs, |file, bytes, offset| {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(bytes, offset).expect("write the floor's log");
+        file.sync_data().expect("sync the floor's log");
+    })
+}
+
+/// Four (`syncs`) writes of a paused checkpoint's size to a log in a fresh temporary directory,
+/// each made durable by `sync`.
+fn floor(syncs: usize, sync: fn(&std::fs::File, &[u8], u64)) -> impl FnMut() {
     struct Log {
         file: std::fs::File,
         dir: PathBuf,
@@ -386,7 +402,7 @@ pub fn sync_floor(syncs: usize) -> impl FnMut() {
     let mut log = Log { file, dir, offset: 0, record };
     move || {
         for _ in 0..syncs {
-            synced_write(&log.file, &log.record, log.offset);
+            sync(&log.file, &log.record, log.offset);
             log.offset += log.record.len() as u64;
         }
     }

@@ -85,7 +85,7 @@ fn extra<R: FnMut() + 'static>(key: &'static str, reps: usize, make: impl FnOnce
 /// without tea), the durable hitl cycle with `Durability::OnPause`, the hitl cycle in its two
 /// other forms, and (when a PostgreSQL server answers, see `hitl::postgres_url`) the durable
 /// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`, the two YAML
-/// agents (`yaml_loop_1000`, `yaml_pipeline_10`), `hitl_cycle_durable/sync_floor` (four synced
+/// agents (`yaml_loop_1000`, `yaml_pipeline_10`), `hitl_cycle_durable/sync_floor` and `/fsync_floor` (four synced
 /// log writes without tea: the floor under the durable cycle), and the `/sealed` rows: store rows again with
 /// their store sealed at rest (`Sealed`), what encryption costs.
 fn workloads(r: usize) -> Vec<Workload> {
@@ -113,6 +113,7 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("hitl_cycle_memory/sealed", r * 20, hitl::cycle_memory_sealed::<Node>),
         extra("hitl_cycle_durable/sealed", r * 10, hitl::cycle_durable_sealed::<Node>),
         extra("hitl_cycle_durable/sync_floor", r * 10, || hitl::sync_floor(4)),
+        extra("hitl_cycle_durable/fsync_floor", r * 10, || hitl::fsync_floor(4)),
         extra("hitl_cycle_durable/buffered", r * 10, hitl::cycle_durable_buffered::<Node>),
         extra("hitl_cycle_durable/on_pause", r * 10, hitl::cycle_durable_on_pause::<Node>),
         extra("hitl_cycle_memory/interruptible", r * 20, hitl::cycle_memory::<Interruptible>),
@@ -231,6 +232,9 @@ fn print_table(rows: &[Row]) {
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
             "hitl_cycle_durable/sync_floor" => {
                 format!("{note}, four synced log writes of a paused checkpoint's size, no tea (sled's sync_file_range)")
+            }
+            "hitl_cycle_durable/fsync_floor" => {
+                format!("{note}, the same four writes, each followed by fdatasync")
             }
             key if key.ends_with("/sealed") => format!("{note}, the row above in a Sealed store (XChaCha20-Poly1305)"),
             key if key.ends_with("/interruptible") => format!("{note}, {}", <hitl::Interruptible as hitl::Form>::NAME),
