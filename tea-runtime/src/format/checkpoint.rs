@@ -257,6 +257,7 @@ pub(crate) fn encode_value(identity: &Identity, payload: &serde_json::Value) -> 
     encode_payload(identity, payload)
 }
 
+#[cfg(test)]
 /// Frames `patch` ([`delta`](super::delta)) as a delta record that folds from full record
 /// `from`.
 pub(crate) fn encode_delta(
