@@ -414,13 +414,9 @@ impl Tenure {
         let len = planned.bytes.len();
         held.chain = match (planned.next, held.chain.take()) {
             (Next::Full, _) => Some(Chain::full(id, planned.bytes)),
-            (Next::FullValue(value), _) => Some(Chain {
-                head: Head::Value(value),
-                patches: Vec::new(),
-                full: id,
-                full_len: len,
-                since_full: 0,
-            }),
+            (Next::FullValue(value), _) => {
+                Some(Chain { head: Head::Value(value), patches: Vec::new(), full: id, full_len: len, since_full: 0 })
+            }
             (Next::Delta(bytes), Some(chain)) => {
                 let at = bytes.len() - checkpoint::payload(&bytes).len();
                 Some(Chain {

@@ -295,7 +295,6 @@ fn diff_arrays(old: &str, new: &str, depth: usize, out: &mut Vec<u8>) -> Result<
     Ok(Some(true))
 }
 
-
 /// An object's patch: each of `changed` (key, patch) set, each of `removed` removed.
 pub(crate) fn object_patch(changed: Map<String, Value>, removed: &[&str]) -> Value {
     let mut patch = Map::with_capacity(2);
@@ -399,7 +398,6 @@ pub(crate) fn apply(target: &mut Value, patch: Value) -> Result<(), String> {
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {
