@@ -22,7 +22,7 @@
 //! a node after its pause completed and was written) writes its last checkpoint again without
 //! its lease, so `recover` can continue it at once without running again what completed.
 
-use crate::format::checkpoint::{self, Checkpoint, Identity, Lease, Position};
+use crate::format::checkpoint::{self, CheckpointRef, Identity, Lease, Position};
 use crate::format::delta;
 use crate::format::token::SigningKey;
 use crate::store::{AppendOutcome, Checkpointer};
@@ -335,7 +335,12 @@ impl Tenure {
 
     /// The lease a checkpoint written now carries: this run's, for a lease's length from now.
     pub(crate) fn lease_from_now(&self) -> Lease {
-        Lease { owner: self.owner, until: self.clock.now_ms().saturating_add(self.lease_ms()) }
+        self.lease_from(self.clock.now_ms())
+    }
+
+    /// The lease a checkpoint written at `now` (milliseconds since the Unix epoch) carries.
+    pub(crate) fn lease_from(&self, now: u64) -> Lease {
+        Lease { owner: self.owner, until: now.saturating_add(self.lease_ms()) }
     }
 
     /// The thread's head as the run last saw it.
@@ -517,7 +522,7 @@ impl Tenure {
     pub(crate) async fn claim<S: GraphState, IO: Appends>(
         &self,
         io: &IO,
-        ckpt: &Checkpoint<S>,
+        ckpt: &CheckpointRef<'_, S>,
         node: &NodeName,
     ) -> Result<(), Error> {
         self.write(io, ckpt, false, node).await?;
@@ -536,7 +541,7 @@ impl Tenure {
     pub(crate) async fn write<S: GraphState, IO: Appends>(
         &self,
         io: &IO,
-        ckpt: &Checkpoint<S>,
+        ckpt: &CheckpointRef<'_, S>,
         durable: bool,
         node: &NodeName,
     ) -> Result<CheckpointId, Error> {
@@ -563,12 +568,12 @@ impl Tenure {
 
     /// Encodes `ckpt` for the store (a delta of the run's last record, or a full record, see
     /// [`Chain`]) and checks that its state reads back; the head it is to replace and its id.
-    fn encode<S: GraphState>(&self, ckpt: &Checkpoint<S>, node: &NodeName) -> Result<Encoded, Error> {
+    fn encode<S: GraphState>(&self, ckpt: &CheckpointRef<'_, S>, node: &NodeName) -> Result<Encoded, Error> {
         let not_storable =
             |(path, reason)| Error::StateNotStorable { node: node.clone(), thread: self.thread.clone(), path, reason };
         // The lock is never held across an await. While this run writes, no node of it runs,
         // so no child of it renews its lease.
-        let bytes = checkpoint::encode(&self.identity(), ckpt)?;
+        let bytes = checkpoint::encode_ref(&self.identity(), ckpt)?;
         checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
         // Pauses and the end are full records (see `Chain`).
         let full = !ckpt.pending.is_empty() || matches!(ckpt.at, Position::Done);
@@ -833,7 +838,7 @@ impl Tenure {
 
 /// The `checkpoint` span of a write of `ckpt`, and when the write started.
 #[cfg(feature = "tracing")]
-fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
+fn checkpoint_span<S: GraphState>(ckpt: &CheckpointRef<'_, S>, durable: bool) -> (tracing::Span, Instant) {
     let span = tracing::debug_span!(
         target: "tea",
         "checkpoint",
