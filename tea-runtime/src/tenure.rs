@@ -22,7 +22,7 @@
 //! a node after its pause completed and was written) writes its last checkpoint again without
 //! its lease, so `recover` can continue it at once without running again what completed.
 
-use crate::format::checkpoint::{self, Checkpoint, Identity, Lease, Position};
+use crate::format::checkpoint::{self, CheckpointRef, Identity, Lease, Position};
 use crate::format::delta;
 use crate::format::token::SigningKey;
 use crate::store::{AppendOutcome, Checkpointer};
@@ -145,19 +145,27 @@ struct Held {
 /// states are written full, as before delta records) and the deltas since the last full
 /// record, this one included, stay within its size; else, and always at a pause and at the
 /// end, it is written full. So the bytes a thread stores stay within about twice what changed,
-/// and a head is read from at most its full record and as many bytes of deltas.
+/// and a head is read from at most its full record and as many bytes of deltas (four times as
+/// many after a fan-out's progress, see [`Chain::worth_patch`]).
 /// A pause is full because its record stands alone: a failed resume writes it back as the head
 /// (after other records), a directory store's pause file is read on its own (`resume_from`), and
 /// a paused thread's head is read at once. The end is full for the last reason: a finished
 /// thread's head is what is read of it, by `state` and by whoever reads the store itself.
 ///
-/// The head is kept as the text it was encoded to, and made a JSON value only when a patch is
-/// applied to it (a fan-out's progress, a lease renewed or released): a step of the main line
-/// encodes its checkpoint once, compares its text with the head's field by field
-/// ([`delta::diff_text`]), and writes a small state whole without comparing at all.
+/// The head is kept as the text it was encoded to, with the patches written after it (a
+/// fan-out's progress, a lease renewed) kept as their texts, unapplied: they are applied (the
+/// head made a JSON value) only when the head is needed whole, which a fan-out's writes never
+/// need (see `machine::journal`), so a branch's write costs the encoding of its own part. A
+/// step of the main line encodes its checkpoint once, compares its text with the head's field
+/// by field ([`delta::diff_text`]), and writes a small state whole without comparing at all;
+/// after unapplied patches it writes a full record (what a fan-out's join writes after its
+/// branches' progress), which reads nothing of the head.
 pub(crate) struct Chain {
-    /// The payload of the head.
+    /// The payload of the head, before `patches`.
     head: Head,
+    /// The patches (JSON texts, [`delta`]) written after `head`, oldest first, not applied to
+    /// it yet.
+    patches: Vec<Vec<u8>>,
     /// The full record the head folds from.
     full: CheckpointId,
     /// The size of that full record.
@@ -174,6 +182,9 @@ enum Head {
         at: usize,
     },
     Value(serde_json::Value),
+    /// Its patches did not apply (or did not read back exactly): the run knows the head no
+    /// more, and its next record is full.
+    Lost,
 }
 
 impl Chain {
@@ -181,33 +192,55 @@ impl Chain {
     fn full(id: CheckpointId, bytes: Vec<u8>) -> Self {
         let len = bytes.len();
         let at = len - checkpoint::payload(&bytes).len();
-        Chain { head: Head::Text { bytes, at }, full: id, full_len: len, since_full: 0 }
+        Chain { head: Head::Text { bytes, at }, patches: Vec::new(), full: id, full_len: len, since_full: 0 }
     }
 
-    /// The head's payload as JSON text (`None`: it does not encode).
+    /// Whether patches were written after the head and not applied to it yet.
+    fn patched(&self) -> bool {
+        !self.patches.is_empty()
+    }
+
+    /// The head's payload as JSON text (`None`: it does not encode, or its patches do not
+    /// apply).
     fn text(&mut self) -> Option<&str> {
+        if self.patched() {
+            self.value()?;
+        }
         if let Head::Value(value) = &self.head {
             self.head = Head::Text { bytes: serde_json::to_vec(value).ok()?, at: 0 };
         }
         match &self.head {
             Head::Text { bytes, at } => std::str::from_utf8(bytes.get(*at..)?).ok(),
-            Head::Value(_) => None,
+            Head::Value(_) | Head::Lost => None,
         }
     }
 
-    /// The head's payload as a JSON value (`None`: its text does not read back exactly as one,
-    /// e.g. an integer beyond 64 bits, which a JSON value holds only as an inexact float).
+    /// The head's payload as a JSON value, its patches applied (`None`: its text does not read
+    /// back exactly as one, e.g. an integer beyond 64 bits, which a JSON value holds only as an
+    /// inexact float, or a patch does not apply).
     fn value(&mut self) -> Option<&mut serde_json::Value> {
         if let Head::Text { bytes, at } = &self.head {
-            let value: serde_json::Value = serde_json::from_slice(bytes.get(*at..)?).ok()?;
-            if !exact(&value) {
-                return None;
+            let value = bytes.get(*at..).and_then(|text| serde_json::from_slice::<serde_json::Value>(text).ok());
+            self.head = match value {
+                Some(value) if exact(&value) => Head::Value(value),
+                _ => Head::Lost,
+            };
+        }
+        if self.patched() {
+            let patches = std::mem::take(&mut self.patches);
+            if let Head::Value(value) = &mut self.head {
+                let applied = patches.iter().all(|patch| {
+                    serde_json::from_slice::<serde_json::Value>(patch)
+                        .is_ok_and(|patch| exact(&patch) && delta::apply(value, patch).is_ok())
+                });
+                if !applied {
+                    self.head = Head::Lost;
+                }
             }
-            self.head = Head::Value(value);
         }
         match &mut self.head {
             Head::Value(value) => Some(value),
-            Head::Text { .. } => None,
+            Head::Text { .. } | Head::Lost => None,
         }
     }
 
@@ -216,7 +249,22 @@ impl Chain {
     fn worth(&self, len: usize) -> bool {
         len.saturating_mul(2) <= self.full_len && self.since_full.saturating_add(len) <= self.full_len
     }
+
+    /// Whether a delta record of `len` bytes that patches the head ([`Tenure::plan_delta`]: a
+    /// fan-out's progress, a lease) is written rather than a full record: as [`worth`](Self::worth),
+    /// but the deltas since the last full record may grow to [`PATCH_ALLOWANCE`] times its size.
+    /// A fan-out's deltas each write a branch's progress, which the head they fold to holds,
+    /// so folding them costs about what that head does; and a full record of a fan-out
+    /// encodes every branch, which a write of one branch's progress should not pay for often.
+    fn worth_patch(&self, len: usize) -> bool {
+        len.saturating_mul(2) <= self.full_len
+            && self.since_full.saturating_add(len) <= self.full_len.saturating_mul(PATCH_ALLOWANCE)
+    }
 }
+
+/// How many times the size of the last full record the patches since it (a fan-out's
+/// progress) may take before a full record is written again (see [`Chain::worth_patch`]).
+const PATCH_ALLOWANCE: usize = 4;
 
 /// Whether `value` (read from JSON text) holds no float that may stand for an integer beyond 64
 /// bits (which serde_json reads inexactly, as a float).
@@ -244,8 +292,8 @@ enum Next {
     FullValue(serde_json::Value),
     /// A delta whose payload, folded, is that of this full record.
     Delta(Vec<u8>),
-    /// A delta of this patch, to apply to the chain's payload.
-    Patch(serde_json::Value),
+    /// A delta of this patch (its JSON text), to apply to the chain's payload.
+    Patch(Vec<u8>),
 }
 
 /// What the store answered to a write of a fan-out's progress ([`Tenure::end_write`]).
@@ -335,7 +383,12 @@ impl Tenure {
 
     /// The lease a checkpoint written now carries: this run's, for a lease's length from now.
     pub(crate) fn lease_from_now(&self) -> Lease {
-        Lease { owner: self.owner, until: self.clock.now_ms().saturating_add(self.lease_ms()) }
+        self.lease_from(self.clock.now_ms())
+    }
+
+    /// The lease a checkpoint written at `now` (milliseconds since the Unix epoch) carries.
+    pub(crate) fn lease_from(&self, now: u64) -> Lease {
+        Lease { owner: self.owner, until: now.saturating_add(self.lease_ms()) }
     }
 
     /// The thread's head as the run last saw it.
@@ -367,16 +420,21 @@ impl Tenure {
         held.chain = match (planned.next, held.chain.take()) {
             (Next::Full, _) => Some(Chain::full(id, planned.bytes)),
             (Next::FullValue(value), _) => {
-                Some(Chain { head: Head::Value(value), full: id, full_len: len, since_full: 0 })
+                Some(Chain { head: Head::Value(value), patches: Vec::new(), full: id, full_len: len, since_full: 0 })
             }
             (Next::Delta(bytes), Some(chain)) => {
                 let at = bytes.len() - checkpoint::payload(&bytes).len();
-                Some(Chain { head: Head::Text { bytes, at }, since_full: chain.since_full + len, ..chain })
+                Some(Chain {
+                    head: Head::Text { bytes, at },
+                    patches: Vec::new(),
+                    since_full: chain.since_full + len,
+                    ..chain
+                })
             }
-            (Next::Patch(patch), Some(mut chain)) => match chain.value().map(|value| delta::apply(value, patch)) {
-                Some(Ok(())) => Some(Chain { since_full: chain.since_full + len, ..chain }),
-                _ => None,
-            },
+            (Next::Patch(patch), Some(mut chain)) => {
+                chain.patches.push(patch);
+                Some(Chain { since_full: chain.since_full + len, ..chain })
+            }
             (Next::Delta(_) | Next::Patch(_), _) => None,
         };
         self.until.store(until, Ordering::Release);
@@ -406,8 +464,10 @@ impl Tenure {
         // A delta's patch names at least the step, the time and the lease (about 100 bytes):
         // below twice that with its envelope, a delta never pays (see `Chain::worth`).
         let least = 2 * (checkpoint::delta_overhead(&identity) + 100);
+        // After unapplied patches (a fan-out's progress), the record is full: comparing would
+        // first apply them to the head, which costs more than the record saves.
         if let (Some(chain), false) = (chain, full) {
-            if chain.full_len >= least {
+            if chain.full_len >= least && !chain.patched() {
                 let new = std::str::from_utf8(checkpoint::payload(&bytes)).ok();
                 let from = chain.full;
                 if let (Some(old), Some(new)) = (chain.text(), new) {
@@ -428,16 +488,30 @@ impl Tenure {
         Ok(Planned { bytes, next: Next::Full })
     }
 
+    /// The delta record of `patch` (its JSON text, [`delta`]) after the head `chain` holds,
+    /// when a delta is written rather than a full record (see [`Chain`]); `None` when the
+    /// deltas since the last full record would outgrow it.
+    ///
+    /// # Errors
+    /// The encoding's.
+    pub(crate) fn plan_delta(&self, chain: &Chain, patch: Vec<u8>) -> Result<Option<Planned>, Error> {
+        let bytes = checkpoint::encode_delta_with(&self.identity(), chain.full, |out| {
+            out.extend_from_slice(&patch);
+            Ok(())
+        })?;
+        Ok(chain.worth_patch(bytes.len()).then_some(Planned { bytes, next: Next::Patch(patch) }))
+    }
+
     /// The record of `patch` applied to the head `chain` holds: a delta, or a full record when
     /// the deltas since the last would outgrow it; `None` when the head's payload is not at
     /// hand as a JSON value to patch (see [`Chain::value`]).
     ///
     /// # Errors
     /// The encoding's, and a patch that does not fit the head.
-    pub(crate) fn plan_patch(&self, chain: &mut Chain, patch: serde_json::Value) -> Result<Option<Planned>, Error> {
-        let bytes = checkpoint::encode_delta(&self.identity(), chain.full, &patch)?;
-        if chain.worth(bytes.len()) {
-            return Ok(Some(Planned { bytes, next: Next::Patch(patch) }));
+    fn plan_patch(&self, chain: &mut Chain, patch: serde_json::Value) -> Result<Option<Planned>, Error> {
+        let text = serde_json::to_vec(&patch).map_err(Error::store)?;
+        if let Some(planned) = self.plan_delta(chain, text)? {
+            return Ok(Some(planned));
         }
         let Some(value) = chain.value() else { return Ok(None) };
         let mut value = value.clone();
@@ -517,7 +591,7 @@ impl Tenure {
     pub(crate) async fn claim<S: GraphState, IO: Appends>(
         &self,
         io: &IO,
-        ckpt: &Checkpoint<S>,
+        ckpt: &CheckpointRef<'_, S>,
         node: &NodeName,
     ) -> Result<(), Error> {
         self.write(io, ckpt, false, node).await?;
@@ -536,7 +610,7 @@ impl Tenure {
     pub(crate) async fn write<S: GraphState, IO: Appends>(
         &self,
         io: &IO,
-        ckpt: &Checkpoint<S>,
+        ckpt: &CheckpointRef<'_, S>,
         durable: bool,
         node: &NodeName,
     ) -> Result<CheckpointId, Error> {
@@ -563,12 +637,12 @@ impl Tenure {
 
     /// Encodes `ckpt` for the store (a delta of the run's last record, or a full record, see
     /// [`Chain`]) and checks that its state reads back; the head it is to replace and its id.
-    fn encode<S: GraphState>(&self, ckpt: &Checkpoint<S>, node: &NodeName) -> Result<Encoded, Error> {
+    fn encode<S: GraphState>(&self, ckpt: &CheckpointRef<'_, S>, node: &NodeName) -> Result<Encoded, Error> {
         let not_storable =
             |(path, reason)| Error::StateNotStorable { node: node.clone(), thread: self.thread.clone(), path, reason };
         // The lock is never held across an await. While this run writes, no node of it runs,
         // so no child of it renews its lease.
-        let bytes = checkpoint::encode(&self.identity(), ckpt)?;
+        let bytes = checkpoint::encode_ref(&self.identity(), ckpt)?;
         checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
         // Pauses and the end are full records (see `Chain`).
         let full = !ckpt.pending.is_empty() || matches!(ckpt.at, Position::Done);
@@ -833,7 +907,7 @@ impl Tenure {
 
 /// The `checkpoint` span of a write of `ckpt`, and when the write started.
 #[cfg(feature = "tracing")]
-fn checkpoint_span<S: GraphState>(ckpt: &Checkpoint<S>, durable: bool) -> (tracing::Span, Instant) {
+fn checkpoint_span<S: GraphState>(ckpt: &CheckpointRef<'_, S>, durable: bool) -> (tracing::Span, Instant) {
     let span = tracing::debug_span!(
         target: "tea",
         "checkpoint",

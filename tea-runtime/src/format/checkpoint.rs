@@ -208,6 +208,38 @@ pub(crate) struct Checkpoint<S: GraphState> {
     pub(crate) written_at: Option<u64>,
 }
 
+/// A [`Checkpoint`] to write, with what the run holds borrowed rather than copied (its state,
+/// its answers, its join's branch states): what a run writes at each step, a claim and a pause.
+/// Serializes exactly as a `Checkpoint` of the same values (the same fields, in the same order,
+/// left out when empty in the same way).
+#[derive(Serialize)]
+#[serde(bound = "")]
+pub(crate) struct CheckpointRef<'a, S: GraphState> {
+    pub(crate) step: u64,
+    pub(crate) state: &'a S,
+    pub(crate) at: Position<S>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pending: Vec<Interrupt>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pause: Option<CheckpointId>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) resumed: bool,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) answers: &'a [serde_json::Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) paused_at: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) nonce: Option<u64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) joined: &'a [BranchState<S>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) parent: Option<&'a ParentJump>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) lease: Option<Lease>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) written_at: Option<u64>,
+}
+
 /// A live run's claim on its thread: `recover` of a thread whose lease has not expired is
 /// `Error::ThreadBusy`. Renewed as the run advances; released (absent) at pauses, at the end
 /// and when the run fails.
@@ -252,11 +284,18 @@ pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>
     encode_payload(identity, payload)
 }
 
+/// Frames the checkpoint `payload` borrows in an envelope, as [`encode`] frames a
+/// [`Checkpoint`] (the same bytes).
+pub(crate) fn encode_ref<S: GraphState>(identity: &Identity, payload: &CheckpointRef<'_, S>) -> Result<Vec<u8>, Error> {
+    encode_payload(identity, payload)
+}
+
 /// Frames a whole payload, as a JSON value, in an envelope: a full record.
 pub(crate) fn encode_value(identity: &Identity, payload: &serde_json::Value) -> Result<Vec<u8>, Error> {
     encode_payload(identity, payload)
 }
 
+#[cfg(test)]
 /// Frames `patch` ([`delta`](super::delta)) as a delta record that folds from full record
 /// `from`.
 pub(crate) fn encode_delta(
@@ -654,11 +693,19 @@ pub(crate) fn edit_raw(
 pub(crate) fn check_reads_back<S: GraphState>(envelope: &[u8]) -> Result<(), (String, String)> {
     let name_len = u16::from_le_bytes([envelope[6], envelope[7]]) as usize;
     let payload = &envelope[HEADER_LEN + name_len.min(MAX_NAME_LEN)..];
-    if memchr::memmem::find(payload, b"null").is_none() {
+    if !holds_null(payload) {
         return Ok(());
     }
     let mut deserializer = serde_json::Deserializer::from_slice(payload);
     serde_path_to_error::deserialize::<_, Checkpoint<S>>(&mut deserializer).map(drop).map_err(not_read_back)
+}
+
+/// Whether `payload` holds `null` anywhere. The searcher is built once: building one per call
+/// (`memmem::find`) cost each checkpoint write more than the search itself.
+fn holds_null(payload: &[u8]) -> bool {
+    static NULL: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"null"));
+    NULL.find(payload).is_some()
 }
 
 /// Whether `value` (a payload, or a part of one, as a JSON value) reads back as a `T`: what

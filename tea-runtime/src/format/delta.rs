@@ -295,14 +295,6 @@ fn diff_arrays(old: &str, new: &str, depth: usize, out: &mut Vec<u8>) -> Result<
     Ok(Some(true))
 }
 
-/// An array's patch: `changed` (each `[index, patch]`), the array resized to `len`.
-pub(crate) fn array_patch(changed: Vec<Value>, len: usize) -> Value {
-    let mut patch = Map::with_capacity(2);
-    patch.insert("a".to_owned(), Value::Array(changed));
-    patch.insert("n".to_owned(), Value::from(len));
-    Value::Object(patch)
-}
-
 /// An object's patch: each of `changed` (key, patch) set, each of `removed` removed.
 pub(crate) fn object_patch(changed: Map<String, Value>, removed: &[&str]) -> Value {
     let mut patch = Map::with_capacity(2);
@@ -405,16 +397,6 @@ pub(crate) fn apply(target: &mut Value, patch: Value) -> Result<(), String> {
         None => {}
     }
     Ok(())
-}
-
-/// Whether a JSON value holds a `null` anywhere.
-pub(crate) fn holds_null(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::Array(items) => items.iter().any(holds_null),
-        Value::Object(map) => map.values().any(holds_null),
-        _ => false,
-    }
 }
 
 #[cfg(test)]

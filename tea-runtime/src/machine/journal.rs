@@ -25,7 +25,6 @@
 //! a stale writer loses its compare-and-swap.
 
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump};
-use crate::format::delta;
 use crate::format::interrupt::Interrupt;
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
@@ -33,7 +32,7 @@ use crate::tenure::{Chain, Planned, Tenure, Wrote};
 use crate::vocab::error::Error;
 use crate::vocab::name::NodeName;
 use crate::vocab::state::GraphState;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -237,12 +236,15 @@ impl<'a, S: GraphState> Journal<'a, S> {
 impl<S: GraphState> Journal<'_, S> {
     /// The record of what `ledger` holds, after the run's head `chain`: once the store's head
     /// records this fan-out's branches, a delta of the branches that moved since (their new
-    /// progress, by path), the lease and the time; before, the fan-out's checkpoint whole, as
-    /// a delta of the head before it or a full record (see `tenure::Chain`).
+    /// progress, by path), the lease and the time, written as text (neither the head nor the
+    /// other branches are read or encoded); when such deltas would outgrow the last full
+    /// record (see `tenure::Chain`), and before the store's head records the branches, the
+    /// fan-out's checkpoint whole (the first time as a delta of the head before it, if that
+    /// pays).
     fn plan(
         &self,
         ledger: &Ledger<S>,
-        mut chain: Option<&mut Chain>,
+        chain: Option<&mut Chain>,
         lease: checkpoint::Lease,
         now: u64,
     ) -> Result<Planned, Error> {
@@ -252,18 +254,17 @@ impl<S: GraphState> Journal<'_, S> {
             path,
             reason,
         };
-        if let (Some(chain), true) = (chain.as_deref_mut(), ledger.based) {
+        if let (Some(chain), true) = (chain.as_deref(), ledger.based) {
             let paths: Vec<&[usize]> = ledger.dirty.keys().map(Vec::as_slice).collect();
-            let branches = branches_patch(&ledger.branches, &paths, "at.fork.branches", &not_storable)?;
-            let mut fork = Map::new();
-            fork.insert("branches".to_owned(), branches);
-            let mut at = Map::new();
-            at.insert("fork".to_owned(), delta::object_patch(fork, &[]));
-            let mut changed = Map::new();
-            changed.insert("at".to_owned(), delta::object_patch(at, &[]));
-            changed.insert("lease".to_owned(), delta::set(serde_json::to_value(lease).map_err(Error::store)?));
-            changed.insert("written_at".to_owned(), delta::set(Value::from(now)));
-            if let Some(planned) = self.tenure.plan_patch(chain, delta::object_patch(changed, &[]))? {
+            let mut patch = Vec::with_capacity(256);
+            patch.extend_from_slice(br#"{"o":{"at":{"o":{"fork":{"o":{"branches":"#);
+            branches_patch(&mut patch, &ledger.branches, &paths, "at.fork.branches", &not_storable)?;
+            patch.extend_from_slice(br#"}}}},"lease":{"v":"#);
+            serde_json::to_writer(&mut patch, &lease).map_err(Error::store)?;
+            patch.extend_from_slice(br#"},"written_at":{"v":"#);
+            patch.extend_from_slice(now.to_string().as_bytes());
+            patch.extend_from_slice(b"}}}");
+            if let Some(planned) = self.tenure.plan_delta(chain, patch)? {
                 return Ok(planned);
             }
         }
@@ -276,43 +277,58 @@ impl<S: GraphState> Journal<'_, S> {
         };
         let bytes = checkpoint::encode_fork(&self.tenure.identity(), &ckpt)?;
         checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
-        self.tenure.plan_whole(chain, bytes, false)
+        // Once the head records the branches, a delta of it saves too little to compare.
+        self.tenure.plan_whole(chain, bytes, ledger.based)
     }
 }
 
-/// The patch of a fan-out's `branches` that writes the progress of the branches at `paths`
-/// (sorted, an outer branch before those inside it) whole, each checked to read back (`at`
-/// names the branches in its errors).
+/// Writes to `out` the patch of a fan-out's `branches` ([`delta`]'s array form) that writes
+/// the progress of the branches at `paths` (sorted, an outer branch before those inside it)
+/// whole, each checked to read back (`at` names the branches in its errors).
 fn branches_patch<S: GraphState>(
+    out: &mut Vec<u8>,
     branches: &[BranchProgress<S>],
     paths: &[&[usize]],
     at: &str,
     not_storable: &dyn Fn((String, String)) -> Error,
-) -> Result<Value, Error> {
-    let mut changed = Vec::new();
+) -> Result<(), Error> {
+    out.extend_from_slice(br#"{"a":["#);
     let mut rest = paths;
+    let mut first_entry = true;
     while let Some((&first, _)) = rest.first().and_then(|p| p.split_first()) {
         let end = rest.iter().position(|p| p.first() != Some(&first)).unwrap_or(rest.len());
         let (group, after) = rest.split_at(end);
         rest = after;
         let Some(branch) = branches.get(first) else { continue };
-        let patch = if group.iter().any(|p| p.len() == 1) {
-            let value = serde_json::to_value(branch).map_err(Error::store)?;
-            if delta::holds_null(&value) {
+        if !first_entry {
+            out.push(b',');
+        }
+        first_entry = false;
+        out.push(b'[');
+        out.extend_from_slice(first.to_string().as_bytes());
+        if group.iter().any(|p| p.len() == 1) {
+            out.extend_from_slice(br#",{"v":"#);
+            let start = out.len();
+            serde_json::to_writer(&mut *out, branch).map_err(Error::store)?;
+            // A float that is NaN or infinite is written as null: check that what holds one
+            // reads back (what `checkpoint::check_reads_back` does for a whole record).
+            if memchr::memmem::find(&out[start..], b"null").is_some() {
+                let value: Value = serde_json::from_slice(&out[start..]).map_err(Error::store)?;
                 checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
                     .map_err(|(path, reason)| not_storable((format!("{at}[{first}].{path}"), reason)))?;
             }
-            delta::set(value)
+            out.extend_from_slice(b"}]");
         } else {
             let inner: Vec<&[usize]> = group.iter().map(|p| &p[1..]).collect();
-            let mut nested = Map::new();
-            let patch = branches_patch(&branch.branches, &inner, &format!("{at}[{first}].branches"), not_storable)?;
-            nested.insert("branches".to_owned(), patch);
-            delta::object_patch(nested, &[])
-        };
-        changed.push(Value::Array(vec![Value::from(first), patch]));
+            out.extend_from_slice(br#",{"o":{"branches":"#);
+            branches_patch(out, &branch.branches, &inner, &format!("{at}[{first}].branches"), not_storable)?;
+            out.extend_from_slice(b"}}]");
+        }
     }
-    Ok(delta::array_patch(changed, branches.len()))
+    out.extend_from_slice(br#"],"n":"#);
+    out.extend_from_slice(branches.len().to_string().as_bytes());
+    out.push(b'}');
+    Ok(())
 }
 
 /// Sets the progress of the branch at `path` from `record` (and, at a nested fan-out, its

@@ -13,7 +13,7 @@
 //! leases, checkpoints, pauses, abandons) are its [`Tenure`]'s, which writes what the run hands
 //! it (its checkpoint, its pause) through the run's driver.
 
-use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, Position};
+use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, CheckpointRef, Position};
 use crate::format::interrupt::Interrupt;
 use crate::format::token::PauseRecord;
 use crate::machine::driver::{now_or_never, Driver};
@@ -712,8 +712,7 @@ impl<G: Graph> Run<'_, G> {
             return Ok(());
         }
         let ckpt = self.checkpoint(&tenure);
-        let node = self.ctx.node.clone();
-        tenure.claim(driver, &ckpt, &node).await
+        tenure.claim(driver, &ckpt, &self.ctx.node).await
     }
 
     /// Writes the run's lease when its own is due, or else only renews its ancestors'.
@@ -756,22 +755,25 @@ impl<G: Graph> Run<'_, G> {
 
     /// A checkpoint of where the run stands (no pause): with the lease of `tenure` (the run's),
     /// renewed, unless the run is over.
-    pub(crate) fn checkpoint(&self, tenure: &Tenure) -> Checkpoint<G::State> {
-        let lease = (!matches!(self.line.cursor, Cursor::Done)).then(|| tenure.lease_from_now());
-        Checkpoint {
+    /// Borrows the run's state, answers and join branches: a step's checkpoint copies none.
+    pub(crate) fn checkpoint(&self, tenure: &Tenure) -> CheckpointRef<'_, G::State> {
+        // One reading of the clock for both (the lease runs from when the checkpoint is written).
+        let now = tenure.clock.now_ms();
+        let lease = (!matches!(self.line.cursor, Cursor::Done)).then(|| tenure.lease_from(now));
+        CheckpointRef {
             step: self.ctx.step,
-            state: self.state.clone(),
+            state: &self.state,
             at: self.position(),
             pending: Vec::new(),
             pause: None,
             paused_at: None,
             nonce: None,
             resumed: self.line.resuming,
-            answers: self.line.answers.clone(),
-            joined: self.ctx.branches.clone(),
+            answers: &self.line.answers,
+            joined: &self.ctx.branches,
             lease,
-            parent: self.line.jump.clone(),
-            written_at: Some(tenure.clock.now_ms()),
+            parent: self.line.jump.as_ref(),
+            written_at: Some(now),
         }
     }
 
@@ -779,8 +781,7 @@ impl<G: Graph> Run<'_, G> {
     pub(crate) async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
         let Some(tenure) = self.tenure.clone() else { return Ok(()) };
         let ckpt = self.checkpoint(&tenure);
-        let node = self.ctx.node.clone();
-        tenure.write(driver, &ckpt, durable, &node).await.map(|_| ())
+        tenure.write(driver, &ckpt, durable, &self.ctx.node).await.map(|_| ())
     }
 
     /// Pauses on `pending`: writes the paused checkpoint durably and records the pause.
@@ -791,20 +792,21 @@ impl<G: Graph> Run<'_, G> {
         };
         let id = tenure.next_id();
         let clock = &tenure.clock;
-        let ckpt = Checkpoint {
+        let now = clock.now_ms();
+        let ckpt = CheckpointRef {
             step: self.ctx.step,
-            state: self.state.clone(),
+            state: &self.state,
             at: self.position(),
             pending,
             pause: Some(id),
-            paused_at: Some(clock.now()),
+            paused_at: Some(now / 1000),
             nonce: Some(clock.random_u64()),
             resumed: false,
-            answers: self.line.answers.clone(),
-            joined: self.ctx.branches.clone(),
+            answers: &self.line.answers,
+            joined: &self.ctx.branches,
             lease: None,
             parent: None,
-            written_at: Some(clock.now_ms()),
+            written_at: Some(now),
         };
         let node = self.ctx.node.clone();
         tenure.write(driver, &ckpt, true, &node).await?;

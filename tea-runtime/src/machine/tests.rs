@@ -286,3 +286,57 @@ fn decoded_checkpoints_are_checked_against_the_graph() {
     over.pause = Some(2);
     assert!(read_back(&over).unwrap_err().contains("finished run that still waits"));
 }
+
+#[test]
+fn a_borrowed_checkpoint_encodes_to_the_same_bytes_as_an_owned_one() {
+    let graph = Shop::default();
+    let name = |n: &str| NodeName::from(n.to_owned());
+    let bare = || checkpoint_at(Position::Before(name("count")));
+    let full = || {
+        let mut full = checkpoint_at(Position::Fork {
+            source: name("split"),
+            branches: vec![branch("left", BranchAt::Joined), branch("right", BranchAt::Before(name("right")))],
+        });
+        full.pending = vec![Interrupt::new("ask#0".into(), name("ask"), serde_json::json!({"q": "ok?"}))];
+        full.pause = Some(7);
+        full.resumed = true;
+        full.answers = vec![serde_json::json!("yes"), serde_json::Value::Null];
+        full.paused_at = Some(1_700_000_000);
+        full.nonce = Some(42);
+        full.joined = vec![checkpoint::BranchState { head: name("left"), state: Tally::default() }];
+        full.parent = Some(checkpoint::ParentJump {
+            parent: Some("Parent".into()),
+            legacy_type: None,
+            node_type: None,
+            target: "next".into(),
+            update: Some(serde_json::json!({"n": 1})),
+            error: None,
+        });
+        full.lease = Some(checkpoint::Lease { owner: 5, until: 6 });
+        full.written_at = Some(1_700_000_000_123);
+        full
+    };
+    for make in [&bare as &dyn Fn() -> Checkpoint<Tally>, &full] {
+        let (owned, twin) = (make(), make());
+        let borrowed = checkpoint::CheckpointRef {
+            step: owned.step,
+            state: &owned.state,
+            at: twin.at,
+            pending: twin.pending,
+            pause: owned.pause,
+            resumed: owned.resumed,
+            answers: &owned.answers,
+            paused_at: owned.paused_at,
+            nonce: owned.nonce,
+            joined: &owned.joined,
+            parent: owned.parent.as_ref(),
+            lease: owned.lease,
+            written_at: owned.written_at,
+        };
+        let identity = identity(&graph);
+        assert_eq!(
+            checkpoint::encode_ref(&identity, &borrowed).unwrap(),
+            checkpoint::encode(&identity, &owned).unwrap()
+        );
+    }
+}

@@ -2,7 +2,9 @@
 //! `KeyRing` its keys come from (feature `encryption`).
 //!
 //! A sealed record is `TEAs` (magic), a format version (1), the key id (`u32`, big-endian), a
-//! random 24-byte nonce and the ciphertext with its 16-byte tag. The associated data binds the
+//! 24-byte nonce and the ciphertext with its 16-byte tag. A store's nonces are a random 16-byte
+//! prefix drawn from the OS once per store (shared by its clones) and a counter: never repeated
+//! under a key, without a system call per record. The associated data binds the
 //! record to its graph, thread and checkpoint id, so a record copied to another thread or another
 //! place in the history does not open.
 
@@ -10,15 +12,19 @@ use super::{AppendOutcome, CheckpointId, Checkpointer, StoreFuture};
 use crate::error::{Error, SealFailure};
 use crate::name::ThreadId;
 use base64::Engine as _;
-use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use chacha20poly1305::aead::rand_core::RngCore;
+use chacha20poly1305::aead::{Aead, AeadInPlace, KeyInit, OsRng, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 const MAGIC: [u8; 4] = *b"TEAs";
 const VERSION: u8 = 1;
 const NONCE_LEN: usize = 24;
 const HEADER_LEN: usize = 4 + 1 + 4 + NONCE_LEN;
+const TAG_LEN: usize = 16;
 
 /// Why a key ring's text did not load: the source (a file's path or an environment variable's
 /// name), the line (1-based, 0 for the whole text) and what is wrong.
@@ -160,7 +166,7 @@ fn associated_data(graph: &str, thread: &ThreadId, id: CheckpointId) -> Vec<u8> 
 }
 
 /// A [`Checkpointer`] that seals every checkpoint before `inner` stores it and opens it when read
-/// back, with the keys of a [`KeyRing`]: XChaCha20-Poly1305 (RustCrypto), a random nonce per record,
+/// back, with the keys of a [`KeyRing`]: XChaCha20-Poly1305 (RustCrypto), a unique nonce per record,
 /// the graph, thread and checkpoint id as associated data. Works over any store (memory, sled,
 /// dir, PostgreSQL, a store of your own); `threads`, `delete` and `prune` pass through.
 ///
@@ -171,11 +177,41 @@ pub struct Sealed<C> {
     inner: C,
     keys: KeyRing,
     allow_plaintext: bool,
+    nonces: Arc<Nonces>,
+}
+
+/// Where a store's nonces come from: a random prefix drawn from the OS when the store is made,
+/// then a counter. Two stores (or processes) draw different prefixes; one store's clones share
+/// its counter. (A nonce drawn from the OS per record was a system call per checkpoint.)
+struct Nonces {
+    prefix: [u8; NONCE_LEN - 8],
+    next: AtomicU64,
+}
+
+impl Nonces {
+    fn new() -> Self {
+        let mut prefix = [0; NONCE_LEN - 8];
+        OsRng.fill_bytes(&mut prefix);
+        Nonces { prefix, next: AtomicU64::new(0) }
+    }
+
+    /// A nonce no record sealed by this store (or its clones) had.
+    fn next(&self) -> XNonce {
+        let mut nonce = XNonce::default();
+        nonce[..NONCE_LEN - 8].copy_from_slice(&self.prefix);
+        nonce[NONCE_LEN - 8..].copy_from_slice(&self.next.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+        nonce
+    }
 }
 
 impl<C: Clone> Clone for Sealed<C> {
     fn clone(&self) -> Self {
-        Sealed { inner: self.inner.clone(), keys: self.keys.clone(), allow_plaintext: self.allow_plaintext }
+        Sealed {
+            inner: self.inner.clone(),
+            keys: self.keys.clone(),
+            allow_plaintext: self.allow_plaintext,
+            nonces: self.nonces.clone(),
+        }
     }
 }
 
@@ -191,7 +227,7 @@ impl<C> fmt::Debug for Sealed<C> {
 impl<C: Checkpointer> Sealed<C> {
     /// Seals `inner`'s checkpoints with `keys`' current key; opens them with any key of `keys`.
     pub fn new(inner: C, keys: KeyRing) -> Self {
-        Sealed { inner, keys, allow_plaintext: false }
+        Sealed { inner, keys, allow_plaintext: false, nonces: Arc::new(Nonces::new()) }
     }
 
     /// Reads clear records (written before the store was sealed) as they are, instead of failing
@@ -214,21 +250,25 @@ impl<C: Checkpointer> Sealed<C> {
 
     fn seal(&self, graph: &str, thread: &ThreadId, id: CheckpointId, plain: &[u8]) -> Result<Vec<u8>, Error> {
         let (key_id, cipher) = &self.keys.keys[0];
-        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let nonce = self.nonces.next();
         let aad = associated_data(graph, thread, id);
-        let sealed = cipher.encrypt(&nonce, Payload { msg: plain, aad: &aad }).map_err(|_| Error::Unsealable {
-            graph: graph.to_owned(),
-            thread: thread.clone(),
-            checkpoint: id,
-            key: Some(*key_id),
-            reason: SealFailure::TooLarge,
-        })?;
-        let mut record = Vec::with_capacity(HEADER_LEN + sealed.len());
+        // Sealed in place in the record: one buffer, no copy of the ciphertext.
+        let mut record = Vec::with_capacity(HEADER_LEN + plain.len() + TAG_LEN);
         record.extend_from_slice(&MAGIC);
         record.push(VERSION);
         record.extend_from_slice(&key_id.to_be_bytes());
         record.extend_from_slice(&nonce);
-        record.extend_from_slice(&sealed);
+        record.extend_from_slice(plain);
+        let tag = cipher.encrypt_in_place_detached(&nonce, &aad, &mut record[HEADER_LEN..]).map_err(|_| {
+            Error::Unsealable {
+                graph: graph.to_owned(),
+                thread: thread.clone(),
+                checkpoint: id,
+                key: Some(*key_id),
+                reason: SealFailure::TooLarge,
+            }
+        })?;
+        record.extend_from_slice(&tag);
         Ok(record)
     }
 
@@ -353,5 +393,34 @@ impl<C: Checkpointer> Checkpointer for Sealed<C> {
                 None => Ok(None),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    /// The nonce of record `id` of thread `t` as `store` keeps it.
+    fn nonce(store: &MemoryStore, id: CheckpointId) -> Vec<u8> {
+        let record = store.get("g", &ThreadId::from("t"), id).unwrap().unwrap();
+        record[9..HEADER_LEN].to_vec()
+    }
+
+    #[test]
+    fn no_two_records_share_a_nonce_across_clones_and_stores() {
+        let (inner, other_inner) = (MemoryStore::new(), MemoryStore::new());
+        let keys = KeyRing::new(1, [7; 32]);
+        let (store, other) = (Sealed::new(inner.clone(), keys.clone()), Sealed::new(other_inner.clone(), keys));
+        let copy = store.clone();
+        let t = ThreadId::from("t");
+        store.append("g", &t, None, 1, b"one", false).unwrap();
+        copy.append("g", &t, Some(1), 2, b"two", false).unwrap();
+        other.append("g", &t, None, 1, b"one", false).unwrap();
+        let nonces = [nonce(&inner, 1), nonce(&inner, 2), nonce(&other_inner, 1)];
+        assert_ne!(nonces[0], nonces[1], "a clone shares its store's counter");
+        assert_ne!(nonces[0][..16], nonces[2][..16], "each store draws its own prefix");
+        assert_eq!(store.get("g", &t, 2).unwrap().as_deref(), Some(&b"two"[..]));
+        assert_eq!(other.head("g", &t).unwrap().map(|(_, bytes)| bytes).as_deref(), Some(&b"one"[..]));
     }
 }

@@ -87,7 +87,7 @@ impl Clock {
     /// A random 64-bit number: a run's lease owner, a pause's nonce.
     pub(crate) fn random_u64(&self) -> u64 {
         match &self.0 {
-            None => uuid::Uuid::new_v4().as_u64_pair().0,
+            None => system_random(),
             // splitmix64 over a counter: distinct numbers, not guessable ones.
             Some(manual) => {
                 let mut z = manual.draws.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::AcqRel);
@@ -97,6 +97,17 @@ impl Clock {
             }
         }
     }
+}
+
+/// A random 64-bit number from the system without a system call per draw: std's
+/// [`RandomState`](std::collections::hash_map::RandomState) keys (drawn from the operating
+/// system's generator once per thread, then stepped on every `new`) hashing a constant with
+/// SipHash, a keyed pseudo-random function. A draw from the system's generator each time (a
+/// `getrandom` call, as `Uuid::new_v4` makes) cost a run with a store several system calls:
+/// its lease owner, its thread id, each pause's nonce.
+pub(crate) fn system_random() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x7465_615f_7261_6e64_u64)
 }
 
 impl std::fmt::Debug for Clock {
