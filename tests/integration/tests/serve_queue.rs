@@ -181,11 +181,15 @@ async fn one_start_pause_answer_cycle_costs_few_store_round_trips() {
     // exist yet, and its holder knows its head), its record written twice (one append each),
     // its events stored in a few batches (one append each, more batches on a slow machine),
     // the thread's record read and written. Before these were cut, the cycle cost 30 calls.
+    let call = |graph: &str, kind: &'static str| {
+        let key = (graph.to_owned(), kind);
+        after.get(&key).copied().unwrap_or(0) - before.get(&key).copied().unwrap_or(0)
+    };
     let claims = by_graph.get("tea-serve#queue").copied().unwrap_or(0);
-    let records = by_graph.get("tea-serve#runs").copied().unwrap_or(0);
     let events = by_graph.get("tea-serve#events").copied().unwrap_or(0);
     assert_eq!(claims, 4, "the claims of two runs: {by_graph:?}");
-    assert_eq!(records, 4, "the records of two runs: {by_graph:?}");
+    // (A run that lasts long reads its record for a cancel asked elsewhere: reads vary.)
+    assert_eq!(call("tea-serve#runs", "append"), 4, "the records of two runs: {by_graph:?}");
     assert!(events <= 8, "the events of two runs cost {events} calls: {by_graph:?}");
     assert!(server <= 22, "the server's own writes and reads cost {server} calls: {by_graph:?}");
 }
