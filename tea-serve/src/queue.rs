@@ -7,14 +7,24 @@
 //! that race for a claim, one gets it.
 //!
 //! A run's claim is written before the run touches its thread and deleted once its end is
-//! recorded. While the run goes, its replica renews the claim every [`Worker::every`] (a
-//! quarter of the lease). Each replica's worker, on the same beat, takes every claim whose
-//! lease has lapsed (its replica died, or was cut off) and finishes the run here
+//! recorded — each in one call for the run's own replica, which knows the claim's head (a new
+//! run's claim cannot exist yet). While the run goes, its replica looks every [`Worker::every`]
+//! (a quarter of the lease) and renews the claim once it is half a lease old. Each replica's
+//! worker, on the same beat, lists the queue when a claim may have lapsed since it last looked
+//! ([`Worker::due`]: at the earliest lease's end it saw, a lease after its last listing at the
+//! latest, since a claim made after it lapses no sooner), reading only the claims of other
+//! replicas' runs; it takes every claim whose lease has lapsed (its replica died, or was cut
+//! off) and finishes the run here
 //! (`runs::take_over`): from its request when it had not changed its thread yet, else by the
 //! engine's `recover`, which goes on from the thread's last checkpoint without running a
 //! recorded node again — and which refuses while the engine's own lease on the thread, renewed
 //! as the run advances, shows the old run alive (the claim is then put back for later). A
 //! replica that finds its claim taken stops recording its run: the taker records it.
+//!
+//! A server from before the queue wrote run records but no claims: a run it left `pending` when
+//! it died would hold its thread busy for good. Each worker, on its first tick, gives such a run
+//! a claim held by nobody ([`adopt`], a compare-and-swap on a claim that does not exist), which
+//! lapses a lease later and is then taken over as any other.
 
 use crate::error::ApiError;
 use crate::records::{decode_in, swap, swap_at};
