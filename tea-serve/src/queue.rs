@@ -69,9 +69,8 @@ pub(crate) struct Claim {
 /// Writes the claim of run `id` (a new run's, held by this replica): one append, as no claim
 /// of a new run id can exist. Returns the claim's head.
 pub(crate) fn put(store: &dyn Checkpointer, id: &str, claim: &Claim) -> Result<u64, ApiError> {
-    let (head, _) = swap_at(store, GRAPH, &ThreadId::from(id), Some((None, None)), |_: Option<Claim>| {
-        Ok(Some(claim.clone()))
-    })?;
+    let (head, _) =
+        swap_at(store, GRAPH, &ThreadId::from(id), Some((None, None)), |_: Option<Claim>| Ok(Some(claim.clone())))?;
     Ok(head.unwrap_or(0))
 }
 
@@ -279,7 +278,10 @@ mod tests {
         put(&store, "run-2", &claim("dead", 10)).unwrap();
         assert_eq!(lapsed_ids(&store, 20).len(), 2);
         // Of two replicas that race for a lapsed claim, one gets it.
-        assert_eq!(take(&store, "run-1", "b", 20, 1_000).unwrap().map(|(c, head)| (c.holder, head)), Some(("b".into(), 2)));
+        assert_eq!(
+            take(&store, "run-1", "b", 20, 1_000).unwrap().map(|(c, head)| (c.holder, head)),
+            Some(("b".into(), 2))
+        );
         assert!(take(&store, "run-1", "c", 20, 1_000).unwrap().is_none());
         // The thread of run 2 was deleted: its claim goes, whoever held it.
         forget(&store, "run-2").unwrap();

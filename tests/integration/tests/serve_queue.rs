@@ -142,7 +142,10 @@ fn settled(store: &MemoryStore, runs: usize) {
 async fn one_start_pause_answer_cycle_costs_few_store_round_trips() {
     let store = Counting::default();
     // A lease long enough that the worker renews nothing while the cycle runs.
-    let router = Serve::new().app(Approval::builder().checkpointer(store.clone()).build()).lease(Duration::from_secs(60)).router();
+    let router = Serve::new()
+        .app(Approval::builder().checkpointer(store.clone()).build())
+        .lease(Duration::from_secs(60))
+        .router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(tea::serve::serve(listener, router, std::future::pending()));
