@@ -94,7 +94,7 @@ pub(crate) fn append_after(
     let n = known.map_or(1, |n| n + 1);
     match store.append(GRAPH, &ThreadId::from(id), known, n, &bytes, false)? {
         AppendOutcome::Written => {
-            if n % 64 == 0 {
+            if n.is_multiple_of(64) {
                 store.prune(GRAPH, &ThreadId::from(id), BATCHES_KEPT)?;
             }
             Ok(Some(n))

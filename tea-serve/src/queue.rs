@@ -170,14 +170,13 @@ pub(crate) fn forget(store: &dyn Checkpointer, id: &str) -> Result<(), ApiError>
     Ok(())
 }
 
+/// What [`lapsed`] finds: the lapsed claims with their run ids, and when the next one lapses.
+pub(crate) type Lapsed = (Vec<(String, Claim)>, Option<u64>);
+
 /// The claims whose lease lapsed before `now`, with their run ids, and the earliest time one
 /// of the others lapses (`None`: there are none). The claims of the runs `mine` names (this
 /// replica's, which it renews itself) are not read.
-pub(crate) fn lapsed(
-    store: &dyn Checkpointer,
-    now: u64,
-    mine: impl Fn(&str) -> bool,
-) -> Result<(Vec<(String, Claim)>, Option<u64>), ApiError> {
+pub(crate) fn lapsed(store: &dyn Checkpointer, now: u64, mine: impl Fn(&str) -> bool) -> Result<Lapsed, ApiError> {
     let mut found = Vec::new();
     let mut next: Option<u64> = None;
     for id in store.threads(GRAPH)? {
