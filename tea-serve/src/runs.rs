@@ -268,9 +268,18 @@ impl Runs {
         lock(&self.runs).remove(id)
     }
 
-    /// Whether a run of this process holds `thread`.
+    /// Whether a run of this process holds `thread` and has not ended (a run that ended holds
+    /// its thread only while its records are written; one queued behind it holds it next).
     pub(crate) fn running(&self, thread: &ThreadId) -> bool {
-        lock(&self.busy).contains_key(thread)
+        let holder = {
+            let busy = lock(&self.busy);
+            match busy.get(thread) {
+                None => return false,
+                Some(holder) if !holder.queue.is_empty() => return true,
+                Some(holder) => holder.run.clone(),
+            }
+        };
+        self.get(&holder).is_none_or(|run| matches!(run.progress().end, End::Running))
     }
 
     /// Takes `run` out of the queue it waits in; whether it was queued.
