@@ -2,7 +2,9 @@
 //! while a run of it is in a node; another (or the same one restarted) takes the run over once
 //! its lease lapses and finishes it from the last checkpoint — no recorded node runs again, an
 //! answer is applied once, the thread is not left busy — and a stream of the run opened on any
-//! replica, or reopened with `Last-Event-ID`, sees its events.
+//! replica, or reopened with `Last-Event-ID`, sees its events. A run that a server from before
+//! the queue left `pending` (its thread busy, no claim) is finished by one of the servers
+//! started on its store.
 //!
 //! The nodes are `http.get`s to a gate in the test that counts the requests by path and holds
 //! those the test asks it to, so the kill lands while a node runs however slow the machine is.
@@ -365,5 +367,46 @@ fn a_killed_server_restarted_on_its_store_finishes_its_run() {
         call(&address, "POST", &format!("/threads/{thread}/runs/wait"), Some(json!({ "command": { "resume": 1 } })));
     assert_eq!((status, out["run"]["status"].as_str()), (200, Some("success")), "{out}");
     kill(second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_left_busy_by_a_server_from_before_the_queue_is_finished_once() {
+    let Some((schema, store)) = postgres("replicas_legacy") else { return };
+    let dir = scratch("legacy");
+    let gate = Gate::open();
+    let agent = agent(&dir, &gate);
+    let (a, on_a) = serve(&agent, &store);
+    gate.hold("/b", true);
+    let (thread, run) = start_run(&on_a);
+    let (_, held) = gate.next();
+    kill(a);
+    drop(held);
+    gate.hold("/b", false);
+    // What a server from before the queue left: the run's record `pending`, its thread
+    // mid-run, and no claim.
+    let pg = schema.store();
+    for id in tea::Checkpointer::threads(&pg, "tea-serve#queue").unwrap() {
+        tea::Checkpointer::delete(&pg, "tea-serve#queue", &id).unwrap();
+    }
+    drop(pg);
+
+    // Two servers start on it: after a lease, one of them finishes the run from its last
+    // checkpoint (`a` is not run again; `b`, cut off mid-node, runs once more), once.
+    let (b, on_b) = serve(&agent, &store);
+    let (c, on_c) = serve(&agent, &store);
+    let out = ended(&on_c, &run);
+    assert_eq!(out["status"], "interrupted", "{out}");
+    assert_eq!((gate.count("/a"), gate.count("/b")), (1, 2));
+    for address in [&on_b, &on_c] {
+        let (status, seen) = call(address, "GET", &format!("/threads/{thread}"), None);
+        assert_eq!((status, seen["status"].as_str()), (200, Some("interrupted")), "not left busy: {seen}");
+    }
+    let (status, out) =
+        call(&on_b, "POST", &format!("/threads/{thread}/runs/wait"), Some(json!({ "command": { "resume": 1 } })));
+    assert_eq!((status, out["run"]["status"].as_str()), (200, Some("success")), "{out}");
+    assert_eq!((gate.count("/a"), gate.count("/b"), gate.count("/c")), (1, 2, 1));
+    kill(b);
+    kill(c);
     let _ = std::fs::remove_dir_all(&dir);
 }

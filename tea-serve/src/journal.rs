@@ -78,6 +78,31 @@ pub(crate) fn append(
     ))
 }
 
+/// [`append`] by the writer that knows what is stored: `known` is the head after its own last
+/// append (`None`: none yet) and the stored events end at `first`. One round trip (the append)
+/// while nobody else wrote the run's events; the new head, or `None` when somebody did (the
+/// events then went through [`append`], and the head is not known).
+pub(crate) fn append_after(
+    store: &dyn Checkpointer,
+    id: &str,
+    known: Option<u64>,
+    first: usize,
+    events: &[(String, Value)],
+) -> Result<Option<u64>, ApiError> {
+    let batch = Batch { first, events: events.to_vec() };
+    let bytes = serde_json::to_vec(&batch).map_err(|e| ApiError::internal(e.to_string()))?;
+    let n = known.map_or(1, |n| n + 1);
+    match store.append(GRAPH, &ThreadId::from(id), known, n, &bytes, false)? {
+        AppendOutcome::Written => {
+            if n.is_multiple_of(64) {
+                store.prune(GRAPH, &ThreadId::from(id), BATCHES_KEPT)?;
+            }
+            Ok(Some(n))
+        }
+        AppendOutcome::Conflict { .. } => append(store, id, first, events).map(|()| None),
+    }
+}
+
 /// The batches of run `id` after batch `after` (0: from the first kept), oldest first, with
 /// their numbers.
 pub(crate) fn after(store: &dyn Checkpointer, id: &str, after: u64) -> Result<Vec<(u64, Batch)>, ApiError> {

@@ -324,7 +324,7 @@ impl Serve {
             _sweepers: sweepers,
             started_at: time::now_ms(),
             memory: self.memory,
-            worker: queue::Worker { replica: uuid::Uuid::new_v4().to_string(), lease: self.lease },
+            worker: queue::Worker::new(uuid::Uuid::new_v4().to_string(), self.lease),
         });
         start_worker(Arc::downgrade(&shared));
         routes::routes()

@@ -128,15 +128,31 @@ pub(crate) fn swap<T: Serialize + DeserializeOwned + Clone>(
     store: &dyn Checkpointer,
     graph: &str,
     id: &ThreadId,
-    mut change: impl FnMut(Option<T>) -> Result<Option<T>, ApiError>,
+    change: impl FnMut(Option<T>) -> Result<Option<T>, ApiError>,
 ) -> Result<Option<T>, ApiError> {
+    swap_at(store, graph, id, None, change).map(|(_, record)| record)
+}
+
+/// [`swap`] that also returns the record's head as written (or as it is), and that trusts
+/// `known` — a head and its record, as the caller last wrote or read them — for its first
+/// attempt instead of reading the head: one round trip (the append) when nobody wrote since,
+/// the read and a retry when somebody did.
+pub(crate) fn swap_at<T: Serialize + DeserializeOwned + Clone>(
+    store: &dyn Checkpointer,
+    graph: &str,
+    id: &ThreadId,
+    mut known: Option<(Option<u64>, Option<T>)>,
+    mut change: impl FnMut(Option<T>) -> Result<Option<T>, ApiError>,
+) -> Result<(Option<u64>, Option<T>), ApiError> {
     for _ in 0..ATTEMPTS {
-        let head = store.head(graph, id)?;
-        let (expected, current) = match &head {
-            None => (None, None),
-            Some((n, bytes)) => (Some(*n), Some(decode_in::<T>(graph, id, bytes)?)),
+        let (expected, current) = match known.take() {
+            Some(known) => known,
+            None => match store.head(graph, id)? {
+                None => (None, None),
+                Some((n, bytes)) => (Some(n), Some(decode_in::<T>(graph, id, &bytes)?)),
+            },
         };
-        let Some(new) = change(current.clone())? else { return Ok(current) };
+        let Some(new) = change(current.clone())? else { return Ok((expected, current)) };
         let bytes = serde_json::to_vec(&new).map_err(|e| ApiError::internal(e.to_string()))?;
         let n = expected.map_or(1, |n| n + 1);
         match store.append(graph, id, expected, n, &bytes, true)? {
@@ -144,7 +160,7 @@ pub(crate) fn swap<T: Serialize + DeserializeOwned + Clone>(
                 if n % 16 == 0 {
                     store.prune(graph, id, 1)?;
                 }
-                return Ok(Some(new));
+                return Ok((Some(n), Some(new)));
             }
             AppendOutcome::Conflict { .. } => continue,
         }

@@ -14,7 +14,7 @@
 //! them; older ones are deleted as new ones end) and loses them with the thread.
 
 use crate::error::ApiError;
-use crate::records::{decode_in, swap};
+use crate::records::{decode_in, swap, swap_at};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -49,9 +49,21 @@ impl RunRecord {
     }
 }
 
+/// Writes the `pending` record of the new run `id`: one append, as no record of a new run id
+/// can exist. Returns the record's head.
+pub(crate) fn create(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<u64, ApiError> {
+    let (head, _) = swap_at(store, GRAPH, &ThreadId::from(id), Some((None, None)), |current: Option<RunRecord>| {
+        Ok(Some(RunRecord { wait: wait.clone(), cancel: current.is_some_and(|c| c.cancel) }))
+    })?;
+    Ok(head.unwrap_or(0))
+}
+
 /// Writes the record of run `id` (`wait`: its `RunWaitResponse`), keeping a cancel asked for.
-pub(crate) fn write(store: &dyn Checkpointer, id: &str, wait: Value) -> Result<(), ApiError> {
-    swap(store, GRAPH, &ThreadId::from(id), |current: Option<RunRecord>| {
+/// `known`: the head the run's own replica wrote, trusted for a first attempt of one append
+/// (while nobody wrote the record since: no cancel was asked); `None`: the head is read.
+pub(crate) fn write_after(store: &dyn Checkpointer, id: &str, known: Option<u64>, wait: Value) -> Result<(), ApiError> {
+    let known = known.map(|head| (Some(head), Some(RunRecord { wait: Value::Null, cancel: false })));
+    swap_at(store, GRAPH, &ThreadId::from(id), known, |current: Option<RunRecord>| {
         Ok(Some(RunRecord { wait: wait.clone(), cancel: current.is_some_and(|c| c.cancel) }))
     })
     .map(drop)

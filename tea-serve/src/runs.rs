@@ -22,7 +22,7 @@ use crate::Shared;
 use crate::{journal, runlog};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tea_runtime::{Interrupt, ThreadId};
 use tokio::sync::{broadcast, watch};
@@ -86,6 +86,15 @@ pub(crate) struct RunEntry {
     /// Another replica took the run's claim from this one (this one stalled past its lease):
     /// the taker records the run, this one no longer does.
     lost: AtomicBool,
+    /// The head of the run's claim as this replica last wrote it (0: not known), so that
+    /// releasing it is one call (`queue::release`).
+    claim_head: AtomicU64,
+    /// When (milliseconds since the Unix epoch) this replica last wrote the claim's lease: the
+    /// worker renews only claims older than half a lease.
+    renewed_at: AtomicU64,
+    /// The head of the run's record as this replica wrote it (0: not known), so that its final
+    /// record is one append (`runlog::write_after`).
+    record_head: AtomicU64,
     /// How many of the run's events were stored before this replica had it (`journal.rs`):
     /// the place of its first event here.
     pub(crate) base: usize,
@@ -259,9 +268,18 @@ impl Runs {
         lock(&self.runs).remove(id)
     }
 
-    /// Whether a run of this process holds `thread`.
+    /// Whether a run of this process holds `thread` and has not ended (a run that ended holds
+    /// its thread only while its records are written; one queued behind it holds it next).
     pub(crate) fn running(&self, thread: &ThreadId) -> bool {
-        lock(&self.busy).contains_key(thread)
+        let holder = {
+            let busy = lock(&self.busy);
+            match busy.get(thread) {
+                None => return false,
+                Some(holder) if !holder.queue.is_empty() => return true,
+                Some(holder) => holder.run.clone(),
+            }
+        };
+        self.get(&holder).is_none_or(|run| matches!(run.progress().end, End::Running))
     }
 
     /// Takes `run` out of the queue it waits in; whether it was queued.
@@ -341,14 +359,20 @@ async fn record_end(shared: &Arc<Shared>, run: &Arc<RunEntry>, keep: bool) {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), journaled.wait_for(|done| *done)).await;
     }
     let (s, id, wait) = (shared.clone(), run.id.clone(), run.wait_json());
+    let known = |head: &AtomicU64| Some(head.load(Ordering::SeqCst)).filter(|&n| n > 0);
+    let (record_head, claim_head) = (known(&run.record_head), known(&run.claim_head));
     let _ = tokio::task::spawn_blocking(move || {
         let Some(store) = s.records() else { return };
         // Best effort, as the `pending` record: the run's own answer does not depend on it.
-        let written = if keep { runlog::write(store, &id, wait) } else { runlog::delete(store, &id).map(drop) };
+        let written = if keep {
+            runlog::write_after(store, &id, record_head, wait)
+        } else {
+            runlog::delete(store, &id).map(drop)
+        };
         if let Err(error) = written {
             eprintln!("tea serve: the record of run `{id}`: {}", error.message);
         }
-        if let Err(error) = queue::release(store, &id, &s.worker.replica) {
+        if let Err(error) = queue::release(store, &id, &s.worker.replica, claim_head) {
             eprintln!("tea serve: the claim of run `{id}`: {}", error.message);
         }
     })
@@ -365,6 +389,9 @@ async fn journal_events(shared: Arc<Shared>, run: Arc<RunEntry>) {
 async fn write_events(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
     let mut rx = run.events.subscribe();
     let mut written = 0usize;
+    // The head of the run's stored events as this writer left them: a new run has none (its
+    // id is new); a taken-over run's are read.
+    let mut head: Option<Option<u64>> = (!run.takeover && run.base == 0).then_some(None);
     loop {
         let (batch, ended) = {
             let progress = run.progress();
@@ -379,13 +406,17 @@ async fn write_events(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
         }
         if !batch.is_empty() {
             let (s, id, first, count) = (shared.clone(), run.id.clone(), run.base + written, batch.len());
-            let stored = tokio::task::spawn_blocking(move || match s.records() {
-                Some(store) => journal::append(store, &id, first, &batch),
-                None => Ok(()),
+            let known = head.take();
+            let stored = tokio::task::spawn_blocking(move || match (s.records(), known) {
+                (Some(store), Some(known)) => journal::append_after(store, &id, known, first, &batch),
+                (Some(store), None) => journal::append(store, &id, first, &batch).map(|()| None),
+                (None, _) => Ok(None),
             })
             .await;
-            if let Ok(Err(error)) = stored {
-                eprintln!("tea serve: the events of run `{}`: {}", run.id, error.message);
+            match stored {
+                Ok(Ok(now)) => head = now.map(Some),
+                Ok(Err(error)) => eprintln!("tea serve: the events of run `{}`: {}", run.id, error.message),
+                Err(_) => {}
             }
             written += count;
         }
@@ -430,17 +461,25 @@ async fn start_queued(shared: Arc<Shared>, run: Arc<RunEntry>, request: Box<RunR
                     End::Failed(ApiError::internal("a queued run was queued again while it held its thread")),
                 ),
                 plan => {
-                    let (s, id) = (shared.clone(), run.id.clone());
-                    let _ = tokio::task::spawn_blocking(move || match s.records() {
-                        Some(store) => queue::started(store, &id, &s.worker.replica, from),
-                        None => Ok(()),
-                    })
-                    .await;
+                    noted_started(&shared, &run, from).await;
                     begin(&shared, agent, run, plan, delete_after)
                 }
             }
         }
         Err(error) => end_unstarted(&shared, &run, End::Refused(error)),
+    }
+}
+
+/// Notes in `run`'s claim that it began on its thread, whose head was `from`.
+async fn noted_started(shared: &Arc<Shared>, run: &Arc<RunEntry>, from: Option<u64>) {
+    let (s, id) = (shared.clone(), run.id.clone());
+    let noted = tokio::task::spawn_blocking(move || match s.records() {
+        Some(store) => queue::started(store, &id, &s.worker.replica, from),
+        None => Ok(None),
+    })
+    .await;
+    if let Ok(Ok(head)) = noted {
+        run.claim_head.store(head.unwrap_or(0), Ordering::SeqCst);
     }
 }
 
@@ -498,6 +537,9 @@ fn entry(
         journaled: watch::channel(false).0,
         takeover,
         lost: AtomicBool::new(false),
+        claim_head: AtomicU64::new(0),
+        renewed_at: AtomicU64::new(now),
+        record_head: AtomicU64::new(0),
         base,
         settings,
         hub: shared.runs.hub(&thread),
@@ -553,15 +595,19 @@ pub(crate) fn launch(shared: &Arc<Shared>, prepared: Prepared) -> Result<Arc<Run
     let written = run.clone();
     tokio::spawn(async move {
         // Best effort: a run whose claim or record cannot be written is known to this process
-        // only (and a store that fails these fails the run's own writes too).
-        let s = shared.clone();
+        // only (and a store that fails these fails the run's own writes too). Each is one
+        // append: the run's id is new, so neither exists yet.
+        let (s, r) = (shared.clone(), written.clone());
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(store) = s.records() {
-                if let Err(error) = queue::put(store, &run_id, &claim) {
-                    eprintln!("tea serve: the claim of run `{run_id}`: {}", error.message);
+                match queue::put(store, &run_id, &claim) {
+                    Ok(head) => r.claim_head.store(head, Ordering::SeqCst),
+                    Err(error) => eprintln!("tea serve: the claim of run `{run_id}`: {}", error.message),
                 }
-                if let Err(error) = runlog::write(store, &run_id, pending) {
-                    eprintln!("tea serve: the record of run `{run_id}`: {}", error.message);
+                r.renewed_at.store(now_ms(), Ordering::SeqCst);
+                match runlog::create(store, &run_id, pending) {
+                    Ok(head) => r.record_head.store(head, Ordering::SeqCst),
+                    Err(error) => eprintln!("tea serve: the record of run `{run_id}`: {}", error.message),
                 }
             }
         })
@@ -883,6 +929,7 @@ async fn put_back(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
         None => Ok(()),
     })
     .await;
+    shared.worker.due_by(until.saturating_add(1));
     run.lost.store(true, Ordering::SeqCst);
     {
         let mut progress = run.progress();
@@ -898,11 +945,19 @@ async fn put_back(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
 /// Renews the claims of this replica's runs that have not ended; a run whose claim another
 /// replica took (this one stalled past its lease) is marked lost, and left to the taker.
 async fn renew_claims(shared: &Arc<Shared>) {
+    // A claim written less than half a lease ago has time enough: it is renewed on a later
+    // tick (a tick comes every quarter of a lease).
+    let half = u64::try_from(shared.worker.lease.as_millis() / 2).unwrap_or(u64::MAX);
+    let now = now_ms();
     let mine: Vec<Arc<RunEntry>> = shared
         .runs
         .all()
         .into_iter()
-        .filter(|r| matches!(r.progress().end, End::Running) && !r.lost.load(Ordering::SeqCst))
+        .filter(|r| {
+            matches!(r.progress().end, End::Running)
+                && !r.lost.load(Ordering::SeqCst)
+                && now.saturating_sub(r.renewed_at.load(Ordering::SeqCst)) >= half
+        })
         .collect();
     if mine.is_empty() {
         return;
@@ -910,15 +965,18 @@ async fn renew_claims(shared: &Arc<Shared>) {
     let s = shared.clone();
     let _ = tokio::task::spawn_blocking(move || {
         let Some(store) = s.records() else { return };
-        let until = s.worker.until();
         for run in mine {
             // A run whose claim is not written yet has nothing to renew.
             if !*run.recorded.borrow() {
                 continue;
             }
+            let (now, until) = (now_ms(), s.worker.until());
             match queue::renew(store, &run.id, &s.worker.replica, until) {
-                Ok(true) => {}
-                Ok(false) => {
+                Ok(Some(head)) => {
+                    run.claim_head.store(head, Ordering::SeqCst);
+                    run.renewed_at.store(now, Ordering::SeqCst);
+                }
+                Ok(None) => {
                     eprintln!("tea serve: run `{}` was taken over by another replica", run.id);
                     run.lost.store(true, Ordering::SeqCst);
                 }
@@ -930,8 +988,12 @@ async fn renew_claims(shared: &Arc<Shared>) {
 }
 
 /// The worker of a replica, for as long as its router lives: every [`queue::Worker::every`],
-/// renews its runs' claims and takes over the runs whose claims lapsed.
+/// renews its runs' claims that need it and, when the queue is due ([`queue::Worker::due`]:
+/// a claim it saw may have lapsed since), lists it and takes over the runs whose claims lapsed.
+/// On its first tick it adopts the runs a server from before the queue left unfinished
+/// ([`adopt_orphans`]).
 pub(crate) async fn work(shared: Weak<Shared>) {
+    let mut adopted = false;
     loop {
         let every = match shared.upgrade() {
             Some(shared) => shared.worker.every(),
@@ -939,22 +1001,48 @@ pub(crate) async fn work(shared: Weak<Shared>) {
         };
         tokio::time::sleep(every).await;
         let Some(shared) = shared.upgrade() else { return };
+        if !adopted {
+            adopted = true;
+            adopt_orphans(&shared).await;
+        }
         renew_claims(&shared).await;
+        let now = now_ms();
+        if !shared.worker.due(now) {
+            continue;
+        }
+        // This replica's running runs: it renews their claims itself.
+        let mine: std::collections::HashSet<String> = shared
+            .runs
+            .all()
+            .into_iter()
+            .filter(|r| matches!(r.progress().end, End::Running) && !r.lost.load(Ordering::SeqCst))
+            .map(|r| r.id.clone())
+            .collect();
+        shared.worker.listed(now);
         let s = shared.clone();
         let lapsed = tokio::task::spawn_blocking(move || match s.records() {
-            Some(store) => queue::lapsed(store, now_ms()),
-            None => Ok(Vec::new()),
+            Some(store) => queue::lapsed(store, now_ms(), |id| mine.contains(id)),
+            None => Ok((Vec::new(), None)),
         })
         .await;
-        let lapsed = match lapsed {
-            Ok(Ok(lapsed)) => lapsed,
+        let (lapsed, next) = match lapsed {
+            Ok(Ok(found)) => found,
             Ok(Err(error)) => {
                 eprintln!("tea serve: reading the queue of runs: {}", error.message);
+                shared.worker.due_by(now);
                 continue;
             }
-            Err(_) => continue,
+            Err(_) => {
+                shared.worker.due_by(now);
+                continue;
+            }
         };
+        if let Some(next) = next {
+            shared.worker.due_by(next.saturating_add(1));
+        }
         for (id, claim) in lapsed {
+            // Whatever becomes of it, the queue is looked at again on the next tick.
+            shared.worker.due_by(now);
             // An agent this replica does not serve, or a thread one of its runs holds: left
             // to another replica, or to a later tick.
             if shared.agent(&claim.agent).is_none() || shared.runs.running(&ThreadId::from(claim.thread.as_str())) {
@@ -966,10 +1054,67 @@ pub(crate) async fn work(shared: Weak<Shared>) {
                 None => Ok(None),
             })
             .await;
-            if let Ok(Ok(Some(claim))) = taken {
-                take_over(&shared, id, claim).await;
+            if let Ok(Ok(Some((claim, head)))) = taken {
+                take_over(&shared, id, claim, head).await;
             }
         }
+    }
+}
+
+/// Adopts the runs that a server from before the queue (which wrote run records, not claims)
+/// left `pending`, their threads busy with no run to finish them: each such run of an agent
+/// this replica serves gets a claim held by nobody, which lapses a lease from now — then, as
+/// any lapsed claim, one replica takes it and finishes the run from its thread's last
+/// checkpoint through the engine's `recover` ([`take_over`]). The claim's compare-and-swap
+/// makes one replica the adopter; a run that ended meanwhile (its record no longer pending)
+/// has the claim deleted again.
+async fn adopt_orphans(shared: &Arc<Shared>) {
+    let s = shared.clone();
+    let adopted = tokio::task::spawn_blocking(move || {
+        let Some(store) = s.records() else { return Ok(Vec::new()) };
+        let mut adopted = Vec::new();
+        for (id, record) in runlog::all(store)? {
+            if !record.pending() || store.head(queue::GRAPH, &ThreadId::from(id.as_str()))?.is_some() {
+                continue;
+            }
+            let run = record.run();
+            let (Some(thread), Some(agent)) = (run["thread_id"].as_str(), run["agent_id"].as_str()) else { continue };
+            if s.agent(agent).is_none() {
+                continue;
+            }
+            let claim = Claim {
+                thread: thread.to_owned(),
+                agent: agent.to_owned(),
+                holder: String::new(),
+                until: s.worker.until(),
+                request: run.clone(),
+                started: true,
+                from: None,
+                delete_after: false,
+                takeovers: 0,
+                created_at: now_ms(),
+            };
+            if !queue::adopt(store, &id, &claim)? {
+                continue;
+            }
+            if runlog::read(store, &id)?.is_some_and(|r| r.pending()) {
+                eprintln!("tea serve: run `{id}` of thread `{thread}` was left unfinished by an earlier server: it is finished from its last checkpoint once a lease has passed");
+                adopted.push(claim.until);
+            } else {
+                queue::release(store, &id, "", Some(1))?;
+            }
+        }
+        Ok::<_, ApiError>(adopted)
+    })
+    .await;
+    match adopted {
+        Ok(Ok(adopted)) => {
+            for until in adopted {
+                shared.worker.due_by(until.saturating_add(1));
+            }
+        }
+        Ok(Err(error)) => eprintln!("tea serve: looking for runs left unfinished: {}", error.message),
+        Err(_) => {}
     }
 }
 
@@ -977,7 +1122,7 @@ pub(crate) async fn work(shared: Weak<Shared>) {
 /// its request when it had not changed its thread yet (it never began; the thread does not
 /// exist yet; or the answer it carries still waits, its thread paused where it began), else by
 /// the engine's `recover` (no recorded node runs again). Its events go on after those stored.
-async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
+async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim, head: u64) {
     let s = shared.clone();
     let i = id.clone();
     let thread = ThreadId::from(claim.thread.as_str());
@@ -1002,9 +1147,10 @@ async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
     // recorded, only its claim was left.
     let Some(record) = record.filter(RunRecord::pending) else {
         let (s, i) = (shared.clone(), id.clone());
-        let _ =
-            tokio::task::spawn_blocking(move || s.records().map(|store| queue::release(store, &i, &s.worker.replica)))
-                .await;
+        let _ = tokio::task::spawn_blocking(move || {
+            s.records().map(|store| queue::release(store, &i, &s.worker.replica, Some(head)))
+        })
+        .await;
         return;
     };
     let Some(agent) = shared.agent(&claim.agent) else { return give_back(shared, &id).await };
@@ -1040,6 +1186,7 @@ async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
     if held_here {
         return give_back(shared, &id).await;
     }
+    run.claim_head.store(head, Ordering::SeqCst);
     lock(&shared.runs.runs).insert(id.clone(), run.clone());
     run.recorded.send_replace(true);
     tokio::spawn(journal_events(shared.clone(), run.clone()));
@@ -1054,12 +1201,7 @@ async fn take_over(shared: &Arc<Shared>, id: String, claim: Claim) {
         Ok(prepared) => {
             let from = prepared.from;
             let (agent, plan, _) = prepared.parts();
-            let (s, i) = (shared.clone(), id.clone());
-            let _ = tokio::task::spawn_blocking(move || match s.records() {
-                Some(store) => queue::started(store, &i, &s.worker.replica, from),
-                None => Ok(()),
-            })
-            .await;
+            noted_started(shared, &run, from).await;
             begin(shared, agent, run, plan, claim.delete_after);
         }
         // Another run holds the thread (a queued run's turn has not come): later.
@@ -1077,6 +1219,7 @@ async fn give_back(shared: &Arc<Shared>, id: &str) {
         None => Ok(()),
     })
     .await;
+    shared.worker.due_by(until.saturating_add(1));
 }
 
 /// Ends a taken-over run that its request no longer fits (the thread moved on meanwhile):
