@@ -79,9 +79,11 @@ pub(crate) struct Env {
 /// to a copy of its own only when something reads them.
 struct Local<'b, S: GraphState> {
     base: &'b S,
-    /// A send's input, applied before `updates` (with the branch's head as its origin).
-    input: Option<(NodeName, S::Update)>,
-    own: Option<S>,
+    /// A send's input, applied before `updates` (with the branch's head as its origin). Boxed,
+    /// as the rare fields of `Branch`: an update is hundreds of bytes, and a branch's view moves
+    /// into its future.
+    input: Option<Box<(NodeName, S::Update)>>,
+    own: Option<Box<S>>,
     updates: Vec<S::Update>,
     /// The node that wrote each of `updates`: a reducer that panics on an update is reported on
     /// the node whose update it was.
@@ -109,8 +111,9 @@ impl<'b, S: GraphState> Local<'b, S> {
             return Ok(self.base);
         }
         if self.own.is_none() {
-            let mut own = self.base.clone();
-            if let Some((head, input)) = &self.input {
+            let mut own = Box::new(self.base.clone());
+            if let Some(input) = &self.input {
+                let (head, input) = &**input;
                 apply_update(graph, &mut own, input.clone(), head)?;
             }
             self.own = Some(own);
@@ -121,7 +124,7 @@ impl<'b, S: GraphState> Local<'b, S> {
             apply_update(graph, own, update.clone(), origin(&self.origins, i))?;
         }
         self.applied = self.updates.len();
-        Ok(own)
+        Ok(&**own)
     }
 
     /// The branch's own state (built now if `with_state` and it was not), its updates and
@@ -131,12 +134,12 @@ impl<'b, S: GraphState> Local<'b, S> {
         mut self,
         graph: &G,
         with_state: bool,
-    ) -> Result<(Option<S>, Vec<S::Update>, Vec<NodeName>), Error> {
+    ) -> Result<(Option<Box<S>>, Vec<S::Update>, Vec<NodeName>), Error> {
         let state = if with_state {
             self.current(graph)?;
             Some(match self.own.take() {
                 Some(own) => own,
-                None => self.base.clone(),
+                None => Box::new(self.base.clone()),
             })
         } else {
             None
@@ -165,10 +168,14 @@ fn origin(origins: &[NodeName], i: usize) -> &NodeName {
 }
 
 /// One branch, at its join or stopped.
+///
+/// Its rare parts are boxed (its own state, a send's input, a pause, a parent jump): a branch's
+/// result moves several times on its way to the join (out of its future, through the fan-out's
+/// result slots, into the join's list), and a state or an update is hundreds of bytes.
 pub(crate) struct Branch<S: GraphState> {
     head: NodeName,
     /// The branch's own state, when it was built (it was needed, or the join reads it).
-    state: Option<S>,
+    state: Option<Box<S>>,
     updates: Vec<S::Update>,
     /// The node that wrote each update.
     origins: Vec<NodeName>,
@@ -178,7 +185,7 @@ pub(crate) struct Branch<S: GraphState> {
     pub(crate) taken: u64,
     pub(crate) events: Vec<Event<S>>,
     /// A send's input.
-    input: Option<S::Update>,
+    input: Option<Box<S::Update>>,
     at: BranchAt,
     /// The answers to the earlier pauses of the node the branch stopped at.
     answers: Vec<serde_json::Value>,
@@ -193,7 +200,7 @@ pub(crate) struct Branch<S: GraphState> {
 impl<S: GraphState> Branch<S> {
     /// The branch as the join sees it (its state was built if the join reads it).
     pub(crate) fn into_state(self) -> Option<BranchState<S>> {
-        Some(BranchState { head: self.head, state: self.state? })
+        Some(BranchState { head: self.head, state: *self.state? })
     }
 }
 
@@ -348,8 +355,8 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
 fn progress_of<S: GraphState>(branch: Branch<S>) -> BranchProgress<S> {
     BranchProgress {
         head: branch.head,
-        state: branch.state,
-        input: branch.input,
+        state: branch.state.map(|state| *state),
+        input: branch.input.map(|input| *input),
         updates: branch.updates,
         origins: branch.origins,
         steps: branch.steps,
@@ -423,7 +430,7 @@ struct Resumed<S: GraphState> {
     /// At a fan-out inside it: that fan-out's branches' progress.
     nested: Vec<BranchProgress<S>>,
     /// A send's input, kept for the branch's progress.
-    input: Option<S::Update>,
+    input: Option<Box<S::Update>>,
 }
 
 /// A branch's view of the state from its progress: its own state when at hand, else built from
@@ -437,9 +444,9 @@ fn local_of<'b, S: GraphState>(
     origins: Vec<NodeName>,
 ) -> Local<'b, S> {
     match state {
-        Some(own) => Local { base, input: None, applied: updates.len(), own: Some(own), updates, origins },
+        Some(own) => Local { base, input: None, applied: updates.len(), own: Some(Box::new(own)), updates, origins },
         None => {
-            let input = input.map(|i| (head.clone(), i.clone()));
+            let input = input.map(|i| Box::new((head.clone(), i.clone())));
             Local { base, input, own: None, updates, origins, applied: 0 }
         }
     }
@@ -483,7 +490,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         return Ok(Branch {
             head,
             state,
-            input,
+            input: input.map(Box::new),
             updates,
             origins,
             steps,
@@ -507,7 +514,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         BranchAt::Fork { source } => (Cursor::Fork(node_named(graph, source, &thread)?), false),
     };
     let local = local_of(base, &head, state, input.as_ref(), updates, origins);
-    let run = Resumed { steps, answers, nested, input };
+    let run = Resumed { steps, answers, nested, input: input.map(Box::new) };
     run_branch(driver, graph, head, join, local, run, start, env, keep_states, journal).await
 }
 
@@ -677,7 +684,12 @@ async fn run_branch<G: Graph, D: Driver<G>>(
             crate::vocab::trace::started(&span);
         }
         let started = if env.record || cfg!(feature = "tracing") { Some(Instant::now()) } else { None };
-        let produced = {
+        let produced = if crate::machine::policy::runs_plain::<G, D>(graph, node, &ctx) {
+            // A plain call, as on the main line: no future made and polled for the node.
+            #[cfg(feature = "tracing")]
+            let _node = span.enter();
+            driver.produce_ready(graph, node, local.current(graph)?, &ctx, given)
+        } else {
             let future = crate::machine::policy::run_node(driver, graph, node, local.current(graph)?, &ctx, given);
             #[cfg(feature = "tracing")]
             let future = tracing::Instrument::instrument(future, span.clone());

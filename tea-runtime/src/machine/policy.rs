@@ -23,6 +23,15 @@ use crate::vocab::policy::{CachePolicy, NodePolicy, RetryPolicy};
 use crate::vocab::state::GraphState;
 use std::sync::atomic::Ordering;
 
+/// Whether `node` runs by a plain call of the driver ([`Driver::produce_ready`]) rather than
+/// through [`run_node`]'s future: a [`Driver::READY`] driver, a node without a policy, a line that
+/// streams nothing. Most steps, on the main line and in branches alike; the result is the same,
+/// without a future made and polled for it.
+#[inline]
+pub(crate) fn runs_plain<G: Graph, D: Driver<G>>(graph: &G, node: G::Node, ctx: &Ctx<G::State>) -> bool {
+    D::READY && ctx.emitter.is_none() && graph.policy(node).is_none()
+}
+
 /// Runs `node` on `state` through `driver`, under its policy if it has one.
 #[inline]
 pub(crate) async fn run_node<G: Graph, D: Driver<G>>(

@@ -124,7 +124,7 @@ macro_rules! node_now {
         const { assert!(<D as Driver<G>>::READY, "the ready step polls its futures once: it needs a ready driver") };
         #[cfg(feature = "tracing")]
         let _node = $span.enter();
-        if $run.ctx.emitter.is_none() && $run.graph.policy($node).is_none() {
+        if crate::machine::policy::runs_plain::<G, D>($run.graph, $node, &$run.ctx) {
             $driver.produce_ready($run.graph, $node, &$run.state, &$run.ctx, $answers)
         } else {
             let (graph, state, ctx) = ($run.graph, &$run.state, &$run.ctx);
