@@ -447,7 +447,7 @@ async fn prepare_run(
         Some(_) => false,
         None => stateless,
     };
-    if !holding && shared.runs.running(&thread) {
+    if !holding && shared.runs.held(&thread) {
         if let Some(request) = queueable {
             let plan = Plan::Queued(Box::new(request));
             return Ok(Prepared {

@@ -268,8 +268,15 @@ impl Runs {
         lock(&self.runs).remove(id)
     }
 
+    /// Whether a run of this process holds `thread`, ended or not: a new run of the thread
+    /// waits its turn (`enqueue`) or is refused while this holds ([`launch`] decides by it too).
+    pub(crate) fn held(&self, thread: &ThreadId) -> bool {
+        lock(&self.busy).contains_key(thread)
+    }
+
     /// Whether a run of this process holds `thread` and has not ended (a run that ended holds
-    /// its thread only while its records are written; one queued behind it holds it next).
+    /// its thread only while its records are written; one queued behind it holds it next): what
+    /// a thread's status reports as `busy`.
     pub(crate) fn running(&self, thread: &ThreadId) -> bool {
         let holder = {
             let busy = lock(&self.busy);
