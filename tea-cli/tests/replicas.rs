@@ -1,8 +1,8 @@
 //! Runs survive their replica: `tea serve` processes on one store, one killed with SIGKILL
 //! while a run of it is in a node; another (or the same one restarted) takes the run over once
 //! its lease lapses and finishes it from the last checkpoint — no recorded node runs again, an
-//! answer is applied once, the thread is not left busy — and a stream of the run opened on any
-//! replica, or reopened with `Last-Event-ID`, sees its events. A run that a server from before
+//! answer is applied once, the thread is not left busy — and a stream of the run (or of its
+//! thread) opened on any replica, or reopened with `Last-Event-ID`, sees its events. A run that a server from before
 //! the queue left `pending` (its thread busy, no claim) is finished by one of the servers
 //! started on its store.
 //!
@@ -151,9 +151,20 @@ struct Sse {
 /// Opens `path` as an event stream (HTTP/1.0: the body ends when the server closes it), with
 /// `Last-Event-ID: after`; its events arrive on the receiver as they come, until `end`.
 fn stream(address: &str, path: &str, after: Option<usize>) -> Receiver<Sse> {
+    open_events(address, "GET", path, None, after)
+}
+
+/// [`stream`] by `method`, with `body` (JSON) when there is one.
+fn open_events(address: &str, method: &str, path: &str, body: Option<Value>, after: Option<usize>) -> Receiver<Sse> {
     let mut stream = TcpStream::connect(address).unwrap();
     let last = after.map(|n| format!("Last-Event-ID: {n}\r\n")).unwrap_or_default();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: text/event-stream\r\n{last}\r\n").unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: {address}\r\nAccept: text/event-stream\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{last}\r\n{body}",
+        body.len()
+    )
+    .unwrap();
     let (send, events) = channel();
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stream);
@@ -300,6 +311,89 @@ fn a_run_whose_replica_is_killed_finishes_on_another_and_its_stream_follows_it()
     assert_eq!((status, out["run"]["status"].as_str()), (200, Some("success")), "{out}");
     assert_eq!(out["values"]["log"], json!(["answered yes"]), "{out}");
     assert_eq!(gate.count("/c"), 1);
+    kill(b);
+    kill(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The events of a thread's stream (`POST /threads/{id}/stream`, which does not end) until one
+/// `done` accepts (which is the last).
+fn thread_events_until(events: &Receiver<Sse>, done: impl Fn(&Sse) -> bool) -> Vec<Sse> {
+    let mut seen = Vec::new();
+    loop {
+        let event = events.recv_timeout(PATIENCE).unwrap_or_else(|_| panic!("the stream stopped after {seen:?}"));
+        let last = done(&event);
+        seen.push(event);
+        if last {
+            return seen;
+        }
+    }
+}
+
+/// Whether `event` is the thread's lifecycle event `what` (`running`, `interrupted`, `completed`).
+fn lifecycle(event: &Sse, what: &str) -> bool {
+    event.event == "lifecycle" && event.data["params"]["data"]["event"] == what
+}
+
+#[test]
+fn a_threads_stream_on_any_replica_follows_its_runs_across_a_kill_and_resumes_after_last_event_id() {
+    let Some((_schema, store)) = postgres("replicas_thread_stream") else { return };
+    let dir = scratch("thread-stream");
+    let gate = Gate::open();
+    let agent = agent(&dir, &gate);
+    let (a, on_a) = serve(&agent, &store);
+    let (b, on_b) = serve(&agent, &store);
+
+    // The thread's stream is opened on B; its runs run on A.
+    let (status, thread) = call(&on_a, "POST", "/threads", Some(json!({})));
+    assert_eq!(status, 200, "{thread}");
+    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let channels = json!({ "channels": ["lifecycle", "input", "updates"] });
+    let path = format!("/threads/{thread}/stream");
+    let live = open_events(&on_b, "POST", &path, Some(channels.clone()), None);
+    gate.hold("/b", true);
+    let (status, run) = call(&on_a, "POST", &format!("/threads/{thread}/runs"), Some(json!({ "input": {} })));
+    assert_eq!(status, 200, "{run}");
+    let first_run = run["run_id"].as_str().unwrap().to_owned();
+    let (_, held) = gate.next();
+    let started = live.recv_timeout(PATIENCE).expect("the stream on B sees the run on A begin");
+    assert!(lifecycle(&started, "running"), "{started:?}");
+    assert_eq!(started.data["params"]["run_id"], first_run.as_str(), "{started:?}");
+    // A dies in node `b`; B takes the run over and it pauses.
+    kill(a);
+    drop(held);
+    gate.hold("/b", false);
+    let mut events = vec![started];
+    events.extend(thread_events_until(&live, |e| lifecycle(e, "interrupted")));
+    assert!(events.iter().any(|e| e.event == "input.requested"), "the pause is streamed: {events:?}");
+    // The answer on B: a second run, streamed after the first.
+    let (status, out) =
+        call(&on_b, "POST", &format!("/threads/{thread}/runs/wait"), Some(json!({ "command": { "resume": "yes" } })));
+    assert_eq!((status, out["run"]["status"].as_str()), (200, Some("success")), "{out}");
+    let second_run = out["run"]["run_id"].as_str().unwrap().to_owned();
+    let answered = thread_events_until(&live, |e| lifecycle(e, "completed"));
+    assert!(lifecycle(&answered[0], "running"), "{answered:?}");
+    assert!(answered.iter().all(|e| e.data["params"]["run_id"] == second_run.as_str()), "{answered:?}");
+    events.extend(answered);
+    let seqs: Vec<usize> = events.iter().map(|e| e.id.expect("every event has an id")).collect();
+    assert!(seqs.windows(2).all(|w| w[1] > w[0]), "in order, none twice: {seqs:?}");
+    for (event, seq) in events.iter().zip(&seqs) {
+        assert_eq!(event.data["seq"].as_u64(), Some(*seq as u64), "the event's `seq` is its id: {event:?}");
+    }
+    assert_eq!(events.iter().filter(|e| lifecycle(e, "running")).count(), 2, "{events:?}");
+
+    // A client that reconnects on a new replica C with `Last-Event-ID` gets the rest, from the
+    // event after the one it names; `since` in the body says the same.
+    let (c, on_c) = serve(&agent, &store);
+    let resumed = open_events(&on_c, "POST", &path, Some(channels.clone()), Some(seqs[2]));
+    let rest = thread_events_until(&resumed, |e| lifecycle(e, "completed"));
+    let rest_seqs: Vec<usize> = rest.iter().map(|e| e.id.unwrap()).collect();
+    assert_eq!(rest_seqs, seqs[3..].to_vec(), "Last-Event-ID resumes after the last event seen");
+    let mut since = channels.clone();
+    since["since"] = json!(seqs[0]);
+    let replayed =
+        thread_events_until(&open_events(&on_c, "POST", &path, Some(since), None), |e| lifecycle(e, "completed"));
+    assert_eq!(replayed.iter().map(|e| e.id.unwrap()).collect::<Vec<_>>(), seqs[1..].to_vec());
     kill(b);
     kill(c);
     let _ = std::fs::remove_dir_all(&dir);

@@ -28,6 +28,7 @@ use axum::Json;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -474,6 +475,20 @@ pub(crate) fn sse(
     modes: Modes,
     after: Option<usize>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    use futures_util::StreamExt;
+    let events = events_here(run, guard)
+        .filter(move |(n, event, _, _)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(event)))
+        .map(|(n, event, data, _)| Ok(SseEvent::default().id(n.to_string()).event(event).data(data.to_string())));
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// One event of a run: its place among the run's events (from 0), its name, its data and when
+/// it happened (milliseconds since the Unix epoch; 0: not known).
+pub(crate) type Placed = (usize, Cow<'static, str>, Value, u64);
+
+/// The events of `run` (this replica's), from its first here (place `run.base`) on, as they
+/// come, until its `end`; `guard` goes when the stream does.
+pub(crate) fn events_here(run: Arc<RunEntry>, guard: CancelOnDrop) -> impl Stream<Item = Placed> {
     let base = run.base;
     let (log, rx) = run.subscribe();
     let ended = log.iter().any(|i| i.event == "end");
@@ -495,12 +510,7 @@ pub(crate) fn sse(
         }
     });
     use futures_util::StreamExt;
-    let events = head
-        .chain(tail)
-        .map(move |(n, item)| (base + n, item))
-        .filter(move |(n, item)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(item.event)))
-        .map(|(n, item)| Ok(SseEvent::default().id(n.to_string()).event(item.event).data(item.data.to_string())));
-    Sse::new(events).keep_alive(KeepAlive::default())
+    head.chain(tail).map(move |(n, item)| (base + n, Cow::Borrowed(item.event), item.data, item.at))
 }
 
 /// A run as this server knows it: its own (with its events), or another replica's (or an
@@ -670,70 +680,80 @@ pub(crate) async fn stored_stream(
     if stored == 0 && !record.pending() {
         return Ok(ended_stream(id, &record));
     }
-    let start = (shared.clone(), id.to_owned(), 0u64, false);
-    let batches = futures_util::stream::unfold(start, |(shared, id, mut batch, ended)| async move {
-        if ended {
-            return None;
-        }
-        let mut quiet = 0u32;
-        loop {
-            let (s, i) = (shared.clone(), id.clone());
-            let found = blocking(move || match s.records() {
-                Some(store) => journal::after(store, &i, batch),
-                None => Ok(Vec::new()),
-            })
-            .await
-            .ok()?;
-            if !found.is_empty() {
-                let mut items = Vec::new();
-                let mut end = false;
-                for (n, stored) in found {
-                    batch = n;
-                    for (k, (event, data)) in stored.events.into_iter().enumerate() {
-                        end |= event == "end";
-                        items.push((stored.first + k, event, data));
-                    }
-                }
-                return Some((futures_util::stream::iter(items), (shared, id, batch, end)));
-            }
-            quiet += 1;
-            if quiet.is_multiple_of(QUIET_READS) {
-                let (s, i) = (shared.clone(), id.clone());
-                let record = blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose())
-                    .await
-                    .ok()
-                    .flatten()
-                    .flatten();
-                if record.is_none_or(|r| !r.pending()) {
-                    // Ended (or deleted) with no `end` stored after it: read once more, then stop.
-                    let (s, i) = (shared.clone(), id.clone());
-                    let last = blocking(move || match s.records() {
-                        Some(store) => journal::after(store, &i, batch),
-                        None => Ok(Vec::new()),
-                    })
-                    .await
-                    .ok()?;
-                    let items: Vec<(usize, String, Value)> = last
-                        .into_iter()
-                        .flat_map(|(_, b)| {
-                            let first = b.first;
-                            b.events.into_iter().enumerate().map(move |(k, (e, d))| (first + k, e, d))
-                        })
-                        .collect();
-                    return Some((futures_util::stream::iter(items), (shared, id, batch, true)));
-                }
-            }
-            tokio::time::sleep(journal::POLL).await;
-        }
-    });
     use futures_util::StreamExt;
-    let events = batches
-        .flatten()
-        .filter(move |(n, event, _)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(event)))
-        .map(|(n, event, data)| {
+    let events = events_stored(shared.clone(), id.to_owned())
+        .filter(move |(n, event, _, _)| std::future::ready(after.is_none_or(|a| *n > a) && modes.sends(event)))
+        .map(|(n, event, data, _)| {
             Ok::<_, Infallible>(SseEvent::default().id(n.to_string()).event(event).data(data.to_string()))
         });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Run `id`'s events as they are stored (`journal.rs`), read every [`journal::POLL`], until
+/// its `end` — or, once its record says it ended (or is gone) with no `end` stored, its last
+/// stored event.
+pub(crate) fn events_stored(shared: Arc<Shared>, id: String) -> impl Stream<Item = Placed> {
+    let batches =
+        futures_util::stream::unfold((shared, id, 0u64, false), |(shared, id, mut batch, ended)| async move {
+            if ended {
+                return None;
+            }
+            let mut quiet = 0u32;
+            loop {
+                let (s, i) = (shared.clone(), id.clone());
+                let found = blocking(move || match s.records() {
+                    Some(store) => journal::after(store, &i, batch),
+                    None => Ok(Vec::new()),
+                })
+                .await
+                .ok()?;
+                if !found.is_empty() {
+                    let mut items = Vec::new();
+                    let mut end = false;
+                    for (n, stored) in found {
+                        batch = n;
+                        let times: Vec<u64> = (0..stored.events.len()).map(|k| stored.at(k)).collect();
+                        for (k, (event, data)) in stored.events.into_iter().enumerate() {
+                            end |= event == "end";
+                            items.push((stored.first + k, Cow::Owned(event), data, times[k]));
+                        }
+                    }
+                    return Some((futures_util::stream::iter(items), (shared, id, batch, end)));
+                }
+                quiet += 1;
+                if quiet.is_multiple_of(QUIET_READS) {
+                    let (s, i) = (shared.clone(), id.clone());
+                    let record = blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose())
+                        .await
+                        .ok()
+                        .flatten()
+                        .flatten();
+                    if record.is_none_or(|r| !r.pending()) {
+                        // Ended (or deleted) with no `end` stored after it: read once more, then stop.
+                        let (s, i) = (shared.clone(), id.clone());
+                        let last = blocking(move || match s.records() {
+                            Some(store) => journal::after(store, &i, batch),
+                            None => Ok(Vec::new()),
+                        })
+                        .await
+                        .ok()?;
+                        let items: Vec<Placed> = last
+                            .into_iter()
+                            .flat_map(|(_, b)| {
+                                let (first, at) = (b.first, b.at);
+                                b.events.into_iter().enumerate().map(move |(k, (e, d))| {
+                                    (first + k, Cow::Owned(e), d, at.get(k).copied().unwrap_or(0))
+                                })
+                            })
+                            .collect();
+                        return Some((futures_util::stream::iter(items), (shared, id, batch, true)));
+                    }
+                }
+                tokio::time::sleep(journal::POLL).await;
+            }
+        });
+    use futures_util::StreamExt;
+    batches.flatten()
 }
 
 /// A run that ended, as its record tells it: `metadata`, the last `values`, `error`, `end`.

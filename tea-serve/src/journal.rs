@@ -25,27 +25,37 @@ pub(crate) const POLL: Duration = Duration::from_millis(100);
 /// Compare-and-swap attempts before an append gives up.
 const ATTEMPTS: usize = 16;
 
-/// Events `first`, `first + 1`, … of a run, as stored: each its SSE event name and data.
+/// Events `first`, `first + 1`, … of a run, as stored: each its SSE event name and data, and
+/// when it happened (milliseconds since the Unix epoch; batches of older servers have none).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Batch {
     pub(crate) first: usize,
     pub(crate) events: Vec<(String, Value)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) at: Vec<u64>,
 }
 
 impl Batch {
+    /// When the batch's `k`th event happened (0: not known).
+    pub(crate) fn at(&self, k: usize) -> u64 {
+        self.at.get(k).copied().unwrap_or(0)
+    }
+
     /// The place of the event after this batch's last.
     pub(crate) fn next(&self) -> usize {
         self.first + self.events.len()
     }
 }
 
-/// Appends `events` (from place `first` on) to run `id`'s events; those of places already
-/// stored (written before by a replica that lost the run) are not written again.
+/// Appends `events` (from place `first` on; `at[k]`: when the `k`th happened) to run `id`'s
+/// events; those of places already stored (written before by a replica that lost the run) are
+/// not written again.
 pub(crate) fn append(
     store: &dyn Checkpointer,
     id: &str,
     first: usize,
     events: &[(String, Value)],
+    at: &[u64],
 ) -> Result<(), ApiError> {
     let thread = ThreadId::from(id);
     for _ in 0..ATTEMPTS {
@@ -58,7 +68,11 @@ pub(crate) fn append(
         if skip >= events.len() {
             return Ok(());
         }
-        let batch = Batch { first: first + skip, events: events[skip..].to_vec() };
+        let batch = Batch {
+            first: first + skip,
+            events: events[skip..].to_vec(),
+            at: at.get(skip..).unwrap_or_default().to_vec(),
+        };
         let bytes = serde_json::to_vec(&batch).map_err(|e| ApiError::internal(e.to_string()))?;
         let expected = head.map(|(n, _)| n);
         let n = expected.map_or(1, |n| n + 1);
@@ -88,8 +102,9 @@ pub(crate) fn append_after(
     known: Option<u64>,
     first: usize,
     events: &[(String, Value)],
+    at: &[u64],
 ) -> Result<Option<u64>, ApiError> {
-    let batch = Batch { first, events: events.to_vec() };
+    let batch = Batch { first, events: events.to_vec(), at: at.to_vec() };
     let bytes = serde_json::to_vec(&batch).map_err(|e| ApiError::internal(e.to_string()))?;
     let n = known.map_or(1, |n| n + 1);
     match store.append(GRAPH, &ThreadId::from(id), known, n, &bytes, false)? {
@@ -99,7 +114,7 @@ pub(crate) fn append_after(
             }
             Ok(Some(n))
         }
-        AppendOutcome::Conflict { .. } => append(store, id, first, events).map(|()| None),
+        AppendOutcome::Conflict { .. } => append(store, id, first, events, at).map(|()| None),
     }
 }
 

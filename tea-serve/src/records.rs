@@ -14,6 +14,9 @@ use tea_runtime::{AppendOutcome, Checkpointer, ThreadId};
 
 /// The graph name the records are stored under.
 pub(crate) const NAMESPACE: &str = "tea-serve#threads";
+/// The graph name each thread's list of runs is stored under (`hub.rs`), which goes with the
+/// thread's record.
+pub(crate) const THREAD_RUNS: &str = "tea-serve#thread-runs";
 /// The most timeline entries a record keeps (the oldest go first).
 const TIMELINE_MAX: usize = 500;
 /// Compare-and-swap attempts before a write gives up.
@@ -171,8 +174,9 @@ pub(crate) fn swap_at<T: Serialize + DeserializeOwned + Clone>(
     ))
 }
 
-/// Deletes the record of `thread`; whether it had one.
+/// Deletes the record of `thread` and its list of runs; whether it had a record.
 pub(crate) fn delete(store: &dyn Checkpointer, thread: &ThreadId) -> Result<bool, ApiError> {
+    store.delete(THREAD_RUNS, thread)?;
     Ok(store.delete(NAMESPACE, thread)?)
 }
 

@@ -11,7 +11,7 @@
 //! run also polls the run's record for a cancel asked through another replica.
 
 use crate::error::ApiError;
-use crate::hub::Hub;
+use crate::hub::{self, Hub};
 use crate::plan::{locate_now, prepare_held, Plan, Prepared, RunRequest, Settings};
 use crate::queue::{self, Claim};
 use crate::records::{self, Entry, PauseToken, ThreadRecord};
@@ -40,6 +40,8 @@ const FINISHED_KEPT: usize = 1000;
 pub(crate) struct SseItem {
     pub(crate) event: &'static str,
     pub(crate) data: Value,
+    /// When it happened (milliseconds since the Unix epoch).
+    pub(crate) at: u64,
 }
 
 /// How a run ended (or that it has not).
@@ -100,7 +102,8 @@ pub(crate) struct RunEntry {
     pub(crate) base: usize,
     /// How it runs (its options) and what its streams send by default (its modes).
     pub(crate) settings: Settings,
-    /// Its thread's events (`/threads/{id}/stream`), which its own join.
+    /// Its thread's list of runs as this process knows it (`hub.rs`), which the run joins when
+    /// it begins.
     hub: Arc<Hub>,
 }
 
@@ -193,6 +196,11 @@ impl RunEntry {
         let _ = rx.wait_for(|done| *done).await;
     }
 
+    /// Whether another replica took the run over from this one (which then stopped it).
+    pub(crate) fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
     /// Asks the run to stop: its stream is dropped, which leaves the thread resumable.
     pub(crate) fn cancel(&self) {
         self.cancel.send_replace(true);
@@ -205,8 +213,7 @@ impl RunEntry {
     }
 
     fn emit(&self, progress: &mut Progress, event: &'static str, data: Value) {
-        let item = SseItem { event, data };
-        self.hub.publish(&self.id, event, &item.data);
+        let item = SseItem { event, data, at: now_ms() };
         progress.log.push(item.clone());
         let _ = self.events.send(item);
     }
@@ -402,21 +409,21 @@ async fn write_events(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
     loop {
         let (batch, ended) = {
             let progress = run.progress();
-            let batch: Vec<(String, Value)> = progress.log[written.min(progress.log.len())..]
-                .iter()
-                .map(|i| (i.event.to_owned(), i.data.clone()))
-                .collect();
-            (batch, progress.log.last().is_some_and(|i| i.event == "end"))
+            let new = &progress.log[written.min(progress.log.len())..];
+            let batch: Vec<(String, Value)> = new.iter().map(|i| (i.event.to_owned(), i.data.clone())).collect();
+            let at: Vec<u64> = new.iter().map(|i| i.at).collect();
+            ((batch, at), progress.log.last().is_some_and(|i| i.event == "end"))
         };
         if run.lost.load(Ordering::SeqCst) {
             return;
         }
+        let (batch, at) = batch;
         if !batch.is_empty() {
             let (s, id, first, count) = (shared.clone(), run.id.clone(), run.base + written, batch.len());
             let known = head.take();
             let stored = tokio::task::spawn_blocking(move || match (s.records(), known) {
-                (Some(store), Some(known)) => journal::append_after(store, &id, known, first, &batch),
-                (Some(store), None) => journal::append(store, &id, first, &batch).map(|()| None),
+                (Some(store), Some(known)) => journal::append_after(store, &id, known, first, &batch, &at),
+                (Some(store), None) => journal::append(store, &id, first, &batch, &at).map(|()| None),
                 (None, _) => Ok(None),
             })
             .await;
@@ -670,6 +677,7 @@ fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan:
     };
     let shared = shared.clone();
     tokio::spawn(async move {
+        let noted = tokio::spawn(join_thread_runs(shared.clone(), run.clone()));
         let mut cancel = run.cancel.subscribe();
         let mut timeline = vec![first];
         let outcome = tokio::select! {
@@ -680,8 +688,31 @@ fn begin(shared: &Arc<Shared>, agent: Arc<dyn Served>, run: Arc<RunEntry>, plan:
         if resuming && matches!(outcome, Outcome::Cancelled) {
             settle(&agent, &run.thread).await;
         }
+        // The next run on the thread joins the list after this one: it cannot begin before
+        // this one finishes.
+        let _ = tokio::time::timeout(JOIN_WAIT, noted).await;
         finish(&shared, agent, &run, outcome, timeline, delete_after).await;
     });
+}
+
+/// How long a run that ended waits for its entry in its thread's list of runs to be written.
+const JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Adds `run`, which begins on its thread, to the thread's list of runs (`hub.rs`), and wakes
+/// the thread's streams here. Best effort: a run whose entry cannot be written runs all the
+/// same; the thread's streams do not see it.
+async fn join_thread_runs(shared: Arc<Shared>, run: Arc<RunEntry>) {
+    let (s, r) = (shared.clone(), run.clone());
+    let noted = tokio::task::spawn_blocking(move || match s.records() {
+        Some(store) => hub::note(store, &r.thread, &r.id, r.hub.head(), r.takeover).map(Some),
+        None => Ok(None),
+    })
+    .await;
+    match noted {
+        Ok(Ok(Some(head))) => run.hub.grew(head),
+        Ok(Ok(None)) | Err(_) => {}
+        Ok(Err(error)) => eprintln!("tea serve: the list of runs of thread `{}`: {}", run.thread, error.message),
+    }
 }
 
 enum Outcome {
@@ -943,7 +974,7 @@ async fn put_back(shared: &Arc<Shared>, run: &Arc<RunEntry>) {
         progress.end = End::Cancelled;
     }
     // Wakes its events' writer, which sees it lost and stops (the event is not kept).
-    let _ = run.events.send(SseItem { event: "end", data: Value::Null });
+    let _ = run.events.send(SseItem { event: "end", data: Value::Null, at: now_ms() });
     let _ = shared.runs.done(run);
     shared.runs.remove(&run.id);
     run.finished.send_replace(true);

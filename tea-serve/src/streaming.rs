@@ -4,18 +4,22 @@
 //! its request/response companion (`run.start`, `input.respond`, `state.get`,
 //! `state.listCheckpoints`). The WebSocket form (`GET /threads/{id}/stream`) is not served.
 //!
-//! A thread's events come from its runs in this process (`runs.rs` publishes each run event
-//! to its thread's [`Hub`]), each with the thread's next sequence number; the hub keeps the
-//! last [`KEPT`] for replay. Channels: `lifecycle` (a run's start and end), `values`,
-//! `updates`, `custom`, `messages`, `tasks` (the `debug` events) and `input` (a pause,
+//! A thread's events are its runs' own events (`journal.rs`), run after run in the order they
+//! held the thread (`hub.rs`): a stream on any replica reads a run of its own from the run's
+//! events here and another replica's as they are stored, so it sees the same events with the
+//! same sequence numbers wherever it is opened, and goes on after `since` where it left off.
+//! Channels: `lifecycle` (a run's start and end), `values`, `updates`, `custom`, `messages`,
+//! `tasks` (the `debug` events) and `input` (a pause,
 //! `input.requested`).
 
 use crate::api::{self, locate, RunRequest};
 use crate::error::ApiError;
-use crate::hub::ThreadEvent;
-use crate::request::{Body, Id};
+use crate::hub::{self, ThreadEvent};
+use crate::request::{blocking, Body, Id};
+use crate::runs::CancelOnDrop;
 use crate::Shared;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -23,7 +27,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use tea_runtime::ThreadId;
+use tokio::sync::mpsc;
 
 /// The channels a stream may ask for (and `custom:NAME`).
 const CHANNELS: [&str; 9] =
@@ -51,10 +56,12 @@ fn wanted(channels: &[String], event: &ThreadEvent) -> bool {
 }
 
 /// `POST /threads/{id}/stream`: the thread's events of the channels asked for, from after
-/// `since` (those still kept) on, until the client disconnects.
+/// `since` (or the `Last-Event-ID` a reconnecting client sends; those still kept) on, until the
+/// client disconnects.
 pub(crate) async fn open_stream(
     State(shared): State<Arc<Shared>>,
     Id(id): Id,
+    headers: HeaderMap,
     Body(request): Body<EventStreamRequest>,
 ) -> Result<Response, ApiError> {
     if request.channels.is_empty() {
@@ -72,30 +79,95 @@ pub(crate) async fn open_stream(
     // than the root's matches none.
     let root_only = request.namespaces.as_ref().is_none_or(|n| n.iter().any(Vec::is_empty));
     let _ = request.depth;
-    let located = locate(&shared, &id).await?;
-    let hub = shared.runs.hub(&located.thread);
-    let (kept, rx) = hub.subscribe(request.since.unwrap_or(0));
-    let channels = request.channels;
-    let last = kept.last().map_or(request.since.unwrap_or(0), |e| e.seq);
-    let head = futures_util::stream::iter(kept);
-    let tail = futures_util::stream::unfold((rx, last), |(mut rx, last)| async move {
-        loop {
-            match rx.recv().await {
-                Ok(event) if event.seq <= last => continue,
-                Ok(event) => {
-                    let seq = event.seq;
-                    return Some((event, (rx, seq)));
-                }
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
+    // A client that reconnects says the last event it saw (an event id is its `seq`).
+    let seen = match headers.get("last-event-id").map(|v| v.to_str().map(str::parse::<u64>)) {
+        None => None,
+        Some(Ok(Ok(seq))) => Some(seq),
+        Some(_) => {
+            return Err(ApiError::unprocessable("bad_request", "`Last-Event-ID` is not an event id of this server"))
         }
-    });
+    };
+    let since = request.since.unwrap_or(0).max(seen.unwrap_or(0));
+    let located = locate(&shared, &id).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<ThreadEvent>(64);
+    tokio::spawn(follow(shared, located.thread, since, tx));
+    let channels = request.channels;
+    let events = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
     use futures_util::StreamExt;
-    let events = head.chain(tail).filter(move |e| std::future::ready(root_only && wanted(&channels, e))).map(|e| {
+    let events = events.filter(move |e| std::future::ready(root_only && wanted(&channels, e))).map(|e| {
         Ok::<_, Infallible>(SseEvent::default().id(e.seq.to_string()).event(e.method).data(e.json().to_string()))
     });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Sends `thread`'s events after sequence number `since` to `tx`, run after run in the order
+/// they held the thread (`hub.rs`), each run's from its own events here or as stored, until the
+/// stream's client goes (`tx` closes).
+async fn follow(shared: Arc<Shared>, thread: ThreadId, since: u64, tx: mpsc::Sender<ThreadEvent>) {
+    use futures_util::StreamExt;
+    let hub = shared.runs.hub(&thread);
+    let mut grew = hub.watch();
+    let (mut entry, mut after) = hub::start_after(since);
+    loop {
+        grew.borrow_and_update();
+        let (s, t) = (shared.clone(), thread.clone());
+        let from = entry;
+        let listed = blocking(move || match s.records() {
+            Some(store) => hub::entries(store, &t, from),
+            None => Ok(Vec::new()),
+        })
+        .await;
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(error) => {
+                eprintln!("tea serve: the stream of thread `{thread}`: {}", error.message);
+                Vec::new()
+            }
+        };
+        for (n, run_id) in listed {
+            if n != entry {
+                // Entries before `n` are no longer kept.
+                after = None;
+            }
+            let mut stored_only = false;
+            loop {
+                let here = if stored_only { None } else { shared.runs.get(&run_id) };
+                let mut events = match &here {
+                    Some(run) if run.base == 0 || after.is_some_and(|a| a + 1 >= run.base) => {
+                        api::events_here(run.clone(), CancelOnDrop(None)).boxed()
+                    }
+                    _ => api::events_stored(shared.clone(), run_id.clone()).boxed(),
+                };
+                loop {
+                    let next = tokio::select! {
+                        next = events.next() => next,
+                        () = tx.closed() => return,
+                    };
+                    let Some((place, event, data, at)) = next else { break };
+                    if after.is_some_and(|a| place <= a) {
+                        continue;
+                    }
+                    after = Some(place);
+                    if let Some(event) = ThreadEvent::of(hub::seq(n, place), &run_id, &event, &data, at) {
+                        if tx.send(event).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                // A run another replica took over from this one goes on there: its events as stored.
+                if !here.is_some_and(|run| run.lost()) {
+                    break;
+                }
+                stored_only = true;
+            }
+            (entry, after) = (n + 1, None);
+        }
+        tokio::select! {
+            _ = grew.changed() => {}
+            () = tokio::time::sleep(hub::POLL) => {}
+            () = tx.closed() => return,
+        }
+    }
 }
 
 /// The protocol's `StreamingCommand`.

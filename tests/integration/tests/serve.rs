@@ -1225,6 +1225,31 @@ async fn langgraph_routes_and_the_protocols_streaming_operations() {
     let mut buffer = String::new();
     let first = next_event(&mut replay, &mut buffer, "lifecycle").await;
     assert_eq!((&first["seq"], &first["params"]["data"]["event"]), (&json!(1), &json!("running")), "{first}");
+    let second = next_event(&mut replay, &mut buffer, "lifecycle").await;
+    assert_eq!(second["params"]["data"]["event"], "interrupted", "{second}");
+    // A client that reconnects with `Last-Event-ID` goes on after the event it names.
+    let mut resumed = api
+        .http
+        .post(format!("{}/threads/{id}/stream", api.base))
+        .header("content-type", "application/json")
+        .header("last-event-id", first["seq"].to_string())
+        .body(json!({ "channels": ["lifecycle"] }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let mut buffer = String::new();
+    let next = next_event(&mut resumed, &mut buffer, "lifecycle").await;
+    assert_eq!(next, second, "the event after the one named");
+    let refused = api
+        .http
+        .post(format!("{}/threads/{id}/stream", api.base))
+        .header("content-type", "application/json")
+        .header("last-event-id", "x")
+        .body(json!({ "channels": ["lifecycle"] }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY, "an id this server never gave");
     let (status, _) = api.post(&format!("/threads/{id}/stream"), json!({ "channels": ["tokens"] })).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
