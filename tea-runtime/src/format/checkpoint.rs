@@ -287,7 +287,67 @@ pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>
 /// Frames the checkpoint `payload` borrows in an envelope, as [`encode`] frames a
 /// [`Checkpoint`] (the same bytes).
 pub(crate) fn encode_ref<S: GraphState>(identity: &Identity, payload: &CheckpointRef<'_, S>) -> Result<Vec<u8>, Error> {
-    encode_payload(identity, payload)
+    frame_with(identity, MAGIC, &[], |out| payload.write_json(out))
+}
+
+impl<S: GraphState> CheckpointRef<'_, S> {
+    /// Writes the payload as JSON to `out`: the bytes its `Serialize` writes (as serde_json
+    /// writes them, compact), with the envelope's own keys and numbers written directly. What
+    /// a run writes at every step: serde_json escapes each key of a struct byte by byte and
+    /// goes through a map serializer per field, which cost a small checkpoint about a third of
+    /// its encoding; the state, position, pauses, answers and parent jump are still serde_json's.
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), Error> {
+        fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, key: &[u8], value: &T) -> Result<(), Error> {
+            out.extend_from_slice(key);
+            serde_json::to_writer(&mut *out, value).map_err(Error::store)
+        }
+        fn number(out: &mut Vec<u8>, key: &[u8], value: u64) {
+            out.extend_from_slice(key);
+            push_u64(out, value);
+        }
+        number(out, b"{\"step\":", self.step);
+        json(out, b",\"state\":", self.state)?;
+        json(out, b",\"at\":", &self.at)?;
+        if !self.pending.is_empty() {
+            json(out, b",\"pending\":", &self.pending)?;
+        }
+        if let Some(pause) = self.pause {
+            number(out, b",\"pause\":", pause);
+        }
+        if self.resumed {
+            out.extend_from_slice(b",\"resumed\":true");
+        }
+        if !self.answers.is_empty() {
+            json(out, b",\"answers\":", self.answers)?;
+        }
+        if let Some(paused_at) = self.paused_at {
+            number(out, b",\"paused_at\":", paused_at);
+        }
+        if let Some(nonce) = self.nonce {
+            number(out, b",\"nonce\":", nonce);
+        }
+        if !self.joined.is_empty() {
+            json(out, b",\"joined\":", self.joined)?;
+        }
+        if let Some(parent) = self.parent {
+            json(out, b",\"parent\":", parent)?;
+        }
+        if let Some(Lease { owner, until }) = self.lease {
+            number(out, b",\"lease\":{\"owner\":", owner);
+            number(out, b",\"until\":", until);
+            out.push(b'}');
+        }
+        if let Some(written_at) = self.written_at {
+            number(out, b",\"written_at\":", written_at);
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// Appends `value` in decimal, as serde_json writes a `u64` (with `itoa`, as it does).
+fn push_u64(out: &mut Vec<u8>, value: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// Frames a whole payload, as a JSON value, in an envelope: a full record.

@@ -312,7 +312,8 @@ fn a_borrowed_checkpoint_encodes_to_the_same_bytes_as_an_owned_one() {
             update: Some(serde_json::json!({"n": 1})),
             error: None,
         });
-        full.lease = Some(checkpoint::Lease { owner: 5, until: 6 });
+        full.lease = Some(checkpoint::Lease { owner: u64::MAX, until: 10 });
+        full.step = 0;
         full.written_at = Some(1_700_000_000_123);
         full
     };
