@@ -381,11 +381,6 @@ impl Tenure {
         u64::try_from(self.lease.as_millis()).unwrap_or(u64::MAX).max(1)
     }
 
-    /// The lease a checkpoint written now carries: this run's, for a lease's length from now.
-    pub(crate) fn lease_from_now(&self) -> Lease {
-        self.lease_from(self.clock.now_ms())
-    }
-
     /// The lease a checkpoint written at `now` (milliseconds since the Unix epoch) carries.
     pub(crate) fn lease_from(&self, now: u64) -> Lease {
         Lease { owner: self.owner, until: now.saturating_add(self.lease_ms()) }
@@ -410,6 +405,12 @@ impl Tenure {
     /// Until when the run's last checkpoint holds its lease (0: it holds none).
     fn until(&self) -> u64 {
         self.until.load(Ordering::Acquire)
+    }
+
+    /// Until when the run's last checkpoint holds its lease (0: it holds none): what a write
+    /// of a fan-out's progress compares its own lease with.
+    pub(crate) fn lease_until(&self) -> u64 {
+        self.until()
     }
 
     /// Records that the run wrote checkpoint `id` (`planned`), holding its lease until `until`

@@ -67,8 +67,13 @@ struct Ledger<S: GraphState> {
     /// path, and the generation of its newest record.
     dirty: BTreeMap<Vec<usize>, u64>,
     /// Whether the store's head records this fan-out's branches (a write of the journal was
-    /// stored): a write is then a delta naming the branches in `dirty` alone.
+    /// stored, or the run's own record of the fan-out is the head): a write is then a delta
+    /// naming the branches in `dirty` alone.
     based: bool,
+    /// The time and lease expiry (milliseconds) of the journal's last write the store holds: a
+    /// delta written in the same millisecond, with no other record since, leaves both as the
+    /// head has them.
+    stamp: Option<(u64, u64)>,
 }
 
 /// What a branch records of itself.
@@ -87,6 +92,10 @@ pub(crate) struct Record<'r, S: GraphState> {
 impl<'a, S: GraphState> Journal<'a, S> {
     /// The journal of the fan-out after `source`, from `branches` (each branch where it starts
     /// or continues), for a run holding its thread by `tenure` at `step` whose state is `base`.
+    /// `based`: the thread's head is the run's own checkpoint of this fan-out, with `branches`
+    /// and nothing more (what [`ForkCheckpoint`] holds, lease and time aside), so the first write
+    /// is a delta of the branches that moved, as later ones are, not the fan-out's checkpoint
+    /// whole (compared with the head, which holds the same: a send's fan-out, a resumed one).
     pub(crate) fn new(
         tenure: &'a Tenure,
         durable: bool,
@@ -94,6 +103,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
         base: &'a S,
         source: NodeName,
         branches: Vec<BranchProgress<S>>,
+        based: bool,
     ) -> Self {
         Journal {
             tenure,
@@ -108,7 +118,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 written: 0,
                 writers: 0,
                 dirty: BTreeMap::new(),
-                based: false,
+                based,
+                stamp: None,
             }),
         }
     }
@@ -197,19 +208,20 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 if !mine && !left {
                     break Ok(());
                 }
-                let lease = self.tenure.lease_from_now();
-                let until = lease.until;
                 let now = self.tenure.clock.now_ms();
+                let lease = self.tenure.lease_from(now);
+                let until = lease.until;
                 let planned = self.tenure.begin_write(|chain| self.plan(&ledger, chain, lease, now));
                 match planned {
                     Ok((head, planned)) => {
                         ledger.writers += 1;
                         writing = true;
-                        (head, planned, until, ledger.generation)
+                        (head, planned, (now, until), ledger.generation)
                     }
                     Err(error) => break Err(error),
                 }
             };
+            let (now, until) = until;
             let id = head.map_or(1, |h| h + 1);
             let tenure = self.tenure;
             let bytes = &planned.bytes;
@@ -220,6 +232,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     let mut ledger = self.ledger();
                     ledger.written = ledger.written.max(covers);
                     ledger.based = true;
+                    ledger.stamp = Some((now, until));
                     ledger.dirty.retain(|_, generation| *generation > covers);
                 }
                 Ok(Wrote::Again) => {}
@@ -236,7 +249,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
 impl<S: GraphState> Journal<'_, S> {
     /// The record of what `ledger` holds, after the run's head `chain`: once the store's head
     /// records this fan-out's branches, a delta of the branches that moved since (their new
-    /// progress, by path), the lease and the time, written as text (neither the head nor the
+    /// progress, by path), the lease and the time (unless the head has both: the journal's last
+    /// write, in the same millisecond), written as text (neither the head nor the
     /// other branches are read or encoded); when such deltas would outgrow the last full
     /// record (see `tenure::Chain`), and before the store's head records the branches, the
     /// fan-out's checkpoint whole (the first time as a delta of the head before it, if that
@@ -259,11 +273,18 @@ impl<S: GraphState> Journal<'_, S> {
             let mut patch = Vec::with_capacity(256);
             patch.extend_from_slice(br#"{"o":{"at":{"o":{"fork":{"o":{"branches":"#);
             branches_patch(&mut patch, &ledger.branches, &paths, "at.fork.branches", &not_storable)?;
-            patch.extend_from_slice(br#"}}}},"lease":{"v":"#);
-            serde_json::to_writer(&mut patch, &lease).map_err(Error::store)?;
-            patch.extend_from_slice(br#"},"written_at":{"v":"#);
-            patch.extend_from_slice(now.to_string().as_bytes());
-            patch.extend_from_slice(b"}}}");
+            patch.extend_from_slice(b"}}}}");
+            // A write in the same millisecond as the journal's last, with nothing written since
+            // (a child's renewal of the lease), would set both to what the head has.
+            let stamped = ledger.stamp == Some((now, lease.until)) && self.tenure.lease_until() == lease.until;
+            if !stamped {
+                patch.extend_from_slice(br#","lease":{"v":"#);
+                serde_json::to_writer(&mut patch, &lease).map_err(Error::store)?;
+                patch.extend_from_slice(br#"},"written_at":{"v":"#);
+                serde_json::to_writer(&mut patch, &now).map_err(Error::store)?;
+                patch.push(b'}');
+            }
+            patch.extend_from_slice(b"}}");
             if let Some(planned) = self.tenure.plan_delta(chain, patch)? {
                 return Ok(planned);
             }
@@ -305,14 +326,14 @@ fn branches_patch<S: GraphState>(
         }
         first_entry = false;
         out.push(b'[');
-        out.extend_from_slice(first.to_string().as_bytes());
+        serde_json::to_writer(&mut *out, &first).map_err(Error::store)?;
         if group.iter().any(|p| p.len() == 1) {
             out.extend_from_slice(br#",{"v":"#);
             let start = out.len();
             serde_json::to_writer(&mut *out, branch).map_err(Error::store)?;
             // A float that is NaN or infinite is written as null: check that what holds one
             // reads back (what `checkpoint::check_reads_back` does for a whole record).
-            if memchr::memmem::find(&out[start..], b"null").is_some() {
+            if holds_null(&out[start..]) {
                 let value: Value = serde_json::from_slice(&out[start..]).map_err(Error::store)?;
                 checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
                     .map_err(|(path, reason)| not_storable((format!("{at}[{first}].{path}"), reason)))?;
@@ -326,9 +347,15 @@ fn branches_patch<S: GraphState>(
         }
     }
     out.extend_from_slice(br#"],"n":"#);
-    out.extend_from_slice(branches.len().to_string().as_bytes());
+    serde_json::to_writer(&mut *out, &branches.len()).map_err(Error::store)?;
     out.push(b'}');
     Ok(())
+}
+
+/// Whether JSON text `json` may hold a `null` (it holds the word, in a string or not): a
+/// branch's progress is short, so a scan for its first letter beats building a searcher.
+fn holds_null(json: &[u8]) -> bool {
+    memchr::memchr_iter(b'n', json).any(|at| json[at..].starts_with(b"null"))
 }
 
 /// Sets the progress of the branch at `path` from `record` (and, at a nested fan-out, its

@@ -27,7 +27,7 @@ use crate::model::node::{child_steps, ChildSteps, Ctx};
 use crate::model::produce::Produced;
 use crate::tenure::Tenure;
 use crate::vocab::error::Error;
-use crate::vocab::name::{NodeName, START};
+use crate::vocab::name::{CheckpointId, NodeName, START};
 use crate::vocab::options::{Durability, Limits};
 use crate::vocab::policy::StreamModes;
 use crate::vocab::state::GraphState;
@@ -219,6 +219,11 @@ pub(crate) struct Run<'g, G: Graph> {
     pub(crate) tenure: Option<Arc<Tenure>>,
     /// The branches of a fan-out resumed from a checkpoint.
     pub(crate) saved_branches: Vec<BranchProgress<G::State>>,
+    /// The last record this run wrote at a fan-out that holds its branches and nothing else
+    /// besides the state (no answers, joined branches, parent jump or resume mark): its id and
+    /// step. While it is the thread's head, the fan-out's journal patches it (see
+    /// [`Journal::new`]'s `based`) instead of writing the fan-out's checkpoint whole again.
+    fork_record: Option<(CheckpointId, u64)>,
     pub(crate) finished: bool,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
@@ -264,6 +269,7 @@ impl<'g, G: Graph> Run<'g, G> {
             branch_events: VecDeque::new(),
             tenure,
             saved_branches: Vec::new(),
+            fork_record: None,
             finished: false,
             last_duration: Duration::ZERO,
             shown: None,
@@ -602,6 +608,12 @@ impl<'g, G: Graph> Run<'g, G> {
                     } else {
                         saved.iter().map(|branch| branch.copy(false)).collect()
                     };
+                    // The head is this run's record of this fan-out, with these branches (a
+                    // send's or a resumed fan-out's): the journal's writes patch it.
+                    let based = !saved.is_empty()
+                        && self
+                            .fork_record
+                            .is_some_and(|(id, step)| tenure.head() == Some(id) && step == self.ctx.step);
                     Some(Journal::new(
                         tenure,
                         tenure.durability == Durability::EveryStep,
@@ -609,6 +621,7 @@ impl<'g, G: Graph> Run<'g, G> {
                         &self.state,
                         graph.node_name(source),
                         branches,
+                        based,
                     ))
                 }
                 _ => None,
@@ -712,7 +725,9 @@ impl<G: Graph> Run<'_, G> {
             return Ok(());
         }
         let ckpt = self.checkpoint(&tenure);
-        tenure.claim(driver, &ckpt, &self.ctx.node).await
+        tenure.claim(driver, &ckpt, &self.ctx.node).await?;
+        self.fork_record = plain_fork(&ckpt).then(|| tenure.head()).flatten().map(|id| (id, ckpt.step));
+        Ok(())
     }
 
     /// Writes the run's lease when its own is due, or else only renews its ancestors'.
@@ -781,7 +796,9 @@ impl<G: Graph> Run<'_, G> {
     pub(crate) async fn save<D: Driver<G>>(&mut self, driver: &D, durable: bool) -> Result<(), Error> {
         let Some(tenure) = self.tenure.clone() else { return Ok(()) };
         let ckpt = self.checkpoint(&tenure);
-        tenure.write(driver, &ckpt, durable, &self.ctx.node).await.map(|_| ())
+        let id = tenure.write(driver, &ckpt, durable, &self.ctx.node).await?;
+        self.fork_record = plain_fork(&ckpt).then_some((id, ckpt.step));
+        Ok(())
     }
 
     /// Pauses on `pending`: writes the paused checkpoint durably and records the pause.
@@ -823,4 +840,21 @@ impl<G: Graph> Run<'_, G> {
             tenure.abandon(driver, self.finished).await;
         }
     }
+}
+
+/// Whether `ckpt` records a fan-out under way with its branches and nothing else a fan-out's
+/// own checkpoint (`format::checkpoint::ForkCheckpoint`, which its journal writes) would not
+/// hold: so that patching its branches, lease and time makes that checkpoint exactly.
+fn plain_fork<S: GraphState>(ckpt: &CheckpointRef<'_, S>) -> bool {
+    matches!(&ckpt.at, Position::Fork { branches, .. } if !branches.is_empty())
+        && ckpt.pending.is_empty()
+        && ckpt.pause.is_none()
+        && !ckpt.resumed
+        && ckpt.answers.is_empty()
+        && ckpt.paused_at.is_none()
+        && ckpt.nonce.is_none()
+        && ckpt.joined.is_empty()
+        && ckpt.parent.is_none()
+        && ckpt.lease.is_some()
+        && ckpt.written_at.is_some()
 }
