@@ -14,7 +14,7 @@
 //! | `POST /runs/wait`, `POST /runs/stream`, `POST /runs` (also under `/threads/{id}/runs…`) | a run, waited for, streamed as server-sent events, or in the background |
 //! | `POST /runs/search`, `GET /runs/{id}`, `GET /runs/{id}/wait`, `GET /runs/{id}/stream`, `POST /runs/{id}/cancel`, `DELETE /runs/{id}` | runs: this server's, and (from their records and stored events) those of other replicas and earlier processes; a stream resumes after `Last-Event-ID` |
 //! | `PUT/GET/DELETE /store/items`, `POST /store/items/search`, `POST /store/namespaces` | the store: JSON items by namespace and key, shared by every thread (kept in the first agent's store) |
-//! | `POST /threads/{id}/stream`, `POST /threads/{id}/commands` | a thread's events by channel (every run's, on any replica; replayed after `since` or `Last-Event-ID`); `run.start`, `input.respond`, `state.get`, `state.listCheckpoints` |
+//! | `POST /threads/{id}/stream`, `POST /threads/{id}/commands`, `GET /threads/{id}/stream` (WebSocket) | a thread's events by channel (every run's, on any replica; replayed after `since` or `Last-Event-ID`); `run.start`, `input.respond`, `state.get`, `state.listCheckpoints`; over the WebSocket, both, with `subscription.subscribe`/`unsubscribe`/`reconnect` |
 //! | `GET /inbox`, `GET /inbox/threads/{id}` | the inbox: paused threads with a form each; a thread's timeline and graph |
 //!
 //! Beside the protocol, LangGraph Platform's routes that its SDKs call (one implementation under

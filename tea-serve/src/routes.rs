@@ -27,7 +27,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/threads/{thread_id}/state/checkpoint", post(langgraph::post_state_at))
         .route("/threads/{thread_id}/state/{checkpoint_id}", get(langgraph::get_state_at))
         .route("/threads/{thread_id}/copy", post(api::copy_thread))
-        .route("/threads/{thread_id}/stream", post(streaming::open_stream))
+        .route("/threads/{thread_id}/stream", get(streaming::open_socket).post(streaming::open_stream))
         .route("/threads/{thread_id}/commands", post(streaming::command))
         .route("/threads/{thread_id}/runs", post(api::thread_run_background).get(langgraph::list_runs))
         .route("/threads/{thread_id}/runs/wait", post(api::thread_run_wait))

@@ -1,8 +1,9 @@
 //! The Agent Protocol's streaming operations on a thread: `POST /threads/{id}/stream`, a
 //! server-sent events stream of every run's events on the thread (the protocol's
-//! `StreamingEvent`s, by channel, replayed after `since`), and `POST /threads/{id}/commands`,
-//! its request/response companion (`run.start`, `input.respond`, `state.get`,
-//! `state.listCheckpoints`). The WebSocket form (`GET /threads/{id}/stream`) is not served.
+//! `StreamingEvent`s, by channel, replayed after `since`); `POST /threads/{id}/commands`, its
+//! request/response companion (`run.start`, `input.respond`, `state.get`,
+//! `state.listCheckpoints`); and `GET /threads/{id}/stream`, the WebSocket form of both
+//! (commands in; answers, and the events of the connection's subscriptions, out).
 //!
 //! A thread's events are its runs' own events (`journal.rs`), run after run in the order they
 //! held the thread (`hub.rs`): a stream on any replica reads a run of its own from the run's
@@ -12,19 +13,23 @@
 //! `tasks` (the `debug` events) and `input` (a pause,
 //! `input.requested`).
 
+use crate::access::{Granted, Right};
 use crate::api::{self, locate, RunRequest};
 use crate::error::ApiError;
 use crate::hub::{self, ThreadEvent};
 use crate::request::{blocking, Body, Id};
 use crate::runs::CancelOnDrop;
 use crate::Shared;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use tea_runtime::ThreadId;
@@ -46,13 +51,42 @@ pub(crate) struct EventStreamRequest {
     since: Option<u64>,
 }
 
-/// Whether a stream of `channels` sends `event` (`custom:NAME`: custom events whose data names
-/// `NAME` as its `name`).
-fn wanted(channels: &[String], event: &ThreadEvent) -> bool {
-    channels.iter().any(|c| match c.strip_prefix("custom:") {
-        Some(name) => event.channel == "custom" && event.data.get("name").and_then(Value::as_str) == Some(name),
-        None => c == event.channel,
-    })
+/// What a stream (or a WebSocket subscription) of a thread sends: the events of its channels
+/// (`custom:NAME`: custom events whose data names `NAME` as its `name`) of the namespaces asked for.
+#[derive(Clone, Debug)]
+struct Filter {
+    channels: Vec<String>,
+    /// Every event here is the root agent's (namespace `[]`, depth 0): a namespace prefix other
+    /// than the root's matches none.
+    root_only: bool,
+}
+
+impl Filter {
+    /// The filter of `request`, or `422` naming the channel that is not one.
+    fn of(request: &EventStreamRequest) -> Result<Filter, ApiError> {
+        if request.channels.is_empty() {
+            return Err(ApiError::unprocessable("bad_request", "`channels` must name at least one channel"));
+        }
+        for channel in &request.channels {
+            if !CHANNELS.contains(&channel.as_str()) && channel.strip_prefix("custom:").is_none_or(str::is_empty) {
+                return Err(ApiError::unprocessable(
+                    "bad_request",
+                    format!("`{channel}` is not a channel ({}, or custom:NAME)", CHANNELS.join(", ")),
+                ));
+            }
+        }
+        let _ = request.depth;
+        let root_only = request.namespaces.as_ref().is_none_or(|n| n.iter().any(Vec::is_empty));
+        Ok(Filter { channels: request.channels.clone(), root_only })
+    }
+
+    fn wants(&self, event: &ThreadEvent) -> bool {
+        self.root_only
+            && self.channels.iter().any(|c| match c.strip_prefix("custom:") {
+                Some(name) => event.channel == "custom" && event.data.get("name").and_then(Value::as_str) == Some(name),
+                None => c == event.channel,
+            })
+    }
 }
 
 /// `POST /threads/{id}/stream`: the thread's events of the channels asked for, from after
@@ -64,21 +98,7 @@ pub(crate) async fn open_stream(
     headers: HeaderMap,
     Body(request): Body<EventStreamRequest>,
 ) -> Result<Response, ApiError> {
-    if request.channels.is_empty() {
-        return Err(ApiError::unprocessable("bad_request", "`channels` must name at least one channel"));
-    }
-    for channel in &request.channels {
-        if !CHANNELS.contains(&channel.as_str()) && channel.strip_prefix("custom:").is_none_or(str::is_empty) {
-            return Err(ApiError::unprocessable(
-                "bad_request",
-                format!("`{channel}` is not a channel ({}, or custom:NAME)", CHANNELS.join(", ")),
-            ));
-        }
-    }
-    // Every event here is the root agent's (namespace `[]`, depth 0): a namespace prefix other
-    // than the root's matches none.
-    let root_only = request.namespaces.as_ref().is_none_or(|n| n.iter().any(Vec::is_empty));
-    let _ = request.depth;
+    let filter = Filter::of(&request)?;
     // A client that reconnects says the last event it saw (an event id is its `seq`).
     let seen = match headers.get("last-event-id").map(|v| v.to_str().map(str::parse::<u64>)) {
         None => None,
@@ -91,10 +111,9 @@ pub(crate) async fn open_stream(
     let located = locate(&shared, &id).await?;
     let (tx, rx) = tokio::sync::mpsc::channel::<ThreadEvent>(64);
     tokio::spawn(follow(shared, located.thread, since, tx));
-    let channels = request.channels;
     let events = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
     use futures_util::StreamExt;
-    let events = events.filter(move |e| std::future::ready(root_only && wanted(&channels, e))).map(|e| {
+    let events = events.filter(move |e| std::future::ready(filter.wants(e))).map(|e| {
         Ok::<_, Infallible>(SseEvent::default().id(e.seq.to_string()).event(e.method).data(e.json().to_string()))
     });
     Ok(Sse::new(events).keep_alive(KeepAlive::default()).into_response())
@@ -179,12 +198,12 @@ pub(crate) struct StreamingCommand {
     params: Option<Value>,
 }
 
-fn success(id: u64, result: Value) -> Json<Value> {
-    Json(json!({ "type": "success", "id": id, "result": result }))
+fn success(id: u64, result: Value) -> Value {
+    json!({ "type": "success", "id": id, "result": result })
 }
 
-fn failure(id: u64, error: &ApiError) -> Json<Value> {
-    Json(json!({ "type": "error", "id": id, "error": error.code, "message": error.message }))
+fn failure(id: impl Serialize, error: &ApiError) -> Value {
+    json!({ "type": "error", "id": id, "error": error.code, "message": error.message })
 }
 
 /// `POST /threads/{id}/commands`: `run.start` (`params`: a run request's fields — `input`,
@@ -199,36 +218,42 @@ pub(crate) async fn command(
     Body(command): Body<StreamingCommand>,
 ) -> Result<Json<Value>, ApiError> {
     locate(&shared, &id).await?;
+    Ok(Json(answer(&shared, &id, command).await))
+}
+
+/// The answer to `command` on thread `id`: the protocol's `StreamingSuccessResponse` or
+/// `StreamingErrorResponse`.
+async fn answer(shared: &Arc<Shared>, id: &str, command: StreamingCommand) -> Value {
     let params = command.params.clone().unwrap_or_else(|| json!({}));
     if !params.is_object() {
-        return Err(ApiError::unprocessable("bad_request", "`params` must be an object"));
+        return failure(command.id, &ApiError::unprocessable("bad_request", "`params` must be an object"));
     }
     let outcome = match command.method.as_str() {
-        "run.start" => start(&shared, &id, params).await,
+        "run.start" => start(shared, id, params).await,
         "input.respond" => {
             let response = params.get("response").cloned().unwrap_or(Value::Null);
             let resume = match params.get("interrupt_id").and_then(Value::as_str) {
                 Some(interrupt) => json!({ interrupt: response }),
                 None => response,
             };
-            start(&shared, &id, json!({ "command": { "resume": resume } })).await
+            start(shared, id, json!({ "command": { "resume": resume } })).await
         }
-        "state.get" => crate::langgraph::state_now(&shared, &id).await,
+        "state.get" => crate::langgraph::state_now(shared, id).await,
         "state.listCheckpoints" => {
             let limit = params.get("limit").and_then(Value::as_i64);
-            crate::langgraph::checkpoints(&shared, &id, limit).await.map(|c| json!({ "checkpoints": c }))
+            crate::langgraph::checkpoints(shared, id, limit).await.map(|c| json!({ "checkpoints": c }))
         }
         other => Err(ApiError::unprocessable(
             "unknown_method",
             format!(
-                "`{other}` is not a command this server takes over HTTP (run.start, input.respond, state.get, state.listCheckpoints)"
+                "`{other}` is not a command this server takes (run.start, input.respond, state.get, state.listCheckpoints; subscription.subscribe, subscription.unsubscribe and subscription.reconnect over the WebSocket)"
             ),
         )),
     };
-    Ok(match outcome {
+    match outcome {
         Ok(result) => success(command.id, result),
         Err(error) => failure(command.id, &error),
-    })
+    }
 }
 
 /// Starts a run on thread `id` from `params` (a run request's fields) in the background, with
@@ -243,4 +268,156 @@ async fn start(shared: &Arc<Shared>, id: &str, params: Value) -> Result<Value, A
     let run = api::start(shared, prepared)?;
     run.recorded().await;
     Ok(json!({ "run_id": run.id }))
+}
+
+/// `GET /threads/{id}/stream`: the protocol's WebSocket form of the two operations above. The
+/// client sends `StreamingCommand`s as text frames and gets each answer as a text frame, with
+/// the events of its subscriptions in between: `subscription.subscribe` (`params`: an
+/// `EventStreamRequest` — `channels`, `namespaces`, `depth`, `since`; `result`:
+/// `{subscription_id}`), `subscription.unsubscribe` (`subscription_id`) and
+/// `subscription.reconnect` (`since`, and `subscription_id` for one subscription, else all:
+/// their events after `since` again, as after a lost connection), plus every command of
+/// `POST /threads/{id}/commands`. Each event is a `StreamingEvent` with the `subscription_id`
+/// it was sent for. A request without a WebSocket upgrade is `426`.
+pub(crate) async fn open_socket(
+    State(shared): State<Arc<Shared>>,
+    Extension(Granted(right)): Extension<Granted>,
+    Id(id): Id,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|rejection| {
+        ApiError::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "upgrade_required",
+            format!(
+                "`GET /threads/{{id}}/stream` is the protocol's WebSocket stream ({rejection}); `POST` it for server-sent events"
+            ),
+        )
+    })?;
+    let located = locate(&shared, &id).await?;
+    Ok(upgrade.on_upgrade(move |socket| session(shared, id, located.thread, right, socket)))
+}
+
+/// One subscription of a WebSocket: what it sends, and the task that follows the thread for it.
+struct Subscription {
+    filter: Filter,
+    task: tokio::task::AbortHandle,
+}
+
+/// A WebSocket session on thread `id`: its commands answered in turn, its subscriptions'
+/// events sent as they come, until the client closes (or the connection goes). `right`: what
+/// the token that opened it may do — a read token's `run.start` and `input.respond` are refused
+/// (`forbidden`), as they are on `POST /threads/{id}/commands`.
+async fn session(shared: Arc<Shared>, id: String, thread: ThreadId, right: Right, mut socket: WebSocket) {
+    let (events_tx, mut events) = mpsc::channel::<(String, ThreadEvent)>(64);
+    let mut subscriptions: HashMap<String, Subscription> = HashMap::new();
+    let mut made = 0u64;
+    loop {
+        let reply = tokio::select! {
+            message = socket.recv() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    let command = match serde_json::from_str::<StreamingCommand>(text.as_str()) {
+                        Ok(command) => command,
+                        Err(error) => {
+                            let error = ApiError::unprocessable("bad_request", format!("not a streaming command: {error}"));
+                            let reply = failure(Value::Null, &error);
+                            if socket.send(Message::text(reply.to_string())).await.is_err() {
+                                break;
+                            }
+                            continue;
+                        }
+                    };
+                    let id_of = command.id;
+                    let params = command.params.clone().unwrap_or_else(|| json!({}));
+                    match command.method.as_str() {
+                        "subscription.subscribe" => match serde_json::from_value::<EventStreamRequest>(params)
+                            .map_err(|e| ApiError::unprocessable("bad_request", format!("the subscription's `params` do not fit: {e}")))
+                            .and_then(|request| Filter::of(&request).map(|filter| (filter, request.since.unwrap_or(0))))
+                        {
+                            Ok((filter, since)) => {
+                                made += 1;
+                                let name = format!("sub-{made}");
+                                let task = subscribe(&shared, &thread, &name, filter.clone(), since, &events_tx);
+                                subscriptions.insert(name.clone(), Subscription { filter, task });
+                                success(id_of, json!({ "subscription_id": name }))
+                            }
+                            Err(error) => failure(id_of, &error),
+                        },
+                        "subscription.unsubscribe" => {
+                            let name = params.get("subscription_id").and_then(Value::as_str).unwrap_or_default();
+                            match subscriptions.remove(name) {
+                                Some(gone) => {
+                                    gone.task.abort();
+                                    success(id_of, json!({}))
+                                }
+                                None => failure(id_of, &ApiError::not_found(format!("no subscription `{name}` on this connection"))),
+                            }
+                        }
+                        "subscription.reconnect" => {
+                            let since = params.get("since").and_then(Value::as_u64).unwrap_or(0);
+                            let only = params.get("subscription_id").and_then(Value::as_str);
+                            if let Some(name) = only.filter(|n| !subscriptions.contains_key(*n)) {
+                                failure(id_of, &ApiError::not_found(format!("no subscription `{name}` on this connection")))
+                            } else {
+                                for (name, subscription) in subscriptions.iter_mut().filter(|(n, _)| only.is_none_or(|o| o == n.as_str())) {
+                                    subscription.task.abort();
+                                    subscription.task = subscribe(&shared, &thread, name, subscription.filter.clone(), since, &events_tx);
+                                }
+                                success(id_of, json!({}))
+                            }
+                        }
+                        "run.start" | "input.respond" if right < Right::Answer => failure(
+                            id_of,
+                            &ApiError::new(StatusCode::FORBIDDEN, "forbidden", "this token has read rights only"),
+                        ),
+                        _ => answer(&shared, &id, command).await,
+                    }
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    failure(Value::Null, &ApiError::unprocessable("bad_request", "commands are JSON text frames"))
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => continue,
+            },
+            Some((name, event)) = events.recv() => {
+                // An event of a subscription since ended is not sent.
+                if !subscriptions.contains_key(&name) {
+                    continue;
+                }
+                let mut json = event.json();
+                json["subscription_id"] = json!(name);
+                json
+            }
+        };
+        if socket.send(Message::text(reply.to_string())).await.is_err() {
+            break;
+        }
+    }
+    for subscription in subscriptions.values() {
+        subscription.task.abort();
+    }
+}
+
+/// Follows `thread` from after `since` for subscription `name` (`follow`), sending the events
+/// `filter` wants to `out`, until aborted.
+fn subscribe(
+    shared: &Arc<Shared>,
+    thread: &ThreadId,
+    name: &str,
+    filter: Filter,
+    since: u64,
+    out: &mpsc::Sender<(String, ThreadEvent)>,
+) -> tokio::task::AbortHandle {
+    let (shared, thread, name, out) = (shared.clone(), thread.clone(), name.to_owned(), out.clone());
+    tokio::spawn(async move {
+        let (tx, mut rx) = mpsc::channel::<ThreadEvent>(64);
+        let follower = tokio::spawn(follow(shared, thread, since, tx));
+        while let Some(event) = rx.recv().await {
+            if filter.wants(&event) && out.send((name.clone(), event)).await.is_err() {
+                break;
+            }
+        }
+        follower.abort();
+    })
+    .abort_handle()
 }

@@ -1252,4 +1252,125 @@ async fn langgraph_routes_and_the_protocols_streaming_operations() {
     assert_eq!(refused.status(), StatusCode::UNPROCESSABLE_ENTITY, "an id this server never gave");
     let (status, _) = api.post(&format!("/threads/{id}/stream"), json!({ "channels": ["tokens"] })).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // Without a WebSocket upgrade, the GET form says what it is.
+    let (status, text) = api.raw(Method::GET, &format!("/threads/{id}/stream"), None).await;
+    assert_eq!(status, StatusCode::UPGRADE_REQUIRED, "{text}");
+}
+
+/// The Agent Protocol's WebSocket form of a thread's stream: commands in, their answers and the
+/// events of the connection's subscriptions out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let api = Api::new(spawn(serve_on(MemoryStore::new()).router()).await);
+    let thread = api.ok(Method::POST, "/threads", Some(json!({}))).await;
+    let id = thread["thread_id"].as_str().unwrap().to_owned();
+    let url = format!("{}/threads/{id}/stream", api.base.replacen("http://", "ws://", 1));
+    let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.expect("the WebSocket opens");
+    // What the server sends next (answers and events, in order).
+    async fn next(
+        socket: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
+    ) -> Value {
+        loop {
+            let message = tokio::time::timeout(std::time::Duration::from_secs(30), socket.next())
+                .await
+                .expect("the server sends within 30 s")
+                .expect("the socket stays open")
+                .unwrap();
+            if let Message::Text(text) = message {
+                return serde_json::from_str(text.as_str()).unwrap();
+            }
+        }
+    }
+    let command = |id: u64, method: &str, params: Value| {
+        Message::text(json!({ "id": id, "method": method, "params": params }).to_string())
+    };
+    socket.send(command(1, "subscription.subscribe", json!({ "channels": ["lifecycle", "input"] }))).await.unwrap();
+    let subscribed = next(&mut socket).await;
+    assert_eq!((&subscribed["type"], &subscribed["id"]), (&json!("success"), &json!(1)), "{subscribed}");
+    let name = subscribed["result"]["subscription_id"].as_str().unwrap().to_owned();
+    socket.send(command(2, "run.start", json!({ "agent_id": "Approval", "input": {} }))).await.unwrap();
+    // The answer and the run's events, in the order the server sends them.
+    let mut seen = Vec::new();
+    let asked = loop {
+        let message = next(&mut socket).await;
+        if message["method"] == "input.requested" {
+            break message;
+        }
+        seen.push(message);
+    };
+    let started = seen.iter().find(|m| m["id"] == 2).expect("run.start is answered");
+    assert_eq!(started["type"], "success", "{started}");
+    assert_eq!(asked["subscription_id"], name.as_str(), "{asked}");
+    assert_eq!(asked["params"]["run_id"], started["result"]["run_id"], "{asked}");
+    assert_eq!(asked["params"]["data"]["interrupts"][0]["id"], "ask#0", "{asked}");
+    // An answer over the socket; the run completes.
+    socket.send(command(3, "input.respond", json!({ "response": true }))).await.unwrap();
+    loop {
+        let message = next(&mut socket).await;
+        if message["id"] == 3 {
+            assert_eq!(message["type"], "success", "{message}");
+        }
+        if message["method"] == "lifecycle" && message["params"]["data"]["event"] == "completed" {
+            break;
+        }
+    }
+    socket.send(command(4, "state.get", json!({}))).await.unwrap();
+    let state = loop {
+        let message = next(&mut socket).await;
+        if message["id"] == 4 {
+            break message;
+        }
+    };
+    assert_eq!(state["result"]["values"]["log"], json!(["write", "publish"]), "{state}");
+    // A reconnect replays the subscription's events after `since`: from the first on.
+    socket.send(command(5, "subscription.reconnect", json!({ "since": 0 }))).await.unwrap();
+    let mut replayed = Vec::new();
+    while replayed.len() < 2 {
+        let message = next(&mut socket).await;
+        if message["type"] == "event" {
+            replayed.push(message);
+        }
+    }
+    assert_eq!((&replayed[0]["seq"], &replayed[0]["params"]["data"]["event"]), (&json!(1), &json!("running")));
+    assert_eq!(replayed[1]["method"], "input.requested", "{:?}", replayed);
+    // Bad commands are answered, not dropped: an unknown subscription, an unknown method, a
+    // frame that is no command.
+    socket.send(command(6, "subscription.unsubscribe", json!({ "subscription_id": "nobody" }))).await.unwrap();
+    socket.send(command(7, "state.fork", json!({}))).await.unwrap();
+    socket.send(Message::text("{not json")).await.unwrap();
+    socket.send(command(8, "subscription.unsubscribe", json!({ "subscription_id": name }))).await.unwrap();
+    let mut answers = Vec::new();
+    while answers.len() < 4 {
+        let message = next(&mut socket).await;
+        if message["type"] != "event" {
+            answers.push(message);
+        }
+    }
+    assert_eq!((&answers[0]["id"], &answers[0]["error"]), (&json!(6), &json!("not_found")), "{answers:?}");
+    assert_eq!((&answers[1]["id"], &answers[1]["error"]), (&json!(7), &json!("unknown_method")), "{answers:?}");
+    assert_eq!((&answers[2]["id"], &answers[2]["error"]), (&json!(null), &json!("bad_request")), "{answers:?}");
+    assert_eq!((&answers[3]["id"], &answers[3]["type"]), (&json!(8), &json!("success")), "{answers:?}");
+    socket.close(None).await.unwrap();
+
+    // A read token's socket reads, and starts or answers nothing.
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let access = Access::tokens([("answer-token-0123456789", Right::Answer), ("read-token-0123456789ab", Right::Read)]);
+    let guarded = Api::new(spawn(serve_on(MemoryStore::new()).access(access).router()).await);
+    let writer = guarded.with_token("answer-token-0123456789");
+    let id = writer.ok(Method::POST, "/threads", Some(json!({}))).await["thread_id"].as_str().unwrap().to_owned();
+    let url = format!("{}/threads/{id}/stream", guarded.base.replacen("http://", "ws://", 1));
+    let mut request = url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert("authorization", "Bearer read-token-0123456789ab".parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.expect("a read token opens the socket");
+    socket.send(command(1, "run.start", json!({ "agent_id": "Approval", "input": {} }))).await.unwrap();
+    socket.send(command(2, "input.respond", json!({ "response": true }))).await.unwrap();
+    socket.send(command(3, "state.get", json!({}))).await.unwrap();
+    let (refused, answered, read) = (next(&mut socket).await, next(&mut socket).await, next(&mut socket).await);
+    assert_eq!((&refused["id"], &refused["error"]), (&json!(1), &json!("forbidden")), "{refused}");
+    assert_eq!((&answered["id"], &answered["error"]), (&json!(2), &json!("forbidden")), "{answered}");
+    assert_eq!((&read["id"], &read["type"]), (&json!(3), &json!("success")), "{read}");
+    let unauthorized = tokio_tungstenite::connect_async(url.as_str()).await;
+    assert!(unauthorized.is_err(), "no token, no socket");
 }
