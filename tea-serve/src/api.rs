@@ -700,60 +700,57 @@ pub(crate) fn events_stored(shared: Arc<Shared>, id: String) -> impl Stream<Item
             }
             let mut quiet = 0u32;
             loop {
-                let (s, i) = (shared.clone(), id.clone());
-                let found = blocking(move || match s.records() {
-                    Some(store) => journal::after(store, &i, batch),
-                    None => Ok(Vec::new()),
-                })
-                .await
-                .ok()?;
-                if !found.is_empty() {
-                    let mut items = Vec::new();
-                    let mut end = false;
-                    for (n, stored) in found {
-                        batch = n;
-                        let times: Vec<u64> = (0..stored.events.len()).map(|k| stored.at(k)).collect();
-                        for (k, (event, data)) in stored.events.into_iter().enumerate() {
-                            end |= event == "end";
-                            items.push((stored.first + k, Cow::Owned(event), data, times[k]));
-                        }
+                let found = stored_after(&shared, &id, batch).await?;
+                // Ended (or deleted) with no `end` stored after it: what was read is the last.
+                let mut last = false;
+                if found.is_empty() {
+                    quiet += 1;
+                    if !quiet.is_multiple_of(QUIET_READS) || !ended_or_gone(&shared, &id).await {
+                        tokio::time::sleep(journal::POLL).await;
+                        continue;
                     }
-                    return Some((futures_util::stream::iter(items), (shared, id, batch, end)));
+                    last = true;
                 }
-                quiet += 1;
-                if quiet.is_multiple_of(QUIET_READS) {
-                    let (s, i) = (shared.clone(), id.clone());
-                    let record = blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose())
-                        .await
-                        .ok()
-                        .flatten()
-                        .flatten();
-                    if record.is_none_or(|r| !r.pending()) {
-                        // Ended (or deleted) with no `end` stored after it: read once more, then stop.
-                        let (s, i) = (shared.clone(), id.clone());
-                        let last = blocking(move || match s.records() {
-                            Some(store) => journal::after(store, &i, batch),
-                            None => Ok(Vec::new()),
-                        })
-                        .await
-                        .ok()?;
-                        let items: Vec<Placed> = last
-                            .into_iter()
-                            .flat_map(|(_, b)| {
-                                let (first, at) = (b.first, b.at);
-                                b.events.into_iter().enumerate().map(move |(k, (e, d))| {
-                                    (first + k, Cow::Owned(e), d, at.get(k).copied().unwrap_or(0))
-                                })
-                            })
-                            .collect();
-                        return Some((futures_util::stream::iter(items), (shared, id, batch, true)));
-                    }
+                let found = if last { stored_after(&shared, &id, batch).await? } else { found };
+                let mut items = Vec::new();
+                for (n, stored) in found {
+                    batch = n;
+                    items.extend(placed(stored));
                 }
-                tokio::time::sleep(journal::POLL).await;
+                let end = last || items.iter().any(|(_, event, _, _)| event == "end");
+                return Some((futures_util::stream::iter(items), (shared, id, batch, end)));
             }
         });
     use futures_util::StreamExt;
     batches.flatten()
+}
+
+/// The batches of run `id`'s stored events after batch `after` (`None`: the store failed).
+async fn stored_after(shared: &Arc<Shared>, id: &str, after: u64) -> Option<Vec<(u64, journal::Batch)>> {
+    let (s, i) = (shared.clone(), id.to_owned());
+    blocking(move || match s.records() {
+        Some(store) => journal::after(store, &i, after),
+        None => Ok(Vec::new()),
+    })
+    .await
+    .ok()
+}
+
+/// Whether run `id`'s record says it ended, or is gone.
+async fn ended_or_gone(shared: &Arc<Shared>, id: &str) -> bool {
+    let (s, i) = (shared.clone(), id.to_owned());
+    let record = blocking(move || s.records().map(|store| runlog::read(store, &i)).transpose()).await.ok().flatten();
+    record.flatten().is_none_or(|r| !r.pending())
+}
+
+/// A stored batch's events, each with its place and time.
+fn placed(batch: journal::Batch) -> impl Iterator<Item = Placed> {
+    let (first, at) = (batch.first, batch.at);
+    batch
+        .events
+        .into_iter()
+        .enumerate()
+        .map(move |(k, (event, data))| (first + k, Cow::Owned(event), data, at.get(k).copied().unwrap_or(0)))
 }
 
 /// A run that ended, as its record tells it: `metadata`, the last `values`, `error`, `end`.

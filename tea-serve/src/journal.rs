@@ -36,11 +36,6 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
-    /// When the batch's `k`th event happened (0: not known).
-    pub(crate) fn at(&self, k: usize) -> u64 {
-        self.at.get(k).copied().unwrap_or(0)
-    }
-
     /// The place of the event after this batch's last.
     pub(crate) fn next(&self) -> usize {
         self.first + self.events.len()
