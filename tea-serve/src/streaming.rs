@@ -298,6 +298,10 @@ pub(crate) async fn open_socket(
     Ok(upgrade.on_upgrade(move |socket| session(shared, id, located.thread, right, socket)))
 }
 
+/// How many subscriptions one WebSocket may hold at once (each follows the thread on a task of
+/// its own, reading the store while another replica's run goes).
+pub(crate) const SUBSCRIPTIONS_MAX: usize = 16;
+
 /// One subscription of a WebSocket: what it sends, and the task that follows the thread for it.
 struct Subscription {
     filter: Filter,
@@ -334,6 +338,13 @@ async fn session(shared: Arc<Shared>, id: String, thread: ThreadId, right: Right
                             .map_err(|e| ApiError::unprocessable("bad_request", format!("the subscription's `params` do not fit: {e}")))
                             .and_then(|request| Filter::of(&request).map(|filter| (filter, request.since.unwrap_or(0))))
                         {
+                            Ok(_) if subscriptions.len() >= SUBSCRIPTIONS_MAX => failure(
+                                id_of,
+                                &ApiError::unprocessable(
+                                    "too_many_subscriptions",
+                                    format!("a connection holds at most {SUBSCRIPTIONS_MAX} subscriptions: unsubscribe one first"),
+                                ),
+                            ),
                             Ok((filter, since)) => {
                                 made += 1;
                                 let name = format!("sub-{made}");

@@ -1352,6 +1352,22 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     assert_eq!((&answers[1]["id"], &answers[1]["error"]), (&json!(7), &json!("unknown_method")), "{answers:?}");
     assert_eq!((&answers[2]["id"], &answers[2]["error"]), (&json!(null), &json!("bad_request")), "{answers:?}");
     assert_eq!((&answers[3]["id"], &answers[3]["type"]), (&json!(8), &json!("success")), "{answers:?}");
+    // A connection holds at most 16 subscriptions: the 17th is refused, the others keep working.
+    for n in 0..17u64 {
+        socket.send(command(100 + n, "subscription.subscribe", json!({ "channels": ["values"] }))).await.unwrap();
+    }
+    let mut refused = Vec::new();
+    let mut granted = 0;
+    while granted + refused.len() < 17 {
+        let message = next(&mut socket).await;
+        match message["type"].as_str() {
+            Some("success") => granted += 1,
+            Some("error") => refused.push(message),
+            _ => {}
+        }
+    }
+    assert_eq!(granted, 16);
+    assert_eq!((&refused[0]["id"], &refused[0]["error"]), (&json!(116), &json!("too_many_subscriptions")));
     socket.close(None).await.unwrap();
 
     // A read token's socket reads, and starts or answers nothing.
