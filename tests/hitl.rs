@@ -432,3 +432,219 @@ mod durable {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// An interrupt node runs no user code: the step before it is written with its pause, and its
+/// answer with the resume's claim — two records fewer per cycle, with nothing a crash could
+/// lose or repeat that it could not before.
+mod interrupt_node_records {
+    use super::*;
+    use std::sync::Arc;
+    use tea::{AppendOutcome, Checkpointer, Error, ThreadId};
+
+    static FINISHED: AtomicUsize = AtomicUsize::new(0);
+    static CHECKED: AtomicUsize = AtomicUsize::new(0);
+
+    fn prepare(_: &Form) -> FormUpdate {
+        Form::update().question("approve?".into()).log(vec!["prepare".into()])
+    }
+    fn check(_: &Form) -> FormUpdate {
+        CHECKED.fetch_add(1, Ordering::SeqCst);
+        Form::update().log(vec!["check".into()])
+    }
+    fn finish(_: &Form) -> FormUpdate {
+        FINISHED.fetch_add(1, Ordering::SeqCst);
+        Form::update().log(vec!["finish".into()])
+    }
+
+    graph! {
+        pub Ask for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt ask(question => name);
+        }
+    }
+
+    graph! {
+        pub Twice for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> again;
+            again -> finish;
+            finish -> end;
+            interrupt ask(question => name);
+            interrupt again(question => colour);
+        }
+    }
+
+    graph! {
+        pub Breakpoint for Form {
+            start -> prepare;
+            prepare -> check;
+            check -> end;
+            interrupt_before check;
+        }
+    }
+
+    /// Counts the appends that wrote, passing everything to a `MemoryStore`.
+    #[derive(Clone, Default)]
+    struct Counting {
+        inner: MemoryStore,
+        appends: Arc<AtomicUsize>,
+    }
+
+    impl Counting {
+        fn take(&self) -> usize {
+            self.appends.swap(0, Ordering::SeqCst)
+        }
+    }
+
+    impl Checkpointer for Counting {
+        fn append(
+            &self,
+            graph: &str,
+            thread: &ThreadId,
+            expected: Option<u64>,
+            id: u64,
+            bytes: &[u8],
+            durable: bool,
+        ) -> Result<AppendOutcome, Error> {
+            let outcome = self.inner.append(graph, thread, expected, id, bytes, durable)?;
+            if outcome == AppendOutcome::Written {
+                self.appends.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(outcome)
+        }
+        fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
+            self.inner.head(graph, thread)
+        }
+        fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
+            self.inner.get(graph, thread, id)
+        }
+        fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+            self.inner.history(graph, thread)
+        }
+        fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+            self.inner.threads(graph)
+        }
+        fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+            self.inner.delete(graph, thread)
+        }
+        fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+            self.inner.prune(graph, thread, keep_last)
+        }
+    }
+
+    #[test]
+    fn a_cycle_writes_the_claim_the_pause_the_answered_step_and_the_end() {
+        let store = Counting::default();
+        let app = Ask::builder().checkpointer(store.clone()).build();
+        let (state, resume) = paused(app.invoke(Form::default()).unwrap());
+        assert_eq!(state.log, ["prepare"]);
+        assert_eq!(store.take(), 2, "the claim, then the pause holding prepare's step");
+        let thread = resume.thread().clone();
+        let paused_at = app.state(&thread).unwrap().unwrap();
+        assert_eq!(paused_at.state.log, ["prepare"], "the stored pause holds what prepare wrote");
+        assert_eq!(paused_at.state.question, "approve?");
+
+        let done = app.resume(resume.clone().answer("yes")).unwrap().done().unwrap();
+        assert_eq!(done.name, "yes");
+        assert_eq!(done.log, ["prepare", "finish"]);
+        assert_eq!(store.take(), 2, "the answered step claiming the thread, then the end");
+
+        let history = app.history(&thread).unwrap();
+        assert_eq!(history.len(), 4, "{:?}", history.iter().map(|s| &s.next).collect::<Vec<_>>());
+        assert_eq!(history[0].state.name, "yes", "newest first: the end");
+        assert!(history[2].interrupts.len() == 1 && history[2].state.log == ["prepare"], "the pause");
+
+        // The token is spent by the claim the answered step made.
+        assert!(matches!(app.resume(resume.answer("again")), Err(Error::StaleResume { .. })));
+        assert_eq!(store.take(), 0, "a refused resume writes nothing");
+    }
+
+    #[test]
+    fn of_two_resumes_of_one_token_at_an_interrupt_node_one_goes_on() {
+        FINISHED.store(0, Ordering::SeqCst);
+        let app = Ask::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let results: Vec<Result<Outcome<Form>, Error>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = (0..8)
+                .map(|i| {
+                    let (app, resume) = (&app, resume.clone());
+                    scope.spawn(move || app.resume(resume.answer(format!("answer {i}"))))
+                })
+                .collect();
+            runs.into_iter().map(|run| run.join().unwrap()).collect()
+        });
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "{results:?}");
+        for result in &results {
+            assert!(matches!(result, Ok(_) | Err(Error::StaleResume { .. })), "{result:?}");
+        }
+        assert_eq!(FINISHED.load(Ordering::SeqCst), 1, "the node after the answer ran once");
+    }
+
+    #[test]
+    fn an_answer_that_reaches_another_interrupt_node_claims_with_that_pause() {
+        let store = Counting::default();
+        let app = Twice::builder().checkpointer(store.clone()).build();
+        let (_, first) = paused(app.invoke(Form::default()).unwrap());
+        store.take();
+        let (state, second) = paused(app.resume(first.clone().answer("Ada")).unwrap());
+        assert_eq!(state.name, "Ada");
+        assert_eq!(second.node(), &"again");
+        assert_eq!(store.take(), 1, "one write: the next pause, holding the answer, claims the thread");
+        assert!(matches!(app.resume(first.answer("Bob")), Err(Error::StaleResume { .. })));
+        let done = app.resume(second.answer("blue")).unwrap().done().unwrap();
+        assert_eq!((done.name.as_str(), done.colour.as_str()), ("Ada", "blue"));
+        assert_eq!(done.log, ["prepare", "finish"]);
+    }
+
+    #[test]
+    fn a_breakpoint_writes_the_step_before_it_with_its_pause() {
+        CHECKED.store(0, Ordering::SeqCst);
+        let store = Counting::default();
+        let app = Breakpoint::builder().checkpointer(store.clone()).build();
+        let (state, resume) = paused(app.invoke(Form::default()).unwrap());
+        assert_eq!(state.log, ["prepare"]);
+        assert_eq!(store.take(), 2, "the claim, then the pause holding prepare's step");
+        assert_eq!(CHECKED.load(Ordering::SeqCst), 0);
+        let done = app.resume(resume).unwrap().done().unwrap();
+        assert_eq!(done.log, ["prepare", "check"]);
+        assert_eq!(store.take(), 2, "the claim, then the end");
+    }
+
+    static FAILS: AtomicUsize = AtomicUsize::new(1);
+
+    fn flaky(_: &Form) -> Result<FormUpdate, Box<dyn std::error::Error + Send + Sync>> {
+        if FAILS.fetch_sub(1, Ordering::SeqCst) > 0 {
+            return Err("down".into());
+        }
+        Ok(Form::update().log(vec!["flaky".into()]))
+    }
+
+    graph! {
+        pub Flaky for Form {
+            start -> prepare;
+            prepare -> ask;
+            ask -> flaky;
+            flaky -> end;
+            interrupt ask(question => name);
+        }
+    }
+
+    #[test]
+    fn a_failure_after_the_answered_interrupt_node_puts_the_pause_back() {
+        let app = Flaky::builder().checkpointer(MemoryStore::new()).build();
+        let (_, resume) = paused(app.invoke(Form::default()).unwrap());
+        let thread = resume.thread().clone();
+        let err = app.resume(resume.clone().answer("no")).unwrap_err();
+        assert!(matches!(&err, Error::NodeFailed { node, .. } if node == "flaky"), "{err:?}");
+        let stopped = app.state(&thread).unwrap().unwrap();
+        assert_eq!(stopped.interrupts.len(), 1, "paused at `ask` again: no node after it completed");
+        assert_eq!(stopped.state.log, ["prepare"]);
+        let done = app.resume(resume.answer("yes")).unwrap().done().unwrap();
+        assert_eq!((done.name.as_str(), &done.log[..]), ("yes", &["prepare".to_owned(), "flaky".to_owned()][..]));
+    }
+}

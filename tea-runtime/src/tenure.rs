@@ -596,7 +596,6 @@ impl Tenure {
         node: &NodeName,
     ) -> Result<(), Error> {
         self.write(io, ckpt, false, node).await?;
-        self.claim.store(false, Ordering::Release);
         Ok(())
     }
 
@@ -630,6 +629,11 @@ impl Tenure {
         };
         traced! { self.traced_write(&span, started, &encoded, &appended); }
         let id = self.wrote(ckpt.lease, encoded, appended)?;
+        // Whichever write comes first claims the thread: the claim's own, or (a resume at an
+        // interrupt node, which runs no user code) the checkpoint of the answered node's step.
+        if self.claim.load(Ordering::Relaxed) {
+            self.claim.store(false, Ordering::Release);
+        }
         if ckpt.lease.is_some() {
             self.keep_ancestors_alive(io).await?;
         }

@@ -195,6 +195,17 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
             }
         }
     });
+    // Interrupt nodes have no function: the engine writes a pause at one with the step before
+    // it, and its answer with the resume's claim (`Graph::asks_only`).
+    let asking: Vec<&Ident> =
+        model.nodes.iter().filter(|n| matches!(n.kind, NodeKind::Interrupt { .. })).map(|n| &n.variant).collect();
+    let asks_only = (!asking.is_empty()).then(|| {
+        quote! {
+            fn asks_only(&self, __tea_node: #node_enum) -> bool {
+                ::core::matches!(__tea_node, #(#node_enum::#asking)|*)
+            }
+        }
+    });
     let pause_timeout = (!timeouts.is_empty()).then(|| {
         let arms =
             timeouts.iter().map(|(variant, secs)| quote!(#node_enum::#variant => ::core::option::Option::Some(#secs),));
@@ -433,6 +444,7 @@ pub fn graph(def: &GraphDef, model: &Model) -> TokenStream {
                 #policies
                 #context_type
                 #check_answer
+                #asks_only
                 #fixed_route
                 #reads_branches
                 #async_hooks

@@ -177,8 +177,19 @@ macro_rules! step_machine {
                 match self.begin(prelude_done)? {
                     Request::Claim => $part!(self.claim(driver))?,
                     Request::Lease => $part!(self.save_lease(driver))?,
-                    Request::Settle(settle) => return $part!(self.settle(driver, settle)),
-                    Request::Node(node, answers) => break (node, answers),
+                    Request::Settle(settle) => {
+                        // A pause writes the step it follows; anything else writes it first.
+                        if self.deferred.is_some() && !matches!(settle, Settle::Pause(_)) {
+                            $part!(self.save_deferred(driver))?;
+                        }
+                        return $part!(self.settle(driver, settle));
+                    }
+                    Request::Node(node, answers) => {
+                        if self.deferred.is_some() && !self.graph.asks_only(node) {
+                            $part!(self.save_deferred(driver))?;
+                        }
+                        break (node, answers);
+                    }
                 }
                 prelude_done = true;
             };
@@ -224,6 +235,13 @@ pub(crate) struct Run<'g, G: Graph> {
     /// step. While it is the thread's head, the fan-out's journal patches it (see
     /// [`Journal::new`]'s `based`) instead of writing the fan-out's checkpoint whole again.
     fork_record: Option<(CheckpointId, u64)>,
+    /// The last step's checkpoint is not written yet: a pause comes next with no user code
+    /// before it (at an interrupt node or a breakpoint, see [`pause_follows`](Self::pause_follows)),
+    /// and the pause's checkpoint, which holds the same state, is that step's write. Anything
+    /// else the next step does (a node with a function, the end, a fan-out, a failure) writes
+    /// it first.
+    /// (The step's count and node, which the next step moves on.)
+    deferred: Option<(u64, NodeName)>,
     pub(crate) finished: bool,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
@@ -270,6 +288,7 @@ impl<'g, G: Graph> Run<'g, G> {
             tenure,
             saved_branches: Vec::new(),
             fork_record: None,
+            deferred: None,
             finished: false,
             last_duration: Duration::ZERO,
             shown: None,
@@ -416,7 +435,9 @@ impl<'g, G: Graph> Run<'g, G> {
     /// `prelude_done`), settle a step that runs no node, or run the node, whose step is now
     /// counted. Waits for nothing: the driver fulfils the request its own way.
     pub(crate) fn begin(&mut self, prelude_done: bool) -> Result<Request<G::Node>, Error> {
-        if !prelude_done {
+        // A step left to the pause that follows at once renews nothing before it; an answered
+        // interrupt node runs before the claim, whose write is its step (`answer_claims`).
+        if !prelude_done && self.deferred.is_none() && !self.answer_claims() {
             if self.claim_pending() {
                 return Ok(Request::Claim);
             }
@@ -475,7 +496,11 @@ impl<'g, G: Graph> Run<'g, G> {
         match then {
             Then::Stepped => Ok(Progress::Stepped),
             Then::Save => {
-                self.save_step(driver).await?;
+                if self.pause_follows() {
+                    self.deferred = Some((self.ctx.step, self.ctx.node.clone()));
+                } else {
+                    self.save_step(driver).await?;
+                }
                 Ok(Progress::Stepped)
             }
             Then::Pause(pending) => self.pause(driver, pending).await,
@@ -563,6 +588,46 @@ impl<'g, G: Graph> Run<'g, G> {
         }
         self.saved_branches = branches;
         Ok(Cursor::Fork(node))
+    }
+
+    /// Whether the step just applied leaves its checkpoint to the pause that comes next without
+    /// any user code before it: the line stands before an interrupt node with no answer yet
+    /// (within the recursion limit), or before a breakpoint. That pause's checkpoint holds the
+    /// same state, written durably, so what a crash could lose or repeat is what it was; the
+    /// thread's history has the pause where the step's record and the pause's were. Only with
+    /// a store that writes steps.
+    fn pause_follows(&self) -> bool {
+        let Cursor::At(node) = self.line.cursor else { return false };
+        if self.tenure.is_none() || self.step_durability().is_none() || !self.line.pausable || self.line.pause_after {
+            return false;
+        }
+        (!self.line.resuming && self.graph.interrupt_before(node))
+            || (self.graph.asks_only(node)
+                && self.line.answers.is_empty()
+                && self.line.taken(&self.ctx) < self.line.budget)
+    }
+
+    /// Whether the run, still to claim its thread, stands before an interrupt node with its
+    /// answer: that node runs no user code, so it runs first and the checkpoint of its step
+    /// claims the thread (by the same compare-and-swap on the paused head: of two resumes of
+    /// one token, one writes and the other gets `StaleResume`), one record instead of two.
+    fn answer_claims(&self) -> bool {
+        matches!(self.line.cursor, Cursor::At(node) if self.graph.asks_only(node))
+            && !self.line.answers.is_empty()
+            && self.claim_pending()
+            && self.step_durability().is_some()
+    }
+
+    /// Writes the step left to a pause that did not come ([`pause_follows`](Self::pause_follows)).
+    /// The step's own count and node, which the next step had moved on.
+    pub(crate) async fn save_deferred<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+        let Some((step, node)) = self.deferred.take() else { return Ok(()) };
+        let next_step = std::mem::replace(&mut self.ctx.step, step);
+        let next_node = std::mem::replace(&mut self.ctx.node, node);
+        let saved = self.save_step(driver).await;
+        self.ctx.step = next_step;
+        self.ctx.node = next_node;
+        saved
     }
 
     /// Node runs in this invocation.
@@ -798,6 +863,7 @@ impl<G: Graph> Run<'_, G> {
         let ckpt = self.checkpoint(&tenure);
         let id = tenure.write(driver, &ckpt, durable, &self.ctx.node).await?;
         self.fork_record = plain_fork(&ckpt).then_some((id, ckpt.step));
+        self.deferred = None;
         Ok(())
     }
 
@@ -827,6 +893,8 @@ impl<G: Graph> Run<'_, G> {
         };
         let node = self.ctx.node.clone();
         tenure.write(driver, &ckpt, true, &node).await?;
+        // It holds the step before it, if that was left to it.
+        self.deferred = None;
         // The pause is durable: nothing is left to roll back to.
         tenure.settled();
         // The token is the API's to make (`api::token`), from what the checkpoint records.
@@ -836,6 +904,11 @@ impl<G: Graph> Run<'_, G> {
 
     /// Lets the run's thread go after a failure, through driver `driver` ([`Tenure::abandon`]).
     pub(crate) async fn abandon_with<D: Driver<G>>(&mut self, driver: &D) {
+        if self.deferred.is_some() {
+            // The step before the failure completed: it is kept (the failure is what the run
+            // reports, even if this write fails).
+            let _ = self.save_deferred(driver).await;
+        }
         if let Some(tenure) = self.tenure.clone() {
             tenure.abandon(driver, self.finished).await;
         }

@@ -51,6 +51,10 @@ impl Default for Limits {
 ///
 /// After a failed run (a node error or panic; the process still there), `recover` continues
 /// from the run's last checkpoint: with `EveryStep` and `Buffered` the node that failed.
+///
+/// Two writes with no user code between them are one: a node's step followed at once by a
+/// pause (a breakpoint, an interrupt node) is written by that pause, and an interrupt node's
+/// answer by the resume's claim of the thread ([`Graph::asks_only`](crate::Graph::asks_only)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
     /// A checkpoint after every node, flushed before the next node starts:
