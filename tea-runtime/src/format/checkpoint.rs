@@ -139,6 +139,129 @@ impl<S: GraphState> BranchProgress<S> {
     }
 }
 
+impl<S: GraphState> BranchProgress<S> {
+    /// Writes the progress as JSON to `out`: the bytes its `Serialize` writes (serde_json,
+    /// compact), with its own keys, node names and numbers written directly. A fan-out writes
+    /// every branch's progress in its records and each branch's in its patches; serde_json
+    /// escapes each key byte by byte through a map serializer per field, which cost a branch's
+    /// progress more than its updates did. The updates, input, answers, pauses and parent jump
+    /// are still serde_json's.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(b"{\"head\":");
+        push_name(out, &self.head)?;
+        if let Some(input) = &self.input {
+            out.extend_from_slice(b",\"input\":");
+            serde_json::to_writer(&mut *out, input)?;
+        }
+        out.extend_from_slice(b",\"updates\":");
+        serde_json::to_writer(&mut *out, &self.updates)?;
+        if !self.origins.is_empty() {
+            out.extend_from_slice(b",\"origins\":[");
+            for (i, origin) in self.origins.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                push_name(out, origin)?;
+            }
+            out.push(b']');
+        }
+        out.extend_from_slice(b",\"steps\":");
+        push_u64(out, self.steps);
+        out.extend_from_slice(b",\"at\":");
+        self.at.write_json(out)?;
+        if !self.answers.is_empty() {
+            out.extend_from_slice(b",\"answers\":");
+            serde_json::to_writer(&mut *out, &self.answers)?;
+        }
+        if let Some(pending) = &self.pending {
+            out.extend_from_slice(b",\"pending\":");
+            serde_json::to_writer(&mut *out, pending)?;
+        }
+        if !self.more_pending.is_empty() {
+            out.extend_from_slice(b",\"more_pending\":");
+            serde_json::to_writer(&mut *out, &self.more_pending)?;
+        }
+        if self.resume {
+            out.extend_from_slice(b",\"resume\":true");
+        }
+        if !self.branches.is_empty() {
+            out.extend_from_slice(b",\"branches\":");
+            write_branches(out, &self.branches)?;
+        }
+        if let Some(jump) = &self.jump {
+            out.extend_from_slice(b",\"jump\":");
+            serde_json::to_writer(&mut *out, jump)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// Writes `branches` as a JSON array of their progress ([`BranchProgress::write_json`]).
+pub(crate) fn write_branches<S: GraphState>(
+    out: &mut Vec<u8>,
+    branches: &[BranchProgress<S>],
+) -> Result<(), serde_json::Error> {
+    out.push(b'[');
+    for (i, branch) in branches.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        branch.write_json(out)?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// Writes `name` as a JSON string, as serde_json does: directly when nothing in it needs an
+/// escape (a node name, almost always), else through serde_json.
+fn push_name(out: &mut Vec<u8>, name: &NodeName) -> Result<(), serde_json::Error> {
+    let name = name.as_str();
+    if name.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(name.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'"');
+        Ok(())
+    } else {
+        serde_json::to_writer(&mut *out, name)
+    }
+}
+
+impl BranchAt {
+    /// Writes where the branch stands as JSON to `out`, the bytes its `Serialize` writes.
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        match self {
+            BranchAt::Joined => out.extend_from_slice(b"\"joined\""),
+            BranchAt::Start(node) => {
+                out.extend_from_slice(b"{\"start\":");
+                push_name(out, node)?;
+                out.push(b'}');
+            }
+            BranchAt::Before(node) => {
+                out.extend_from_slice(b"{\"before\":");
+                push_name(out, node)?;
+                out.push(b'}');
+            }
+            BranchAt::After { node, goto } => {
+                out.extend_from_slice(b"{\"after\":{\"node\":");
+                push_name(out, node)?;
+                if let Some(goto) = goto {
+                    out.extend_from_slice(b",\"goto\":");
+                    serde_json::to_writer(&mut *out, goto)?;
+                }
+                out.extend_from_slice(b"}}");
+            }
+            BranchAt::Fork { source } => {
+                out.extend_from_slice(b"{\"fork\":{\"source\":");
+                push_name(out, source)?;
+                out.extend_from_slice(b"}}");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Where a branch stands.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -307,7 +430,16 @@ impl<S: GraphState> CheckpointRef<'_, S> {
         }
         number(out, b"{\"step\":", self.step);
         json(out, b",\"state\":", self.state)?;
-        json(out, b",\"at\":", &self.at)?;
+        match &self.at {
+            Position::Fork { source, branches } => {
+                out.extend_from_slice(b",\"at\":{\"fork\":{\"source\":");
+                push_name(out, source).map_err(Error::store)?;
+                out.extend_from_slice(b",\"branches\":");
+                write_branches(out, branches).map_err(Error::store)?;
+                out.extend_from_slice(b"}}");
+            }
+            at => json(out, b",\"at\":", at)?,
+        }
         if !self.pending.is_empty() {
             json(out, b",\"pending\":", &self.pending)?;
         }
@@ -381,7 +513,41 @@ pub(crate) fn encode_fork<S: GraphState>(
     identity: &Identity,
     payload: &ForkCheckpoint<'_, S>,
 ) -> Result<Vec<u8>, Error> {
-    encode_payload(identity, payload)
+    frame_with(identity, MAGIC, &[], |out| payload.write_json(out).map_err(Error::store))
+}
+
+impl<S: GraphState> ForkCheckpoint<'_, S> {
+    /// Writes the payload as JSON to `out`: the bytes its `Serialize` writes, the branches
+    /// through [`write_branches`].
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(b"{\"step\":");
+        push_u64(out, self.step);
+        out.extend_from_slice(b",\"state\":");
+        serde_json::to_writer(&mut *out, self.state)?;
+        let ForkAt::Fork { source, branches } = &self.at;
+        out.extend_from_slice(b",\"at\":{\"fork\":{\"source\":");
+        push_name(out, source)?;
+        out.extend_from_slice(b",\"branches\":");
+        write_branches(out, branches)?;
+        out.extend_from_slice(b"}},\"lease\":");
+        match self.lease {
+            Some(Lease { owner, until }) => {
+                out.extend_from_slice(b"{\"owner\":");
+                push_u64(out, owner);
+                out.extend_from_slice(b",\"until\":");
+                push_u64(out, until);
+                out.push(b'}');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"written_at\":");
+        match self.written_at {
+            Some(at) => push_u64(out, at),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+        Ok(())
+    }
 }
 
 /// The payload of a full record this process framed (its JSON).
@@ -888,5 +1054,137 @@ mod tests {
         let mut newer = d2.clone();
         newer[4] = 2;
         assert!(reason(fold(&[(1, full), (2, newer)], &t)).contains("version 2"));
+    }
+
+    /// A state for the writer's tests (the format layer sees no graph or fixture).
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    struct Tally {
+        n: u64,
+        log: Vec<String>,
+        owner: String,
+    }
+
+    #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+    struct TallyUpdate {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        n: Option<u64>,
+        log: Option<Vec<String>>,
+        owner: Option<String>,
+    }
+
+    impl TallyUpdate {
+        fn n(mut self, n: u64) -> Self {
+            self.n = Some(n);
+            self
+        }
+        fn log(mut self, line: &str) -> Self {
+            self.log = Some(vec![line.to_owned()]);
+            self
+        }
+        fn owner(mut self, owner: &str) -> Self {
+            self.owner = Some(owner.to_owned());
+            self
+        }
+    }
+
+    impl crate::vocab::state::StateUpdate for TallyUpdate {
+        type State = Tally;
+        fn writes(&self, _: usize) -> Option<crate::vocab::state::Write> {
+            None
+        }
+    }
+
+    impl GraphState for Tally {
+        type Update = TallyUpdate;
+        const FIELDS: &'static [crate::vocab::state::Field] = &[];
+        const SCHEMA_FINGERPRINT: u64 = 1;
+        fn apply(&mut self, _: TallyUpdate) {}
+    }
+
+    /// Branches in every form a fan-out writes: fresh, a send's with its input, part-way with
+    /// updates and origins, paused with answers, at a nested fan-out, joined, after a router's
+    /// choice, with a parent jump, and with names that need escapes.
+    fn branch_forms() -> Vec<BranchProgress<Tally>> {
+        let mut forms = vec![BranchProgress::<Tally>::fresh(NodeName::from("b0".to_owned()))];
+        let mut sent = BranchProgress::<Tally>::fresh(NodeName::from("worker".to_owned()));
+        sent.input = Some(TallyUpdate::default().n(3).log("in"));
+        forms.push(sent.copy(false));
+        sent.updates = vec![TallyUpdate::default().log("a"), TallyUpdate::default().owner("q\"uote")];
+        sent.origins = vec![NodeName::from("worker".to_owned()), NodeName::from("tab\there".to_owned())];
+        sent.steps = 2;
+        sent.at = BranchAt::Before(NodeName::from("next".to_owned()));
+        sent.resume = false;
+        forms.push(sent.copy(false));
+        sent.answers = vec![json!("yes"), json!({"n": 1})];
+        sent.pending = Some(Interrupt::new("ask#1".into(), NodeName::from("ask".to_owned()), json!("why?")));
+        sent.more_pending = vec![Interrupt::new("x#0".into(), NodeName::from("x".to_owned()), json!(null))];
+        forms.push(sent.copy(false));
+        let mut nested = BranchProgress::<Tally>::fresh(NodeName::from("outer".to_owned()));
+        nested.at = BranchAt::Fork { source: NodeName::from("split".to_owned()) };
+        nested.branches = forms.iter().map(|b| b.copy(false)).collect();
+        forms.push(nested);
+        let mut joined = BranchProgress::<Tally>::fresh(NodeName::from("j".to_owned()));
+        joined.at = BranchAt::Joined;
+        joined.jump = Some(ParentJump {
+            parent: Some("parent".into()),
+            legacy_type: None,
+            node_type: None,
+            target: "review".into(),
+            update: Some(json!({"n": 2})),
+            error: None,
+        });
+        forms.push(joined);
+        for goto in [None, Some(Target::End), Some(Target::Node(NodeName::from("z".to_owned())))] {
+            let mut after = BranchProgress::<Tally>::fresh(NodeName::from("a".to_owned()));
+            after.at = BranchAt::After { node: NodeName::from("a\\b".to_owned()), goto };
+            forms.push(after);
+        }
+        forms
+    }
+
+    #[test]
+    fn a_branchs_progress_writes_the_bytes_its_serialize_writes() {
+        for branch in branch_forms() {
+            let mut fast = Vec::new();
+            branch.write_json(&mut fast).unwrap();
+            assert_eq!(String::from_utf8(fast).unwrap(), serde_json::to_string(&branch).unwrap());
+        }
+        let branches = branch_forms();
+        let state = Tally { n: 4, log: vec!["x".into()], owner: String::new() };
+        let source = NodeName::from("split".to_owned());
+        let fork = ForkCheckpoint {
+            step: 7,
+            state: &state,
+            at: ForkAt::Fork { source: &source, branches: &branches },
+            lease: Some(Lease { owner: 1, until: 2 }),
+            written_at: Some(3),
+        };
+        let mut fast = Vec::new();
+        fork.write_json(&mut fast).unwrap();
+        assert_eq!(String::from_utf8(fast).unwrap(), serde_json::to_string(&fork).unwrap());
+        let bare = ForkCheckpoint { lease: None, written_at: None, ..fork };
+        let mut fast = Vec::new();
+        bare.write_json(&mut fast).unwrap();
+        assert_eq!(String::from_utf8(fast).unwrap(), serde_json::to_string(&bare).unwrap());
+        // A step's checkpoint at a fan-out: its branches through the same writer.
+        let at = Position::Fork { source: source.clone(), branches: branches.iter().map(|b| b.copy(false)).collect() };
+        let ckpt = CheckpointRef {
+            step: 7,
+            state: &state,
+            at,
+            pending: Vec::new(),
+            pause: None,
+            paused_at: None,
+            nonce: None,
+            resumed: false,
+            answers: &[],
+            joined: &[],
+            lease: Some(Lease { owner: 1, until: 2 }),
+            parent: None,
+            written_at: Some(3),
+        };
+        let mut fast = Vec::new();
+        ckpt.write_json(&mut fast).unwrap();
+        assert_eq!(String::from_utf8(fast).unwrap(), serde_json::to_string(&ckpt).unwrap());
     }
 }

@@ -330,7 +330,7 @@ fn branches_patch<S: GraphState>(
         if group.iter().any(|p| p.len() == 1) {
             out.extend_from_slice(br#",{"v":"#);
             let start = out.len();
-            serde_json::to_writer(&mut *out, branch).map_err(Error::store)?;
+            branch.write_json(out).map_err(Error::store)?;
             // A float that is NaN or infinite is written as null: check that what holds one
             // reads back (what `checkpoint::check_reads_back` does for a whole record).
             if holds_null(&out[start..]) {
