@@ -22,7 +22,7 @@
 //! a node after its pause completed and was written) writes its last checkpoint again without
 //! its lease, so `recover` can continue it at once without running again what completed.
 
-use crate::format::checkpoint::{self, CheckpointRef, Identity, Lease, Position};
+use crate::format::checkpoint::{self, AtRef, CheckpointRef, Identity, Lease, Position};
 use crate::format::delta;
 use crate::format::token::SigningKey;
 use crate::store::{AppendOutcome, Checkpointer};
@@ -650,7 +650,7 @@ impl Tenure {
         let bytes = checkpoint::encode_ref(&self.identity(), ckpt)?;
         checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
         // Pauses and the end are full records (see `Chain`).
-        let full = !ckpt.pending.is_empty() || matches!(ckpt.at, Position::Done);
+        let full = !ckpt.pending.is_empty() || matches!(ckpt.at, AtRef::Position(Position::Done));
         let mut held = self.held();
         let planned = self.plan_whole(held.chain.as_mut(), bytes, full)?;
         let head = held.head;

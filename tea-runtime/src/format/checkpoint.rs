@@ -340,7 +340,7 @@ pub(crate) struct Checkpoint<S: GraphState> {
 pub(crate) struct CheckpointRef<'a, S: GraphState> {
     pub(crate) step: u64,
     pub(crate) state: &'a S,
-    pub(crate) at: Position<S>,
+    pub(crate) at: AtRef<'a, S>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) pending: Vec<Interrupt>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -382,6 +382,35 @@ pub(crate) struct Identity<'a> {
     pub(crate) schema_fingerprint: u64,
 }
 
+/// Where a run stands, as a step's checkpoint writes it ([`CheckpointRef`]): a fan-out's
+/// branches borrowed from the run rather than copied to be written.
+pub(crate) enum AtRef<'a, S: GraphState> {
+    /// Anything else (small, owned).
+    Position(Position<S>),
+    /// A fan-out under way, written as [`Position::Fork`] is.
+    Fork { source: NodeName, branches: &'a [BranchProgress<S>] },
+}
+
+impl<S: GraphState> AtRef<'_, S> {
+    /// The fan-out's branches, when the run stands at one.
+    pub(crate) fn branches(&self) -> Option<&[BranchProgress<S>]> {
+        match self {
+            AtRef::Fork { branches, .. } => Some(branches),
+            AtRef::Position(Position::Fork { branches, .. }) => Some(branches),
+            AtRef::Position(_) => None,
+        }
+    }
+}
+
+impl<S: GraphState> Serialize for AtRef<'_, S> {
+    fn serialize<Z: serde::Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        match self {
+            AtRef::Position(position) => position.serialize(serializer),
+            AtRef::Fork { source, branches } => ForkAt::Fork { source, branches }.serialize(serializer),
+        }
+    }
+}
+
 /// A checkpoint of a fan-out under way, as its branches' progress is written while they run
 /// (`machine::journal`): a [`Checkpoint`] at [`Position::Fork`] by reference, so that writing it
 /// copies neither the state nor the branches.
@@ -410,8 +439,13 @@ pub(crate) fn encode<S: GraphState>(identity: &Identity, payload: &Checkpoint<S>
 /// Frames the checkpoint `payload` borrows in an envelope, as [`encode`] frames a
 /// [`Checkpoint`] (the same bytes).
 pub(crate) fn encode_ref<S: GraphState>(identity: &Identity, payload: &CheckpointRef<'_, S>) -> Result<Vec<u8>, Error> {
-    frame_with(identity, MAGIC, &[], |out| payload.write_json(out))
+    let branches = payload.at.branches().map_or(0, <[_]>::len);
+    frame_with(identity, MAGIC, &[], BRANCH_BYTES * branches, |out| payload.write_json(out))
 }
+
+/// About how many bytes a branch's progress takes in a record: what a fan-out's record reserves
+/// per branch, so that its buffer is not grown and copied over and over as it is written.
+const BRANCH_BYTES: usize = 96;
 
 impl<S: GraphState> CheckpointRef<'_, S> {
     /// Writes the payload as JSON to `out`: the bytes its `Serialize` writes (as serde_json
@@ -430,15 +464,20 @@ impl<S: GraphState> CheckpointRef<'_, S> {
         }
         number(out, b"{\"step\":", self.step);
         json(out, b",\"state\":", self.state)?;
-        match &self.at {
-            Position::Fork { source, branches } => {
+        let fork = match &self.at {
+            AtRef::Fork { source, branches } => Some((source, *branches)),
+            AtRef::Position(Position::Fork { source, branches }) => Some((source, branches.as_slice())),
+            AtRef::Position(_) => None,
+        };
+        match fork {
+            Some((source, branches)) => {
                 out.extend_from_slice(b",\"at\":{\"fork\":{\"source\":");
                 push_name(out, source).map_err(Error::store)?;
                 out.extend_from_slice(b",\"branches\":");
                 write_branches(out, branches).map_err(Error::store)?;
                 out.extend_from_slice(b"}}");
             }
-            at => json(out, b",\"at\":", at)?,
+            None => json(out, b",\"at\":", &self.at)?,
         }
         if !self.pending.is_empty() {
             json(out, b",\"pending\":", &self.pending)?;
@@ -505,7 +544,7 @@ pub(crate) fn encode_delta_with(
     from: CheckpointId,
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>,
 ) -> Result<Vec<u8>, Error> {
-    frame_with(identity, DELTA_MAGIC, &from.to_le_bytes(), write)
+    frame_with(identity, DELTA_MAGIC, &from.to_le_bytes(), 0, write)
 }
 
 /// Frames a fan-out's checkpoint under way in an envelope: a full record.
@@ -513,7 +552,8 @@ pub(crate) fn encode_fork<S: GraphState>(
     identity: &Identity,
     payload: &ForkCheckpoint<'_, S>,
 ) -> Result<Vec<u8>, Error> {
-    frame_with(identity, MAGIC, &[], |out| payload.write_json(out).map_err(Error::store))
+    let ForkAt::Fork { branches, .. } = &payload.at;
+    frame_with(identity, MAGIC, &[], BRANCH_BYTES * branches.len(), |out| payload.write_json(out).map_err(Error::store))
 }
 
 impl<S: GraphState> ForkCheckpoint<'_, S> {
@@ -567,18 +607,20 @@ fn encode_payload<P: Serialize>(identity: &Identity, payload: &P) -> Result<Vec<
 
 /// An envelope of kind `magic` around `prefix` then `payload` as JSON.
 fn frame<P: Serialize>(identity: &Identity, magic: [u8; 4], prefix: &[u8], payload: &P) -> Result<Vec<u8>, Error> {
-    frame_with(identity, magic, prefix, |out| serde_json::to_writer(out, payload).map_err(Error::store))
+    frame_with(identity, magic, prefix, 0, |out| serde_json::to_writer(out, payload).map_err(Error::store))
 }
 
-/// An envelope of kind `magic` around `prefix` then what `write` writes.
+/// An envelope of kind `magic` around `prefix` then what `write` writes (`extra`: how many
+/// bytes beyond a small payload to reserve for it).
 fn frame_with(
     identity: &Identity,
     magic: [u8; 4],
     prefix: &[u8],
+    extra: usize,
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>,
 ) -> Result<Vec<u8>, Error> {
     let name = identity.graph.as_bytes();
-    let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256);
+    let mut out = Vec::with_capacity(HEADER_LEN + name.len() + 256 + extra);
     out.extend_from_slice(&magic);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(name.len().min(MAX_NAME_LEN) as u16).to_le_bytes());
@@ -1167,7 +1209,7 @@ mod tests {
         bare.write_json(&mut fast).unwrap();
         assert_eq!(String::from_utf8(fast).unwrap(), serde_json::to_string(&bare).unwrap());
         // A step's checkpoint at a fan-out: its branches through the same writer.
-        let at = Position::Fork { source: source.clone(), branches: branches.iter().map(|b| b.copy(false)).collect() };
+        let at = AtRef::Fork { source: source.clone(), branches: &branches };
         let ckpt = CheckpointRef {
             step: 7,
             state: &state,

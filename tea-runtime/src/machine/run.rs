@@ -13,7 +13,7 @@
 //! leases, checkpoints, pauses, abandons) are its [`Tenure`]'s, which writes what the run hands
 //! it (its checkpoint, its pause) through the run's driver.
 
-use crate::format::checkpoint::{BranchAt, BranchProgress, Checkpoint, CheckpointRef, Position};
+use crate::format::checkpoint::{AtRef, BranchAt, BranchProgress, Checkpoint, CheckpointRef, Position};
 use crate::format::interrupt::Interrupt;
 use crate::format::token::PauseRecord;
 use crate::machine::driver::{now_or_never, Driver};
@@ -749,6 +749,11 @@ impl<'g, G: Graph> Run<'g, G> {
         }
     }
 
+    /// Where the run stands, as a step's checkpoint writes it: a fan-out's branches borrowed.
+    pub(crate) fn position_ref(&self) -> AtRef<'_, G::State> {
+        fork_ref(self.graph, self.line.cursor, &self.saved_branches).unwrap_or_else(|| AtRef::Position(self.position()))
+    }
+
     /// Where the run stands, as a checkpoint records it.
     pub(crate) fn position(&self) -> Position<G::State> {
         let graph = self.graph;
@@ -843,7 +848,7 @@ impl<G: Graph> Run<'_, G> {
         CheckpointRef {
             step: self.ctx.step,
             state: &self.state,
-            at: self.position(),
+            at: self.position_ref(),
             pending: Vec::new(),
             pause: None,
             paused_at: None,
@@ -876,10 +881,12 @@ impl<G: Graph> Run<'_, G> {
         let id = tenure.next_id();
         let clock = &tenure.clock;
         let now = clock.now_ms();
+        let at = fork_ref(self.graph, self.line.cursor, &self.saved_branches)
+            .unwrap_or_else(|| AtRef::Position(self.position()));
         let ckpt = CheckpointRef {
             step: self.ctx.step,
             state: &self.state,
-            at: self.position(),
+            at,
             pending,
             pause: Some(id),
             paused_at: Some(now / 1000),
@@ -919,7 +926,7 @@ impl<G: Graph> Run<'_, G> {
 /// own checkpoint (`format::checkpoint::ForkCheckpoint`, which its journal writes) would not
 /// hold: so that patching its branches, lease and time makes that checkpoint exactly.
 fn plain_fork<S: GraphState>(ckpt: &CheckpointRef<'_, S>) -> bool {
-    matches!(&ckpt.at, Position::Fork { branches, .. } if !branches.is_empty())
+    ckpt.at.branches().is_some_and(|branches| !branches.is_empty())
         && ckpt.pending.is_empty()
         && ckpt.pause.is_none()
         && !ckpt.resumed
@@ -930,4 +937,16 @@ fn plain_fork<S: GraphState>(ckpt: &CheckpointRef<'_, S>) -> bool {
         && ckpt.parent.is_none()
         && ckpt.lease.is_some()
         && ckpt.written_at.is_some()
+}
+
+/// A fan-out under way at `cursor`, its branches `saved` borrowed; `None` elsewhere.
+fn fork_ref<'a, G: Graph>(
+    graph: &G,
+    cursor: Cursor<G::Node>,
+    saved: &'a [BranchProgress<G::State>],
+) -> Option<AtRef<'a, G::State>> {
+    match cursor {
+        Cursor::Fork(source) => Some(AtRef::Fork { source: graph.node_name(source), branches: saved }),
+        _ => None,
+    }
 }

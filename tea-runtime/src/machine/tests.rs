@@ -322,7 +322,7 @@ fn a_borrowed_checkpoint_encodes_to_the_same_bytes_as_an_owned_one() {
         let borrowed = checkpoint::CheckpointRef {
             step: owned.step,
             state: &owned.state,
-            at: twin.at,
+            at: checkpoint::AtRef::Position(twin.at),
             pending: twin.pending,
             pause: owned.pause,
             resumed: owned.resumed,
