@@ -170,3 +170,40 @@ fn a_pause_and_resume_cycle_flushes_once_per_durable_write() {
         assert_eq!(store.inner.flushes(), durable, "{durability:?}: one flush per durable append");
     }
 }
+
+mod asking {
+    use super::*;
+    use store_scenarios::DocUpdate;
+
+    fn prepare(_: &Doc) -> DocUpdate {
+        Doc::update().trail(vec!["prepare".into()])
+    }
+    fn finish(_: &Doc) -> DocUpdate {
+        Doc::update().trail(vec!["finish".into()])
+    }
+
+    graph! {
+        pub Ask for Doc {
+            start -> prepare;
+            prepare -> ask;
+            ask -> finish;
+            finish -> end;
+            interrupt ask(trail => note);
+        }
+    }
+
+    #[test]
+    fn a_cycle_at_an_interrupt_node_flushes_the_pause_and_the_end_only() {
+        let tmp = Sled::new("asking");
+        let store = CountingDurable { inner: tmp.store(), durable: AtomicUsize::new(0) };
+        let app = Ask::builder().checkpointer(store).build();
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(thread("asking"))));
+        let out = done(app.resume(resume.answer("ok")));
+        assert_eq!((out.trail.as_slice(), out.note.as_str()), (&["prepare".to_owned(), "finish".to_owned()][..], "ok"));
+        let store = app.checkpointer();
+        // The claims (the start's, and the answered node's step claiming the thread) are not
+        // flushed; `prepare`'s step is the pause's.
+        assert_eq!(store.durable.load(Ordering::Relaxed), 2, "the pause and the end");
+        assert_eq!(store.inner.flushes(), 2);
+    }
+}

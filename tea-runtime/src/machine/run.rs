@@ -815,7 +815,11 @@ impl<G: Graph> Run<'_, G> {
         let Some(durable) = self.step_durability() else { return Ok(()) };
         // A step that routed to `end` writes the final checkpoint, which is always flushed.
         let done = matches!(self.line.cursor, Cursor::Done);
-        self.save(driver, durable || done).await?;
+        // A write that claims the thread (an answered interrupt node's step, see
+        // `answer_claims`) is a claim, and claims are not flushed: if a crash loses it, the
+        // thread is paused where it was and the same token resumes it again.
+        let claims = self.claim_pending();
+        self.save(driver, (durable && !claims) || done).await?;
         self.finished = done;
         self.progressed();
         Ok(())
