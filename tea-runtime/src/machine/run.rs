@@ -620,7 +620,7 @@ impl<'g, G: Graph> Run<'g, G> {
 
     /// Writes the step left to a pause that did not come ([`pause_follows`](Self::pause_follows)).
     /// The step's own count and node, which the next step had moved on.
-    pub(crate) async fn save_deferred<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
+    async fn save_deferred<D: Driver<G>>(&mut self, driver: &D) -> Result<(), Error> {
         let Some((step, node)) = self.deferred.take() else { return Ok(()) };
         let next_step = std::mem::replace(&mut self.ctx.step, step);
         let next_node = std::mem::replace(&mut self.ctx.node, node);
