@@ -140,21 +140,59 @@ impl<S: GraphState> BranchProgress<S> {
 }
 
 impl<S: GraphState> BranchProgress<S> {
-    /// Writes the progress as JSON to `out`: the bytes its `Serialize` writes (serde_json,
-    /// compact), with its own keys, node names and numbers written directly. A fan-out writes
-    /// every branch's progress in its records and each branch's in its patches; serde_json
-    /// escapes each key byte by byte through a map serializer per field, which cost a branch's
-    /// progress more than its updates did. The updates, input, answers, pauses and parent jump
-    /// are still serde_json's.
+    /// Writes the progress as JSON to `out`, as [`ProgressRef::write_json`] does.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        ProgressRef {
+            head: &self.head,
+            input: self.input.as_ref(),
+            updates: &self.updates,
+            origins: &self.origins,
+            steps: self.steps,
+            at: &self.at,
+            answers: &self.answers,
+            pending: self.pending.as_ref(),
+            more_pending: &self.more_pending,
+            resume: self.resume,
+            branches: &self.branches,
+            jump: self.jump.as_ref(),
+        }
+        .write_json(out)
+    }
+}
+
+/// A [`BranchProgress`] by reference (without its state): what a branch records of itself is
+/// written from what it holds, with nothing copied.
+pub(crate) struct ProgressRef<'a, S: GraphState> {
+    pub(crate) head: &'a NodeName,
+    pub(crate) input: Option<&'a S::Update>,
+    pub(crate) updates: &'a [S::Update],
+    pub(crate) origins: &'a [NodeName],
+    pub(crate) steps: u64,
+    pub(crate) at: &'a BranchAt,
+    pub(crate) answers: &'a [serde_json::Value],
+    pub(crate) pending: Option<&'a Interrupt>,
+    pub(crate) more_pending: &'a [Interrupt],
+    pub(crate) resume: bool,
+    pub(crate) branches: &'a [BranchProgress<S>],
+    pub(crate) jump: Option<&'a ParentJump>,
+}
+
+impl<S: GraphState> ProgressRef<'_, S> {
+    /// Writes the progress as JSON to `out`: the bytes [`BranchProgress`]'s `Serialize`
+    /// writes (serde_json, compact), with its own keys, node names and numbers written
+    /// directly. A fan-out writes every branch's progress in its records and each branch's in
+    /// its patches; serde_json escapes each key byte by byte through a map serializer per
+    /// field, which cost a branch's progress more than its updates did. The updates, input,
+    /// answers, pauses and parent jump are still serde_json's.
     pub(crate) fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         out.extend_from_slice(b"{\"head\":");
-        push_name(out, &self.head)?;
-        if let Some(input) = &self.input {
+        push_name(out, self.head)?;
+        if let Some(input) = self.input {
             out.extend_from_slice(b",\"input\":");
             serde_json::to_writer(&mut *out, input)?;
         }
         out.extend_from_slice(b",\"updates\":");
-        serde_json::to_writer(&mut *out, &self.updates)?;
+        serde_json::to_writer(&mut *out, self.updates)?;
         if !self.origins.is_empty() {
             out.extend_from_slice(b",\"origins\":[");
             for (i, origin) in self.origins.iter().enumerate() {
@@ -171,24 +209,24 @@ impl<S: GraphState> BranchProgress<S> {
         self.at.write_json(out)?;
         if !self.answers.is_empty() {
             out.extend_from_slice(b",\"answers\":");
-            serde_json::to_writer(&mut *out, &self.answers)?;
+            serde_json::to_writer(&mut *out, self.answers)?;
         }
-        if let Some(pending) = &self.pending {
+        if let Some(pending) = self.pending {
             out.extend_from_slice(b",\"pending\":");
             serde_json::to_writer(&mut *out, pending)?;
         }
         if !self.more_pending.is_empty() {
             out.extend_from_slice(b",\"more_pending\":");
-            serde_json::to_writer(&mut *out, &self.more_pending)?;
+            serde_json::to_writer(&mut *out, self.more_pending)?;
         }
         if self.resume {
             out.extend_from_slice(b",\"resume\":true");
         }
         if !self.branches.is_empty() {
             out.extend_from_slice(b",\"branches\":");
-            write_branches(out, &self.branches)?;
+            write_branches(out, self.branches, &[])?;
         }
-        if let Some(jump) = &self.jump {
+        if let Some(jump) = self.jump {
             out.extend_from_slice(b",\"jump\":");
             serde_json::to_writer(&mut *out, jump)?;
         }
@@ -197,17 +235,23 @@ impl<S: GraphState> BranchProgress<S> {
     }
 }
 
-/// Writes `branches` as a JSON array of their progress ([`BranchProgress::write_json`]).
+/// Writes `branches` as a JSON array of their progress ([`BranchProgress::write_json`]); a
+/// branch whose progress `texts` holds (by index: its JSON, written as the branch recorded it,
+/// see `machine::journal`) is written from that.
 pub(crate) fn write_branches<S: GraphState>(
     out: &mut Vec<u8>,
     branches: &[BranchProgress<S>],
+    texts: &[Option<Vec<u8>>],
 ) -> Result<(), serde_json::Error> {
     out.push(b'[');
     for (i, branch) in branches.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        branch.write_json(out)?;
+        match texts.get(i) {
+            Some(Some(text)) => out.extend_from_slice(text),
+            _ => branch.write_json(out)?,
+        }
     }
     out.push(b']');
     Ok(())
@@ -406,7 +450,7 @@ impl<S: GraphState> Serialize for AtRef<'_, S> {
     fn serialize<Z: serde::Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
         match self {
             AtRef::Position(position) => position.serialize(serializer),
-            AtRef::Fork { source, branches } => ForkAt::Fork { source, branches }.serialize(serializer),
+            AtRef::Fork { source, branches } => ForkAt::Fork { source, branches, texts: &[] }.serialize(serializer),
         }
     }
 }
@@ -428,7 +472,15 @@ pub(crate) struct ForkCheckpoint<'a, S: GraphState> {
 #[derive(Serialize)]
 #[serde(bound = "", rename_all = "snake_case")]
 pub(crate) enum ForkAt<'a, S: GraphState> {
-    Fork { source: &'a NodeName, branches: &'a [BranchProgress<S>] },
+    Fork {
+        source: &'a NodeName,
+        branches: &'a [BranchProgress<S>],
+        /// The progress of branches already written as JSON, by index: a branch with one is
+        /// written from it (what its entry in `branches` holds is older). Not serialized:
+        /// `Serialize` writes what `branches` holds.
+        #[serde(skip)]
+        texts: &'a [Option<Vec<u8>>],
+    },
 }
 
 /// Frames `payload` in an envelope, serializing it straight into the output buffer.
@@ -445,7 +497,7 @@ pub(crate) fn encode_ref<S: GraphState>(identity: &Identity, payload: &Checkpoin
 
 /// About how many bytes a branch's progress takes in a record: what a fan-out's record reserves
 /// per branch, so that its buffer is not grown and copied over and over as it is written.
-const BRANCH_BYTES: usize = 96;
+pub(crate) const BRANCH_BYTES: usize = 96;
 
 impl<S: GraphState> CheckpointRef<'_, S> {
     /// Writes the payload as JSON to `out`: the bytes its `Serialize` writes (as serde_json
@@ -474,7 +526,7 @@ impl<S: GraphState> CheckpointRef<'_, S> {
                 out.extend_from_slice(b",\"at\":{\"fork\":{\"source\":");
                 push_name(out, source).map_err(Error::store)?;
                 out.extend_from_slice(b",\"branches\":");
-                write_branches(out, branches).map_err(Error::store)?;
+                write_branches(out, branches, &[]).map_err(Error::store)?;
                 out.extend_from_slice(b"}}");
             }
             None => json(out, b",\"at\":", &self.at)?,
@@ -517,7 +569,7 @@ impl<S: GraphState> CheckpointRef<'_, S> {
 }
 
 /// Appends `value` in decimal, as serde_json writes a `u64` (with `itoa`, as it does).
-fn push_u64(out: &mut Vec<u8>, value: u64) {
+pub(crate) fn push_u64(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
@@ -564,11 +616,11 @@ impl<S: GraphState> ForkCheckpoint<'_, S> {
         push_u64(out, self.step);
         out.extend_from_slice(b",\"state\":");
         serde_json::to_writer(&mut *out, self.state)?;
-        let ForkAt::Fork { source, branches } = &self.at;
+        let ForkAt::Fork { source, branches, texts } = &self.at;
         out.extend_from_slice(b",\"at\":{\"fork\":{\"source\":");
         push_name(out, source)?;
         out.extend_from_slice(b",\"branches\":");
-        write_branches(out, branches)?;
+        write_branches(out, branches, texts)?;
         out.extend_from_slice(b"}},\"lease\":");
         match self.lease {
             Some(Lease { owner, until }) => {
@@ -1197,7 +1249,7 @@ mod tests {
         let fork = ForkCheckpoint {
             step: 7,
             state: &state,
-            at: ForkAt::Fork { source: &source, branches: &branches },
+            at: ForkAt::Fork { source: &source, branches: &branches, texts: &[] },
             lease: Some(Lease { owner: 1, until: 2 }),
             written_at: Some(3),
         };

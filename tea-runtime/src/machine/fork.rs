@@ -565,6 +565,8 @@ async fn run_branch<G: Graph, D: Driver<G>>(
         ($at:expr, $pending:expr, $more:expr) => {{
             if let Some((journal, path)) = journal {
                 let record = Record {
+                    head: &head,
+                    input: local_input.as_deref(),
                     updates: &local.updates,
                     origins: &local.origins,
                     steps,
@@ -639,7 +641,9 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                         // Where the nested fan-out's branches will record theirs.
                         let heads = inner.heads.iter().map(|&h| BranchProgress::fresh(graph.node_name(h))).collect();
                         let name = graph.node_name(source);
-                        let generation = journal.nested(path, name, steps, &local.updates, &local.origins, heads);
+                        let branch = (&head, local_input.as_deref());
+                        let generation =
+                            journal.nested(path, branch, name, steps, &local.updates, &local.origins, heads);
                         // What the branch completed before it is written before the nested
                         // fan-out's branches run.
                         journal.flush(driver, generation, true).await?;

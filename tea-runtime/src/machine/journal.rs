@@ -24,7 +24,7 @@
 //! and before the join's, so no write can land against a checkpoint it does not belong to, and
 //! a stale writer loses its compare-and-swap.
 
-use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump};
+use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump, ProgressRef};
 use crate::format::interrupt::Interrupt;
 use crate::machine::driver::Driver;
 use crate::model::graph::Graph;
@@ -55,20 +55,28 @@ pub(crate) struct Journal<'a, S: GraphState> {
 /// What the journal records, behind its lock: every branch's progress, and how much of it the
 /// store holds.
 struct Ledger<S: GraphState> {
-    /// Every branch's progress, without its state.
+    /// Every branch's progress, without its state; for a branch that `texts` holds, as it was
+    /// before (its head and input, which never change, are still right).
     branches: Vec<BranchProgress<S>>,
+    /// The progress of each branch (by index) as JSON, when its last record was one of the
+    /// branch itself outside a fan-out of its own: written as the branch recorded it, outside
+    /// the lock, from what the branch holds — no copy of its updates is kept, and the journal's
+    /// writes copy the text (see `Journal::record`).
+    texts: Vec<Option<Vec<u8>>>,
     /// How many records were made.
     generation: u64,
     /// How many of them the store holds.
     written: u64,
     /// Branches writing now.
     writers: usize,
-    /// The branches whose progress changed since the store's head recorded it: each one's
-    /// path, and the generation of its newest record.
-    dirty: BTreeMap<Vec<usize>, u64>,
+    /// The branches of this fan-out whose progress changed since the store's head recorded it:
+    /// each one's index, and the generation of its newest record.
+    dirty: BTreeMap<usize, u64>,
+    /// The same for branches of fan-outs nested in them: each one's path (two indices or more).
+    dirty_nested: BTreeMap<Vec<usize>, u64>,
     /// Whether the store's head records this fan-out's branches (a write of the journal was
     /// stored, or the run's own record of the fan-out is the head): a write is then a delta
-    /// naming the branches in `dirty` alone.
+    /// naming the branches in `dirty` and `dirty_nested` alone.
     based: bool,
     /// The time and lease expiry (milliseconds) of the journal's last write the store holds: a
     /// delta written in the same millisecond, with no other record since, leaves both as the
@@ -78,6 +86,9 @@ struct Ledger<S: GraphState> {
 
 /// What a branch records of itself.
 pub(crate) struct Record<'r, S: GraphState> {
+    /// The branch's head and input, as the fan-out gave them (they never change).
+    pub(crate) head: &'r NodeName,
+    pub(crate) input: Option<&'r S::Update>,
     pub(crate) updates: &'r [S::Update],
     pub(crate) origins: &'r [NodeName],
     pub(crate) steps: u64,
@@ -113,11 +124,13 @@ impl<'a, S: GraphState> Journal<'a, S> {
             base,
             source,
             ledger: Mutex::new(Ledger {
+                texts: branches.iter().map(|_| None).collect(),
                 branches,
                 generation: 0,
                 written: 0,
                 writers: 0,
                 dirty: BTreeMap::new(),
+                dirty_nested: BTreeMap::new(),
                 based,
                 stamp: None,
             }),
@@ -133,12 +146,50 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// does not hold).
     pub(crate) fn progress(&self, path: &[usize]) -> Option<BranchProgress<S>> {
         let ledger = self.ledger();
+        if let [index] = path {
+            if let Some(Some(text)) = ledger.texts.get(*index) {
+                // What the branch recorded, read back (it was checked to read back when written).
+                return serde_json::from_slice(text).ok();
+            }
+        }
         slot(&ledger.branches, path).map(|b| b.copy(false))
     }
 
     /// Records where the branch at `path` stands; the record's generation, for
     /// [`flush`](Self::flush).
+    ///
+    /// A branch of this fan-out (not of one nested in a branch) that does not stand at a fan-out
+    /// of its own is recorded as text, written here from what the branch holds before the
+    /// journal's lock is taken: branches on other threads write theirs meanwhile, and the
+    /// journal keeps no copy of the branch's updates.
     pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) -> u64 {
+        if let ([index], false) = (path, matches!(record.at, BranchAt::Fork { .. })) {
+            let mut text = Vec::with_capacity(checkpoint::BRANCH_BYTES);
+            let written = ProgressRef::<S> {
+                head: record.head,
+                input: record.input,
+                updates: record.updates,
+                origins: record.origins,
+                steps: record.steps,
+                at: &record.at,
+                answers: record.answers,
+                pending: record.pending,
+                more_pending: record.more_pending,
+                resume: record.pending.is_none(),
+                branches: &[],
+                jump: record.jump,
+            }
+            .write_json(&mut text);
+            // A value that does not serialize is recorded typed: the write reports it.
+            if written.is_ok() {
+                let mut ledger = self.ledger();
+                debug_assert!(
+                    ledger.branches.get(*index).is_none_or(|b| b.head == *record.head),
+                    "a branch records under its own head"
+                );
+                return set_text(&mut ledger, *index, text);
+            }
+        }
         let mut ledger = self.ledger();
         set(&mut ledger, path, record, None)
     }
@@ -155,6 +206,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
     pub(crate) fn nested(
         &self,
         path: &[usize],
+        (head, input): (&NodeName, Option<&S::Update>),
         source: NodeName,
         steps: u64,
         updates: &[S::Update],
@@ -162,6 +214,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
         heads: Vec<BranchProgress<S>>,
     ) -> u64 {
         let record = Record {
+            head,
+            input,
             updates,
             origins,
             steps,
@@ -234,6 +288,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     ledger.based = true;
                     ledger.stamp = Some((now, until));
                     ledger.dirty.retain(|_, generation| *generation > covers);
+                    ledger.dirty_nested.retain(|_, generation| *generation > covers);
                 }
                 Ok(Wrote::Again) => {}
                 Err(error) => break Err(error),
@@ -269,10 +324,28 @@ impl<S: GraphState> Journal<'_, S> {
             reason,
         };
         if let (Some(chain), true) = (chain.as_deref(), ledger.based) {
-            let paths: Vec<&[usize]> = ledger.dirty.keys().map(Vec::as_slice).collect();
             let mut patch = Vec::with_capacity(256);
             patch.extend_from_slice(br#"{"o":{"at":{"o":{"fork":{"o":{"branches":"#);
-            branches_patch(&mut patch, &ledger.branches, &paths, "at.fork.branches", &not_storable)?;
+            let (branches, texts) = (&ledger.branches, &ledger.texts);
+            if ledger.dirty_nested.is_empty() {
+                // The common case, without a list of paths to build.
+                patch.extend_from_slice(br#"{"a":["#);
+                let indices = ledger.dirty.keys().filter(|&&index| index < branches.len());
+                for (n, &index) in indices.enumerate() {
+                    if n > 0 {
+                        patch.push(b',');
+                    }
+                    write_entry(&mut patch, branches, texts, index, "at.fork.branches", &not_storable)?;
+                }
+                end_patch(&mut patch, branches.len());
+            } else {
+                let mut paths: Vec<Vec<usize>> = ledger.dirty.keys().map(|&index| vec![index]).collect();
+                paths.extend(ledger.dirty_nested.keys().cloned());
+                // An outer branch before those inside it.
+                paths.sort_unstable();
+                let paths: Vec<&[usize]> = paths.iter().map(Vec::as_slice).collect();
+                branches_patch(&mut patch, branches, texts, &paths, "at.fork.branches", &not_storable)?;
+            }
             patch.extend_from_slice(b"}}}}");
             // A write in the same millisecond as the journal's last, with nothing written since
             // (a child's renewal of the lease), would set both to what the head has.
@@ -292,7 +365,7 @@ impl<S: GraphState> Journal<'_, S> {
         let ckpt = ForkCheckpoint {
             step: self.step,
             state: self.base,
-            at: ForkAt::Fork { source: &self.source, branches: &ledger.branches },
+            at: ForkAt::Fork { source: &self.source, branches: &ledger.branches, texts: &ledger.texts },
             lease: Some(lease),
             written_at: Some(now),
         };
@@ -305,10 +378,12 @@ impl<S: GraphState> Journal<'_, S> {
 
 /// Writes to `out` the patch of a fan-out's `branches` ([`delta`]'s array form) that writes
 /// the progress of the branches at `paths` (sorted, an outer branch before those inside it)
-/// whole, each checked to read back (`at` names the branches in its errors).
+/// whole, each checked to read back (`at` names the branches in its errors); a branch whose
+/// progress `texts` holds (by index) is written from that.
 fn branches_patch<S: GraphState>(
     out: &mut Vec<u8>,
     branches: &[BranchProgress<S>],
+    texts: &[Option<Vec<u8>>],
     paths: &[&[usize]],
     at: &str,
     not_storable: &dyn Fn((String, String)) -> Error,
@@ -325,31 +400,56 @@ fn branches_patch<S: GraphState>(
             out.push(b',');
         }
         first_entry = false;
-        out.push(b'[');
-        serde_json::to_writer(&mut *out, &first).map_err(Error::store)?;
         if group.iter().any(|p| p.len() == 1) {
-            out.extend_from_slice(br#",{"v":"#);
-            let start = out.len();
-            branch.write_json(out).map_err(Error::store)?;
-            // A float that is NaN or infinite is written as null: check that what holds one
-            // reads back (what `checkpoint::check_reads_back` does for a whole record).
-            if holds_null(&out[start..]) {
-                let value: Value = serde_json::from_slice(&out[start..]).map_err(Error::store)?;
-                checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
-                    .map_err(|(path, reason)| not_storable((format!("{at}[{first}].{path}"), reason)))?;
-            }
-            out.extend_from_slice(b"}]");
+            write_entry(out, branches, texts, first, at, not_storable)?;
         } else {
             let inner: Vec<&[usize]> = group.iter().map(|p| &p[1..]).collect();
+            out.push(b'[');
+            checkpoint::push_u64(out, first as u64);
             out.extend_from_slice(br#",{"o":{"branches":"#);
-            branches_patch(out, &branch.branches, &inner, &format!("{at}[{first}].branches"), not_storable)?;
+            branches_patch(out, &branch.branches, &[], &inner, &format!("{at}[{first}].branches"), not_storable)?;
             out.extend_from_slice(b"}}]");
         }
     }
-    out.extend_from_slice(br#"],"n":"#);
-    serde_json::to_writer(&mut *out, &branches.len()).map_err(Error::store)?;
-    out.push(b'}');
+    end_patch(out, branches.len());
     Ok(())
+}
+
+/// Writes the entry of an array patch that writes the progress of branch `index` of
+/// `branches` whole (from its text in `texts` if it has one), checked to read back.
+fn write_entry<S: GraphState>(
+    out: &mut Vec<u8>,
+    branches: &[BranchProgress<S>],
+    texts: &[Option<Vec<u8>>],
+    index: usize,
+    at: &str,
+    not_storable: &dyn Fn((String, String)) -> Error,
+) -> Result<(), Error> {
+    let Some(branch) = branches.get(index) else { return Ok(()) };
+    out.push(b'[');
+    checkpoint::push_u64(out, index as u64);
+    out.extend_from_slice(br#",{"v":"#);
+    let start = out.len();
+    match texts.get(index) {
+        Some(Some(text)) => out.extend_from_slice(text),
+        _ => branch.write_json(out).map_err(Error::store)?,
+    }
+    // A float that is NaN or infinite is written as null: check that what holds one reads back
+    // (what `checkpoint::check_reads_back` does for a whole record).
+    if holds_null(&out[start..]) {
+        let value: Value = serde_json::from_slice(&out[start..]).map_err(Error::store)?;
+        checkpoint::check_value_reads_back::<BranchProgress<S>>(&value)
+            .map_err(|(path, reason)| not_storable((format!("{at}[{index}].{path}"), reason)))?;
+    }
+    out.extend_from_slice(b"}]");
+    Ok(())
+}
+
+/// Ends an array patch of an array of `len` entries.
+fn end_patch(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(br#"],"n":"#);
+    checkpoint::push_u64(out, len as u64);
+    out.push(b'}');
 }
 
 /// Whether JSON text `json` may hold a `null` (it holds the word, in a string or not): a
@@ -368,8 +468,26 @@ fn set<S: GraphState>(
 ) -> u64 {
     ledger.generation += 1;
     let generation = ledger.generation;
+    if let Some(&first) = path.first() {
+        if let Some(text) = ledger.texts.get_mut(first).and_then(Option::take) {
+            if path.len() > 1 {
+                // A record inside branch `first`, whose progress is its text: the typed copy
+                // is brought up to date first. (Not reached: a branch's record at a fan-out of
+                // its own, typed, comes before those of the branches inside it.)
+                if let (Ok(progress), Some(branch)) =
+                    (serde_json::from_slice::<BranchProgress<S>>(&text), ledger.branches.get_mut(first))
+                {
+                    *branch = progress;
+                }
+            }
+        }
+    }
     let Some(branch) = slot_mut(&mut ledger.branches, path) else { return generation };
-    ledger.dirty.insert(path.to_vec(), generation);
+    debug_assert!(path.len() > 1 || branch.head == *record.head, "a branch records under its own head");
+    match path {
+        [index] => ledger.dirty.insert(*index, generation),
+        _ => ledger.dirty_nested.insert(path.to_vec(), generation),
+    };
     // Updates only grow while a branch runs: copy the new ones.
     if branch.updates.len() <= record.updates.len() {
         branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
@@ -393,6 +511,17 @@ fn set<S: GraphState>(
         None if !matches!(branch.at, BranchAt::Fork { .. }) => branch.branches.clear(),
         None => {}
     }
+    generation
+}
+
+/// Sets the progress of branch `index` to `text` (written from its record by
+/// [`Journal::record`]), under the journal's lock; the new generation.
+fn set_text<S: GraphState>(ledger: &mut Ledger<S>, index: usize, text: Vec<u8>) -> u64 {
+    ledger.generation += 1;
+    let generation = ledger.generation;
+    let Some(slot) = ledger.texts.get_mut(index) else { return generation };
+    *slot = Some(text);
+    ledger.dirty.insert(index, generation);
     generation
 }
 
