@@ -418,6 +418,17 @@ pub(crate) struct Lease {
     pub(crate) until: u64,
 }
 
+impl Lease {
+    /// Writes the lease as JSON to `out`: the bytes its `Serialize` writes.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"owner\":");
+        push_u64(out, self.owner);
+        out.extend_from_slice(b",\"until\":");
+        push_u64(out, self.until);
+        out.push(b'}');
+    }
+}
+
 /// What identifies the graph a checkpoint belongs to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Identity<'a> {
@@ -623,13 +634,7 @@ impl<S: GraphState> ForkCheckpoint<'_, S> {
         write_branches(out, branches, texts)?;
         out.extend_from_slice(b"}},\"lease\":");
         match self.lease {
-            Some(Lease { owner, until }) => {
-                out.extend_from_slice(b"{\"owner\":");
-                push_u64(out, owner);
-                out.extend_from_slice(b",\"until\":");
-                push_u64(out, until);
-                out.push(b'}');
-            }
+            Some(lease) => lease.write_json(out),
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b",\"written_at\":");

@@ -164,7 +164,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// journal keeps no copy of the branch's updates.
     pub(crate) fn record(&self, path: &[usize], record: Record<'_, S>) -> u64 {
         if let ([index], false) = (path, matches!(record.at, BranchAt::Fork { .. })) {
-            let mut text = Vec::with_capacity(checkpoint::BRANCH_BYTES);
+            // Room for a branch's progress with a few updates, grown once at most.
+            let mut text = Vec::with_capacity(2 * checkpoint::BRANCH_BYTES);
             let written = ProgressRef::<S> {
                 head: record.head,
                 input: record.input,
@@ -352,9 +353,9 @@ impl<S: GraphState> Journal<'_, S> {
             let stamped = ledger.stamp == Some((now, lease.until)) && self.tenure.lease_until() == lease.until;
             if !stamped {
                 patch.extend_from_slice(br#","lease":{"v":"#);
-                serde_json::to_writer(&mut patch, &lease).map_err(Error::store)?;
+                lease.write_json(&mut patch);
                 patch.extend_from_slice(br#"},"written_at":{"v":"#);
-                serde_json::to_writer(&mut patch, &now).map_err(Error::store)?;
+                checkpoint::push_u64(&mut patch, now);
                 patch.push(b'}');
             }
             patch.extend_from_slice(b"}}");
