@@ -152,8 +152,23 @@ impl Serialize for NodeName {
 }
 
 impl<'de> Deserialize<'de> for NodeName {
+    /// A name read from text without escapes is copied once, into its shared string (a
+    /// `String` first would be a second allocation and copy, for every node a checkpoint names).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer).map(NodeName::from)
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = NodeName;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a node name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<NodeName, E> {
+                Ok(NodeName(Repr::Shared(Arc::from(name))))
+            }
+            fn visit_string<E: serde::de::Error>(self, name: String) -> Result<NodeName, E> {
+                Ok(NodeName::from(name))
+            }
+        }
+        deserializer.deserialize_str(Name)
     }
 }
 
@@ -239,6 +254,17 @@ impl<'de> Deserialize<'de> for ThreadId {
 #[cfg(test)]
 mod tests {
     use super::NodeName;
+
+    #[test]
+    fn names_read_from_text_values_and_escapes() {
+        let read = |json: &str| serde_json::from_str::<NodeName>(json);
+        assert_eq!(read(r#""review""#).unwrap(), "review");
+        assert_eq!(read(r#""tab\there""#).unwrap(), "tab\there");
+        assert_eq!(read(r#""\u00fcber""#).unwrap(), "über");
+        assert_eq!(serde_json::from_value::<NodeName>(serde_json::json!("worker#3")).unwrap(), "worker#3");
+        let error = read("3").unwrap_err().to_string();
+        assert!(error.contains("expected a node name"), "{error}");
+    }
 
     #[test]
     fn numbered_names_read_like_formatted_ones() {
