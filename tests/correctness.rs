@@ -293,6 +293,50 @@ mod nan {
     }
 }
 
+/// A fan-out whose second branch, `divide`, writes NaN into `score` while its sibling does not.
+mod nan_branch {
+    use super::*;
+
+    pub fn split(_: &Doc) -> DocUpdate {
+        step("split")
+    }
+    pub fn left(_: &Doc) -> DocUpdate {
+        step("left")
+    }
+    pub fn join(_: &Doc) -> DocUpdate {
+        step("join")
+    }
+    use super::nan::divide;
+
+    graph! {
+        pub NanBranch for Doc {
+            start -> split;
+            parallel split => [left, divide] -> join;
+            join -> end;
+        }
+    }
+}
+
+#[test]
+fn a_nan_in_a_branchs_update_is_refused_naming_the_branch_and_the_field() {
+    for durability in [Durability::EveryStep, Durability::Buffered] {
+        let app = nan_branch::NanBranch::builder().checkpointer(MemoryStore::new()).durability(durability).build();
+        let t = ThreadId::from("nan-branch");
+        match app.run(Call::start(Doc::default()).on(t.clone())) {
+            Err(Error::StateNotStorable { thread, path, reason, .. }) => {
+                assert_eq!(thread, t);
+                assert_eq!(path, "at.fork.branches[1].updates[0].score", "{durability:?}");
+                assert!(reason.contains("NaN"), "{reason}");
+            }
+            other => panic!("{durability:?}: expected StateNotStorable, got {other:?}"),
+        }
+        // What the store holds still reads back.
+        for snapshot in app.history(&t).unwrap() {
+            assert!(snapshot.interrupts.is_empty());
+        }
+    }
+}
+
 #[test]
 fn a_nan_in_the_state_is_refused_naming_the_field_and_no_token_is_handed_out() {
     for durability in [Durability::EveryStep, Durability::OnPause] {
