@@ -13,7 +13,7 @@ use crate::machine::validate::decode_for;
 use crate::model::graph::Graph;
 use crate::store::Checkpointer;
 use crate::vocab::error::Error;
-use crate::vocab::name::{CheckpointId, ThreadId};
+use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
 use crate::vocab::options::RunOptions;
 use crate::vocab::trace::traced;
 
@@ -57,12 +57,12 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         if ckpt.pending.is_empty() || ckpt.pause != Some(token.pause) || ckpt.nonce.unwrap_or_default() != token.nonce {
             return Err(Error::StaleResume { thread });
         }
-        let continuing = match_answers(graph, &mut ckpt, &resume)?;
+        traced! { let (resume_updated, answers) = (resume.update.is_some(), resume.answers.len()); }
+        let continuing = match_answers(graph, &mut ckpt, &token.node, resume.answers, resume.answer_error)?;
         let now = self.clock.now();
-        if let Some(expired) = continuing.iter().find(|p| p.expires_at.is_some_and(|at| at < now)) {
-            return Err(Error::Expired { thread, node: expired.node().clone() });
+        if let Some((node, _)) = continuing.into_iter().find(|(_, expires)| expires.is_some_and(|at| at < now)) {
+            return Err(Error::Expired { thread, node });
         }
-        traced! { let resume_updated = resume.update.is_some(); }
         if let Some(update) = resume.update {
             // A refused update changes nothing: the token stays good.
             let refused = |error| match error {
@@ -88,7 +88,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         ckpt.pause = None;
         ckpt.paused_at = None;
         ckpt.nonce = None;
-        traced! { let (pause, answers, updated) = (token.pause, resume.answers.len(), resume_updated); }
+        traced! { let (pause, updated) = (token.pause, resume_updated); }
         let mut tenure = self.tenure_as(thread, Some(head), durability);
         // The node the pause stands before (a breakpoint, or a node that asked): if the resume
         // fails once it ran, the pause goes back; once a node after it ran, it does not.
@@ -107,27 +107,30 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     }
 }
 
-/// Gives each pending pause of `ckpt` its answer from `resume` and marks what continues: every
-/// breakpoint, and every pause that waits for an answer and got one. Returns the continuing
-/// pauses. Nothing is changed in the store; a bad answer leaves the token valid.
+/// Gives each pending pause of `ckpt` its answer from `answers` (a resume's, at `node`, moved
+/// in) and marks what continues: every breakpoint, and every pause that waits for an answer and
+/// got one. Returns the continuing pauses' nodes and when each expires. Nothing is changed in
+/// the store; a bad answer leaves the token valid.
 fn match_answers<G: Graph>(
     graph: &G,
     ckpt: &mut Checkpoint<G::State>,
-    resume: &Resume<G::State>,
-) -> Result<Vec<Interrupt>, Error> {
+    node: &NodeName,
+    answers: Vec<(Option<String>, serde_json::Value)>,
+    answer_error: Option<String>,
+) -> Result<Vec<(NodeName, Option<u64>)>, Error> {
     let bad = |expected: &str, reason: String| Error::BadResumeValue {
-        node: resume.node().clone(),
+        node: node.clone(),
         expected: expected.to_owned(),
         reason,
     };
     let ids = || ckpt.pending.iter().map(|p| format!("`{}`", p.id())).collect::<Vec<_>>().join(", ");
-    if let Some(reason) = &resume.answer_error {
-        return Err(bad("a value that serializes", reason.clone()));
+    if let Some(reason) = answer_error {
+        return Err(bad("a value that serializes", reason));
     }
-    let mut answered: Vec<(String, serde_json::Value)> = Vec::new();
-    for (id, value) in &resume.answers {
+    let mut answered: Vec<(String, serde_json::Value)> = Vec::with_capacity(answers.len());
+    for (id, value) in answers {
         let id = match id {
-            Some(id) => id.clone(),
+            Some(id) => id,
             None => {
                 let asks: Vec<&Interrupt> = ckpt.pending.iter().filter(|p| p.needs_answer()).collect();
                 match asks.as_slice() {
@@ -163,7 +166,7 @@ fn match_answers<G: Graph>(
             return Err(bad("one answer per pause", format!("pause `{id}` is answered twice")));
         }
         if let Some(node) = graph.node_named(pause.node().as_str()) {
-            if let Err((expected, reason)) = graph.check_answer(node, value) {
+            if let Err((expected, reason)) = graph.check_answer(node, &value) {
                 return Err(Error::BadResumeValue {
                     node: pause.node().clone(),
                     expected: expected.to_owned(),
@@ -171,9 +174,12 @@ fn match_answers<G: Graph>(
                 });
             }
         }
-        answered.push((id, value.clone()));
+        answered.push((id, value));
     }
-    let answer_of = |pause: &Interrupt| answered.iter().find(|(id, _)| id == pause.id()).map(|(_, v)| v.clone());
+    // Each pause is answered once (checked above), so its answer is taken, not copied.
+    let mut answer_of = |pause: &Interrupt| {
+        answered.iter_mut().find(|(id, _)| id == pause.id()).map(|(_, value)| std::mem::take(value))
+    };
     let mut continuing = Vec::new();
     match &mut ckpt.at {
         Position::Fork { branches, .. } => {
@@ -182,8 +188,8 @@ fn match_answers<G: Graph>(
                 if pause.child.is_some() {
                     // A subgraph node's child paused in this branch: what continues is the
                     // child's, which the node hands over when it runs again.
-                    let pauses: Vec<Interrupt> = std::iter::once(pause).chain(&branch.more_pending).cloned().collect();
-                    if let Some(reply) = reply(&pauses, &answer_of, &mut continuing) {
+                    let pauses = std::iter::once(pause).chain(&branch.more_pending);
+                    if let Some(reply) = reply(pauses, &mut answer_of, &mut continuing) {
                         branch.answers.push(reply);
                         branch.resume = true;
                     }
@@ -196,7 +202,7 @@ fn match_answers<G: Graph>(
                     branch.resume = true;
                 }
                 if branch.resume {
-                    continuing.push(pause.clone());
+                    continuing.push((pause.node.clone(), pause.expires_at));
                 }
             }
             if continuing.is_empty() {
@@ -209,7 +215,7 @@ fn match_answers<G: Graph>(
         _ => {
             let Some(pause) = ckpt.pending.first() else { return Ok(continuing) };
             if pause.child.is_some() {
-                let Some(reply) = reply(&ckpt.pending, &answer_of, &mut continuing) else {
+                let Some(reply) = reply(&ckpt.pending, &mut answer_of, &mut continuing) else {
                     return Err(bad(
                         "an answer",
                         format!("every pending pause waits for an answer ({}); answer at least one", ids()),
@@ -227,7 +233,7 @@ fn match_answers<G: Graph>(
                 };
                 ckpt.answers.push(value);
             }
-            continuing.push(pause.clone());
+            continuing.push((pause.node.clone(), pause.expires_at));
         }
     }
     Ok(continuing)

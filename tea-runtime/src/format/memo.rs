@@ -4,6 +4,7 @@
 //! snapshots and resumes.
 
 use crate::format::interrupt::Interrupt;
+use crate::vocab::name::NodeName;
 use serde_json::{json, Value};
 
 /// The key of the memo a paused subgraph node keeps among its answers.
@@ -13,13 +14,13 @@ pub(crate) const MEMO: &str = "subgraph";
 pub(crate) const REPLY: &str = "subgraph_answers";
 
 /// The reply to a subgraph node whose child paused on `pauses` (as the parent lists them): the
-/// answers meant for the child, by the child's own ids. `None` when nothing of the child
-/// continues (every pause waits for an answer and none was given). The pauses that continue are
-/// added to `continuing`.
-pub(crate) fn reply(
-    pauses: &[Interrupt],
-    answer_of: &dyn Fn(&Interrupt) -> Option<Value>,
-    continuing: &mut Vec<Interrupt>,
+/// answers meant for the child, by the child's own ids, each taken from `answer_of`. `None` when
+/// nothing of the child continues (every pause waits for an answer and none was given). The
+/// pauses that continue are added to `continuing`: their nodes and when they expire.
+pub(crate) fn reply<'a>(
+    pauses: impl IntoIterator<Item = &'a Interrupt>,
+    answer_of: &mut dyn FnMut(&Interrupt) -> Option<Value>,
+    continuing: &mut Vec<(NodeName, Option<u64>)>,
 ) -> Option<Value> {
     let mut answers = Vec::new();
     let mut any = false;
@@ -27,11 +28,11 @@ pub(crate) fn reply(
         let Some(child_id) = &pause.child else { continue };
         if !pause.needs_answer() {
             any = true;
-            continuing.push(pause.clone());
+            continuing.push((pause.node.clone(), pause.expires_at));
         } else if let Some(value) = answer_of(pause) {
             answers.push(json!([child_id, value]));
             any = true;
-            continuing.push(pause.clone());
+            continuing.push((pause.node.clone(), pause.expires_at));
         }
     }
     any.then(|| json!({ REPLY: answers }))
