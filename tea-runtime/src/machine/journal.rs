@@ -70,8 +70,10 @@ struct Ledger<S: GraphState> {
     /// Branches writing now.
     writers: usize,
     /// The branches of this fan-out whose progress changed since the store's head recorded it:
-    /// each one's index, and the generation of its newest record.
-    dirty: BTreeMap<usize, u64>,
+    /// each one's index, and the generation of its newest record, sorted by index (a few
+    /// entries at a time: a list that keeps its capacity, where a map allocated a node for the
+    /// first entry of each write and freed it when the write emptied it).
+    dirty: Vec<(usize, u64)>,
     /// The same for branches of fan-outs nested in them: each one's path (two indices or more).
     dirty_nested: BTreeMap<Vec<usize>, u64>,
     /// Whether the store's head records this fan-out's branches (a write of the journal was
@@ -129,7 +131,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 generation: 0,
                 written: 0,
                 writers: 0,
-                dirty: BTreeMap::new(),
+                dirty: Vec::new(),
                 dirty_nested: BTreeMap::new(),
                 based,
                 stamp: None,
@@ -288,7 +290,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     ledger.written = ledger.written.max(covers);
                     ledger.based = true;
                     ledger.stamp = Some((now, until));
-                    ledger.dirty.retain(|_, generation| *generation > covers);
+                    ledger.dirty.retain(|&(_, generation)| generation > covers);
                     ledger.dirty_nested.retain(|_, generation| *generation > covers);
                 }
                 Ok(Wrote::Again) => {}
@@ -331,8 +333,8 @@ impl<S: GraphState> Journal<'_, S> {
             if ledger.dirty_nested.is_empty() {
                 // The common case, without a list of paths to build.
                 patch.extend_from_slice(br#"{"a":["#);
-                let indices = ledger.dirty.keys().filter(|&&index| index < branches.len());
-                for (n, &index) in indices.enumerate() {
+                let indices = ledger.dirty.iter().map(|&(index, _)| index).filter(|&index| index < branches.len());
+                for (n, index) in indices.enumerate() {
                     if n > 0 {
                         patch.push(b',');
                     }
@@ -340,7 +342,7 @@ impl<S: GraphState> Journal<'_, S> {
                 }
                 end_patch(&mut patch, branches.len());
             } else {
-                let mut paths: Vec<Vec<usize>> = ledger.dirty.keys().map(|&index| vec![index]).collect();
+                let mut paths: Vec<Vec<usize>> = ledger.dirty.iter().map(|&(index, _)| vec![index]).collect();
                 paths.extend(ledger.dirty_nested.keys().cloned());
                 // An outer branch before those inside it.
                 paths.sort_unstable();
@@ -486,9 +488,11 @@ fn set<S: GraphState>(
     let Some(branch) = slot_mut(&mut ledger.branches, path) else { return generation };
     debug_assert!(path.len() > 1 || branch.head == *record.head, "a branch records under its own head");
     match path {
-        [index] => ledger.dirty.insert(*index, generation),
-        _ => ledger.dirty_nested.insert(path.to_vec(), generation),
-    };
+        [index] => mark_dirty(&mut ledger.dirty, *index, generation),
+        _ => {
+            ledger.dirty_nested.insert(path.to_vec(), generation);
+        }
+    }
     // Updates only grow while a branch runs: copy the new ones.
     if branch.updates.len() <= record.updates.len() {
         branch.updates.extend(record.updates[branch.updates.len()..].iter().cloned());
@@ -522,8 +526,16 @@ fn set_text<S: GraphState>(ledger: &mut Ledger<S>, index: usize, text: Vec<u8>) 
     let generation = ledger.generation;
     let Some(slot) = ledger.texts.get_mut(index) else { return generation };
     *slot = Some(text);
-    ledger.dirty.insert(index, generation);
+    mark_dirty(&mut ledger.dirty, index, generation);
     generation
+}
+
+/// Marks branch `index` as changed at `generation` in `dirty` (sorted by index).
+fn mark_dirty(dirty: &mut Vec<(usize, u64)>, index: usize, generation: u64) {
+    match dirty.binary_search_by_key(&index, |&(i, _)| i) {
+        Ok(at) => dirty[at].1 = generation,
+        Err(at) => dirty.insert(at, (index, generation)),
+    }
 }
 
 /// The branch at `path` among `branches`.
