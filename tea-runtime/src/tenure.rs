@@ -57,6 +57,19 @@ pub(crate) trait Appends: Sync {
         bytes: &'a [u8],
         durable: bool,
     ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a;
+
+    /// [`Checkpointer::append_over`].
+    #[allow(clippy::too_many_arguments)]
+    fn append_over<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        head: (CheckpointId, &'a [u8]),
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a;
 }
 
 /// A run's tenure of its thread: its store, its thread, the thread's head as the run last saw
@@ -98,6 +111,13 @@ pub(crate) struct Tenure {
     pub(crate) parent_node: Option<TypeId>,
     /// The run recovers the thread: losing the race for its claim means another run owns it.
     pub(crate) recovering: bool,
+    /// The run resumes a pause its app wrote and remembered, without having read the thread's
+    /// head: its claim compares the head's bytes with the pause's (`Held::rollback`) in the
+    /// store's compare-and-swap ([`Checkpointer::append_over`]).
+    unread: AtomicBool,
+    /// That claim found another head: nothing was written, and the app reads the head and
+    /// resumes again ([`missed_unread`](Self::missed_unread)).
+    missed: AtomicBool,
     /// Whether the run's first checkpoint (claiming the thread) is still to be written.
     claim: AtomicBool,
     /// Until when (milliseconds since the Unix epoch) the run's last checkpoint holds its lease;
@@ -135,6 +155,8 @@ struct Held {
     renewing: bool,
     /// Writes of a fan-out's progress under way (`machine::journal`).
     writing: usize,
+    /// The run's last record was full: the chain's head holds its bytes as written.
+    whole: bool,
 }
 
 /// What the run's next record folds onto (`format::delta`): the payload of the thread's head
@@ -164,8 +186,8 @@ pub(crate) struct Chain {
     /// The payload of the head, before `patches`.
     head: Head,
     /// The patches (JSON texts, [`delta`]) written after `head`, oldest first, not applied to
-    /// it yet.
-    patches: Vec<Vec<u8>>,
+    /// it yet: each the delta record written, and where its patch starts in it.
+    patches: Vec<(Vec<u8>, usize)>,
     /// The full record the head folds from.
     full: CheckpointId,
     /// The size of that full record.
@@ -229,7 +251,8 @@ impl Chain {
         if self.patched() {
             let patches = std::mem::take(&mut self.patches);
             if let Head::Value(value) = &mut self.head {
-                let applied = patches.iter().all(|patch| {
+                let applied = patches.iter().all(|(record, at)| {
+                    let patch = record.get(*at..).unwrap_or_default();
                     serde_json::from_slice::<serde_json::Value>(patch)
                         .is_ok_and(|patch| exact(&patch) && delta::apply(value, patch).is_ok())
                 });
@@ -292,8 +315,9 @@ enum Next {
     FullValue(serde_json::Value),
     /// A delta whose payload, folded, is that of this full record.
     Delta(Vec<u8>),
-    /// A delta of this patch (its JSON text), to apply to the chain's payload.
-    Patch(Vec<u8>),
+    /// A delta whose patch (its JSON text) is the planned bytes from this offset on, to apply
+    /// to the chain's payload.
+    Patch(usize),
 }
 
 /// What the store answered to a write of a fan-out's progress ([`Tenure::end_write`]).
@@ -347,6 +371,8 @@ impl Tenure {
             max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             parent_node: None,
             recovering: false,
+            unread: AtomicBool::new(false),
+            missed: AtomicBool::new(false),
             claim: AtomicBool::new(true),
             until: AtomicU64::new(0),
             held: Mutex::new(Held { head, ..Held::default() }),
@@ -360,6 +386,28 @@ impl Tenure {
         let held = self.held.get_mut().unwrap_or_else(PoisonError::into_inner);
         held.rollback = Some(paused);
         held.paused_node = before;
+    }
+
+    /// The thread's head as this run wrote it, when its last record was full (a pause always
+    /// is): its id and bytes, as the store holds them.
+    pub(crate) fn head_record(&self) -> Option<(CheckpointId, Vec<u8>)> {
+        let held = self.held();
+        match (held.whole, held.head, held.chain.as_ref().map(|chain| &chain.head)) {
+            (true, Some(id), Some(Head::Text { bytes, at })) if *at > 0 => Some((id, bytes.clone())),
+            _ => None,
+        }
+    }
+
+    /// Makes the run's claim compare the head's bytes with those of the pause it resumes: its
+    /// app did not read the head, but remembered the pause it wrote (see `api::pauses`).
+    pub(crate) fn claim_unread(&self) {
+        self.unread.store(true, Ordering::Release);
+    }
+
+    /// Whether the run's claim, made without reading the head ([`claim_unread`](Self::claim_unread)), found
+    /// another head than the pause its app remembered: the run wrote nothing.
+    pub(crate) fn missed_unread(&self) -> bool {
+        self.missed.load(Ordering::Acquire)
     }
 
     /// The thread as the run last wrote it. Never held across an await.
@@ -417,6 +465,7 @@ impl Tenure {
     /// (0: released).
     fn record(&self, held: &mut Held, id: CheckpointId, planned: Planned, until: u64) {
         held.head = Some(id);
+        held.whole = matches!(planned.next, Next::Full);
         let len = planned.bytes.len();
         held.chain = match (planned.next, held.chain.take()) {
             (Next::Full, _) => Some(Chain::full(id, planned.bytes)),
@@ -432,8 +481,8 @@ impl Tenure {
                     ..chain
                 })
             }
-            (Next::Patch(patch), Some(mut chain)) => {
-                chain.patches.push(patch);
+            (Next::Patch(at), Some(mut chain)) => {
+                chain.patches.push((planned.bytes, at));
                 Some(Chain { since_full: chain.since_full + len, ..chain })
             }
             (Next::Delta(_) | Next::Patch(_), _) => None,
@@ -489,18 +538,22 @@ impl Tenure {
         Ok(Planned { bytes, next: Next::Full })
     }
 
-    /// The delta record of `patch` (its JSON text, [`delta`]) after the head `chain` holds,
-    /// when a delta is written rather than a full record (see [`Chain`]); `None` when the
-    /// deltas since the last full record would outgrow it.
+    /// The delta record of the patch `write` writes (its JSON text, [`delta`]) after the head
+    /// `chain` holds, when a delta is written rather than a full record (see [`Chain`]); `None`
+    /// when the deltas since the last full record would outgrow it. The patch is written into
+    /// the record itself, which the chain keeps once it is stored (the patch is its tail).
     ///
     /// # Errors
-    /// The encoding's.
-    pub(crate) fn plan_delta(&self, chain: &Chain, patch: Vec<u8>) -> Result<Option<Planned>, Error> {
-        let bytes = checkpoint::encode_delta_with(&self.identity(), chain.full, |out| {
-            out.extend_from_slice(&patch);
-            Ok(())
-        })?;
-        Ok(chain.worth_patch(bytes.len()).then_some(Planned { bytes, next: Next::Patch(patch) }))
+    /// The encoding's, and `write`'s.
+    pub(crate) fn plan_delta(
+        &self,
+        chain: &Chain,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), Error>,
+    ) -> Result<Option<Planned>, Error> {
+        let identity = self.identity();
+        let bytes = checkpoint::encode_delta_with(&identity, chain.full, write)?;
+        let at = checkpoint::delta_overhead(&identity);
+        Ok(chain.worth_patch(bytes.len()).then_some(Planned { bytes, next: Next::Patch(at) }))
     }
 
     /// The record of `patch` applied to the head `chain` holds: a delta, or a full record when
@@ -510,7 +563,7 @@ impl Tenure {
     /// # Errors
     /// The encoding's, and a patch that does not fit the head.
     fn plan_patch(&self, chain: &mut Chain, patch: serde_json::Value) -> Result<Option<Planned>, Error> {
-        let text = serde_json::to_vec(&patch).map_err(Error::store)?;
+        let text = |out: &mut Vec<u8>| serde_json::to_writer(out, &patch).map_err(Error::store);
         if let Some(planned) = self.plan_delta(chain, text)? {
             return Ok(Some(planned));
         }
@@ -620,13 +673,34 @@ impl Tenure {
             self.encode(ckpt, node)?
         };
         traced! { span.record("bytes", encoded.planned.bytes.len()); }
+        // A claim without a read of the head compares the bytes of the pause it resumes.
+        let unread = if self.unread.load(Ordering::Acquire) && self.claim_pending() {
+            self.held().rollback.clone()
+        } else {
+            None
+        };
         let appended = {
             let bytes = &encoded.planned.bytes;
-            let future = io.append(&*self.store, &self.graph, &self.thread, encoded.head, encoded.id, bytes, durable);
-            #[cfg(feature = "tracing")]
-            let future = tracing::Instrument::instrument(future, span.clone());
-            future.await?
+            match (encoded.head, unread.as_deref()) {
+                (Some(head), Some(over)) => {
+                    let (store, head) = (&*self.store, (head, over));
+                    let future = io.append_over(store, &self.graph, &self.thread, head, encoded.id, bytes, durable);
+                    #[cfg(feature = "tracing")]
+                    let future = tracing::Instrument::instrument(future, span.clone());
+                    future.await?
+                }
+                _ => {
+                    let (store, head) = (&*self.store, encoded.head);
+                    let future = io.append(store, &self.graph, &self.thread, head, encoded.id, bytes, durable);
+                    #[cfg(feature = "tracing")]
+                    let future = tracing::Instrument::instrument(future, span.clone());
+                    future.await?
+                }
+            }
         };
+        if unread.is_some() && matches!(appended, AppendOutcome::Conflict { .. }) {
+            self.missed.store(true, Ordering::Release);
+        }
         traced! { self.traced_write(&span, started, &encoded, &appended); }
         let id = self.wrote(ckpt.lease, encoded, appended)?;
         // Whichever write comes first claims the thread: the claim's own, or (a resume at an

@@ -23,6 +23,7 @@ fn contract<C: Checkpointer>(store: &C) {
     threads_are_listed_by_id(store);
     delete_removes_one_thread(store);
     delete_at_deletes_only_at_the_head_it_names(store);
+    append_over_compares_the_heads_bytes(store);
     prune_keeps_the_newest(store);
     delete_and_prune_racing_appends_leave_whole_threads(store);
 }
@@ -243,6 +244,22 @@ fn delete_at_deletes_only_at_the_head_it_names<C: Checkpointer>(store: &C) {
     assert_thread(store, "delete-at", "t", &[]);
     assert_eq!(store.threads("delete-at").unwrap(), vec![thread("u")]);
     assert!(store.delete("delete-at", &thread("u")).unwrap());
+}
+
+/// `append_over` writes only over the head it names holding the bytes it names: another id,
+/// other bytes under the same id (a thread deleted and started again) or no thread conflict and
+/// store nothing.
+fn append_over_compares_the_heads_bytes<C: Checkpointer>(store: &C) {
+    append_all(store, "over", "t", &[b"t 1", b"t 2"]);
+    let t = thread("t");
+    let conflict = |head| AppendOutcome::Conflict { head };
+    assert_eq!(store.append_over("over", &t, 2, b"t 2 again", 3, b"t 3", true).unwrap(), conflict(Some(2)));
+    assert_eq!(store.append_over("over", &t, 1, b"t 1", 2, b"t 2", true).unwrap(), conflict(Some(2)));
+    assert_eq!(store.append_over("over", &thread("nobody"), 1, b"t 1", 2, b"x", true).unwrap(), conflict(None));
+    assert_thread(store, "over", "t", &[b"t 1", b"t 2"]);
+    assert_eq!(store.append_over("over", &t, 2, b"t 2", 3, b"t 3", true).unwrap(), AppendOutcome::Written);
+    assert_thread(store, "over", "t", &[b"t 1", b"t 2", b"t 3"]);
+    assert!(store.delete("over", &t).unwrap());
 }
 
 fn prune_keeps_the_newest<C: Checkpointer>(store: &C) {

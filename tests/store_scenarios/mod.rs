@@ -440,6 +440,52 @@ pub fn stale_token<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     assert_eq!(runs(&t, "b"), 1);
 }
 
+/// A thread deleted and started again under the same id pauses at the same checkpoint id as
+/// before: a token of the first pause never resumes the second, even from the app that wrote the
+/// first (which, on a store that resumes without a read, remembers its bytes), and writes
+/// nothing; the new token resumes from that app all the same.
+pub fn remembered_pause_of_a_restarted_thread<C: Checkpointer + Clone>(make: impl Fn() -> C) {
+    let store = make();
+    let first = StopBefore::builder().checkpointer(store.clone()).build();
+    let other = StopBefore::builder().checkpointer(store).build();
+    let t = thread("restarted");
+    let (_, old) = paused(first.run(Call::start(Doc::default()).on(t.clone())));
+    let id = first.state(&t).unwrap().unwrap().checkpoint;
+    assert!(other.delete(&t).unwrap());
+    let (_, new) = paused(other.run(Call::start(Doc { note: "second".into(), ..Doc::default() }).on(t.clone())));
+    let head = other.state(&t).unwrap().unwrap().checkpoint;
+    assert_eq!(head, id, "the thread started again paused at the same checkpoint id");
+    match first.resume(old) {
+        Err(Error::StaleResume { thread }) => assert_eq!(thread, t),
+        other => panic!("expected StaleResume, got {other:?}"),
+    }
+    let snapshot = other.state(&t).unwrap().unwrap();
+    assert_eq!(snapshot.checkpoint, head, "a stale resume writes nothing");
+    assert_eq!(snapshot.state.note, "second");
+    assert_eq!(runs(&t, "b"), 0);
+    let out = done(first.resume(new));
+    assert_eq!((out.trail, out.note), (vec!["a".to_owned(), "b".to_owned(), "c".to_owned()], "second".to_owned()));
+    assert_eq!(runs(&t, "b"), 1);
+}
+
+/// A pause this app wrote, resumed with the token of a later pause that another app (a
+/// replica) wrote after resuming the first: the later one goes on.
+pub fn remembered_pause_moved_on_elsewhere<C: Checkpointer + Clone>(make: impl Fn() -> C) {
+    let store = make();
+    let first = TwoStops::builder().checkpointer(store.clone()).build();
+    let other = TwoStops::builder().checkpointer(store).build();
+    let t = thread("moved");
+    let (_, at_b) = paused(first.run(Call::start(Doc::default()).on(t.clone())));
+    let (_, at_d) = paused(other.resume(at_b.clone()));
+    match first.resume(at_b) {
+        Err(Error::StaleResume { thread }) => assert_eq!(thread, t),
+        other => panic!("expected StaleResume, got {other:?}"),
+    }
+    let out = done(first.resume(at_d));
+    assert_eq!(out.trail, ["a", "b", "c", "d"]);
+    assert_eq!((runs(&t, "b"), runs(&t, "d")), (1, 1));
+}
+
 /// 8 threads resume clones of one token at the same moment: exactly one proceeds.
 pub fn eight_resumes_one_winner<C: Checkpointer + Clone>(make: impl Fn() -> C) {
     let app = StopBefore::builder().checkpointer(make()).build();
@@ -1239,6 +1285,8 @@ macro_rules! store_tests {
             two_breakpoints_need_two_resumes,
             edge_agent,
             stale_token,
+            remembered_pause_of_a_restarted_thread,
+            remembered_pause_moved_on_elsewhere,
             eight_resumes_one_winner,
             second_replica,
             invoke_on_a_taken_thread,

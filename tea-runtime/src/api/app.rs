@@ -5,6 +5,7 @@
 //! the store, and returns an [`Outcome`]: done, or paused with a [`Resume`] token.
 
 use crate::api::call::{Call, What};
+use crate::api::pauses::Pauses;
 use crate::api::stream::Stream;
 use crate::api::token;
 use crate::format::checkpoint::{Checkpoint, Position};
@@ -166,6 +167,7 @@ impl<G: Graph, C> Builder<G, C> {
             parent: None,
             context: None,
             modes: StreamModes::default(),
+            pauses: Arc::default(),
         }
     }
 
@@ -328,6 +330,9 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) retention: Retention,
     /// Its nodes' long-term memory ([`Builder::memory`]).
     pub(crate) memory: Option<Memory>,
+    /// The pauses its blocking runs wrote, remembered on a store that
+    /// [`resumes_without_read`](Checkpointer::resumes_without_read) (see `api::pauses`).
+    pub(crate) pauses: Arc<Pauses>,
 }
 
 impl<G: Graph, C> App<G, C> {
@@ -400,6 +405,7 @@ impl<G: Graph, C> App<G, C> {
             shared: self.shared.clone(),
             context: self.context.clone(),
             modes: self.modes,
+            pauses: self.pauses.clone(),
         }
     }
 
@@ -683,18 +689,78 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// [`run`](Self::run) for any graph, on the calling thread: also a subgraph node's child,
     /// which the blocking API runs only under a parent that is a [`SyncGraph`] — and so only
     /// when the child is one too (`graph!` bounds the parent's impl on its children's).
+    ///
+    /// On a store that [`resumes_without_read`](Checkpointer::resumes_without_read), a resume
+    /// of a pause this app wrote starts from the pause as the app remembers it, without reading
+    /// the head; if its claim finds another head, nothing was written, and it starts again from
+    /// the head it reads (see `api::pauses`).
     pub(crate) fn execute(&self, call: Call<G::State>) -> Result<Outcome<G::State>, Error> {
-        let head = match self.head_to_read(&call)? {
+        let thread = self.head_to_read(&call)?;
+        let remembered = match (&call.what, &thread) {
+            (What::Resume(resume), Some(thread)) if self.checkpointer.resumes_without_read() => {
+                self.pauses.take(thread).map(|head| (head, resume.clone()))
+            }
+            _ => None,
+        };
+        let mut call = call;
+        if let Some((head, resume)) = remembered {
+            let again = Call { what: What::Resume(resume), thread: call.thread.clone(), options: call.options.clone() };
+            let mut missed = false;
+            let outcome = self.execute_from(call, Some(head), Some(&mut missed));
+            if !missed {
+                return outcome;
+            }
+            call = again;
+        }
+        let head = match thread {
             Some(thread) => Some(self.head(&thread)?),
             None => None,
         };
-        match self.begin(call, head, false, false)? {
-            Recovery::Over(outcome) => Ok(outcome),
-            Recovery::Run(mut run) => {
-                let over = run.run_to_end()?;
-                token::outcome(run.graph, run.tenure.as_deref(), over, run.state)
+        self.execute_from(call, head, None)
+    }
+
+    /// [`execute`](Self::execute) from `head`. `unread`: the head is a pause this app remembered,
+    /// not read from the store; set when it was not the thread's head (the run wrote nothing, and
+    /// its error is not the call's).
+    fn execute_from(
+        &self,
+        call: Call<G::State>,
+        head: Option<(CheckpointId, Vec<u8>)>,
+        unread: Option<&mut bool>,
+    ) -> Result<Outcome<G::State>, Error> {
+        let mut run = match self.begin(call, head, false, false) {
+            // A resume that a remembered pause does not fit (its token names a later pause,
+            // say) is answered from the head the store holds.
+            Err(error) => {
+                if let Some(missed) = unread {
+                    *missed = true;
+                }
+                return Err(error);
+            }
+            Ok(Recovery::Over(outcome)) => return Ok(outcome),
+            Ok(Recovery::Run(run)) => run,
+        };
+        let tenure = run.tenure.clone();
+        if let (Some(tenure), Some(_)) = (&tenure, &unread) {
+            tenure.claim_unread();
+        }
+        let over = match run.run_to_end() {
+            Err(error) => {
+                if let (Some(missed), Some(tenure)) = (unread, &tenure) {
+                    *missed = tenure.missed_unread();
+                }
+                return Err(error);
+            }
+            Ok(over) => over,
+        };
+        if let (Over::Paused(_), Some(tenure)) = (&over, &tenure) {
+            if self.checkpointer.resumes_without_read() {
+                if let Some((id, bytes)) = tenure.head_record() {
+                    self.pauses.remember(tenure.thread.clone(), id, bytes);
+                }
             }
         }
+        token::outcome(run.graph, run.tenure.as_deref(), over, run.state)
     }
 
     /// [`run_stream`](Self::run_stream) for any graph (see [`execute`](Self::execute)).
@@ -841,6 +907,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     pub fn delete(&self, thread: &ThreadId) -> Result<bool, Error> {
         let graph = self.graph.name();
         let deleted = trace::store_call("delete", graph, Some(thread), || self.checkpointer.delete(graph, thread))?;
+        self.pauses.forget(thread);
         // The thread's own retention goes with it: a new thread of the id starts with the app's.
         self.set_retention(thread, None)?;
         Ok(deleted)

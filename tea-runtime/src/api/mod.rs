@@ -5,6 +5,7 @@ pub(crate) mod app;
 #[cfg(feature = "tokio")]
 pub(crate) mod async_app;
 pub(crate) mod call;
+pub(crate) mod pauses;
 pub(crate) mod resume;
 pub(crate) mod retention;
 pub(crate) mod snapshot;

@@ -52,6 +52,23 @@ impl Appends for ThreadDriver {
             })
         }
     }
+
+    fn append_over<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        (head, head_bytes): (CheckpointId, &'a [u8]),
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
+        async move {
+            crate::vocab::trace::store_call("append", graph, Some(thread), || {
+                store.append_over(graph, thread, head, head_bytes, id, bytes, durable)
+            })
+        }
+    }
 }
 
 // Written as `async` blocks rather than `async fn`s: the trait's futures are `Send` and borrow for

@@ -72,6 +72,24 @@ impl<G: Graph> Appends for TokioDriver<G> {
             store.append_async(graph, thread, expected, id, bytes, durable),
         )
     }
+
+    /// Only a blocking app's resume claims with `append_over` (see `App::execute`); here it
+    /// runs as a blocking call would.
+    fn append_over<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        (head, head_bytes): (CheckpointId, &'a [u8]),
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
+        let appended = async move {
+            crate::store::blocking(|| store.append_over(graph, thread, head, head_bytes, id, bytes, durable))
+        };
+        crate::vocab::trace::store_call_async("append", graph, Some(thread), appended)
+    }
 }
 
 #[allow(clippy::manual_async_fn)] // as for the thread driver

@@ -327,41 +327,44 @@ impl<S: GraphState> Journal<'_, S> {
             reason,
         };
         if let (Some(chain), true) = (chain.as_deref(), ledger.based) {
-            let mut patch = Vec::with_capacity(256);
-            patch.extend_from_slice(br#"{"o":{"at":{"o":{"fork":{"o":{"branches":"#);
-            let (branches, texts) = (&ledger.branches, &ledger.texts);
-            if ledger.dirty_nested.is_empty() {
-                // The common case, without a list of paths to build.
-                patch.extend_from_slice(br#"{"a":["#);
-                let indices = ledger.dirty.iter().map(|&(index, _)| index).filter(|&index| index < branches.len());
-                for (n, index) in indices.enumerate() {
-                    if n > 0 {
-                        patch.push(b',');
+            // The patch is written into the delta record itself (see `Tenure::plan_delta`).
+            let write = |patch: &mut Vec<u8>| -> Result<(), Error> {
+                patch.extend_from_slice(br#"{"o":{"at":{"o":{"fork":{"o":{"branches":"#);
+                let (branches, texts) = (&ledger.branches, &ledger.texts);
+                if ledger.dirty_nested.is_empty() {
+                    // The common case, without a list of paths to build.
+                    patch.extend_from_slice(br#"{"a":["#);
+                    let indices = ledger.dirty.iter().map(|&(index, _)| index).filter(|&index| index < branches.len());
+                    for (n, index) in indices.enumerate() {
+                        if n > 0 {
+                            patch.push(b',');
+                        }
+                        write_entry(patch, branches, texts, index, "at.fork.branches", &not_storable)?;
                     }
-                    write_entry(&mut patch, branches, texts, index, "at.fork.branches", &not_storable)?;
+                    end_patch(patch, branches.len());
+                } else {
+                    let mut paths: Vec<Vec<usize>> = ledger.dirty.iter().map(|&(index, _)| vec![index]).collect();
+                    paths.extend(ledger.dirty_nested.keys().cloned());
+                    // An outer branch before those inside it.
+                    paths.sort_unstable();
+                    let paths: Vec<&[usize]> = paths.iter().map(Vec::as_slice).collect();
+                    branches_patch(patch, branches, texts, &paths, "at.fork.branches", &not_storable)?;
                 }
-                end_patch(&mut patch, branches.len());
-            } else {
-                let mut paths: Vec<Vec<usize>> = ledger.dirty.iter().map(|&(index, _)| vec![index]).collect();
-                paths.extend(ledger.dirty_nested.keys().cloned());
-                // An outer branch before those inside it.
-                paths.sort_unstable();
-                let paths: Vec<&[usize]> = paths.iter().map(Vec::as_slice).collect();
-                branches_patch(&mut patch, branches, texts, &paths, "at.fork.branches", &not_storable)?;
-            }
-            patch.extend_from_slice(b"}}}}");
-            // A write in the same millisecond as the journal's last, with nothing written since
-            // (a child's renewal of the lease), would set both to what the head has.
-            let stamped = ledger.stamp == Some((now, lease.until)) && self.tenure.lease_until() == lease.until;
-            if !stamped {
-                patch.extend_from_slice(br#","lease":{"v":"#);
-                lease.write_json(&mut patch);
-                patch.extend_from_slice(br#"},"written_at":{"v":"#);
-                checkpoint::push_u64(&mut patch, now);
-                patch.push(b'}');
-            }
-            patch.extend_from_slice(b"}}");
-            if let Some(planned) = self.tenure.plan_delta(chain, patch)? {
+                patch.extend_from_slice(b"}}}}");
+                // A write in the same millisecond as the journal's last, with nothing written since
+                // (a child's renewal of the lease), would set both to what the head has.
+                let stamped = ledger.stamp == Some((now, lease.until)) && self.tenure.lease_until() == lease.until;
+                if !stamped {
+                    patch.extend_from_slice(br#","lease":{"v":"#);
+                    lease.write_json(patch);
+                    patch.extend_from_slice(br#"},"written_at":{"v":"#);
+                    checkpoint::push_u64(patch, now);
+                    patch.push(b'}');
+                }
+                patch.extend_from_slice(b"}}");
+                Ok(())
+            };
+            if let Some(planned) = self.tenure.plan_delta(chain, write)? {
                 return Ok(planned);
             }
         }

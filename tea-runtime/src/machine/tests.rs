@@ -48,6 +48,22 @@ impl Appends for Requests {
             store.append(graph, thread, expected, id, bytes, durable)
         }
     }
+
+    fn append_over<'a>(
+        &'a self,
+        store: &'a dyn Checkpointer,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        (head, head_bytes): (CheckpointId, &'a [u8]),
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
+        async move {
+            self.appends.lock().unwrap().push(id);
+            store.append_over(graph, thread, head, head_bytes, id, bytes, durable)
+        }
+    }
 }
 
 #[allow(clippy::manual_async_fn)] // the trait's futures borrow for `'a` only, as the drivers'

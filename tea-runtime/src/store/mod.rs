@@ -178,6 +178,47 @@ pub trait Checkpointer: Send + Sync + 'static {
     }
 
     // -----------------------------------------------------------------------------------------
+    // A resume without a read: both defaulted, so a store written before them reads the head.
+
+    /// Stores checkpoint `id` of `thread` and makes it the head, if the head is checkpoint
+    /// `head` holding exactly `head_bytes`: [`append`](Self::append) whose compare-and-swap
+    /// compares the head's bytes too, so that a thread deleted and started again, whose head
+    /// came back to the same id, does not pass for the one whose bytes the writer holds.
+    ///
+    /// A resume of a pause its app wrote itself, on a store that
+    /// [`resumes_without_read`](Self::resumes_without_read), claims the thread with it instead of
+    /// reading the head first. The default reads the head, compares, and appends: two calls,
+    /// as a resume that reads the head makes (the append's compare-and-swap on `head` still
+    /// refuses any write that moved the head between them).
+    #[allow(clippy::too_many_arguments)]
+    fn append_over(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        head: CheckpointId,
+        head_bytes: &[u8],
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        match self.head(graph, thread)? {
+            Some((found, stored)) if found == head && stored == head_bytes => {
+                self.append(graph, thread, Some(head), id, bytes, durable)
+            }
+            found => Ok(AppendOutcome::Conflict { head: found.map(|(found, _)| found) }),
+        }
+    }
+
+    /// Whether an app resuming a pause it wrote itself skips reading the thread's head and
+    /// claims it with [`append_over`](Self::append_over) (the pause's bytes, kept by the app,
+    /// compared in the claim's compare-and-swap): worth it where a read is a round trip to a
+    /// server, as on `PostgresStore`, which says `true`. `false` (the default): every resume
+    /// reads the head first.
+    fn resumes_without_read(&self) -> bool {
+        false
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Retention (`App::sweep`): both defaulted, so a store written before them stays correct.
 
     /// Deletes every checkpoint of `thread` if its head is still `head` (a sweep expiring a
@@ -371,6 +412,23 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
     ) -> StoreFuture<'a, Option<(CheckpointId, Vec<u8>)>> {
         (**self).head_async(graph, thread)
     }
+    fn append_over(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        head: CheckpointId,
+        head_bytes: &[u8],
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        (**self).append_over(graph, thread, head, head_bytes, id, bytes, durable)
+    }
+
+    fn resumes_without_read(&self) -> bool {
+        (**self).resumes_without_read()
+    }
+
     fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
         (**self).delete_at(graph, thread, head)
     }

@@ -39,6 +39,11 @@
 //! server* may lose the last such commits — never part of one, and never one that a later durable
 //! commit followed, since WAL is flushed in order.
 //!
+//! A resume of a pause its app wrote reads no head ([`Checkpointer::resumes_without_read`]):
+//! its claim is `append_next` whose `UPDATE` also requires the head checkpoint's bytes to be
+//! those of the pause (`append_over`), one statement, so a pause cycle is four round trips (the
+//! new thread's claim, the pause, the resume's claim, the end) where it was five.
+//!
 //! # Sync and async
 //!
 //! The store owns a small tokio runtime (two worker threads) that drives the connection pool. A
@@ -427,6 +432,29 @@ impl Checkpointer for PostgresStore {
         self.block(head(Arc::clone(&self.inner), graph.to_owned(), thread.clone()))
     }
 
+    /// One statement: the head's compare-and-swap compares its bytes too.
+    fn append_over(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        head: CheckpointId,
+        head_bytes: &[u8],
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        let (graph, thread, over) = (graph.to_owned(), thread.clone(), Some(head_bytes.to_vec()));
+        let work =
+            append_checked(Arc::clone(&self.inner), graph, thread, Some(head), over, id, bytes.to_vec(), durable);
+        self.block(work)
+    }
+
+    /// A read is a round trip to the server: a resume of a pause its app wrote claims the thread
+    /// with [`append_over`](Checkpointer::append_over) instead.
+    fn resumes_without_read(&self) -> bool {
+        true
+    }
+
     fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
         self.block(get(Arc::clone(&self.inner), graph.to_owned(), thread.clone(), id))
     }
@@ -529,6 +557,8 @@ struct Sql {
     append_first: String,
     /// Moves the head from `$4` to `$3` and stores checkpoint `$3`'s bytes `$5`.
     append_next: String,
+    /// `append_next` if the head's bytes are also `$6` (`Checkpointer::append_over`).
+    append_over: String,
     head_id: String,
     head: String,
     get: String,
@@ -586,6 +616,17 @@ impl Sql {
                      UPDATE {threads} SET head = $3
                      WHERE graph = $1 AND thread = $2 AND head = $4
                      RETURNING graph, thread, head
+                 )
+                 INSERT INTO {checkpoints} (graph, thread, id, bytes)
+                 SELECT graph, thread, head, $5 FROM moved"
+            ),
+            append_over: format!(
+                "WITH moved AS (
+                     UPDATE {threads} t SET head = $3
+                     WHERE t.graph = $1 AND t.thread = $2 AND t.head = $4
+                       AND EXISTS (SELECT 1 FROM {checkpoints} c
+                                   WHERE c.graph = $1 AND c.thread = $2 AND c.id = $4 AND c.bytes = $6)
+                     RETURNING t.graph, t.thread, t.head
                  )
                  INSERT INTO {checkpoints} (graph, thread, id, bytes)
                  SELECT graph, thread, head, $5 FROM moved"
@@ -812,6 +853,22 @@ async fn append(
     bytes: Vec<u8>,
     durable: bool,
 ) -> Result<AppendOutcome, Error> {
+    append_checked(inner, graph, thread, expected, None, id, bytes, durable).await
+}
+
+/// [`append`], and with `over` (the bytes the head `expected` must hold) one statement that
+/// compares them too (`Checkpointer::append_over`).
+#[allow(clippy::too_many_arguments)]
+async fn append_checked(
+    inner: Arc<Inner>,
+    graph: String,
+    thread: ThreadId,
+    expected: Option<CheckpointId>,
+    over: Option<Vec<u8>>,
+    id: CheckpointId,
+    bytes: Vec<u8>,
+    durable: bool,
+) -> Result<AppendOutcome, Error> {
     if expected.map_or(Some(1), |head| head.checked_add(1)) != Some(id) {
         return Err(Error::store(Located {
             target: Arc::clone(&inner.target),
@@ -820,7 +877,7 @@ async fn append(
     }
     let sql_id = to_sql_id(&inner, id)?;
     let expected = expected.map(|head| to_sql_id(&inner, head)).transpose()?;
-    let (inner, graph, thread, bytes) = (&*inner, &graph, thread.as_str(), &bytes);
+    let (inner, graph, thread, bytes, over) = (&*inner, &graph, thread.as_str(), &bytes, over.as_deref());
     let pool = if durable { &inner.pool } else { &inner.fast_pool };
     retrying(inner, pool, move |client, attempt| async move {
         let failed = |e| Failed::query(inner, "append a checkpoint", &client, e);
@@ -829,10 +886,19 @@ async fn append(
                 let statement = client.prepare_cached(&inner.sql.append_first).await.map_err(failed)?;
                 client.execute(&statement, &[graph, &thread, &sql_id, bytes]).await.map_err(failed)?
             }
-            Some(expected) => {
-                let statement = client.prepare_cached(&inner.sql.append_next).await.map_err(failed)?;
-                client.execute(&statement, &[graph, &thread, &sql_id, &expected, bytes]).await.map_err(failed)?
-            }
+            Some(expected) => match over {
+                None => {
+                    let statement = client.prepare_cached(&inner.sql.append_next).await.map_err(failed)?;
+                    client.execute(&statement, &[graph, &thread, &sql_id, &expected, bytes]).await.map_err(failed)?
+                }
+                Some(over) => {
+                    let statement = client.prepare_cached(&inner.sql.append_over).await.map_err(failed)?;
+                    client
+                        .execute(&statement, &[graph, &thread, &sql_id, &expected, bytes, &over])
+                        .await
+                        .map_err(failed)?
+                }
+            },
         };
         if written == 1 {
             return Ok(AppendOutcome::Written);

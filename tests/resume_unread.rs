@@ -1,0 +1,171 @@
+//! A resume of a pause its app wrote, on a store that
+//! [`resumes_without_read`](tea::Checkpointer::resumes_without_read): the app claims the thread
+//! with [`append_over`](tea::Checkpointer::append_over) (the pause's bytes compared) instead of
+//! reading the head first. Here on a `MemoryStore` that says it does, counting its calls: the
+//! shared scenarios (`tests/store_scenarios`) all hold, and the reads it saves are counted.
+
+#[macro_use]
+mod store_scenarios;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use store_scenarios::{done, paused, thread, Doc, StopBefore};
+use tea::prelude::*;
+use tea::{AppendOutcome, CheckpointId, Checkpointer};
+
+/// A `MemoryStore` that resumes without a read, counting the engine's head reads and claims
+/// over a remembered pause.
+#[derive(Clone, Default)]
+struct Unread {
+    inner: MemoryStore,
+    heads: Arc<AtomicUsize>,
+    overs: Arc<AtomicUsize>,
+    missed: Arc<AtomicUsize>,
+}
+
+impl Unread {
+    fn new(_test: &str) -> Self {
+        Unread::default()
+    }
+
+    fn store(&self) -> Unread {
+        Unread::default()
+    }
+
+    fn counts(&self) -> (usize, usize, usize) {
+        (self.heads.load(Ordering::SeqCst), self.overs.load(Ordering::SeqCst), self.missed.load(Ordering::SeqCst))
+    }
+}
+
+impl Checkpointer for Unread {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        self.inner.append(graph, thread, expected, id, bytes, durable)
+    }
+
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        self.heads.fetch_add(1, Ordering::SeqCst);
+        self.inner.head(graph, thread)
+    }
+
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(graph, thread, id)
+    }
+
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner.history(graph, thread)
+    }
+
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner.range(graph, thread, from, to)
+    }
+
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
+
+    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
+        self.inner.delete_at(graph, thread, head)
+    }
+
+    /// The default's read of the head and append, on the inner store (its read not counted).
+    fn append_over(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        head: CheckpointId,
+        head_bytes: &[u8],
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        self.overs.fetch_add(1, Ordering::SeqCst);
+        let appended = self.inner.append_over(graph, thread, head, head_bytes, id, bytes, durable)?;
+        if let AppendOutcome::Conflict { .. } = appended {
+            self.missed.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(appended)
+    }
+
+    fn resumes_without_read(&self) -> bool {
+        true
+    }
+}
+
+store_tests!(Unread);
+
+#[test]
+fn a_resume_of_a_pause_the_app_wrote_reads_no_head() {
+    let store = Unread::default();
+    let app = StopBefore::builder().checkpointer(store.clone()).build();
+    let t = thread("unread");
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
+    let before = store.counts();
+    let out = done(app.resume(resume));
+    assert_eq!(out.trail, ["a", "b", "c"]);
+    let after = store.counts();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (0, 1, 0),
+        "the resume read no head and claimed over the remembered pause"
+    );
+}
+
+#[test]
+fn another_app_reads_the_head_and_a_missed_claim_writes_nothing() {
+    let store = Unread::default();
+    let first = StopBefore::builder().checkpointer(store.clone()).build();
+    let other = StopBefore::builder().checkpointer(store.clone()).build();
+
+    // A token resumed by an app that did not write its pause: that app reads the head.
+    let t = thread("replica");
+    let (_, resume) = paused(first.run(Call::start(Doc::default()).on(t.clone())));
+    let before = store.counts();
+    done(other.resume(resume));
+    let after = store.counts();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 0), "the other app read the head, once");
+
+    // The thread deleted and started again under its id by the other app: the first app's
+    // remembered pause (same checkpoint id, other bytes) is refused by the claim, which writes
+    // nothing, and the head the app then reads makes its old token stale.
+    let t = thread("restarted");
+    let (_, old) = paused(first.run(Call::start(Doc::default()).on(t.clone())));
+    assert!(other.delete(&t).unwrap());
+    let (_, new) = paused(other.run(Call::start(Doc { note: "second".into(), ..Doc::default() }).on(t.clone())));
+    let head = other.state(&t).unwrap().unwrap().checkpoint;
+    let before = store.counts();
+    match first.resume(old) {
+        Err(Error::StaleResume { thread }) => assert_eq!(thread, t),
+        other => panic!("expected StaleResume, got {other:?}"),
+    }
+    let after = store.counts();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (1, 1, 1),
+        "one claim over the remembered pause, missed; then one read of the head"
+    );
+    assert_eq!(other.state(&t).unwrap().unwrap().checkpoint, head, "the missed claim wrote nothing");
+    let out = done(first.resume(new));
+    assert_eq!(out.note, "second");
+}
