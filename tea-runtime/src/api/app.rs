@@ -330,7 +330,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) retention: Retention,
     /// Its nodes' long-term memory ([`Builder::memory`]).
     pub(crate) memory: Option<Memory>,
-    /// The pauses its blocking runs wrote, remembered on a store that
+    /// The pauses its runs (`run`, `run_async`) wrote, remembered on a store that
     /// [`resumes_without_read`](Checkpointer::resumes_without_read) (see `api::pauses`).
     pub(crate) pauses: Arc<Pauses>,
 }
@@ -754,13 +754,19 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             Ok(over) => over,
         };
         if let (Over::Paused(_), Some(tenure)) = (&over, &tenure) {
-            if self.checkpointer.resumes_without_read() {
-                if let Some((id, bytes)) = tenure.head_record() {
-                    self.pauses.remember(tenure.thread.clone(), id, bytes);
-                }
-            }
+            self.remember_pause(tenure);
         }
         token::outcome(run.graph, run.tenure.as_deref(), over, run.state)
+    }
+
+    /// Remembers the pause `tenure`'s run wrote last, on a store that
+    /// [`resumes_without_read`](Checkpointer::resumes_without_read).
+    pub(crate) fn remember_pause(&self, tenure: &Tenure) {
+        if self.checkpointer.resumes_without_read() {
+            if let Some((id, bytes)) = tenure.head_record() {
+                self.pauses.remember(tenure.thread.clone(), id, bytes);
+            }
+        }
     }
 
     /// [`run_stream`](Self::run_stream) for any graph (see [`execute`](Self::execute)).

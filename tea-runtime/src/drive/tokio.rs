@@ -73,8 +73,6 @@ impl<G: Graph> Appends for TokioDriver<G> {
         )
     }
 
-    /// Only a blocking app's resume claims with `append_over` (see `App::execute`); here it
-    /// runs as a blocking call would.
     fn append_over<'a>(
         &'a self,
         store: &'a dyn Checkpointer,
@@ -85,10 +83,12 @@ impl<G: Graph> Appends for TokioDriver<G> {
         bytes: &'a [u8],
         durable: bool,
     ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'a {
-        let appended = async move {
-            crate::store::blocking(|| store.append_over(graph, thread, head, head_bytes, id, bytes, durable))
-        };
-        crate::vocab::trace::store_call_async("append", graph, Some(thread), appended)
+        crate::vocab::trace::store_call_async(
+            "append",
+            graph,
+            Some(thread),
+            store.append_over_async(graph, thread, head, head_bytes, id, bytes, durable),
+        )
     }
 }
 

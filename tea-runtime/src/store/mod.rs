@@ -209,6 +209,22 @@ pub trait Checkpointer: Send + Sync + 'static {
         }
     }
 
+    /// [`append_over`](Self::append_over) for the async driver; see
+    /// [`append_async`](Self::append_async). The default calls `append_over`.
+    #[allow(clippy::too_many_arguments)]
+    fn append_over_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        head: CheckpointId,
+        head_bytes: &'a [u8],
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> StoreFuture<'a, AppendOutcome> {
+        Box::pin(std::future::ready(self.append_over(graph, thread, head, head_bytes, id, bytes, durable)))
+    }
+
     /// Whether an app resuming a pause it wrote itself skips reading the thread's head and
     /// claims it with [`append_over`](Self::append_over) (the pause's bytes, kept by the app,
     /// compared in the claim's compare-and-swap): worth it where a read is a round trip to a
@@ -423,6 +439,19 @@ impl<C: Checkpointer + ?Sized> Checkpointer for std::sync::Arc<C> {
         durable: bool,
     ) -> Result<AppendOutcome, Error> {
         (**self).append_over(graph, thread, head, head_bytes, id, bytes, durable)
+    }
+
+    fn append_over_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        head: CheckpointId,
+        head_bytes: &'a [u8],
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> StoreFuture<'a, AppendOutcome> {
+        (**self).append_over_async(graph, thread, head, head_bytes, id, bytes, durable)
     }
 
     fn resumes_without_read(&self) -> bool {

@@ -505,6 +505,28 @@ impl Checkpointer for PostgresStore {
         Box::pin(PostgresStore::append_async(self, graph, thread, expected, id, bytes, durable))
     }
 
+    /// Dropped before it completes, it leaves the thread as it was, as
+    /// [`append_async`](PostgresStore::append_async) does.
+    fn append_over_async<'a>(
+        &'a self,
+        graph: &'a str,
+        thread: &'a ThreadId,
+        head: CheckpointId,
+        head_bytes: &'a [u8],
+        id: CheckpointId,
+        bytes: &'a [u8],
+        durable: bool,
+    ) -> super::StoreFuture<'a, AppendOutcome> {
+        let (graph, thread, over) = (graph.to_owned(), thread.clone(), Some(head_bytes.to_vec()));
+        let inner = Arc::clone(&self.inner);
+        let work = append_checked(inner, graph.clone(), thread.clone(), Some(head), over, id, bytes.to_vec(), durable);
+        Box::pin(Landing {
+            task: Some(self.runtime().spawn(work)),
+            inner: Arc::clone(&self.inner),
+            undo: Some(Undo { graph, thread, expected: Some(head), id }),
+        })
+    }
+
     fn head_async<'a>(
         &'a self,
         graph: &'a str,

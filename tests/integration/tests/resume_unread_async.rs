@@ -1,0 +1,167 @@
+//! A resume of a pause its app wrote, without a read of the head, on the async API
+//! (`resume_async`): on a `MemoryStore` that says it resumes without a read (its calls counted),
+//! and on `PostgresStore` (skipped, saying so, without a server). The blocking API's are in the
+//! root crate's `tests/resume_unread.rs` and the shared store scenarios.
+
+#[cfg(feature = "postgres")]
+#[path = "../../postgres_support/mod.rs"]
+mod postgres_support;
+
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tea::prelude::*;
+use tea::{AppendOutcome, CheckpointId, Checkpointer};
+
+#[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Doc {
+    #[reducer(append)]
+    trail: Vec<String>,
+    note: String,
+}
+
+fn visit(ctx: &Ctx<Doc>) -> DocUpdate {
+    Doc::update().trail(vec![ctx.node().to_string()])
+}
+fn a(_: &Doc, ctx: &Ctx<Doc>) -> DocUpdate {
+    visit(ctx)
+}
+fn b(_: &Doc, ctx: &Ctx<Doc>) -> DocUpdate {
+    visit(ctx)
+}
+
+graph! {
+    pub Review for Doc {
+        start -> a; a -> b; b -> end;
+        interrupt_before b;
+    }
+}
+
+/// A `MemoryStore` that resumes without a read, counting the engine's head reads and its claims
+/// over a remembered pause.
+#[derive(Clone, Default)]
+struct Unread {
+    inner: MemoryStore,
+    heads: Arc<AtomicUsize>,
+    overs: Arc<AtomicUsize>,
+}
+
+impl Checkpointer for Unread {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        self.inner.append(graph, thread, expected, id, bytes, durable)
+    }
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        self.heads.fetch_add(1, Ordering::SeqCst);
+        self.inner.head(graph, thread)
+    }
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(graph, thread, id)
+    }
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner.history(graph, thread)
+    }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
+    fn append_over(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        head: CheckpointId,
+        head_bytes: &[u8],
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        self.overs.fetch_add(1, Ordering::SeqCst);
+        self.inner.append_over(graph, thread, head, head_bytes, id, bytes, durable)
+    }
+    fn resumes_without_read(&self) -> bool {
+        true
+    }
+}
+
+fn paused(outcome: Result<Outcome<Doc>, Error>) -> Resume<Doc> {
+    match outcome {
+        Ok(Outcome::Interrupted { resume, .. }) => resume,
+        other => panic!("expected a pause, got {other:?}"),
+    }
+}
+
+fn done(outcome: Result<Outcome<Doc>, Error>) -> Doc {
+    match outcome {
+        Ok(Outcome::Done(state)) => state,
+        other => panic!("expected the end, got {other:?}"),
+    }
+}
+
+/// Pauses a thread from `first`, deletes it and starts it again from `other` (the same
+/// checkpoint id, other bytes), then resumes the first pause's token from `first`: refused,
+/// nothing written; the new token resumes from `first`.
+async fn restarted_thread<C: Checkpointer + Clone>(store: C) {
+    let first = Review::builder().checkpointer(store.clone()).build();
+    let other = Review::builder().checkpointer(store).build();
+    let t = ThreadId::random();
+    let old = paused(first.run_async(Call::start(Doc::default()).on(t.clone())).await);
+    let id = first.state_async(&t).await.unwrap().unwrap().checkpoint;
+    assert!(other.delete(&t).unwrap());
+    let new = paused(other.run_async(Call::start(Doc { note: "second".into(), ..Doc::default() }).on(t.clone())).await);
+    assert_eq!(other.state_async(&t).await.unwrap().unwrap().checkpoint, id, "the same checkpoint id again");
+    match first.resume_async(old).await {
+        Err(Error::StaleResume { thread }) => assert_eq!(thread, t),
+        other => panic!("expected StaleResume, got {other:?}"),
+    }
+    assert_eq!(other.state_async(&t).await.unwrap().unwrap().checkpoint, id, "the refused resume wrote nothing");
+    let out = done(first.resume_async(new).await);
+    assert_eq!((out.trail, out.note), (vec!["a".to_owned(), "b".to_owned()], "second".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_resume_of_a_pause_the_app_wrote_reads_no_head() {
+    let store = Unread::default();
+    let app = Review::builder().checkpointer(store.clone()).build();
+    let resume = paused(app.invoke_async(Doc::default()).await);
+    let (heads, overs) = (store.heads.load(Ordering::SeqCst), store.overs.load(Ordering::SeqCst));
+    let out = done(app.resume_async(resume).await);
+    assert_eq!(out.trail, ["a", "b"]);
+    assert_eq!(
+        (store.heads.load(Ordering::SeqCst) - heads, store.overs.load(Ordering::SeqCst) - overs),
+        (0, 1),
+        "no head read; one claim over the remembered pause"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_resume_of_a_restarted_thread_is_refused_on_a_memory_store() {
+    restarted_thread(Unread::default()).await;
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn an_async_resume_of_a_restarted_thread_is_refused_on_postgres() {
+    let Some(schema) = postgres_support::TestSchema::new("resume_unread_async") else { return };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let store = schema.store();
+        assert!(store.resumes_without_read());
+        restarted_thread(store.clone()).await;
+        // And the plain cycle, from the app that paused.
+        let app = Review::builder().checkpointer(store).build();
+        let resume = paused(app.invoke_async(Doc::default()).await);
+        assert_eq!(done(app.resume_async(resume).await).trail, ["a", "b"]);
+    });
+}
