@@ -696,15 +696,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// the head it reads (see `api::pauses`).
     pub(crate) fn execute(&self, call: Call<G::State>) -> Result<Outcome<G::State>, Error> {
         let thread = self.head_to_read(&call)?;
-        let remembered = match (&call.what, &thread) {
-            (What::Resume(resume), Some(thread)) if self.checkpointer.resumes_without_read() => {
-                self.pauses.take(thread).map(|head| (head, resume.clone()))
-            }
-            _ => None,
-        };
         let mut call = call;
-        if let Some((head, resume)) = remembered {
-            let again = Call { what: What::Resume(resume), thread: call.thread.clone(), options: call.options.clone() };
+        if let Some((head, again)) = self.remembered(&call, thread.as_ref()) {
             let mut missed = false;
             let outcome = self.execute_from(call, Some(head), Some(&mut missed));
             if !missed {
@@ -726,37 +719,78 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         call: Call<G::State>,
         head: Option<(CheckpointId, Vec<u8>)>,
-        unread: Option<&mut bool>,
+        mut unread: Option<&mut bool>,
     ) -> Result<Outcome<G::State>, Error> {
-        let mut run = match self.begin(call, head, false, false) {
-            // A resume that a remembered pause does not fit (its token names a later pause,
-            // say) is answered from the head the store holds.
-            Err(error) => {
-                if let Some(missed) = unread {
-                    *missed = true;
-                }
-                return Err(error);
-            }
-            Ok(Recovery::Over(outcome)) => return Ok(outcome),
-            Ok(Recovery::Run(run)) => run,
+        let mut run = match self.begin_from(call, head, false, &mut unread)? {
+            Recovery::Over(outcome) => return Ok(outcome),
+            Recovery::Run(run) => run,
         };
         let tenure = run.tenure.clone();
-        if let (Some(tenure), Some(_)) = (&tenure, &unread) {
-            tenure.claim_unread();
+        let over = run.run_to_end();
+        self.ended(tenure.as_deref(), &over, unread);
+        token::outcome(run.graph, run.tenure.as_deref(), over?, run.state)
+    }
+
+    /// For a resume of a pause this app remembers, on a store that
+    /// [`resumes_without_read`](Checkpointer::resumes_without_read): the pause (its id and
+    /// bytes), and the call again, for when the pause is not the thread's head any more. The
+    /// pause is forgotten here.
+    pub(crate) fn remembered(
+        &self,
+        call: &Call<G::State>,
+        thread: Option<&ThreadId>,
+    ) -> Option<(StoredHead, Call<G::State>)> {
+        let (What::Resume(resume), Some(thread)) = (&call.what, thread) else { return None };
+        if !self.checkpointer.resumes_without_read() {
+            return None;
         }
-        let over = match run.run_to_end() {
+        let head = self.pauses.take(thread)?;
+        let again =
+            Call { what: What::Resume(resume.clone()), thread: call.thread.clone(), options: call.options.clone() };
+        Some((head, again))
+    }
+
+    /// [`begin`](Self::begin) by a blocking (`on_tokio`: async) call from `head`; `unread`: a
+    /// pause this app remembered, set when the call does not begin from it (a resume that a
+    /// remembered pause does not fit, its token naming a later pause say, is answered from the
+    /// head the store holds), and else the run's claim compares its bytes.
+    pub(crate) fn begin_from(
+        &self,
+        call: Call<G::State>,
+        head: Option<(CheckpointId, Vec<u8>)>,
+        on_tokio: bool,
+        unread: &mut Option<&mut bool>,
+    ) -> Result<Recovery<'_, G>, Error> {
+        match self.begin(call, head, false, on_tokio) {
             Err(error) => {
-                if let (Some(missed), Some(tenure)) = (unread, &tenure) {
+                if let Some(missed) = unread.as_deref_mut() {
+                    *missed = true;
+                }
+                Err(error)
+            }
+            Ok(Recovery::Run(run)) => {
+                if let (Some(tenure), Some(_)) = (&run.tenure, &unread) {
+                    tenure.claim_unread();
+                }
+                Ok(Recovery::Run(run))
+            }
+            over => over,
+        }
+    }
+
+    /// What a run begun with [`begin_from`](Self::begin_from) ended with (`over`), on the tenure
+    /// of its thread: a pause is remembered; a failure sets `unread` when its claim over a
+    /// remembered pause found another head.
+    pub(crate) fn ended(&self, tenure: Option<&Tenure>, over: &Result<Over, Error>, unread: Option<&mut bool>) {
+        match (over, tenure) {
+            (Ok(Over::Paused(_)), Some(tenure)) => self.remember_pause(tenure),
+            (Err(_), Some(tenure)) => {
+                if let Some(missed) = unread {
                     *missed = tenure.missed_unread();
                 }
-                return Err(error);
             }
-            Ok(over) => over,
-        };
-        if let (Over::Paused(_), Some(tenure)) = (&over, &tenure) {
-            self.remember_pause(tenure);
+            _ => {}
         }
-        token::outcome(run.graph, run.tenure.as_deref(), over, run.state)
     }
 
     /// Remembers the pause `tenure`'s run wrote last, on a store that
@@ -1004,6 +1038,9 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
             .ok_or_else(|| Error::CheckpointNotFound { thread: thread.clone() })
     }
 }
+
+/// A thread's head as the store holds it: its id and bytes.
+pub(crate) type StoredHead = (CheckpointId, Vec<u8>);
 
 /// What `recover` found: a thread that is over (paused or finished), or a run that continues it.
 #[allow(clippy::large_enum_variant)] // made once per `recover`, and moved at once

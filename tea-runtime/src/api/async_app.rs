@@ -2,12 +2,11 @@
 //! `invoke_async`, `resume_async`, `stream_async`), carried by the tokio driver (`drive::tokio`).
 
 use crate::api::app::{call_name, App, NoCheckpointer, Recovery};
-use crate::api::call::{Call, What};
+use crate::api::call::Call;
 use crate::api::stream::{ended_event, event_after};
 use crate::api::token;
 use crate::drive::tokio::AsyncRun;
 use crate::format::token::Resume;
-use crate::machine::run::Over;
 use crate::model::event::Event;
 use crate::model::graph::Graph;
 use crate::model::outcome::{Outcome, Snapshot};
@@ -179,15 +178,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         runtime(call_name(&call.what, false, true))?;
         let thread = self.head_to_read(&call)?;
         // A pause this app wrote, resumed without reading the head (see `App::execute`).
-        let remembered = match (&call.what, &thread) {
-            (What::Resume(resume), Some(thread)) if self.checkpointer.resumes_without_read() => {
-                self.pauses.take(thread).map(|head| (head, resume.clone()))
-            }
-            _ => None,
-        };
         let mut call = call;
-        if let Some((head, resume)) = remembered {
-            let again = Call { what: What::Resume(resume), thread: call.thread.clone(), options: call.options.clone() };
+        if let Some((head, again)) = self.remembered(&call, thread.as_ref()) {
             let mut missed = false;
             let outcome = self.run_async_from(call, Some(head), Some(&mut missed)).await;
             if !missed {
@@ -202,42 +194,23 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         self.run_async_from(call, head, None).await
     }
 
-    /// [`run_async`](Self::run_async) from `head` (`unread`: as for `App::execute_from`).
+    /// [`run_async`](Self::run_async) from `head` (`unread`: as for `App::execute`).
     async fn run_async_from(
         &self,
         call: Call<G::State>,
         head: Option<(CheckpointId, Vec<u8>)>,
-        unread: Option<&mut bool>,
+        mut unread: Option<&mut bool>,
     ) -> Result<Outcome<G::State>, Error> {
-        let run = match self.begin(call, head, false, true) {
-            Err(error) => {
-                if let Some(missed) = unread {
-                    *missed = true;
-                }
-                return Err(error);
-            }
-            Ok(Recovery::Over(outcome)) => return Ok(outcome),
-            Ok(Recovery::Run(run)) => run,
+        let run = match self.begin_from(call, head, true, &mut unread)? {
+            Recovery::Over(outcome) => return Ok(outcome),
+            Recovery::Run(run) => run,
         };
         let tenure = run.tenure.clone();
-        if let (Some(tenure), Some(_)) = (&tenure, &unread) {
-            tenure.claim_unread();
-        }
         let mut run = AsyncRun::new(run, &self.graph, self.sync_inline);
-        let over = match run.run_to_end().await {
-            Err(error) => {
-                if let (Some(missed), Some(tenure)) = (unread, &tenure) {
-                    *missed = tenure.missed_unread();
-                }
-                return Err(error);
-            }
-            Ok(over) => over,
-        };
-        if let (Over::Paused(_), Some(tenure)) = (&over, &tenure) {
-            self.remember_pause(tenure);
-        }
+        let over = run.run_to_end().await;
+        self.ended(tenure.as_deref(), &over, unread);
         let run = run.run();
-        token::outcome(run.graph, run.tenure.as_deref(), over, run.state.clone())
+        token::outcome(run.graph, run.tenure.as_deref(), over?, run.state.clone())
     }
 
     /// [`run_stream`](Self::run_stream) on the current tokio runtime: a `Send` stream of the
