@@ -404,8 +404,9 @@ impl Tenure {
         self.unread.store(true, Ordering::Release);
     }
 
-    /// Whether the run's claim, made without reading the head ([`claim_unread`](Self::claim_unread)), found
-    /// another head than the pause its app remembered: the run wrote nothing.
+    /// Whether the run's claim, made without reading the head
+    /// ([`claim_unread`](Self::claim_unread)), found another head than the pause its app
+    /// remembered: the run wrote nothing.
     pub(crate) fn missed_unread(&self) -> bool {
         self.missed.load(Ordering::Acquire)
     }
