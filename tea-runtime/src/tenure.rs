@@ -943,6 +943,12 @@ impl Tenure {
         &self,
         plan: impl FnOnce(Option<&mut Chain>) -> Result<Planned, Error>,
     ) -> Result<(Option<CheckpointId>, Planned), Error> {
+        // A run claims its thread with `write` before any fan-out of it writes: so a claim over
+        // a remembered pause always compares its bytes.
+        debug_assert!(
+            !(self.unread.load(Ordering::Acquire) && self.claim_pending()),
+            "a fan-out's write claimed a thread whose head the run did not read"
+        );
         let mut held = self.held();
         if held.lost {
             return Err(self.lost(&held));
