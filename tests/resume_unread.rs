@@ -169,3 +169,31 @@ fn another_app_reads_the_head_and_a_missed_claim_writes_nothing() {
     let out = done(first.resume(new));
     assert_eq!(out.note, "second");
 }
+
+#[test]
+fn sixty_four_resumes_of_one_remembered_token_have_one_winner() {
+    let store = Unread::default();
+    let app = StopBefore::builder().checkpointer(store.clone()).build();
+    for round in 0..3 {
+        let t = thread(&format!("race64-{round}"));
+        let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
+        let barrier = std::sync::Barrier::new(64);
+        let results: Vec<Result<Outcome<Doc>, Error>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..64)
+                .map(|_| {
+                    let (token, app, barrier) = (resume.clone(), &app, &barrier);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        app.resume(token)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners = results.iter().filter(|r| r.is_ok()).count();
+        let stale = results.iter().filter(|r| matches!(r, Err(Error::StaleResume { .. }))).count();
+        assert_eq!((winners, stale), (1, 63), "round {round}: {results:?}");
+        assert_eq!(store_scenarios::runs(&t, "b"), 1, "round {round}: b ran once");
+        assert_eq!(app.state(&t).unwrap().unwrap().state.trail, ["a", "b", "c"]);
+    }
+}

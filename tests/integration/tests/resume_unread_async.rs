@@ -165,3 +165,30 @@ fn an_async_resume_of_a_restarted_thread_is_refused_on_postgres() {
         assert_eq!(done(app.resume_async(resume).await).trail, ["a", "b"]);
     });
 }
+
+/// 64 tasks resume one token from the app that paused (and remembers) it, on PostgreSQL:
+/// exactly one goes on.
+#[cfg(feature = "postgres")]
+#[test]
+fn sixty_four_async_resumes_of_one_remembered_token_have_one_winner_on_postgres() {
+    let Some(schema) = postgres_support::TestSchema::new("resume_unread_64") else { return };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let app = Arc::new(Review::builder().checkpointer(schema.store()).build());
+        let resume = paused(app.invoke_async(Doc::default()).await);
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (app, token) = (Arc::clone(&app), resume.clone());
+                tokio::spawn(async move { app.resume_async(token).await })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(task.await.unwrap());
+        }
+        let winners: Vec<&Doc> = results.iter().filter_map(|r| r.as_ref().ok()).map(Outcome::state).collect();
+        let stale = results.iter().filter(|r| matches!(r, Err(Error::StaleResume { .. }))).count();
+        assert_eq!((winners.len(), stale), (1, 63), "{results:?}");
+        assert_eq!(winners[0].trail, ["a", "b"]);
+    });
+}
