@@ -371,9 +371,26 @@ impl PostgresStore {
         bytes: &[u8],
         durable: bool,
     ) -> impl Future<Output = Result<AppendOutcome, Error>> + Send + 'static {
-        let (graph, thread) = (graph.to_owned(), thread.clone());
-        let work =
-            append(Arc::clone(&self.inner), graph.clone(), thread.clone(), expected, id, bytes.to_vec(), durable);
+        self.landing(graph, thread, expected, None, id, bytes, durable)
+    }
+
+    /// The append of `bytes` as checkpoint `id` after head `expected` (whose bytes must be
+    /// `over`, if given) on the store's runtime, awaited by the returned future, which takes it
+    /// back if dropped before it completes.
+    #[allow(clippy::too_many_arguments)]
+    fn landing(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        over: Option<&[u8]>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Landing {
+        let (graph, thread, inner) = (graph.to_owned(), thread.clone(), Arc::clone(&self.inner));
+        let (over, bytes) = (over.map(<[u8]>::to_vec), bytes.to_vec());
+        let work = append_checked(inner, graph.clone(), thread.clone(), expected, over, id, bytes, durable);
         Landing {
             task: Some(self.runtime().spawn(work)),
             inner: Arc::clone(&self.inner),
@@ -517,14 +534,7 @@ impl Checkpointer for PostgresStore {
         bytes: &'a [u8],
         durable: bool,
     ) -> super::StoreFuture<'a, AppendOutcome> {
-        let (graph, thread, over) = (graph.to_owned(), thread.clone(), Some(head_bytes.to_vec()));
-        let inner = Arc::clone(&self.inner);
-        let work = append_checked(inner, graph.clone(), thread.clone(), Some(head), over, id, bytes.to_vec(), durable);
-        Box::pin(Landing {
-            task: Some(self.runtime().spawn(work)),
-            inner: Arc::clone(&self.inner),
-            undo: Some(Undo { graph, thread, expected: Some(head), id }),
-        })
+        Box::pin(self.landing(graph, thread, Some(head), Some(head_bytes), id, bytes, durable))
     }
 
     fn head_async<'a>(
