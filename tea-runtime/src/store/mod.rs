@@ -178,7 +178,7 @@ pub trait Checkpointer: Send + Sync + 'static {
     }
 
     // -----------------------------------------------------------------------------------------
-    // A resume without a read: both defaulted, so a store written before them reads the head.
+    // A resume without a read: all three defaulted, so a store written before them reads the head.
 
     /// Stores checkpoint `id` of `thread` and makes it the head, if the head is checkpoint
     /// `head` holding exactly `head_bytes`: [`append`](Self::append) whose compare-and-swap
