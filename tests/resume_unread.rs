@@ -197,3 +197,95 @@ fn sixty_four_resumes_of_one_remembered_token_have_one_winner() {
         assert_eq!(app.state(&t).unwrap().unwrap().state.trail, ["a", "b", "c"]);
     }
 }
+
+fn names(names: &[&str]) -> Vec<String> {
+    names.iter().map(|name| (*name).to_owned()).collect()
+}
+
+/// The nodes a stream's steps name, and how it ended: its pause's token, or its final state.
+fn streamed(stream: tea::Stream<'_, StopBefore>) -> (Vec<String>, Result<Outcome<Doc>, Error>) {
+    let mut steps = Vec::new();
+    for event in stream {
+        match event {
+            Ok(Event::Step { node, .. }) => steps.push(node.to_string()),
+            Ok(Event::Interrupted { state, resume }) => return (steps, Ok(Outcome::Interrupted { state, resume })),
+            Ok(Event::Done(state)) => return (steps, Ok(Outcome::Done(state))),
+            Ok(_) => {}
+            Err(error) => return (steps, Err(error)),
+        }
+    }
+    panic!("the stream ended without its pause, end or error (steps {steps:?})")
+}
+
+#[test]
+fn a_streamed_resume_of_a_pause_the_app_wrote_reads_no_head() {
+    let store = Unread::default();
+    let app = StopBefore::builder().checkpointer(store.clone()).build();
+
+    // Paused and resumed by streams: the stream remembers its pause, and its resume claims
+    // over it with no read of the head.
+    let t = thread("streamed");
+    let (steps, paused_at) = streamed(app.run_stream(Call::start(Doc::default()).on(t.clone())));
+    assert_eq!(steps, ["a"]);
+    let (_, resume) = paused(paused_at);
+    let before = store.counts();
+    let (steps, out) = streamed(app.run_stream(Call::resume(resume)));
+    let after = store.counts();
+    assert_eq!((steps, done(out).trail), (names(&["b", "c"]), names(&["a", "b", "c"])));
+    assert_eq!((after.0 - before.0, after.1 - before.1, after.2 - before.2), (0, 1, 0), "no head read");
+
+    // Paused by `run`, resumed by a stream, and the other way round.
+    let t = thread("mixed");
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
+    let before = store.counts();
+    let (steps, out) = streamed(app.run_stream(Call::resume(resume)));
+    assert_eq!((steps, done(out).trail), (names(&["b", "c"]), names(&["a", "b", "c"])));
+    assert_eq!(store.counts().0 - before.0, 0, "a pause `run` wrote, resumed by a stream: no head read");
+    let t = thread("mixed-back");
+    let (_, paused_at) = streamed(app.run_stream(Call::start(Doc::default()).on(t.clone())));
+    let before = store.counts();
+    assert_eq!(done(app.resume(paused(paused_at).1)).trail, ["a", "b", "c"]);
+    assert_eq!(store.counts().0 - before.0, 0, "a pause a stream wrote, resumed by `resume`: no head read");
+}
+
+#[test]
+fn a_streamed_resume_whose_claim_misses_starts_again_from_the_head() {
+    let store = Unread::default();
+    let first = StopBefore::builder().checkpointer(store.clone()).build();
+    let other = StopBefore::builder().checkpointer(store.clone()).build();
+    // The thread deleted and started again by the other app under the same checkpoint id: the
+    // first app's stream claims over its remembered pause, misses, writes nothing, yields
+    // nothing of that attempt, and answers from the head it then reads: the old token is stale.
+    let t = thread("stream-restarted");
+    let (_, old) = paused(streamed(first.run_stream(Call::start(Doc::default()).on(t.clone()))).1);
+    assert!(other.delete(&t).unwrap());
+    let (_, new) = paused(other.run(Call::start(Doc { note: "second".into(), ..Doc::default() }).on(t.clone())));
+    let head = other.state(&t).unwrap().unwrap().checkpoint;
+    let before = store.counts();
+    let events: Vec<Result<Event<Doc>, Error>> = first.run_stream(Call::resume(old)).collect();
+    let after = store.counts();
+    assert!(matches!(events.as_slice(), [Err(Error::StaleResume { .. })]), "one item, the read's answer: {events:?}");
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (1, 1, 1),
+        "one claim over the remembered pause, missed; then one read of the head"
+    );
+    assert_eq!(other.state(&t).unwrap().unwrap().checkpoint, head, "the missed claim wrote nothing");
+    let (steps, out) = streamed(first.run_stream(Call::resume(new)));
+    assert_eq!((steps, done(out).note), (names(&["b", "c"]), "second".to_owned()));
+}
+
+/// A stream of a remembered resume dropped before it is polled writes nothing; the token still
+/// resumes (the head read, as nothing is remembered any more).
+#[test]
+fn a_streamed_resume_dropped_unpolled_writes_nothing() {
+    let store = Unread::default();
+    let app = StopBefore::builder().checkpointer(store.clone()).build();
+    let t = thread("stream-dropped");
+    let (_, resume) = paused(app.run(Call::start(Doc::default()).on(t.clone())));
+    let head = app.state(&t).unwrap().unwrap().checkpoint;
+    drop(app.run_stream(Call::resume(resume.clone())));
+    assert_eq!(app.state(&t).unwrap().unwrap().checkpoint, head, "nothing written");
+    assert_eq!(done(app.resume(resume)).trail, ["a", "b", "c"]);
+    assert_eq!(store_scenarios::runs(&t, "b"), 1);
+}

@@ -330,7 +330,7 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) retention: Retention,
     /// Its nodes' long-term memory ([`Builder::memory`]).
     pub(crate) memory: Option<Memory>,
-    /// The pauses its runs (`run`, `run_async`) wrote, remembered on a store that
+    /// The pauses its runs (streamed or not) wrote, remembered on a store that
     /// [`resumes_without_read`](Checkpointer::resumes_without_read) (see `api::pauses`).
     pub(crate) pauses: Arc<Pauses>,
 }
@@ -721,7 +721,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         head: Option<(CheckpointId, Vec<u8>)>,
         mut unread: Option<&mut bool>,
     ) -> Result<Outcome<G::State>, Error> {
-        let mut run = match self.begin_from(call, head, false, &mut unread)? {
+        let mut run = match self.begin_from(call, head, false, false, &mut unread)? {
             Recovery::Over(outcome) => return Ok(outcome),
             Recovery::Run(run) => run,
         };
@@ -750,7 +750,8 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         Some((head, again))
     }
 
-    /// [`begin`](Self::begin) by a blocking (`on_tokio`: async) call from `head`; `unread`: a
+    /// [`begin`](Self::begin) by a blocking (`on_tokio`: async) call from `head`, streamed
+    /// (`record`) or not; `unread`: a
     /// pause this app remembered, set when the call does not begin from it (a resume that a
     /// remembered pause does not fit, its token naming a later pause say, is answered from the
     /// head the store holds), and else the run's claim compares its bytes.
@@ -758,10 +759,11 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         &self,
         call: Call<G::State>,
         head: Option<(CheckpointId, Vec<u8>)>,
+        record: bool,
         on_tokio: bool,
         unread: &mut Option<&mut bool>,
     ) -> Result<Recovery<'_, G>, Error> {
-        match self.begin(call, head, false, on_tokio) {
+        match self.begin(call, head, record, on_tokio) {
             Err(error) => {
                 if let Some(missed) = unread.as_deref_mut() {
                     *missed = true;
@@ -796,23 +798,52 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     /// Remembers the pause `tenure`'s run wrote last, on a store that
     /// [`resumes_without_read`](Checkpointer::resumes_without_read).
     pub(crate) fn remember_pause(&self, tenure: &Tenure) {
-        if self.checkpointer.resumes_without_read() {
-            if let Some((id, bytes)) = tenure.head_record() {
-                self.pauses.remember(tenure.thread.clone(), id, bytes);
-            }
+        if let Some(pauses) = self.pause_memory() {
+            pauses.keep(tenure);
         }
     }
 
-    /// [`run_stream`](Self::run_stream) for any graph (see [`execute`](Self::execute)).
+    /// Where a run of this app that pauses remembers its pause: on a store that
+    /// [`resumes_without_read`](Checkpointer::resumes_without_read), the app's pauses.
+    pub(crate) fn pause_memory(&self) -> Option<Arc<Pauses>> {
+        self.checkpointer.resumes_without_read().then(|| Arc::clone(&self.pauses))
+    }
+
+    /// [`run_stream`](Self::run_stream) for any graph (see [`execute`](Self::execute)): a
+    /// resume of a pause this app remembers begins from it, and if the run's claim (its first
+    /// advance, before the stream yields anything) finds another head, the stream starts again
+    /// from the head it reads.
     pub(crate) fn execute_stream(&self, call: Call<G::State>) -> Stream<'_, G> {
-        let head = match self.head_to_read(&call) {
-            Ok(Some(thread)) => self.head(&thread).map(Some),
-            Ok(None) => Ok(None),
-            Err(error) => Err(error),
+        let thread = match self.head_to_read(&call) {
+            Ok(thread) => thread,
+            Err(error) => return Stream::new(Err(error)),
+        };
+        let mut call = call;
+        if let Some((head, again)) = self.remembered(&call, thread.as_ref()) {
+            let mut missed = false;
+            match self.begin_from(call, Some(head), true, false, &mut Some(&mut missed)) {
+                Ok(Recovery::Over(outcome)) => return Stream::ended(outcome),
+                Ok(Recovery::Run(run)) => {
+                    let read = move || self.stream_from_head(again, thread);
+                    return Stream::new(Ok(run)).remembering(self.pause_memory()).or_from(Box::new(read));
+                }
+                Err(error) if !missed => return Stream::new(Err(error)),
+                Err(_) => call = again,
+            }
+        }
+        self.stream_from_head(call, thread)
+    }
+
+    /// The stream of `call` from the head of `thread` (what [`head_to_read`](Self::head_to_read)
+    /// named), read from the store.
+    fn stream_from_head(&self, call: Call<G::State>, thread: Option<ThreadId>) -> Stream<'_, G> {
+        let head = match thread {
+            Some(thread) => self.head(&thread).map(Some),
+            None => Ok(None),
         };
         match head.and_then(|head| self.begin(call, head, true, false)) {
             Ok(Recovery::Over(outcome)) => Stream::ended(outcome),
-            Ok(Recovery::Run(run)) => Stream::new(Ok(run)),
+            Ok(Recovery::Run(run)) => Stream::new(Ok(run)).remembering(self.pause_memory()),
             Err(error) => Stream::new(Err(error)),
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::api::app::{call_name, App, NoCheckpointer, Recovery};
 use crate::api::call::Call;
+use crate::api::pauses::Pauses;
 use crate::api::stream::{ended_event, event_after};
 use crate::api::token;
 use crate::drive::tokio::AsyncRun;
@@ -12,6 +13,7 @@ use crate::model::graph::Graph;
 use crate::model::outcome::{Outcome, Snapshot};
 use crate::model::scope::{Emitted, Emitter};
 use crate::store::Checkpointer;
+use crate::tenure::Tenure;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
 use futures::{Stream, StreamExt};
@@ -46,11 +48,20 @@ pub(crate) async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Re
     }
 }
 
+/// How a streamed call began: a run to drive, or the thread a recover found over.
+#[allow(clippy::large_enum_variant)] // made once per streamed call, and moved at once
+enum Begun<'g, G: Graph> {
+    Run(AsyncRun<'g, G>),
+    Over(Outcome<G::State>),
+}
+
 /// The events of a run as a `Send` stream. What its nodes emit while they run
 /// ([`Ctx::emit`](crate::Ctx::emit), retries, starts) is yielded at once, while the node still
-/// runs; whatever is left when the node ends comes before its step.
+/// runs; whatever is left when the node ends comes before its step. With `pauses` (a store that
+/// resumes without a read), the run's pause is remembered there as its event is yielded.
 pub(crate) fn events<'g, G: Graph>(
     mut run: Result<AsyncRun<'g, G>, Error>,
+    pauses: Option<Arc<Pauses>>,
 ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + 'g {
     enum At<R> {
         Failed(Error),
@@ -62,15 +73,25 @@ pub(crate) fn events<'g, G: Graph>(
         Ok(run) => At::Running(run),
         Err(error) => At::Failed(error),
     };
-    let steps = futures::stream::unfold(at, |at| async move {
-        match at {
-            At::Over => None,
-            At::Failed(error) => Some((Err(error), At::Over)),
-            At::Running(mut run) => match next_event(&mut run).await {
-                Some(Ok(event)) => Some((Ok(event), At::Running(run))),
-                Some(Err(error)) => Some((Err(error), At::Over)),
-                None => None,
-            },
+    let steps = futures::stream::unfold(at, move |at| {
+        let pauses = pauses.clone();
+        async move {
+            match at {
+                At::Over => None,
+                At::Failed(error) => Some((Err(error), At::Over)),
+                At::Running(mut run) => match next_event(&mut run).await {
+                    Some(Ok(event)) => {
+                        if let (Event::Interrupted { .. }, Some(pauses), Some(tenure)) =
+                            (&event, &pauses, &run.run().tenure)
+                        {
+                            pauses.keep(tenure);
+                        }
+                        Some((Ok(event), At::Running(run)))
+                    }
+                    Some(Err(error)) => Some((Err(error), At::Over)),
+                    None => None,
+                },
+            }
         }
     });
     live(steps, emitter)
@@ -144,7 +165,7 @@ impl<G: Graph> App<G, NoCheckpointer> {
             let run = self.unstored_run(call, true, "stream_async")?;
             Ok(AsyncRun::new(run, &self.graph, self.sync_inline))
         });
-        events(run)
+        events(run, None)
     }
 
     /// Runs the graph from `start` to `end` on `input` on the current tokio runtime and returns
@@ -201,7 +222,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         head: Option<(CheckpointId, Vec<u8>)>,
         mut unread: Option<&mut bool>,
     ) -> Result<Outcome<G::State>, Error> {
-        let run = match self.begin_from(call, head, true, &mut unread)? {
+        let run = match self.begin_from(call, head, false, true, &mut unread)? {
             Recovery::Over(outcome) => return Ok(outcome),
             Recovery::Run(run) => run,
         };
@@ -221,18 +242,42 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
     ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
         let start = async move {
             runtime(call_name(&call.what, true, true))?;
-            let head = match self.head_to_read(&call)? {
+            let thread = self.head_to_read(&call)?;
+            // A pause this app wrote, resumed without reading the head (see `App::execute`):
+            // the run's claim is made here, before the stream yields anything, so that a claim
+            // that finds another head starts the call again from the head it reads.
+            let mut call = call;
+            if let Some((head, again)) = self.remembered(&call, thread.as_ref()) {
+                let mut missed = false;
+                match self.begin_from(call, Some(head), true, true, &mut Some(&mut missed)) {
+                    Ok(Recovery::Run(run)) => {
+                        let mut run = AsyncRun::new(run, &self.graph, self.sync_inline);
+                        let claimed = run.claim().await;
+                        if claimed.is_ok() || !run.run().tenure.as_deref().is_some_and(Tenure::missed_unread) {
+                            return claimed.map(|()| Begun::Run(run));
+                        }
+                    }
+                    Ok(Recovery::Over(outcome)) => return Ok(Begun::Over(outcome)),
+                    Err(error) if !missed => return Err(error),
+                    Err(_) => {}
+                }
+                call = again;
+            }
+            let head = match thread {
                 Some(thread) => Some(self.head_async(&thread).await?),
                 None => None,
             };
-            self.begin(call, head, true, true)
+            match self.begin(call, head, true, true)? {
+                Recovery::Run(run) => Ok(Begun::Run(AsyncRun::new(run, &self.graph, self.sync_inline))),
+                Recovery::Over(outcome) => Ok(Begun::Over(outcome)),
+            }
         };
         futures::stream::once(start).flat_map(move |begun| match begun {
-            Ok(Recovery::Run(run)) => events(Ok(AsyncRun::new(run, &self.graph, self.sync_inline))).left_stream(),
-            Ok(Recovery::Over(outcome)) => {
+            Ok(Begun::Run(run)) => events(Ok(run), self.pause_memory()).left_stream(),
+            Ok(Begun::Over(outcome)) => {
                 futures::stream::once(std::future::ready(Ok(ended_event(outcome)))).right_stream()
             }
-            Err(error) => events(Err(error)).left_stream(),
+            Err(error) => events(Err(error), None).left_stream(),
         })
     }
 

@@ -9,6 +9,7 @@
 //! a resume decodes the same bytes, and answers the same, whether or not its app remembered.
 
 use crate::name::{CheckpointId, ThreadId};
+use crate::tenure::Tenure;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
@@ -30,6 +31,14 @@ impl Pauses {
             by_thread.clear();
         }
         by_thread.insert(thread, (id, bytes));
+    }
+
+    /// Remembers the pause `tenure`'s run wrote last: the thread's head, as the run wrote it
+    /// (nothing when the run's last record was not written whole).
+    pub(crate) fn keep(&self, tenure: &Tenure) {
+        if let Some((id, bytes)) = tenure.head_record() {
+            self.remember(tenure.thread.clone(), id, bytes);
+        }
     }
 
     /// The pause remembered for `thread`, forgotten here (a resume uses it once).

@@ -1,6 +1,7 @@
 //! The event pump: what each advance of a run yields as [`Event`]s, for the blocking
 //! [`Stream`] and the async stream (`api::async_app`) alike ([`event_after`]).
 
+use crate::api::pauses::Pauses;
 use crate::api::token::token;
 use crate::format::checkpoint::ParentJump;
 use crate::machine::run::{Progress, Run};
@@ -10,6 +11,7 @@ use crate::model::outcome::Outcome;
 use crate::model::scope::Emitted;
 use crate::vocab::error::Error;
 use crate::vocab::policy::StreamModes;
+use std::sync::Arc;
 
 /// The next event of `run` after an advance that made `progress`, queueing what follows it in
 /// `run.branch_events`; `None` when the advance yielded none (a fan-out whose branches were not
@@ -88,19 +90,41 @@ pub struct Stream<'g, G: Graph> {
     over: bool,
     /// A recovered thread that was over already: its pause or its final state, the one event.
     ended: Option<Event<G::State>>,
+    /// Where the run's pause is remembered, on a store that resumes without a read.
+    pauses: Option<Arc<Pauses>>,
+    /// For a resume begun from a pause its app remembered, until the run's first advance (its
+    /// claim): the stream as it is from the head the store holds, for when the claim finds
+    /// another head (the run wrote nothing, and nothing was yielded).
+    again: Option<Again<'g, G>>,
 }
+
+/// The stream of a call from the head the store holds (see [`Stream::or_from`]).
+pub(crate) type Again<'g, G> = Box<dyn FnOnce() -> Stream<'g, G> + Send + 'g>;
 
 impl<'g, G: Graph> Stream<'g, G> {
     pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
         match run {
-            Ok(run) => Stream { run: Some(run), error: None, over: false, ended: None },
-            Err(error) => Stream { run: None, error: Some(error), over: true, ended: None },
+            Ok(run) => Stream { run: Some(run), error: None, over: false, ended: None, pauses: None, again: None },
+            Err(error) => Stream { run: None, error: Some(error), over: true, ended: None, pauses: None, again: None },
         }
+    }
+
+    /// The stream, remembering its run's pause in `pauses`.
+    pub(crate) fn remembering(mut self, pauses: Option<Arc<Pauses>>) -> Self {
+        self.pauses = pauses;
+        self
+    }
+
+    /// The stream of a resume begun from a remembered pause, `again` as it is from the head the
+    /// store holds: what it yields if the run's claim finds another head.
+    pub(crate) fn or_from(mut self, again: Again<'g, G>) -> Self {
+        self.again = Some(again);
+        self
     }
 
     /// The stream of a thread found over (paused or finished) by a recover: its one event.
     pub(crate) fn ended(outcome: Outcome<G::State>) -> Self {
-        Stream { run: None, error: None, over: true, ended: Some(ended_event(outcome)) }
+        Stream { run: None, error: None, over: true, ended: Some(ended_event(outcome)), pauses: None, again: None }
     }
 
     /// Where a child graph's run, once over, routes its parent (`Command::parent`).
@@ -131,6 +155,18 @@ impl<G: Graph> Iterator for Stream<'_, G> {
         }
         loop {
             let progress = run.advance();
+            if let Some(again) = self.again.take() {
+                if progress.is_err() && run.tenure.as_deref().is_some_and(crate::tenure::Tenure::missed_unread) {
+                    // The claim of a remembered pause found another head: the run wrote
+                    // nothing (its failed step abandoned it), nothing was yielded yet.
+                    self.over = true;
+                    *self = again();
+                    return self.next();
+                }
+            }
+            if let (Ok(Progress::Paused(_)), Some(pauses), Some(tenure)) = (&progress, &self.pauses, &run.tenure) {
+                pauses.keep(tenure);
+            }
             self.over = !matches!(progress, Ok(Progress::Stepped | Progress::Forked));
             if let Some(event) = event_after(run, progress) {
                 return Some(event);

@@ -211,7 +211,27 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
     /// Carries `run` of `graph`; `inline`: its app runs sync nodes inline (so does a run made
     /// by a subgraph node of a run that does, see [`inline_here`]).
     pub(crate) fn new(run: Run<'g, G>, graph: &Arc<G>, inline: bool) -> Self {
-        AsyncRun { run, driver: TokioDriver { graph: Arc::clone(graph), inline: inline_here(inline) }, over: false }
+        let driver = TokioDriver { graph: Arc::clone(graph), inline: inline_here(inline) };
+        AsyncRun { run, driver, over: false }
+    }
+
+    /// Claims the run's thread now, as its first advance would, inside its `run` span; a
+    /// failed claim abandons the run, as a failed advance does. Nothing once claimed.
+    pub(crate) async fn claim(&mut self) -> Result<(), Error> {
+        #[cfg(feature = "tracing")]
+        let span = self.run.span.clone();
+        let claim = async {
+            let claimed = self.run.claim(&self.driver).await;
+            if claimed.is_err() {
+                self.run.abandon_with(&self.driver).await;
+            }
+            claimed
+        };
+        #[cfg(feature = "tracing")]
+        let claim = tracing::Instrument::instrument(claim, span);
+        let claimed = claim.await;
+        self.over = claimed.is_err();
+        claimed
     }
 
     /// The run it carries.

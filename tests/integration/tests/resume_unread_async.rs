@@ -1,5 +1,5 @@
 //! A resume of a pause its app wrote, without a read of the head, on the async API
-//! (`resume_async`): on a `MemoryStore` that says it resumes without a read (its calls counted),
+//! (`resume_async`, and `run_stream_async`, which `tea serve` runs every run with): on a `MemoryStore` that says it resumes without a read (its calls counted),
 //! and on `PostgresStore` (skipped, saying so, without a server). The blocking API's are in the
 //! root crate's `tests/resume_unread.rs` and the shared store scenarios.
 
@@ -102,6 +102,25 @@ fn paused(outcome: Result<Outcome<Doc>, Error>) -> Resume<Doc> {
     }
 }
 
+/// The nodes a stream's steps name, and how it ended (its pause or its final state).
+async fn streamed(
+    stream: impl futures::Stream<Item = Result<Event<Doc>, Error>>,
+) -> (Vec<String>, Result<Outcome<Doc>, Error>) {
+    use futures::StreamExt;
+    let mut stream = std::pin::pin!(stream);
+    let mut steps = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Step { node, .. }) => steps.push(node.to_string()),
+            Ok(Event::Interrupted { state, resume }) => return (steps, Ok(Outcome::Interrupted { state, resume })),
+            Ok(Event::Done(state)) => return (steps, Ok(Outcome::Done(state))),
+            Ok(_) => {}
+            Err(error) => return (steps, Err(error)),
+        }
+    }
+    panic!("the stream ended without its pause, end or error (steps {steps:?})")
+}
+
 fn done(outcome: Result<Outcome<Doc>, Error>) -> Doc {
     match outcome {
         Ok(Outcome::Done(state)) => state,
@@ -145,6 +164,47 @@ async fn an_async_resume_of_a_pause_the_app_wrote_reads_no_head() {
     );
 }
 
+/// The same, paused and resumed by `run_stream_async`: the stream remembers its pause; the
+/// resume's claim (made before the stream yields anything) misses, and the stream answers from
+/// the head it reads, yielding nothing of the missed attempt.
+async fn restarted_thread_streamed<C: Checkpointer + Clone>(store: C) {
+    let first = Review::builder().checkpointer(store.clone()).build();
+    let other = Review::builder().checkpointer(store).build();
+    let t = ThreadId::random();
+    let (steps, old) = streamed(first.run_stream_async(Call::start(Doc::default()).on(t.clone()))).await;
+    assert_eq!(steps, ["a"]);
+    let old = paused(old);
+    let id = first.state_async(&t).await.unwrap().unwrap().checkpoint;
+    assert!(other.delete(&t).unwrap());
+    let new = paused(other.run_async(Call::start(Doc { note: "second".into(), ..Doc::default() }).on(t.clone())).await);
+    let events: Vec<Result<Event<Doc>, Error>> =
+        futures::StreamExt::collect(first.run_stream_async(Call::resume(old))).await;
+    assert!(matches!(events.as_slice(), [Err(Error::StaleResume { .. })]), "the read's answer alone: {events:?}");
+    assert_eq!(other.state_async(&t).await.unwrap().unwrap().checkpoint, id, "the refused resume wrote nothing");
+    let (steps, out) = streamed(first.run_stream_async(Call::resume(new))).await;
+    assert_eq!((steps, done(out).note), (vec!["b".to_owned()], "second".to_owned()));
+    // Paused by a stream, resumed by a stream, from the app that paused.
+    let (_, paused_at) = streamed(first.run_stream_async(Call::start(Doc::default()))).await;
+    let (steps, out) = streamed(first.run_stream_async(Call::resume(paused(paused_at)))).await;
+    assert_eq!((steps, done(out).trail), (vec!["b".to_owned()], vec!["a".to_owned(), "b".to_owned()]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_async_resume_of_a_pause_the_app_wrote_reads_no_head() {
+    let store = Unread::default();
+    let app = Review::builder().checkpointer(store.clone()).build();
+    let (_, paused_at) = streamed(app.run_stream_async(Call::start(Doc::default()))).await;
+    let (heads, overs) = (store.heads.load(Ordering::SeqCst), store.overs.load(Ordering::SeqCst));
+    let (steps, out) = streamed(app.run_stream_async(Call::resume(paused(paused_at)))).await;
+    assert_eq!((steps, done(out).trail), (vec!["b".to_owned()], vec!["a".to_owned(), "b".to_owned()]));
+    assert_eq!(
+        (store.heads.load(Ordering::SeqCst) - heads, store.overs.load(Ordering::SeqCst) - overs),
+        (0, 1),
+        "no head read; one claim over the remembered pause"
+    );
+    restarted_thread_streamed(store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_resume_of_a_restarted_thread_is_refused_on_a_memory_store() {
     restarted_thread(Unread::default()).await;
@@ -159,6 +219,7 @@ fn an_async_resume_of_a_restarted_thread_is_refused_on_postgres() {
         let store = schema.store();
         assert!(store.resumes_without_read());
         restarted_thread(store.clone()).await;
+        restarted_thread_streamed(store.clone()).await;
         // And the plain cycle, from the app that paused.
         let app = Review::builder().checkpointer(store).build();
         let resume = paused(app.invoke_async(Doc::default()).await);
