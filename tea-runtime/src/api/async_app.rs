@@ -16,6 +16,7 @@ use crate::store::Checkpointer;
 use crate::tenure::Tenure;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, ThreadId};
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use std::sync::Arc;
 use std::task::Poll;
@@ -48,11 +49,45 @@ pub(crate) async fn next_event<G: Graph>(run: &mut AsyncRun<'_, G>) -> Option<Re
     }
 }
 
-/// How a streamed call began: a run to drive, or the thread a recover found over.
+/// How a streamed call begins: from a pause its app remembered (its run, and the call again
+/// with the thread whose head to read if the run's claim finds another head), from the head it
+/// is to read, or over already (a recover that found its thread paused or finished).
 #[allow(clippy::large_enum_variant)] // made once per streamed call, and moved at once
 enum Begun<'g, G: Graph> {
-    Run(AsyncRun<'g, G>),
+    Remembered(AsyncRun<'g, G>, Call<G::State>, Option<ThreadId>),
+    Read(Call<G::State>, Option<ThreadId>),
     Over(Outcome<G::State>),
+}
+
+/// The events of a run begun from a remembered pause (`first`, its tenure `tenure`), or, when
+/// its first item is the error of a claim that found another head (the run wrote nothing, and
+/// nothing came before: its claim is its first advance, before any node runs), those of `read`.
+fn or_read<'g, S: crate::vocab::state::GraphState>(
+    first: BoxStream<'g, Result<Event<S>, Error>>,
+    tenure: Option<Arc<Tenure>>,
+    read: impl FnOnce() -> BoxStream<'g, Result<Event<S>, Error>> + Send + 'g,
+) -> impl Stream<Item = Result<Event<S>, Error>> + Send + 'g {
+    enum At<'g, S, R> {
+        First(BoxStream<'g, S>, R),
+        Rest(BoxStream<'g, S>),
+    }
+    futures::stream::unfold(At::First(first, read), move |at| {
+        let tenure = tenure.clone();
+        async move {
+            match at {
+                At::First(mut first, read) => match first.next().await {
+                    Some(Err(_)) if tenure.as_deref().is_some_and(Tenure::missed_unread) => {
+                        drop(first);
+                        let mut rest = read();
+                        rest.next().await.map(|item| (item, At::Rest(rest)))
+                    }
+                    Some(item) => Some((item, At::Rest(first))),
+                    None => None,
+                },
+                At::Rest(mut rest) => rest.next().await.map(|item| (item, At::Rest(rest))),
+            }
+        }
+    })
 }
 
 /// The events of a run as a `Send` stream. What its nodes emit while they run
@@ -243,19 +278,13 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let start = async move {
             runtime(call_name(&call.what, true, true))?;
             let thread = self.head_to_read(&call)?;
-            // A pause this app wrote, resumed without reading the head (see `App::execute`):
-            // the run's claim is made here, before the stream yields anything, so that a claim
-            // that finds another head starts the call again from the head it reads.
+            // A pause this app wrote, resumed without reading the head (see `App::execute`).
             let mut call = call;
             if let Some((head, again)) = self.remembered(&call, thread.as_ref()) {
                 let mut missed = false;
                 match self.begin_from(call, Some(head), true, true, &mut Some(&mut missed)) {
                     Ok(Recovery::Run(run)) => {
-                        let mut run = AsyncRun::new(run, &self.graph, self.sync_inline);
-                        let claimed = run.claim().await;
-                        if claimed.is_ok() || !run.run().tenure.as_deref().is_some_and(Tenure::missed_unread) {
-                            return claimed.map(|()| Begun::Run(run));
-                        }
+                        return Ok(Begun::Remembered(AsyncRun::new(run, &self.graph, self.sync_inline), again, thread))
                     }
                     Ok(Recovery::Over(outcome)) => return Ok(Begun::Over(outcome)),
                     Err(error) if !missed => return Err(error),
@@ -263,18 +292,39 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
                 }
                 call = again;
             }
+            Ok(Begun::Read(call, thread))
+        };
+        futures::stream::once(start).flat_map(move |begun| match begun {
+            Ok(Begun::Remembered(mut run, again, thread)) => {
+                let tenure = run.run().tenure.clone();
+                let read = move || self.stream_read(again, thread).boxed();
+                or_read(events(Ok(run), self.pause_memory()).boxed(), tenure, read).boxed()
+            }
+            Ok(Begun::Read(call, thread)) => self.stream_read(call, thread).boxed(),
+            Ok(Begun::Over(outcome)) => futures::stream::once(std::future::ready(Ok(ended_event(outcome)))).boxed(),
+            Err(error) => events::<G>(Err(error), None).boxed(),
+        })
+    }
+
+    /// The events of `call` from the head of `thread` (what [`head_to_read`](Self::head_to_read)
+    /// named), read from the store.
+    fn stream_read(
+        &self,
+        call: Call<G::State>,
+        thread: Option<ThreadId>,
+    ) -> impl Stream<Item = Result<Event<G::State>, Error>> + Send + '_ {
+        let start = async move {
             let head = match thread {
                 Some(thread) => Some(self.head_async(&thread).await?),
                 None => None,
             };
-            match self.begin(call, head, true, true)? {
-                Recovery::Run(run) => Ok(Begun::Run(AsyncRun::new(run, &self.graph, self.sync_inline))),
-                Recovery::Over(outcome) => Ok(Begun::Over(outcome)),
-            }
+            self.begin(call, head, true, true)
         };
         futures::stream::once(start).flat_map(move |begun| match begun {
-            Ok(Begun::Run(run)) => events(Ok(run), self.pause_memory()).left_stream(),
-            Ok(Begun::Over(outcome)) => {
+            Ok(Recovery::Run(run)) => {
+                events(Ok(AsyncRun::new(run, &self.graph, self.sync_inline)), self.pause_memory()).left_stream()
+            }
+            Ok(Recovery::Over(outcome)) => {
                 futures::stream::once(std::future::ready(Ok(ended_event(outcome)))).right_stream()
             }
             Err(error) => events(Err(error), None).left_stream(),

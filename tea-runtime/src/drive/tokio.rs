@@ -215,25 +215,6 @@ impl<'g, G: Graph> AsyncRun<'g, G> {
         AsyncRun { run, driver, over: false }
     }
 
-    /// Claims the run's thread now, as its first advance would, inside its `run` span; a
-    /// failed claim abandons the run, as a failed advance does. Nothing once claimed.
-    pub(crate) async fn claim(&mut self) -> Result<(), Error> {
-        #[cfg(feature = "tracing")]
-        let span = self.run.span.clone();
-        let claim = async {
-            let claimed = self.run.claim(&self.driver).await;
-            if claimed.is_err() {
-                self.run.abandon_with(&self.driver).await;
-            }
-            claimed
-        };
-        #[cfg(feature = "tracing")]
-        let claim = tracing::Instrument::instrument(claim, span);
-        let claimed = claim.await;
-        self.over = claimed.is_err();
-        claimed
-    }
-
     /// The run it carries.
     pub(crate) fn run(&mut self) -> &mut Run<'g, G> {
         &mut self.run

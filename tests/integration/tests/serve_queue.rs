@@ -18,6 +18,8 @@ use tea::{AppendOutcome, CheckpointId};
 struct Counting {
     inner: MemoryStore,
     calls: Arc<Mutex<BTreeMap<(String, &'static str), usize>>>,
+    /// Says it resumes without a read, as `PostgresStore` does.
+    unread: bool,
 }
 
 impl Counting {
@@ -80,6 +82,22 @@ impl Checkpointer for Counting {
     fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
         self.note(graph, "delete_at");
         self.inner.delete_at(graph, thread, head)
+    }
+    fn append_over(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        head: CheckpointId,
+        head_bytes: &[u8],
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        self.note(graph, "append_over");
+        self.inner.append_over(graph, thread, head, head_bytes, id, bytes, durable)
+    }
+    fn resumes_without_read(&self) -> bool {
+        self.unread
     }
 }
 
@@ -195,4 +213,56 @@ async fn one_start_pause_answer_cycle_costs_few_store_round_trips() {
     assert_eq!(call("tea-serve#runs", "append"), 4, "the records of two runs: {by_graph:?}");
     assert!(events <= 8, "the events of two runs cost {events} calls: {by_graph:?}");
     assert!(server <= 22, "the server's own writes and reads cost {server} calls: {by_graph:?}");
+}
+
+/// The calls a served resume makes on the graph's own store (`Approval`, not the server's
+/// graphs), for a thread the same server paused, on a `Counting` store that does or does not
+/// resume without a read.
+async fn served_resume_calls(unread: bool) -> BTreeMap<&'static str, usize> {
+    let store = Counting { unread, ..Counting::default() };
+    let router = Serve::new()
+        .app(Approval::builder().checkpointer(store.clone()).build())
+        .lease(Duration::from_secs(60))
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(tea::serve::serve(listener, router, std::future::pending()));
+    let http = Client::new();
+    let thread = "unread-1";
+    let paused = wait(
+        &http,
+        &base,
+        &format!("/threads/{thread}/runs/wait"),
+        json!({ "agent_id": "Approval", "input": {}, "if_not_exists": "create" }),
+    )
+    .await;
+    assert_eq!(paused["run"]["status"], "interrupted", "{paused}");
+    let before = store.snapshot();
+    let done =
+        wait(&http, &base, &format!("/threads/{thread}/runs/wait"), json!({ "command": { "resume": true } })).await;
+    assert_eq!(done["run"]["status"], "success", "{done}");
+    assert_eq!(done["values"]["log"], json!(["write", "publish"]), "{done}");
+    let after = store.snapshot();
+    after
+        .iter()
+        .filter(|((graph, _), _)| graph == "Approval")
+        .map(|((graph, kind), n)| (*kind, n - before.get(&(graph.clone(), *kind)).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// On a store where a read is a round trip (it says it resumes without a read, as
+/// `PostgresStore` does), a served resume of a pause the server wrote reads the thread's head
+/// once — the server's own read, which checks the answer against the pause before the run is
+/// queued — where it read it twice: the run (streamed, as every served run is) claims over the
+/// pause it remembers instead of reading the head again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_resume_of_its_own_pause_reads_the_head_once() {
+    let read = served_resume_calls(false).await;
+    println!("a served resume, reading: {read:?}");
+    assert_eq!((read.get("head"), read.get("append_over")), (Some(&2), None), "{read:?}");
+    let unread = served_resume_calls(true).await;
+    println!("a served resume, without the run's read: {unread:?}");
+    assert_eq!((unread.get("head"), unread.get("append_over")), (Some(&1), Some(&1)), "{unread:?}");
+    assert_eq!(read.get("append"), unread.get("append").map(|n| n + 1).as_ref(), "the claim is the append_over");
 }
