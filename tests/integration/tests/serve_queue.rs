@@ -133,6 +133,19 @@ async fn wait(http: &Client, base: &str, path: &str, body: Value) -> Value {
     response.json().await.unwrap()
 }
 
+/// A server of `Approval` on `store`, listening on a free port: a client and its base URL. Its
+/// lease is long enough that the worker renews nothing while a cycle runs.
+async fn serving(store: &Counting) -> (Client, String) {
+    let router = Serve::new()
+        .app(Approval::builder().checkpointer(store.clone()).build())
+        .lease(Duration::from_secs(60))
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(tea::serve::serve(listener, router, std::future::pending()));
+    (Client::new(), base)
+}
+
 /// Waits (up to a minute) until every run's claim is gone and its stored events end with its
 /// `end`: the server has written all it writes for the runs.
 fn settled(store: &MemoryStore, runs: usize) {
@@ -159,15 +172,7 @@ fn settled(store: &MemoryStore, runs: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_start_pause_answer_cycle_costs_few_store_round_trips() {
     let store = Counting::default();
-    // A lease long enough that the worker renews nothing while the cycle runs.
-    let router = Serve::new()
-        .app(Approval::builder().checkpointer(store.clone()).build())
-        .lease(Duration::from_secs(60))
-        .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(tea::serve::serve(listener, router, std::future::pending()));
-    let http = Client::new();
+    let (http, base) = serving(&store).await;
 
     let thread = "queue-cost-1";
     let before = store.snapshot();
@@ -220,14 +225,7 @@ async fn one_start_pause_answer_cycle_costs_few_store_round_trips() {
 /// resume without a read.
 async fn served_resume_calls(unread: bool) -> BTreeMap<&'static str, usize> {
     let store = Counting { unread, ..Counting::default() };
-    let router = Serve::new()
-        .app(Approval::builder().checkpointer(store.clone()).build())
-        .lease(Duration::from_secs(60))
-        .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(tea::serve::serve(listener, router, std::future::pending()));
-    let http = Client::new();
+    let (http, base) = serving(&store).await;
     let thread = "unread-1";
     let paused = wait(
         &http,
