@@ -289,3 +289,11 @@ fn a_streamed_resume_dropped_unpolled_writes_nothing() {
     assert_eq!(done(app.resume(resume)).trail, ["a", "b", "c"]);
     assert_eq!(store_scenarios::runs(&t, "b"), 1);
 }
+
+/// A blocking stream stays `Send` and `Sync` with the resume it may start again from (it holds
+/// the app by reference, and the call).
+#[test]
+fn a_stream_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<tea::Stream<'static, StopBefore>>();
+}

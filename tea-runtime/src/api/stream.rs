@@ -99,7 +99,7 @@ pub struct Stream<'g, G: Graph> {
 }
 
 /// The stream of a call from the head the store holds (see [`Stream::or_from`]).
-pub(crate) type Again<'g, G> = Box<dyn FnOnce() -> Stream<'g, G> + Send + 'g>;
+pub(crate) type Again<'g, G> = Box<dyn FnOnce() -> Stream<'g, G> + Send + Sync + 'g>;
 
 impl<'g, G: Graph> Stream<'g, G> {
     pub(crate) fn new(run: Result<Run<'g, G>, Error>) -> Self {
