@@ -27,7 +27,7 @@ pub use tea_runtime::{
     GraphState, Hitl, Interrupt, MemoryStore, NoCheckpointer, NodeFuture, NodeId, NodeName, NodePolicy, Outcome,
     ParentCommand, Pause, PauseFree, Resume, RetryOn, RetryPolicy, RunContext, RunOptions, SealFailure, SendTo,
     Snapshot, StateUpdate, StoreFuture, Stream, StreamModes, SubgraphSnapshot, SyncGraph, ThreadId, Writer,
-    DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    DEFAULT_GROUP_COMMIT, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
 };
 // Long-term memory across threads: items under namespaces, kept in any store.
 pub use tea_runtime::{Embedder, Item, Memory, MemoryProblem, SearchQuery};

@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tea::prelude::*;
 use tea::{AppendOutcome, CheckpointId, Checkpointer, DirStore, Error, MemoryStore, ThreadId};
 
@@ -94,6 +95,8 @@ pub struct Batch {
     #[reducer(append)]
     done: Vec<u32>,
     total: u64,
+    /// How long each `work` takes, in milliseconds (most tests: no time at all).
+    nap: u64,
 }
 
 fn plan(b: &Batch) -> Command<SpreadNode> {
@@ -101,6 +104,7 @@ fn plan(b: &Batch) -> Command<SpreadNode> {
 }
 
 fn work(b: &Batch) -> BatchUpdate {
+    std::thread::sleep(Duration::from_millis(b.nap));
     Batch::update().done(vec![b.item * 2])
 }
 
@@ -209,6 +213,44 @@ fn a_fan_out_reads_back_and_forks_from_any_checkpoint() {
     app.fork(&t, middle.checkpoint, "fan-read-fork").unwrap();
     let forked = app.run(Call::recover("fan-read-fork")).unwrap().done().unwrap();
     assert_eq!(forked, done);
+}
+
+/// Runs a fan-out of 100 sends, one at a time, each taking `nap` milliseconds, with the group
+/// commit `window`; the appends it made, and its history.
+fn grouped(window: Duration, nap: u64, thread: &str) -> (u64, Vec<tea::Snapshot<Batch>>) {
+    let store = Counting::new(MemoryStore::new());
+    let app = Spread::builder().checkpointer(store.clone()).max_parallel_branches(1).group_commit(window).build();
+    let input = Batch { items: (0..100).collect(), nap, ..Batch::default() };
+    let out = app.run(Call::start(input).on(thread)).unwrap().done().unwrap();
+    assert_eq!(out.done, (0..100).map(|i| i * 2).collect::<Vec<_>>(), "merged in send order");
+    (store.appends.load(Ordering::SeqCst), app.history(&ThreadId::from(thread)).unwrap())
+}
+
+#[test]
+fn cheap_finished_branches_are_written_together_by_the_join() {
+    // Well inside the window: the fan-out's finished branches are written by the join's step
+    // (the claim, the fan-out's checkpoint, the join's step, the end: four writes).
+    let (appends, history) = grouped(Duration::from_secs(60), 0, "grouped-cheap");
+    assert_eq!(appends, 4, "appends for 100 cheap branches in one window");
+    assert!(history.iter().all(|s| s.branches.iter().all(|b| !b.done)), "no branch written on its own");
+    let join = history.iter().find(|s| s.next == ["sum"]).expect("the join's step");
+    assert_eq!(join.state.done, (0..100).map(|i| i * 2).collect::<Vec<_>>(), "every branch merged");
+    // No window (the default): a write per branch.
+    let (appends, _) = grouped(tea::DEFAULT_GROUP_COMMIT, 0, "grouped-none");
+    assert!(appends >= 100, "{appends} appends for 100 branches written one by one");
+}
+
+#[test]
+fn a_branch_that_works_longer_than_the_window_is_written_on_its_own() {
+    // Each branch sleeps 2 ms against a window of 1 ms: none may wait for a later write.
+    let (appends, history) = grouped(Duration::from_millis(1), 2, "grouped-slow");
+    assert!(appends >= 100, "{appends} appends for 100 branches longer than the window");
+    for finished in 1..100 {
+        assert!(
+            history.iter().any(|s| s.branches.iter().filter(|b| b.done).count() == finished),
+            "a checkpoint holds exactly {finished} finished branches"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -101,6 +101,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("sequential_1000_memory_store/sealed", r, seq::sequential_1000_memory_store_sealed),
         extra("fanout_100_memory_store/sealed", r, seq::fanout_100_memory_store_sealed),
         extra("send_100_memory_store/sealed", r, seq::send_100_memory_store_sealed),
+        extra("fanout_100_memory_store/group_commit_1ms", r, seq::fanout_100_memory_store_grouped),
+        extra("send_100_memory_store/group_commit_1ms", r, seq::send_100_memory_store_grouped),
         w("fanout_io_100", 5, seq::fanout_io_100),
         w("fanout_io_100_async", 5, seq::fanout_io_100_async),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu),

@@ -71,8 +71,21 @@ pub fn fanout_100_memory_store_sealed() -> impl FnMut() {
     fanout_100_in(crate::sealed(MemoryStore::new()))
 }
 
+/// `fanout_100_memory_store` with a group commit window of 1 ms (`Builder::group_commit`): the
+/// cheap branches are written with the join's step instead of one write each.
+pub fn fanout_100_memory_store_grouped() -> impl FnMut() {
+    fanout_100_in_with(MemoryStore::new(), GROUP_COMMIT)
+}
+
+/// The group commit window of the `/group_commit_1ms` rows.
+const GROUP_COMMIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 fn fanout_100_in(store: impl Checkpointer + 'static) -> impl FnMut() {
-    let app = fan100::Fan100::builder().checkpointer(store).build();
+    fanout_100_in_with(store, tea::DEFAULT_GROUP_COMMIT)
+}
+
+fn fanout_100_in_with(store: impl Checkpointer + 'static, window: std::time::Duration) -> impl FnMut() {
+    let app = fan100::Fan100::builder().checkpointer(store).group_commit(window).build();
     move || {
         let outcome = app.invoke(black_box(Seq::default())).expect("fanout_100_memory_store runs");
         check_fanout(&outcome.done().expect("a graph without breakpoints finishes"), 100);
@@ -133,8 +146,17 @@ pub fn send_100_memory_store_sealed() -> impl FnMut() {
     send_100_in(crate::sealed(MemoryStore::new()))
 }
 
+/// `send_100_memory_store` with a group commit window of 1 ms.
+pub fn send_100_memory_store_grouped() -> impl FnMut() {
+    send_100_in_with(MemoryStore::new(), GROUP_COMMIT)
+}
+
 fn send_100_in(store: impl Checkpointer + 'static) -> impl FnMut() {
-    let app = send100::Send100::builder().checkpointer(store).build();
+    send_100_in_with(store, tea::DEFAULT_GROUP_COMMIT)
+}
+
+fn send_100_in_with(store: impl Checkpointer + 'static, window: std::time::Duration) -> impl FnMut() {
+    let app = send100::Send100::builder().checkpointer(store).group_commit(window).build();
     move || {
         let outcome = app.invoke(black_box(Items::default())).expect("send_100_memory_store runs");
         let out = outcome.done().expect("a graph without breakpoints finishes");

@@ -118,7 +118,8 @@ pub use vocab::messages::{
 };
 pub use vocab::name::{NodeName, ThreadId};
 pub use vocab::options::{
-    Durability, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    Durability, RunContext, RunOptions, DEFAULT_GROUP_COMMIT, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,
+    DEFAULT_RECURSION_LIMIT,
 };
 pub use vocab::policy::{CachePolicy, CacheScope, NodePolicy, RetryOn, RetryPolicy, StreamModes};
 pub use vocab::reducers;

@@ -29,7 +29,9 @@ use crate::store::{AppendOutcome, Checkpointer};
 use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId};
-use crate::vocab::options::{Durability, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT};
+use crate::vocab::options::{
+    Durability, DEFAULT_GROUP_COMMIT, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+};
 use crate::vocab::state::GraphState;
 #[cfg(feature = "tracing")]
 use crate::vocab::trace;
@@ -95,6 +97,9 @@ pub(crate) struct Tenure {
     schema_fingerprint: u64,
     /// When the run writes checkpoints.
     pub(crate) durability: Durability,
+    /// How much finished branch work a fan-out of the run holds unwritten
+    /// ([`Builder::group_commit`](crate::Builder::group_commit)).
+    pub(crate) group_commit: Duration,
     /// How long the run's lease lasts without news from it.
     pub(crate) lease: Duration,
     /// The run's lease owner (drawn from `clock`).
@@ -157,6 +162,10 @@ struct Held {
     writing: usize,
     /// The run's last record was full: the chain's head holds its bytes as written.
     whole: bool,
+    /// The run's last checkpoint is a fan-out's, with its branches: the next one is full (it
+    /// drops the branches and holds what they merged, so comparing the two texts costs more
+    /// than the delta saves; after the fan-out's progress was written, it is full anyway).
+    at_fork: bool,
 }
 
 /// What the run's next record folds onto (`format::delta`): the payload of the thread's head
@@ -342,6 +351,8 @@ struct Encoded {
     planned: Planned,
     head: Option<CheckpointId>,
     id: CheckpointId,
+    /// The checkpoint is a fan-out's, with its branches (see `Held::at_fork`).
+    at_fork: bool,
 }
 
 impl Tenure {
@@ -363,6 +374,7 @@ impl Tenure {
             graph_fingerprint: graph.graph_fingerprint,
             schema_fingerprint: graph.schema_fingerprint,
             durability: Durability::EveryStep,
+            group_commit: DEFAULT_GROUP_COMMIT,
             lease: DEFAULT_LEASE,
             owner: clock.random_u64(),
             clock,
@@ -724,13 +736,15 @@ impl Tenure {
         // so no child of it renews its lease.
         let bytes = checkpoint::encode_ref(&self.identity(), ckpt)?;
         checkpoint::check_reads_back::<S>(&bytes).map_err(not_storable)?;
-        // Pauses and the end are full records (see `Chain`).
-        let full = !ckpt.pending.is_empty() || matches!(ckpt.at, AtRef::Position(Position::Done));
+        // Pauses and the end are full records (see `Chain`), and so is the step after a
+        // fan-out's own checkpoint (see `Held::at_fork`).
         let mut held = self.held();
+        let full = !ckpt.pending.is_empty() || matches!(ckpt.at, AtRef::Position(Position::Done)) || held.at_fork;
         let planned = self.plan_whole(held.chain.as_mut(), bytes, full)?;
         let head = held.head;
         drop(held);
-        Ok(Encoded { planned, head, id: head.map_or(1, |h| h + 1) })
+        let at_fork = ckpt.at.branches().is_some_and(|branches| !branches.is_empty());
+        Ok(Encoded { planned, head, id: head.map_or(1, |h| h + 1), at_fork })
     }
 
     /// What the store's answer to writing `encoded` (with `lease`) means: the run's new head,
@@ -738,7 +752,9 @@ impl Tenure {
     fn wrote(&self, lease: Option<Lease>, encoded: Encoded, appended: AppendOutcome) -> Result<CheckpointId, Error> {
         match appended {
             AppendOutcome::Written => {
-                self.record(&mut self.held(), encoded.id, encoded.planned, lease.map_or(0, |lease| lease.until));
+                let mut held = self.held();
+                held.at_fork = encoded.at_fork;
+                self.record(&mut held, encoded.id, encoded.planned, lease.map_or(0, |lease| lease.until));
                 Ok(encoded.id)
             }
             AppendOutcome::Conflict { .. } if encoded.head.is_none() => {

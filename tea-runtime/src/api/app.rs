@@ -21,7 +21,8 @@ use crate::vocab::clock::Clock;
 use crate::vocab::error::Error;
 use crate::vocab::name::{CheckpointId, NodeName, ThreadId, START};
 use crate::vocab::options::{
-    Durability, Limits, RunContext, RunOptions, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES, DEFAULT_RECURSION_LIMIT,
+    Durability, Limits, RunContext, RunOptions, DEFAULT_GROUP_COMMIT, DEFAULT_LEASE, DEFAULT_MAX_PARALLEL_BRANCHES,
+    DEFAULT_RECURSION_LIMIT,
 };
 use crate::vocab::policy::StreamModes;
 use crate::vocab::retention::Retention;
@@ -55,6 +56,7 @@ pub struct Builder<G: Graph, C = NoCheckpointer> {
     checkpointer: C,
     recursion_limit: usize,
     durability: Durability,
+    group_commit: Duration,
     lease: Duration,
     max_branches: usize,
     key: Option<SigningKey>,
@@ -72,6 +74,7 @@ impl<G: Graph> Builder<G, NoCheckpointer> {
             checkpointer: NoCheckpointer,
             recursion_limit: DEFAULT_RECURSION_LIMIT,
             durability: Durability::EveryStep,
+            group_commit: DEFAULT_GROUP_COMMIT,
             lease: DEFAULT_LEASE,
             max_branches: DEFAULT_MAX_PARALLEL_BRANCHES,
             key: None,
@@ -157,6 +160,7 @@ impl<G: Graph, C> Builder<G, C> {
             memory,
             recursion_limit: self.recursion_limit,
             durability: self.durability,
+            group_commit: self.group_commit,
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
@@ -179,6 +183,7 @@ impl<G: Graph, C> Builder<G, C> {
             checkpointer: store,
             recursion_limit: self.recursion_limit,
             durability: self.durability,
+            group_commit: self.group_commit,
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key,
@@ -212,6 +217,48 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// When checkpoints are written (default [`Durability::EveryStep`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// How much finished branch work a fan-out may hold unwritten (default
+    /// [`DEFAULT_GROUP_COMMIT`]: none): what a crash may run again, per fan-out, in exchange for
+    /// writing cheap branches together rather than one write each.
+    ///
+    /// By default every branch's progress is written as its nodes complete, and a branch that
+    /// *finished* — it reached its join, or stopped at a pause — is written before another
+    /// branch starts on its thread: after a crash, `recover` runs no finished branch again.
+    /// That is a write per branch, which for a fan-out of many cheap branches costs more than
+    /// the branches themselves (on a disk store, a flush each).
+    ///
+    /// With a `window`, a finished branch whose work since its last write, together with that
+    /// of the finished branches the fan-out already holds unwritten, took less than `window` is
+    /// not written on its own: the checkpoint that ends the fan-out (its join's step, its pause,
+    /// its failure) holds it. Once that much finished work is held, each further finished
+    /// branch is written on its own as by default. A branch that goes on to another node still
+    /// waits for its write, as a node on the main line does. So a crash, or a dropped future of
+    /// the async API, runs again at most `window` of finished branch work per fan-out (nested
+    /// fan-outs included), and no finished branch that worked `window` or longer — a branch
+    /// that calls a model or a service is written as today. Child graphs of subgraph nodes use
+    /// their parent app's window.
+    ///
+    /// ```
+    /// # use tea::prelude::*;
+    /// # use std::time::Duration;
+    /// # #[derive(GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+    /// # struct Doc { #[reducer(append)] parts: Vec<String> }
+    /// # fn split(_: &Doc) {}
+    /// # fn left(_: &Doc) -> DocUpdate { Doc::update().parts(vec!["left".into()]) }
+    /// # fn right(_: &Doc) -> DocUpdate { Doc::update().parts(vec!["right".into()]) }
+    /// # fn join(_: &Doc) {}
+    /// graph! { Split for Doc { start -> split; parallel split => [left, right] -> join; join -> end; } }
+    /// // Up to a millisecond of finished branches may run again after a crash; cheap branches
+    /// // are written with the join's step.
+    /// let app = Split::builder().checkpointer(MemoryStore::new()).group_commit(Duration::from_millis(1)).build();
+    /// assert_eq!(app.invoke(Doc::default())?.done().unwrap().parts, ["left", "right"]);
+    /// # Ok::<(), tea::Error>(())
+    /// ```
+    pub fn group_commit(mut self, window: Duration) -> Self {
+        self.group_commit = window;
         self
     }
 
@@ -278,6 +325,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for Builder<G, C> {
             .field("checkpointer", &self.checkpointer)
             .field("recursion_limit", &self.recursion_limit)
             .field("durability", &self.durability)
+            .field("group_commit", &self.group_commit)
             .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
             .field("sync_nodes_inline", &self.sync_inline)
@@ -307,6 +355,8 @@ pub struct App<G: Graph, C = NoCheckpointer> {
     pub(crate) checkpointer: Arc<C>,
     pub(crate) recursion_limit: usize,
     pub(crate) durability: Durability,
+    /// How much finished branch work a fan-out holds unwritten ([`Builder::group_commit`]).
+    pub(crate) group_commit: Duration,
     pub(crate) lease: Duration,
     pub(crate) max_branches: usize,
     pub(crate) key: Option<SigningKey>,
@@ -349,6 +399,7 @@ impl<G: Graph, C> App<G, C> {
         if let Some(parent) = tenure {
             settings.recursion_limit = parent.limit;
             settings.durability = parent.durability;
+            settings.group_commit = parent.group_commit;
             settings.lease = parent.lease;
             settings.max_branches = parent.max_branches;
             settings.clock = parent.clock.clone();
@@ -393,6 +444,7 @@ impl<G: Graph, C> App<G, C> {
             checkpointer: self.checkpointer.clone(),
             recursion_limit: self.recursion_limit,
             durability: self.durability,
+            group_commit: self.group_commit,
             lease: self.lease,
             max_branches: self.max_branches,
             key: self.key.clone(),
@@ -1014,6 +1066,7 @@ impl<G: Graph, C: Checkpointer> App<G, C> {
         let graph = &*self.graph;
         let mut tenure = Tenure::new(store, thread, head, &identity(graph), self.clock.clone());
         tenure.durability = durability;
+        tenure.group_commit = self.group_commit;
         tenure.lease = self.lease;
         tenure.key = self.key.clone();
         tenure.limit = self.recursion_limit;
@@ -1087,6 +1140,7 @@ impl<G: Graph, C: fmt::Debug> fmt::Debug for App<G, C> {
             .field("checkpointer", &self.checkpointer)
             .field("recursion_limit", &self.recursion_limit)
             .field("durability", &self.durability)
+            .field("group_commit", &self.group_commit)
             .field("lease", &self.lease)
             .field("signs_tokens", &self.key.is_some())
             .field("sync_nodes_inline", &self.sync_inline)

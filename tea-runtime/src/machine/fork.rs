@@ -315,9 +315,18 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     if results.iter().any(Result::is_err) {
         let mut error = None;
         let mut progress = Vec::with_capacity(results.len());
+        // Branches that finished and were left to the fan-out's end (`Journal::hold`) are
+        // recorded now: a fan-out nested in a branch is written from the journal.
+        let held = journal.filter(|(journal, _)| journal.held_any()).map(|(journal, _)| journal);
         for (i, result) in results.into_iter().enumerate() {
             match result {
-                Ok(branch) => progress.push(progress_of(branch)),
+                Ok(branch) => {
+                    let branch = progress_of(branch);
+                    if let Some(journal) = held {
+                        journal.restore(&paths[i], &branch);
+                    }
+                    progress.push(branch);
+                }
                 Err(failed) => {
                     error.get_or_insert(failed);
                     // What the failed branch completed, as it recorded it: `recover` runs only
@@ -452,6 +461,14 @@ fn local_of<'b, S: GraphState>(
     }
 }
 
+/// The branch's work unwritten starts again now (its progress was just written), when its
+/// fan-out groups finished branches.
+fn restart(since: &mut Option<Instant>) {
+    if since.is_some() {
+        *since = Some(Instant::now());
+    }
+}
+
 /// Continues a branch from its checkpointed progress: a branch at its join, or one whose pause
 /// was not answered, stays as it is.
 #[allow(clippy::too_many_arguments)]
@@ -560,6 +577,9 @@ async fn run_branch<G: Graph, D: Driver<G>>(
     line.parent_node = env.parent_node;
     line.parent = env.parent.clone();
     let mut events = Vec::new();
+    // Since when the branch works unwritten (with a journal): a finished branch tells the
+    // journal how long, for its group commit (`Journal::hold`).
+    let mut since = journal.filter(|(journal, _)| journal.groups()).map(|_| Instant::now());
     // Records where the branch stands in the journal, and writes it (with a store).
     macro_rules! jot {
         ($at:expr, $pending:expr, $more:expr) => {{
@@ -577,10 +597,17 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     jump: line.jump.as_ref(),
                 };
                 // A branch waits for its write before it goes on; one at its join, or stopped
-                // at a pause, does not (nothing of it runs next).
-                let wait = !matches!(record.at, BranchAt::Joined) && record.pending.is_none();
-                let generation = journal.record(path, record);
-                journal.flush(driver, generation, wait).await?;
+                // at a pause, does not (nothing of it runs next), and one whose work fits in
+                // the fan-out's group commit is left to the checkpoint that ends the fan-out.
+                let finished = matches!(record.at, BranchAt::Joined) || record.pending.is_some();
+                if !finished {
+                    let generation = journal.record(path, record);
+                    journal.flush(driver, generation, true).await?;
+                    restart(&mut since);
+                } else if !since.is_some_and(|since| journal.hold(since.elapsed())) {
+                    let generation = journal.record(path, record);
+                    journal.flush(driver, generation, false).await?;
+                }
             }
         }};
     }
@@ -647,6 +674,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                         // What the branch completed before it is written before the nested
                         // fan-out's branches run.
                         journal.flush(driver, generation, true).await?;
+                        restart(&mut since);
                     }
                 }
                 // Boxed, so a branch's own future stays small (nested fan-outs allocate anyway).
@@ -657,8 +685,10 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                 let (life, taken, states, jump) = nested.await?;
                 if let Some((journal, _)) = journal {
                     // The nested branches' ends are written before the branch goes on (a
-                    // branch at its join does not wait for its own write).
+                    // branch at its join does not wait for its own write, and may leave it to
+                    // a later one).
                     journal.flush(driver, journal.generation(), true).await?;
+                    restart(&mut since);
                 }
                 steps += life;
                 // Nested runs of earlier invocations count in the branch's steps, not in this

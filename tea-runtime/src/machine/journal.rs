@@ -11,8 +11,13 @@
 //! branch's progress, at any depth.
 //!
 //! A branch goes on to its next node only once its progress is in the store, as the main line
-//! does; a branch that reached its join does not wait for its write when a sibling is writing
-//! (that sibling writes it before it stops). Writes are grouped: each write holds every branch's progress as recorded when it began
+//! does. A branch that *finished* (reached its join, or stopped at a pause) whose work, with
+//! that of the finished branches held so far, fits in the app's group commit window
+//! ([`Builder::group_commit`](crate::Builder::group_commit)) is not recorded at all: the
+//! checkpoint that ends the fan-out holds it ([`Journal::hold`]), so a fan-out of cheap branches
+//! costs the journal nothing and a crash runs at most the window of finished work again. Once
+//! the window is full, a finished branch is recorded and written, but does not wait for its
+//! write when a sibling is writing (that sibling writes it before it stops). Writes are grouped: each write holds every branch's progress as recorded when it began
 //! (by compare-and-swap on the run's head, with the run's lease renewed), so a branch whose
 //! record a sibling's write already carried does not write again, and a fan-out of many short
 //! branches writes fewer checkpoints than it runs nodes. With
@@ -35,6 +40,7 @@ use crate::vocab::state::GraphState;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 /// The progress of a fan-out's branches, written as they run.
 pub(crate) struct Journal<'a, S: GraphState> {
@@ -43,6 +49,9 @@ pub(crate) struct Journal<'a, S: GraphState> {
     node: NodeName,
     /// Flushed writes (`Durability::EveryStep`).
     durable: bool,
+    /// How much finished branch work the journal may hold unwritten
+    /// ([`Builder::group_commit`](crate::Builder::group_commit)).
+    window: Duration,
     /// The run's step when the fan-out began.
     step: u64,
     /// The state at the fan-out.
@@ -84,6 +93,11 @@ struct Ledger<S: GraphState> {
     /// delta written in the same millisecond, with no other record since, leaves both as the
     /// head has them.
     stamp: Option<(u64, u64)>,
+    /// The work of the finished branches left to the checkpoint that ends the fan-out (see
+    /// [`Journal::hold`]).
+    held: Duration,
+    /// Whether any was.
+    held_any: bool,
 }
 
 /// What a branch records of itself.
@@ -122,6 +136,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
             tenure,
             node: source.clone(),
             durable,
+            window: tenure.group_commit,
             step,
             base,
             source,
@@ -135,6 +150,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 dirty_nested: BTreeMap::new(),
                 based,
                 stamp: None,
+                held: Duration::ZERO,
+                held_any: false,
             }),
         }
     }
@@ -230,6 +247,65 @@ impl<'a, S: GraphState> Journal<'a, S> {
         };
         let mut ledger = self.ledger();
         set(&mut ledger, path, record, Some(heads))
+    }
+
+    /// Whether the journal holds finished branches for the checkpoint that ends the fan-out at
+    /// all (the app has a group commit window, see [`hold`](Self::hold)).
+    pub(crate) fn groups(&self) -> bool {
+        !self.window.is_zero()
+    }
+
+    /// Whether a branch that finished (at its join, or at a pause: nothing of it runs next),
+    /// having worked `worked` since its last write, is left to the checkpoint that ends the
+    /// fan-out instead of being recorded and written now.
+    ///
+    /// It is while the work of the finished branches so left, this one's included, stays under
+    /// the window ([`Builder::group_commit`](crate::Builder::group_commit)): the checkpoint of
+    /// the fan-out's join, of its pause or of its failure holds the branch, from what it
+    /// returns; a crash before that runs its work again — never more than the window of
+    /// finished work per fan-out, nested fan-outs included. A branch held is not recorded at
+    /// all (no copy of its progress is made), so a fan-out of cheap branches costs the journal
+    /// nothing; once the window is full, each finished branch is recorded and written as
+    /// before ([`flush`](Self::flush) without `wait`).
+    pub(crate) fn hold(&self, worked: Duration) -> bool {
+        if !self.groups() {
+            return false;
+        }
+        let mut ledger = self.ledger();
+        let held = ledger.held.saturating_add(worked);
+        if held < self.window {
+            ledger.held = held;
+            ledger.held_any = true;
+            return true;
+        }
+        false
+    }
+
+    /// Records `progress` as where the branch at `path` stands, when the fan-out it finished in
+    /// failed while branches were held ([`hold`](Self::hold)): a failed fan-out nested in a
+    /// branch is written as part of that branch's progress, from what the journal records.
+    pub(crate) fn restore(&self, path: &[usize], progress: &BranchProgress<S>) {
+        let record = Record {
+            head: &progress.head,
+            input: progress.input.as_ref(),
+            updates: &progress.updates,
+            origins: &progress.origins,
+            steps: progress.steps,
+            at: progress.at.clone(),
+            answers: &progress.answers,
+            pending: progress.pending.as_ref(),
+            more_pending: &progress.more_pending,
+            jump: progress.jump.as_ref(),
+        };
+        let mut ledger = self.ledger();
+        set(&mut ledger, path, record, None);
+    }
+
+    /// Whether a finished branch was left to the checkpoint that ends the fan-out
+    /// ([`hold`](Self::hold)): the fan-out completed work that the store holds only once that
+    /// checkpoint is written.
+    pub(crate) fn held_any(&self) -> bool {
+        self.ledger().held_any
     }
 
     /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned).

@@ -692,10 +692,13 @@ impl<'g, G: Graph> Run<'g, G> {
                 _ => None,
             };
             let jot = journal.as_ref().map(|journal| (journal, &[][..]));
-            parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states, jot).await
+            let outcome = parallel::run_fork(driver, graph, fork, &self.state, &env, saved, keep_states, jot).await;
+            (outcome, journal.as_ref().is_some_and(Journal::held_any))
         };
-        if tenure.as_ref().is_some_and(|t| t.head() != head_before) {
-            // Branch nodes completed and are in the store (pending writes).
+        let (outcome, held) = outcome;
+        if held || tenure.as_ref().is_some_and(|t| t.head() != head_before) {
+            // Branch nodes completed and are in the store (pending writes), or will be with the
+            // checkpoint that ends the fan-out (finished branches left to it, `Journal::hold`).
             self.progressed();
         }
         let outcome = outcome?;

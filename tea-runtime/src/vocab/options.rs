@@ -14,6 +14,11 @@ pub const DEFAULT_MAX_PARALLEL_BRANCHES: usize = 128;
 /// How long a running thread's lease lasts unless renewed: see [`Builder::lease`](crate::Builder::lease).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
+/// How much finished branch work a fan-out may hold unwritten by default: none, so that with
+/// [`Durability::EveryStep`] no finished branch runs again after a crash. See
+/// [`Builder::group_commit`](crate::Builder::group_commit).
+pub const DEFAULT_GROUP_COMMIT: Duration = Duration::ZERO;
+
 /// The default recursion limit: the number of node runs after which a run fails with
 /// [`Error::RecursionLimit`](crate::Error::RecursionLimit).
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_000;
@@ -48,6 +53,12 @@ impl Default for Limits {
 /// | `EveryStep` (default) | after every node | every write | the last node that completed |
 /// | `Buffered` | after every node | pauses and the end | the last write the store had flushed on its own (at worst the start or the last pause) |
 /// | `OnPause` | at the start, pauses and the end | pauses and the end | the start of the run or its last pause |
+///
+/// Inside a fan-out, each branch's progress is written as its nodes complete (pending writes),
+/// so "after every node" holds for branches too. An app built with a
+/// [`Builder::group_commit`](crate::Builder::group_commit) window leaves the branches that
+/// finish within it to the checkpoint that ends the fan-out: a crash then runs again at most
+/// that much finished branch work per fan-out.
 ///
 /// After a failed run (a node error or panic; the process still there), `recover` continues
 /// from the run's last checkpoint: with `EveryStep` and `Buffered` the node that failed.

@@ -284,6 +284,62 @@ async fn a_dropped_fan_out_keeps_the_sends_that_finished_on_memory_and_sled() {
     a_dropped_fan_out_keeps_the_sends_that_finished(store, "drop-sled").await;
 }
 
+// With a group commit window, a dropped fan-out runs again at most the window's worth of the
+// sends that finished, and none that took longer than the window.
+
+/// While set, the `slow` timed send waits (for good: the test drops the run).
+static HOLD_TIMED: AtomicBool = AtomicBool::new(true);
+
+fn plan_timed(w: &Work) -> Command<AsyncTimedNode> {
+    Command::send(w.items.iter().map(|i| tea::SendTo::new(AsyncTimedNode::Timed, Work::update().item(i.clone()))))
+}
+async fn timed(w: &Work) -> Result<WorkUpdate, String> {
+    let update = count(w, "timed")?;
+    let millis = match w.item.as_str() {
+        "long" => 60,
+        "slow" if HOLD_TIMED.load(Ordering::SeqCst) => 3_600_000,
+        _ => SHORT_MS,
+    };
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+    Ok(update)
+}
+
+/// How long each short send works; the window is four times as long.
+const SHORT_MS: u64 = 5;
+
+graph! {
+    pub AsyncTimed for Work {
+        start -> plan_timed;
+        parallel plan_timed => timed* -> gather;
+        gather -> end;
+        async timed;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_fan_out_runs_again_at_most_its_window_of_finished_sends() {
+    let test = "window";
+    let window = Duration::from_millis(4 * SHORT_MS);
+    let app = AsyncTimed::builder()
+        .checkpointer(MemoryStore::new())
+        .durability(Durability::EveryStep)
+        .group_commit(window)
+        .build();
+    let items = ["s1", "s2", "s3", "s4", "s5", "s6", "s7", "long", "slow"];
+    let run = app.run_async(Call::start(work(test, &items)).on(test));
+    assert!(tokio::time::timeout(Duration::from_millis(400), run).await.is_err());
+    HOLD_TIMED.store(false, Ordering::SeqCst);
+    let out = app.run_async(Call::recover(ThreadId::from(test))).await.unwrap().done().unwrap();
+    assert_eq!(out.done.len(), items.len(), "{:?}", out.done);
+    let runs = runs(test);
+    // `long` worked longer than the window: it was written on its own, and does not run again.
+    assert_eq!(runs["timed/long"], 1, "{runs:?}");
+    assert_eq!(runs["timed/slow"], 2, "{runs:?}");
+    // Each short send worked at least SHORT_MS: fewer than four of them fit in the window.
+    let again: usize = (1..=7).map(|i| runs[&format!("timed/s{i}")] - 1).sum();
+    assert!(again < 4, "{again} finished sends ran again: more than the window's worth ({runs:?})");
+}
+
 // A fan-out whose every branch finished, stopped before its join: the join runs next.
 
 fn split(_: &Work) -> WorkUpdate {
@@ -316,4 +372,22 @@ fn a_fan_out_whose_branches_all_finished_shows_its_join_next() {
     let snapshot = app.state(&ThreadId::from("clash")).unwrap().unwrap();
     assert!(snapshot.branches.iter().all(|b| b.done), "{snapshot:?}");
     assert_eq!(snapshot.next, ["settle"], "the thread is not finished: its join runs next");
+}
+
+#[test]
+fn a_fan_out_whose_merge_fails_fails_again_on_recover_with_a_group_commit() {
+    // The same fan-out with a group commit: its cheap branches are left to the join's
+    // checkpoint, which the failed merge never writes; `recover` runs them again, and the
+    // merge fails the same way.
+    let app = Clash::builder()
+        .checkpointer(MemoryStore::new())
+        .durability(Durability::EveryStep)
+        .group_commit(Duration::from_secs(60))
+        .build();
+    let error = app.run(Call::start(work("clash-grouped", &[])).on("clash-grouped")).unwrap_err();
+    assert!(matches!(error, Error::ConflictingWrites { .. }), "{error:?}");
+    let snapshot = app.state(&ThreadId::from("clash-grouped")).unwrap().unwrap();
+    assert_eq!(snapshot.next, ["left_owner", "right_owner"], "{snapshot:?}");
+    let again = app.run(Call::recover("clash-grouped")).unwrap_err();
+    assert!(matches!(again, Error::ConflictingWrites { .. }), "{again:?}");
 }
