@@ -317,6 +317,29 @@ pub struct StoreArg {
     pub checkpoint_dir: Option<PathBuf>,
     #[command(flatten)]
     pub encryption: EncryptionArg,
+    #[command(flatten)]
+    pub group_commit: GroupCommitArg,
+}
+
+/// `--group-commit`, shared by the commands that run agents on a store (`tea serve` too).
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct GroupCommitArg {
+    /// Writes a parallel step's finished branches together when their work, in all, took less
+    /// than AGE (`1ms`, `50ms`): the step's end holds them instead of a write (on `dir:` and
+    /// `sled:`, a flush) per branch. A crash then runs again at most AGE of finished branch
+    /// work per parallel step [default: none, every finished branch written at once].
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub group_commit: Option<std::time::Duration>,
+}
+
+impl GroupCommitArg {
+    /// `agent` with the window the flag gives, if any.
+    pub fn apply(&self, agent: tea_yaml::Agent) -> tea_yaml::Agent {
+        match self.group_commit {
+            Some(window) => agent.with_group_commit(window),
+            None => agent,
+        }
+    }
 }
 
 /// `--encryption-keys`, shared by the commands that open a store (`tea serve` too).

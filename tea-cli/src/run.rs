@@ -160,22 +160,23 @@ fn open_with(file: &Path, store: &StoreArg, engine: &Engine) -> Result<(Agent, S
     let keys = store.encryption.keys()?;
     let agent = engine.load_file_on(file, MemoryStore::new()).map_err(|e| describe(&e))?;
     print_warnings(file, &agent);
-    match &store.spec() {
-        Some(spec) => Ok((store::attach(spec, agent, keys)?, store::shown(spec))),
+    let (agent, shown) = match &store.spec() {
+        Some(spec) => (store::attach(spec, agent, keys)?, store::shown(spec)),
         None if agent.names_store() => {
             let engine = match keys {
                 Some(keys) => engine.clone().encrypt_with(keys),
                 None => engine.clone(),
             };
             let agent = engine.load_file(file).map_err(|e| describe(&e))?;
-            Ok((agent, "the file's `config` store".to_owned()))
+            (agent, "the file's `config` store".to_owned())
         }
         None if agent.can_pause() => {
             let spec = store::parse(DEFAULT_STORE)?;
-            Ok((store::attach(&spec, agent, keys)?, store::shown(&spec)))
+            (store::attach(&spec, agent, keys)?, store::shown(&spec))
         }
-        None => Ok((agent, String::new())),
-    }
+        None => (agent, String::new()),
+    };
+    Ok((store.group_commit.apply(agent), shown))
 }
 
 /// The agent with the run context `--context` gives, if any.

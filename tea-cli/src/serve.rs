@@ -29,6 +29,8 @@ pub struct ServeArgs {
     pub store: Option<StoreSpec>,
     #[command(flatten)]
     pub encryption: crate::EncryptionArg,
+    #[command(flatten)]
+    pub group_commit: crate::GroupCommitArg,
     /// The address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
@@ -173,6 +175,7 @@ pub fn serve(args: &ServeArgs) -> Result<u8, String> {
     let mut names = Vec::new();
     for file in &args.files {
         let agent = run::load(file, &args.trust)?.with_retention(retention).with_lease(args.lease);
+        let agent = args.group_commit.apply(agent);
         if names.iter().any(|n| n == agent.name()) {
             return Err(format!(
                 "{}: a second agent named `{}`: agent names must differ",

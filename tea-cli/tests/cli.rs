@@ -194,6 +194,50 @@ fn a_run_prints_the_final_state() {
     assert_eq!(run.json()["summary"], "3 pages and 2 papers about graphs");
 }
 
+/// The checkpoint files a `dir:` store under `dir` holds, in every graph and thread.
+fn checkpoint_files(dir: &Path) -> usize {
+    let mut count = 0;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(at) = todo.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|e| e == "ckpt") {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+#[test]
+fn group_commit_writes_a_parallel_steps_cheap_branches_together() {
+    let s = Scratch::new();
+    let branches = 20;
+    let mut file = String::from("name: wide\nnodes:\n  - { name: plan, run: 'return {}' }\n");
+    for i in 0..branches {
+        file.push_str(&format!("  - {{ name: b{i}, run: 'return {{ v{i} = {i} }}' }}\n"));
+    }
+    file.push_str("  - { name: merge, run: 'return { done = true }' }\nedges:\n");
+    for i in 0..branches {
+        file.push_str(&format!("  - {{ from: plan, to: b{i}, type: parallel, fan_in: merge }}\n"));
+    }
+    file.push_str("  - { from: merge, to: __end__ }\n");
+    s.write("wide.yaml", &file);
+    let one_by_one = s.tea(&["run", "wide.yaml", "--store", "dir:each", "--thread", "t"]).expect(DONE);
+    let grouped =
+        s.tea(&["run", "wide.yaml", "--store", "dir:grouped", "--thread", "t", "--group-commit", "1m"]).expect(DONE);
+    assert_eq!(one_by_one.json(), grouped.json(), "the same final state");
+    assert_eq!(grouped.json()["done"], true);
+    let (each, together) = (checkpoint_files(&s.0.join("each")), checkpoint_files(&s.0.join("grouped")));
+    assert!(each >= branches, "a checkpoint per branch without a group commit: {each}");
+    assert!(together + branches <= each, "the branches written together: {together} files against {each}");
+    // A window is a duration in tea's syntax.
+    let bad = s.tea(&["run", "wide.yaml", "--store", "dir:bad", "--group-commit", "soon"]).expect(USAGE);
+    assert!(bad.stderr().contains("`soon` is not a duration"), "{bad:?}");
+}
+
 #[test]
 fn a_pause_in_one_process_resumes_in_another() {
     let s = Scratch::new();

@@ -520,7 +520,7 @@ impl Engine {
         if let Some(dir) = on {
             let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
             let (store, raw) = self.seal(self.checkpointer.clone());
-            let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint, None);
+            let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint, Tuning::default());
             agent.names_store = names_store;
             agent.raw_store = raw;
             agent.retention = self.retention;
@@ -558,12 +558,22 @@ impl Engine {
         };
         let limit = loaded.recursion_limit.unwrap_or(tea_runtime::DEFAULT_RECURSION_LIMIT);
         let (store, raw) = self.seal(store);
-        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint, None);
+        let mut agent = Agent::build(loaded.graph, store, dir, limit, loaded.checkpoint, Tuning::default());
         agent.names_store = names_store;
         agent.raw_store = raw;
         agent.retention = self.retention;
         Ok(agent)
     }
+}
+
+/// How an agent's runs hold their threads and write their fan-outs: the builder options an
+/// agent rebuilt on another store keeps (`None`: the runtime's default).
+#[derive(Clone, Copy, Debug, Default)]
+struct Tuning {
+    /// `tea_runtime::Builder::lease` ([`Agent::with_lease`]).
+    lease: Option<std::time::Duration>,
+    /// `tea_runtime::Builder::group_commit` ([`Agent::with_group_commit`]).
+    group_commit: Option<std::time::Duration>,
 }
 
 enum Runner {
@@ -595,8 +605,8 @@ pub struct Agent {
     names_store: bool,
     /// What its sweeps keep ([`Engine::retention`]).
     retention: Retention,
-    /// Its runs' lease on their threads ([`Agent::with_lease`]; `None`: the engine's default).
-    lease: Option<std::time::Duration>,
+    /// Its runs' lease and group commit ([`Agent::with_lease`], [`Agent::with_group_commit`]).
+    tuning: Tuning,
     /// Its runs' context ([`Agent::with_context`]), given again to an agent rebuilt from it.
     context: Option<Value>,
 }
@@ -618,15 +628,19 @@ impl Agent {
         dir: Option<DirStore>,
         limit: usize,
         checkpoint: Option<PathBuf>,
-        lease: Option<std::time::Duration>,
+        tuning: Tuning,
     ) -> Agent {
         let runner_for = |graph: YamlGraph| {
             let builder = Builder::new(graph).recursion_limit(limit);
             match &store {
                 Some(store) => {
                     let builder = builder.checkpointer(store.clone());
-                    let builder = match lease {
+                    let builder = match tuning.lease {
                         Some(lease) => builder.lease(lease),
+                        None => builder,
+                    };
+                    let builder = match tuning.group_commit {
+                        Some(window) => builder.group_commit(window),
                         None => builder,
                     };
                     Runner::Stored(builder.build())
@@ -646,7 +660,7 @@ impl Agent {
             checkpoint,
             names_store: false,
             retention: Retention::new(),
-            lease,
+            tuning,
             context: None,
         }
     }
@@ -684,7 +698,7 @@ impl Agent {
             checkpoint: self.checkpoint.clone(),
             names_store: self.names_store,
             retention: self.retention,
-            lease: self.lease,
+            tuning: self.tuning,
             context: Some(context),
         }
     }
@@ -703,7 +717,7 @@ impl Agent {
             dir,
             self.recursion_limit,
             self.checkpoint.clone(),
-            self.lease,
+            self.tuning,
         );
         agent.raw_store = Some(raw);
         self.carry_into(agent)
@@ -720,7 +734,7 @@ impl Agent {
             dir,
             self.recursion_limit,
             self.checkpoint.clone(),
-            self.lease,
+            self.tuning,
         );
         self.carry_into(agent)
     }
@@ -894,7 +908,28 @@ impl Agent {
             self.dir.clone(),
             self.recursion_limit,
             self.checkpoint.clone(),
-            Some(lease),
+            Tuning { lease: Some(lease), ..self.tuning },
+        );
+        agent.raw_store = self.raw_store.clone();
+        self.carry_into(agent)
+    }
+
+    /// The same agent (on the same store) whose fan-outs leave finished branches within
+    /// `window` of work to the checkpoint that ends the fan-out
+    /// (`tea_runtime::Builder::group_commit`; default none: every finished branch is written
+    /// before another starts). A crash then runs again at most `window` of finished branch
+    /// work per fan-out; a fan-out of many cheap branches costs a few writes (on a `dir:` or
+    /// `sled:` store, a few flushes) instead of one per branch. Kept by
+    /// [`with_checkpointer`](Self::with_checkpointer) and [`with_lease`](Self::with_lease), in
+    /// either order. (`tea run --group-commit 1ms`.)
+    pub fn with_group_commit(self, window: std::time::Duration) -> Agent {
+        let mut agent = Agent::build(
+            self.graph.clone(),
+            self.store.clone(),
+            self.dir.clone(),
+            self.recursion_limit,
+            self.checkpoint.clone(),
+            Tuning { group_commit: Some(window), ..self.tuning },
         );
         agent.raw_store = self.raw_store.clone();
         self.carry_into(agent)

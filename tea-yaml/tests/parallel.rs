@@ -269,3 +269,28 @@ nodes:
     assert_eq!(done["joined"], "A,B");
     assert_eq!(done["parallel_results"], state["parallel_results"]);
 }
+
+#[test]
+fn a_group_commit_given_before_the_store_writes_cheap_branches_with_the_join() {
+    // `tea serve` gives the window first, then the store: both orders keep it.
+    let history = |agent: tea_yaml::Agent, thread: &str| {
+        let call = agent.start(json!({})).unwrap().on(thread);
+        let out = agent.run(call).unwrap().done().unwrap();
+        assert_eq!(out["summary"], "web done, papers done");
+        agent.history(&tea::ThreadId::from(thread)).unwrap()
+    };
+    let each = history(Engine::new().load_str(RESEARCH).unwrap().with_checkpointer(tea::MemoryStore::new()), "each");
+    let agent = Engine::new()
+        .load_str(RESEARCH)
+        .unwrap()
+        .with_group_commit(std::time::Duration::from_secs(60))
+        .with_checkpointer(tea::MemoryStore::new())
+        .with_lease(std::time::Duration::from_secs(30));
+    let grouped = history(agent, "grouped");
+    // Without a window each branch's end is a checkpoint of its own; with one, neither is.
+    let finished =
+        |h: &[tea::Snapshot<tea_yaml::State>]| h.iter().filter(|s| s.branches.iter().any(|b| b.done)).count();
+    assert_eq!(finished(&each), 2, "{each:#?}");
+    assert_eq!(finished(&grouped), 0, "{grouped:#?}");
+    assert_eq!(grouped.len() + 2, each.len());
+}

@@ -182,21 +182,22 @@ pub struct DurationError {
     pub reason: &'static str,
 }
 
-/// Reads a duration as the front ends write it (`tea prune --older-than 30d`, `tea serve`): a
-/// whole number and a unit, `s`, `m`, `h`, `d` or `w` (seconds, minutes, hours, days, weeks),
-/// or several such (`1d12h`).
+/// Reads a duration as the front ends write it (`tea prune --older-than 30d`, `tea serve`,
+/// `tea run --group-commit 1ms`): a whole number and a unit, `ms`, `s`, `m`, `h`, `d` or `w`
+/// (milliseconds, seconds, minutes, hours, days, weeks), or several such (`1d12h`).
 ///
 /// ```
 /// use std::time::Duration;
 /// assert_eq!(tea::parse_duration("30d")?, Duration::from_secs(30 * 86_400));
 /// assert_eq!(tea::parse_duration("1h30m")?, Duration::from_secs(5_400));
+/// assert_eq!(tea::parse_duration("250ms")?, Duration::from_millis(250));
 /// assert!(tea::parse_duration("30").unwrap_err().to_string().contains("has no unit"));
 /// # Ok::<(), tea::DurationError>(())
 /// ```
 ///
 /// # Errors
 /// [`DurationError`] for an empty text, a number without a unit, an unknown unit, or a
-/// duration beyond `u64` seconds.
+/// duration beyond `u64` milliseconds.
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let refuse = |reason| DurationError { text: text.to_owned(), reason };
     let trimmed = text.trim();
@@ -216,22 +217,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             return Err(refuse("numbers are whole: write `90m` rather than `1.5h`"));
         }
         let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let seconds = match &rest[..unit_len] {
+        let millis = match &rest[..unit_len] {
             "" => return Err(refuse("the number has no unit")),
-            "s" => 1,
-            "m" => 60,
-            "h" => 3_600,
-            "d" => 86_400,
-            "w" => 604_800,
-            _ => return Err(refuse("the unit is not one of s, m, h, d, w")),
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            "w" => 604_800_000,
+            _ => return Err(refuse("the unit is not one of ms, s, m, h, d, w")),
         };
         rest = &rest[unit_len..];
         total = number
-            .checked_mul(seconds)
-            .and_then(|s| total.checked_add(s))
+            .checked_mul(millis)
+            .and_then(|ms| total.checked_add(ms))
             .ok_or_else(|| refuse("the duration is too large"))?;
     }
-    Ok(Duration::from_secs(total))
+    Ok(Duration::from_millis(total))
 }
 
 /// `d` in the largest unit that writes it whole (`30d`, `36h`, `90s`, `250ms`).
@@ -261,11 +263,14 @@ mod tests {
         assert_eq!(parse_duration(" 30d "), Ok(Duration::from_secs(2_592_000)));
         assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(1_209_600)));
         assert_eq!(parse_duration("1d12h"), Ok(Duration::from_secs(129_600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1_500)));
         for (bad, reason) in [
             ("", "it is empty"),
             ("30", "the number has no unit"),
             ("d", "a unit must follow a number"),
-            ("30x", "the unit is not one of s, m, h, d, w"),
+            ("30x", "the unit is not one of ms, s, m, h, d, w"),
+            ("30us", "the unit is not one of ms, s, m, h, d, w"),
             ("3.5h", "numbers are whole: write `90m` rather than `1.5h`"),
             ("3 days", "the number has no unit"),
             ("-3d", "a unit must follow a number"),
