@@ -336,6 +336,10 @@ impl Prepared {
     }
 }
 
+/// How long a request waits for the run that holds its thread to let it go, once that run has
+/// stopped and is writing its records (milliseconds, as a rule).
+const STOPPING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Checks a run request against the thread it names and decides what the run does.
 pub(crate) async fn prepare(
     shared: &Arc<Shared>,
@@ -411,6 +415,14 @@ async fn prepare_run(
         None => ThreadId::random(),
     };
     let wanted = named_agent(shared, &request)?;
+    if !holding && !stateless {
+        // The run holding the thread has stopped (it announced its pause, or its end) and only
+        // writes its records before it lets the thread go: a client that answers the moment it
+        // hears of the pause waits for that, rather than being told the thread is busy.
+        if let Some(run) = shared.runs.stopping(&thread) {
+            let _ = tokio::time::timeout(STOPPING_WAIT, run.finished()).await;
+        }
+    }
     let located = if stateless {
         None
     } else {

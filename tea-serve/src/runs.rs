@@ -296,6 +296,28 @@ impl Runs {
         self.get(&holder).is_none_or(|run| matches!(run.progress().end, End::Running))
     }
 
+    /// The run of this process that holds `thread` when it has stopped — it announced its
+    /// pause, or its end — and only writes its records before it lets the thread go (none
+    /// queued behind it).
+    pub(crate) fn stopping(&self, thread: &ThreadId) -> Option<Arc<RunEntry>> {
+        let holder = {
+            let busy = lock(&self.busy);
+            let holder = busy.get(thread)?;
+            if !holder.queue.is_empty() {
+                return None;
+            }
+            holder.run.clone()
+        };
+        let run = self.get(&holder)?;
+        // The pause is announced under the progress lock, with `interrupts` set before it is
+        // let go: whoever heard of it finds it here.
+        let stopped = {
+            let progress = run.progress();
+            !matches!(progress.end, End::Running) || progress.interrupts.as_array().is_some_and(|i| !i.is_empty())
+        };
+        stopped.then_some(run)
+    }
+
     /// Takes `run` out of the queue it waits in; whether it was queued.
     pub(crate) fn withdraw(&self, run: &RunEntry) -> bool {
         let mut busy = lock(&self.busy);

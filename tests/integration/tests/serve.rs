@@ -1257,6 +1257,59 @@ async fn langgraph_routes_and_the_protocols_streaming_operations() {
     assert_eq!(status, StatusCode::UPGRADE_REQUIRED, "{text}");
 }
 
+/// A client answers a pause the moment the socket tells of it, again and again: the run that
+/// paused may still be writing its records then, and the answer waits for it rather than being
+/// refused as `thread_busy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_sent_the_moment_a_pause_is_announced_is_taken() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let api = Api::new(spawn(serve_on(MemoryStore::new()).router()).await);
+    for round in 0..30 {
+        let thread = api.ok(Method::POST, "/threads", Some(json!({}))).await;
+        let id = thread["thread_id"].as_str().unwrap().to_owned();
+        let url = format!("{}/threads/{id}/stream", api.base.replacen("http://", "ws://", 1));
+        let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.expect("the WebSocket opens");
+        let command = |id: u64, method: &str, params: Value| {
+            Message::text(json!({ "id": id, "method": method, "params": params }).to_string())
+        };
+        socket.send(command(1, "subscription.subscribe", json!({ "channels": ["lifecycle", "input"] }))).await.unwrap();
+        socket.send(command(2, "run.start", json!({ "agent_id": "Approval", "input": {} }))).await.unwrap();
+        loop {
+            let message = next_text(&mut socket).await;
+            if message["method"] == "input.requested" {
+                break;
+            }
+        }
+        socket.send(command(3, "input.respond", json!({ "response": true }))).await.unwrap();
+        let answered = loop {
+            let message = next_text(&mut socket).await;
+            if message["id"] == 3 {
+                break message;
+            }
+        };
+        assert_eq!(answered["type"], "success", "round {round}: {answered}");
+    }
+}
+
+/// The next text message a WebSocket sends, as JSON.
+async fn next_text(
+    socket: &mut (impl futures::StreamExt<
+        Item = Result<tokio_tungstenite::tungstenite::Message, tokio_tungstenite::tungstenite::Error>,
+    > + Unpin),
+) -> Value {
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(30), socket.next())
+            .await
+            .expect("the server sends within 30 s")
+            .expect("the socket stays open")
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = message {
+            return serde_json::from_str(text.as_str()).unwrap();
+        }
+    }
+}
+
 /// The Agent Protocol's WebSocket form of a thread's stream: commands in, their answers and the
 /// events of the connection's subscriptions out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
