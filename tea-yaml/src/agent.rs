@@ -902,13 +902,19 @@ impl Agent {
     /// [`with_checkpointer`](Self::with_checkpointer); it keeps the agent's
     /// [`with_context`](Self::with_context) too, in either order.
     pub fn with_lease(self, lease: std::time::Duration) -> Agent {
+        let tuning = Tuning { lease: Some(lease), ..self.tuning };
+        self.retuned(tuning)
+    }
+
+    /// The same agent on the same store, built again with `tuning`.
+    fn retuned(self, tuning: Tuning) -> Agent {
         let mut agent = Agent::build(
             self.graph.clone(),
             self.store.clone(),
             self.dir.clone(),
             self.recursion_limit,
             self.checkpoint.clone(),
-            Tuning { lease: Some(lease), ..self.tuning },
+            tuning,
         );
         agent.raw_store = self.raw_store.clone();
         self.carry_into(agent)
@@ -923,16 +929,8 @@ impl Agent {
     /// [`with_checkpointer`](Self::with_checkpointer) and [`with_lease`](Self::with_lease), in
     /// either order. (`tea run --group-commit 1ms`.)
     pub fn with_group_commit(self, window: std::time::Duration) -> Agent {
-        let mut agent = Agent::build(
-            self.graph.clone(),
-            self.store.clone(),
-            self.dir.clone(),
-            self.recursion_limit,
-            self.checkpoint.clone(),
-            Tuning { group_commit: Some(window), ..self.tuning },
-        );
-        agent.raw_store = self.raw_store.clone();
-        self.carry_into(agent)
+        let tuning = Tuning { group_commit: Some(window), ..self.tuning };
+        self.retuned(tuning)
     }
 
     /// The same agent whose sweeps keep what `retention` says.

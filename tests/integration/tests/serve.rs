@@ -1292,7 +1292,7 @@ async fn an_answer_sent_the_moment_a_pause_is_announced_is_taken() {
     }
 }
 
-/// The next text message a WebSocket sends, as JSON.
+/// The next text message a WebSocket sends (answers and events, in order), as JSON.
 async fn next_text(
     socket: &mut (impl futures::StreamExt<
         Item = Result<tokio_tungstenite::tungstenite::Message, tokio_tungstenite::tungstenite::Error>,
@@ -1314,40 +1314,25 @@ async fn next_text(
 /// events of the connection's subscriptions out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events() {
-    use futures::{SinkExt, StreamExt};
+    use futures::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     let api = Api::new(spawn(serve_on(MemoryStore::new()).router()).await);
     let thread = api.ok(Method::POST, "/threads", Some(json!({}))).await;
     let id = thread["thread_id"].as_str().unwrap().to_owned();
     let url = format!("{}/threads/{id}/stream", api.base.replacen("http://", "ws://", 1));
     let (mut socket, _) = tokio_tungstenite::connect_async(url.as_str()).await.expect("the WebSocket opens");
-    // What the server sends next (answers and events, in order).
-    async fn next(
-        socket: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
-    ) -> Value {
-        loop {
-            let message = tokio::time::timeout(std::time::Duration::from_secs(30), socket.next())
-                .await
-                .expect("the server sends within 30 s")
-                .expect("the socket stays open")
-                .unwrap();
-            if let Message::Text(text) = message {
-                return serde_json::from_str(text.as_str()).unwrap();
-            }
-        }
-    }
     let command = |id: u64, method: &str, params: Value| {
         Message::text(json!({ "id": id, "method": method, "params": params }).to_string())
     };
     socket.send(command(1, "subscription.subscribe", json!({ "channels": ["lifecycle", "input"] }))).await.unwrap();
-    let subscribed = next(&mut socket).await;
+    let subscribed = next_text(&mut socket).await;
     assert_eq!((&subscribed["type"], &subscribed["id"]), (&json!("success"), &json!(1)), "{subscribed}");
     let name = subscribed["result"]["subscription_id"].as_str().unwrap().to_owned();
     socket.send(command(2, "run.start", json!({ "agent_id": "Approval", "input": {} }))).await.unwrap();
     // The answer and the run's events, in the order the server sends them.
     let mut seen = Vec::new();
     let asked = loop {
-        let message = next(&mut socket).await;
+        let message = next_text(&mut socket).await;
         if message["method"] == "input.requested" {
             break message;
         }
@@ -1361,7 +1346,7 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     // An answer over the socket; the run completes.
     socket.send(command(3, "input.respond", json!({ "response": true }))).await.unwrap();
     loop {
-        let message = next(&mut socket).await;
+        let message = next_text(&mut socket).await;
         if message["id"] == 3 {
             assert_eq!(message["type"], "success", "{message}");
         }
@@ -1371,7 +1356,7 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     }
     socket.send(command(4, "state.get", json!({}))).await.unwrap();
     let state = loop {
-        let message = next(&mut socket).await;
+        let message = next_text(&mut socket).await;
         if message["id"] == 4 {
             break message;
         }
@@ -1381,7 +1366,7 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     socket.send(command(5, "subscription.reconnect", json!({ "since": 0 }))).await.unwrap();
     let mut replayed = Vec::new();
     while replayed.len() < 2 {
-        let message = next(&mut socket).await;
+        let message = next_text(&mut socket).await;
         if message["type"] == "event" {
             replayed.push(message);
         }
@@ -1396,7 +1381,7 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     socket.send(command(8, "subscription.unsubscribe", json!({ "subscription_id": name }))).await.unwrap();
     let mut answers = Vec::new();
     while answers.len() < 4 {
-        let message = next(&mut socket).await;
+        let message = next_text(&mut socket).await;
         if message["type"] != "event" {
             answers.push(message);
         }
@@ -1412,7 +1397,7 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     let mut refused = Vec::new();
     let mut granted = 0;
     while granted + refused.len() < 17 {
-        let message = next(&mut socket).await;
+        let message = next_text(&mut socket).await;
         match message["type"].as_str() {
             Some("success") => granted += 1,
             Some("error") => refused.push(message),
@@ -1436,7 +1421,8 @@ async fn a_threads_websocket_takes_commands_and_sends_its_subscriptions_events()
     socket.send(command(1, "run.start", json!({ "agent_id": "Approval", "input": {} }))).await.unwrap();
     socket.send(command(2, "input.respond", json!({ "response": true }))).await.unwrap();
     socket.send(command(3, "state.get", json!({}))).await.unwrap();
-    let (refused, answered, read) = (next(&mut socket).await, next(&mut socket).await, next(&mut socket).await);
+    let (refused, answered, read) =
+        (next_text(&mut socket).await, next_text(&mut socket).await, next_text(&mut socket).await);
     assert_eq!((&refused["id"], &refused["error"]), (&json!(1), &json!("forbidden")), "{refused}");
     assert_eq!((&answered["id"], &answered["error"]), (&json!(2), &json!("forbidden")), "{answered}");
     assert_eq!((&read["id"], &read["type"]), (&json!(3), &json!("success")), "{read}");
