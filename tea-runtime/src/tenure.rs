@@ -162,9 +162,9 @@ struct Held {
     writing: usize,
     /// The run's last record was full: the chain's head holds its bytes as written.
     whole: bool,
-    /// The run's last checkpoint is a fan-out's, with its branches: the next one is full (it
-    /// drops the branches and holds what they merged, so comparing the two texts costs more
-    /// than the delta saves; after the fan-out's progress was written, it is full anyway).
+    /// The run's last checkpoint is a fan-out's, with its branches (the run's own record of
+    /// it, or its journal's last write): the next one is full (it drops the branches and holds
+    /// what they merged, so comparing the two texts costs more than the delta saves).
     at_fork: bool,
 }
 
@@ -993,6 +993,8 @@ impl Tenure {
         held.writing = held.writing.saturating_sub(1);
         match Self::answered(&mut held, appended)? {
             AppendOutcome::Written => {
+                // A journal's write is the fan-out's checkpoint, with its branches.
+                held.at_fork = true;
                 self.record(&mut held, id, planned, until);
                 Ok(Wrote::Head)
             }

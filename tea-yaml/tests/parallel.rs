@@ -287,10 +287,11 @@ fn a_group_commit_given_before_the_store_writes_cheap_branches_with_the_join() {
         .with_checkpointer(tea::MemoryStore::new())
         .with_lease(std::time::Duration::from_secs(30));
     let grouped = history(agent, "grouped");
-    // Without a window each branch's end is a checkpoint of its own; with one, neither is.
+    // Without a window each branch's end is written before the join's step (the two in one
+    // write, when the second ends before the first is written); with one, neither is.
     let finished =
         |h: &[tea::Snapshot<tea_yaml::State>]| h.iter().filter(|s| s.branches.iter().any(|b| b.done)).count();
-    assert_eq!(finished(&each), 2, "{each:#?}");
+    assert!(matches!(finished(&each), 1 | 2), "{each:#?}");
     assert_eq!(finished(&grouped), 0, "{grouped:#?}");
-    assert_eq!(grouped.len() + 2, each.len());
+    assert_eq!(grouped.len() + finished(&each), each.len());
 }

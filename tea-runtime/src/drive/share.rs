@@ -291,6 +291,21 @@ where
     results
 }
 
+/// Runs `job` — a fan-out journal's writer (`Journal::flush`) — on a pool of its own: a few
+/// threads that only write, so that a journal's writes never wait behind long branches on the
+/// rayon pool. Without that pool (a thread could not be started), on the calling thread.
+pub(crate) fn write_behind(job: impl FnOnce() + Send + 'static) {
+    static WRITERS: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let writers = WRITERS.get_or_init(|| {
+        let threads = thread::available_parallelism().map_or(2, |n| n.get().max(2));
+        rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("tea-journal-{i}")).build().ok()
+    });
+    match writers {
+        Some(pool) => pool.spawn(job),
+        None => job(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -76,6 +76,14 @@ impl Appends for ThreadDriver {
 #[allow(clippy::manual_async_fn)]
 impl<G: Graph> Driver<G> for ThreadDriver {
     const READY: bool = true;
+    const WRITES_BEHIND: bool = true;
+
+    /// Runs the journal's writer on the pool of journal writers (`share::write_behind`): a
+    /// fan-out's next branch runs while the last one's progress is written, as it would on
+    /// another of the pool's threads.
+    fn write_behind(&self, job: Box<dyn FnOnce(&Self) + Send>) {
+        crate::drive::share::write_behind(move || job(&ThreadDriver));
+    }
 
     /// Runs `node` at once, on the calling thread: what [`Driver::produce`] is, and what
     /// [`Driver::produce_within`] does outside an app.

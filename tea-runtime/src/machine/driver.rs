@@ -24,6 +24,19 @@ pub(crate) trait Driver<G: Graph>: Appends {
     /// boxed, so that a step's future stays small.
     const READY: bool = false;
 
+    /// Whether [`write_behind`](Self::write_behind) runs a fan-out journal's writes on a thread
+    /// of their own (the thread driver's, whose branches otherwise wait for each write in turn;
+    /// tokio's branches already go on while a write waits).
+    const WRITES_BEHIND: bool = false;
+
+    /// Runs `job` — a fan-out journal's writer, which writes what finished branches recorded —
+    /// on a thread of its own, handing it this driver, while the branch that recorded goes on
+    /// (`Journal::flush`). Called only when [`WRITES_BEHIND`](Self::WRITES_BEHIND); the default
+    /// runs it here.
+    fn write_behind(&self, job: Box<dyn FnOnce(&Self) + Send>) {
+        job(self)
+    }
+
     /// Runs `node` on `state` with the answers to its earlier pauses (panics caught).
     fn produce<'a>(
         &'a self,

@@ -312,7 +312,13 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
         branch
     };
     let results = driver.branches(jobs, run_job, env.max_branches).await;
-    if results.iter().any(Result::is_err) {
+    // The fan-out's own journal (not a nested fan-out's share of it) is written up to date
+    // before anything follows: its writer behind the branches stops (`Journal::settle`).
+    let settled = match journal {
+        Some((journal, [])) => journal.settle(driver).await,
+        _ => Ok(()),
+    };
+    if results.iter().any(Result::is_err) || settled.is_err() {
         let mut error = None;
         let mut progress = Vec::with_capacity(results.len());
         // Branches that finished and were left to the fan-out's end (`Journal::hold`) are
@@ -337,7 +343,11 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
                 }
             }
         }
-        let error = error.unwrap_or_else(|| Error::NoRoute { node: graph.node_name(fork.join), goto: None });
+        // A branch's failure first; else the journal's write that failed.
+        let error = match (error, settled) {
+            (Some(error), _) | (None, Err(error)) => error,
+            (None, Ok(())) => Error::NoRoute { node: graph.node_name(fork.join), goto: None },
+        };
         let complete = journal.is_some() && progress.len() == paths.len();
         let branches = if complete { progress } else { Vec::new() };
         return Ok(ForkOutcome::Failed { error, branches });

@@ -31,7 +31,7 @@
 
 use crate::format::checkpoint::{self, BranchAt, BranchProgress, ForkAt, ForkCheckpoint, ParentJump, ProgressRef};
 use crate::format::interrupt::Interrupt;
-use crate::machine::driver::Driver;
+use crate::machine::driver::{now_or_never, Driver};
 use crate::model::graph::Graph;
 use crate::tenure::{Chain, Planned, Tenure, Wrote};
 use crate::vocab::error::Error;
@@ -39,8 +39,14 @@ use crate::vocab::name::NodeName;
 use crate::vocab::state::GraphState;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a journal's writer behind its branches (see [`Journal::flush`]) waits for another
+/// record once it has written everything, before its thread goes back to its pool: records of
+/// cheap branches come every few microseconds, and a writer that stays saves a wake-up each.
+const LINGER: Duration = Duration::from_micros(50);
 
 /// The progress of a fan-out's branches, written as they run.
 pub(crate) struct Journal<'a, S: GraphState> {
@@ -59,6 +65,37 @@ pub(crate) struct Journal<'a, S: GraphState> {
     /// The node the fan-out follows.
     source: NodeName,
     ledger: Mutex<Ledger<S>>,
+    /// Whether finished branches' writes may be made behind them, by a writer of the journal's
+    /// own (more than one branch may run at once, and the driver writes behind).
+    behind_ok: bool,
+    /// The writer behind: its jobs, made at the first.
+    behind: OnceLock<Arc<Behind>>,
+    /// The fan-out is over (or the journal going): no writer is started any more, and one
+    /// running stops once it has written what was recorded.
+    closing: AtomicBool,
+    /// `Ledger::generation`, read by the writer behind without the lock.
+    recorded: AtomicU64,
+}
+
+/// A journal's writer behind its branches: how many of its jobs are posted and not started (at
+/// most one) or running, shared with the jobs, so that the journal, before it goes, takes back a
+/// job that has not started and waits for one that has.
+#[derive(Default)]
+struct Behind {
+    jobs: Mutex<Jobs>,
+    stopped: Condvar,
+}
+
+#[derive(Default)]
+struct Jobs {
+    posted: usize,
+    running: usize,
+}
+
+impl Behind {
+    fn jobs(&self) -> MutexGuard<'_, Jobs> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// What the journal records, behind its lock: every branch's progress, and how much of it the
@@ -98,6 +135,13 @@ struct Ledger<S: GraphState> {
     held: Duration,
     /// Whether any was.
     held_any: bool,
+    /// A writer behind the branches is posted or running, and writes what they record until it
+    /// stops (see [`Journal::flush`]).
+    behind: bool,
+    /// What the writer behind failed with, for the fan-out's end ([`Journal::settle`]).
+    failed: Option<Error>,
+    /// The panic the writer behind caught (a store's), raised again at the fan-out's end.
+    panicked: Option<Box<dyn std::any::Any + Send>>,
 }
 
 /// What a branch records of itself.
@@ -123,6 +167,9 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// and nothing more (what [`ForkCheckpoint`] holds, lease and time aside), so the first write
     /// is a delta of the branches that moved, as later ones are, not the fan-out's checkpoint
     /// whole (compared with the head, which holds the same: a send's fan-out, a resumed one).
+    /// `behind_ok`: finished branches may be written behind them (more than one branch may run
+    /// at once; see [`flush`](Self::flush)).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         tenure: &'a Tenure,
         durable: bool,
@@ -131,6 +178,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
         source: NodeName,
         branches: Vec<BranchProgress<S>>,
         based: bool,
+        behind_ok: bool,
     ) -> Self {
         Journal {
             tenure,
@@ -152,7 +200,14 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 stamp: None,
                 held: Duration::ZERO,
                 held_any: false,
+                behind: false,
+                failed: None,
+                panicked: None,
             }),
+            behind_ok,
+            behind: OnceLock::new(),
+            closing: AtomicBool::new(false),
+            recorded: AtomicU64::new(0),
         }
     }
 
@@ -207,11 +262,15 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     ledger.branches.get(*index).is_none_or(|b| b.head == *record.head),
                     "a branch records under its own head"
                 );
-                return set_text(&mut ledger, *index, text);
+                let generation = set_text(&mut ledger, *index, text);
+                self.recorded.store(generation, Ordering::Release);
+                return generation;
             }
         }
         let mut ledger = self.ledger();
-        set(&mut ledger, path, record, None)
+        let generation = set(&mut ledger, path, record, None);
+        self.recorded.store(generation, Ordering::Release);
+        generation
     }
 
     /// How many records were made so far (what the next [`flush`](Self::flush) with `wait`
@@ -246,7 +305,9 @@ impl<'a, S: GraphState> Journal<'a, S> {
             jump: None,
         };
         let mut ledger = self.ledger();
-        set(&mut ledger, path, record, Some(heads))
+        let generation = set(&mut ledger, path, record, Some(heads));
+        self.recorded.store(generation, Ordering::Release);
+        generation
     }
 
     /// Whether the journal holds finished branches for the checkpoint that ends the fan-out at
@@ -298,7 +359,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
             jump: progress.jump.as_ref(),
         };
         let mut ledger = self.ledger();
-        set(&mut ledger, path, record, None);
+        let generation = set(&mut ledger, path, record, None);
+        self.recorded.store(generation, Ordering::Release);
     }
 
     /// Whether a finished branch was left to the checkpoint that ends the fan-out
@@ -314,7 +376,15 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// as a node on the main line starts only once the step before it is written (a sibling's
     /// write that began after the record counts). Without (a branch that reached its join:
     /// nothing of it runs next), returns at once when another branch is writing — that writer,
-    /// before it stops, writes whatever was recorded meanwhile — and else writes.
+    /// before it stops, writes whatever was recorded meanwhile — and else writes; on a driver
+    /// that writes behind ([`Driver::WRITES_BEHIND`]: the thread driver) with more than one
+    /// branch allowed at once, it starts the journal's writer instead, on a thread of its own,
+    /// and returns: the next branch runs while this one's progress is written, as it would on
+    /// another thread of the branch pool (and as a tokio run's branches go on while a write
+    /// waits). The writer writes what the branches record until it finds nothing more for a
+    /// moment ([`LINGER`]); the fan-out's end waits for it ([`settle`](Self::settle)). With
+    /// one branch at a time (`Builder::max_parallel_branches(1)`), the next branch starts only
+    /// once this one is written.
     ///
     /// # Errors
     /// The store's, [`Error::LeaseLost`] when another run took the thread over, and
@@ -336,9 +406,16 @@ impl<'a, S: GraphState> Journal<'a, S> {
                     writing = false;
                 }
                 let mine = wait && ledger.written < generation;
-                // The last writer writes what was recorded while others wrote.
-                let left = ledger.written < ledger.generation && ledger.writers == 0;
+                // The last writer writes what was recorded while others wrote (the writer
+                // behind, while it runs, is the last).
+                let left = ledger.written < ledger.generation && ledger.writers == 0 && !ledger.behind;
                 if !mine && !left {
+                    break Ok(());
+                }
+                if !mine && D::READY && D::WRITES_BEHIND && self.behind_ok && !self.closing.load(Ordering::Acquire) {
+                    ledger.behind = true;
+                    drop(ledger);
+                    self.start_writer(driver);
                     break Ok(());
                 }
                 let now = self.tenure.clock.now_ms();
@@ -377,6 +454,150 @@ impl<'a, S: GraphState> Journal<'a, S> {
             self.ledger().writers -= 1;
         }
         result
+    }
+}
+
+impl<S: GraphState> Journal<'_, S> {
+    /// Posts the journal's writer behind its branches ([`flush`](Self::flush)) to the driver,
+    /// once `Ledger::behind` is set.
+    fn start_writer<'j, G: Graph<State = S>, D: Driver<G>>(&'j self, driver: &D) {
+        let behind = Arc::clone(self.behind.get_or_init(Arc::default));
+        behind.jobs().posted += 1;
+        // The writer's store calls belong to the branch that started it (its fan-out's span).
+        #[cfg(feature = "tracing")]
+        let span = tracing::Span::current();
+        let job = {
+            let behind = Arc::clone(&behind);
+            move |driver: &D| {
+                #[cfg(feature = "tracing")]
+                let _entered = span.enter();
+                {
+                    let mut jobs = behind.jobs();
+                    if jobs.posted == 0 {
+                        // Taken back by the journal (`close`), which writes what is left.
+                        return;
+                    }
+                    jobs.posted -= 1;
+                    jobs.running += 1;
+                }
+                let wrote = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    now_or_never(std::pin::pin!(self.write_left(driver)));
+                }));
+                if let Err(panic) = wrote {
+                    // A store that panicked: the panic is raised on the run's thread at the
+                    // fan-out's end, as a branch's panic on a pool thread is.
+                    let mut ledger = self.ledger();
+                    ledger.behind = false;
+                    ledger.panicked = Some(panic);
+                }
+                let mut jobs = behind.jobs();
+                jobs.running -= 1;
+                behind.stopped.notify_all();
+            }
+        };
+        let job: Box<dyn FnOnce(&D) + Send + 'j> = Box::new(job);
+        // SAFETY: the job reaches the journal (`self`) only between taking itself from `posted`
+        // and leaving `running`, both under `Behind`'s lock, and the journal does not go before
+        // it has taken back every job still posted and waited for every running one
+        // (`close`, called by `settle` and by `Drop`, which also runs when a branch's panic
+        // unwinds through the fan-out). A job taken back is dropped unrun, holding nothing but
+        // references (which have no drop) and its `Arc`.
+        let job: Box<dyn FnOnce(&D) + Send + 'static> =
+            unsafe { std::mem::transmute::<Box<dyn FnOnce(&D) + Send + 'j>, Box<dyn FnOnce(&D) + Send>>(job) };
+        driver.write_behind(job);
+    }
+
+    /// The writer behind the branches: writes what they record, until it finds nothing more to
+    /// write for [`LINGER`] or the journal closes; then clears `Ledger::behind` (under the lock,
+    /// having found nothing left), so that the next finished branch starts a writer again. A
+    /// failed write stops it, for [`settle`](Self::settle) to report.
+    async fn write_left<G: Graph<State = S>, D: Driver<G>>(&self, driver: &D) {
+        let mut covered = 0;
+        let mut idle = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let recorded = self.recorded.load(Ordering::Acquire);
+            if recorded > covered {
+                if let Err(error) = self.flush(driver, recorded, true).await {
+                    let mut ledger = self.ledger();
+                    ledger.behind = false;
+                    ledger.failed.get_or_insert(error);
+                    return;
+                }
+                covered = recorded;
+                idle = Instant::now();
+                spins = 0;
+                continue;
+            }
+            if self.closing.load(Ordering::Acquire) || idle.elapsed() >= LINGER {
+                let mut ledger = self.ledger();
+                if ledger.generation > covered {
+                    continue;
+                }
+                ledger.behind = false;
+                return;
+            }
+            // A record comes within microseconds while branches are cheap: spin a little,
+            // then let the core go.
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Ends the journal's writing at the fan-out's end, before the run writes the checkpoint
+    /// that ends it: stops the writer behind the branches (a job not started is taken back; a
+    /// running one writes what was recorded and stops), then writes what is left, as the last
+    /// finished branch's own write would have.
+    ///
+    /// # Errors
+    /// What the writer behind failed with, else what [`flush`](Self::flush) returns.
+    ///
+    /// # Panics
+    /// With the store's panic, when the store panicked under the writer behind.
+    pub(crate) async fn settle<G: Graph<State = S>, D: Driver<G>>(&self, driver: &D) -> Result<(), Error> {
+        if self.close() {
+            self.ledger().behind = false;
+        }
+        let (failed, panicked) = {
+            let mut ledger = self.ledger();
+            (ledger.failed.take(), ledger.panicked.take())
+        };
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
+        }
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        self.flush(driver, self.generation(), true).await
+    }
+
+    /// Stops the writer behind the branches: no writer starts any more, a job posted and not
+    /// started is taken back (whether one was is returned), and a running one is waited for.
+    fn close(&self) -> bool {
+        self.closing.store(true, Ordering::Release);
+        let Some(behind) = self.behind.get() else { return false };
+        let mut jobs = behind.jobs();
+        let taken = std::mem::take(&mut jobs.posted) > 0;
+        while jobs.running > 0 {
+            jobs = behind.stopped.wait(jobs).unwrap_or_else(PoisonError::into_inner);
+        }
+        taken
+    }
+}
+
+impl<S: GraphState> Drop for Journal<'_, S> {
+    /// A journal goes only once its writer behind is stopped: its job borrows it.
+    fn drop(&mut self) {
+        self.close();
+        // A store's panic not raised (the fan-out ended otherwise): its payload's own drop
+        // must not unwind from here.
+        if let Some(panic) = self.ledger().panicked.take() {
+            crate::vocab::error::drop_payload(panic);
+        }
     }
 }
 

@@ -687,6 +687,8 @@ impl<'g, G: Graph> Run<'g, G> {
                         graph.node_name(source),
                         branches,
                         based,
+                        // One branch at a time: the next starts once this one is written.
+                        self.max_branches > 1,
                     ))
                 }
                 _ => None,

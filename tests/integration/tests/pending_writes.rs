@@ -5,14 +5,19 @@
 //!
 //! Each node counts its runs by a key of its own (`RUNS`); a test sets which key fails (once)
 //! and checks, after `recover`, that every node that completed ran exactly once.
+//!
+//! On the blocking API a finished branch's progress is written behind it, by its journal's
+//! writer, while the next branch runs: a write that fails there fails the fan-out as the
+//! branch's own write did, a store's panic reaches the caller, and with one branch at a time
+//! each branch starts only once the one before it is written.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tea::prelude::*;
-use tea::{Checkpointer, ThreadId};
+use tea::{AppendOutcome, CheckpointId, Checkpointer, ThreadId};
 
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Work {
@@ -408,4 +413,169 @@ fn a_fan_out_whose_merge_fails_fails_again_on_recover_with_a_group_commit() {
     assert_eq!(snapshot.next, ["left_owner", "right_owner"], "{snapshot:?}");
     let again = app.run(Call::recover("clash-grouped")).unwrap_err();
     assert!(matches!(again, Error::ConflictingWrites { .. }), "{again:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes behind the branches (the blocking API): sends of one node each, which finish at the
+// join, through a store that fails, panics or is slow on chosen appends.
+
+fn plan_quick(w: &Work) -> Command<QuickNode> {
+    Command::send(w.items.iter().map(|i| tea::SendTo::new(QuickNode::Quick, Work::update().item(i.clone()))))
+}
+
+/// Counts its run; with one branch at a time (test `one-at-a-time`), first checks that the
+/// send before it (items are numbers) is already in the store.
+fn quick(w: &Work) -> Result<WorkUpdate, String> {
+    let before = w.item.parse::<u32>().ok().and_then(|i| i.checked_sub(1));
+    if let (Some(before), "one-at-a-time") = (before, w.test.as_str()) {
+        let written = WRITTEN.lock().unwrap().get(&w.test).is_some_and(|records| {
+            let needle = format!("quick:{before}");
+            records.iter().any(|r| r.windows(needle.len()).any(|at| at == needle.as_bytes()))
+        });
+        if !written {
+            return Err(format!("send {} started before send {before} was written", w.item));
+        }
+    }
+    count(w, "quick")
+}
+
+fn gather_quick(_: &Work) -> WorkUpdate {
+    Work::update()
+}
+
+graph! {
+    pub Quick for Work {
+        start -> plan_quick;
+        parallel plan_quick => quick* -> gather_quick;
+        gather_quick -> end;
+    }
+}
+
+/// What each test's store wrote, by test (for `quick`'s check).
+static WRITTEN: Mutex<BTreeMap<String, Vec<Vec<u8>>>> = Mutex::new(BTreeMap::new());
+
+/// What a `Faulty` store does on an append.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Refuses the append (once).
+    Fail,
+    /// Panics (once).
+    Panic,
+    /// Takes this long, from that append on.
+    Slow(Duration),
+}
+
+/// A `MemoryStore` that keeps what it writes under its test's name and does `fault` on its
+/// `at`-th append (counted from 1).
+#[derive(Clone)]
+struct Faulty {
+    inner: MemoryStore,
+    test: String,
+    appends: Arc<AtomicUsize>,
+    at: usize,
+    fault: Fault,
+}
+
+impl Faulty {
+    fn new(test: &str, at: usize, fault: Fault) -> Self {
+        Faulty { inner: MemoryStore::new(), test: test.to_owned(), appends: Arc::default(), at, fault }
+    }
+}
+
+impl Checkpointer for Faulty {
+    fn append(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        expected: Option<CheckpointId>,
+        id: CheckpointId,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<AppendOutcome, Error> {
+        let n = self.appends.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.fault {
+            Fault::Fail if n == self.at => return Err(Error::store(format!("append {n} refused, as planned"))),
+            Fault::Panic if n == self.at => panic!("append {n} panics, as planned"),
+            Fault::Slow(wait) if n >= self.at => std::thread::sleep(wait),
+            _ => {}
+        }
+        let outcome = self.inner.append(graph, thread, expected, id, bytes, durable)?;
+        if outcome == AppendOutcome::Written {
+            WRITTEN.lock().unwrap().entry(self.test.clone()).or_default().push(bytes.to_vec());
+        }
+        Ok(outcome)
+    }
+    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner.head(graph, thread)
+    }
+    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(graph, thread, id)
+    }
+    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner.history(graph, thread)
+    }
+    fn range(
+        &self,
+        graph: &str,
+        thread: &ThreadId,
+        from: CheckpointId,
+        to: CheckpointId,
+    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
+        self.inner.range(graph, thread, from, to)
+    }
+    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
+        self.inner.threads(graph)
+    }
+    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
+        self.inner.delete(graph, thread)
+    }
+    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
+        self.inner.prune(graph, thread, keep_last)
+    }
+}
+
+fn numbered(test: &str, n: u32) -> Work {
+    let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    Work { test: test.to_owned(), items, ..Work::default() }
+}
+
+#[test]
+fn a_write_behind_the_branches_that_fails_fails_the_fan_out_and_recover_reruns_nothing_finished() {
+    // Appends 1 and 2 are the run's first checkpoint and the fan-out's; the 3rd is the first
+    // write of a finished send's progress, made behind it.
+    let test = "behind-fails";
+    let store = Faulty::new(test, 3, Fault::Fail);
+    let app = Quick::builder().checkpointer(store).durability(Durability::EveryStep).build();
+    let error = app.run(Call::start(numbered(test, 8)).on(test)).unwrap_err();
+    assert!(error.to_string().contains("append 3 refused, as planned"), "{error}");
+    // Every send finished: the failure's checkpoint keeps them all, and nothing runs again.
+    let out = app.run(Call::recover(ThreadId::from(test))).unwrap().done().unwrap();
+    assert_eq!(out.done.len(), 8, "{:?}", out.done);
+    let runs = runs(test);
+    assert_eq!(runs.len(), 8, "{runs:?}");
+    assert!(runs.values().all(|&n| n == 1), "a finished send ran again: {runs:?}");
+}
+
+#[test]
+fn a_store_that_panics_behind_the_branches_panics_in_the_caller() {
+    let test = "behind-panics";
+    let store = Faulty::new(test, 3, Fault::Panic);
+    let app = Quick::builder().checkpointer(store).durability(Durability::EveryStep).build();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = app.run(Call::start(numbered(test, 8)).on(test));
+    }));
+    let payload = caught.expect_err("the store's panic reaches the caller");
+    let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(message.contains("append 3 panics, as planned"), "{message:?}");
+}
+
+#[test]
+fn one_branch_at_a_time_starts_each_branch_once_the_one_before_is_written() {
+    // Each write from the fan-out's on takes 20 ms: a send that started while the one before
+    // it was still being written would fail its own check (`quick`).
+    let test = "one-at-a-time";
+    let store = Faulty::new(test, 3, Fault::Slow(Duration::from_millis(20)));
+    let app = Quick::builder().checkpointer(store).durability(Durability::EveryStep).max_parallel_branches(1).build();
+    let out = app.run(Call::start(numbered(test, 5)).on(test)).unwrap().done().unwrap();
+    assert_eq!(sorted(out.done), ["quick:0", "quick:1", "quick:2", "quick:3", "quick:4"]);
 }
