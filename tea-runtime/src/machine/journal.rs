@@ -17,7 +17,10 @@
 //! checkpoint that ends the fan-out holds it ([`Journal::hold`]), so a fan-out of cheap branches
 //! costs the journal nothing and a crash runs at most the window of finished work again. Once
 //! the window is full, a finished branch is recorded and written, but does not wait for its
-//! write when a sibling is writing (that sibling writes it before it stops). Writes are grouped: each write holds every branch's progress as recorded when it began
+//! write when a sibling is writing (that sibling writes it before it stops); on the thread
+//! driver it does not wait at all: the journal's writer writes it on a thread of its own while
+//! the next branch runs, and the fan-out's end waits for that writer ([`Journal::settle`]).
+//! Writes are grouped: each write holds every branch's progress as recorded when it began
 //! (by compare-and-swap on the run's head, with the run's lease renewed), so a branch whose
 //! record a sibling's write already carried does not write again, and a fan-out of many short
 //! branches writes fewer checkpoints than it runs nodes. With
