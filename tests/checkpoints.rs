@@ -6,7 +6,7 @@
 mod store_scenarios;
 
 use std::sync::{Arc, Mutex};
-use store_scenarios::{done, paused, runs, thread, Corrupting, Doc, Fan, StopBefore, TwoStops};
+use store_scenarios::{done, forward, paused, runs, thread, Corrupting, Doc, Fan, StopBefore, TwoStops};
 use tea::prelude::*;
 
 /// A fresh `MemoryStore` per call.
@@ -228,26 +228,7 @@ impl Checkpointer for Recording {
         }
         Ok(result)
     }
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, threads, delete, prune);
 }
 
 #[test]

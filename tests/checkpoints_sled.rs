@@ -6,7 +6,7 @@ mod store_scenarios;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use store_scenarios::{done, names, paused, runs, thread, Doc, EdgeAgent, StopBefore};
+use store_scenarios::{done, forward, names, paused, runs, thread, Doc, EdgeAgent, StopBefore};
 use tea::prelude::*;
 
 /// A temporary directory, removed when dropped; each `store()` opens a new database in it.
@@ -136,24 +136,7 @@ impl Checkpointer for CountingDurable {
         }
         Ok(outcome)
     }
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, threads, delete, prune);
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! Pauses from inside nodes: interruptible nodes, interrupt nodes (with timeouts), answers by
 //! id, and pauses inside parallel branches.
 
+mod store_forward;
+use store_forward::forward;
+
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -516,24 +519,7 @@ mod interrupt_node_records {
             }
             Ok(outcome)
         }
-        fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
-            self.inner.head(graph, thread)
-        }
-        fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
-            self.inner.get(graph, thread, id)
-        }
-        fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
-            self.inner.history(graph, thread)
-        }
-        fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-            self.inner.threads(graph)
-        }
-        fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-            self.inner.delete(graph, thread)
-        }
-        fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-            self.inner.prune(graph, thread, keep_last)
-        }
+        forward!(inner: head, get, history, threads, delete, prune);
     }
 
     #[test]

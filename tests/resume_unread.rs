@@ -9,7 +9,7 @@ mod store_scenarios;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use store_scenarios::{done, paused, thread, Doc, StopBefore};
+use store_scenarios::{done, forward, paused, thread, Doc, StopBefore};
 use tea::prelude::*;
 use tea::{AppendOutcome, CheckpointId, Checkpointer};
 
@@ -54,40 +54,7 @@ impl Checkpointer for Unread {
         self.heads.fetch_add(1, Ordering::SeqCst);
         self.inner.head(graph, thread)
     }
-
-    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-
-    fn range(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        from: CheckpointId,
-        to: CheckpointId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.range(graph, thread, from, to)
-    }
-
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
-
-    fn delete_at(&self, graph: &str, thread: &ThreadId, head: CheckpointId) -> Result<bool, Error> {
-        self.inner.delete_at(graph, thread, head)
-    }
+    forward!(inner: get, history, range, threads, delete, prune, delete_at);
 
     /// The default's read of the head and append, on the inner store (its read not counted).
     fn append_over(

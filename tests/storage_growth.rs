@@ -12,6 +12,9 @@
 //! On `MemoryStore`, `SledStore` and `DirStore`; on `PostgresStore` too when built with the
 //! feature `postgres` and `TEA_TEST_POSTGRES_URL` is set (else the test says it skipped).
 
+mod store_forward;
+use store_forward::forward;
+
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,33 +59,7 @@ impl<C: Checkpointer> Checkpointer for Counting<C> {
         }
         Ok(outcome)
     }
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn range(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        from: CheckpointId,
-        to: CheckpointId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.range(graph, thread, from, to)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, range, threads, delete, prune);
 }
 
 // ---------------------------------------------------------------------------------------------

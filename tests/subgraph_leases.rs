@@ -8,6 +8,9 @@
 //! `recover` is tried every 50 ms while the live run goes on: each attempt must find the thread
 //! busy (or, once the run is over, finished), and no node may run twice.
 
+mod store_forward;
+use store_forward::forward;
+
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -352,24 +355,7 @@ impl Checkpointer for LandsThenFails {
         }
         Ok(appended)
     }
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(tea::CheckpointId, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-    fn get(&self, graph: &str, thread: &ThreadId, id: tea::CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(tea::CheckpointId, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, threads, delete, prune);
 }
 
 #[test]

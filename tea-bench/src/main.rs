@@ -90,19 +90,22 @@ fn extra<R: FnMut() + 'static>(key: &'static str, reps: usize, make: impl FnOnce
 /// their store sealed at rest (`Sealed`), what encryption costs.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
+    // The fan-out rows run 5 r times: each takes a fraction of a millisecond, and their first
+    // runs (the branch and journal pools waking, the heap growing) made the median of 10 swing
+    // by 2x between runs of this program on a small machine.
     let mut all = vec![
         w("sequential_10", r * 10, seq::sequential_10),
         w("sequential_1000", r, seq::sequential_1000),
         w("sequential_1000_memory_store", r, seq::sequential_1000_memory_store),
-        w("fanout_100", r, seq::fanout_100),
-        w("send_100", r, seq::send_100),
-        w("fanout_100_memory_store", r, seq::fanout_100_memory_store),
-        w("send_100_memory_store", r, seq::send_100_memory_store),
+        w("fanout_100", r * 5, seq::fanout_100),
+        w("send_100", r * 5, seq::send_100),
+        w("fanout_100_memory_store", r * 5, seq::fanout_100_memory_store),
+        w("send_100_memory_store", r * 5, seq::send_100_memory_store),
         extra("sequential_1000_memory_store/sealed", r, seq::sequential_1000_memory_store_sealed),
-        extra("fanout_100_memory_store/sealed", r, seq::fanout_100_memory_store_sealed),
-        extra("send_100_memory_store/sealed", r, seq::send_100_memory_store_sealed),
-        extra("fanout_100_memory_store/group_commit_1ms", r, seq::fanout_100_memory_store_grouped),
-        extra("send_100_memory_store/group_commit_1ms", r, seq::send_100_memory_store_grouped),
+        extra("fanout_100_memory_store/sealed", r * 5, seq::fanout_100_memory_store_sealed),
+        extra("send_100_memory_store/sealed", r * 5, seq::send_100_memory_store_sealed),
+        extra("fanout_100_memory_store/group_commit_1ms", r * 5, seq::fanout_100_memory_store_grouped),
+        extra("send_100_memory_store/group_commit_1ms", r * 5, seq::send_100_memory_store_grouped),
         w("fanout_io_100", 5, seq::fanout_io_100),
         w("fanout_io_100_async", 5, seq::fanout_io_100_async),
         w("fanout_8_cpu", 3, seq::fanout_8_cpu),

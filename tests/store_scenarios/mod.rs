@@ -4,6 +4,13 @@
 //! Nodes record every run in a table keyed by thread and node, so a scenario can tell how many
 //! times a node ran in its own thread while other tests run at the same time.
 
+#[path = "../store_forward/mod.rs"]
+mod store_forward;
+/// For the wrapping stores of the tests that include these scenarios (a module loaded twice
+/// in one test crate is a lint error).
+#[allow(unused_imports)]
+pub(crate) use store_forward::forward;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -1007,10 +1014,7 @@ impl<C: Checkpointer> Checkpointer for Corrupting<C> {
             (head, _) => head,
         })
     }
-
-    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
+    forward!(inner: get, threads, delete, prune);
 
     fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
         let mut history = self.inner.history(graph, thread)?;
@@ -1018,17 +1022,6 @@ impl<C: Checkpointer> Checkpointer for Corrupting<C> {
             first.1 = bytes.clone();
         }
         Ok(history)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
     }
 }
 
@@ -1128,29 +1121,7 @@ impl<C: Checkpointer> Checkpointer for FailingAppends<C> {
         }
         self.inner.append(graph, thread, expected, id, bytes, durable)
     }
-
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(u64, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-
-    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, threads, delete, prune);
 }
 
 /// A resume that dies after claiming the thread (the store fails, so the pause cannot be put
@@ -1217,25 +1188,7 @@ impl<C: Checkpointer> Checkpointer for GatedHeads<C> {
         }
         Ok(head)
     }
-
-    fn get(&self, graph: &str, thread: &ThreadId, id: u64) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(u64, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: get, history, threads, delete, prune);
 }
 
 /// Eight `recover`s of one failed thread that all read the same checkpoint: exactly one runs the

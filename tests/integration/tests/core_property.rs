@@ -57,6 +57,10 @@
 //! comma-separated list of `KillAtNode`, `FailNode`, `FailWrite`, `StopAtWrite` and
 //! `DropAtNode`, plans only those kinds of fault.
 
+#[path = "../../store_forward/mod.rs"]
+mod store_forward;
+use store_forward::forward;
+
 use proptest::prelude::*;
 use proptest::strategy::Union;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -580,30 +584,7 @@ impl Checkpointer for Crashing {
         self.faults.write()?;
         self.inner.append(graph, thread, expected, id, bytes, durable)
     }
-
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-
-    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, threads, delete, prune);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,10 @@
 //! branch's own write did, a store's panic reaches the caller, and with one branch at a time
 //! each branch starts only once the one before it is written.
 
+#[path = "../../store_forward/mod.rs"]
+mod store_forward;
+use store_forward::forward;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -505,33 +509,7 @@ impl Checkpointer for Faulty {
         }
         Ok(outcome)
     }
-    fn head(&self, graph: &str, thread: &ThreadId) -> Result<Option<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.head(graph, thread)
-    }
-    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn range(
-        &self,
-        graph: &str,
-        thread: &ThreadId,
-        from: CheckpointId,
-        to: CheckpointId,
-    ) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.range(graph, thread, from, to)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: head, get, history, range, threads, delete, prune);
 }
 
 fn numbered(test: &str, n: u32) -> Work {

@@ -3,6 +3,10 @@
 //! and on `PostgresStore` (skipped, saying so, without a server). The blocking API's are in the
 //! root crate's `tests/resume_unread.rs` and the shared store scenarios.
 
+#[path = "../../store_forward/mod.rs"]
+mod store_forward;
+use store_forward::forward;
+
 #[cfg(feature = "postgres")]
 #[path = "../../postgres_support/mod.rs"]
 mod postgres_support;
@@ -62,21 +66,7 @@ impl Checkpointer for Unread {
         self.heads.fetch_add(1, Ordering::SeqCst);
         self.inner.head(graph, thread)
     }
-    fn get(&self, graph: &str, thread: &ThreadId, id: CheckpointId) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(graph, thread, id)
-    }
-    fn history(&self, graph: &str, thread: &ThreadId) -> Result<Vec<(CheckpointId, Vec<u8>)>, Error> {
-        self.inner.history(graph, thread)
-    }
-    fn threads(&self, graph: &str) -> Result<Vec<ThreadId>, Error> {
-        self.inner.threads(graph)
-    }
-    fn delete(&self, graph: &str, thread: &ThreadId) -> Result<bool, Error> {
-        self.inner.delete(graph, thread)
-    }
-    fn prune(&self, graph: &str, thread: &ThreadId, keep_last: usize) -> Result<usize, Error> {
-        self.inner.prune(graph, thread, keep_last)
-    }
+    forward!(inner: get, history, threads, delete, prune);
     fn append_over(
         &self,
         graph: &str,
