@@ -20,6 +20,9 @@
 //! write when a sibling is writing (that sibling writes it before it stops); on the thread
 //! driver it does not wait at all: the journal's writer writes it on a thread of its own while
 //! the next branch runs, and the fan-out's end waits for that writer ([`Journal::settle`]).
+//! That writer starts writing once the fan-out has run for [`WRITE_BEHIND_AFTER`] (100 µs):
+//! a fan-out that ends sooner is written once, with its end, since two threads sharing the
+//! journal for a record or two each cost such a fan-out more than its branches did.
 //! Writes are grouped: each write holds every branch's progress as recorded when it began
 //! (by compare-and-swap on the run's head, with the run's lease renewed), so a branch whose
 //! record a sibling's write already carried does not write again, and a fan-out of many short
@@ -51,6 +54,16 @@ use std::time::{Duration, Instant};
 /// cheap branches come every few microseconds, and a writer that stays saves a wake-up each.
 const LINGER: Duration = Duration::from_micros(50);
 
+/// How many times a branch's record tries the journal's lock before it waits on it (see
+/// `Journal::ledger_for_record`).
+const RECORD_SPINS: u32 = 256;
+
+/// How long after a fan-out began its writer behind the branches starts writing (see
+/// [`Journal::flush`]): a fan-out that ends sooner is written once, at its end, where writing
+/// behind it cost two cores contending for the journal and a record per branch or two. What a
+/// crash in that time runs again is at most this much of the fan-out's finished work.
+const WRITE_BEHIND_AFTER: Duration = Duration::from_micros(100);
+
 /// The progress of a fan-out's branches, written as they run.
 pub(crate) struct Journal<'a, S: GraphState> {
     /// The run's tenure of its thread, which every write goes through.
@@ -78,6 +91,8 @@ pub(crate) struct Journal<'a, S: GraphState> {
     closing: AtomicBool,
     /// `Ledger::generation`, read by the writer behind without the lock.
     recorded: AtomicU64,
+    /// When the fan-out began: its writer behind starts writing [`WRITE_BEHIND_AFTER`] later.
+    started: Instant,
 }
 
 /// A journal's writer behind its branches: how many of its jobs are posted and not started (at
@@ -87,12 +102,17 @@ pub(crate) struct Journal<'a, S: GraphState> {
 struct Behind {
     jobs: Mutex<Jobs>,
     stopped: Condvar,
+    /// Wakes a posted job waiting for its time to start ([`WRITE_BEHIND_AFTER`]) when the
+    /// journal closes.
+    wake: Condvar,
 }
 
 #[derive(Default)]
 struct Jobs {
     posted: usize,
     running: usize,
+    /// The journal closed: a job still posted is taken back.
+    closed: bool,
 }
 
 impl Behind {
@@ -211,11 +231,27 @@ impl<'a, S: GraphState> Journal<'a, S> {
             behind: OnceLock::new(),
             closing: AtomicBool::new(false),
             recorded: AtomicU64::new(0),
+            started: Instant::now(),
         }
     }
 
     fn ledger(&self) -> MutexGuard<'_, Ledger<S>> {
         self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The journal's lock for a branch's record, spinning for it a little longer than the
+    /// lock itself does before it sleeps: the writer behind holds it only to plan a write (a
+    /// few hundred nanoseconds), and a calling thread put to sleep and woken again for it
+    /// paid microseconds per record.
+    fn ledger_for_record(&self) -> MutexGuard<'_, Ledger<S>> {
+        for _ in 0..RECORD_SPINS {
+            match self.ledger.try_lock() {
+                Ok(ledger) => return ledger,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
+        self.ledger()
     }
 
     /// The progress of the branch at `path` (its index among the fan-out's branches, then
@@ -260,7 +296,7 @@ impl<'a, S: GraphState> Journal<'a, S> {
             .write_json(&mut text);
             // A value that does not serialize is recorded typed: the write reports it.
             if written.is_ok() {
-                let mut ledger = self.ledger();
+                let mut ledger = self.ledger_for_record();
                 debug_assert!(
                     ledger.branches.get(*index).is_none_or(|b| b.head == *record.head),
                     "a branch records under its own head"
@@ -384,8 +420,10 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// branch allowed at once, it starts the journal's writer instead, on a thread of its own,
     /// and returns: the next branch runs while this one's progress is written, as it would on
     /// another thread of the branch pool (and as a tokio run's branches go on while a write
-    /// waits). The writer writes what the branches record until it finds nothing more for a
-    /// moment ([`LINGER`]); the fan-out's end waits for it ([`settle`](Self::settle)). With
+    /// waits). The writer starts writing once the fan-out has run for [`WRITE_BEHIND_AFTER`]
+    /// (taken back unstarted by a fan-out that ends sooner, whose end writes it all), then
+    /// writes what the branches record until it finds nothing more for a moment ([`LINGER`]);
+    /// the fan-out's end waits for it ([`settle`](Self::settle)). With
     /// one branch at a time (`Builder::max_parallel_branches(1)`), the next branch starts only
     /// once this one is written.
     ///
@@ -469,6 +507,7 @@ impl<S: GraphState> Journal<'_, S> {
         // The writer's store calls belong to the branch that started it (its fan-out's span).
         #[cfg(feature = "tracing")]
         let span = tracing::Span::current();
+        let start_at = self.started + WRITE_BEHIND_AFTER;
         let job = {
             let behind = Arc::clone(&behind);
             move |driver: &D| {
@@ -476,6 +515,15 @@ impl<S: GraphState> Journal<'_, S> {
                 let _entered = span.enter();
                 {
                     let mut jobs = behind.jobs();
+                    // Not before its time, unless the journal closes first (which takes the
+                    // job back): the journal is not reached while waiting.
+                    while !jobs.closed {
+                        let Some(left) = start_at.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
+                        else {
+                            break;
+                        };
+                        jobs = behind.wake.wait_timeout(jobs, left).unwrap_or_else(PoisonError::into_inner).0;
+                    }
                     if jobs.posted == 0 {
                         // Taken back by the journal (`close`), which writes what is left.
                         return;
@@ -584,6 +632,8 @@ impl<S: GraphState> Journal<'_, S> {
         self.closing.store(true, Ordering::Release);
         let Some(behind) = self.behind.get() else { return false };
         let mut jobs = behind.jobs();
+        jobs.closed = true;
+        behind.wake.notify_all();
         let taken = std::mem::take(&mut jobs.posted) > 0;
         while jobs.running > 0 {
             jobs = behind.stopped.wait(jobs).unwrap_or_else(PoisonError::into_inner);

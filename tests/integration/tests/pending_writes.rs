@@ -8,8 +8,9 @@
 //!
 //! On the blocking API a finished branch's progress is written behind it, by its journal's
 //! writer, while the next branch runs: a write that fails there fails the fan-out as the
-//! branch's own write did, a store's panic reaches the caller, and with one branch at a time
-//! each branch starts only once the one before it is written.
+//! branch's own write did, a store's panic reaches the caller, a finished branch is written
+//! while a long sibling still runs, and with one branch at a time each branch starts only once
+//! the one before it is written.
 
 #[path = "../../store_forward/mod.rs"]
 mod store_forward;
@@ -428,19 +429,35 @@ fn plan_quick(w: &Work) -> Command<QuickNode> {
 }
 
 /// Counts its run; with one branch at a time (test `one-at-a-time`), first checks that the
-/// send before it (items are numbers) is already in the store.
+/// send before it (items are numbers) is already in the store. Item `wait` (test
+/// `long-sibling`) waits, up to ten seconds, for send `0`'s progress to be in the store.
 fn quick(w: &Work) -> Result<WorkUpdate, String> {
+    if w.item == "wait" {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !written(&w.test, "quick:0") {
+            if std::time::Instant::now() > deadline {
+                return Err("send 0 finished ten seconds ago and is still not in the store".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        return count(w, "quick");
+    }
     let before = w.item.parse::<u32>().ok().and_then(|i| i.checked_sub(1));
     if let (Some(before), "one-at-a-time") = (before, w.test.as_str()) {
-        let written = WRITTEN.lock().unwrap().get(&w.test).is_some_and(|records| {
-            let needle = format!("quick:{before}");
-            records.iter().any(|r| r.windows(needle.len()).any(|at| at == needle.as_bytes()))
-        });
-        if !written {
+        if !written(&w.test, &format!("quick:{before}")) {
             return Err(format!("send {} started before send {before} was written", w.item));
         }
     }
     count(w, "quick")
+}
+
+/// Whether test `test`'s store wrote a record holding `needle`.
+fn written(test: &str, needle: &str) -> bool {
+    WRITTEN
+        .lock()
+        .unwrap()
+        .get(test)
+        .is_some_and(|records| records.iter().any(|r| r.windows(needle.len()).any(|at| at == needle.as_bytes())))
 }
 
 fn gather_quick(_: &Work) -> WorkUpdate {
@@ -545,6 +562,17 @@ fn a_store_that_panics_behind_the_branches_panics_in_the_caller() {
     let payload = caught.expect_err("the store's panic reaches the caller");
     let message = payload.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(message.contains("append 3 panics, as planned"), "{message:?}");
+}
+
+#[test]
+fn a_finished_send_is_written_while_a_long_sibling_still_runs() {
+    // The fan-out's writer starts writing once the fan-out has run for 100 µs: send `0`, done at
+    // once, is in the store while `wait` still runs (which waits for it), not only at the join.
+    let test = "long-sibling";
+    let store = Faulty::new(test, usize::MAX, Fault::Fail);
+    let app = Quick::builder().checkpointer(store).durability(Durability::EveryStep).build();
+    let out = app.run(Call::start(work(test, &["0", "wait"])).on(test)).unwrap().done().unwrap();
+    assert_eq!(sorted(out.done), ["quick:0", "quick:wait"]);
 }
 
 #[test]
