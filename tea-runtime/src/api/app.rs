@@ -228,10 +228,10 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// *finished* — it reached its join, or stopped at a pause — is recorded at once and written
     /// while the next branch runs (on the blocking API by the fan-out's writer, which starts
     /// writing once the fan-out has run for 100 µs: a fan-out that ends sooner is written with
-    /// its end): after a crash, `recover` runs again no finished branch the store held, and of
-    /// those it did not hold, at most the fan-out's first 100 µs. That is a record per branch,
-    /// which for a fan-out of many cheap branches costs more than the branches themselves (on a
-    /// disk store, a flush per write).
+    /// its end): after a crash, `recover` runs again only finished branches the store did not
+    /// hold yet — those of the fan-out's first 100 µs, and the last few the writer had not
+    /// caught up with. That is a record per branch, which for a fan-out of many cheap branches
+    /// costs more than the branches themselves (on a disk store, a flush per write).
     ///
     /// With a `window`, a finished branch whose work since its last write, together with that
     /// of the finished branches the fan-out already holds unwritten, took less than `window` is
