@@ -270,18 +270,34 @@ nodes:
     assert_eq!(done["parallel_results"], state["parallel_results"]);
 }
 
+/// `RESEARCH` whose branches work a little (a few milliseconds of Lua): past a fan-out's first
+/// 100 µs, whose finished branches are left to its end with or without a group commit.
+fn slow_research() -> String {
+    RESEARCH
+        .replace(
+            "run: return { sources = { \"web:\"",
+            "run: |\n      for i = 1, 200000 do end\n      return { sources = { \"web:\"",
+        )
+        .replace(
+            "run: return { sources = { \"papers:\"",
+            "run: |\n      for i = 1, 200000 do end\n      return { sources = { \"papers:\"",
+        )
+}
+
 #[test]
 fn a_group_commit_given_before_the_store_writes_cheap_branches_with_the_join() {
     // `tea serve` gives the window first, then the store: both orders keep it.
+    let research = slow_research();
+    assert_ne!(research, RESEARCH);
     let history = |agent: tea_yaml::Agent, thread: &str| {
         let call = agent.start(json!({})).unwrap().on(thread);
         let out = agent.run(call).unwrap().done().unwrap();
         assert_eq!(out["summary"], "web done, papers done");
         agent.history(&tea::ThreadId::from(thread)).unwrap()
     };
-    let each = history(Engine::new().load_str(RESEARCH).unwrap().with_checkpointer(tea::MemoryStore::new()), "each");
+    let each = history(Engine::new().load_str(&research).unwrap().with_checkpointer(tea::MemoryStore::new()), "each");
     let agent = Engine::new()
-        .load_str(RESEARCH)
+        .load_str(&research)
         .unwrap()
         .with_group_commit(std::time::Duration::from_secs(60))
         .with_checkpointer(tea::MemoryStore::new())

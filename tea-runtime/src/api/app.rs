@@ -227,9 +227,10 @@ impl<G: Graph, C: Checkpointer> Builder<G, C> {
     /// By default every branch's progress is written as its nodes complete, and a branch that
     /// *finished* — it reached its join, or stopped at a pause — is recorded at once and written
     /// while the next branch runs (on the blocking API by the fan-out's writer, which starts
-    /// writing once the fan-out has run for 100 µs: a fan-out that ends sooner is written with
-    /// its end): after a crash, `recover` runs again only finished branches the store did not
-    /// hold yet — those of the fan-out's first 100 µs, and the last few the writer had not
+    /// writing once the fan-out has run for 100 µs; a branch that finished before then is
+    /// written with the fan-out's end, or before its failure when its branches cannot merge):
+    /// after a crash, `recover` runs again only finished branches the store did not hold yet —
+    /// those that finished in the fan-out's first 100 µs, and the last few the writer had not
     /// caught up with. That is a record per branch, which for a fan-out of many cheap branches
     /// costs more than the branches themselves (on a disk store, a flush per write).
     ///

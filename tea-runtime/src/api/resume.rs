@@ -184,7 +184,7 @@ fn match_answers<G: Graph>(
     match &mut ckpt.at {
         Position::Fork { branches, .. } => {
             for branch in branches.iter_mut() {
-                let Some(pause) = &branch.pending else { continue };
+                let Some(pause) = branch.pending.as_deref() else { continue };
                 if pause.child.is_some() {
                     // A subgraph node's child paused in this branch: what continues is the
                     // child's, which the node hands over when it runs again.

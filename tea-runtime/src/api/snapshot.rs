@@ -273,7 +273,7 @@ pub(crate) fn paused_children<S: GraphState>(ckpt: &Checkpoint<S>) -> Vec<Subgra
     match &ckpt.at {
         Position::Fork { branches, .. } => {
             for branch in branches {
-                read(&branch.answers, branch.pending.as_ref(), Some(&branch.head));
+                read(&branch.answers, branch.pending.as_deref(), Some(&branch.head));
             }
         }
         _ => read(&ckpt.answers, ckpt.pending.first(), None),

@@ -69,7 +69,7 @@ pub(crate) struct BranchProgress<S: GraphState> {
     /// The branch's own state, when it is at hand (in memory, or read from a checkpoint of an
     /// earlier version of tea, which stored it): never written.
     #[serde(default, skip_serializing)]
-    pub(crate) state: Option<S>,
+    pub(crate) state: Option<Box<S>>,
     /// A send's input, applied to the fan-out's state before the branch's first node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) input: Option<S::Update>,
@@ -84,7 +84,7 @@ pub(crate) struct BranchProgress<S: GraphState> {
     pub(crate) answers: Vec<serde_json::Value>,
     /// The pause the branch waits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) pending: Option<Interrupt>,
+    pub(crate) pending: Option<Box<Interrupt>>,
     /// The further pauses the branch waits on: a subgraph node's child that paused on several.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) more_pending: Vec<Interrupt>,
@@ -96,7 +96,7 @@ pub(crate) struct BranchProgress<S: GraphState> {
     pub(crate) branches: Vec<BranchProgress<S>>,
     /// The branch (in a child graph) ended with `Command::parent`: where it routes the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) jump: Option<ParentJump>,
+    pub(crate) jump: Option<Box<ParentJump>>,
 }
 
 impl<S: GraphState> BranchProgress<S> {
@@ -150,11 +150,11 @@ impl<S: GraphState> BranchProgress<S> {
             steps: self.steps,
             at: &self.at,
             answers: &self.answers,
-            pending: self.pending.as_ref(),
+            pending: self.pending.as_deref(),
             more_pending: &self.more_pending,
             resume: self.resume,
             branches: &self.branches,
-            jump: self.jump.as_ref(),
+            jump: self.jump.as_deref(),
         }
         .write_json(out)
     }
@@ -1215,7 +1215,7 @@ mod tests {
         sent.resume = false;
         forms.push(sent.copy(false));
         sent.answers = vec![json!("yes"), json!({"n": 1})];
-        sent.pending = Some(Interrupt::new("ask#1".into(), NodeName::from("ask".to_owned()), json!("why?")));
+        sent.pending = Some(Box::new(Interrupt::new("ask#1".into(), NodeName::from("ask".to_owned()), json!("why?"))));
         sent.more_pending = vec![Interrupt::new("x#0".into(), NodeName::from("x".to_owned()), json!(null))];
         forms.push(sent.copy(false));
         let mut nested = BranchProgress::<Tally>::fresh(NodeName::from("outer".to_owned()));
@@ -1224,14 +1224,14 @@ mod tests {
         forms.push(nested);
         let mut joined = BranchProgress::<Tally>::fresh(NodeName::from("j".to_owned()));
         joined.at = BranchAt::Joined;
-        joined.jump = Some(ParentJump {
+        joined.jump = Some(Box::new(ParentJump {
             parent: Some("parent".into()),
             legacy_type: None,
             node_type: None,
             target: "review".into(),
             update: Some(json!({"n": 2})),
             error: None,
-        });
+        }));
         forms.push(joined);
         for goto in [None, Some(Target::End), Some(Target::Node(NodeName::from("z".to_owned())))] {
             let mut after = BranchProgress::<Tally>::fresh(NodeName::from("a".to_owned()));

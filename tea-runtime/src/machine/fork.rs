@@ -353,6 +353,17 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
         return Ok(ForkOutcome::Failed { error, branches });
     }
     let branches: Vec<Branch<G::State>> = results.into_iter().collect::<Result<_, _>>()?;
+    if let Some((journal, [])) = journal {
+        if journal.held_young() && check_conflicts(&branches).is_err() {
+            // Branches left to the fan-out's end because it was young (`Journal::hold`) that
+            // may not merge: written now, as they would have been behind them, so that the
+            // thread shows them finished and its join next when the merge fails.
+            for (branch, path) in branches.iter().zip(paths) {
+                journal.record(path, record_of(branch));
+            }
+            journal.flush(driver, journal.generation(), true).await?;
+        }
+    }
     if branches.iter().any(|b| b.interrupt.is_some()) {
         let interrupts =
             branches.iter().flat_map(|b| b.interrupt.as_deref().into_iter().chain(&b.more).cloned()).collect();
@@ -369,23 +380,39 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     Ok(ForkOutcome::Joined { branches, steps, taken })
 }
 
+/// What a finished branch records of itself.
+fn record_of<S: GraphState>(branch: &Branch<S>) -> Record<'_, S> {
+    Record {
+        head: &branch.head,
+        input: branch.input.as_deref(),
+        updates: &branch.updates,
+        origins: &branch.origins,
+        steps: branch.steps,
+        at: branch.at.clone(),
+        answers: &branch.answers,
+        pending: branch.interrupt.as_deref(),
+        more_pending: &branch.more,
+        jump: branch.jump.as_deref(),
+    }
+}
+
 /// A branch's progress as a checkpoint keeps it (its own state, when it was built, kept in
 /// memory only).
 fn progress_of<S: GraphState>(branch: Branch<S>) -> BranchProgress<S> {
     BranchProgress {
         head: branch.head,
-        state: branch.state.map(|state| *state),
+        state: branch.state,
         input: branch.input.map(|input| *input),
         updates: branch.updates,
         origins: branch.origins,
         steps: branch.steps,
         at: branch.at,
         answers: branch.answers,
-        pending: branch.interrupt.map(|pending| *pending),
+        pending: branch.interrupt,
         more_pending: branch.more,
         resume: false,
         branches: Vec::new(),
-        jump: branch.jump.map(|jump| *jump),
+        jump: branch.jump,
     }
 }
 
@@ -425,7 +452,7 @@ pub(crate) fn branch_state<G: Graph>(
     progress: &BranchProgress<G::State>,
 ) -> Result<G::State, Error> {
     if let Some(state) = &progress.state {
-        return Ok(state.clone());
+        return Ok(G::State::clone(state));
     }
     let mut state = base.clone();
     if let Some(input) = &progress.input {
@@ -457,13 +484,13 @@ struct Resumed<S: GraphState> {
 fn local_of<'b, S: GraphState>(
     base: &'b S,
     head: &NodeName,
-    state: Option<S>,
+    state: Option<Box<S>>,
     input: Option<&S::Update>,
     updates: Vec<S::Update>,
     origins: Vec<NodeName>,
 ) -> Local<'b, S> {
     match state {
-        Some(own) => Local { base, input: None, applied: updates.len(), own: Some(Box::new(own)), updates, origins },
+        Some(own) => Local { base, input: None, applied: updates.len(), own: Some(own), updates, origins },
         None => {
             let input = input.map(|i| Box::new((head.clone(), i.clone())));
             Local { base, input, own: None, updates, origins, applied: 0 }
@@ -513,7 +540,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
         let with_state = keep_states || !resume;
         let (state, updates, origins) = local.finish(graph, with_state)?;
         let events = Vec::new();
-        let (interrupt, more) = (pending.map(Box::new), more_pending);
+        let (interrupt, more) = (pending, more_pending);
         return Ok(Branch {
             head,
             state,
@@ -527,7 +554,7 @@ async fn continue_branch<G: Graph, D: Driver<G>>(
             answers,
             interrupt,
             more,
-            jump: jump.map(Box::new),
+            jump,
         });
     }
     let thread = env.thread.clone().unwrap_or_else(|| ThreadId::from(""));
@@ -614,7 +641,7 @@ async fn run_branch<G: Graph, D: Driver<G>>(
                     let generation = journal.record(path, record);
                     journal.flush(driver, generation, true).await?;
                     restart(&mut since);
-                } else if !since.is_some_and(|since| journal.hold(since.elapsed())) {
+                } else if !journal.hold(since.map(|since| since.elapsed()), D::READY && D::WRITES_BEHIND) {
                     let generation = journal.record(path, record);
                     journal.flush(driver, generation, false).await?;
                 }

@@ -20,9 +20,12 @@
 //! write when a sibling is writing (that sibling writes it before it stops); on the thread
 //! driver it does not wait at all: the journal's writer writes it on a thread of its own while
 //! the next branch runs, and the fan-out's end waits for that writer ([`Journal::settle`]).
-//! That writer starts writing once the fan-out has run for [`WRITE_BEHIND_AFTER`] (100 µs):
-//! a fan-out that ends sooner is written once, with its end, since two threads sharing the
-//! journal for a record or two each cost such a fan-out more than its branches did.
+//! That writer starts writing once the fan-out has run for [`WRITE_BEHIND_AFTER`] (100 µs),
+//! and a branch that finishes before then is not recorded at all, as under a group commit
+//! window: the checkpoint that ends the fan-out holds it. A fan-out that ends sooner — a
+//! hundred cheap branches — is written once, with its end, since recording each branch and two
+//! threads sharing the journal cost such a fan-out more than its branches did; one whose
+//! branches cannot merge writes them before it fails, as if they had been written behind them.
 //! Writes are grouped: each write holds every branch's progress as recorded when it began
 //! (by compare-and-swap on the run's head, with the run's lease renewed), so a branch whose
 //! record a sibling's write already carried does not write again, and a fan-out of many short
@@ -93,6 +96,11 @@ pub(crate) struct Journal<'a, S: GraphState> {
     recorded: AtomicU64,
     /// When the fan-out began: its writer behind starts writing [`WRITE_BEHIND_AFTER`] later.
     started: Instant,
+    /// A finished branch was left to the checkpoint that ends the fan-out ([`Journal::hold`]).
+    held_any: AtomicBool,
+    /// One was because the fan-out was younger than [`WRITE_BEHIND_AFTER`] (see
+    /// [`Journal::hold`]).
+    held_young: AtomicBool,
 }
 
 /// A journal's writer behind its branches: how many of its jobs are posted and not started (at
@@ -156,8 +164,6 @@ struct Ledger<S: GraphState> {
     /// The work of the finished branches left to the checkpoint that ends the fan-out (see
     /// [`Journal::hold`]).
     held: Duration,
-    /// Whether any was.
-    held_any: bool,
     /// A writer behind the branches is posted or running, and writes what they record until it
     /// stops (see [`Journal::flush`]).
     behind: bool,
@@ -222,7 +228,6 @@ impl<'a, S: GraphState> Journal<'a, S> {
                 based,
                 stamp: None,
                 held: Duration::ZERO,
-                held_any: false,
                 behind: false,
                 failed: None,
                 panicked: None,
@@ -232,6 +237,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
             closing: AtomicBool::new(false),
             recorded: AtomicU64::new(0),
             started: Instant::now(),
+            held_any: AtomicBool::new(false),
+            held_young: AtomicBool::new(false),
         }
     }
 
@@ -356,8 +363,8 @@ impl<'a, S: GraphState> Journal<'a, S> {
     }
 
     /// Whether a branch that finished (at its join, or at a pause: nothing of it runs next),
-    /// having worked `worked` since its last write, is left to the checkpoint that ends the
-    /// fan-out instead of being recorded and written now.
+    /// having worked `worked` since its last write (`None` without a group commit window), is
+    /// left to the checkpoint that ends the fan-out instead of being recorded and written now.
     ///
     /// It is while the work of the finished branches so left, this one's included, stays under
     /// the window ([`Builder::group_commit`](crate::Builder::group_commit)): the checkpoint of
@@ -367,15 +374,25 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// all (no copy of its progress is made), so a fan-out of cheap branches costs the journal
     /// nothing; once the window is full, each finished branch is recorded and written as
     /// before ([`flush`](Self::flush) without `wait`).
-    pub(crate) fn hold(&self, worked: Duration) -> bool {
-        if !self.groups() {
-            return false;
+    ///
+    /// It also is, whatever the window, on a driver whose finished branches are written behind
+    /// them (`behind`: the thread driver, more than one branch at once) while the fan-out is
+    /// younger than [`WRITE_BEHIND_AFTER`]: its writer behind would not have written it
+    /// before then anyway, and a fan-out that ends sooner — most fan-outs of cheap branches —
+    /// writes its branches once, with its end, without having recorded each. What a crash runs
+    /// again is the same: the branches that finished in the fan-out's first 100 µs.
+    pub(crate) fn hold(&self, worked: Option<Duration>, behind: bool) -> bool {
+        if behind && self.behind_ok && self.started.elapsed() < WRITE_BEHIND_AFTER {
+            self.held_young.store(true, Ordering::Relaxed);
+            self.held_any.store(true, Ordering::Relaxed);
+            return true;
         }
+        let Some(worked) = worked.filter(|_| self.groups()) else { return false };
         let mut ledger = self.ledger();
         let held = ledger.held.saturating_add(worked);
         if held < self.window {
             ledger.held = held;
-            ledger.held_any = true;
+            self.held_any.store(true, Ordering::Relaxed);
             return true;
         }
         false
@@ -393,9 +410,9 @@ impl<'a, S: GraphState> Journal<'a, S> {
             steps: progress.steps,
             at: progress.at.clone(),
             answers: &progress.answers,
-            pending: progress.pending.as_ref(),
+            pending: progress.pending.as_deref(),
             more_pending: &progress.more_pending,
-            jump: progress.jump.as_ref(),
+            jump: progress.jump.as_deref(),
         };
         let mut ledger = self.ledger();
         let generation = set(&mut ledger, path, record, None);
@@ -406,7 +423,15 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// ([`hold`](Self::hold)): the fan-out completed work that the store holds only once that
     /// checkpoint is written.
     pub(crate) fn held_any(&self) -> bool {
-        self.ledger().held_any
+        self.held_any.load(Ordering::Relaxed)
+    }
+
+    /// Whether a finished branch was left to the fan-out's end because the fan-out was young
+    /// ([`hold`](Self::hold)), not by the app's group commit: such a fan-out whose branches
+    /// cannot merge writes them before it reports it (see `fork_branches`), as it would have
+    /// had they been written behind them.
+    pub(crate) fn held_young(&self) -> bool {
+        self.held_young.load(Ordering::Relaxed)
     }
 
     /// Writes what was recorded up to `generation` (what [`record`](Self::record) returned).
@@ -861,9 +886,9 @@ fn set<S: GraphState>(
     branch.at = record.at;
     branch.answers = record.answers.to_vec();
     branch.resume = record.pending.is_none();
-    branch.pending = record.pending.cloned();
+    branch.pending = record.pending.cloned().map(Box::new);
     branch.more_pending = record.more_pending.to_vec();
-    branch.jump = record.jump.cloned();
+    branch.jump = record.jump.cloned().map(Box::new);
     match nested {
         Some(heads) => branch.branches = heads,
         None if !matches!(branch.at, BranchAt::Fork { .. }) => branch.branches.clear(),
@@ -912,5 +937,77 @@ fn slot_mut<'b, S: GraphState>(
         Some(branch)
     } else {
         slot_mut(&mut branch.branches, rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::checkpoint::Identity;
+    use crate::model::fixture::Tally;
+    use crate::store::{Checkpointer, MemoryStore};
+    use crate::vocab::clock::Clock;
+    use crate::vocab::name::ThreadId;
+
+    fn tenure(window: Duration) -> Tenure {
+        let identity = Identity { graph: "g", graph_fingerprint: 0, schema_fingerprint: 0 };
+        let store: Arc<dyn Checkpointer> = Arc::new(MemoryStore::new());
+        let mut tenure = Tenure::new(store, ThreadId::from("t"), Some(1), &identity, Clock::system());
+        tenure.group_commit = window;
+        tenure
+    }
+
+    fn journal<'a>(tenure: &'a Tenure, base: &'a Tally, behind_ok: bool) -> Journal<'a, Tally> {
+        let branches = vec![BranchProgress::fresh(NodeName::from("a")), BranchProgress::fresh(NodeName::from("b"))];
+        Journal::new(tenure, true, 1, base, NodeName::from("split"), branches, false, behind_ok)
+    }
+
+    /// The journal as if its fan-out began `ago` ago (`None`: it begins a minute from now, so
+    /// that it stays young however slowly the test runs).
+    fn began(journal: &mut Journal<'_, Tally>, ago: Option<Duration>) {
+        journal.started = match ago {
+            Some(ago) => Instant::now().checked_sub(ago).expect("the clock reaches back a second"),
+            None => Instant::now() + Duration::from_secs(60),
+        };
+    }
+
+    #[test]
+    fn a_young_fan_out_writing_behind_its_branches_holds_those_that_finish() {
+        let (tenure, base) = (tenure(Duration::ZERO), Tally::default());
+        let mut young = journal(&tenure, &base, true);
+        began(&mut young, None);
+        assert!(!young.held_any());
+        assert!(young.hold(None, true), "a finished branch of a young fan-out is left to its end");
+        assert!(young.held_any() && young.held_young());
+        // Nothing was recorded: the fan-out's end holds it.
+        assert_eq!(young.generation(), 0);
+    }
+
+    #[test]
+    fn without_a_writer_behind_or_once_the_fan_out_is_old_a_finished_branch_is_recorded() {
+        let (tenure, base) = (tenure(Duration::ZERO), Tally::default());
+        // A driver that does not write behind (the async one), or one branch at a time.
+        let mut not_behind = journal(&tenure, &base, true);
+        began(&mut not_behind, None);
+        assert!(!not_behind.hold(None, false));
+        let mut one_at_a_time = journal(&tenure, &base, false);
+        began(&mut one_at_a_time, None);
+        assert!(!one_at_a_time.hold(None, true));
+        // A fan-out past its first 100 µs.
+        let mut old = journal(&tenure, &base, true);
+        began(&mut old, Some(Duration::from_secs(1)));
+        assert!(!old.hold(None, true));
+        assert!(!old.held_any() && !not_behind.held_any() && !one_at_a_time.held_any());
+    }
+
+    #[test]
+    fn a_group_commit_window_holds_finished_work_up_to_its_size_young_or_not() {
+        let (tenure, base) = (tenure(Duration::from_millis(10)), Tally::default());
+        let mut old = journal(&tenure, &base, true);
+        began(&mut old, Some(Duration::from_secs(1)));
+        assert!(old.hold(Some(Duration::from_millis(4)), true));
+        assert!(old.hold(Some(Duration::from_millis(4)), false));
+        assert!(!old.hold(Some(Duration::from_millis(4)), true), "the window is full");
+        assert!(old.held_any() && !old.held_young());
     }
 }

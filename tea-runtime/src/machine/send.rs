@@ -40,7 +40,7 @@ pub(crate) fn branches<G: Graph>(
         branch.at = BranchAt::Start(target_name.clone());
         // Checkpoints keep the input; the branch's state, built here to check the input, is
         // kept in memory for its first node.
-        branch.state = Some(own);
+        branch.state = Some(Box::new(own));
         branch.input = kept;
         branches.push(branch);
     }

@@ -138,7 +138,7 @@ fn fan_out<G: Graph>(
         if !branch.branches.is_empty() && !matches!(branch.at, BranchAt::Fork { .. }) {
             return Err(format!("branch `{}` records a nested fan-out's branches outside one", branch.head));
         }
-        for pending in branch.pending.iter().chain(&branch.more_pending) {
+        for pending in branch.pending.as_deref().into_iter().chain(&branch.more_pending) {
             known(graph, pending.node())?;
         }
     }
