@@ -275,8 +275,9 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     } else {
         (0..saved.len()).map(|i| (i, Job::Saved(i))).collect()
     };
-    // Each saved branch is taken by the one job of its index.
-    let saved: Vec<Mutex<Option<BranchProgress<G::State>>>> = saved.into_iter().map(|p| Mutex::new(Some(p))).collect();
+    // Each saved branch is taken by the one job of its index (in place: a fan-out of many
+    // sends copied every branch's progress into a lock of its own per run).
+    let saved: Mutex<Vec<Option<BranchProgress<G::State>>>> = Mutex::new(saved.into_iter().map(Some).collect());
     let saved = &saved;
     // The branches' paths in the journal: the fan-out's own, then each branch's index.
     let paths: Vec<Vec<usize>> = match journal {
@@ -297,7 +298,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
                 }
                 Job::Saved(index) => {
                     let progress =
-                        saved.get(index).and_then(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner).take());
+                        saved.lock().unwrap_or_else(PoisonError::into_inner).get_mut(index).and_then(Option::take);
                     let Some(progress) = progress else {
                         // Unreachable: each index is one job, run once.
                         return Err(Error::NoRoute { node: graph.node_name(fork.join), goto: None });
