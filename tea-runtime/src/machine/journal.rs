@@ -379,8 +379,10 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// them (`behind`: the thread driver, more than one branch at once) while the fan-out is
     /// younger than [`WRITE_BEHIND_AFTER`]: its writer behind would not have written it
     /// before then anyway, and a fan-out that ends sooner — most fan-outs of cheap branches —
-    /// writes its branches once, with its end, without having recorded each. What a crash runs
-    /// again is the same: the branches that finished in the fan-out's first 100 µs.
+    /// writes its branches once, with its end, without having recorded each. A crash before
+    /// the fan-out's end runs those branches again — at most the fan-out's first 100 µs of
+    /// finished work, as a window would; the writer behind used to write them once the
+    /// fan-out had run 100 µs, so a long fan-out's crash ran them again only in that time.
     pub(crate) fn hold(&self, worked: Option<Duration>, behind: bool) -> bool {
         if behind && self.behind_ok && self.started.elapsed() < WRITE_BEHIND_AFTER {
             self.held_young.store(true, Ordering::Relaxed);
