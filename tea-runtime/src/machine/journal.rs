@@ -20,9 +20,9 @@
 //! write when a sibling is writing (that sibling writes it before it stops); on the thread
 //! driver it does not wait at all: the journal's writer writes it on a thread of its own while
 //! the next branch runs, and the fan-out's end waits for that writer ([`Journal::settle`]).
-//! That writer starts writing once the fan-out has run for [`WRITE_BEHIND_AFTER`] (100 µs),
-//! and a branch that finishes before then is not recorded at all, as under a group commit
-//! window: the checkpoint that ends the fan-out holds it. A fan-out that ends sooner — a
+//! A branch that finishes before the fan-out has run [`WRITE_BEHIND_AFTER`] (100 µs) is not
+//! recorded at all, as under a group commit window: the checkpoint that ends the fan-out holds
+//! it. A fan-out that ends sooner — a
 //! hundred cheap branches — is written once, with its end, since recording each branch and two
 //! threads sharing the journal cost such a fan-out more than its branches did; one whose
 //! branches cannot merge writes them before it fails, as if they had been written behind them.
@@ -61,10 +61,10 @@ const LINGER: Duration = Duration::from_micros(50);
 /// `Journal::ledger_for_record`).
 const RECORD_SPINS: u32 = 256;
 
-/// How long after a fan-out began its writer behind the branches starts writing (see
-/// [`Journal::flush`]): a fan-out that ends sooner is written once, at its end, where writing
+/// How long after a fan-out began its finished branches are written behind them (see
+/// [`Journal::hold`]): one that finishes sooner is left to the fan-out's end, where writing
 /// behind it cost two cores contending for the journal and a record per branch or two. What a
-/// crash in that time runs again is at most this much of the fan-out's finished work.
+/// crash runs again is at most this much of the fan-out's finished work.
 const WRITE_BEHIND_AFTER: Duration = Duration::from_micros(100);
 
 /// The progress of a fan-out's branches, written as they run.
@@ -94,7 +94,8 @@ pub(crate) struct Journal<'a, S: GraphState> {
     closing: AtomicBool,
     /// `Ledger::generation`, read by the writer behind without the lock.
     recorded: AtomicU64,
-    /// When the fan-out began: its writer behind starts writing [`WRITE_BEHIND_AFTER`] later.
+    /// When the fan-out began: a branch that finishes within [`WRITE_BEHIND_AFTER`] of it is
+    /// held ([`Journal::hold`]).
     started: Instant,
     /// A finished branch was left to the checkpoint that ends the fan-out ([`Journal::hold`]).
     held_any: AtomicBool,
@@ -110,17 +111,12 @@ pub(crate) struct Journal<'a, S: GraphState> {
 struct Behind {
     jobs: Mutex<Jobs>,
     stopped: Condvar,
-    /// Wakes a posted job waiting for its time to start ([`WRITE_BEHIND_AFTER`]) when the
-    /// journal closes.
-    wake: Condvar,
 }
 
 #[derive(Default)]
 struct Jobs {
     posted: usize,
     running: usize,
-    /// The journal closed: a job still posted is taken back.
-    closed: bool,
 }
 
 impl Behind {
@@ -377,9 +373,9 @@ impl<'a, S: GraphState> Journal<'a, S> {
     ///
     /// It also is, whatever the window, on a driver whose finished branches are written behind
     /// them (`behind`: the thread driver, more than one branch at once) while the fan-out is
-    /// younger than [`WRITE_BEHIND_AFTER`]: its writer behind would not have written it
-    /// before then anyway, and a fan-out that ends sooner — most fan-outs of cheap branches —
-    /// writes its branches once, with its end, without having recorded each. A crash before
+    /// younger than [`WRITE_BEHIND_AFTER`]: a fan-out that ends sooner — most fan-outs of
+    /// cheap branches — writes its branches once, with its end, without having recorded each
+    /// or shared its journal with a writer on another core. A crash before
     /// the fan-out's end runs those branches again — at most the fan-out's first 100 µs of
     /// finished work, as a window would; the writer behind used to write them once the
     /// fan-out had run 100 µs, so a long fan-out's crash ran them again only in that time.
@@ -447,9 +443,9 @@ impl<'a, S: GraphState> Journal<'a, S> {
     /// branch allowed at once, it starts the journal's writer instead, on a thread of its own,
     /// and returns: the next branch runs while this one's progress is written, as it would on
     /// another thread of the branch pool (and as a tokio run's branches go on while a write
-    /// waits). The writer starts writing once the fan-out has run for [`WRITE_BEHIND_AFTER`]
-    /// (taken back unstarted by a fan-out that ends sooner, whose end writes it all), then
-    /// writes what the branches record until it finds nothing more for a moment ([`LINGER`]);
+    /// waits). No branch is written behind before the fan-out has run [`WRITE_BEHIND_AFTER`]
+    /// (one that finishes sooner is held, see [`hold`](Self::hold)); the writer writes what the
+    /// branches record until it finds nothing more for a moment ([`LINGER`]);
     /// the fan-out's end waits for it ([`settle`](Self::settle)). With
     /// one branch at a time (`Builder::max_parallel_branches(1)`), the next branch starts only
     /// once this one is written.
@@ -534,7 +530,6 @@ impl<S: GraphState> Journal<'_, S> {
         // The writer's store calls belong to the branch that started it (its fan-out's span).
         #[cfg(feature = "tracing")]
         let span = tracing::Span::current();
-        let start_at = self.started + WRITE_BEHIND_AFTER;
         let job = {
             let behind = Arc::clone(&behind);
             move |driver: &D| {
@@ -542,15 +537,6 @@ impl<S: GraphState> Journal<'_, S> {
                 let _entered = span.enter();
                 {
                     let mut jobs = behind.jobs();
-                    // Not before its time, unless the journal closes first (which takes the
-                    // job back): the journal is not reached while waiting.
-                    while !jobs.closed {
-                        let Some(left) = start_at.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())
-                        else {
-                            break;
-                        };
-                        jobs = behind.wake.wait_timeout(jobs, left).unwrap_or_else(PoisonError::into_inner).0;
-                    }
                     if jobs.posted == 0 {
                         // Taken back by the journal (`close`), which writes what is left.
                         return;
@@ -659,8 +645,6 @@ impl<S: GraphState> Journal<'_, S> {
         self.closing.store(true, Ordering::Release);
         let Some(behind) = self.behind.get() else { return false };
         let mut jobs = behind.jobs();
-        jobs.closed = true;
-        behind.wake.notify_all();
         let taken = std::mem::take(&mut jobs.posted) > 0;
         while jobs.running > 0 {
             jobs = behind.stopped.wait(jobs).unwrap_or_else(PoisonError::into_inner);

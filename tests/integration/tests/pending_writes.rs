@@ -572,9 +572,9 @@ fn a_store_that_panics_behind_the_branches_panics_in_the_caller() {
 
 #[test]
 fn a_finished_send_is_written_while_a_long_sibling_still_runs() {
-    // The fan-out's writer starts writing once the fan-out has run for 100 µs: send `0`, done
-    // after 2 ms, is in the store while `wait` still runs (which waits for it), not only at the
-    // join.
+    // A branch that finishes after its fan-out's first 100 µs is written behind it: send `0`,
+    // done after 2 ms, is in the store while `wait` still runs (which waits for it), not only
+    // at the join.
     let test = "long-sibling";
     let store = Faulty::new(test, usize::MAX, Fault::Fail);
     let app = Quick::builder().checkpointer(store).durability(Durability::EveryStep).build();
