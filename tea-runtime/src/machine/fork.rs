@@ -280,13 +280,14 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     let saved: Mutex<Vec<Option<BranchProgress<G::State>>>> = Mutex::new(saved.into_iter().map(Some).collect());
     let saved = &saved;
     // The branches' paths in the journal: the fan-out's own, then each branch's index.
-    let paths: Vec<Vec<usize>> = match journal {
-        Some((_, prefix)) => (0..jobs.len()).map(|i| prefix.iter().copied().chain([i]).collect()).collect(),
-        None => Vec::new(),
+    // One vector for them all (a fan-out of many branches made a vector per branch per run).
+    let paths = match journal {
+        Some((_, prefix)) => Paths::new(prefix, jobs.len()),
+        None => Paths::default(),
     };
     let paths = &paths;
     let run_job = |(index, job): (usize, Job<G::Node>)| {
-        let jot = journal.and_then(|(journal, _)| paths.get(index).map(|path| (journal, path.as_slice())));
+        let jot = journal.and_then(|(journal, _)| paths.get(index).map(|path| (journal, path)));
         let branch = async move {
             match job {
                 Job::Fresh(head) => {
@@ -329,8 +330,8 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
             match result {
                 Ok(branch) => {
                     let branch = progress_of(branch);
-                    if let Some(journal) = held {
-                        journal.restore(&paths[i], &branch);
+                    if let (Some(journal), Some(path)) = (held, paths.get(i)) {
+                        journal.restore(path, &branch);
                     }
                     progress.push(branch);
                 }
@@ -338,7 +339,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
                     error.get_or_insert(failed);
                     // What the failed branch completed, as it recorded it: `recover` runs only
                     // what is left of it.
-                    if let Some(recorded) = journal.and_then(|(journal, _)| journal.progress(&paths[i])) {
+                    if let Some(recorded) = journal.and_then(|(journal, _)| journal.progress(paths.get(i)?)) {
                         progress.push(recorded);
                     }
                 }
@@ -359,7 +360,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
             // Branches left to the fan-out's end because it was young (`Journal::hold`) that
             // may not merge: written now, as they would have been behind them, so that the
             // thread shows them finished and its join next when the merge fails.
-            for (branch, path) in branches.iter().zip(paths) {
+            for (branch, path) in branches.iter().zip(paths.iter()) {
                 journal.record(path, record_of(branch));
             }
             journal.flush(driver, journal.generation(), true).await?;
@@ -379,6 +380,42 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     let steps = branches.iter().fold(0u64, |sum, b| sum.saturating_add(b.steps));
     let taken = branches.iter().fold(0u64, |sum, b| sum.saturating_add(b.taken));
     Ok(ForkOutcome::Joined { branches, steps, taken })
+}
+
+/// The paths of a fan-out's branches in its journal, each the fan-out's own path followed by
+/// the branch's index, one after another in one vector.
+#[derive(Default)]
+struct Paths {
+    flat: Vec<usize>,
+    /// The length of each path (the fan-out's own, plus one); 0 without a journal.
+    each: usize,
+}
+
+impl Paths {
+    fn new(prefix: &[usize], branches: usize) -> Self {
+        let each = prefix.len() + 1;
+        let mut flat = Vec::with_capacity(each * branches);
+        for i in 0..branches {
+            flat.extend_from_slice(prefix);
+            flat.push(i);
+        }
+        Paths { flat, each }
+    }
+
+    /// How many paths there are.
+    fn len(&self) -> usize {
+        self.flat.len().checked_div(self.each).unwrap_or(0)
+    }
+
+    /// The path of branch `i`, if there is one.
+    fn get(&self, i: usize) -> Option<&[usize]> {
+        self.flat.get(i.checked_mul(self.each)?..(i + 1).checked_mul(self.each)?)
+    }
+
+    /// Every path in branch order.
+    fn iter(&self) -> impl Iterator<Item = &[usize]> {
+        self.flat.chunks_exact(self.each.max(1))
+    }
 }
 
 /// What a finished branch records of itself.
