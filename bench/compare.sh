@@ -100,6 +100,10 @@ for key, lg_s in lg.items():
     print(f"| {key} | {lg_s:.3e} | {t:.3e} | {lg_s / t:,.0f}× |")
 print()
 print(f"parallel_speedup (tea, chain / fan-out of 8 CPU loops): {tea['parallel_speedup']:.2f}")
+for key in ("fanout_100_memory_store", "send_100_memory_store"):
+    ratio = tea.get(f"{key}/over_store_less")
+    if ratio is not None:
+        print(f"{key} over its store-less row, paired runs in one process: {ratio:.2f}×")
 print(f"checkpoint_bytes (one paused hitl checkpoint, envelope included): {tea['checkpoint_bytes']}")
 rss = json.load(open(os.path.join(out, "rss.json")))
 print(f"10 000 paused threads in one MemoryStore: peak RSS {rss['peak_rss_bytes'] / 2**20:.1f} MiB, "

@@ -35,6 +35,28 @@ fn median(reps: usize, mut run: impl FnMut()) -> f64 {
     times[times.len() / 2]
 }
 
+/// How many times longer `stored` runs than `plain`: the median, over `pairs` pairs of runs
+/// one after the other in this process (each warmed once), of the pair's ratio. A row's median
+/// swings between runs of this program (the heap's layout, the other core's load) by more
+/// than the store costs; a pair's two runs share the moment, so their ratio does not.
+fn paired_ratio(pairs: usize, plain: &mut dyn FnMut(), stored: &mut dyn FnMut()) -> f64 {
+    plain();
+    stored();
+    let time = |run: &mut dyn FnMut()| {
+        let t0 = Instant::now();
+        run();
+        t0.elapsed().as_secs_f64()
+    };
+    let mut ratios: Vec<f64> = (0..pairs)
+        .map(|_| {
+            let plain = time(plain);
+            time(stored) / plain
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
+}
+
 /// One measured value: a key of the JSON object, and how the table shows it.
 struct Row {
     key: &'static str,
@@ -154,6 +176,20 @@ fn measure(quick: bool, only: Option<&str>) -> Vec<Row> {
         rows.push(Row { key: workload.key, value, unit: Unit::Seconds, script: workload.script });
         eprint!(".");
     }
+    for (store_less, store, key) in [
+        ("fanout_100", "fanout_100_memory_store", "fanout_100_memory_store/over_store_less"),
+        ("send_100", "send_100_memory_store", "send_100_memory_store/over_store_less"),
+    ] {
+        if only.is_some_and(|only| only != key) {
+            continue;
+        }
+        let make = |key: &str| workloads(r).into_iter().find(|w| w.key == key).and_then(|w| (w.make)());
+        if let (Some(mut plain), Some(mut stored)) = (make(store_less), make(store)) {
+            let value = paired_ratio(r * 10, &mut plain, &mut stored);
+            rows.push(Row { key, value, unit: Unit::Ratio, script: true });
+            eprint!(".");
+        }
+    }
     let seconds = |key| rows.iter().find(|row| row.key == key).map(|row| row.value);
     let (chain, fanout, rayon) = (seconds("chain_8_cpu"), seconds("fanout_8_cpu"), seconds("rayon_8_cpu"));
     if let (Some(chain), Some(fanout)) = (chain, fanout) {
@@ -219,6 +255,10 @@ fn print_table(rows: &[Row]) {
             Unit::Ratio if row.key == "rayon_speedup" => {
                 (format!("{:.2}", row.value), "chain_8_cpu / rayon_8_cpu (the machine's own limit)".to_owned())
             }
+            Unit::Ratio if row.key.ends_with("/over_store_less") => (
+                format!("{:.2}", row.value),
+                "the store row over its store-less row, paired runs in one process".to_owned(),
+            ),
             Unit::Ratio => (format!("{:.2}", row.value), "chain_8_cpu / fanout_8_cpu".to_owned()),
             Unit::Bytes => (format!("{} B", row.value as u64), "one paused hitl checkpoint".to_owned()),
             Unit::Flushes => (format!("{}", row.value as u64), "SledStore flushes per durable hitl cycle".to_owned()),
