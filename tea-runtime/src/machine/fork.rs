@@ -407,8 +407,11 @@ impl Paths {
         self.flat.len().checked_div(self.each).unwrap_or(0)
     }
 
-    /// The path of branch `i`, if there is one.
+    /// The path of branch `i`, if there is one (none without a journal).
     fn get(&self, i: usize) -> Option<&[usize]> {
+        if self.each == 0 {
+            return None;
+        }
         self.flat.get(i.checked_mul(self.each)?..(i + 1).checked_mul(self.each)?)
     }
 
@@ -1033,4 +1036,29 @@ fn record_step<G: Graph>(
         events.push(Event::Step { node: ctx.node.clone(), branch: Some(head.clone()), state, duration });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Paths;
+
+    #[test]
+    fn each_branch_path_is_the_fan_outs_own_then_its_index() {
+        let paths = Paths::new(&[2, 0], 3);
+        assert_eq!(paths.len(), 3);
+        assert_eq!(paths.get(0), Some(&[2, 0, 0][..]));
+        assert_eq!(paths.get(2), Some(&[2, 0, 2][..]));
+        assert_eq!(paths.get(3), None);
+        assert_eq!(paths.iter().collect::<Vec<_>>(), [&[2, 0, 0][..], &[2, 0, 1], &[2, 0, 2]]);
+        let top = Paths::new(&[], 2);
+        assert_eq!(top.iter().collect::<Vec<_>>(), [&[0][..], &[1]]);
+    }
+
+    #[test]
+    fn a_fan_out_without_a_journal_has_no_paths() {
+        let none = Paths::default();
+        assert_eq!(none.len(), 0);
+        assert_eq!(none.get(0), None);
+        assert_eq!(none.iter().count(), 0);
+    }
 }
