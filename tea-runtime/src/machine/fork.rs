@@ -283,7 +283,7 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
     // One vector for them all (a fan-out of many branches made a vector per branch per run).
     let paths = match journal {
         Some((_, prefix)) => Paths::new(prefix, jobs.len()),
-        None => Paths::default(),
+        None => Paths::new(&[], 0),
     };
     let paths = &paths;
     let run_job = |(index, job): (usize, Job<G::Node>)| {
@@ -383,11 +383,11 @@ async fn fork_branches<G: Graph, D: Driver<G>>(
 }
 
 /// The paths of a fan-out's branches in its journal, each the fan-out's own path followed by
-/// the branch's index, one after another in one vector.
-#[derive(Default)]
+/// the branch's index, one after another in one vector. Without a journal there are none
+/// (`Paths::new(&[], 0)`).
 struct Paths {
     flat: Vec<usize>,
-    /// The length of each path (the fan-out's own, plus one); 0 without a journal.
+    /// The length of each path: the fan-out's own, plus one (so never 0).
     each: usize,
 }
 
@@ -404,20 +404,17 @@ impl Paths {
 
     /// How many paths there are.
     fn len(&self) -> usize {
-        self.flat.len().checked_div(self.each).unwrap_or(0)
+        self.flat.len() / self.each
     }
 
     /// The path of branch `i`, if there is one (none without a journal).
     fn get(&self, i: usize) -> Option<&[usize]> {
-        if self.each == 0 {
-            return None;
-        }
-        self.flat.get(i.checked_mul(self.each)?..(i + 1).checked_mul(self.each)?)
+        self.flat.chunks_exact(self.each).nth(i)
     }
 
     /// Every path in branch order.
     fn iter(&self) -> impl Iterator<Item = &[usize]> {
-        self.flat.chunks_exact(self.each.max(1))
+        self.flat.chunks_exact(self.each)
     }
 }
 
@@ -1056,7 +1053,7 @@ mod tests {
 
     #[test]
     fn a_fan_out_without_a_journal_has_no_paths() {
-        let none = Paths::default();
+        let none = Paths::new(&[], 0);
         assert_eq!(none.len(), 0);
         assert_eq!(none.get(0), None);
         assert_eq!(none.iter().count(), 0);
