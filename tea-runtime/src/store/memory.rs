@@ -26,8 +26,11 @@ pub struct MemoryStore {
 }
 
 /// Threads by graph name, hashed with [`Fnv`] (a graph's name comes from the program, and every
-/// store call looks it up); a graph's threads by id, with std's keyed hash.
-type Graphs = HashMap<String, HashMap<ThreadId, Vec<(CheckpointId, Arc<[u8]>)>>, BuildHasherDefault<Fnv>>;
+/// store call looks it up); a graph's threads by id, with std's keyed hash. A record is a
+/// boxed slice: every read copies it out, so it needs no reference count (an `Arc`'s 16 bytes
+/// made a record of ~180 bytes take a larger allocation, and a store that keeps every step's
+/// record grows by them).
+type Graphs = HashMap<String, HashMap<ThreadId, Vec<(CheckpointId, Box<[u8]>)>>, BuildHasherDefault<Fnv>>;
 
 /// FNV-1a: a few instructions a byte for the short names of graphs, where std's SipHash (made to
 /// resist keys chosen to collide, as thread ids from a client may be) cost each append more
@@ -101,7 +104,7 @@ impl Checkpointer for MemoryStore {
         if head != expected {
             return Ok(AppendOutcome::Conflict { head });
         }
-        log.push((id, Arc::from(bytes)));
+        log.push((id, Box::from(bytes)));
         Ok(AppendOutcome::Written)
     }
 
