@@ -1497,7 +1497,10 @@ fn encryption_keys_seal_the_store_and_are_needed_to_resume() {
 
     // Without the keys the thread does not read; a bad key file is one clear line.
     let without = s.tea(&["resume", "ask.yaml", "--store", "dir:sealed", "--checkpoint", file, "--answer", "\"Bo\""]);
-    assert!(without.stderr().contains("sealed"), "{without:?}");
+    // It says what it is and how to open it.
+    assert!(without.stderr().contains("sealed record"), "{without:?}");
+    assert!(without.stderr().contains("--encryption-keys"), "{without:?}");
+    assert!(without.status() != DONE, "{without:?}");
     s.write("bad.txt", "2:short\n");
     let bad = s.tea(&["threads", "ask.yaml", "--store", "dir:sealed", "--encryption-keys", "bad.txt"]);
     assert!(bad.stderr().contains("bad.txt:1") && bad.status() != DONE, "{bad:?}");

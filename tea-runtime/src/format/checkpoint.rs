@@ -727,7 +727,11 @@ fn open<'b>(bytes: &'b [u8], thread: &ThreadId, id: CheckpointId) -> Result<Open
         return Err(corrupt(format!("{} bytes is shorter than a checkpoint header", bytes.len())));
     }
     if bytes[0..4] == *b"TEAs" {
-        return Err(corrupt("the bytes are a sealed record: read the store through `Sealed` with its keys".into()));
+        return Err(corrupt(
+            "the bytes are a sealed record: open the store with its key ring (`Sealed::new` in Rust, \
+             `Engine::encrypt_with` for a YAML agent, `--encryption-keys FILE` or TEA_ENCRYPTION_KEYS for `tea`)"
+                .into(),
+        ));
     }
     let is_delta = bytes[0..4] == DELTA_MAGIC;
     if bytes[0..4] != MAGIC && !is_delta {
