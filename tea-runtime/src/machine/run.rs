@@ -144,11 +144,20 @@ macro_rules! step_machine {
     (
         $(#[$step_doc:meta])* fn $step:ident;
         $(#[$until_doc:meta])* fn $until:ident;
+        fn $checked:ident;
         fn $inner:ident;
         [$($async:ident)?] [$($await:ident)?] part: $part:ident, node: $node_of:ident
     ) => {
         $(#[$step_doc])*
         pub(crate) $($async)? fn $step<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress, Error> {
+            // A step asked for on its own (a stream's next event) may come any time after the
+            // one before: its lease is judged by the clock.
+            self.lease_fresh = false;
+            self.$checked(driver) $(.$await)?
+        }
+
+        /// One step, the run abandoned if it fails.
+        $($async)? fn $checked<D: Driver<G>>(&mut self, driver: &D) -> Result<Progress, Error> {
             let result = self.$inner(driver) $(.$await)?;
             if result.is_err() {
                 $part!(self.abandon_with(driver));
@@ -160,7 +169,7 @@ macro_rules! step_machine {
         $(#[$until_doc])*
         pub(crate) $($async)? fn $until<D: Driver<G>>(&mut self, driver: &D) -> Result<Over, Error> {
             loop {
-                match self.$step(driver) $(.$await)? ? {
+                match self.$checked(driver) $(.$await)? ? {
                     Progress::Stepped | Progress::Forked => {}
                     Progress::Paused(record) => return Ok(Over::Paused(record)),
                     Progress::Done => return Ok(Over::Done),
@@ -193,6 +202,8 @@ macro_rules! step_machine {
                 }
                 prelude_done = true;
             };
+            // A write before the node (a deferred step's) says nothing of the lease after it.
+            self.lease_fresh = false;
             traced! { let span = self.node_span(); }
             let started = self.clock();
             let produced = $node_of!(self, driver, node, answers, span);
@@ -242,6 +253,11 @@ pub(crate) struct Run<'g, G: Graph> {
     /// it first.
     /// (The step's count and node, which the next step moves on.)
     deferred: Option<(u64, NodeName)>,
+    /// The last step's checkpoint renewed the run's lease (and kept its ancestors' alive) and
+    /// the next step follows at once (`until_over`): its lease is not due, and the clock is not
+    /// read to find so. Taken by the next step's [`begin`](Self::begin); a step run on its
+    /// own (a stream's) clears it first.
+    lease_fresh: bool,
     pub(crate) finished: bool,
     /// How long the last node on the main line took (measured while streaming or tracing).
     pub(crate) last_duration: Duration,
@@ -289,6 +305,7 @@ impl<'g, G: Graph> Run<'g, G> {
             saved_branches: Vec::new(),
             fork_record: None,
             deferred: None,
+            lease_fresh: false,
             finished: false,
             last_duration: Duration::ZERO,
             shown: None,
@@ -388,6 +405,7 @@ impl<'g, G: Graph> Run<'g, G> {
         fn step;
         /// Steps through `driver` until the run pauses or reaches `end`.
         fn until_over;
+        fn step_checked;
         fn step_inner;
         [async] [await] part: boxed_await, node: node_awaited
     }
@@ -398,6 +416,7 @@ impl<'g, G: Graph> Run<'g, G> {
         fn step_ready;
         /// Steps on a [`Driver::READY`] driver until the run pauses or reaches `end`.
         fn until_over_ready;
+        fn step_ready_checked;
         fn step_ready_inner;
         [] [] part: polled, node: node_now
     }
@@ -437,11 +456,12 @@ impl<'g, G: Graph> Run<'g, G> {
     pub(crate) fn begin(&mut self, prelude_done: bool) -> Result<Request<G::Node>, Error> {
         // A step left to the pause that follows at once renews nothing before it; an answered
         // interrupt node runs before the claim, whose write is its step (`answer_claims`).
+        let fresh = !prelude_done && std::mem::take(&mut self.lease_fresh);
         if !prelude_done && self.deferred.is_none() && !self.answer_claims() {
             if self.claim_pending() {
                 return Ok(Request::Claim);
             }
-            if self.lease_due() {
+            if !fresh && self.lease_due() {
                 return Ok(Request::Lease);
             }
         }
@@ -826,6 +846,9 @@ impl<G: Graph> Run<'_, G> {
         let claims = self.claim_pending();
         self.save(driver, (durable && !claims) || done).await?;
         self.finished = done;
+        // Its checkpoint holds the lease renewed; the next step's `begin` comes before any
+        // node runs.
+        self.lease_fresh = !done;
         self.progressed();
         Ok(())
     }
