@@ -705,3 +705,103 @@ fn a_token_of_a_deleted_thread_never_resumes_a_new_thread_of_the_same_id() {
     assert!(matches!(app.resume(old), Err(Error::StaleResume { .. })), "the old token is spent with its thread");
     assert_eq!(done(app.resume(new)).trail, ["a", "b", "c", "d"]);
 }
+
+/// `a -> b -> c` on a manual clock, for what a run's lease holds while its nodes run: `a` moves
+/// the clock on by what its thread's entry in `LATE` says (a slow node), `b` tries `recover` of
+/// its own thread through another app on the same store and records the answer. Each thread
+/// has a store and clock of its own (tests run at once).
+mod leased {
+    use super::*;
+
+    /// The store and clock of each thread's apps.
+    static WORLDS: Mutex<Option<HashMap<String, (MemoryStore, tea::Clock)>>> = Mutex::new(None);
+    /// How long `a` takes on the clock, per thread.
+    pub static LATE: Mutex<Option<HashMap<String, Duration>>> = Mutex::new(None);
+    /// What `recover` from inside `b` gave, per thread: `true` for `ThreadBusy`.
+    pub static BUSY: Mutex<Option<HashMap<String, bool>>> = Mutex::new(None);
+
+    /// The store and clock of `thread`'s apps.
+    pub fn world(thread: &str) -> (MemoryStore, tea::Clock) {
+        let mut worlds = WORLDS.lock().unwrap();
+        let worlds = worlds.get_or_insert_with(HashMap::new);
+        let world = worlds
+            .entry(thread.to_owned())
+            .or_insert_with(|| (MemoryStore::new(), tea::Clock::manual(std::time::SystemTime::now())));
+        world.clone()
+    }
+
+    /// An app on `thread`'s store and clock, with a lease of 60 s.
+    pub fn app(thread: &str, durability: tea::Durability) -> tea::App<Leased, MemoryStore> {
+        let (store, clock) = world(thread);
+        Leased::builder()
+            .checkpointer(store.clone())
+            .clock(clock.clone())
+            .lease(Duration::from_secs(60))
+            .durability(durability)
+            .build()
+    }
+
+    fn thread_of(ctx: &Ctx<Doc>) -> String {
+        ctx.thread().map(ToString::to_string).unwrap_or_default()
+    }
+
+    pub fn a(_: &Doc, ctx: &Ctx<Doc>) -> DocUpdate {
+        let thread = thread_of(ctx);
+        let late = LATE.lock().unwrap().get_or_insert_with(HashMap::new).get(&thread).copied();
+        if let Some(late) = late {
+            world(&thread).1.advance(late);
+        }
+        step("a")
+    }
+
+    pub fn b(_: &Doc, ctx: &Ctx<Doc>) -> DocUpdate {
+        let thread = thread_of(ctx);
+        let taken = app(&thread, tea::Durability::EveryStep).run(Call::recover(ThreadId::from(thread.as_str())));
+        let busy = matches!(taken, Err(Error::ThreadBusy { .. }));
+        BUSY.lock().unwrap().get_or_insert_with(HashMap::new).insert(thread, busy);
+        step("b")
+    }
+
+    pub fn c(_: &Doc) -> DocUpdate {
+        step("c")
+    }
+
+    graph! {
+        pub Leased for Doc { start -> a; a -> b; b -> c; c -> end; }
+    }
+}
+
+fn busy_in_b(thread: &str) -> Option<bool> {
+    leased::BUSY.lock().unwrap().get_or_insert_with(HashMap::new).get(thread).copied()
+}
+
+#[test]
+fn a_run_whose_node_outlasts_its_lease_still_owns_its_thread_at_the_next_node() {
+    // `a` takes 70 s of a 60 s lease. Writing a's step renews the lease (EveryStep); without
+    // step checkpoints (OnPause) the run renews it before `b` because it is due. Either way a
+    // `recover` while `b` runs finds the thread busy: it is never taken over from a live run.
+    for (thread, durability) in
+        [("late-every-step", tea::Durability::EveryStep), ("late-on-pause", tea::Durability::OnPause)]
+    {
+        leased::LATE.lock().unwrap().get_or_insert_with(HashMap::new).insert(thread.into(), Duration::from_secs(70));
+        let out = leased::app(thread, durability).run(Call::start(Doc::default()).on(thread));
+        assert_eq!(done(out).trail, ["a", "b", "c"], "{thread}");
+        assert_eq!(busy_in_b(thread), Some(true), "{thread}: a recover during `b` took the thread over");
+    }
+}
+
+#[test]
+fn a_stream_read_slowly_renews_its_lease_before_its_next_node() {
+    // The caller of a stream takes 70 s of a 60 s lease between a's event and the next: the
+    // run renews its lease before `b` runs, and a `recover` while `b` runs finds it busy.
+    let thread = "slow-reader";
+    let app = leased::app(thread, tea::Durability::EveryStep);
+    let mut stream = app.run_stream(Call::start(Doc::default()).on(thread));
+    let first = stream.next().expect("a's event").expect("a ran");
+    assert!(format!("{first:?}").contains("\"a\""), "{first:?}");
+    leased::world(thread).1.advance(Duration::from_secs(70));
+    for event in stream {
+        event.expect("the rest of the run");
+    }
+    assert_eq!(busy_in_b(thread), Some(true), "a recover during `b` took a slowly read stream's thread over");
+}
