@@ -108,8 +108,10 @@ fn extra<R: FnMut() + 'static>(key: &'static str, reps: usize, make: impl FnOnce
 /// other forms, and (when a PostgreSQL server answers, see `hitl::postgres_url`) the durable
 /// cycle on `PostgresStore`, under the key of `bench/langgraph_postgres.py`, the two YAML
 /// agents (`yaml_loop_1000`, `yaml_pipeline_10`), `hitl_cycle_durable/sync_floor` and `/fsync_floor` (four synced
-/// log writes without tea: the floor under the durable cycle), and the `/sealed` rows: store rows again with
-/// their store sealed at rest (`Sealed`), what encryption costs.
+/// log writes without tea: the floor under the durable cycle), the `wide_state` rows' `/no_engine`
+/// (the node functions and reducers called in order without tea: the floor under those rows),
+/// and the `/sealed` rows: store rows again with their store sealed at rest (`Sealed`), what
+/// encryption costs.
 fn workloads(r: usize) -> Vec<Workload> {
     use hitl::{Before, Interruptible, Node};
     // The fan-out rows run 5 r times: each takes a fraction of a millisecond, and their first
@@ -135,6 +137,8 @@ fn workloads(r: usize) -> Vec<Workload> {
         extra("rayon_8_cpu", 3, seq::rayon_8_cpu),
         w("wide_state_25x300", r, wide::wide_state_25x300),
         w("wide_state_9x1200", r, wide::wide_state_9x1200),
+        extra("wide_state_25x300/no_engine", r, wide::wide_state_25x300_no_engine),
+        extra("wide_state_9x1200/no_engine", r, wide::wide_state_9x1200_no_engine),
         w("hitl_cycle_memory", r * 20, hitl::cycle_memory::<Node>),
         w("hitl_cycle_durable", r * 10, hitl::cycle_durable::<Node>),
         extra("hitl_cycle_memory/sealed", r * 20, hitl::cycle_memory_sealed::<Node>),
@@ -275,6 +279,9 @@ fn print_table(rows: &[Row]) {
                 format!("{note}, {:.3} µs per node", row.value * 1e6 / 10.0)
             }
             "hitl_cycle_durable/on_pause" => format!("{note}, the same with .durability(Durability::OnPause)"),
+            "wide_state_25x300/no_engine" | "wide_state_9x1200/no_engine" => {
+                format!("{note}, the node functions called in order with the reducers, no tea: the workload's own cost")
+            }
             "hitl_cycle_durable/sync_floor" => {
                 format!("{note}, four synced log writes of a paused checkpoint's size, no tea (sled's sync_file_range)")
             }

@@ -231,6 +231,31 @@ fn check(out: &Wide, a: usize, n: usize) {
     assert_eq!(out.crm_info.as_ref().zip(out.email_thread_id.as_ref()).map(|(c, e)| c.len() + e.len()), Some(2 * n));
 }
 
+/// The workload without tea: the node functions called in the graph's order on one state, each
+/// update applied through the state's reducers (`GraphState::apply`), `three` and `four` both
+/// reading the state `two` left, as branches do, applied in declared order. What the workload
+/// itself costs (its random letters, its lists' reference counts, its allocations): the floor
+/// under the `wide_state` rows, which no engine goes below.
+fn without_engine(input: Wide, n: usize) -> Wide {
+    let mut s = input;
+    loop {
+        let update = one(&s, n);
+        s.apply(update);
+        let update = two(&s, n);
+        s.apply(update);
+        let (left, right) = (three(&s, n), four(&s, n));
+        s.apply(left);
+        s.apply(right);
+        let update = five(&s, n);
+        s.apply(update);
+        let update = six(&s, n);
+        s.apply(update);
+        if s.messages.len() > n {
+            return s;
+        }
+    }
+}
+
 pub fn wide_state_25x300() -> impl FnMut() {
     let app = w300::Wide300::builder().build();
     move || check(&app.invoke(wide_input(5, 5)).expect("wide_state_25x300 runs"), 5, 300)
@@ -241,9 +266,34 @@ pub fn wide_state_9x1200() -> impl FnMut() {
     move || check(&app.invoke(wide_input(3, 3)).expect("wide_state_9x1200 runs"), 3, 1200)
 }
 
+/// `wide_state_25x300/no_engine`: [`without_engine`], checked as the row is.
+pub fn wide_state_25x300_no_engine() -> impl FnMut() {
+    || check(&without_engine(wide_input(5, 5), 300), 5, 300)
+}
+
+/// `wide_state_9x1200/no_engine`: [`without_engine`], checked as the row is.
+pub fn wide_state_9x1200_no_engine() -> impl FnMut() {
+    || check(&without_engine(wide_input(3, 3), 1200), 3, 1200)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::rnd;
+    use super::*;
+
+    #[test]
+    fn the_workload_without_tea_ends_where_the_graph_does() {
+        let app = w300::Wide300::builder().build();
+        let graph = app.invoke(wide_input(5, 5)).expect("the graph runs");
+        let alone = without_engine(wide_input(5, 5), 300);
+        check(&graph, 5, 300);
+        check(&alone, 5, 300);
+        let lengths = |w: &Wide| {
+            let lists = [&w.messages, &w.trigger_events, &w.categorizations, &w.responses];
+            let kept = [w.relevant_rules.as_ref().map(Vec::len), w.memory_docs.as_ref().map(Vec::len)];
+            (lists.map(Vec::len), kept, w.slack_participants.len(), w.notified_assignees.len())
+        };
+        assert_eq!(lengths(&graph), lengths(&alone));
+    }
 
     #[test]
     fn rnd_draws_n_lowercase_letters_each_about_equally_often() {
