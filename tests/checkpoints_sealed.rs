@@ -107,6 +107,91 @@ fn a_sealed_run_ends_as_in_clear_and_nothing_is_readable_at_rest() {
     });
 }
 
+/// A fan-out that pauses in one branch (`right`, before `right2`) after the other (`left`)
+/// finished, so the paused checkpoint holds `left`'s writes as its pending progress; then a node
+/// whose result is cached in the store.
+mod fan_and_cache {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use store_scenarios::DocUpdate;
+
+    /// How many times `left` and `lookup` ran.
+    pub static LEFTS: AtomicUsize = AtomicUsize::new(0);
+    pub static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+
+    fn open(_: &Doc) -> DocUpdate {
+        Doc::update().trail(vec!["open".into()])
+    }
+    fn left(s: &Doc) -> DocUpdate {
+        LEFTS.fetch_add(1, Ordering::SeqCst);
+        Doc::update().trail(vec![format!("left: {}", s.note)])
+    }
+    fn right(_: &Doc) -> DocUpdate {
+        Doc::update().trail(vec!["right".into()])
+    }
+    fn right2(_: &Doc) -> DocUpdate {
+        Doc::update().trail(vec!["right2".into()])
+    }
+    fn lookup(s: &Doc) -> DocUpdate {
+        LOOKUPS.fetch_add(1, Ordering::SeqCst);
+        Doc::update().trail(vec![format!("looked up {}", s.note)])
+    }
+
+    graph! {
+        pub FanAndCache for Doc {
+            start -> open;
+            parallel open => [left, right] -> lookup;
+            right -> right2;
+            right2 -> lookup;
+            lookup -> end;
+            interrupt_before right2;
+            cache lookup(reads = [note], store);
+        }
+    }
+}
+
+#[test]
+fn a_fan_outs_pending_branch_writes_and_the_node_cache_are_sealed_too() {
+    use fan_and_cache::{FanAndCache, LEFTS, LOOKUPS};
+    use std::sync::atomic::Ordering;
+    let cache_graph = format!("tea:cache:{}", FanAndCache::NAME);
+    on_every_store("fan-cache", |name, raw| {
+        let app = FanAndCache::builder().checkpointer(Sealed::new(raw.clone(), ring_a())).build();
+        let note = format!("{SECRET} on {name}");
+        let (lefts, lookups) = (LEFTS.load(Ordering::SeqCst), LOOKUPS.load(Ordering::SeqCst));
+        let t = thread("fan-1");
+        let (_, resume) = paused(app.run(Call::start(Doc { note: note.clone(), ..Doc::default() }).on(t.clone())));
+        // The paused checkpoint holds left's finished writes, sealed; the resume reads them back
+        // through the seal instead of running left again.
+        let pause = raw.head(FanAndCache::NAME, &t).unwrap().unwrap();
+        assert_eq!(&pause.1[..4], b"TEAs", "{name}: the paused checkpoint is not sealed");
+        let first = done(app.resume(resume));
+        let trail =
+            ["open".to_owned(), format!("left: {note}"), "right".into(), "right2".into(), format!("looked up {note}")];
+        assert_eq!(first.trail, trail, "{name}");
+        assert_eq!(LEFTS.load(Ordering::SeqCst), lefts + 1, "{name}: left ran again after the pause");
+        // The second thread takes the cached result, read back through the sealed store.
+        let (_, resume) =
+            paused(app.run(Call::start(Doc { note: note.clone(), ..Doc::default() }).on(thread("fan-2"))));
+        assert_eq!(done(app.resume(resume)).trail, trail, "{name}");
+        assert_eq!(LOOKUPS.load(Ordering::SeqCst), lookups + 1, "{name}: the second thread hit the cache");
+
+        // Every record at rest — the steps', the pause with its pending branch writes, the
+        // cached result — is sealed.
+        let run = raw.history(FanAndCache::NAME, &t).unwrap();
+        let cached: Vec<_> =
+            raw.threads(&cache_graph).unwrap().iter().flat_map(|key| raw.history(&cache_graph, key).unwrap()).collect();
+        assert!(!cached.is_empty(), "{name}: the cached result is in the store");
+        for (what, (id, bytes)) in run.iter().map(|r| ("run", r)).chain(cached.iter().map(|r| ("cache", r))) {
+            assert_eq!(&bytes[..4], b"TEAs", "{name}: {what} record {id} is not sealed");
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{name}: {what} record {id} holds the note in clear"
+            );
+        }
+    });
+}
+
 #[test]
 fn keys_rotate_old_records_read_new_ones_carry_the_new_id() {
     on_every_store("rotate", |name, raw| {
